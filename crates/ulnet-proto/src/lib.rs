@@ -5,4 +5,5 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod addr;
+pub mod pcap;
 pub mod wire;

@@ -19,7 +19,10 @@ pub struct WireHandle {
 
 impl WireHandle {
     /// `LNET_WIRE_HANDLE_COOKIE_NONE` in both words: in a PUT's `ack_wmd` it means "no ACK".
-    pub const NONE: Self = Self { interface_cookie: u64::MAX, object_cookie: u64::MAX };
+    pub const NONE: Self = Self {
+        interface_cookie: u64::MAX,
+        object_cookie: u64::MAX,
+    };
 
     pub fn is_none(&self) -> bool {
         *self == Self::NONE
@@ -41,11 +44,32 @@ pub enum MsgType {
 /// The per-type part of the header (`union lnet_cmd_hdr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Body {
-    Ack { dst_wmd: WireHandle, match_bits: u64, mlength: u32 },
-    Put { ack_wmd: WireHandle, match_bits: u64, hdr_data: u64, ptl_index: u32, offset: u32 },
-    Get { return_wmd: WireHandle, match_bits: u64, ptl_index: u32, src_offset: u32, sink_length: u32 },
-    Reply { dst_wmd: WireHandle },
-    Hello { incarnation: u64, conn_type: u32 },
+    Ack {
+        dst_wmd: WireHandle,
+        match_bits: u64,
+        mlength: u32,
+    },
+    Put {
+        ack_wmd: WireHandle,
+        match_bits: u64,
+        hdr_data: u64,
+        ptl_index: u32,
+        offset: u32,
+    },
+    Get {
+        return_wmd: WireHandle,
+        match_bits: u64,
+        ptl_index: u32,
+        src_offset: u32,
+        sink_length: u32,
+    },
+    Reply {
+        dst_wmd: WireHandle,
+    },
+    Hello {
+        incarnation: u64,
+        conn_type: u32,
+    },
 }
 
 impl Body {
