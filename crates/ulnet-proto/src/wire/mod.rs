@@ -2,3 +2,4 @@
 //! with `parse` and `emit`. See wire.md in the shared reference for layouts.
 
 pub mod header;
+pub mod ping;
