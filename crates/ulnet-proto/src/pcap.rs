@@ -50,10 +50,8 @@ impl PcapWriter {
 
     fn record(&mut self, time_ns: u64, packet: &[u8]) {
         let micros = time_ns / 1_000;
-        self.bytes
-            .extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
-        self.bytes
-            .extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
+        self.bytes.extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
+        self.bytes.extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
         let len = packet.len() as u32;
         self.bytes.extend_from_slice(&len.to_le_bytes());
         self.bytes.extend_from_slice(&len.to_le_bytes());
@@ -90,22 +88,11 @@ impl TcpFlow {
         server: SocketAddrV4,
         time_ns: u64,
     ) -> Self {
-        let mut flow = Self {
-            client,
-            server,
-            client_next_seq: 1000,
-            server_next_seq: 5000,
-            ip_id: 1,
-        };
+        let mut flow =
+            Self { client, server, client_next_seq: 1000, server_next_seq: 5000, ip_id: 1 };
         flow.segment(pcap, Direction::ClientToServer, FLAG_SYN, &[], time_ns);
         flow.client_next_seq = flow.client_next_seq.wrapping_add(1);
-        flow.segment(
-            pcap,
-            Direction::ServerToClient,
-            FLAG_SYN | FLAG_ACK,
-            &[],
-            time_ns,
-        );
+        flow.segment(pcap, Direction::ServerToClient, FLAG_SYN | FLAG_ACK, &[], time_ns);
         flow.server_next_seq = flow.server_next_seq.wrapping_add(1);
         flow.segment(pcap, Direction::ClientToServer, FLAG_ACK, &[], time_ns);
         flow
@@ -143,18 +130,12 @@ impl TcpFlow {
         time_ns: u64,
     ) {
         let (src, dst, seq, ack) = match direction {
-            Direction::ClientToServer => (
-                self.client,
-                self.server,
-                self.client_next_seq,
-                self.server_next_seq,
-            ),
-            Direction::ServerToClient => (
-                self.server,
-                self.client,
-                self.server_next_seq,
-                self.client_next_seq,
-            ),
+            Direction::ClientToServer => {
+                (self.client, self.server, self.client_next_seq, self.server_next_seq)
+            }
+            Direction::ServerToClient => {
+                (self.server, self.client, self.server_next_seq, self.client_next_seq)
+            }
         };
         let ack = if flags & FLAG_ACK != 0 { ack } else { 0 };
         let total = 20 + 20 + payload.len();
@@ -215,10 +196,7 @@ mod tests {
     #[test]
     fn checksum_matches_rfc1071_example() {
         // RFC 1071 §3: words 0001 f203 f4f5 f6f7 sum to ddf2, checksum 220d.
-        assert_eq!(
-            internet_checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7], 0),
-            0x220d
-        );
+        assert_eq!(internet_checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7], 0), 0x220d);
     }
 
     #[test]
@@ -227,12 +205,7 @@ mod tests {
         let client = SocketAddrV4::new(Ipv4Addr::new(192, 168, 1, 2), 1023);
         let server = SocketAddrV4::new(Ipv4Addr::new(192, 168, 1, 1), 988);
         let mut flow = TcpFlow::open(&mut pcap, client, server, 1_000_000);
-        flow.send(
-            &mut pcap,
-            Direction::ClientToServer,
-            &[0xab; 100],
-            2_000_000,
-        );
+        flow.send(&mut pcap, Direction::ClientToServer, &[0xab; 100], 2_000_000);
         let bytes = pcap.into_bytes();
         // Global header + 3 handshake records (16 + 40) + one data record (16 + 140).
         assert_eq!(bytes.len(), 24 + 3 * 56 + 16 + 140);

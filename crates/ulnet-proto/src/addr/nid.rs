@@ -74,20 +74,11 @@ pub struct Net {
 
 impl Net {
     /// `LNET_NET_ANY`.
-    pub const ANY: Self = Self {
-        lnd: LndType::ANY,
-        number: 0xffff,
-    };
+    pub const ANY: Self = Self { lnd: LndType::ANY, number: 0xffff };
     /// The loopback net `lo`.
-    pub const LO: Self = Self {
-        lnd: LndType::LO,
-        number: 0,
-    };
+    pub const LO: Self = Self { lnd: LndType::LO, number: 0 };
     /// `tcp`, the net a NID without `@net` belongs to.
-    pub const TCP: Self = Self {
-        lnd: LndType::SOCK,
-        number: 0,
-    };
+    pub const TCP: Self = Self { lnd: LndType::SOCK, number: 0 };
 
     pub const fn new(lnd: LndType, number: u16) -> Self {
         Self { lnd, number }
@@ -106,10 +97,7 @@ impl Net {
         if net == u32::MAX {
             return Self::ANY;
         }
-        Self {
-            lnd: LndType((net >> 16) as u8),
-            number: net as u16,
-        }
+        Self { lnd: LndType((net >> 16) as u8), number: net as u16 }
     }
 }
 
@@ -148,27 +136,15 @@ pub enum LargeNidError {
 
 impl Nid {
     /// `LNET_ANY_NID` (nid4: `LNET_NID_ANY` = all ones), printed `<?>`.
-    pub const ANY: Self = Self {
-        size: 0xff,
-        net: Net::ANY,
-        addr: [0xff; 16],
-    };
+    pub const ANY: Self = Self { size: 0xff, net: Net::ANY, addr: [0xff; 16] };
     /// `0@lo`, `LNET_NID_LO_0`.
-    pub const LO_0: Self = Self {
-        size: 0,
-        net: Net::LO,
-        addr: [0; 16],
-    };
+    pub const LO_0: Self = Self { size: 0, net: Net::LO, addr: [0; 16] };
 
     /// A NID with a 4-byte address given as the host-order integer of `lnet_nid_t`.
     pub fn new4(net: Net, addr: u32) -> Self {
         let mut bytes = [0u8; 16];
         bytes[..4].copy_from_slice(&addr.to_be_bytes());
-        Self {
-            size: 0,
-            net,
-            addr: bytes,
-        }
+        Self { size: 0, net, addr: bytes }
     }
 
     pub fn ipv4(net: Net, ip: Ipv4Addr) -> Self {
@@ -177,11 +153,7 @@ impl Nid {
 
     /// An IPv6 NID (`nid_size` 12). It has no nid4 form.
     pub fn ipv6(net: Net, ip: Ipv6Addr) -> Self {
-        Self {
-            size: 12,
-            net,
-            addr: ip.octets(),
-        }
+        Self { size: 12, net, addr: ip.octets() }
     }
 
     /// Converts a classic 64-bit NID. lustre: lnet-types.h `lnet_nid4_to_nid()`.
@@ -267,11 +239,7 @@ impl Nid {
 
     /// `NID_ADDR_BYTES`: 4 or 16 (20 for ANY, whose size field is 0xFF).
     pub fn addr_len(&self) -> usize {
-        if self.is_any() {
-            16
-        } else {
-            usize::from(self.size) + 4
-        }
+        if self.is_any() { 16 } else { usize::from(self.size) + 4 }
     }
 
     /// `NID_BYTES`: the bytes of `struct lnet_nid` that carry meaning.
@@ -329,10 +297,7 @@ mod tests {
         // wire.md §5.4 table.
         let tcp = Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 2));
         assert_eq!(tcp.to_nid4(), Some(0x0002_0000_C0A8_0102));
-        assert_eq!(
-            tcp.to_nid4().map(u64::to_le_bytes),
-            Some([2, 1, 0xa8, 0xc0, 0, 0, 2, 0])
-        );
+        assert_eq!(tcp.to_nid4().map(u64::to_le_bytes), Some([2, 1, 0xa8, 0xc0, 0, 0, 2, 0]));
         let mut large = [0u8; 20];
         large[..8].copy_from_slice(&[0, 2, 0, 0, 0xc0, 0xa8, 1, 2]);
         assert_eq!(tcp.to_large_bytes(), large);
@@ -349,9 +314,8 @@ mod tests {
     fn ipv6_large_form() {
         let ip: Ipv6Addr = "2001:db8::1".parse().unwrap();
         let nid = Nid::ipv6(Net::TCP, ip);
-        let expected = [
-            0x0c, 0x02, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-        ];
+        let expected =
+            [0x0c, 0x02, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
         assert_eq!(nid.to_large_bytes(), expected);
         assert_eq!(Nid::from_large_bytes(&expected), Ok(nid));
         assert_eq!(nid.to_nid4(), None);
@@ -371,16 +335,10 @@ mod tests {
 
     #[test]
     fn bad_large_nids_are_rejected() {
-        assert_eq!(
-            Nid::from_large_bytes(&[0; 19]),
-            Err(LargeNidError::Truncated(19))
-        );
+        assert_eq!(Nid::from_large_bytes(&[0; 19]), Err(LargeNidError::Truncated(19)));
         let mut big = [0u8; 20];
         big[0] = 13;
-        assert_eq!(
-            Nid::from_large_bytes(&big),
-            Err(LargeNidError::SizeTooLarge(17))
-        );
+        assert_eq!(Nid::from_large_bytes(&big), Err(LargeNidError::SizeTooLarge(17)));
     }
 
     #[test]

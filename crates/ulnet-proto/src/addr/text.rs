@@ -24,10 +24,7 @@ pub const LND_NAMES: &[(LndType, &str)] = &[
 impl LndType {
     /// The name Lustre prints for this LND, or `None` for removed and unknown types.
     pub fn name(self) -> Option<&'static str> {
-        LND_NAMES
-            .iter()
-            .find(|(lnd, _)| *lnd == self)
-            .map(|(_, name)| *name)
+        LND_NAMES.iter().find(|(lnd, _)| *lnd == self).map(|(_, name)| *name)
     }
 }
 
@@ -86,19 +83,13 @@ mod tests {
             "192.168.1.2@tcp"
         );
         assert_eq!(Nid::LO_0.to_string(), "0@lo");
-        assert_eq!(
-            Nid::new4(Net::new(LndType::PTL4, 2), 42).to_string(),
-            "42@ptlf2"
-        );
+        assert_eq!(Nid::new4(Net::new(LndType::PTL4, 2), 42).to_string(), "42@ptlf2");
         let o2ib3 = Nid::ipv4(Net::new(LndType::O2IB, 3), Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(o2ib3.to_string(), "10.0.0.1@o2ib3");
         let v6 = Nid::ipv6(Net::TCP, "2001:db8::1".parse().unwrap());
         assert_eq!(v6.to_string(), "2001:db8::1@tcp");
         assert_eq!(Nid::ANY.to_string(), "<?>");
-        assert_eq!(
-            Nid::new4(Net::new(LndType::TOFU, 1), 7).to_string(),
-            "7@<17:1>"
-        );
+        assert_eq!(Nid::new4(Net::new(LndType::TOFU, 1), 7).to_string(), "7@<17:1>");
         assert_eq!(Net::new(LndType::SOCK, 1).to_string(), "tcp1");
     }
 }

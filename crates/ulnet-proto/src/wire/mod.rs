@@ -2,4 +2,5 @@
 //! with `parse` and `emit`. See wire.md in the shared reference for layouts.
 
 pub mod header;
+pub mod ping;
 pub mod selftest;

@@ -163,11 +163,7 @@ impl SrpcService {
 
     /// The portal its requests are PUT to; the match bits are [`SrpcService::id`].
     pub fn request_portal(self) -> u32 {
-        if self.is_framework() {
-            SRPC_FRAMEWORK_REQUEST_PORTAL
-        } else {
-            SRPC_REQUEST_PORTAL
-        }
+        if self.is_framework() { SRPC_FRAMEWORK_REQUEST_PORTAL } else { SRPC_REQUEST_PORTAL }
     }
 
     /// lustre: selftest.h `srpc_service2request()`.
@@ -268,10 +264,7 @@ pub struct SessionId {
 
 impl SessionId {
     /// `LST_INVALID_SID` as `get_old_sid(NULL)` returns it: NID ANY, stamp -1.
-    pub const NONE: Self = Self {
-        nid: u64::MAX,
-        stamp: -1,
-    };
+    pub const NONE: Self = Self { nid: u64::MAX, stamp: -1 };
 
     /// `ses_nid == LNET_NID_ANY`, which session requests reject with EINVAL.
     pub fn has_any_nid(&self) -> bool {
@@ -318,19 +311,13 @@ impl LstName {
         let mut bytes = [0u8; LST_NAME_SIZE];
         // Length checked above: name fits in the first MAX_LEN bytes.
         bytes[..name.len()].copy_from_slice(name);
-        Ok(Self {
-            len: name.len() as u8,
-            bytes,
-        })
+        Ok(Self { len: name.len() as u8, bytes })
     }
 
     /// Decodes the wire field: the bytes before the first NUL. Bytes after it are ignored, as
     /// the kernel's C string handling ignores them.
     pub fn from_wire(field: &[u8; LST_NAME_SIZE]) -> Result<Self, LstNameError> {
-        let len = field
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(LstNameError::NotTerminated)?;
+        let len = field.iter().position(|&b| b == 0).ok_or(LstNameError::NotTerminated)?;
         Self::new(&field[..len])
     }
 
@@ -379,12 +366,7 @@ pub enum SrpcParseError {
     /// PUT to `reply_match_bits` (the request body's first u64, meaningful only for requests).
     /// lustre: rpc.c `srpc_handle_rpc()`.
     #[error("selftest version {version}, expected {SRPC_MSG_VERSION}")]
-    WrongVersion {
-        version: u32,
-        msg_type: u32,
-        reply_match_bits: u64,
-        order: ByteOrder,
-    },
+    WrongVersion { version: u32, msg_type: u32, reply_match_bits: u64, order: ByteOrder },
     #[error("unknown selftest message type {0}")]
     UnknownType(u32),
     #[error("selftest name field has no NUL terminator")]
@@ -408,11 +390,7 @@ impl SrpcMsg {
 
     /// A current-version message.
     pub fn new(ses_feats: u32, body: SrpcBody) -> Self {
-        Self {
-            version: SRPC_MSG_VERSION,
-            ses_feats,
-            body,
-        }
+        Self { version: SRPC_MSG_VERSION, ses_feats, body }
     }
 
     pub fn msg_type(&self) -> SrpcMsgType {
@@ -423,9 +401,8 @@ impl SrpcMsg {
     /// byte-reversed, and reports the order the sender used. `msg_reserved0/1` are ignored.
     /// Checks run in the order length, magic, version, type, body.
     pub fn parse(buf: &[u8]) -> Result<(Self, ByteOrder), SrpcParseError> {
-        let buf: &[u8; SRPC_MSG_LEN] = buf
-            .try_into()
-            .map_err(|_| SrpcParseError::WrongLength(buf.len()))?;
+        let buf: &[u8; SRPC_MSG_LEN] =
+            buf.try_into().map_err(|_| SrpcParseError::WrongLength(buf.len()))?;
         let (header, body) = buf.split_at(SRPC_BODY_OFFSET);
         let magic_le = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let order = detect_order(magic_le).ok_or(SrpcParseError::BadMagic(magic_le))?;
@@ -447,14 +424,7 @@ impl SrpcMsg {
         }
         let kind = SrpcMsgType::from_u32(msg_type).ok_or(SrpcParseError::UnknownType(msg_type))?;
         let body = SrpcBody::parse(kind, body, order, ses_feats)?;
-        Ok((
-            Self {
-                version,
-                ses_feats,
-                body,
-            },
-            order,
-        ))
+        Ok((Self { version, ses_feats, body }, order))
     }
 
     /// Encodes all 160 bytes, little-endian, unused body bytes zero.
@@ -484,9 +454,8 @@ impl SrpcMsg {
 /// The version is checked later by [`SrpcMsg::parse`] (a wrong one earns an EPROTO reply).
 /// lustre: rpc.c `srpc_lnet_ev_handler()`.
 pub fn check_request(buf: &[u8], service: SrpcService) -> Result<ByteOrder, SrpcRequestError> {
-    let buf: &[u8; SRPC_MSG_LEN] = buf
-        .try_into()
-        .map_err(|_| SrpcRequestError::WrongLength(buf.len()))?;
+    let buf: &[u8; SRPC_MSG_LEN] =
+        buf.try_into().map_err(|_| SrpcRequestError::WrongLength(buf.len()))?;
     let magic = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     let order = detect_order(magic).ok_or(SrpcRequestError::BadMagic(magic))?;
     let found = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
@@ -656,10 +625,9 @@ impl SrpcBody {
                     params,
                 })
             }
-            SrpcMsgType::TestReply => Self::TestReply(TestReply {
-                status: r.u32(),
-                session: r.session(),
-            }),
+            SrpcMsgType::TestReply => {
+                Self::TestReply(TestReply { status: r.u32(), session: r.session() })
+            }
             SrpcMsgType::DebugRequest => Self::DebugRequest(DebugRequest {
                 reply_match_bits: r.u64(),
                 session: r.session(),
@@ -687,11 +655,9 @@ impl SrpcBody {
                 time_seconds: r.u64(),
                 time_nanoseconds: r.u64(),
             }),
-            SrpcMsgType::PingReply => Self::PingReply(PingReply {
-                status: r.u32(),
-                magic: r.u32(),
-                sequence: r.u32(),
-            }),
+            SrpcMsgType::PingReply => {
+                Self::PingReply(PingReply { status: r.u32(), magic: r.u32(), sequence: r.u32() })
+            }
             SrpcMsgType::JoinRequest => Self::JoinRequest(JoinRequest {
                 reply_match_bits: r.u64(),
                 session: r.session(),
@@ -994,19 +960,10 @@ pub enum TestParams {
     /// `test_ping_req`: service PING.
     Ping { size: u32, flags: u32 },
     /// `test_bulk_req`: service BRW without [`LST_FEAT_BULK_LEN`].
-    BrwV0 {
-        opcode: u32,
-        page_count: u32,
-        flags: u32,
-    },
+    BrwV0 { opcode: u32, page_count: u32, flags: u32 },
     /// `test_bulk_req_v1`: service BRW with [`LST_FEAT_BULK_LEN`]. `offset` is the client's
     /// bulk offset within its first page.
-    BrwV1 {
-        opcode: u16,
-        flags: u16,
-        length: u32,
-        offset: u32,
-    },
+    BrwV1 { opcode: u16, flags: u16, length: u32, offset: u32 },
     /// Any other service: the raw bytes, never swapped (the kernel rejects the test).
     Unknown([u8; 12]),
 }
@@ -1241,10 +1198,7 @@ pub fn decode_dest_list(
     let count = usize::try_from(count).unwrap_or(usize::MAX);
     let needed = dest_list_len(count, page_size)?;
     if bytes.len() < needed {
-        return Err(DestListError::Truncated {
-            needed,
-            available: bytes.len(),
-        });
+        return Err(DestListError::Truncated { needed, available: bytes.len() });
     }
     let per_page = ids_per_page(page_size);
     let mut ids = Vec::with_capacity(count);
@@ -1252,16 +1206,10 @@ pub fn decode_dest_list(
         let at = dest_offset(index, per_page, page_size);
         let Some(slot) = bytes.get(at..at + PROCESS_ID_PACKED_LEN) else {
             // Unreachable: bytes.len() >= needed covers every entry.
-            return Err(DestListError::Truncated {
-                needed,
-                available: bytes.len(),
-            });
+            return Err(DestListError::Truncated { needed, available: bytes.len() });
         };
         let mut r = Reader::new(slot, order);
-        ids.push(ProcessIdPacked {
-            nid: r.u64(),
-            pid: r.u32(),
-        });
+        ids.push(ProcessIdPacked { nid: r.u64(), pid: r.u32() });
     }
     Ok(ids)
 }
@@ -1277,9 +1225,7 @@ pub struct MatchBitsGenerator {
 impl MatchBitsGenerator {
     /// `unix_seconds`: wall-clock seconds at startup, supplied by the caller.
     pub fn new(unix_seconds: u64) -> Self {
-        Self {
-            last: unix_seconds << 48,
-        }
+        Self { last: unix_seconds << 48 }
     }
 
     pub fn next_id(&mut self) -> u64 {
@@ -1343,11 +1289,7 @@ pub enum BrwPatternError {
     MisalignedLength(usize),
     /// `at` is the byte offset within the checked buffer.
     #[error("bad BRW data at byte {at}: {found:#018x}, expected {expected:#018x}")]
-    Mismatch {
-        at: usize,
-        found: u64,
-        expected: u64,
-    },
+    Mismatch { at: usize, found: u64, expected: u64 },
 }
 
 /// The magic a BRW sink checks for: [`BRW_MAGIC`], byte-swapped when the request or reply came
@@ -1463,10 +1405,7 @@ fn check_layout(len: usize, first_offset: usize, page_size: usize) -> Result<(),
         return Err(BrwPatternError::BadPageSize(page_size));
     }
     if first_offset >= page_size {
-        return Err(BrwPatternError::OffsetOutsidePage {
-            offset: first_offset,
-            page_size,
-        });
+        return Err(BrwPatternError::OffsetOutsidePage { offset: first_offset, page_size });
     }
     if first_offset % BRW_WORD_LEN != 0 {
         return Err(BrwPatternError::MisalignedOffset(first_offset));
@@ -1522,24 +1461,12 @@ impl TestParams {
         // lustre: framework.c `sfw_unpack_addtest_req()` picks the union member this way.
         if service == SrpcService::Brw.id() {
             if ses_feats & LST_FEAT_BULK_LEN == 0 {
-                Self::BrwV0 {
-                    opcode: r.u32(),
-                    page_count: r.u32(),
-                    flags: r.u32(),
-                }
+                Self::BrwV0 { opcode: r.u32(), page_count: r.u32(), flags: r.u32() }
             } else {
-                Self::BrwV1 {
-                    opcode: r.u16(),
-                    flags: r.u16(),
-                    length: r.u32(),
-                    offset: r.u32(),
-                }
+                Self::BrwV1 { opcode: r.u16(), flags: r.u16(), length: r.u32(), offset: r.u32() }
             }
         } else if service == SrpcService::Ping.id() {
-            Self::Ping {
-                size: r.u32(),
-                flags: r.u32(),
-            }
+            Self::Ping { size: r.u32(), flags: r.u32() }
         } else {
             Self::Unknown(r.bytes())
         }
@@ -1551,21 +1478,12 @@ impl TestParams {
                 w.u32(size);
                 w.u32(flags);
             }
-            Self::BrwV0 {
-                opcode,
-                page_count,
-                flags,
-            } => {
+            Self::BrwV0 { opcode, page_count, flags } => {
                 w.u32(opcode);
                 w.u32(page_count);
                 w.u32(flags);
             }
-            Self::BrwV1 {
-                opcode,
-                flags,
-                length,
-                offset,
-            } => {
+            Self::BrwV1 { opcode, flags, length, offset } => {
                 w.u16(opcode);
                 w.u16(flags);
                 w.u32(length);
@@ -1663,11 +1581,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn new(bytes: &'a [u8], order: ByteOrder) -> Self {
-        Self {
-            bytes,
-            pos: 0,
-            order,
-        }
+        Self { bytes, pos: 0, order }
     }
 
     fn bytes<const N: usize>(&mut self) -> [u8; N] {
@@ -1709,10 +1623,7 @@ impl<'a> Reader<'a> {
     }
 
     fn session(&mut self) -> SessionId {
-        SessionId {
-            nid: self.u64(),
-            stamp: self.u64() as i64,
-        }
+        SessionId { nid: self.u64(), stamp: self.u64() as i64 }
     }
 
     fn name(&mut self) -> Result<LstName, SrpcParseError> {
@@ -1729,11 +1640,7 @@ struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     fn new(bytes: &'a mut [u8], order: ByteOrder) -> Self {
-        Self {
-            bytes,
-            pos: 0,
-            order,
-        }
+        Self { bytes, pos: 0, order }
     }
 
     fn bytes(&mut self, src: &[u8]) {
@@ -1784,10 +1691,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const SID: SessionId = SessionId {
-        nid: 0x0002_0000_C0A8_0101,
-        stamp: 0x0102_0304_0506_0708,
-    };
+    const SID: SessionId = SessionId { nid: 0x0002_0000_C0A8_0101, stamp: 0x0102_0304_0506_0708 };
 
     fn emit(ses_feats: u32, body: SrpcBody) -> [u8; SRPC_MSG_LEN] {
         SrpcMsg::new(ses_feats, body).emit()
@@ -1824,9 +1728,7 @@ mod tests {
 
     #[test]
     fn header_layout() {
-        let body = SrpcBody::BrwReply(BrwReply {
-            status: errno::EBADMSG,
-        });
+        let body = SrpcBody::BrwReply(BrwReply { status: errno::EBADMSG });
         let buf = emit(LST_FEAT_BULK_LEN, body);
         assert_eq!(buf[..4], [0x0d, 0xf0, 0xb0, 0xee]);
         assert_eq!(u32_at(&buf, 4), 1);
@@ -1870,19 +1772,13 @@ mod tests {
 
     #[test]
     fn remove_session_layout() {
-        let request = RemoveSessionRequest {
-            reply_match_bits: 7,
-            session: SID,
-        };
+        let request = RemoveSessionRequest { reply_match_bits: 7, session: SID };
         let buf = emit(1, SrpcBody::RemoveSessionRequest(request));
         assert_eq!(u32_at(&buf, 8), 2);
         assert_eq!(u64_at(&buf, 24), 7);
         check_common(&buf, Some(32), RemoveSessionRequest::LEN);
 
-        let reply = RemoveSessionReply {
-            status: errno::ESRCH,
-            session: SID,
-        };
+        let reply = RemoveSessionReply { status: errno::ESRCH, session: SID };
         let buf = emit(1, SrpcBody::RemoveSessionReply(reply));
         assert_eq!(u32_at(&buf, 8), 3);
         assert_eq!(u32_at(&buf, 24), 3);
@@ -1891,11 +1787,7 @@ mod tests {
 
     #[test]
     fn debug_layout() {
-        let request = DebugRequest {
-            reply_match_bits: 9,
-            session: SID,
-            flags: 0xabcd,
-        };
+        let request = DebugRequest { reply_match_bits: 9, session: SID, flags: 0xabcd };
         let buf = emit(1, SrpcBody::DebugRequest(request));
         assert_eq!(u32_at(&buf, 8), 10);
         assert_eq!(u64_at(&buf, 24), 9);
@@ -1936,12 +1828,7 @@ mod tests {
         assert_eq!(u32_at(&buf, 64), 1);
         check_common(&buf, Some(32), BatchRequest::LEN);
 
-        let reply = BatchReply {
-            status: 0,
-            session: SID,
-            active: 6,
-            time: 30,
-        };
+        let reply = BatchReply { status: 0, session: SID, active: 6, time: 30 };
         let buf = emit(1, SrpcBody::BatchReply(reply));
         assert_eq!(u32_at(&buf, 8), 5);
         assert_eq!(u32_at(&buf, 44), 6);
@@ -1951,11 +1838,7 @@ mod tests {
 
     #[test]
     fn stat_layout() {
-        let request = StatRequest {
-            reply_match_bits: 11,
-            session: SID,
-            stat_type: 0,
-        };
+        let request = StatRequest { reply_match_bits: 11, session: SID, stat_type: 0 };
         let buf = emit(1, SrpcBody::StatRequest(request));
         assert_eq!(u32_at(&buf, 8), 6);
         assert_eq!(u64_at(&buf, 24), 11);
@@ -2035,13 +1918,7 @@ mod tests {
 
     #[test]
     fn test_request_layout_ping() {
-        let request = test_request(
-            12,
-            TestParams::Ping {
-                size: 0x1234,
-                flags: 0x5678,
-            },
-        );
+        let request = test_request(12, TestParams::Ping { size: 0x1234, flags: 0x5678 });
         let buf = emit(1, SrpcBody::TestRequest(request));
         assert_eq!(u32_at(&buf, 8), 8);
         assert_eq!(u64_at(&buf, 24), 0x5151);
@@ -2063,30 +1940,15 @@ mod tests {
 
     #[test]
     fn test_request_layout_brw_v0_and_v1() {
-        let v0 = test_request(
-            11,
-            TestParams::BrwV0 {
-                opcode: 2,
-                page_count: 16,
-                flags: 3,
-            },
-        );
+        let v0 = test_request(11, TestParams::BrwV0 { opcode: 2, page_count: 16, flags: 3 });
         let buf = emit(0, SrpcBody::TestRequest(v0));
         assert_eq!(u32_at(&buf, 82), 2);
         assert_eq!(u32_at(&buf, 86), 16);
         assert_eq!(u32_at(&buf, 90), 3);
         check_common(&buf, Some(40), TestRequest::LEN);
 
-        let params = TestParams::BrwV1 {
-            opcode: 1,
-            flags: 2,
-            length: 65536,
-            offset: 8,
-        };
-        let buf = emit(
-            LST_FEAT_BULK_LEN,
-            SrpcBody::TestRequest(test_request(11, params)),
-        );
+        let params = TestParams::BrwV1 { opcode: 1, flags: 2, length: 65536, offset: 8 };
+        let buf = emit(LST_FEAT_BULK_LEN, SrpcBody::TestRequest(test_request(11, params)));
         assert_eq!(u16_at(&buf, 82), 1);
         assert_eq!(u16_at(&buf, 84), 2);
         assert_eq!(u32_at(&buf, 86), 65536);
@@ -2096,10 +1958,8 @@ mod tests {
 
     #[test]
     fn test_params_variant_follows_service_and_feature() {
-        let mut buf = emit(
-            0,
-            SrpcBody::TestRequest(test_request(11, TestParams::Unknown([0; 12]))),
-        );
+        let mut buf =
+            emit(0, SrpcBody::TestRequest(test_request(11, TestParams::Unknown([0; 12]))));
         buf[82..94].copy_from_slice(&[1, 0, 2, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
         let parse_params = |buf: &[u8; 160]| match SrpcMsg::parse(buf).unwrap().0.body {
             SrpcBody::TestRequest(t) => t.params,
@@ -2107,30 +1967,15 @@ mod tests {
         };
         assert_eq!(
             parse_params(&buf),
-            TestParams::BrwV0 {
-                opcode: 0x0002_0001,
-                page_count: 3,
-                flags: 4
-            }
+            TestParams::BrwV0 { opcode: 0x0002_0001, page_count: 3, flags: 4 }
         );
         buf[20] = 1; // BULK_LEN
         assert_eq!(
             parse_params(&buf),
-            TestParams::BrwV1 {
-                opcode: 1,
-                flags: 2,
-                length: 3,
-                offset: 4
-            }
+            TestParams::BrwV1 { opcode: 1, flags: 2, length: 3, offset: 4 }
         );
         buf[64] = 12; // PING
-        assert_eq!(
-            parse_params(&buf),
-            TestParams::Ping {
-                size: 0x0002_0001,
-                flags: 3
-            }
-        );
+        assert_eq!(parse_params(&buf), TestParams::Ping { size: 0x0002_0001, flags: 3 });
         buf[64] = 4; // not a test service: raw bytes
         let mut raw = [0u8; 12];
         raw.copy_from_slice(&buf[82..94]);
@@ -2139,10 +1984,7 @@ mod tests {
 
     #[test]
     fn test_reply_layout() {
-        let reply = TestReply {
-            status: errno::ENOENT,
-            session: SID,
-        };
+        let reply = TestReply { status: errno::ENOENT, session: SID };
         let buf = emit(1, SrpcBody::TestReply(reply));
         assert_eq!(u32_at(&buf, 8), 9);
         assert_eq!(u32_at(&buf, 24), 2);
@@ -2167,11 +2009,7 @@ mod tests {
         assert_eq!(u64_at(&buf, 48), 123_456_789);
         check_common(&buf, None, PingRequest::LEN);
 
-        let reply = PingReply {
-            status: 0,
-            magic: LST_PING_TEST_MAGIC,
-            sequence: 42,
-        };
+        let reply = PingReply { status: 0, magic: LST_PING_TEST_MAGIC, sequence: 42 };
         let buf = emit(1, SrpcBody::PingReply(reply));
         assert_eq!(u32_at(&buf, 8), 15);
         assert_eq!(u32_at(&buf, 28), 0xBABE_FACE);
@@ -2200,23 +2038,15 @@ mod tests {
 
     #[test]
     fn join_layout() {
-        let request = JoinRequest {
-            reply_match_bits: 5,
-            session: SID,
-            group: name("clients"),
-        };
+        let request = JoinRequest { reply_match_bits: 5, session: SID, group: name("clients") };
         let buf = emit(1, SrpcBody::JoinRequest(request));
         assert_eq!(u32_at(&buf, 8), 16);
         assert_eq!(u64_at(&buf, 24), 5);
         assert_eq!(&buf[48..55], b"clients");
         check_common(&buf, Some(32), JoinRequest::LEN);
 
-        let reply = JoinReply {
-            status: 0,
-            session: SID,
-            timeout_seconds: 300,
-            session_name: name("s"),
-        };
+        let reply =
+            JoinReply { status: 0, session: SID, timeout_seconds: 300, session_name: name("s") };
         let buf = emit(1, SrpcBody::JoinReply(reply));
         assert_eq!(u32_at(&buf, 8), 17);
         assert_eq!(u32_at(&buf, 44), 300);
@@ -2255,16 +2085,8 @@ mod tests {
 
     #[test]
     fn swapped_test_request_swaps_u16_params_and_unaligned_ndest() {
-        let params = TestParams::BrwV1 {
-            opcode: 1,
-            flags: 3,
-            length: 4096,
-            offset: 16,
-        };
-        let msg = SrpcMsg::new(
-            LST_FEAT_BULK_LEN,
-            SrpcBody::TestRequest(test_request(11, params)),
-        );
+        let params = TestParams::BrwV1 { opcode: 1, flags: 3, length: 4096, offset: 16 };
+        let msg = SrpcMsg::new(LST_FEAT_BULK_LEN, SrpcBody::TestRequest(test_request(11, params)));
         let buf = msg.emit_in(ByteOrder::Big);
         assert_eq!(buf[78..82], [0xa1, 0xb2, 0xc3, 0xd4]);
         assert_eq!(buf[82..86], [0, 1, 0, 3]);
@@ -2274,10 +2096,7 @@ mod tests {
     #[test]
     fn wrong_length_is_rejected() {
         let buf = emit(1, SrpcBody::BrwReply(BrwReply { status: 0 }));
-        assert_eq!(
-            SrpcMsg::parse(&buf[..159]),
-            Err(SrpcParseError::WrongLength(159))
-        );
+        assert_eq!(SrpcMsg::parse(&buf[..159]), Err(SrpcParseError::WrongLength(159)));
         assert_eq!(SrpcMsg::parse(&[]), Err(SrpcParseError::WrongLength(0)));
         let mut long = buf.to_vec();
         long.push(0);
@@ -2288,19 +2107,12 @@ mod tests {
     fn bad_magic_is_rejected() {
         let mut buf = emit(1, SrpcBody::BrwReply(BrwReply { status: 0 }));
         buf[0] = 0x0e;
-        assert_eq!(
-            SrpcMsg::parse(&buf),
-            Err(SrpcParseError::BadMagic(0xEEB0_F00E))
-        );
+        assert_eq!(SrpcMsg::parse(&buf), Err(SrpcParseError::BadMagic(0xEEB0_F00E)));
     }
 
     #[test]
     fn wrong_version_reports_what_an_eproto_reply_needs() {
-        let request = DebugRequest {
-            reply_match_bits: 0xfeed,
-            session: SID,
-            flags: 0,
-        };
+        let request = DebugRequest { reply_match_bits: 0xfeed, session: SID, flags: 0 };
         let mut msg = SrpcMsg::new(1, SrpcBody::DebugRequest(request));
         msg.version = 2;
         for order in [ByteOrder::Little, ByteOrder::Big] {
@@ -2340,10 +2152,7 @@ mod tests {
     fn name_rules() {
         assert_eq!(LstName::new(&[b'a'; 32]), Err(LstNameError::TooLong(32)));
         assert_eq!(LstName::new(b"a\0b"), Err(LstNameError::ContainsNul));
-        assert_eq!(
-            LstName::from_wire(&[b'a'; 32]),
-            Err(LstNameError::NotTerminated)
-        );
+        assert_eq!(LstName::from_wire(&[b'a'; 32]), Err(LstNameError::NotTerminated));
         // Bytes after the first NUL are ignored.
         let mut field = [0u8; 32];
         field[..3].copy_from_slice(b"abc");
@@ -2367,41 +2176,23 @@ mod tests {
             check_mode: 1,
         });
         let msg = SrpcMsg::new(1, body);
-        assert_eq!(
-            check_request(&msg.emit(), SrpcService::Brw),
-            Ok(ByteOrder::Little)
-        );
+        assert_eq!(check_request(&msg.emit(), SrpcService::Brw), Ok(ByteOrder::Little));
         let swapped = msg.emit_in(ByteOrder::Big);
-        assert_eq!(
-            check_request(&swapped, SrpcService::Brw),
-            Ok(ByteOrder::Big)
-        );
+        assert_eq!(check_request(&swapped, SrpcService::Brw), Ok(ByteOrder::Big));
         // The kernel accepts the type in either order, whatever the magic's order.
         let mut mixed = msg.emit();
         mixed[8..12].copy_from_slice(&12u32.to_be_bytes());
-        assert_eq!(
-            check_request(&mixed, SrpcService::Brw),
-            Ok(ByteOrder::Little)
-        );
+        assert_eq!(check_request(&mixed, SrpcService::Brw), Ok(ByteOrder::Little));
         // A wrong version still passes this check (it gets an EPROTO reply later).
         let mut old = msg.clone();
         old.version = 0;
-        assert_eq!(
-            check_request(&old.emit(), SrpcService::Brw),
-            Ok(ByteOrder::Little)
-        );
+        assert_eq!(check_request(&old.emit(), SrpcService::Brw), Ok(ByteOrder::Little));
     }
 
     #[test]
     fn check_request_errors() {
-        let msg = SrpcMsg::new(
-            1,
-            SrpcBody::PingReply(PingReply {
-                status: 0,
-                magic: 0,
-                sequence: 0,
-            }),
-        );
+        let msg =
+            SrpcMsg::new(1, SrpcBody::PingReply(PingReply { status: 0, magic: 0, sequence: 0 }));
         let buf = msg.emit();
         assert_eq!(
             check_request(&buf[..100], SrpcService::Ping),
@@ -2415,10 +2206,7 @@ mod tests {
         );
         assert_eq!(
             check_request(&buf, SrpcService::Ping),
-            Err(SrpcRequestError::WrongType {
-                expected: SrpcMsgType::PingRequest,
-                found: 15
-            })
+            Err(SrpcRequestError::WrongType { expected: SrpcMsgType::PingRequest, found: 15 })
         );
     }
 
@@ -2461,10 +2249,7 @@ mod tests {
     #[test]
     fn dest_list_4k_layout() {
         let ids: Vec<ProcessIdPacked> = (0..343u32)
-            .map(|i| ProcessIdPacked {
-                nid: 0x0002_0000_0A00_0000 | u64::from(i),
-                pid: 12345,
-            })
+            .map(|i| ProcessIdPacked { nid: 0x0002_0000_0A00_0000 | u64::from(i), pid: 12345 })
             .collect();
         assert_eq!(ids_per_page(PAGE_SIZE_4K), 341);
         assert_eq!(SFW_MAX_NDESTS_4K, 87_296);
@@ -2476,10 +2261,7 @@ mod tests {
         assert_eq!(bytes[4092..4096], [0; 4]);
         assert_eq!(u64_at(&bytes, 4096), 0x0002_0000_0A00_0000 | 341);
         assert_eq!(u32_at(&bytes, 4104), 12345);
-        assert_eq!(
-            decode_dest_list(&bytes, 343, PAGE_SIZE_4K, ByteOrder::Little),
-            Ok(ids)
-        );
+        assert_eq!(decode_dest_list(&bytes, 343, PAGE_SIZE_4K, ByteOrder::Little), Ok(ids));
     }
 
     #[test]
@@ -2489,10 +2271,7 @@ mod tests {
         bytes[8..].copy_from_slice(&12345u32.to_be_bytes());
         assert_eq!(
             decode_dest_list(&bytes, 1, PAGE_SIZE_4K, ByteOrder::Big),
-            Ok(vec![ProcessIdPacked {
-                nid: 0x0002_0000_C0A8_0102,
-                pid: 12345
-            }])
+            Ok(vec![ProcessIdPacked { nid: 0x0002_0000_C0A8_0102, pid: 12345 }])
         );
     }
 
@@ -2504,31 +2283,19 @@ mod tests {
         );
         assert_eq!(
             decode_dest_list(&[], 87_297, PAGE_SIZE_4K, ByteOrder::Little),
-            Err(DestListError::TooManyDestinations {
-                count: 87_297,
-                max: 87_296
-            })
+            Err(DestListError::TooManyDestinations { count: 87_297, max: 87_296 })
         );
         // A kernel node's 12 * ndest GET is short of the paged layout past one page.
         assert_eq!(
             decode_dest_list(&[0; 12 * 342], 342, PAGE_SIZE_4K, ByteOrder::Little),
-            Err(DestListError::Truncated {
-                needed: 4108,
-                available: 4104
-            })
+            Err(DestListError::Truncated { needed: 4108, available: 4104 })
         );
         let too_many = vec![ProcessIdPacked { nid: 0, pid: 0 }; 257];
         assert_eq!(
             encode_dest_list(&too_many, 12),
-            Err(DestListError::TooManyDestinations {
-                count: 257,
-                max: 256
-            })
+            Err(DestListError::TooManyDestinations { count: 257, max: 256 })
         );
-        assert_eq!(
-            decode_dest_list(&[], 0, PAGE_SIZE_4K, ByteOrder::Little),
-            Ok(vec![])
-        );
+        assert_eq!(decode_dest_list(&[], 0, PAGE_SIZE_4K, ByteOrder::Little), Ok(vec![]));
     }
 
     #[test]
@@ -2536,21 +2303,15 @@ mod tests {
         // 64-byte pages, client offset 48: fragments [0, 16), [16, 80), [80, 96).
         let mut data = vec![0u8; 96];
         brw_fill(&mut data, 48, 64, BrwCheck::Simple, BRW_MAGIC).unwrap();
-        let marked: Vec<usize> = (0..12)
-            .filter(|w| u64_at(&data, w * 8) == BRW_MAGIC)
-            .map(|w| w * 8)
-            .collect();
+        let marked: Vec<usize> =
+            (0..12).filter(|w| u64_at(&data, w * 8) == BRW_MAGIC).map(|w| w * 8).collect();
         assert_eq!(marked, [0, 8, 16, 72, 80, 88]);
         assert_eq!(data[..8], [0xb3, 0xee, 0xb2, 0xee, 0xb1, 0xee, 0xb0, 0xee]);
         brw_check(&data, 48, 64, BrwCheck::Simple, BRW_MAGIC).unwrap();
         // The same data seen with offset 0 has different fragment boundaries.
         assert_eq!(
             brw_check(&data, 0, 64, BrwCheck::Simple, BRW_MAGIC),
-            Err(BrwPatternError::Mismatch {
-                at: 56,
-                found: 0,
-                expected: BRW_MAGIC
-            })
+            Err(BrwPatternError::Mismatch { at: 56, found: 0, expected: BRW_MAGIC })
         );
     }
 
@@ -2596,10 +2357,7 @@ mod tests {
         );
         assert_eq!(
             brw_fill(&mut data, 4096, 4096, BrwCheck::Full, BRW_MAGIC),
-            Err(BrwPatternError::OffsetOutsidePage {
-                offset: 4096,
-                page_size: 4096
-            })
+            Err(BrwPatternError::OffsetOutsidePage { offset: 4096, page_size: 4096 })
         );
         assert_eq!(
             brw_fill(&mut data, 4, 4096, BrwCheck::Full, BRW_MAGIC),
@@ -2674,28 +2432,11 @@ mod tests {
                 TestParams::Ping { size, flags }
             )),
             (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(opcode, page_count, flags)| {
-                (
-                    11,
-                    0,
-                    TestParams::BrwV0 {
-                        opcode,
-                        page_count,
-                        flags,
-                    },
-                )
+                (11, 0, TestParams::BrwV0 { opcode, page_count, flags })
             }),
             (any::<u16>(), any::<u16>(), any::<u32>(), any::<u32>()).prop_map(
                 |(opcode, flags, length, offset)| {
-                    (
-                        11,
-                        LST_FEAT_BULK_LEN,
-                        TestParams::BrwV1 {
-                            opcode,
-                            flags,
-                            length,
-                            offset,
-                        },
-                    )
+                    (11, LST_FEAT_BULK_LEN, TestParams::BrwV1 { opcode, flags, length, offset })
                 }
             ),
             (
@@ -2761,10 +2502,7 @@ mod tests {
                 })
             }),
             (u(), arb_session()).prop_map(|(a, b)| {
-                SrpcBody::RemoveSessionReply(RemoveSessionReply {
-                    status: a,
-                    session: b,
-                })
+                SrpcBody::RemoveSessionReply(RemoveSessionReply { status: a, session: b })
             }),
             (q(), arb_session(), q(), any::<[u32; 3]>()).prop_map(|(a, b, c, d)| {
                 SrpcBody::BatchRequest(BatchRequest {
@@ -2777,19 +2515,10 @@ mod tests {
                 })
             }),
             (u(), arb_session(), u(), u()).prop_map(|(a, b, c, d)| {
-                SrpcBody::BatchReply(BatchReply {
-                    status: a,
-                    session: b,
-                    active: c,
-                    time: d,
-                })
+                SrpcBody::BatchReply(BatchReply { status: a, session: b, active: c, time: d })
             }),
             (q(), arb_session(), u()).prop_map(|(a, b, c)| {
-                SrpcBody::StatRequest(StatRequest {
-                    reply_match_bits: a,
-                    session: b,
-                    stat_type: c,
-                })
+                SrpcBody::StatRequest(StatRequest { reply_match_bits: a, session: b, stat_type: c })
             }),
             (u(), arb_session(), arb_counters()).prop_map(|(a, b, (f, r, l))| {
                 SrpcBody::StatReply(StatReply {
@@ -2800,16 +2529,10 @@ mod tests {
                     lnet: l,
                 })
             }),
-            (u(), arb_session()).prop_map(|(a, b)| SrpcBody::TestReply(TestReply {
-                status: a,
-                session: b
-            })),
+            (u(), arb_session())
+                .prop_map(|(a, b)| SrpcBody::TestReply(TestReply { status: a, session: b })),
             (q(), arb_session(), u()).prop_map(|(a, b, c)| {
-                SrpcBody::DebugRequest(DebugRequest {
-                    reply_match_bits: a,
-                    session: b,
-                    flags: c,
-                })
+                SrpcBody::DebugRequest(DebugRequest { reply_match_bits: a, session: b, flags: c })
             }),
             (u(), arb_session(), u(), u(), arb_name()).prop_map(|(a, b, c, d, e)| {
                 SrpcBody::DebugReply(DebugReply {
@@ -2840,18 +2563,10 @@ mod tests {
                 })
             }),
             (u(), u(), u()).prop_map(|(a, b, c)| {
-                SrpcBody::PingReply(PingReply {
-                    status: a,
-                    magic: b,
-                    sequence: c,
-                })
+                SrpcBody::PingReply(PingReply { status: a, magic: b, sequence: c })
             }),
             (q(), arb_session(), arb_name()).prop_map(|(a, b, c)| {
-                SrpcBody::JoinRequest(JoinRequest {
-                    reply_match_bits: a,
-                    session: b,
-                    group: c,
-                })
+                SrpcBody::JoinRequest(JoinRequest { reply_match_bits: a, session: b, group: c })
             }),
             (u(), arb_session(), u(), arb_name()).prop_map(|(a, b, c, d)| {
                 SrpcBody::JoinReply(JoinReply {
