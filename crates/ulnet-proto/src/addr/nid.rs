@@ -141,7 +141,12 @@ impl Nid {
     pub const LO_0: Self = Self { size: 0, net: Net::LO, addr: [0; 16] };
 
     /// A NID with a 4-byte address given as the host-order integer of `lnet_nid_t`.
+    /// A wildcard net (type 0xFF) gives [`Nid::ANY`]: the kernel tests only the type byte
+    /// (`LNET_NID_IS_ANY`), so no other field may make two wildcards differ.
     pub fn new4(net: Net, addr: u32) -> Self {
+        if net.lnd == LndType::ANY {
+            return Self::ANY;
+        }
         let mut bytes = [0u8; 16];
         bytes[..4].copy_from_slice(&addr.to_be_bytes());
         Self { size: 0, net, addr: bytes }
@@ -153,6 +158,9 @@ impl Nid {
 
     /// An IPv6 NID (`nid_size` 12). It has no nid4 form.
     pub fn ipv6(net: Net, ip: Ipv6Addr) -> Self {
+        if net.lnd == LndType::ANY {
+            return Self::ANY;
+        }
         Self { size: 12, net, addr: ip.octets() }
     }
 
@@ -331,6 +339,8 @@ mod tests {
         let mut odd = [0u8; 20];
         odd[1] = 0xff;
         assert_eq!(Nid::from_large_bytes(&odd), Ok(Nid::ANY));
+        // Any nid4 whose type byte is 0xFF is the wildcard too.
+        assert_eq!(Nid::from_nid4(0x00ff_0000_0a00_0001), Nid::ANY);
     }
 
     #[test]

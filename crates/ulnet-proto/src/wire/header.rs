@@ -203,8 +203,8 @@ impl Header {
         const N: usize = Header::NID4_LEN;
         let body = Body::decode(u32_at::<24, N>(bytes), &array_at::<32, BODY_LEN, N>(bytes))?;
         Ok(Self {
-            dest_nid: nid_from_wire4(u64_at::<0, N>(bytes)),
-            src_nid: nid_from_wire4(u64_at::<8, N>(bytes)),
+            dest_nid: Nid::from_nid4(u64_at::<0, N>(bytes)),
+            src_nid: Nid::from_nid4(u64_at::<8, N>(bytes)),
             dest_pid: u32_at::<16, N>(bytes),
             src_pid: u32_at::<20, N>(bytes),
             payload_length: u32_at::<28, N>(bytes),
@@ -394,14 +394,6 @@ impl Body {
         }
         out
     }
-}
-
-/// A wire nid4 as a [`Nid`]. Any NID of the wildcard type is `LNET_ANY_NID`, as
-/// `Nid::from_large_bytes` also decides: the kernel tests only the type (`LNET_NID_IS_ANY`), so
-/// the other bits carry no meaning and must not make two wildcards compare different.
-pub(crate) fn nid_from_wire4(nid4: u64) -> Nid {
-    let nid = Nid::from_nid4(nid4);
-    if nid.is_any() { Nid::ANY } else { nid }
 }
 
 /// A LE u32 at `at` of a header that must be whole in `buf`.

@@ -13,7 +13,6 @@
 //! lnet/lnet/peer.c (`ping_iter_next`, `find_primary`, `lnet_discovery_event_reply`).
 
 use crate::addr::{LARGE_NID_LEN, LndType, Nid};
-use crate::wire::header::nid_from_wire4;
 
 /// `LNET_PROTO_PING_MAGIC`, 'ping'.
 pub const LNET_PROTO_PING_MAGIC: u32 = 0x7069_6E67;
@@ -328,7 +327,7 @@ impl PingInfo {
         // Bounded: nnis <= LNET_INTERFACES_MAX and the whole table is inside `buf`.
         let mut nids = Vec::with_capacity(nnis as usize - 1);
         for at in (entry0_end..nid4_end).step_by(NI_STATUS_LEN) {
-            let nid = nid_from_wire4(reader.u64(at).ok_or(truncated)?);
+            let nid = Nid::from_nid4(reader.u64(at).ok_or(truncated)?);
             let status = reader.u32(at + 8).ok_or(truncated)?;
             nids.push(NiStatus { nid, status });
         }
