@@ -82,6 +82,7 @@ pub enum HeaderForm {
 }
 
 impl HeaderForm {
+    #[allow(clippy::len_without_is_empty)]
     pub const fn len(self) -> usize {
         match self {
             HeaderForm::Nid4 => 72,

@@ -1,4 +1,8 @@
 //! Byte-exact LNet wire formats: each a checked view over bytes plus a validated representation
 //! with `parse` and `emit`. See wire.md in the shared reference for layouts.
 
+pub mod acceptor;
+mod cursor;
 pub mod header;
+pub mod hello;
+pub mod ksock;
