@@ -1,6 +1,10 @@
 //! Byte-exact LNet wire formats: each a checked view over bytes plus a validated representation
 //! with `parse` and `emit`. See wire.md in the shared reference for layouts.
 
+pub mod acceptor;
+mod cursor;
 pub mod header;
+pub mod hello;
+pub mod ksock;
 pub mod ping;
 pub mod selftest;
