@@ -8,3 +8,4 @@ pub mod hello;
 pub mod ksock;
 pub mod ping;
 pub mod selftest;
+pub mod stream;
