@@ -3,6 +3,7 @@
 
 pub mod acceptor;
 mod cursor;
+pub use cursor::ByteOrder;
 pub mod header;
 pub mod hello;
 pub mod ksock;

@@ -143,6 +143,12 @@ impl<'a> StreamDecoder<'a> {
         Self { input, offset: 0, state: State::ConnReq }
     }
 
+    /// Decodes a connection's received bytes as the connecting side sees them: the peer's reply
+    /// hello first. A reply of type NONE (the "retry" or "refused" answer) ends the stream.
+    pub fn active(input: &'a [u8]) -> Self {
+        Self { input, offset: 0, state: State::ReplyHello }
+    }
+
     /// Decodes the bytes after the hellos of a connection of `version`, whose peer sends in
     /// `byte_order` (the active side's view, or a capture cut after the handshake).
     pub fn after_hello(input: &'a [u8], version: ProtoVersion, byte_order: ByteOrder) -> Self {
@@ -165,6 +171,7 @@ impl<'a> StreamDecoder<'a> {
             _ if rest.is_empty() => Ok(None),
             State::ConnReq => self.connreq(rest).map(Some),
             State::Hello => self.hello(rest).map(Some),
+            State::ReplyHello => self.reply_hello(rest).map(Some),
             State::Messages { version, byte_order } => {
                 self.message(rest, version, byte_order).map(Some)
             }
@@ -203,6 +210,28 @@ impl<'a> StreamDecoder<'a> {
                 let own_conn_type =
                     passive_conn_type(hello.conn_type).map_err(StreamErrorKind::ConnType)?;
                 self.state = State::Messages { version: hello.version, byte_order };
+                Ok(self.item(len, StreamEvent::Hello { hello, byte_order, own_conn_type }))
+            }
+        }
+    }
+
+    /// lustre: socklnd_cb.c `ksocknal_recv_hello()` (active side): the reply's type is the
+    /// peer's view; NONE asks the connector to retry or give up, and the connection closes.
+    fn reply_hello(&mut self, rest: &'a [u8]) -> Result<StreamItem<'a>, StreamErrorKind> {
+        match Hello::parse(rest).map_err(StreamErrorKind::Hello)? {
+            HelloParse::NeedMore(more) => Err(truncated(Stage::Hello, rest, more)),
+            HelloParse::UnknownVersion(unknown) => {
+                self.state = State::Done;
+                Ok(self.item(Hello::PREFIX_LEN, StreamEvent::UnknownHelloVersion(unknown)))
+            }
+            HelloParse::Complete { hello, byte_order, len } => {
+                let own_conn_type = if hello.conn_type == ConnType::NONE {
+                    self.state = State::Done;
+                    ConnType::NONE
+                } else {
+                    self.state = State::Messages { version: hello.version, byte_order };
+                    hello.conn_type.invert()
+                };
                 Ok(self.item(len, StreamEvent::Hello { hello, byte_order, own_conn_type }))
             }
         }
@@ -281,6 +310,7 @@ impl std::iter::FusedIterator for StreamDecoder<'_> {}
 enum State {
     ConnReq,
     Hello,
+    ReplyHello,
     Messages { version: ProtoVersion, byte_order: ByteOrder },
     Done,
 }
