@@ -172,6 +172,146 @@ impl TcpFlow {
     }
 }
 
+/// Why bytes are not a pcap file this reader understands.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PcapReadError {
+    #[error("pcap file shorter than its 24-byte global header")]
+    TruncatedGlobalHeader,
+    #[error(
+        "not a pcap file (magic {0:#010x}); pcapng is not supported, convert with editcap -F pcap"
+    )]
+    BadMagic(u32),
+    #[error(
+        "unsupported pcap link type {0} (supported: 0 null, 1 ethernet, 101 raw IP, 113 linux cooked)"
+    )]
+    UnsupportedLinkType(u32),
+    #[error("record {index} claims {claimed} bytes, more than the {max}-byte bound")]
+    RecordTooLarge { index: usize, claimed: u32, max: u32 },
+}
+
+/// The largest captured record accepted; bigger claims are corrupt files (snaplen is 262144 at most
+/// in libpcap).
+pub const MAX_RECORD_LEN: u32 = 262_144;
+
+/// One TCP segment found in a capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpSegment<'a> {
+    pub time_ns: u64,
+    pub source: std::net::SocketAddr,
+    pub destination: std::net::SocketAddr,
+    pub sequence: u32,
+    pub flags: u8,
+    pub payload: &'a [u8],
+}
+
+impl TcpSegment<'_> {
+    pub fn is_syn(&self) -> bool {
+        self.flags & FLAG_SYN != 0
+    }
+}
+
+/// Reads the TCP segments of a classic pcap file. Non-TCP packets, fragments and packets cut
+/// short by the snap length are skipped; a record that overruns the file ends the iteration.
+pub fn tcp_segments(file: &[u8]) -> Result<impl Iterator<Item = TcpSegment<'_>>, PcapReadError> {
+    let header = file.get(..24).ok_or(PcapReadError::TruncatedGlobalHeader)?;
+    let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let (big_endian, nanos) = match magic {
+        0xa1b2_c3d4 => (false, false),
+        0xa1b2_3c4d => (false, true),
+        0xd4c3_b2a1 => (true, false),
+        0x4d3c_b2a1 => (true, true),
+        other => return Err(PcapReadError::BadMagic(other)),
+    };
+    let read_u32 = move |b: &[u8]| {
+        let word = [b[0], b[1], b[2], b[3]];
+        if big_endian { u32::from_be_bytes(word) } else { u32::from_le_bytes(word) }
+    };
+    let link_type = read_u32(&header[20..24]) & 0x0fff_ffff;
+    if !matches!(link_type, 0 | 1 | 101 | 113) {
+        return Err(PcapReadError::UnsupportedLinkType(link_type));
+    }
+    // Validate record lengths up front so the iterator itself cannot fail.
+    let mut at = 24;
+    let mut index = 0;
+    while let Some(record) = file.get(at..at + 16) {
+        let claimed = read_u32(&record[8..12]);
+        if claimed > MAX_RECORD_LEN {
+            return Err(PcapReadError::RecordTooLarge { index, claimed, max: MAX_RECORD_LEN });
+        }
+        at += 16 + claimed as usize;
+        index += 1;
+    }
+    let mut at = 24;
+    Ok(std::iter::from_fn(move || {
+        loop {
+            let record = file.get(at..at + 16)?;
+            let seconds = u64::from(read_u32(&record[0..4]));
+            let fraction = u64::from(read_u32(&record[4..8]));
+            let captured = read_u32(&record[8..12]) as usize;
+            let original = read_u32(&record[12..16]) as usize;
+            let data = file.get(at + 16..at + 16 + captured)?;
+            at += 16 + captured;
+            if captured < original {
+                continue; // cut by the snap length: the payload is incomplete
+            }
+            let time_ns = seconds * 1_000_000_000 + if nanos { fraction } else { fraction * 1_000 };
+            if let Some(segment) = parse_packet(link_type, data, time_ns) {
+                return Some(segment);
+            }
+        }
+    }))
+}
+
+fn parse_packet(link_type: u32, data: &[u8], time_ns: u64) -> Option<TcpSegment<'_>> {
+    let (ethertype, ip) = match link_type {
+        0 => {
+            // BSD loopback: a 4-byte address family in host order; 2 is IPv4, 24/28/30 IPv6.
+            let family = u32::from_le_bytes(data.get(..4)?.try_into().ok()?);
+            (if family == 2 { 0x0800 } else { 0x86dd }, data.get(4..)?)
+        }
+        1 => (u16::from_be_bytes([*data.get(12)?, *data.get(13)?]), data.get(14..)?),
+        113 => (u16::from_be_bytes([*data.get(14)?, *data.get(15)?]), data.get(16..)?),
+        _ => (if data.first()? >> 4 == 6 { 0x86dd } else { 0x0800 }, data),
+    };
+    let (source_ip, destination_ip, tcp): (std::net::IpAddr, std::net::IpAddr, &[u8]) =
+        match ethertype {
+            0x0800 => {
+                let header_len = usize::from(ip.first()? & 0x0f) * 4;
+                let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+                let fragment = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
+                if *ip.get(9)? != 6 || fragment & 0x3fff != 0 || header_len < 20 {
+                    return None;
+                }
+                let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
+                let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
+                (src.into(), dst.into(), ip.get(header_len..total.max(header_len))?)
+            }
+            0x86dd => {
+                // Extension headers are not followed: LNet traffic does not use them.
+                if *ip.get(6)? != 6 {
+                    return None;
+                }
+                let payload_len = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
+                let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
+                let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
+                (src.into(), dst.into(), ip.get(40..40 + payload_len)?)
+            }
+            _ => return None,
+        };
+    let data_offset = usize::from(tcp.get(12)? >> 4) * 4;
+    if data_offset < 20 {
+        return None;
+    }
+    Some(TcpSegment {
+        time_ns,
+        source: (source_ip, u16::from_be_bytes([tcp[0], tcp[1]])).into(),
+        destination: (destination_ip, u16::from_be_bytes([tcp[2], tcp[3]])).into(),
+        sequence: u32::from_be_bytes(tcp.get(4..8)?.try_into().ok()?),
+        flags: *tcp.get(13)?,
+        payload: tcp.get(data_offset..)?,
+    })
+}
+
 /// RFC 1071 one's-complement checksum, with `initial` already-summed words (the pseudo header).
 fn internet_checksum(data: &[u8], initial: u32) -> u16 {
     let mut sum = initial;
@@ -216,5 +356,44 @@ mod tests {
         assert_eq!(&data[40..], &[0xab; 100][..]);
         // A correct IPv4 header checksums to zero.
         assert_eq!(internet_checksum(&data[..20], 0), 0);
+    }
+
+    #[test]
+    fn reader_returns_what_the_writer_wrote() {
+        let mut pcap = PcapWriter::new();
+        let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 1022);
+        let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 988);
+        let mut flow = TcpFlow::open(&mut pcap, client, server, 0);
+        flow.send(&mut pcap, Direction::ClientToServer, b"hello", 5_000);
+        flow.send(&mut pcap, Direction::ServerToClient, b"world!", 7_000);
+        let bytes = pcap.into_bytes();
+        let segments: Vec<_> = tcp_segments(&bytes).unwrap().collect();
+        assert_eq!(segments.len(), 5);
+        assert!(segments[0].is_syn());
+        assert_eq!(segments[3].payload, b"hello");
+        assert_eq!(segments[3].source, client.into());
+        assert_eq!(segments[3].sequence, 1001);
+        assert_eq!(segments[4].payload, b"world!");
+        assert_eq!(segments[4].destination, client.into());
+        assert_eq!(segments[4].time_ns, 7_000);
+    }
+
+    #[test]
+    fn reader_rejects_bad_files_and_survives_truncation() {
+        assert_eq!(tcp_segments(&[0; 10]).err(), Some(PcapReadError::TruncatedGlobalHeader));
+        assert_eq!(tcp_segments(&[0; 24]).err(), Some(PcapReadError::BadMagic(0)));
+        let mut pcap = PcapWriter::new();
+        let a = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 1);
+        let mut flow = TcpFlow::open(&mut pcap, a, a, 0);
+        flow.send(&mut pcap, Direction::ClientToServer, &[1; 300], 0);
+        let bytes = pcap.into_bytes();
+        for cut in 0..bytes.len() {
+            if let Ok(segments) = tcp_segments(&bytes[..cut]) {
+                assert!(segments.count() <= 4);
+            }
+        }
+        let mut huge = bytes.clone();
+        huge[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(tcp_segments(&huge).err(), Some(PcapReadError::RecordTooLarge { .. })));
     }
 }
