@@ -54,8 +54,11 @@ pub fn render(streams: &[Stream], hex: bool, out: &mut impl Write) -> io::Result
             push(first_time, "(capture starts mid-connection: decoding may fail)".into());
         }
         let bytes = stream.decodable();
-        let decoder =
-            if stream.to_acceptor { StreamDecoder::new(bytes) } else { StreamDecoder::active(bytes) };
+        let decoder = if stream.to_acceptor {
+            StreamDecoder::new(bytes)
+        } else {
+            StreamDecoder::active(bytes)
+        };
         for item in decoder {
             match item {
                 Ok(item) => {
@@ -64,13 +67,19 @@ pub fn render(streams: &[Stream], hex: bool, out: &mut impl Write) -> io::Result
                 }
                 Err(error) => {
                     summary.errors += 1;
-                    push(stream.time_at(error.offset), format!("ERROR {error} (a kernel closes here)"));
+                    push(
+                        stream.time_at(error.offset),
+                        format!("ERROR {error} (a kernel closes here)"),
+                    );
                 }
             }
         }
         if stream.lost_bytes > 0 {
             let last = stream.times.last().map_or(first_time, |(_, t)| *t);
-            push(last, format!("({} bytes missing from the capture: decoding stopped)", stream.lost_bytes));
+            push(
+                last,
+                format!("({} bytes missing from the capture: decoding stopped)", stream.lost_bytes),
+            );
         }
     }
     lines.sort_by_key(|(time, index, order, _)| (*time, *index, *order));
@@ -97,7 +106,11 @@ fn describe(event: &StreamEvent<'_>, hex: bool, summary: &mut Summary) -> String
             let kind = if hello.conn_type == ConnType::NONE {
                 "NONE (retry or refused; the connection closes)".to_string()
             } else {
-                format!("{} (receiver's view {})", conn_type(hello.conn_type), conn_type(*own_conn_type))
+                format!(
+                    "{} (receiver's view {})",
+                    conn_type(hello.conn_type),
+                    conn_type(*own_conn_type)
+                )
             };
             format!(
                 "HELLO {:?} {kind} from {} incarnation {:#x} to {}{}",
@@ -151,7 +164,11 @@ fn message_line(message: &Message<'_>, hex: bool) -> String {
             let _ = write!(text, "\n{:>10} ping buffer REJECTED: {error}", "");
         }
         PayloadContent::Selftest(Ok((msg, _))) => {
-            let _ = write!(text, "\n{:>10} selftest v{} feats {:#x}: {:?}", "", msg.version, msg.ses_feats, msg.body);
+            let _ = write!(
+                text,
+                "\n{:>10} selftest v{} feats {:#x}: {:?}",
+                "", msg.version, msg.ses_feats, msg.body
+            );
         }
         PayloadContent::Selftest(Err(error)) => {
             let _ = write!(text, "\n{:>10} selftest message REJECTED: {error}", "");
@@ -205,11 +222,21 @@ fn msg_type_name(msg_type: MsgType) -> &'static str {
 
 fn ping_summary(info: &PingInfo) -> String {
     const NAMES: [&str; 8] = [
-        "BASE", "NI_STATUS", "RTE_DISABLED", "MULTI_RAIL", "DISCOVERY", "LARGE_ADDR",
-        "PRIMARY_LARGE", "METADATA",
+        "BASE",
+        "NI_STATUS",
+        "RTE_DISABLED",
+        "MULTI_RAIL",
+        "DISCOVERY",
+        "LARGE_ADDR",
+        "PRIMARY_LARGE",
+        "METADATA",
     ];
-    let features: Vec<&str> =
-        NAMES.iter().enumerate().filter(|(bit, _)| info.features & (1 << bit) != 0).map(|(_, n)| *n).collect();
+    let features: Vec<&str> = NAMES
+        .iter()
+        .enumerate()
+        .filter(|(bit, _)| info.features & (1 << bit) != 0)
+        .map(|(_, n)| *n)
+        .collect();
     let nids: Vec<String> = info
         .nids
         .iter()

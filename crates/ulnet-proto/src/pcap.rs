@@ -5,7 +5,7 @@
 //! segment per [`TcpFlow::send`] with correct sequence and acknowledgement numbers. Output goes to
 //! memory; the caller decides where the bytes end up (this crate does no I/O).
 
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 
 /// `LINKTYPE_RAW`: packets begin with the IP header, no link layer.
 const LINKTYPE_RAW: u32 = 101;
@@ -73,21 +73,23 @@ const FLAG_ACK: u8 = 0x10;
 /// One TCP connection's state for synthesizing its segments.
 #[derive(Debug)]
 pub struct TcpFlow {
-    client: SocketAddrV4,
-    server: SocketAddrV4,
+    client: SocketAddr,
+    server: SocketAddr,
     client_next_seq: u32,
     server_next_seq: u32,
     ip_id: u16,
 }
 
 impl TcpFlow {
-    /// Starts a flow and writes its three-way handshake at `time_ns`.
+    /// Starts a flow and writes its three-way handshake at `time_ns`. Both ends must be of the
+    /// same address family.
     pub fn open(
         pcap: &mut PcapWriter,
-        client: SocketAddrV4,
-        server: SocketAddrV4,
+        client: impl Into<SocketAddr>,
+        server: impl Into<SocketAddr>,
         time_ns: u64,
     ) -> Self {
+        let (client, server) = (client.into(), server.into());
         let mut flow =
             Self { client, server, client_next_seq: 1000, server_next_seq: 5000, ip_id: 1 };
         flow.segment(pcap, Direction::ClientToServer, FLAG_SYN, &[], time_ns);
@@ -138,18 +140,37 @@ impl TcpFlow {
             }
         };
         let ack = if flags & FLAG_ACK != 0 { ack } else { 0 };
-        let total = 20 + 20 + payload.len();
-        let mut packet = Vec::with_capacity(total);
-        // IPv4 header, no options.
-        packet.extend_from_slice(&[0x45, 0]);
-        packet.extend_from_slice(&(total as u16).to_be_bytes());
-        packet.extend_from_slice(&self.ip_id.to_be_bytes());
-        packet.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]); // DF, TTL 64, TCP, checksum below
-        packet.extend_from_slice(&src.ip().octets());
-        packet.extend_from_slice(&dst.ip().octets());
-        let checksum = internet_checksum(&packet[..20], 0);
-        packet[10..12].copy_from_slice(&checksum.to_be_bytes());
-        self.ip_id = self.ip_id.wrapping_add(1);
+        let mut packet = Vec::with_capacity(60 + payload.len());
+        let tcp_len = 20 + payload.len();
+        let mut pseudo = 0u32;
+        match (src.ip(), dst.ip()) {
+            (IpAddr::V4(source), IpAddr::V4(destination)) => {
+                packet.extend_from_slice(&[0x45, 0]);
+                packet.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
+                packet.extend_from_slice(&self.ip_id.to_be_bytes());
+                packet.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]); // DF, TTL 64, TCP, checksum
+                packet.extend_from_slice(&source.octets());
+                packet.extend_from_slice(&destination.octets());
+                let checksum = internet_checksum(&packet[..20], 0);
+                packet[10..12].copy_from_slice(&checksum.to_be_bytes());
+                self.ip_id = self.ip_id.wrapping_add(1);
+                pseudo += sum_words(&source.octets()) + sum_words(&destination.octets());
+            }
+            (source, destination) => {
+                // IPv6 (a mixed pair is a caller bug; both are written as IPv6 then).
+                let to_v6 = |ip: IpAddr| match ip {
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                    IpAddr::V6(v6) => v6,
+                };
+                let (source, destination) = (to_v6(source).octets(), to_v6(destination).octets());
+                packet.extend_from_slice(&[0x60, 0, 0, 0]);
+                packet.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+                packet.extend_from_slice(&[6, 64]); // next header TCP, hop limit
+                packet.extend_from_slice(&source);
+                packet.extend_from_slice(&destination);
+                pseudo += sum_words(&source) + sum_words(&destination);
+            }
+        }
         // TCP header, no options.
         let tcp_start = packet.len();
         packet.extend_from_slice(&src.port().to_be_bytes());
@@ -160,11 +181,6 @@ impl TcpFlow {
         packet.extend_from_slice(&65_535u16.to_be_bytes()); // window
         packet.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent pointer
         packet.extend_from_slice(payload);
-        let mut pseudo = 0u32;
-        for word in [src.ip().octets(), dst.ip().octets()] {
-            pseudo += u32::from(u16::from_be_bytes([word[0], word[1]]));
-            pseudo += u32::from(u16::from_be_bytes([word[2], word[3]]));
-        }
         pseudo += 6 + (packet.len() - tcp_start) as u32;
         let checksum = internet_checksum(&packet[tcp_start..], pseudo);
         packet[tcp_start + 16..tcp_start + 18].copy_from_slice(&checksum.to_be_bytes());
@@ -312,6 +328,11 @@ fn parse_packet(link_type: u32, data: &[u8], time_ns: u64) -> Option<TcpSegment<
     })
 }
 
+/// Sum of big-endian 16-bit words (an even-length address).
+fn sum_words(bytes: &[u8]) -> u32 {
+    bytes.chunks_exact(2).map(|pair| u32::from(u16::from_be_bytes([pair[0], pair[1]]))).sum()
+}
+
 /// RFC 1071 one's-complement checksum, with `initial` already-summed words (the pseudo header).
 fn internet_checksum(data: &[u8], initial: u32) -> u16 {
     let mut sum = initial;
@@ -331,7 +352,7 @@ fn internet_checksum(data: &[u8], initial: u32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
     #[test]
     fn checksum_matches_rfc1071_example() {
@@ -376,6 +397,20 @@ mod tests {
         assert_eq!(segments[4].payload, b"world!");
         assert_eq!(segments[4].destination, client.into());
         assert_eq!(segments[4].time_ns, 7_000);
+    }
+
+    #[test]
+    fn ipv6_segments_round_trip() {
+        let mut pcap = PcapWriter::new();
+        let client = SocketAddrV6::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2), 1023, 0, 0);
+        let server = SocketAddrV6::new(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 988, 0, 0);
+        let mut flow = TcpFlow::open(&mut pcap, client, server, 0);
+        flow.send(&mut pcap, Direction::ServerToClient, b"v6", 9);
+        let bytes = pcap.into_bytes();
+        let segments: Vec<_> = tcp_segments(&bytes).unwrap().collect();
+        assert_eq!(segments.len(), 4);
+        assert_eq!(segments[3].payload, b"v6");
+        assert_eq!(segments[3].source, server.into());
     }
 
     #[test]
