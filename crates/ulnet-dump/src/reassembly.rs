@@ -151,14 +151,14 @@ mod tests {
         let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 1023);
         let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 988);
         let mut flow = TcpFlow::open(&mut pcap, client, server, 0);
-        flow.send(&mut pcap, Direction::ClientToServer, b"abc", 10);
-        flow.send(&mut pcap, Direction::ClientToServer, b"def", 20);
-        flow.send(&mut pcap, Direction::ServerToClient, b"xyz", 30);
+        flow.send(&mut pcap, Direction::ClientToServer, b"abc", 10_000);
+        flow.send(&mut pcap, Direction::ClientToServer, b"def", 20_000);
+        flow.send(&mut pcap, Direction::ServerToClient, b"xyz", 30_000);
         let streams = streams(pcap.as_bytes(), 988).unwrap();
         assert_eq!(streams.len(), 2);
         assert!(streams[0].to_acceptor && !streams[0].missed_start);
         assert_eq!(streams[0].decodable(), b"abcdef");
-        assert_eq!(streams[0].time_at(4), 20);
+        assert_eq!(streams[0].time_at(4), 20_000); // pcap keeps microseconds
         assert_eq!(streams[1].decodable(), b"xyz");
         assert!(!streams[1].to_acceptor);
     }
