@@ -61,10 +61,7 @@ pub struct Verdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fate {
     /// Arrives once at the first time, and again at the second when duplicated.
-    Delivered {
-        at: Time,
-        duplicate_at: Option<Time>,
-    },
+    Delivered { at: Time, duplicate_at: Option<Time> },
     /// Silently lost in flight.
     Lost,
     /// The endpoints are partitioned: the sender can tell the peer is unreachable.
@@ -105,10 +102,7 @@ impl LinkModel {
     }
 
     pub fn link(&self, from: EndpointId, to: EndpointId) -> LinkConfig {
-        self.links
-            .get(&(from, to))
-            .copied()
-            .unwrap_or(self.default_link)
+        self.links.get(&(from, to)).copied().unwrap_or(self.default_link)
     }
 
     /// Cuts (`true`) or heals (`false`) both directions between `a` and `b`.
@@ -134,12 +128,7 @@ impl LinkModel {
         length: usize,
     ) -> Verdict {
         let link = self.link(from, to);
-        let start = self
-            .busy_until
-            .get(&(from, to))
-            .copied()
-            .unwrap_or(Time::ZERO)
-            .max(now);
+        let start = self.busy_until.get(&(from, to)).copied().unwrap_or(Time::ZERO).max(now);
         let serialized_at = start + serialization_delay(length, link.bandwidth_bytes_per_sec);
         if serialized_at > now {
             self.busy_until.insert((from, to), serialized_at);
@@ -150,16 +139,11 @@ impl LinkModel {
             Fate::Lost
         } else {
             let at = serialized_at + link.latency;
-            let duplicate_at = self
-                .rng
-                .chance_per_million(link.duplicate_per_million)
-                .then_some(at);
+            let duplicate_at =
+                self.rng.chance_per_million(link.duplicate_per_million).then_some(at);
             Fate::Delivered { at, duplicate_at }
         };
-        Verdict {
-            serialized_at,
-            fate,
-        }
+        Verdict { serialized_at, fate }
     }
 }
 
@@ -217,19 +201,9 @@ impl<T: Clone> Fabric<T> {
         let verdict = self.model.transmit(now, from, to, length);
         if let Fate::Delivered { at, duplicate_at } = verdict.fate {
             if let Some(again) = duplicate_at {
-                self.enqueue(Delivery {
-                    at: again,
-                    from,
-                    to,
-                    frame: frame.clone(),
-                });
+                self.enqueue(Delivery { at: again, from, to, frame: frame.clone() });
             }
-            self.enqueue(Delivery {
-                at,
-                from,
-                to,
-                frame,
-            });
+            self.enqueue(Delivery { at, from, to, frame });
         }
         verdict
     }
@@ -281,10 +255,7 @@ mod tests {
         assert_eq!(first.serialized_at, Time::from_nanos(1_000_000));
         assert_eq!(
             first.fate,
-            Fate::Delivered {
-                at: Time::from_nanos(1_010_000),
-                duplicate_at: None
-            }
+            Fate::Delivered { at: Time::from_nanos(1_010_000), duplicate_at: None }
         );
         // The second frame waits for the first to leave the wire.
         let second = model.transmit(Time::ZERO, 0, 1, 1000);
@@ -301,10 +272,7 @@ mod tests {
         assert_eq!(model.transmit(Time::ZERO, 1, 2, 1).fate, Fate::Unreachable);
         assert_eq!(model.transmit(Time::ZERO, 2, 1, 1).fate, Fate::Unreachable);
         model.set_partitioned(1, 2, false);
-        assert!(matches!(
-            model.transmit(Time::ZERO, 1, 2, 1).fate,
-            Fate::Delivered { .. }
-        ));
+        assert!(matches!(model.transmit(Time::ZERO, 1, 2, 1).fate, Fate::Delivered { .. }));
     }
 
     #[test]
@@ -316,27 +284,13 @@ mod tests {
         };
         let run = |seed| {
             let mut model = LinkModel::new(seed, link);
-            (0..64)
-                .map(|_| model.transmit(Time::ZERO, 0, 1, 1).fate)
-                .collect::<Vec<_>>()
+            (0..64).map(|_| model.transmit(Time::ZERO, 0, 1, 1).fate).collect::<Vec<_>>()
         };
         let fates = run(9);
         assert_eq!(fates, run(9));
         assert!(fates.contains(&Fate::Lost));
-        assert!(fates.iter().any(|f| matches!(
-            f,
-            Fate::Delivered {
-                duplicate_at: Some(_),
-                ..
-            }
-        )));
-        assert!(fates.iter().any(|f| matches!(
-            f,
-            Fate::Delivered {
-                duplicate_at: None,
-                ..
-            }
-        )));
+        assert!(fates.iter().any(|f| matches!(f, Fate::Delivered { duplicate_at: Some(_), .. })));
+        assert!(fates.iter().any(|f| matches!(f, Fate::Delivered { duplicate_at: None, .. })));
     }
 
     #[test]
@@ -345,24 +299,17 @@ mod tests {
         fabric.model.set_link(
             0,
             1,
-            LinkConfig {
-                latency: Duration::from_secs(1),
-                ..LinkConfig::IDEAL
-            },
+            LinkConfig { latency: Duration::from_secs(1), ..LinkConfig::IDEAL },
         );
         fabric.send(Time::ZERO, 0, 1, 1, "slow");
         fabric.send(Time::ZERO, 1, 0, 1, "fast-a");
         fabric.send(Time::ZERO, 1, 0, 1, "fast-b");
         assert_eq!(fabric.next_delivery(), Some(Time::ZERO));
-        let order: Vec<_> = std::iter::from_fn(|| fabric.pop_due(Time::ZERO))
-            .map(|d| d.frame)
-            .collect();
+        let order: Vec<_> =
+            std::iter::from_fn(|| fabric.pop_due(Time::ZERO)).map(|d| d.frame).collect();
         assert_eq!(order, ["fast-a", "fast-b"]);
         assert_eq!(fabric.pop_due(Time::ZERO), None);
-        assert_eq!(
-            fabric.pop_due(Time::from_secs(1)).map(|d| d.frame),
-            Some("slow")
-        );
+        assert_eq!(fabric.pop_due(Time::from_secs(1)).map(|d| d.frame), Some("slow"));
         assert_eq!(fabric.in_flight(), 0);
     }
 }

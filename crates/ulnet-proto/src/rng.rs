@@ -16,14 +16,7 @@ impl Rng {
     /// the all-zero state (the one bad state) cannot come out of it.
     pub fn new(seed: u64) -> Self {
         let mut mix = SplitMix64(seed);
-        Self {
-            state: [
-                mix.next_u64(),
-                mix.next_u64(),
-                mix.next_u64(),
-                mix.next_u64(),
-            ],
-        }
+        Self { state: [mix.next_u64(), mix.next_u64(), mix.next_u64(), mix.next_u64()] }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -108,11 +101,8 @@ mod tests {
 
     /// xoshiro256** seeded by splitmix64(0), computed independently from the reference
     /// algorithms.
-    const PINNED_SEED_0: [u64; 3] = [
-        11_091_344_671_253_066_420,
-        13_793_997_310_169_335_082,
-        1_900_383_378_846_508_768,
-    ];
+    const PINNED_SEED_0: [u64; 3] =
+        [11_091_344_671_253_066_420, 13_793_997_310_169_335_082, 1_900_383_378_846_508_768];
 
     #[test]
     fn below_stays_in_range() {

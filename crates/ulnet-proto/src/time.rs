@@ -57,12 +57,7 @@ impl AddAssign<Duration> for Time {
 
 impl fmt::Debug for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "t+{}.{:09}s",
-            self.0 / 1_000_000_000,
-            self.0 % 1_000_000_000
-        )
+        write!(f, "t+{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
     }
 }
 
@@ -73,17 +68,11 @@ mod tests {
     #[test]
     fn arithmetic_saturates() {
         assert_eq!(Time::MAX + Duration::from_secs(1), Time::MAX);
-        assert_eq!(
-            Time::ZERO + Duration::from_millis(1),
-            Time::from_nanos(1_000_000)
-        );
+        assert_eq!(Time::ZERO + Duration::from_millis(1), Time::from_nanos(1_000_000));
         assert_eq!(
             Time::from_secs(1).saturating_duration_since(Time::from_secs(2)),
             Duration::ZERO
         );
-        assert_eq!(
-            format!("{:?}", Time::from_nanos(1_500_000_000)),
-            "t+1.500000000s"
-        );
+        assert_eq!(format!("{:?}", Time::from_nanos(1_500_000_000)), "t+1.500000000s");
     }
 }

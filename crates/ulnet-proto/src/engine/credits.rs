@@ -28,12 +28,7 @@ pub(crate) enum Acquire {
 impl CreditPool {
     pub(crate) fn new(max: u32) -> Self {
         let max = i32::try_from(max).unwrap_or(i32::MAX);
-        Self {
-            max,
-            value: max,
-            min: max,
-            waiters: VecDeque::new(),
-        }
+        Self { max, value: max, min: max, waiters: VecDeque::new() }
     }
 
     /// Charges one credit to `message`; queued at the tail when none is free.
@@ -51,11 +46,7 @@ impl CreditPool {
     /// Returns one credit; the head waiter (which was already charged) now holds it.
     pub(crate) fn release(&mut self) -> Option<Key> {
         self.value += 1;
-        if self.value <= 0 {
-            self.waiters.pop_front()
-        } else {
-            None
-        }
+        if self.value <= 0 { self.waiters.pop_front() } else { None }
     }
 
     pub(crate) fn max(&self) -> i32 {
@@ -89,10 +80,7 @@ impl CreditPool {
             return Err(format!("credits {} with {waiters} waiters", self.value));
         }
         if self.min > self.value {
-            return Err(format!(
-                "min credits {} above credits {}",
-                self.min, self.value
-            ));
+            return Err(format!("min credits {} above credits {}", self.min, self.value));
         }
         Ok(())
     }
@@ -103,10 +91,7 @@ mod tests {
     use super::*;
 
     fn key(index: u32) -> Key {
-        Key {
-            index,
-            generation: 0,
-        }
+        Key { index, generation: 0 }
     }
 
     #[test]

@@ -131,11 +131,7 @@ impl Node {
         if message.no_resend || message.retry_count >= self.tunables.effective_retry_count() {
             return false;
         }
-        if message
-            .md
-            .and_then(|md| self.mds.get(md))
-            .is_some_and(|md| md.aborted)
-        {
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
             return false;
         }
         let real_nis = self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo).count();
@@ -208,11 +204,7 @@ impl Node {
             dest_pid: request.src_pid,
             src_pid: pid,
             payload_length: 0,
-            body: Body::Ack {
-                dst_wmd: ack_wmd,
-                match_bits,
-                mlength: message.length,
-            },
+            body: Body::Ack { dst_wmd: ack_wmd, match_bits, mlength: message.length },
         };
         message.tx = true;
         message.phase = Phase::ResendQueued;
@@ -245,11 +237,7 @@ impl Node {
         md.refcount -= 1;
         let unlink = md.unlinkable();
         let event = md.events.then(|| {
-            let status = if md.aborted && status.is_ok() {
-                EventStatus::TimedOut
-            } else {
-                status
-            };
+            let status = if md.aborted && status.is_ok() { EventStatus::TimedOut } else { status };
             let mut event = template.event(kind, md.handle, md.user_ptr, status);
             event.unlinked = unlink;
             if unlink {

@@ -67,38 +67,25 @@ impl HealthStatus {
             | Self::LocalDropped
             | Self::LocalAborted
             | Self::LocalNoRoute
-            | Self::LocalTimeout => HealthAction {
-                local_failure: true,
-                local_resend: true,
-                ..none
-            },
-            Self::LocalError => HealthAction {
-                local_failure: true,
-                ..none
-            },
-            Self::RemoteDropped => HealthAction {
-                remote_failure: true,
-                remote_resend: true,
-                ..none
-            },
-            Self::RemoteError | Self::RemoteTimeout => HealthAction {
-                remote_failure: true,
-                ..none
-            },
-            Self::NetworkTimeout => HealthAction {
-                local_failure: true,
-                remote_failure: true,
-                ..none
-            },
+            | Self::LocalTimeout => {
+                HealthAction { local_failure: true, local_resend: true, ..none }
+            }
+            Self::LocalError => HealthAction { local_failure: true, ..none },
+            Self::RemoteDropped => {
+                HealthAction { remote_failure: true, remote_resend: true, ..none }
+            }
+            Self::RemoteError | Self::RemoteTimeout => {
+                HealthAction { remote_failure: true, ..none }
+            }
+            Self::NetworkTimeout => {
+                HealthAction { local_failure: true, remote_failure: true, ..none }
+            }
         }
     }
 
     /// Whether this failure maps to `-ETIMEDOUT` in the event (socklnd's mapping reversed).
     pub(crate) fn is_timeout(self) -> bool {
-        matches!(
-            self,
-            Self::LocalTimeout | Self::RemoteTimeout | Self::NetworkTimeout
-        )
+        matches!(self, Self::LocalTimeout | Self::RemoteTimeout | Self::NetworkTimeout)
     }
 }
 

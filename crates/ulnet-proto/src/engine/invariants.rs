@@ -25,11 +25,7 @@ fn check_bounds(node: &Node) -> Result<(), String> {
         ("events", node.events.len(), limits.events),
         ("transmits", node.transmits.len(), limits.messages),
         ("resumes", node.resumes.len(), limits.messages),
-        (
-            "trackers",
-            node.trackers.len(),
-            TrackerQueue::bound(node.live_trackers),
-        ),
+        ("trackers", node.trackers.len(), TrackerQueue::bound(node.live_trackers)),
     ];
     for (what, count, bound) in checks {
         if count > bound {
@@ -38,10 +34,7 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     }
     let entries: usize = node.portals.iter().map(|portal| portal.entries()).sum();
     if entries != node.mes.len() {
-        return Err(format!(
-            "portals list {entries} MEs but {} exist",
-            node.mes.len()
-        ));
+        return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }
     for peer in &node.peers.peers {
         for net in &peer.nets {
@@ -57,10 +50,7 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     }
     for (index, portal) in node.portals.iter().enumerate() {
         if portal.delayed.len() > limits.lazy_queue {
-            return Err(format!(
-                "portal {index} delays {} messages",
-                portal.delayed.len()
-            ));
+            return Err(format!("portal {index} delays {} messages", portal.delayed.len()));
         }
     }
     Ok(())
@@ -74,9 +64,9 @@ fn check_credits(node: &Node) -> Result<(), String> {
             .filter(|(_, m)| usize::from(m.ni.0) == index && m.ni_credit == Credit::Held)
             .count();
         match &ni.credits {
-            Some(pool) => pool
-                .check(holders)
-                .map_err(|error| format!("NI {:?}: {error}", ni.nid))?,
+            Some(pool) => {
+                pool.check(holders).map_err(|error| format!("NI {:?}: {error}", ni.nid))?
+            }
             None if holders > 0 => return Err(format!("loopback NI has {holders} credit holders")),
             None => {}
         }
@@ -87,12 +77,8 @@ fn check_credits(node: &Node) -> Result<(), String> {
                 .iter()
                 .filter(move |(_, m)| m.peer_ni.is_some_and(|id| id.0 as usize == index))
         };
-        let holders = on_peer()
-            .filter(|(_, m)| m.peer_credit == Credit::Held)
-            .count();
-        peer.credits
-            .check(holders)
-            .map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
+        let holders = on_peer().filter(|(_, m)| m.peer_credit == Credit::Held).count();
+        peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
         let charged: u64 = on_peer()
             .filter(|(_, m)| m.peer_credit != Credit::None)
             .map(|(_, m)| u64::from(m.charged_bytes))
@@ -171,10 +157,7 @@ fn check_messages(node: &Node) -> Result<(), String> {
             Phase::Delayed => {
                 !message.tx
                     && message.md.is_none()
-                    && node
-                        .portals
-                        .iter()
-                        .any(|portal| portal.delayed.contains(&key))
+                    && node.portals.iter().any(|portal| portal.delayed.contains(&key))
             }
         };
         if !coherent {

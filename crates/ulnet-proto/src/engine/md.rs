@@ -159,10 +159,7 @@ impl MdHandle {
         if self.0 & 0x3 != COOKIE_TYPE_MD {
             return None;
         }
-        Some(Key {
-            index: ((self.0 & 0xffff_ffff) >> 2) as u32,
-            generation: (self.0 >> 32) as u32,
-        })
+        Some(Key { index: ((self.0 & 0xffff_ffff) >> 2) as u32, generation: (self.0 >> 32) as u32 })
     }
 }
 
@@ -247,10 +244,7 @@ mod tests {
 
     #[test]
     fn handle_cookies_round_trip_and_are_never_none() {
-        let key = Key {
-            index: MAX_COOKIE_INDEX,
-            generation: u32::MAX,
-        };
+        let key = Key { index: MAX_COOKIE_INDEX, generation: u32::MAX };
         let handle = MdHandle::from_key(key);
         assert_eq!(handle.key(), Some(key));
         assert_ne!(handle.0, u64::MAX);

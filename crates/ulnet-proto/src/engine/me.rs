@@ -5,39 +5,10 @@
 
 use std::fmt;
 
-use crate::addr::Nid;
 use crate::engine::md::UnlinkMode;
 use crate::engine::slab::Key;
 
-/// `LNET_PID_ANY`.
-pub const PID_ANY: u32 = u32::MAX;
-/// `LNET_PID_LUSTRE`: the pid every kernel node uses.
-pub const PID_LUSTRE: u32 = 12345;
-
-/// `struct lnet_process_id`: a NID and a pid, either of which may be ANY in a match id.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ProcessId {
-    pub nid: Nid,
-    pub pid: u32,
-}
-
-impl ProcessId {
-    /// Matches any initiator.
-    pub const ANY: Self = Self {
-        nid: Nid::ANY,
-        pid: PID_ANY,
-    };
-
-    pub const fn new(nid: Nid, pid: u32) -> Self {
-        Self { nid, pid }
-    }
-}
-
-impl fmt::Debug for ProcessId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}-{}", self.nid, self.pid)
-    }
-}
+pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 
 /// Where a new ME goes in its list (`LNET_INS_BEFORE` / `LNET_INS_AFTER`; `LNET_INS_LOCAL` is
 /// `After` with one CPT).
@@ -63,10 +34,7 @@ impl MeHandle {
         if self.0 & 0x3 != COOKIE_TYPE_ME {
             return None;
         }
-        Some(Key {
-            index: ((self.0 & 0xffff_ffff) >> 2) as u32,
-            generation: (self.0 >> 32) as u32,
-        })
+        Some(Key { index: ((self.0 & 0xffff_ffff) >> 2) as u32, generation: (self.0 >> 32) as u32 })
     }
 }
 
@@ -91,31 +59,24 @@ impl Me {
     /// The ME half of `lnet_try_match_md`: initiator and match bits.
     pub(crate) fn matches(&self, initiator: ProcessId, match_bits: u64) -> bool {
         (self.match_id.nid.is_any() || self.match_id.nid == initiator.nid)
-            && (self.match_id.pid == PID_ANY || self.match_id.pid == initiator.pid)
+            && (self.match_id.pid == LNET_PID_ANY || self.match_id.pid == initiator.pid)
             && (self.match_bits ^ match_bits) & !self.ignore_bits == 0
     }
 
     /// Unique MEs (specific NID and pid, no ignore bits) fix a portal's match type to unique.
     /// lustre: lib-ptl.c `lnet_ptl_match_type()`.
     pub(crate) fn is_unique(&self) -> bool {
-        self.ignore_bits == 0 && !self.match_id.nid.is_any() && self.match_id.pid != PID_ANY
+        self.ignore_bits == 0 && !self.match_id.nid.is_any() && self.match_id.pid != LNET_PID_ANY
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::Net;
+    use crate::addr::{Net, Nid};
 
     fn me(match_id: ProcessId, match_bits: u64, ignore_bits: u64) -> Me {
-        Me {
-            portal: 0,
-            match_id,
-            match_bits,
-            ignore_bits,
-            unlink: UnlinkMode::Retain,
-            md: None,
-        }
+        Me { portal: 0, match_id, match_bits, ignore_bits, unlink: UnlinkMode::Retain, md: None }
     }
 
     #[test]
@@ -131,15 +92,12 @@ mod tests {
         assert!(wild.matches(b, 0xf7));
         assert!(!wild.matches(b, 0x07));
         assert!(exact.is_unique() && !wild.is_unique());
-        assert!(!me(ProcessId::new(a.nid, PID_ANY), 0, 0).is_unique());
+        assert!(!me(ProcessId::new(a.nid, LNET_PID_ANY), 0, 0).is_unique());
     }
 
     #[test]
     fn handle_round_trip() {
-        let key = Key {
-            index: 5,
-            generation: 9,
-        };
+        let key = Key { index: 5, generation: 9 };
         assert_eq!(MeHandle::from_key(key).key(), Some(key));
         assert_eq!(MeHandle(1).key(), None);
     }

@@ -22,26 +22,17 @@ pub struct Memory {
 
 impl Memory {
     /// No memory at all.
-    pub const EMPTY: Self = Self {
-        segments: Vec::new(),
-        length: 0,
-    };
+    pub const EMPTY: Self = Self { segments: Vec::new(), length: 0 };
 
     /// One contiguous buffer.
     pub fn new(buffer: Vec<u8>) -> Self {
         let length = buffer.len();
-        Self {
-            segments: vec![buffer],
-            length,
-        }
+        Self { segments: vec![buffer], length }
     }
 
     /// A zero-length region (for 0-byte PUTs and GETs).
     pub fn empty() -> Self {
-        Self {
-            segments: Vec::new(),
-            length: 0,
-        }
+        Self { segments: Vec::new(), length: 0 }
     }
 
     /// A region of several buffers, addressed as their concatenation.
@@ -76,28 +67,17 @@ impl Memory {
 
     /// Slices covering `offset..offset + length`, clipped to the region.
     pub fn slices(&self, offset: usize, length: usize) -> Slices<'_> {
-        Slices {
-            segments: self.segments.iter(),
-            skip: offset,
-            remaining: length,
-        }
+        Slices { segments: self.segments.iter(), skip: offset, remaining: length }
     }
 
     /// Mutable slices covering `offset..offset + length`, clipped to the region.
     pub fn slices_mut(&mut self, offset: usize, length: usize) -> SlicesMut<'_> {
-        SlicesMut {
-            segments: self.segments.iter_mut(),
-            skip: offset,
-            remaining: length,
-        }
+        SlicesMut { segments: self.segments.iter_mut(), skip: offset, remaining: length }
     }
 
     /// Copies `bytes` in at `offset`; false (and nothing written) if it would not fit.
     pub fn write_at(&mut self, offset: usize, bytes: &[u8]) -> bool {
-        if offset
-            .checked_add(bytes.len())
-            .is_none_or(|end| end > self.length)
-        {
+        if offset.checked_add(bytes.len()).is_none_or(|end| end > self.length) {
             return false;
         }
         let mut source = bytes;
@@ -111,10 +91,7 @@ impl Memory {
 
     /// Copies out `offset..offset + buffer.len()`; false if out of range.
     pub fn read_at(&self, offset: usize, buffer: &mut [u8]) -> bool {
-        if offset
-            .checked_add(buffer.len())
-            .is_none_or(|end| end > self.length)
-        {
+        if offset.checked_add(buffer.len()).is_none_or(|end| end > self.length) {
             return false;
         }
         let mut target = buffer;
@@ -137,12 +114,8 @@ pub(crate) fn copy_between(
     target_offset: usize,
     length: usize,
 ) -> bool {
-    if source_offset
-        .checked_add(length)
-        .is_none_or(|end| end > source.len())
-        || target_offset
-            .checked_add(length)
-            .is_none_or(|end| end > target.len())
+    if source_offset.checked_add(length).is_none_or(|end| end > source.len())
+        || target_offset.checked_add(length).is_none_or(|end| end > target.len())
     {
         return false;
     }
@@ -235,10 +208,7 @@ mod tests {
     #[test]
     fn too_many_segments_is_refused() {
         let segments = vec![Vec::new(); MAX_SEGMENTS + 1];
-        assert_eq!(
-            Memory::from_segments(segments),
-            Err(MemoryError::TooManySegments(257))
-        );
+        assert_eq!(Memory::from_segments(segments), Err(MemoryError::TooManySegments(257)));
         assert!(Memory::from_segments(vec![Vec::new(); MAX_SEGMENTS]).is_ok());
     }
 

@@ -36,7 +36,7 @@ pub use error::{
 pub use event::{Event, EventKind, EventStatus};
 pub use health::{HealthStatus, MAX_HEALTH};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
-pub use me::{InsertPosition, MeHandle, PID_ANY, PID_LUSTRE, ProcessId};
+pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 pub use memory::{MAX_SEGMENTS, Memory, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
 pub use ni::{LndKind, NiConfig, NiId};

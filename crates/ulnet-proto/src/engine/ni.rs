@@ -43,12 +43,7 @@ pub struct NiConfig {
 
 impl NiConfig {
     pub fn new(nid: Nid, lnd: LndKind) -> Self {
-        Self {
-            nid,
-            lnd,
-            tunables: NetTunables::default(),
-            lnd_timeout: None,
-        }
+        Self { nid, lnd, tunables: NetTunables::default(), lnd_timeout: None }
     }
 }
 

@@ -295,10 +295,7 @@ impl Node {
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis
-            .iter()
-            .position(|ni| ni.nid == nid)
-            .map(|index| NiId(index as u16))
+        self.nis.iter().position(|ni| ni.nid == nid).map(|index| NiId(index as u16))
     }
 
     // ---------------------------------------------------------------- portals, MEs, MDs
@@ -320,21 +317,11 @@ impl Node {
         if self.mes.len() >= self.limits.mes {
             return Err(MeAttachError::TooManyEntries);
         }
-        let me = Me {
-            portal,
-            match_id,
-            match_bits,
-            ignore_bits,
-            unlink,
-            md: None,
-        };
+        let me = Me { portal, match_id, match_bits, ignore_bits, unlink, md: None };
         if !table.accepts(&me) {
             return Err(MeAttachError::MatchTypeMismatch(portal));
         }
-        let key = self
-            .mes
-            .insert(me.clone())
-            .ok_or(MeAttachError::TooManyEntries)?;
+        let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
         table.insert(key, &me, position);
         Ok(MeHandle::from_key(key))
     }
@@ -367,28 +354,16 @@ impl Node {
         let me_key = match self.me_key(me) {
             Ok(key) => key,
             Err(KeyState::Removed) => {
-                return Err(Rejected {
-                    error: MdAttachError::UnlinkedMe,
-                    memory: spec.memory,
-                });
+                return Err(Rejected { error: MdAttachError::UnlinkedMe, memory: spec.memory });
             }
             Err(_) => {
-                return Err(Rejected {
-                    error: MdAttachError::UnknownMe,
-                    memory: spec.memory,
-                });
+                return Err(Rejected { error: MdAttachError::UnknownMe, memory: spec.memory });
             }
         };
         if self.mes.get(me_key).is_some_and(|me| me.md.is_some()) {
-            return Err(Rejected {
-                error: MdAttachError::MeBusy,
-                memory: spec.memory,
-            });
+            return Err(Rejected { error: MdAttachError::MeBusy, memory: spec.memory });
         }
-        let error = if !spec
-            .options
-            .intersects(MdOptions::OP_PUT | MdOptions::OP_GET)
-        {
+        let error = if !spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
             Some(MdAttachError::NoOperation)
         } else if spec.memory.len() > MAX_MD_LENGTH {
             Some(MdAttachError::TooLong(spec.memory.len()))
@@ -408,19 +383,13 @@ impl Node {
         };
         if let Some(error) = error {
             self.remove_me(me_key);
-            return Err(Rejected {
-                error,
-                memory: spec.memory,
-            });
+            return Err(Rejected { error, memory: spec.memory });
         }
         let Some(md_key) = self.insert_md(spec, unlink, Some(me_key)) else {
             // insert_md only fails when the slab is full, which the limit check excludes;
             // the memory is lost in that impossible case.
             self.remove_me(me_key);
-            return Err(Rejected {
-                error: MdAttachError::TooManyMds,
-                memory: Memory::empty(),
-            });
+            return Err(Rejected { error: MdAttachError::TooManyMds, memory: Memory::empty() });
         };
         if let Some(me) = self.mes.get_mut(me_key) {
             me.md = Some(md_key);
@@ -437,10 +406,7 @@ impl Node {
         spec: MdSpec,
         unlink: UnlinkMode,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
-        let error = if spec
-            .options
-            .intersects(MdOptions::OP_PUT | MdOptions::OP_GET)
-        {
+        let error = if spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
             Some(MdBindError::OperationFlags)
         } else if spec.memory.len() > LNET_MTU as usize {
             Some(MdBindError::TooLong(spec.memory.len()))
@@ -459,17 +425,11 @@ impl Node {
             None
         };
         if let Some(error) = error {
-            return Err(Rejected {
-                error,
-                memory: spec.memory,
-            });
+            return Err(Rejected { error, memory: spec.memory });
         }
         match self.insert_md(spec, unlink, None) {
             Some(key) => Ok(MdHandle::from_key(key)),
-            None => Err(Rejected {
-                error: MdBindError::TooManyMds,
-                memory: Memory::empty(),
-            }),
+            None => Err(Rejected { error: MdBindError::TooManyMds, memory: Memory::empty() }),
         }
     }
 
@@ -488,27 +448,18 @@ impl Node {
     /// The memory of a live MD (e.g. to read PUT data after a PUT event).
     pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
         let key = self.live_md(md)?;
-        self.mds
-            .get(key)
-            .map(|md| &md.memory)
-            .ok_or(MdError::UnknownMd)
+        self.mds.get(key).map(|md| &md.memory).ok_or(MdError::UnknownMd)
     }
 
     /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
     pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
         let key = self.live_md(md)?;
-        self.mds
-            .get_mut(key)
-            .map(|md| &mut md.memory)
-            .ok_or(MdError::UnknownMd)
+        self.mds.get_mut(key).map(|md| &mut md.memory).ok_or(MdError::UnknownMd)
     }
 
     /// `LNetSetLazyPortal`.
     pub fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
-        let table = self
-            .portals
-            .get_mut(portal as usize)
-            .ok_or(PortalError::BadPortal(portal))?;
+        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = true;
         Ok(())
     }
@@ -517,10 +468,7 @@ impl Node {
     /// lustre: lnet/lnet/lib-ptl.c `lnet_clear_lazy_portal()`.
     pub fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
         self.advance(now);
-        let table = self
-            .portals
-            .get_mut(portal as usize)
-            .ok_or(PortalError::BadPortal(portal))?;
+        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = false;
         let delayed = std::mem::take(&mut table.delayed);
         for key in delayed {
@@ -540,10 +488,7 @@ impl Node {
         let md_key = self.initiator_md(request.md, request.source)?;
         let (length, track) = self.md_send_profile(md_key, request.ack, false);
         let ack_wmd = if request.ack {
-            WireHandle {
-                interface_cookie: self.interface_cookie,
-                object_cookie: request.md.0,
-            }
+            WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
         } else {
             WireHandle::NONE
         };
@@ -656,11 +601,7 @@ impl Node {
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
         }
-        let event_status = if status.is_ok() {
-            EventStatus::Ok
-        } else {
-            EventStatus::Io
-        };
+        let event_status = if status.is_ok() { EventStatus::Ok } else { EventStatus::Io };
         self.finalize_rx(rx.0, status, event_status);
         self.run_work();
         Ok(())
@@ -707,13 +648,8 @@ impl Node {
         if let Some(slices) = empty {
             return Ok(slices);
         }
-        let md = message
-            .md
-            .and_then(|key| self.mds.get(key))
-            .ok_or(DriverError::UnknownTx)?;
-        Ok(md
-            .memory
-            .slices(message.md_offset as usize, message.length as usize))
+        let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
+        Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
     }
 
     /// The driver finished (or failed) a transmit; `status` is the LND's health status.
@@ -751,15 +687,9 @@ impl Node {
         up: bool,
     ) -> Result<(), DriverError> {
         self.advance(now);
-        let ni = self
-            .nis
-            .get(usize::from(ni.0))
-            .ok_or(DriverError::UnknownNi)?;
+        let ni = self.nis.get(usize::from(ni.0)).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
-        if let Ok(id) = self
-            .peers
-            .find_or_create(peer, credits, self.limits.peer_nis)
-        {
+        if let Ok(id) = self.peers.find_or_create(peer, credits, self.limits.peer_nis) {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
@@ -855,10 +785,7 @@ impl Node {
 
     /// Messages parked on lazy portals (and loopback sends held for them).
     pub fn delayed_message_count(&self) -> usize {
-        self.msgs
-            .iter()
-            .filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld))
-            .count()
+        self.msgs.iter().filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld)).count()
     }
 
     /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
@@ -1031,9 +958,7 @@ impl Node {
             no_resend: false,
             resent: false,
         };
-        let key = self
-            .alloc_message(message)
-            .ok_or(InitiateError::TooManyMessages)?;
+        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
         if let Some(md) = self.mds.get_mut(md_key) {
             md.attach_operation();
         }
@@ -1073,19 +998,15 @@ impl Node {
         if md.tracker.is_none() {
             self.live_trackers += 1;
         }
-        md.tracker = Some(Tracker {
-            deadline,
-            next_hop: None,
-        });
+        md.tracker = Some(Tracker { deadline, next_hop: None });
         self.trackers.push(deadline, md_key);
         self.stats.rst_alloc = self.live_trackers as u64;
         let mds = &self.mds;
-        self.trackers
-            .maybe_compact(self.live_trackers, |deadline, key| {
-                mds.get(key)
-                    .and_then(|md| md.tracker)
-                    .is_some_and(|tracker| tracker.deadline == deadline)
-            });
+        self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
+            mds.get(key)
+                .and_then(|md| md.tracker)
+                .is_some_and(|tracker| tracker.deadline == deadline)
+        });
     }
 
     /// `lnet_detach_rsp_tracker`.
@@ -1123,17 +1044,9 @@ impl Node {
             nid: peer_ni.nid,
             primary_nid: peer.primary_nid,
             multi_rail: peer.multi_rail,
-            tx_credits: CreditStats {
-                max: pool.max(),
-                available: pool.value(),
-                min: pool.min(),
-            },
+            tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
             tx_q_num_of_buf: peer_ni.queued_bytes,
-            rtr_credits: CreditStats {
-                max: pool.max(),
-                available: pool.max(),
-                min: pool.max(),
-            },
+            rtr_credits: CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
             statistics: peer_ni.stats,
             health: crate::engine::stats::PeerNiHealthStats {
                 health_value: peer_ni.health.value(),

@@ -86,16 +86,13 @@ impl PeerTable {
 
     /// How many NIs the peer owning `id` has (gates remote resends, semantics.md §4.2).
     pub(crate) fn peer_ni_count(&self, id: PeerNiId) -> usize {
-        self.peer_of(id)
-            .map_or(0, |peer| peer.nets.iter().map(|net| net.nis.len()).sum())
+        self.peer_of(id).map_or(0, |peer| peer.nets.iter().map(|net| net.nis.len()).sum())
     }
 
     /// The primary NID of the peer owning `nid`, or `nid` itself for an unknown NID.
     /// lustre: peer.c `lnet_peer_primary_nid_locked()`.
     pub(crate) fn primary_nid(&self, nid: Nid) -> Nid {
-        self.find(nid)
-            .and_then(|id| self.peer_of(id))
-            .map_or(nid, |peer| peer.primary_nid)
+        self.find(nid).and_then(|id| self.peer_of(id)).map_or(nid, |peer| peer.primary_nid)
     }
 
     /// Finds the peer NI for `nid`, creating a non-multi-rail peer with it as primary on first
@@ -118,10 +115,7 @@ impl PeerTable {
         self.peers.push(Peer {
             primary_nid: nid,
             multi_rail: false,
-            nets: vec![PeerNet {
-                net: nid.net(),
-                nis: vec![id],
-            }],
+            nets: vec![PeerNet { net: nid.net(), nis: vec![id] }],
         });
         self.nis.push(PeerNi {
             nid,

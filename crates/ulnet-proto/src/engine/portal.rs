@@ -87,11 +87,7 @@ pub(crate) struct Portal {
 impl Portal {
     /// Checks (and on first use fixes) the match type for a new ME; false is Lustre's -EPERM.
     pub(crate) fn accepts(&mut self, me: &Me) -> bool {
-        let wanted = if me.is_unique() {
-            MatchType::Unique
-        } else {
-            MatchType::Wildcard
-        };
+        let wanted = if me.is_unique() { MatchType::Unique } else { MatchType::Wildcard };
         *self.match_type.get_or_insert(wanted) == wanted
     }
 
@@ -112,15 +108,9 @@ impl Portal {
         let removed = if me.ignore_bits != 0 {
             remove_key(&mut self.ignore, key)
         } else {
-            let removed = self
-                .exact
-                .get_mut(&me.match_bits)
-                .is_some_and(|list| remove_key(list, key));
-            if self
-                .exact
-                .get(&me.match_bits)
-                .is_some_and(VecDeque::is_empty)
-            {
+            let removed =
+                self.exact.get_mut(&me.match_bits).is_some_and(|list| remove_key(list, key));
+            if self.exact.get(&me.match_bits).is_some_and(VecDeque::is_empty) {
                 self.exact.remove(&me.match_bits);
             }
             removed
@@ -152,12 +142,7 @@ impl Portal {
                 MdMatch::None => {}
                 MdMatch::TooBig => return PortalMatch::Drop(DropReason::TooBig),
                 MdMatch::Ok { offset, mlength } => {
-                    return PortalMatch::Ok {
-                        me: me_key,
-                        md: md_key,
-                        offset,
-                        mlength,
-                    };
+                    return PortalMatch::Ok { me: me_key, md: md_key, offset, mlength };
                 }
             }
         }
@@ -178,19 +163,13 @@ pub(crate) fn try_match_md(me: &Me, md: &mut Md, info: &MatchInfo) -> MdMatch {
     if !me.matches(info.initiator, info.match_bits) {
         return MdMatch::None;
     }
-    let offset = if md.options.contains(MdOptions::MANAGE_REMOTE) {
-        info.remote_offset
-    } else {
-        md.offset
-    };
+    let offset =
+        if md.options.contains(MdOptions::MANAGE_REMOTE) { info.remote_offset } else { md.offset };
     // Room from `offset` to the end; a remote offset past the end leaves none (Lustre would
     // underflow here, we refuse to write out of bounds).
     let room = md.length.saturating_sub(offset);
-    let allowed = if md.options.contains(MdOptions::MAX_SIZE) {
-        md.max_size.min(room)
-    } else {
-        room
-    };
+    let allowed =
+        if md.options.contains(MdOptions::MAX_SIZE) { md.max_size.min(room) } else { room };
     let mlength = if info.rlength <= allowed {
         info.rlength
     } else if md.options.contains(MdOptions::TRUNCATE) {
@@ -214,7 +193,7 @@ mod tests {
     use super::*;
     use crate::addr::{Net, Nid};
     use crate::engine::md::{MdHandle, Threshold};
-    use crate::engine::me::PID_ANY;
+    use crate::engine::me::LNET_PID_ANY;
     use crate::engine::memory::Memory;
 
     fn md(length: u32, options: MdOptions) -> Md {
@@ -266,19 +245,12 @@ mod tests {
         // The exact ME is inserted first but the ignore-bits ME still wins.
         for me in [wildcard_me(0x5, 0), wildcard_me(0x0, 0xff)] {
             let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
-            let key = mes
-                .insert(Me {
-                    md: Some(md_key),
-                    ..me.clone()
-                })
-                .unwrap();
+            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             assert!(portal.accepts(&me));
             portal.insert(key, &me, InsertPosition::After);
         }
         let result = portal.match_md(&mes, &mut mds, &info(0x5, 4));
-        let PortalMatch::Ok { me, .. } = result else {
-            panic!("no match: {result:?}")
-        };
+        let PortalMatch::Ok { me, .. } = result else { panic!("no match: {result:?}") };
         assert_eq!(mes.get(me).map(|m| m.ignore_bits), Some(0xff));
         assert_eq!(portal.entries(), 2);
     }
@@ -286,14 +258,12 @@ mod tests {
     #[test]
     fn match_type_is_fixed_by_the_first_entry() {
         let mut portal = Portal::default();
-        let unique = Me {
-            match_id: ProcessId::new(Nid::new4(Net::TCP, 1), 7),
-            ..wildcard_me(1, 0)
-        };
+        let unique =
+            Me { match_id: ProcessId::new(Nid::new4(Net::TCP, 1), 7), ..wildcard_me(1, 0) };
         assert!(portal.accepts(&unique));
         assert!(!portal.accepts(&wildcard_me(1, 0)));
         assert!(!portal.accepts(&Me {
-            match_id: ProcessId::new(unique.match_id.nid, PID_ANY),
+            match_id: ProcessId::new(unique.match_id.nid, LNET_PID_ANY),
             ..unique.clone()
         }));
         assert_eq!(portal.match_type, Some(MatchType::Unique));
@@ -305,54 +275,27 @@ mod tests {
         let mut plain = md(10, MdOptions::OP_PUT);
         assert_eq!(
             try_match_md(&me, &mut plain, &info(0, 4)),
-            MdMatch::Ok {
-                offset: 0,
-                mlength: 4
-            }
+            MdMatch::Ok { offset: 0, mlength: 4 }
         );
         assert_eq!(
             try_match_md(&me, &mut plain, &info(0, 4)),
-            MdMatch::Ok {
-                offset: 4,
-                mlength: 4
-            }
+            MdMatch::Ok { offset: 4, mlength: 4 }
         );
         assert_eq!(try_match_md(&me, &mut plain, &info(0, 4)), MdMatch::TooBig);
         let mut truncating = md(10, MdOptions::OP_PUT | MdOptions::TRUNCATE);
         truncating.offset = 8;
         assert_eq!(
             try_match_md(&me, &mut truncating, &info(0, 4)),
-            MdMatch::Ok {
-                offset: 8,
-                mlength: 2
-            }
+            MdMatch::Ok { offset: 8, mlength: 2 }
         );
-        let mut remote = md(
-            10,
-            MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE | MdOptions::TRUNCATE,
-        );
-        let far = MatchInfo {
-            remote_offset: 20,
-            ..info(0, 4)
-        };
-        assert_eq!(
-            try_match_md(&me, &mut remote, &far),
-            MdMatch::Ok {
-                offset: 20,
-                mlength: 0
-            }
-        );
-        let mut capped = md(
-            10,
-            MdOptions::OP_PUT | MdOptions::MAX_SIZE | MdOptions::TRUNCATE,
-        );
+        let mut remote = md(10, MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE | MdOptions::TRUNCATE);
+        let far = MatchInfo { remote_offset: 20, ..info(0, 4) };
+        assert_eq!(try_match_md(&me, &mut remote, &far), MdMatch::Ok { offset: 20, mlength: 0 });
+        let mut capped = md(10, MdOptions::OP_PUT | MdOptions::MAX_SIZE | MdOptions::TRUNCATE);
         capped.max_size = 3;
         assert_eq!(
             try_match_md(&me, &mut capped, &info(0, 5)),
-            MdMatch::Ok {
-                offset: 0,
-                mlength: 3
-            }
+            MdMatch::Ok { offset: 0, mlength: 3 }
         );
         let mut get_only = md(10, MdOptions::OP_GET);
         assert_eq!(try_match_md(&me, &mut get_only, &info(0, 1)), MdMatch::None);
@@ -368,17 +311,8 @@ mod tests {
             PortalMatch::Drop(DropReason::NoMatch)
         );
         portal.lazy = true;
-        assert_eq!(
-            portal.match_md(&mes, &mut mds, &info(1, 1)),
-            PortalMatch::Delay
-        );
-        let get = MatchInfo {
-            operation: MdOptions::OP_GET,
-            ..info(1, 1)
-        };
-        assert_eq!(
-            portal.match_md(&mes, &mut mds, &get),
-            PortalMatch::Drop(DropReason::NoMatch)
-        );
+        assert_eq!(portal.match_md(&mes, &mut mds, &info(1, 1)), PortalMatch::Delay);
+        let get = MatchInfo { operation: MdOptions::OP_GET, ..info(1, 1) };
+        assert_eq!(portal.match_md(&mes, &mut mds, &get), PortalMatch::Drop(DropReason::NoMatch));
     }
 }

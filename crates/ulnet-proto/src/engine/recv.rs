@@ -59,10 +59,7 @@ impl Node {
         let peer_ni = if lo_tx.is_some() {
             None
         } else {
-            match self
-                .peers
-                .find_or_create(from, peer_credits, self.limits.peer_nis)
-            {
+            match self.peers.find_or_create(from, peer_credits, self.limits.peer_nis) {
                 Ok(id) => Some(id),
                 Err(_) => {
                     self.count_drop(ni, None, msg_type, payload);
@@ -111,32 +108,15 @@ impl Node {
             return RecvAction::Discard { length: payload };
         };
         match header.body {
-            Body::Put {
-                ack_wmd,
-                match_bits,
-                hdr_data,
-                ptl_index,
-                ..
-            } => self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index),
-            Body::Get {
-                return_wmd,
-                match_bits,
-                ptl_index,
-                src_offset,
-                sink_length,
-            } => self.parse_get(
-                key,
-                return_wmd,
-                match_bits,
-                ptl_index,
-                src_offset,
-                sink_length,
-            ),
-            Body::Ack {
-                dst_wmd,
-                match_bits,
-                mlength,
-            } => self.parse_ack(key, dst_wmd, match_bits, mlength),
+            Body::Put { ack_wmd, match_bits, hdr_data, ptl_index, .. } => {
+                self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index)
+            }
+            Body::Get { return_wmd, match_bits, ptl_index, src_offset, sink_length } => {
+                self.parse_get(key, return_wmd, match_bits, ptl_index, src_offset, sink_length)
+            }
+            Body::Ack { dst_wmd, match_bits, mlength } => {
+                self.parse_ack(key, dst_wmd, match_bits, mlength)
+            }
             Body::Reply { dst_wmd } => self.parse_reply(key, dst_wmd),
             // check_header refused HELLO above.
             Body::Hello { .. } => {
@@ -168,18 +148,9 @@ impl Node {
             return RecvAction::Discard { length: payload };
         };
         match table.match_md(&self.mes, &mut self.mds, &info) {
-            PortalMatch::Ok {
-                md,
-                offset: md_offset,
-                mlength,
-                ..
-            } => {
+            PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
-                RecvAction::Deliver {
-                    rx: RxId(key),
-                    length: mlength,
-                    discard: payload - mlength,
-                }
+                RecvAction::Deliver { rx: RxId(key), length: mlength, discard: payload - mlength }
             }
             PortalMatch::Delay => {
                 let limit = self.limits.lazy_queue;
@@ -231,13 +202,7 @@ impl Node {
             Some(table) => table.match_md(&self.mes, &mut self.mds, &info),
             None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
         };
-        let PortalMatch::Ok {
-            md,
-            offset,
-            mlength,
-            ..
-        } = matched
-        else {
+        let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
             self.drop_rx(key);
             return RecvAction::Discard { length: 0 };
         };
@@ -257,9 +222,7 @@ impl Node {
             dest_pid: request.src_pid,
             src_pid: pid,
             payload_length: mlength,
-            body: Body::Reply {
-                dst_wmd: return_wmd,
-            },
+            body: Body::Reply { dst_wmd: return_wmd },
         };
         message.tx = true;
         message.phase = Phase::ResendQueued;
@@ -297,11 +260,7 @@ impl Node {
     }
 
     fn parse_reply(&mut self, key: Key, dst_wmd: WireHandle) -> RecvAction {
-        let Some(payload) = self
-            .msgs
-            .get(key)
-            .map(|message| message.header.payload_length)
-        else {
+        let Some(payload) = self.msgs.get(key).map(|message| message.header.payload_length) else {
             return RecvAction::Discard { length: 0 };
         };
         let Some(md_key) = self.response_md(dst_wmd) else {
@@ -328,11 +287,7 @@ impl Node {
         message.length = mlength;
         message.discard = payload - mlength;
         message.template.mlength = mlength;
-        RecvAction::Deliver {
-            rx: RxId(key),
-            length: mlength,
-            discard: payload - mlength,
-        }
+        RecvAction::Deliver { rx: RxId(key), length: mlength, discard: payload - mlength }
     }
 
     /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
@@ -391,11 +346,9 @@ impl Node {
         let mut pending = std::mem::take(&mut table.delayed);
         let mut kept = std::collections::VecDeque::new();
         while let Some(key) = pending.pop_front() {
-            let (Some(me), Some(md), Some(message)) = (
-                self.mes.get(me_key),
-                self.mds.get_mut(md_key),
-                self.msgs.get(key),
-            ) else {
+            let (Some(me), Some(md), Some(message)) =
+                (self.mes.get(me_key), self.mds.get_mut(md_key), self.msgs.get(key))
+            else {
                 kept.push_back(key);
                 break;
             };
@@ -423,11 +376,7 @@ impl Node {
                     } else {
                         self.resumes.push_back(Resume {
                             rx: RxId(key),
-                            action: RecvAction::Deliver {
-                                rx: RxId(key),
-                                length: mlength,
-                                discard,
-                            },
+                            action: RecvAction::Deliver { rx: RxId(key), length: mlength, discard },
                         });
                     }
                 }
@@ -448,12 +397,9 @@ impl Node {
         let (payload, lo_tx) = (message.header.payload_length, message.lo_peer);
         self.drop_rx(key);
         match lo_tx {
-            Some(tx) => self.finalize_tx(
-                tx,
-                HealthStatus::Ok,
-                crate::engine::event::EventStatus::Ok,
-                true,
-            ),
+            Some(tx) => {
+                self.finalize_tx(tx, HealthStatus::Ok, crate::engine::event::EventStatus::Ok, true)
+            }
             None => self.resumes.push_back(Resume {
                 rx: RxId(key),
                 action: RecvAction::Discard { length: payload },
@@ -513,9 +459,7 @@ fn check_header(header: &Header) -> Result<(), ParseError> {
 
 fn put_info(message: &Message) -> MatchInfo {
     let (match_bits, remote_offset) = match message.header.body {
-        Body::Put {
-            match_bits, offset, ..
-        } => (match_bits, offset),
+        Body::Put { match_bits, offset, .. } => (match_bits, offset),
         _ => (0, 0),
     };
     MatchInfo {

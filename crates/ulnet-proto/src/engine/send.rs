@@ -35,21 +35,14 @@ impl Node {
         }
         let Some(ni) = self.select_ni(dest, response_ni, source) else {
             // lustre: selection failure -EHOSTUNREACH (reported in the SEND event).
-            self.finalize_tx(
-                key,
-                HealthStatus::RemoteError,
-                EventStatus::HostUnreachable,
-                true,
-            );
+            self.finalize_tx(key, HealthStatus::RemoteError, EventStatus::HostUnreachable, true);
             return;
         };
         let Some(local) = self.nis.get(usize::from(ni.0)) else {
             return;
         };
         let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
-        let Ok(peer_ni) = self
-            .peers
-            .find_or_create(dest, peer_credits, self.limits.peer_nis)
+        let Ok(peer_ni) = self.peers.find_or_create(dest, peer_credits, self.limits.peer_nis)
         else {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
@@ -66,9 +59,8 @@ impl Node {
         message.peer_ni = Some(peer_ni);
         message.deadline = deadline;
         // The tracker blames the next hop if the response never comes.
-        if let Some(md) = message
-            .md
-            .filter(|_| message.event == Some(crate::engine::event::EventKind::Send))
+        if let Some(md) =
+            message.md.filter(|_| message.event == Some(crate::engine::event::EventKind::Send))
         {
             if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
                 tracker.next_hop = Some(peer_ni);
@@ -84,19 +76,10 @@ impl Node {
             return;
         };
         if self.now > message.deadline {
-            self.finalize_tx(
-                key,
-                HealthStatus::NetworkTimeout,
-                EventStatus::TimedOut,
-                true,
-            );
+            self.finalize_tx(key, HealthStatus::NetworkTimeout, EventStatus::TimedOut, true);
             return;
         }
-        if message
-            .md
-            .and_then(|md| self.mds.get(md))
-            .is_some_and(|md| md.aborted)
-        {
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
             self.finalize_tx(key, HealthStatus::LocalAborted, EventStatus::Canceled, true);
             return;
         }
@@ -123,10 +106,8 @@ impl Node {
             return;
         };
         if message.ni_credit == Credit::None {
-            if let Some(pool) = self
-                .nis
-                .get_mut(usize::from(ni.0))
-                .and_then(|ni| ni.credits.as_mut())
+            if let Some(pool) =
+                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
             {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
@@ -199,11 +180,7 @@ impl Node {
 
     /// The monitor thread's resend: run selection again (deadline renewed on commit).
     pub(super) fn resend(&mut self, key: Key) {
-        if self
-            .msgs
-            .get(key)
-            .is_some_and(|message| message.phase == Phase::ResendQueued)
-        {
+        if self.msgs.get(key).is_some_and(|message| message.phase == Phase::ResendQueued) {
             self.send(key, None);
         }
     }
@@ -211,11 +188,8 @@ impl Node {
     /// Picks the local NI: the requested source, else the NI a request arrived on (for its
     /// response), else the first NI on the destination's net. (Multi-rail selection later.)
     fn select_ni(&self, dest: Nid, response_ni: Option<NiId>, source: Option<Nid>) -> Option<NiId> {
-        let on_dest_net = |id: NiId| {
-            self.nis
-                .get(usize::from(id.0))
-                .is_some_and(|ni| ni.nid.net() == dest.net())
-        };
+        let on_dest_net =
+            |id: NiId| self.nis.get(usize::from(id.0)).is_some_and(|ni| ni.nid.net() == dest.net());
         if let Some(source) = source {
             return self.ni_for_nid(source).filter(|id| on_dest_net(*id));
         }
@@ -235,9 +209,7 @@ impl Node {
         if local.lnd == LndKind::Lo {
             return self.tunables.transaction_timeout;
         }
-        let lnd_timeout = local
-            .lnd_timeout
-            .unwrap_or_else(|| self.tunables.lnd_timeout());
+        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout());
         if lnd_timeout.is_zero() {
             return self.tunables.transaction_timeout;
         }
@@ -264,10 +236,7 @@ impl Node {
 
     /// `lolnd_send`: parse our own message as if it had arrived on `0@lo`.
     pub(super) fn lo_send(&mut self, tx: Key) {
-        let Some(message) = self
-            .msgs
-            .get(tx)
-            .filter(|message| message.phase == Phase::LoQueued)
+        let Some(message) = self.msgs.get(tx).filter(|message| message.phase == Phase::LoQueued)
         else {
             return;
         };
@@ -339,21 +308,12 @@ impl Node {
                 && md.memory.write_at(target_offset, &bytes);
         }
         // Take the target memory out so both regions can be borrowed at once.
-        let Some(mut target) = self
-            .mds
-            .get_mut(target_md)
-            .map(|md| std::mem::take(&mut md.memory))
+        let Some(mut target) = self.mds.get_mut(target_md).map(|md| std::mem::take(&mut md.memory))
         else {
             return false;
         };
         let copied = self.mds.get(source_md).is_some_and(|md| {
-            copy_between(
-                &md.memory,
-                source_offset,
-                &mut target,
-                target_offset,
-                length,
-            )
+            copy_between(&md.memory, source_offset, &mut target, target_offset, length)
         });
         if let Some(md) = self.mds.get_mut(target_md) {
             md.memory = target;

@@ -37,11 +37,7 @@ pub(crate) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(crate) fn new() -> Self {
-        Self {
-            entries: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
+        Self { entries: Vec::new(), free: Vec::new(), len: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -62,15 +58,9 @@ impl<T> Slab<T> {
             return Some(Key { index, generation });
         }
         let index = u32::try_from(self.entries.len()).ok()?;
-        self.entries.push(Entry::Occupied {
-            generation: 0,
-            value,
-        });
+        self.entries.push(Entry::Occupied { generation: 0, value });
         self.len += 1;
-        Some(Key {
-            index,
-            generation: 0,
-        })
+        Some(Key { index, generation: 0 })
     }
 
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
@@ -93,9 +83,7 @@ impl<T> Slab<T> {
             Entry::Occupied { generation, .. } if *generation == key.generation => {}
             _ => return None,
         }
-        let next = Entry::Vacant {
-            generation: key.generation.wrapping_add(1),
-        };
+        let next = Entry::Vacant { generation: key.generation.wrapping_add(1) };
         let Entry::Occupied { value, .. } = std::mem::replace(slot, next) else {
             return None;
         };
@@ -111,29 +99,18 @@ impl<T> Slab<T> {
                 KeyState::Live
             }
             Some(Entry::Occupied { generation, .. } | Entry::Vacant { generation }) => {
-                if key.generation < *generation {
-                    KeyState::Removed
-                } else {
-                    KeyState::Unknown
-                }
+                if key.generation < *generation { KeyState::Removed } else { KeyState::Unknown }
             }
         }
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(index, entry)| match entry {
-                Entry::Occupied { generation, value } => Some((
-                    Key {
-                        index: index as u32,
-                        generation: *generation,
-                    },
-                    value,
-                )),
-                Entry::Vacant { .. } => None,
-            })
+        self.entries.iter().enumerate().filter_map(|(index, entry)| match entry {
+            Entry::Occupied { generation, value } => {
+                Some((Key { index: index as u32, generation: *generation }, value))
+            }
+            Entry::Vacant { .. } => None,
+        })
     }
 }
 
@@ -153,20 +130,8 @@ mod tests {
         assert_eq!(slab.get(a), None);
         assert_eq!(slab.state(a), KeyState::Removed);
         assert_eq!(slab.state(b), KeyState::Live);
-        assert_eq!(
-            slab.state(Key {
-                index: 9,
-                generation: 0
-            }),
-            KeyState::Unknown
-        );
-        assert_eq!(
-            slab.state(Key {
-                index: b.index,
-                generation: 7
-            }),
-            KeyState::Unknown
-        );
+        assert_eq!(slab.state(Key { index: 9, generation: 0 }), KeyState::Unknown);
+        assert_eq!(slab.state(Key { index: b.index, generation: 7 }), KeyState::Unknown);
         assert_eq!(slab.len(), 1);
         assert_eq!(slab.iter().count(), 1);
     }

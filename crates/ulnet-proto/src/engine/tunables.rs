@@ -67,11 +67,7 @@ impl Tunables {
     /// The retry count in force: 0 when health is disabled, which forces it
     /// (lustre: api-ni.c `sensitivity_set()`).
     pub fn effective_retry_count(&self) -> u32 {
-        if self.health_sensitivity == 0 {
-            0
-        } else {
-            self.retry_count
-        }
+        if self.health_sensitivity == 0 { 0 } else { self.retry_count }
     }
 
     /// Lustre's constraints (api-ni.c `transaction_to_set()`, `retry_count_set()`): the timeout
@@ -111,19 +107,11 @@ pub struct NetTunables {
 
 impl NetTunables {
     /// socklnd's defaults (semantics.md §10.2): credits 256, peer_credits 8, peer_timeout 180.
-    pub const SOCKLND: Self = Self {
-        credits: 256,
-        peer_credits: 8,
-        peer_buffer_credits: 0,
-        peer_timeout: 180,
-    };
+    pub const SOCKLND: Self =
+        Self { credits: 256, peer_credits: 8, peer_buffer_credits: 0, peer_timeout: 180 };
     /// The loopback net reports all zeros and bypasses credits.
-    pub const LO: Self = Self {
-        credits: 0,
-        peer_credits: 0,
-        peer_buffer_credits: 0,
-        peer_timeout: 0,
-    };
+    pub const LO: Self =
+        Self { credits: 0, peer_credits: 0, peer_buffer_credits: 0, peer_timeout: 0 };
 }
 
 impl Default for NetTunables {
@@ -159,30 +147,15 @@ mod tests {
 
     #[test]
     fn bad_tunables_are_refused() {
-        let slow = Tunables {
-            transaction_timeout: Duration::from_secs(2),
-            ..Tunables::default()
-        };
-        assert_eq!(
-            slow.validate(),
-            Err(TunablesError::TimeoutNotAboveRetryCount)
-        );
-        let sensitive = Tunables {
-            health_sensitivity: 1001,
-            ..Tunables::default()
-        };
-        assert_eq!(
-            sensitive.validate(),
-            Err(TunablesError::SensitivityTooLarge(1001))
-        );
+        let slow = Tunables { transaction_timeout: Duration::from_secs(2), ..Tunables::default() };
+        assert_eq!(slow.validate(), Err(TunablesError::TimeoutNotAboveRetryCount));
+        let sensitive = Tunables { health_sensitivity: 1001, ..Tunables::default() };
+        assert_eq!(sensitive.validate(), Err(TunablesError::SensitivityTooLarge(1001)));
     }
 
     #[test]
     fn zero_sensitivity_forces_no_retries() {
-        let tunables = Tunables {
-            health_sensitivity: 0,
-            ..Tunables::default()
-        };
+        let tunables = Tunables { health_sensitivity: 0, ..Tunables::default() };
         assert_eq!(tunables.effective_retry_count(), 0);
         assert_eq!(tunables.lnd_timeout(), Duration::from_secs(149));
     }

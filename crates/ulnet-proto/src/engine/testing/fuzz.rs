@@ -10,7 +10,7 @@ use super::{Frame, Harness, HarnessConfig, node_nid};
 use crate::addr::{LndType, Net, Nid};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
-use crate::engine::me::{InsertPosition, MeHandle, PID_ANY, PID_LUSTRE, ProcessId};
+use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::node::{GetRequest, Limits, PutRequest};
 use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
@@ -55,14 +55,7 @@ pub fn drive_arbitrary(data: &[u8]) {
             peer_credits: 1 + u32::from(input.byte() % 3),
             ..NetTunables::SOCKLND
         },
-        limits: Limits {
-            messages: 24,
-            mds: 16,
-            mes: 16,
-            peer_nis: 6,
-            events: 1024,
-            lazy_queue: 3,
-        },
+        limits: Limits { messages: 24, mds: 16, mes: 16, peer_nis: 6, events: 1024, lazy_queue: 3 },
         max_steps: 200_000,
         check_invariants: true,
         keep_events: false,
@@ -198,17 +191,12 @@ impl Fuzz {
 
     fn attach(&mut self, input: &mut Input<'_>, node: usize) {
         let match_id = match input.byte() % 8 {
-            0 => self
-                .harness
-                .process(usize::from(input.byte()) % self.harness.node_count()),
-            1 => ProcessId::new(Nid::ANY, PID_LUSTRE),
+            0 => self.harness.process(usize::from(input.byte()) % self.harness.node_count()),
+            1 => ProcessId::new(Nid::ANY, LNET_PID_LUSTRE),
             _ => ProcessId::ANY,
         };
-        let position = if input.byte() % 2 == 0 {
-            InsertPosition::Before
-        } else {
-            InsertPosition::After
-        };
+        let position =
+            if input.byte() % 2 == 0 { InsertPosition::Before } else { InsertPosition::After };
         let ignore_bits = if input.byte() % 4 == 0 { 0x1 } else { 0 };
         let Ok(me) = self.harness.me_attach(
             node,
@@ -234,12 +222,8 @@ impl Fuzz {
     /// Mostly one of `node`'s bound MDs; sometimes anything, including other nodes' handles.
     fn pick_md(&self, input: &mut Input<'_>, node: usize) -> MdHandle {
         let choice = input.byte();
-        let own: Vec<MdHandle> = self
-            .bound
-            .iter()
-            .filter(|(owner, _)| *owner == node)
-            .map(|(_, md)| *md)
-            .collect();
+        let own: Vec<MdHandle> =
+            self.bound.iter().filter(|(owner, _)| *owner == node).map(|(_, md)| *md).collect();
         let any = match choice % 8 {
             0 => pick(&self.attached, input),
             1 => pick(&self.bound, input),
@@ -250,12 +234,10 @@ impl Fuzz {
 
     fn target(&self, input: &mut Input<'_>) -> ProcessId {
         match input.byte() % 16 {
-            0 => ProcessId::new(Nid::LO_0, PID_LUSTRE),
-            1 => ProcessId::new(node_nid(7), PID_LUSTRE),
-            2 => ProcessId::new(Nid::new4(Net::new(LndType::O2IB, 0), 1), PID_LUSTRE),
-            _ => self
-                .harness
-                .process(usize::from(input.byte()) % self.harness.node_count()),
+            0 => ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE),
+            1 => ProcessId::new(node_nid(7), LNET_PID_LUSTRE),
+            2 => ProcessId::new(Nid::new4(Net::new(LndType::O2IB, 0), 1), LNET_PID_LUSTRE),
+            _ => self.harness.process(usize::from(input.byte()) % self.harness.node_count()),
         }
     }
 
@@ -273,10 +255,7 @@ impl Fuzz {
                 interface_cookie: 0x1000 + node as u64,
                 object_cookie: self.pick_md(input, node).0,
             },
-            _ => WireHandle {
-                interface_cookie: input.u64(),
-                object_cookie: input.u64(),
-            },
+            _ => WireHandle { interface_cookie: input.u64(), object_cookie: input.u64() },
         };
         let payload_length = match input.byte() % 8 {
             0 => input.u32(),
@@ -304,20 +283,13 @@ impl Fuzz {
                 sink_length: u32::from(input.byte()),
             },
             3 => Body::Reply { dst_wmd: handle },
-            _ => Body::Hello {
-                incarnation: 0,
-                conn_type: 0,
-            },
+            _ => Body::Hello { incarnation: 0, conn_type: 0 },
         };
         let header = Header {
             dest_nid,
             src_nid: from,
-            dest_pid: PID_LUSTRE,
-            src_pid: if input.byte() % 2 == 0 {
-                PID_LUSTRE
-            } else {
-                PID_ANY
-            },
+            dest_pid: LNET_PID_LUSTRE,
+            src_pid: if input.byte() % 2 == 0 { LNET_PID_LUSTRE } else { LNET_PID_ANY },
             payload_length,
             body,
         };
@@ -329,9 +301,8 @@ impl Fuzz {
 
 fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
     let longest = if passive { 24 } else { 8 };
-    let segments = (0..1 + input.byte() % 3)
-        .map(|_| vec![0u8; usize::from(input.byte() % longest)])
-        .collect();
+    let segments =
+        (0..1 + input.byte() % 3).map(|_| vec![0u8; usize::from(input.byte() % longest)]).collect();
     let memory = Memory::from_segments(segments).unwrap_or_default();
     let flags = input.byte();
     let rare = input.byte();
@@ -349,11 +320,8 @@ fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
     }
     if passive {
         options = options
-            | [
-                MdOptions::OP_PUT,
-                MdOptions::OP_GET,
-                MdOptions::OP_PUT | MdOptions::OP_GET,
-            ][usize::from(flags >> 5) % 3];
+            | [MdOptions::OP_PUT, MdOptions::OP_GET, MdOptions::OP_PUT | MdOptions::OP_GET]
+                [usize::from(flags >> 5) % 3];
     } else if rare % 16 == 1 {
         options = options | MdOptions::OP_PUT;
     }
@@ -362,10 +330,8 @@ fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
         1 => Threshold::Count(0),
         count => Threshold::Count(u32::from(count / 2)),
     };
-    let mut spec = MdSpec::new(memory)
-        .threshold(threshold)
-        .options(options)
-        .user_ptr(u64::from(flags));
+    let mut spec =
+        MdSpec::new(memory).threshold(threshold).options(options).user_ptr(u64::from(flags));
     if rare % 16 == 2 {
         spec = spec.max_size(u32::from(input.byte() % 8));
     }
@@ -376,11 +342,7 @@ fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
 }
 
 fn unlink_mode(input: &mut Input<'_>) -> UnlinkMode {
-    if input.byte() % 2 == 0 {
-        UnlinkMode::Unlink
-    } else {
-        UnlinkMode::Retain
-    }
+    if input.byte() % 2 == 0 { UnlinkMode::Unlink } else { UnlinkMode::Retain }
 }
 
 fn portal(input: &mut Input<'_>) -> u32 {

@@ -8,7 +8,7 @@
 //! event, no more operations on an MD than its threshold, and (at quiescence) exactly one SEND
 //! per successful `put`/`get`.
 //!
-//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` and pid [`PID_LUSTRE`].
+//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` and pid [`LNET_PID_LUSTRE`].
 //! The payload goes through the zero-copy receive API (`rx_segments_mut`) like a real driver.
 
 mod fuzz;
@@ -25,7 +25,7 @@ use crate::engine::error::{
 use crate::engine::event::{Event, EventKind};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdSpec, Threshold, UnlinkMode};
-use crate::engine::me::{InsertPosition, MeHandle, PID_LUSTRE, ProcessId};
+use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{
@@ -72,10 +72,7 @@ impl Default for HarnessConfig {
         Self {
             nodes: 2,
             seed: 0,
-            link: LinkConfig {
-                latency: Duration::from_micros(10),
-                ..LinkConfig::IDEAL
-            },
+            link: LinkConfig { latency: Duration::from_micros(10), ..LinkConfig::IDEAL },
             tunables: Tunables::default(),
             net_tunables: NetTunables::default(),
             limits: Limits::default(),
@@ -149,7 +146,7 @@ impl Harness {
                 }
                 let node_config = NodeConfig {
                     interface_cookie: 0x1000 + index as u64,
-                    pid: PID_LUSTRE,
+                    pid: LNET_PID_LUSTRE,
                     tunables: config.tunables,
                     nis,
                     limits: config.limits,
@@ -211,11 +208,13 @@ impl Harness {
 
     /// Node `index`'s process id (its fabric NID and pid 12345).
     pub fn process(&self, index: usize) -> ProcessId {
-        ProcessId::new(node_nid(index), PID_LUSTRE)
+        ProcessId::new(node_nid(index), LNET_PID_LUSTRE)
     }
 
     // ------------------------------------------------------------ API calls through the checker
 
+    /// [`Node::me_attach`] on node `node` (hence one argument more than it).
+    #[allow(clippy::too_many_arguments)]
     pub fn me_attach(
         &mut self,
         node: usize,
@@ -394,11 +393,7 @@ impl Harness {
             );
             let held = node
                 .pending_sends()
-                .filter(|md| {
-                    self.mds
-                        .get(&(index, md.0))
-                        .is_some_and(|track| track.events)
-                })
+                .filter(|md| self.mds.get(&(index, md.0)).is_some_and(|track| track.events))
                 .count() as u64;
             assert_eq!(
                 self.initiated[index],
@@ -414,10 +409,7 @@ impl Harness {
     pub fn check(&self) {
         for (index, node) in self.nodes.iter().enumerate() {
             if let Err(violation) = node.check_invariants() {
-                panic!(
-                    "node {index} invariant violated (seed {}): {violation}",
-                    self.config.seed
-                );
+                panic!("node {index} invariant violated (seed {}): {violation}", self.config.seed);
             }
         }
     }
@@ -493,17 +485,9 @@ impl Harness {
         let (at, status) = if let Some(status) = self.injected_failures[from].pop_front() {
             (self.now, status)
         } else if let Some(to) = destination {
-            let frame = Frame {
-                header: transmit.header,
-                payload,
-            };
-            let verdict = self.fabric.send(
-                self.now,
-                from,
-                to,
-                HEADER_BYTES + frame.payload.len(),
-                frame,
-            );
+            let frame = Frame { header: transmit.header, payload };
+            let verdict =
+                self.fabric.send(self.now, from, to, HEADER_BYTES + frame.payload.len(), frame);
             let status = if verdict.fate == Fate::Unreachable {
                 HealthStatus::RemoteDropped
             } else {
@@ -515,14 +499,8 @@ impl Harness {
             (self.now, HealthStatus::RemoteDropped)
         };
         self.sequence += 1;
-        self.send_dones.insert(
-            (at, self.sequence),
-            SendDone {
-                node: from,
-                tx: transmit.tx,
-                status,
-            },
-        );
+        self.send_dones
+            .insert((at, self.sequence), SendDone { node: from, tx: transmit.tx, status });
     }
 
     /// Hands a frame from the peer NID `from` to node `to`, as its driver would.
@@ -566,11 +544,7 @@ impl Harness {
     }
 
     fn count_initiated(&mut self, node: usize, md: MdHandle) {
-        if self
-            .mds
-            .get(&(node, md.0))
-            .is_some_and(|track| track.events)
-        {
+        if self.mds.get(&(node, md.0)).is_some_and(|track| track.events) {
             self.initiated[node] += 1;
         }
     }
@@ -611,12 +585,7 @@ fn track_of(spec: &MdSpec) -> MdTrack {
         Threshold::Infinite => None,
         Threshold::Count(count) => Some(count),
     };
-    MdTrack {
-        threshold,
-        operations: 0,
-        unlinked: false,
-        events: spec.events,
-    }
+    MdTrack { threshold, operations: 0, unlinked: false, events: spec.events }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::engine::error::{
 use crate::engine::event::{Event, EventKind, EventStatus};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
-use crate::engine::me::{InsertPosition, PID_LUSTRE, ProcessId};
+use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::{MAX_SEGMENTS, Memory};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{GetRequest, Node, NodeConfig, PutRequest, RecvAction};
@@ -38,14 +38,7 @@ fn put_to(md: MdHandle, target: ProcessId, ack: bool) -> PutRequest {
 }
 
 fn get_from(md: MdHandle, target: ProcessId) -> GetRequest {
-    GetRequest {
-        md,
-        target,
-        portal: PORTAL,
-        match_bits: BITS,
-        remote_offset: 0,
-        source: None,
-    }
+    GetRequest { md, target, portal: PORTAL, match_bits: BITS, remote_offset: 0, source: None }
 }
 
 fn kinds(events: &[Event]) -> Vec<EventKind> {
@@ -80,62 +73,33 @@ fn put_with_ack() {
         (put.md, put.user_ptr, put.status, put.unlinked),
         (target, 42, EventStatus::Ok, true)
     );
-    assert_eq!(
-        (put.rlength, put.mlength, put.offset, put.hdr_data),
-        (8, 8, 0, 0xfeed)
-    );
+    assert_eq!((put.rlength, put.mlength, put.offset, put.hdr_data), (8, 8, 0, 0xfeed));
     assert_eq!(put.initiator, h.process(0));
     assert_eq!(
         (put.sender, put.source, put.portal, put.match_bits),
         (h.nid(0), h.nid(0), PORTAL, BITS)
     );
-    assert_eq!(
-        put.memory.as_ref().map(|m| m.to_vec()[..8].to_vec()),
-        Some(b"abcdefgh".to_vec())
-    );
+    assert_eq!(put.memory.as_ref().map(|m| m.to_vec()[..8].to_vec()), Some(b"abcdefgh".to_vec()));
 
     let sent = h.take_events(0);
     assert_eq!(kinds(&sent), [EventKind::Send, EventKind::Ack]);
-    assert!(
-        sent.iter()
-            .all(|event| event.status == EventStatus::Ok && event.md == md)
-    );
+    assert!(sent.iter().all(|event| event.status == EventStatus::Ok && event.md == md));
     assert!(!sent[0].unlinked && sent[1].unlinked);
     assert_eq!(sent[1].mlength, 8);
-    assert_eq!(
-        sent[1].memory.as_ref().map(Memory::to_vec),
-        Some(b"abcdefgh".to_vec())
-    );
+    assert_eq!(sent[1].memory.as_ref().map(Memory::to_vec), Some(b"abcdefgh".to_vec()));
 
     let stats = h.node(0).stats();
-    assert_eq!(
-        (stats.send_count, stats.recv_count, stats.drop_count),
-        (1, 1, 0)
-    );
+    assert_eq!((stats.send_count, stats.recv_count, stats.drop_count), (1, 1, 0));
     let ni = h.node(1).ni_stats(NiId(1)).unwrap();
-    assert_eq!(
-        (
-            ni.statistics.received_stats.put,
-            ni.statistics.sent_stats.ack
-        ),
-        (1, 1)
-    );
+    assert_eq!((ni.statistics.received_stats.put, ni.statistics.sent_stats.ack), (1, 1));
     assert_eq!(ni.statistics.received_bytes.put, 8);
-    assert_eq!(
-        h.node(0).md_count() + h.node(1).md_count() + h.node(1).me_count(),
-        0
-    );
+    assert_eq!(h.node(0).md_count() + h.node(1).md_count() + h.node(1).me_count(), 0);
 }
 
 #[test]
 fn put_without_ack_unlinks_on_send() {
     let mut h = Harness::pair();
-    h.post(
-        1,
-        PORTAL,
-        BITS,
-        sink(8, 1, MdOptions::OP_PUT | MdOptions::ACK_DISABLE),
-    );
+    h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT | MdOptions::ACK_DISABLE));
     let md = h.bind(0, source(b"xy", 1));
     let target = h.process(1);
     h.put(0, &put_to(md, target, false)).unwrap();
@@ -150,26 +114,13 @@ fn put_without_ack_unlinks_on_send() {
 #[test]
 fn ack_disable_suppresses_the_ack() {
     let mut h = Harness::pair();
-    h.post(
-        1,
-        PORTAL,
-        BITS,
-        sink(8, 1, MdOptions::OP_PUT | MdOptions::ACK_DISABLE),
-    );
+    h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT | MdOptions::ACK_DISABLE));
     let md = h.bind(0, source(b"xy", 2).options(MdOptions::NO_TRACK_RESPONSE));
     let target = h.process(1);
     h.put(0, &put_to(md, target, true)).unwrap();
     h.drive();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Send]);
-    assert_eq!(
-        h.node(1)
-            .ni_stats(NiId(1))
-            .unwrap()
-            .statistics
-            .sent_stats
-            .ack,
-        0
-    );
+    assert_eq!(h.node(1).ni_stats(NiId(1)).unwrap().statistics.sent_stats.ack, 0);
     // Threshold 2 with one operation: still linked; the user unlinks it.
     h.md_unlink(0, md).unwrap();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Unlink]);
@@ -194,23 +145,12 @@ fn get_with_reply() {
     let local = h.take_events(0);
     assert_eq!(kinds(&local), [EventKind::Send, EventKind::Reply]);
     let reply = &local[1];
-    assert_eq!(
-        (reply.mlength, reply.rlength, reply.offset, reply.unlinked),
-        (4, 4, 0, true)
-    );
-    assert_eq!(
-        reply.memory.as_ref().map(Memory::to_vec),
-        Some(b"0123".to_vec())
-    );
+    assert_eq!((reply.mlength, reply.rlength, reply.offset, reply.unlinked), (4, 4, 0, true));
+    assert_eq!(reply.memory.as_ref().map(Memory::to_vec), Some(b"0123".to_vec()));
     let remote = h.take_events(1);
     assert_eq!(kinds(&remote), [EventKind::Get]);
     assert_eq!(
-        (
-            remote[0].md,
-            remote[0].mlength,
-            remote[0].rlength,
-            remote[0].unlinked
-        ),
+        (remote[0].md, remote[0].mlength, remote[0].rlength, remote[0].unlinked),
         (served, 4, 4, true)
     );
 }
@@ -219,22 +159,10 @@ fn get_with_reply() {
 fn get_with_manage_remote_offset() {
     let mut h = Harness::pair();
     let options = MdOptions::OP_GET | MdOptions::MANAGE_REMOTE;
-    h.post(
-        1,
-        PORTAL,
-        BITS,
-        MdSpec::new(Memory::new(b"0123456789".to_vec())).options(options),
-    );
+    h.post(1, PORTAL, BITS, MdSpec::new(Memory::new(b"0123456789".to_vec())).options(options));
     let md = h.bind(0, sink(3, 2, MdOptions::NONE));
     let target = h.process(1);
-    h.get(
-        0,
-        &GetRequest {
-            remote_offset: 6,
-            ..get_from(md, target)
-        },
-    )
-    .unwrap();
+    h.get(0, &GetRequest { remote_offset: 6, ..get_from(md, target) }).unwrap();
     h.drive();
     let reply = h.take_events(0).pop().unwrap();
     assert_eq!(reply.memory.map(|m| m.to_vec()), Some(b"678".to_vec()));
@@ -245,12 +173,7 @@ fn get_with_manage_remote_offset() {
 fn truncation_and_too_big() {
     let mut h = Harness::pair();
     // With TRUNCATE the PUT lands partially and the ACK reports the accepted length.
-    h.post(
-        1,
-        PORTAL,
-        BITS,
-        sink(4, 1, MdOptions::OP_PUT | MdOptions::TRUNCATE),
-    );
+    h.post(1, PORTAL, BITS, sink(4, 1, MdOptions::OP_PUT | MdOptions::TRUNCATE));
     let md = h.bind(0, source(b"abcdefgh", 2));
     let target = h.process(1);
     h.put(0, &put_to(md, target, true)).unwrap();
@@ -279,14 +202,7 @@ fn truncation_and_too_big() {
     assert_eq!(h.now(), start + Duration::from_secs(150));
     assert_eq!(h.node(0).stats().response_timeout_count, 1);
     // The next hop is blamed: one sensitivity step of health.
-    assert_eq!(
-        h.node(0)
-            .peer_ni_stats(h.nid(1))
-            .unwrap()
-            .health
-            .health_value,
-        900
-    );
+    assert_eq!(h.node(0).peer_ni_stats(h.nid(1)).unwrap().health.health_value, 900);
     h.assert_quiescent();
 }
 
@@ -299,40 +215,16 @@ fn unmatched_messages_are_dropped_and_counted() {
     let get_md = h.bind(0, sink(8, 2, MdOptions::NO_TRACK_RESPONSE));
     h.get(0, &get_from(get_md, target)).unwrap();
     let md = h.bind(0, source(b"z", 1));
-    h.put(
-        0,
-        &PutRequest {
-            portal: 64,
-            ..put_to(md, target, false)
-        },
-    )
-    .unwrap();
+    h.put(0, &PutRequest { portal: 64, ..put_to(md, target, false) }).unwrap();
     h.drive();
     let stats = *h.node(1).stats();
-    assert_eq!(
-        (stats.drop_count, stats.drop_length, stats.recv_count),
-        (3, 4, 0)
-    );
-    let dropped = h
-        .node(1)
-        .ni_stats(NiId(1))
-        .unwrap()
-        .statistics
-        .dropped_stats;
+    assert_eq!((stats.drop_count, stats.drop_length, stats.recv_count), (3, 4, 0));
+    let dropped = h.node(1).ni_stats(NiId(1)).unwrap().statistics.dropped_stats;
     assert_eq!((dropped.put, dropped.get), (2, 1));
-    assert_eq!(
-        h.node(1)
-            .peer_ni_stats(h.nid(0))
-            .unwrap()
-            .statistics
-            .drop_count,
-        3
-    );
+    assert_eq!(h.node(1).peer_ni_stats(h.nid(0)).unwrap().statistics.drop_count, 3);
     // The initiator's sends all succeeded: a drop is invisible to it.
     assert!(
-        h.take_events(0)
-            .iter()
-            .all(|event| event.kind == EventKind::Send && event.status.is_ok())
+        h.take_events(0).iter().all(|event| event.kind == EventKind::Send && event.status.is_ok())
     );
 }
 
@@ -353,17 +245,11 @@ fn lazy_portal_delays_puts_until_a_buffer_is_posted() {
     h.drive();
     let first = h.take_events(1);
     assert_eq!(first.len(), 1);
-    assert_eq!(
-        first[0].memory.as_ref().map(Memory::to_vec),
-        Some(b"one".to_vec())
-    );
+    assert_eq!(first[0].memory.as_ref().map(Memory::to_vec), Some(b"one".to_vec()));
     // A buffer with room for one more takes exactly one.
     h.post(1, PORTAL, BITS, sink(3, 1, MdOptions::OP_PUT));
     h.drive();
-    assert_eq!(
-        h.take_events(1)[0].memory.as_ref().map(Memory::to_vec),
-        Some(b"two".to_vec())
-    );
+    assert_eq!(h.take_events(1)[0].memory.as_ref().map(Memory::to_vec), Some(b"two".to_vec()));
     assert_eq!(h.node(1).delayed_message_count(), 1);
     // Clearing the portal drops what is left.
     h.clear_lazy_portal(1, PORTAL).unwrap();
@@ -412,19 +298,9 @@ fn threshold_exhaustion_unlinks_and_later_puts_find_nothing() {
 fn max_size_exhausts_and_retained_me_takes_a_new_md() {
     let mut h = Harness::pair();
     let me = h
-        .me_attach(
-            1,
-            PORTAL,
-            ProcessId::ANY,
-            BITS,
-            0,
-            UnlinkMode::Retain,
-            InsertPosition::After,
-        )
+        .me_attach(1, PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Retain, InsertPosition::After)
         .unwrap();
-    let spec = MdSpec::new(Memory::new(vec![0; 5]))
-        .options(MdOptions::OP_PUT)
-        .max_size(2);
+    let spec = MdSpec::new(Memory::new(vec![0; 5])).options(MdOptions::OP_PUT).max_size(2);
     h.md_attach(1, me, spec, UnlinkMode::Unlink).unwrap();
     let target = h.process(1);
     for _ in 0..2 {
@@ -435,16 +311,12 @@ fn max_size_exhausts_and_retained_me_takes_a_new_md() {
     // 5 bytes, max_size 2: after two PUTs only 1 byte is left, so the MD is exhausted.
     let events = h.take_events(1);
     assert_eq!(
-        events
-            .iter()
-            .map(|e| (e.offset, e.unlinked))
-            .collect::<Vec<_>>(),
+        events.iter().map(|e| (e.offset, e.unlinked)).collect::<Vec<_>>(),
         [(0, false), (2, true)]
     );
     // The ME was retained and accepts a new MD.
     assert_eq!(h.node(1).me_count(), 1);
-    h.md_attach(1, me, sink(2, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
-        .unwrap();
+    h.md_attach(1, me, sink(2, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     assert_eq!(h.node_mut(1).me_unlink(me), Err(MeUnlinkError::MdAttached));
 }
 
@@ -463,9 +335,7 @@ fn ignore_bit_entries_match_before_exact_ones() {
             InsertPosition::After,
         )
         .unwrap();
-    let wild = h
-        .md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
-        .unwrap();
+    let wild = h.md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     let target = h.process(1);
     let md = h.bind(0, source(b"a", 1));
     h.put(0, &put_to(md, target, false)).unwrap();
@@ -473,19 +343,9 @@ fn ignore_bit_entries_match_before_exact_ones() {
     assert_eq!(h.take_events(1)[0].md, wild);
     // Within the exact list, INS_BEFORE goes first.
     let me = h
-        .me_attach(
-            1,
-            PORTAL,
-            ProcessId::ANY,
-            BITS,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::Before,
-        )
+        .me_attach(1, PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::Before)
         .unwrap();
-    let front = h
-        .md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
-        .unwrap();
+    let front = h.md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     let md = h.bind(0, source(b"b", 1));
     h.put(0, &put_to(md, target, false)).unwrap();
     h.drive();
@@ -495,35 +355,15 @@ fn ignore_bit_entries_match_before_exact_ones() {
 
 #[test]
 fn match_id_restricts_the_initiator() {
-    let mut h = Harness::new(HarnessConfig {
-        nodes: 3,
-        ..HarnessConfig::default()
-    });
-    let only_node_2 = ProcessId::new(node_nid(2), PID_LUSTRE);
+    let mut h = Harness::new(HarnessConfig { nodes: 3, ..HarnessConfig::default() });
+    let only_node_2 = ProcessId::new(node_nid(2), LNET_PID_LUSTRE);
     let me = h
-        .me_attach(
-            1,
-            PORTAL,
-            only_node_2,
-            BITS,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::After,
-        )
+        .me_attach(1, PORTAL, only_node_2, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
         .unwrap();
-    h.md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
-        .unwrap();
+    h.md_attach(1, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     // A wildcard ME on a unique portal is refused.
     assert_eq!(
-        h.me_attach(
-            1,
-            PORTAL,
-            ProcessId::ANY,
-            BITS,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::After
-        ),
+        h.me_attach(1, PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After),
         Err(MeAttachError::MatchTypeMismatch(PORTAL))
     );
     let target = h.process(1);
@@ -541,11 +381,7 @@ fn match_id_restricts_the_initiator() {
 #[test]
 fn peer_credits_queue_messages_fifo() {
     let config = HarnessConfig {
-        net_tunables: NetTunables {
-            credits: 256,
-            peer_credits: 2,
-            ..NetTunables::SOCKLND
-        },
+        net_tunables: NetTunables { credits: 256, peer_credits: 2, ..NetTunables::SOCKLND },
         link: LinkConfig {
             latency: Duration::from_millis(1),
             bandwidth_bytes_per_sec: Some(1_000_000),
@@ -554,38 +390,19 @@ fn peer_credits_queue_messages_fifo() {
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
-    h.post(
-        1,
-        PORTAL,
-        BITS,
-        MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT),
-    );
+    h.post(1, PORTAL, BITS, MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT));
     let target = h.process(1);
     for index in 0..5u8 {
         let md = h.bind(0, source(&[index; 4], 1));
         h.put(0, &put_to(md, target, false)).unwrap();
     }
     let peer = h.node(0).peer_ni_stats(h.nid(1)).unwrap();
-    assert_eq!(
-        (
-            peer.tx_credits.max,
-            peer.tx_credits.available,
-            peer.tx_credits.min
-        ),
-        (2, -3, -3)
-    );
+    assert_eq!((peer.tx_credits.max, peer.tx_credits.available, peer.tx_credits.min), (2, -3, -3));
     assert_eq!(peer.tx_q_num_of_buf, 5 * (4 + 72));
     h.drive();
     h.assert_quiescent();
     let peer = h.node(0).peer_ni_stats(h.nid(1)).unwrap();
-    assert_eq!(
-        (
-            peer.tx_credits.available,
-            peer.tx_credits.min,
-            peer.tx_q_num_of_buf
-        ),
-        (2, -3, 0)
-    );
+    assert_eq!((peer.tx_credits.available, peer.tx_credits.min, peer.tx_q_num_of_buf), (2, -3, 0));
     // FIFO: the buffer filled in send order.
     let memory = h.node(1).peer_nis().count();
     assert_eq!(memory, 1);
@@ -597,11 +414,7 @@ fn peer_credits_queue_messages_fifo() {
 fn ni_credits_are_shared_by_peers() {
     let config = HarnessConfig {
         nodes: 3,
-        net_tunables: NetTunables {
-            credits: 1,
-            peer_credits: 8,
-            ..NetTunables::SOCKLND
-        },
+        net_tunables: NetTunables { credits: 1, peer_credits: 8, ..NetTunables::SOCKLND },
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
@@ -615,25 +428,14 @@ fn ni_credits_are_shared_by_peers() {
     assert_eq!((ni.max, ni.available, ni.min), (1, -1, -1));
     h.drive();
     h.assert_quiescent();
-    assert_eq!(
-        h.node(0)
-            .ni_stats(NiId(1))
-            .unwrap()
-            .tx_credits
-            .unwrap()
-            .available,
-        1
-    );
+    assert_eq!(h.node(0).ni_stats(NiId(1)).unwrap().tx_credits.unwrap().available, 1);
     assert_eq!(h.node(0).stats().send_count, 2);
 }
 
 #[test]
 fn loss_leaves_the_initiator_to_its_response_tracker() {
     let config = HarnessConfig {
-        link: LinkConfig {
-            loss_per_million: 1_000_000,
-            ..LinkConfig::IDEAL
-        },
+        link: LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL },
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
@@ -655,11 +457,9 @@ fn send_failures_are_counted_and_not_resent_on_a_single_rail() {
     let mut h = Harness::pair();
     h.post(1, PORTAL, BITS, sink(8, 2, MdOptions::OP_PUT));
     let target = h.process(1);
-    for status in [
-        HealthStatus::LocalDropped,
-        HealthStatus::RemoteDropped,
-        HealthStatus::NetworkTimeout,
-    ] {
+    for status in
+        [HealthStatus::LocalDropped, HealthStatus::RemoteDropped, HealthStatus::NetworkTimeout]
+    {
         h.fail_next_send(0, status);
         let md = h.bind(0, source(b"x", 1));
         h.put(0, &put_to(md, target, false)).unwrap();
@@ -667,17 +467,10 @@ fn send_failures_are_counted_and_not_resent_on_a_single_rail() {
     }
     let events = h.take_events(0);
     let statuses: Vec<EventStatus> = events.iter().map(|event| event.status).collect();
-    assert_eq!(
-        statuses,
-        [EventStatus::Io, EventStatus::Io, EventStatus::TimedOut]
-    );
+    assert_eq!(statuses, [EventStatus::Io, EventStatus::Io, EventStatus::TimedOut]);
     let stats = h.node(0).stats();
     assert_eq!(
-        (
-            stats.local_dropped_count,
-            stats.remote_dropped_count,
-            stats.network_timeout_count
-        ),
+        (stats.local_dropped_count, stats.remote_dropped_count, stats.network_timeout_count),
         (1, 1, 1)
     );
     assert_eq!((stats.resend_count, stats.send_count), (0, 0));
@@ -686,21 +479,14 @@ fn send_failures_are_counted_and_not_resent_on_a_single_rail() {
     assert_eq!((ni.health.dropped, ni.health.health_value), (1, 800));
     let peer = h.node(0).peer_ni_stats(h.nid(1)).unwrap();
     assert_eq!(
-        (
-            peer.health.dropped,
-            peer.health.network_timeout,
-            peer.health.health_value
-        ),
+        (peer.health.dropped, peer.health.network_timeout, peer.health.health_value),
         (1, 1, 1000)
     );
 }
 
 #[test]
 fn local_failures_are_resent_with_a_second_rail() {
-    let mut h = Harness::new(HarnessConfig {
-        second_ni: true,
-        ..HarnessConfig::default()
-    });
+    let mut h = Harness::new(HarnessConfig { second_ni: true, ..HarnessConfig::default() });
     h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT));
     h.fail_next_send(0, HealthStatus::LocalInterrupt);
     h.fail_next_send(0, HealthStatus::LocalTimeout);
@@ -709,13 +495,7 @@ fn local_failures_are_resent_with_a_second_rail() {
     h.put(0, &put_to(md, target, false)).unwrap();
     h.drive();
     h.assert_quiescent();
-    assert_eq!(
-        h.take_events(0)
-            .iter()
-            .map(|e| e.status)
-            .collect::<Vec<_>>(),
-        [EventStatus::Ok]
-    );
+    assert_eq!(h.take_events(0).iter().map(|e| e.status).collect::<Vec<_>>(), [EventStatus::Ok]);
     assert_eq!(kinds(&h.take_events(1)), [EventKind::Put]);
     let stats = h.node(0).stats();
     assert_eq!(
@@ -748,58 +528,40 @@ fn two_rail_node() -> Node {
         NiConfig::new(node_nid(0), LndKind::Tcp),
         NiConfig::new(Nid::new4(tcp1, 1), LndKind::Tcp),
     ];
-    Node::new(NodeConfig::new(7, PID_LUSTRE, nis)).unwrap()
+    Node::new(NodeConfig::new(7, LNET_PID_LUSTRE, nis)).unwrap()
 }
 
 #[test]
 fn local_failures_are_resent_up_to_retry_count() {
     let mut node = two_rail_node();
     let md = node.md_bind(source(b"r", 1), UnlinkMode::Unlink).unwrap();
-    let target = ProcessId::new(node_nid(1), PID_LUSTRE);
+    let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
     let now = Time::from_secs(1);
     node.put(now, &put_to(md, target, false)).unwrap();
     // Fail the first two transmissions locally; the third (retry 2 of 2) succeeds.
     for attempt in 0..3 {
         let transmit = node.poll_transmit().expect("a transmission");
         assert_eq!(node.poll_transmit(), None);
-        let status = if attempt < 2 {
-            HealthStatus::LocalDropped
-        } else {
-            HealthStatus::Ok
-        };
+        let status = if attempt < 2 { HealthStatus::LocalDropped } else { HealthStatus::Ok };
         node.handle_send_done(now, transmit.tx, status).unwrap();
         // A second completion of the same transmit is a driver bug, refused.
         assert!(node.handle_send_done(now, transmit.tx, status).is_err());
     }
     let event = node.poll_event().unwrap();
-    assert_eq!(
-        (event.kind, event.status),
-        (EventKind::Send, EventStatus::Ok)
-    );
+    assert_eq!((event.kind, event.status), (EventKind::Send, EventStatus::Ok));
     let stats = node.stats();
-    assert_eq!(
-        (
-            stats.resend_count,
-            stats.successful_resends,
-            stats.failed_resends
-        ),
-        (2, 1, 0)
-    );
+    assert_eq!((stats.resend_count, stats.successful_resends, stats.failed_resends), (2, 1, 0));
     node.check_invariants().unwrap();
 
     // Now fail every transmission: after two resends the SEND reports the failure.
     let md = node.md_bind(source(b"r", 1), UnlinkMode::Unlink).unwrap();
     node.put(now, &put_to(md, target, false)).unwrap();
     while let Some(transmit) = node.poll_transmit() {
-        node.handle_send_done(now, transmit.tx, HealthStatus::LocalTimeout)
-            .unwrap();
+        node.handle_send_done(now, transmit.tx, HealthStatus::LocalTimeout).unwrap();
     }
     let event = node.poll_event().unwrap();
     assert_eq!(event.status, EventStatus::TimedOut);
-    assert_eq!(
-        (node.stats().resend_count, node.stats().failed_resends),
-        (4, 1)
-    );
+    assert_eq!((node.stats().resend_count, node.stats().failed_resends), (4, 1));
     node.check_invariants().unwrap();
 }
 
@@ -807,33 +569,21 @@ fn local_failures_are_resent_up_to_retry_count() {
 fn late_failures_are_not_resent() {
     let mut node = two_rail_node();
     let md = node.md_bind(source(b"r", 1), UnlinkMode::Unlink).unwrap();
-    node.put(
-        Time::ZERO,
-        &put_to(md, ProcessId::new(node_nid(1), PID_LUSTRE), false),
-    )
-    .unwrap();
+    node.put(Time::ZERO, &put_to(md, ProcessId::new(node_nid(1), LNET_PID_LUSTRE), false)).unwrap();
     let transmit = node.poll_transmit().unwrap();
     // Past the per-transmission deadline (49 s * 3 + 1 s = 148 s): no resend, no health change.
-    node.handle_send_done(
-        Time::from_secs(149),
-        transmit.tx,
-        HealthStatus::LocalDropped,
-    )
-    .unwrap();
+    node.handle_send_done(Time::from_secs(149), transmit.tx, HealthStatus::LocalDropped).unwrap();
     assert_eq!(node.poll_transmit(), None);
     assert_eq!(node.stats().resend_count, 0);
     assert_eq!(node.stats().local_dropped_count, 0);
     assert_eq!(node.ni_stats(NiId(1)).unwrap().health.health_value, 1000);
-    assert_eq!(
-        node.poll_event().map(|event| event.status),
-        Some(EventStatus::Io)
-    );
+    assert_eq!(node.poll_event().map(|event| event.status), Some(EventStatus::Io));
 }
 
 #[test]
 fn queued_messages_past_their_deadline_are_dropped() {
     let mut node = two_rail_node();
-    let target = ProcessId::new(node_nid(1), PID_LUSTRE);
+    let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
     let mut transmits = Vec::new();
     // 8 peer credits: the 9th waits.
     for _ in 0..9 {
@@ -845,11 +595,9 @@ fn queued_messages_past_their_deadline_are_dropped() {
     }
     assert_eq!(transmits.len(), 8);
     // A credit comes back after the waiter's deadline: it is dropped with -ETIMEDOUT.
-    node.handle_send_done(Time::from_secs(200), transmits[0], HealthStatus::Ok)
-        .unwrap();
-    let statuses: Vec<EventStatus> = std::iter::from_fn(|| node.poll_event())
-        .map(|event| event.status)
-        .collect();
+    node.handle_send_done(Time::from_secs(200), transmits[0], HealthStatus::Ok).unwrap();
+    let statuses: Vec<EventStatus> =
+        std::iter::from_fn(|| node.poll_event()).map(|event| event.status).collect();
     assert_eq!(statuses, [EventStatus::Ok, EventStatus::TimedOut]);
     assert_eq!(node.poll_transmit(), None);
     node.check_invariants().unwrap();
@@ -863,14 +611,11 @@ fn stale_and_forged_responses_are_dropped() {
         header: Header {
             dest_nid: node_nid(0),
             src_nid: node_nid(1),
-            dest_pid: PID_LUSTRE,
-            src_pid: PID_LUSTRE,
+            dest_pid: LNET_PID_LUSTRE,
+            src_pid: LNET_PID_LUSTRE,
             payload_length: 0,
             body: Body::Ack {
-                dst_wmd: WireHandle {
-                    interface_cookie,
-                    object_cookie,
-                },
+                dst_wmd: WireHandle { interface_cookie, object_cookie },
                 match_bits: 0,
                 mlength: 0,
             },
@@ -893,10 +638,7 @@ fn stale_and_forged_responses_are_dropped() {
 #[test]
 fn duplicated_frames_are_absorbed() {
     let config = HarnessConfig {
-        link: LinkConfig {
-            duplicate_per_million: 1_000_000,
-            ..LinkConfig::IDEAL
-        },
+        link: LinkConfig { duplicate_per_million: 1_000_000, ..LinkConfig::IDEAL },
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
@@ -915,10 +657,7 @@ fn duplicated_frames_are_absorbed() {
 #[test]
 fn unlink_while_busy_reports_on_the_last_event() {
     let config = HarnessConfig {
-        link: LinkConfig {
-            latency: Duration::from_secs(1),
-            ..LinkConfig::IDEAL
-        },
+        link: LinkConfig { latency: Duration::from_secs(1), ..LinkConfig::IDEAL },
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
@@ -934,10 +673,7 @@ fn unlink_while_busy_reports_on_the_last_event() {
     h.drive();
     let events = h.take_events(0);
     assert_eq!(kinds(&events), [EventKind::Send]);
-    assert_eq!(
-        (events[0].status, events[0].unlinked),
-        (EventStatus::TimedOut, true)
-    );
+    assert_eq!((events[0].status, events[0].unlinked), (EventStatus::TimedOut, true));
     assert!(events[0].memory.is_some());
     // The ACK came back to a dead handle.
     assert_eq!(h.node(0).stats().stale_responses, 1);
@@ -963,28 +699,21 @@ fn unlink_of_an_idle_md_returns_its_memory() {
         Some(vec![vec![1], vec![2, 3]])
     );
     let target = h.process(1);
-    assert_eq!(
-        h.put(0, &put_to(md, target, false)),
-        Err(InitiateError::UnlinkedMd)
-    );
+    assert_eq!(h.put(0, &put_to(md, target, false)), Err(InitiateError::UnlinkedMd));
 }
 
 #[test]
 fn loopback_delivers_without_the_network() {
     let mut h = Harness::pair();
-    let buffer = h.post(
-        0,
-        PORTAL,
-        BITS,
-        MdSpec::new(Memory::new(vec![0; 8])).options(MdOptions::OP_PUT),
-    );
+    let buffer =
+        h.post(0, PORTAL, BITS, MdSpec::new(Memory::new(vec![0; 8])).options(MdOptions::OP_PUT));
     h.post(
         0,
         PORTAL,
         BITS,
         MdSpec::new(Memory::new(b"selfself".to_vec())).options(MdOptions::OP_GET),
     );
-    for target in [ProcessId::new(Nid::LO_0, PID_LUSTRE), h.process(0)] {
+    for target in [ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE), h.process(0)] {
         let md = h.bind(0, source(b"self", 2));
         h.put(0, &put_to(md, target, true)).unwrap();
     }
@@ -1001,32 +730,15 @@ fn loopback_delivers_without_the_network() {
             EventKind::Ack
         ]
     );
-    assert_eq!(events[0].initiator, ProcessId::new(Nid::LO_0, PID_LUSTRE));
-    assert_eq!(
-        h.node(0).md_memory(buffer).map(Memory::to_vec),
-        Ok(b"selfself".to_vec())
-    );
+    assert_eq!(events[0].initiator, ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE));
+    assert_eq!(h.node(0).md_memory(buffer).map(Memory::to_vec), Ok(b"selfself".to_vec()));
     let get = h.bind(0, sink(8, 2, MdOptions::NONE));
-    h.get(0, &get_from(get, ProcessId::new(Nid::LO_0, PID_LUSTRE)))
-        .unwrap();
+    h.get(0, &get_from(get, ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE))).unwrap();
     let events = h.take_events(0);
-    assert_eq!(
-        kinds(&events),
-        [EventKind::Send, EventKind::Reply, EventKind::Get]
-    );
-    assert_eq!(
-        events[1].memory.as_ref().map(Memory::to_vec),
-        Some(b"selfself".to_vec())
-    );
+    assert_eq!(kinds(&events), [EventKind::Send, EventKind::Reply, EventKind::Get]);
+    assert_eq!(events[1].memory.as_ref().map(Memory::to_vec), Some(b"selfself".to_vec()));
     assert_eq!(h.fabric.in_flight(), 0);
-    assert_eq!(
-        h.node(0)
-            .ni_stats(NiId::LOOPBACK)
-            .unwrap()
-            .statistics
-            .send_count,
-        6
-    );
+    assert_eq!(h.node(0).ni_stats(NiId::LOOPBACK).unwrap().statistics.send_count, 6);
     assert_eq!(h.node(0).peer_nis().count(), 0);
     h.assert_quiescent();
 }
@@ -1036,8 +748,7 @@ fn loopback_put_waits_on_a_lazy_portal() {
     let mut h = Harness::pair();
     h.set_lazy_portal(0, PORTAL).unwrap();
     let md = h.bind(0, source(b"wait", 1));
-    h.put(0, &put_to(md, ProcessId::new(Nid::LO_0, PID_LUSTRE), false))
-        .unwrap();
+    h.put(0, &put_to(md, ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE), false)).unwrap();
     assert!(h.take_events(0).is_empty());
     assert_eq!(h.node(0).delayed_message_count(), 2);
     h.assert_quiescent();
@@ -1050,10 +761,8 @@ fn loopback_put_waits_on_a_lazy_portal() {
 fn unreachable_targets_fail_in_the_send_event() {
     let mut h = Harness::pair();
     let md = h.bind(0, source(b"x", 1));
-    let elsewhere = ProcessId::new(
-        Nid::new4(Net::new(crate::addr::LndType::O2IB, 0), 1),
-        PID_LUSTRE,
-    );
+    let elsewhere =
+        ProcessId::new(Nid::new4(Net::new(crate::addr::LndType::O2IB, 0), 1), LNET_PID_LUSTRE);
     h.put(0, &put_to(md, elsewhere, false)).unwrap();
     let events = h.take_events(0);
     assert_eq!(
@@ -1073,95 +782,46 @@ fn api_misuse_returns_typed_errors() {
         Err(MeAttachError::BadPortal(64))
     );
     assert_eq!(node.set_lazy_portal(64), Err(PortalError::BadPortal(64)));
-    assert_eq!(
-        node.clear_lazy_portal(Time::ZERO, 99),
-        Err(PortalError::BadPortal(99))
-    );
+    assert_eq!(node.clear_lazy_portal(Time::ZERO, 99), Err(PortalError::BadPortal(99)));
 
     // An MD without operations is refused, its memory returned and its ME unlinked.
-    let me = node
-        .me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After)
-        .unwrap();
+    let me = node.me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After).unwrap();
     let rejected = node
-        .md_attach(
-            Time::ZERO,
-            me,
-            MdSpec::new(Memory::new(vec![7])),
-            UnlinkMode::Unlink,
-        )
+        .md_attach(Time::ZERO, me, MdSpec::new(Memory::new(vec![7])), UnlinkMode::Unlink)
         .unwrap_err();
+    assert_eq!((rejected.error, rejected.memory.to_vec()), (MdAttachError::NoOperation, vec![7]));
     assert_eq!(
-        (rejected.error, rejected.memory.to_vec()),
-        (MdAttachError::NoOperation, vec![7])
-    );
-    assert_eq!(
-        node.md_attach(
-            Time::ZERO,
-            me,
-            sink(1, 1, MdOptions::OP_PUT),
-            UnlinkMode::Unlink
-        )
-        .unwrap_err()
-        .error,
+        node.md_attach(Time::ZERO, me, sink(1, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
+            .unwrap_err()
+            .error,
         MdAttachError::UnlinkedMe
     );
     assert_eq!(node.me_unlink(me), Err(MeUnlinkError::UnlinkedMe));
+    assert_eq!(node.me_unlink(crate::engine::me::MeHandle(3)), Err(MeUnlinkError::UnknownMe));
+    let me = node.me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After).unwrap();
+    let spec = MdSpec::new(Memory::new(vec![0; 4])).options(MdOptions::OP_PUT).max_size(5);
     assert_eq!(
-        node.me_unlink(crate::engine::me::MeHandle(3)),
-        Err(MeUnlinkError::UnknownMe)
+        node.md_attach(Time::ZERO, me, spec, UnlinkMode::Unlink).unwrap_err().error,
+        MdAttachError::MaxSizeOutOfRange { max_size: 5, length: 4 }
     );
-    let me = node
-        .me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After)
-        .unwrap();
-    let spec = MdSpec::new(Memory::new(vec![0; 4]))
-        .options(MdOptions::OP_PUT)
-        .max_size(5);
-    assert_eq!(
-        node.md_attach(Time::ZERO, me, spec, UnlinkMode::Unlink)
-            .unwrap_err()
-            .error,
-        MdAttachError::MaxSizeOutOfRange {
-            max_size: 5,
-            length: 4
-        }
-    );
-    let me = node
-        .me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After)
-        .unwrap();
+    let me = node.me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After).unwrap();
     let both = MdOptions::OP_PUT | MdOptions::TRACK_RESPONSE | MdOptions::NO_TRACK_RESPONSE;
     assert_eq!(
-        node.md_attach(Time::ZERO, me, sink(1, 1, both), UnlinkMode::Unlink)
-            .unwrap_err()
-            .error,
+        node.md_attach(Time::ZERO, me, sink(1, 1, both), UnlinkMode::Unlink).unwrap_err().error,
         MdAttachError::ConflictingTracking
     );
-    let me = node
-        .me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After)
-        .unwrap();
-    let attached = node
-        .md_attach(
-            Time::ZERO,
-            me,
-            sink(1, 1, MdOptions::OP_PUT),
-            UnlinkMode::Unlink,
-        )
-        .unwrap();
+    let me = node.me_attach(1, any, 0, 0, UnlinkMode::Unlink, InsertPosition::After).unwrap();
+    let attached =
+        node.md_attach(Time::ZERO, me, sink(1, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     assert_eq!(
-        node.md_attach(
-            Time::ZERO,
-            me,
-            sink(1, 1, MdOptions::OP_PUT),
-            UnlinkMode::Unlink
-        )
-        .unwrap_err()
-        .error,
+        node.md_attach(Time::ZERO, me, sink(1, 1, MdOptions::OP_PUT), UnlinkMode::Unlink)
+            .unwrap_err()
+            .error,
         MdAttachError::MeBusy
     );
 
     assert_eq!(
-        node.md_bind(sink(1, 1, MdOptions::OP_GET), UnlinkMode::Unlink)
-            .unwrap_err()
-            .error,
+        node.md_bind(sink(1, 1, MdOptions::OP_GET), UnlinkMode::Unlink).unwrap_err().error,
         MdBindError::OperationFlags
     );
     let big = MdSpec::new(Memory::new(vec![0; (1 << 20) + 1]));
@@ -1172,16 +832,11 @@ fn api_misuse_returns_typed_errors() {
     let over = MdSpec::new(Memory::new(vec![0; 2])).max_size(3);
     assert_eq!(
         node.md_bind(over, UnlinkMode::Unlink).unwrap_err().error,
-        MdBindError::MaxSizeOutOfRange {
-            max_size: 3,
-            length: 2
-        }
+        MdBindError::MaxSizeOutOfRange { max_size: 3, length: 2 }
     );
     let both = MdOptions::TRACK_RESPONSE | MdOptions::NO_TRACK_RESPONSE;
     assert_eq!(
-        node.md_bind(sink(1, 1, both), UnlinkMode::Unlink)
-            .unwrap_err()
-            .error,
+        node.md_bind(sink(1, 1, both), UnlinkMode::Unlink).unwrap_err().error,
         MdBindError::ConflictingTracking
     );
     assert_eq!(
@@ -1189,7 +844,7 @@ fn api_misuse_returns_typed_errors() {
         Err(MemoryError::TooManySegments(257))
     );
 
-    let target = ProcessId::new(node_nid(1), PID_LUSTRE);
+    let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
     assert_eq!(
         node.put(Time::ZERO, &put_to(MdHandle(5), target, false)),
         Err(InitiateError::UnknownMd)
@@ -1202,32 +857,15 @@ fn api_misuse_returns_typed_errors() {
         node.put(Time::ZERO, &put_to(attached, target, false)),
         Err(InitiateError::AttachedMd)
     );
-    let empty = node
-        .md_bind(sink(1, 0, MdOptions::NONE), UnlinkMode::Retain)
-        .unwrap();
-    assert_eq!(
-        node.get(Time::ZERO, &get_from(empty, target)),
-        Err(InitiateError::InactiveMd)
-    );
+    let empty = node.md_bind(sink(1, 0, MdOptions::NONE), UnlinkMode::Retain).unwrap();
+    assert_eq!(node.get(Time::ZERO, &get_from(empty, target)), Err(InitiateError::InactiveMd));
     let md = node.md_bind(source(b"s", 1), UnlinkMode::Unlink).unwrap();
-    let foreign = PutRequest {
-        source: Some(node_nid(5)),
-        ..put_to(md, target, false)
-    };
-    assert_eq!(
-        node.put(Time::ZERO, &foreign),
-        Err(InitiateError::NotLocalSource(node_nid(5)))
-    );
+    let foreign = PutRequest { source: Some(node_nid(5)), ..put_to(md, target, false) };
+    assert_eq!(node.put(Time::ZERO, &foreign), Err(InitiateError::NotLocalSource(node_nid(5))));
     node.md_unlink(Time::ZERO, md).unwrap();
     assert_eq!(node.md_unlink(Time::ZERO, md), Err(MdError::UnlinkedMd));
-    assert_eq!(
-        node.md_unlink(Time::ZERO, MdHandle(0x1_0000_0001)),
-        Err(MdError::UnknownMd)
-    );
-    assert_eq!(
-        node.put(Time::ZERO, &put_to(md, target, false)),
-        Err(InitiateError::UnlinkedMd)
-    );
+    assert_eq!(node.md_unlink(Time::ZERO, MdHandle(0x1_0000_0001)), Err(MdError::UnknownMd));
+    assert_eq!(node.put(Time::ZERO, &put_to(md, target, false)), Err(InitiateError::UnlinkedMd));
     h.check();
 }
 
@@ -1243,10 +881,7 @@ fn too_many_messages_is_refused() {
         let md = h.bind(0, source(b"m", 1));
         results.push(h.put(0, &put_to(md, target, false)));
     }
-    assert_eq!(
-        results,
-        [Ok(()), Ok(()), Err(InitiateError::TooManyMessages)]
-    );
+    assert_eq!(results, [Ok(()), Ok(()), Err(InitiateError::TooManyMessages)]);
     h.drive();
 }
 
@@ -1254,19 +889,13 @@ fn too_many_messages_is_refused() {
 fn driver_protocol_errors() {
     let mut node = two_rail_node();
     let md = node.md_bind(source(b"p", 1), UnlinkMode::Unlink).unwrap();
-    node.put(
-        Time::ZERO,
-        &put_to(md, ProcessId::new(node_nid(1), PID_LUSTRE), false),
-    )
-    .unwrap();
+    node.put(Time::ZERO, &put_to(md, ProcessId::new(node_nid(1), LNET_PID_LUSTRE), false)).unwrap();
     let transmit = node.poll_transmit().unwrap();
     assert_eq!(
-        node.tx_payload(transmit.tx)
-            .map(|slices| slices.collect::<Vec<_>>().concat()),
+        node.tx_payload(transmit.tx).map(|slices| slices.collect::<Vec<_>>().concat()),
         Ok(b"p".to_vec())
     );
-    node.handle_send_done(Time::ZERO, transmit.tx, HealthStatus::Ok)
-        .unwrap();
+    node.handle_send_done(Time::ZERO, transmit.tx, HealthStatus::Ok).unwrap();
     assert_eq!(
         node.handle_send_done(Time::ZERO, transmit.tx, HealthStatus::Ok),
         Err(DriverError::UnknownTx)
@@ -1276,8 +905,7 @@ fn driver_protocol_errors() {
         node.handle_connection(Time::ZERO, NiId(9), node_nid(1), false),
         Err(DriverError::UnknownNi)
     );
-    node.handle_connection(Time::ZERO, NiId(1), node_nid(1), false)
-        .unwrap();
+    node.handle_connection(Time::ZERO, NiId(1), node_nid(1), false).unwrap();
     node.check_invariants().unwrap();
 }
 
@@ -1287,8 +915,8 @@ fn malformed_headers_are_protocol_errors() {
     let header = |dest_nid, payload_length, body| Header {
         dest_nid,
         src_nid: node_nid(1),
-        dest_pid: PID_LUSTRE,
-        src_pid: PID_LUSTRE,
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
         payload_length,
         body,
     };
@@ -1309,31 +937,11 @@ fn malformed_headers_are_protocol_errors() {
     let me = node_nid(0);
     let cases = [
         (header(me, 1, get), ParseError::PayloadOnBodiless(1)),
+        (header(me, (1 << 20) + 1, put), ParseError::PayloadTooLong((1 << 20) + 1)),
+        (header(me, 0, Body::Hello { incarnation: 0, conn_type: 0 }), ParseError::HelloMessage),
+        (header(node_nid(9), 0, put), ParseError::ShouldHaveBeenDirect(node_nid(9))),
         (
-            header(me, (1 << 20) + 1, put),
-            ParseError::PayloadTooLong((1 << 20) + 1),
-        ),
-        (
-            header(
-                me,
-                0,
-                Body::Hello {
-                    incarnation: 0,
-                    conn_type: 0,
-                },
-            ),
-            ParseError::HelloMessage,
-        ),
-        (
-            header(node_nid(9), 0, put),
-            ParseError::ShouldHaveBeenDirect(node_nid(9)),
-        ),
-        (
-            header(
-                Nid::new4(Net::new(crate::addr::LndType::SOCK, 1), 1),
-                0,
-                put,
-            ),
+            header(Nid::new4(Net::new(crate::addr::LndType::SOCK, 1), 1), 0, put),
             ParseError::WrongLocalNi(Nid::new4(Net::new(crate::addr::LndType::SOCK, 1), 1)),
         ),
     ];
@@ -1362,27 +970,14 @@ fn malformed_headers_are_protocol_errors() {
 fn rx_write_stays_in_bounds() {
     let mut node = two_rail_node();
     let me = node
-        .me_attach(
-            PORTAL,
-            ProcessId::ANY,
-            BITS,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::After,
-        )
+        .me_attach(PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
         .unwrap();
-    node.md_attach(
-        Time::ZERO,
-        me,
-        sink(8, 1, MdOptions::OP_PUT),
-        UnlinkMode::Unlink,
-    )
-    .unwrap();
+    node.md_attach(Time::ZERO, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     let header = Header {
         dest_nid: node_nid(0),
         src_nid: node_nid(1),
-        dest_pid: PID_LUSTRE,
-        src_pid: PID_LUSTRE,
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
         payload_length: 4,
         body: Body::Put {
             ack_wmd: WireHandle::NONE,
@@ -1392,61 +987,38 @@ fn rx_write_stays_in_bounds() {
             offset: 0,
         },
     };
-    let RecvAction::Deliver {
-        rx,
-        length: 4,
-        discard: 0,
-    } = node.handle_header(Time::ZERO, NiId(1), node_nid(1), &header)
+    let RecvAction::Deliver { rx, length: 4, discard: 0 } =
+        node.handle_header(Time::ZERO, NiId(1), node_nid(1), &header)
     else {
         panic!("expected a delivery");
     };
     assert_eq!(node.rx_write(rx, 2, b"abc"), Err(DriverError::OutOfRange));
     node.rx_write(rx, 0, b"ab").unwrap();
     node.rx_write(rx, 2, b"cd").unwrap();
-    node.handle_recv_done(Time::ZERO, rx, HealthStatus::Ok)
-        .unwrap();
+    node.handle_recv_done(Time::ZERO, rx, HealthStatus::Ok).unwrap();
     assert_eq!(
         node.handle_recv_done(Time::ZERO, rx, HealthStatus::Ok),
         Err(DriverError::UnknownRx)
     );
     let event = node.poll_event().unwrap();
-    assert_eq!(
-        event.memory.map(|m| m.to_vec()[..4].to_vec()),
-        Some(b"abcd".to_vec())
-    );
+    assert_eq!(event.memory.map(|m| m.to_vec()[..4].to_vec()), Some(b"abcd".to_vec()));
 }
 
 #[test]
 fn failed_receive_reports_the_error_and_sends_no_ack() {
     let mut node = two_rail_node();
     let me = node
-        .me_attach(
-            PORTAL,
-            ProcessId::ANY,
-            BITS,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::After,
-        )
+        .me_attach(PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
         .unwrap();
-    node.md_attach(
-        Time::ZERO,
-        me,
-        sink(8, 1, MdOptions::OP_PUT),
-        UnlinkMode::Unlink,
-    )
-    .unwrap();
+    node.md_attach(Time::ZERO, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
     let header = Header {
         dest_nid: node_nid(0),
         src_nid: node_nid(1),
-        dest_pid: PID_LUSTRE,
-        src_pid: PID_LUSTRE,
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
         payload_length: 4,
         body: Body::Put {
-            ack_wmd: WireHandle {
-                interface_cookie: 1,
-                object_cookie: 5,
-            },
+            ack_wmd: WireHandle { interface_cookie: 1, object_cookie: 5 },
             match_bits: BITS,
             hdr_data: 0,
             ptl_index: PORTAL,
@@ -1458,11 +1030,9 @@ fn failed_receive_reports_the_error_and_sends_no_ack() {
     else {
         panic!()
     };
-    node.handle_recv_done(Time::ZERO, rx, HealthStatus::RemoteError)
-        .unwrap();
+    node.handle_recv_done(Time::ZERO, rx, HealthStatus::RemoteError).unwrap();
     assert_eq!(
-        node.poll_event()
-            .map(|event| (event.status, event.unlinked)),
+        node.poll_event().map(|event| (event.status, event.unlinked)),
         Some((EventStatus::Io, true))
     );
     assert_eq!(node.poll_transmit(), None);
@@ -1472,7 +1042,7 @@ fn failed_receive_reports_the_error_and_sends_no_ack() {
 
 #[test]
 fn events_beyond_the_queue_bound_are_dropped_and_counted() {
-    let mut config = NodeConfig::new(1, PID_LUSTRE, Vec::new());
+    let mut config = NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new());
     config.limits.events = 1;
     let mut node = Node::new(config).unwrap();
     for _ in 0..3 {
@@ -1500,29 +1070,20 @@ fn state_sizes_stay_within_budget() {
         + std::mem::size_of::<crate::engine::peer::PeerNiId>()
         + 64; // hash-map entry and allocator slack
     assert!(per_peer <= 4096, "per-peer state is {per_peer} bytes");
-    assert!(
-        std::mem::size_of::<Event>() <= 256,
-        "Event is {} bytes",
-        std::mem::size_of::<Event>()
-    );
+    assert!(std::mem::size_of::<Event>() <= 256, "Event is {} bytes", std::mem::size_of::<Event>());
 }
 
 #[test]
 fn two_rail_constructor_rejects_bad_configs() {
     use crate::engine::error::ConfigError;
-    let dup = vec![
-        NiConfig::new(node_nid(0), LndKind::Tcp),
-        NiConfig::new(node_nid(0), LndKind::Fabric),
-    ];
+    let dup =
+        vec![NiConfig::new(node_nid(0), LndKind::Tcp), NiConfig::new(node_nid(0), LndKind::Fabric)];
     assert_eq!(
         Node::new(NodeConfig::new(1, 1, dup)).err(),
         Some(ConfigError::DuplicateNid(node_nid(0)))
     );
     let lo = vec![NiConfig::new(Nid::LO_0, LndKind::Tcp)];
-    assert_eq!(
-        Node::new(NodeConfig::new(1, 1, lo)).err(),
-        Some(ConfigError::LoopbackConfigured)
-    );
+    assert_eq!(Node::new(NodeConfig::new(1, 1, lo)).err(), Some(ConfigError::LoopbackConfigured));
     let lo_lnd = vec![NiConfig::new(node_nid(0), LndKind::Lo)];
     assert_eq!(
         Node::new(NodeConfig::new(1, 1, lo_lnd)).err(),
@@ -1547,12 +1108,7 @@ fn runs_are_reproducible_from_the_seed() {
             ..HarnessConfig::default()
         };
         let mut h = Harness::new(config);
-        h.post(
-            1,
-            PORTAL,
-            BITS,
-            MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT),
-        );
+        h.post(1, PORTAL, BITS, MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT));
         let target = h.process(1);
         for _ in 0..16 {
             let md = h.bind(0, source(b"r", 2));
@@ -1560,12 +1116,7 @@ fn runs_are_reproducible_from_the_seed() {
         }
         h.drive();
         h.assert_quiescent();
-        (
-            h.now(),
-            h.take_events(0),
-            h.take_events(1),
-            *h.node(0).stats(),
-        )
+        (h.now(), h.take_events(0), h.take_events(1), *h.node(0).stats())
     };
     assert_eq!(run(3), run(3));
     assert_ne!(run(3).1, run(4).1);
@@ -1590,11 +1141,7 @@ fn randomized_scenarios() {
 
 #[test]
 fn arbitrary_inputs_do_not_panic() {
-    for data in [
-        &[][..],
-        &[0xff; 40],
-        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
-    ] {
+    for data in [&[][..], &[0xff; 40], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]] {
         drive_arbitrary(data);
     }
 }
