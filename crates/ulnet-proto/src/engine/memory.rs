@@ -82,6 +82,7 @@ impl Memory {
         }
         let mut source = bytes;
         for slice in self.slices_mut(offset, bytes.len()) {
+            // `head` is at most `slice.len()` long, so the range below is in bounds.
             let (head, rest) = source.split_at(slice.len().min(source.len()));
             slice[..head.len()].copy_from_slice(head);
             source = rest;
@@ -96,6 +97,7 @@ impl Memory {
         }
         let mut target = buffer;
         for slice in self.slices(offset, target.len()) {
+            // `head` is at most `slice.len()` long, so the range below is in bounds.
             let (head, rest) = target.split_at_mut(slice.len().min(target.len()));
             head.copy_from_slice(&slice[..head.len()]);
             target = rest;

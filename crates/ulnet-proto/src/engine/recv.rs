@@ -150,7 +150,11 @@ impl Node {
         match table.match_md(&self.mes, &mut self.mds, &info) {
             PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
-                RecvAction::Deliver { rx: RxId(key), length: mlength, discard: payload - mlength }
+                RecvAction::Deliver {
+                    rx: RxId(key),
+                    length: mlength,
+                    discard: payload.saturating_sub(mlength),
+                }
             }
             PortalMatch::Delay => {
                 let limit = self.limits.lazy_queue;
@@ -285,9 +289,13 @@ impl Node {
         message.md = Some(md_key);
         message.md_offset = 0;
         message.length = mlength;
-        message.discard = payload - mlength;
+        message.discard = payload.saturating_sub(mlength);
         message.template.mlength = mlength;
-        RecvAction::Deliver { rx: RxId(key), length: mlength, discard: payload - mlength }
+        RecvAction::Deliver {
+            rx: RxId(key),
+            length: mlength,
+            discard: payload.saturating_sub(mlength),
+        }
     }
 
     /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
@@ -367,7 +375,7 @@ impl Node {
                 MdMatch::TooBig => self.drop_delayed(key),
                 MdMatch::Ok { offset, mlength } => {
                     self.commit_match(key, md_key, offset, mlength, ack_wmd);
-                    let discard = info.rlength - mlength;
+                    let discard = info.rlength.saturating_sub(mlength);
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.phase = Phase::Receiving;
                     }
