@@ -4,7 +4,7 @@ use crate::addr::Nid;
 use crate::engine::memory::Memory;
 use crate::engine::tunables::TunablesError;
 
-/// Building a [`Memory`](crate::engine::Memory).
+/// Building a [`Memory`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MemoryError {
     /// More than `LNET_MAX_IOV` (256) segments.

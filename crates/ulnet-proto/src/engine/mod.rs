@@ -1,7 +1,7 @@
 //! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
 //! I/O-free state machine ([`Node`]).
 //!
-//! Map: [`node`] holds the state and the public API; [`send`], [`recv`] and [`finalize`] are
+//! Map: [`node`] holds the state and the public API; `send`, `recv` and `finalize` are
 //! the message lifecycle (lib-move.c and lib-msg.c); [`portal`], [`me`], [`md`], [`memory`]
 //! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`credits`], [`peer`], [`ni`],
 //! [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the outputs;

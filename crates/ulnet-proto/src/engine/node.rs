@@ -193,6 +193,43 @@ pub(super) enum Work {
 /// * Loopback (`0@lo` and our own NIDs) never reaches the driver: it completes inside the call.
 /// * Nothing a peer sends can panic the node or grow it beyond its [`Limits`]; a driver that
 ///   breaks the protocol gets a [`DriverError`].
+///
+/// # Example
+///
+/// A PUT with ACK to ourselves through `0@lo`, which completes inside the call:
+///
+/// ```
+/// use ulnet_proto::addr::Nid;
+/// use ulnet_proto::engine::*;
+/// use ulnet_proto::time::Time;
+///
+/// let mut node = Node::new(NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
+/// let now = Time::ZERO;
+/// let me = node
+///     .me_attach(4, ProcessId::ANY, 0x11, 0, UnlinkMode::Unlink, InsertPosition::After)
+///     .unwrap();
+/// let sink = MdSpec::new(Memory::new(vec![0; 5])).options(MdOptions::OP_PUT);
+/// let target = node.md_attach(now, me, sink.threshold(Threshold::Count(1)), UnlinkMode::Unlink).unwrap();
+/// let source = MdSpec::new(Memory::new(b"hello".to_vec())).threshold(Threshold::Count(2));
+/// let md = node.md_bind(source, UnlinkMode::Unlink).unwrap();
+/// let request = PutRequest {
+///     md,
+///     ack: true,
+///     target: ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE),
+///     portal: 4,
+///     match_bits: 0x11,
+///     remote_offset: 0,
+///     hdr_data: 0,
+///     source: None,
+/// };
+/// node.put(now, &request).unwrap();
+/// let events: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
+/// let kinds: Vec<EventKind> = events.iter().map(|event| event.kind).collect();
+/// assert_eq!(kinds, [EventKind::Put, EventKind::Send, EventKind::Ack]);
+/// assert_eq!(events[0].md, target);
+/// assert_eq!(events[0].memory.as_ref().map(Memory::to_vec), Some(b"hello".to_vec()));
+/// assert!(node.poll_transmit().is_none());
+/// ```
 #[derive(Debug)]
 pub struct Node {
     pub(super) interface_cookie: u64,

@@ -76,22 +76,6 @@ pub fn drive_arbitrary(data: &[u8]) {
     }
     fuzz.harness.drive();
     fuzz.harness.assert_quiescent();
-    if std::env::var_os("FUZZ_DEBUG").is_some() {
-        for index in 0..fuzz.harness.node_count() {
-            let s = fuzz.harness.node(index).stats();
-            eprintln!(
-                "node {index}: send {} recv {} drop {} stale {} proto {} resend {} rto {} mds {}",
-                s.send_count,
-                s.recv_count,
-                s.drop_count,
-                s.stale_responses,
-                s.protocol_errors,
-                s.resend_count,
-                s.response_timeout_count,
-                fuzz.bound.len() + fuzz.attached.len()
-            );
-        }
-    }
 }
 
 struct Fuzz {

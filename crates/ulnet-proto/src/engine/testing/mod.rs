@@ -503,6 +503,13 @@ impl Harness {
             .insert((at, self.sequence), SendDone { node: from, tx: transmit.tx, status });
     }
 
+    /// Delivers a frame to node `to` as if it came from the peer NID `from` (which need not
+    /// be a harness node): forged, stale or malformed traffic for tests.
+    pub fn inject(&mut self, from: Nid, to: usize, frame: Frame) {
+        self.deliver(from, to, frame);
+        self.flush();
+    }
+
     /// Hands a frame from the peer NID `from` to node `to`, as its driver would.
     fn deliver(&mut self, from: Nid, to: usize, frame: Frame) {
         let now = self.now;

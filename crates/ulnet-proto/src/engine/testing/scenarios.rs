@@ -623,13 +623,13 @@ fn stale_and_forged_responses_are_dropped() {
         payload: Vec::new(),
     };
     // Wrong incarnation, unknown object, right MD (accepted), then the MD after unlink.
-    h.deliver(node_nid(1), 0, forged(0xdead, md.0));
-    h.deliver(node_nid(1), 0, forged(0x1000, 0x99));
-    h.deliver(node_nid(1), 0, forged(0x1000, md.0));
+    h.inject(node_nid(1), 0, forged(0xdead, md.0));
+    h.inject(node_nid(1), 0, forged(0x1000, 0x99));
+    h.inject(node_nid(1), 0, forged(0x1000, md.0));
     h.settle();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Ack]);
     h.md_unlink(0, md).unwrap();
-    h.deliver(node_nid(1), 0, forged(0x1000, md.0));
+    h.inject(node_nid(1), 0, forged(0x1000, md.0));
     h.settle();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Unlink]);
     assert_eq!(h.node(0).stats().stale_responses, 3);
@@ -1125,7 +1125,7 @@ fn runs_are_reproducible_from_the_seed() {
 /// Many seeded random scenarios through the fuzz interpreter; prints the failing seed.
 #[test]
 fn randomized_scenarios() {
-    let seeds = 300;
+    let seeds = 800;
     for seed in 0..seeds {
         let mut rng = Rng::new(seed);
         let length = 256 + rng.below(1792) as usize;
