@@ -5,5 +5,9 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod addr;
+pub mod engine;
+pub mod link_model;
 pub mod pcap;
+pub mod rng;
+pub mod time;
 pub mod wire;

@@ -42,6 +42,9 @@ pub enum ProcessIdParseError {
 }
 
 impl ProcessId {
+    /// Any NID and any pid: a match id that matches every initiator.
+    pub const ANY: Self = Self { nid: Nid::ANY, pid: LNET_PID_ANY };
+
     pub const fn new(nid: Nid, pid: u32) -> Self {
         Self { nid, pid }
     }

@@ -1,0 +1,86 @@
+//! Core CPU cost per message: two nodes through the deterministic harness on an ideal fabric
+//! (zero latency, infinite bandwidth), 0-byte payloads, invariant checks off. Each iteration is
+//! one complete operation (API call to final event); divide by the messages it carries.
+//!
+//! Run: `cargo bench -p ulnet-proto --bench engine`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ulnet_proto::engine::testing::{Harness, HarnessConfig};
+use ulnet_proto::engine::{
+    GetRequest, InsertPosition, MdOptions, MdSpec, Memory, ProcessId, PutRequest, UnlinkMode,
+};
+use ulnet_proto::link_model::LinkConfig;
+
+const PORTAL: u32 = 4;
+
+fn harness() -> (Harness, ulnet_proto::engine::MdHandle) {
+    let config = HarnessConfig {
+        link: LinkConfig::IDEAL,
+        check_invariants: false,
+        keep_events: false,
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    let me = h
+        .me_attach(1, PORTAL, ProcessId::ANY, 0, 0, UnlinkMode::Retain, InsertPosition::After)
+        .expect("me");
+    let target = MdSpec::new(Memory::empty()).options(MdOptions::OP_PUT | MdOptions::OP_GET);
+    h.md_attach(1, me, target, UnlinkMode::Retain).expect("target md");
+    let md = h.md_bind(0, MdSpec::new(Memory::empty()), UnlinkMode::Retain).expect("bound md");
+    (h, md)
+}
+
+fn put(c: &mut Criterion, name: &str, ack: bool) {
+    let (mut h, md) = harness();
+    let request = PutRequest {
+        md,
+        ack,
+        target: h.process(1),
+        portal: PORTAL,
+        match_bits: 0,
+        remote_offset: 0,
+        hdr_data: 0,
+        source: None,
+    };
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            h.put(0, black_box(&request)).expect("put");
+            h.drive();
+        })
+    });
+    group.finish();
+}
+
+fn get(c: &mut Criterion) {
+    let (mut h, md) = harness();
+    let request = GetRequest {
+        md,
+        target: h.process(1),
+        portal: PORTAL,
+        match_bits: 0,
+        remote_offset: 0,
+        source: None,
+    };
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("get_reply_0b (2 messages)", |b| {
+        b.iter(|| {
+            h.get(0, black_box(&request)).expect("get");
+            h.drive();
+        })
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    put(c, "put_0b (1 message)", false);
+    put(c, "put_ack_0b (2 messages)", true);
+    get(c);
+}
+
+criterion_group!(engine, benches);
+criterion_main!(engine);

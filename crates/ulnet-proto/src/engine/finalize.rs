@@ -1,0 +1,346 @@
+//! Finalization: health check, resend gate, events, MD detach and unlink, credit return.
+//!
+//! lustre: lnet/lnet/lib-msg.c (`lnet_finalize`, `lnet_health_check`,
+//! `lnet_attempt_msg_resend`, `lnet_msg_detach_md`, `lnet_msg_decommit_tx/rx`),
+//! lib-md.c (`lnet_md_unlink`, `LNetMDUnlink`, `lnet_build_unlink_event`),
+//! semantics.md §1.4, §1.5, §4.2, §11.
+
+use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
+use crate::engine::health::{HealthAction, HealthStatus};
+use crate::engine::md::{Threshold, UnlinkMode};
+use crate::engine::msg::{Message, Phase};
+use crate::engine::ni::{LndKind, NiId};
+use crate::engine::node::{Node, Work};
+use crate::engine::peer::PeerNiId;
+use crate::engine::slab::Key;
+use crate::wire::header::{Body, Header};
+
+impl Node {
+    /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
+    /// then decommit (credits back). Exactly once per send attempt chain.
+    pub(super) fn finalize_tx(
+        &mut self,
+        key: Key,
+        health: HealthStatus,
+        status: EventStatus,
+        no_resend: bool,
+    ) {
+        let Some(message) = self.msgs.get_mut(key) else {
+            self.record_violation(|| format!("send {key:?} finalized twice"));
+            return;
+        };
+        message.health = health;
+        message.no_resend |= no_resend;
+        let past_deadline = self.now > message.deadline;
+        let (ni, peer_ni) = (message.ni, message.peer_ni);
+        // Health applies only to committed messages with a peer NI (never loopback).
+        if let Some(peer_ni) = peer_ni {
+            if health.is_ok() {
+                self.local_success(ni);
+            } else if !past_deadline {
+                let action = health.action();
+                self.count_failure(ni, Some(peer_ni), health);
+                if action.local_failure {
+                    self.local_failure(ni);
+                }
+                if action.remote_failure && self.peers.peer_ni_count(peer_ni) > 1 {
+                    self.remote_failure(peer_ni);
+                }
+                if self.may_resend(key, action) {
+                    self.queue_resend(key);
+                    return;
+                }
+            }
+        }
+        self.complete_tx(key, status);
+    }
+
+    /// `lnet_finalize` for a receive: health, statistics, the MD's event, then the ACK if one
+    /// is due (the message is reused for it).
+    pub(super) fn finalize_rx(&mut self, key: Key, health: HealthStatus, status: EventStatus) {
+        self.rx_health(key, health);
+        if health.is_ok() {
+            self.count_received(key);
+        }
+        let Some(message) = self.msgs.get(key) else {
+            self.record_violation(|| format!("receive {key:?} finalized twice"));
+            return;
+        };
+        let (md, event, template, ack_to) =
+            (message.md, message.event, message.template, message.ack_to);
+        if let (Some(md), Some(kind)) = (md, event) {
+            self.detach_md(md, kind, &template, status);
+        }
+        match ack_to.filter(|_| status.is_ok()) {
+            Some(ack_wmd) => self.send_ack(key, ack_wmd),
+            None => {
+                self.free_message(key);
+            }
+        }
+    }
+
+    /// Receive-side health (`lnet_health_check` on an rx message).
+    pub(super) fn rx_health(&mut self, key: Key, health: HealthStatus) {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        message.health = health;
+        let (ni, peer_ni, past_deadline) =
+            (message.ni, message.peer_ni, self.now > message.deadline);
+        let Some(peer_ni) = peer_ni else { return };
+        if health.is_ok() {
+            self.local_success(ni);
+            let sensitivity = self.tunables.health_sensitivity;
+            if let Some(peer) = self.peers.ni_mut(peer_ni) {
+                peer.health.increment(sensitivity);
+            }
+        } else if !past_deadline {
+            let action = health.action();
+            self.count_failure(ni, Some(peer_ni), health);
+            if action.local_failure {
+                self.local_failure(ni);
+            }
+            if action.remote_failure && self.peers.peer_ni_count(peer_ni) > 1 {
+                self.remote_failure(peer_ni);
+            }
+        }
+    }
+
+    /// `lnet_msg_decommit_rx` statistics for a successfully received message.
+    pub(super) fn count_received(&mut self, key: Key) {
+        let Some(message) = self.msgs.get(key) else {
+            return;
+        };
+        let (ni, peer_ni, msg_type) = (message.ni, message.peer_ni, message.header.body.msg_type());
+        let (payload, length) = (message.header.payload_length, message.length);
+        self.stats.recv_count += 1;
+        self.stats.recv_length += u64::from(length);
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.stats.received(msg_type, payload);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.stats.received(msg_type, payload);
+        }
+    }
+
+    /// `lnet_attempt_msg_resend`'s gate.
+    fn may_resend(&self, key: Key, action: HealthAction) -> bool {
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        if message.no_resend || message.retry_count >= self.tunables.effective_retry_count() {
+            return false;
+        }
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
+            return false;
+        }
+        let real_nis = self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo).count();
+        let peer_nis = message.peer_ni.map_or(0, |id| self.peers.peer_ni_count(id));
+        (action.local_resend && real_nis > 1) || (action.remote_resend && peer_nis > 1)
+    }
+
+    /// Decommit (credits back) and queue the message for the resend pass.
+    fn queue_resend(&mut self, key: Key) {
+        self.return_credits(key);
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        message.retry_count += 1;
+        message.resent = true;
+        message.phase = Phase::ResendQueued;
+        message.peer_ni = None;
+        self.stats.resend_count += 1;
+        self.work.push_back(Work::Resend(key));
+    }
+
+    /// The send is over: statistics, credits back, the MD's event, and the message freed.
+    fn complete_tx(&mut self, key: Key, status: EventStatus) {
+        self.return_credits(key);
+        let Some(message) = self.free_message(key) else {
+            return;
+        };
+        if message.resent {
+            if status.is_ok() {
+                self.stats.successful_resends += 1;
+            } else {
+                self.stats.failed_resends += 1;
+            }
+        }
+        if status.is_ok() {
+            self.count_sent(&message);
+        }
+        if let (Some(md), Some(kind)) = (message.md, message.event) {
+            self.detach_md(md, kind, &message.template, status);
+        }
+    }
+
+    fn count_sent(&mut self, message: &Message) {
+        let msg_type = message.header.body.msg_type();
+        let payload = message.header.payload_length;
+        self.stats.send_count += 1;
+        self.stats.send_length += u64::from(payload);
+        if let Some(local) = self.nis.get_mut(usize::from(message.ni.0)) {
+            local.stats.sent(msg_type, payload);
+        }
+        if let Some(peer) = message.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.stats.sent(msg_type, payload);
+        }
+    }
+
+    /// Reuse a received PUT as its ACK, sent from the NI the PUT arrived on.
+    fn send_ack(&mut self, key: Key, ack_wmd: crate::wire::header::WireHandle) {
+        let pid = self.pid;
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        let request = message.header;
+        let match_bits = match request.body {
+            Body::Put { match_bits, .. } => match_bits,
+            _ => 0,
+        };
+        message.header = Header {
+            dest_nid: request.src_nid,
+            src_nid: request.dest_nid,
+            dest_pid: request.src_pid,
+            src_pid: pid,
+            payload_length: 0,
+            body: Body::Ack { dst_wmd: ack_wmd, match_bits, mlength: message.length },
+        };
+        message.tx = true;
+        message.phase = Phase::ResendQueued;
+        message.md = None;
+        message.event = None;
+        message.length = 0;
+        message.ack_to = None;
+        message.lo_peer = None;
+        message.response_ni = Some(message.ni);
+        self.send(key, None);
+    }
+
+    /// `lnet_msg_detach_md`: drop the message's reference and deliver its event; the last
+    /// event of an unlinkable MD carries `unlinked` and the memory, and the MD goes away.
+    pub(super) fn detach_md(
+        &mut self,
+        md_key: Key,
+        kind: EventKind,
+        template: &EventTemplate,
+        status: EventStatus,
+    ) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            self.record_violation(|| format!("event for missing MD {md_key:?}"));
+            return;
+        };
+        if md.refcount == 0 {
+            self.record_violation(|| format!("MD {md_key:?} reference count underflow"));
+            return;
+        }
+        md.refcount -= 1;
+        let unlink = md.unlinkable();
+        let event = md.events.then(|| {
+            let status = if md.aborted && status.is_ok() { EventStatus::TimedOut } else { status };
+            let mut event = template.event(kind, md.handle, md.user_ptr, status);
+            event.unlinked = unlink;
+            if unlink {
+                event.memory = Some(std::mem::take(&mut md.memory));
+            }
+            event
+        });
+        let idle_infinite = md.refcount == 0 && md.threshold == Threshold::Infinite;
+        if let Some(event) = event {
+            self.push_event(event);
+        }
+        if unlink || idle_infinite {
+            self.detach_tracker(md_key);
+        }
+        if unlink {
+            self.unlink_md(md_key);
+        }
+    }
+
+    /// `lnet_md_unlink`: mark the MD a zombie (its handle stops resolving), detach it from its
+    /// ME (unlinking the ME if it was created with UNLINK), and free it once idle.
+    pub(super) fn unlink_md(&mut self, md_key: Key) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        if !md.zombie {
+            md.zombie = true;
+            if let Some(me_key) = md.me.take() {
+                match self.mes.get(me_key).map(|me| me.unlink) {
+                    Some(UnlinkMode::Unlink) => self.remove_me(me_key),
+                    Some(UnlinkMode::Retain) => {
+                        if let Some(me) = self.mes.get_mut(me_key) {
+                            me.md = None;
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        if self.mds.get(md_key).is_some_and(|md| md.refcount == 0) {
+            self.detach_tracker(md_key);
+            self.mds.remove(md_key);
+        }
+    }
+
+    /// `LNetMDUnlink` (also used when a response tracker expires): abort, then an UNLINK event
+    /// now if idle, else the last in-flight event reports it.
+    pub(super) fn abort_md(&mut self, md_key: Key) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        md.aborted = true;
+        let event = (md.refcount == 0 && md.events).then(|| {
+            // lustre: lib-md.c lnet_build_unlink_event(): status 0, unlinked 1.
+            let mut event: Event = EventTemplate::EMPTY.event(
+                EventKind::Unlink,
+                md.handle,
+                md.user_ptr,
+                EventStatus::Ok,
+            );
+            event.unlinked = true;
+            event.memory = Some(std::mem::take(&mut md.memory));
+            event
+        });
+        if let Some(event) = event {
+            self.push_event(event);
+        }
+        self.detach_tracker(md_key);
+        self.unlink_md(md_key);
+    }
+
+    fn local_success(&mut self, ni: NiId) {
+        let sensitivity = self.tunables.health_sensitivity;
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.health.increment(sensitivity);
+        }
+    }
+
+    /// `lnet_handle_local_failure`: health down (recovery pings come with the health issue).
+    fn local_failure(&mut self, ni: NiId) {
+        let sensitivity = self.tunables.health_sensitivity;
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.health.decrement(sensitivity);
+        }
+    }
+
+    /// `lnet_handle_remote_failure_locked`: the peer NI's health down (recovery pings come
+    /// with the health issue).
+    pub(super) fn remote_failure(&mut self, peer_ni: PeerNiId) {
+        let sensitivity = self.tunables.health_sensitivity;
+        if let Some(peer) = self.peers.ni_mut(peer_ni) {
+            peer.health.decrement(sensitivity);
+        }
+    }
+
+    /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
+    fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
+        self.stats.count_health(health);
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.health_stats.count(health);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.health_stats.count(health);
+        }
+    }
+}

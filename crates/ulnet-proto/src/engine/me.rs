@@ -1,0 +1,104 @@
+//! Match entries and process ids.
+//!
+//! lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_try_match_md()` (the match
+//! rule), include/uapi/linux/lnet/lnet-types.h (`struct lnet_process_id`, `LNET_PID_ANY`).
+
+use std::fmt;
+
+use crate::engine::md::UnlinkMode;
+use crate::engine::slab::Key;
+
+pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
+
+/// Where a new ME goes in its list (`LNET_INS_BEFORE` / `LNET_INS_AFTER`; `LNET_INS_LOCAL` is
+/// `After` with one CPT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertPosition {
+    Before,
+    After,
+}
+
+/// An ME handle.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MeHandle(pub u64);
+
+/// `LNET_COOKIE_TYPE_ME`.
+const COOKIE_TYPE_ME: u64 = 2;
+
+impl MeHandle {
+    pub(crate) fn from_key(key: Key) -> Self {
+        Self((u64::from(key.generation) << 32) | (u64::from(key.index) << 2) | COOKIE_TYPE_ME)
+    }
+
+    pub(crate) fn key(self) -> Option<Key> {
+        if self.0 & 0x3 != COOKIE_TYPE_ME {
+            return None;
+        }
+        Some(Key { index: ((self.0 & 0xffff_ffff) >> 2) as u32, generation: (self.0 >> 32) as u32 })
+    }
+}
+
+impl fmt::Debug for MeHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MeHandle({:#x})", self.0)
+    }
+}
+
+/// A match entry (`struct lnet_me`).
+#[derive(Clone, Debug)]
+pub(crate) struct Me {
+    pub(crate) portal: u32,
+    pub(crate) match_id: ProcessId,
+    pub(crate) match_bits: u64,
+    pub(crate) ignore_bits: u64,
+    pub(crate) unlink: UnlinkMode,
+    pub(crate) md: Option<Key>,
+}
+
+impl Me {
+    /// The ME half of `lnet_try_match_md`: initiator and match bits.
+    pub(crate) fn matches(&self, initiator: ProcessId, match_bits: u64) -> bool {
+        (self.match_id.nid.is_any() || self.match_id.nid == initiator.nid)
+            && (self.match_id.pid == LNET_PID_ANY || self.match_id.pid == initiator.pid)
+            && (self.match_bits ^ match_bits) & !self.ignore_bits == 0
+    }
+
+    /// Unique MEs (specific NID and pid, no ignore bits) fix a portal's match type to unique.
+    /// lustre: lib-ptl.c `lnet_ptl_match_type()`.
+    pub(crate) fn is_unique(&self) -> bool {
+        self.ignore_bits == 0 && !self.match_id.nid.is_any() && self.match_id.pid != LNET_PID_ANY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::{Net, Nid};
+
+    fn me(match_id: ProcessId, match_bits: u64, ignore_bits: u64) -> Me {
+        Me { portal: 0, match_id, match_bits, ignore_bits, unlink: UnlinkMode::Retain, md: None }
+    }
+
+    #[test]
+    fn match_rule() {
+        let a = ProcessId::new(Nid::new4(Net::TCP, 1), 12345);
+        let b = ProcessId::new(Nid::new4(Net::TCP, 2), 12345);
+        let exact = me(a, 0x10, 0);
+        assert!(exact.matches(a, 0x10));
+        assert!(!exact.matches(a, 0x11));
+        assert!(!exact.matches(b, 0x10));
+        assert!(!exact.matches(ProcessId::new(a.nid, 7), 0x10));
+        let wild = me(ProcessId::ANY, 0xf0, 0x0f);
+        assert!(wild.matches(b, 0xf7));
+        assert!(!wild.matches(b, 0x07));
+        assert!(exact.is_unique() && !wild.is_unique());
+        assert!(!me(ProcessId::new(a.nid, LNET_PID_ANY), 0, 0).is_unique());
+    }
+
+    #[test]
+    fn handle_round_trip() {
+        let key = Key { index: 5, generation: 9 };
+        assert_eq!(MeHandle::from_key(key).key(), Some(key));
+        assert_eq!(MeHandle(1).key(), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! MD memory: the buffers an MD owns, as up to [`MAX_SEGMENTS`] segments (iovec style).
+//!
+//! The MD owns its memory from attach/bind until the event that reports it unlinked, which hands
+//! the [`Memory`] back. In between, drivers borrow slices of it: `&mut` slices to read a payload
+//! straight off a socket, `&` slices for vectored writes. The core never copies payload except
+//! for loopback, as lo.c does.
+
+use crate::engine::error::MemoryError;
+
+/// `LNET_MAX_IOV`: most segments in one MD.
+pub const MAX_SEGMENTS: usize = 256;
+
+/// Longest MD: offsets and lengths are 32-bit on the wire.
+pub const MAX_MD_LENGTH: usize = u32::MAX as usize;
+
+/// The buffers of one MD.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Memory {
+    segments: Vec<Vec<u8>>,
+    length: usize,
+}
+
+impl Memory {
+    /// No memory at all.
+    pub const EMPTY: Self = Self { segments: Vec::new(), length: 0 };
+
+    /// One contiguous buffer.
+    pub fn new(buffer: Vec<u8>) -> Self {
+        let length = buffer.len();
+        Self { segments: vec![buffer], length }
+    }
+
+    /// A zero-length region (for 0-byte PUTs and GETs).
+    pub fn empty() -> Self {
+        Self { segments: Vec::new(), length: 0 }
+    }
+
+    /// A region of several buffers, addressed as their concatenation.
+    pub fn from_segments(segments: Vec<Vec<u8>>) -> Result<Self, MemoryError> {
+        if segments.len() > MAX_SEGMENTS {
+            return Err(MemoryError::TooManySegments(segments.len()));
+        }
+        let length = segments.iter().map(Vec::len).sum();
+        Ok(Self { segments, length })
+    }
+
+    pub fn len(&self) -> usize {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    pub fn segments(&self) -> &[Vec<u8>] {
+        &self.segments
+    }
+
+    pub fn into_segments(self) -> Vec<Vec<u8>> {
+        self.segments
+    }
+
+    /// The concatenated contents (a copy; for tests and small buffers).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.segments.concat()
+    }
+
+    /// Slices covering `offset..offset + length`, clipped to the region.
+    pub fn slices(&self, offset: usize, length: usize) -> Slices<'_> {
+        Slices { segments: self.segments.iter(), skip: offset, remaining: length }
+    }
+
+    /// Mutable slices covering `offset..offset + length`, clipped to the region.
+    pub fn slices_mut(&mut self, offset: usize, length: usize) -> SlicesMut<'_> {
+        SlicesMut { segments: self.segments.iter_mut(), skip: offset, remaining: length }
+    }
+
+    /// Copies `bytes` in at `offset`; false (and nothing written) if it would not fit.
+    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) -> bool {
+        if offset.checked_add(bytes.len()).is_none_or(|end| end > self.length) {
+            return false;
+        }
+        let mut source = bytes;
+        for slice in self.slices_mut(offset, bytes.len()) {
+            // `head` is at most `slice.len()` long, so the range below is in bounds.
+            let (head, rest) = source.split_at(slice.len().min(source.len()));
+            slice[..head.len()].copy_from_slice(head);
+            source = rest;
+        }
+        true
+    }
+
+    /// Copies out `offset..offset + buffer.len()`; false if out of range.
+    pub fn read_at(&self, offset: usize, buffer: &mut [u8]) -> bool {
+        if offset.checked_add(buffer.len()).is_none_or(|end| end > self.length) {
+            return false;
+        }
+        let mut target = buffer;
+        for slice in self.slices(offset, target.len()) {
+            // `head` is at most `slice.len()` long, so the range below is in bounds.
+            let (head, rest) = target.split_at_mut(slice.len().min(target.len()));
+            head.copy_from_slice(&slice[..head.len()]);
+            target = rest;
+        }
+        true
+    }
+}
+
+/// Copies `length` bytes from `source` at `source_offset` to `target` at `target_offset`
+/// (the loopback LND's one copy; lustre: lnet/lnet/lo.c `lolnd_recv()`). Returns false if a
+/// range is out of bounds.
+pub(crate) fn copy_between(
+    source: &Memory,
+    source_offset: usize,
+    target: &mut Memory,
+    target_offset: usize,
+    length: usize,
+) -> bool {
+    if source_offset.checked_add(length).is_none_or(|end| end > source.len())
+        || target_offset.checked_add(length).is_none_or(|end| end > target.len())
+    {
+        return false;
+    }
+    let mut position = target_offset;
+    for slice in source.slices(source_offset, length) {
+        target.write_at(position, slice);
+        position += slice.len();
+    }
+    true
+}
+
+/// Iterator over shared slices of a [`Memory`] range.
+#[derive(Debug)]
+pub struct Slices<'a> {
+    segments: std::slice::Iter<'a, Vec<u8>>,
+    skip: usize,
+    remaining: usize,
+}
+
+impl<'a> Iterator for Slices<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while self.remaining > 0 {
+            let segment = self.segments.next()?;
+            if self.skip >= segment.len() {
+                self.skip -= segment.len();
+                continue;
+            }
+            let start = std::mem::take(&mut self.skip);
+            let take = (segment.len() - start).min(self.remaining);
+            self.remaining -= take;
+            return segment.get(start..start + take);
+        }
+        None
+    }
+}
+
+/// Iterator over mutable slices of a [`Memory`] range.
+#[derive(Debug)]
+pub struct SlicesMut<'a> {
+    segments: std::slice::IterMut<'a, Vec<u8>>,
+    skip: usize,
+    remaining: usize,
+}
+
+impl<'a> Iterator for SlicesMut<'a> {
+    type Item = &'a mut [u8];
+
+    fn next(&mut self) -> Option<&'a mut [u8]> {
+        while self.remaining > 0 {
+            let segment = self.segments.next()?;
+            if self.skip >= segment.len() {
+                self.skip -= segment.len();
+                continue;
+            }
+            let start = std::mem::take(&mut self.skip);
+            let take = (segment.len() - start).min(self.remaining);
+            self.remaining -= take;
+            return segment.get_mut(start..start + take);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three_segments() -> Memory {
+        Memory::from_segments(vec![vec![0; 3], vec![], vec![0; 4], vec![0; 2]]).unwrap()
+    }
+
+    #[test]
+    fn slices_span_segments() {
+        let mut memory = three_segments();
+        assert_eq!(memory.len(), 9);
+        assert!(memory.write_at(1, &[1, 2, 3, 4, 5, 6]));
+        assert_eq!(memory.to_vec(), [0, 1, 2, 3, 4, 5, 6, 0, 0]);
+        let lengths: Vec<usize> = memory.slices(2, 5).map(<[u8]>::len).collect();
+        assert_eq!(lengths, [1, 4]);
+        let mut out = [0u8; 4];
+        assert!(memory.read_at(3, &mut out));
+        assert_eq!(out, [3, 4, 5, 6]);
+        assert!(!memory.write_at(8, &[1, 2]));
+        assert!(!memory.read_at(usize::MAX, &mut out));
+        assert_eq!(memory.slices(20, 5).count(), 0);
+    }
+
+    #[test]
+    fn too_many_segments_is_refused() {
+        let segments = vec![Vec::new(); MAX_SEGMENTS + 1];
+        assert_eq!(Memory::from_segments(segments), Err(MemoryError::TooManySegments(257)));
+        assert!(Memory::from_segments(vec![Vec::new(); MAX_SEGMENTS]).is_ok());
+    }
+
+    #[test]
+    fn copy_between_regions() {
+        let source = Memory::new(vec![9, 8, 7, 6]);
+        let mut target = three_segments();
+        assert!(copy_between(&source, 1, &mut target, 2, 3));
+        assert_eq!(target.to_vec(), [0, 0, 8, 7, 6, 0, 0, 0, 0]);
+        assert!(!copy_between(&source, 2, &mut target, 0, 3));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn write_then_read_round_trips(
+            sizes in proptest::collection::vec(0usize..8, 0..6),
+            offset in 0usize..40,
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+        ) {
+            let mut memory = Memory::from_segments(sizes.iter().map(|n| vec![0; *n]).collect()).unwrap();
+            let fits = offset + bytes.len() <= memory.len();
+            proptest::prop_assert_eq!(memory.write_at(offset, &bytes), fits);
+            if fits {
+                let mut out = vec![0; bytes.len()];
+                proptest::prop_assert!(memory.read_at(offset, &mut out));
+                proptest::prop_assert_eq!(out, bytes);
+            }
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
+//! I/O-free state machine ([`Node`]).
+//!
+//! Map: [`node`] holds the state and the public API; `send`, `recv` and `finalize` are
+//! the message lifecycle (lib-move.c and lib-msg.c); [`portal`], [`me`], [`md`], [`memory`]
+//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`credits`], [`peer`], [`ni`],
+//! [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the outputs;
+//! [`testing`] the deterministic harness and fuzz driver.
+
+pub mod credits;
+pub mod error;
+pub mod event;
+mod finalize;
+pub mod health;
+mod invariants;
+pub mod md;
+pub mod me;
+pub mod memory;
+pub mod msg;
+pub mod ni;
+pub mod node;
+pub mod peer;
+pub mod portal;
+mod recv;
+mod send;
+mod slab;
+pub mod stats;
+pub mod testing;
+mod tracker;
+pub mod tunables;
+
+pub use error::{
+    ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
+    MeUnlinkError, MemoryError, ParseError, PortalError, Rejected,
+};
+pub use event::{Event, EventKind, EventStatus};
+pub use health::{HealthStatus, MAX_HEALTH};
+pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
+pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
+pub use memory::{MAX_SEGMENTS, Memory, Slices, SlicesMut};
+pub use msg::{RxId, TxId};
+pub use ni::{LndKind, NiConfig, NiId};
+pub use node::{GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit};
+pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
+pub use stats::{
+    CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,
+    PeerNiHealthStats, PeerNiStats,
+};
+pub use tunables::{NetTunables, ResponseTracking, Tunables};

@@ -1,0 +1,91 @@
+//! The message: one LNet message instance through its lifecycle.
+//!
+//! lustre: include/linux/lnet/lib-types.h `struct lnet_msg`, lnet/lnet/lib-msg.c
+//! (`lnet_msg_commit`, `lnet_finalize`), semantics.md §11. As in Lustre, a received PUT is reused
+//! as its ACK and a received GET as its REPLY.
+
+use crate::engine::event::{EventKind, EventTemplate};
+use crate::engine::health::HealthStatus;
+use crate::engine::ni::NiId;
+use crate::engine::peer::PeerNiId;
+use crate::engine::slab::Key;
+use crate::time::Time;
+use crate::wire::header::{Header, WireHandle};
+
+/// A transmit the driver must carry out (see [`Node::poll_transmit`](crate::engine::Node::poll_transmit)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxId(pub(crate) Key);
+
+/// A receive the driver is carrying out (see [`Node::handle_header`](crate::engine::Node::handle_header)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RxId(pub(crate) Key);
+
+/// Where a message is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Queued on its peer NI's credit queue.
+    WaitPeerCredit,
+    /// Queued on its NI's credit queue.
+    WaitNiCredit,
+    /// Holds its credits; waiting for the driver to poll it.
+    TxReady,
+    /// Handed to the driver; waiting for send completion.
+    InLnd,
+    /// Queued for the loopback LND.
+    LoQueued,
+    /// A loopback send waiting for its receive (delayed on a lazy portal).
+    LoHeld,
+    /// Waiting for the resend pass.
+    ResendQueued,
+    /// Header matched; the driver is filling the MD.
+    Receiving,
+    /// A PUT delayed on a lazy portal, its receive pending.
+    Delayed,
+}
+
+/// Whether a message holds, waits for, or has no claim on a credit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Credit {
+    None,
+    /// Charged and queued.
+    Waiting,
+    Held,
+}
+
+#[derive(Debug)]
+pub(crate) struct Message {
+    /// The header as sent (tx) or as received (rx).
+    pub(crate) header: Header,
+    /// True while the message is a send (tx-committed), false while a receive.
+    pub(crate) tx: bool,
+    pub(crate) phase: Phase,
+    /// The event its MD gets at finalize.
+    pub(crate) event: Option<EventKind>,
+    pub(crate) template: EventTemplate,
+    pub(crate) md: Option<Key>,
+    /// Where in the MD the payload starts, and how many bytes.
+    pub(crate) md_offset: u32,
+    pub(crate) length: u32,
+    pub(crate) ni: NiId,
+    pub(crate) peer_ni: Option<PeerNiId>,
+    /// The NI a response must leave through (the one its request arrived on).
+    pub(crate) response_ni: Option<NiId>,
+    pub(crate) health: HealthStatus,
+    pub(crate) retry_count: u32,
+    /// Per-transmission (or reception) deadline (semantics.md §4.4).
+    pub(crate) deadline: Time,
+    pub(crate) peer_credit: Credit,
+    pub(crate) ni_credit: Credit,
+    /// Bytes charged to the peer NI's queue while holding a peer credit.
+    pub(crate) charged_bytes: u32,
+    /// An rx PUT whose initiator wants an ACK (and the MD allows it): the ACK's wire handle.
+    pub(crate) ack_to: Option<WireHandle>,
+    /// Loopback pairing: a lo rx knows its tx, a held lo tx knows its rx.
+    pub(crate) lo_peer: Option<Key>,
+    /// Bytes past the matched length the driver discards (truncation).
+    pub(crate) discard: u32,
+    /// `msg_no_resend`.
+    pub(crate) no_resend: bool,
+    /// Was resent at least once (for the successful/failed resend counters).
+    pub(crate) resent: bool,
+}

@@ -1,0 +1,1130 @@
+//! The node: LNet's message engine as an I/O-free state machine.
+
+use std::collections::VecDeque;
+
+use crate::addr::Nid;
+use crate::engine::error::ParseError;
+use crate::engine::error::{
+    ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
+    MeUnlinkError, PortalError, Rejected,
+};
+use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
+use crate::engine::health::HealthStatus;
+use crate::engine::md::{MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdSpec, Tracker, UnlinkMode};
+use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
+use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
+use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
+use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
+use crate::engine::peer::PeerTable;
+use crate::engine::portal::{MAX_PORTALS, Portal};
+use crate::engine::slab::{Key, KeyState, Slab};
+use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
+use crate::engine::tracker::TrackerQueue;
+use crate::engine::tunables::Tunables;
+use crate::time::Time;
+use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
+
+/// Most messages alive at once (sends, receives, delayed PUTs). Lustre allocates without a
+/// limit; we bound it and refuse new work (`-ENOMEM`) beyond.
+pub const MAX_MESSAGES: usize = 1 << 16;
+/// Most MDs alive at once.
+pub const MAX_MDS: usize = 1 << 20;
+/// Most MEs alive at once.
+pub const MAX_MES: usize = 1 << 20;
+/// Most peer NIs the node remembers.
+pub const MAX_PEER_NIS: usize = 1 << 18;
+/// Most undelivered events; beyond it new events are dropped and counted (EQ overflow).
+pub const MAX_PENDING_EVENTS: usize = 1 << 16;
+/// Most PUTs delayed on one lazy portal; beyond it they are dropped.
+pub const LAZY_QUEUE_LIMIT: usize = 4096;
+/// Most local NIs besides loopback (`lnet_interfaces_max` default).
+pub const MAX_NIS: usize = 4096;
+
+/// The bounds of one node's tables and queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub messages: usize,
+    pub mds: usize,
+    pub mes: usize,
+    pub peer_nis: usize,
+    pub events: usize,
+    pub lazy_queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            messages: MAX_MESSAGES,
+            mds: MAX_MDS,
+            mes: MAX_MES,
+            peer_nis: MAX_PEER_NIS,
+            events: MAX_PENDING_EVENTS,
+            lazy_queue: LAZY_QUEUE_LIMIT,
+        }
+    }
+}
+
+/// How to build a [`Node`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The value put in every wire handle's interface cookie; Lustre uses its start time in ns
+    /// so responses meant for a previous incarnation are recognised as stale.
+    pub interface_cookie: u64,
+    /// This node's pid (`LNET_PID_LUSTRE` = 12345 to talk to kernels).
+    pub pid: u32,
+    pub tunables: Tunables,
+    /// Network NIs; `0@lo` is always present as NI 0 and is not listed here.
+    pub nis: Vec<NiConfig>,
+    pub limits: Limits,
+}
+
+impl NodeConfig {
+    pub fn new(interface_cookie: u64, pid: u32, nis: Vec<NiConfig>) -> Self {
+        Self {
+            interface_cookie,
+            pid,
+            tunables: Tunables::default(),
+            nis,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Where the payload of a received message goes: the core's answer to
+/// [`Node::handle_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvAction {
+    /// Read `length` payload bytes into the MD (through [`Node::rx_segments_mut`] or
+    /// [`Node::rx_write`]), then skip `discard` more (a truncated message), then call
+    /// [`Node::handle_recv_done`].
+    Deliver { rx: RxId, length: u32, discard: u32 },
+    /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
+    Discard { length: u32 },
+    /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
+    /// (back-pressure) until [`Node::poll_resume`] names this `rx`.
+    Delay { rx: RxId },
+    /// The header is malformed for LNet: close the connection.
+    ProtocolError(ParseError),
+}
+
+/// A delayed receive that now has an answer (from [`Node::poll_resume`]); `action` is
+/// `Deliver` or `Discard`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resume {
+    pub rx: RxId,
+    pub action: RecvAction,
+}
+
+/// A message for the driver to send (from [`Node::poll_transmit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub tx: TxId,
+    /// The local NI to send from.
+    pub ni: NiId,
+    /// The peer NI to send to (the connection's remote NID).
+    pub next_hop: Nid,
+    pub header: Header,
+}
+
+/// `LNetPut` arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutRequest {
+    /// A bound MD whose whole contents are sent.
+    pub md: MdHandle,
+    pub ack: bool,
+    pub target: ProcessId,
+    pub portal: u32,
+    pub match_bits: u64,
+    pub remote_offset: u32,
+    pub hdr_data: u64,
+    /// Send from this local NID; `None` lets the core choose (`LNET_NID_ANY`).
+    pub source: Option<Nid>,
+}
+
+/// `LNetGet` arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GetRequest {
+    /// A bound MD that receives the REPLY; its length is the requested length.
+    pub md: MdHandle,
+    pub target: ProcessId,
+    pub portal: u32,
+    pub match_bits: u64,
+    pub remote_offset: u32,
+    pub source: Option<Nid>,
+}
+
+/// Deferred internal work, drained before every public call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Work {
+    /// Run a loopback send through the receive path (lustre: lo.c `lolnd_send()`).
+    Lo(Key),
+    /// A credit waiter was granted a credit: post it again (`lnet_post_send_locked`).
+    Post(Key),
+    /// Re-run path selection for a failed message (the monitor thread's resend queue).
+    Resend(Key),
+    /// A delayed loopback receive matched: copy and complete it.
+    LoDeliver(Key),
+}
+
+/// One LNet node's message engine, with no I/O.
+///
+/// `Node` owns the portal table, MEs, MDs (and their memory), peers, credits and every message
+/// in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
+/// inputs and carries out its outputs.
+///
+/// # Call protocol
+///
+/// * Every `handle_*` call and every API call that can make progress (`put`, `get`,
+///   `md_attach`, `md_unlink`, `clear_lazy_portal`) takes `now`. `now` must never go backwards;
+///   an earlier value is treated as the latest one seen.
+/// * After any such call the driver drains the outputs, in any order:
+///   * [`poll_transmit`](Self::poll_transmit) until `None`: for each [`Transmit`], write the
+///     header and the payload slices from [`tx_payload`](Self::tx_payload), then report
+///     [`handle_send_done`](Self::handle_send_done) with a [`HealthStatus`] exactly once.
+///   * [`poll_resume`](Self::poll_resume) until `None`: delayed receives that can proceed.
+///   * [`poll_event`](Self::poll_event) until `None`: user events.
+///   * [`poll_timeout`](Self::poll_timeout): the next instant at which to call
+///     [`handle_timeout`](Self::handle_timeout) (recompute after every call).
+/// * Receiving: once a message header is decoded, call [`handle_header`](Self::handle_header)
+///   with the NI and the connection's peer NID. The [`RecvAction`] says where the payload goes.
+///   For `Deliver`, read the bytes into [`rx_segments_mut`](Self::rx_segments_mut) (or
+///   [`rx_write`](Self::rx_write)) and call [`handle_recv_done`](Self::handle_recv_done) exactly
+///   once, with `HealthStatus::Ok` or the failure.
+/// * Loopback (`0@lo` and our own NIDs) never reaches the driver: it completes inside the call.
+/// * Nothing a peer sends can panic the node or grow it beyond its [`Limits`]; a driver that
+///   breaks the protocol gets a [`DriverError`].
+///
+/// # Example
+///
+/// A PUT with ACK to ourselves through `0@lo`, which completes inside the call:
+///
+/// ```
+/// use ulnet_proto::addr::Nid;
+/// use ulnet_proto::engine::*;
+/// use ulnet_proto::time::Time;
+///
+/// let mut node = Node::new(NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
+/// let now = Time::ZERO;
+/// let me = node
+///     .me_attach(4, ProcessId::ANY, 0x11, 0, UnlinkMode::Unlink, InsertPosition::After)
+///     .unwrap();
+/// let sink = MdSpec::new(Memory::new(vec![0; 5])).options(MdOptions::OP_PUT);
+/// let target = node.md_attach(now, me, sink.threshold(Threshold::Count(1)), UnlinkMode::Unlink).unwrap();
+/// let source = MdSpec::new(Memory::new(b"hello".to_vec())).threshold(Threshold::Count(2));
+/// let md = node.md_bind(source, UnlinkMode::Unlink).unwrap();
+/// let request = PutRequest {
+///     md,
+///     ack: true,
+///     target: ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE),
+///     portal: 4,
+///     match_bits: 0x11,
+///     remote_offset: 0,
+///     hdr_data: 0,
+///     source: None,
+/// };
+/// node.put(now, &request).unwrap();
+/// let events: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
+/// let kinds: Vec<EventKind> = events.iter().map(|event| event.kind).collect();
+/// assert_eq!(kinds, [EventKind::Put, EventKind::Send, EventKind::Ack]);
+/// assert_eq!(events[0].md, target);
+/// assert_eq!(events[0].memory.as_ref().map(Memory::to_vec), Some(b"hello".to_vec()));
+/// assert!(node.poll_transmit().is_none());
+/// ```
+#[derive(Debug)]
+pub struct Node {
+    pub(super) interface_cookie: u64,
+    pub(super) pid: u32,
+    pub(super) tunables: Tunables,
+    pub(super) limits: Limits,
+    pub(super) now: Time,
+    /// NI 0 is loopback.
+    pub(super) nis: Vec<Ni>,
+    pub(super) peers: PeerTable,
+    pub(super) portals: Vec<Portal>,
+    pub(super) mes: Slab<Me>,
+    pub(super) mds: Slab<Md>,
+    pub(super) msgs: Slab<Message>,
+    pub(super) trackers: TrackerQueue,
+    pub(super) live_trackers: usize,
+    pub(super) transmits: VecDeque<Key>,
+    pub(super) resumes: VecDeque<Resume>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) work: VecDeque<Work>,
+    pub(super) stats: GlobalStats,
+    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
+    pub(super) violation: Option<String>,
+}
+
+impl Node {
+    /// Builds a node with `0@lo` as NI 0 followed by the configured NIs.
+    pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
+        config.tunables.validate()?;
+        if config.nis.len() > MAX_NIS {
+            return Err(ConfigError::TooManyNis);
+        }
+        let mut nis = vec![Ni::loopback()];
+        for ni in &config.nis {
+            if ni.nid == Nid::LO_0 {
+                return Err(ConfigError::LoopbackConfigured);
+            }
+            if ni.lnd == LndKind::Lo {
+                return Err(ConfigError::LoopbackLnd(ni.nid));
+            }
+            if nis.iter().any(|existing| existing.nid == ni.nid) {
+                return Err(ConfigError::DuplicateNid(ni.nid));
+            }
+            nis.push(Ni::from_config(ni));
+        }
+        let mut limits = config.limits;
+        limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
+        limits.mes = limits.mes.min(MAX_COOKIE_INDEX as usize);
+        Ok(Self {
+            interface_cookie: config.interface_cookie,
+            pid: config.pid,
+            tunables: config.tunables,
+            limits,
+            now: Time::ZERO,
+            nis,
+            peers: PeerTable::default(),
+            portals: (0..MAX_PORTALS).map(|_| Portal::default()).collect(),
+            mes: Slab::new(),
+            mds: Slab::new(),
+            msgs: Slab::new(),
+            trackers: TrackerQueue::default(),
+            live_trackers: 0,
+            transmits: VecDeque::new(),
+            resumes: VecDeque::new(),
+            events: VecDeque::new(),
+            work: VecDeque::new(),
+            stats: GlobalStats::default(),
+            violation: None,
+        })
+    }
+
+    pub fn interface_cookie(&self) -> u64 {
+        self.interface_cookie
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The latest `now` seen.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// All NIs, loopback first.
+    pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
+        (0..self.nis.len()).map(|index| NiId(index as u16))
+    }
+
+    pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
+        self.nis.get(usize::from(ni.0)).map(|ni| ni.nid)
+    }
+
+    pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
+        self.nis.iter().position(|ni| ni.nid == nid).map(|index| NiId(index as u16))
+    }
+
+    // ---------------------------------------------------------------- portals, MEs, MDs
+
+    /// `LNetMEAttach`: a match entry on `portal`.
+    /// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_ptl_match_type()`.
+    pub fn me_attach(
+        &mut self,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Result<MeHandle, MeAttachError> {
+        let Some(table) = self.portals.get_mut(portal as usize) else {
+            return Err(MeAttachError::BadPortal(portal));
+        };
+        if self.mes.len() >= self.limits.mes {
+            return Err(MeAttachError::TooManyEntries);
+        }
+        let me = Me { portal, match_id, match_bits, ignore_bits, unlink, md: None };
+        if !table.accepts(&me) {
+            return Err(MeAttachError::MatchTypeMismatch(portal));
+        }
+        let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
+        table.insert(key, &me, position);
+        Ok(MeHandle::from_key(key))
+    }
+
+    /// Removes an ME that has no MD (an ME with an MD goes away with it).
+    pub fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
+        let key = self.me_key(me).map_err(|state| match state {
+            KeyState::Removed => MeUnlinkError::UnlinkedMe,
+            _ => MeUnlinkError::UnknownMe,
+        })?;
+        if self.mes.get(key).is_some_and(|me| me.md.is_some()) {
+            return Err(MeUnlinkError::MdAttached);
+        }
+        self.remove_me(key);
+        Ok(())
+    }
+
+    /// `LNetMDAttach`: a passive MD on `me`. Delayed PUTs on a lazy portal are matched against
+    /// it at once, in arrival order. On failure the ME is unlinked too (as Lustre does) and the
+    /// memory comes back in the error.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDAttach()`, lib-ptl.c `lnet_ptl_attach_md()`.
+    pub fn md_attach(
+        &mut self,
+        now: Time,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdAttachError>> {
+        self.advance(now);
+        let me_key = match self.me_key(me) {
+            Ok(key) => key,
+            Err(KeyState::Removed) => {
+                return Err(Rejected { error: MdAttachError::UnlinkedMe, memory: spec.memory });
+            }
+            Err(_) => {
+                return Err(Rejected { error: MdAttachError::UnknownMe, memory: spec.memory });
+            }
+        };
+        if self.mes.get(me_key).is_some_and(|me| me.md.is_some()) {
+            return Err(Rejected { error: MdAttachError::MeBusy, memory: spec.memory });
+        }
+        let error = if !spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
+            Some(MdAttachError::NoOperation)
+        } else if spec.memory.len() > MAX_MD_LENGTH {
+            Some(MdAttachError::TooLong(spec.memory.len()))
+        } else if spec.options.contains(MdOptions::MAX_SIZE)
+            && spec.max_size as usize > spec.memory.len()
+        {
+            Some(MdAttachError::MaxSizeOutOfRange {
+                max_size: spec.max_size,
+                length: spec.memory.len(),
+            })
+        } else if conflicting_tracking(spec.options) {
+            Some(MdAttachError::ConflictingTracking)
+        } else if self.mds.len() >= self.limits.mds {
+            Some(MdAttachError::TooManyMds)
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            self.remove_me(me_key);
+            return Err(Rejected { error, memory: spec.memory });
+        }
+        let Some(md_key) = self.insert_md(spec, unlink, Some(me_key)) else {
+            // insert_md only fails when the slab is full, which the limit check excludes;
+            // the memory is lost in that impossible case.
+            self.remove_me(me_key);
+            return Err(Rejected { error: MdAttachError::TooManyMds, memory: Memory::empty() });
+        };
+        if let Some(me) = self.mes.get_mut(me_key) {
+            me.md = Some(md_key);
+        }
+        self.match_delayed(me_key, md_key);
+        self.run_work();
+        Ok(MdHandle::from_key(md_key))
+    }
+
+    /// `LNetMDBind`: a free-floating MD to initiate PUTs and GETs with.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDBind()`.
+    pub fn md_bind(
+        &mut self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdBindError>> {
+        let error = if spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
+            Some(MdBindError::OperationFlags)
+        } else if spec.memory.len() > LNET_MTU as usize {
+            Some(MdBindError::TooLong(spec.memory.len()))
+        } else if spec.options.contains(MdOptions::MAX_SIZE)
+            && spec.max_size as usize > spec.memory.len()
+        {
+            Some(MdBindError::MaxSizeOutOfRange {
+                max_size: spec.max_size,
+                length: spec.memory.len(),
+            })
+        } else if conflicting_tracking(spec.options) {
+            Some(MdBindError::ConflictingTracking)
+        } else if self.mds.len() >= self.limits.mds {
+            Some(MdBindError::TooManyMds)
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            return Err(Rejected { error, memory: spec.memory });
+        }
+        match self.insert_md(spec, unlink, None) {
+            Some(key) => Ok(MdHandle::from_key(key)),
+            None => Err(Rejected { error: MdBindError::TooManyMds, memory: Memory::empty() }),
+        }
+    }
+
+    /// `LNetMDUnlink`. An idle MD is freed now and an UNLINK event (carrying its memory) is
+    /// queued; a busy one is marked and its last in-flight event carries `unlinked`. Either way
+    /// the handle stops resolving immediately.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDUnlink()`.
+    pub fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
+        self.advance(now);
+        let key = self.live_md(md)?;
+        self.abort_md(key);
+        self.run_work();
+        Ok(())
+    }
+
+    /// The memory of a live MD (e.g. to read PUT data after a PUT event).
+    pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
+        let key = self.live_md(md)?;
+        self.mds.get(key).map(|md| &md.memory).ok_or(MdError::UnknownMd)
+    }
+
+    /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
+    pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
+        let key = self.live_md(md)?;
+        self.mds.get_mut(key).map(|md| &mut md.memory).ok_or(MdError::UnknownMd)
+    }
+
+    /// `LNetSetLazyPortal`.
+    pub fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
+        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
+        table.lazy = true;
+        Ok(())
+    }
+
+    /// `LNetClearLazyPortal`: the portal stops delaying and every delayed PUT is dropped.
+    /// lustre: lnet/lnet/lib-ptl.c `lnet_clear_lazy_portal()`.
+    pub fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
+        self.advance(now);
+        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
+        table.lazy = false;
+        let delayed = std::mem::take(&mut table.delayed);
+        for key in delayed {
+            self.drop_delayed(key);
+        }
+        self.run_work();
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- initiating
+
+    /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
+    /// every other failure is reported in the SEND event.
+    /// lustre: lnet/lnet/lib-move.c `LNetPut()`.
+    pub fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
+        self.advance(now);
+        let md_key = self.initiator_md(request.md, request.source)?;
+        let (length, track) = self.md_send_profile(md_key, request.ack, false);
+        let ack_wmd = if request.ack {
+            WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
+        } else {
+            WireHandle::NONE
+        };
+        let header = Header {
+            dest_nid: request.target.nid,
+            src_nid: Nid::ANY,
+            dest_pid: request.target.pid,
+            src_pid: self.pid,
+            payload_length: length,
+            body: Body::Put {
+                ack_wmd,
+                match_bits: request.match_bits,
+                hdr_data: request.hdr_data,
+                ptl_index: request.portal,
+                offset: request.remote_offset,
+            },
+        };
+        let template = EventTemplate {
+            initiator: ProcessId::new(Nid::ANY, self.pid),
+            target: request.target,
+            portal: request.portal,
+            match_bits: request.match_bits,
+            rlength: length,
+            mlength: length,
+            offset: 0,
+            hdr_data: request.hdr_data,
+            ..EventTemplate::EMPTY
+        };
+        self.initiate(md_key, header, template, length, track, request.source)
+    }
+
+    /// `LNetGet`: asks for the bound MD's length; the REPLY lands at offset 0.
+    /// lustre: lnet/lnet/lib-move.c `LNetGet()`.
+    pub fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
+        self.advance(now);
+        let md_key = self.initiator_md(request.md, request.source)?;
+        let (length, track) = self.md_send_profile(md_key, false, true);
+        let header = Header {
+            dest_nid: request.target.nid,
+            src_nid: Nid::ANY,
+            dest_pid: request.target.pid,
+            src_pid: self.pid,
+            payload_length: 0,
+            body: Body::Get {
+                return_wmd: WireHandle {
+                    interface_cookie: self.interface_cookie,
+                    object_cookie: request.md.0,
+                },
+                match_bits: request.match_bits,
+                ptl_index: request.portal,
+                src_offset: request.remote_offset,
+                sink_length: length,
+            },
+        };
+        let template = EventTemplate {
+            initiator: ProcessId::new(Nid::ANY, self.pid),
+            target: request.target,
+            portal: request.portal,
+            match_bits: request.match_bits,
+            rlength: length,
+            mlength: 0,
+            offset: request.remote_offset,
+            ..EventTemplate::EMPTY
+        };
+        self.initiate(md_key, header, template, 0, track, request.source)
+    }
+
+    // ---------------------------------------------------------------- driver: receive
+
+    /// A message header arrived on `ni` from the peer NID `from` (the connection's remote
+    /// NID). Returns where its payload goes.
+    /// lustre: lnet/lnet/lib-move.c `lnet_parse()`.
+    pub fn handle_header(&mut self, now: Time, ni: NiId, from: Nid, header: &Header) -> RecvAction {
+        self.advance(now);
+        let action = self.parse(ni, from, header, None);
+        self.run_work();
+        action
+    }
+
+    /// Mutable slices of MD memory for a `Deliver` receive, covering exactly its `length`.
+    pub fn rx_segments_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
+        let (md_key, offset, length) = self.receiving(rx)?;
+        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
+        Ok(md.memory.slices_mut(offset as usize, length as usize))
+    }
+
+    /// Writes payload bytes at `offset` within a `Deliver` receive.
+    pub fn rx_write(&mut self, rx: RxId, offset: u32, bytes: &[u8]) -> Result<(), DriverError> {
+        let (md_key, start, length) = self.receiving(rx)?;
+        if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
+            return Err(DriverError::OutOfRange);
+        }
+        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
+        if md.memory.write_at(start as usize + offset as usize, bytes) {
+            Ok(())
+        } else {
+            Err(DriverError::OutOfRange)
+        }
+    }
+
+    /// The payload of a `Deliver` receive is in (or failed: `status` says how).
+    pub fn handle_recv_done(
+        &mut self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.advance(now);
+        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
+            return Err(DriverError::WrongState);
+        }
+        let event_status = if status.is_ok() { EventStatus::Ok } else { EventStatus::Io };
+        self.finalize_rx(rx.0, status, event_status);
+        self.run_work();
+        Ok(())
+    }
+
+    /// The next delayed receive that can proceed.
+    pub fn poll_resume(&mut self) -> Option<Resume> {
+        self.resumes.pop_front()
+    }
+
+    // ---------------------------------------------------------------- driver: send
+
+    /// The next message to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        while let Some(key) = self.transmits.pop_front() {
+            let Some(message) = self.msgs.get_mut(key) else {
+                continue;
+            };
+            if message.phase != Phase::TxReady {
+                continue;
+            }
+            message.phase = Phase::InLnd;
+            let next_hop = message
+                .peer_ni
+                .and_then(|id| self.peers.ni(id))
+                .map_or(message.header.dest_nid, |p| p.nid);
+            return Some(Transmit {
+                tx: TxId(key),
+                ni: message.ni,
+                next_hop,
+                header: message.header,
+            });
+        }
+        None
+    }
+
+    /// The payload of a transmit, as slices of MD memory (for a vectored write).
+    pub fn tx_payload(&self, tx: TxId) -> Result<Slices<'_>, DriverError> {
+        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
+            return Err(DriverError::WrongState);
+        }
+        let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
+        if let Some(slices) = empty {
+            return Ok(slices);
+        }
+        let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
+        Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
+    }
+
+    /// The driver finished (or failed) a transmit; `status` is the LND's health status.
+    /// lustre: lnet/lnet/lib-msg.c `lnet_finalize()` called by the LND.
+    pub fn handle_send_done(
+        &mut self,
+        now: Time,
+        tx: TxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.advance(now);
+        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || message.phase != Phase::InLnd {
+            return Err(DriverError::WrongState);
+        }
+        let event_status = if status.is_ok() {
+            EventStatus::Ok
+        } else if status.is_timeout() {
+            EventStatus::TimedOut
+        } else {
+            EventStatus::Io
+        };
+        self.finalize_tx(tx.0, status, event_status, false);
+        self.run_work();
+        Ok(())
+    }
+
+    /// The LND's connection to `peer` on `ni` came up or went down (`lnet_notify`). The LND
+    /// fails its own queued transmits; this only records the peer NI's state.
+    pub fn handle_connection(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        peer: Nid,
+        up: bool,
+    ) -> Result<(), DriverError> {
+        self.advance(now);
+        let ni = self.nis.get(usize::from(ni.0)).ok_or(DriverError::UnknownNi)?;
+        let credits = ni.tunables.peer_credits;
+        if let Ok(id) = self.peers.find_or_create(peer, credits, self.limits.peer_nis) {
+            if let Some(peer_ni) = self.peers.ni_mut(id) {
+                peer_ni.alive = up;
+                if up {
+                    peer_ni.last_alive = Some(self.now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- events and timers
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry).
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.trackers.front().map(|(deadline, _)| deadline)
+    }
+
+    /// Expires response trackers whose deadline has passed: each MD is unlinked as by
+    /// `LNetMDUnlink`, the response-timeout counter goes up, and the peer NI the request went
+    /// to takes a remote failure. The deadline is checked exactly (Lustre scans every
+    /// transaction_timeout / 2, so it fires within 150-225 s by default; we fire at 150 s).
+    /// lustre: lnet/lnet/lib-move.c `lnet_finalize_expired_responses()`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.advance(now);
+        while let Some((deadline, md_key)) = self.trackers.front() {
+            if deadline > self.now {
+                break;
+            }
+            self.trackers.pop_front();
+            let Some(md) = self.mds.get(md_key) else {
+                continue;
+            };
+            let Some(tracker) = md.tracker.filter(|tracker| tracker.deadline == deadline) else {
+                continue;
+            };
+            self.detach_tracker(md_key);
+            self.stats.response_timeout_count += 1;
+            if let Some(peer_ni) = tracker.next_hop {
+                self.remote_failure(peer_ni);
+            }
+            self.abort_md(md_key);
+        }
+        self.run_work();
+    }
+
+    // ---------------------------------------------------------------- statistics
+
+    pub fn stats(&self) -> &GlobalStats {
+        &self.stats
+    }
+
+    pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
+        let ni = self.nis.get(usize::from(ni.0))?;
+        Some(NiStats {
+            nid: ni.nid,
+            lnd: ni.lnd,
+            up: ni.lnd == LndKind::Lo || (!ni.fatal_error && ni.health.value() > 0),
+            statistics: ni.stats,
+            health: crate::engine::stats::NiHealthStats {
+                fatal_error: ni.fatal_error,
+                health_value: ni.health.value(),
+                ..ni.health_stats
+            },
+            tunables: ni.tunables,
+            tx_credits: ni.credits.as_ref().map(|pool| CreditStats {
+                max: pool.max(),
+                available: pool.value(),
+                min: pool.min(),
+            }),
+        })
+    }
+
+    pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
+        let id = self.peers.find(nid)?;
+        self.peer_ni_stats_by_id(id)
+    }
+
+    /// Every peer NI, in creation order.
+    pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
+        (0..self.peers.nis.len()).filter_map(|index| {
+            self.peer_ni_stats_by_id(crate::engine::peer::PeerNiId(index as u32))
+        })
+    }
+
+    /// Messages alive now (sends, receives, delayed PUTs).
+    pub fn message_count(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Messages parked on lazy portals (and loopback sends held for them).
+    pub fn delayed_message_count(&self) -> usize {
+        self.msgs.iter().filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld)).count()
+    }
+
+    /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
+    pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
+        self.msgs
+            .iter()
+            .filter(|(_, m)| m.event == Some(EventKind::Send))
+            .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
+    }
+
+    pub fn md_count(&self) -> usize {
+        self.mds.len()
+    }
+
+    pub fn me_count(&self) -> usize {
+        self.mes.len()
+    }
+
+    /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
+    /// the messages attached, queues within bounds, messages in coherent states, and no
+    /// internal inconsistency seen. Linear in the node's size; meant for tests and fuzzing.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(violation) = &self.violation {
+            return Err(violation.clone());
+        }
+        crate::engine::invariants::check(self)
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    pub(super) fn advance(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+
+    pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
+        if self.violation.is_none() {
+            self.violation = Some(what());
+        }
+    }
+
+    fn me_key(&self, me: MeHandle) -> Result<Key, KeyState> {
+        let key = me.key().ok_or(KeyState::Unknown)?;
+        match self.mes.state(key) {
+            KeyState::Live => Ok(key),
+            state => Err(state),
+        }
+    }
+
+    /// Resolves a handle the user holds: unlinked (zombie) MDs no longer resolve.
+    pub(super) fn live_md(&self, md: MdHandle) -> Result<Key, MdError> {
+        let key = md.key().ok_or(MdError::UnknownMd)?;
+        match self.mds.state(key) {
+            KeyState::Live if self.mds.get(key).is_some_and(|md| md.zombie) => {
+                Err(MdError::UnlinkedMd)
+            }
+            KeyState::Live => Ok(key),
+            KeyState::Removed => Err(MdError::UnlinkedMd),
+            KeyState::Unknown => Err(MdError::UnknownMd),
+        }
+    }
+
+    fn insert_md(&mut self, spec: MdSpec, unlink: UnlinkMode, me: Option<Key>) -> Option<Key> {
+        let length = u32::try_from(spec.memory.len()).ok()?;
+        let md = Md {
+            handle: MdHandle(0),
+            memory: spec.memory,
+            length,
+            offset: 0,
+            max_size: spec.max_size,
+            threshold: spec.threshold,
+            options: spec.options,
+            user_ptr: spec.user_ptr,
+            events: spec.events,
+            refcount: 0,
+            me,
+            auto_unlink: unlink == UnlinkMode::Unlink,
+            zombie: false,
+            aborted: false,
+            tracker: None,
+        };
+        let key = self.mds.insert(md)?;
+        if let Some(md) = self.mds.get_mut(key) {
+            md.handle = MdHandle::from_key(key);
+        }
+        Some(key)
+    }
+
+    pub(super) fn remove_me(&mut self, key: Key) {
+        if let Some(me) = self.mes.remove(key) {
+            if let Some(portal) = self.portals.get_mut(me.portal as usize) {
+                portal.remove(key, &me);
+            }
+        }
+    }
+
+    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
+    fn initiator_md(&self, md: MdHandle, source: Option<Nid>) -> Result<Key, InitiateError> {
+        let key = self.live_md(md).map_err(|error| match error {
+            MdError::UnknownMd => InitiateError::UnknownMd,
+            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
+        })?;
+        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
+        if md.me.is_some() {
+            return Err(InitiateError::AttachedMd);
+        }
+        if md.threshold.is_zero() {
+            return Err(InitiateError::InactiveMd);
+        }
+        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
+            if self.ni_for_nid(nid).is_none() {
+                return Err(InitiateError::NotLocalSource(nid));
+            }
+        }
+        if self.msgs.len() >= self.limits.messages {
+            return Err(InitiateError::TooManyMessages);
+        }
+        Ok(key)
+    }
+
+    /// The MD's length and whether this operation gets a response tracker
+    /// (`lnet_response_tracking` and the per-MD override, semantics.md §4.4).
+    fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
+        let Some(md) = self.mds.get(md_key) else {
+            return (0, false);
+        };
+        let wants_response = get || ack;
+        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
+            wants_response
+        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
+            false
+        } else if get {
+            self.tunables.response_tracking.tracks_get()
+        } else {
+            ack && self.tunables.response_tracking.tracks_put_with_ack()
+        };
+        (md.length, track)
+    }
+
+    /// Common tail of `put` and `get`: attach the MD, build the message, send it.
+    fn initiate(
+        &mut self,
+        md_key: Key,
+        header: Header,
+        template: EventTemplate,
+        length: u32,
+        track: bool,
+        source: Option<Nid>,
+    ) -> Result<(), InitiateError> {
+        let message = Message {
+            header,
+            tx: true,
+            phase: Phase::ResendQueued,
+            event: Some(EventKind::Send),
+            template,
+            md: Some(md_key),
+            md_offset: 0,
+            length,
+            ni: NiId::LOOPBACK,
+            peer_ni: None,
+            response_ni: None,
+            health: HealthStatus::Ok,
+            retry_count: 0,
+            deadline: Time::MAX,
+            peer_credit: Credit::None,
+            ni_credit: Credit::None,
+            charged_bytes: 0,
+            ack_to: None,
+            lo_peer: None,
+            discard: 0,
+            no_resend: false,
+            resent: false,
+        };
+        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
+        if let Some(md) = self.mds.get_mut(md_key) {
+            md.attach_operation();
+        }
+        if track {
+            self.attach_tracker(md_key);
+        }
+        self.send(key, source.filter(|nid| !nid.is_any()));
+        self.run_work();
+        Ok(())
+    }
+
+    pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
+        if self.msgs.len() >= self.limits.messages {
+            return None;
+        }
+        let key = self.msgs.insert(message)?;
+        self.stats.msgs_alloc = self.msgs.len() as u64;
+        self.stats.msgs_max = self.stats.msgs_max.max(self.stats.msgs_alloc);
+        Some(key)
+    }
+
+    pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
+        let message = self.msgs.remove(key);
+        if message.is_none() {
+            self.record_violation(|| format!("message {key:?} finalized twice"));
+        }
+        self.stats.msgs_alloc = self.msgs.len() as u64;
+        message
+    }
+
+    /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout.
+    fn attach_tracker(&mut self, md_key: Key) {
+        let deadline = self.now + self.tunables.transaction_timeout;
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        if md.tracker.is_none() {
+            self.live_trackers += 1;
+        }
+        md.tracker = Some(Tracker { deadline, next_hop: None });
+        self.trackers.push(deadline, md_key);
+        self.stats.rst_alloc = self.live_trackers as u64;
+        let mds = &self.mds;
+        self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
+            mds.get(key)
+                .and_then(|md| md.tracker)
+                .is_some_and(|tracker| tracker.deadline == deadline)
+        });
+    }
+
+    /// `lnet_detach_rsp_tracker`.
+    pub(super) fn detach_tracker(&mut self, md_key: Key) {
+        if let Some(md) = self.mds.get_mut(md_key) {
+            if md.tracker.take().is_some() {
+                self.live_trackers = self.live_trackers.saturating_sub(1);
+                self.stats.rst_alloc = self.live_trackers as u64;
+            }
+        }
+    }
+
+    pub(super) fn push_event(&mut self, event: Event) {
+        if self.events.len() >= self.limits.events {
+            self.stats.events_dropped += 1;
+            return;
+        }
+        self.events.push_back(event);
+    }
+
+    fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {
+        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving {
+            return Err(DriverError::WrongState);
+        }
+        let md = message.md.ok_or(DriverError::WrongState)?;
+        Ok((md, message.md_offset, message.length))
+    }
+
+    fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
+        let peer_ni = self.peers.ni(id)?;
+        let peer = self.peers.peer_of(id)?;
+        let pool = &peer_ni.credits;
+        Some(PeerNiStats {
+            nid: peer_ni.nid,
+            primary_nid: peer.primary_nid,
+            multi_rail: peer.multi_rail,
+            tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
+            tx_q_num_of_buf: peer_ni.queued_bytes,
+            rtr_credits: CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
+            statistics: peer_ni.stats,
+            health: crate::engine::stats::PeerNiHealthStats {
+                health_value: peer_ni.health.value(),
+                ..peer_ni.health_stats
+            },
+        })
+    }
+
+    /// Drains deferred work until none is left. Every item finishes a bounded amount of work
+    /// and the queue only grows from messages that exist, so this terminates.
+    pub(super) fn run_work(&mut self) {
+        while let Some(work) = self.work.pop_front() {
+            match work {
+                Work::Lo(key) => self.lo_send(key),
+                Work::Post(key) => self.post_send(key),
+                Work::Resend(key) => self.resend(key),
+                Work::LoDeliver(key) => self.lo_deliver(key),
+            }
+        }
+        self.prune_trackers();
+    }
+
+    /// Pops detached trackers off the front so `poll_timeout` names a live deadline.
+    fn prune_trackers(&mut self) {
+        while let Some((deadline, key)) = self.trackers.front() {
+            let live = self
+                .mds
+                .get(key)
+                .and_then(|md| md.tracker)
+                .is_some_and(|tracker| tracker.deadline == deadline);
+            if live {
+                break;
+            }
+            self.trackers.pop_front();
+        }
+    }
+}
+
+/// Backing for empty payload iterators.
+static EMPTY: Memory = Memory::EMPTY;
+
+fn conflicting_tracking(options: MdOptions) -> bool {
+    options.contains(MdOptions::TRACK_RESPONSE) && options.contains(MdOptions::NO_TRACK_RESPONSE)
+}

@@ -1,0 +1,480 @@
+//! The receive path: header checks, matching, lazy-portal delay, and response lookup.
+//!
+//! lustre: lnet/lnet/lib-move.c (`lnet_parse`, `lnet_parse_put`, `lnet_parse_get`,
+//! `lnet_parse_ack`, `lnet_parse_reply`, `lnet_drop_message`), lib-ptl.c (`lnet_ptl_match_md`,
+//! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), semantics.md §1.6, wire.md §4.4-4.5.
+
+use crate::addr::Nid;
+use crate::engine::error::ParseError;
+use crate::engine::event::{EventKind, EventTemplate};
+use crate::engine::health::HealthStatus;
+use crate::engine::md::MdHandle;
+use crate::engine::md::MdOptions;
+use crate::engine::me::ProcessId;
+use crate::engine::msg::{Credit, Message, Phase, RxId};
+use crate::engine::ni::NiId;
+use crate::engine::node::{Node, RecvAction, Resume, Work};
+use crate::engine::peer::PeerNiId;
+use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
+use crate::engine::slab::Key;
+use crate::time::Time;
+use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
+
+impl Node {
+    /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
+    /// message when the loopback LND is the caller.
+    pub(super) fn parse(
+        &mut self,
+        ni: NiId,
+        from: Nid,
+        header: &Header,
+        lo_tx: Option<Key>,
+    ) -> RecvAction {
+        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+            self.stats.protocol_errors += 1;
+            return RecvAction::ProtocolError(ParseError::UnknownNi);
+        };
+        let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
+        if let Err(error) = check_header(header) {
+            self.stats.protocol_errors += 1;
+            return RecvAction::ProtocolError(error);
+        }
+        let msg_type = header.body.msg_type();
+        let payload = header.payload_length;
+        if header.dest_nid != local_nid {
+            if header.dest_nid.net() == local_nid.net() {
+                self.stats.protocol_errors += 1;
+                return RecvAction::ProtocolError(ParseError::ShouldHaveBeenDirect(
+                    header.dest_nid,
+                ));
+            }
+            if self.ni_for_nid(header.dest_nid).is_some() {
+                self.stats.protocol_errors += 1;
+                return RecvAction::ProtocolError(ParseError::WrongLocalNi(header.dest_nid));
+            }
+            // Not for us and we do not route: drop, payload skipped ("routing not enabled").
+            self.count_drop(ni, None, msg_type, payload);
+            return RecvAction::Discard { length: payload };
+        }
+        let peer_ni = if lo_tx.is_some() {
+            None
+        } else {
+            match self.peers.find_or_create(from, peer_credits, self.limits.peer_nis) {
+                Ok(id) => Some(id),
+                Err(_) => {
+                    self.count_drop(ni, None, msg_type, payload);
+                    return RecvAction::Discard { length: payload };
+                }
+            }
+        };
+        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.last_alive = Some(self.now);
+            peer.alive = true;
+        }
+        let template = EventTemplate {
+            initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),
+            source: header.src_nid,
+            sender: from,
+            target: ProcessId::new(header.dest_nid, header.dest_pid),
+            rlength: payload,
+            ..EventTemplate::EMPTY
+        };
+        let message = Message {
+            header: *header,
+            tx: false,
+            phase: Phase::Receiving,
+            event: None,
+            template,
+            md: None,
+            md_offset: 0,
+            length: 0,
+            ni,
+            peer_ni,
+            response_ni: None,
+            health: HealthStatus::Ok,
+            retry_count: 0,
+            deadline: self.rx_deadline(ni),
+            peer_credit: Credit::None,
+            ni_credit: Credit::None,
+            charged_bytes: 0,
+            ack_to: None,
+            lo_peer: lo_tx,
+            discard: 0,
+            no_resend: false,
+            resent: false,
+        };
+        let Some(key) = self.alloc_message(message) else {
+            self.count_drop(ni, peer_ni, msg_type, payload);
+            return RecvAction::Discard { length: payload };
+        };
+        match header.body {
+            Body::Put { ack_wmd, match_bits, hdr_data, ptl_index, .. } => {
+                self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index)
+            }
+            Body::Get { return_wmd, match_bits, ptl_index, src_offset, sink_length } => {
+                self.parse_get(key, return_wmd, match_bits, ptl_index, src_offset, sink_length)
+            }
+            Body::Ack { dst_wmd, match_bits, mlength } => {
+                self.parse_ack(key, dst_wmd, match_bits, mlength)
+            }
+            Body::Reply { dst_wmd } => self.parse_reply(key, dst_wmd),
+            // check_header refused HELLO above.
+            Body::Hello { .. } => {
+                self.drop_rx(key);
+                RecvAction::ProtocolError(ParseError::HelloMessage)
+            }
+        }
+    }
+
+    fn parse_put(
+        &mut self,
+        key: Key,
+        ack_wmd: WireHandle,
+        match_bits: u64,
+        hdr_data: u64,
+        portal: u32,
+    ) -> RecvAction {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        message.event = Some(EventKind::Put);
+        message.template.portal = portal;
+        message.template.match_bits = match_bits;
+        message.template.hdr_data = hdr_data;
+        let payload = message.header.payload_length;
+        let info = put_info(message);
+        let Some(table) = self.portals.get(portal as usize) else {
+            self.drop_rx(key);
+            return RecvAction::Discard { length: payload };
+        };
+        match table.match_md(&self.mes, &mut self.mds, &info) {
+            PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
+                self.commit_match(key, md, md_offset, mlength, ack_wmd);
+                RecvAction::Deliver {
+                    rx: RxId(key),
+                    length: mlength,
+                    discard: payload.saturating_sub(mlength),
+                }
+            }
+            PortalMatch::Delay => {
+                let limit = self.limits.lazy_queue;
+                let Some(table) = self
+                    .portals
+                    .get_mut(portal as usize)
+                    .filter(|table| table.delayed.len() < limit)
+                else {
+                    self.drop_rx(key);
+                    return RecvAction::Discard { length: payload };
+                };
+                table.delayed.push_back(key);
+                if let Some(message) = self.msgs.get_mut(key) {
+                    message.phase = Phase::Delayed;
+                }
+                RecvAction::Delay { rx: RxId(key) }
+            }
+            PortalMatch::Drop(_) => {
+                self.drop_rx(key);
+                RecvAction::Discard { length: payload }
+            }
+        }
+    }
+
+    fn parse_get(
+        &mut self,
+        key: Key,
+        return_wmd: WireHandle,
+        match_bits: u64,
+        portal: u32,
+        src_offset: u32,
+        sink_length: u32,
+    ) -> RecvAction {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        message.event = Some(EventKind::Get);
+        message.template.portal = portal;
+        message.template.match_bits = match_bits;
+        message.template.rlength = sink_length;
+        let info = MatchInfo {
+            initiator: message.template.initiator,
+            operation: MdOptions::OP_GET,
+            match_bits,
+            remote_offset: src_offset,
+            rlength: sink_length,
+        };
+        let matched = match self.portals.get(portal as usize) {
+            Some(table) => table.match_md(&self.mes, &mut self.mds, &info),
+            None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
+        };
+        let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
+            self.drop_rx(key);
+            return RecvAction::Discard { length: 0 };
+        };
+        self.commit_match(key, md, offset, mlength, WireHandle::NONE);
+        // The GET is received (no payload): count it, then reuse it as the REPLY, sent back
+        // from the receiving NI. The GET event fires when the REPLY send completes.
+        self.rx_health(key, HealthStatus::Ok);
+        self.count_received(key);
+        let pid = self.pid;
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        let request = message.header;
+        message.header = Header {
+            dest_nid: request.src_nid,
+            src_nid: request.dest_nid,
+            dest_pid: request.src_pid,
+            src_pid: pid,
+            payload_length: mlength,
+            body: Body::Reply { dst_wmd: return_wmd },
+        };
+        message.tx = true;
+        message.phase = Phase::ResendQueued;
+        message.response_ni = Some(message.ni);
+        message.lo_peer = None;
+        self.send(key, None);
+        RecvAction::Discard { length: 0 }
+    }
+
+    fn parse_ack(
+        &mut self,
+        key: Key,
+        dst_wmd: WireHandle,
+        match_bits: u64,
+        mlength: u32,
+    ) -> RecvAction {
+        let Some(md) = self.response_md(dst_wmd) else {
+            // Silent: expected after an unlink.
+            self.stats.stale_responses += 1;
+            self.drop_rx(key);
+            return RecvAction::Discard { length: 0 };
+        };
+        if let Some(md) = self.mds.get_mut(md) {
+            md.attach_operation();
+        }
+        if let Some(message) = self.msgs.get_mut(key) {
+            message.event = Some(EventKind::Ack);
+            message.md = Some(md);
+            message.template.match_bits = match_bits;
+            message.template.mlength = mlength;
+            message.template.rlength = mlength;
+        }
+        self.finalize_rx(key, HealthStatus::Ok, crate::engine::event::EventStatus::Ok);
+        RecvAction::Discard { length: 0 }
+    }
+
+    fn parse_reply(&mut self, key: Key, dst_wmd: WireHandle) -> RecvAction {
+        let Some(payload) = self.msgs.get(key).map(|message| message.header.payload_length) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        let Some(md_key) = self.response_md(dst_wmd) else {
+            self.stats.stale_responses += 1;
+            self.drop_rx(key);
+            return RecvAction::Discard { length: payload };
+        };
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return RecvAction::Discard { length: payload };
+        };
+        let mlength = payload.min(md.length);
+        if mlength < payload && !md.options.contains(MdOptions::TRUNCATE) {
+            // "REPLY too big": dropped, the GET will time out.
+            self.drop_rx(key);
+            return RecvAction::Discard { length: payload };
+        }
+        md.attach_operation();
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: payload };
+        };
+        message.event = Some(EventKind::Reply);
+        message.md = Some(md_key);
+        message.md_offset = 0;
+        message.length = mlength;
+        message.discard = payload.saturating_sub(mlength);
+        message.template.mlength = mlength;
+        RecvAction::Deliver {
+            rx: RxId(key),
+            length: mlength,
+            discard: payload.saturating_sub(mlength),
+        }
+    }
+
+    /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
+    /// MD, active, and not attached to an ME.
+    fn response_md(&self, handle: WireHandle) -> Option<Key> {
+        if handle.interface_cookie != self.interface_cookie {
+            return None;
+        }
+        let key = MdHandle(handle.object_cookie).key()?;
+        let md = self.mds.get(key)?;
+        (!md.zombie && !md.threshold.is_zero() && md.me.is_none()).then_some(key)
+    }
+
+    /// `lnet_msg_attach_md` for a match: reference, threshold, and auto-unlink when exhausted
+    /// (lib-ptl.c `lnet_try_match_md`).
+    fn commit_match(
+        &mut self,
+        key: Key,
+        md_key: Key,
+        offset: u32,
+        mlength: u32,
+        ack_wmd: WireHandle,
+    ) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        md.attach_operation();
+        let wants_ack = !ack_wmd.is_none() && !md.options.contains(MdOptions::ACK_DISABLE);
+        let auto_unlink = md.auto_unlink && md.exhausted();
+        if let Some(message) = self.msgs.get_mut(key) {
+            message.md = Some(md_key);
+            message.md_offset = offset;
+            message.length = mlength;
+            message.discard = message.header.payload_length.saturating_sub(mlength);
+            message.template.offset = offset;
+            message.template.mlength = mlength;
+            message.ack_to = wants_ack.then_some(ack_wmd);
+        }
+        if auto_unlink {
+            self.unlink_md(md_key);
+        }
+    }
+
+    /// `lnet_ptl_attach_md`: a new MD on `me` takes delayed PUTs of its portal, oldest first,
+    /// until it is exhausted.
+    pub(super) fn match_delayed(&mut self, me_key: Key, md_key: Key) {
+        let Some(portal) = self.mes.get(me_key).map(|me| me.portal as usize) else {
+            return;
+        };
+        let Some(table) = self.portals.get_mut(portal) else {
+            return;
+        };
+        if table.delayed.is_empty() {
+            return;
+        }
+        let mut pending = std::mem::take(&mut table.delayed);
+        let mut kept = std::collections::VecDeque::new();
+        while let Some(key) = pending.pop_front() {
+            let (Some(me), Some(md), Some(message)) =
+                (self.mes.get(me_key), self.mds.get_mut(md_key), self.msgs.get(key))
+            else {
+                kept.push_back(key);
+                break;
+            };
+            if md.zombie || md.exhausted() {
+                kept.push_back(key);
+                break;
+            }
+            let info = put_info(message);
+            let Body::Put { ack_wmd, .. } = message.header.body else {
+                kept.push_back(key);
+                continue;
+            };
+            let lo = message.lo_peer.is_some();
+            match try_match_md(me, md, &info) {
+                MdMatch::None => kept.push_back(key),
+                MdMatch::TooBig => self.drop_delayed(key),
+                MdMatch::Ok { offset, mlength } => {
+                    self.commit_match(key, md_key, offset, mlength, ack_wmd);
+                    let discard = info.rlength.saturating_sub(mlength);
+                    if let Some(message) = self.msgs.get_mut(key) {
+                        message.phase = Phase::Receiving;
+                    }
+                    if lo {
+                        self.work.push_back(Work::LoDeliver(key));
+                    } else {
+                        self.resumes.push_back(Resume {
+                            rx: RxId(key),
+                            action: RecvAction::Deliver { rx: RxId(key), length: mlength, discard },
+                        });
+                    }
+                }
+            }
+        }
+        kept.extend(pending);
+        if let Some(table) = self.portals.get_mut(portal) {
+            kept.extend(std::mem::take(&mut table.delayed));
+            table.delayed = kept;
+        }
+    }
+
+    /// Drops a delayed PUT: the driver skips its payload, a loopback sender completes.
+    pub(super) fn drop_delayed(&mut self, key: Key) {
+        let Some(message) = self.msgs.get(key) else {
+            return;
+        };
+        let (payload, lo_tx) = (message.header.payload_length, message.lo_peer);
+        self.drop_rx(key);
+        match lo_tx {
+            Some(tx) => {
+                self.finalize_tx(tx, HealthStatus::Ok, crate::engine::event::EventStatus::Ok, true)
+            }
+            None => self.resumes.push_back(Resume {
+                rx: RxId(key),
+                action: RecvAction::Discard { length: payload },
+            }),
+        }
+    }
+
+    /// `lnet_drop_message`: count and free an rx message that never got an MD.
+    pub(super) fn drop_rx(&mut self, key: Key) {
+        let Some(message) = self.free_message(key) else {
+            return;
+        };
+        self.count_drop(
+            message.ni,
+            message.peer_ni,
+            message.header.body.msg_type(),
+            message.header.payload_length,
+        );
+    }
+
+    pub(super) fn count_drop(
+        &mut self,
+        ni: NiId,
+        peer_ni: Option<PeerNiId>,
+        msg_type: MsgType,
+        bytes: u32,
+    ) {
+        self.stats.drop_count += 1;
+        self.stats.drop_length += u64::from(bytes);
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.stats.dropped(msg_type, bytes);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.stats.dropped(msg_type, bytes);
+        }
+    }
+
+    /// An rx commit sets the deadline from the rx NI as a send commit does (semantics.md §4.4).
+    fn rx_deadline(&self, ni: NiId) -> Time {
+        self.now + self.transmission_timeout(ni)
+    }
+}
+
+/// `lnet_parse`'s header checks.
+fn check_header(header: &Header) -> Result<(), ParseError> {
+    match header.body {
+        Body::Hello { .. } => Err(ParseError::HelloMessage),
+        Body::Ack { .. } | Body::Get { .. } if header.payload_length != 0 => {
+            Err(ParseError::PayloadOnBodiless(header.payload_length))
+        }
+        Body::Put { .. } | Body::Reply { .. } if header.payload_length > LNET_MTU => {
+            Err(ParseError::PayloadTooLong(header.payload_length))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn put_info(message: &Message) -> MatchInfo {
+    let (match_bits, remote_offset) = match message.header.body {
+        Body::Put { match_bits, offset, .. } => (match_bits, offset),
+        _ => (0, 0),
+    };
+    MatchInfo {
+        initiator: message.template.initiator,
+        operation: MdOptions::OP_PUT,
+        match_bits,
+        remote_offset,
+        rlength: message.header.payload_length,
+    }
+}

@@ -1,0 +1,323 @@
+//! The send path: NI selection, commit, credits, resend, and the loopback LND.
+//!
+//! lustre: lnet/lnet/lib-move.c (`lnet_send`, `lnet_select_pathway`, `lnet_handle_lo_send`,
+//! `lnet_post_send_locked`, `lnet_return_tx_credits_locked`, `lnet_resend_pending_msgs`),
+//! lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`), semantics.md §2.3, §2.4, §3, §4.4, §11.
+
+use std::time::Duration;
+
+use crate::addr::Nid;
+use crate::engine::event::EventStatus;
+use crate::engine::health::HealthStatus;
+use crate::engine::memory::copy_between;
+use crate::engine::msg::{Credit, Phase};
+use crate::engine::ni::{LndKind, NiId};
+use crate::engine::node::{Node, RecvAction, Work};
+use crate::engine::slab::Key;
+
+/// Bytes the peer NI's queue is charged per message on top of its payload (`lpni_txqnob`
+/// counts the 72-byte classic header).
+const HEADER_CHARGE: u32 = 72;
+
+impl Node {
+    /// `lnet_send`: choose the path, commit, and post for credits. Failures before commit end
+    /// the message with a SEND-side status and no resend.
+    pub(super) fn send(&mut self, key: Key, source: Option<Nid>) {
+        let Some(message) = self.msgs.get(key) else {
+            self.record_violation(|| format!("send of missing message {key:?}"));
+            return;
+        };
+        let dest = message.header.dest_nid;
+        let response_ni = message.response_ni;
+        if dest == Nid::LO_0 || self.ni_for_nid(dest).is_some() {
+            self.commit_lo(key);
+            return;
+        }
+        let Some(ni) = self.select_ni(dest, response_ni, source) else {
+            // lustre: selection failure -EHOSTUNREACH (reported in the SEND event).
+            self.finalize_tx(key, HealthStatus::RemoteError, EventStatus::HostUnreachable, true);
+            return;
+        };
+        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+            return;
+        };
+        let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
+        let Ok(peer_ni) = self.peers.find_or_create(dest, peer_credits, self.limits.peer_nis)
+        else {
+            self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
+            return;
+        };
+        let deadline = self.now + self.transmission_timeout(ni);
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        message.header.src_nid = local_nid;
+        message.template.initiator.nid = local_nid;
+        message.template.source = local_nid;
+        message.template.sender = local_nid;
+        message.ni = ni;
+        message.peer_ni = Some(peer_ni);
+        message.deadline = deadline;
+        // The tracker blames the next hop if the response never comes.
+        if let Some(md) =
+            message.md.filter(|_| message.event == Some(crate::engine::event::EventKind::Send))
+        {
+            if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
+                tracker.next_hop = Some(peer_ni);
+            }
+        }
+        self.post_send(key);
+    }
+
+    /// `lnet_post_send_locked`: drop checks, then peer NI credit, then NI credit, then the LND.
+    pub(super) fn post_send(&mut self, key: Key) {
+        let Some(message) = self.msgs.get(key) else {
+            self.record_violation(|| format!("post of missing message {key:?}"));
+            return;
+        };
+        if self.now > message.deadline {
+            self.finalize_tx(key, HealthStatus::NetworkTimeout, EventStatus::TimedOut, true);
+            return;
+        }
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
+            self.finalize_tx(key, HealthStatus::LocalAborted, EventStatus::Canceled, true);
+            return;
+        }
+        let (ni, peer_ni, length) = (message.ni, message.peer_ni, message.length);
+        if message.peer_credit == Credit::None {
+            if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+                let charge = length.saturating_add(HEADER_CHARGE);
+                peer.queued_bytes += u64::from(charge);
+                let granted = peer.credits.acquire(key) == crate::engine::credits::Acquire::Granted;
+                let Some(message) = self.msgs.get_mut(key) else {
+                    return;
+                };
+                message.charged_bytes = charge;
+                if granted {
+                    message.peer_credit = Credit::Held;
+                } else {
+                    message.peer_credit = Credit::Waiting;
+                    message.phase = Phase::WaitPeerCredit;
+                    return;
+                }
+            }
+        }
+        let Some(message) = self.msgs.get(key) else {
+            return;
+        };
+        if message.ni_credit == Credit::None {
+            if let Some(pool) =
+                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
+            {
+                let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
+                let Some(message) = self.msgs.get_mut(key) else {
+                    return;
+                };
+                if granted {
+                    message.ni_credit = Credit::Held;
+                } else {
+                    message.ni_credit = Credit::Waiting;
+                    message.phase = Phase::WaitNiCredit;
+                    return;
+                }
+            }
+        }
+        if let Some(message) = self.msgs.get_mut(key) {
+            message.phase = Phase::TxReady;
+            self.transmits.push_back(key);
+        }
+    }
+
+    /// `lnet_return_tx_credits_locked`: give back what `key` holds; a waiter at the head of a
+    /// queue now holds the credit and is posted again.
+    pub(super) fn return_credits(&mut self, key: Key) {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        let (ni, peer_ni) = (message.ni, message.peer_ni);
+        let ni_credit = std::mem::replace(&mut message.ni_credit, Credit::None);
+        let peer_credit = std::mem::replace(&mut message.peer_credit, Credit::None);
+        let charged = std::mem::take(&mut message.charged_bytes);
+        if ni_credit == Credit::Waiting || peer_credit == Credit::Waiting {
+            self.record_violation(|| {
+                format!("message {key:?} finalized while waiting for credits")
+            });
+        }
+        if ni_credit == Credit::Held {
+            let next = self
+                .nis
+                .get_mut(usize::from(ni.0))
+                .and_then(|ni| ni.credits.as_mut())
+                .and_then(|pool| pool.release());
+            if let Some(waiter) = next {
+                self.grant(waiter, true);
+            }
+        }
+        if peer_credit != Credit::None {
+            if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+                peer.queued_bytes = peer.queued_bytes.saturating_sub(u64::from(charged));
+                if peer_credit == Credit::Held {
+                    if let Some(waiter) = peer.credits.release() {
+                        self.grant(waiter, false);
+                    }
+                }
+            }
+        }
+    }
+
+    fn grant(&mut self, waiter: Key, ni_credit: bool) {
+        let Some(message) = self.msgs.get_mut(waiter) else {
+            self.record_violation(|| format!("credit granted to missing message {waiter:?}"));
+            return;
+        };
+        if ni_credit {
+            message.ni_credit = Credit::Held;
+        } else {
+            message.peer_credit = Credit::Held;
+        }
+        self.work.push_back(Work::Post(waiter));
+    }
+
+    /// The monitor thread's resend: run selection again (deadline renewed on commit).
+    pub(super) fn resend(&mut self, key: Key) {
+        if self.msgs.get(key).is_some_and(|message| message.phase == Phase::ResendQueued) {
+            self.send(key, None);
+        }
+    }
+
+    /// Picks the local NI: the requested source, else the NI a request arrived on (for its
+    /// response), else the first NI on the destination's net. (Multi-rail selection later.)
+    fn select_ni(&self, dest: Nid, response_ni: Option<NiId>, source: Option<Nid>) -> Option<NiId> {
+        let on_dest_net =
+            |id: NiId| self.nis.get(usize::from(id.0)).is_some_and(|ni| ni.nid.net() == dest.net());
+        if let Some(source) = source {
+            return self.ni_for_nid(source).filter(|id| on_dest_net(*id));
+        }
+        if let Some(id) = response_ni.filter(|id| on_dest_net(*id) && id.0 != 0) {
+            return Some(id);
+        }
+        self.ni_ids().skip(1).find(|id| on_dest_net(*id))
+    }
+
+    /// The per-transmission deadline span (semantics.md §4.4): with an LND timeout,
+    /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
+    /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
+    pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
+        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+            return self.tunables.transaction_timeout;
+        };
+        if local.lnd == LndKind::Lo {
+            return self.tunables.transaction_timeout;
+        }
+        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout());
+        if lnd_timeout.is_zero() {
+            return self.tunables.transaction_timeout;
+        }
+        lnd_timeout * (self.tunables.effective_retry_count() + 1) + Duration::from_secs(1)
+    }
+
+    /// `lnet_handle_lo_send`: both NIDs become `0@lo`, no credits, and the loopback LND takes it.
+    fn commit_lo(&mut self, key: Key) {
+        let deadline = self.now + self.tunables.transaction_timeout;
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        message.header.dest_nid = Nid::LO_0;
+        message.header.src_nid = Nid::LO_0;
+        message.template.initiator.nid = Nid::LO_0;
+        message.template.source = Nid::LO_0;
+        message.template.sender = Nid::LO_0;
+        message.ni = NiId::LOOPBACK;
+        message.peer_ni = None;
+        message.deadline = deadline;
+        message.phase = Phase::LoQueued;
+        self.work.push_back(Work::Lo(key));
+    }
+
+    /// `lolnd_send`: parse our own message as if it had arrived on `0@lo`.
+    pub(super) fn lo_send(&mut self, tx: Key) {
+        let Some(message) = self.msgs.get(tx).filter(|message| message.phase == Phase::LoQueued)
+        else {
+            return;
+        };
+        let header = message.header;
+        match self.parse(NiId::LOOPBACK, Nid::LO_0, &header, Some(tx)) {
+            RecvAction::Deliver { rx, .. } => self.lo_complete(rx.0, tx),
+            RecvAction::Discard { .. } => {
+                self.finalize_tx(tx, HealthStatus::Ok, EventStatus::Ok, false)
+            }
+            RecvAction::Delay { rx } => {
+                if let Some(message) = self.msgs.get_mut(tx) {
+                    message.phase = Phase::LoHeld;
+                    message.lo_peer = Some(rx.0);
+                }
+            }
+            RecvAction::ProtocolError(error) => {
+                self.record_violation(|| format!("loopback message refused: {error}"));
+                self.finalize_tx(tx, HealthStatus::LocalError, EventStatus::Io, true);
+            }
+        }
+    }
+
+    /// A delayed loopback receive found its buffer.
+    pub(super) fn lo_deliver(&mut self, rx: Key) {
+        let Some(tx) = self.msgs.get(rx).and_then(|message| message.lo_peer) else {
+            return;
+        };
+        self.lo_complete(rx, tx);
+    }
+
+    /// `lolnd_recv`: copy the sender's payload into the receiver's MD, then finalize the
+    /// receive and then the send, in that order as lo.c does.
+    fn lo_complete(&mut self, rx: Key, tx: Key) {
+        let copied = self.lo_copy(rx, tx);
+        let (health, status) = if copied {
+            (HealthStatus::Ok, EventStatus::Ok)
+        } else {
+            (HealthStatus::LocalError, EventStatus::Io)
+        };
+        if !copied {
+            self.record_violation(|| format!("loopback copy {tx:?} -> {rx:?} out of range"));
+        }
+        if let Some(message) = self.msgs.get_mut(rx) {
+            message.lo_peer = None;
+        }
+        self.finalize_rx(rx, health, status);
+        self.finalize_tx(tx, health, status, true);
+    }
+
+    fn lo_copy(&mut self, rx: Key, tx: Key) -> bool {
+        let (Some(receiver), Some(sender)) = (self.msgs.get(rx), self.msgs.get(tx)) else {
+            return false;
+        };
+        let length = receiver.length.min(sender.length) as usize;
+        if length == 0 {
+            return true;
+        }
+        let (Some(target_md), Some(source_md)) = (receiver.md, sender.md) else {
+            return false;
+        };
+        let (target_offset, source_offset) =
+            (receiver.md_offset as usize, sender.md_offset as usize);
+        if target_md == source_md {
+            let Some(md) = self.mds.get_mut(target_md) else {
+                return false;
+            };
+            let mut bytes = vec![0; length];
+            return md.memory.read_at(source_offset, &mut bytes)
+                && md.memory.write_at(target_offset, &bytes);
+        }
+        // Take the target memory out so both regions can be borrowed at once.
+        let Some(mut target) = self.mds.get_mut(target_md).map(|md| std::mem::take(&mut md.memory))
+        else {
+            return false;
+        };
+        let copied = self.mds.get(source_md).is_some_and(|md| {
+            copy_between(&md.memory, source_offset, &mut target, target_offset, length)
+        });
+        if let Some(md) = self.mds.get_mut(target_md) {
+            md.memory = target;
+        }
+        copied
+    }
+}

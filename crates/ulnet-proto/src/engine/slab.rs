@@ -1,0 +1,138 @@
+//! A generational slab: dense storage with stable keys that detect reuse.
+//!
+//! Every object the engine hands out a handle for (MDs, MEs, messages) lives in one of these.
+//! A key carries the slot's generation, so a handle kept past its object's removal resolves to
+//! nothing instead of to whatever reused the slot, and we can tell "removed" from "never
+//! existed". Free slots are reused LIFO, which keeps runs deterministic.
+
+/// A key into a [`Slab`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+/// What a key refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyState {
+    Live,
+    /// The object existed and was removed.
+    Removed,
+    /// No object ever had this key.
+    Unknown,
+}
+
+#[derive(Debug)]
+enum Entry<T> {
+    Occupied { generation: u32, value: T },
+    Vacant { generation: u32 },
+}
+
+#[derive(Debug)]
+pub(crate) struct Slab<T> {
+    entries: Vec<Entry<T>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Slab<T> {
+    pub(crate) fn new() -> Self {
+        Self { entries: Vec::new(), free: Vec::new(), len: 0 }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Stores `value`; `None` when the index space (u32) is exhausted.
+    pub(crate) fn insert(&mut self, value: T) -> Option<Key> {
+        if let Some(index) = self.free.pop() {
+            let slot = self.entries.get_mut(index as usize)?;
+            let generation = match slot {
+                Entry::Vacant { generation } => *generation,
+                // The free list only holds vacant slots.
+                Entry::Occupied { .. } => return None,
+            };
+            *slot = Entry::Occupied { generation, value };
+            self.len += 1;
+            return Some(Key { index, generation });
+        }
+        let index = u32::try_from(self.entries.len()).ok()?;
+        self.entries.push(Entry::Occupied { generation: 0, value });
+        self.len += 1;
+        Some(Key { index, generation: 0 })
+    }
+
+    pub(crate) fn get(&self, key: Key) -> Option<&T> {
+        match self.entries.get(key.index as usize)? {
+            Entry::Occupied { generation, value } if *generation == key.generation => Some(value),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        match self.entries.get_mut(key.index as usize)? {
+            Entry::Occupied { generation, value } if *generation == key.generation => Some(value),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        let slot = self.entries.get_mut(key.index as usize)?;
+        match slot {
+            Entry::Occupied { generation, .. } if *generation == key.generation => {}
+            _ => return None,
+        }
+        let next = Entry::Vacant { generation: key.generation.wrapping_add(1) };
+        let Entry::Occupied { value, .. } = std::mem::replace(slot, next) else {
+            return None;
+        };
+        self.free.push(key.index);
+        self.len -= 1;
+        Some(value)
+    }
+
+    pub(crate) fn state(&self, key: Key) -> KeyState {
+        match self.entries.get(key.index as usize) {
+            None => KeyState::Unknown,
+            Some(Entry::Occupied { generation, .. }) if *generation == key.generation => {
+                KeyState::Live
+            }
+            Some(Entry::Occupied { generation, .. } | Entry::Vacant { generation }) => {
+                if key.generation < *generation { KeyState::Removed } else { KeyState::Unknown }
+            }
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
+        self.entries.iter().enumerate().filter_map(|(index, entry)| match entry {
+            Entry::Occupied { generation, value } => {
+                Some((Key { index: index as u32, generation: *generation }, value))
+            }
+            Entry::Vacant { .. } => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_detect_reuse() {
+        let mut slab = Slab::new();
+        let a = slab.insert("a").unwrap();
+        assert_eq!(slab.get(a), Some(&"a"));
+        assert_eq!(slab.remove(a), Some("a"));
+        assert_eq!(slab.remove(a), None);
+        let b = slab.insert("b").unwrap();
+        assert_eq!(b.index, a.index);
+        assert_eq!(slab.get(a), None);
+        assert_eq!(slab.state(a), KeyState::Removed);
+        assert_eq!(slab.state(b), KeyState::Live);
+        assert_eq!(slab.state(Key { index: 9, generation: 0 }), KeyState::Unknown);
+        assert_eq!(slab.state(Key { index: b.index, generation: 7 }), KeyState::Unknown);
+        assert_eq!(slab.len(), 1);
+        assert_eq!(slab.iter().count(), 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! Statistics as plain structs, named after the keys `lnetctl stats show`, `net show -v` and
+//! `peer show -v` print (cli.md §3.1, §3.2, §3.8).
+//!
+//! lustre: include/uapi/linux/lnet/lnet-types.h (`struct lnet_counters_common`,
+//! `struct lnet_counters_health`), include/linux/lnet/lib-types.h (`struct lnet_element_stats`),
+//! lnet/lnet/lib-msg.c (`lnet_msg_decommit_tx/rx`, `lnet_incr_hstats`).
+
+use crate::addr::Nid;
+use crate::engine::health::HealthStatus;
+use crate::engine::ni::LndKind;
+use crate::engine::tunables::NetTunables;
+use crate::wire::header::MsgType;
+
+/// Counts per message type: the `put`, `get`, `reply`, `ack`, `hello` keys of
+/// `sent_stats` / `received_stats` / `dropped_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MsgTypeCounts {
+    pub put: u64,
+    pub get: u64,
+    pub reply: u64,
+    pub ack: u64,
+    pub hello: u64,
+}
+
+impl MsgTypeCounts {
+    pub(crate) fn add(&mut self, msg_type: MsgType, amount: u64) {
+        let slot = match msg_type {
+            MsgType::Put => &mut self.put,
+            MsgType::Get => &mut self.get,
+            MsgType::Reply => &mut self.reply,
+            MsgType::Ack => &mut self.ack,
+            MsgType::Hello => &mut self.hello,
+        };
+        *slot = slot.saturating_add(amount);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.put + self.get + self.reply + self.ack + self.hello
+    }
+}
+
+/// `struct lnet_element_stats` plus bytes: the `statistics` block and the per-type blocks of
+/// `net show -v` / `peer show -v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ElementStats {
+    pub send_count: u64,
+    pub recv_count: u64,
+    pub drop_count: u64,
+    pub sent_stats: MsgTypeCounts,
+    pub received_stats: MsgTypeCounts,
+    pub dropped_stats: MsgTypeCounts,
+    pub sent_bytes: MsgTypeCounts,
+    pub received_bytes: MsgTypeCounts,
+    pub dropped_bytes: MsgTypeCounts,
+}
+
+impl ElementStats {
+    pub(crate) fn sent(&mut self, msg_type: MsgType, bytes: u32) {
+        self.send_count += 1;
+        self.sent_stats.add(msg_type, 1);
+        self.sent_bytes.add(msg_type, u64::from(bytes));
+    }
+
+    pub(crate) fn received(&mut self, msg_type: MsgType, bytes: u32) {
+        self.recv_count += 1;
+        self.received_stats.add(msg_type, 1);
+        self.received_bytes.add(msg_type, u64::from(bytes));
+    }
+
+    pub(crate) fn dropped(&mut self, msg_type: MsgType, bytes: u32) {
+        self.drop_count += 1;
+        self.dropped_stats.add(msg_type, 1);
+        self.dropped_bytes.add(msg_type, u64::from(bytes));
+    }
+}
+
+/// The `health stats` block of a local NI in `net show -v 2`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NiHealthStats {
+    pub fatal_error: bool,
+    pub health_value: u32,
+    pub interrupts: u64,
+    pub dropped: u64,
+    pub aborted: u64,
+    pub no_route: u64,
+    pub timeouts: u64,
+    pub error: u64,
+    pub ping_count: u64,
+    pub next_ping: u64,
+}
+
+impl NiHealthStats {
+    pub(crate) fn count(&mut self, status: HealthStatus) {
+        match status {
+            HealthStatus::LocalInterrupt => self.interrupts += 1,
+            HealthStatus::LocalDropped => self.dropped += 1,
+            HealthStatus::LocalAborted => self.aborted += 1,
+            HealthStatus::LocalNoRoute => self.no_route += 1,
+            HealthStatus::LocalTimeout => self.timeouts += 1,
+            HealthStatus::LocalError => self.error += 1,
+            _ => {}
+        }
+    }
+}
+
+/// The `health stats` block of a peer NI in `peer show -v 2`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerNiHealthStats {
+    pub health_value: u32,
+    pub dropped: u64,
+    pub timeout: u64,
+    pub error: u64,
+    pub network_timeout: u64,
+    pub ping_count: u64,
+    pub next_ping: u64,
+}
+
+impl PeerNiHealthStats {
+    pub(crate) fn count(&mut self, status: HealthStatus) {
+        match status {
+            HealthStatus::RemoteDropped => self.dropped += 1,
+            HealthStatus::RemoteTimeout => self.timeout += 1,
+            HealthStatus::RemoteError => self.error += 1,
+            HealthStatus::NetworkTimeout => self.network_timeout += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Node-wide counters, in the order `lnetctl stats show` prints them, plus the engine's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlobalStats {
+    /// Messages alive now.
+    pub msgs_alloc: u64,
+    /// Most messages ever alive at once.
+    pub msgs_max: u64,
+    /// Response trackers alive now.
+    pub rst_alloc: u64,
+    pub errors: u64,
+    pub send_count: u64,
+    pub resend_count: u64,
+    pub response_timeout_count: u64,
+    pub local_interrupt_count: u64,
+    pub local_dropped_count: u64,
+    pub local_aborted_count: u64,
+    pub local_no_route_count: u64,
+    pub local_timeout_count: u64,
+    pub local_error_count: u64,
+    pub remote_dropped_count: u64,
+    pub remote_error_count: u64,
+    pub remote_timeout_count: u64,
+    pub network_timeout_count: u64,
+    pub failed_resends: u64,
+    pub successful_resends: u64,
+    pub recv_count: u64,
+    pub route_count: u64,
+    pub drop_count: u64,
+    pub send_length: u64,
+    pub recv_length: u64,
+    pub route_length: u64,
+    pub drop_length: u64,
+    /// ACKs and REPLYs dropped for a stale, unknown or inactive wire handle (not in lnetctl).
+    pub stale_responses: u64,
+    /// Headers refused as protocol errors (the LND closes the connection).
+    pub protocol_errors: u64,
+    /// Events dropped because the event queue was full (EQ overflow).
+    pub events_dropped: u64,
+}
+
+impl GlobalStats {
+    pub(crate) fn count_health(&mut self, status: HealthStatus) {
+        let slot = match status {
+            HealthStatus::Ok => return,
+            HealthStatus::LocalInterrupt => &mut self.local_interrupt_count,
+            HealthStatus::LocalDropped => &mut self.local_dropped_count,
+            HealthStatus::LocalAborted => &mut self.local_aborted_count,
+            HealthStatus::LocalNoRoute => &mut self.local_no_route_count,
+            HealthStatus::LocalError => &mut self.local_error_count,
+            HealthStatus::LocalTimeout => &mut self.local_timeout_count,
+            HealthStatus::RemoteError => &mut self.remote_error_count,
+            HealthStatus::RemoteDropped => &mut self.remote_dropped_count,
+            HealthStatus::RemoteTimeout => &mut self.remote_timeout_count,
+            HealthStatus::NetworkTimeout => &mut self.network_timeout_count,
+        };
+        *slot += 1;
+    }
+}
+
+/// A credit pool as statistics show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreditStats {
+    pub max: i32,
+    pub available: i32,
+    pub min: i32,
+}
+
+/// One local NI, as `net show -v` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NiStats {
+    pub nid: Nid,
+    pub lnd: LndKind,
+    /// `status: up|down`.
+    pub up: bool,
+    pub statistics: ElementStats,
+    pub health: NiHealthStats,
+    pub tunables: NetTunables,
+    /// NI tx credits; `None` for loopback, which has none.
+    pub tx_credits: Option<CreditStats>,
+}
+
+/// One peer NI, as `peer show -v` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerNiStats {
+    pub nid: Nid,
+    pub primary_nid: Nid,
+    pub multi_rail: bool,
+    /// `max_ni_tx_credits`, `available_tx_credits`, `min_tx_credits`.
+    pub tx_credits: CreditStats,
+    /// `tx_q_num_of_buf`: bytes charged to messages holding a peer credit.
+    pub tx_q_num_of_buf: u64,
+    /// `available_rtr_credits`, `min_rtr_credits` (no routing yet: equal to the max).
+    pub rtr_credits: CreditStats,
+    pub statistics: ElementStats,
+    pub health: PeerNiHealthStats,
+}

@@ -1,0 +1,373 @@
+//! `drive_arbitrary`: arbitrary bytes as a sequence of API calls, LND inputs, fabric changes
+//! and timer advances against a small harness, with every invariant checked after each one.
+//!
+//! Any input must run to completion; a panic means a real bug (an invariant violation or a
+//! livelock), which is what the fuzz target looks for. API errors are expected and ignored.
+
+use std::time::Duration;
+
+use super::{Frame, Harness, HarnessConfig, node_nid};
+use crate::addr::{LndType, Net, Nid};
+use crate::engine::health::HealthStatus;
+use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
+use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
+use crate::engine::memory::Memory;
+use crate::engine::node::{GetRequest, Limits, PutRequest};
+use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
+use crate::link_model::LinkConfig;
+use crate::wire::header::{Body, Header, WireHandle};
+
+/// Most operations interpreted from one input.
+const MAX_OPERATIONS: usize = 256;
+
+/// Operation codes with repetition as weights: attach 0, bind 1, put 2, get 3, unlink 4,
+/// set lazy 5, clear lazy 6, advance time 7, step 8, link change 9, partition 10, send
+/// failure 11, ME unlink 12, forged header 13.
+const OPERATIONS: [u8; 32] = [
+    0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7, 8, 8, 9, 10, 11, 12,
+    13,
+];
+
+/// Runs `data` as a scenario; panics only on an invariant violation or livelock.
+pub fn drive_arbitrary(data: &[u8]) {
+    let mut input = Input(data);
+    let nodes = 2 + usize::from(input.byte() % 2);
+    let config = HarnessConfig {
+        nodes,
+        seed: input.u64(),
+        link: LinkConfig {
+            latency: Duration::from_micros(u64::from(input.byte())),
+            ..LinkConfig::IDEAL
+        },
+        tunables: Tunables {
+            transaction_timeout: Duration::from_secs(10),
+            retry_count: u32::from(input.byte() % 3),
+            response_tracking: match input.byte() % 4 {
+                0 => ResponseTracking::InternalOnly,
+                1 => ResponseTracking::Get,
+                2 => ResponseTracking::PutWithAck,
+                _ => ResponseTracking::Both,
+            },
+            health_sensitivity: 100,
+        },
+        net_tunables: NetTunables {
+            credits: 1 + u32::from(input.byte() % 4),
+            peer_credits: 1 + u32::from(input.byte() % 3),
+            ..NetTunables::SOCKLND
+        },
+        limits: Limits { messages: 24, mds: 16, mes: 16, peer_nis: 6, events: 1024, lazy_queue: 3 },
+        max_steps: 200_000,
+        check_invariants: true,
+        keep_events: false,
+        second_ni: input.byte() % 2 == 0,
+    };
+    let mut fuzz = Fuzz {
+        harness: Harness::new(config),
+        bound: Vec::new(),
+        attached: Vec::new(),
+        mes: Vec::new(),
+    };
+    for _ in 0..MAX_OPERATIONS {
+        if input.is_empty() {
+            break;
+        }
+        fuzz.operation(&mut input);
+        fuzz.harness.settle();
+    }
+    fuzz.harness.drive();
+    fuzz.harness.assert_quiescent();
+}
+
+struct Fuzz {
+    harness: Harness,
+    bound: Vec<(usize, MdHandle)>,
+    attached: Vec<(usize, MdHandle)>,
+    mes: Vec<(usize, MeHandle)>,
+}
+
+impl Fuzz {
+    fn operation(&mut self, input: &mut Input<'_>) {
+        let nodes = self.harness.node_count();
+        let node = usize::from(input.byte()) % nodes;
+        // Weighted so random bytes mostly make working traffic (index into OPERATIONS).
+        let operation = OPERATIONS[usize::from(input.byte()) % OPERATIONS.len()];
+        match operation {
+            0 => self.attach(input, node),
+            1 => {
+                let spec = md_spec(input, false);
+                if let Ok(md) = self.harness.md_bind(node, spec, unlink_mode(input)) {
+                    self.bound.push((node, md));
+                }
+            }
+            2 => {
+                let request = PutRequest {
+                    md: self.pick_md(input, node),
+                    ack: input.byte() % 2 == 0,
+                    target: self.target(input),
+                    portal: portal(input),
+                    match_bits: u64::from(input.byte() % 4 / 3),
+                    remote_offset: u32::from(input.byte() % 16),
+                    hdr_data: input.u64(),
+                    source: None,
+                };
+                let _ = self.harness.put(node, &request);
+            }
+            3 => {
+                let request = GetRequest {
+                    md: self.pick_md(input, node),
+                    target: self.target(input),
+                    portal: portal(input),
+                    match_bits: u64::from(input.byte() % 4 / 3),
+                    remote_offset: u32::from(input.byte() % 16),
+                    source: None,
+                };
+                let _ = self.harness.get(node, &request);
+            }
+            4 => {
+                let md = self.pick_md(input, node);
+                let _ = self.harness.md_unlink(node, md);
+            }
+            5 => {
+                let _ = self.harness.set_lazy_portal(node, portal(input));
+            }
+            6 => {
+                let _ = self.harness.clear_lazy_portal(node, portal(input));
+            }
+            7 => {
+                let span = match input.byte() % 8 {
+                    0 => Duration::from_secs(20),
+                    _ => Duration::from_micros(u64::from(input.byte()) * 10),
+                };
+                self.harness.run_for(span);
+            }
+            8 => {
+                for _ in 0..input.byte() % 8 {
+                    self.harness.step();
+                }
+            }
+            9 => {
+                let other = usize::from(input.byte()) % nodes;
+                let link = LinkConfig {
+                    latency: Duration::from_micros(u64::from(input.byte())),
+                    bandwidth_bytes_per_sec: (input.byte() % 2 == 0).then_some(1_000_000),
+                    loss_per_million: u32::from(input.byte() % 4 / 3) * 300_000,
+                    duplicate_per_million: u32::from(input.byte() % 4 / 3) * 300_000,
+                };
+                self.harness.fabric.model.set_link(node, other, link);
+            }
+            10 => {
+                let other = usize::from(input.byte()) % nodes;
+                let cut = input.byte() % 2 == 0;
+                self.harness.fabric.model.set_partitioned(node, other, cut);
+            }
+            11 => {
+                let status = HealthStatus::ALL[usize::from(input.byte()) % HealthStatus::ALL.len()];
+                self.harness.fail_next_send(node, status);
+            }
+            12 => {
+                if let Some((owner, me)) = pick(&self.mes, input) {
+                    let _ = self.harness.node_mut(owner).me_unlink(me);
+                }
+            }
+            _ => self.inject(input, node),
+        }
+    }
+
+    fn attach(&mut self, input: &mut Input<'_>, node: usize) {
+        let match_id = match input.byte() % 8 {
+            0 => self.harness.process(usize::from(input.byte()) % self.harness.node_count()),
+            1 => ProcessId::new(Nid::ANY, LNET_PID_LUSTRE),
+            _ => ProcessId::ANY,
+        };
+        let position =
+            if input.byte() % 2 == 0 { InsertPosition::Before } else { InsertPosition::After };
+        let ignore_bits = if input.byte() % 4 == 0 { 0x1 } else { 0 };
+        let Ok(me) = self.harness.me_attach(
+            node,
+            portal(input),
+            match_id,
+            u64::from(input.byte() % 4 / 3),
+            ignore_bits,
+            unlink_mode(input),
+            position,
+        ) else {
+            return;
+        };
+        self.mes.push((node, me));
+        if input.byte() % 8 == 0 {
+            return;
+        }
+        let spec = md_spec(input, true);
+        if let Ok(md) = self.harness.md_attach(node, me, spec, unlink_mode(input)) {
+            self.attached.push((node, md));
+        }
+    }
+
+    /// Mostly one of `node`'s bound MDs; sometimes anything, including other nodes' handles.
+    fn pick_md(&self, input: &mut Input<'_>, node: usize) -> MdHandle {
+        let choice = input.byte();
+        let own: Vec<MdHandle> =
+            self.bound.iter().filter(|(owner, _)| *owner == node).map(|(_, md)| *md).collect();
+        let any = match choice % 8 {
+            0 => pick(&self.attached, input),
+            1 => pick(&self.bound, input),
+            _ => pick(&own, input).map(|md| (node, md)),
+        };
+        any.map_or(MdHandle(u64::from(input.byte())), |(_, md)| md)
+    }
+
+    fn target(&self, input: &mut Input<'_>) -> ProcessId {
+        match input.byte() % 16 {
+            0 => ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE),
+            1 => ProcessId::new(node_nid(7), LNET_PID_LUSTRE),
+            2 => ProcessId::new(Nid::new4(Net::new(LndType::O2IB, 0), 1), LNET_PID_LUSTRE),
+            _ => self.harness.process(usize::from(input.byte()) % self.harness.node_count()),
+        }
+    }
+
+    /// A header from nowhere: forged, stale, malformed or misaddressed.
+    fn inject(&mut self, input: &mut Input<'_>, node: usize) {
+        let dest_nid = match input.byte() % 4 {
+            0 => Nid::new4(Net::TCP, 0x0a00_00ff),
+            1 => Nid::new4(Net::new(LndType::O2IB, 0), 5),
+            _ => node_nid(node),
+        };
+        let from = node_nid(usize::from(input.byte()) % (self.harness.node_count() + 1));
+        let handle = match input.byte() % 3 {
+            0 => WireHandle::NONE,
+            1 => WireHandle {
+                interface_cookie: 0x1000 + node as u64,
+                object_cookie: self.pick_md(input, node).0,
+            },
+            _ => WireHandle { interface_cookie: input.u64(), object_cookie: input.u64() },
+        };
+        let payload_length = match input.byte() % 8 {
+            0 => input.u32(),
+            1 => 1 << 20,
+            _ => u32::from(input.byte() % 32),
+        };
+        let body = match input.byte() % 5 {
+            0 => Body::Ack {
+                dst_wmd: handle,
+                match_bits: u64::from(input.byte() % 4 / 3),
+                mlength: u32::from(input.byte()),
+            },
+            1 => Body::Put {
+                ack_wmd: handle,
+                match_bits: u64::from(input.byte() % 4 / 3),
+                hdr_data: 0,
+                ptl_index: portal(input),
+                offset: u32::from(input.byte()),
+            },
+            2 => Body::Get {
+                return_wmd: handle,
+                match_bits: u64::from(input.byte() % 4 / 3),
+                ptl_index: portal(input),
+                src_offset: 0,
+                sink_length: u32::from(input.byte()),
+            },
+            3 => Body::Reply { dst_wmd: handle },
+            _ => Body::Hello { incarnation: 0, conn_type: 0 },
+        };
+        let header = Header {
+            dest_nid,
+            src_nid: from,
+            dest_pid: LNET_PID_LUSTRE,
+            src_pid: if input.byte() % 2 == 0 { LNET_PID_LUSTRE } else { LNET_PID_ANY },
+            payload_length,
+            body,
+        };
+        let payload = vec![0xa5; (payload_length as usize).min(64)];
+        self.harness.deliver(from, node, Frame { header, payload });
+        self.harness.settle();
+    }
+}
+
+fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
+    let longest = if passive { 24 } else { 8 };
+    let segments =
+        (0..1 + input.byte() % 3).map(|_| vec![0u8; usize::from(input.byte() % longest)]).collect();
+    let memory = Memory::from_segments(segments).unwrap_or_default();
+    let flags = input.byte();
+    let rare = input.byte();
+    let mut options = MdOptions::NONE;
+    for (bit, option) in [
+        (0x01, MdOptions::TRUNCATE),
+        (0x02, MdOptions::MANAGE_REMOTE),
+        (0x04, MdOptions::ACK_DISABLE),
+        (0x08, MdOptions::TRACK_RESPONSE),
+        (0x10, MdOptions::NO_TRACK_RESPONSE),
+    ] {
+        if flags & bit != 0 && (bit == 0x01 || rare % 8 == 0) {
+            options = options | option;
+        }
+    }
+    if passive {
+        options = options
+            | [MdOptions::OP_PUT, MdOptions::OP_GET, MdOptions::OP_PUT | MdOptions::OP_GET]
+                [usize::from(flags >> 5) % 3];
+    } else if rare % 16 == 1 {
+        options = options | MdOptions::OP_PUT;
+    }
+    let threshold = match input.byte() % 8 {
+        0 => Threshold::Infinite,
+        1 => Threshold::Count(0),
+        count => Threshold::Count(u32::from(count / 2)),
+    };
+    let mut spec =
+        MdSpec::new(memory).threshold(threshold).options(options).user_ptr(u64::from(flags));
+    if rare % 16 == 2 {
+        spec = spec.max_size(u32::from(input.byte() % 8));
+    }
+    if rare % 16 == 3 {
+        spec = spec.without_events();
+    }
+    spec
+}
+
+fn unlink_mode(input: &mut Input<'_>) -> UnlinkMode {
+    if input.byte() % 2 == 0 { UnlinkMode::Unlink } else { UnlinkMode::Retain }
+}
+
+fn portal(input: &mut Input<'_>) -> u32 {
+    match input.byte() % 16 {
+        0 => 64,
+        1 => 0,
+        2 => 2,
+        _ => 1,
+    }
+}
+
+fn pick<T: Copy>(items: &[T], input: &mut Input<'_>) -> Option<T> {
+    if items.is_empty() {
+        return None;
+    }
+    items.get(usize::from(input.byte()) % items.len()).copied()
+}
+
+/// A cursor over fuzz bytes that yields zeros once exhausted.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((first, rest)) => {
+                self.0 = rest;
+                *first
+            }
+            None => 0,
+        }
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | (u64::from(self.u32()) << 32)
+    }
+}

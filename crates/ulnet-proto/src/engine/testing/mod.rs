@@ -1,0 +1,599 @@
+//! A deterministic harness: N nodes wired through the emulated fabric on virtual time.
+//!
+//! Modelled on quinn's `Pair`: the harness plays every node's driver (a fabric LND), moves
+//! frames through a seeded [`LinkModel`], and advances virtual time to the next wakeup.
+//! [`Harness::step`] runs one wakeup, [`Harness::drive`] runs until nothing is left to do (and
+//! fails loudly past a step bound, turning a livelock into an assertion), and after every step
+//! it checks each node's invariants plus the event-level ones: no event after an MD's unlinked
+//! event, no more operations on an MD than its threshold, and (at quiescence) exactly one SEND
+//! per successful `put`/`get`.
+//!
+//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` and pid [`LNET_PID_LUSTRE`].
+//! The payload goes through the zero-copy receive API (`rx_segments_mut`) like a real driver.
+
+mod fuzz;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+pub use fuzz::drive_arbitrary;
+
+use crate::addr::{Net, Nid};
+use crate::engine::error::{
+    InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, PortalError, Rejected,
+};
+use crate::engine::event::{Event, EventKind};
+use crate::engine::health::HealthStatus;
+use crate::engine::md::{MdHandle, MdSpec, Threshold, UnlinkMode};
+use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, MeHandle, ProcessId};
+use crate::engine::msg::{RxId, TxId};
+use crate::engine::ni::{LndKind, NiConfig, NiId};
+use crate::engine::node::{
+    GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit,
+};
+use crate::engine::tunables::{NetTunables, Tunables};
+use crate::link_model::{Fabric, Fate, LinkConfig, LinkModel};
+use crate::time::Time;
+use crate::wire::header::Header;
+
+/// Bytes a header takes on the fabric (the classic nid4 form), for serialization delay.
+const HEADER_BYTES: usize = 72;
+
+/// The fabric NI of every harness node.
+pub const FABRIC_NI: NiId = NiId(1);
+
+/// The NID of harness node `index`: `10.0.0.<index+1>@tcp`.
+pub fn node_nid(index: usize) -> Nid {
+    Nid::new4(Net::TCP, 0x0a00_0001_u32.wrapping_add(index as u32))
+}
+
+/// How to build a [`Harness`].
+#[derive(Clone, Debug)]
+pub struct HarnessConfig {
+    pub nodes: usize,
+    pub seed: u64,
+    pub link: LinkConfig,
+    pub tunables: Tunables,
+    pub net_tunables: NetTunables,
+    pub limits: Limits,
+    /// Steps one `drive` may take before it is declared a livelock.
+    pub max_steps: u64,
+    /// Run the invariant checkers after every step (off for benchmarks).
+    pub check_invariants: bool,
+    /// Keep events for [`Harness::take_events`] (the fuzzer turns this off).
+    pub keep_events: bool,
+    /// Give every node a second NI (`10.1.0.<i+1>@tcp1`, on a net no peer uses), which opens
+    /// the resend gate for local failures (semantics.md §4.2).
+    pub second_ni: bool,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 2,
+            seed: 0,
+            link: LinkConfig { latency: Duration::from_micros(10), ..LinkConfig::IDEAL },
+            tunables: Tunables::default(),
+            net_tunables: NetTunables::default(),
+            limits: Limits::default(),
+            max_steps: 1_000_000,
+            check_invariants: true,
+            keep_events: true,
+            second_ni: false,
+        }
+    }
+}
+
+/// A frame on the emulated fabric: a header and its payload bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub header: Header,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SendDone {
+    node: usize,
+    tx: TxId,
+    status: HealthStatus,
+}
+
+/// What the checker knows about an MD created through the harness.
+#[derive(Clone, Copy, Debug)]
+struct MdTrack {
+    threshold: Option<u32>,
+    operations: u32,
+    unlinked: bool,
+    events: bool,
+}
+
+/// N nodes, a fabric, and virtual time.
+#[derive(Debug)]
+pub struct Harness {
+    now: Time,
+    nodes: Vec<Node>,
+    pub fabric: Fabric<Frame>,
+    send_dones: BTreeMap<(Time, u64), SendDone>,
+    sequence: u64,
+    /// Payloads of receives delayed on lazy portals, held as a driver would hold its socket.
+    delayed: BTreeMap<(usize, RxId), Frame>,
+    events: Vec<Vec<Event>>,
+    injected_failures: Vec<VecDeque<HealthStatus>>,
+    mds: BTreeMap<(usize, u64), MdTrack>,
+    initiated: Vec<u64>,
+    sends: Vec<u64>,
+    config: HarnessConfig,
+    steps: u64,
+    /// Headers a node refused as protocol errors.
+    pub protocol_errors: u64,
+}
+
+impl Harness {
+    pub fn new(config: HarnessConfig) -> Self {
+        let nodes = (0..config.nodes)
+            .map(|index| {
+                let ni = NiConfig {
+                    tunables: config.net_tunables,
+                    ..NiConfig::new(node_nid(index), LndKind::Fabric)
+                };
+                let mut nis = vec![ni];
+                if config.second_ni {
+                    let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
+                    nis.push(NiConfig {
+                        nid: Nid::new4(tcp1, 0x0a01_0001_u32.wrapping_add(index as u32)),
+                        ..ni
+                    });
+                }
+                let node_config = NodeConfig {
+                    interface_cookie: 0x1000 + index as u64,
+                    pid: LNET_PID_LUSTRE,
+                    tunables: config.tunables,
+                    nis,
+                    limits: config.limits,
+                };
+                match Node::new(node_config) {
+                    Ok(node) => node,
+                    Err(error) => panic!("harness node {index}: {error}"),
+                }
+            })
+            .collect();
+        let count = config.nodes;
+        Self {
+            now: Time::ZERO,
+            nodes,
+            fabric: Fabric::new(LinkModel::new(config.seed, config.link)),
+            send_dones: BTreeMap::new(),
+            sequence: 0,
+            delayed: BTreeMap::new(),
+            events: vec![Vec::new(); count],
+            injected_failures: vec![VecDeque::new(); count],
+            mds: BTreeMap::new(),
+            initiated: vec![0; count],
+            sends: vec![0; count],
+            config,
+            steps: 0,
+            protocol_errors: 0,
+        }
+    }
+
+    /// Two nodes, seed 0, 10 us links.
+    pub fn pair() -> Self {
+        Self::new(HarnessConfig::default())
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    pub fn node(&self, index: usize) -> &Node {
+        &self.nodes[index]
+    }
+
+    /// Direct access; calls made this way bypass the checker's MD registration.
+    pub fn node_mut(&mut self, index: usize) -> &mut Node {
+        &mut self.nodes[index]
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn nid(&self, index: usize) -> Nid {
+        node_nid(index)
+    }
+
+    /// Node `index`'s process id (its fabric NID and pid 12345).
+    pub fn process(&self, index: usize) -> ProcessId {
+        ProcessId::new(node_nid(index), LNET_PID_LUSTRE)
+    }
+
+    // ------------------------------------------------------------ API calls through the checker
+
+    /// [`Node::me_attach`] on node `node` (hence one argument more than it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn me_attach(
+        &mut self,
+        node: usize,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Result<MeHandle, MeAttachError> {
+        self.nodes[node].me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
+    }
+
+    pub fn md_attach(
+        &mut self,
+        node: usize,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdAttachError>> {
+        let track = track_of(&spec);
+        let now = self.now;
+        let handle = self.nodes[node].md_attach(now, me, spec, unlink)?;
+        self.mds.insert((node, handle.0), track);
+        self.flush();
+        Ok(handle)
+    }
+
+    pub fn md_bind(
+        &mut self,
+        node: usize,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdBindError>> {
+        let track = track_of(&spec);
+        let handle = self.nodes[node].md_bind(spec, unlink)?;
+        self.mds.insert((node, handle.0), track);
+        Ok(handle)
+    }
+
+    pub fn put(&mut self, node: usize, request: &PutRequest) -> Result<(), InitiateError> {
+        let now = self.now;
+        self.nodes[node].put(now, request)?;
+        self.count_initiated(node, request.md);
+        self.flush();
+        Ok(())
+    }
+
+    pub fn get(&mut self, node: usize, request: &GetRequest) -> Result<(), InitiateError> {
+        let now = self.now;
+        self.nodes[node].get(now, request)?;
+        self.count_initiated(node, request.md);
+        self.flush();
+        Ok(())
+    }
+
+    pub fn md_unlink(&mut self, node: usize, md: MdHandle) -> Result<(), MdError> {
+        let now = self.now;
+        self.nodes[node].md_unlink(now, md)?;
+        self.flush();
+        Ok(())
+    }
+
+    pub fn set_lazy_portal(&mut self, node: usize, portal: u32) -> Result<(), PortalError> {
+        self.nodes[node].set_lazy_portal(portal)
+    }
+
+    pub fn clear_lazy_portal(&mut self, node: usize, portal: u32) -> Result<(), PortalError> {
+        let now = self.now;
+        self.nodes[node].clear_lazy_portal(now, portal)?;
+        self.flush();
+        Ok(())
+    }
+
+    /// Posts a receive buffer the simple way: a wildcard ME (any initiator, exact bits,
+    /// appended, unlinked with its MD) and `spec` auto-unlinked. Panics on API errors.
+    pub fn post(&mut self, node: usize, portal: u32, match_bits: u64, spec: MdSpec) -> MdHandle {
+        let me = self.me_attach(
+            node,
+            portal,
+            ProcessId::ANY,
+            match_bits,
+            0,
+            UnlinkMode::Unlink,
+            InsertPosition::After,
+        );
+        let me = me.unwrap_or_else(|error| panic!("me_attach: {error}"));
+        self.md_attach(node, me, spec, UnlinkMode::Unlink)
+            .unwrap_or_else(|error| panic!("md_attach: {error}"))
+    }
+
+    /// Binds a send MD (auto-unlinked). Panics on API errors.
+    pub fn bind(&mut self, node: usize, spec: MdSpec) -> MdHandle {
+        self.md_bind(node, spec, UnlinkMode::Unlink)
+            .unwrap_or_else(|error| panic!("md_bind: {error}"))
+    }
+
+    /// The next send from `node` fails at its LND with `status` (instead of reaching the fabric).
+    pub fn fail_next_send(&mut self, node: usize, status: HealthStatus) {
+        self.injected_failures[node].push_back(status);
+    }
+
+    /// Takes the events `node` delivered so far.
+    pub fn take_events(&mut self, node: usize) -> Vec<Event> {
+        std::mem::take(&mut self.events[node])
+    }
+
+    // ------------------------------------------------------------ time
+
+    /// Processes the next wakeup; false when there is none.
+    pub fn step(&mut self) -> bool {
+        self.flush();
+        let Some(next) = self.next_wakeup() else {
+            return false;
+        };
+        self.now = self.now.max(next);
+        self.process_due();
+        self.steps += 1;
+        self.flush();
+        true
+    }
+
+    /// Steps until idle. Panics (a failed assertion) after `max_steps` steps: a livelock.
+    pub fn drive(&mut self) {
+        let start = self.steps;
+        while self.step() {
+            if self.steps - start > self.config.max_steps {
+                panic!(
+                    "livelock: no quiescence after {} steps (seed {})",
+                    self.config.max_steps, self.config.seed
+                );
+            }
+        }
+    }
+
+    /// Steps through every wakeup at or before `deadline`, then sets the clock to it.
+    pub fn drive_until(&mut self, deadline: Time) {
+        let start = self.steps;
+        loop {
+            self.flush();
+            match self.next_wakeup() {
+                Some(next) if next <= deadline => {
+                    self.step();
+                }
+                _ => break,
+            }
+            if self.steps - start > self.config.max_steps {
+                panic!("livelock before {deadline:?} (seed {})", self.config.seed);
+            }
+        }
+        self.now = self.now.max(deadline);
+    }
+
+    /// Runs for `span` of virtual time.
+    pub fn run_for(&mut self, span: Duration) {
+        let deadline = self.now + span;
+        self.drive_until(deadline);
+    }
+
+    /// Processes everything due now without advancing the clock.
+    pub fn settle(&mut self) {
+        let now = self.now;
+        self.drive_until(now);
+    }
+
+    /// Checks that nothing is in flight: every message finalized except PUTs parked on lazy
+    /// portals, and one SEND event per successful `put`/`get` (or a held loopback send).
+    pub fn assert_quiescent(&self) {
+        assert_eq!(self.fabric.in_flight(), 0, "frames still in flight");
+        assert!(self.send_dones.is_empty(), "sends still in progress");
+        for (index, node) in self.nodes.iter().enumerate() {
+            assert_eq!(
+                node.message_count(),
+                node.delayed_message_count(),
+                "node {index} has unfinished messages"
+            );
+            let held = node
+                .pending_sends()
+                .filter(|md| self.mds.get(&(index, md.0)).is_some_and(|track| track.events))
+                .count() as u64;
+            assert_eq!(
+                self.initiated[index],
+                self.sends[index] + held,
+                "node {index}: {} puts/gets, {} SEND events, {held} held",
+                self.initiated[index],
+                self.sends[index]
+            );
+        }
+    }
+
+    /// Runs every invariant checker now; panics with the seed on a violation.
+    pub fn check(&self) {
+        for (index, node) in self.nodes.iter().enumerate() {
+            if let Err(violation) = node.check_invariants() {
+                panic!("node {index} invariant violated (seed {}): {violation}", self.config.seed);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ the driver
+
+    fn next_wakeup(&self) -> Option<Time> {
+        let fabric = self.fabric.next_delivery();
+        let send = self.send_dones.keys().next().map(|(at, _)| *at);
+        let timers = self.nodes.iter().filter_map(Node::poll_timeout).min();
+        [fabric, send, timers].into_iter().flatten().min()
+    }
+
+    fn process_due(&mut self) {
+        let now = self.now;
+        while let Some(entry) = self.send_dones.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let done = entry.remove();
+            if let Err(error) = self.nodes[done.node].handle_send_done(now, done.tx, done.status) {
+                panic!("node {} refused a send completion: {error}", done.node);
+            }
+        }
+        while let Some(delivery) = self.fabric.pop_due(now) {
+            self.deliver(node_nid(delivery.from), delivery.to, delivery.frame);
+        }
+        for node in &mut self.nodes {
+            if node.poll_timeout().is_some_and(|deadline| deadline <= now) {
+                node.handle_timeout(now);
+            }
+        }
+    }
+
+    /// Drains every node's outputs until none produces more.
+    fn flush(&mut self) {
+        loop {
+            let mut progressed = false;
+            for index in 0..self.nodes.len() {
+                while let Some(transmit) = self.nodes[index].poll_transmit() {
+                    progressed = true;
+                    self.transmit(index, transmit);
+                }
+                while let Some(resume) = self.nodes[index].poll_resume() {
+                    progressed = true;
+                    self.resume(index, resume);
+                }
+                while let Some(event) = self.nodes[index].poll_event() {
+                    progressed = true;
+                    self.record(index, event);
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        if self.config.check_invariants {
+            self.check();
+        }
+    }
+
+    fn transmit(&mut self, from: usize, transmit: Transmit) {
+        let payload: Vec<u8> = match self.nodes[from].tx_payload(transmit.tx) {
+            Ok(slices) => slices.flat_map(|slice| slice.iter().copied()).collect(),
+            Err(error) => panic!("node {from} has no payload for its own transmit: {error}"),
+        };
+        assert_eq!(
+            payload.len(),
+            transmit.header.payload_length as usize,
+            "payload length disagrees with the header"
+        );
+        let destination = (0..self.nodes.len()).find(|index| node_nid(*index) == transmit.next_hop);
+        let (at, status) = if let Some(status) = self.injected_failures[from].pop_front() {
+            (self.now, status)
+        } else if let Some(to) = destination {
+            let frame = Frame { header: transmit.header, payload };
+            let verdict =
+                self.fabric.send(self.now, from, to, HEADER_BYTES + frame.payload.len(), frame);
+            let status = if verdict.fate == Fate::Unreachable {
+                HealthStatus::RemoteDropped
+            } else {
+                HealthStatus::Ok
+            };
+            (verdict.serialized_at, status)
+        } else {
+            // Nobody has that NID: the connection is refused.
+            (self.now, HealthStatus::RemoteDropped)
+        };
+        self.sequence += 1;
+        self.send_dones
+            .insert((at, self.sequence), SendDone { node: from, tx: transmit.tx, status });
+    }
+
+    /// Delivers a frame to node `to` as if it came from the peer NID `from` (which need not
+    /// be a harness node): forged, stale or malformed traffic for tests.
+    pub fn inject(&mut self, from: Nid, to: usize, frame: Frame) {
+        self.deliver(from, to, frame);
+        self.flush();
+    }
+
+    /// Hands a frame from the peer NID `from` to node `to`, as its driver would.
+    fn deliver(&mut self, from: Nid, to: usize, frame: Frame) {
+        let now = self.now;
+        match self.nodes[to].handle_header(now, FABRIC_NI, from, &frame.header) {
+            RecvAction::Deliver { rx, length, .. } => self.fill(to, rx, length, &frame.payload),
+            RecvAction::Discard { .. } => {}
+            RecvAction::Delay { rx } => {
+                self.delayed.insert((to, rx), frame);
+            }
+            RecvAction::ProtocolError(_) => self.protocol_errors += 1,
+        }
+    }
+
+    fn resume(&mut self, node: usize, resume: Resume) {
+        let frame = self.delayed.remove(&(node, resume.rx));
+        if let (RecvAction::Deliver { rx, length, .. }, Some(frame)) = (resume.action, frame) {
+            self.fill(node, rx, length, &frame.payload);
+        }
+    }
+
+    /// Reads `length` payload bytes straight into the MD, as a socket driver would.
+    fn fill(&mut self, node: usize, rx: RxId, length: u32, payload: &[u8]) {
+        let status = match self.nodes[node].rx_segments_mut(rx) {
+            Ok(slices) => {
+                let mut source = payload.get(..length as usize).unwrap_or(payload);
+                for slice in slices {
+                    let (head, rest) = source.split_at(slice.len().min(source.len()));
+                    slice[..head.len()].copy_from_slice(head);
+                    source = rest;
+                }
+                HealthStatus::Ok
+            }
+            Err(error) => panic!("node {node} lent no memory for a Deliver: {error}"),
+        };
+        let now = self.now;
+        if let Err(error) = self.nodes[node].handle_recv_done(now, rx, status) {
+            panic!("node {node} refused a receive completion: {error}");
+        }
+    }
+
+    fn count_initiated(&mut self, node: usize, md: MdHandle) {
+        if self.mds.get(&(node, md.0)).is_some_and(|track| track.events) {
+            self.initiated[node] += 1;
+        }
+    }
+
+    /// The event-level checkers.
+    fn record(&mut self, node: usize, event: Event) {
+        if let Some(track) = self.mds.get_mut(&(node, event.md.0)) {
+            assert!(
+                !track.unlinked,
+                "node {node}: event after the unlinked event (seed {}): {event:?}",
+                self.config.seed
+            );
+            if event.kind != EventKind::Unlink {
+                track.operations += 1;
+                if let Some(threshold) = track.threshold {
+                    assert!(
+                        track.operations <= threshold,
+                        "node {node}: MD {:?} saw {} operations, threshold {threshold} (seed {})",
+                        event.md,
+                        track.operations,
+                        self.config.seed
+                    );
+                }
+            }
+            track.unlinked = event.unlinked;
+            if event.kind == EventKind::Send && track.events {
+                self.sends[node] += 1;
+            }
+        }
+        if self.config.keep_events {
+            self.events[node].push(event);
+        }
+    }
+}
+
+fn track_of(spec: &MdSpec) -> MdTrack {
+    let threshold = match spec.threshold {
+        Threshold::Infinite => None,
+        Threshold::Count(count) => Some(count),
+    };
+    MdTrack { threshold, operations: 0, unlinked: false, events: spec.events }
+}
+
+#[cfg(test)]
+mod scenarios;

@@ -1,0 +1,162 @@
+//! LNet's global tunables and per-net tunables, with Lustre's defaults.
+//!
+//! lustre: lnet/lnet/api-ni.c (module parameters and their setters), lib-move.c
+//! (`lnet_get_lnd_timeout`), semantics.md §10.1.
+
+use std::time::Duration;
+
+/// `lnet_response_tracking`: which initiator operations get a response tracker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ResponseTracking {
+    /// 0: only LNet's own pings and pushes.
+    InternalOnly = 0,
+    /// 1: GETs.
+    Get = 1,
+    /// 2: PUTs that ask for an ACK.
+    PutWithAck = 2,
+    /// 3: both (the default).
+    Both = 3,
+}
+
+impl ResponseTracking {
+    pub fn tracks_get(self) -> bool {
+        matches!(self, Self::Get | Self::Both)
+    }
+
+    pub fn tracks_put_with_ack(self) -> bool {
+        matches!(self, Self::PutWithAck | Self::Both)
+    }
+}
+
+/// Node-wide tunables (`lnet.ko` module parameters that the engine uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunables {
+    /// `lnet_transaction_timeout`: end-to-end response timeout.
+    pub transaction_timeout: Duration,
+    /// `lnet_retry_count`: most resends of one message.
+    pub retry_count: u32,
+    /// `lnet_response_tracking`.
+    pub response_tracking: ResponseTracking,
+    /// `lnet_health_sensitivity`: health step down on failure and up on success; 0 disables
+    /// health (and resends).
+    pub health_sensitivity: u32,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Self {
+            transaction_timeout: Duration::from_secs(150),
+            retry_count: 2,
+            response_tracking: ResponseTracking::Both,
+            health_sensitivity: 100,
+        }
+    }
+}
+
+impl Tunables {
+    /// `lnet_lnd_timeout = max((transaction_timeout - 1) / (retry_count + 1), 1)`, whole
+    /// seconds as Lustre computes it (49 s by default).
+    /// lustre: lnet/lnet/api-ni.c `lnet_set_lnd_timeout()`.
+    pub fn lnd_timeout(&self) -> Duration {
+        let seconds = self.transaction_timeout.as_secs().saturating_sub(1)
+            / (u64::from(self.effective_retry_count()) + 1);
+        Duration::from_secs(seconds.max(1))
+    }
+
+    /// The retry count in force: 0 when health is disabled, which forces it
+    /// (lustre: api-ni.c `sensitivity_set()`).
+    pub fn effective_retry_count(&self) -> u32 {
+        if self.health_sensitivity == 0 { 0 } else { self.retry_count }
+    }
+
+    /// Lustre's constraints (api-ni.c `transaction_to_set()`, `retry_count_set()`): the timeout
+    /// must exceed the retry count and sensitivity must be at most the maximum health.
+    pub fn validate(&self) -> Result<(), TunablesError> {
+        if self.transaction_timeout.as_secs() <= u64::from(self.retry_count) {
+            return Err(TunablesError::TimeoutNotAboveRetryCount);
+        }
+        if self.health_sensitivity > super::health::MAX_HEALTH {
+            return Err(TunablesError::SensitivityTooLarge(self.health_sensitivity));
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`Tunables`] value is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TunablesError {
+    #[error("transaction_timeout must be greater than retry_count")]
+    TimeoutNotAboveRetryCount,
+    #[error("health_sensitivity {0} exceeds the maximum health 1000")]
+    SensitivityTooLarge(u32),
+}
+
+/// Per-net tunables (`struct lnet_ioctl_config_lnd_cmn_tunables`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetTunables {
+    /// `credits` (`lct_max_tx_credits`): NI tx credits.
+    pub credits: u32,
+    /// `peer_credits` (`lct_peer_tx_credits`): per peer NI tx credits.
+    pub peer_credits: u32,
+    /// `peer_buffer_credits`: router credits (unused until routing).
+    pub peer_buffer_credits: u32,
+    /// `peer_timeout` in seconds (router peer aliveness; unused until routing).
+    pub peer_timeout: u32,
+}
+
+impl NetTunables {
+    /// socklnd's defaults (semantics.md §10.2): credits 256, peer_credits 8, peer_timeout 180.
+    pub const SOCKLND: Self =
+        Self { credits: 256, peer_credits: 8, peer_buffer_credits: 0, peer_timeout: 180 };
+    /// The loopback net reports all zeros and bypasses credits.
+    pub const LO: Self =
+        Self { credits: 0, peer_credits: 0, peer_buffer_credits: 0, peer_timeout: 0 };
+}
+
+impl Default for NetTunables {
+    fn default() -> Self {
+        Self::SOCKLND
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_lustre() {
+        let tunables = Tunables::default();
+        assert_eq!(tunables.transaction_timeout, Duration::from_secs(150));
+        assert_eq!(tunables.retry_count, 2);
+        assert_eq!(tunables.response_tracking, ResponseTracking::Both);
+        assert_eq!(tunables.health_sensitivity, 100);
+        assert_eq!(tunables.lnd_timeout(), Duration::from_secs(49));
+        assert_eq!(tunables.validate(), Ok(()));
+    }
+
+    #[test]
+    fn lnd_timeout_floors_at_one_second() {
+        let tunables = Tunables {
+            transaction_timeout: Duration::from_secs(3),
+            retry_count: 2,
+            ..Tunables::default()
+        };
+        assert_eq!(tunables.lnd_timeout(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn bad_tunables_are_refused() {
+        let slow = Tunables { transaction_timeout: Duration::from_secs(2), ..Tunables::default() };
+        assert_eq!(slow.validate(), Err(TunablesError::TimeoutNotAboveRetryCount));
+        let sensitive = Tunables { health_sensitivity: 1001, ..Tunables::default() };
+        assert_eq!(sensitive.validate(), Err(TunablesError::SensitivityTooLarge(1001)));
+    }
+
+    #[test]
+    fn zero_sensitivity_forces_no_retries() {
+        let tunables = Tunables { health_sensitivity: 0, ..Tunables::default() };
+        assert_eq!(tunables.effective_retry_count(), 0);
+        assert_eq!(tunables.lnd_timeout(), Duration::from_secs(149));
+    }
+}
