@@ -78,7 +78,7 @@ impl fmt::Debug for ProcessId {
 }
 
 /// Parses what `Display` prints. lustre: nidstrings.c `libcfs_strid()`, which defaults the pid
-/// to 12345 without a "<pid>-" prefix. Lustre's parser does not read the "U" and
+/// to 12345 without a "`<pid>-`" prefix. Lustre's parser does not read the "U" and
 /// "LNET_PID_ANY" forms it prints; this one does, so printing round-trips.
 impl FromStr for ProcessId {
     type Err = ProcessIdParseError;
