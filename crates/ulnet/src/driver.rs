@@ -1,0 +1,418 @@
+//! The I/O shell: the state a node shares between API callers and its I/O thread, the routine
+//! that carries out the core's outputs, the I/O thread's loop, and the shutdown order.
+//!
+//! # Who runs what
+//!
+//! * The core ([`ulnet_proto::engine::Node`]) sits in [`Core`] behind one mutex. An API call
+//!   (put, get, attach, unlink) locks it on the caller's thread, makes the call with `now`, and
+//!   then, still holding the lock, carries out everything the core produced ([`drain`]): events
+//!   go to their [`EventQueue`](crate::EventQueue)s, transmits to the LND of their NI, delayed
+//!   receives that may proceed to the LND that holds them. Loopback completes inside the core, so
+//!   a `0@lo` operation never leaves the caller's thread.
+//! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
+//!   after the lock is released, so nobody is woken only to block on the lock we hold.
+//! * The I/O thread runs a tokio current-thread runtime. Its loop ([`run`]) fires the core's
+//!   timer ([`poll_timeout`](ulnet_proto::engine::Node::poll_timeout) /
+//!   [`handle_timeout`](ulnet_proto::engine::Node::handle_timeout)) and polls the LNDs that
+//!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
+//!   (TCP) spawn them on the same runtime from [`Lnd::start`](crate::lnd::Lnd::start).
+//!
+//! # The wake-up trade-off
+//!
+//! Handing work to a sleeping thread on another CPU costs about 30 us on small virtual machines
+//! (reference/performance.md), more than the whole core spends on a message. So API calls work
+//! on the caller's thread, the I/O thread is woken only when an LND needs it (a transmit for a
+//! network NI, a delayed receive that may resume, a timer that moved earlier), and a waiting
+//! thread spins for a bounded few microseconds ([`NodeBuilder::spin`](crate::NodeBuilder::spin))
+//! before it parks. [`Doorbell`] makes ringing an awake thread cost two atomic operations; only a
+//! parked thread costs a system call.
+//!
+//! # Locks, in the only order they are taken
+//!
+//! 1. Core mutexes. When two nodes are involved (the in-process fabric copying a payload from the
+//!    sender's MD into the receiver's), they are locked in order of node id ([`lock_pair`]).
+//! 2. Leaf locks, taken briefly while a core may be held and never held while taking a core:
+//!    an LND's inbox, the fabric's link model, an event queue, the list of event queues.
+//!
+//! # Shutdown order ([`finish`])
+//!
+//! Mark the core closed (API calls now fail with `ShutDown`) -> clear every lazy portal (delayed
+//! PUTs are dropped) -> fail every transmit still held by an LND with `LocalError` (no resend),
+//! and any transmit the core produces from then on -> unlink every MD that has an event queue,
+//! so its final event hands the memory back -> deliver those events -> shut the LNDs down (the
+//! fabric fails frames still addressed to us back to their senders) -> close the event queues.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use ulnet_proto::engine::portal::MAX_PORTALS;
+use ulnet_proto::engine::{HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId};
+use ulnet_proto::time::Time;
+
+use crate::clock;
+use crate::event_queue::EqShared;
+use crate::lnd::Lnd;
+
+/// What a node shares between its handles, its I/O thread and other nodes' fabric LNDs.
+pub(crate) struct Shared {
+    /// Unique in the process; orders core locks.
+    pub(crate) id: u64,
+    pub(crate) core: Mutex<Core>,
+    pub(crate) doorbell: Doorbell,
+    /// Set by `Node::shutdown`: the I/O thread leaves its loop and runs [`finish`].
+    pub(crate) closing: AtomicBool,
+    /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core).
+    pub(crate) lnds: Vec<Option<Arc<dyn Lnd>>>,
+    /// Every event queue created for this node, closed at shutdown.
+    pub(crate) queues: Mutex<Vec<Weak<EqShared>>>,
+    pub(crate) counters: Counters,
+    /// How long a waiting thread spins before it parks.
+    pub(crate) spin: Duration,
+}
+
+/// Runtime counters (the core keeps its own statistics).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Times the I/O thread was woken from a park by a doorbell.
+    pub(crate) io_wakeups: AtomicU64,
+    /// Events whose MD had no live event queue any more.
+    pub(crate) events_unrouted: AtomicU64,
+    /// Transmits failed because their NI had no LND (a bug) or the node was closing.
+    pub(crate) transmits_failed_locally: AtomicU64,
+}
+
+/// The core plus the runtime's bookkeeping about it, all behind one mutex.
+pub(crate) struct Core {
+    pub(crate) engine: ulnet_proto::engine::Node,
+    /// Transmits handed to an LND and not yet completed, with their NI. Completing through
+    /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
+    /// shutdown knows what to fail.
+    pub(crate) in_flight: HashMap<TxId, NiId>,
+    /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
+    pub(crate) delayed: HashMap<RxId, NiId>,
+    /// The event queue of every MD created with one, by handle cookie.
+    pub(crate) routes: HashMap<u64, Weak<EqShared>>,
+    /// The core timer deadline the I/O thread last armed; an API call that moves the core's
+    /// deadline earlier rings the doorbell.
+    pub(crate) armed: Time,
+    /// API calls fail with `ShutDown`; transmits fail locally.
+    pub(crate) closed: bool,
+    /// [`finish`] ran to the end.
+    pub(crate) finished: bool,
+}
+
+impl Core {
+    pub(crate) fn new(engine: ulnet_proto::engine::Node) -> Self {
+        Self {
+            engine,
+            in_flight: HashMap::new(),
+            delayed: HashMap::new(),
+            routes: HashMap::new(),
+            armed: Time::MAX,
+            closed: false,
+            finished: false,
+        }
+    }
+
+    /// Completes a transmit an LND held, exactly once: a transmit already completed (or failed
+    /// by shutdown) is ignored. Returns whether it was still held.
+    pub(crate) fn complete_send(&mut self, now: Time, tx: TxId, status: HealthStatus) -> bool {
+        if self.in_flight.remove(&tx).is_none() {
+            return false;
+        }
+        if let Err(error) = self.engine.handle_send_done(now, tx, status) {
+            tracing::error!(%error, "core refused a send completion");
+        }
+        true
+    }
+
+    /// Completes a receive an LND filled (or failed).
+    pub(crate) fn complete_recv(&mut self, now: Time, rx: RxId, status: HealthStatus) {
+        if let Err(error) = self.engine.handle_recv_done(now, rx, status) {
+            tracing::error!(%error, "core refused a receive completion");
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        // The core never panics on any input (its contract); recover rather than cascade if a
+        // runtime bug ever poisoned the lock.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lnd(&self, ni: NiId) -> Option<&Arc<dyn Lnd>> {
+        self.lnds.get(usize::from(ni.0)).and_then(Option::as_ref)
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// A unique id per node in the process (orders core locks).
+pub(crate) fn next_node_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+// ------------------------------------------------------------------------------- wake-ups
+
+/// Wake-ups owed once the core lock is released.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    doorbells: Vec<Arc<Shared>>,
+    queues: Vec<Arc<EqShared>>,
+}
+
+impl Wakes {
+    /// Wake `node`'s I/O thread.
+    pub(crate) fn ring(&mut self, node: &Arc<Shared>) {
+        if !self.doorbells.iter().any(|known| Arc::ptr_eq(known, node)) {
+            self.doorbells.push(Arc::clone(node));
+        }
+    }
+
+    fn queue(&mut self, queue: Arc<EqShared>) {
+        if !self.queues.iter().any(|known| Arc::ptr_eq(known, &queue)) {
+            self.queues.push(queue);
+        }
+    }
+
+    /// Issues the wake-ups. Call with no core lock held.
+    pub(crate) fn finish(self) {
+        for node in self.doorbells {
+            node.doorbell.ring(&node.counters);
+        }
+        for queue in self.queues {
+            queue.wake();
+        }
+    }
+}
+
+/// Bell checks between two yields to the I/O runtime while spinning.
+const SPINS_PER_YIELD: u32 = 64;
+
+/// A cheap wake-up for the I/O thread: ringing an awake (or spinning) thread is two atomic
+/// operations; only a parked one gets a `Notify` (and so a system call to unpark it).
+#[derive(Debug, Default)]
+pub(crate) struct Doorbell {
+    rung: AtomicBool,
+    parked: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Doorbell {
+    pub(crate) fn ring(&self, counters: &Counters) {
+        // SeqCst pairs with `wait`: either the waiter sees `rung`, or we see `parked` and
+        // notify (a notification sent before the waiter awaits is kept as a permit).
+        self.rung.store(true, Ordering::SeqCst);
+        if self.parked.load(Ordering::SeqCst) {
+            counters.io_wakeups.fetch_add(1, Ordering::Relaxed);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Waits until rung or until `deadline`: spins (yielding to other tasks) for up to `spin`,
+    /// then parks.
+    async fn wait(&self, deadline: Time, spin: Duration) {
+        let spin_until = clock::now().saturating_add(spin).min(deadline);
+        loop {
+            // Check the bell often and the clock (and other tasks) less often: yielding to
+            // tokio polls its I/O driver, a system call.
+            for _ in 0..SPINS_PER_YIELD {
+                if self.rung.swap(false, Ordering::AcqRel) {
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+            let now = clock::now();
+            if now >= deadline {
+                return;
+            }
+            if now >= spin_until {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        self.parked.store(true, Ordering::SeqCst);
+        if !self.rung.swap(false, Ordering::SeqCst) {
+            let notified = self.notify.notified();
+            if deadline == Time::MAX {
+                notified.await;
+            } else {
+                let at = tokio::time::Instant::from_std(clock::instant(deadline));
+                let _ = tokio::time::timeout_at(at, notified).await;
+            }
+            self.rung.store(false, Ordering::SeqCst);
+        }
+        self.parked.store(false, Ordering::SeqCst);
+    }
+}
+
+// ------------------------------------------------------------------------------- draining
+
+/// Carries out everything the core produced, until it produces nothing more. Runs with the
+/// core locked, on whichever thread made the core call.
+pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+    loop {
+        let mut progressed = false;
+        while let Some(transmit) = core.engine.poll_transmit() {
+            progressed = true;
+            let lnd = if core.closed { None } else { shared.lnd(transmit.ni) };
+            match lnd {
+                Some(lnd) => {
+                    core.in_flight.insert(transmit.tx, transmit.ni);
+                    lnd.transmit(shared, core, now, transmit, wakes);
+                }
+                None => {
+                    // Closing (or, a bug, an NI without an LND): the transmit fails here. Not a
+                    // resendable status, so this cannot loop.
+                    shared.counters.transmits_failed_locally.fetch_add(1, Ordering::Relaxed);
+                    if let Err(error) =
+                        core.engine.handle_send_done(now, transmit.tx, HealthStatus::LocalError)
+                    {
+                        tracing::error!(%error, "core refused a local send failure");
+                    }
+                }
+            }
+        }
+        while let Some(resume) = core.engine.poll_resume() {
+            progressed = true;
+            let holder = core.delayed.remove(&resume.rx);
+            let lnd = if core.closed { None } else { holder.and_then(|ni| shared.lnd(ni)) };
+            match lnd {
+                Some(lnd) => lnd.resume(shared, core, now, resume, wakes),
+                None => {
+                    // Nobody will read the payload any more: fail the receive.
+                    if let RecvAction::Deliver { rx, .. } = resume.action {
+                        core.complete_recv(now, rx, HealthStatus::LocalError);
+                    }
+                }
+            }
+        }
+        while let Some(event) = core.engine.poll_event() {
+            progressed = true;
+            let route = if event.unlinked {
+                core.routes.remove(&event.md.0)
+            } else {
+                core.routes.get(&event.md.0).cloned()
+            };
+            match route.and_then(|queue| queue.upgrade()) {
+                Some(queue) => {
+                    if queue.push(event) {
+                        wakes.queue(queue);
+                    }
+                }
+                None => {
+                    shared.counters.events_unrouted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if !progressed {
+            break;
+        }
+    }
+    // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
+    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
+        core.armed = Time::ZERO;
+        wakes.ring(shared);
+    }
+}
+
+/// Locks two different nodes' cores in id order (lock order rule 1) and returns them as
+/// (first, second) in the order asked.
+pub(crate) fn lock_pair<'a>(
+    first: &'a Shared,
+    second: &'a Shared,
+) -> (MutexGuard<'a, Core>, MutexGuard<'a, Core>) {
+    if first.id < second.id {
+        let a = first.lock();
+        let b = second.lock();
+        (a, b)
+    } else {
+        let b = second.lock();
+        let a = first.lock();
+        (a, b)
+    }
+}
+
+// ------------------------------------------------------------------------------- I/O thread
+
+/// The I/O thread's loop: core timer, LND polling, then sleep until the next deadline or a
+/// doorbell. Returns when the node is closing.
+pub(crate) async fn run(shared: &Arc<Shared>) {
+    loop {
+        if shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let now = clock::now();
+        let mut wakes = Wakes::default();
+        let mut next = {
+            let mut core = shared.lock();
+            if core.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
+                core.engine.handle_timeout(now);
+                drain(shared, &mut core, now, &mut wakes);
+            }
+            core.armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
+            core.armed
+        };
+        wakes.finish();
+        for lnd in shared.lnds.iter().flatten() {
+            if let Some(deadline) = lnd.poll(shared, now) {
+                next = next.min(deadline);
+            }
+        }
+        shared.doorbell.wait(next, shared.spin).await;
+    }
+}
+
+/// Shuts the node down in the order the module documentation gives. Idempotent; runs on the
+/// I/O thread as it exits, or on the caller's thread if the I/O thread is gone.
+pub(crate) fn finish(shared: &Arc<Shared>) {
+    let now = clock::now();
+    let mut wakes = Wakes::default();
+    {
+        let mut core = shared.lock();
+        if core.finished {
+            return;
+        }
+        core.closed = true;
+        for portal in 0..MAX_PORTALS {
+            // Every index is in range, so this cannot fail.
+            let _ = core.engine.clear_lazy_portal(now, portal);
+        }
+        drain(shared, &mut core, now, &mut wakes);
+        // Failing a transmit can release credits and start queued ones; closed-mode draining
+        // fails those at once, so one pass leaves nothing held.
+        let held: Vec<TxId> = core.in_flight.keys().copied().collect();
+        for tx in held {
+            core.complete_send(now, tx, HealthStatus::LocalError);
+            drain(shared, &mut core, now, &mut wakes);
+        }
+        let mds: Vec<u64> = core.routes.keys().copied().collect();
+        for md in mds {
+            // An MD may already have gone with an earlier one's messages; that is fine.
+            let _ = core.engine.md_unlink(now, MdHandle(md));
+            drain(shared, &mut core, now, &mut wakes);
+        }
+        let left = core.engine.message_count();
+        if left != 0 {
+            tracing::warn!(left, "messages still alive after shutdown");
+        }
+        core.finished = true;
+    }
+    wakes.finish();
+    for lnd in shared.lnds.iter().flatten() {
+        lnd.shutdown(shared, now);
+    }
+    let queues = std::mem::take(&mut *shared.queues.lock().unwrap_or_else(PoisonError::into_inner));
+    for queue in queues.iter().filter_map(Weak::upgrade) {
+        queue.close();
+    }
+}

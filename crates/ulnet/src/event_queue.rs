@@ -1,0 +1,275 @@
+//! Event queues: where a node puts the events of the MDs attached to them.
+//!
+//! # Why queues you create, rather than one stream per node
+//!
+//! LNet delivers each MD's events to the event queue (today, the handler) named in the MD, so
+//! independent users of one node (an application, a selftest service, a ping responder) each
+//! see only their own events, in their own thread or task, without a demultiplexer in between
+//! and without one slow consumer holding up the others. ulnet keeps that shape: you create as
+//! many [`EventQueue`]s as you have consumers and name one when you attach or bind an MD.
+//! lustre: include/linux/lnet/api.h `LNetEQAlloc()`, lnet/lnet/lib-eq.c (before 2.15), and the
+//! `md.handler` that replaced it.
+//!
+//! # Bounds
+//!
+//! The core already bounds the events waiting inside it; a queue also has a capacity of its own.
+//! An event that finds its queue full is dropped and counted in [`EventQueue::dropped`] (LNet's
+//! `-EOVERFLOW`), because the core must never wait for a consumer. Dropping the event that
+//! carries an unlinked MD's memory drops that memory: size queues for the MDs you keep.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ulnet_proto::engine::Event;
+
+use crate::error::RecvError;
+
+/// Largest capacity a queue may have; requests beyond are clamped. Matches the core's bound on
+/// pending events (`MAX_PENDING_EVENTS`), so one queue can hold everything the core could.
+pub const MAX_EVENT_QUEUE_CAPACITY: usize = ulnet_proto::engine::node::MAX_PENDING_EVENTS;
+
+/// A bounded queue of events, shared by the node that fills it and the consumers that drain it.
+///
+/// Cheap to clone: clones are handles to the same queue. Consume it in one of three forms:
+/// [`try_recv`](Self::try_recv), the blocking [`recv_timeout`](Self::recv_timeout), or
+/// asynchronously with [`next`](Self::next) (or as a [`futures_core::Stream`]). After the node
+/// shuts down and the last event is taken, the blocking form returns [`RecvError::Closed`] and
+/// the async forms return `None`.
+///
+/// ```
+/// use std::time::Duration;
+/// use ulnet::{Memory, MdSpec, Node, UnlinkMode};
+///
+/// let node = Node::loopback().unwrap();
+/// let events = node.event_queue(16);
+/// let md = node
+///     .md_bind(MdSpec::new(Memory::new(vec![1, 2, 3])), UnlinkMode::Retain, Some(&events))
+///     .unwrap();
+/// node.md_unlink(md).unwrap();
+/// let unlink = events.recv_timeout(Duration::from_secs(10)).unwrap();
+/// assert!(unlink.unlinked);
+/// assert_eq!(unlink.memory.unwrap().to_vec(), [1, 2, 3]);
+/// ```
+#[derive(Clone)]
+pub struct EventQueue {
+    pub(crate) shared: Arc<EqShared>,
+}
+
+impl EventQueue {
+    /// Takes the oldest event if there is one.
+    pub fn try_recv(&self) -> Result<Event, RecvError> {
+        let mut state = self.shared.lock();
+        match self.shared.pop(&mut state) {
+            Some(event) => Ok(event),
+            None if state.closed => Err(RecvError::Closed),
+            None => Err(RecvError::Timeout),
+        }
+    }
+
+    /// Waits up to `timeout` for an event. Spins for the node's spin time before sleeping, since
+    /// waking a sleeping thread costs tens of microseconds on small virtual machines.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Event, RecvError> {
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let spin_until = start + self.shared.spin.min(timeout);
+        loop {
+            if self.shared.len.load(Ordering::Acquire) > 0 || self.shared.is_closed() {
+                match self.try_recv() {
+                    Err(RecvError::Timeout) => {}
+                    other => return other,
+                }
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let mut state = self.shared.lock();
+        loop {
+            if let Some(event) = self.shared.pop(&mut state) {
+                return Ok(event);
+            }
+            if state.closed {
+                return Err(RecvError::Closed);
+            }
+            let remaining = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                None => Duration::MAX,
+            };
+            if remaining.is_zero() {
+                return Err(RecvError::Timeout);
+            }
+            state.sleepers += 1;
+            let (next, _) = self
+                .shared
+                .ready
+                .wait_timeout(state, remaining)
+                .unwrap_or_else(PoisonError::into_inner);
+            state = next;
+            state.sleepers -= 1;
+        }
+    }
+
+    /// Waits for the next event; `None` once the node has shut down and the queue is empty.
+    /// Works on any executor: it needs a waker, not a tokio runtime.
+    pub fn next(&self) -> impl Future<Output = Option<Event>> + '_ {
+        std::future::poll_fn(move |context| self.shared.poll_next(context))
+    }
+
+    /// Events waiting now.
+    pub fn len(&self) -> usize {
+        self.shared.len.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most events the queue holds.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
+    /// Events dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The node shut down (events may still be waiting).
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+}
+
+impl fmt::Debug for EventQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventQueue")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("dropped", &self.dropped())
+            .finish()
+    }
+}
+
+impl futures_core::Stream for EventQueue {
+    type Item = Event;
+
+    fn poll_next(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.shared.poll_next(context)
+    }
+}
+
+// ------------------------------------------------------------------------------- internals
+
+/// The queue itself, shared by every handle and by the node's routing table.
+pub(crate) struct EqShared {
+    /// The node that created the queue (MDs of other nodes may not name it).
+    pub(crate) node_id: u64,
+    capacity: usize,
+    spin: Duration,
+    state: Mutex<EqState>,
+    ready: Condvar,
+    /// `state.events.len()`, readable without the lock for spinning.
+    len: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+#[derive(Default)]
+struct EqState {
+    events: VecDeque<Event>,
+    closed: bool,
+    /// Threads blocked in `recv_timeout`; the condvar is signalled only when there are some.
+    sleepers: usize,
+    /// Tasks waiting in `next` / `poll_next`.
+    wakers: Vec<Waker>,
+}
+
+impl EqShared {
+    pub(crate) fn new(node_id: u64, capacity: usize, spin: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            node_id,
+            capacity: capacity.clamp(1, MAX_EVENT_QUEUE_CAPACITY),
+            spin,
+            state: Mutex::new(EqState::default()),
+            ready: Condvar::new(),
+            len: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Queues an event; returns true when a consumer is waiting and must be woken (by
+    /// [`wake`](Self::wake), which the caller runs after releasing the node's lock).
+    pub(crate) fn push(&self, event: Event) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        if state.events.len() >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        state.events.push_back(event);
+        self.len.store(state.events.len(), Ordering::Release);
+        state.sleepers > 0 || !state.wakers.is_empty()
+    }
+
+    pub(crate) fn wake(&self) {
+        let (wakers, sleepers) = {
+            let mut state = self.lock();
+            (std::mem::take(&mut state.wakers), state.sleepers)
+        };
+        if sleepers > 0 {
+            self.ready.notify_all();
+        }
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// The node shut down: no more events; waiters see the end once the queue is drained.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.wake();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    fn pop(&self, state: &mut EqState) -> Option<Event> {
+        let event = state.events.pop_front();
+        self.len.store(state.events.len(), Ordering::Release);
+        event
+    }
+
+    fn poll_next(&self, context: &mut Context<'_>) -> Poll<Option<Event>> {
+        let mut state = self.lock();
+        if let Some(event) = self.pop(&mut state) {
+            return Poll::Ready(Some(event));
+        }
+        if state.closed {
+            return Poll::Ready(None);
+        }
+        if !state.wakers.iter().any(|waker| waker.will_wake(context.waker())) {
+            state.wakers.push(context.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EqState> {
+        // Nothing panics while holding this lock; recover the state if something ever did.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for EqShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EqShared").field("node_id", &self.node_id).finish_non_exhaustive()
+    }
+}

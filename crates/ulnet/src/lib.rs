@@ -1,0 +1,79 @@
+//! ulnet: LNet, the Lustre network layer, in userspace. This crate is the runtime that drives
+//! the I/O-free core ([`ulnet_proto`], re-exported as [`proto`]) for real, and the public Rust
+//! API, which mirrors LNet's: match entries and memory descriptors on portals, PUT and GET with
+//! ACK and REPLY, events, lazy portals, statistics.
+//!
+//! ```
+//! use std::time::Duration;
+//! use ulnet::*;
+//!
+//! // A node with only the loopback NI `0@lo`: no network needed.
+//! let node = Node::loopback().unwrap();
+//! let inbox = node.event_queue(64);
+//! // Accept one PUT of up to 1 KiB on portal 9 with match bits 0xbeef.
+//! let buffer = MdSpec::new(Memory::new(vec![0; 1024]))
+//!     .options(MdOptions::OP_PUT)
+//!     .threshold(Threshold::Count(1));
+//! node.post(9, 0xbeef, buffer, &inbox).unwrap();
+//! // PUT to ourselves and wait for the ACK.
+//! let me = ProcessId::new(Nid::LO_0, node.pid());
+//! let done = node
+//!     .put_and_wait_ack(me, 9, 0xbeef, Memory::new(b"ping".to_vec()), Duration::from_secs(10))
+//!     .unwrap();
+//! assert_eq!(done.event.mlength, 4);
+//! // The target's PUT event is the MD's last (threshold 1): it hands the buffer back.
+//! let put = inbox.recv_timeout(Duration::from_secs(10)).unwrap();
+//! assert_eq!(put.kind, EventKind::Put);
+//! assert!(put.unlinked);
+//! assert_eq!(&put.memory.unwrap().to_vec()[..4], b"ping");
+//! ```
+//!
+//! # Threading model
+//!
+//! * A [`Node`] owns the core behind one mutex and one I/O thread running a tokio
+//!   current-thread runtime (optionally pinned with [`NodeBuilder::io_cpu`]).
+//! * API calls run on the caller's thread: lock, call the core with `now` from a monotonic
+//!   clock, carry out its outputs (events to their [`EventQueue`], transmits to the NI's LND),
+//!   unlock. Loopback (`0@lo`) completes entirely inside the call.
+//! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it; a waiter
+//!   spins briefly ([`NodeBuilder::spin`]) before it parks, because a cross-CPU wake-up costs
+//!   about 30 us on small virtual machines. Details, lock order and shutdown order are in the
+//!   `driver` module's source documentation.
+//!
+//! # LNDs
+//!
+//! * loopback, inside the core;
+//! * mem: nodes in one process over a [`MemFabric`] with the core's link model;
+//! * tcp (socklnd): reserved ([`NodeBuilder::tcp_ni`]), arriving next.
+//!
+//! # Events
+//!
+//! Events go to the [`EventQueue`] named when an MD is attached or bound; read them blocking
+//! ([`EventQueue::recv_timeout`]) or async ([`EventQueue::next`], or as a `Stream`). The event
+//! that reports an MD unlinked hands its memory back.
+
+mod clock;
+mod driver;
+mod error;
+mod event_queue;
+mod lnd;
+mod node;
+mod transfer;
+
+pub use ulnet_proto as proto;
+
+pub use error::{
+    BuildError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError,
+    PortalError, PostError, RecvError, ShutDown, TransferError,
+};
+pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
+pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
+pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
+pub use transfer::Completion;
+pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
+pub use ulnet_proto::engine::{
+    Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
+    LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,
+    PeerNiStats, PutRequest, Rejected, Threshold, Tunables, UnlinkMode,
+};
+pub use ulnet_proto::link_model::LinkConfig;

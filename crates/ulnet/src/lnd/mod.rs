@@ -1,0 +1,90 @@
+//! LNDs hosted by the runtime, behind one small trait.
+//!
+//! * **Loopback** (`0@lo`, and sends to our own NIDs) lives inside the core and never reaches
+//!   this module.
+//! * **mem** ([`mem`]): nodes of one process wired through a shared [`MemFabric`](mem::MemFabric)
+//!   and the core's link model (latency, bandwidth, loss, partitions) on real time. The payload
+//!   is copied once, from the sender's MD straight into the receiver's.
+//! * **tcp** (socklnd): the slot below. Not in this build; `NodeBuilder` refuses `LndKind::Tcp`
+//!   with [`BuildError::TcpUnavailable`](crate::BuildError::TcpUnavailable).
+//!
+//! # Contract between the runtime and an LND
+//!
+//! The runtime gives every network NI one `Arc<dyn Lnd>`. All methods but [`Lnd::start`] and
+//! [`Lnd::poll`] may run on any thread (an API caller's, the I/O thread, another node's I/O
+//! thread delivering to us), always with this node's [`Core`] locked, so they must not block
+//! and must not lock another node's core (lock order, see [`crate::driver`]). Work that needs
+//! more (socket I/O, another core) is queued and the I/O thread rung through
+//! [`Wakes::ring`].
+//!
+//! * Transmit: [`drain`](crate::driver::drain) records the transmit in `core.in_flight`, then
+//!   calls [`Lnd::transmit`]. The LND later (or at once) calls
+//!   [`Core::complete_send`] with a [`HealthStatus`](ulnet_proto::engine::HealthStatus); it
+//!   reads the payload with `core.engine.tx_payload(tx)` while the core is locked (slices of
+//!   MD memory, valid until the send completes).
+//! * Receive: with the core locked, call `core.engine.handle_header(now, ni, peer_nid, &header)`.
+//!   `Deliver`: read the payload into `core.engine.rx_segments_mut(rx)`, then
+//!   [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record
+//!   `core.delayed.insert(rx, ni)` and stop reading that connection; the answer comes back through
+//!   [`Lnd::resume`]. `ProtocolError`: close the connection. Then call
+//!   [`drain`](crate::driver::drain) before unlocking, and [`Wakes::finish`] after.
+//! * Shutdown: by the time [`Lnd::shutdown`] runs, the runtime has failed every transmit still in
+//!   `core.in_flight`; the LND only stops its tasks and drops what it still holds (completions
+//!   for transmits no longer in flight are ignored by `complete_send`).
+//!
+//! # Slot for the TCP LND
+//!
+//! Add `mod tcp;` here with a `TcpLnd: Lnd`, an `LndSpec::Tcp(..)` variant carrying its
+//! configuration (listen address, socklnd tunables) and a `NodeBuilder::tcp_ni(..)` that pushes
+//! it, and replace the `TcpUnavailable` arm in `NodeBuilder::build`. The TCP LND uses
+//! [`Lnd::start`] to spawn its acceptor and connection tasks on the I/O thread's runtime; each
+//! connection task locks the core only for the call at hand (header, payload into
+//! `rx_segments_mut`, completion), never across an `.await`.
+
+pub(crate) mod mem;
+
+use std::fmt;
+use std::sync::Arc;
+
+use ulnet_proto::engine::{Resume, Transmit};
+use ulnet_proto::time::Time;
+
+#[allow(unused_imports)] // named by the documentation above
+use crate::driver::{Core, Shared, Wakes};
+
+/// One LND instance, serving one NI.
+pub(crate) trait Lnd: Send + Sync + fmt::Debug {
+    /// Called once on the I/O thread, inside its runtime, before the loop starts: spawn tasks.
+    fn start(&self, _node: &Arc<Shared>) {}
+
+    /// Take charge of one transmit (already in `core.in_flight`). Core locked; must not block.
+    fn transmit(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        transmit: Transmit,
+        wakes: &mut Wakes,
+    );
+
+    /// A receive this LND delayed may proceed (`resume.action` is `Deliver` or `Discard`).
+    /// Core locked; must not block.
+    fn resume(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        resume: Resume,
+        wakes: &mut Wakes,
+    );
+
+    /// Called by the I/O loop on every turn, with no lock held: do due work, and say when to
+    /// be called again (`None`: only when the doorbell rings).
+    fn poll(&self, _node: &Arc<Shared>, _now: Time) -> Option<Time> {
+        None
+    }
+
+    /// The node is shutting down (its core is already closed and its transmits failed); no
+    /// lock held. Drop everything held and stop tasks.
+    fn shutdown(&self, node: &Arc<Shared>, now: Time);
+}

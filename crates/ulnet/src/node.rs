@@ -1,0 +1,682 @@
+//! [`Node`]: one LNet node, its I/O thread, and the public API (LNet's `LNetMEAttach`,
+//! `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`, `LNetPut`, `LNetGet`, lazy portals, statistics).
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::engine::{
+    GetRequest, GlobalStats, InsertPosition, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec,
+    MeHandle, Memory, NiConfig, NiId, NiStats, NodeConfig, PeerNiStats, PutRequest, Rejected,
+    Tunables, UnlinkMode,
+};
+use ulnet_proto::time::Time;
+
+use crate::clock;
+use crate::driver::{self, Core, Counters, Doorbell, Shared, Wakes};
+use crate::error::{
+    BuildError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError,
+    PortalError, ShutDown,
+};
+use crate::event_queue::{EqShared, EventQueue};
+use crate::lnd::Lnd;
+use crate::lnd::mem::{MemFabric, MemLnd};
+
+/// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]).
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+
+/// Longest spin [`NodeBuilder::spin`] accepts; longer requests are clamped.
+pub const MAX_SPIN: Duration = Duration::from_millis(1);
+
+/// One LNet node: the core, its NIs and LNDs, and an I/O thread.
+///
+/// A `Node` is a cheap handle (`Clone`, `Send`, `Sync`); every clone drives the same node. API
+/// calls run on the caller's thread: they lock the core, make the call, hand whatever it
+/// produced to the LNDs and event queues, and return. The node's one I/O thread runs a tokio
+/// current-thread runtime for the LNDs' socket I/O and timers, and is woken only when an LND
+/// needs it (the crate documentation has the whole threading model).
+///
+/// The node shuts down on [`shutdown`](Self::shutdown) or when the last handle is dropped:
+/// every message in flight is finalized with an error, every MD with an event queue is
+/// unlinked (its final event hands the memory back), the event queues close, and the I/O
+/// thread is joined.
+///
+/// # Example
+///
+/// A PUT with ACK to ourselves over `0@lo`, with the primitives:
+///
+/// ```
+/// use std::time::Duration;
+/// use ulnet::*;
+///
+/// let node = Node::loopback().unwrap();
+/// let events = node.event_queue(16);
+/// // The target: an ME on portal 4 matching bits 0x11, with a 5-byte MD for one PUT.
+/// let me = node
+///     .me_attach(4, ProcessId::ANY, 0x11, 0, UnlinkMode::Unlink, InsertPosition::After)
+///     .unwrap();
+/// let sink = MdSpec::new(Memory::new(vec![0; 5]))
+///     .options(MdOptions::OP_PUT)
+///     .threshold(Threshold::Count(1));
+/// node.md_attach(me, sink, UnlinkMode::Unlink, Some(&events)).unwrap();
+/// // The source: a bound MD for the SEND and the ACK.
+/// let source = MdSpec::new(Memory::new(b"hello".to_vec())).threshold(Threshold::Count(2));
+/// let md = node.md_bind(source, UnlinkMode::Unlink, Some(&events)).unwrap();
+/// node.put(&PutRequest {
+///     md,
+///     ack: true,
+///     target: ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE),
+///     portal: 4,
+///     match_bits: 0x11,
+///     remote_offset: 0,
+///     hdr_data: 0,
+///     source: None,
+/// })
+/// .unwrap();
+/// let kinds: Vec<EventKind> = (0..3)
+///     .map(|_| events.recv_timeout(Duration::from_secs(10)).unwrap().kind)
+///     .collect();
+/// assert_eq!(kinds, [EventKind::Put, EventKind::Send, EventKind::Ack]);
+/// ```
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+/// How to build a [`Node`]: its NIs, pid, tunables and runtime options.
+///
+/// ```
+/// use ulnet::{LinkConfig, MemFabric, Node};
+///
+/// let fabric = MemFabric::new(LinkConfig::IDEAL);
+/// let node = Node::builder()
+///     .mem_ni("10.0.0.1@tcp".parse().unwrap(), &fabric)
+///     .build()
+///     .unwrap();
+/// assert_eq!(node.nids().len(), 2); // 0@lo and 10.0.0.1@tcp
+/// ```
+#[derive(Debug)]
+pub struct NodeBuilder {
+    pid: u32,
+    interface_cookie: Option<u64>,
+    tunables: Tunables,
+    limits: Limits,
+    nis: Vec<(NiConfig, LndSpec)>,
+    io_cpu: Option<usize>,
+    spin: Duration,
+}
+
+/// Which LND serves a configured NI.
+#[derive(Debug)]
+enum LndSpec {
+    Mem(MemFabric),
+    /// The slot for socklnd: its configuration goes here once the TCP LND exists.
+    Tcp,
+}
+
+/// A snapshot of a node's statistics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStats {
+    /// `lnetctl stats show`.
+    pub global: GlobalStats,
+    /// `lnetctl net show -v`, loopback first.
+    pub nis: Vec<NiStats>,
+    /// `lnetctl peer show -v`, per peer NI.
+    pub peer_nis: Vec<PeerNiStats>,
+    /// Messages alive in the core (sends, receives, PUTs delayed on lazy portals).
+    pub messages: usize,
+    pub mds: usize,
+    pub mes: usize,
+    pub runtime: RuntimeStats,
+}
+
+/// The runtime's own counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// Times the I/O thread had to be woken from a park.
+    pub io_wakeups: u64,
+    /// Events for an MD whose event queue no longer exists (dropped).
+    pub events_unrouted: u64,
+    /// Transmits failed inside the runtime (the node was shutting down).
+    pub transmits_failed_locally: u64,
+    /// Transmits held by an LND now.
+    pub transmits_in_flight: usize,
+}
+
+impl Node {
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::new()
+    }
+
+    /// A node with only `0@lo`: everything completes on the caller's thread.
+    pub fn loopback() -> Result<Node, BuildError> {
+        NodeBuilder::new().build()
+    }
+
+    /// The node's NIDs, `0@lo` first.
+    pub fn nids(&self) -> &[Nid] {
+        &self.inner.nids
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.inner.pid
+    }
+
+    /// The process id peers know this node by: its first network NID (or `0@lo`) and pid.
+    pub fn process_id(&self) -> ProcessId {
+        let nid = self.inner.nids.get(1).or(self.inner.nids.first()).copied();
+        ProcessId::new(nid.unwrap_or(Nid::LO_0), self.inner.pid)
+    }
+
+    /// The interface cookie in this node's wire handles (its start time in ns, as Lustre does).
+    pub fn interface_cookie(&self) -> u64 {
+        self.inner.interface_cookie
+    }
+
+    /// A new event queue of `capacity` events (clamped to
+    /// [`MAX_EVENT_QUEUE_CAPACITY`](crate::MAX_EVENT_QUEUE_CAPACITY)), for this node's MDs.
+    pub fn event_queue(&self, capacity: usize) -> EventQueue {
+        let shared = &self.inner.shared;
+        let queue = EqShared::new(shared.id, capacity, shared.spin);
+        {
+            let mut queues = shared.queues.lock().unwrap_or_else(PoisonError::into_inner);
+            queues.retain(|queue| queue.strong_count() > 0);
+            queues.push(Arc::downgrade(&queue));
+        }
+        if shared.lock().finished {
+            queue.close();
+        }
+        EventQueue { shared: queue }
+    }
+
+    /// `LNetMEAttach`: a match entry on `portal` for initiators matching `match_id` and match
+    /// bits equal to `match_bits` outside `ignore_bits`.
+    pub fn me_attach(
+        &self,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Result<MeHandle, MeAttachError> {
+        self.call(|core, _| {
+            core.engine.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
+        })
+        .map_err(|ShutDown| MeAttachError::ShutDown)?
+        .map_err(MeAttachError::Core)
+    }
+
+    /// Removes an ME that has no MD.
+    pub fn me_unlink(&self, me: MeHandle) -> Result<(), MeUnlinkError> {
+        self.call(|core, _| core.engine.me_unlink(me))
+            .map_err(|ShutDown| MeUnlinkError::ShutDown)?
+            .map_err(MeUnlinkError::Core)
+    }
+
+    /// `LNetMDAttach`: a passive MD (with `OP_PUT` and/or `OP_GET`) on `me`. Its events go to
+    /// `events`; with `None` it has none, and its memory is freed when it unlinks. On failure the
+    /// ME is unlinked too (as in Lustre) and the memory comes back in the error.
+    pub fn md_attach(
+        &self,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+        events: Option<&EventQueue>,
+    ) -> Result<MdHandle, Rejected<MdAttachError>> {
+        let (spec, route) = match self.route(spec, events) {
+            Ok(routed) => routed,
+            Err(memory) => {
+                return Err(Rejected { error: MdAttachError::ForeignEventQueue, memory });
+            }
+        };
+        self.locked(|core, now| {
+            if core.closed {
+                return Err(Rejected { error: MdAttachError::ShutDown, memory: spec.memory });
+            }
+            let handle = core.engine.md_attach(now, me, spec, unlink).map_err(|rejected| {
+                Rejected { error: rejected.error.into(), memory: rejected.memory }
+            })?;
+            if let Some(route) = route {
+                core.routes.insert(handle.0, route);
+            }
+            Ok(handle)
+        })
+    }
+
+    /// `LNetMDBind`: a free-floating MD to send from ([`put`](Self::put)) or receive a REPLY
+    /// into ([`get`](Self::get)); at most `LNET_MTU` (1 MiB). Events as for
+    /// [`md_attach`](Self::md_attach).
+    pub fn md_bind(
+        &self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+        events: Option<&EventQueue>,
+    ) -> Result<MdHandle, Rejected<MdBindError>> {
+        let (spec, route) = match self.route(spec, events) {
+            Ok(routed) => routed,
+            Err(memory) => return Err(Rejected { error: MdBindError::ForeignEventQueue, memory }),
+        };
+        self.locked(|core, _| {
+            if core.closed {
+                return Err(Rejected { error: MdBindError::ShutDown, memory: spec.memory });
+            }
+            let handle = core.engine.md_bind(spec, unlink).map_err(|rejected| Rejected {
+                error: rejected.error.into(),
+                memory: rejected.memory,
+            })?;
+            if let Some(route) = route {
+                core.routes.insert(handle.0, route);
+            }
+            Ok(handle)
+        })
+    }
+
+    /// `LNetMDUnlink`: an idle MD goes at once (an UNLINK event hands its memory back); a busy
+    /// one goes when its last message finishes, and that message's event carries `unlinked`
+    /// and the memory. The handle stops resolving immediately.
+    pub fn md_unlink(&self, md: MdHandle) -> Result<(), MdError> {
+        self.call(|core, now| core.engine.md_unlink(now, md))
+            .map_err(|ShutDown| MdError::ShutDown)?
+            .map_err(MdError::Core)
+    }
+
+    /// Runs `read` on a live MD's memory (e.g. to look at PUT data the MD keeps). The core is
+    /// locked meanwhile: keep it short.
+    pub fn with_md_memory<R>(
+        &self,
+        md: MdHandle,
+        read: impl FnOnce(&Memory) -> R,
+    ) -> Result<R, MdError> {
+        self.call(|core, _| core.engine.md_memory(md).map(read))
+            .map_err(|ShutDown| MdError::ShutDown)?
+            .map_err(MdError::Core)
+    }
+
+    /// Runs `write` on a live MD's memory (e.g. to refill a send buffer between PUTs). Writing
+    /// while a PUT from it is in flight changes what the peer receives.
+    pub fn with_md_memory_mut<R>(
+        &self,
+        md: MdHandle,
+        write: impl FnOnce(&mut Memory) -> R,
+    ) -> Result<R, MdError> {
+        self.call(|core, _| core.engine.md_memory_mut(md).map(write))
+            .map_err(|ShutDown| MdError::ShutDown)?
+            .map_err(MdError::Core)
+    }
+
+    /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
+    /// every later failure arrives in the SEND event.
+    pub fn put(&self, request: &PutRequest) -> Result<(), InitiateError> {
+        self.call(|core, now| core.engine.put(now, request))
+            .map_err(|ShutDown| InitiateError::ShutDown)?
+            .map_err(InitiateError::Core)
+    }
+
+    /// `LNetGet`: asks for the bound MD's length; the REPLY data lands at offset 0.
+    pub fn get(&self, request: &GetRequest) -> Result<(), InitiateError> {
+        self.call(|core, now| core.engine.get(now, request))
+            .map_err(|ShutDown| InitiateError::ShutDown)?
+            .map_err(InitiateError::Core)
+    }
+
+    /// `LNetSetLazyPortal`: PUTs that match nothing on `portal` wait (bounded) for an MD
+    /// instead of being dropped, and their sender's connection stops being read meanwhile.
+    pub fn set_lazy_portal(&self, portal: u32) -> Result<(), PortalError> {
+        self.call(|core, _| core.engine.set_lazy_portal(portal))
+            .map_err(|ShutDown| PortalError::ShutDown)?
+            .map_err(PortalError::Core)
+    }
+
+    /// `LNetClearLazyPortal`: the portal stops delaying, and every delayed PUT is dropped.
+    pub fn clear_lazy_portal(&self, portal: u32) -> Result<(), PortalError> {
+        self.call(|core, now| core.engine.clear_lazy_portal(now, portal))
+            .map_err(|ShutDown| PortalError::ShutDown)?
+            .map_err(PortalError::Core)
+    }
+
+    /// A snapshot of the statistics; also readable after shutdown.
+    pub fn stats(&self) -> NodeStats {
+        let counters = &self.inner.shared.counters;
+        self.locked(|core, _| {
+            let engine = &core.engine;
+            NodeStats {
+                global: *engine.stats(),
+                nis: engine.ni_ids().filter_map(|ni| engine.ni_stats(ni)).collect(),
+                peer_nis: engine.peer_nis().collect(),
+                messages: engine.message_count(),
+                mds: engine.md_count(),
+                mes: engine.me_count(),
+                runtime: RuntimeStats {
+                    io_wakeups: counters.io_wakeups.load(Ordering::Relaxed),
+                    events_unrouted: counters.events_unrouted.load(Ordering::Relaxed),
+                    transmits_failed_locally: counters
+                        .transmits_failed_locally
+                        .load(Ordering::Relaxed),
+                    transmits_in_flight: core.in_flight.len(),
+                },
+            }
+        })
+    }
+
+    /// Shuts the node down (see the type's documentation) and joins its I/O thread. Blocks
+    /// until done; later calls return at once. Other handles stay valid, but their calls fail
+    /// with a `ShutDown` error.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shared.lock().closed
+    }
+
+    // ------------------------------------------------------------------------- internals
+
+    /// Locks the core, runs `call` with `now`, carries out what it produced, unlocks, then
+    /// issues the wake-ups. `call` runs even on a closed core (it must check `closed`).
+    pub(crate) fn locked<R>(&self, call: impl FnOnce(&mut Core, Time) -> R) -> R {
+        let shared = &self.inner.shared;
+        let mut wakes = Wakes::default();
+        let result = {
+            let mut core = shared.lock();
+            // Read the clock under the lock so `now` never goes backwards for the core.
+            let now = clock::now();
+            let result = call(&mut core, now);
+            driver::drain(shared, &mut core, now, &mut wakes);
+            result
+        };
+        wakes.finish();
+        result
+    }
+
+    /// [`locked`](Self::locked) for calls a closed node refuses.
+    fn call<R>(&self, call: impl FnOnce(&mut Core, Time) -> R) -> Result<R, ShutDown> {
+        self.locked(|core, now| if core.closed { Err(ShutDown) } else { Ok(call(core, now)) })
+    }
+
+    /// Checks an MD's event queue belongs to this node; turns events off without one.
+    #[allow(clippy::type_complexity)]
+    fn route(
+        &self,
+        mut spec: MdSpec,
+        events: Option<&EventQueue>,
+    ) -> Result<(MdSpec, Option<std::sync::Weak<EqShared>>), Memory> {
+        match events {
+            Some(queue) if queue.shared.node_id != self.inner.shared.id => Err(spec.memory),
+            Some(queue) => Ok((spec, Some(Arc::downgrade(&queue.shared)))),
+            None => {
+                spec.events = false;
+                Ok((spec, None))
+            }
+        }
+    }
+
+    pub(crate) fn node_id(&self) -> u64 {
+        self.inner.shared.id
+    }
+
+    pub(crate) fn spin_time(&self) -> Duration {
+        self.inner.shared.spin
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("nids", &self.inner.nids)
+            .field("pid", &self.inner.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for NodeBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodeBuilder {
+    /// Pid 12345 (`LNET_PID_LUSTRE`), default tunables and limits, only `0@lo`.
+    pub fn new() -> Self {
+        Self {
+            pid: LNET_PID_LUSTRE,
+            interface_cookie: None,
+            tunables: Tunables::default(),
+            limits: Limits::default(),
+            nis: Vec::new(),
+            io_cpu: None,
+            spin: DEFAULT_SPIN,
+        }
+    }
+
+    pub fn pid(mut self, pid: u32) -> Self {
+        self.pid = pid;
+        self
+    }
+
+    /// Overrides the interface cookie (by default the wall-clock time at start in ns, as
+    /// Lustre's `the_lnet.ln_interface_cookie`, so a restarted node's stale handles are told
+    /// apart).
+    pub fn interface_cookie(mut self, cookie: u64) -> Self {
+        self.interface_cookie = Some(cookie);
+        self
+    }
+
+    pub fn tunables(mut self, tunables: Tunables) -> Self {
+        self.tunables = tunables;
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// An NI with `nid` on the in-process `fabric`, with default net tunables.
+    pub fn mem_ni(self, nid: Nid, fabric: &MemFabric) -> Self {
+        self.mem_ni_config(NiConfig::new(nid, LndKind::Fabric), fabric)
+    }
+
+    /// An NI on the in-process `fabric` with its own tunables (the LND kind is set to
+    /// `Fabric`).
+    pub fn mem_ni_config(mut self, config: NiConfig, fabric: &MemFabric) -> Self {
+        let config = NiConfig { lnd: LndKind::Fabric, ..config };
+        self.nis.push((config, LndSpec::Mem(fabric.clone())));
+        self
+    }
+
+    /// An NI on the TCP LND (socklnd). Reserved: [`build`](Self::build) fails with
+    /// [`BuildError::TcpUnavailable`] until the TCP LND lands.
+    pub fn tcp_ni(mut self, nid: Nid) -> Self {
+        self.nis.push((NiConfig::new(nid, LndKind::Tcp), LndSpec::Tcp));
+        self
+    }
+
+    /// Pins the I/O thread to `cpu` (a CPU partition's core, in Lustre's terms).
+    pub fn io_cpu(mut self, cpu: usize) -> Self {
+        self.io_cpu = Some(cpu);
+        self
+    }
+
+    /// How long a waiting thread (the I/O thread, a blocked `recv_timeout`) spins before it
+    /// parks: longer costs CPU, shorter costs a wake-up (about 30 us across vCPUs on small
+    /// virtual machines). Clamped to [`MAX_SPIN`]; zero never spins.
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin.min(MAX_SPIN);
+        self
+    }
+
+    /// Builds the node, attaches its NIs and starts its I/O thread.
+    pub fn build(self) -> Result<Node, BuildError> {
+        if let Some(cpu) = self.io_cpu {
+            if cpu >= rustix::thread::CpuSet::MAX_CPU {
+                return Err(BuildError::CpuOutOfRange(cpu));
+            }
+        }
+        if let Some((config, _)) = self.nis.iter().find(|(_, lnd)| matches!(lnd, LndSpec::Tcp)) {
+            return Err(BuildError::TcpUnavailable(config.nid));
+        }
+        let interface_cookie = self.interface_cookie.unwrap_or_else(wall_clock_nanos);
+        let config = NodeConfig {
+            interface_cookie,
+            pid: self.pid,
+            tunables: self.tunables,
+            nis: self.nis.iter().map(|(config, _)| *config).collect(),
+            limits: self.limits,
+        };
+        let engine = ulnet_proto::engine::Node::new(config)?;
+        let nids: Vec<Nid> = engine.ni_ids().filter_map(|ni| engine.ni_nid(ni)).collect();
+
+        let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
+        let mut mems: Vec<Arc<MemLnd>> = Vec::new();
+        for (index, (config, spec)) in self.nis.iter().enumerate() {
+            // At most MAX_NIS (checked by the core above) plus loopback: fits in u16.
+            let ni = NiId(u16::try_from(index + 1).unwrap_or(u16::MAX));
+            match spec {
+                LndSpec::Mem(fabric) => match fabric.attach(config.nid, ni) {
+                    Ok(lnd) => {
+                        mems.push(Arc::clone(&lnd));
+                        lnds.push(Some(lnd as Arc<dyn Lnd>));
+                    }
+                    Err(error) => {
+                        detach(&mems);
+                        return Err(error);
+                    }
+                },
+                LndSpec::Tcp => {
+                    detach(&mems);
+                    return Err(BuildError::TcpUnavailable(config.nid));
+                }
+            }
+        }
+
+        let shared = Arc::new(Shared {
+            id: driver::next_node_id(),
+            core: Mutex::new(Core::new(engine)),
+            doorbell: Doorbell::default(),
+            closing: Default::default(),
+            lnds,
+            queues: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            spin: self.spin,
+        });
+        for lnd in &mems {
+            lnd.set_node(Arc::downgrade(&shared));
+        }
+        let thread = start_io_thread(&shared, self.io_cpu)?;
+        Ok(Node {
+            inner: Arc::new(Inner {
+                shared,
+                thread: Mutex::new(Some(thread)),
+                nids,
+                pid: self.pid,
+                interface_cookie,
+            }),
+        })
+    }
+}
+
+/// What the handles share; dropping the last one shuts the node down.
+struct Inner {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    nids: Vec<Nid>,
+    pid: u32,
+    interface_cookie: u64,
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        let shared = &self.shared;
+        shared.closing.store(true, Ordering::Release);
+        shared.doorbell.ring(&shared.counters);
+        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(thread) = thread {
+            // The I/O thread runs `finish` itself as it leaves its loop.
+            if thread.join().is_err() {
+                tracing::error!("the I/O thread panicked");
+            }
+        }
+        // Covers an I/O thread that died early; a no-op after a normal exit.
+        driver::finish(shared);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Starts the I/O thread and waits until it runs (or reports why it cannot).
+fn start_io_thread(shared: &Arc<Shared>, cpu: Option<usize>) -> Result<JoinHandle<()>, BuildError> {
+    let (ready, started) = mpsc::sync_channel(1);
+    let thread_shared = Arc::clone(shared);
+    let spawned = thread::Builder::new()
+        .name(format!("ulnet-io-{}", shared.id))
+        .spawn(move || io_thread(&thread_shared, cpu, &ready));
+    let thread = match spawned {
+        Ok(thread) => thread,
+        Err(error) => {
+            driver::finish(shared);
+            return Err(BuildError::Thread(error));
+        }
+    };
+    let outcome = started.recv().unwrap_or(Err(BuildError::ThreadExited));
+    if let Err(error) = outcome {
+        let _ = thread.join();
+        driver::finish(shared);
+        return Err(error);
+    }
+    Ok(thread)
+}
+
+/// The I/O thread: pin, build the runtime, start the LNDs, loop, then shut down.
+fn io_thread(
+    shared: &Arc<Shared>,
+    cpu: Option<usize>,
+    ready: &mpsc::SyncSender<Result<(), BuildError>>,
+) {
+    if let Some(cpu) = cpu {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        if let Err(errno) = rustix::thread::sched_setaffinity(None, &set) {
+            let _ = ready.send(Err(BuildError::Pin { cpu, source: errno.into() }));
+            return;
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = ready.send(Err(BuildError::Runtime(error)));
+            return;
+        }
+    };
+    runtime.block_on(async {
+        for lnd in shared.lnds.iter().flatten() {
+            lnd.start(shared);
+        }
+        let _ = ready.send(Ok(()));
+        driver::run(shared).await;
+    });
+    // Tasks the LNDs spawned are dropped with the runtime, before the shutdown sequence.
+    drop(runtime);
+    driver::finish(shared);
+}
+
+fn detach(mems: &[Arc<MemLnd>]) {
+    for lnd in mems {
+        // Unregisters the NID; nothing can be in flight yet.
+        let _ = lnd.detach();
+    }
+}
+
+/// Wall-clock nanoseconds since the Unix epoch (Lustre's interface cookie at startup).
+fn wall_clock_nanos() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
+}
