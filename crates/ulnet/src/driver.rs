@@ -376,13 +376,21 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
 /// I/O thread as it exits, or on the caller's thread if the I/O thread is gone.
 pub(crate) fn finish(shared: &Arc<Shared>) {
     let now = clock::now();
-    let mut wakes = Wakes::default();
     {
         let mut core = shared.lock();
-        if core.finished {
+        if core.closed {
             return;
         }
         core.closed = true;
+    }
+    // LNDs first: they stop taking frames, fail the receives they were about to fill and hand
+    // what they hold back to its senders. Our own transmits they held stay in `in_flight`.
+    for lnd in shared.lnds.iter().flatten() {
+        lnd.shutdown(shared, now);
+    }
+    let mut wakes = Wakes::default();
+    {
+        let mut core = shared.lock();
         for portal in 0..MAX_PORTALS {
             // Every index is in range, so this cannot fail.
             let _ = core.engine.clear_lazy_portal(now, portal);
@@ -408,9 +416,6 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
         core.finished = true;
     }
     wakes.finish();
-    for lnd in shared.lnds.iter().flatten() {
-        lnd.shutdown(shared, now);
-    }
     let queues = std::mem::take(&mut *shared.queues.lock().unwrap_or_else(PoisonError::into_inner));
     for queue in queues.iter().filter_map(Weak::upgrade) {
         queue.close();

@@ -671,7 +671,7 @@ fn io_thread(
 fn detach(mems: &[Arc<MemLnd>]) {
     for lnd in mems {
         // Unregisters the NID; nothing can be in flight yet.
-        let _ = lnd.detach();
+        drop(lnd.detach());
     }
 }
 

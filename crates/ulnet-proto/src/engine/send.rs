@@ -52,9 +52,13 @@ impl Node {
             return;
         };
         message.header.src_nid = local_nid;
-        message.template.initiator.nid = local_nid;
-        message.template.source = local_nid;
-        message.template.sender = local_nid;
+        // Only an initiator's own PUT/GET reports us as initiator; a REPLY keeps the GET event
+        // built from the request (lustre: lib-move.c lnet_parse_get(), lnet_build_msg_event()).
+        if message.event == Some(crate::engine::event::EventKind::Send) {
+            message.template.initiator.nid = local_nid;
+            message.template.source = local_nid;
+            message.template.sender = local_nid;
+        }
         message.ni = ni;
         message.peer_ni = Some(peer_ni);
         message.deadline = deadline;

@@ -296,14 +296,13 @@ impl MemLnd {
         self.links.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Leaves the fabric: the NID is free again and pushes are refused. Returns the frames
-    /// that were waiting in the inbox.
-    pub(crate) fn detach(&self) -> Vec<Frame> {
+    /// Leaves the fabric: the NID is free again and pushes are refused. Returns what was
+    /// waiting in the inbox.
+    pub(crate) fn detach(&self) -> (Vec<Frame>, Vec<Resume>) {
         let pending = {
             let mut inbox = self.lock_inbox();
             inbox.closed = true;
-            inbox.resumes.clear();
-            std::mem::take(&mut inbox.frames)
+            (std::mem::take(&mut inbox.frames), std::mem::take(&mut inbox.resumes))
         };
         let mut state = self.fabric.lock();
         if state.by_nid.get(&self.nid) == Some(&self.endpoint) {
@@ -563,8 +562,20 @@ impl Lnd for MemLnd {
         next
     }
 
-    fn shutdown(&self, _node: &Arc<Shared>, now: Time) {
-        let pending = self.detach();
+    fn shutdown(&self, node: &Arc<Shared>, now: Time) {
+        let (pending, resumes) = self.detach();
+        // Receives the core was told to fill will not be: fail them.
+        let mut wakes = Wakes::default();
+        {
+            let mut core = node.lock();
+            for resume in resumes {
+                if let RecvAction::Deliver { rx, .. } = resume.action {
+                    core.complete_recv(now, rx, HealthStatus::LocalError);
+                }
+            }
+            drain(node, &mut core, now, &mut wakes);
+        }
+        wakes.finish();
         let links = std::mem::take(&mut *self.lock_links());
         for frame in links.into_values().flat_map(|link| link.frames).chain(pending) {
             self.refuse(frame, now);

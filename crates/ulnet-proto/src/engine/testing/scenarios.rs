@@ -153,6 +153,8 @@ fn get_with_reply() {
         (remote[0].md, remote[0].mlength, remote[0].rlength, remote[0].unlinked),
         (served, 4, 4, true)
     );
+    // The GET event names the requester, not the node that sent the REPLY.
+    assert_eq!((remote[0].initiator, remote[0].source), (h.process(0), h.nid(0)));
 }
 
 #[test]
