@@ -22,10 +22,12 @@
 //! Handing work to a sleeping thread on another CPU costs about 30 us on small virtual machines
 //! (reference/performance.md), more than the whole core spends on a message. So API calls work
 //! on the caller's thread, the I/O thread is woken only when an LND needs it (a transmit for a
-//! network NI, a delayed receive that may resume, a timer that moved earlier), and a waiting
-//! thread spins for a bounded few microseconds ([`NodeBuilder::spin`](crate::NodeBuilder::spin))
-//! before it parks. [`Doorbell`] makes ringing an awake thread cost two atomic operations; only a
-//! parked thread costs a system call.
+//! network NI, a delayed receive that may resume, a timer that moved earlier). A waiting thread
+//! may spin for a bounded time before it parks ([`NodeBuilder::spin`](crate::NodeBuilder::spin));
+//! off by default, because on a 2-vCPU machine with more runnable threads than CPUs a spinner
+//! holds the CPU the next hop needs (figures at [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)).
+//! [`Doorbell`] makes ringing an awake thread cost two atomic operations; only a parked thread
+//! costs a system call.
 //!
 //! # Locks, in the only order they are taken
 //!

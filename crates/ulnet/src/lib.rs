@@ -35,10 +35,10 @@
 //! * API calls run on the caller's thread: lock, call the core with `now` from a monotonic
 //!   clock, carry out its outputs (events to their [`EventQueue`], transmits to the NI's LND),
 //!   unlock. Loopback (`0@lo`) completes entirely inside the call.
-//! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it; a waiter
-//!   spins briefly ([`NodeBuilder::spin`]) before it parks, because a cross-CPU wake-up costs
-//!   about 30 us on small virtual machines. Details, lock order and shutdown order are in the
-//!   `driver` module's source documentation.
+//! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it (a
+//!   cross-CPU wake-up costs about 30 us on small virtual machines); a waiter can spin before it
+//!   parks ([`NodeBuilder::spin`], off by default: see [`DEFAULT_SPIN`] for why). Details, lock
+//!   order and shutdown order are in the `driver` module's source documentation.
 //!
 //! # LNDs
 //!

@@ -26,8 +26,12 @@ use crate::event_queue::{EqShared, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
 
-/// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]).
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+/// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]): none.
+/// Measured on a 2-vCPU VM (`cargo bench -p ulnet --bench api`), a 0-byte PUT+ACK between two
+/// nodes of one process (three threads) took 7.4 us without spinning, 16 us with 2 us spins and
+/// 77 us with 20 us spins: a spinner holds the CPU the next hop needs. Spinning pays only with a
+/// spare CPU per spinning thread (e.g. pinned, one node per core); enable it there.
+pub const DEFAULT_SPIN: Duration = Duration::ZERO;
 
 /// Longest spin [`NodeBuilder::spin`] accepts; longer requests are clamped.
 pub const MAX_SPIN: Duration = Duration::from_millis(1);
@@ -503,8 +507,9 @@ impl NodeBuilder {
     }
 
     /// How long a waiting thread (the I/O thread, a blocked `recv_timeout`) spins before it
-    /// parks: longer costs CPU, shorter costs a wake-up (about 30 us across vCPUs on small
-    /// virtual machines). Clamped to [`MAX_SPIN`]; zero never spins.
+    /// parks. A park costs a wake-up (about 30 us across vCPUs on small virtual machines); a
+    /// spin costs a CPU, which hurts when threads outnumber CPUs (see [`DEFAULT_SPIN`]).
+    /// Clamped to [`MAX_SPIN`]; zero (the default) never spins.
     pub fn spin(mut self, spin: Duration) -> Self {
         self.spin = spin.min(MAX_SPIN);
         self
