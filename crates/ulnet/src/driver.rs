@@ -15,7 +15,7 @@
 //!   timer ([`poll_timeout`](ulnet_proto::engine::Node::poll_timeout) /
 //!   [`handle_timeout`](ulnet_proto::engine::Node::handle_timeout)) and polls the LNDs that
 //!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
-//!   (TCP) spawn them on the same runtime from [`Lnd::start`](crate::lnd::Lnd::start).
+//!   (TCP) spawn them on the same runtime from [`Lnd::start`].
 //!
 //! # The wake-up trade-off
 //!

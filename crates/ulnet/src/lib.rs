@@ -77,3 +77,18 @@ pub use ulnet_proto::engine::{
     PeerNiStats, PutRequest, Rejected, Threshold, Tunables, UnlinkMode,
 };
 pub use ulnet_proto::link_model::LinkConfig;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        assert_send_sync::<Node>();
+        assert_send_sync::<EventQueue>();
+        assert_send_sync::<MemFabric>();
+        assert_send_sync::<Event>();
+    }
+}

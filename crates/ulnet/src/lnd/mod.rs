@@ -28,18 +28,32 @@
 //!   `core.delayed.insert(rx, ni)` and stop reading that connection; the answer comes back through
 //!   [`Lnd::resume`]. `ProtocolError`: close the connection. Then call
 //!   [`drain`](crate::driver::drain) before unlocking, and [`Wakes::finish`] after.
-//! * Shutdown: by the time [`Lnd::shutdown`] runs, the runtime has failed every transmit still in
-//!   `core.in_flight`; the LND only stops its tasks and drops what it still holds (completions
-//!   for transmits no longer in flight are ignored by `complete_send`).
+//! * Shutdown ([`crate::driver::finish`]): the core is marked closed first (API calls fail, and
+//!   no new transmit or resume reaches an LND), then [`Lnd::shutdown`] runs with no lock held:
+//!   stop accepting input, fail with [`Core::complete_recv`] every receive the core told the LND
+//!   to fill (`Deliver`, including resumed ones), and stop tasks. Transmits the LND still holds
+//!   need nothing: the runtime fails whatever remains in `core.in_flight` right after, and a
+//!   later `complete_send` for them is ignored.
 //!
 //! # Slot for the TCP LND
 //!
-//! Add `mod tcp;` here with a `TcpLnd: Lnd`, an `LndSpec::Tcp(..)` variant carrying its
-//! configuration (listen address, socklnd tunables) and a `NodeBuilder::tcp_ni(..)` that pushes
-//! it, and replace the `TcpUnavailable` arm in `NodeBuilder::build`. The TCP LND uses
-//! [`Lnd::start`] to spawn its acceptor and connection tasks on the I/O thread's runtime; each
-//! connection task locks the core only for the call at hand (header, payload into
-//! `rx_segments_mut`, completion), never across an `.await`.
+//! Add `mod tcp;` here with a `TcpLnd: Lnd`; give `LndSpec::Tcp` (in `node.rs`) the LND's
+//! configuration (listen address, socklnd tunables) through `NodeBuilder::tcp_ni`, and construct
+//! the `TcpLnd` in `NodeBuilder::build` where the `TcpUnavailable` arms are (they then go, with
+//! the variant). The TCP LND:
+//!
+//! * spawns its acceptor and connection tasks in [`Lnd::start`] (`tokio::spawn` works: it runs
+//!   inside the I/O thread's current-thread runtime), keeping a `Weak<Shared>` to reach the core;
+//! * in [`Lnd::transmit`], queues `(tx, header)` on the peer's connection (creating it if
+//!   needed) and rings the I/O thread with [`Wakes::ring`]; the connection's writer later locks
+//!   the core, writes the header and the `tx_payload(tx)` slices with a non-blocking vectored
+//!   write (keeping its position across partial writes), and calls `complete_send` when done;
+//! * reads a header, then, under one short lock: `handle_header`, payload read straight into
+//!   `rx_segments_mut(rx)` (non-blocking reads; finish partial payloads on later turns, locking
+//!   again each time), `complete_recv`, `drain`; a `Delay` parks that connection's reader until
+//!   [`Lnd::resume`] hands it the answer;
+//! * tells the core about connections with `core.engine.handle_connection(now, ni, peer, up)`;
+//! * uses [`Lnd::poll`] only if it wants the I/O loop's timer (its own tasks can use tokio's).
 
 pub(crate) mod mem;
 
@@ -49,7 +63,6 @@ use std::sync::Arc;
 use ulnet_proto::engine::{Resume, Transmit};
 use ulnet_proto::time::Time;
 
-#[allow(unused_imports)] // named by the documentation above
 use crate::driver::{Core, Shared, Wakes};
 
 /// One LND instance, serving one NI.

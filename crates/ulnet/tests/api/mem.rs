@@ -243,3 +243,60 @@ fn clearing_a_lazy_portal_drops_the_delayed_put() {
     assert_eq!(unlink.kind, EventKind::Unlink);
     assert_eq!(unlink.memory.unwrap().to_vec(), [5; 16]);
 }
+
+#[test]
+fn segments_and_truncation_cross_the_fabric() {
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    let inbox = b.event_queue(8);
+    // 40 bytes in three uneven segments; the 100-byte PUT is cut to fit.
+    let segments = vec![vec![0; 7], vec![0; 30], vec![0; 3]];
+    let spec = MdSpec::new(Memory::from_segments(segments).unwrap())
+        .options(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+        .threshold(Threshold::Count(1));
+    b.post(16, 0, spec, &inbox).unwrap();
+    let data = pattern(100, 11);
+    let pieces = vec![data[..1].to_vec(), data[1..50].to_vec(), Vec::new(), data[50..].to_vec()];
+    let done = a
+        .put_and_wait_ack(b.process_id(), 16, 0, Memory::from_segments(pieces).unwrap(), HANG_GUARD)
+        .unwrap();
+    assert_eq!(done.event.mlength, 40, "the ACK reports what the target kept");
+    let put = recv(&inbox);
+    assert_eq!((put.rlength, put.mlength), (100, 40));
+    assert_eq!(put.memory.unwrap().to_vec(), data[..40]);
+}
+
+#[test]
+fn response_tracker_expires_on_the_io_thread() {
+    let lossy = LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL };
+    let fabric = MemFabric::new(lossy);
+    let tunables = Tunables {
+        transaction_timeout: Duration::from_secs(1),
+        retry_count: 0,
+        ..Tunables::default()
+    };
+    let a = Node::builder().mem_ni(fabric_nid(0), &fabric).tunables(tunables).build().unwrap();
+    let b = fabric_node(&fabric, 1);
+    // Nobody but the I/O thread's timer can end this wait: the ACK is never coming.
+    let error =
+        a.put_and_wait_ack(b.process_id(), 17, 0, Memory::new(vec![1; 8]), HANG_GUARD).unwrap_err();
+    assert_eq!(error, TransferError::NoResponse(EventKind::Ack));
+    assert_eq!(a.stats().global.response_timeout_count, 1);
+    assert_eq!(a.stats().mds, 0);
+}
+
+#[test]
+fn pinned_io_thread_works() {
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let a = Node::builder().mem_ni(fabric_nid(0), &fabric).io_cpu(0).build().unwrap();
+    let b = Node::builder()
+        .mem_ni(fabric_nid(1), &fabric)
+        .io_cpu(0)
+        .spin(Duration::from_micros(5))
+        .build()
+        .unwrap();
+    let inbox = b.event_queue(4);
+    b.post(18, 0, sink(8), &inbox).unwrap();
+    a.put_and_wait_ack(b.process_id(), 18, 0, Memory::new(vec![4; 8]), HANG_GUARD).unwrap();
+    assert_eq!(recv(&inbox).memory.unwrap().to_vec(), [4; 8]);
+}
