@@ -123,6 +123,9 @@ pub enum PortalError {
 /// Waiting on an [`EventQueue`](crate::EventQueue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecvError {
+    /// `try_recv`: no event waiting now.
+    #[error("no event waiting")]
+    Empty,
     /// Nothing arrived before the timeout.
     #[error("no event before the timeout")]
     Timeout,

@@ -68,7 +68,7 @@ impl EventQueue {
         match self.shared.pop(&mut state) {
             Some(event) => Ok(event),
             None if state.closed => Err(RecvError::Closed),
-            None => Err(RecvError::Timeout),
+            None => Err(RecvError::Empty),
         }
     }
 
@@ -81,7 +81,7 @@ impl EventQueue {
         loop {
             if self.shared.len.load(Ordering::Acquire) > 0 || self.shared.is_closed() {
                 match self.try_recv() {
-                    Err(RecvError::Timeout) => {}
+                    Err(RecvError::Empty) => {}
                     other => return other,
                 }
             }

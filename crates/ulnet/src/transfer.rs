@@ -227,7 +227,9 @@ impl Pending<'_> {
                         return outcome;
                     }
                 }
-                Err(RecvError::Timeout) => return Err(TransferError::TimedOut(self.expected)),
+                Err(RecvError::Timeout | RecvError::Empty) => {
+                    return Err(TransferError::TimedOut(self.expected));
+                }
                 Err(RecvError::Closed) => return Err(TransferError::ShutDown),
             }
         }

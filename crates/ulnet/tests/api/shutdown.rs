@@ -46,7 +46,7 @@ fn final_events(queue: &EventQueue) -> HashMap<MdHandle, Event> {
             }
             Ok(_) => {}
             Err(RecvError::Closed) => return finals,
-            Err(RecvError::Timeout) => panic!("the queue never closed"),
+            Err(RecvError::Timeout | RecvError::Empty) => panic!("the queue never closed"),
         }
     }
 }
