@@ -6,3 +6,6 @@
 //! structs of [`render`] from live state. Reference: /work/shared/reference/cli.md.
 
 pub mod emit;
+pub mod grammar;
+
+mod nid_text;
