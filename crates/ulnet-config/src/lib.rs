@@ -7,5 +7,6 @@
 
 pub mod emit;
 pub mod grammar;
+pub mod render;
 
 mod nid_text;
