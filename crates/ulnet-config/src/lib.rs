@@ -7,6 +7,7 @@
 
 pub mod emit;
 pub mod grammar;
+pub mod model;
 pub mod render;
 
 mod nid_text;

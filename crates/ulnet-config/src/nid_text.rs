@@ -77,7 +77,6 @@ pub(crate) fn parse_c_unsigned(text: &str) -> Option<u64> {
 
 /// lnetctl's `parse_long()`: `strtol(.., 0)` that must consume the whole string. Leading
 /// whitespace and a sign are accepted as strtol accepts them; out-of-range values fail.
-#[cfg_attr(not(test), expect(dead_code, reason = "used by the importer in the next commit"))]
 pub(crate) fn parse_c_long(text: &str) -> Option<i64> {
     let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r', '\u{b}', '\u{c}']);
     let (negative, digits) = match trimmed.as_bytes().first() {
