@@ -154,11 +154,10 @@ pub fn effective_lnd_tunables(lnd: LndType, tunables: &LndTunables) -> Option<Ln
     };
     match lnd {
         LndType::SOCK => Some(LndTunablesShow::Socklnd { conns_per_peer, timeout: 0, tos }),
-        // lustre: o2iblnd_modparams.c defaults (peer_credits_hiw 0 → peer_credits - 1 = 7 is
-        // computed by the LND; 0 shown until then).
+        // lustre: o2iblnd_modparams.c module parameter defaults.
         LndType::O2IB => Some(LndTunablesShow::O2iblnd {
             peercredits_hiw: u32_or(tunables.peercredits_hiw, 0),
-            map_on_demand: tunables.map_on_demand.unwrap_or(false),
+            map_on_demand: tunables.map_on_demand.unwrap_or(true),
             concurrent_sends: u32_or(tunables.concurrent_sends, 0),
             fmr_pool_size: u32_or(tunables.fmr_pool_size, 512),
             fmr_flush_trigger: u32_or(tunables.fmr_flush_trigger, 384),
