@@ -2,7 +2,7 @@
 //! global settings with Lustre's defaults and validation (cli.md §1.6, §3.7), and the
 //! conversions to `export` output.
 //!
-//! Parsing is in [`import`]; [`export`] renders a model the way `lnetctl export --backup`
+//! Parsing is in [`mod@import`]; [`mod@export`] renders a model the way `lnetctl export --backup`
 //! prints the configuration it creates.
 
 use std::net::IpAddr;
