@@ -4,7 +4,9 @@
 //! nid4 forms converts between the forms without change.
 
 use libfuzzer_sys::fuzz_target;
-use ulnet_proto::wire::header::{Header, HeaderEmitError, HeaderError, HeaderForm, raw_msg_type, raw_payload_length};
+use ulnet_proto::wire::header::{
+    Header, HeaderEmitError, HeaderError, HeaderForm, raw_msg_type, raw_payload_length,
+};
 use ulnet_proto::wire::ksock::lnet_payload_length;
 
 fuzz_target!(|data: &[u8]| {

@@ -16,8 +16,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some((&selector, rest)) = data.split_first() {
         let version = [ProtoVersion::V1, ProtoVersion::V2, ProtoVersion::V3, ProtoVersion::V4]
             [usize::from(selector & 3)];
-        let order =
-            if selector & 4 == 0 { ByteOrder::LittleEndian } else { ByteOrder::BigEndian };
+        let order = if selector & 4 == 0 { ByteOrder::LittleEndian } else { ByteOrder::BigEndian };
         check(rest, StreamDecoder::after_hello(rest, version, order));
     }
 });
