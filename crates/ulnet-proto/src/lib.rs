@@ -6,4 +6,5 @@
 
 pub mod addr;
 pub mod pcap;
+pub mod socklnd;
 pub mod wire;
