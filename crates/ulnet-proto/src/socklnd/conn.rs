@@ -750,3 +750,6 @@ fn noop_frame(kind: FrameKind, header: KsockHeader) -> Frame {
     frame.push(&header.emit());
     frame
 }
+
+#[cfg(test)]
+mod tests;
