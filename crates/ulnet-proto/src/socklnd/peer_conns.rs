@@ -676,3 +676,6 @@ const fn bit(conn_type: ConnType) -> u8 {
 fn recorded(hello: &PeerHello) -> RecordedHello {
     RecordedHello { version: hello.version, incarnation: hello.incarnation }
 }
+
+#[cfg(test)]
+mod tests;
