@@ -9,17 +9,18 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::addr::{Net, Nid, ProcessId};
-use crate::wire::acceptor::{ConnReq, DOWNGRADE_ANSWER, LNET_PROTO_MAGIC};
+use crate::wire::acceptor::{ConnReq, ConnReqVersion, DOWNGRADE_ANSWER, LNET_PROTO_MAGIC};
 use crate::wire::hello::{ConnType, Hello, HelloParse, LocalIdentity, ProtoVersion};
 use crate::wire::ksock::KsockHeader;
 
 use super::ConnId;
 use super::conn::{Conn, RecvEvent, RecvNeed};
 use super::handshake::{
-    AcceptConfig, ActiveHandshake, ActiveStep, Admission, Established, PassiveHandshake,
-    PassiveStep, PeerHello, RefuseReason, RejectReason, Side,
+    AcceptConfig, ActiveHandshake, ActiveOutcome, ActiveStep, Admission, Candidate, Established,
+    PassiveHandshake, PassiveStep, PeerHello, RefuseReason, RejectReason, Side,
 };
-use super::tunables::AcceptPolicy;
+use super::peer_conns::{Outgoing, PeerConfig, PeerConns, TimeoutAction};
+use super::tunables::{AcceptPolicy, SocklndTunables};
 use super::zc::ZcRequests;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,18 +57,19 @@ pub fn drive_passive_handshake(data: &[u8]) {
         }
     }
     let mut now = Duration::ZERO;
+    let mut total = 0;
     let mut prefix = Some(prefix.as_slice()).filter(|p| !p.is_empty());
     while let Some(chunk) = prefix.take().or_else(|| input.chunk()) {
         now += Duration::from_millis(u64::from(input.byte()));
         if machine.handle_timeout(now).is_err() {
             return;
         }
-        let hint = machine.read_hint();
         let Ok((used, step)) = machine.handle_input(now, chunk) else {
             return;
         };
         assert!(used <= chunk.len());
-        assert!(used <= hint.max(1) + Hello::MAX_LEN, "never reads far past the hint");
+        total += used;
+        assert!(total <= ConnReq::V2_LEN + Hello::MAX_LEN, "never reads past connreq and hello");
         match step {
             PassiveStep::NeedMore(need) => {
                 assert_eq!(used, chunk.len());
@@ -192,7 +194,7 @@ pub fn drive_handshake_pair(data: &[u8]) {
         offset += used;
         if let ActiveStep::Finished(outcome) = step {
             assert_eq!(offset, reply.len());
-            let established = matches!(outcome, super::handshake::ActiveOutcome::Established(_));
+            let established = matches!(outcome, ActiveOutcome::Established(_));
             assert_eq!(established, accept);
             return;
         }
@@ -255,6 +257,84 @@ pub fn drive_conn_receive(data: &[u8]) {
             assert!(parsed.is_ok_and(|h| h.zc_ack().is_ok()));
         }
         assert!(conn.on_transmitted(Duration::ZERO, bytes.len()).is_ok());
+    }
+}
+
+/// Runs a peer's connection set through arbitrary dials, verdicts, closes, choices and timers,
+/// checking its bookkeeping.
+pub fn drive_peer_conns(data: &[u8]) {
+    let mut input = Input::new(data);
+    let max = input.byte() % 3 + 1;
+    let tunables = SocklndTunables::default();
+    let peer = ProcessId::lustre(Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 1)));
+    let mut conns = PeerConns::new(fuzz_local_ipv4(), peer, PeerConfig::new(&tunables, max));
+    let mut now = Duration::ZERO;
+    while !input.data.is_empty() {
+        let op = input.byte();
+        let arg = input.byte();
+        let hello = PeerHello {
+            peer,
+            version: if arg & 1 == 0 { ProtoVersion::V3 } else { ProtoVersion::V2 },
+            incarnation: u64::from(arg >> 6),
+            conn_type: ConnType(u32::from(arg >> 1) % 4),
+            byte_order: Default::default(),
+            userspace: false,
+        };
+        match op % 6 {
+            0 => {
+                if let Some(request) = conns.poll_dial(now) {
+                    let hello = PeerHello { conn_type: request.conn_type, ..hello };
+                    let local = fuzz_local_ipv4();
+                    let outcome = match arg >> 4 & 3 {
+                        0 => ActiveOutcome::Refused(hello),
+                        1 => ActiveOutcome::Renegotiate(hello),
+                        _ => ActiveOutcome::Established(Established {
+                            side: Side::Active,
+                            local,
+                            hello,
+                        }),
+                    };
+                    conns.on_handshake(now, &outcome, false);
+                }
+            }
+            1 => conns.on_dial_failed(now),
+            2 => {
+                let id = conns.conns().nth(usize::from(arg)).map(Conn::id);
+                if let Some(id) = id {
+                    assert!(conns.remove_conn(id).is_some());
+                }
+            }
+            3 => {
+                let outgoing = Outgoing::Message { payload_len: u32::from(arg) * 16 };
+                if let Some(id) = conns.choose_conn(outgoing) {
+                    assert!(conns.conn(id).is_some());
+                }
+            }
+            4 => {
+                now += Duration::from_secs(u64::from(arg));
+                for action in conns.handle_timeout(now) {
+                    if let TimeoutAction::KeepaliveQueued(id) = action {
+                        assert!(conns.conn(id).is_some_and(Conn::wants_to_transmit));
+                    }
+                }
+            }
+            _ => {
+                let candidate =
+                    Candidate { local: fuzz_local_ipv4(), hello, connreq: ConnReqVersion::V1 };
+                let verdict = conns.admit_passive(&candidate, false);
+                if verdict.admission == Admission::Accept && hello.conn_type.is_known() {
+                    let local = fuzz_local_ipv4();
+                    conns.add_conn(now, &Established { side: Side::Passive, local, hello });
+                }
+            }
+        }
+        for conn_type in [ConnType::ANY, ConnType::CONTROL, ConnType::BULK_IN, ConnType::BULK_OUT] {
+            assert!(conns.count(conn_type) <= u32::from(max), "duplicate limit holds");
+        }
+        if conns.conns().next().is_some() {
+            let recorded = conns.recorded();
+            assert!(recorded.is_some(), "a peer with connections has a recorded hello");
+        }
     }
 }
 
@@ -377,9 +457,49 @@ mod tests {
         }
 
         #[test]
+        fn peer_conns_bookkeeping_holds(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            drive_peer_conns(&data);
+        }
+
+        #[test]
         fn conn_receive_survives_anything(data in proptest::collection::vec(any::<u8>(), 0..600)) {
             drive_conn_receive(&data);
         }
+    }
+
+    /// libFuzzer found that a peer requesting ZC-ACKs for cookies 1 and 9 got them back as the
+    /// pair (9, 1), which reads as a malformed keepalive.
+    const CONN_RECEIVE_RESERVED_COOKIE: [u8; 368] = [
+        0x3a, 0x00, 0xc1, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x24, 0x00, 0xde, 0x00, 0x01,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x44, 0xff, 0xff, 0x07, 0x07, 0x00, 0x00,
+        0x01, 0xca, 0x9a, 0x3b, 0x00, 0x00, 0x00, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x04,
+        0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf7,
+        0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0xbb, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x0a,
+        0x00, 0x00, 0x00, 0xff, 0xe4, 0x00, 0xff, 0xff, 0x0a, 0xf9, 0x00, 0x00, 0xbb, 0x00, 0x00,
+        0x00, 0x0a, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0xff, 0x0a, 0x00, 0x00, 0x53, 0x40, 0x00,
+        0x8a, 0x3a, 0x00, 0xc1, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x24, 0x00, 0xde, 0x00,
+        0x01, 0xca, 0x9a, 0x3b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x44, 0xff, 0xff, 0x07, 0x07, 0x00,
+        0x00, 0x01, 0xca, 0x9a, 0x3b, 0x00, 0x00, 0x00, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xbb, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00,
+        0x0a, 0x00, 0x00, 0x00, 0xff, 0xe4, 0x00, 0xff, 0xff, 0x0a, 0xf9, 0x00, 0x00, 0xbb, 0x00,
+        0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0xff, 0x0a, 0x00, 0x00, 0x53, 0x40,
+        0x00, 0x8a, 0x3a, 0x00, 0xc1, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x24, 0x00, 0xde,
+        0x00, 0x01, 0xca, 0x9a, 0x3b, 0x25, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x44, 0xff, 0xff, 0xff, 0x06,
+        0x00, 0x00, 0x01, 0xca, 0x9a, 0x3b, 0x00, 0x00, 0x00, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x04,
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x44, 0xff, 0xff, 0xff, 0x06, 0x00, 0x00, 0x01, 0xca, 0x9a, 0x3b, 0x00, 0x00, 0x00,
+        0xf0, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0xbb, 0x00, 0xbb, 0x00, 0x00, 0xff, 0xff,
+    ];
+
+    #[test]
+    fn regression_conn_receive_reserved_cookie() {
+        drive_conn_receive(&CONN_RECEIVE_RESERVED_COOKIE);
     }
 
     #[test]
@@ -388,5 +508,6 @@ mod tests {
         drive_active_handshake(&[]);
         drive_handshake_pair(&[]);
         drive_conn_receive(&[]);
+        drive_peer_conns(&[]);
     }
 }

@@ -23,7 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::wire::hello::ProtoVersion;
-use crate::wire::ksock::{FIRST_ZC_COOKIE, MAX_ZC_ACK_RANGE, ZcAck, next_zc_cookie};
+use crate::wire::ksock::{
+    FIRST_ZC_COOKIE, MAX_ZC_ACK_RANGE, SOCKNAL_KEEPALIVE_PING, ZcAck, next_zc_cookie,
+};
 
 use super::{ConnId, MessageToken};
 
@@ -92,6 +94,11 @@ impl ZcAckQueue {
         }
         if last > first {
             return Some(ZcAck::Range(first, last));
+        }
+        // (x, 1) would read as a malformed keepalive: a peer that used the reserved cookie 1
+        // (the kernel never does) gets it back alone.
+        if first == SOCKNAL_KEEPALIVE_PING {
+            return Some(ZcAck::Single(first));
         }
         match self.cookies.pop_first() {
             Some(second) => Some(ZcAck::Pair(second, first)),
@@ -287,6 +294,19 @@ mod tests {
         assert_eq!(q.push(2), Ok(()));
         assert_eq!(q.push(1 << 40), Err(TooManyZcAcks));
         assert_eq!(q.pop_piggy_back(), Some(2));
+    }
+
+    #[test]
+    fn the_reserved_cookie_is_never_paired() {
+        // Found by fuzzing: Pair(9, 1) would encode as (9, 1), a malformed keepalive.
+        let mut q = queue(&[1, 9]);
+        let acks = drain(&mut q, ProtoVersion::V3);
+        assert_eq!(acks, [ZcAck::Single(1), ZcAck::Single(9)]);
+        for ack in acks {
+            assert!(ZcAck::decode(ack.encode()).is_ok());
+        }
+        let mut q = queue(&[1, 2, 3]);
+        assert_eq!(drain(&mut q, ProtoVersion::V3), [ZcAck::Range(1, 3)]);
     }
 
     #[test]
