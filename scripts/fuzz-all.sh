@@ -14,7 +14,11 @@ cargo fuzz build -s none -O
 for target in $targets; do
     echo "fuzz: $target for ${seconds}s"
     mkdir -p "corpus/$target"
-    cargo fuzz run -s none -O "$target" "corpus/$target" -- \
+    # Checked-in seeds (fuzz/seeds/<target>/) are a second, read-only corpus directory; new
+    # inputs go to the first.
+    corpora=("corpus/$target")
+    if [ -d "seeds/$target" ]; then corpora+=("seeds/$target"); fi
+    cargo fuzz run -s none -O "$target" "${corpora[@]}" -- \
         -max_total_time="$seconds" -rss_limit_mb=1024 -max_len=4096 -print_final_stats=0 2>&1 |
         grep -E '^(Done|==|SUMMARY|thread|panicked|ERROR)' || true
     # cargo fuzz exits non-zero on a crash; pipefail is off for grep, so check artifacts instead.

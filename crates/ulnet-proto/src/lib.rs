@@ -9,5 +9,6 @@ pub mod engine;
 pub mod link_model;
 pub mod pcap;
 pub mod rng;
+pub mod socklnd;
 pub mod time;
 pub mod wire;

@@ -187,8 +187,8 @@ impl NidList {
         for range in &self.ranges {
             count = count.saturating_add(range.count().ok_or(RangeError::WildcardNotExpandable)?);
         }
-        check_limit(count, limit)?;
-        let mut nids = Vec::new();
+        // Exact capacity: growing by extension would over-allocate past `limit`.
+        let mut nids = Vec::with_capacity(check_limit(count, limit)?);
         for range in &self.ranges {
             nids.extend(range.expand(limit)?);
         }
@@ -762,6 +762,18 @@ mod tests {
         for (text, error) in cases {
             assert_eq!(NidList::parse(text), Err(*error), "{text:?}");
         }
+    }
+
+    /// Regression (fuzz target nid_text): `expand` grew its result by extension, allocating
+    /// room for 4 NIDs when the limit was 1.
+    #[test]
+    fn expand_allocates_within_the_limit() {
+        let one = list("0x0000000000000000000000000001@gni");
+        let nids = one.expand(1).unwrap();
+        assert_eq!(nids.len(), 1);
+        assert_eq!(nids.capacity(), 1);
+        let nids = list("1.2.3.4@tcp 1.2.3.[5-6]@tcp").expand(3).unwrap();
+        assert_eq!(nids.capacity(), 3);
     }
 
     #[test]

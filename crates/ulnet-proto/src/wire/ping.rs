@@ -355,8 +355,12 @@ impl PingInfo {
                     let src = entry.get(4..4 + nid_bytes).ok_or(truncated)?;
                     raw.get_mut(..nid_bytes).ok_or(truncated)?.copy_from_slice(src);
                     // nid_size <= 12 here, so the only decode error cannot occur; should it,
-                    // the entry is skipped like any other unusable one.
-                    if let Ok(nid) = Nid::from_large_bytes(&raw) {
+                    // the entry is skipped like any other unusable one. A wildcard type makes
+                    // the NID LNET_ANY_NID whatever its size says: no interface, so skipped as
+                    // a kernel's size-0xFF ANY entry is (and as emit refuses to write one).
+                    if let Ok(nid) = Nid::from_large_bytes(&raw)
+                        && !nid.is_any()
+                    {
                         large.push(NiStatus { nid, status });
                     }
                 }
@@ -639,6 +643,23 @@ mod tests {
         buf.splice(32..32, bogus);
         buf[28..32].copy_from_slice(&84u32.to_le_bytes());
         assert_eq!(PingInfo::parse(&buf), Ok((ipv6_info(), 84)));
+    }
+
+    /// Regression (fuzz target ping_buffer): an entry of type 0xFF with a small size decoded as
+    /// LNET_ANY_NID and was kept, so the parsed buffer could not be emitted again.
+    #[test]
+    fn wildcard_large_entries_are_skipped() {
+        // lo, a 24-byte entry {size 0, type 0xFF}, then the IPv6 one.
+        let mut buf = ipv6_buffer();
+        let mut wildcard = vec![0u8; 24];
+        wildcard[..4].copy_from_slice(&LNET_NI_STATUS_UP.to_le_bytes());
+        wildcard[5] = 0xff;
+        wildcard[8..12].copy_from_slice(&[10, 0, 0, 1]);
+        buf.splice(32..32, wildcard);
+        buf[28..32].copy_from_slice(&80u32.to_le_bytes());
+        let (info, used) = PingInfo::parse(&buf).unwrap();
+        assert_eq!((&info, used), (&ipv6_info(), 80));
+        assert_eq!(info.to_bytes().unwrap(), ipv6_buffer());
     }
 
     #[test]

@@ -1,0 +1,908 @@
+//! Renderers for lnetctl's output shapes (cli.md §3) from plain structs the daemon fills.
+//!
+//! Key names and orders are those of the kernel key tables (netlink attribute index order) for
+//! dialect N and of liblnetconfig's cYAML builders for dialect C. Every renderer returns the
+//! exact bytes lnetctl writes to stdout, or an empty string where lnetctl prints nothing.
+//!
+//! lustre: lnet/lnet/api-ni.c key tables (`net_props_list`, `local_ni_list`,
+//! `lnet_peer_ni_list`, `route_props_list`, `ping_props_list`, ...) and dump handlers;
+//! lnet/klnds/socklnd/socklnd.c `ksocknal_nl_get()`; lnet/utils/lnetctl.c
+//! `yaml_lnet_peer_display()`, `yaml_lnet_ping_display()`, `jt_export()`;
+//! lnet/utils/lnetconfig/liblnetconfig.c `lustre_lnet_show_routing()`,
+//! `lustre_lnet_show_stats()`, `build_global_yaml_entry()`.
+
+use ulnet_proto::addr::{Net, Nid};
+
+use crate::emit::{LibyamlStyle, Node, Scalar, ScalarStyle};
+
+mod error;
+
+pub use error::{CyamlError, CyamlErrorEntry, ErrorOp, NetlinkError, exit_status, strerror};
+
+/// What a dump is for: an interactive `show` at a verbosity level, or one of the exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShowMode {
+    /// `show -v L`: the level is the netlink request version.
+    Show(u32),
+    /// `export`: nets at level 2, peers at level 3, verbose routes.
+    Export,
+    /// `export --backup`: only what reconfiguration needs (`NLM_F_DUMP_FILTERED`).
+    Backup,
+}
+
+impl ShowMode {
+    fn level(self, export_level: u32) -> u32 {
+        match self {
+            Self::Show(level) => level,
+            Self::Export => export_level,
+            Self::Backup => export_level.min(1),
+        }
+    }
+
+    fn backup(self) -> bool {
+        self == Self::Backup
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// net show
+
+/// One net of `net show`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetEntry {
+    pub net: Net,
+    pub nis: Vec<LocalNiEntry>,
+}
+
+/// A local NI as `net show` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalNiEntry {
+    pub nid: Nid,
+    pub up: bool,
+    /// `None` for `0@lo` and NIs without an interface.
+    pub interface: Option<String>,
+    pub statistics: Statistics,
+    pub udsp: UdspInfo,
+    pub sent: MessageCounts,
+    pub received: MessageCounts,
+    pub dropped: MessageCounts,
+    pub health: LocalNiHealth,
+    pub tunables: NetTunables,
+    /// `None` for `lo`, which has no LND key table.
+    pub lnd_tunables: Option<LndTunablesShow>,
+    pub dev_cpt: i32,
+    /// The NI's CPTs, or all CPTs when unbound.
+    pub cpts: Vec<u32>,
+}
+
+/// Message counters and latency summaries (`statistics:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Statistics {
+    pub send_count: u32,
+    pub recv_count: u32,
+    pub drop_count: u32,
+    pub put_egress: Latency,
+    pub get_rtt: Latency,
+    pub put_ack: Latency,
+}
+
+/// One latency summary; all zero without samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub samples: u32,
+    pub min_nsec: u64,
+    pub max_nsec: u64,
+    pub avg_nsec: u64,
+}
+
+/// `sent_stats`, `received_stats`, `dropped_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MessageCounts {
+    pub put: u32,
+    pub get: u32,
+    pub reply: u32,
+    pub ack: u32,
+    pub hello: u32,
+}
+
+/// A local NI's `health stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalNiHealth {
+    pub fatal_error: i32,
+    pub value: i32,
+    pub interrupts: u32,
+    pub dropped: u32,
+    pub aborted: u32,
+    pub no_route: u32,
+    pub timeouts: u32,
+    pub error: u32,
+    pub ping_count: u32,
+    pub next_ping: u64,
+}
+
+impl Default for LocalNiHealth {
+    fn default() -> Self {
+        Self {
+            fatal_error: 0,
+            value: MAX_HEALTH_VALUE,
+            interrupts: 0,
+            dropped: 0,
+            aborted: 0,
+            no_route: 0,
+            timeouts: 0,
+            error: 0,
+            ping_count: 0,
+            next_ping: 0,
+        }
+    }
+}
+
+/// `LNET_MAX_HEALTH_VALUE` (include/linux/lnet/lib-types.h): the health of a healthy NI.
+pub const MAX_HEALTH_VALUE: i32 = 1000;
+
+/// The net's `tunables:`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetTunables {
+    pub peer_timeout: i32,
+    pub peer_credits: i32,
+    pub peer_buffer_credits: i32,
+    pub credits: i32,
+}
+
+/// `lnd tunables:` as each LND's `lnd_nl_get()` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LndTunablesShow {
+    /// lustre: socklnd.c `ksocknal_tunables_keys`.
+    Socklnd { conns_per_peer: u16, timeout: u32, tos: i16 },
+    /// lustre: o2iblnd.c `kiblnd_tunables_keys`.
+    O2iblnd {
+        peercredits_hiw: u32,
+        map_on_demand: bool,
+        concurrent_sends: u32,
+        fmr_pool_size: u32,
+        fmr_flush_trigger: u32,
+        fmr_cache: u32,
+        ntx: u16,
+        conns_per_peer: u16,
+        timeout: u32,
+        tos: i16,
+    },
+}
+
+/// `udsp info:` of a local or peer NI (levels 4 and up).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UdspInfo {
+    pub net_priority: i32,
+    pub nid_priority: i32,
+    pub preferred_gateways: Vec<Nid>,
+    pub preferred_sources: Vec<Nid>,
+}
+
+/// `net show [-v L]`, or the `net:` part of an export. Empty when there are no nets.
+pub fn net_show(nets: &[NetEntry], mode: ShowMode) -> String {
+    let level = mode.level(2);
+    let nets: Vec<Node> = nets
+        .iter()
+        .filter(|net| !(mode.backup() && net.net == Net::LO))
+        .map(|net| {
+            let nis = net.nis.iter().map(|ni| local_ni(net.net, ni, level, mode.backup()));
+            Node::map([
+                ("net type", Node::plain(net.net.to_string())),
+                ("local NI(s)", Node::seq(nis)),
+            ])
+        })
+        .collect();
+    section_n("net", nets)
+}
+
+fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Node {
+    let mut entries: Vec<(&str, Node)> = Vec::new();
+    if !backup {
+        entries.push(("nid", Node::plain(ni.nid.to_string())));
+        let up = ni.up || ni.nid == Nid::LO_0;
+        entries.push(("status", Node::plain(if up { "up" } else { "down" })));
+    }
+    if let Some(interface) = ni.interface.as_ref().filter(|_| ni.nid != Nid::LO_0) {
+        entries.push(("interfaces", Node::map([("0", Node::plain(interface.as_str()))])));
+    }
+    if level >= 1 {
+        if !backup {
+            entries.push(("statistics", statistics(&ni.statistics)));
+            if level >= 4 {
+                entries.push(("udsp info", udsp_info(&ni.udsp)));
+            }
+            if level >= 2 {
+                entries.push(("sent_stats", message_counts(&ni.sent)));
+                entries.push(("received_stats", message_counts(&ni.received)));
+                entries.push(("dropped_stats", message_counts(&ni.dropped)));
+                let h = &ni.health;
+                entries.push((
+                    "health stats",
+                    Node::map([
+                        ("fatal_error", Node::int(h.fatal_error)),
+                        ("health value", Node::int(h.value)),
+                        ("interrupts", Node::int(h.interrupts)),
+                        ("dropped", Node::int(h.dropped)),
+                        ("aborted", Node::int(h.aborted)),
+                        ("no route", Node::int(h.no_route)),
+                        ("timeouts", Node::int(h.timeouts)),
+                        ("error", Node::int(h.error)),
+                        ("ping_count", Node::int(h.ping_count)),
+                        ("next_ping", Node::int(h.next_ping)),
+                    ]),
+                ));
+            }
+        }
+        let t = &ni.tunables;
+        entries.push((
+            "tunables",
+            Node::map([
+                ("peer_timeout", Node::int(t.peer_timeout)),
+                ("peer_credits", Node::int(t.peer_credits)),
+                ("peer_buffer_credits", Node::int(t.peer_buffer_credits)),
+                ("credits", Node::int(t.credits)),
+            ]),
+        ));
+        if net != Net::LO {
+            if let Some(lnd) = &ni.lnd_tunables {
+                entries.push(("lnd tunables", lnd_tunables(lnd, backup)));
+            }
+        }
+        if !backup {
+            entries.push(("dev cpt", Node::int(ni.dev_cpt)));
+        }
+        entries.push(("CPT", Node::double_quoted(cpt_text(&ni.cpts))));
+    }
+    Node::map(entries)
+}
+
+/// The kernel's `"[0,1]"` CPT string (without the quotes the emitter adds).
+fn cpt_text(cpts: &[u32]) -> String {
+    let list: Vec<String> = cpts.iter().map(u32::to_string).collect();
+    format!("[{}]", list.join(","))
+}
+
+fn lnd_tunables(lnd: &LndTunablesShow, backup: bool) -> Node {
+    let mut entries: Vec<(&str, Node)> = Vec::new();
+    match *lnd {
+        LndTunablesShow::Socklnd { conns_per_peer, timeout, tos } => {
+            entries.push(("conns_per_peer", Node::int(conns_per_peer)));
+            if !backup {
+                entries.push(("timeout", Node::int(timeout)));
+            }
+            entries.push(("tos", Node::int(tos)));
+        }
+        LndTunablesShow::O2iblnd {
+            peercredits_hiw,
+            map_on_demand,
+            concurrent_sends,
+            fmr_pool_size,
+            fmr_flush_trigger,
+            fmr_cache,
+            ntx,
+            conns_per_peer,
+            timeout,
+            tos,
+        } => {
+            entries.push(("peercredits_hiw", Node::int(peercredits_hiw)));
+            entries.push(("map_on_demand", Node::bool(map_on_demand)));
+            entries.push(("concurrent_sends", Node::int(concurrent_sends)));
+            entries.push(("fmr_pool_size", Node::int(fmr_pool_size)));
+            entries.push(("fmr_flush_trigger", Node::int(fmr_flush_trigger)));
+            entries.push(("fmr_cache", Node::int(fmr_cache)));
+            entries.push(("ntx", Node::int(ntx)));
+            entries.push(("conns_per_peer", Node::int(conns_per_peer)));
+            if !backup {
+                entries.push(("timeout", Node::int(timeout)));
+            }
+            entries.push(("tos", Node::int(tos)));
+        }
+    }
+    Node::map(entries)
+}
+
+fn statistics(s: &Statistics) -> Node {
+    let mut entries = vec![
+        ("send_count".to_string(), Node::int(s.send_count)),
+        ("recv_count".to_string(), Node::int(s.recv_count)),
+        ("drop_count".to_string(), Node::int(s.drop_count)),
+    ];
+    for (op, latency) in
+        [("put_egress", s.put_egress), ("get_rtt", s.get_rtt), ("put_ack", s.put_ack)]
+    {
+        entries.push((format!("{op}_samples"), Node::int(latency.samples)));
+        entries.push((format!("{op}_min_nsec"), Node::int(latency.min_nsec)));
+        entries.push((format!("{op}_max_nsec"), Node::int(latency.max_nsec)));
+        entries.push((format!("{op}_avg_nsec"), Node::int(latency.avg_nsec)));
+    }
+    Node::Map(entries)
+}
+
+fn message_counts(c: &MessageCounts) -> Node {
+    Node::map([
+        ("put", Node::int(c.put)),
+        ("get", Node::int(c.get)),
+        ("reply", Node::int(c.reply)),
+        ("ack", Node::int(c.ack)),
+        ("hello", Node::int(c.hello)),
+    ])
+}
+
+fn udsp_info(u: &UdspInfo) -> Node {
+    let mut entries = vec![
+        ("net priority".to_string(), Node::int(u.net_priority)),
+        ("nid priority".to_string(), Node::int(u.nid_priority)),
+    ];
+    let list = |nids: &[Nid]| {
+        Node::Map(
+            nids.iter()
+                .enumerate()
+                .map(|(i, nid)| (format!("NID-{i}"), Node::plain(nid.to_string())))
+                .collect(),
+        )
+    };
+    // lustre: lnet_udsp_info_send() only sends the gateway list when it is non-empty.
+    if !u.preferred_gateways.is_empty() {
+        entries.push(("Preferred gateway NIDs".to_string(), list(&u.preferred_gateways)));
+    }
+    if !u.preferred_sources.is_empty() {
+        entries.push(("Preferred source NIDs".to_string(), list(&u.preferred_sources)));
+    }
+    Node::Map(entries)
+}
+
+// ---------------------------------------------------------------------------------------------
+// peer show / peer list
+
+/// One peer of `peer show`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerEntry {
+    pub primary_nid: Nid,
+    pub multi_rail: bool,
+    /// The raw `lp_state` bitmask (cli.md §3.2), shown from level 3.
+    pub state: u32,
+    /// In the kernel's order: grouped by peer net, primary first.
+    pub nis: Vec<PeerNiEntry>,
+}
+
+/// A peer NI's reachability as `peer show` words it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerNiState {
+    /// Neither a router nor subject to aliveness checks.
+    NotApplicable,
+    Up,
+    Down,
+}
+
+/// One peer NI of `peer show`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerNiEntry {
+    pub nid: Nid,
+    pub udsp: UdspInfo,
+    pub state: PeerNiState,
+    pub max_ni_tx_credits: u32,
+    /// Credits go negative when messages queue; the netlink attribute is a u32, so lnetctl
+    /// prints the two's complement (as it does).
+    pub available_tx_credits: i32,
+    pub min_tx_credits: i32,
+    pub tx_q_num_of_buf: u32,
+    pub available_rtr_credits: i32,
+    pub min_rtr_credits: i32,
+    pub refcount: u32,
+    pub statistics: Statistics,
+    pub sent: MessageCounts,
+    pub received: MessageCounts,
+    pub dropped: MessageCounts,
+    pub health: PeerNiHealth,
+}
+
+/// A peer NI's `health stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerNiHealth {
+    pub value: i32,
+    pub dropped: u32,
+    pub timeout: u32,
+    pub error: u32,
+    pub network_timeout: u32,
+    pub ping_count: u32,
+    pub next_ping: i64,
+}
+
+impl Default for PeerNiHealth {
+    fn default() -> Self {
+        Self {
+            value: MAX_HEALTH_VALUE,
+            dropped: 0,
+            timeout: 0,
+            error: 0,
+            network_timeout: 0,
+            ping_count: 0,
+            next_ping: 0,
+        }
+    }
+}
+
+/// `peer show [-v L]`, or the `peer:` part of an export. Empty without peers; callers leave
+/// out `0@lo`.
+pub fn peer_show(peers: &[PeerEntry], mode: ShowMode) -> String {
+    let level = match mode {
+        ShowMode::Backup => 0,
+        other => other.level(3),
+    };
+    let backup = mode.backup();
+    let peers: Vec<Node> = peers
+        .iter()
+        .map(|peer| {
+            let mut entries: Vec<(&str, Node)> = vec![
+                ("primary nid", Node::plain(peer.primary_nid.to_string())),
+                ("Multi-Rail", Node::bool(peer.multi_rail)),
+            ];
+            if level >= 3 {
+                entries.push(("peer state", Node::int(peer.state)));
+            }
+            let nis = peer.nis.iter().map(|ni| peer_ni(ni, level, backup));
+            entries.push(("peer ni", Node::seq(nis)));
+            Node::map(entries)
+        })
+        .collect();
+    section_n("peer", peers)
+}
+
+fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Node {
+    let mut entries: Vec<(&str, Node)> = vec![("nid", Node::plain(ni.nid.to_string()))];
+    if level >= 4 {
+        entries.push(("udsp info", udsp_info(&ni.udsp)));
+    }
+    if !backup {
+        let state = match ni.state {
+            PeerNiState::NotApplicable => "NA",
+            PeerNiState::Up => "up",
+            PeerNiState::Down => "down",
+        };
+        entries.push(("state", Node::plain(state)));
+    }
+    if level >= 1 {
+        // The attributes are u32: negative credits print as their two's complement.
+        let u32_of = |v: i32| Node::int(v as u32);
+        entries.push(("max_ni_tx_credits", Node::int(ni.max_ni_tx_credits)));
+        entries.push(("available_tx_credits", u32_of(ni.available_tx_credits)));
+        entries.push(("min_tx_credits", u32_of(ni.min_tx_credits)));
+        entries.push(("tx_q_num_of_buf", Node::int(ni.tx_q_num_of_buf)));
+        entries.push(("available_rtr_credits", u32_of(ni.available_rtr_credits)));
+        entries.push(("min_rtr_credits", u32_of(ni.min_rtr_credits)));
+        entries.push(("refcount", Node::int(ni.refcount)));
+        entries.push(("statistics", statistics(&ni.statistics)));
+    }
+    if level >= 2 {
+        entries.push(("sent_stats", message_counts(&ni.sent)));
+        entries.push(("received_stats", message_counts(&ni.received)));
+        entries.push(("dropped_stats", message_counts(&ni.dropped)));
+        let h = &ni.health;
+        entries.push((
+            "health stats",
+            Node::map([
+                ("health value", Node::int(h.value)),
+                ("dropped", Node::int(h.dropped)),
+                ("timeout", Node::int(h.timeout)),
+                ("error", Node::int(h.error)),
+                ("network timeout", Node::int(h.network_timeout)),
+                ("ping_count", Node::int(h.ping_count)),
+                ("next_ping", Node::int(h.next_ping)),
+            ]),
+        ));
+    }
+    Node::map(entries)
+}
+
+/// `peer list`: the primary NIDs only. Empty without peers.
+pub fn peer_list(primary_nids: &[Nid]) -> String {
+    let items: Vec<Node> =
+        primary_nids.iter().map(|nid| Node::map([("nid", Node::plain(nid.to_string()))])).collect();
+    section_n("peer list", items)
+}
+
+// ---------------------------------------------------------------------------------------------
+// route show
+
+/// One route of `route show`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteEntry {
+    pub net: Net,
+    pub gateway: Nid,
+    /// 1..=255, or -1 when unset (`LNET_UNDEFINED_HOPS`).
+    pub hop: i32,
+    pub priority: u32,
+    pub up: bool,
+    pub multi_hop: bool,
+}
+
+/// `route show [-v]` (`verbose` is the request version), or the `route:` part of an export.
+/// Empty without routes.
+pub fn route_show(routes: &[RouteEntry], mode: ShowMode) -> String {
+    let verbose = mode.level(1) >= 1;
+    let routes: Vec<Node> = routes
+        .iter()
+        .map(|route| {
+            let mut entries: Vec<(&str, Node)> = vec![
+                ("net", Node::plain(route.net.to_string())),
+                ("gateway", Node::plain(route.gateway.to_string())),
+            ];
+            if verbose {
+                entries.push(("hop", Node::int(route.hop)));
+                entries.push(("priority", Node::int(route.priority)));
+                if !mode.backup() {
+                    entries.push(("state", Node::plain(if route.up { "up" } else { "down" })));
+                    let kind = if route.multi_hop { "multi-hop" } else { "single-hop" };
+                    entries.push(("type", Node::plain(kind)));
+                }
+            }
+            Node::map(entries)
+        })
+        .collect();
+    section_n("route", routes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// ping / discover
+
+/// Which of the two manage commands produced a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManageCommand {
+    Ping,
+    Discover,
+}
+
+impl ManageCommand {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ping => "ping",
+            Self::Discover => "discover",
+        }
+    }
+}
+
+/// A target that answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PingReply {
+    /// The peer's primary NID, or `Nid::ANY` (printed `<?>`) when no peer exists.
+    pub primary_nid: Nid,
+    pub multi_rail: bool,
+    /// The NIDs of the ping buffer, without `0@lo`; `12345-<nid>` forms when the target was
+    /// given with a non-Lustre PID (`libcfs_idstr()`).
+    pub nids: Vec<String>,
+}
+
+/// A target that failed: reported as `failed to <cmd> <nid>: <strerror>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PingFailure {
+    pub target: String,
+    /// Negative errno.
+    pub errno: i32,
+}
+
+/// `ping`/`discover` output (dialect N with libyaml's default indent 2). Empty when nothing
+/// answered and nothing failed.
+pub fn ping_show(
+    command: ManageCommand,
+    replies: &[PingReply],
+    failures: &[PingFailure],
+) -> String {
+    let mut top: Vec<(&str, Node)> = Vec::new();
+    if !replies.is_empty() {
+        let items = replies.iter().map(|reply| {
+            let nis = reply.nids.iter().map(|nid| Node::map([("nid", Node::plain(nid.as_str()))]));
+            // An empty nest reaches the parser as a bare `peer_ni:` key, i.e. an empty scalar.
+            let nis = if reply.nids.is_empty() { Node::plain("") } else { Node::seq(nis) };
+            Node::map([
+                ("primary nid", Node::plain(reply.primary_nid.to_string())),
+                ("Multi-Rail", Node::bool(reply.multi_rail)),
+                ("peer_ni", nis),
+            ])
+        });
+        top.push((command.name(), Node::seq(items)));
+    }
+    if !failures.is_empty() {
+        let items = failures.iter().map(|failure| {
+            let descr = format!(
+                "failed to {} {}: {}",
+                command.name(),
+                failure.target,
+                strerror(failure.errno.saturating_neg())
+            );
+            Node::map([
+                (command.name(), Node::plain("")),
+                ("errno", Node::int(failure.errno)),
+                // lnetctl rebuilds this scalar itself (yaml_lnet_ping_display()).
+                ("descr", Node::Scalar(Scalar::event(descr, ScalarStyle::Plain))),
+            ])
+        });
+        top.push(("manage", Node::seq(items)));
+    }
+    if top.is_empty() {
+        return String::new();
+    }
+    Node::map(top).to_string_libyaml(LibyamlStyle::DEFAULT_INDENT)
+}
+
+// ---------------------------------------------------------------------------------------------
+// debug recovery
+
+/// Which recovery queue `debug recovery` dumps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryQueue {
+    Local,
+    Peer,
+}
+
+/// `debug recovery --local|--peer`: `nid-0`, `nid-1`, ... Empty when the queue is.
+pub fn recovery_show(queue: RecoveryQueue, nids: &[Nid]) -> String {
+    if nids.is_empty() {
+        return String::new();
+    }
+    let title = match queue {
+        RecoveryQueue::Local => "Local NI recovery",
+        RecoveryQueue::Peer => "Peer NI recovery",
+    };
+    let entries =
+        nids.iter().enumerate().map(|(i, nid)| (format!("nid-{i}"), Node::plain(nid.to_string())));
+    Node::map([(title, Node::map(entries))]).to_string_n()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dialect C: global show, stats show, routing show, udsp show.
+
+/// Every `global:` key in `global show` order (cli.md §3.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlobalShow {
+    pub numa_range: i64,
+    pub max_interfaces: i64,
+    pub discovery: i64,
+    pub drop_asym_route: i64,
+    pub retry_count: i64,
+    pub transaction_timeout: i64,
+    pub health_sensitivity: i64,
+    pub recovery_interval: i64,
+    pub router_sensitivity: i64,
+    pub lnd_timeout: i64,
+    pub response_tracking: i64,
+    pub recovery_limit: i64,
+    pub max_recovery_ping_interval: i64,
+}
+
+impl GlobalShow {
+    fn node(&self) -> Node {
+        let entries = [
+            ("numa_range", self.numa_range),
+            ("max_interfaces", self.max_interfaces),
+            ("discovery", self.discovery),
+            ("drop_asym_route", self.drop_asym_route),
+            ("retry_count", self.retry_count),
+            ("transaction_timeout", self.transaction_timeout),
+            ("health_sensitivity", self.health_sensitivity),
+            ("recovery_interval", self.recovery_interval),
+            ("router_sensitivity", self.router_sensitivity),
+            ("lnd_timeout", self.lnd_timeout),
+            ("response_tracking", self.response_tracking),
+            ("recovery_limit", self.recovery_limit),
+            ("max_recovery_ping_interval", self.max_recovery_ping_interval),
+        ];
+        Node::map(entries.map(|(key, value)| (key, Node::c_number(value as f64))))
+    }
+}
+
+/// `global show`.
+pub fn global_show(global: &GlobalShow) -> String {
+    Node::map([("global", global.node())]).to_string_c()
+}
+
+/// The global counters of `stats show`, in its order (cli.md §3.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsShow {
+    pub msgs_alloc: u32,
+    pub msgs_max: u32,
+    pub rst_alloc: u32,
+    pub errors: u32,
+    pub send_count: u32,
+    pub resend_count: u32,
+    pub response_timeout_count: u32,
+    pub local_interrupt_count: u32,
+    pub local_dropped_count: u32,
+    pub local_aborted_count: u32,
+    pub local_no_route_count: u32,
+    pub local_timeout_count: u32,
+    pub local_error_count: u32,
+    pub remote_dropped_count: u32,
+    pub remote_error_count: u32,
+    pub remote_timeout_count: u32,
+    pub network_timeout_count: u32,
+    pub failed_resends: u32,
+    pub successful_resends: u32,
+    pub recv_count: u32,
+    pub route_count: u32,
+    pub drop_count: u32,
+    pub send_length: u64,
+    pub recv_length: u64,
+    pub route_length: u64,
+    pub drop_length: u64,
+}
+
+/// `stats show`. The 64-bit lengths go through a double as in lnetctl.
+pub fn stats_show(s: &StatsShow) -> String {
+    let counts = [
+        ("msgs_alloc", s.msgs_alloc),
+        ("msgs_max", s.msgs_max),
+        ("rst_alloc", s.rst_alloc),
+        ("errors", s.errors),
+        ("send_count", s.send_count),
+        ("resend_count", s.resend_count),
+        ("response_timeout_count", s.response_timeout_count),
+        ("local_interrupt_count", s.local_interrupt_count),
+        ("local_dropped_count", s.local_dropped_count),
+        ("local_aborted_count", s.local_aborted_count),
+        ("local_no_route_count", s.local_no_route_count),
+        ("local_timeout_count", s.local_timeout_count),
+        ("local_error_count", s.local_error_count),
+        ("remote_dropped_count", s.remote_dropped_count),
+        ("remote_error_count", s.remote_error_count),
+        ("remote_timeout_count", s.remote_timeout_count),
+        ("network_timeout_count", s.network_timeout_count),
+        ("failed_resends", s.failed_resends),
+        ("successful_resends", s.successful_resends),
+        ("recv_count", s.recv_count),
+        ("route_count", s.route_count),
+        ("drop_count", s.drop_count),
+    ];
+    let lengths = [
+        ("send_length", s.send_length),
+        ("recv_length", s.recv_length),
+        ("route_length", s.route_length),
+        ("drop_length", s.drop_length),
+    ];
+    let entries = counts
+        .iter()
+        .map(|&(key, value)| (key, Node::c_number(value)))
+        .chain(lengths.iter().map(|&(key, value)| (key, Node::c_number(value as f64))));
+    Node::map([("statistics", Node::map(entries))]).to_string_c()
+}
+
+/// One router buffer pool of one CPT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufferPool {
+    pub npages: u32,
+    pub nbuffers: u32,
+    pub credits: i32,
+    pub mincredits: i32,
+}
+
+/// Router buffer pools (`tiny`, `small`, `large` per CPT) and the routing switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoutingShow {
+    /// Empty when the pools were never allocated: lnetctl then prints nothing.
+    pub cpts: Vec<[BufferPool; 3]>,
+    pub enabled: bool,
+}
+
+const POOL_NAMES: [&str; 3] = ["tiny", "small", "large"];
+
+impl RoutingShow {
+    /// The `routing:` and `buffers:` entries, or nothing without pools.
+    fn entries(&self, backup: bool) -> Vec<(&'static str, Node)> {
+        if self.cpts.is_empty() {
+            return Vec::new();
+        }
+        let enable = ("enable", Node::c_number(u8::from(self.enabled)));
+        let routing = if backup {
+            Node::map([enable])
+        } else {
+            let mut items: Vec<Node> = self
+                .cpts
+                .iter()
+                .enumerate()
+                .map(|(i, pools)| {
+                    let pools = POOL_NAMES.iter().zip(pools).map(|(name, pool)| {
+                        let pool = Node::map([
+                            ("npages", Node::c_number(pool.npages)),
+                            ("nbuffers", Node::c_number(pool.nbuffers)),
+                            ("credits", Node::c_number(pool.credits)),
+                            ("mincredits", Node::c_number(pool.mincredits)),
+                        ]);
+                        (*name, pool)
+                    });
+                    Node::map([(format!("cpt[{i}]"), Node::map(pools))])
+                })
+                .collect();
+            items.push(Node::map([enable]));
+            Node::Seq(items)
+        };
+        let totals = (0..3).map(|j| {
+            let total: u64 = self.cpts.iter().map(|pools| u64::from(pools[j].nbuffers)).sum();
+            // lustre: the totals are C ints summed from u32 counts.
+            (POOL_NAMES[j], Node::c_number(total as f64))
+        });
+        vec![("routing", routing), ("buffers", Node::map(totals))]
+    }
+}
+
+/// `routing show`. Empty when the router buffer pools were never allocated.
+pub fn routing_show(routing: &RoutingShow) -> String {
+    let entries = routing.entries(false);
+    if entries.is_empty() {
+        return String::new();
+    }
+    Node::map(entries).to_string_c()
+}
+
+/// One UDSP rule of `udsp show`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UdspEntry {
+    pub idx: u32,
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub rte: Option<String>,
+    /// `Some` for priority rules.
+    pub priority: Option<u32>,
+}
+
+fn udsp_items(rules: &[UdspEntry]) -> Node {
+    Node::seq(rules.iter().map(|rule| {
+        let mut entries: Vec<(&str, Node)> = vec![("idx", Node::c_number(rule.idx))];
+        for (key, value) in [("src", &rule.src), ("dst", &rule.dst), ("rte", &rule.rte)] {
+            if let Some(value) = value {
+                entries.push((key, Node::plain(value.as_str())));
+            }
+        }
+        if let Some(priority) = rule.priority {
+            entries.push(("action", Node::map([("priority", Node::c_number(priority))])));
+        }
+        Node::map(entries)
+    }))
+}
+
+/// `udsp show`. Empty without rules.
+pub fn udsp_show(rules: &[UdspEntry]) -> String {
+    if rules.is_empty() {
+        return String::new();
+    }
+    Node::map([("udsp", udsp_items(rules))]).to_string_c()
+}
+
+// ---------------------------------------------------------------------------------------------
+// export
+
+/// Everything `export` prints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportState {
+    pub nets: Vec<NetEntry>,
+    pub routes: Vec<RouteEntry>,
+    pub peers: Vec<PeerEntry>,
+    pub routing: RoutingShow,
+    pub global: GlobalShow,
+    pub udsp: Vec<UdspEntry>,
+}
+
+/// `export` (`backup = false`) or `export --backup` (cli.md §3.10): `net:`, `route:`, `peer:`
+/// in dialect N, then one dialect-C tree of `routing`/`buffers`, `global` and `udsp`.
+pub fn export(state: &ExportState, backup: bool) -> String {
+    let mode = if backup { ShowMode::Backup } else { ShowMode::Export };
+    let mut out = net_show(&state.nets, mode);
+    out.push_str(&route_show(&state.routes, mode));
+    out.push_str(&peer_show(&state.peers, mode));
+    let mut tail = state.routing.entries(backup);
+    tail.push(("global", state.global.node()));
+    if !state.udsp.is_empty() {
+        tail.push(("udsp", udsp_items(&state.udsp)));
+    }
+    out.push_str(&Node::map(tail).to_string_c());
+    out
+}
+
+/// A dialect-N document `<title>:` holding `items`, or nothing when there are none.
+fn section_n(title: &str, items: Vec<Node>) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    Node::map([(title, Node::Seq(items))]).to_string_n()
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
