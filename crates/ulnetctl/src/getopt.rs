@@ -101,6 +101,7 @@ impl Getopt {
         longs: &'static [LongOpt],
         posixly_correct: bool,
     ) -> Self {
+        // The first byte is checked to be ASCII before slicing past it.
         let (ordering, shorts) = match shorts.as_bytes().first() {
             Some(b'-') => (Ordering::ReturnInOrder, &shorts[1..]),
             Some(b'+') => (Ordering::RequireOrder, &shorts[1..]),
@@ -220,6 +221,7 @@ impl Getopt {
             let message = self.diagnostic(format!("invalid option -- '{c}'"));
             return Opt::Error { kind: ErrorKind::UnknownShort(c), message };
         };
+        // `at` is the char's boundary from char_indices, so the slice starts on a boundary.
         let after = &self.shorts[at + c.len_utf8()..];
         if !after.starts_with(':') {
             return Opt::Found { val: c, arg: None };

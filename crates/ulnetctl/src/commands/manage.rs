@@ -11,6 +11,7 @@ use ulnet_control::message::{Ping, errno};
 use ulnet_control::{Request, Response};
 use ulnet_proto::addr::{AddressKind, Net, Nid, NidRange, RangeError, RangeParseError};
 
+use super::split_top_level;
 use crate::cnum::atol;
 use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
@@ -223,25 +224,6 @@ fn resolve_nid(text: &str) -> Result<Nid, ()> {
             IpAddr::V6(_) => None,
         })
         .ok_or(())
-}
-
-/// Splits at commas outside square brackets.
-fn split_top_level(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0);
-    for (at, c) in text.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&text[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 #[cfg(test)]

@@ -446,6 +446,26 @@ static FAULT_DELAY_CMDS: &[Command] = &[
     Command { name: "show", action: Run(unsupported), help: "show delay rules\n" },
 ];
 
+/// Splits a comma-separated list at commas outside square brackets (`eth0[0,1],eth1`).
+pub(crate) fn split_top_level(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (at, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                // `at` is a char boundary and ',' is one byte, so both slices are in bounds.
+                parts.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
 /// A command ulnetctl lists but does not carry to the node yet: says so on stderr and
 /// fails with -EOPNOTSUPP.
 fn unsupported(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {

@@ -10,6 +10,7 @@ use ulnet_control::message::{LndTunablesSpec, LocalNiSpec, NetAdd, NetDel, Tunab
 use ulnet_control::{Request, Response};
 
 use super::NET_CMDS;
+use super::split_top_level;
 use crate::cnum::parse_long;
 use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
 use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
@@ -306,6 +307,7 @@ impl NiList {
                 continue;
             }
             let (name, cpts) = match entry.find('[') {
+                // `open` comes from find(), a char boundary.
                 Some(open) => {
                     let cpts = &entry[open..];
                     if !cpts.contains(']') {
@@ -320,25 +322,6 @@ impl NiList {
         }
         Ok(())
     }
-}
-
-/// Splits at commas outside square brackets.
-fn split_top_level(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0);
-    for (at, c) in text.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&text[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 #[cfg(test)]
