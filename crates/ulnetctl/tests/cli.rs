@@ -1,0 +1,495 @@
+//! End-to-end: the `ulnetctl` binary against a control server over an in-memory node.
+//! Every snapshot records the command line, exit status, stdout and stderr.
+
+#![allow(clippy::unwrap_used)] // Test helpers outside #[test] functions.
+
+mod support;
+
+use support::{Daemon, State, run_ulnetctl};
+
+/// Runs `args` and checks the transcript against the snapshot `name`.
+fn check(daemon: &Daemon, name: &str, args: &[&str]) {
+    let run = daemon.run(args);
+    insta::assert_snapshot!(name, run.transcript());
+}
+
+fn check_stdin(daemon: &Daemon, name: &str, args: &[&str], stdin: &str) {
+    let run = daemon.run_with_stdin(args, stdin);
+    insta::assert_snapshot!(name, format!("--- stdin\n{stdin}{}", run.transcript()));
+}
+
+fn configured() -> Daemon {
+    Daemon::start(State::configured())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher: built-in words, groups, unknown words, the shell.
+
+#[test]
+fn help_and_command_lists() {
+    let d = configured();
+    check(&d, "help", &["help"]);
+    check(&d, "help_net", &["help", "net"]);
+    check(&d, "help_prefix", &["help", "ne"]);
+    check(&d, "help_ambiguous", &["help", "s"]);
+    check(&d, "help_joined_words", &["help", "net", "show"]);
+    check(&d, "list_commands", &["--list-commands"]);
+    check(&d, "group_list_commands", &["net", "--list-commands"]);
+    check(&d, "group_help_word", &["net", "help"]);
+}
+
+#[test]
+fn version() {
+    let d = configured();
+    let run = d.run(&["--version"]);
+    assert_eq!(run.stdout, format!("ulnetctl {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(run.code, 0);
+}
+
+#[test]
+fn unknown_words() {
+    let d = configured();
+    check(&d, "unknown_command", &["frobnicate"]);
+    check(&d, "unknown_option_at_top", &["--frobnicate"]);
+    check(&d, "unknown_subcommand", &["net", "frobnicate"]);
+    check(&d, "abbreviated_subcommand", &["net", "sh"]);
+    check(&d, "group_without_subcommand", &["net"]);
+    check(&d, "set_without_parameter", &["set"]);
+    check(&d, "group_help_option", &["peer", "-h"]);
+    check(&d, "subcommand_help_option", &["net", "show", "--help"]);
+    check(&d, "subcommand_help_prefix", &["net", "show", "--he"]);
+    check(&d, "unsupported_command", &["route", "show"]);
+}
+
+#[test]
+fn script_on_stdin() {
+    let d = configured();
+    check_stdin(&d, "shell_abbreviations", &[], "glo show\nstats show\n");
+    check_stdin(&d, "shell_stops_at_error", &[], "net show --net o2ib\nglobal show\n");
+    check_stdin(&d, "shell_ignore_errors", &[], "ignore_errors\nnet show --net o2ib\npeer list\n");
+    check_stdin(&d, "shell_ambiguous_and_unknown", &[], "s\nfrobnicate\nquit\nglobal show\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// getopt_long rules through real commands.
+
+#[test]
+fn option_parsing() {
+    let d = configured();
+    check(&d, "prefix_and_level", &["net", "show", "--verb", "2", "--ne", "tcp"]);
+    check(&d, "verbose_equals_is_level_1", &["net", "show", "--verbose=3", "--net=tcp"]);
+    check(&d, "verbose_word_not_a_number", &["net", "show", "-v", "x", "--net", "tcp"]);
+    check(&d, "options_after_arguments", &["peer", "show", "--nid", "192.168.1.4@tcp", "-v", "3"]);
+    check(&d, "optional_argument_attached", &["peer", "show", "-v2", "--nid", "192.168.1.4@tcp"]);
+    check(&d, "ambiguous_option", &["net", "add", "--net", "tcp1", "--p", "5"]);
+    check(&d, "unknown_long_option", &["net", "show", "--frobnicate"]);
+    check(&d, "unknown_short_option", &["net", "show", "-z"]);
+    check(&d, "missing_argument", &["net", "add", "--net"]);
+    check(&d, "flag_with_argument", &["lnet", "configure", "--all=yes"]);
+    check(&d, "unknown_option_without_help", &["ping", "--frobnicate", "192.168.1.3@tcp"]);
+    check(&d, "double_dash", &["ping", "--", "-x@tcp"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// lnet configure / unconfigure.
+
+#[test]
+fn configure_and_unconfigure() {
+    let d = Daemon::start(State::unconfigured());
+    check(&d, "unconfigured_net_show", &["net", "show"]);
+    check(&d, "unconfigured_stats_show", &["stats", "show"]);
+    check(&d, "unconfigure_when_down", &["lnet", "unconfigure"]);
+    check(&d, "configure", &["lnet", "configure"]);
+    check(&d, "configured_lo_only", &["net", "show"]);
+    check(&d, "configure_all", &["lnet", "configure", "--all"]);
+    check(&d, "configured_all", &["net", "show"]);
+    check(&d, "unconfigure", &["lnet", "unconfigure"]);
+    check(&d, "configure_help", &["lnet", "configure", "-h"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// net add / del / show.
+
+#[test]
+fn net_show_levels() {
+    let d = configured();
+    check(&d, "net_show", &["net", "show"]);
+    check(&d, "net_show_v", &["net", "show", "-v"]);
+    check(&d, "net_show_v2", &["net", "show", "-v", "2"]);
+    check(&d, "net_show_v4_tcp", &["net", "show", "--verbose", "4", "--net", "tcp"]);
+    check(&d, "net_show_missing_net", &["net", "show", "--net", "o2ib"]);
+    check(&d, "net_show_bad_net", &["net", "show", "--net", "nonet"]);
+}
+
+#[test]
+fn net_add_and_del() {
+    let d = configured();
+    check(
+        &d,
+        "net_add",
+        &[
+            "net",
+            "add",
+            "--net",
+            "tcp1",
+            "--if",
+            "eth1",
+            "--peer-credits",
+            "16",
+            "--conns-per-peer",
+            "4",
+        ],
+    );
+    check(&d, "net_add_by_nid", &["net", "add", "--nid", "10.5.0.1@tcp2", "--tos", "8"]);
+    check(&d, "net_show_after_add", &["net", "show", "-v"]);
+    check(&d, "net_del_ni", &["net", "del", "--net", "tcp1", "--if", "eth1"]);
+    check(&d, "net_del_net", &["net", "del", "--net", "tcp2"]);
+    check(&d, "net_show_after_del", &["net", "show"]);
+}
+
+#[test]
+fn net_add_errors() {
+    let d = configured();
+    check(&d, "net_add_net_and_nid", &["net", "add", "--net", "tcp", "--nid", "10.0.0.1@tcp"]);
+    check(&d, "net_add_without_net", &["net", "add", "--if", "eth1"]);
+    check(&d, "net_add_without_interface", &["net", "add", "--net", "tcp1"]);
+    check(&d, "net_add_unknown_interface", &["net", "add", "--net", "tcp1", "--if", "eth9"]);
+    check(&d, "net_add_existing", &["net", "add", "--net", "tcp", "--if", "eth0"]);
+    check(&d, "net_add_bad_net", &["net", "add", "--net", "nonet", "--if", "eth1"]);
+    check(
+        &d,
+        "net_add_conns_per_peer",
+        &["net", "add", "--net", "tcp1", "--if", "eth1", "--conns-per-peer", "200"],
+    );
+    check(&d, "net_add_tos", &["net", "add", "--net", "tcp1", "--if", "eth1", "--tos", "300"]);
+    check(&d, "net_add_bad_interface_list", &["net", "add", "--net", "tcp1", "--if", "eth1[x]"]);
+    check(&d, "net_del_without_net", &["net", "del"]);
+    check(&d, "net_del_missing", &["net", "del", "--net", "tcp7"]);
+    check(&d, "net_del_net_and_nid", &["net", "del", "--net", "tcp", "--nid", "192.168.1.2@tcp"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// peer show / list.
+
+#[test]
+fn peers() {
+    let d = configured();
+    check(&d, "peer_show", &["peer", "show"]);
+    check(&d, "peer_show_v", &["peer", "show", "-v"]);
+    check(&d, "peer_show_v3", &["peer", "show", "-v", "3"]);
+    check(&d, "peer_show_by_secondary_nid", &["peer", "show", "--nid", "10.1.0.3@tcp1"]);
+    check(&d, "peer_show_unknown_nid", &["peer", "show", "--nid", "10.9.9.9@tcp"]);
+    check(&d, "peer_list", &["peer", "list"]);
+    let empty = Daemon::start({
+        let mut state = State::configured();
+        state.peers.clear();
+        state
+    });
+    check(&empty, "peer_show_none", &["peer", "show"]);
+    check(&empty, "peer_list_none", &["peer", "list"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ping / discover.
+
+#[test]
+fn ping_and_discover() {
+    let d = configured();
+    check(&d, "ping", &["ping", "192.168.1.3@tcp"]);
+    check(&d, "ping_list_and_range", &["ping", "192.168.1.[2-4]@tcp,192.168.1.2@tcp"]);
+    check(&d, "ping_failure", &["ping", "192.168.1.3@tcp", "192.168.1.99@tcp"]);
+    check(
+        &d,
+        "ping_source_and_timeout",
+        &["ping", "--source", "192.168.1.2@tcp", "--timeout", "5", "192.168.1.4@tcp"],
+    );
+    check(&d, "ping_source_not_local", &["ping", "-s", "192.168.1.9@tcp", "192.168.1.4@tcp"]);
+    check(&d, "ping_bad_source", &["ping", "--source", "nonsense", "192.168.1.4@tcp"]);
+    check(&d, "ping_asterisk", &["ping", "*@tcp"]);
+    check(&d, "ping_bad_nid", &["ping", "1@tcp"]);
+    check(&d, "ping_help", &["ping", "--help"]);
+    check(&d, "discover", &["discover", "192.168.1.4@tcp"]);
+    check(&d, "discover_force_failure", &["discover", "--force", "192.168.1.77@tcp"]);
+    check(&d, "discover_without_nid", &["discover"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// global show / stats show / set.
+
+#[test]
+fn globals_and_stats() {
+    let d = configured();
+    check(&d, "global_show", &["global", "show"]);
+    check(&d, "global_show_extra_arguments", &["global", "show", "-v"]);
+    check(&d, "stats_show", &["stats", "show"]);
+    check(&d, "set_numa_range", &["set", "numa_range", "0x2"]);
+    check(&d, "set_health_sensitivity_0", &["set", "health_sensitivity", "0"]);
+    check(&d, "global_show_after_set", &["global", "show"]);
+}
+
+#[test]
+fn set_errors() {
+    let d = configured();
+    check(&d, "set_unparseable", &["set", "numa_range", "two"]);
+    check(&d, "set_negative_numa_range", &["set", "numa_range", "-1"]);
+    check(&d, "set_max_recovery_ping_interval_0", &["set", "max_recovery_ping_interval", "0"]);
+    check(&d, "set_transaction_timeout_below_retries", &["set", "transaction_timeout", "1"]);
+    check(&d, "set_response_tracking_range", &["set", "response_tracking", "4"]);
+    check(&d, "set_routing_2", &["set", "routing", "2"]);
+    check(&d, "set_routing_unsupported", &["set", "routing", "1"]);
+    check(&d, "set_without_value", &["set", "numa_range"]);
+    check(&d, "set_max_recovery_without_value", &["set", "max_recovery_ping_interval"]);
+    check(&d, "set_help", &["set", "discovery", "-h"]);
+    check(&d, "set_unknown_parameter", &["set", "lnd_timeout", "5"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// export / import.
+
+#[test]
+fn export() {
+    let d = configured();
+    check(&d, "export", &["export"]);
+    check(&d, "export_backup", &["export", "--backup"]);
+    check(&d, "export_help", &["export", "-h"]);
+    let file = d.dir.0.join("backup.yaml");
+    let path = file.to_str().unwrap();
+    let run = d.run(&["export", path, "-b"]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), d.run(&["export", "-b"]).stdout);
+    let run = d.run(&["export", "/nonexistent/dir/file.yaml"]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (255, "", ""));
+}
+
+const IMPORT_NET: &str = "\
+net:
+    - net type: tcp1
+      local NI(s):
+        - interfaces:
+              0: eth1
+global:
+    numa_range: 3
+    max_intf: 300
+";
+
+#[test]
+fn import() {
+    let d = configured();
+    let file = d.dir.0.join("lnet.conf");
+    std::fs::write(&file, IMPORT_NET).unwrap();
+    let path = file.to_str().unwrap();
+    let run = d.run(&["import", path]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""));
+    check(&d, "import_result", &["net", "show", "--net", "tcp1"]);
+    check(&d, "import_result_global", &["global", "show"]);
+    check_stdin(&d, "import_show_stdin", &["import", "--show"], "net:\n    - net type: tcp1\n");
+    check_stdin(&d, "import_del_dash", &["import", "--del", "-"], "net:\n    - net type: tcp1\n");
+    check(&d, "import_del_result", &["net", "show"]);
+    check_stdin(
+        &d,
+        "import_exec",
+        &["import", "--exec"],
+        "ping:\n    nids: [192.168.1.3@tcp, 192.168.1.99@tcp]\ndiscover:\n    nids: [192.168.1.4@tcp]\n",
+    );
+    check_stdin(&d, "import_bad_key", &["import"], "global:\n    frobnicate: 1\n");
+    check_stdin(&d, "import_bad_global", &["import"], "global:\n    response_tracking: 10\n");
+    check_stdin(
+        &d,
+        "import_daemon_refusal",
+        &["import"],
+        "net:\n    - net type: tcp3\n      local NI(s):\n        - interfaces:\n              0: eth9\n",
+    );
+    check(&d, "import_missing_file", &["import", "/nonexistent/lnet.conf"]);
+    check(&d, "import_help", &["import", "--help"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// No daemon, --socket, --json.
+
+#[test]
+fn daemon_not_running() {
+    let run = run_ulnetctl(&["--socket", "/nonexistent/ulnetd.sock", "net", "show"], None, "");
+    insta::assert_snapshot!("no_daemon_net_show", run.transcript());
+    let run = run_ulnetctl(&["global", "show", "--socket=/nonexistent/ulnetd.sock"], None, "");
+    insta::assert_snapshot!("no_daemon_global_show", run.transcript());
+    // Commands that need no node still work.
+    let run =
+        run_ulnetctl(&["--socket", "/nonexistent/ulnetd.sock", "net", "show", "-h"], None, "");
+    assert_eq!(run.code, 1);
+}
+
+#[test]
+fn socket_option_overrides_the_environment() {
+    let d = configured();
+    let socket = d.socket();
+    let run = run_ulnetctl(
+        &["peer", "list", "--socket", socket.to_str().unwrap()],
+        Some("/nonexistent/x".as_ref()),
+        "",
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("peer list:\n"), "{}", run.stdout);
+}
+
+#[test]
+fn json_output() {
+    let d = configured();
+    check(&d, "json_global_show", &["--json", "global", "show"]);
+    check(&d, "json_peer_list", &["peer", "list", "--json"]);
+    check(&d, "json_ping", &["--json", "ping", "192.168.1.4@tcp"]);
+}
+
+/// What the node receives for a command line: lnetctl's option rules decide the request.
+#[test]
+fn argv_to_request_table() {
+    use ulnet_control::Request;
+    use ulnet_control::message::*;
+    let d = configured();
+    let file = d.dir.0.join("in.yaml");
+    std::fs::write(&file, "global:\n    numa_range: 1\n").unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let show = |net: Option<&str>, level| Request::NetShow { net: net.map(Into::into), level };
+    let peer = |nid: Option<&str>, level| Request::PeerShow { nid: nid.map(Into::into), level };
+    let ping = |nids: &[&str], timeout_ms, source: Option<&str>| {
+        Request::Ping(Ping {
+            nids: nids.iter().map(|n| n.to_string()).collect(),
+            timeout_ms,
+            source: source.map(Into::into),
+        })
+    };
+    let table: Vec<(Vec<&str>, Request)> = vec![
+        (vec!["net", "show"], show(None, 0)),
+        (vec!["net", "show", "-v"], show(None, 1)),
+        (vec!["net", "show", "-v", "2"], show(None, 2)),
+        (vec!["net", "show", "-v", "0x3"], show(None, 3)),
+        (vec!["net", "show", "--verbose=4"], show(None, 1)),
+        (vec!["net", "show", "--verb", "4"], show(None, 4)),
+        (vec!["net", "show", "-v", "--net", "tcp"], show(Some("tcp"), 1)),
+        (vec!["net", "show", "--n=tcp", "-v", "tcp1"], show(Some("tcp"), 1)),
+        (vec!["net", "show", "--net", "tcp", "--net", "tcp1"], show(Some("tcp1"), 0)),
+        (vec!["peer", "show", "-v2"], peer(None, 1)),
+        (vec!["peer", "show", "-v", "2"], peer(None, 2)),
+        (
+            vec!["peer", "show", "--ni", "192.168.1.3@tcp", "--v", "3"],
+            peer(Some("192.168.1.3@tcp"), 3),
+        ),
+        (vec!["peer", "show", "-n192.168.1.4@tcp"], peer(Some("192.168.1.4@tcp"), 0)),
+        (vec!["peer", "list", "extra", "words"], Request::PeerList),
+        (vec!["ping", "192.168.1.3@tcp"], ping(&["192.168.1.3@tcp"], None, None)),
+        (vec!["ping", "-t", "5", "192.168.1.3@tcp"], ping(&["192.168.1.3@tcp"], Some(5000), None)),
+        (vec!["ping", "--timeout", "1", "192.168.1.3@tcp"], ping(&["192.168.1.3@tcp"], None, None)),
+        (
+            vec!["ping", "192.168.1.3@tcp", "--time=2s"],
+            ping(&["192.168.1.3@tcp"], Some(2000), None),
+        ),
+        (
+            vec!["ping", "192.168.1.3@tcp", "--so", "192.168.1.2@tcp0", "192.168.1.4@tcp"],
+            ping(&["192.168.1.3@tcp", "192.168.1.4@tcp"], None, Some("192.168.1.2@tcp")),
+        ),
+        (
+            vec!["discover", "-f", "192.168.1.4@tcp"],
+            Request::Discover { nids: vec!["192.168.1.4@tcp".into()], force: true },
+        ),
+        (vec!["lnet", "configure", "-al"], Request::Configure { all: true, large_nids: true }),
+        (vec!["lnet", "configure", "--larg"], Request::Configure { all: false, large_nids: true }),
+        (vec!["lnet", "unconfigure", "--ignored"], Request::Unconfigure),
+        (vec!["set", "numa_range", "0x10"], Request::Set { param: SetParam::NumaRange, value: 16 }),
+        (
+            vec!["set", "discovery", "010", "extra"],
+            Request::Set { param: SetParam::Discovery, value: 8 },
+        ),
+        (vec!["export", "-b"], Request::Export { backup: true }),
+        (
+            vec!["import", "--del", &file],
+            Request::Import { mode: ImportMode::Del, text: "global:\n    numa_range: 1\n".into() },
+        ),
+        (
+            vec!["import", &file],
+            Request::Import { mode: ImportMode::Add, text: "global:\n    numa_range: 1\n".into() },
+        ),
+        (
+            vec![
+                "net",
+                "add",
+                "--if",
+                "eth1[0,1],10.5.0.9@tcp5",
+                "--peer-timeout",
+                "x",
+                "--peer-cr",
+                "16",
+                "--cpt",
+                "[0-1]",
+                "-k",
+                "yes",
+            ],
+            Request::NetAdd(NetAdd {
+                net: Some("tcp5".into()),
+                ip2net: None,
+                nis: vec![
+                    LocalNiSpec::Interface { name: "eth1".into(), cpts: Some("[0,1]".into()) },
+                    LocalNiSpec::Nid { nid: "10.5.0.9@tcp5".into() },
+                ],
+                tunables: TunablesSpec { peer_credits: Some(16), ..Default::default() },
+                lnd_tunables: LndTunablesSpec::default(),
+                cpts: Some("[0-1]".into()),
+            }),
+        ),
+        (
+            vec![
+                "net",
+                "add",
+                "--net",
+                "tcp9",
+                "--ip2net",
+                "tcp9 192.168.*.*",
+                "--cpt",
+                "[bad",
+                "--tos",
+                "0x10",
+            ],
+            Request::NetAdd(NetAdd {
+                net: Some("tcp9".into()),
+                ip2net: Some("tcp9 192.168.*.*".into()),
+                lnd_tunables: LndTunablesSpec { tos: Some(16), ..Default::default() },
+                ..Default::default()
+            }),
+        ),
+        (
+            vec!["net", "del", "--nid", "192.168.2.2@tcp1"],
+            Request::NetDel(NetDel {
+                net: Some("tcp1".into()),
+                nis: vec![LocalNiSpec::Nid { nid: "192.168.2.2@tcp1".into() }],
+            }),
+        ),
+    ];
+    for (args, expected) in table {
+        d.state.lock().unwrap().requests.clear();
+        let run = d.run(&args);
+        let requests = d.state.lock().unwrap().requests.clone();
+        assert_eq!(requests, vec![expected], "{args:?}: {}", run.stderr);
+    }
+}
+
+/// Commands refused by lnetctl's own checks never reach the node.
+#[test]
+fn refused_before_the_node() {
+    let d = configured();
+    for args in [
+        vec!["net", "add", "--net", "tcp1"],
+        vec!["net", "add", "--net", "tcp1", "--if", "eth1", "--conns-per-peer", "128"],
+        vec!["net", "del"],
+        vec!["net", "show", "--frobnicate"],
+        vec!["ping", "*@tcp"],
+        vec!["ping", "--source", "x", "192.168.1.3@tcp"],
+        vec!["discover"],
+        vec!["set", "numa_range", "x"],
+        vec!["set", "routing", "3"],
+        vec!["import", "/nonexistent"],
+        vec!["export", "--frobnicate"],
+    ] {
+        let run = d.run(&args);
+        // Each says so, or fails (a bad --source is silent in lnetctl too).
+        assert!(run.code != 0 || !(run.stdout.is_empty() && run.stderr.is_empty()), "{args:?}");
+        assert!(d.state.lock().unwrap().requests.is_empty(), "{args:?} reached the node");
+    }
+}

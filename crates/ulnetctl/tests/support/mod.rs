@@ -1,0 +1,548 @@
+//! A control server over a small in-memory node, and a runner for the `ulnetctl` binary.
+//!
+//! The node keeps nets, peers, global settings (ulnet-config's `GlobalSettings`, so `set`
+//! has Lustre's checks) and counters, and answers every request kind the way the kernel's
+//! handlers do closely enough to exercise each output and error path of the CLI. It is not
+//! the daemon's handler: that one sits on a live node.
+
+#![allow(clippy::unwrap_used)] // Test support.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ulnet_config::model::{self, ExecCommand, GlobalSettings, ImportMode as ConfigImportMode};
+use ulnet_config::render::{
+    self, LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables,
+    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
+};
+use ulnet_control::data::{self, ExportState, ManageReply, PingFailure, PingReply};
+use ulnet_control::message::{
+    ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping, SetParam, ShownObjects,
+    errno,
+};
+use ulnet_control::{ControlError, Request, Response, Server, listen};
+use ulnet_proto::addr::{LndType, Net, Nid};
+
+/// Host interfaces the node pretends to have.
+const INTERFACES: &[(&str, [u8; 4])] = &[("eth0", [192, 168, 1, 2]), ("eth1", [192, 168, 2, 2])];
+
+/// Peers that answer pings (their NIDs); anything else times out.
+const REACHABLE: &[[u8; 4]] = &[[192, 168, 1, 3], [192, 168, 1, 4]];
+
+#[derive(Debug)]
+pub struct State {
+    pub configured: bool,
+    pub nets: Vec<NetEntry>,
+    pub peers: Vec<PeerEntry>,
+    pub global: GlobalSettings,
+    pub stats: render::StatsShow,
+    /// Every request received, in order.
+    pub requests: Vec<Request>,
+}
+
+fn tcp(octets: [u8; 4]) -> Nid {
+    Nid::ipv4(Net::TCP, Ipv4Addr::from(octets))
+}
+
+fn local_ni(nid: Nid, interface: Option<&str>, settings: &GlobalSettings) -> LocalNiEntry {
+    let lo = nid.net() == Net::LO;
+    LocalNiEntry {
+        nid,
+        up: true,
+        interface: interface.map(str::to_string),
+        statistics: Statistics {
+            send_count: 12,
+            recv_count: 10,
+            drop_count: 0,
+            ..Default::default()
+        },
+        udsp: UdspInfo::default(),
+        sent: MessageCounts { put: 8, get: 4, ..Default::default() },
+        received: MessageCounts { put: 6, get: 2, reply: 2, ..Default::default() },
+        dropped: MessageCounts::default(),
+        health: LocalNiHealth::default(),
+        tunables: if lo {
+            NetTunables::default()
+        } else {
+            NetTunables { peer_timeout: 180, peer_credits: 8, peer_buffer_credits: 0, credits: 256 }
+        },
+        lnd_tunables: (!lo).then(|| LndTunablesShow::Socklnd {
+            conns_per_peer: 1,
+            timeout: settings.lnd_timeout() as u32,
+            tos: -1,
+        }),
+        dev_cpt: if lo { 0 } else { -1 },
+        cpts: vec![0, 1],
+    }
+}
+
+fn peer(primary: [u8; 4], others: &[Nid]) -> PeerEntry {
+    let nids = std::iter::once(tcp(primary)).chain(others.iter().copied());
+    PeerEntry {
+        primary_nid: tcp(primary),
+        multi_rail: true,
+        state: 0x111,
+        nis: nids
+            .map(|nid| PeerNiEntry {
+                nid,
+                udsp: UdspInfo::default(),
+                state: PeerNiState::NotApplicable,
+                max_ni_tx_credits: 8,
+                available_tx_credits: 8,
+                min_tx_credits: 7,
+                tx_q_num_of_buf: 0,
+                available_rtr_credits: 8,
+                min_rtr_credits: 8,
+                refcount: 1,
+                statistics: Statistics { send_count: 2, recv_count: 2, ..Default::default() },
+                sent: MessageCounts { get: 1, put: 1, ..Default::default() },
+                received: MessageCounts { reply: 1, ack: 1, ..Default::default() },
+                dropped: MessageCounts::default(),
+                health: PeerNiHealth::default(),
+            })
+            .collect(),
+    }
+}
+
+impl State {
+    /// A configured node: `lo`, `tcp` on eth0, two peers.
+    pub fn configured() -> Self {
+        let global = GlobalSettings::default();
+        let mut state = Self::unconfigured();
+        state.configure(false);
+        state.nets.push(NetEntry {
+            net: Net::TCP,
+            nis: vec![local_ni(tcp([192, 168, 1, 2]), Some("eth0"), &global)],
+        });
+        state.peers = vec![
+            peer(
+                [192, 168, 1, 3],
+                &[Nid::ipv4(Net::new(LndType::SOCK, 1), Ipv4Addr::new(10, 1, 0, 3))],
+            ),
+            peer([192, 168, 1, 4], &[]),
+        ];
+        state
+    }
+
+    pub fn unconfigured() -> Self {
+        Self {
+            configured: false,
+            nets: Vec::new(),
+            peers: Vec::new(),
+            global: GlobalSettings::default(),
+            stats: render::StatsShow {
+                msgs_alloc: 1,
+                msgs_max: 16,
+                send_count: 120,
+                recv_count: 118,
+                drop_count: 2,
+                send_length: 1 << 20,
+                recv_length: 1 << 19,
+                ..Default::default()
+            },
+            requests: Vec::new(),
+        }
+    }
+
+    fn configure(&mut self, all: bool) {
+        if !self.configured {
+            self.configured = true;
+            self.nets =
+                vec![NetEntry { net: Net::LO, nis: vec![local_ni(Nid::LO_0, None, &self.global)] }];
+        }
+        if all && !self.nets.iter().any(|net| net.net == Net::TCP) {
+            let ni = local_ni(tcp([192, 168, 1, 2]), Some("eth0"), &self.global);
+            self.nets.push(NetEntry { net: Net::TCP, nis: vec![ni] });
+        }
+    }
+
+    fn handle(&mut self, request: Request) -> Result<Response, ControlError> {
+        self.requests.push(request.clone());
+        match request {
+            Request::Configure { all, .. } => {
+                self.configure(all);
+                Ok(Response::Done)
+            }
+            Request::Unconfigure => {
+                if !self.configured {
+                    return Err(ControlError::refused(errno::EBUSY, "LNet is not up"));
+                }
+                self.configured = false;
+                self.nets.clear();
+                self.peers.clear();
+                Ok(Response::Done)
+            }
+            Request::GlobalShow => Ok(Response::Global(self.global.show().into())),
+            Request::Set { param, value } => self.set(param, value),
+            _ if !self.configured => Err(ControlError::NotConfigured),
+            Request::NetAdd(add) => self.net_add(&add),
+            Request::NetDel(del) => self.net_del(&del),
+            Request::NetShow { net, .. } => self.net_show(net.as_deref()),
+            Request::PeerShow { nid, .. } => self.peer_show(nid.as_deref()),
+            Request::PeerList => {
+                if self.peers.is_empty() {
+                    return Err(ControlError::refused(errno::ENOENT, "No peers found"));
+                }
+                Ok(Response::PeerList(
+                    self.peers.iter().map(|p| p.primary_nid.to_string()).collect(),
+                ))
+            }
+            Request::Ping(ping) => self.ping(&ping).map(Response::Manage),
+            Request::Discover { nids, .. } => {
+                let ping = Ping { nids, timeout_ms: None, source: None };
+                self.ping(&ping).map(Response::Manage)
+            }
+            Request::StatsShow => Ok(Response::Stats(self.stats.into())),
+            Request::Export { .. } => Ok(Response::Export(self.export())),
+            Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
+        }
+    }
+
+    fn set(&mut self, param: SetParam, value: i64) -> Result<Response, ControlError> {
+        let Some(key) = param.global_key() else {
+            return Err(ControlError::Unsupported { what: param.name().to_string() });
+        };
+        self.global.set(key, value).map_err(|error| ControlError::from(&error))?;
+        Ok(Response::Done)
+    }
+
+    fn local_nids(&self) -> Vec<Nid> {
+        self.nets.iter().flat_map(|net| net.nis.iter().map(|ni| ni.nid)).collect()
+    }
+
+    fn net_add(&mut self, add: &NetAdd) -> Result<Response, ControlError> {
+        let net_text = add.net.as_deref().unwrap_or("");
+        let net: Net = net_text
+            .parse()
+            .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse net"))?;
+        let mut new_nis = Vec::new();
+        for spec in &add.nis {
+            let (nid, interface) = match spec {
+                LocalNiSpec::Interface { name, .. } => {
+                    let Some((_, address)) = INTERFACES.iter().find(|(n, _)| n == name) else {
+                        return Err(ControlError::refused(errno::ENODEV, "cannot find interface"));
+                    };
+                    (Nid::ipv4(net, Ipv4Addr::from(*address)), Some(name.as_str()))
+                }
+                LocalNiSpec::Nid { nid } => {
+                    let nid: Nid = nid
+                        .parse()
+                        .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse nid"))?;
+                    (nid, None)
+                }
+            };
+            if self.local_nids().contains(&nid) {
+                return Err(ControlError::refused(errno::EEXIST, "NI already exists"));
+            }
+            let mut ni = local_ni(nid, interface, &self.global);
+            if let Some(credits) = add.tunables.peer_credits {
+                ni.tunables.peer_credits = credits as i32;
+            }
+            if let Some(LndTunablesShow::Socklnd { conns_per_peer, tos, .. }) =
+                ni.lnd_tunables.as_mut()
+            {
+                if let Some(value) = add.lnd_tunables.conns_per_peer {
+                    *conns_per_peer = value as u16;
+                }
+                if let Some(value) = add.lnd_tunables.tos {
+                    *tos = value as i16;
+                }
+            }
+            new_nis.push(ni);
+        }
+        match self.nets.iter_mut().find(|entry| entry.net == net) {
+            Some(entry) => entry.nis.extend(new_nis),
+            None => self.nets.push(NetEntry { net, nis: new_nis }),
+        }
+        Ok(Response::Done)
+    }
+
+    fn net_del(&mut self, del: &NetDel) -> Result<Response, ControlError> {
+        let net: Net = del
+            .net
+            .as_deref()
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse net"))?;
+        let Some(index) = self.nets.iter().position(|entry| entry.net == net) else {
+            return Err(ControlError::refused(errno::ENOENT, "net doesn't exist"));
+        };
+        if del.nis.is_empty() {
+            self.nets.remove(index);
+            return Ok(Response::Done);
+        }
+        for spec in &del.nis {
+            let entry = &mut self.nets[index];
+            let before = entry.nis.len();
+            entry.nis.retain(|ni| match spec {
+                LocalNiSpec::Interface { name, .. } => ni.interface.as_deref() != Some(name),
+                LocalNiSpec::Nid { nid } => ni.nid.to_string() != *nid,
+            });
+            if entry.nis.len() == before {
+                return Err(ControlError::refused(errno::ENOENT, "NI doesn't exist"));
+            }
+        }
+        // A net goes with its last NI.
+        if self.nets[index].nis.is_empty() {
+            self.nets.remove(index);
+        }
+        Ok(Response::Done)
+    }
+
+    fn net_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
+        let nets: Vec<&NetEntry> = match filter {
+            None => self.nets.iter().collect(),
+            Some(text) => {
+                let net: Net = text
+                    .parse()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse net"))?;
+                let found: Vec<&NetEntry> = self.nets.iter().filter(|n| n.net == net).collect();
+                if found.is_empty() {
+                    return Err(ControlError::refused(errno::ENETDOWN, "Network is down"));
+                }
+                found
+            }
+        };
+        Ok(Response::Nets(nets.into_iter().map(data::NetEntry::from).collect()))
+    }
+
+    fn peer_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
+        let peers: Vec<&PeerEntry> = match filter {
+            None => self.peers.iter().collect(),
+            Some(text) => {
+                let nid: Nid = text
+                    .parse()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse NID"))?;
+                let found: Vec<&PeerEntry> =
+                    self.peers.iter().filter(|p| p.nis.iter().any(|ni| ni.nid == nid)).collect();
+                if found.is_empty() {
+                    return Err(ControlError::refused(errno::ENOENT, "failed to find peer"));
+                }
+                found
+            }
+        };
+        if peers.is_empty() {
+            return Err(ControlError::refused(errno::ENOENT, "No peers found"));
+        }
+        Ok(Response::Peers(peers.into_iter().map(data::PeerEntry::from).collect()))
+    }
+
+    fn ping(&self, ping: &Ping) -> Result<ManageReply, ControlError> {
+        let local = self.local_nids();
+        if let Some(source) = &ping.source {
+            let nid: Nid =
+                source.parse().map_err(|_| ControlError::refused(errno::EINVAL, "bad source"))?;
+            if !local.contains(&nid) {
+                return Err(ControlError::refused(errno::EINVAL, "source NID is not local"));
+            }
+        }
+        let mut reply = ManageReply::default();
+        for text in &ping.nids {
+            let nid: Nid =
+                text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "bad NID"))?;
+            if local.contains(&nid) {
+                let nids: Vec<String> =
+                    local.iter().filter(|n| n.net() != Net::LO).map(Nid::to_string).collect();
+                reply.replies.push(PingReply {
+                    primary_nid: nids.first().cloned().unwrap_or_else(|| nid.to_string()),
+                    multi_rail: true,
+                    nids,
+                });
+            } else if let Some(peer) =
+                self.peers.iter().find(|p| p.nis.iter().any(|ni| ni.nid == nid))
+            {
+                reply.replies.push(PingReply {
+                    primary_nid: peer.primary_nid.to_string(),
+                    multi_rail: peer.multi_rail,
+                    nids: peer.nis.iter().map(|ni| ni.nid.to_string()).collect(),
+                });
+            } else if REACHABLE.iter().any(|address| tcp(*address) == nid) {
+                reply.replies.push(PingReply {
+                    primary_nid: nid.to_string(),
+                    multi_rail: false,
+                    nids: vec![nid.to_string()],
+                });
+            } else {
+                reply
+                    .failures
+                    .push(PingFailure { target: nid.to_string(), errno: -errno::ETIMEDOUT });
+            }
+        }
+        Ok(reply)
+    }
+
+    fn export(&self) -> ExportState {
+        let state = render::ExportState {
+            nets: self.nets.clone(),
+            routes: Vec::new(),
+            peers: self.peers.clone(),
+            routing: render::RoutingShow::default(),
+            global: self.global.show(),
+            udsp: Vec::new(),
+        };
+        ExportState::from(&state)
+    }
+
+    fn import(&mut self, mode: ImportMode, text: &str) -> Result<ImportReply, ControlError> {
+        let imported = model::import(text, ConfigImportMode::from(mode))
+            .map_err(|error| ControlError::from(&error))?;
+        let config = imported.config;
+        let mut reply = ImportReply::default();
+        match mode {
+            ImportMode::Add => {
+                self.global.apply(&config).map_err(|error| ControlError::from(&error))?;
+                for net in &config.nets {
+                    let mut nis = Vec::new();
+                    for ni in &net.nis {
+                        match ni.nid {
+                            Some(nid) => nis.push(LocalNiSpec::Nid { nid: nid.to_string() }),
+                            None => nis.extend(ni.interfaces.iter().map(|interface| {
+                                LocalNiSpec::Interface { name: interface.name.clone(), cpts: None }
+                            })),
+                        }
+                    }
+                    let add = NetAdd { net: Some(net.net.to_string()), nis, ..NetAdd::default() };
+                    self.net_add(&add).map_err(|error| ControlError::Import {
+                        errno: error.errno(),
+                        descr: error.descr(),
+                    })?;
+                }
+            }
+            ImportMode::Del => {
+                for net in &config.nets {
+                    self.nets.retain(|entry| entry.net != net.net);
+                }
+                for global in &config.global {
+                    if let Some(value) = global.0.deleted_value() {
+                        let _ = self.global.set(global.0, value);
+                    }
+                }
+            }
+            ImportMode::Show => {
+                let nets =
+                    self.nets.iter().filter(|entry| config.nets.iter().any(|n| n.net == entry.net));
+                let peers = self
+                    .peers
+                    .iter()
+                    .filter(|peer| config.peers.iter().any(|p| p.primary_nid == peer.primary_nid));
+                reply.shown = ShownObjects {
+                    nets: nets.map(data::NetEntry::from).collect(),
+                    routes: Vec::new(),
+                    peers: peers.map(data::PeerEntry::from).collect(),
+                };
+            }
+            ImportMode::Exec => {
+                for command in &config.exec {
+                    let (kind, nids) = match command {
+                        ExecCommand::Ping { nids, .. } => (data::ManageCommand::Ping, nids),
+                        ExecCommand::Discover { nids } => (data::ManageCommand::Discover, nids),
+                    };
+                    let ping = Ping { nids: nids.clone(), timeout_ms: None, source: None };
+                    reply.exec.push(ExecReply { command: kind, reply: self.ping(&ping)? });
+                }
+            }
+        }
+        Ok(reply)
+    }
+}
+
+/// A fresh directory under the temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("ulnetctl-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A control server over a [`State`] on a socket of its own.
+pub struct Daemon {
+    pub dir: TempDir,
+    pub state: Arc<Mutex<State>>,
+    _server: Server,
+}
+
+impl Daemon {
+    pub fn start(state: State) -> Self {
+        let dir = TempDir::new();
+        let state = Arc::new(Mutex::new(state));
+        let handler_state = Arc::clone(&state);
+        let handler = move |request: Request| handler_state.lock().unwrap().handle(request);
+        let server = Server::spawn(listen(&dir.0.join("ulnetd.sock")).unwrap(), handler).unwrap();
+        Self { dir, state, _server: server }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.0.join("ulnetd.sock")
+    }
+
+    /// Runs `ulnetctl` with `args` against this daemon (through `$ULNET_SOCKET`).
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, "")
+    }
+
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        run_ulnetctl(args, Some(&self.socket()), stdin)
+    }
+}
+
+/// The outcome of one `ulnetctl` run.
+pub struct Run {
+    pub args: Vec<String>,
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// What a snapshot records: the command line, exit status, stdout and stderr.
+    pub fn transcript(&self) -> String {
+        format!(
+            "$ ulnetctl {}\n--- exit status {}\n--- stdout\n{}--- stderr\n{}--- end",
+            self.args.join(" "),
+            self.code,
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+pub fn run_ulnetctl(args: &[&str], socket: Option<&std::path::Path>, stdin: &str) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ulnetctl"));
+    command
+        .args(args)
+        .env_remove("POSIXLY_CORRECT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match socket {
+        Some(path) => command.env("ULNET_SOCKET", path),
+        None => command.env_remove("ULNET_SOCKET"),
+    };
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    Run {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
