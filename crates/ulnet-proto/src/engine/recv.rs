@@ -102,6 +102,7 @@ impl Node {
             discard: 0,
             no_resend: false,
             resent: false,
+            source: None,
         };
         let Some(key) = self.alloc_message(message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);

@@ -22,10 +22,10 @@ const MAX_OPERATIONS: usize = 256;
 
 /// Operation codes with repetition as weights: attach 0, bind 1, put 2, get 3, unlink 4,
 /// set lazy 5, clear lazy 6, advance time 7, step 8, link change 9, partition 10, send
-/// failure 11, ME unlink 12, forged header 13.
-const OPERATIONS: [u8; 32] = [
+/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15.
+const OPERATIONS: [u8; 34] = [
     0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7, 8, 8, 9, 10, 11, 12,
-    13,
+    13, 14, 15,
 ];
 
 /// Runs `data` as a scenario; panics only on an invariant violation or livelock.
@@ -49,6 +49,7 @@ pub fn drive_arbitrary(data: &[u8]) {
                 _ => ResponseTracking::Both,
             },
             health_sensitivity: 100,
+            discovery: input.byte() % 4 != 0,
         },
         net_tunables: NetTunables {
             credits: 1 + u32::from(input.byte() % 4),
@@ -60,6 +61,7 @@ pub fn drive_arbitrary(data: &[u8]) {
         check_invariants: true,
         keep_events: false,
         second_ni: input.byte() % 2 == 0,
+        node_nids: Vec::new(),
     };
     let mut fuzz = Fuzz {
         harness: Harness::new(config),
@@ -168,6 +170,16 @@ impl Fuzz {
                 if let Some((owner, me)) = pick(&self.mes, input) {
                     let _ = self.harness.node_mut(owner).me_unlink(me);
                 }
+            }
+            14 => {
+                let target = self.target(input);
+                let timeout = Duration::from_millis(u64::from(input.byte()) * 50);
+                let _ = self.harness.ping(node, target, timeout, None);
+            }
+            15 => {
+                let target = self.target(input);
+                let force = input.byte() % 2 == 0;
+                let _ = self.harness.discover(node, target.nid, force);
             }
             _ => self.inject(input, node),
         }
