@@ -1,6 +1,6 @@
 //! LNet's own use of the reserved portal: the ping target (our ping buffer, served to every ping
 //! GET), the push target (where discovering peers PUT theirs), and pings as an API. The events
-//! of these MDs, and of discovery's, never reach the user: [`Node::detach_md`] routes them here
+//! of these MDs, and of discovery's, never reach the user: finalization (`detach_md`) routes them here
 //! as internal events.
 //!
 //! lustre: lnet/lnet/api-ni.c (`lnet_ping_target_setup`, `lnet_ping_target_install_locked`,

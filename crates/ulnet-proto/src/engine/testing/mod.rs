@@ -128,6 +128,8 @@ pub struct Harness {
     delayed: BTreeMap<(usize, RxId), Frame>,
     events: Vec<Vec<Event>>,
     completions: Vec<Vec<Completion>>,
+    /// Headers each node handed to its driver, in order (kept with `keep_events`).
+    transmitted: Vec<Vec<Header>>,
     /// The NIDs frames reach each node on.
     fabric_nids: Vec<Vec<Nid>>,
     injected_failures: Vec<VecDeque<HealthStatus>>,
@@ -186,6 +188,7 @@ impl Harness {
             delayed: BTreeMap::new(),
             events: vec![Vec::new(); count],
             completions: vec![Vec::new(); count],
+            transmitted: vec![Vec::new(); count],
             fabric_nids,
             injected_failures: vec![VecDeque::new(); count],
             mds: BTreeMap::new(),
@@ -339,6 +342,11 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// Takes the headers `node` transmitted so far (its driver's view of the wire).
+    pub fn take_transmitted(&mut self, node: usize) -> Vec<Header> {
+        std::mem::take(&mut self.transmitted[node])
     }
 
     /// Takes the pings and discoveries `node` finished so far.
@@ -564,6 +572,9 @@ impl Harness {
             transmit.header.payload_length as usize,
             "payload length disagrees with the header"
         );
+        if self.config.keep_events {
+            self.transmitted[from].push(transmit.header);
+        }
         let destination =
             self.fabric_nids.iter().position(|nids| nids.contains(&transmit.next_hop));
         let (at, status) = if let Some(status) = self.injected_failures[from].pop_front() {
@@ -684,5 +695,7 @@ fn track_of(spec: &MdSpec) -> MdTrack {
     MdTrack { threshold, operations: 0, unlinked: false, events: spec.events }
 }
 
+#[cfg(test)]
+mod discovery_stories;
 #[cfg(test)]
 mod scenarios;
