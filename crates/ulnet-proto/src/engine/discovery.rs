@@ -411,7 +411,9 @@ impl Node {
             match self.peers.peer_id(primary).filter(|owner| *owner != peer) {
                 None => match self.set_primary_nid(peer, primary, multi_rail) {
                     Ok(()) => self.merge_data(peer, &info),
-                    // lustre: "Primary NID error": the data is dropped, discovery goes on.
+                    // lustre: "Primary NID error" ends discovery with -EPERM or -ENOTUNIQ
+                    // (a non-multi-rail peer listing two NIDs on one net), which no event
+                    // status carries; the peer stays as it is and its messages still go.
                     Err(_) => Ok(()),
                 },
                 Some(owner) => {

@@ -3,10 +3,10 @@
 //!
 //! Map: [`node`] holds the state and the public API; `send`, `recv` and `finalize` are
 //! the message lifecycle (lib-move.c and lib-msg.c); [`portal`], [`me`], [`md`], [`memory`]
-//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`ping`] the ping and push targets
-//! and the ping API, [`discovery`] dynamic discovery (api-ni.c, peer.c); [`credits`], [`peer`], [`ni`],
-//! [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the outputs;
-//! [`testing`] the deterministic harness and fuzz driver.
+//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`ping`] the ping and push
+//! targets and the ping API, [`discovery`] dynamic discovery (api-ni.c, peer.c); [`credits`],
+//! [`peer`], [`ni`], [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the
+//! outputs; [`testing`] the deterministic harness and fuzz driver.
 
 pub mod credits;
 pub mod discovery;

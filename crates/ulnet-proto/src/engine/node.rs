@@ -180,8 +180,9 @@ pub(super) enum Work {
 ///
 /// # Call protocol
 ///
-/// * Every `handle_*` call and every API call that can make progress (`put`, `get`,
-///   `md_attach`, `md_unlink`, `clear_lazy_portal`) takes `now`. `now` must never go backwards;
+/// * Every `handle_*` call and every API call that can make progress (`put`, `get`, `ping`,
+///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`) takes
+///   `now`. `now` must never go backwards;
 ///   an earlier value is treated as the latest one seen.
 /// * After any such call the driver drains the outputs, in any order:
 ///   * [`poll_transmit`](Self::poll_transmit) until `None`: for each [`Transmit`], write the

@@ -1,7 +1,7 @@
 //! LNet's own use of the reserved portal: the ping target (our ping buffer, served to every ping
 //! GET), the push target (where discovering peers PUT theirs), and pings as an API. The events
-//! of these MDs, and of discovery's, never reach the user: finalization (`detach_md`) routes them here
-//! as internal events.
+//! of these MDs, and of discovery's, never reach the user: finalization (`detach_md`) routes
+//! them here as internal events.
 //!
 //! lustre: lnet/lnet/api-ni.c (`lnet_ping_target_setup`, `lnet_ping_target_install_locked`,
 //! `lnet_ping_target_update`, `lnet_push_target_init`, `lnet_push_target_post`,
