@@ -583,6 +583,21 @@ fn push_is_acked_and_applied() {
     assert_eq!(known.peer_sequence, 6);
     let nids: Vec<(Nid, u32)> = known.nis.iter().map(|ni| (ni.nid, ni.status)).collect();
     assert_eq!(nids, [(remote, LNET_NI_STATUS_UP), (remote2, LNET_NI_STATUS_DOWN)]);
+    // A NID first listed DOWN is added DOWN, and that is a remote failure (health down).
+    let remote3 = tcp1(10, 9, 0, 3);
+    let mut info = PingInfo::parse(&newer).unwrap().0;
+    info.sequence = 7;
+    info.nids.push(NiStatus { nid: remote3, status: LNET_NI_STATUS_DOWN });
+    let with_down = info.to_bytes().unwrap();
+    let push = push_header(remote, local, with_down.len(), ack_wmd);
+    deliver(&mut node, now, remote, &push, &with_down);
+    sent(&mut node, now);
+    let known = node.peer_info(remote).unwrap();
+    assert_eq!(
+        known.nis.last().map(|ni| (ni.nid, ni.status)),
+        Some((remote3, LNET_NI_STATUS_DOWN))
+    );
+    assert_eq!(node.peer_ni_stats(remote3).unwrap().health.health_value, 900);
     assert_eq!(node.poll_transmit(), None);
     assert_eq!(node.poll_event(), None);
     node.check_invariants().unwrap();

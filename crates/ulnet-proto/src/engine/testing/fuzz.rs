@@ -16,6 +16,7 @@ use crate::engine::node::{GetRequest, Limits, PutRequest};
 use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
 use crate::link_model::LinkConfig;
 use crate::wire::header::{Body, Header, WireHandle};
+use crate::wire::ping::{LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL};
 
 /// Most operations interpreted from one input.
 const MAX_OPERATIONS: usize = 256;
@@ -253,16 +254,36 @@ impl Fuzz {
             },
             _ => WireHandle { interface_cookie: input.u64(), object_cookie: input.u64() },
         };
-        let payload_length = match input.byte() % 8 {
-            0 => input.u32(),
-            1 => 1 << 20,
-            _ => u32::from(input.byte() % 32),
+        // Sometimes a real ping buffer (a forged push or REPLY), maybe with other features.
+        let buffer = (input.byte() % 4 == 0).then(|| {
+            let owner = usize::from(input.byte()) % self.harness.node_count();
+            let mut bytes = self.harness.node(owner).local_ping_buffer().to_vec();
+            if input.byte() % 2 == 0 {
+                if let Some(features) = bytes.get_mut(4) {
+                    *features = input.byte();
+                }
+            }
+            bytes
+        });
+        let payload_length = match (&buffer, input.byte() % 8) {
+            (Some(bytes), _) => bytes.len() as u32,
+            (None, 0) => input.u32(),
+            (None, 1) => 1 << 20,
+            (None, _) => u32::from(input.byte() % 32),
         };
+        let push = buffer.is_some();
         let body = match input.byte() % 5 {
             0 => Body::Ack {
                 dst_wmd: handle,
                 match_bits: u64::from(input.byte() % 4 / 3),
                 mlength: u32::from(input.byte()),
+            },
+            1 if push => Body::Put {
+                ack_wmd: handle,
+                match_bits: LNET_PROTO_PING_MATCHBITS,
+                hdr_data: 0,
+                ptl_index: LNET_RESERVED_PORTAL,
+                offset: 0,
             },
             1 => Body::Put {
                 ack_wmd: handle,
@@ -289,7 +310,7 @@ impl Fuzz {
             payload_length,
             body,
         };
-        let payload = vec![0xa5; (payload_length as usize).min(64)];
+        let payload = buffer.unwrap_or_else(|| vec![0xa5; (payload_length as usize).min(64)]);
         self.harness.deliver(from, node, Frame { header, payload });
         self.harness.settle();
     }
