@@ -30,7 +30,8 @@ impl Node {
         header: &Header,
         lo_tx: Option<Key>,
     ) -> RecvAction {
-        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+        // A removed NI receives nothing more (its driver is closing its connections).
+        let Some(local) = self.nis.get(usize::from(ni.0)).filter(|local| !local.removed) else {
             self.stats.protocol_errors += 1;
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };

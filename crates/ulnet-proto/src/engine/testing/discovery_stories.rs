@@ -782,6 +782,15 @@ fn adding_and_removing_nis_rebuilds_the_buffer_and_pushes_it() {
     assert_eq!(h.node_mut(0).remove_ni(now, ni), Err(NiRemoveError::AlreadyRemoved));
     assert_eq!(h.node(0).local_ping_info().sequence, 3);
     assert_eq!(h.node(0).ni_for_nid(extra), None);
+    assert_eq!(h.node(0).ni_ids().count(), 2);
+    assert!(h.node(0).ni_stats(ni).is_none());
+    let from = h.nid(1);
+    let stray =
+        header(from, extra, 0, Body::Ack { dst_wmd: WireHandle::NONE, match_bits: 0, mlength: 0 });
+    assert!(matches!(
+        h.node_mut(0).handle_header(now, ni, from, &stray),
+        RecvAction::ProtocolError(_)
+    ));
     h.drive();
     // The vanished NID is kept, marked DOWN.
     let known = peer(&h, 1, 0);
