@@ -83,7 +83,8 @@ enum Received {
 
 /// Why a NID could not be added to a peer (`lnet_peer_add_nid` errors).
 enum AddNidError {
-    /// `-EPERM`: a multi-rail peer is only updated by multi-rail data.
+    /// `-EPERM`: a multi-rail peer is only updated by multi-rail data, a configured peer only
+    /// by configuration.
     NotMultiRail,
     /// `-ENOTUNIQ`: a non-multi-rail peer has one NI per net.
     NotUnique,
@@ -494,7 +495,11 @@ impl Node {
         if entry.primary_nid == nid {
             return Ok(());
         }
-        let old = std::mem::replace(&mut entry.primary_nid, nid);
+        let locked = entry.state.contains(PeerState::LOCK_PRIMARY);
+        let old = entry.primary_nid;
+        if !locked {
+            entry.primary_nid = nid;
+        }
         let result = self.add_nid(peer, nid, multi_rail);
         if result.is_err() {
             if let Some(entry) = self.peers.peer_mut(peer) {
@@ -502,6 +507,13 @@ impl Node {
             }
         } else {
             self.peers.put_primary_first(peer);
+        }
+        // lustre: not a failure for a configured peer or a locked primary.
+        let exempt = self.peers.peer(peer).is_some_and(|entry| {
+            entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY)
+        });
+        if exempt {
+            return Ok(());
         }
         result
     }
@@ -529,7 +541,12 @@ impl Node {
                 continue;
             }
             match info.entries().find(|entry| entry.nid == nid) {
-                Some(listed) => self.update_ni_status(id, listed.status),
+                Some(listed) => {
+                    if let Some(ni) = self.peers.ni_mut(id) {
+                        ni.vanished = false;
+                    }
+                    self.update_ni_status(id, listed.status)
+                }
                 None => vanished.push(id),
             }
         }
@@ -550,6 +567,14 @@ impl Node {
             }
         }
         for id in vanished {
+            // Lustre deletes it (not for configured peers or a locked primary, which it marks
+            // DOWN); here it stays listed DOWN and is never selected.
+            let keep = self.peers.peer(peer).is_some_and(|entry| {
+                entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY)
+            });
+            if let Some(ni) = self.peers.ni_mut(id) {
+                ni.vanished = !keep;
+            }
             self.update_ni_status(id, LNET_NI_STATUS_DOWN);
         }
         self.peers.put_primary_first(peer);
@@ -564,8 +589,14 @@ impl Node {
         let Some(entry) = self.peers.peer_mut(peer) else {
             return Ok(());
         };
+        if entry.state.contains(PeerState::CONFIGURED) {
+            return Err(AddNidError::NotMultiRail);
+        }
         if multi_rail {
-            entry.state.insert(PeerState::MULTI_RAIL);
+            if !entry.multi_rail() {
+                entry.state.insert(PeerState::MULTI_RAIL);
+                self.peers.clear_non_mr_preferred(peer);
+            }
         } else if entry.multi_rail() {
             return Err(AddNidError::NotMultiRail);
         }
@@ -604,7 +635,7 @@ impl Node {
 
     /// A peer whose last NI moved to another: its pings and pushes are cancelled and its held
     /// messages go through path selection again (Lustre's `ln_msg_resend` for deleted peers).
-    fn remove_empty_peer(&mut self, peer: PeerId) {
+    pub(super) fn remove_empty_peer(&mut self, peer: PeerId) {
         let Some(entry) = self.peers.remove_peer(peer) else {
             return;
         };
@@ -691,6 +722,7 @@ impl Node {
             length.min(MAX_PING_SINK),
             target,
             None,
+            false,
         ) {
             Ok(md) => {
                 if let Some(entry) = self.peers.peer_mut(peer) {
@@ -876,7 +908,14 @@ impl Node {
             }
         };
         learn_discovery(entry, features, local_discovery, false);
+        let was_multi_rail = entry.multi_rail();
         learn_multi_rail_from_reply(entry, features, local_discovery);
+        if entry.multi_rail() && !was_multi_rail {
+            self.peers.clear_non_mr_preferred(peer);
+        }
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
         let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
         entry.discovery.data_bytes = entry.discovery.data_bytes.max(info_bytes);
         let Some(info) = info else {
@@ -906,6 +945,7 @@ impl Node {
         let Some(entry) = self.peers.peer_mut(peer) else {
             return;
         };
+        let was_multi_rail = entry.multi_rail();
         let mut grow_to = None;
         match receive(data) {
             _ if !event.status.is_ok() => force_ping(entry),
@@ -936,6 +976,9 @@ impl Node {
                     }
                 }
             }
+        }
+        if self.peers.peer(peer).is_some_and(|entry| entry.multi_rail() && !was_multi_rail) {
+            self.peers.clear_non_mr_preferred(peer);
         }
         if let Some(size) = grow_to {
             self.push_target.size = self.push_target.size.max(size.min(MAX_PING_SINK));
@@ -1036,6 +1079,8 @@ fn learn_discovery(peer: &mut Peer, features: u32, local_discovery: bool, from_p
             && state.intersects(PeerState::DISCOVERED | PeerState::MULTI_RAIL);
         (features & LNET_PING_FEAT_DISCOVERY != 0 && local_discovery, resettable)
     };
+    // Peers configured by the user are never deleted by discovery.
+    let resettable = resettable && !state.contains(PeerState::CONFIGURED);
     if enabled {
         peer.state.remove(PeerState::NO_DISCOVERY);
     } else {
@@ -1047,12 +1092,19 @@ fn learn_discovery(peer: &mut Peer, features: u32, local_discovery: bool, from_p
 }
 
 /// `lnet_discovery_event_reply`'s MULTI_RAIL update.
+/// A configured peer keeps the multi-rail setting it was configured with (Lustre only warns
+/// when discovery disagrees).
 fn learn_multi_rail_from_reply(peer: &mut Peer, features: u32, local_discovery: bool) {
+    let configured = peer.state.contains(PeerState::CONFIGURED);
     if features & LNET_PING_FEAT_MULTI_RAIL != 0 {
-        if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+        if !peer.multi_rail()
+            && !configured
+            && local_discovery
+            && !peer.state.contains(PeerState::NO_DISCOVERY)
+        {
             peer.state.insert(PeerState::MULTI_RAIL);
         }
-    } else {
+    } else if !configured {
         // "Multi-Rail state vanished".
         peer.state.remove(PeerState::MULTI_RAIL);
     }
@@ -1060,7 +1112,11 @@ fn learn_multi_rail_from_reply(peer: &mut Peer, features: u32, local_discovery: 
 
 /// `lnet_peer_push_event`'s MULTI_RAIL update (the push had the bit).
 fn learn_multi_rail_from_push(peer: &mut Peer, local_discovery: bool) {
-    if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+    if !peer.multi_rail()
+        && !peer.state.contains(PeerState::CONFIGURED)
+        && local_discovery
+        && !peer.state.contains(PeerState::NO_DISCOVERY)
+    {
         peer.state.insert(PeerState::MULTI_RAIL);
     }
 }

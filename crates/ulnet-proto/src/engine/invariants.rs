@@ -2,7 +2,8 @@
 //!
 //! Checks what Lustre asserts throughout: credit counters equal max minus holders minus
 //! waiters and go negative only with waiters (lib-move.c), MD reference counts equal the
-//! messages attached (lib-md.c), plus the bounds this implementation promises.
+//! messages attached (lib-md.c), plus the bounds this implementation promises, the recovery
+//! queues, and fast failover's bookkeeping.
 
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
@@ -13,14 +14,19 @@ pub(crate) fn check(node: &Node) -> Result<(), String> {
     check_bounds(node)?;
     check_credits(node)?;
     check_mds(node)?;
-    check_messages(node)
+    check_messages(node)?;
+    check_recovery(node)?;
+    check_failover(node)
 }
 
 fn check_bounds(node: &Node) -> Result<(), String> {
     let limits = &node.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
-    // plus MDs of messages in flight.
-    let internal_mds = 2 + 2 * node.peers.peers.len() + node.pings.len() + node.msgs.len();
+    // one per NI or peer NI in recovery, plus MDs of messages in flight.
+    let recovering = node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
+        + node.peers.nis.iter().filter(|ni| ni.recovery.md.is_some()).count();
+    let internal_mds =
+        2 + 2 * node.peers.peers.len() + node.pings.len() + recovering + node.msgs.len();
     let checks = [
         ("messages", node.msgs.len(), limits.messages),
         ("MDs", node.md_count(), limits.mds),
@@ -52,6 +58,9 @@ fn check_bounds(node: &Node) -> Result<(), String> {
         }
         for net in &peer.nets {
             for id in &net.nis {
+                if node.peers.ni(*id).is_some_and(|ni| ni.deleted) {
+                    return Err(format!("peer {:?} lists deleted NI {id:?}", peer.primary_nid));
+                }
                 let owner = node.peers.ni(*id).map(|ni| ni.peer);
                 if owner.and_then(|owner| node.peers.peer(owner)).map(|p| p.primary_nid)
                     != Some(peer.primary_nid)
@@ -190,6 +199,76 @@ fn check_messages(node: &Node) -> Result<(), String> {
         };
         if !coherent {
             return Err(format!("message {key:?} incoherent: {message:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_recovery(node: &Node) -> Result<(), String> {
+    for (index, ni) in node.nis.iter().enumerate() {
+        let listed = node.local_recovery.iter().filter(|id| usize::from(id.0) == index).count();
+        if listed != usize::from(ni.recovery.queued) {
+            return Err(format!(
+                "NI {:?} queued {} but listed {listed} times",
+                ni.nid, ni.recovery.queued
+            ));
+        }
+    }
+    for (index, ni) in node.peers.nis.iter().enumerate() {
+        let listed = node.peer_recovery.iter().filter(|id| id.0 as usize == index).count();
+        if listed != usize::from(ni.recovery.queued) {
+            return Err(format!(
+                "peer NI {:?} queued {} but listed {listed} times",
+                ni.nid, ni.recovery.queued
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_failover(node: &Node) -> Result<(), String> {
+    let orphan_bytes: u64 = node
+        .msgs
+        .iter()
+        .filter_map(|(_, m)| m.orphan.as_ref())
+        .map(|orphan| orphan.len() as u64)
+        .sum();
+    if orphan_bytes != node.failover_bytes {
+        return Err(format!(
+            "private payload copies hold {orphan_bytes} bytes, {} counted",
+            node.failover_bytes
+        ));
+    }
+    for (key, message) in node.msgs.iter() {
+        if message.abandoned
+            && (message.phase != Phase::InLnd || message.event.is_some() || message.md.is_some())
+        {
+            return Err(format!("abandoned message {key:?} incoherent: {message:?}"));
+        }
+    }
+    if !node.failover_enabled() {
+        return Ok(());
+    }
+    for (index, ni) in node.peers.nis.iter().enumerate() {
+        let in_lnd = node
+            .msgs
+            .iter()
+            .filter(|(_, m)| {
+                m.tx && m.phase == Phase::InLnd
+                    && m.peer_ni.is_some_and(|id| id.0 as usize == index)
+            })
+            .count();
+        let awaiting = node
+            .mds
+            .iter()
+            .filter_map(|(_, md)| md.tracker.as_ref())
+            .filter(|tracker| tracker.awaiting.is_some_and(|id| id.0 as usize == index))
+            .count();
+        if in_lnd != ni.watch.in_lnd as usize || awaiting != ni.watch.awaiting as usize {
+            return Err(format!(
+                "peer NI {:?} watch counts {}/{} but {in_lnd} in the LND and {awaiting} awaited",
+                ni.nid, ni.watch.in_lnd, ni.watch.awaiting
+            ));
         }
     }
     Ok(())

@@ -33,13 +33,13 @@ const OPERATIONS: [u8; 34] = [
 pub fn drive_arbitrary(data: &[u8]) {
     let mut input = Input(data);
     let nodes = 2 + usize::from(input.byte() % 2);
+    let seed = input.u64();
+    let link =
+        LinkConfig { latency: Duration::from_micros(u64::from(input.byte())), ..LinkConfig::IDEAL };
     let config = HarnessConfig {
         nodes,
-        seed: input.u64(),
-        link: LinkConfig {
-            latency: Duration::from_micros(u64::from(input.byte())),
-            ..LinkConfig::IDEAL
-        },
+        seed,
+        link,
         tunables: Tunables {
             transaction_timeout: Duration::from_secs(10),
             retry_count: u32::from(input.byte() % 3),
@@ -51,18 +51,32 @@ pub fn drive_arbitrary(data: &[u8]) {
             },
             health_sensitivity: 100,
             discovery: input.byte() % 4 != 0,
+            // Recovery of a peer NI that is gone for good would go on forever (as in Lustre);
+            // bounded here so every input reaches quiescence.
+            recovery_limit: Duration::from_secs(60),
+            ..Tunables::default()
         },
         net_tunables: NetTunables {
             credits: 1 + u32::from(input.byte() % 4),
             peer_credits: 1 + u32::from(input.byte() % 3),
             ..NetTunables::SOCKLND
         },
-        limits: Limits { messages: 24, mds: 16, mes: 16, peer_nis: 6, events: 1024, lazy_queue: 3 },
+        // Room for every harness NID, our own (local recovery pings need them) and forged ones;
+        // with a full peer table an unhealthy NI could never be pinged back to health.
+        limits: Limits {
+            messages: 24,
+            mds: 16,
+            mes: 16,
+            peer_nis: 24,
+            events: 1024,
+            lazy_queue: 3,
+        },
         max_steps: 200_000,
         check_invariants: true,
         keep_events: false,
         second_ni: input.byte() % 2 == 0,
         node_nids: Vec::new(),
+        rails: 1,
     };
     let mut fuzz = Fuzz {
         harness: Harness::new(config),
@@ -77,6 +91,9 @@ pub fn drive_arbitrary(data: &[u8]) {
         fuzz.operation(&mut input);
         fuzz.harness.settle();
     }
+    // Heal the fabric first: over a link that stays lossy, health recovery (like Lustre's)
+    // never ends, and the run would not reach quiescence.
+    fuzz.harness.heal(link);
     fuzz.harness.drive();
     fuzz.harness.assert_quiescent();
 }
