@@ -250,6 +250,7 @@ impl Node {
         local.status = if fatal || !recovered { LNET_NI_STATUS_DOWN } else { LNET_NI_STATUS_UP };
         if fatal {
             self.requeue_waiting_on(ni, false);
+            self.evacuate_ni(ni);
         }
         self.install_ping_target();
         if recovered {

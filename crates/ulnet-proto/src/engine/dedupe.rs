@@ -5,13 +5,15 @@
 //! docs/decisions/0006-fast-failover.md. A copy has the same wire handle as its original,
 //! except for [`RESEND_COOKIE_FLAG`](crate::engine::failover::RESEND_COOKIE_FLAG) in the
 //! interface cookie. With fast failover on, the node remembers for
-//! [`DEDUPE_WINDOW`](crate::engine::failover::DEDUPE_WINDOW) every PUT that asked for an ACK
-//! and every GET it received, by a fingerprint of (source pid, wire handle without the flag,
-//! match bits, offset, length, type). An arrival that matches a remembered one, where at least
-//! one of the two is a copy, is a duplicate: a PUT is ACKed again if the first was ACKed (the
-//! initiator's MD takes one response, so a second ACK is stale there) and otherwise dropped;
-//! a GET is dropped. Two originals never match each other: a user may legitimately PUT the
-//! same MD twice.
+//! [`DEDUPE_WINDOW`](crate::engine::failover::DEDUPE_WINDOW) every PUT that asked for an ACK,
+//! by a fingerprint of (source pid, wire handle without the flag, match bits, offset,
+//! length). An arrival that matches a remembered one, where at least one of the two is a copy,
+//! is a duplicate: it is ACKed again if the first was ACKed (the initiator's MD takes one
+//! response, so a second ACK is stale there) and otherwise dropped. Two originals never match
+//! each other: a user may legitimately PUT the same MD twice. GETs are not remembered: a copy
+//! of a GET whose REPLY was lost is served again if the target MD still matches (a read is
+//! idempotent; it is the only way to recover that REPLY), and the initiator still sees one
+//! REPLY.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -28,8 +30,7 @@ pub const MAX_DELIVERY_RECORDS: usize = 1 << 20;
 /// What became of a remembered arrival.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Delivery {
-    /// Received, not (yet) acknowledged: a PUT being received or waiting on a lazy portal,
-    /// or a GET.
+    /// Received, not (yet) acknowledged: a PUT being received or waiting on a lazy portal.
     Arrived,
     /// A PUT delivered and ACKed with this matched length.
     Acked(u32),
@@ -58,8 +59,8 @@ pub(crate) struct DeliveryLog {
 }
 
 impl DeliveryLog {
-    /// Looks an arrival up and remembers it; `None` for messages that are never copied (PUT
-    /// without ACK, ACK, REPLY).
+    /// Looks an arrival up and remembers it; `None` for messages it does not track (all but
+    /// PUTs with ACK).
     pub(crate) fn arrive(
         &mut self,
         now: Time,
@@ -87,7 +88,7 @@ impl DeliveryLog {
         }
     }
 
-    /// The arrival remembered as `fingerprint` was not delivered after all (no match, failed
+    /// The PUT remembered as `fingerprint` was not delivered after all (no match, failed
     /// receive): a copy may try again.
     pub(crate) fn forget(&mut self, fingerprint: u64) {
         self.records.remove(&fingerprint);
@@ -113,21 +114,16 @@ impl DeliveryLog {
     }
 }
 
-/// The identity of a PUT with ACK or a GET, and whether it is a copy.
+/// The identity of a PUT with ACK, and whether it is a copy.
 fn fingerprint(header: &Header) -> Option<(u64, bool)> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    header.src_pid.hash(&mut hasher);
-    let handle = match header.body {
-        Body::Put { ack_wmd, match_bits, offset, .. } if !ack_wmd.is_none() => {
-            (0u8, match_bits, offset, header.payload_length).hash(&mut hasher);
-            ack_wmd
-        }
-        Body::Get { return_wmd, match_bits, src_offset, sink_length, .. } => {
-            (1u8, match_bits, src_offset, sink_length).hash(&mut hasher);
-            return_wmd
-        }
-        _ => return None,
+    let Body::Put { ack_wmd: handle, match_bits, offset, .. } = header.body else {
+        return None;
     };
+    if handle.is_none() {
+        return None;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (header.src_pid, match_bits, offset, header.payload_length).hash(&mut hasher);
     (handle.interface_cookie & !RESEND_COOKIE_FLAG).hash(&mut hasher);
     handle.object_cookie.hash(&mut hasher);
     Some((hasher.finish(), handle.interface_cookie & RESEND_COOKIE_FLAG != 0))

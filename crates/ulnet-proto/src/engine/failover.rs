@@ -20,11 +20,12 @@
 //!   (with a private copy of its payload, so the MD is free), the copy carries the SEND event;
 //! * PUTs with ACK and GETs that left but got no response are sent again from a saved copy.
 //!
-//! Copies carry [`RESEND_COOKIE_FLAG`] in their wire handle's interface cookie so a ulnet
-//! target recognises them (`dedupe.rs`) and never delivers an operation twice; they are made
-//! only for MDs that accept exactly one more operation (so a late second response is stale)
-//! and only within [`COPY_WINDOW`] of the original's departure (targets remember deliveries
-//! for [`DEDUPE_WINDOW`]).
+//! Copies of PUTs carry [`RESEND_COOKIE_FLAG`] in their ACK wire handle's interface cookie so
+//! a ulnet target recognises them (`dedupe.rs`) and never delivers a PUT twice; a copy of a
+//! GET may be served twice if the target MD still matches (a read; the initiator still sees
+//! one REPLY). Copies are made only for MDs that accept exactly one more operation (so a late
+//! second response is stale) and only within [`COPY_WINDOW`] of the original's departure
+//! (targets remember PUTs for [`DEDUPE_WINDOW`]).
 
 use std::cmp::Reverse;
 use std::time::Duration;
@@ -39,13 +40,13 @@ use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::Body;
 
-/// How long a target remembers the PUTs (with ACK) and GETs it received, to recognise a
-/// copy sent by fast failover. A protocol constant shared by initiators and targets.
+/// How long a target remembers the PUTs (with ACK) it received, to recognise a copy sent by
+/// fast failover. A protocol constant shared by initiators and targets.
 pub const DEDUPE_WINDOW: Duration = Duration::from_secs(30);
 /// Copies are only sent this soon after the original left, so the target still remembers it.
 pub const COPY_WINDOW: Duration = Duration::from_secs(15);
-/// Set in the interface cookie of a copy's ACK or return wire handle. Interface cookies are
-/// start times in nanoseconds, so the bit is otherwise clear (the node clears it in its own).
+/// Set in the interface cookie of a PUT copy's ACK wire handle. Interface cookies are start
+/// times in nanoseconds, so the bit is otherwise clear (the node clears it in its own).
 pub const RESEND_COOKIE_FLAG: u64 = 1 << 63;
 /// Payload bytes fast failover may hold in private copies at once (originals the driver
 /// still sends, and copies of requests that already left); beyond it no more copies are made
@@ -259,13 +260,48 @@ impl Node {
                 Move::Copy => self.copy_in_lnd(key),
             }
         }
-        let awaiting: Vec<Key> = self
+        // A set: the tracker queue may list an MD more than once.
+        let awaiting: std::collections::BTreeSet<Key> = self
             .trackers
             .iter()
             .map(|(_, md)| md)
             .filter(|md| {
                 self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
                     tracker.awaiting == Some(id) && tracker.request.is_some()
+                })
+            })
+            .collect();
+        for md in awaiting {
+            self.reissue(md);
+        }
+    }
+
+    /// A local NI lost its link (its fatal flag went up): what the driver holds on it and
+    /// the requests that left through it and await a response move to other paths at once,
+    /// as for a suspect peer NI.
+    pub(super) fn evacuate_ni(&mut self, ni: NiId) {
+        if !self.failover_enabled() {
+            return;
+        }
+        let held: Vec<Key> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.tx && m.ni == ni && m.phase == Phase::InLnd)
+            .filter(|(_, m)| matches!(self.movable(m), Some(Move::Copy)))
+            .map(|(key, _)| key)
+            .collect();
+        for key in held {
+            self.copy_in_lnd(key);
+        }
+        let awaiting: std::collections::BTreeSet<Key> = self
+            .trackers
+            .iter()
+            .map(|(_, md)| md)
+            .filter(|md| {
+                self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
+                    tracker.sent_ni == Some(ni)
+                        && tracker.awaiting.is_some()
+                        && tracker.request.is_some()
                 })
             })
             .collect();
@@ -310,11 +346,17 @@ impl Node {
         let single_response = message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| {
             md.threshold == Threshold::Count(1) && md.refcount == 1 && !md.aborted && !md.zombie
         });
+        let left = message
+            .md
+            .and_then(|md| self.mds.get(md))
+            .and_then(|md| md.tracker.as_ref())
+            .and_then(|tracker| tracker.sent_at)
+            .or(message.lnd_at);
         request
             && single_response
             && message.event.is_some()
             && message.retry_count < self.tunables.effective_retry_count()
-            && message.lnd_at.is_some_and(|at| self.now < at + COPY_WINDOW)
+            && left.is_some_and(|at| self.now < at + COPY_WINDOW)
             && self.failover_bytes + u64::from(message.length) <= MAX_FAILOVER_BYTES
     }
 
@@ -331,6 +373,11 @@ impl Node {
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
+        if !matches!(message.phase, Phase::WaitPeerCredit | Phase::WaitNiCredit | Phase::TxReady) {
+            let phase = message.phase;
+            self.record_violation(|| format!("withdrawing message {key:?} in phase {phase:?}"));
+            return;
+        }
         let (ni, peer_ni) = (message.ni, message.peer_ni);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
@@ -528,13 +575,11 @@ impl Node {
     }
 }
 
-/// Marks a copy's response handle so a ulnet target recognises it.
+/// Marks a PUT copy's ACK handle so a ulnet target recognises it.
 pub(crate) fn flag_wire_handle(body: &mut Body) {
-    match body {
-        Body::Put { ack_wmd, .. } if !ack_wmd.is_none() => {
+    if let Body::Put { ack_wmd, .. } = body {
+        if !ack_wmd.is_none() {
             ack_wmd.interface_cookie |= RESEND_COOKIE_FLAG;
         }
-        Body::Get { return_wmd, .. } => return_wmd.interface_cookie |= RESEND_COOKIE_FLAG,
-        _ => {}
     }
 }

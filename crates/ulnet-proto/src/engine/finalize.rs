@@ -244,7 +244,8 @@ impl Node {
             Body::Get { .. } => true,
             _ => false,
         };
-        if !wants_response || !self.failover_enabled() {
+        // Recovery pings have their own (probe) timeout.
+        if !wants_response || message.recovery || !self.failover_enabled() {
             return;
         }
         let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
@@ -265,7 +266,10 @@ impl Node {
             return;
         };
         let rtt = now.saturating_duration_since(tracker.started);
-        let since_sent = tracker.sent_at.map(|at| now.saturating_duration_since(at));
+        // A copy's response says nothing of the round trip since the first departure.
+        let copied = tracker.request.as_ref().is_some_and(|request| request.copies > 0);
+        let since_sent =
+            tracker.sent_at.filter(|_| !copied).map(|at| now.saturating_duration_since(at));
         let awaiting = tracker.awaiting.take();
         if let Some(peer_ni) = awaiting {
             self.watch_await_end(peer_ni, since_sent);

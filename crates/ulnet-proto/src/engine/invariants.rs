@@ -8,6 +8,7 @@
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::node::Node;
+use crate::engine::slab::Key;
 use crate::engine::tracker::TrackerQueue;
 
 pub(crate) fn check(node: &Node) -> Result<(), String> {
@@ -88,12 +89,30 @@ fn check_bounds(node: &Node) -> Result<(), String> {
 }
 
 fn check_credits(node: &Node) -> Result<(), String> {
-    for (index, ni) in node.nis.iter().enumerate() {
-        let holders = node
-            .msgs
-            .iter()
-            .filter(|(_, m)| usize::from(m.ni.0) == index && m.ni_credit == Credit::Held)
-            .count();
+    // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
+    let mut ni_holders = vec![0usize; node.nis.len()];
+    let mut peer_holders = vec![0usize; node.peers.nis.len()];
+    let mut peer_charged = vec![0u64; node.peers.nis.len()];
+    for (_, message) in node.msgs.iter() {
+        if message.ni_credit == Credit::Held {
+            if let Some(count) = ni_holders.get_mut(usize::from(message.ni.0)) {
+                *count += 1;
+            }
+        }
+        if let Some(index) = message.peer_ni.map(|id| id.0 as usize) {
+            if message.peer_credit == Credit::Held {
+                if let Some(count) = peer_holders.get_mut(index) {
+                    *count += 1;
+                }
+            }
+            if message.peer_credit != Credit::None {
+                if let Some(charged) = peer_charged.get_mut(index) {
+                    *charged += u64::from(message.charged_bytes);
+                }
+            }
+        }
+    }
+    for (ni, holders) in node.nis.iter().zip(ni_holders) {
         match &ni.credits {
             Some(pool) => {
                 pool.check(holders).map_err(|error| format!("NI {:?}: {error}", ni.nid))?
@@ -102,18 +121,8 @@ fn check_credits(node: &Node) -> Result<(), String> {
             None => {}
         }
     }
-    for (index, peer) in node.peers.nis.iter().enumerate() {
-        let on_peer = || {
-            node.msgs
-                .iter()
-                .filter(move |(_, m)| m.peer_ni.is_some_and(|id| id.0 as usize == index))
-        };
-        let holders = on_peer().filter(|(_, m)| m.peer_credit == Credit::Held).count();
+    for ((peer, holders), charged) in node.peers.nis.iter().zip(peer_holders).zip(peer_charged) {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
-        let charged: u64 = on_peer()
-            .filter(|(_, m)| m.peer_credit != Credit::None)
-            .map(|(_, m)| u64::from(m.charged_bytes))
-            .sum();
         if charged != peer.queued_bytes {
             return Err(format!(
                 "peer NI {:?} queued bytes {} != charged {charged}",
@@ -125,9 +134,15 @@ fn check_credits(node: &Node) -> Result<(), String> {
 }
 
 fn check_mds(node: &Node) -> Result<(), String> {
+    let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
+    for (_, message) in node.msgs.iter() {
+        if let Some(md) = message.md {
+            *attached.entry(md).or_insert(0) += 1;
+        }
+    }
     let mut live_trackers = 0;
     for (key, md) in node.mds.iter() {
-        let attached = node.msgs.iter().filter(|(_, m)| m.md == Some(key)).count();
+        let attached = attached.get(&key).copied().unwrap_or(0);
         if attached != md.refcount as usize {
             return Err(format!(
                 "MD {:?} refcount {} but {attached} messages attached",
@@ -249,21 +264,22 @@ fn check_failover(node: &Node) -> Result<(), String> {
     if !node.failover_enabled() {
         return Ok(());
     }
-    for (index, ni) in node.peers.nis.iter().enumerate() {
-        let in_lnd = node
-            .msgs
-            .iter()
-            .filter(|(_, m)| {
-                m.tx && m.phase == Phase::InLnd
-                    && m.peer_ni.is_some_and(|id| id.0 as usize == index)
-            })
-            .count();
-        let awaiting = node
-            .mds
-            .iter()
-            .filter_map(|(_, md)| md.tracker.as_ref())
-            .filter(|tracker| tracker.awaiting.is_some_and(|id| id.0 as usize == index))
-            .count();
+    let mut in_lnd = vec![0usize; node.peers.nis.len()];
+    let mut awaiting = vec![0usize; node.peers.nis.len()];
+    for (_, message) in node.msgs.iter() {
+        if message.tx && message.phase == Phase::InLnd {
+            if let Some(count) = message.peer_ni.and_then(|id| in_lnd.get_mut(id.0 as usize)) {
+                *count += 1;
+            }
+        }
+    }
+    for (_, md) in node.mds.iter() {
+        let awaited = md.tracker.as_ref().and_then(|tracker| tracker.awaiting);
+        if let Some(count) = awaited.and_then(|id| awaiting.get_mut(id.0 as usize)) {
+            *count += 1;
+        }
+    }
+    for ((ni, in_lnd), awaiting) in node.peers.nis.iter().zip(in_lnd).zip(awaiting) {
         if in_lnd != ni.watch.in_lnd as usize || awaiting != ni.watch.awaiting as usize {
             return Err(format!(
                 "peer NI {:?} watch counts {}/{} but {in_lnd} in the LND and {awaiting} awaited",

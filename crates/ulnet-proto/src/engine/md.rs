@@ -180,8 +180,10 @@ pub(crate) struct Tracker {
     pub(crate) next_hop: Option<PeerNiId>,
     /// `rspt_start`: when `LNetPut`/`LNetGet` attached it (the round-trip statistics).
     pub(crate) started: Time,
-    /// When the request last reached the LND (fast failover's copy window).
+    /// When the request first reached the LND (fast failover's copy window), and through
+    /// which NI it last left.
     pub(crate) sent_at: Option<Time>,
+    pub(crate) sent_ni: Option<crate::engine::ni::NiId>,
     /// The peer NI whose `awaiting` count includes this request (fast failover).
     pub(crate) awaiting: Option<PeerNiId>,
     /// What fast failover needs to send the request again; `None` when it may not (fast

@@ -110,6 +110,6 @@ pub(crate) struct Message {
     pub(crate) committed_at: Option<Time>,
     /// When the driver last took it (`poll_transmit`).
     pub(crate) lnd_at: Option<Time>,
-    /// A received PUT with ACK or GET, as the duplicate log knows it.
+    /// A received PUT with ACK, as the duplicate log knows it.
     pub(crate) delivery: Option<u64>,
 }

@@ -803,11 +803,14 @@ impl Node {
                     .map_or(message.header.dest_nid, |p| p.nid),
                 header: message.header,
             };
-            let (peer_ni, tracked) = (message.peer_ni, self.tracked_md_of(key));
+            let (peer_ni, ni, tracked) = (message.peer_ni, message.ni, self.tracked_md_of(key));
             if let Some(md) = tracked {
                 let now = self.now;
                 if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
-                    tracker.sent_at = Some(now);
+                    // The first departure opens the copy window; the last NI is the one a
+                    // lost link strands it on.
+                    tracker.sent_at.get_or_insert(now);
+                    tracker.sent_ni = Some(ni);
                 }
             }
             if let Some(peer_ni) = peer_ni.filter(|_| self.failover_enabled()) {
@@ -1272,6 +1275,7 @@ impl Node {
                     next_hop: None,
                     started: now,
                     sent_at: None,
+                    sent_ni: None,
                     awaiting: None,
                     request: None,
                 });
@@ -1315,6 +1319,7 @@ impl Node {
         if let Some(peer_ni) = tracker.awaiting {
             self.watch_await_end(peer_ni, None);
         }
+        self.compact_trackers();
     }
 
     pub(super) fn push_event(&mut self, event: Event) {
@@ -1374,7 +1379,7 @@ impl Node {
             if let Some(work) = self.work.pop_front() {
                 match work {
                     Work::Lo(key) => self.lo_send(key),
-                    Work::Post(key) => self.post_send(key),
+                    Work::Post(key) => self.resume_post(key),
                     Work::Resend(key) => self.resend(key),
                     Work::LoDeliver(key) => self.lo_deliver(key),
                     Work::Release(key) => self.release_held(key),

@@ -84,7 +84,9 @@ impl Node {
         let Some(lpni) = self.peers.ni(id) else {
             return;
         };
-        if lpni.deleted || self.ni_for_nid(lpni.nid).is_some() {
+        // Lustre deletes NIs a peer stops listing; here they stay, vanished, and are not
+        // recovered.
+        if lpni.deleted || lpni.vanished || self.ni_for_nid(lpni.nid).is_some() {
             return;
         }
         let interval = self.tunables.recovery_ping_interval(lpni.recovery.ping_count);
@@ -201,7 +203,7 @@ impl Node {
             let Some(lpni) = self.peers.ni_mut(id) else {
                 continue;
             };
-            if lpni.deleted || lpni.health.value() == MAX_HEALTH {
+            if lpni.deleted || lpni.vanished || lpni.health.value() == MAX_HEALTH {
                 lpni.recovery.queued = false;
                 let stale = lpni.recovery.md.take().filter(|_| lpni.recovery.pending);
                 lpni.recovery.pending = false;

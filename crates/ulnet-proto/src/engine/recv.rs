@@ -445,10 +445,10 @@ impl Node {
         }
     }
 
-    /// A copy of an operation already received (fast failover, dedupe.rs): the arrival is
-    /// progress from the peer, the operation is not delivered again; a PUT already ACKed is
-    /// ACKed again (its first ACK may be what was lost; a second one is stale at the
-    /// initiator, whose MD takes one response).
+    /// A copy of a PUT already received (fast failover, dedupe.rs): the arrival is progress
+    /// from the peer, the PUT is not delivered again; if it was ACKed it is ACKed again (the
+    /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
+    /// one response).
     fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
         self.stats.duplicates_dropped += 1;
         self.rx_health(key, HealthStatus::Ok);
@@ -468,8 +468,8 @@ impl Node {
         RecvAction::Discard { length: payload }
     }
 
-    /// The duplicate log learns how a received PUT with ACK (or GET) ended: ACKed with its
-    /// matched length, or not delivered (a copy may then try again).
+    /// The duplicate log learns how a received PUT with ACK ended: ACKed with its matched
+    /// length, or not delivered (a copy may then try again).
     pub(super) fn settle_delivery(&mut self, key: Key, delivered: bool, acked: bool) {
         let Some(message) = self.msgs.get_mut(key) else {
             return;

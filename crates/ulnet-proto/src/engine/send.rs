@@ -175,6 +175,18 @@ impl Node {
         }
     }
 
+    /// A credit waiter was granted its credit: post it again, unless it was withdrawn
+    /// meanwhile (fast failover, a lost link) and is waiting for selection instead.
+    pub(super) fn resume_post(&mut self, key: Key) {
+        let waiting = self
+            .msgs
+            .get(key)
+            .is_some_and(|m| matches!(m.phase, Phase::WaitPeerCredit | Phase::WaitNiCredit));
+        if waiting {
+            self.post_send(key);
+        }
+    }
+
     /// `lnet_return_tx_credits_locked`: give back what `key` holds; a waiter at the head of a
     /// queue now holds the credit and is posted again.
     pub(super) fn return_credits(&mut self, key: Key) {

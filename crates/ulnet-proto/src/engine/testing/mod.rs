@@ -149,6 +149,8 @@ pub struct Harness {
     down: BTreeSet<EndpointId>,
     /// Endpoint pairs (smaller first) that silently drop everything both ways.
     blackholes: BTreeSet<(EndpointId, EndpointId)>,
+    /// Directed endpoint pairs that silently drop everything one way.
+    one_way: BTreeSet<(EndpointId, EndpointId)>,
     /// Frames and bytes sent per directed endpoint pair.
     rail_traffic: BTreeMap<(EndpointId, EndpointId), (u64, u64)>,
     injected_failures: Vec<VecDeque<HealthStatus>>,
@@ -205,6 +207,7 @@ impl Harness {
             fabric_nids,
             down: BTreeSet::new(),
             blackholes: BTreeSet::new(),
+            one_way: BTreeSet::new(),
             rail_traffic: BTreeMap::new(),
             injected_failures: vec![VecDeque::new(); count],
             mds: BTreeMap::new(),
@@ -279,6 +282,46 @@ impl Harness {
         }
     }
 
+    /// Frames from NID `from` to NID `to` (one direction only) are dropped silently.
+    pub fn set_blackhole_one_way(&mut self, from: Nid, to: Nid, on: bool) {
+        let (Some(from), Some(to)) = (self.endpoint(from), self.endpoint(to)) else {
+            panic!("set_blackhole_one_way: unknown NID");
+        };
+        if on {
+            self.one_way.insert((from, to));
+        } else {
+            self.one_way.remove(&(from, to));
+        }
+    }
+
+    /// `lnetctl net add` on node `node`: the fabric learns the NID and the node adds the NI
+    /// (which rebuilds its ping buffer and pushes it to multi-rail peers).
+    pub fn add_ni(&mut self, node: usize, nid: Nid) -> NiId {
+        self.fabric_nids[node].push(nid);
+        let config =
+            NiConfig { tunables: self.config.net_tunables, ..NiConfig::new(nid, LndKind::Fabric) };
+        let now = self.now;
+        let ni =
+            self.nodes[node].add_ni(now, config).unwrap_or_else(|error| panic!("add_ni: {error}"));
+        self.flush();
+        ni
+    }
+
+    /// `lnetctl net del` on node `node`: the NI goes; frames to its NID are refused from now.
+    pub fn remove_ni(&mut self, node: usize, nid: Nid) {
+        let Some(ni) = self.nodes[node].ni_for_nid(nid) else {
+            panic!("remove_ni: node {node} has no NI {nid:?}");
+        };
+        let now = self.now;
+        if let Err(error) = self.nodes[node].remove_ni(now, ni) {
+            panic!("remove_ni: {error}");
+        }
+        if let Some(endpoint) = self.endpoint(nid) {
+            self.down.insert(endpoint);
+        }
+        self.flush();
+    }
+
     /// Node `node`'s interface `nid` loses its link (`down`) or gets it back, as the OS would
     /// report through netlink: the driver raises or clears the NI's fatal flag, and while it
     /// is down everything to or from it is lost (the LND still accepts sends, as a socket
@@ -312,6 +355,7 @@ impl Harness {
             }
         }
         self.blackholes.clear();
+        self.one_way.clear();
         let down: Vec<EndpointId> = std::mem::take(&mut self.down).into_iter().collect();
         for endpoint in down {
             let node = endpoint % self.nodes.len();
@@ -739,6 +783,7 @@ impl Harness {
         self.down.contains(&a)
             || self.down.contains(&b)
             || self.blackholes.contains(&(a.min(b), a.max(b)))
+            || self.one_way.contains(&(a, b))
     }
 
     /// Delivers a frame to node `to` as if it came from the peer NID `from` (which need not
@@ -840,5 +885,7 @@ fn track_of(spec: &MdSpec) -> MdTrack {
 
 #[cfg(test)]
 mod discovery_stories;
+#[cfg(test)]
+mod multirail_stories;
 #[cfg(test)]
 mod scenarios;
