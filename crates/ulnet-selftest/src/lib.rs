@@ -1,0 +1,11 @@
+//! lnet_selftest in userspace: the selftest service every ulnet node runs
+//! ([`SelftestService`]), and the `lst`-compatible console ([`Console`]) behind the `ulst`
+//! command.
+
+pub mod console;
+mod service;
+mod srpc;
+
+pub use console::{Console, ConsoleError, SessionInfo, Target, TestKind, TestSpec};
+pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency, ULNET_DEBUG_PROBE};
+pub use srpc::{RpcError, StartError};

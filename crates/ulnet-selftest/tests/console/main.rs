@@ -1,0 +1,10 @@
+//! The console library driving selftest services over the in-process mem LND.
+//!
+//! No timing assertions: timeouts only turn a hang into a failure.
+
+// Helpers outside #[test] functions unwrap too: a failure is the test failing.
+#![allow(clippy::unwrap_used)]
+#![allow(dead_code)]
+
+mod common;
+mod script;
