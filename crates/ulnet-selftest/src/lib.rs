@@ -2,6 +2,7 @@
 //! ([`SelftestService`]), and the `lst`-compatible console ([`Console`]) behind the `ulst`
 //! command.
 
+pub mod cli;
 pub mod console;
 mod service;
 mod srpc;
