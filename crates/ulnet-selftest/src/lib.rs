@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod console;
+pub mod serve;
 mod service;
 mod srpc;
 

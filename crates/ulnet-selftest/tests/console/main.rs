@@ -4,7 +4,9 @@
 
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
 #![allow(clippy::unwrap_used)]
-#![allow(dead_code)]
 
+mod bad_input;
+mod cli;
 mod common;
 mod script;
+mod wire;
