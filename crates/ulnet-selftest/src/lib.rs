@@ -4,10 +4,12 @@
 
 pub mod cli;
 pub mod console;
+pub mod ext;
 pub mod serve;
 mod service;
 mod srpc;
 
 pub use console::{Console, ConsoleError, SessionInfo, Target, TestKind, TestSpec};
-pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency, ULNET_DEBUG_PROBE};
+pub use ext::{LatencySummary, ULNET_DEBUG_PROBE};
+pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency};
 pub use srpc::{RpcError, StartError};

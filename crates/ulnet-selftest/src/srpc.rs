@@ -135,6 +135,8 @@ pub(crate) struct ClientCall {
     pub timeout: Option<Duration>,
     /// The application's name for this RPC, handed back in [`ClientOutcome::tag`].
     pub tag: u64,
+    /// Bytes to put in the request's unused tail, at an offset (an extension, [`crate::ext`]).
+    pub tail: Option<(usize, Vec<u8>)>,
 }
 
 /// A finished client RPC.
@@ -145,6 +147,8 @@ pub(crate) struct ClientOutcome {
     /// bulk, if any, completed.
     pub status: Result<(), RpcError>,
     pub reply: Option<(SrpcMsg, ByteOrder)>,
+    /// The reply's 160 bytes as received (for extensions in its unused tail).
+    pub raw_reply: Option<[u8; SRPC_MSG_LEN]>,
     /// The bulk memory, handed back (with the data for a sink).
     pub bulk: Option<Memory>,
     /// From the request's posting to the last event.
@@ -161,6 +165,8 @@ pub(crate) struct Incoming {
     pub self_nid: Nid,
     pub msg: SrpcMsg,
     pub order: ByteOrder,
+    /// The request's 160 bytes as received.
+    pub raw: [u8; SRPC_MSG_LEN],
 }
 
 /// What a service does with a request.
@@ -168,6 +174,8 @@ pub(crate) struct Incoming {
 pub(crate) enum Verdict {
     /// Send this reply (its body must be the service's reply type).
     Reply(SrpcMsg),
+    /// Send these bytes as the reply (an encoded reply with an extension in its tail).
+    ReplyBytes([u8; SRPC_MSG_LEN]),
     /// Move bulk data first, then call [`App::bulk_ready`].
     Bulk(ServerBulk),
     /// Send nothing (the kernel's handler returning an error).
@@ -410,6 +418,7 @@ struct ClientRpc {
     has_bulk: bool,
     request_status: Option<Result<(), RpcError>>,
     reply: Option<Result<(SrpcMsg, ByteOrder), RpcError>>,
+    raw_reply: Option<[u8; SRPC_MSG_LEN]>,
     bulk_status: Option<Result<(), RpcError>>,
     bulk_memory: Option<Memory>,
     /// Set once the RPC is given up; the first reason wins.
@@ -536,7 +545,7 @@ impl RpcCore {
         if self.closed {
             return Err(RpcError::ShutDown);
         }
-        let ClientCall { dest, service, mut request, bulk, timeout, tag } = call;
+        let ClientCall { dest, service, mut request, bulk, timeout, tag, tail } = call;
         let id = self.next_rpc;
         self.next_rpc += 1;
         let reply_bits = next_match_bits();
@@ -586,7 +595,12 @@ impl RpcCore {
         }
 
         let request_token = self.token(Slot::ClientRequest(id));
-        let payload = request.emit().to_vec();
+        let mut payload = request.emit().to_vec();
+        if let Some((offset, bytes)) = tail {
+            if let Some(slot) = payload.get_mut(offset..offset + bytes.len()) {
+                slot.copy_from_slice(&bytes);
+            }
+        }
         let spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
             .user_ptr(request_token);
@@ -613,6 +627,7 @@ impl RpcCore {
             has_bulk: bulk_md.is_some(),
             request_status: None,
             reply: None,
+            raw_reply: None,
             bulk_status: None,
             bulk_memory: None,
             aborted: None,
@@ -770,9 +785,12 @@ impl RpcCore {
         };
         let peer = ProcessId::new(event.source, event.initiator.pid);
         let self_nid = event.target.nid;
+        let mut raw = [0u8; SRPC_MSG_LEN];
+        let copied = received.len().min(SRPC_MSG_LEN);
+        raw[..copied].copy_from_slice(&received[..copied]);
         let verdict_and_incoming = match parsed {
             Some(Ok((msg, order))) => {
-                let incoming = Incoming { service, peer, self_nid, msg, order };
+                let incoming = Incoming { service, peer, self_nid, msg, order, raw };
                 let verdict = app.request(self, &incoming);
                 Some((verdict, incoming))
             }
@@ -782,7 +800,7 @@ impl RpcCore {
                 let mut reply = SrpcMsg::new(0, error_body(service, errno::EPROTO));
                 reply.ses_feats = 0;
                 let request = SrpcMsg::new(0, with_reply_bits(service, reply_match_bits));
-                let incoming = Incoming { service, peer, self_nid, msg: request, order };
+                let incoming = Incoming { service, peer, self_nid, msg: request, order, raw };
                 Some((Verdict::Reply(reply), incoming))
             }
             _ => {
@@ -810,7 +828,8 @@ impl RpcCore {
 
     fn server_verdict(&mut self, id: u64, verdict: Verdict) {
         match verdict {
-            Verdict::Reply(reply) => self.send_reply(id, &reply),
+            Verdict::Reply(reply) => self.send_reply(id, reply.emit()),
+            Verdict::ReplyBytes(bytes) => self.send_reply(id, bytes),
             Verdict::Drop => self.server_done(id, false),
             Verdict::Bulk(bulk) => self.start_server_bulk(id, bulk),
         }
@@ -915,7 +934,7 @@ impl RpcCore {
     }
 
     /// lustre: rpc.c `srpc_send_reply()`.
-    fn send_reply(&mut self, id: u64, reply: &SrpcMsg) {
+    fn send_reply(&mut self, id: u64, reply: [u8; SRPC_MSG_LEN]) {
         let Some(rpc) = self.servers.get(&id) else { return };
         let Some(reply_bits) = rpc.incoming.msg.body.reply_match_bits() else {
             self.server_done(id, false);
@@ -924,9 +943,8 @@ impl RpcCore {
         let peer = rpc.incoming.peer;
         let self_nid = rpc.incoming.self_nid;
         let token = self.token(Slot::ServerReply(id));
-        let spec = MdSpec::new(Memory::new(reply.emit().to_vec()))
-            .threshold(Threshold::Count(1))
-            .user_ptr(token);
+        let spec =
+            MdSpec::new(Memory::new(reply.to_vec())).threshold(Threshold::Count(1)).user_ptr(token);
         let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
             Ok(md) => md,
             Err(_) => {
@@ -1008,6 +1026,9 @@ impl RpcCore {
                 .and_then(|memory| memory.segments().first())
                 .map(|segment| &segment[..(event.mlength as usize).min(segment.len())])
                 .unwrap_or_default();
+            if let Ok(raw) = <[u8; SRPC_MSG_LEN]>::try_from(bytes) {
+                rpc.raw_reply = Some(raw);
+            }
             match SrpcMsg::parse(bytes) {
                 Ok((msg, order)) if msg.msg_type() == rpc.expected_reply => Ok((msg, order)),
                 _ => Err(RpcError::BadReply),
@@ -1098,6 +1119,7 @@ impl RpcCore {
             tag: rpc.tag,
             status,
             reply: if status.is_ok() { reply } else { None },
+            raw_reply: if status.is_ok() { rpc.raw_reply } else { None },
             bulk: rpc.bulk_memory,
             latency: rpc.started.elapsed(),
         });
@@ -1150,6 +1172,7 @@ impl RpcCore {
                     tag: rpc.tag,
                     status: Err(RpcError::ShutDown),
                     reply: None,
+                    raw_reply: None,
                     bulk: None,
                     latency: rpc.started.elapsed(),
                 });

@@ -29,6 +29,8 @@ use crate::console::{
 };
 use stat::{StatFormat, compare, render};
 
+use crate::ext::LatencySummary;
+
 /// `LNET_MTU`.
 const LNET_MTU: i64 = 1 << 20;
 
@@ -1004,7 +1006,12 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
                 }
             };
             rc = result.lst_rc();
-            let text = stat_sample(ctx, target, &result, lnet, format, sample);
+            let latency = if live || ctx.json {
+                latency_of(ctx, &target.target, timeout as u32)
+            } else {
+                Vec::new()
+            };
+            let text = stat_sample(ctx, target, &result, lnet, format, sample, &latency);
             block.push_str(&text);
             target.previous = Some(result.entries);
         }
@@ -1043,8 +1050,10 @@ fn stat_sample(
     lnet: bool,
     format: StatFormat,
     sample: u64,
+    latency: &[(ProcessId, LatencySummary)],
 ) -> String {
     let Some(previous) = &target.previous else { return String::new() };
+    let worst = worst_latency(latency);
     let comparison = compare(previous, &result.entries, format.megabytes);
     if comparison.group_changed {
         ctx.err("Group is changed, re-run stat\n");
@@ -1072,6 +1081,13 @@ fn stat_sample(
                 "write": comparison.stat.send_bandwidth,
             },
             "test_errors": errors,
+            "latency_us": {
+                "worst": worst,
+                "nodes": latency
+                    .iter()
+                    .map(|(id, summary)| serde_json::json!({ "node": id.to_string(), "latency": summary }))
+                    .collect::<Vec<_>>(),
+            },
         });
         return format!("{value}\n");
     }
@@ -1082,7 +1098,52 @@ fn stat_sample(
     if lnet {
         text.push_str(&render(&target.name, &comparison.stat, format));
     }
+    if let Some(worst) = worst {
+        text.push_str(&format!(
+            "[Latency of {}] p50: {} us p90: {} us p99: {} us p99.9: {} us max: {} us ({} RPCs)\n",
+            target.name,
+            worst.p50_us,
+            worst.p90_us,
+            worst.p99_us,
+            worst.p999_us,
+            worst.max_us,
+            worst.count
+        ));
+    }
     text
+}
+
+/// The latency summaries of a target's ulnet nodes that ran client tests (beyond lst).
+fn latency_of(
+    ctx: &mut Ctx<'_, '_>,
+    target: &Target,
+    timeout: u32,
+) -> Vec<(ProcessId, LatencySummary)> {
+    let Ok(result) = ctx.backend.debug(ctx.key, target, timeout) else { return Vec::new() };
+    result
+        .entries
+        .iter()
+        .filter_map(|entry| {
+            entry.latency.filter(|summary| summary.count > 0).map(|s| (entry.peer, s))
+        })
+        .collect()
+}
+
+/// Each percentile's worst value over the nodes, with the RPCs of all of them.
+fn worst_latency(latency: &[(ProcessId, LatencySummary)]) -> Option<LatencySummary> {
+    let mut iter = latency.iter().map(|(_, summary)| *summary);
+    let first = iter.next()?;
+    Some(iter.fold(first, |worst, next| LatencySummary {
+        tests: worst.tests + next.tests,
+        count: worst.count + next.count,
+        errors: worst.errors + next.errors,
+        min_us: worst.min_us.min(next.min_us),
+        p50_us: worst.p50_us.max(next.p50_us),
+        p90_us: worst.p90_us.max(next.p90_us),
+        p99_us: worst.p99_us.max(next.p99_us),
+        p999_us: worst.p999_us.max(next.p999_us),
+        max_us: worst.max_us.max(next.max_us),
+    }))
 }
 
 /// `jt_lst_show_error()`.

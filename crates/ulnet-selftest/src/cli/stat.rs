@@ -200,6 +200,7 @@ mod tests {
                 lnet,
             })),
             ulnet: true,
+            latency: None,
         }
     }
 

@@ -23,7 +23,7 @@ use ulnet::proto::wire::selftest::{
 };
 use ulnet::{Memory, Node, ProcessId};
 
-use crate::service::ULNET_DEBUG_PROBE;
+use crate::ext::{LatencyQuery, REQUEST_TAIL, ULNET_DEBUG_PROBE};
 use crate::srpc::{
     App, ClientBulk, ClientCall, ClientOutcome, Endpoint, Incoming, RpcCore, RpcError, State,
     Verdict,
@@ -723,6 +723,7 @@ impl Console {
                         }),
                     ),
                     bulk: None,
+                    tail: None,
                 })
                 .collect::<Vec<_>>())
         })?;
@@ -776,6 +777,7 @@ impl Console {
                         }),
                     ),
                     bulk: None,
+                    tail: None,
                 });
             }
             Ok(calls)
@@ -1074,6 +1076,7 @@ impl ConsoleApp {
                 }),
             ),
             bulk: None,
+            tail: Some((REQUEST_TAIL, LatencyQuery::default().emit().to_vec())),
         }
     }
 
@@ -1101,7 +1104,7 @@ impl ConsoleApp {
                 }),
             )
         };
-        Call { node, service, request: SrpcMsg::new(features, body), bulk: None }
+        Call { node, service, request: SrpcMsg::new(features, body), bulk: None, tail: None }
     }
 
     /// `lstcon_testrpc_prep()` for every active node of the test's server (or client) group,
@@ -1193,6 +1196,7 @@ impl ConsoleApp {
                     }),
                 ),
                 bulk,
+                tail: None,
             });
             let listed =
                 self.batches.iter().find(|batch| batch.id == batch_id).is_some_and(|batch| {
@@ -1250,6 +1254,7 @@ impl ConsoleApp {
                 bulk: None,
                 timeout: Some(Duration::from_secs(u64::from(TRANS_TIMEOUT_SECONDS))),
                 tag,
+                tail: call.tail,
             });
             if started.is_ok() {
                 self.pings.insert(tag, id);

@@ -8,10 +8,11 @@ use std::time::Instant;
 
 use ulnet::ProcessId;
 use ulnet::proto::wire::selftest::{
-    LST_FEATS_MASK, SessionId, SrpcBody, SrpcMsg, SrpcService, errno,
+    LST_FEATS_MASK, SRPC_MSG_LEN, SessionId, SrpcBody, SrpcMsg, SrpcService, errno,
 };
 
 use super::model::{NodeState, Session};
+use crate::ext::{LatencySummary, ULNET_DEBUG_PROBE};
 use crate::srpc::{ClientBulk, ClientCall, ClientOutcome, ClientRpcId, RpcCore, RpcError};
 
 /// `LST_TRANS_TIMEOUT`: the longest a transaction waits, and the default.
@@ -98,6 +99,8 @@ pub struct RpcEntry {
     pub reply: Option<SrpcBody>,
     /// The node's reply marked it as a ulnet node (`dbg_nbatch` probe).
     pub ulnet: bool,
+    /// A ulnet node's latency percentiles (DEBUG replies only).
+    pub latency: Option<LatencySummary>,
 }
 
 /// A finished transaction.
@@ -132,6 +135,7 @@ pub(super) struct TransRpc {
     pub stamp: Option<Instant>,
     pub status: Result<(), RpcError>,
     pub reply: Option<SrpcMsg>,
+    pub raw_reply: Option<[u8; SRPC_MSG_LEN]>,
 }
 
 /// `struct lstcon_rpc_trans`.
@@ -174,6 +178,8 @@ pub(super) struct Call {
     pub service: SrpcService,
     pub request: SrpcMsg,
     pub bulk: Option<ClientBulk>,
+    /// An extension in the request's tail ([`crate::ext`]).
+    pub tail: Option<(usize, Vec<u8>)>,
 }
 
 impl Transactions {
@@ -199,6 +205,7 @@ impl Transactions {
                 // The transaction's own timeout bounds the wait; RPCs get none of their own.
                 timeout: None,
                 tag: tag(id, index),
+                tail: call.tail,
             });
             let rpc = match started {
                 Ok(rpc) => {
@@ -210,6 +217,7 @@ impl Transactions {
                         stamp: None,
                         status: Ok(()),
                         reply: None,
+                        raw_reply: None,
                     }
                 }
                 Err(error) => TransRpc {
@@ -219,6 +227,7 @@ impl Transactions {
                     stamp: Some(Instant::now()),
                     status: Err(error),
                     reply: None,
+                    raw_reply: None,
                 },
             };
             transaction.rpcs.push(rpc);
@@ -250,6 +259,7 @@ impl Transactions {
             rpc.status = outcome.status;
         }
         rpc.reply = outcome.reply.map(|(msg, _)| msg);
+        rpc.raw_reply = outcome.raw_reply;
         if let Some(transaction) = self.live.get_mut(&id) {
             transaction.remaining = transaction.remaining.saturating_sub(1);
         }
@@ -317,6 +327,7 @@ impl Transactions {
                 session: SessionId::NONE,
                 reply: None,
                 ulnet: false,
+                latency: None,
             };
             match (error, &rpc.reply) {
                 (Some(_), _) | (None, None) => {
@@ -334,9 +345,11 @@ impl Transactions {
                     entry.framework_errno = reply.body.status().unwrap_or(0);
                     entry.ulnet = matches!(
                         &reply.body,
-                        SrpcBody::DebugReply(debug)
-                            if debug.batch_count == crate::service::ULNET_DEBUG_PROBE
+                        SrpcBody::DebugReply(debug) if debug.batch_count == ULNET_DEBUG_PROBE
                     );
+                    if entry.ulnet {
+                        entry.latency = rpc.raw_reply.as_ref().and_then(LatencySummary::parse);
+                    }
                     entry.reply = Some(reply.body.clone());
                 }
             }

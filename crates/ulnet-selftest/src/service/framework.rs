@@ -16,6 +16,7 @@ use ulnet::proto::wire::selftest::{
 use ulnet::{Memory, ProcessId};
 
 use super::{ServiceConfig, SessionSummary, brw, ping};
+use crate::ext::{LatencyQuery, LatencySummary, REPLY_TAIL, ULNET_DEBUG_PROBE};
 use crate::srpc::{
     App, ClientCall, ClientOutcome, ClientRpcId, Incoming, RpcCore, RpcError, ServerBulk, Verdict,
 };
@@ -25,10 +26,6 @@ pub(crate) const PAGE_SIZE: usize = PAGE_SIZE_4K;
 
 /// Latency histograms cover 1 us to an hour, 3 significant digits.
 const HISTOGRAM_MAX_MICROS: u64 = 3_600_000_000;
-
-/// `dbg_flags` value a ulnet console sends to find out whether a node is a ulnet node; a ulnet
-/// node answers with this value in `dbg_nbatch` (kernels leave it 0). Beyond lnet_selftest.
-pub const ULNET_DEBUG_PROBE: u32 = 0x756c_6e74;
 
 /// Latency of one test's RPCs, as measured by this node as a test client.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -175,6 +172,40 @@ impl Framework {
         out
     }
 
+    /// The latency of the selected client tests of the session, merged.
+    pub(crate) fn latency_summary(&self, query: LatencyQuery) -> LatencySummary {
+        let mut merged: Option<Histogram<u64>> = None;
+        let mut summary = LatencySummary::default();
+        let Some(session) = &self.session else { return summary };
+        for batch in session.batches.iter().filter(|b| query.batch == 0 || b.id.0 == query.batch) {
+            for (index, test) in batch.tests.iter().enumerate() {
+                if query.test != 0 && query.test as usize != index + 1 {
+                    continue;
+                }
+                let Some(histogram) = &test.latency else { continue };
+                summary.tests += 1;
+                summary.errors += test.errors;
+                match merged.as_mut() {
+                    Some(merged) => {
+                        let _ = merged.add(histogram);
+                    }
+                    None => merged = Some(histogram.clone()),
+                }
+            }
+        }
+        if let Some(histogram) = merged.filter(|histogram| !histogram.is_empty()) {
+            let micros = |value: u64| u32::try_from(value).unwrap_or(u32::MAX);
+            summary.count = histogram.len();
+            summary.min_us = micros(histogram.min());
+            summary.p50_us = micros(histogram.value_at_quantile(0.5));
+            summary.p90_us = micros(histogram.value_at_quantile(0.9));
+            summary.p99_us = micros(histogram.value_at_quantile(0.99));
+            summary.p999_us = micros(histogram.value_at_quantile(0.999));
+            summary.max_us = micros(histogram.max());
+        }
+        summary
+    }
+
     /// The session timer: a session idle past its timeout ends. lustre: framework.c
     /// `sfw_session_expired()`.
     pub(crate) fn expire(&mut self, core: &mut RpcCore, now: Instant) {
@@ -203,9 +234,18 @@ impl Framework {
         }
         match body {
             FrameworkOutcome::Reply(body) => {
+                let probed = matches!(&body, SrpcBody::DebugReply(debug) if debug.batch_count == ULNET_DEBUG_PROBE);
                 let mut reply = SrpcMsg::new(features, body);
                 reply.ses_feats = features;
-                Verdict::Reply(reply)
+                if !probed {
+                    return Verdict::Reply(reply);
+                }
+                // ulnet's extension: latency percentiles in the reply's tail.
+                let query = LatencyQuery::parse(&incoming.raw).unwrap_or_default();
+                let mut bytes = reply.emit();
+                let summary = self.latency_summary(query).emit();
+                bytes[REPLY_TAIL..REPLY_TAIL + LatencySummary::LEN].copy_from_slice(&summary);
+                Verdict::ReplyBytes(bytes)
             }
             FrameworkOutcome::FeatureMismatch(body) => {
                 let mut reply = SrpcMsg::new(features, body);
@@ -567,6 +607,7 @@ impl Framework {
                             bulk,
                             timeout: rpc_timeout,
                             tag,
+                            tail: None,
                         };
                         match core.start(call) {
                             Ok(id) => {

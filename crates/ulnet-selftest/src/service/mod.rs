@@ -22,7 +22,7 @@ use ulnet::proto::wire::selftest::{
 
 use crate::srpc::{Endpoint, MAX_TEST_BUFFERS, StartError};
 
-pub use framework::{TestLatency, ULNET_DEBUG_PROBE};
+pub use framework::TestLatency;
 
 /// `LNET_MTU`: the largest BRW transfer.
 pub(crate) const LNET_MTU: usize = 1 << 20;

@@ -98,3 +98,29 @@ fn list_batch_and_ping_show_the_session() {
     );
     ulst(&cluster, "end_session");
 }
+
+#[test]
+fn stat_json_carries_latency_percentiles() {
+    let cluster = Cluster::new(2);
+    ulst(&cluster, "new_session s");
+    ulst(&cluster, "add_group c 10.0.0.1@tcp");
+    ulst(&cluster, "add_group s 10.0.0.2@tcp");
+    ulst(&cluster, "add_test --concurrency 2 --from c --to s ping");
+    ulst(&cluster, "run");
+    let (rc, out, err) = ulst(&cluster, "--json stat --delay 1 --count 1 c");
+    assert_eq!((rc, err.as_str()), (0, ""));
+    let line = out.lines().next().unwrap();
+    let value: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(value["group"], "c");
+    assert!(value["rpc_rate"]["write"]["avg"].as_f64().unwrap() > 0.0, "{line}");
+    let worst = &value["latency_us"]["worst"];
+    assert!(worst["count"].as_u64().unwrap() > 0, "{line}");
+    assert!(worst["p50_us"].as_u64().unwrap() <= worst["p99_us"].as_u64().unwrap(), "{line}");
+    assert!(worst["p99_us"].as_u64().unwrap() <= worst["max_us"].as_u64().unwrap(), "{line}");
+    assert_eq!(value["latency_us"]["nodes"][0]["node"], "12345-10.0.0.1@tcp");
+    // Plain stat output stays exactly lst's.
+    let (_, out, _) = ulst(&cluster, "stat --delay 1 --count 1 c");
+    assert!(!out.contains("Latency"), "{out}");
+    ulst(&cluster, "stop");
+    ulst(&cluster, "end_session");
+}

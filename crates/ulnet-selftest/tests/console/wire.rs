@@ -296,6 +296,16 @@ fn service_session_replies_bytes() {
     assert_eq!(u32_at(&reply, 48), 0, "dbg_nbatch");
     assert_eq!(reply[52..84], name_field("wire"));
 
+    // ulnet's probe: dbg_flags 0x756c6e74 and a latency query at 52; the node echoes the
+    // flags in dbg_nbatch and puts a latency summary (version 1) at 84.
+    let mut probe = with_sid(message(10, 1), 32);
+    put_u32(&mut probe, 48, 0x756c_6e74);
+    put_u32(&mut probe, 52, 1);
+    let reply = fixture.framework(0, probe);
+    assert_eq!(u32_at(&reply, 48), 0x756c_6e74, "dbg_nbatch echoes the probe");
+    assert_eq!(u32_at(&reply, 84), 1, "extension version");
+    assert_eq!(u64_at(&reply, 92), 0, "no client RPCs measured yet");
+
     // A framework RPC whose features differ from the session's: EPROTO (71) with the sid.
     let reply = fixture.framework(5, with_sid(message(6, 0), 32));
     check_header(&reply, 7, 1);
