@@ -44,6 +44,10 @@ impl Cluster {
         Self { _fabric: fabric, nodes, services, _console_node: console_node, console }
     }
 
+    pub fn fabric(&self) -> &MemFabric {
+        &self._fabric
+    }
+
     pub fn id(&self, index: usize) -> ProcessId {
         ProcessId::lustre(format!("10.0.0.{}@tcp", index + 1).parse().unwrap())
     }

@@ -8,5 +8,6 @@
 mod bad_input;
 mod cli;
 mod common;
+mod lifecycle;
 mod script;
 mod wire;
