@@ -207,7 +207,8 @@ impl Write for FrameWriter {
 }
 
 /// Sends `request` to the server at `path` and copies its output; returns the exit code.
-/// `Err` with `NotFound` or `ConnectionRefused` means no server is running.
+/// `Err` with `NotFound` or `ConnectionRefused` means no server is running; `BrokenPipe`
+/// means `stdout` or `stderr` was closed.
 pub fn relay(
     path: &Path,
     request: &Request,
@@ -218,7 +219,11 @@ pub fn relay(
     let mut line = serde_json::to_vec(request)
         .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
     line.push(b'\n');
-    stream.write_all(&line)?;
+    // A broken pipe here is the server's end; keep BrokenPipe for our own output.
+    stream.write_all(&line).map_err(|error| match error.kind() {
+        io::ErrorKind::BrokenPipe => io::Error::new(io::ErrorKind::ConnectionReset, error),
+        _ => error,
+    })?;
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = Vec::new();

@@ -359,6 +359,12 @@ fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
         }
         let now = Instant::now();
         if now >= next_tick {
+            let dropped = events.dropped();
+            if dropped > core.events_dropped {
+                // An MD's final event lost means an RPC that never completes: say so loudly.
+                tracing::error!(dropped, "selftest event queue overflowed; RPCs may hang");
+                core.events_dropped = dropped;
+            }
             core.expire(now);
             core.deliver(app);
             app.tick(core, now);
@@ -472,6 +478,8 @@ pub(crate) struct RpcCore {
     counters: SrpcCounters,
     /// Something changed that a waiting caller may care about.
     pub wake: bool,
+    /// Events the queue dropped, as last reported.
+    events_dropped: u64,
     closed: bool,
 }
 
@@ -502,6 +510,7 @@ impl RpcCore {
             pool: HashMap::new(),
             counters: SrpcCounters::default(),
             wake: false,
+            events_dropped: 0,
             closed: false,
         }
     }

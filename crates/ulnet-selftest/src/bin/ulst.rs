@@ -142,6 +142,8 @@ fn run_command(options: &Options, socket: &Path, args: Vec<String>) -> i32 {
     let (mut stdout, mut stderr) = (io::stdout(), io::stderr());
     match serve::relay(socket, &request, &mut stdout, &mut stderr) {
         Ok(code) => return code,
+        // Our reader went away (`ulst stat | head`): leave quietly, as SIGPIPE would.
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => return 141,
         Err(error) if !no_server(&error) => {
             eprintln!("ulst: console server at {}: {error}", socket.display());
             return -1;
