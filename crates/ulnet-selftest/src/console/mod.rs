@@ -730,6 +730,15 @@ impl Console {
         Ok(self.transact(TransOp::StatQuery, calls, clamp_timeout(timeout_seconds)))
     }
 
+    /// For tests: run the pinger as if `at` had come.
+    #[doc(hidden)]
+    pub fn tick_at(&self, at: Instant) {
+        self.endpoint.with(|state| {
+            let State { core, app } = state;
+            app.pinger(core, at);
+        });
+    }
+
     // ------------------------------------------------------------------ internals
 
     fn batch_op(

@@ -117,3 +117,31 @@ fn frames_are_json_lines() {
     assert_eq!(frame, r#"{"stdout":"x\n"}"#);
     assert_eq!(serde_json::to_string(&Frame::Exit(-1)).unwrap(), r#"{"exit":-1}"#);
 }
+
+#[test]
+fn an_idle_console_ends_its_session_on_the_nodes() {
+    let cluster = Cluster::new(1);
+    cluster.console.new_session(KEY, "idle", 5, false, 1).unwrap();
+    ulst(&cluster, "add_group g 10.0.0.1@tcp");
+    let service = cluster.services[0].as_ref().unwrap();
+    assert!(service.session().is_some());
+    // Past the console's 5 s: the pinger ends the session on every active node.
+    cluster.console.tick_at(Instant::now() + Duration::from_secs(10));
+    assert!(eventually(Duration::from_secs(10), || service.session().is_none()));
+    let (rc, _, err) = ulst(&cluster, "list_group");
+    assert_eq!((rc, err.as_str()), (-1, "No session exists\n"));
+}
+
+#[test]
+fn the_pinger_keeps_idle_nodes_in_the_session() {
+    let cluster = Cluster::new(1);
+    ulst(&cluster, "new_session s");
+    ulst(&cluster, "add_group g 10.0.0.1@tcp");
+    let service = cluster.services[0].as_ref().unwrap();
+    let before = service.rpc_counters().rpcs_received;
+    // 60 s later (half the node's 100 s): a DEBUG goes out, and the console stays in use.
+    cluster.console.tick_at(Instant::now() + Duration::from_secs(60));
+    assert!(eventually(Duration::from_secs(10), || service.rpc_counters().rpcs_received > before));
+    assert!(service.session().is_some());
+    assert_eq!(ulst(&cluster, "list_group").0, 0);
+}
