@@ -111,12 +111,13 @@ iperf_mbs() { # -> MB/s of one stream with 1 MiB writes
         | json "round(d['end']['sum_received']['bits_per_second'] / 8e6, 1)"
 }
 
-ucx_msg_rate() { # -> messages/s of 8-byte tag_bw over tcp on lo
+ucx_rate() { # test iterations divisor -> the overall message rate of an 8-byte UCX test over
+    # tcp on lo, divided (tag_lat counts both directions of a round trip)
     command -v ucx_perftest >/dev/null || { echo n/a; return; }
     UCX_TLS=tcp UCX_NET_DEVICES=lo $(pin 1) ucx_perftest -p 13337 >/dev/null 2>&1 &
     sleep 1
-    UCX_TLS=tcp UCX_NET_DEVICES=lo $(pin 0) ucx_perftest 127.0.0.1 -p 13337 -t tag_bw -s 8 \
-        -n 2000000 2>/dev/null | awk '/Final:/ { print int($(NF-1)); exit }'
+    UCX_TLS=tcp UCX_NET_DEVICES=lo $(pin 0) ucx_perftest 127.0.0.1 -p 13337 -t "$1" -s 8 \
+        -n "$2" 2>/dev/null | awk -v d="$3" '/Final:/ { print int($NF / d); exit }'
 }
 
 ratio() { python3 -c "print('n/a' if 'n/a' in ('$1','$2') else round(float('$1')/float('$2'), 2))"; }
@@ -137,13 +138,20 @@ for MODE in $MODES; do
                 "$MODE" "$direction" "$concurrency" "$value" "$IPERF" "$(ratio "$value" "$IPERF")"
         done
     done
-    UCX=$(ucx_msg_rate)
+    # The target is against UCX's streaming small-message rate (tag_bw); its ping-pong rate
+    # (tag_lat round trips) is shown too, since an RPC is a round trip.
+    UCX=$(ucx_rate tag_bw 2000000 1)
+    PINGPONG=$(ucx_rate tag_lat 200000 2)
     value=$(ulst_rpc_rate small brw write size=4k)
-    printf '| %s | brw write 4 KiB (RPC/s) | %s | ucx_perftest tag_bw 8 B: %s | %s | >= 0.5 |\n' \
+    printf '| %s | brw write 4 KiB (RPC/s) | %s | tag_bw 8 B: %s msg/s | %s | >= 0.5 |\n' \
         "$MODE" "$value" "$UCX" "$(ratio "$value" "$UCX")"
+    printf '| %s | brw write 4 KiB (RPC/s) | %s | tag_lat 8 B: %s round trips/s | %s | - |\n' \
+        "$MODE" "$value" "$PINGPONG" "$(ratio "$value" "$PINGPONG")"
     value=$(ulst_rpc_rate pings ping)
-    printf '| %s | ping (RPC/s) | %s | ucx_perftest tag_bw 8 B: %s | %s | >= 0.5 |\n' \
+    printf '| %s | ping (RPC/s) | %s | tag_bw 8 B: %s msg/s | %s | >= 0.5 |\n' \
         "$MODE" "$value" "$UCX" "$(ratio "$value" "$UCX")"
+    printf '| %s | ping (RPC/s) | %s | tag_lat 8 B: %s round trips/s | %s | - |\n' \
+        "$MODE" "$value" "$PINGPONG" "$(ratio "$value" "$PINGPONG")"
     "$BIN/ulst" end_session >/dev/null || true
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
