@@ -124,3 +124,33 @@ fn stat_json_carries_latency_percentiles() {
     ulst(&cluster, "stop");
     ulst(&cluster, "end_session");
 }
+
+#[test]
+fn discard_mode_moves_data_without_errors() {
+    let cluster = Cluster::new(2);
+    ulst(&cluster, "new_session s");
+    ulst(&cluster, "add_group c 10.0.0.1@tcp");
+    ulst(&cluster, "add_group s 10.0.0.2@tcp");
+    for test in ["brw read size=64k check=discard", "brw write size=64k skip_rx_copy"] {
+        let (rc, out, err) =
+            ulst(&cluster, &format!("add_test --loop 100 --concurrency 4 --from c --to s {test}"));
+        assert_eq!(
+            (rc, out.as_str(), err.as_str()),
+            (0, "Test was added successfully\n", ""),
+            "{test}"
+        );
+    }
+    ulst(&cluster, "run");
+    let server = cluster.services[1].as_ref().unwrap();
+    // 4 units x 100 loops of each test: the server has moved all the bulk.
+    assert!(crate::common::eventually(std::time::Duration::from_secs(20), || {
+        let counters = server.rpc_counters();
+        counters.bulk_put >= 400 * 65536 && counters.bulk_get >= 400 * 65536
+    }));
+    let (rc, out, _) = ulst(&cluster, "show_error c s");
+    assert_eq!(
+        (rc, out.as_str()),
+        (0, "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n")
+    );
+    ulst(&cluster, "end_session");
+}
