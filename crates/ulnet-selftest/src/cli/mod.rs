@@ -347,7 +347,7 @@ fn next_option(ctx: &mut Ctx<'_, '_>, getopt: &mut Getopt) -> Option<Result<(cha
 fn new_session(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =
         &[LongOpt::new("timeout", HasArg::Required, 't'), LongOpt::new("force", HasArg::No, 'f')];
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "ft:", LONGS);
     let mut timeout_text = None;
     let mut force = false;
@@ -484,7 +484,7 @@ fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "g:b:n:t:sv", LONGS);
     #[derive(PartialEq)]
     enum Kind {
@@ -586,8 +586,9 @@ fn add_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         return -1;
     }
     if argv.len() < 3 {
-        return ctx.usage(&argv[0]);
+        return ctx.usage(&command_word(&argv));
     }
+    // argv has at least 3 words (checked above).
     let name = argv[1].clone();
     if name.len() >= LST_NAME_SIZE {
         ctx.err(&format!("Name length is limited to {}\n", LST_NAME_SIZE - 1));
@@ -694,8 +695,9 @@ fn del_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         return -1;
     }
     if argv.len() != 2 {
-        return ctx.usage(&argv[0]);
+        return ctx.usage(&command_word(&argv));
     }
+    // Exactly two words (checked above).
     del_group_named(ctx, &argv[1])
 }
 
@@ -709,7 +711,7 @@ fn update_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "fc:r:", LONGS);
     let mut update = None;
     let mut remove_text = String::new();
@@ -796,7 +798,7 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "abdul", LONGS);
     let (mut verbose, mut all, mut states) = (false, false, 0u32);
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -929,7 +931,7 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "t:d:lcbarwgnxm", LONGS);
     let (mut timeout, mut delay, mut count, mut lnet) = (5, 5, -1, true);
     let mut format = StatFormat::default();
@@ -1153,7 +1155,7 @@ fn show_error(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "s", LONGS);
     let mut show_rpc = true;
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1255,8 +1257,9 @@ fn add_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         return -1;
     }
     if argv.len() != 2 {
-        return ctx.usage(&argv[0]);
+        return ctx.usage(&command_word(&argv));
     }
+    // Exactly two words (checked above).
     let name = &argv[1];
     if name.len() >= LST_NAME_SIZE {
         ctx.err(&format!("Name length is limited to {}\n", LST_NAME_SIZE - 1));
@@ -1286,7 +1289,7 @@ fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "t:", LONGS);
     let mut timeout = 0;
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1325,7 +1328,7 @@ fn stop_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "f", LONGS);
     let mut force = false;
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1387,7 +1390,7 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "ailst:", LONGS);
     let (mut verbose, mut active, mut invalid, mut server) = (false, false, false, false);
     let (mut test, mut test_given) = (0, false);
@@ -1510,7 +1513,7 @@ fn query_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "o:d:c:t:saiel", LONGS);
     let (mut timeout, mut delay, mut loops, mut test) = (5, 5, 1, 0);
     let (mut server, mut verbose, mut active, mut idle, mut error) =
@@ -1650,7 +1653,7 @@ fn add_test(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    let command = argv[0].clone();
+    let command = command_word(&argv);
     let mut getopt = options(argv, "b:c:d:f:l:t:", LONGS);
     let (mut batch, mut distribute, mut from, mut to) = (None, None, None, None);
     let (mut concurrency, mut loops) = (1, -1);
@@ -1813,6 +1816,11 @@ fn bulk_params(ctx: &mut Ctx<'_, '_>, params: &[String]) -> Option<BrwSpec> {
 }
 
 // -------------------------------------------------------------------------- helpers
+
+/// A handler's `argv[0]`: the command word it was dispatched by.
+fn command_word(argv: &[String]) -> String {
+    argv.first().cloned().unwrap_or_default()
+}
 
 fn print_json(ctx: &mut Ctx<'_, '_>, value: &serde_json::Value) {
     let text = format!("{value}\n");

@@ -976,6 +976,8 @@ impl ConsoleApp {
         self.groups.iter().find(|group| group.name == name)
     }
 
+    /// The group's index in `groups`. Callers index with it at once, under the same lock and
+    /// before `groups` changes, so the index is in bounds.
     fn group_index(&self, name: &str) -> Result<usize, ConsoleError> {
         self.groups.iter().position(|group| group.name == name).ok_or(ConsoleError::NotFound)
     }

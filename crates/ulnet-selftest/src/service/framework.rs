@@ -448,6 +448,7 @@ impl Framework {
                 self.stop_batch(core, generation, batch_index, request.arg != 0);
             }
             SRPC_BATCH_OPC_QUERY => {
+                // batch_index came from position() on this vector just above.
                 let batch = &session.batches[batch_index];
                 // The kernel reads bar_testidx as an int.
                 let index = request.test_index as i32;
@@ -507,6 +508,7 @@ impl Framework {
                 session.batches.len() - 1
             }
         };
+        // batch_index came from position() or push() on this vector just above.
         if session.batches[batch_index].active > 0 {
             reply.status = errno::EBUSY;
             return FrameworkOutcome::Reply(SrpcBody::TestReply(reply));
@@ -684,6 +686,7 @@ impl Framework {
         if let Some(index) =
             self.zombies.iter().position(|zombie| zombie.generation == at.generation)
         {
+            // index came from position() on this vector just above.
             if self.zombies[index].batches.iter().all(|batch| batch.active == 0) {
                 let zombie = self.zombies.remove(index);
                 self.forget(&zombie);
