@@ -154,3 +154,25 @@ fn discard_mode_moves_data_without_errors() {
     );
     ulst(&cluster, "end_session");
 }
+
+#[test]
+fn sessions_without_bulk_len_use_page_counts() {
+    let cluster = Cluster::new(2);
+    let run = |line: &str| crate::common::ulst_env(&cluster.console, line, Some("0"));
+    assert_eq!(run("new_session old").1, "SESSION: old FEATURES: 0 TIMEOUT: 300 FORCE: No\n");
+    run("add_group c 10.0.0.1@tcp");
+    run("add_group s 10.0.0.2@tcp");
+    let (rc, out, err) = run("add_test --loop 20 --from c --to s brw write size=8k check=full");
+    assert_eq!((rc, out.as_str(), err.as_str()), (0, "Test was added successfully\n", ""));
+    run("run");
+    let server = cluster.services[1].as_ref().unwrap();
+    assert_eq!(server.session().unwrap().features, 0);
+    assert!(crate::common::eventually(std::time::Duration::from_secs(10), || {
+        server.rpc_counters().bulk_get >= 20 * 8192
+    }));
+    assert_eq!(
+        run("show_error c s").1,
+        "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n"
+    );
+    run("end_session");
+}

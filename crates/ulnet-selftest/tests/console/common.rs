@@ -83,6 +83,11 @@ pub fn ulst(cluster: &Cluster, line: &str) -> (i32, String, String) {
 }
 
 pub fn ulst_with(console: &Console, line: &str) -> (i32, String, String) {
+    ulst_env(console, line, None)
+}
+
+/// As [`ulst_with`], with `LST_FEATURES` set to `features`.
+pub fn ulst_env(console: &Console, line: &str, features: Option<&str>) -> (i32, String, String) {
     use ulnet_selftest::cli::{self, Env, Io};
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     let never = || false;
@@ -91,7 +96,7 @@ pub fn ulst_with(console: &Console, line: &str) -> (i32, String, String) {
     let args = std::iter::once("lst".to_string())
         .chain(line.split_whitespace().map(str::to_string))
         .collect();
-    let env = Env { session: Some(KEY.to_string()), features: None };
+    let env = Env { session: Some(KEY.to_string()), features: features.map(str::to_string) };
     let rc = cli::run(args, &env, console, &mut io);
     (rc, String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
 }
