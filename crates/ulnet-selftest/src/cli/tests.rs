@@ -16,6 +16,8 @@ struct Recorder {
     test: RefCell<Option<TestSpec>>,
     session: RefCell<Option<NewSession>>,
     stat_targets: RefCell<Vec<Target>>,
+    /// Each stat call answers one node whose counters grow by 1 MiB and 1000 messages.
+    stat_samples: RefCell<u32>,
 }
 
 impl Recorder {
@@ -156,16 +158,49 @@ impl Backend for Recorder {
     }
     fn stat(&self, _: u32, target: &Target, _: u32) -> Result<TransResult, ConsoleError> {
         self.stat_targets.borrow_mut().push(target.clone());
-        Ok(TransResult::default())
+        let mut samples = self.stat_samples.borrow_mut();
+        *samples += 1;
+        let n = *samples;
+        let lnet = ulnet::proto::wire::selftest::LnetCountersCommon {
+            send_count: 1000 * n,
+            receive_count: 1000 * n,
+            send_length: u64::from(n) << 20,
+            receive_length: u64::from(n) << 20,
+            ..Default::default()
+        };
+        let reply = ulnet::proto::wire::selftest::StatReply {
+            status: 0,
+            session: ulnet::proto::wire::selftest::SessionId::NONE,
+            framework: ulnet::proto::wire::selftest::SfwCounters {
+                running_ms: 1000 * n,
+                ..Default::default()
+            },
+            rpc: Default::default(),
+            lnet,
+        };
+        let entry = RpcEntry {
+            peer: ProcessId::lustre("10.0.0.1@tcp".parse().unwrap()),
+            state: NodeState::Active,
+            rpc_errno: 0,
+            framework_errno: 0,
+            session: ulnet::proto::wire::selftest::SessionId::NONE,
+            reply: Some(SrpcBody::StatReply(reply)),
+            ulnet: false,
+            latency: None,
+        };
+        Ok(TransResult { entries: vec![entry], ..TransResult::default() })
     }
 }
 
 /// Runs `line` with `LST_SESSION=7` unless `env` says otherwise.
 fn run_with(backend: &dyn Backend, env: &Env, line: &str) -> (i32, String, String) {
+    run_on(backend, env, line, false)
+}
+
+fn run_on(backend: &dyn Backend, env: &Env, line: &str, terminal: bool) -> (i32, String, String) {
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     let never = || false;
-    let mut io =
-        Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &never };
+    let mut io = Io { stdout: &mut stdout, stderr: &mut stderr, terminal, cancelled: &never };
     let args: Vec<String> = std::iter::once("lst".to_string())
         .chain(line.split_whitespace().map(str::to_string))
         .collect();
@@ -504,4 +539,40 @@ fn c_number_parsing() {
 fn strerror_texts() {
     assert_eq!(strerror(110), "Connection timed out");
     assert_eq!(strerror(9999), "Unknown error 9999");
+}
+
+#[test]
+fn stat_prints_lsts_lines_and_redraws_on_a_terminal() {
+    let backend = Recorder::default();
+    let (rc, out, _) = run_line(&backend, "stat --delay 1 --count 2 c");
+    assert_eq!(rc, 0);
+    let block = "[LNet Rates of c]\n\
+        [R] Avg: 1000     RPC/s Min: 1000     RPC/s Max: 1000     RPC/s\n\
+        [W] Avg: 1000     RPC/s Min: 1000     RPC/s Max: 1000     RPC/s\n\
+        [LNet Bandwidth of c]\n\
+        [R] Avg: 1.00     MiB/s Min: 1.00     MiB/s Max: 1.00     MiB/s \n\
+        [W] Avg: 1.00     MiB/s Min: 1.00     MiB/s Max: 1.00     MiB/s \n";
+    assert_eq!(out, format!("{block}{block}"));
+
+    let backend = Recorder::default();
+    let (rc, out, _) = run_on(&backend, &keyed(), "stat --delay 1 --count 2 c", true);
+    assert_eq!(rc, 0);
+    let (first, second) =
+        out.split_once("\x1b[7A\x1b[J").expect("second report redrawn over the first");
+    assert!(first.starts_with(block) && first.contains("-- sample 1, "), "{first}");
+    assert!(second.starts_with(block) && second.contains("-- sample 2, "), "{second}");
+}
+
+#[test]
+fn stat_stops_when_cancelled() {
+    let backend = Recorder::default();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let cancelled = || true;
+    let mut io =
+        Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &cancelled };
+    let args = ["lst", "stat", "c"].map(str::to_string).to_vec();
+    let started = std::time::Instant::now();
+    assert_eq!(run(args, &keyed(), &backend, &mut io), 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(*backend.stat_samples.borrow(), 1, "only the priming sample");
 }
