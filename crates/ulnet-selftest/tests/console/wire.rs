@@ -513,3 +513,50 @@ fn console_destination_list_layout() {
     });
     drop(keep);
 }
+
+#[test]
+fn service_survives_garbage_requests() {
+    let fixture = ServiceFixture::new();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..600u64 {
+        let service = [0u64, 1, 2, 3, 4, 5, 6, 11, 12][(next() % 9) as usize];
+        let portal = if service < 10 { 51 } else { 50 };
+        let mut bytes: Vec<u8> = (0..160).map(|_| next() as u8).collect();
+        match round % 4 {
+            // Valid header for the service, random body.
+            0 | 1 => {
+                let request_type = match service {
+                    0 => 10,
+                    1 => 0,
+                    2 => 2,
+                    3 => 4,
+                    4 => 8,
+                    5 => 6,
+                    6 => 16,
+                    11 => 12,
+                    _ => 14,
+                };
+                bytes[..24].copy_from_slice(&message(request_type, (next() % 3) as u32)[..24]);
+                bytes[24..32].copy_from_slice(&(0x4400_0000_0000_0000 | round).to_le_bytes());
+            }
+            // A short message.
+            2 => bytes.truncate((next() % 160) as usize),
+            // Pure noise.
+            _ => {}
+        }
+        fixture.console.put(fixture.target, portal, service, bytes);
+    }
+    // Still serving: a DEBUG gets an answer (a random MAKE_SESSION may have made a session).
+    let reply = fixture.framework(0, with_sid(message(10, 1), 32));
+    assert_eq!(&reply[0..4], &MAGIC_LE);
+    assert_eq!(u32_at(&reply, 8), 11);
+    assert!(matches!(u32_at(&reply, 24), 0 | 3), "{reply:?}");
+    let counters = fixture.service.rpc_counters();
+    assert!(counters.rpcs_received >= 1, "{counters:?}");
+}
