@@ -13,6 +13,7 @@
 mod bad_input;
 mod capture;
 mod kernel_peer;
+mod script;
 mod transfer;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
