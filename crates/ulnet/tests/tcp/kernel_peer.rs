@@ -59,7 +59,14 @@ fn kernel_wmd(object: u64) -> Wmd {
 }
 
 /// A PUT from the kernel to the node (portal 9), with a ZC request `cookie` (0 for none).
-fn kernel_put(to_pid: u32, from_pid: u32, cookie: u64, ack: Wmd, bits: u64, data: &[u8]) -> Vec<u8> {
+fn kernel_put(
+    to_pid: u32,
+    from_pid: u32,
+    cookie: u64,
+    ack: Wmd,
+    bits: u64,
+    data: &[u8],
+) -> Vec<u8> {
     let header = Lnet {
         dest: node_ip(),
         src: kernel_ip(),
@@ -392,7 +399,8 @@ fn v4_hello_and_nid16_framing() {
     let mut link = Link::connect(kernel_ip(), SocketAddrV4::new(node_ip(), port), privileged);
     let kernel_pid = link.pid_seen_by_acceptor();
     link.send(&connreq_v1(node_ip()));
-    let hello = Hello { version: 4, ..Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, CONTROL) };
+    let hello =
+        Hello { version: 4, ..Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, CONTROL) };
     link.send(&hello.bytes());
     let reply = Hello {
         version: 4,

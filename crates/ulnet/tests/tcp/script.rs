@@ -447,11 +447,7 @@ fn builders_reproduce_wire_md_vectors() {
         src_pid: PID,
         msg_type: ACK,
         payload_length: 0,
-        body: ack_body(
-            Wmd { interface: KERNEL_COOKIE, object: 0x40d },
-            0x8000_0000_0000_0000,
-            48,
-        ),
+        body: ack_body(Wmd { interface: KERNEL_COOKIE, object: 0x40d }, 0x8000_0000_0000_0000, 48),
     };
     assert_eq!(
         [ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat(),

@@ -97,7 +97,13 @@ fn many_concurrent_messages_both_ways() {
                         let bits = (sender * PER_SENDER + index) as u64;
                         let data = pattern(size_of(index), bits as u8);
                         let done = from
-                            .put_and_wait_ack(to.process_id(), 12, bits, Memory::new(data), HANG_GUARD)
+                            .put_and_wait_ack(
+                                to.process_id(),
+                                12,
+                                bits,
+                                Memory::new(data),
+                                HANG_GUARD,
+                            )
                             .unwrap();
                         assert_eq!(done.event.mlength as usize, size_of(index));
                     }
@@ -177,12 +183,12 @@ fn lazy_portal_parks_and_resumes_the_connection() {
 #[test]
 fn unprivileged_source_ports() {
     let port = free_port();
-    let a = Node::builder().tcp_ni(tcp_nid(0), tunables(port)).privileged_ports(false).build().unwrap();
+    let a =
+        Node::builder().tcp_ni(tcp_nid(0), tunables(port)).privileged_ports(false).build().unwrap();
     let b = tcp_node(1, port);
     let inbox = b.event_queue(4);
     b.post(10, 1, sink(5), &inbox).unwrap();
-    a.put_and_wait_ack(b.process_id(), 10, 1, Memory::new(b"hello".to_vec()), HANG_GUARD)
-        .unwrap();
+    a.put_and_wait_ack(b.process_id(), 10, 1, Memory::new(b"hello".to_vec()), HANG_GUARD).unwrap();
     let put = recv(&inbox);
     assert_eq!(put.initiator.nid, tcp_nid(0), "the NID comes from the source address");
     assert_ne!(put.initiator.pid & LNET_PID_USERFLAG, 0, "a userspace process: {}", put.initiator);
@@ -191,7 +197,10 @@ fn unprivileged_source_ports() {
     let c = tcp_node_with(2, secure);
     let refused =
         a.put_and_wait_ack(c.process_id(), 10, 1, Memory::new(b"hello".to_vec()), HANG_GUARD);
-    assert!(matches!(refused, Err(TransferError::Failed { kind: EventKind::Send, .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(TransferError::Failed { kind: EventKind::Send, .. })),
+        "{refused:?}"
+    );
     wait_until("c to count the refusal", || c.tcp_stats().handshakes_failed >= 1);
     assert_eq!(c.tcp_stats().conns_accepted, 0);
 }
@@ -234,7 +243,10 @@ fn unreachable_peer_fails_the_message() {
     let a = tcp_node(0, port);
     let nobody = ProcessId::new(tcp_nid(5), LNET_PID_LUSTRE);
     let result = a.put_and_wait_ack(nobody, 10, 1, Memory::new(vec![1; 10]), HANG_GUARD);
-    assert!(matches!(result, Err(TransferError::Failed { kind: EventKind::Send, .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(TransferError::Failed { kind: EventKind::Send, .. })),
+        "{result:?}"
+    );
     assert!(a.tcp_stats().dials_failed >= 1);
     let b = tcp_node(1, port);
     put_and_check(&a, &b, 2, b"still working");
