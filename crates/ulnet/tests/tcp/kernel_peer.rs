@@ -93,6 +93,76 @@ fn node_ack(kernel_pid: u32, zc_ack: u64, ack: Wmd, bits: u64, length: u32) -> V
     [ksock(KSOCK_LNET, 0, zc_ack), header.nid4_bytes()].concat()
 }
 
+/// The kernel's side of the node's discovery: the ping GET (checked byte for byte) is answered
+/// with a ping buffer that says "not multi-rail" (NI_STATUS | RTE_DISABLED, §6.4's minimal safe
+/// choice), so the node never pushes.
+fn answer_ping(link: &mut Link, node: &Node) {
+    let frame = link.read_frame();
+    let wmd = body_wmd(&frame.lnet[32..]);
+    assert_eq!(wmd.interface, node.interface_cookie());
+    let get = Lnet {
+        dest: kernel_ip(),
+        src: node_ip(),
+        dest_pid: PID,
+        src_pid: PID,
+        msg_type: GET,
+        payload_length: 0,
+        body: get_body(wmd, PING_BITS, 0, 0, PING_SINK),
+    };
+    assert_eq!(
+        hex(&frame.bytes()),
+        hex(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat()),
+        "the node's discovery ping"
+    );
+    let buffer = ping_buffer(kernel_ip(), 0x06, 1);
+    let reply = Lnet {
+        dest: node_ip(),
+        src: kernel_ip(),
+        dest_pid: PID,
+        src_pid: PID,
+        msg_type: REPLY,
+        payload_length: buffer.len() as u32,
+        body: reply_body(wmd),
+    };
+    link.send(&[ksock(KSOCK_LNET, 0, 0), reply.nid4_bytes(), buffer].concat());
+}
+
+/// The kernel pings the node (the §10.10 GET, addressed to it): the REPLY carries the node's
+/// ping buffer, `0@lo` first with the sequence number, then its NID, UP.
+#[test]
+fn kernel_pings_ulnet() {
+    let port = free_port();
+    let node = tcp_node(NODE, port);
+    let mut link = dial_node(&node, port, false, CONTROL, KERNEL_INCARNATION);
+    let kernel_pid = link.pid_seen_by_acceptor();
+    let get = Lnet {
+        dest: node_ip(),
+        src: kernel_ip(),
+        dest_pid: PID,
+        src_pid: PID,
+        msg_type: GET,
+        payload_length: 0,
+        body: get_body(kernel_wmd(0x409), PING_BITS, 0, 0, PING_SINK),
+    };
+    link.send(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat());
+    let frame = link.read_frame();
+    let reply = Lnet {
+        dest: kernel_ip(),
+        src: node_ip(),
+        dest_pid: kernel_pid,
+        src_pid: PID,
+        msg_type: REPLY,
+        payload_length: 48,
+        body: reply_body(kernel_wmd(0x409)),
+    };
+    assert_eq!(hex(&frame.ksock), hex(&ksock(KSOCK_LNET, 0, 0)));
+    assert_eq!(hex(&frame.lnet), hex(&reply.nid4_bytes()), "REPLY header: 48 bytes served");
+    // NI_STATUS | RTE_DISABLED | MULTI_RAIL | DISCOVERY, like a kernel node; the sequence number
+    // is the node's own.
+    let sequence = u32::from_le_bytes(frame.payload[24..28].try_into().unwrap());
+    assert_eq!(hex(&frame.payload), hex(&ping_buffer(node_ip(), 0x1e, sequence)));
+}
+
 #[test]
 fn kernel_dials_ulnet_from_privileged_ports() {
     if !can_bind_privileged() {
@@ -246,6 +316,8 @@ fn ulnet_dials_kernel(privileged_ports: bool) {
         link
     };
     let mut control = accept(CONTROL);
+    // Discovery first: the node pings a new peer before its first message.
+    answer_ping(&mut control, &node);
 
     // The PUT: every byte but the node's MD cookie, which is checked for sense.
     let frame = control.read_frame();
@@ -336,8 +408,24 @@ fn peer_reboot_tears_down_its_connections() {
         let node = node.clone();
         thread::spawn(move || node.put_and_wait_ack(kernel, 4, bits, Memory::empty(), HANG_GUARD))
     };
+    // Acknowledges the node's next PUT, answering its discovery ping first if one comes.
     let ack_for = |link: &mut Link, bits: u64| {
-        let frame = link.read_frame();
+        let mut frame = link.read_frame();
+        if u32::from_le_bytes(frame.lnet[24..28].try_into().unwrap()) == GET {
+            let wmd = body_wmd(&frame.lnet[32..]);
+            let buffer = ping_buffer(kernel_ip(), 0x06, 1);
+            let reply = Lnet {
+                dest: node_ip(),
+                src: kernel_ip(),
+                dest_pid: PID,
+                src_pid: PID,
+                msg_type: REPLY,
+                payload_length: buffer.len() as u32,
+                body: reply_body(wmd),
+            };
+            link.send(&[ksock(KSOCK_LNET, 0, 0), reply.nid4_bytes(), buffer].concat());
+            frame = link.read_frame();
+        }
         let ack_wmd = body_wmd(&frame.lnet[32..]);
         let ack = Lnet {
             dest: node_ip(),

@@ -206,6 +206,30 @@ pub fn reply_body(reply: Wmd) -> [u8; 40] {
     body
 }
 
+/// `LNET_PROTO_PING_MATCHBITS` (§6.1).
+pub const PING_BITS: u64 = 0x8000_0000_0000_0000;
+/// `LNET_PING_INFO_MIN_SIZE`: what a discovery ping asks for.
+pub const PING_SINK: u32 = 272;
+/// `LNET_NI_STATUS_UP`.
+pub const NI_STATUS_UP: u32 = 0x15aa_c0de;
+
+/// A ping buffer (§6.2) for a node with `0@lo` and `ip@tcp`: header, then the two nid4
+/// entries, `sequence` in entry 0's status.
+pub fn ping_buffer(ip: Ipv4Addr, features: u32, sequence: u32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0x7069_6e67u32.to_le_bytes());
+    bytes.extend_from_slice(&features.to_le_bytes());
+    bytes.extend_from_slice(&PID.to_le_bytes());
+    bytes.extend_from_slice(&2u32.to_le_bytes());
+    bytes.extend_from_slice(&0x0009_0000_0000_0000u64.to_le_bytes());
+    bytes.extend_from_slice(&sequence.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&nid4(ip).to_le_bytes());
+    bytes.extend_from_slice(&NI_STATUS_UP.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes
+}
+
 /// A wire handle read back from a body (the first 16 bytes).
 pub fn body_wmd(body: &[u8]) -> Wmd {
     Wmd {
