@@ -6,7 +6,7 @@
 //! ports, so the node sees each as a separate "userspace process" (pid `port | USERFLAG`); the
 //! expectations follow (which pid the node answers, which connection carries a reply).
 
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::thread;
 use std::time::Duration;
 
@@ -556,3 +556,59 @@ fn duplicate_connection_refused_with_conn_none() {
     };
     assert_eq!(hex(&second.read_to_close()), hex(&refusal.bytes()));
 }
+
+/// IPv6: the kernel connects to a node on `[::1]` with a connreq v2 and a V4 hello (large
+/// NIDs); the node answers V4 and frames with 96-byte headers. The kernel's NID needs no local
+/// address (the hello names it), but a privileged source port: from an unprivileged one the
+/// node refuses outright, since the kernel's "userspace peer" identity has no IPv6 form.
+#[test]
+fn kernel_dials_ulnet_over_ipv6() {
+    let port = free_port();
+    let node_nid = Nid::ipv6(Net::TCP, Ipv6Addr::LOCALHOST);
+    let node = Node::builder().tcp_ni(node_nid, tunables(port)).build().unwrap();
+    let (node_large, kernel_large) = (large_nid6(Ipv6Addr::LOCALHOST), large_nid6(KERNEL_IP6));
+    let to = SocketAddr::from((Ipv6Addr::LOCALHOST, port));
+    let hello = hello_v4(kernel_large, node_large, (PID, 0), (KERNEL_INCARNATION, 0), CONTROL);
+
+    let mut unprivileged = Link::connect_any(Ipv6Addr::LOCALHOST.into(), to, false);
+    unprivileged.send(&connreq_v2(node_large));
+    unprivileged.send(&hello);
+    assert_eq!(unprivileged.read_to_close(), b"", "an unprivileged IPv6 peer is refused");
+    if !can_bind_privileged() {
+        eprintln!("skipped the rest: this process cannot bind ports below 1024");
+        return;
+    }
+
+    let mut link = Link::connect_any(Ipv6Addr::LOCALHOST.into(), to, true);
+    link.send(&connreq_v2(node_large));
+    link.send(&hello);
+    let incarnation = node.tcp_incarnations()[0];
+    let reply = hello_v4(node_large, kernel_large, (PID, 0), (incarnation, 0), CONTROL);
+    link.expect(&reply, "V4 reply hello with large NIDs");
+
+    let inbox = node.event_queue(4);
+    node.post(9, 0x66, sink(4), &inbox).unwrap();
+    let put = Lnet {
+        dest: Ipv4Addr::UNSPECIFIED,
+        src: Ipv4Addr::UNSPECIFIED,
+        dest_pid: PID,
+        src_pid: PID,
+        msg_type: PUT,
+        payload_length: 4,
+        body: put_body(kernel_wmd(0x51), 0x66, 0, 9, 0),
+    };
+    link.send(
+        &[ksock(KSOCK_LNET, 3, 0), nid16_header(node_large, kernel_large, &put), b"six!".to_vec()]
+            .concat(),
+    );
+    let ack =
+        Lnet { msg_type: ACK, payload_length: 0, body: ack_body(kernel_wmd(0x51), 0x66, 4), ..put };
+    let expected = [ksock(KSOCK_LNET, 0, 3), nid16_header(kernel_large, node_large, &ack)].concat();
+    assert_eq!(hex(&link.read_frame_form(true).bytes()), hex(&expected), "nid16 ACK, ZC-ACK 3");
+    let event = recv(&inbox);
+    assert_eq!(event.initiator, ProcessId::new(Nid::ipv6(Net::TCP, KERNEL_IP6), PID));
+    assert_eq!(event.memory.unwrap().to_vec(), b"six!");
+}
+
+/// A documentation address (RFC 3849) for the scripted kernel's IPv6 NID.
+const KERNEL_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 4);

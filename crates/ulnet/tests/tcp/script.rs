@@ -3,7 +3,7 @@
 //! encoders. The builders are themselves checked against the §10 test vectors below.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -42,6 +42,56 @@ pub fn large_nid(ip: Ipv4Addr) -> [u8; 20] {
     let mut bytes = [0u8; 20];
     bytes[1] = 2;
     bytes[4..8].copy_from_slice(&ip.octets());
+    bytes
+}
+
+/// The 20-byte large NID of `ip@tcp` for an IPv6 address (§5.2): size 12, type 2, num 0,
+/// the 16 address bytes.
+pub fn large_nid6(ip: Ipv6Addr) -> [u8; 20] {
+    let mut bytes = [0u8; 20];
+    bytes[0] = 12;
+    bytes[1] = 2;
+    bytes[4..].copy_from_slice(&ip.octets());
+    bytes
+}
+
+/// Connreq v2 (§1.2): magic, version 2, the target's large NID.
+pub fn connreq_v2(target: [u8; 20]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0xacce_7100u32.to_le_bytes());
+    bytes.extend_from_slice(&2u32.to_le_bytes());
+    bytes.extend_from_slice(&target);
+    bytes
+}
+
+/// A V4 hello (§2.4) between large NIDs; nips 0.
+pub fn hello_v4(
+    src: [u8; 20],
+    dst: [u8; 20],
+    pids: (u32, u32),
+    incarnations: (u64, u64),
+    ctype: u32,
+) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0x4572_6963u32.to_le_bytes());
+    bytes.extend_from_slice(&4u32.to_le_bytes());
+    bytes.extend_from_slice(&src);
+    bytes.extend_from_slice(&dst);
+    bytes.extend_from_slice(&pids.0.to_le_bytes());
+    bytes.extend_from_slice(&pids.1.to_le_bytes());
+    bytes.extend_from_slice(&incarnations.0.to_le_bytes());
+    bytes.extend_from_slice(&incarnations.1.to_le_bytes());
+    bytes.extend_from_slice(&ctype.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes
+}
+
+/// A 96-byte large-NID LNet header (§4.2) between arbitrary large NIDs.
+pub fn nid16_header(dest: [u8; 20], src: [u8; 20], header: &Lnet) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&dest);
+    bytes.extend_from_slice(&src);
+    header.tail(&mut bytes);
     bytes
 }
 
@@ -88,8 +138,15 @@ impl Hello {
         bytes.extend_from_slice(&0x4572_6963u32.to_le_bytes());
         bytes.extend_from_slice(&self.version.to_le_bytes());
         if self.version == 4 {
-            bytes.extend_from_slice(&large_nid(self.src));
-            bytes.extend_from_slice(&large_nid(self.dst));
+            let pids = (self.src_pid, self.dst_pid);
+            let incarnations = (self.src_incarnation, self.dst_incarnation);
+            return hello_v4(
+                large_nid(self.src),
+                large_nid(self.dst),
+                pids,
+                incarnations,
+                self.ctype,
+            );
         } else {
             bytes.extend_from_slice(&nid4(self.src).to_le_bytes());
             bytes.extend_from_slice(&nid4(self.dst).to_le_bytes());
@@ -163,7 +220,7 @@ impl Lnet {
         bytes
     }
 
-    fn tail(&self, bytes: &mut Vec<u8>) {
+    pub fn tail(&self, bytes: &mut Vec<u8>) {
         bytes.extend_from_slice(&self.dest_pid.to_le_bytes());
         bytes.extend_from_slice(&self.src_pid.to_le_bytes());
         bytes.extend_from_slice(&self.msg_type.to_le_bytes());
@@ -276,22 +333,28 @@ impl Link {
     /// Connects from `from` to `to`, from the highest free privileged port when `privileged`
     /// (the process must be allowed), else from any port.
     pub fn connect(from: Ipv4Addr, to: SocketAddrV4, privileged: bool) -> Link {
+        Link::connect_any(from.into(), to.into(), privileged)
+    }
+
+    /// As [`Link::connect`], IPv4 or IPv6.
+    pub fn connect_any(from: std::net::IpAddr, to: SocketAddr, privileged: bool) -> Link {
+        let domain = Domain::for_address(to);
         if privileged {
             for port in (512..1024u16).rev() {
-                let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+                let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).unwrap();
                 socket.set_reuse_address(true).unwrap();
                 if socket.bind(&SocketAddr::from((from, port)).into()).is_err() {
                     continue;
                 }
-                if socket.connect(&SocketAddr::from(to).into()).is_ok() {
+                if socket.connect(&to.into()).is_ok() {
                     return Link::new(socket.into(), true);
                 }
             }
             panic!("no free privileged port on {from}");
         }
-        let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).unwrap();
         socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
-        socket.connect(&SocketAddr::from(to).into()).unwrap();
+        socket.connect(&to.into()).unwrap();
         Link::new(socket.into(), false)
     }
 
