@@ -99,6 +99,9 @@ struct Peer {
     /// dialling the missing types (the kernel's `ksock_conn_cb`). Cleared when the last
     /// connection closes with nothing waiting.
     building: bool,
+    /// We dialled this peer at least once: its entry keeps the reconnect backoff, so it stays
+    /// when idle. A peer that only ever connected to us is forgotten once idle.
+    dialled: bool,
 }
 
 struct Pending {
@@ -514,6 +517,7 @@ impl PeerTable {
             return;
         };
         if let Some(request) = peer.conns.poll_dial(since_epoch(cx.now)) {
+            peer.dialled = true;
             cx.inner.post_dial(cx.node, cx.wakes, peer_id, request);
         }
     }
@@ -580,7 +584,9 @@ impl PeerTable {
     }
 
     /// Closes one connection: fails what it held, shuts the socket, wakes its task so it
-    /// leaves. A malformed stream costs only this connection.
+    /// leaves. A malformed stream costs only this connection: the kernel also closes the bad
+    /// connection's siblings (`ksocknal_close_conn_and_siblings()`), but they carry well-framed
+    /// traffic and a peer with one broken stream keeps the others here.
     fn close_conn(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId, id: ConnId, cause: CloseCause) {
         let Some(peer) = self.peers.get_mut(&peer_id) else {
             return;
@@ -653,14 +659,17 @@ impl PeerTable {
         self.forget_if_idle(peer_id);
     }
 
-    /// A userspace peer is known only by its connection's port: once its last connection is
-    /// gone it cannot come back under that name, so its entry goes.
+    /// Drops the entry of a peer with no connection and nothing waiting, unless we dial it
+    /// (its backoff must survive). This bounds the table by the peers we talk to: a userspace
+    /// peer is known only by a connection's port and cannot come back under that name, and a
+    /// peer that only connected to us starts afresh if it connects again.
     fn forget_if_idle(&mut self, peer_id: ProcessId) {
-        let idle = self
-            .peers
-            .get(&peer_id)
-            .is_some_and(|peer| peer.io.is_empty() && peer.pending.is_empty());
-        if idle && peer_id.is_userspace() {
+        let idle = self.peers.get(&peer_id).is_some_and(|peer| {
+            peer.io.is_empty()
+                && peer.pending.is_empty()
+                && (!peer.dialled || peer_id.is_userspace())
+        });
+        if idle {
             self.peers.remove(&peer_id);
         }
     }
@@ -680,5 +689,6 @@ fn peer_entry<'a>(
         io: Vec::new(),
         pending: VecDeque::new(),
         building: false,
+        dialled: false,
     }))
 }
