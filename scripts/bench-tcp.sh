@@ -9,13 +9,22 @@
 # Pinned: server on CPU 0, client on CPU 1 (taskset), for both tools. Prints the ratio
 # ulnet / iperf3 for the bulk figure (issue 4's target: >= 0.9).
 #
-# Environment: BENCH_SECONDS (5), BENCH_PORT (7988, the ulnet nodes' accept_port),
+# Environment: BENCH_SECONDS (5), BENCH_PORT (the ulnet nodes' accept_port; default: a free one),
 # IPERF_PORT (5201).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECS=${BENCH_SECONDS:-5}
-PORT=${BENCH_PORT:-7988}
+# A port free on both node addresses (other programs on the host may hold the usual ones).
+PORT=${BENCH_PORT:-$(python3 -c '
+import socket
+for port in range(17988, 27988, 7):
+    try:
+        for ip in ("127.0.0.2", "127.0.0.3"):
+            s = socket.socket(); s.bind((ip, port)); s.close()
+        print(port); break
+    except OSError:
+        pass')}
 IPERF_PORT=${IPERF_PORT:-5201}
 
 if ! command -v iperf3 >/dev/null; then
@@ -55,11 +64,13 @@ ulnet() {
         grep -qs ready "$TMP/server.out" && break
         sleep 0.05
     done
-    line=$($2 "$BIN" client 127.0.0.2 127.0.0.3 "$PORT" --size "$3" --inflight "$4" --time "$SECS")
+    line=$($2 "$BIN" client 127.0.0.2 127.0.0.3 "$PORT" --size "$3" --inflight "$4" --time "$SECS" 2>"$TMP/client.err") ||
+        { echo "tcp_perf client failed: $(cat "$TMP/client.err" "$TMP/server.out")" >&2; }
     kill "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
     SERVER_PID=""
-    echo "$line" | tr ' ' '\n' | sed -n "s/^$5=//p"
+    value=$(echo "$line" | tr ' ' '\n' | sed -n "s/^$5=//p")
+    echo "${value:-0}"
 }
 
 modes=(unpinned)
@@ -78,6 +89,6 @@ for mode in "${modes[@]}"; do
     bulk=$(ulnet "$server_pin" "$client_pin" 1048576 8 gbit_per_sec)
     rate=$(ulnet "$server_pin" "$client_pin" 0 64 puts_per_sec)
     rtt=$(ulnet "$server_pin" "$client_pin" 0 1 puts_per_sec)
-    ratio=$(python3 -c "print('%.2f' % ($bulk / $ip))")
+    ratio=$(python3 -c "print('%.2f' % ($bulk / $ip if $ip else 0))")
     printf '%-9s %14s %18s %8s %16s %16s\n' "$mode" "$ip" "$bulk" "$ratio" "$rate" "$rtt"
 done

@@ -255,3 +255,18 @@ fn unreachable_peer_fails_the_message() {
 pub fn can_bind_privileged() -> bool {
     (512..1024).rev().any(|port| std::net::TcpListener::bind((ADDRESSES[5], port)).is_ok())
 }
+
+/// A peer that was down comes up: the first PUT fails (connection refused), the next waits out
+/// the reconnect backoff (min_reconnect, 1 s) and goes through on a fresh connection.
+#[test]
+fn reconnects_after_backoff_when_the_peer_comes_up() {
+    let port = free_port();
+    let a = tcp_node(0, port);
+    let to_b = ProcessId::new(tcp_nid(1), LNET_PID_LUSTRE);
+    let first = a.put_and_wait_ack(to_b, 10, 1, Memory::new(vec![1; 8]), HANG_GUARD);
+    assert!(matches!(first, Err(TransferError::Failed { kind: EventKind::Send, .. })), "{first:?}");
+    let b = tcp_node(1, port);
+    put_and_check(&a, &b, 2, b"after the backoff");
+    let stats = a.tcp_stats();
+    assert!(stats.dials_failed >= 1 && stats.conns_dialled >= 1, "{stats:?}");
+}

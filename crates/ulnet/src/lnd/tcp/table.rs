@@ -692,3 +692,41 @@ fn peer_entry<'a>(
         dialled: false,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use ulnet_proto::socklnd::zc::UnknownZcCookie;
+    use ulnet_proto::wire::ksock::{KsockError, ZcAck};
+
+    use super::*;
+
+    #[test]
+    fn close_causes_are_classified_as_the_kernel_does() {
+        let unknown =
+            ConnError::UnknownZcCookie(UnknownZcCookie { ack: ZcAck::Single(9), unknown: 1 });
+        let malformed = CloseCause::from_conn_error(unknown);
+        assert_eq!(malformed, CloseCause::Malformed(unknown));
+        assert!(malformed.is_protocol_error());
+        assert_eq!(malformed.status(), HealthStatus::RemoteError);
+        let bad_type =
+            CloseCause::from_conn_error(ConnError::KsockHeader(KsockError::UnknownMsgType(7)));
+        assert!(bad_type.is_protocol_error());
+
+        let timeout = CloseCause::from_conn_error(ConnError::SendTimeout);
+        assert_eq!(timeout, CloseCause::Timeout(ConnError::SendTimeout));
+        assert!(!timeout.is_protocol_error());
+        assert_eq!(timeout.status(), HealthStatus::LocalTimeout);
+
+        assert_eq!(CloseCause::from_conn_error(ConnError::EofMidMessage), CloseCause::Truncated);
+        assert_eq!(CloseCause::Truncated.status(), HealthStatus::RemoteDropped);
+        assert_eq!(CloseCause::PeerRebooted.status(), HealthStatus::RemoteDropped);
+        assert!(matches!(
+            CloseCause::from_conn_error(ConnError::TransmitOverrun { excess: 1 }),
+            CloseCause::Internal(_)
+        ));
+        assert_eq!(
+            CloseCause::from(CloseReason::StaleZcRequests).status(),
+            HealthStatus::LocalTimeout
+        );
+    }
+}
