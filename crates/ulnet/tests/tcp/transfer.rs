@@ -270,3 +270,18 @@ fn reconnects_after_backoff_when_the_peer_comes_up() {
     let stats = a.tcp_stats();
     assert!(stats.dials_failed >= 1 && stats.conns_dialled >= 1, "{stats:?}");
 }
+
+/// `lnetctl ping` and `discover` over TCP: the REPLY carries the peer's ping buffer, and
+/// discovery records its primary NID.
+#[test]
+fn ping_and_discover_over_tcp() {
+    let port = free_port();
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    let reply = a.ping(b.process_id(), HANG_GUARD, None).unwrap();
+    assert_eq!(reply.replier, tcp_nid(1));
+    assert_eq!(reply.primary_nid, Some(tcp_nid(1)));
+    assert_eq!(reply.info.pid, LNET_PID_LUSTRE);
+    let info = b.discover(tcp_nid(0), true).unwrap();
+    assert_eq!(info.primary_nid, tcp_nid(0));
+    assert_eq!(a.tcp_stats().protocol_errors + b.tcp_stats().protocol_errors, 0);
+}

@@ -130,3 +130,60 @@ fn set_buffer_sizes(socket: &Socket, tunables: &SocklndTunables) -> io::Result<(
 fn port_taken(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn configure_sets_the_socklnd_options() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let stream = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let tunables = SocklndTunables {
+                keepalive_idle: Duration::from_secs(7),
+                keepalive_interval: Duration::from_secs(3),
+                keepalive_count: 4,
+                tx_buffer_size: 256 << 10,
+                tos: Some(0x10),
+                ..SocklndTunables::default()
+            };
+            configure(&stream, &tunables).unwrap();
+            let socket = SockRef::from(&stream);
+            assert!(socket.tcp_nodelay().unwrap(), "nagle off: TCP_NODELAY");
+            assert!(socket.keepalive().unwrap());
+            assert_eq!(socket.tcp_keepalive_time().unwrap(), Duration::from_secs(7));
+            assert_eq!(socket.tcp_keepalive_interval().unwrap(), Duration::from_secs(3));
+            assert_eq!(socket.tcp_keepalive_retries().unwrap(), 4);
+            assert_eq!(socket.tos_v4().unwrap(), 0x10);
+            // Linux doubles the value asked for (room for its bookkeeping).
+            assert!(socket.send_buffer_size().unwrap() >= 256 << 10);
+
+            let nagle = SocklndTunables {
+                nagle: true,
+                keepalive_idle: Duration::ZERO,
+                ..SocklndTunables::default()
+            };
+            configure(&stream, &nagle).unwrap();
+            assert!(!socket.tcp_nodelay().unwrap());
+            assert!(!socket.keepalive().unwrap(), "keepalive off unless all three are positive");
+        });
+    }
+
+    #[tokio::test]
+    async fn unprivileged_connect_binds_the_local_address() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let privileged = AtomicBool::new(false);
+        let local = IpAddr::from([127, 0, 0, 1]);
+        let stream =
+            connect(local, address, &privileged, &SocklndTunables::default()).await.unwrap();
+        assert_eq!(stream.local_addr().unwrap().ip(), local);
+        assert!(stream.local_addr().unwrap().port() > MAX_RESERVED_PORT);
+    }
+}
