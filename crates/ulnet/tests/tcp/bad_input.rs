@@ -21,7 +21,7 @@ const BAD: usize = 3;
 fn victim_tunables(port: u16) -> SocklndTunables {
     SocklndTunables {
         accept_timeout: Duration::from_secs(1),
-        sock_timeout: Duration::from_secs(2),
+        sock_timeout: Duration::from_secs(3),
         tx_buffer_size: 64 << 10,
         ..tunables(port)
     }
