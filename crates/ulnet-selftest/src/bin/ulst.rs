@@ -12,6 +12,8 @@
 //! * `--nid NID` (or `$ULST_NID`): the console's own NID, used when `new_session` starts the
 //!   console server. `0@lo` gives a loopback-only console whose node also runs the selftest
 //!   service (a self-contained test of the tool).
+//! * `--port PORT` (or `$ULST_PORT`): the TCP port of the network's acceptors (988, as the
+//!   kernel's `accept_port`); the console listens on it too and dials nodes on it.
 //! * `--socket PATH` (or `$ULST_SOCKET`): the console server's socket.
 //! * `--json`: results as JSON lines.
 
@@ -21,19 +23,22 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use ulnet::{Nid, Node};
+use ulnet::{AcceptPolicy, Nid, Node, SocklndTunables};
 use ulnet_selftest::cli::{self, Env, Io, NoConsole};
 use ulnet_selftest::serve::{self, PROTOCOL_VERSION, Request};
 use ulnet_selftest::{Console, SelftestService};
 
 /// The environment variable naming the console's NID.
 const NID_ENV: &str = "ULST_NID";
+/// The environment variable naming the network's TCP port.
+const PORT_ENV: &str = "ULST_PORT";
 /// How long `new_session` waits for a console server it started.
 const SERVER_START: Duration = Duration::from_secs(10);
 
 struct Options {
     serve: bool,
     nid: Option<String>,
+    port: Option<String>,
     socket: Option<PathBuf>,
     /// The command line for the command layer: program, then `--json` and the command.
     args: Vec<String>,
@@ -56,7 +61,8 @@ fn main() -> ExitCode {
 fn parse_options(argv: Vec<String>) -> Result<Options, String> {
     let mut iter = argv.into_iter();
     let program = iter.next().unwrap_or_else(|| "ulst".to_string());
-    let mut options = Options { serve: false, nid: None, socket: None, args: vec![program] };
+    let mut options =
+        Options { serve: false, nid: None, port: None, socket: None, args: vec![program] };
     let mut rest: Vec<String> = iter.collect();
     while let Some(first) = rest.first().cloned() {
         let (name, inline) = match first.split_once('=') {
@@ -73,17 +79,17 @@ fn parse_options(argv: Vec<String>) -> Result<Options, String> {
             "--json" => {
                 options.args.push(rest.remove(0));
             }
-            "--nid" | "--socket" => {
+            "--nid" | "--port" | "--socket" => {
                 rest.remove(0);
                 let value = match inline {
                     Some(value) => value,
                     None if !rest.is_empty() => rest.remove(0),
                     None => return Err(format!("option '{name}' requires an argument")),
                 };
-                if name == "--nid" {
-                    options.nid = Some(value);
-                } else {
-                    options.socket = Some(PathBuf::from(value));
+                match name.as_str() {
+                    "--nid" => options.nid = Some(value),
+                    "--port" => options.port = Some(value),
+                    _ => options.socket = Some(PathBuf::from(value)),
                 }
             }
             _ => break,
@@ -92,6 +98,9 @@ fn parse_options(argv: Vec<String>) -> Result<Options, String> {
     options.args.extend(rest);
     if options.nid.is_none() {
         options.nid = std::env::var(NID_ENV).ok().filter(|value| !value.is_empty());
+    }
+    if options.port.is_none() {
+        options.port = std::env::var(PORT_ENV).ok().filter(|value| !value.is_empty());
     }
     Ok(options)
 }
@@ -206,12 +215,12 @@ fn start_server(options: &Options, socket: &Path) -> Result<(), String> {
     let log = std::fs::File::create(&log_path)
         .map_err(|error| format!("creating {}: {error}", log_path.display()))?;
     let exe = std::env::current_exe().map_err(|error| format!("finding ulst: {error}"))?;
-    let mut child = Command::new(exe)
-        .arg("--serve")
-        .arg("--socket")
-        .arg(socket)
-        .arg("--nid")
-        .arg(&nid)
+    let mut command = Command::new(exe);
+    command.arg("--serve").arg("--socket").arg(socket).arg("--nid").arg(&nid);
+    if let Some(port) = &options.port {
+        command.arg("--port").arg(port);
+    }
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -240,7 +249,15 @@ fn run_server(options: &Options) -> i32 {
         eprintln!("ulst: no NID for the console ({NID_ENV} or --nid)");
         return -1;
     };
-    let (node, _service) = match console_node(nid) {
+    let port = match options.port.as_deref().map(str::parse::<u16>) {
+        None => DEFAULT_PORT,
+        Some(Ok(port)) if port > 0 => port,
+        Some(_) => {
+            eprintln!("ulst: bad port {:?}", options.port.as_deref().unwrap_or_default());
+            return -1;
+        }
+    };
+    let (node, _service) = match console_node(nid, port) {
         Ok(built) => built,
         Err(message) => {
             eprintln!("ulst: {message}");
@@ -263,9 +280,13 @@ fn run_server(options: &Options) -> i32 {
     0
 }
 
+/// `accept_port`'s default, the LNet port. lustre: lnet/lnet/acceptor.c.
+const DEFAULT_PORT: u16 = 988;
+
 /// The console's node: `0@lo` is a loopback-only node that also runs the selftest service;
-/// any other NID gets a TCP NI.
-fn console_node(nid: &str) -> Result<(Node, Option<SelftestService>), String> {
+/// any other NID gets a TCP NI on `port`, accepting connections from any source port (a
+/// console without root dials from ordinary ports, and test nodes may call it back).
+fn console_node(nid: &str, port: u16) -> Result<(Node, Option<SelftestService>), String> {
     let parsed: Nid = nid.parse().map_err(|error| format!("bad console NID {nid}: {error}"))?;
     if parsed == Nid::LO_0 {
         let node =
@@ -274,8 +295,10 @@ fn console_node(nid: &str) -> Result<(Node, Option<SelftestService>), String> {
             .map_err(|error| format!("starting the selftest service: {error}"))?;
         return Ok((node, Some(service)));
     }
+    let tunables =
+        SocklndTunables { accept_port: port, accept: AcceptPolicy::All, ..Default::default() };
     let node = Node::builder()
-        .tcp_ni(parsed)
+        .tcp_ni(parsed, tunables)
         .build()
         .map_err(|error| format!("building the console node: {error}"))?;
     Ok((node, None))

@@ -10,4 +10,5 @@ mod cli;
 mod common;
 mod lifecycle;
 mod script;
+mod tcp;
 mod wire;
