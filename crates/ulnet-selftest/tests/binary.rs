@@ -110,3 +110,49 @@ fn new_session_without_a_nid_says_how_to_give_one() {
     assert_eq!(output.status.code(), Some(255));
     assert_eq!(String::from_utf8_lossy(&output.stderr), "Invalid timeout value\n");
 }
+
+#[test]
+fn tcp_console_drives_a_tcp_test_node() {
+    use ulnet::{AcceptPolicy, Node, SocklndTunables};
+    let port = 40000 + (std::process::id() % 20000) as u16;
+    let tunables =
+        SocklndTunables { accept_port: port, accept: AcceptPolicy::All, ..Default::default() };
+    let node = Node::builder().tcp_ni("127.0.0.5@tcp".parse().unwrap(), tunables).build().unwrap();
+    let service = ulnet_selftest::SelftestService::start(&node).unwrap();
+    let socket = scratch("tcp");
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ulst"))
+            .args(args)
+            .env("ULST_SOCKET", &socket)
+            .env("ULST_NID", "127.0.0.6@tcp")
+            .env("ULST_PORT", port.to_string())
+            .env("LST_SESSION", "77")
+            .output()
+            .unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    };
+    let created = run(&["new_session", "--timeout", "60", "tcp"]);
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let added = run(&["add_group", "n", "127.0.0.5@tcp"]);
+    assert_eq!(
+        (added.code, added.stdout.as_str()),
+        (0, "127.0.0.5@tcp are added to session\n"),
+        "{}",
+        added.stderr
+    );
+    assert_eq!(service.session().unwrap().name, "tcp");
+    let ping = run(&["ping", "--group", "n"]);
+    assert_eq!(ping.stdout, "\t12345-127.0.0.5@tcp: Active [session: tcp id: 127.0.0.6@tcp]\n");
+    let ended = run(&["end_session"]);
+    assert_eq!(ended.code, 0, "{}", ended.stderr);
+    assert!(service.session().is_none());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = std::fs::remove_dir_all(socket.parent().unwrap());
+}
