@@ -803,22 +803,29 @@ impl Node {
                     .map_or(message.header.dest_nid, |p| p.nid),
                 header: message.header,
             };
-            let (peer_ni, ni, tracked) = (message.peer_ni, message.ni, self.tracked_md_of(key));
-            if let Some(md) = tracked {
-                let now = self.now;
-                if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
-                    // The first departure opens the copy window; the last NI is the one a
-                    // lost link strands it on.
-                    tracker.sent_at.get_or_insert(now);
-                    tracker.sent_ni = Some(ni);
-                }
-            }
-            if let Some(peer_ni) = peer_ni.filter(|_| self.failover_enabled()) {
-                self.watch_lnd_start(peer_ni);
+            let (peer_ni, ni) = (message.peer_ni, message.ni);
+            if self.failover_enabled() {
+                self.note_departure(key, ni, peer_ni);
             }
             return Some(transmit);
         }
         None
+    }
+
+    /// Fast failover's bookkeeping when the driver takes a transmit: the LND progress clock of
+    /// its peer NI, and when and through which NI a tracked request left (the first departure
+    /// opens the copy window; the last NI is the one a lost link strands it on).
+    fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
+        let now = self.now;
+        if let Some(md) = self.tracked_md_of(key) {
+            if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
+                tracker.sent_at.get_or_insert(now);
+                tracker.sent_ni = Some(ni);
+            }
+        }
+        if let Some(peer_ni) = peer_ni {
+            self.watch_lnd_start(peer_ni);
+        }
     }
 
     /// The payload of a transmit, as slices of MD memory (for a vectored write).

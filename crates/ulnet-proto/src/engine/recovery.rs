@@ -84,6 +84,10 @@ impl Node {
         let Some(lpni) = self.peers.ni(id) else {
             return;
         };
+        // The common case first: a healthy peer NI (every OK receive comes here).
+        if lpni.health.value() == MAX_HEALTH || lpni.recovery.queued {
+            return;
+        }
         // Lustre deletes NIs a peer stops listing; here they stay, vanished, and are not
         // recovered.
         if lpni.deleted || lpni.vanished || self.ni_for_nid(lpni.nid).is_some() {

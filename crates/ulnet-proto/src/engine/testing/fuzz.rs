@@ -12,6 +12,7 @@ use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::memory::Memory;
+use crate::engine::ni::NiId;
 use crate::engine::node::{GetRequest, Limits, PutRequest};
 use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
 use crate::link_model::LinkConfig;
@@ -23,10 +24,11 @@ const MAX_OPERATIONS: usize = 256;
 
 /// Operation codes with repetition as weights: attach 0, bind 1, put 2, get 3, unlink 4,
 /// set lazy 5, clear lazy 6, advance time 7, step 8, link change 9, partition 10, send
-/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15.
-const OPERATIONS: [u8; 34] = [
+/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15, link down or up 16,
+/// black hole 17, configured peer 18, health 19, tunables 20.
+const OPERATIONS: [u8; 39] = [
     0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7, 8, 8, 9, 10, 11, 12,
-    13, 14, 15,
+    13, 14, 15, 16, 17, 18, 19, 20,
 ];
 
 /// Runs `data` as a scenario; panics only on an invariant violation or livelock.
@@ -74,9 +76,9 @@ pub fn drive_arbitrary(data: &[u8]) {
         max_steps: 200_000,
         check_invariants: true,
         keep_events: false,
-        second_ni: input.byte() % 2 == 0,
+        second_ni: false,
         node_nids: Vec::new(),
-        rails: 1,
+        rails: 1 + usize::from(input.byte() % 3),
     };
     let mut fuzz = Fuzz {
         harness: Harness::new(config),
@@ -199,8 +201,81 @@ impl Fuzz {
                 let force = input.byte() % 2 == 0;
                 let _ = self.harness.discover(node, target.nid, force);
             }
+            16 => {
+                if let Some(nid) = self.rail(input, node) {
+                    self.harness.set_link_down(node, nid, input.byte() % 2 == 0);
+                }
+            }
+            17 => {
+                let other = usize::from(input.byte()) % nodes;
+                if let (Some(a), Some(b)) = (self.rail(input, node), self.rail(input, other)) {
+                    let on = input.byte() % 2 == 0;
+                    if input.byte() % 2 == 0 {
+                        self.harness.set_blackhole(a, b, on);
+                    } else {
+                        self.harness.set_blackhole_one_way(a, b, on);
+                    }
+                }
+            }
+            18 => self.configure_peer(input, node),
+            19 => {
+                let value = [0, 100, 500, 1000, 1001][usize::from(input.byte()) % 5];
+                if input.byte() % 2 == 0 {
+                    let ni = NiId(u16::from(input.byte() % 4));
+                    let all = input.byte() % 4 == 0;
+                    let _ = self.harness.with_node(node, |node, now| {
+                        node.set_ni_health(now, (!all).then_some(ni), value)
+                    });
+                } else {
+                    let nid = self.target(input).nid;
+                    let all = input.byte() % 4 == 0;
+                    let _ = self.harness.with_node(node, |node, now| {
+                        node.set_peer_ni_health(now, (!all).then_some(nid), value)
+                    });
+                }
+            }
+            20 => {
+                let mut tunables = *self.harness.node(node).tunables();
+                match input.byte() % 3 {
+                    0 => {
+                        tunables.blackhole_timeout =
+                            Duration::from_millis(u64::from(input.byte()) * 20)
+                    }
+                    1 => tunables.discovery = !tunables.discovery,
+                    _ => tunables.numa_range = u32::from(input.byte()),
+                }
+                let _ = self.harness.with_node(node, |node, now| node.set_tunables(now, tunables));
+            }
             _ => self.inject(input, node),
         }
+    }
+
+    /// One of `node`'s rails.
+    fn rail(&self, input: &mut Input<'_>, node: usize) -> Option<Nid> {
+        let nids = self.harness.nids(node);
+        nids.get(usize::from(input.byte()) % nids.len().max(1)).copied()
+    }
+
+    /// `peer add` or `peer del` with NIDs of the harness, forged ones, or our own.
+    fn configure_peer(&mut self, input: &mut Input<'_>, node: usize) {
+        let nodes = self.harness.node_count();
+        let pick = |input: &mut Input<'_>| -> Nid {
+            let owner = usize::from(input.byte()) % (nodes + 1);
+            match self.harness.nids(owner.min(nodes - 1)).get(usize::from(input.byte()) % 3) {
+                Some(nid) if owner < nodes => *nid,
+                _ => node_nid(owner + 4),
+            }
+        };
+        let primary = pick(input);
+        let nids: Vec<Nid> = (0..input.byte() % 3).map(|_| pick(input)).collect();
+        let flags = input.byte();
+        let _ = self.harness.with_node(node, |node, now| {
+            if flags % 3 == 0 {
+                node.peer_del(now, primary, &nids, flags & 4 != 0).map_err(|_| ())
+            } else {
+                node.peer_add(now, primary, &nids, flags & 8 != 0, flags & 16 != 0).map_err(|_| ())
+            }
+        });
     }
 
     fn attach(&mut self, input: &mut Input<'_>, node: usize) {

@@ -145,6 +145,8 @@ pub struct Harness {
     transmitted: Vec<Vec<Header>>,
     /// The NIDs frames reach each node on.
     fabric_nids: Vec<Vec<Nid>>,
+    /// Each NID's fabric endpoint.
+    endpoints: std::collections::HashMap<Nid, EndpointId>,
     /// Endpoints whose link is down: everything to or from them is lost.
     down: BTreeSet<EndpointId>,
     /// Endpoint pairs (smaller first) that silently drop everything both ways.
@@ -194,7 +196,7 @@ impl Harness {
             })
             .collect();
         let count = config.nodes;
-        Self {
+        let mut harness = Self {
             now: Time::ZERO,
             nodes,
             fabric: Fabric::new(LinkModel::new(config.seed, config.link)),
@@ -205,6 +207,7 @@ impl Harness {
             completions: vec![Vec::new(); count],
             transmitted: vec![Vec::new(); count],
             fabric_nids,
+            endpoints: std::collections::HashMap::new(),
             down: BTreeSet::new(),
             blackholes: BTreeSet::new(),
             one_way: BTreeSet::new(),
@@ -216,7 +219,9 @@ impl Harness {
             config,
             steps: 0,
             protocol_errors: 0,
-        }
+        };
+        harness.index_endpoints();
+        harness
     }
 
     /// Two nodes, seed 0, 10 us links.
@@ -262,10 +267,19 @@ impl Harness {
 
     /// The fabric endpoint of a NID: `rail * nodes + node`.
     pub fn endpoint(&self, nid: Nid) -> Option<EndpointId> {
+        self.endpoints.get(&nid).copied()
+    }
+
+    fn index_endpoints(&mut self) {
         let nodes = self.nodes.len();
-        self.fabric_nids.iter().enumerate().find_map(|(node, nids)| {
-            nids.iter().position(|other| *other == nid).map(|rail| rail * nodes + node)
-        })
+        self.endpoints = self
+            .fabric_nids
+            .iter()
+            .enumerate()
+            .flat_map(|(node, nids)| {
+                nids.iter().enumerate().map(move |(rail, nid)| (*nid, rail * nodes + node))
+            })
+            .collect();
     }
 
     /// The link between NIDs `a` and `b` drops everything, both ways, without telling anyone
@@ -298,6 +312,7 @@ impl Harness {
     /// (which rebuilds its ping buffer and pushes it to multi-rail peers).
     pub fn add_ni(&mut self, node: usize, nid: Nid) -> NiId {
         self.fabric_nids[node].push(nid);
+        self.index_endpoints();
         let config =
             NiConfig { tunables: self.config.net_tunables, ..NiConfig::new(nid, LndKind::Fabric) };
         let now = self.now;
