@@ -185,9 +185,9 @@ pub(super) enum Work {
 /// # Call protocol
 ///
 /// * Every `handle_*` call and every API call that can make progress (`put`, `get`, `ping`,
-///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`) takes
-///   `now`. `now` must never go backwards;
-///   an earlier value is treated as the latest one seen.
+///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`, the
+///   configuration calls `peer_add`, `peer_del`, `set_*`) takes `now`. `now` must never go
+///   backwards; an earlier value is treated as the latest one seen.
 /// * After any such call the driver drains the outputs, in any order:
 ///   * [`poll_transmit`](Self::poll_transmit) until `None`: for each [`Transmit`], write the
 ///     header and the payload slices from [`tx_payload`](Self::tx_payload), then report
@@ -207,6 +207,16 @@ pub(super) enum Work {
 /// * Portal 0 belongs to LNet: the node serves its ping buffer there and takes discovery pushes
 ///   (it is lazy). Before the first PUT or GET to a peer, the message waits while the peer is
 ///   pinged (discovery, semantics.md §6); the driver sees only ordinary transmits.
+/// * Multi-rail (semantics.md §3, §4): the core picks the local NI and the peer NI of every
+///   message; [`Transmit::ni`] and [`Transmit::next_hop`] say which. Recovery pings of an
+///   unhealthy local NI are addressed to that NI's own NID and go through the driver (the kernel's
+///   socklnd connects to itself for them): the driver must deliver a transmit whose `next_hop` is
+///   one of its own NIDs, received on the NI owning that NID. The driver reports link state with
+///   [`set_ni_fatal`](Self::set_ni_fatal) (netlink link down or up, address removed) and may
+///   give each NI's NUMA distance with [`set_ni_numa_distance`](Self::set_ni_numa_distance).
+///   Recovery pings and fast failover's progress checks run from
+///   [`handle_timeout`](Self::handle_timeout) at the instants [`poll_timeout`](Self::poll_timeout)
+///   names.
 /// * Nothing a peer sends can panic the node or grow it beyond its [`Limits`]; a driver that
 ///   breaks the protocol gets a [`DriverError`].
 ///

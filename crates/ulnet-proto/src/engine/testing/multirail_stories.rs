@@ -915,3 +915,4 @@ fn net_tunables_give_each_peer_ni_its_own_credits() {
     assert_complete(&mut h, &mut log, &batch);
     let _ = Time::ZERO;
 }
+
