@@ -916,3 +916,121 @@ fn net_tunables_give_each_peer_ni_its_own_credits() {
     let _ = Time::ZERO;
 }
 
+#[test]
+fn every_configuration_error_is_its_own_variant() {
+    let config = HarnessConfig {
+        rails: 2,
+        limits: crate::engine::node::Limits { peer_nis: 8, ..Default::default() },
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    let now = h.now();
+    let (p, n1) = (tcp_nid(0x0b00_0001), tcp_nid(0x0b00_0002));
+    let node = h.node_mut(0);
+    node.peer_add(now, p, &[n1], true, false).unwrap();
+    let q = tcp_nid(0x0c00_0001);
+    assert_eq!(
+        node.peer_add(now, q, &[n1], true, false),
+        Err(PeerAddError::NidConfiguredElsewhere(n1))
+    );
+    // A primary locked by the upper layer (LNetAddPeer) without configuration.
+    let r = tcp_nid(0x0d00_0001);
+    node.peer_add(now, r, &[], true, false).unwrap();
+    node.set_peer_state(r, PeerState::LOCK_PRIMARY | PeerState::MULTI_RAIL).unwrap();
+    assert_eq!(
+        node.peer_add(now, r, &[], true, false),
+        Err(PeerAddError::PrimaryLocked { nid: r, primary: r })
+    );
+    let many: Vec<Nid> = (1..=8).map(|i| tcp_nid(0x0e00_0000 + i)).collect();
+    assert_eq!(
+        node.peer_add(now, tcp_nid(0x0e00_0000), &many, true, false),
+        Err(PeerAddError::TooManyPeers)
+    );
+    assert_eq!(node.peer_del(now, Nid::ANY, &[], false), Err(PeerDelError::AnyNid));
+    assert_eq!(
+        node.peer_del(now, p, &[tcp_nid(0x0f0f_0f0f)], false),
+        Err(PeerDelError::NoSuchNid(tcp_nid(0x0f0f_0f0f)))
+    );
+    assert_eq!(node.peer_del(now, p, &[r], false), Err(PeerDelError::NotOwned(r)));
+    assert_eq!(
+        node.set_peer_ni_health(now, Some(p), 1001),
+        Err(PeerSetError::HealthOutOfRange(1001))
+    );
+    assert_eq!(
+        node.set_peer_state(tcp_nid(0x0f0f_0f0f), PeerState::default()),
+        Err(PeerSetError::NoSuchPeerNi(tcp_nid(0x0f0f_0f0f)))
+    );
+    let ni = node.ni_for_nid(rail_nid(0, 1)).unwrap();
+    node.remove_ni(now, ni).unwrap();
+    assert_eq!(node.set_ni_numa_distance(ni, 10), Err(NiSetError::RemovedNi));
+    h.check();
+}
+
+/// lnetctl's sanity test 304: a locked, configured peer, its CONFIGURED bit cleared by hand,
+/// then discovered.
+#[test]
+fn a_locked_peer_discovered_shows_the_states_lnetctl_expects() {
+    let mut h = Harness::new(HarnessConfig::default());
+    let primary = h.nid(1);
+    h.with_node(0, |node, now| node.peer_add(now, primary, &[], true, true)).unwrap();
+    assert_eq!(h.node(0).peer_info(primary).unwrap().state.0, 1_048_585);
+    h.with_node(0, |node, _| node.set_peer_state(primary, PeerState(1_048_577))).unwrap();
+    h.discover(0, primary, false).unwrap();
+    h.drive();
+    assert_eq!(h.node(0).peer_info(primary).unwrap().state.0, 1_048_849);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// Whatever the health values and fatal flags, a fresh PUT leaves from a non-fatal NI of
+    /// the best health (when there is one) to a peer NI of the best health.
+    #[test]
+    fn selection_picks_the_healthiest_usable_path(
+        local in proptest::collection::vec(0u32..=10, 3),
+        remote in proptest::collection::vec(0u32..=10, 2),
+        fatal in proptest::collection::vec(proptest::prelude::any::<bool>(), 3),
+    ) {
+        let a: Vec<Nid> = (0..3).map(|i| tcp_nid(0x0a00_0001 + (i << 8))).collect();
+        let b: Vec<Nid> = (0..2).map(|i| tcp_nid(0x0a00_0002 + (i << 8))).collect();
+        let config = HarnessConfig { node_nids: vec![a.clone(), b.clone()], ..HarnessConfig::default() };
+        let mut h = Harness::new(config);
+        h.discover_all();
+        // Fatal flags first: they rebuild the ping buffer, which is pushed to the peer.
+        for (index, nid) in a.iter().enumerate() {
+            let ni = h.node(0).ni_for_nid(*nid).unwrap();
+            h.with_node(0, |node, now| node.set_ni_fatal(now, ni, fatal[index])).unwrap();
+        }
+        h.drive();
+        // Health changes show in place, without traffic (recovery pings wait a second).
+        for (index, nid) in a.iter().enumerate() {
+            let ni = h.node(0).ni_for_nid(*nid).unwrap();
+            h.with_node(0, |node, now| node.set_ni_health(now, Some(ni), local[index] * 100)).unwrap();
+        }
+        for (index, nid) in b.iter().enumerate() {
+            h.with_node(0, |node, now| node.set_peer_ni_health(now, Some(*nid), remote[index] * 100)).unwrap();
+        }
+        h.settle();
+        h.take_transmitted(0);
+        h.post(1, PORTAL, 1, MdSpec::new(Memory::new(vec![0; 8])).threshold(Threshold::Count(1)).options(MdOptions::OP_PUT));
+        let md = h.bind(0, MdSpec::new(Memory::new(vec![1; 8])));
+        let target = h.process(1);
+        let request = PutRequest { md, ack: false, target, portal: PORTAL, match_bits: 1, remote_offset: 0, hdr_data: 0, source: None };
+        h.put(0, &request).unwrap();
+        h.settle();
+        let sent: Vec<Header> = h
+            .take_transmitted(0)
+            .into_iter()
+            .filter(|header| matches!(header.body, Body::Put { ptl_index: PORTAL, .. }))
+            .collect();
+        proptest::prop_assert_eq!(sent.len(), 1);
+        let source = a.iter().position(|nid| *nid == sent[0].src_nid).unwrap();
+        let destination = b.iter().position(|nid| *nid == sent[0].dest_nid).unwrap();
+        let usable: Vec<usize> = (0..3).filter(|i| !fatal[*i]).collect();
+        let candidates = if usable.is_empty() { vec![0, 1, 2] } else { usable };
+        let best_local = candidates.iter().map(|i| local[*i]).max().unwrap();
+        proptest::prop_assert!(candidates.contains(&source) && local[source] == best_local);
+        proptest::prop_assert_eq!(remote[destination], *remote.iter().max().unwrap());
+    }
+}
