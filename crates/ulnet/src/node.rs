@@ -20,7 +20,7 @@ use crate::clock;
 use crate::driver::{self, Core, Counters, Doorbell, Shared, Wakes};
 use crate::error::{
     BuildError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError,
-    PortalError, ShutDown,
+    PortalError, SetTunablesError, ShutDown,
 };
 use crate::event_queue::{EqShared, EventQueue};
 use crate::lnd::Lnd;
@@ -341,6 +341,19 @@ impl Node {
         self.call(|core, now| core.engine.clear_lazy_portal(now, portal))
             .map_err(|ShutDown| PortalError::ShutDown)?
             .map_err(PortalError::Core)
+    }
+
+    /// The global tunables in force.
+    pub fn tunables(&self) -> Tunables {
+        self.locked(|core, _| *core.engine.tunables())
+    }
+
+    /// Replaces the global tunables live (`lnetctl set transaction_timeout ...`): checked as
+    /// at build time, applied from the next send on; deadlines already armed keep theirs.
+    pub fn set_tunables(&self, tunables: Tunables) -> Result<(), SetTunablesError> {
+        self.call(|core, _| core.engine.set_tunables(tunables))
+            .map_err(|ShutDown| SetTunablesError::ShutDown)?
+            .map_err(SetTunablesError::Invalid)
     }
 
     /// A snapshot of the statistics; also readable after shutdown.

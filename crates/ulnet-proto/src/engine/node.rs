@@ -20,7 +20,7 @@ use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::TrackerQueue;
-use crate::engine::tunables::Tunables;
+use crate::engine::tunables::{Tunables, TunablesError};
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
@@ -311,6 +311,19 @@ impl Node {
 
     pub fn tunables(&self) -> &Tunables {
         &self.tunables
+    }
+
+    /// Replaces the global tunables (`lnetctl set transaction_timeout|retry_count|
+    /// health_sensitivity|response_tracking`), with the checks of [`Tunables::validate`].
+    /// Tunables are read when a decision needs them, so the change applies from the next
+    /// send, resend or tracker on; deadlines already armed keep theirs, as in Lustre, where
+    /// the module parameter setters only store the new value.
+    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
+    /// `response_tracking_set()`.
+    pub fn set_tunables(&mut self, tunables: Tunables) -> Result<(), TunablesError> {
+        tunables.validate()?;
+        self.tunables = tunables;
+        Ok(())
     }
 
     pub fn limits(&self) -> &Limits {
