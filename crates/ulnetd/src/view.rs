@@ -135,7 +135,7 @@ fn local_ni(
         up: live.is_some_and(|ni| ni.up),
         interface: spec.interface.clone(),
         statistics: element_statistics(&statistics),
-        udsp: UdspInfo::default(),
+        udsp: no_udsp(),
         sent: counts(&statistics.sent_stats),
         received: counts(&statistics.received_stats),
         dropped: counts(&statistics.dropped_stats),
@@ -162,7 +162,7 @@ fn local_ni(
 fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
     PeerNiEntry {
         nid: ni.nid,
-        udsp: UdspInfo::default(),
+        udsp: no_udsp(),
         // `NA` unless the peer is a router or this node routes (cli.md §3.2): no routing yet.
         state: PeerNiState::NotApplicable,
         max_ni_tx_credits: u32::try_from(ni.tx_credits.max).unwrap_or(0),
@@ -187,6 +187,14 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
             next_ping: i64::try_from(ni.health.next_ping).unwrap_or(i64::MAX),
         },
     }
+}
+
+/// `udsp info` without UDSP rules: both priorities at `LNET_MAX_SELECTION_PRIORITY`
+/// (`u32::MAX`), which the netlink dump sends as an s32, -1.
+/// lustre: config.c `lnet_ni_alloc()`, peer.c `lnet_peer_ni_alloc()`, api-ni.c
+/// `udsp_info_list` (`NLA_S32`).
+fn no_udsp() -> UdspInfo {
+    UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
 }
 
 /// The `statistics:` block; the engine keeps no latency samples yet (all zero).
