@@ -297,7 +297,7 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let stats = node.stats();
         let state = render::ExportState {
-            nets: view::net_entries(&nets, &stats, &settings),
+            nets: view::net_entries(&nets, &stats),
             routes: Vec::new(),
             peers: view::peer_entries(&stats),
             routing: render::RoutingShow::default(),
@@ -391,9 +391,9 @@ impl LiveNode {
 
     /// `import --show`: the configured nets and peers the input names.
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
-        let (node, nets, settings) = self.snapshot()?;
+        let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
-        let nets: Vec<data::NetEntry> = view::net_entries(&nets, &stats, &settings)
+        let nets: Vec<data::NetEntry> = view::net_entries(&nets, &stats)
             .iter()
             .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
             .map(data::NetEntry::from)
@@ -446,8 +446,8 @@ impl LiveNode {
     }
 
     fn net_entries(&self) -> Result<Vec<render::NetEntry>, ControlError> {
-        let (node, nets, settings) = self.snapshot()?;
-        Ok(view::net_entries(&nets, &node.stats(), &settings))
+        let (node, nets, _) = self.snapshot()?;
+        Ok(view::net_entries(&nets, &node.stats()))
     }
 
     /// Replaces the node with one running `nets`; on failure the previous configuration

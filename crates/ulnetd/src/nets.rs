@@ -42,17 +42,36 @@ pub struct NiSpec {
     pub cpts: Option<Vec<u32>>,
 }
 
-/// socklnd's per-net tunables that `net show` reports.
+/// socklnd's per-net tunables (`lnd tunables:`), plus the module parameter `net show`
+/// reports as `timeout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SocklndTunables {
-    pub conns_per_peer: u16,
+    /// As configured: 0 is "auto" (from the link speed, which socklnd resolves at start).
+    pub conns_per_peer: u8,
     /// IP type of service; -1 leaves the socket's default.
     pub tos: i16,
 }
 
+/// socklnd's `sock_timeout` default, shown as the read-only `timeout` of `lnd tunables`.
+/// lustre: socklnd.h `SOCKNAL_TIMEOUT_DEFAULT`, `ksocknal_timeout()`; socklnd.c
+/// `ksocknal_nl_get()`.
+pub const SOCK_TIMEOUT_SECONDS: u32 = 50;
+
 impl Default for SocklndTunables {
     fn default() -> Self {
-        Self { conns_per_peer: model::DEFAULT_CONNS_PER_PEER, tos: DEFAULT_TOS }
+        Self { conns_per_peer: 0, tos: DEFAULT_TOS }
+    }
+}
+
+impl SocklndTunables {
+    /// The `conns_per_peer` `net show` reports: the configured number, or for "auto" what
+    /// socklnd derives for a link of unknown speed (loopback, most virtual NICs).
+    /// lustre: socklnd_modparams.c `ksocklnd_lookup_conns_per_peer()`.
+    pub fn shown_conns_per_peer(&self) -> u16 {
+        match self.conns_per_peer {
+            0 => model::conns_per_peer_for_speed(None),
+            count => u16::from(count),
+        }
     }
 }
 
@@ -220,13 +239,9 @@ pub fn net_tunables(lnd: LndType, tunables: &Tunables) -> NetTunables {
 }
 
 fn socklnd_tunables(tunables: &LndTunables) -> SocklndTunables {
-    // conns_per_peer 0 is socklnd's "auto": one connection per type below 4 Gb/s, and the
-    // link speed of a loopback or unknown device is unknown.
-    // lustre: socklnd_modparams.c `ksocklnd_lookup_conns_per_peer()`.
-    let conns_per_peer = match tunables.conns_per_peer.and_then(|v| u16::try_from(v).ok()) {
-        Some(0) | None => model::conns_per_peer_for_speed(None),
-        Some(count) => count,
-    };
+    // The importer and the CLI check the ranges (0..=127, -1..=255).
+    let conns_per_peer =
+        tunables.conns_per_peer.and_then(|value| u8::try_from(value).ok()).unwrap_or(0);
     let tos = tunables.tos.and_then(|v| i16::try_from(v).ok()).unwrap_or(DEFAULT_TOS);
     SocklndTunables { conns_per_peer, tos }
 }
@@ -362,7 +377,8 @@ mod tests {
             }]
         );
         assert_eq!(spec.tunables, NetTunables::SOCKLND);
-        assert_eq!(spec.socklnd, SocklndTunables { conns_per_peer: 1, tos: -1 });
+        assert_eq!(spec.socklnd, SocklndTunables { conns_per_peer: 0, tos: -1 });
+        assert_eq!(spec.socklnd.shown_conns_per_peer(), 1);
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! peer.c `lnet_peer_ni_info()` (via the netlink dumps).
 
 use ulnet::{NiStats, NodeStats, PeerNiStats};
-use ulnet_config::model::GlobalSettings;
 use ulnet_config::render::{
     LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
     PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
@@ -16,17 +15,13 @@ use ulnet_config::render::{
 use ulnet_proto::addr::{Net, Nid};
 use ulnet_proto::engine::{ElementStats, GlobalStats, MsgTypeCounts};
 
-use crate::nets::{CPT_COUNT, NetSpec, NiSpec};
+use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
 /// `LNET_PEER_MULTI_RAIL`, bit 0 of the peer state (include/linux/lnet/lib-types.h).
 pub const PEER_MULTI_RAIL: u32 = 1 << 0;
 
 /// `net show`: `lo` first, then the configured nets in configuration order.
-pub fn net_entries(
-    nets: &[NetSpec],
-    stats: &NodeStats,
-    settings: &GlobalSettings,
-) -> Vec<NetEntry> {
+pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
     let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
     let mut entries = vec![NetEntry {
         net: Net::LO,
@@ -37,14 +32,11 @@ pub fn net_entries(
             NetTunables::default(),
         )],
     }];
-    // The read-only socklnd `timeout`: LNet's derived LND timeout (api-ni.c
-    // `lnet_get_lnd_timeout()`), which socklnd reports.
-    let timeout = u32::try_from(settings.lnd_timeout()).unwrap_or(u32::MAX);
     for net in nets {
         let tunables = shown_tunables(net);
         let lnd = LndTunablesShow::Socklnd {
-            conns_per_peer: net.socklnd.conns_per_peer,
-            timeout,
+            conns_per_peer: net.socklnd.shown_conns_per_peer(),
+            timeout: SOCK_TIMEOUT_SECONDS,
             tos: net.socklnd.tos,
         };
         let nis = net
