@@ -138,7 +138,7 @@ impl LiveNode {
     /// file's nets; on a running node `--all` adds those of them that are missing.
     /// lustre: api-ni.c `lnet_configure()`, `lnet_net_conf_cmd()`.
     fn configure(&self, all: bool) -> Result<Response, ControlError> {
-        let mut state = self.lock_running_or_stopped()?;
+        let mut state = self.lock_unless_stopping()?;
         let mut nets = if state.node.is_some() { state.nets.clone() } else { Vec::new() };
         if all {
             for net in &self.boot_nets {
@@ -160,7 +160,7 @@ impl LiveNode {
     /// node that is down succeeds, as in the kernel. lustre: api-ni.c `lnet_unconfigure()`.
     fn unconfigure(&self) -> Result<Response, ControlError> {
         let node = {
-            let mut state = self.lock_running_or_stopped()?;
+            let mut state = self.lock_unless_stopping()?;
             state.nets.clear();
             state.node.take()
         };
@@ -181,7 +181,7 @@ impl LiveNode {
         let Some(key) = param.global_key() else {
             return Err(ControlError::Unsupported { what: param.name().to_string() });
         };
-        let mut state = self.lock_running_or_stopped()?;
+        let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         settings.set(key, value).map_err(|error| ControlError::from(&error))?;
         if let Some(node) = &state.node {
@@ -327,7 +327,7 @@ impl LiveNode {
     }
 
     fn import_add(&self, config: &Config) -> Result<ImportReply, ControlError> {
-        let mut state = self.lock_running_or_stopped()?;
+        let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         settings.apply(config).map_err(|error| ControlError::from(&error))?;
         let mut nets = state.nets.clone();
@@ -362,7 +362,7 @@ impl LiveNode {
     /// `import --del`: the nets (or the NIs) named go; `numa_range`, `max_interfaces` and
     /// `discovery` return to their defaults (cli.md §4.5).
     fn import_del(&self, config: &Config) -> Result<ImportReply, ControlError> {
-        let mut state = self.lock_running_or_stopped()?;
+        let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         for (key, _) in &config.global {
             if let Some(value) = key.deleted_value() {
@@ -419,7 +419,7 @@ impl LiveNode {
 
     /// The state, for changes that need LNet up.
     fn lock_running(&self) -> Result<MutexGuard<'_, State>, ControlError> {
-        let state = self.lock_running_or_stopped()?;
+        let state = self.lock_unless_stopping()?;
         if state.node.is_none() {
             return Err(ControlError::NotConfigured);
         }
@@ -427,7 +427,7 @@ impl LiveNode {
     }
 
     /// The state, for changes allowed while LNet is down (not while the daemon stops).
-    fn lock_running_or_stopped(&self) -> Result<MutexGuard<'_, State>, ControlError> {
+    fn lock_unless_stopping(&self) -> Result<MutexGuard<'_, State>, ControlError> {
         let state = self.lock();
         if state.stopping {
             return Err(ControlError::NotConfigured);

@@ -269,3 +269,26 @@ fn a_second_daemon_on_the_same_socket_is_refused() {
     first.shutdown();
     other.shutdown();
 }
+
+#[test]
+fn stopping_finalizes_messages_in_flight_with_an_error() {
+    let dir = TempDir::new("inflight");
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let (node_a, target) = (a.node().unwrap(), b.node().unwrap().process_id());
+    // Nothing on b matches: the GET waits for a REPLY that never comes (the tracker would
+    // give up after transaction_timeout, 150 s).
+    let waiting =
+        std::thread::spawn(move || node_a.get_into(target, 9, 0xdead, vec![0; 64], HANG_GUARD));
+    // Wait until the GET has gone out and its MD waits for the REPLY.
+    let node = a.node().unwrap();
+    while node.stats().global.send_count == 0 || node.stats().mds == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    a.shutdown();
+    let outcome = waiting.join().unwrap();
+    // The MD is unlinked with the node: its final event hands the memory back unanswered.
+    assert_eq!(outcome, Err(ulnet::TransferError::NoResponse(ulnet::EventKind::Reply)));
+    b.shutdown();
+}
