@@ -98,14 +98,15 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     };
     let signal = wait_for_signal(|| {
         let line = daemon.ready_line();
-        let mut stdout = std::io::stdout().lock();
-        // A closed stdout must not stop the daemon; the log has the same facts.
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
+        // Logged first, so whoever sees the ready line finds it in the log too.
         tracing::info!(
             startup_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "{line}"
         );
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout must not stop the daemon; the log has the same facts.
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
     });
     match signal {
         Ok(name) => tracing::info!(signal = name, "shutting down"),
