@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use ulnet_proto::engine::portal::MAX_PORTALS;
-use ulnet_proto::engine::{HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId};
+use ulnet_proto::engine::{Completion, HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId};
 use ulnet_proto::time::Time;
 
 use crate::clock;
@@ -73,6 +73,13 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// How long a waiting thread spins before it parks.
     pub(crate) spin: Duration,
+}
+
+/// What a caller blocked on a core completion waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CompletionKey {
+    Ping(u64),
+    Discovery(u64),
 }
 
 /// Runtime counters (the core keeps its own statistics).
@@ -100,6 +107,9 @@ pub(crate) struct Core {
     /// The core timer deadline the I/O thread last armed; an API call that moves the core's
     /// deadline earlier rings the doorbell.
     pub(crate) armed: Time,
+    /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
+    /// sender (at shutdown) wakes its caller with an error.
+    pub(crate) completions: HashMap<CompletionKey, std::sync::mpsc::SyncSender<Completion>>,
     /// API calls fail with `ShutDown`; transmits fail locally.
     pub(crate) closed: bool,
     /// [`finish`] ran to the end.
@@ -113,6 +123,7 @@ impl Core {
             in_flight: HashMap::new(),
             delayed: HashMap::new(),
             routes: HashMap::new(),
+            completions: HashMap::new(),
             armed: Time::MAX,
             closed: false,
             finished: false,
@@ -316,6 +327,20 @@ pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mu
                 }
             }
         }
+        while let Some(completion) = core.engine.poll_completion() {
+            progressed = true;
+            let key = match &completion {
+                Completion::Ping(result) => CompletionKey::Ping(result.id.0),
+                Completion::Discovery(result) => CompletionKey::Discovery(result.id.0),
+                // A kind this runtime does not wait for yet has no caller to wake.
+                _ => continue,
+            };
+            if let Some(waiter) = core.completions.remove(&key) {
+                // Capacity 1 and one completion per key: this never blocks. A caller that gave
+                // up has dropped its receiver; nothing is lost then.
+                let _ = waiter.try_send(completion);
+            }
+        }
         if !progressed {
             break;
         }
@@ -384,6 +409,8 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
             return;
         }
         core.closed = true;
+        // Wake every caller blocked on a ping or discovery: they get `ShutDown`.
+        core.completions.clear();
     }
     // LNDs first: they stop taking frames, fail the receives they were about to fill and hand
     // what they hold back to its senders. Our own transmits they held stay in `in_flight`.

@@ -112,6 +112,30 @@ pub enum InitiateError {
     ShutDown,
 }
 
+/// [`Node::ping`](crate::Node::ping).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PingError {
+    #[error(transparent)]
+    Start(#[from] core::PingStartError),
+    /// The ping ran and failed: no reply in time, a send failure, or a bad buffer.
+    #[error("ping failed: {0}")]
+    Failed(core::PingFailure),
+    #[error("the node is shut down")]
+    ShutDown,
+}
+
+/// [`Node::discover`](crate::Node::discover).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoverError {
+    #[error(transparent)]
+    Start(#[from] core::DiscoverError),
+    /// Discovery ran and failed with this status (what held messages failed with).
+    #[error("discovery failed: {0:?}")]
+    Failed(core::EventStatus),
+    #[error("the node is shut down")]
+    ShutDown,
+}
+
 /// Setting or clearing a lazy portal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PortalError {

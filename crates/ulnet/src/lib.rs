@@ -63,8 +63,9 @@ mod transfer;
 pub use ulnet_proto as proto;
 
 pub use error::{
-    BuildError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError,
-    PortalError, PostError, RecvError, SetTunablesError, ShutDown, TransferError,
+    BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
+    MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,
+    TransferError,
 };
 pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};

@@ -9,18 +9,19 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::engine::Completion as CoreCompletion;
 use ulnet_proto::engine::{
     GetRequest, GlobalStats, InsertPosition, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec,
-    MeHandle, Memory, NiConfig, NiId, NiStats, NodeConfig, PeerNiStats, PutRequest, Rejected,
-    Tunables, UnlinkMode,
+    MeHandle, Memory, NiConfig, NiId, NiStats, NodeConfig, PeerInfo, PeerNiStats, PingReply,
+    PutRequest, Rejected, Tunables, UnlinkMode,
 };
 use ulnet_proto::time::Time;
 
 use crate::clock;
-use crate::driver::{self, Core, Counters, Doorbell, Shared, Wakes};
+use crate::driver::{self, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
 use crate::error::{
-    BuildError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError,
-    PortalError, SetTunablesError, ShutDown,
+    BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
+    MeUnlinkError, PingError, PortalError, SetTunablesError, ShutDown,
 };
 use crate::event_queue::{EqShared, EventQueue};
 use crate::lnd::Lnd;
@@ -354,6 +355,50 @@ impl Node {
         self.call(|core, _| core.engine.set_tunables(tunables))
             .map_err(|ShutDown| SetTunablesError::ShutDown)?
             .map_err(SetTunablesError::Invalid)
+    }
+
+    /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it
+    /// answers or `timeout` passes. Never triggers discovery.
+    pub fn ping(
+        &self,
+        target: ProcessId,
+        timeout: Duration,
+        source: Option<Nid>,
+    ) -> Result<PingReply, PingError> {
+        let (sender, receiver) = mpsc::sync_channel(1);
+        self.call(|core, now| {
+            let id = core.engine.ping(now, target, timeout, source)?;
+            core.completions.insert(CompletionKey::Ping(id.0), sender);
+            Ok::<_, PingError>(())
+        })
+        .map_err(|ShutDown| PingError::ShutDown)??;
+        // The core always completes a ping by its timeout; a closed channel means shutdown.
+        match receiver.recv() {
+            Ok(CoreCompletion::Ping(result)) => result.outcome.map_err(PingError::Failed),
+            Ok(_) | Err(_) => Err(PingError::ShutDown),
+        }
+    }
+
+    /// `lnetctl discover`: (re)discovers the peer owning `nid` — pinged always, pushed to when
+    /// `force` or the protocol asks — and blocks until discovery ends, bounded by the core's
+    /// transaction timeout.
+    pub fn discover(&self, nid: Nid, force: bool) -> Result<PeerInfo, DiscoverError> {
+        let (sender, receiver) = mpsc::sync_channel(1);
+        self.call(|core, now| {
+            let id = core.engine.discover(now, nid, force)?;
+            core.completions.insert(CompletionKey::Discovery(id.0), sender);
+            Ok::<_, DiscoverError>(())
+        })
+        .map_err(|ShutDown| DiscoverError::ShutDown)??;
+        match receiver.recv() {
+            Ok(CoreCompletion::Discovery(result)) => result.outcome.map_err(DiscoverError::Failed),
+            Ok(_) | Err(_) => Err(DiscoverError::ShutDown),
+        }
+    }
+
+    /// What the node knows of the peer owning `nid` (after discovery or traffic).
+    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.locked(|core, _| core.engine.peer_info(nid))
     }
 
     /// A snapshot of the statistics; also readable after shutdown.

@@ -175,3 +175,44 @@ pub enum ParseError {
     #[error("message arrived on an unknown NI")]
     UnknownNi,
 }
+
+/// [`Node::ping`](crate::engine::Node::ping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PingStartError {
+    /// Lustre's `-EINVAL`: `LNET_NID_ANY` cannot be pinged.
+    #[error("cannot ping LNET_NID_ANY")]
+    AnyNid,
+    #[error("source NID {0:?} is not local")]
+    NotLocalSource(Nid),
+    #[error("too many pings in flight")]
+    TooManyPings,
+    #[error("too many messages in flight")]
+    TooManyMessages,
+}
+
+/// [`Node::discover`](crate::engine::Node::discover).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoverError {
+    /// Lustre's `-EINVAL`.
+    #[error("cannot discover LNET_NID_ANY")]
+    AnyNid,
+    /// `0@lo` and our own NIDs are not peers.
+    #[error("NID {0:?} is local")]
+    LocalNid(Nid),
+    #[error("the peer table is full")]
+    TooManyPeers,
+    #[error("too many discoveries waited on")]
+    TooManyDiscoveries,
+}
+
+/// [`Node::remove_ni`](crate::engine::Node::remove_ni).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NiRemoveError {
+    #[error("unknown NI")]
+    UnknownNi,
+    /// `0@lo` is always present.
+    #[error("the loopback NI cannot be removed")]
+    Loopback,
+    #[error("NI already removed")]
+    AlreadyRemoved,
+}

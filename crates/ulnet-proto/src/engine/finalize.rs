@@ -7,11 +7,12 @@
 
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::{HealthAction, HealthStatus};
-use crate::engine::md::{Threshold, UnlinkMode};
+use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
 use crate::engine::ni::{LndKind, NiId};
 use crate::engine::node::{Node, Work};
 use crate::engine::peer::PeerNiId;
+use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
 use crate::wire::header::{Body, Header};
 
@@ -236,6 +237,18 @@ impl Node {
         }
         md.refcount -= 1;
         let unlink = md.unlinkable();
+        let owner = md.owner;
+        // LNet's consumers read what a REPLY or a PUT brought before the memory goes.
+        let data = match kind {
+            EventKind::Reply | EventKind::Put if owner != MdOwner::User => {
+                let mut data = vec![0; template.mlength.min(md.length) as usize];
+                if !md.memory.read_at(template.offset as usize, &mut data) {
+                    data.clear();
+                }
+                data
+            }
+            _ => Vec::new(),
+        };
         let event = md.events.then(|| {
             let status = if md.aborted && status.is_ok() { EventStatus::TimedOut } else { status };
             let mut event = template.event(kind, md.handle, md.user_ptr, status);
@@ -247,7 +260,7 @@ impl Node {
         });
         let idle_infinite = md.refcount == 0 && md.threshold == Threshold::Infinite;
         if let Some(event) = event {
-            self.push_event(event);
+            self.deliver_event(owner, md_key, event, data);
         }
         if unlink || idle_infinite {
             self.detach_tracker(md_key);
@@ -279,7 +292,9 @@ impl Node {
         }
         if self.mds.get(md_key).is_some_and(|md| md.refcount == 0) {
             self.detach_tracker(md_key);
-            self.mds.remove(md_key);
+            if self.mds.remove(md_key).is_some_and(|md| md.owner != MdOwner::User) {
+                self.internal_mds -= 1;
+            }
         }
     }
 
@@ -290,6 +305,7 @@ impl Node {
             return;
         };
         md.aborted = true;
+        let owner = md.owner;
         let event = (md.refcount == 0 && md.events).then(|| {
             // lustre: lib-md.c lnet_build_unlink_event(): status 0, unlinked 1.
             let mut event: Event = EventTemplate::EMPTY.event(
@@ -303,10 +319,21 @@ impl Node {
             event
         });
         if let Some(event) = event {
-            self.push_event(event);
+            self.deliver_event(owner, md_key, event, Vec::new());
         }
         self.detach_tracker(md_key);
         self.unlink_md(md_key);
+    }
+
+    /// The user's event queue, or LNet's own handler for its MDs (run before the call
+    /// returns, never re-entrantly).
+    fn deliver_event(&mut self, owner: MdOwner, md: Key, mut event: Event, data: Vec<u8>) {
+        if owner == MdOwner::User {
+            self.push_event(event);
+        } else {
+            event.memory = None;
+            self.internal_events.push_back(InternalEvent { owner, md, event, data });
+        }
     }
 
     fn local_success(&mut self, ni: NiId) {

@@ -4,6 +4,7 @@
 //! waiters and go negative only with waiters (lib-move.c), MD reference counts equal the
 //! messages attached (lib-md.c), plus the bounds this implementation promises.
 
+use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::node::Node;
 use crate::engine::tracker::TrackerQueue;
@@ -17,10 +18,16 @@ pub(crate) fn check(node: &Node) -> Result<(), String> {
 
 fn check_bounds(node: &Node) -> Result<(), String> {
     let limits = &node.limits;
+    // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
+    // plus MDs of messages in flight.
+    let internal_mds = 2 + 2 * node.peers.peers.len() + node.pings.len() + node.msgs.len();
     let checks = [
         ("messages", node.msgs.len(), limits.messages),
-        ("MDs", node.mds.len(), limits.mds),
-        ("MEs", node.mes.len(), limits.mes),
+        ("MDs", node.md_count(), limits.mds),
+        ("MEs", node.me_count(), limits.mes),
+        ("LNet MDs", node.internal_mds, internal_mds),
+        ("LNet MEs", node.internal_mes, 2 + node.internal_mds),
+        ("peers", node.peers.peers.len(), node.peers.nis.len()),
         ("peer NIs", node.peers.nis.len(), limits.peer_nis),
         ("events", node.events.len(), limits.events),
         ("transmits", node.transmits.len(), limits.messages),
@@ -36,9 +43,24 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     if entries != node.mes.len() {
         return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }
-    for peer in &node.peers.peers {
+    for (_, peer) in node.peers.peers.iter() {
+        if peer.discovery.pending.len() > MAX_DISCOVERY_PENDING {
+            return Err(format!("peer {:?} holds too many messages", peer.primary_nid));
+        }
+        if peer.nets.is_empty() {
+            return Err(format!("peer {:?} has no NIs", peer.primary_nid));
+        }
         for net in &peer.nets {
             for id in &net.nis {
+                let owner = node.peers.ni(*id).map(|ni| ni.peer);
+                if owner.and_then(|owner| node.peers.peer(owner)).map(|p| p.primary_nid)
+                    != Some(peer.primary_nid)
+                {
+                    return Err(format!(
+                        "peer {:?} lists NI {id:?} it does not own",
+                        peer.primary_nid
+                    ));
+                }
                 if node.peers.ni(*id).is_none_or(|ni| ni.nid.net() != net.net) {
                     return Err(format!(
                         "peer {:?} lists NI {id:?} under the wrong net",
@@ -158,6 +180,12 @@ fn check_messages(node: &Node) -> Result<(), String> {
                 !message.tx
                     && message.md.is_none()
                     && node.portals.iter().any(|portal| portal.delayed.contains(&key))
+            }
+            Phase::DiscoveryWait => {
+                message.tx
+                    && message.peer_credit == Credit::None
+                    && message.ni_credit == Credit::None
+                    && node.is_held_for_discovery(key)
             }
         };
         if !coherent {

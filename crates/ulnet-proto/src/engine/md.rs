@@ -8,7 +8,7 @@ use std::fmt;
 use std::ops::BitOr;
 
 use crate::engine::memory::Memory;
-use crate::engine::peer::PeerNiId;
+use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::time::Time;
 
@@ -177,6 +177,21 @@ pub(crate) struct Tracker {
     pub(crate) next_hop: Option<PeerNiId>,
 }
 
+/// Who an MD's events go to: the user, or one of LNet's own consumers (the ping and push
+/// targets, discovery, the ping API), which the user can neither see nor unlink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MdOwner {
+    User,
+    PingTarget,
+    PushTarget,
+    DiscoveryPing(PeerId),
+    DiscoveryPush(PeerId),
+    Ping(u64),
+    /// Dropped by its consumer (a failed ping or push, a finished API ping): its late events
+    /// are ignored, as Lustre's handlers find nothing left to update.
+    Abandoned,
+}
+
 /// A live MD (`struct lnet_libmd`).
 #[derive(Debug)]
 pub(crate) struct Md {
@@ -202,6 +217,7 @@ pub(crate) struct Md {
     /// `LNET_MD_FLAG_ABORTED`: explicitly unlinked (or its tracker expired).
     pub(crate) aborted: bool,
     pub(crate) tracker: Option<Tracker>,
+    pub(crate) owner: MdOwner,
 }
 
 impl Md {

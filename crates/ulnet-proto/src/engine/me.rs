@@ -53,6 +53,8 @@ pub(crate) struct Me {
     pub(crate) ignore_bits: u64,
     pub(crate) unlink: UnlinkMode,
     pub(crate) md: Option<Key>,
+    /// LNet's own (the ping and push targets): invisible to the user's handles.
+    pub(crate) internal: bool,
 }
 
 impl Me {
@@ -76,7 +78,15 @@ mod tests {
     use crate::addr::{Net, Nid};
 
     fn me(match_id: ProcessId, match_bits: u64, ignore_bits: u64) -> Me {
-        Me { portal: 0, match_id, match_bits, ignore_bits, unlink: UnlinkMode::Retain, md: None }
+        Me {
+            portal: 0,
+            match_id,
+            match_bits,
+            ignore_bits,
+            unlink: UnlinkMode::Retain,
+            md: None,
+            internal: false,
+        }
     }
 
     #[test]

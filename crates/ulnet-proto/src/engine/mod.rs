@@ -3,11 +3,13 @@
 //!
 //! Map: [`node`] holds the state and the public API; `send`, `recv` and `finalize` are
 //! the message lifecycle (lib-move.c and lib-msg.c); [`portal`], [`me`], [`md`], [`memory`]
-//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`credits`], [`peer`], [`ni`],
-//! [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the outputs;
-//! [`testing`] the deterministic harness and fuzz driver.
+//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`ping`] the ping and push
+//! targets and the ping API, [`discovery`] dynamic discovery (api-ni.c, peer.c); [`credits`],
+//! [`peer`], [`ni`], [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the
+//! outputs; [`testing`] the deterministic harness and fuzz driver.
 
 pub mod credits;
+pub mod discovery;
 pub mod error;
 pub mod event;
 mod finalize;
@@ -20,6 +22,7 @@ pub mod msg;
 pub mod ni;
 pub mod node;
 pub mod peer;
+pub mod ping;
 pub mod portal;
 mod recv;
 mod send;
@@ -29,9 +32,11 @@ pub mod testing;
 mod tracker;
 pub mod tunables;
 
+pub use discovery::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES, MAX_DISCOVERY_PENDING};
 pub use error::{
-    ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
-    MeUnlinkError, MemoryError, ParseError, PortalError, Rejected,
+    ConfigError, DiscoverError, DriverError, InitiateError, MdAttachError, MdBindError, MdError,
+    MeAttachError, MeUnlinkError, MemoryError, NiRemoveError, ParseError, PingStartError,
+    PortalError, Rejected,
 };
 pub use event::{Event, EventKind, EventStatus};
 pub use health::{HealthStatus, MAX_HEALTH};
@@ -41,6 +46,8 @@ pub use memory::{MAX_SEGMENTS, Memory, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
 pub use ni::{LndKind, NiConfig, NiId};
 pub use node::{GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit};
+pub use peer::{PeerInfo, PeerNiInfo, PeerState};
+pub use ping::{Completion, MAX_PINGS, PingFailure, PingId, PingReply, PingResult};
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,

@@ -4,6 +4,7 @@
 //! (`lnet_msg_commit`, `lnet_finalize`), semantics.md §11. As in Lustre, a received PUT is reused
 //! as its ACK and a received GET as its REPLY.
 
+use crate::addr::Nid;
 use crate::engine::event::{EventKind, EventTemplate};
 use crate::engine::health::HealthStatus;
 use crate::engine::ni::NiId;
@@ -41,6 +42,9 @@ pub(crate) enum Phase {
     Receiving,
     /// A PUT delayed on a lazy portal, its receive pending.
     Delayed,
+    /// A PUT or GET held on its peer's pending queue until discovery completes
+    /// (`LNET_DC_WAIT`), before any credit is taken.
+    DiscoveryWait,
 }
 
 /// Whether a message holds, waits for, or has no claim on a credit.
@@ -88,4 +92,7 @@ pub(crate) struct Message {
     pub(crate) no_resend: bool,
     /// Was resent at least once (for the successful/failed resend counters).
     pub(crate) resent: bool,
+    /// The source NID the user asked for (`msg_src_nid_param`), kept for resends and for the
+    /// send that follows discovery.
+    pub(crate) source: Option<Nid>,
 }

@@ -59,6 +59,9 @@ pub(crate) struct Ni {
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: NiHealthStats,
     pub(crate) fatal_error: bool,
+    /// Removed by [`Node::remove_ni`](crate::engine::Node::remove_ni): kept so `NiId`s stay
+    /// stable, but no longer selected, advertised or accepted on.
+    pub(crate) removed: bool,
 }
 
 impl Ni {
@@ -73,6 +76,7 @@ impl Ni {
             stats: ElementStats::default(),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
+            removed: false,
         }
     }
 
@@ -87,6 +91,7 @@ impl Ni {
             stats: ElementStats::default(),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
+            removed: false,
         }
     }
 }

@@ -1,21 +1,25 @@
 //! The node: LNet's message engine as an I/O-free state machine.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::addr::Nid;
+use crate::engine::discovery::DiscoverWaiter;
 use crate::engine::error::ParseError;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
-    MeUnlinkError, PortalError, Rejected,
+    MeUnlinkError, NiRemoveError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::HealthStatus;
-use crate::engine::md::{MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdSpec, Tracker, UnlinkMode};
+use crate::engine::md::{
+    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Tracker, UnlinkMode,
+};
 use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
-use crate::engine::peer::PeerTable;
+use crate::engine::peer::{PeerId, PeerTable};
+use crate::engine::ping::{Completion, InternalEvent, PingState, PingTarget, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
@@ -164,6 +168,8 @@ pub(super) enum Work {
     Resend(Key),
     /// A delayed loopback receive matched: copy and complete it.
     LoDeliver(Key),
+    /// Discovery of the message's peer completed: send it (`lnet_peer_discovery_complete`).
+    Release(Key),
 }
 
 /// One LNet node's message engine, with no I/O.
@@ -174,8 +180,9 @@ pub(super) enum Work {
 ///
 /// # Call protocol
 ///
-/// * Every `handle_*` call and every API call that can make progress (`put`, `get`,
-///   `md_attach`, `md_unlink`, `clear_lazy_portal`) takes `now`. `now` must never go backwards;
+/// * Every `handle_*` call and every API call that can make progress (`put`, `get`, `ping`,
+///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`) takes
+///   `now`. `now` must never go backwards;
 ///   an earlier value is treated as the latest one seen.
 /// * After any such call the driver drains the outputs, in any order:
 ///   * [`poll_transmit`](Self::poll_transmit) until `None`: for each [`Transmit`], write the
@@ -185,12 +192,17 @@ pub(super) enum Work {
 ///   * [`poll_event`](Self::poll_event) until `None`: user events.
 ///   * [`poll_timeout`](Self::poll_timeout): the next instant at which to call
 ///     [`handle_timeout`](Self::handle_timeout) (recompute after every call).
+///   * [`poll_completion`](Self::poll_completion) until `None`: finished pings and
+///     discoveries.
 /// * Receiving: once a message header is decoded, call [`handle_header`](Self::handle_header)
 ///   with the NI and the connection's peer NID. The [`RecvAction`] says where the payload goes.
 ///   For `Deliver`, read the bytes into [`rx_segments_mut`](Self::rx_segments_mut) (or
 ///   [`rx_write`](Self::rx_write)) and call [`handle_recv_done`](Self::handle_recv_done) exactly
 ///   once, with `HealthStatus::Ok` or the failure.
 /// * Loopback (`0@lo` and our own NIDs) never reaches the driver: it completes inside the call.
+/// * Portal 0 belongs to LNet: the node serves its ping buffer there and takes discovery pushes
+///   (it is lazy). Before the first PUT or GET to a peer, the message waits while the peer is
+///   pinged (discovery, semantics.md §6); the driver sees only ordinary transmits.
 /// * Nothing a peer sends can panic the node or grow it beyond its [`Limits`]; a driver that
 ///   breaks the protocol gets a [`DriverError`].
 ///
@@ -253,6 +265,22 @@ pub struct Node {
     pub(super) stats: GlobalStats,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
     pub(super) violation: Option<String>,
+    /// LNet's own MEs and MDs (ping and push targets, discovery, pings): not counted against
+    /// the user's limits nor reachable through user handles.
+    pub(super) internal_mes: usize,
+    pub(super) internal_mds: usize,
+    pub(super) ping_target: PingTarget,
+    pub(super) push_target: PushTarget,
+    /// Events of LNet's own MDs, handled before the call returns.
+    pub(super) internal_events: VecDeque<InternalEvent>,
+    /// Peers waiting for the discovery pass (`ln_dc_request`).
+    pub(super) discovery_requests: VecDeque<PeerId>,
+    pub(super) pings: BTreeMap<u64, PingState>,
+    pub(super) ping_deadlines: BTreeSet<(Time, u64)>,
+    pub(super) next_ping_id: u64,
+    pub(super) discover_waiters: Vec<DiscoverWaiter>,
+    pub(super) next_discovery_id: u64,
+    pub(super) completions: VecDeque<Completion>,
 }
 
 impl Node {
@@ -278,7 +306,7 @@ impl Node {
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
         limits.mes = limits.mes.min(MAX_COOKIE_INDEX as usize);
-        Ok(Self {
+        let mut node = Self {
             interface_cookie: config.interface_cookie,
             pid: config.pid,
             tunables: config.tunables,
@@ -298,7 +326,22 @@ impl Node {
             work: VecDeque::new(),
             stats: GlobalStats::default(),
             violation: None,
-        })
+            internal_mes: 0,
+            internal_mds: 0,
+            ping_target: PingTarget::default(),
+            push_target: PushTarget::default(),
+            internal_events: VecDeque::new(),
+            discovery_requests: VecDeque::new(),
+            pings: BTreeMap::new(),
+            ping_deadlines: BTreeSet::new(),
+            next_ping_id: 0,
+            discover_waiters: Vec::new(),
+            next_discovery_id: 0,
+            completions: VecDeque::new(),
+        };
+        node.setup_reserved_portal();
+        node.run_work();
+        Ok(node)
     }
 
     pub fn interface_cookie(&self) -> u64 {
@@ -335,9 +378,11 @@ impl Node {
         self.now
     }
 
-    /// All NIs, loopback first.
+    /// All NIs, loopback first (removed ones left out).
     pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
-        (0..self.nis.len()).map(|index| NiId(index as u16))
+        (0..self.nis.len())
+            .filter(|index| self.nis.get(*index).is_some_and(|ni| !ni.removed))
+            .map(|index| NiId(index as u16))
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
@@ -345,7 +390,51 @@ impl Node {
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.iter().position(|ni| ni.nid == nid).map(|index| NiId(index as u16))
+        self.nis.iter().position(|ni| ni.nid == nid && !ni.removed).map(|index| NiId(index as u16))
+    }
+
+    /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
+    /// number and pushed to the multi-rail peers that need it.
+    /// lustre: api-ni.c `lnet_dyn_add_ni()`, `lnet_ping_target_update()`.
+    pub fn add_ni(&mut self, now: Time, config: NiConfig) -> Result<NiId, ConfigError> {
+        self.advance(now);
+        if config.nid == Nid::LO_0 {
+            return Err(ConfigError::LoopbackConfigured);
+        }
+        if config.lnd == LndKind::Lo {
+            return Err(ConfigError::LoopbackLnd(config.nid));
+        }
+        if self.ni_for_nid(config.nid).is_some() {
+            return Err(ConfigError::DuplicateNid(config.nid));
+        }
+        // Removed NIs keep their slot, so the bound counts them too.
+        if self.nis.len() > MAX_NIS {
+            return Err(ConfigError::TooManyNis);
+        }
+        let id = NiId(u16::try_from(self.nis.len()).map_err(|_| ConfigError::TooManyNis)?);
+        self.nis.push(Ni::from_config(&config));
+        self.install_ping_target();
+        self.run_work();
+        Ok(id)
+    }
+
+    /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
+    /// received on (its `NiId` is never reused), and the ping buffer is rebuilt. The driver
+    /// closes its connections, failing what it still has queued on them.
+    /// lustre: api-ni.c `lnet_dyn_del_ni()`.
+    pub fn remove_ni(&mut self, now: Time, ni: NiId) -> Result<(), NiRemoveError> {
+        self.advance(now);
+        if ni == NiId::LOOPBACK {
+            return Err(NiRemoveError::Loopback);
+        }
+        let entry = self.nis.get_mut(usize::from(ni.0)).ok_or(NiRemoveError::UnknownNi)?;
+        if entry.removed {
+            return Err(NiRemoveError::AlreadyRemoved);
+        }
+        entry.removed = true;
+        self.install_ping_target();
+        self.run_work();
+        Ok(())
     }
 
     // ---------------------------------------------------------------- portals, MEs, MDs
@@ -364,10 +453,11 @@ impl Node {
         let Some(table) = self.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
-        if self.mes.len() >= self.limits.mes {
+        if self.mes.len() - self.internal_mes >= self.limits.mes {
             return Err(MeAttachError::TooManyEntries);
         }
-        let me = Me { portal, match_id, match_bits, ignore_bits, unlink, md: None };
+        let me =
+            Me { portal, match_id, match_bits, ignore_bits, unlink, md: None, internal: false };
         if !table.accepts(&me) {
             return Err(MeAttachError::MatchTypeMismatch(portal));
         }
@@ -426,7 +516,7 @@ impl Node {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdAttachError::ConflictingTracking)
-        } else if self.mds.len() >= self.limits.mds {
+        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
             Some(MdAttachError::TooManyMds)
         } else {
             None
@@ -435,7 +525,7 @@ impl Node {
             self.remove_me(me_key);
             return Err(Rejected { error, memory: spec.memory });
         }
-        let Some(md_key) = self.insert_md(spec, unlink, Some(me_key)) else {
+        let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), MdOwner::User) else {
             // insert_md only fails when the slab is full, which the limit check excludes;
             // the memory is lost in that impossible case.
             self.remove_me(me_key);
@@ -469,7 +559,7 @@ impl Node {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdBindError::ConflictingTracking)
-        } else if self.mds.len() >= self.limits.mds {
+        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
             Some(MdBindError::TooManyMds)
         } else {
             None
@@ -477,7 +567,7 @@ impl Node {
         if let Some(error) = error {
             return Err(Rejected { error, memory: spec.memory });
         }
-        match self.insert_md(spec, unlink, None) {
+        match self.insert_md(spec, unlink, None, MdOwner::User) {
             Some(key) => Ok(MdHandle::from_key(key)),
             None => Err(Rejected { error: MdBindError::TooManyMds, memory: Memory::empty() }),
         }
@@ -567,7 +657,9 @@ impl Node {
             hdr_data: request.hdr_data,
             ..EventTemplate::EMPTY
         };
-        self.initiate(md_key, header, template, length, track, request.source)
+        let result = self.initiate(md_key, header, template, length, track, request.source);
+        self.run_work();
+        result
     }
 
     /// `LNetGet`: asks for the bound MD's length; the REPLY lands at offset 0.
@@ -603,7 +695,9 @@ impl Node {
             offset: request.remote_offset,
             ..EventTemplate::EMPTY
         };
-        self.initiate(md_key, header, template, 0, track, request.source)
+        let result = self.initiate(md_key, header, template, 0, track, request.source);
+        self.run_work();
+        result
     }
 
     // ---------------------------------------------------------------- driver: receive
@@ -756,9 +850,12 @@ impl Node {
         self.events.pop_front()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry).
+    /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
+    /// a ping's timeout).
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.trackers.front().map(|(deadline, _)| deadline)
+        let tracker = self.trackers.front().map(|(deadline, _)| deadline);
+        let ping = self.ping_deadlines.first().map(|(deadline, _)| *deadline);
+        [tracker, ping].into_iter().flatten().min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
@@ -786,6 +883,7 @@ impl Node {
             }
             self.abort_md(md_key);
         }
+        self.expire_pings();
         self.run_work();
     }
 
@@ -796,7 +894,7 @@ impl Node {
     }
 
     pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(usize::from(ni.0))?;
+        let ni = self.nis.get(usize::from(ni.0)).filter(|ni| !ni.removed)?;
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
@@ -846,12 +944,14 @@ impl Node {
             .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
     }
 
+    /// The user's MDs (LNet's own are not counted).
     pub fn md_count(&self) -> usize {
-        self.mds.len()
+        self.mds.len() - self.internal_mds
     }
 
+    /// The user's MEs (LNet's own are not counted).
     pub fn me_count(&self) -> usize {
-        self.mes.len()
+        self.mes.len() - self.internal_mes
     }
 
     /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
@@ -876,9 +976,13 @@ impl Node {
         }
     }
 
+    /// Resolves a user's ME handle; LNet's own MEs are invisible.
     fn me_key(&self, me: MeHandle) -> Result<Key, KeyState> {
         let key = me.key().ok_or(KeyState::Unknown)?;
         match self.mes.state(key) {
+            KeyState::Live if self.mes.get(key).is_some_and(|me| me.internal) => {
+                Err(KeyState::Unknown)
+            }
             KeyState::Live => Ok(key),
             state => Err(state),
         }
@@ -888,6 +992,9 @@ impl Node {
     pub(super) fn live_md(&self, md: MdHandle) -> Result<Key, MdError> {
         let key = md.key().ok_or(MdError::UnknownMd)?;
         match self.mds.state(key) {
+            KeyState::Live if self.mds.get(key).is_some_and(|md| md.owner != MdOwner::User) => {
+                Err(MdError::UnknownMd)
+            }
             KeyState::Live if self.mds.get(key).is_some_and(|md| md.zombie) => {
                 Err(MdError::UnlinkedMd)
             }
@@ -897,7 +1004,13 @@ impl Node {
         }
     }
 
-    fn insert_md(&mut self, spec: MdSpec, unlink: UnlinkMode, me: Option<Key>) -> Option<Key> {
+    pub(super) fn insert_md(
+        &mut self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+        me: Option<Key>,
+        owner: MdOwner,
+    ) -> Option<Key> {
         let length = u32::try_from(spec.memory.len()).ok()?;
         let md = Md {
             handle: MdHandle(0),
@@ -915,8 +1028,12 @@ impl Node {
             zombie: false,
             aborted: false,
             tracker: None,
+            owner,
         };
         let key = self.mds.insert(md)?;
+        if owner != MdOwner::User {
+            self.internal_mds += 1;
+        }
         if let Some(md) = self.mds.get_mut(key) {
             md.handle = MdHandle::from_key(key);
         }
@@ -925,6 +1042,9 @@ impl Node {
 
     pub(super) fn remove_me(&mut self, key: Key) {
         if let Some(me) = self.mes.remove(key) {
+            if me.internal {
+                self.internal_mes -= 1;
+            }
             if let Some(portal) = self.portals.get_mut(me.portal as usize) {
                 portal.remove(key, &me);
             }
@@ -974,8 +1094,9 @@ impl Node {
         (md.length, track)
     }
 
-    /// Common tail of `put` and `get`: attach the MD, build the message, send it.
-    fn initiate(
+    /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
+    /// work is left to the caller (LNet's own sends run inside the work loop).
+    pub(super) fn initiate(
         &mut self,
         md_key: Key,
         header: Header,
@@ -1007,6 +1128,7 @@ impl Node {
             discard: 0,
             no_resend: false,
             resent: false,
+            source: source.filter(|nid| !nid.is_any()),
         };
         let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
         if let Some(md) = self.mds.get_mut(md_key) {
@@ -1016,7 +1138,6 @@ impl Node {
             self.attach_tracker(md_key);
         }
         self.send(key, source.filter(|nid| !nid.is_any()));
-        self.run_work();
         Ok(())
     }
 
@@ -1093,7 +1214,7 @@ impl Node {
         Some(PeerNiStats {
             nid: peer_ni.nid,
             primary_nid: peer.primary_nid,
-            multi_rail: peer.multi_rail,
+            multi_rail: peer.multi_rail(),
             tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
             tx_q_num_of_buf: peer_ni.queued_bytes,
             rtr_credits: CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
@@ -1105,15 +1226,33 @@ impl Node {
         })
     }
 
-    /// Drains deferred work until none is left. Every item finishes a bounded amount of work
-    /// and the queue only grows from messages that exist, so this terminates.
+    /// Drains deferred work until none is left: message work first, then events of LNet's
+    /// own MDs, then the push target, then one discovery step (the kernel's discovery
+    /// thread). Every item finishes a bounded amount of work; a discovery step either waits
+    /// for an event, completes, or moves the peer's state forward (soft ping failures are
+    /// bounded), so this terminates.
     pub(super) fn run_work(&mut self) {
-        while let Some(work) = self.work.pop_front() {
-            match work {
-                Work::Lo(key) => self.lo_send(key),
-                Work::Post(key) => self.post_send(key),
-                Work::Resend(key) => self.resend(key),
-                Work::LoDeliver(key) => self.lo_deliver(key),
+        loop {
+            if let Some(work) = self.work.pop_front() {
+                match work {
+                    Work::Lo(key) => self.lo_send(key),
+                    Work::Post(key) => self.post_send(key),
+                    Work::Resend(key) => self.resend(key),
+                    Work::LoDeliver(key) => self.lo_deliver(key),
+                    Work::Release(key) => self.release_held(key),
+                }
+                continue;
+            }
+            if let Some(event) = self.internal_events.pop_front() {
+                self.handle_internal_event(event);
+                continue;
+            }
+            if self.service_push_target() {
+                continue;
+            }
+            match self.next_discovery_request() {
+                Some(peer) => self.discovery_step(peer),
+                None => break,
             }
         }
         self.prune_trackers();

@@ -1,33 +1,191 @@
-//! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID and a
-//! multi-rail flag. Only one NI per peer is used until multi-rail lands.
+//! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID, the state
+//! bits discovery drives, and the per-peer discovery bookkeeping. Only one NI per peer is used
+//! for sending until multi-rail lands; discovery fills in the rest of the model.
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_peer_ni_alloc`, `lnet_nid2peerni_locked`,
-//! `lnet_peer_primary_nid_locked`), include/linux/lnet/lib-types.h (`struct lnet_peer`,
-//! `struct lnet_peer_net`, `struct lnet_peer_ni`).
+//! `lnet_peer_primary_nid_locked`, `lnet_peer_attach_peer_ni`,
+//! `lnet_peer_detach_peer_ni_locked`), include/linux/lnet/lib-types.h (`struct lnet_peer`,
+//! `struct lnet_peer_net`, `struct lnet_peer_ni`, `LNET_PEER_*`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::ops::BitOr;
 
 use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
+use crate::engine::event::EventStatus;
 use crate::engine::health::Health;
+use crate::engine::slab::{Key, Slab};
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
 use crate::time::Time;
+use crate::wire::ping::{LNET_NI_STATUS_UP, PingInfo};
 
-/// Index of a peer NI in the node's peer table. Peer NIs are never removed yet, so ids stay
-/// valid for the node's lifetime.
+/// Index of a peer NI in the node's peer table. Peer NIs are never removed (discovery moves
+/// them between peers and marks vanished ones DOWN), so ids stay valid for the node's lifetime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeerNiId(pub u32);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PeerId(pub(crate) u32);
+/// A peer: a slab key, so a peer absorbed by a merge is never mistaken for its slot's reuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PeerId(pub(crate) Key);
+
+/// `lp_state`: the peer state bits, with Lustre's values (include/linux/lnet/lib-types.h).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PeerState(pub u32);
+
+impl PeerState {
+    /// Multi-rail aware: learned from a ping reply or push when discovery is on both sides.
+    pub const MULTI_RAIL: Self = Self(1 << 0);
+    /// The peer has discovery off (or it is off locally).
+    pub const NO_DISCOVERY: Self = Self(1 << 1);
+    /// The peer routes (its ping buffer lacks `RTE_DISABLED`).
+    pub const ROUTER_ENABLED: Self = Self(1 << 2);
+    pub const DISCOVERED: Self = Self(1 << 4);
+    /// The last discovery failed; the next message retries it.
+    pub const REDISCOVER: Self = Self(1 << 5);
+    pub const DISCOVERING: Self = Self(1 << 6);
+    /// A ping reply or push is stored, waiting to be merged.
+    pub const DATA_PRESENT: Self = Self(1 << 7);
+    pub const NIDS_UPTODATE: Self = Self(1 << 8);
+    pub const PING_SENT: Self = Self(1 << 9);
+    pub const PUSH_SENT: Self = Self(1 << 10);
+    pub const PING_FAILED: Self = Self(1 << 11);
+    pub const PUSH_FAILED: Self = Self(1 << 12);
+    pub const FORCE_PING: Self = Self(1 << 13);
+    pub const FORCE_PUSH: Self = Self(1 << 14);
+    /// The peer turned discovery off after being discovered: its state is reset and it is
+    /// discovered again from scratch (Lustre deletes and re-creates it).
+    pub const MARK_DELETION: Self = Self(1 << 18);
+
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn intersects(self, other: Self) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    pub(crate) fn insert(&mut self, other: Self) {
+        self.0 |= other.0;
+    }
+
+    pub(crate) fn remove(&mut self, other: Self) {
+        self.0 &= !other.0;
+    }
+}
+
+impl BitOr for PeerState {
+    type Output = Self;
+
+    fn bitor(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+impl fmt::Debug for PeerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PeerState({:#x})", self.0)
+    }
+}
+
+/// What the node knows about a peer (`lnetctl peer show` material).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub primary_nid: Nid,
+    pub state: PeerState,
+    /// `lp_peer_seqno`: the peer's ping-buffer sequence number last seen.
+    pub peer_sequence: u32,
+    /// `lp_node_seqno`: our sequence number the peer last acknowledged (a push ACK).
+    pub node_sequence: u32,
+    /// Bytes the peer's ping buffer needs (`lp_data_bytes`), 0 until known.
+    pub data_bytes: u32,
+    /// Messages held until discovery completes.
+    pub pending: usize,
+    /// The peer's NIs, primary net first and primary NI first in its net.
+    pub nis: Vec<PeerNiInfo>,
+}
+
+impl PeerInfo {
+    pub fn multi_rail(&self) -> bool {
+        self.state.contains(PeerState::MULTI_RAIL)
+    }
+}
+
+/// One peer NI as [`PeerInfo`] lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerNiInfo {
+    pub nid: Nid,
+    /// `lpni_ns_status`: `LNET_NI_STATUS_UP` or `_DOWN` as the peer last reported it.
+    pub status: u32,
+}
 
 /// `struct lnet_peer`.
 #[derive(Debug)]
 pub(crate) struct Peer {
     pub(crate) primary_nid: Nid,
-    pub(crate) multi_rail: bool,
-    /// In creation order, the primary's net first.
+    pub(crate) state: PeerState,
+    /// In order, the primary's net first.
     pub(crate) nets: Vec<PeerNet>,
+    pub(crate) discovery: Discovery,
+}
+
+impl Peer {
+    pub(crate) fn multi_rail(&self) -> bool {
+        self.state.contains(PeerState::MULTI_RAIL)
+    }
+
+    pub(crate) fn ni_ids(&self) -> impl Iterator<Item = PeerNiId> + '_ {
+        self.nets.iter().flat_map(|net| net.nis.iter().copied())
+    }
+
+    pub(crate) fn ni_count(&self) -> usize {
+        self.nets.iter().map(|net| net.nis.len()).sum()
+    }
+}
+
+/// Where a peer is in the discovery queues (`lp_dc_list`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum DiscoveryQueue {
+    #[default]
+    None,
+    /// On the request queue: the discovery pass will act on it.
+    Request,
+    /// Waiting for an event (a ping REPLY or push ACK).
+    Working,
+}
+
+/// The discovery fields of `struct lnet_peer`.
+#[derive(Debug, Default)]
+pub(crate) struct Discovery {
+    /// `lp_data`: the ping reply or push waiting to be merged (`DATA_PRESENT`).
+    pub(crate) data: Option<Box<PingInfo>>,
+    /// `lp_data_bytes`: the size of the peer's ping buffer, for the next ping's sink.
+    pub(crate) data_bytes: u32,
+    /// `lp_peer_seqno`.
+    pub(crate) peer_sequence: u32,
+    /// `lp_node_seqno`: our sequence number the peer acknowledged.
+    pub(crate) node_sequence: u32,
+    /// The sequence number of the buffer in flight as a push.
+    pub(crate) pushed_sequence: u32,
+    /// `lp_ping_mdh`, `lp_push_mdh`.
+    pub(crate) ping_md: Option<Key>,
+    pub(crate) push_md: Option<Key>,
+    /// `lp_ping_error` / `lp_push_error` with PING/PUSH_FAILED: `None` is Lustre's 0, a soft
+    /// failure (corrupt or truncated reply) that retries.
+    pub(crate) ping_error: Option<EventStatus>,
+    pub(crate) push_error: Option<EventStatus>,
+    /// `lp_dc_error`: how the last discovery failed.
+    pub(crate) error: Option<EventStatus>,
+    /// `lp_disc_src_nid` / `lp_disc_dst_nid`: the NI pair a ping reply used; the push that
+    /// follows goes the same way once.
+    pub(crate) source: Option<Nid>,
+    pub(crate) destination: Option<Nid>,
+    /// `lp_dc_pendq`: messages held until discovery completes.
+    pub(crate) pending: VecDeque<Key>,
+    pub(crate) queue: DiscoveryQueue,
+    /// Soft ping failures in a row (bounded so a peer that always answers garbage cannot keep
+    /// us pinging it forever).
+    pub(crate) soft_failures: u8,
 }
 
 /// `struct lnet_peer_net`.
@@ -51,6 +209,8 @@ pub(crate) struct PeerNi {
     pub(crate) last_alive: Option<Time>,
     /// Connection state the LND reported (`auto_down`).
     pub(crate) alive: bool,
+    /// `lpni_ns_status`: what the peer's ping buffer says of this NI.
+    pub(crate) status: u32,
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: PeerNiHealthStats,
 }
@@ -59,11 +219,17 @@ pub(crate) struct PeerNi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PeerTableFull;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PeerTable {
-    pub(crate) peers: Vec<Peer>,
+    pub(crate) peers: Slab<Peer>,
     pub(crate) nis: Vec<PeerNi>,
     by_nid: HashMap<Nid, PeerNiId>,
+}
+
+impl Default for PeerTable {
+    fn default() -> Self {
+        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::new() }
+    }
 }
 
 impl PeerTable {
@@ -79,14 +245,26 @@ impl PeerTable {
         self.nis.get_mut(id.0 as usize)
     }
 
+    pub(crate) fn peer(&self, id: PeerId) -> Option<&Peer> {
+        self.peers.get(id.0)
+    }
+
+    pub(crate) fn peer_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
+        self.peers.get_mut(id.0)
+    }
+
     pub(crate) fn peer_of(&self, id: PeerNiId) -> Option<&Peer> {
-        let ni = self.ni(id)?;
-        self.peers.get(ni.peer.0 as usize)
+        self.peer(self.ni(id)?.peer)
+    }
+
+    /// The peer owning `nid`.
+    pub(crate) fn peer_id(&self, nid: Nid) -> Option<PeerId> {
+        self.find(nid).and_then(|id| self.ni(id)).map(|ni| ni.peer)
     }
 
     /// How many NIs the peer owning `id` has (gates remote resends, semantics.md §4.2).
     pub(crate) fn peer_ni_count(&self, id: PeerNiId) -> usize {
-        self.peer_of(id).map_or(0, |peer| peer.nets.iter().map(|net| net.nis.len()).sum())
+        self.peer_of(id).map_or(0, Peer::ni_count)
     }
 
     /// The primary NID of the peer owning `nid`, or `nid` itself for an unknown NID.
@@ -97,7 +275,7 @@ impl PeerTable {
 
     /// Finds the peer NI for `nid`, creating a non-multi-rail peer with it as primary on first
     /// use. `peer_credits` comes from the local net's tunables.
-    /// lustre: peer.c `lnet_nid2peerni_locked()` / `lnet_peer_ni_alloc()`.
+    /// lustre: peer.c `lnet_nid2peerni_locked()` / `lnet_peer_ni_traffic_add()`.
     pub(crate) fn find_or_create(
         &mut self,
         nid: Nid,
@@ -107,29 +285,152 @@ impl PeerTable {
         if let Some(id) = self.find(nid) {
             return Ok(id);
         }
+        let id = self.new_ni(nid, peer_credits, limit)?;
+        let peer = Peer {
+            primary_nid: nid,
+            state: PeerState::default(),
+            nets: vec![PeerNet { net: nid.net(), nis: vec![id] }],
+            discovery: Discovery::default(),
+        };
+        let Some(key) = self.peers.insert(peer) else {
+            return Err(PeerTableFull);
+        };
+        if let Some(ni) = self.nis.get_mut(id.0 as usize) {
+            ni.peer = PeerId(key);
+        }
+        Ok(id)
+    }
+
+    /// A new peer NI for `nid`, to be attached to `peer` by the caller (`lnet_peer_ni_alloc`).
+    pub(crate) fn create_for(
+        &mut self,
+        peer: PeerId,
+        nid: Nid,
+        peer_credits: u32,
+        limit: usize,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        let id = self.new_ni(nid, peer_credits, limit)?;
+        if let Some(ni) = self.nis.get_mut(id.0 as usize) {
+            ni.peer = peer;
+        }
+        if let Some(peer) = self.peer_mut(peer) {
+            insert_ni(peer, id, nid);
+        }
+        Ok(id)
+    }
+
+    /// Moves `id` to `peer`, detaching it from its old peer (`lnet_peer_attach_peer_ni`).
+    /// Returns the old peer when it was left without NIs.
+    pub(crate) fn attach(&mut self, id: PeerNiId, peer: PeerId) -> Option<PeerId> {
+        let ni = self.nis.get_mut(id.0 as usize)?;
+        let old = std::mem::replace(&mut ni.peer, peer);
+        let nid = ni.nid;
+        if old == peer {
+            return None;
+        }
+        if let Some(target) = self.peers.get_mut(peer.0) {
+            insert_ni(target, id, nid);
+        }
+        let source = self.peers.get_mut(old.0)?;
+        for net in &mut source.nets {
+            net.nis.retain(|other| *other != id);
+        }
+        source.nets.retain(|net| !net.nis.is_empty());
+        if source.nets.is_empty() {
+            return Some(old);
+        }
+        if source.primary_nid == nid {
+            // lustre: the old peer would have been deleted with its primary; it keeps its
+            // other NIs under the next one and is discovered again on next use.
+            if let Some(next) = source.nets.first().and_then(|net| net.nis.first()).copied() {
+                let next_nid = self.nis.get(next.0 as usize).map(|ni| ni.nid);
+                if let (Some(source), Some(next_nid)) = (self.peers.get_mut(old.0), next_nid) {
+                    source.primary_nid = next_nid;
+                    source.state.remove(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE);
+                }
+            }
+        }
+        None
+    }
+
+    /// Puts the primary NID's net first and the primary NI first in it (`lnet_peer_merge_data`
+    /// tail).
+    pub(crate) fn put_primary_first(&mut self, peer: PeerId) {
+        let Some(peer) = self.peers.get_mut(peer.0) else {
+            return;
+        };
+        let primary = peer.primary_nid;
+        let nis = &self.nis;
+        let is_primary = |id: &PeerNiId| nis.get(id.0 as usize).is_some_and(|ni| ni.nid == primary);
+        if let Some(at) = peer.nets.iter().position(|net| net.nis.iter().any(is_primary)) {
+            let net = peer.nets.remove(at);
+            peer.nets.insert(0, net);
+        }
+        if let Some(net) = peer.nets.first_mut() {
+            if let Some(at) = net.nis.iter().position(is_primary) {
+                let id = net.nis.remove(at);
+                net.nis.insert(0, id);
+            }
+        }
+    }
+
+    pub(crate) fn remove_peer(&mut self, peer: PeerId) -> Option<Peer> {
+        self.peers.remove(peer.0)
+    }
+
+    pub(crate) fn info(&self, peer: PeerId) -> Option<PeerInfo> {
+        let peer = self.peer(peer)?;
+        let nis = peer
+            .ni_ids()
+            .filter_map(|id| self.ni(id))
+            .map(|ni| PeerNiInfo { nid: ni.nid, status: ni.status })
+            .collect();
+        Some(PeerInfo {
+            primary_nid: peer.primary_nid,
+            state: peer.state,
+            peer_sequence: peer.discovery.peer_sequence,
+            node_sequence: peer.discovery.node_sequence,
+            data_bytes: peer.discovery.data_bytes,
+            pending: peer.discovery.pending.len(),
+            nis,
+        })
+    }
+
+    fn new_ni(
+        &mut self,
+        nid: Nid,
+        peer_credits: u32,
+        limit: usize,
+    ) -> Result<PeerNiId, PeerTableFull> {
         if self.nis.len() >= limit {
             return Err(PeerTableFull);
         }
         let id = PeerNiId(u32::try_from(self.nis.len()).map_err(|_| PeerTableFull)?);
-        let peer = PeerId(u32::try_from(self.peers.len()).map_err(|_| PeerTableFull)?);
-        self.peers.push(Peer {
-            primary_nid: nid,
-            multi_rail: false,
-            nets: vec![PeerNet { net: nid.net(), nis: vec![id] }],
-        });
         self.nis.push(PeerNi {
             nid,
-            peer,
+            peer: PeerId(Key { index: u32::MAX, generation: u32::MAX }),
             credits: CreditPool::new(peer_credits),
             queued_bytes: 0,
             health: Health::FULL,
             last_alive: None,
             alive: true,
+            status: LNET_NI_STATUS_UP,
             stats: ElementStats::default(),
             health_stats: PeerNiHealthStats::default(),
         });
         self.by_nid.insert(nid, id);
         Ok(id)
+    }
+}
+
+/// Adds `id` under its net, the primary first (`lnet_peer_attach_peer_ni` list order).
+fn insert_ni(peer: &mut Peer, id: PeerNiId, nid: Nid) {
+    let primary = peer.primary_nid == nid;
+    match peer.nets.iter_mut().find(|net| net.net == nid.net()) {
+        Some(net) if primary => net.nis.insert(0, id),
+        Some(net) => net.nis.push(id),
+        None if primary => peer.nets.insert(0, PeerNet { net: nid.net(), nis: vec![id] }),
+        None => peer.nets.push(PeerNet { net: nid.net(), nis: vec![id] }),
     }
 }
 
@@ -149,5 +450,35 @@ mod tests {
         let other = Nid::new4(Net::TCP, 8);
         assert_eq!(table.primary_nid(other), other);
         assert_eq!(table.find_or_create(other, 8, 1), Err(PeerTableFull));
+    }
+
+    #[test]
+    fn attaching_moves_nis_and_reports_emptied_peers() {
+        let mut table = PeerTable::default();
+        let (a, b, c) = (Nid::new4(Net::TCP, 1), Nid::new4(Net::TCP, 2), Nid::new4(Net::TCP, 3));
+        let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
+        let a_id = table.find_or_create(a, 8, 8).unwrap();
+        let b_id = table.find_or_create(b, 8, 8).unwrap();
+        let peer_a = table.ni(a_id).unwrap().peer;
+        let peer_b = table.ni(b_id).unwrap().peer;
+        let c_id = table.create_for(peer_b, c, 8, 8).unwrap();
+        let d = Nid::new4(tcp1, 4);
+        table.create_for(peer_b, d, 8, 8).unwrap();
+        // b's primary moves to a: b keeps c and d under c, and must be discovered again.
+        assert_eq!(table.attach(b_id, peer_a), None);
+        assert_eq!(table.primary_nid(b), a);
+        assert_eq!(table.primary_nid(d), c);
+        assert_eq!(table.peer_ni_count(c_id), 2);
+        // Moving the last NI empties the peer.
+        table.attach(c_id, peer_a);
+        let d_id = table.find(d).unwrap();
+        assert_eq!(table.attach(d_id, peer_a), Some(peer_b));
+        table.remove_peer(peer_b);
+        assert_eq!(table.peer_ni_count(a_id), 4);
+        table.peer_mut(peer_a).unwrap().primary_nid = d;
+        table.put_primary_first(peer_a);
+        let info = table.info(peer_a).unwrap();
+        assert_eq!(info.nis.first().map(|ni| ni.nid), Some(d));
+        assert_eq!(info.nis.len(), 4);
     }
 }

@@ -213,6 +213,7 @@ mod tests {
             zombie: false,
             aborted: false,
             tracker: None,
+            owner: crate::engine::md::MdOwner::User,
         }
     }
 
@@ -234,6 +235,7 @@ mod tests {
             ignore_bits,
             unlink: crate::engine::md::UnlinkMode::Retain,
             md: None,
+            internal: false,
         }
     }
 

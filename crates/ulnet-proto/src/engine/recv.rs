@@ -30,7 +30,8 @@ impl Node {
         header: &Header,
         lo_tx: Option<Key>,
     ) -> RecvAction {
-        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+        // A removed NI receives nothing more (its driver is closing its connections).
+        let Some(local) = self.nis.get(usize::from(ni.0)).filter(|local| !local.removed) else {
             self.stats.protocol_errors += 1;
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
@@ -102,6 +103,7 @@ impl Node {
             discard: 0,
             no_resend: false,
             resent: false,
+            source: None,
         };
         let Some(key) = self.alloc_message(message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);

@@ -47,6 +47,11 @@ impl Node {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
         };
+        // lustre: lnet_select_pathway() runs discovery once the peer NI exists, before any
+        // credit is taken; the message may wait on the peer's queue.
+        if self.hold_for_discovery(key, peer_ni) {
+            return;
+        }
         let deadline = self.now + self.transmission_timeout(ni);
         let Some(message) = self.msgs.get_mut(key) else {
             return;
@@ -182,11 +187,14 @@ impl Node {
         self.work.push_back(Work::Post(waiter));
     }
 
-    /// The monitor thread's resend: run selection again (deadline renewed on commit).
+    /// The monitor thread's resend: run selection again (deadline renewed on commit), from
+    /// the source the user asked for (`msg_src_nid_param`).
     pub(super) fn resend(&mut self, key: Key) {
-        if self.msgs.get(key).is_some_and(|message| message.phase == Phase::ResendQueued) {
-            self.send(key, None);
-        }
+        let Some(message) = self.msgs.get(key).filter(|m| m.phase == Phase::ResendQueued) else {
+            return;
+        };
+        let source = message.source;
+        self.send(key, source);
     }
 
     /// Picks the local NI: the requested source, else the NI a request arrived on (for its

@@ -41,6 +41,10 @@ pub struct Tunables {
     /// `lnet_health_sensitivity`: health step down on failure and up on success; 0 disables
     /// health (and resends).
     pub health_sensitivity: u32,
+    /// Dynamic discovery (`lnet_peer_discovery_disabled` inverted, lnetctl's `discovery`):
+    /// advertise `DISCOVERY`, promote peers to multi-rail, push our buffer. Off, first contact
+    /// still pings once (semantics.md §6.7).
+    pub discovery: bool,
 }
 
 impl Default for Tunables {
@@ -50,6 +54,7 @@ impl Default for Tunables {
             retry_count: 2,
             response_tracking: ResponseTracking::Both,
             health_sensitivity: 100,
+            discovery: true,
         }
     }
 }
@@ -131,6 +136,7 @@ mod tests {
         assert_eq!(tunables.retry_count, 2);
         assert_eq!(tunables.response_tracking, ResponseTracking::Both);
         assert_eq!(tunables.health_sensitivity, 100);
+        assert!(tunables.discovery);
         assert_eq!(tunables.lnd_timeout(), Duration::from_secs(49));
         assert_eq!(tunables.validate(), Ok(()));
     }

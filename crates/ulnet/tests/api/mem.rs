@@ -10,6 +10,11 @@ use crate::*;
 fn two_nodes_put_and_get_every_size() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    // Discovery first (ping + push), so what follows counts only the transfers.
+    let peer = a.discover(fabric_nid(1), false).unwrap();
+    assert_eq!(peer.primary_nid, fabric_nid(1));
+    let frames_before = fabric.stats().frames_sent;
+    let ni_before = a.stats().nis[1];
     let inbox = b.event_queue(16);
     for (round, size) in SIZES.into_iter().enumerate() {
         let bits = round as u64;
@@ -35,13 +40,13 @@ fn two_nodes_put_and_get_every_size() {
     }
     let stats = fabric.stats();
     assert_eq!(stats.frames_sent, stats.frames_delivered);
-    assert_eq!(stats.frames_sent, 12, "PUT, ACK, GET, REPLY per size");
+    assert_eq!(stats.frames_sent - frames_before, 12, "PUT, ACK, GET, REPLY per size");
     assert_eq!((a.stats().messages, b.stats().messages), (0, 0));
-    let ni = a.stats().nis[1];
-    assert_eq!(ni.statistics.sent_stats.put, 3);
-    assert_eq!(ni.statistics.sent_stats.get, 3);
-    assert_eq!(ni.statistics.received_stats.ack, 3);
-    assert_eq!(ni.statistics.received_stats.reply, 3);
+    let (ni, before) = (a.stats().nis[1].statistics, ni_before.statistics);
+    assert_eq!(ni.sent_stats.put - before.sent_stats.put, 3);
+    assert_eq!(ni.sent_stats.get - before.sent_stats.get, 3);
+    assert_eq!(ni.received_stats.ack - before.received_stats.ack, 3);
+    assert_eq!(ni.received_stats.reply - before.received_stats.reply, 3);
 }
 
 #[test]
@@ -138,9 +143,11 @@ fn unknown_nid_and_partition_fail_the_send() {
 
 #[test]
 fn a_lost_frame_leaves_the_ack_missing() {
-    let lossy = LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL };
-    let fabric = MemFabric::new(lossy);
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    // Discover over a good link, then lose everything.
+    a.discover(fabric_nid(1), false).unwrap();
+    fabric.set_default_link(LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL });
     let inbox = b.event_queue(8);
     b.post(15, 1, sink(8), &inbox).unwrap();
     // The sender cannot tell: the SEND succeeds and the ACK never comes.
@@ -268,8 +275,7 @@ fn segments_and_truncation_cross_the_fabric() {
 
 #[test]
 fn response_tracker_expires_on_the_io_thread() {
-    let lossy = LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL };
-    let fabric = MemFabric::new(lossy);
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
     let tunables = Tunables {
         transaction_timeout: Duration::from_secs(1),
         retry_count: 0,
@@ -277,6 +283,8 @@ fn response_tracker_expires_on_the_io_thread() {
     };
     let a = Node::builder().mem_ni(fabric_nid(0), &fabric).tunables(tunables).build().unwrap();
     let b = fabric_node(&fabric, 1);
+    a.discover(fabric_nid(1), false).unwrap();
+    fabric.set_default_link(LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL });
     // Nobody but the I/O thread's timer can end this wait: the ACK is never coming.
     let error =
         a.put_and_wait_ack(b.process_id(), 17, 0, Memory::new(vec![1; 8]), HANG_GUARD).unwrap_err();
@@ -299,4 +307,31 @@ fn pinned_io_thread_works() {
     b.post(18, 0, sink(8), &inbox).unwrap();
     a.put_and_wait_ack(b.process_id(), 18, 0, Memory::new(vec![4; 8]), HANG_GUARD).unwrap();
     assert_eq!(recv(&inbox).memory.unwrap().to_vec(), [4; 8]);
+}
+
+#[test]
+fn ping_and_discover_through_the_runtime() {
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    let reply = a.ping(b.process_id(), Duration::from_secs(5), None).unwrap();
+    assert_eq!(reply.primary_nid, Some(fabric_nid(1)));
+    assert_eq!(reply.replier, fabric_nid(1));
+    assert!(reply.info.nids.iter().any(|entry| entry.nid == fabric_nid(1) && entry.is_up()));
+    // A ping never discovers; an explicit discovery does.
+    let peer = a.discover(fabric_nid(1), true).unwrap();
+    assert_eq!(peer.primary_nid, fabric_nid(1));
+    assert_eq!(a.peer_info(fabric_nid(1)).map(|info| info.primary_nid), Some(fabric_nid(1)));
+    // Nobody answers for an unknown NID: the ping's own timeout ends it.
+    let silent = ProcessId { nid: fabric_nid(7), pid: LNET_PID_LUSTRE };
+    assert!(matches!(
+        a.ping(silent, Duration::from_millis(200), None),
+        Err(PingError::Failed(_) | PingError::Start(_))
+    ));
+    assert_eq!(
+        a.ping(ProcessId { nid: Nid::ANY, pid: LNET_PID_LUSTRE }, Duration::from_secs(1), None),
+        Err(PingError::Start(ulnet::proto::engine::PingStartError::AnyNid))
+    );
+    a.shutdown();
+    assert_eq!(a.ping(b.process_id(), Duration::from_secs(1), None), Err(PingError::ShutDown));
+    assert_eq!(a.discover(fabric_nid(1), false), Err(DiscoverError::ShutDown));
 }

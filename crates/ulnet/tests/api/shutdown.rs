@@ -55,6 +55,7 @@ fn final_events(queue: &EventQueue) -> HashMap<MdHandle, Event> {
 fn sender_shutdown_finalizes_messages_held_by_the_fabric() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    a.discover(fabric_nid(1), false).unwrap();
     // b delays every PUT on portal 30, so a's sends stay in the fabric.
     b.set_lazy_portal(30).unwrap();
     let sent = a.event_queue(64);
@@ -149,6 +150,8 @@ fn shutdown_is_idempotent_and_concurrent() {
 fn helper_waiting_during_shutdown_returns() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    // Discovery first: its own messages would otherwise count as "the PUT reached b".
+    a.discover(fabric_nid(1), false).unwrap();
     b.set_lazy_portal(32).unwrap();
     let waiter = {
         let a = a.clone();

@@ -16,16 +16,17 @@ use crate::engine::node::{GetRequest, Limits, PutRequest};
 use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
 use crate::link_model::LinkConfig;
 use crate::wire::header::{Body, Header, WireHandle};
+use crate::wire::ping::{LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL};
 
 /// Most operations interpreted from one input.
 const MAX_OPERATIONS: usize = 256;
 
 /// Operation codes with repetition as weights: attach 0, bind 1, put 2, get 3, unlink 4,
 /// set lazy 5, clear lazy 6, advance time 7, step 8, link change 9, partition 10, send
-/// failure 11, ME unlink 12, forged header 13.
-const OPERATIONS: [u8; 32] = [
+/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15.
+const OPERATIONS: [u8; 34] = [
     0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7, 8, 8, 9, 10, 11, 12,
-    13,
+    13, 14, 15,
 ];
 
 /// Runs `data` as a scenario; panics only on an invariant violation or livelock.
@@ -49,6 +50,7 @@ pub fn drive_arbitrary(data: &[u8]) {
                 _ => ResponseTracking::Both,
             },
             health_sensitivity: 100,
+            discovery: input.byte() % 4 != 0,
         },
         net_tunables: NetTunables {
             credits: 1 + u32::from(input.byte() % 4),
@@ -60,6 +62,7 @@ pub fn drive_arbitrary(data: &[u8]) {
         check_invariants: true,
         keep_events: false,
         second_ni: input.byte() % 2 == 0,
+        node_nids: Vec::new(),
     };
     let mut fuzz = Fuzz {
         harness: Harness::new(config),
@@ -169,6 +172,16 @@ impl Fuzz {
                     let _ = self.harness.node_mut(owner).me_unlink(me);
                 }
             }
+            14 => {
+                let target = self.target(input);
+                let timeout = Duration::from_millis(u64::from(input.byte()) * 50);
+                let _ = self.harness.ping(node, target, timeout, None);
+            }
+            15 => {
+                let target = self.target(input);
+                let force = input.byte() % 2 == 0;
+                let _ = self.harness.discover(node, target.nid, force);
+            }
             _ => self.inject(input, node),
         }
     }
@@ -241,16 +254,36 @@ impl Fuzz {
             },
             _ => WireHandle { interface_cookie: input.u64(), object_cookie: input.u64() },
         };
-        let payload_length = match input.byte() % 8 {
-            0 => input.u32(),
-            1 => 1 << 20,
-            _ => u32::from(input.byte() % 32),
+        // Sometimes a real ping buffer (a forged push or REPLY), maybe with other features.
+        let buffer = (input.byte() % 4 == 0).then(|| {
+            let owner = usize::from(input.byte()) % self.harness.node_count();
+            let mut bytes = self.harness.node(owner).local_ping_buffer().to_vec();
+            if input.byte() % 2 == 0 {
+                if let Some(features) = bytes.get_mut(4) {
+                    *features = input.byte();
+                }
+            }
+            bytes
+        });
+        let payload_length = match (&buffer, input.byte() % 8) {
+            (Some(bytes), _) => bytes.len() as u32,
+            (None, 0) => input.u32(),
+            (None, 1) => 1 << 20,
+            (None, _) => u32::from(input.byte() % 32),
         };
+        let push = buffer.is_some();
         let body = match input.byte() % 5 {
             0 => Body::Ack {
                 dst_wmd: handle,
                 match_bits: u64::from(input.byte() % 4 / 3),
                 mlength: u32::from(input.byte()),
+            },
+            1 if push => Body::Put {
+                ack_wmd: handle,
+                match_bits: LNET_PROTO_PING_MATCHBITS,
+                hdr_data: 0,
+                ptl_index: LNET_RESERVED_PORTAL,
+                offset: 0,
             },
             1 => Body::Put {
                 ack_wmd: handle,
@@ -277,7 +310,7 @@ impl Fuzz {
             payload_length,
             body,
         };
-        let payload = vec![0xa5; (payload_length as usize).min(64)];
+        let payload = buffer.unwrap_or_else(|| vec![0xa5; (payload_length as usize).min(64)]);
         self.harness.deliver(from, node, Frame { header, payload });
         self.harness.settle();
     }

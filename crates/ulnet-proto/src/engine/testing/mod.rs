@@ -8,7 +8,9 @@
 //! event, no more operations on an MD than its threshold, and (at quiescence) exactly one SEND
 //! per successful `put`/`get`.
 //!
-//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` and pid [`LNET_PID_LUSTRE`].
+//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` (or the NIDs of
+//! [`HarnessConfig::node_nids`]) and pid [`LNET_PID_LUSTRE`]. Nodes discover each other before
+//! their first PUT or GET as kernels do; [`Harness::discover_all`] gets that out of the way.
 //! The payload goes through the zero-copy receive API (`rx_segments_mut`) like a real driver.
 
 mod fuzz;
@@ -19,8 +21,10 @@ use std::time::Duration;
 pub use fuzz::drive_arbitrary;
 
 use crate::addr::{Net, Nid};
+use crate::engine::discovery::DiscoveryId;
 use crate::engine::error::{
-    InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, PortalError, Rejected,
+    DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
+    PingStartError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind};
 use crate::engine::health::HealthStatus;
@@ -31,6 +35,7 @@ use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{
     GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit,
 };
+use crate::engine::ping::{Completion, PingId};
 use crate::engine::tunables::{NetTunables, Tunables};
 use crate::link_model::{Fabric, Fate, LinkConfig, LinkModel};
 use crate::time::Time;
@@ -65,6 +70,9 @@ pub struct HarnessConfig {
     /// Give every node a second NI (`10.1.0.<i+1>@tcp1`, on a net no peer uses), which opens
     /// the resend gate for local failures (semantics.md §4.2).
     pub second_ni: bool,
+    /// When not empty, node `i`'s fabric NIs are exactly `node_nids[i]` (the first is its
+    /// address in [`Harness::nid`]); frames go to whichever node has the next hop's NID.
+    pub node_nids: Vec<Vec<Nid>>,
 }
 
 impl Default for HarnessConfig {
@@ -80,6 +88,7 @@ impl Default for HarnessConfig {
             check_invariants: true,
             keep_events: true,
             second_ni: false,
+            node_nids: Vec::new(),
         }
     }
 }
@@ -118,6 +127,11 @@ pub struct Harness {
     /// Payloads of receives delayed on lazy portals, held as a driver would hold its socket.
     delayed: BTreeMap<(usize, RxId), Frame>,
     events: Vec<Vec<Event>>,
+    completions: Vec<Vec<Completion>>,
+    /// Headers each node handed to its driver, in order (kept with `keep_events`).
+    transmitted: Vec<Vec<Header>>,
+    /// The NIDs frames reach each node on.
+    fabric_nids: Vec<Vec<Nid>>,
     injected_failures: Vec<VecDeque<HealthStatus>>,
     mds: BTreeMap<(usize, u64), MdTrack>,
     initiated: Vec<u64>,
@@ -130,13 +144,20 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(config: HarnessConfig) -> Self {
+        let fabric_nids: Vec<Vec<Nid>> = (0..config.nodes)
+            .map(|index| match config.node_nids.get(index) {
+                Some(nids) if !nids.is_empty() => nids.clone(),
+                _ => vec![node_nid(index)],
+            })
+            .collect();
         let nodes = (0..config.nodes)
             .map(|index| {
                 let ni = NiConfig {
                     tunables: config.net_tunables,
                     ..NiConfig::new(node_nid(index), LndKind::Fabric)
                 };
-                let mut nis = vec![ni];
+                let mut nis: Vec<NiConfig> =
+                    fabric_nids[index].iter().map(|nid| NiConfig { nid: *nid, ..ni }).collect();
                 if config.second_ni {
                     let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
                     nis.push(NiConfig {
@@ -166,6 +187,9 @@ impl Harness {
             sequence: 0,
             delayed: BTreeMap::new(),
             events: vec![Vec::new(); count],
+            completions: vec![Vec::new(); count],
+            transmitted: vec![Vec::new(); count],
+            fabric_nids,
             injected_failures: vec![VecDeque::new(); count],
             mds: BTreeMap::new(),
             initiated: vec![0; count],
@@ -202,13 +226,14 @@ impl Harness {
         self.nodes.len()
     }
 
+    /// Node `index`'s (first) fabric NID.
     pub fn nid(&self, index: usize) -> Nid {
-        node_nid(index)
+        self.fabric_nids.get(index).and_then(|nids| nids.first()).copied().unwrap_or(Nid::ANY)
     }
 
     /// Node `index`'s process id (its fabric NID and pid 12345).
     pub fn process(&self, index: usize) -> ProcessId {
-        ProcessId::new(node_nid(index), LNET_PID_LUSTRE)
+        ProcessId::new(self.nid(index), LNET_PID_LUSTRE)
     }
 
     // ------------------------------------------------------------ API calls through the checker
@@ -269,6 +294,64 @@ impl Harness {
         self.count_initiated(node, request.md);
         self.flush();
         Ok(())
+    }
+
+    /// [`Node::ping`] on node `node`.
+    pub fn ping(
+        &mut self,
+        node: usize,
+        target: ProcessId,
+        timeout: Duration,
+        source: Option<Nid>,
+    ) -> Result<PingId, PingStartError> {
+        let now = self.now;
+        let id = self.nodes[node].ping(now, target, timeout, source)?;
+        self.flush();
+        Ok(id)
+    }
+
+    /// [`Node::discover`] on node `node`.
+    pub fn discover(
+        &mut self,
+        node: usize,
+        nid: Nid,
+        force: bool,
+    ) -> Result<DiscoveryId, DiscoverError> {
+        let now = self.now;
+        let id = self.nodes[node].discover(now, nid, force)?;
+        self.flush();
+        Ok(id)
+    }
+
+    /// Every node discovers every other (pings, pushes both ways) and the completions are
+    /// dropped: afterwards PUTs and GETs go straight out. Panics if one fails.
+    pub fn discover_all(&mut self) {
+        for from in 0..self.nodes.len() {
+            for to in (0..self.nodes.len()).filter(|to| *to != from) {
+                let nid = self.nid(to);
+                if let Err(error) = self.discover(from, nid, false) {
+                    panic!("node {from} cannot discover {nid:?}: {error}");
+                }
+            }
+        }
+        self.drive();
+        for (node, completions) in self.completions.iter_mut().enumerate() {
+            for completion in completions.drain(..) {
+                if let Completion::Discovery(result) = completion {
+                    assert!(result.outcome.is_ok(), "node {node}: discovery failed: {result:?}");
+                }
+            }
+        }
+    }
+
+    /// Takes the headers `node` transmitted so far (its driver's view of the wire).
+    pub fn take_transmitted(&mut self, node: usize) -> Vec<Header> {
+        std::mem::take(&mut self.transmitted[node])
+    }
+
+    /// Takes the pings and discoveries `node` finished so far.
+    pub fn take_completions(&mut self, node: usize) -> Vec<Completion> {
+        std::mem::take(&mut self.completions[node])
     }
 
     pub fn md_unlink(&mut self, node: usize, md: MdHandle) -> Result<(), MdError> {
@@ -435,7 +518,9 @@ impl Harness {
             }
         }
         while let Some(delivery) = self.fabric.pop_due(now) {
-            self.deliver(node_nid(delivery.from), delivery.to, delivery.frame);
+            // Without routing the header's source is the sending NI.
+            let from = delivery.frame.header.src_nid;
+            self.deliver(from, delivery.to, delivery.frame);
         }
         for node in &mut self.nodes {
             if node.poll_timeout().is_some_and(|deadline| deadline <= now) {
@@ -461,6 +546,12 @@ impl Harness {
                     progressed = true;
                     self.record(index, event);
                 }
+                while let Some(completion) = self.nodes[index].poll_completion() {
+                    progressed = true;
+                    if self.config.keep_events {
+                        self.completions[index].push(completion);
+                    }
+                }
             }
             if !progressed {
                 break;
@@ -481,7 +572,11 @@ impl Harness {
             transmit.header.payload_length as usize,
             "payload length disagrees with the header"
         );
-        let destination = (0..self.nodes.len()).find(|index| node_nid(*index) == transmit.next_hop);
+        if self.config.keep_events {
+            self.transmitted[from].push(transmit.header);
+        }
+        let destination =
+            self.fabric_nids.iter().position(|nids| nids.contains(&transmit.next_hop));
         let (at, status) = if let Some(status) = self.injected_failures[from].pop_front() {
             (self.now, status)
         } else if let Some(to) = destination {
@@ -513,7 +608,12 @@ impl Harness {
     /// Hands a frame from the peer NID `from` to node `to`, as its driver would.
     fn deliver(&mut self, from: Nid, to: usize, frame: Frame) {
         let now = self.now;
-        match self.nodes[to].handle_header(now, FABRIC_NI, from, &frame.header) {
+        // The NI that owns the destination NID, else the first (misaddressed frames).
+        let ni = Some(frame.header.dest_nid)
+            .filter(|nid| self.fabric_nids[to].contains(nid))
+            .and_then(|nid| self.nodes[to].ni_for_nid(nid))
+            .unwrap_or(FABRIC_NI);
+        match self.nodes[to].handle_header(now, ni, from, &frame.header) {
             RecvAction::Deliver { rx, length, .. } => self.fill(to, rx, length, &frame.payload),
             RecvAction::Discard { .. } => {}
             RecvAction::Delay { rx } => {
@@ -595,5 +695,7 @@ fn track_of(spec: &MdSpec) -> MdTrack {
     MdTrack { threshold, operations: 0, unlinked: false, events: spec.events }
 }
 
+#[cfg(test)]
+mod discovery_stories;
 #[cfg(test)]
 mod scenarios;

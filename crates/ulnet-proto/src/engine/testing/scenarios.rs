@@ -14,12 +14,13 @@ use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::{MAX_SEGMENTS, Memory};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
-use crate::engine::node::{GetRequest, Node, NodeConfig, PutRequest, RecvAction};
+use crate::engine::node::{GetRequest, Node, NodeConfig, PutRequest, RecvAction, Transmit};
 use crate::engine::tunables::NetTunables;
 use crate::link_model::LinkConfig;
 use crate::rng::Rng;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
+use crate::wire::ping::{LNET_PROTO_PING_MATCHBITS, NiStatus, PingInfo};
 
 const PORTAL: u32 = 5;
 const BITS: u64 = 0x77;
@@ -58,6 +59,9 @@ fn source(bytes: &[u8], threshold: u32) -> MdSpec {
 #[test]
 fn put_with_ack() {
     let mut h = Harness::pair();
+    // The nodes know each other already (discovery is its own story): nothing precedes the PUT.
+    h.discover_all();
+    let (stats0, ni1) = (*h.node(0).stats(), h.node(1).ni_stats(NiId(1)).unwrap().statistics);
     // Node 1 posts a one-shot buffer; node 0 puts 8 bytes and asks for an ACK.
     let target = h.post(1, PORTAL, BITS, sink(16, 1, MdOptions::OP_PUT).user_ptr(42));
     let md = h.bind(0, source(b"abcdefgh", 2));
@@ -89,10 +93,16 @@ fn put_with_ack() {
     assert_eq!(sent[1].memory.as_ref().map(Memory::to_vec), Some(b"abcdefgh".to_vec()));
 
     let stats = h.node(0).stats();
-    assert_eq!((stats.send_count, stats.recv_count, stats.drop_count), (1, 1, 0));
-    let ni = h.node(1).ni_stats(NiId(1)).unwrap();
-    assert_eq!((ni.statistics.received_stats.put, ni.statistics.sent_stats.ack), (1, 1));
-    assert_eq!(ni.statistics.received_bytes.put, 8);
+    assert_eq!(
+        (stats.send_count, stats.recv_count, stats.drop_count),
+        (stats0.send_count + 1, stats0.recv_count + 1, 0)
+    );
+    let ni = h.node(1).ni_stats(NiId(1)).unwrap().statistics;
+    assert_eq!(
+        (ni.received_stats.put, ni.sent_stats.ack),
+        (ni1.received_stats.put + 1, ni1.sent_stats.ack + 1)
+    );
+    assert_eq!(ni.received_bytes.put, ni1.received_bytes.put + 8);
     assert_eq!(h.node(0).md_count() + h.node(1).md_count() + h.node(1).me_count(), 0);
 }
 
@@ -114,13 +124,15 @@ fn put_without_ack_unlinks_on_send() {
 #[test]
 fn ack_disable_suppresses_the_ack() {
     let mut h = Harness::pair();
+    h.discover_all();
+    let acks = h.node(1).ni_stats(NiId(1)).unwrap().statistics.sent_stats.ack;
     h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT | MdOptions::ACK_DISABLE));
     let md = h.bind(0, source(b"xy", 2).options(MdOptions::NO_TRACK_RESPONSE));
     let target = h.process(1);
     h.put(0, &put_to(md, target, true)).unwrap();
     h.drive();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Send]);
-    assert_eq!(h.node(1).ni_stats(NiId(1)).unwrap().statistics.sent_stats.ack, 0);
+    assert_eq!(h.node(1).ni_stats(NiId(1)).unwrap().statistics.sent_stats.ack, acks);
     // Threshold 2 with one operation: still linked; the user unlinks it.
     h.md_unlink(0, md).unwrap();
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Unlink]);
@@ -211,6 +223,8 @@ fn truncation_and_too_big() {
 #[test]
 fn unmatched_messages_are_dropped_and_counted() {
     let mut h = Harness::pair();
+    h.discover_all();
+    let received = h.node(1).stats().recv_count;
     let md = h.bind(0, source(b"abc", 1));
     let target = h.process(1);
     h.put(0, &put_to(md, target, false)).unwrap();
@@ -220,7 +234,7 @@ fn unmatched_messages_are_dropped_and_counted() {
     h.put(0, &PutRequest { portal: 64, ..put_to(md, target, false) }).unwrap();
     h.drive();
     let stats = *h.node(1).stats();
-    assert_eq!((stats.drop_count, stats.drop_length, stats.recv_count), (3, 4, 0));
+    assert_eq!((stats.drop_count, stats.drop_length, stats.recv_count), (3, 4, received));
     let dropped = h.node(1).ni_stats(NiId(1)).unwrap().statistics.dropped_stats;
     assert_eq!((dropped.put, dropped.get), (2, 1));
     assert_eq!(h.node(1).peer_ni_stats(h.nid(0)).unwrap().statistics.drop_count, 3);
@@ -392,6 +406,7 @@ fn peer_credits_queue_messages_fifo() {
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
+    h.discover_all();
     h.post(1, PORTAL, BITS, MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT));
     let target = h.process(1);
     for index in 0..5u8 {
@@ -420,6 +435,8 @@ fn ni_credits_are_shared_by_peers() {
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
+    h.discover_all();
+    let sent = h.node(0).stats().send_count;
     for node in [1, 2] {
         h.post(node, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT));
         let md = h.bind(0, source(b"q", 1));
@@ -431,16 +448,16 @@ fn ni_credits_are_shared_by_peers() {
     h.drive();
     h.assert_quiescent();
     assert_eq!(h.node(0).ni_stats(NiId(1)).unwrap().tx_credits.unwrap().available, 1);
-    assert_eq!(h.node(0).stats().send_count, 2);
+    assert_eq!(h.node(0).stats().send_count, sent + 2);
 }
 
 #[test]
 fn loss_leaves_the_initiator_to_its_response_tracker() {
-    let config = HarnessConfig {
-        link: LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL },
-        ..HarnessConfig::default()
-    };
-    let mut h = Harness::new(config);
+    let mut h = Harness::pair();
+    h.discover_all();
+    let start = h.now();
+    let lossy = LinkConfig { loss_per_million: 1_000_000, ..LinkConfig::IDEAL };
+    h.fabric.model.set_link(0, 1, lossy);
     h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT));
     let md = h.bind(0, source(b"lost", 2));
     let target = h.process(1);
@@ -448,7 +465,7 @@ fn loss_leaves_the_initiator_to_its_response_tracker() {
     h.drive();
     let events = h.take_events(0);
     assert_eq!(kinds(&events), [EventKind::Send, EventKind::Unlink]);
-    assert_eq!(h.now(), Time::from_secs(150));
+    assert_eq!(h.now(), start + Duration::from_secs(150));
     assert_eq!(h.node(0).stats().response_timeout_count, 1);
     assert_eq!(h.node(0).stats().resend_count, 0);
     h.assert_quiescent();
@@ -533,6 +550,54 @@ fn two_rail_node() -> Node {
     Node::new(NodeConfig::new(7, LNET_PID_LUSTRE, nis)).unwrap()
 }
 
+/// A ping buffer as a peer with `features` serves it: lo, then `nids` UP.
+fn peer_buffer(features: u32, sequence: u32, nids: &[Nid]) -> Vec<u8> {
+    let info = PingInfo {
+        features,
+        pid: LNET_PID_LUSTRE,
+        sequence,
+        nids: nids.iter().map(|nid| NiStatus::up(*nid)).collect(),
+        large: Vec::new(),
+        metadata: Vec::new(),
+    };
+    info.to_bytes().unwrap()
+}
+
+/// Plays the peer for a node driven by hand: the next transmit must be a discovery ping,
+/// which is sent and answered with `buffer` (truncated to the GET's sink as a kernel would).
+fn answer_ping(node: &mut Node, now: Time, buffer: &[u8]) -> Transmit {
+    let transmit = node.poll_transmit().expect("a discovery ping");
+    let Body::Get { return_wmd, sink_length, ptl_index: 0, match_bits, .. } = transmit.header.body
+    else {
+        panic!("not a ping: {transmit:?}");
+    };
+    assert_eq!(match_bits, LNET_PROTO_PING_MATCHBITS);
+    node.handle_send_done(now, transmit.tx, HealthStatus::Ok).unwrap();
+    let payload = &buffer[..buffer.len().min(sink_length as usize)];
+    let header = Header {
+        dest_nid: transmit.header.src_nid,
+        src_nid: transmit.next_hop,
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
+        payload_length: payload.len() as u32,
+        body: Body::Reply { dst_wmd: return_wmd },
+    };
+    match node.handle_header(now, transmit.ni, transmit.next_hop, &header) {
+        RecvAction::Deliver { rx, .. } => {
+            node.rx_write(rx, 0, payload).unwrap();
+            node.handle_recv_done(now, rx, HealthStatus::Ok).unwrap();
+        }
+        other => panic!("the REPLY was not taken: {other:?}"),
+    }
+    transmit
+}
+
+/// [`answer_ping`] for a node that advertises nothing but status (0x06: not multi-rail, no
+/// discovery, not a router): the node never pushes to it.
+fn answer_ping_plain(node: &mut Node, now: Time, peer: Nid) {
+    answer_ping(node, now, &peer_buffer(0x06, 1, &[peer]));
+}
+
 #[test]
 fn local_failures_are_resent_up_to_retry_count() {
     let mut node = two_rail_node();
@@ -540,6 +605,7 @@ fn local_failures_are_resent_up_to_retry_count() {
     let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
     let now = Time::from_secs(1);
     node.put(now, &put_to(md, target, false)).unwrap();
+    answer_ping_plain(&mut node, now, target.nid);
     // Fail the first two transmissions locally; the third (retry 2 of 2) succeeds.
     for attempt in 0..3 {
         let transmit = node.poll_transmit().expect("a transmission");
@@ -572,6 +638,7 @@ fn late_failures_are_not_resent() {
     let mut node = two_rail_node();
     let md = node.md_bind(source(b"r", 1), UnlinkMode::Unlink).unwrap();
     node.put(Time::ZERO, &put_to(md, ProcessId::new(node_nid(1), LNET_PID_LUSTRE), false)).unwrap();
+    answer_ping_plain(&mut node, Time::ZERO, node_nid(1));
     let transmit = node.poll_transmit().unwrap();
     // Past the per-transmission deadline (49 s * 3 + 1 s = 148 s): no resend, no health change.
     node.handle_send_done(Time::from_secs(149), transmit.tx, HealthStatus::LocalDropped).unwrap();
@@ -587,11 +654,12 @@ fn queued_messages_past_their_deadline_are_dropped() {
     let mut node = two_rail_node();
     let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
     let mut transmits = Vec::new();
-    // 8 peer credits: the 9th waits.
+    // 8 peer credits: the 9th waits (once discovery lets them all go).
     for _ in 0..9 {
         let md = node.md_bind(source(b"d", 1), UnlinkMode::Unlink).unwrap();
         node.put(Time::ZERO, &put_to(md, target, false)).unwrap();
     }
+    answer_ping_plain(&mut node, Time::ZERO, target.nid);
     while let Some(transmit) = node.poll_transmit() {
         transmits.push(transmit.tx);
     }
@@ -639,11 +707,11 @@ fn stale_and_forged_responses_are_dropped() {
 
 #[test]
 fn duplicated_frames_are_absorbed() {
-    let config = HarnessConfig {
-        link: LinkConfig { duplicate_per_million: 1_000_000, ..LinkConfig::IDEAL },
-        ..HarnessConfig::default()
-    };
-    let mut h = Harness::new(config);
+    let mut h = Harness::pair();
+    h.discover_all();
+    let twice = LinkConfig { duplicate_per_million: 1_000_000, ..LinkConfig::IDEAL };
+    h.fabric.model.set_link(0, 1, twice);
+    h.fabric.model.set_link(1, 0, twice);
     h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT));
     let md = h.bind(0, source(b"dup", 2));
     let target = h.process(1);
@@ -663,6 +731,7 @@ fn unlink_while_busy_reports_on_the_last_event() {
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
+    h.discover_all();
     h.post(1, PORTAL, BITS, sink(8, 1, MdOptions::OP_PUT));
     let md = h.bind(0, source(b"busy", 2));
     let target = h.process(1);
@@ -877,6 +946,7 @@ fn too_many_messages_is_refused() {
     config.limits.messages = 2;
     config.net_tunables.peer_credits = 1;
     let mut h = Harness::new(config);
+    h.discover_all();
     let target = h.process(1);
     let mut results = Vec::new();
     for _ in 0..3 {
@@ -892,6 +962,7 @@ fn driver_protocol_errors() {
     let mut node = two_rail_node();
     let md = node.md_bind(source(b"p", 1), UnlinkMode::Unlink).unwrap();
     node.put(Time::ZERO, &put_to(md, ProcessId::new(node_nid(1), LNET_PID_LUSTRE), false)).unwrap();
+    answer_ping_plain(&mut node, Time::ZERO, node_nid(1));
     let transmit = node.poll_transmit().unwrap();
     assert_eq!(
         node.tx_payload(transmit.tx).map(|slices| slices.collect::<Vec<_>>().concat()),
@@ -1131,17 +1202,16 @@ fn tunables_change_live_and_bad_ones_are_refused() {
 #[test]
 fn runs_are_reproducible_from_the_seed() {
     let run = |seed| {
-        let config = HarnessConfig {
-            seed,
-            link: LinkConfig {
-                latency: Duration::from_micros(5),
-                loss_per_million: 300_000,
-                duplicate_per_million: 300_000,
-                ..LinkConfig::IDEAL
-            },
-            ..HarnessConfig::default()
+        let mut h = Harness::new(HarnessConfig { seed, ..HarnessConfig::default() });
+        h.discover_all();
+        let lossy = LinkConfig {
+            latency: Duration::from_micros(5),
+            loss_per_million: 300_000,
+            duplicate_per_million: 300_000,
+            ..LinkConfig::IDEAL
         };
-        let mut h = Harness::new(config);
+        h.fabric.model.set_link(0, 1, lossy);
+        h.fabric.model.set_link(1, 0, lossy);
         h.post(1, PORTAL, BITS, MdSpec::new(Memory::new(vec![0; 64])).options(MdOptions::OP_PUT));
         let target = h.process(1);
         for _ in 0..16 {

@@ -1,0 +1,1093 @@
+//! Dynamic discovery: before the first PUT or GET to a peer that is not up to date, the message
+//! waits on the peer's pending queue while the node pings the peer, merges what the reply says
+//! (multi-rail, discovery, routing, its NIDs and their status, its primary NID) into the peer
+//! model, pushes our own ping buffer to multi-rail peers that have not seen it, and then sends
+//! the held messages (or fails them with discovery's error). Pushes from peers feed the same
+//! merge. The kernel's discovery thread becomes a request queue drained inside every call.
+//!
+//! lustre: lnet/lnet/peer.c (`lnet_discover_peer_locked`, `lnet_peer_queue_for_discovery`,
+//! `lnet_peer_discovery` (the thread's loop), `lnet_discovery_event_handler` and its
+//! `_reply`/`_ack`/`_send`/`_unlink` helpers, `lnet_peer_push_event`, `lnet_peer_data_present`,
+//! `lnet_peer_merge_data`, `lnet_peer_set_primary_data`, `lnet_peer_add_nid`,
+//! `lnet_peer_send_ping`, `lnet_peer_send_push`, `lnet_peer_discovery_complete`),
+//! lib-move.c (`lnet_msg_discovery`, `lnet_initiate_peer_discovery`),
+//! include/linux/lnet/lib-lnet.h (`lnet_peer_needs_push`, `lnet_peer_needs_ping`),
+//! semantics.md §6, wire.md §6.4-6.5.
+
+use crate::addr::Nid;
+use crate::engine::error::DiscoverError;
+use crate::engine::event::{Event, EventKind, EventStatus};
+use crate::engine::health::{Health, HealthStatus};
+use crate::engine::md::MdOwner;
+use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
+use crate::engine::msg::Phase;
+use crate::engine::node::{Node, Work};
+use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerInfo, PeerNiId, PeerState};
+use crate::engine::ping::{Completion, MAX_PING_SINK};
+use crate::engine::slab::Key;
+use crate::engine::tunables::NetTunables;
+use crate::time::Time;
+use crate::wire::header::Body;
+use crate::wire::ping::{
+    LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNET_PING_FEAT_DISCOVERY, LNET_PING_FEAT_MULTI_RAIL,
+    LNET_PING_FEAT_RTE_DISABLED, LNET_PING_INFO_HDR_SIZE, LNET_PING_INFO_MIN_SIZE,
+    LNET_PROTO_PING_MAGIC, LNET_RESERVED_PORTAL, NI_STATUS_LEN, PingError, PingInfo,
+};
+
+/// Most messages one peer holds while it is being discovered (Lustre's `lp_dc_pendq` is
+/// unbounded). Beyond it a new message fails at once with `-ENOMEM`.
+pub const MAX_DISCOVERY_PENDING: usize = 4096;
+/// Most [`Node::discover`] calls waited on at once.
+pub const MAX_DISCOVERIES: usize = 1024;
+/// Soft ping failures (corrupt or truncated replies) in a row before discovery gives up with
+/// `-EPROTO`. Lustre retries without a bound; a truncated reply needs one retry.
+pub const MAX_SOFT_PING_FAILURES: u8 = 4;
+
+/// A discovery started with [`Node::discover`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DiscoveryId(pub u64);
+
+/// The outcome of [`Node::discover`]: what the node now knows of the peer owning `nid`, or
+/// the error discovery ended with (the status its held messages failed with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveryResult {
+    pub id: DiscoveryId,
+    pub nid: Nid,
+    pub outcome: Result<PeerInfo, EventStatus>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DiscoverWaiter {
+    pub(crate) id: u64,
+    pub(crate) nid: Nid,
+}
+
+/// What a discovery action asks of the loop (Lustre's 0 and `LNET_REDISCOVER_PEER`).
+enum Step {
+    /// Nothing more now: wait for an event, or finish if the peer is no longer discovering.
+    Continue,
+    /// Take another look at once.
+    Rediscover,
+}
+
+/// A received ping buffer, as far as discovery can read it.
+enum Received {
+    Whole(PingInfo, usize),
+    /// The header and entry 0 arrived, the rest did not: `info_size` is what the peer needs.
+    Truncated {
+        features: u32,
+        info_size: usize,
+    },
+    Corrupt,
+}
+
+/// Why a NID could not be added to a peer (`lnet_peer_add_nid` errors).
+enum AddNidError {
+    /// `-EPERM`: a multi-rail peer is only updated by multi-rail data.
+    NotMultiRail,
+    /// `-ENOTUNIQ`: a non-multi-rail peer has one NI per net.
+    NotUnique,
+    /// `-ENOMEM`: the peer table is full.
+    NoMemory,
+}
+
+impl Node {
+    /// `lnetctl discover` (`lnet_discover`): discovers the peer owning `nid` again (it is
+    /// always pinged; `force` also forces a push), and reports a [`DiscoveryResult`] through
+    /// [`poll_completion`](Self::poll_completion). Held messages are released as usual.
+    pub fn discover(
+        &mut self,
+        now: Time,
+        nid: Nid,
+        force: bool,
+    ) -> Result<DiscoveryId, DiscoverError> {
+        self.advance(now);
+        if nid.is_any() {
+            return Err(DiscoverError::AnyNid);
+        }
+        if nid == Nid::LO_0 || self.ni_for_nid(nid).is_some() {
+            return Err(DiscoverError::LocalNid(nid));
+        }
+        if self.discover_waiters.len() >= MAX_DISCOVERIES {
+            return Err(DiscoverError::TooManyDiscoveries);
+        }
+        let credits = self.peer_credits_for(nid);
+        let peer_ni = self
+            .peers
+            .find_or_create(nid, credits, self.limits.peer_nis)
+            .map_err(|_| DiscoverError::TooManyPeers)?;
+        let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
+            return Err(DiscoverError::TooManyPeers);
+        };
+        if let Some(state) = self.peers.peer_mut(peer).map(|peer| &mut peer.state) {
+            state.remove(PeerState::NIDS_UPTODATE);
+            if force {
+                state.insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH);
+            }
+        }
+        self.next_discovery_id += 1;
+        let id = self.next_discovery_id;
+        self.discover_waiters.push(DiscoverWaiter { id, nid });
+        self.clear_discovery_error(peer);
+        self.queue_for_discovery(peer);
+        self.run_work();
+        Ok(DiscoveryId(id))
+    }
+
+    /// What the node knows of the peer owning `nid`.
+    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.peers.info(self.peers.peer_id(nid)?)
+    }
+
+    /// Every peer, in table order.
+    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
+        self.peers.peers.iter().filter_map(|(key, _)| self.peers.info(PeerId(key)))
+    }
+
+    // ------------------------------------------------------------ holding messages
+
+    /// `lnet_initiate_peer_discovery`: a PUT or GET off portal 0 to a peer that is not up to
+    /// date waits on its pending queue while the peer is discovered. True when the message
+    /// was taken (held, or failed).
+    pub(super) fn hold_for_discovery(&mut self, key: Key, peer_ni: PeerNiId) -> bool {
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        let triggers = message.tx
+            && message.event == Some(EventKind::Send)
+            && matches!(
+                message.header.body,
+                Body::Put { ptl_index, .. } | Body::Get { ptl_index, .. }
+                    if ptl_index != LNET_RESERVED_PORTAL
+            );
+        let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
+            return false;
+        };
+        if !triggers || self.peer_is_uptodate(peer) {
+            return false;
+        }
+        // lnet_discover_peer_locked(), non-blocking.
+        self.clear_discovery_error(peer);
+        if let Some(error) = self.peers.peer(peer).and_then(|peer| peer.discovery.error) {
+            self.finalize_tx(key, HealthStatus::LocalError, error, true);
+            return true;
+        }
+        self.queue_for_discovery(peer);
+        let Some(pending) = self.peers.peer_mut(peer).map(|peer| &mut peer.discovery.pending)
+        else {
+            return false;
+        };
+        if pending.len() >= MAX_DISCOVERY_PENDING {
+            self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
+            return true;
+        }
+        pending.push_back(key);
+        if let Some(message) = self.msgs.get_mut(key) {
+            message.phase = Phase::DiscoveryWait;
+        }
+        true
+    }
+
+    /// Sends a message that discovery held, through path selection again.
+    pub(super) fn release_held(&mut self, key: Key) {
+        let Some(message) = self.msgs.get_mut(key).filter(|m| m.phase == Phase::DiscoveryWait)
+        else {
+            return;
+        };
+        message.phase = Phase::ResendQueued;
+        let source = message.source;
+        self.send(key, source);
+    }
+
+    // ------------------------------------------------------------ the request queue
+
+    /// `lnet_peer_queue_for_discovery`: mark the peer DISCOVERING and put it on the request
+    /// queue unless it is on a queue already. True when newly queued.
+    fn queue_for_discovery(&mut self, peer: PeerId) -> bool {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return false;
+        };
+        entry.state.insert(PeerState::DISCOVERING);
+        if entry.discovery.queue != DiscoveryQueue::None {
+            return false;
+        }
+        entry.discovery.queue = DiscoveryQueue::Request;
+        self.discovery_requests.push_back(peer);
+        true
+    }
+
+    /// Moves a queued peer onto the request queue, at its head or tail (`list_move`).
+    fn request_again(&mut self, peer: PeerId, front: bool) {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        entry.discovery.queue = DiscoveryQueue::Request;
+        if front {
+            self.discovery_requests.push_front(peer);
+        } else {
+            self.discovery_requests.push_back(peer);
+        }
+    }
+
+    /// The next peer to act on; stale queue entries are skipped.
+    pub(super) fn next_discovery_request(&mut self) -> Option<PeerId> {
+        while let Some(peer) = self.discovery_requests.pop_front() {
+            let queued = self
+                .peers
+                .peer(peer)
+                .is_some_and(|entry| entry.discovery.queue == DiscoveryQueue::Request);
+            if queued {
+                return Some(peer);
+            }
+        }
+        None
+    }
+
+    /// One pass of the discovery thread over one peer: the first matching action, then
+    /// requeue, wait or complete. lustre: peer.c `lnet_peer_discovery()`.
+    pub(super) fn discovery_step(&mut self, peer: PeerId) {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        entry.discovery.queue = DiscoveryQueue::Working;
+        let state = entry.state;
+        let result = if state.contains(PeerState::MARK_DELETION) {
+            self.peer_reset(peer)
+        } else if state.contains(PeerState::DATA_PRESENT) {
+            self.peer_data_present(peer)
+        } else if state.contains(PeerState::PING_FAILED) {
+            self.peer_ping_failed(peer)
+        } else if state.contains(PeerState::PUSH_FAILED) {
+            self.peer_push_failed(peer)
+        } else if self.peers.peer(peer).is_some_and(needs_ping) {
+            self.peer_send_ping(peer)
+        } else if self.peer_needs_push(peer) {
+            self.peer_send_push(peer)
+        } else if state.contains(PeerState::PUSH_SENT | PeerState::FORCE_PUSH) {
+            // A forced push waits for the one in flight (its ACK brings the peer back).
+            Ok(Step::Continue)
+        } else {
+            if !state.contains(PeerState::MULTI_RAIL) {
+                // lustre: lnet_peer_send_push() drops FORCE_PUSH for a non-multi-rail peer,
+                // but lnet_peer_needs_push() never lets one get there; left set, the peer
+                // would never be up to date and its messages would cycle through discovery.
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    entry.state.remove(PeerState::FORCE_PUSH);
+                }
+            }
+            self.peer_discovered(peer)
+        };
+        // A merge may have absorbed this peer into another.
+        let Some(entry) = self.peers.peer(peer) else {
+            return;
+        };
+        match result {
+            Ok(Step::Rediscover) => self.request_again(peer, true),
+            Err(error) => self.discovery_complete(peer, Some(error)),
+            Ok(Step::Continue) if !entry.state.contains(PeerState::DISCOVERING) => {
+                self.discovery_complete(peer, None)
+            }
+            Ok(Step::Continue) => {}
+        }
+    }
+
+    /// `lnet_peer_discovery_complete`: off the queues, waiters told, held messages sent again
+    /// (or failed with the error).
+    fn discovery_complete(&mut self, peer: PeerId, error: Option<EventStatus>) {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        entry.state.remove(PeerState::DISCOVERING);
+        if let Some(error) = error {
+            entry.discovery.error = Some(error);
+            entry.state.insert(PeerState::REDISCOVER);
+        }
+        entry.discovery.queue = DiscoveryQueue::None;
+        entry.discovery.soft_failures = 0;
+        let pending = std::mem::take(&mut entry.discovery.pending);
+        for key in pending {
+            match error {
+                Some(error) => self.fail_held(key, error),
+                None => self.work.push_back(Work::Release(key)),
+            }
+        }
+        self.settle_discover_waiters();
+    }
+
+    fn fail_held(&mut self, key: Key, error: EventStatus) {
+        if self.msgs.get(key).is_some_and(|message| message.phase == Phase::DiscoveryWait) {
+            self.finalize_tx(key, HealthStatus::LocalError, error, true);
+        }
+    }
+
+    /// Completes every [`Node::discover`] whose peer is no longer being discovered.
+    fn settle_discover_waiters(&mut self) {
+        let mut index = 0;
+        while let Some(waiter) = self.discover_waiters.get(index).copied() {
+            let peer = self.peers.peer_id(waiter.nid);
+            let busy = peer
+                .and_then(|peer| self.peers.peer(peer))
+                .is_some_and(|entry| entry.state.contains(PeerState::DISCOVERING));
+            if busy {
+                index += 1;
+                continue;
+            }
+            self.discover_waiters.swap_remove(index);
+            let error = peer.and_then(|peer| self.peers.peer(peer)).and_then(|p| p.discovery.error);
+            let outcome = match (error, peer.and_then(|peer| self.peers.info(peer))) {
+                (Some(error), _) => Err(error),
+                (None, Some(info)) => Ok(info),
+                (None, None) => Err(EventStatus::NoMemory),
+            };
+            self.completions.push_back(Completion::Discovery(DiscoveryResult {
+                id: DiscoveryId(waiter.id),
+                nid: waiter.nid,
+                outcome,
+            }));
+        }
+    }
+
+    /// `lnet_peer_clear_discovery_error`: unless discovery is running, forget its last error.
+    fn clear_discovery_error(&mut self, peer: PeerId) {
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            if !entry.state.contains(PeerState::DISCOVERING) {
+                entry.discovery.error = None;
+            }
+        }
+    }
+
+    /// `lnet_push_update_to_peers(0)`: our buffer changed; queue every peer that needs it.
+    pub(super) fn push_update_to_peers(&mut self) {
+        let peers: Vec<PeerId> = self.peers.peers.iter().map(|(key, _)| PeerId(key)).collect();
+        for peer in peers {
+            if self.peer_needs_push(peer) {
+                self.queue_for_discovery(peer);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ the actions
+
+    /// A peer that turned discovery off after being discovered: Lustre deletes and re-creates
+    /// it; we keep its NIs and forget everything discovery learned, then let the held
+    /// messages go, which discovers it afresh (`lnet_peer_deletion`).
+    fn peer_reset(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        entry.state = PeerState::default();
+        entry.discovery.data = None;
+        entry.discovery.peer_sequence = 0;
+        entry.discovery.node_sequence = 0;
+        let mds = [entry.discovery.ping_md.take(), entry.discovery.push_md.take()];
+        for md in mds.into_iter().flatten() {
+            self.abandon_md(md);
+        }
+        Ok(Step::Continue)
+    }
+
+    /// `lnet_peer_data_present`: merge the stored reply or push, possibly into the peer that
+    /// owns its primary NID.
+    fn peer_data_present(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        let Some(info) = entry.discovery.data.take() else {
+            entry.state.remove(PeerState::DATA_PRESENT);
+            return Ok(Step::Rediscover);
+        };
+        entry.state.remove(PeerState::DATA_PRESENT);
+        entry.state.insert(PeerState::NIDS_UPTODATE);
+        entry.discovery.soft_failures = 0;
+        let peer_primary = entry.primary_nid;
+        let Some(primary) = info.primary_nid() else {
+            return Ok(Step::Rediscover);
+        };
+        let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
+        let listed = info.entries().any(|entry| entry.nid == peer_primary);
+        let result = if peer_primary == primary || (listed && self.peer_discovery_disabled(peer)) {
+            self.merge_data(peer, &info)
+        } else {
+            match self.peers.peer_id(primary).filter(|owner| *owner != peer) {
+                None => match self.set_primary_nid(peer, primary, multi_rail) {
+                    Ok(()) => self.merge_data(peer, &info),
+                    // lustre: "Primary NID error" ends discovery with -EPERM or -ENOTUNIQ
+                    // (a non-multi-rail peer listing two NIDs on one net), which no event
+                    // status carries; the peer stays as it is and its messages still go.
+                    Err(_) => Ok(()),
+                },
+                Some(owner) => {
+                    self.hand_over_flags(peer, owner);
+                    self.set_primary_data(owner, *info)
+                }
+            }
+        };
+        result.map(|()| Step::Rediscover)
+    }
+
+    /// The peer owning the buffer's primary NID inherits what this one learned.
+    fn hand_over_flags(&mut self, from: PeerId, to: PeerId) {
+        let Some(source) = self.peers.peer(from) else {
+            return;
+        };
+        let (state, disc_source, disc_destination) =
+            (source.state, source.discovery.source, source.discovery.destination);
+        let Some(target) = self.peers.peer_mut(to) else {
+            return;
+        };
+        if !state.contains(PeerState::NO_DISCOVERY) {
+            target.state.remove(PeerState::NO_DISCOVERY);
+        }
+        if state.contains(PeerState::MULTI_RAIL) {
+            target.state.insert(PeerState::MULTI_RAIL);
+        }
+        if disc_source.is_some() {
+            target.discovery.source = disc_source;
+            target.discovery.destination = disc_destination;
+        }
+    }
+
+    /// `lnet_peer_set_primary_data`: data received through another peer object says `peer`
+    /// is its owner; merge it here.
+    fn set_primary_data(&mut self, peer: PeerId, info: PingInfo) -> Result<(), EventStatus> {
+        if !self.queue_for_discovery(peer) {
+            self.request_again(peer, true);
+        }
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(());
+        };
+        let mut info = info;
+        if entry.multi_rail() {
+            if entry.discovery.peer_sequence < info.sequence {
+                entry.discovery.peer_sequence = info.sequence;
+            } else if let Some(stored) = entry.discovery.data.take() {
+                info = *stored;
+            }
+        }
+        entry.discovery.data = None;
+        entry.state.remove(PeerState::DATA_PRESENT | PeerState::FORCE_PING);
+        let stale_ping = entry.state.contains(PeerState::PING_FAILED);
+        let ping_md = if stale_ping {
+            entry.state.remove(PeerState::PING_FAILED);
+            entry.discovery.ping_error = None;
+            entry.discovery.ping_md.take()
+        } else {
+            None
+        };
+        entry.state.insert(PeerState::NIDS_UPTODATE);
+        if let Some(md) = ping_md {
+            self.abandon_md(md);
+        }
+        self.merge_data(peer, &info)
+    }
+
+    /// `lnet_peer_set_primary_nid`.
+    fn set_primary_nid(
+        &mut self,
+        peer: PeerId,
+        nid: Nid,
+        multi_rail: bool,
+    ) -> Result<(), AddNidError> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(());
+        };
+        if entry.primary_nid == nid {
+            return Ok(());
+        }
+        let old = std::mem::replace(&mut entry.primary_nid, nid);
+        let result = self.add_nid(peer, nid, multi_rail);
+        if result.is_err() {
+            if let Some(entry) = self.peers.peer_mut(peer) {
+                entry.primary_nid = old;
+            }
+        } else {
+            self.peers.put_primary_first(peer);
+        }
+        result
+    }
+
+    /// `lnet_peer_merge_data`: router flag, NI statuses, NIDs added; NIDs the buffer no longer
+    /// lists are marked DOWN (Lustre deletes them, but peer NIs here are never removed).
+    /// With discovery off toward the peer only statuses change.
+    fn merge_data(&mut self, peer: PeerId, info: &PingInfo) -> Result<(), EventStatus> {
+        let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(());
+        };
+        if info.features & LNET_PING_FEAT_RTE_DISABLED == 0 {
+            entry.state.insert(PeerState::ROUTER_ENABLED);
+        } else {
+            entry.state.remove(PeerState::ROUTER_ENABLED);
+        }
+        let current: Vec<PeerNiId> = entry.ni_ids().collect();
+        let mut vanished = Vec::new();
+        for id in current {
+            let Some(nid) = self.peers.ni(id).map(|ni| ni.nid) else {
+                continue;
+            };
+            if nid == Nid::LO_0 {
+                continue;
+            }
+            match info.entries().find(|entry| entry.nid == nid) {
+                Some(listed) => self.update_ni_status(id, listed.status),
+                None => vanished.push(id),
+            }
+        }
+        if self.peer_discovery_disabled(peer) {
+            return Ok(());
+        }
+        for listed in info.entries() {
+            if self.peers.peer_id(listed.nid) == Some(peer) {
+                continue;
+            }
+            match self.add_nid(peer, listed.nid, multi_rail) {
+                Ok(()) => {}
+                Err(AddNidError::NoMemory) => return Err(EventStatus::NoMemory),
+                Err(AddNidError::NotMultiRail | AddNidError::NotUnique) => continue,
+            }
+            if let Some(id) = self.peers.find(listed.nid) {
+                self.update_ni_status(id, listed.status);
+            }
+        }
+        for id in vanished {
+            self.update_ni_status(id, LNET_NI_STATUS_DOWN);
+        }
+        self.peers.put_primary_first(peer);
+        Ok(())
+    }
+
+    /// `lnet_peer_add_nid` for discovery: the NID joins `peer`, moving from the peer that had
+    /// it. A peer losing its primary keeps its other NIs (Lustre deletes it) and is discovered
+    /// again on next use; a peer losing its last NI is gone and its held messages are sent
+    /// again.
+    fn add_nid(&mut self, peer: PeerId, nid: Nid, multi_rail: bool) -> Result<(), AddNidError> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(());
+        };
+        if multi_rail {
+            entry.state.insert(PeerState::MULTI_RAIL);
+        } else if entry.multi_rail() {
+            return Err(AddNidError::NotMultiRail);
+        }
+        let owner = self.peers.peer_id(nid);
+        if owner == Some(peer) {
+            return Ok(());
+        }
+        let Some(entry) = self.peers.peer(peer) else {
+            return Ok(());
+        };
+        if !entry.multi_rail() && entry.nets.iter().any(|net| net.net == nid.net()) {
+            return Err(AddNidError::NotUnique);
+        }
+        match self.peers.find(nid) {
+            Some(id) => {
+                if let Some(emptied) = self.peers.attach(id, peer) {
+                    self.remove_empty_peer(emptied);
+                } else if let Some(old) = owner {
+                    // lnet_peer_detach_peer_ni_locked(): a discovered peer takes another look.
+                    if self.peers.peer(old).is_some_and(|p| p.state.contains(PeerState::DISCOVERED))
+                    {
+                        self.queue_for_discovery(old);
+                    }
+                }
+                Ok(())
+            }
+            None => {
+                let credits = self.peer_credits_for(nid);
+                self.peers
+                    .create_for(peer, nid, credits, self.limits.peer_nis)
+                    .map(|_| ())
+                    .map_err(|_| AddNidError::NoMemory)
+            }
+        }
+    }
+
+    /// A peer whose last NI moved to another: its pings and pushes are cancelled and its held
+    /// messages go through path selection again (Lustre's `ln_msg_resend` for deleted peers).
+    fn remove_empty_peer(&mut self, peer: PeerId) {
+        let Some(entry) = self.peers.remove_peer(peer) else {
+            return;
+        };
+        let discovery = entry.discovery;
+        for md in [discovery.ping_md, discovery.push_md].into_iter().flatten() {
+            self.abandon_md(md);
+        }
+        for key in discovery.pending {
+            self.work.push_back(Work::Release(key));
+        }
+        self.settle_discover_waiters();
+    }
+
+    /// `handle_disc_lpni_health`: record the status the peer reports; UP to DOWN is a remote
+    /// failure, a NID first seen UP gets full health.
+    fn update_ni_status(&mut self, id: PeerNiId, status: u32) {
+        let Some(ni) = self.peers.ni_mut(id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut ni.status, status);
+        if old != status {
+            if status == LNET_NI_STATUS_DOWN {
+                self.remote_failure(id);
+            }
+        } else if status == LNET_NI_STATUS_UP && ni.last_alive.is_none() {
+            ni.health = Health::FULL;
+        }
+    }
+
+    /// `lnet_peer_ping_failed`: unlink the ping MD and force another ping; a real error ends
+    /// discovery, a soft one (corrupt or truncated reply) retries, within a bound.
+    fn peer_ping_failed(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        entry.state.remove(PeerState::PING_FAILED);
+        entry.state.insert(PeerState::FORCE_PING);
+        let error = entry.discovery.ping_error.take();
+        let md = entry.discovery.ping_md.take();
+        let soft = error.is_none();
+        if soft {
+            entry.discovery.soft_failures = entry.discovery.soft_failures.saturating_add(1);
+        }
+        let exhausted = entry.discovery.soft_failures > MAX_SOFT_PING_FAILURES;
+        if let Some(md) = md {
+            self.abandon_md(md);
+        }
+        match error {
+            Some(error) => Err(error),
+            None if exhausted => Err(EventStatus::Protocol),
+            None => Ok(Step::Rediscover),
+        }
+    }
+
+    /// `lnet_peer_push_failed`.
+    fn peer_push_failed(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        entry.state.remove(PeerState::PUSH_FAILED);
+        let error = entry.discovery.push_error.take();
+        let md = entry.discovery.push_md.take();
+        if let Some(md) = md {
+            self.abandon_md(md);
+        }
+        match error {
+            Some(error) => Err(error),
+            None => Ok(Step::Rediscover),
+        }
+    }
+
+    /// `lnet_peer_send_ping`: GET the peer's ping buffer (at least 272 bytes, or what it last
+    /// needed) from its primary NID.
+    fn peer_send_ping(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        entry.state.insert(PeerState::PING_SENT);
+        entry.state.remove(PeerState::FORCE_PING);
+        let length = entry.discovery.data_bytes.max(LNET_PING_INFO_MIN_SIZE as u32);
+        let target = ProcessId::new(entry.primary_nid, LNET_PID_LUSTRE);
+        match self.send_internal_ping(
+            MdOwner::DiscoveryPing(peer),
+            length.min(MAX_PING_SINK),
+            target,
+            None,
+        ) {
+            Ok(md) => {
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    entry.discovery.ping_md = Some(md);
+                }
+                Ok(Step::Continue)
+            }
+            Err(error) => {
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    entry.state.remove(PeerState::PING_SENT | PeerState::PING_FAILED);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// `lnet_peer_send_push`: PUT our ping buffer to a multi-rail peer, through the NI pair
+    /// its ping reply used if there was one.
+    fn peer_send_push(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return Ok(Step::Continue);
+        };
+        if !entry.multi_rail() {
+            entry.state.remove(PeerState::FORCE_PUSH);
+            if entry.state.contains(PeerState::NIDS_UPTODATE) {
+                return self.peer_discovered(peer);
+            }
+            return Ok(Step::Continue);
+        }
+        entry.state.insert(PeerState::PUSH_SENT);
+        entry.state.remove(PeerState::FORCE_PUSH);
+        let source = entry.discovery.source.take();
+        let destination = entry.discovery.destination.take().unwrap_or(entry.primary_nid);
+        entry.discovery.pushed_sequence = self.ping_target.info.sequence;
+        let target = ProcessId::new(destination, LNET_PID_LUSTRE);
+        match self.send_internal_push(MdOwner::DiscoveryPush(peer), target, source) {
+            Ok(md) => {
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    entry.discovery.push_md = Some(md);
+                }
+                Ok(Step::Continue)
+            }
+            Err(error) => {
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    entry.state.remove(PeerState::PUSH_SENT | PeerState::PUSH_FAILED);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// `lnet_peer_discovered`.
+    fn peer_discovered(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            entry.state.insert(PeerState::DISCOVERED);
+            entry.state.remove(PeerState::DISCOVERING | PeerState::REDISCOVER);
+            entry.discovery.error = None;
+        }
+        Ok(Step::Continue)
+    }
+
+    // ------------------------------------------------------------ events
+
+    /// `lnet_discovery_event_handler`: update the peer from an event of its ping or push MD,
+    /// and have discovery look at it again unless it is up to date.
+    pub(super) fn discovery_event(
+        &mut self,
+        peer: PeerId,
+        md: Key,
+        ping: bool,
+        event: &Event,
+        data: &[u8],
+    ) {
+        if self.peers.peer(peer).is_none() {
+            return;
+        }
+        let rediscover = match event.kind {
+            EventKind::Ack => {
+                self.discovery_event_ack(peer, event);
+                true
+            }
+            EventKind::Reply => {
+                self.discovery_event_reply(peer, event, data);
+                true
+            }
+            EventKind::Send => self.discovery_event_send(peer, ping, event),
+            EventKind::Unlink => {
+                self.discovery_event_unlink(peer);
+                true
+            }
+            EventKind::Get | EventKind::Put => false,
+        };
+        if event.unlinked {
+            if let Some(entry) = self.peers.peer_mut(peer) {
+                if entry.discovery.ping_md == Some(md) {
+                    entry.discovery.ping_md = None;
+                }
+                if entry.discovery.push_md == Some(md) {
+                    entry.discovery.push_md = None;
+                }
+            }
+        }
+        if rediscover && !self.peer_is_uptodate(peer) && !self.queue_for_discovery(peer) {
+            self.request_again(peer, false);
+        }
+    }
+
+    /// `lnet_discovery_event_ack`: the push arrived; the peer has our sequence number.
+    fn discovery_event_ack(&mut self, peer: PeerId, event: &Event) {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        entry.state.remove(PeerState::PUSH_SENT);
+        if event.status.is_ok() {
+            entry.discovery.push_error = None;
+            entry.discovery.node_sequence = entry.discovery.pushed_sequence;
+        } else {
+            entry.discovery.push_error = Some(event.status);
+            entry.state.insert(PeerState::PUSH_FAILED);
+        }
+    }
+
+    /// `lnet_discovery_event_send`: only a failed send matters.
+    fn discovery_event_send(&mut self, peer: PeerId, ping: bool, event: &Event) -> bool {
+        if event.status.is_ok() {
+            return false;
+        }
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return false;
+        };
+        if ping {
+            entry.state.remove(PeerState::PING_SENT);
+            entry.state.insert(PeerState::PING_FAILED);
+            entry.discovery.ping_error = Some(event.status);
+        } else {
+            entry.state.remove(PeerState::PUSH_SENT);
+            entry.state.insert(PeerState::PUSH_FAILED);
+            entry.discovery.push_error = Some(event.status);
+        }
+        true
+    }
+
+    /// `lnet_discovery_event_unlink`: the MD was unlinked under a ping or push in flight (its
+    /// response tracker expired).
+    fn discovery_event_unlink(&mut self, peer: PeerId) {
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        if entry.state.contains(PeerState::PING_SENT) {
+            entry.state.remove(PeerState::PING_SENT);
+            entry.state.insert(PeerState::PING_FAILED);
+            entry.discovery.ping_error = Some(EventStatus::TimedOut);
+        }
+        if entry.state.contains(PeerState::PUSH_SENT) {
+            entry.state.remove(PeerState::PUSH_SENT);
+            entry.state.insert(PeerState::PUSH_FAILED);
+            entry.discovery.push_error = Some(EventStatus::TimedOut);
+        }
+    }
+
+    /// `lnet_discovery_event_reply`: validate the ping reply, learn multi-rail and discovery
+    /// from its features, and store it for the merge (or retry a truncated one bigger).
+    fn discovery_event_reply(&mut self, peer: PeerId, event: &Event, data: &[u8]) {
+        let local_discovery = self.tunables.discovery;
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        entry.discovery.source = Some(event.target.nid);
+        entry.discovery.destination = Some(event.source);
+        entry.state.remove(PeerState::PING_SENT);
+        if !event.status.is_ok() {
+            entry.state.insert(PeerState::PING_FAILED);
+            entry.discovery.ping_error = Some(event.status);
+            return;
+        }
+        let (features, info_size, info) = match receive(data) {
+            Received::Whole(info, info_size) => (info.features, info_size, Some(info)),
+            Received::Truncated { features, info_size } => (features, info_size, None),
+            Received::Corrupt => {
+                entry.state.insert(PeerState::PING_FAILED);
+                entry.discovery.ping_error = None;
+                return;
+            }
+        };
+        learn_discovery(entry, features, local_discovery, false);
+        learn_multi_rail_from_reply(entry, features, local_discovery);
+        let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
+        entry.discovery.data_bytes = entry.discovery.data_bytes.max(info_bytes);
+        let Some(info) = info else {
+            entry.state.insert(PeerState::PING_FAILED);
+            entry.discovery.ping_error = None;
+            self.push_target.size = self.push_target.size.max(info_bytes.min(MAX_PING_SINK));
+            return;
+        };
+        if features & LNET_PING_FEAT_MULTI_RAIL != 0
+            && info.primary_nid() == Some(entry.primary_nid)
+        {
+            entry.discovery.peer_sequence = info.sequence;
+        }
+        entry.discovery.data = Some(Box::new(info));
+        entry.state.insert(PeerState::DATA_PRESENT);
+    }
+
+    /// `lnet_peer_push_event`: a peer PUT its ping buffer into our push target (already
+    /// ACKed). A valid push from a multi-rail peer becomes the peer's data; anything else
+    /// makes discovery ping it instead.
+    pub(super) fn received_push(&mut self, event: &Event, data: &[u8]) {
+        let local_discovery = self.tunables.discovery;
+        // lnet_find_peer(&ev->source.nid): a push from an unknown NID is ignored.
+        let Some(peer) = self.peers.peer_id(event.source) else {
+            return;
+        };
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
+        let mut grow_to = None;
+        match receive(data) {
+            _ if !event.status.is_ok() => force_ping(entry),
+            Received::Corrupt => force_ping(entry),
+            Received::Truncated { .. } if event.mlength >= event.rlength => force_ping(entry),
+            Received::Truncated { features, info_size } => {
+                let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
+                entry.discovery.data_bytes = entry.discovery.data_bytes.max(info_bytes);
+                if features & LNET_PING_FEAT_MULTI_RAIL != 0 {
+                    learn_discovery(entry, features, local_discovery, true);
+                    learn_multi_rail_from_push(entry, local_discovery);
+                    grow_to = Some(info_bytes);
+                    force_ping(entry);
+                }
+            }
+            Received::Whole(info, info_size) => {
+                let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
+                entry.discovery.data_bytes = entry.discovery.data_bytes.max(info_bytes);
+                // "A non-Multi-Rail peer is not supposed to be capable of sending a push."
+                if info.features & LNET_PING_FEAT_MULTI_RAIL != 0 {
+                    learn_discovery(entry, info.features, local_discovery, true);
+                    learn_multi_rail_from_push(entry, local_discovery);
+                    if event.mlength < event.rlength {
+                        grow_to = Some(info_bytes);
+                        force_ping(entry);
+                    } else {
+                        store_push(entry, info);
+                    }
+                }
+            }
+        }
+        if let Some(size) = grow_to {
+            self.push_target.size = self.push_target.size.max(size.min(MAX_PING_SINK));
+        }
+        if !self.peer_is_uptodate(peer) && !self.queue_for_discovery(peer) {
+            self.request_again(peer, true);
+        }
+    }
+
+    // ------------------------------------------------------------ predicates
+
+    /// `lnet_peer_is_uptodate_locked`.
+    pub(super) fn peer_is_uptodate(&self, peer: PeerId) -> bool {
+        let Some(entry) = self.peers.peer(peer) else {
+            return true;
+        };
+        let busy = PeerState::DISCOVERING
+            | PeerState::FORCE_PING
+            | PeerState::FORCE_PUSH
+            | PeerState::REDISCOVER;
+        !entry.state.intersects(busy)
+            && !self.peer_needs_push(peer)
+            && entry.state.contains(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE)
+    }
+
+    /// `lnet_peer_needs_push`.
+    fn peer_needs_push(&self, peer: PeerId) -> bool {
+        let Some(entry) = self.peers.peer(peer) else {
+            return false;
+        };
+        if !entry.multi_rail() || entry.state.contains(PeerState::PUSH_SENT) {
+            return false;
+        }
+        if entry.state.contains(PeerState::FORCE_PUSH) {
+            return true;
+        }
+        if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
+            return false;
+        }
+        entry.discovery.node_sequence < self.ping_target.info.sequence
+    }
+
+    /// `lnet_is_discovery_disabled_locked`.
+    fn peer_discovery_disabled(&self, peer: PeerId) -> bool {
+        !self.tunables.discovery
+            || self.peers.peer(peer).is_none_or(|entry| {
+                !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
+            })
+    }
+
+    /// Peer credits for a NI of `nid`: the local net's, else socklnd's default.
+    pub(super) fn peer_credits_for(&self, nid: Nid) -> u32 {
+        self.nis
+            .iter()
+            .find(|ni| !ni.removed && ni.nid.net() == nid.net())
+            .map_or(NetTunables::default().peer_credits, |ni| ni.tunables.peer_credits)
+    }
+}
+
+/// `lnet_peer_needs_ping`.
+fn needs_ping(peer: &Peer) -> bool {
+    peer.state.contains(PeerState::FORCE_PING) || !peer.state.contains(PeerState::NIDS_UPTODATE)
+}
+
+fn force_ping(peer: &mut Peer) {
+    peer.state.remove(PeerState::NIDS_UPTODATE);
+    peer.state.insert(PeerState::FORCE_PING);
+}
+
+/// A push's data replaces what is stored only if newer ("always assume new data").
+fn store_push(peer: &mut Peer, info: PingInfo) {
+    peer.discovery.peer_sequence = info.sequence;
+    peer.state.remove(PeerState::NIDS_UPTODATE);
+    match &mut peer.discovery.data {
+        Some(stored) if peer.state.contains(PeerState::DATA_PRESENT) => {
+            if info.sequence > stored.sequence {
+                **stored = info;
+            }
+        }
+        _ => {
+            peer.discovery.data = Some(Box::new(info));
+            peer.state.insert(PeerState::DATA_PRESENT);
+        }
+    }
+}
+
+/// The DISCOVERY feature: NO_DISCOVERY when off on either side; a discovered peer that turned
+/// it off is reset (Lustre marks it for deletion).
+fn learn_discovery(peer: &mut Peer, features: u32, local_discovery: bool, from_push: bool) {
+    let state = peer.state;
+    let (enabled, resettable) = if from_push {
+        // lustre: lnet_peer_push_event() looks only at the peer's bit.
+        let resettable = !state.intersects(PeerState::NO_DISCOVERY | PeerState::DISCOVERING)
+            && state.contains(PeerState::DISCOVERED);
+        (features & LNET_PING_FEAT_DISCOVERY != 0, resettable)
+    } else {
+        let resettable = !state.contains(PeerState::NO_DISCOVERY)
+            && state.intersects(PeerState::DISCOVERED | PeerState::MULTI_RAIL);
+        (features & LNET_PING_FEAT_DISCOVERY != 0 && local_discovery, resettable)
+    };
+    if enabled {
+        peer.state.remove(PeerState::NO_DISCOVERY);
+    } else {
+        if resettable {
+            peer.state.insert(PeerState::MARK_DELETION);
+        }
+        peer.state.insert(PeerState::NO_DISCOVERY);
+    }
+}
+
+/// `lnet_discovery_event_reply`'s MULTI_RAIL update.
+fn learn_multi_rail_from_reply(peer: &mut Peer, features: u32, local_discovery: bool) {
+    if features & LNET_PING_FEAT_MULTI_RAIL != 0 {
+        if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+            peer.state.insert(PeerState::MULTI_RAIL);
+        }
+    } else {
+        // "Multi-Rail state vanished".
+        peer.state.remove(PeerState::MULTI_RAIL);
+    }
+}
+
+/// `lnet_peer_push_event`'s MULTI_RAIL update (the push had the bit).
+fn learn_multi_rail_from_push(peer: &mut Peer, local_discovery: bool) {
+    if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+        peer.state.insert(PeerState::MULTI_RAIL);
+    }
+}
+
+/// Reads a received ping buffer as discovery does: whole, truncated after a valid header and
+/// entry 0 (`lnet_ping_info_validate` passed), or corrupt.
+fn receive(data: &[u8]) -> Received {
+    match PingInfo::parse(data) {
+        Ok((info, _)) => {
+            let info_size = info.info_size();
+            Received::Whole(info, info_size)
+        }
+        Err(PingError::Truncated { info_size, len })
+            if len >= LNET_PING_INFO_HDR_SIZE + NI_STATUS_LEN =>
+        {
+            match raw_features(data) {
+                Some(features) => Received::Truncated { features, info_size },
+                None => Received::Corrupt,
+            }
+        }
+        Err(_) => Received::Corrupt,
+    }
+}
+
+/// `pi_features` of a buffer whose magic was already accepted, in the sender's byte order.
+fn raw_features(data: &[u8]) -> Option<u32> {
+    let magic = u32::from_le_bytes(*data.first_chunk::<4>()?);
+    let features = u32::from_le_bytes(*data.get(4..)?.first_chunk::<4>()?);
+    if magic == LNET_PROTO_PING_MAGIC { Some(features) } else { Some(features.swap_bytes()) }
+}
