@@ -351,8 +351,9 @@ impl Node {
 
     /// Replaces the global tunables live (`lnetctl set transaction_timeout ...`): checked as
     /// at build time, applied from the next send on; deadlines already armed keep theirs.
+    /// Turning discovery on or off installs a new ping buffer and pushes it to peers.
     pub fn set_tunables(&self, tunables: Tunables) -> Result<(), SetTunablesError> {
-        self.call(|core, _| core.engine.set_tunables(tunables))
+        self.call(|core, now| core.engine.set_tunables(now, tunables))
             .map_err(|ShutDown| SetTunablesError::ShutDown)?
             .map_err(SetTunablesError::Invalid)
     }

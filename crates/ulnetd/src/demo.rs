@@ -87,6 +87,7 @@ pub fn demo(out: &mut dyn Write, lnd: DemoLnd) -> Result<(), DemoError> {
 
     ulnetctl(out, "a", &a, &["net", "show"])?;
     ulnetctl(out, "a", &a, &["ping", b_nid])?;
+    ulnetctl(out, "a", &a, &["discover", b_nid])?;
 
     let (node_a, node_b) = (node(&a, a_nid)?, node(&b, b_nid)?);
     put(out, &node_a, &node_b)?;

@@ -21,14 +21,23 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ulnet::{
-    BuildError, LndKind, MemFabric, NiConfig, Node, NodeBuilder, ResponseTracking, Tunables,
+use ulnet::proto::addr::NidRange;
+use ulnet::proto::engine::{
+    DiscoverError as EngineDiscoverError, PingFailure as EnginePingFailure,
+    PingReply as EnginePingReply, PingStartError,
 };
-use ulnet_config::model::{self, Config, GlobalSettings, HostInterface, LocalNiConfig, NetConfig};
+use ulnet::{
+    BuildError, DiscoverError, LNET_PID_ANY, LndKind, MemFabric, NiConfig, Node, NodeBuilder,
+    PingError, ProcessId, ResponseTracking, Tunables,
+};
+use ulnet_config::model::{
+    self, Config, ExecCommand, GlobalSettings, HostInterface, LocalNiConfig, NetConfig,
+};
 use ulnet_config::render;
-use ulnet_control::data::{self, ExportState};
+use ulnet_control::data::{self, ExportState, ManageCommand, ManageReply, PingFailure, PingReply};
 use ulnet_control::message::{
-    ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping, SetParam, ShownObjects, errno,
+    DEFAULT_PING_TIMEOUT, ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping,
+    SetParam, ShownObjects, errno,
 };
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
@@ -174,9 +183,11 @@ impl LiveNode {
     // ------------------------------------------------------------------------ settings
 
     /// `set <param> <value>`: lnetctl's and the kernel's checks (ulnet-config's
-    /// `GlobalSettings`), then the engine's tunables live. Keys the engine has no behaviour
-    /// for yet (NUMA range, interface limit, routing and recovery knobs) are kept and shown,
-    /// as the kernel keeps its module parameters; routing and router buffers are refused.
+    /// `GlobalSettings`), then the engine's tunables live (`transaction_timeout`,
+    /// `retry_count`, `health_sensitivity`, `response_tracking`, `discovery`). Keys the engine
+    /// has no behaviour for yet (NUMA range, interface limit, asymmetric routes, router and
+    /// recovery knobs) are kept and shown, as the kernel keeps its module parameters; routing
+    /// and router buffers are refused.
     fn set(&self, param: SetParam, value: i64) -> Result<Response, ControlError> {
         let Some(key) = param.global_key() else {
             return Err(ControlError::Unsupported { what: param.name().to_string() });
@@ -253,7 +264,7 @@ impl LiveNode {
     /// `peer show [--nid NID]`: the peer owning the NID, or every peer.
     /// lustre: api-ni.c `lnet_peer_ni_show_start()` ("invalid NID", "cannot find peer").
     fn peer_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
-        let mut peers = view::peer_entries(&self.running_node()?.stats());
+        let mut peers = peer_entries(&self.running_node()?);
         if let Some(text) = filter {
             let nid: Nid =
                 text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
@@ -267,22 +278,66 @@ impl LiveNode {
 
     /// `peer list`: primary NIDs.
     fn peer_list(&self) -> Result<Response, ControlError> {
-        let peers = view::peer_entries(&self.running_node()?.stats());
+        let peers = peer_entries(&self.running_node()?);
         Ok(Response::PeerList(peers.iter().map(|peer| peer.primary_nid.to_string()).collect()))
     }
 
     // ------------------------------------------------------------------------ ping
 
-    /// `ping`: not in the engine yet.
-    fn ping(&self, _ping: &Ping) -> Result<Response, ControlError> {
-        self.running_node()?;
-        Err(ControlError::Unsupported { what: "ping".to_string() })
+    /// `ping NIDS [--timeout] [--source]`: one GET of each target's ping buffer, one after
+    /// the other as the kernel's dump does; answers and failures are both reported.
+    /// lustre: api-ni.c `lnet_ping_show_start()`, `lnet_ping_show_dump()`, `lnet_ping()`.
+    fn ping(&self, ping: &Ping) -> Result<Response, ControlError> {
+        let node = self.running_node()?;
+        let source = match &ping.source {
+            Some(text) => Some(
+                text.parse::<Nid>()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "invalid source nid"))?,
+            ),
+            None => None,
+        };
+        let targets = parse_targets(&ping.nids)?;
+        let timeout = ping_timeout(ping.timeout_ms);
+        let mut reply = ManageReply::default();
+        for nid in targets {
+            match node.ping(ProcessId::new(nid, LNET_PID_ANY), timeout, source) {
+                Ok(answer) => reply.replies.push(ping_reply(&node, nid, &answer)),
+                Err(PingError::ShutDown) => return Err(ControlError::NotConfigured),
+                Err(error) => {
+                    tracing::debug!(%nid, %error, "ping failed");
+                    reply.failures.push(failure(nid, ping_errno(&error)));
+                }
+            }
+        }
+        Ok(Response::Manage(reply))
     }
 
-    /// `discover`: not in the engine yet.
-    fn discover(&self, _nids: &[String], _force: bool) -> Result<Response, ControlError> {
-        self.running_node()?;
-        Err(ControlError::Unsupported { what: "discover".to_string() })
+    /// `discover [--force] NIDS`: discovers the peer owning each NID and lists its NIs.
+    /// Our own NIDs are answered from the node's own configuration (the kernel discovers
+    /// itself through `0@lo`; the engine keeps no peer for itself).
+    /// lustre: api-ni.c `lnet_net_discover()` (the `discover` handler), `lnet_discover()`.
+    fn discover(&self, nids: &[String], force: bool) -> Result<Response, ControlError> {
+        let node = self.running_node()?;
+        let targets = parse_targets(nids)?;
+        let mut reply = ManageReply::default();
+        for nid in targets {
+            match node.discover(nid, force) {
+                Ok(peer) => reply.replies.push(PingReply {
+                    primary_nid: peer.primary_nid.to_string(),
+                    multi_rail: peer.multi_rail(),
+                    nids: peer.nis.iter().map(|ni| ni.nid.to_string()).collect(),
+                }),
+                Err(DiscoverError::Start(EngineDiscoverError::LocalNid(_))) => {
+                    reply.replies.push(self_reply(&node));
+                }
+                Err(DiscoverError::ShutDown) => return Err(ControlError::NotConfigured),
+                Err(error) => {
+                    tracing::debug!(%nid, %error, "discovery failed");
+                    reply.failures.push(failure(nid, discover_errno(&error)));
+                }
+            }
+        }
+        Ok(Response::Manage(reply))
     }
 
     // ------------------------------------------------------------------------ stats, export
@@ -299,7 +354,7 @@ impl LiveNode {
         let state = render::ExportState {
             nets: view::net_entries(&nets, &stats),
             routes: Vec::new(),
-            peers: view::peer_entries(&stats),
+            peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
             routing: render::RoutingShow::default(),
             global: settings.show(),
             udsp: Vec::new(),
@@ -319,10 +374,7 @@ impl LiveNode {
             ImportMode::Add => self.import_add(&config),
             ImportMode::Del => self.import_del(&config),
             ImportMode::Show => self.import_show(&config),
-            ImportMode::Exec => {
-                self.running_node()?;
-                Err(ControlError::Unsupported { what: "import --exec (ping, discover)".into() })
-            }
+            ImportMode::Exec => self.import_exec(&config),
         }
     }
 
@@ -357,6 +409,30 @@ impl LiveNode {
             self.rebuild(&mut state, nets)?;
         }
         Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
+    }
+
+    /// `import --exec`: each `ping:` and `discover:` block in order, as the commands would.
+    fn import_exec(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        let mut exec = Vec::new();
+        for command in &config.exec {
+            let (kind, response) = match command {
+                ExecCommand::Ping { nids, timeout, source } => {
+                    let ping = Ping {
+                        nids: nids.clone(),
+                        timeout_ms: timeout.and_then(|ms| u32::try_from(ms).ok()),
+                        source: source.clone(),
+                    };
+                    (ManageCommand::Ping, self.ping(&ping)?)
+                }
+                ExecCommand::Discover { nids } => {
+                    (ManageCommand::Discover, self.discover(nids, false)?)
+                }
+            };
+            if let Response::Manage(reply) = response {
+                exec.push(ExecReply { command: kind, reply });
+            }
+        }
+        Ok(ImportReply { exec, ..ImportReply::default() })
     }
 
     /// `import --del`: the nets (or the NIs) named go; `numa_range`, `max_interfaces` and
@@ -398,7 +474,7 @@ impl LiveNode {
             .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
             .map(data::NetEntry::from)
             .collect();
-        let peers: Vec<data::PeerEntry> = view::peer_entries(&stats)
+        let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
             .iter()
             .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
             .map(data::PeerEntry::from)
@@ -478,6 +554,128 @@ impl LiveNode {
     }
 }
 
+/// The node's peers with their discovery state.
+fn peer_entries(node: &Node) -> Vec<render::PeerEntry> {
+    view::peer_entries(&node.stats(), |nid| node.peer_info(nid))
+}
+
+/// The most targets one `ping` or `discover` expands to (ulnetctl's bound too).
+pub const MAX_TARGETS: usize = 1024;
+
+/// Targets as the CLI sends them (canonical NIDs), or nidlists as an import `--exec` block
+/// writes them (`10.0.0.[1-4]@tcp`, comma lists).
+/// lustre: api-ni.c `lnet_ping_show_start()` ("cannot parse NID").
+fn parse_targets(texts: &[String]) -> Result<Vec<Nid>, ControlError> {
+    let bad = || ControlError::refused(errno::EINVAL, "cannot parse NID");
+    let mut nids = Vec::new();
+    for entry in texts.iter().flat_map(|text| split_nidlist(text)) {
+        let limit = MAX_TARGETS.saturating_sub(nids.len());
+        if entry.contains('[') {
+            let range = NidRange::parse(entry).map_err(|_| bad())?;
+            nids.extend(range.expand(limit).map_err(|_| bad())?);
+        } else if limit == 0 {
+            return Err(bad());
+        } else {
+            nids.push(entry.parse::<Nid>().map_err(|_| bad())?);
+        }
+    }
+    if nids.is_empty() {
+        return Err(ControlError::refused(errno::ENOENT, "Ping needs NID targets"));
+    }
+    Ok(nids)
+}
+
+/// Splits a nidlist at the commas outside brackets.
+fn split_nidlist(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (index, character) in text.char_indices() {
+        match character {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(text.get(start..index).unwrap_or("").trim());
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(text.get(start..).unwrap_or("").trim());
+    parts.retain(|part| !part.is_empty());
+    parts
+}
+
+/// The kernel honours a ping timeout only below its default (`DEFAULT_PEER_TIMEOUT`).
+/// lustre: api-ni.c `lnet_ping_show_start()`.
+fn ping_timeout(timeout_ms: Option<u32>) -> Duration {
+    match timeout_ms.map(|ms| Duration::from_millis(u64::from(ms))) {
+        Some(timeout) if !timeout.is_zero() && timeout < DEFAULT_PING_TIMEOUT => timeout,
+        _ => DEFAULT_PING_TIMEOUT,
+    }
+}
+
+/// A ping's answer as `lnetctl ping` prints it: the peer's primary NID and Multi-Rail flag
+/// from the peer table (`<?>` without a peer), the buffer's NIDs without `0@lo`.
+fn ping_reply(node: &Node, target: Nid, answer: &EnginePingReply) -> PingReply {
+    let peer = node.peer_info(target);
+    let info = &answer.info;
+    let nids = info.nids.iter().chain(info.large.iter()).map(|entry| entry.nid);
+    PingReply {
+        primary_nid: peer.as_ref().map_or(Nid::ANY, |peer| peer.primary_nid).to_string(),
+        multi_rail: peer.as_ref().is_some_and(|peer| peer.multi_rail()),
+        nids: nids.filter(|nid| *nid != Nid::LO_0).map(|nid| nid.to_string()).collect(),
+    }
+}
+
+/// This node as a discovery of one of its own NIDs reports it.
+fn self_reply(node: &Node) -> PingReply {
+    let nids: Vec<String> =
+        node.nids().iter().filter(|nid| **nid != Nid::LO_0).map(Nid::to_string).collect();
+    PingReply {
+        primary_nid: nids.first().cloned().unwrap_or_else(|| Nid::LO_0.to_string()),
+        multi_rail: true,
+        nids,
+    }
+}
+
+fn failure(target: Nid, errno: i32) -> PingFailure {
+    PingFailure { target: target.to_string(), errno }
+}
+
+/// The errno the kernel's `lnet_ping()` returns for each way a ping fails: the failed
+/// event's status, -EIO for an MD unlinked unanswered (`pd.rc ?: -EIO`), -EPROTO for a
+/// buffer it cannot parse.
+fn ping_errno(error: &PingError) -> i32 {
+    match error {
+        PingError::Start(PingStartError::AnyNid | PingStartError::NotLocalSource(_)) => {
+            -errno::EINVAL
+        }
+        PingError::Start(_) => -ENOMEM,
+        PingError::Failed(EnginePingFailure::TimedOut) => -errno::EIO,
+        PingError::Failed(EnginePingFailure::Send(status) | EnginePingFailure::Reply(status)) => {
+            status.errno()
+        }
+        PingError::Failed(EnginePingFailure::BadBuffer(_)) => -errno::EPROTO,
+        PingError::ShutDown => -errno::ENETDOWN,
+    }
+}
+
+/// lustre: api-ni.c `lnet_discover()`: -EINVAL for `LNET_NID_ANY`, -ENOMEM for full
+/// tables, the status discovery failed with otherwise.
+fn discover_errno(error: &DiscoverError) -> i32 {
+    match error {
+        DiscoverError::Start(EngineDiscoverError::AnyNid | EngineDiscoverError::LocalNid(_)) => {
+            -errno::EINVAL
+        }
+        DiscoverError::Start(_) => -ENOMEM,
+        DiscoverError::Failed(status) => status.errno(),
+        DiscoverError::ShutDown => -errno::ENETDOWN,
+    }
+}
+
+/// -ENOMEM (not in the protocol's errno list).
+const ENOMEM: i32 = 12;
+
 /// Builds a node running `nets` with `settings`.
 pub fn build_node(
     lnd: &LndChoice,
@@ -516,8 +714,6 @@ fn tcp_ni(
 
 /// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks
 /// them (timeout > 0, counts >= 0, response tracking 0..=3).
-// The struct update keeps tunables the engine adds later at their defaults.
-#[allow(clippy::needless_update)]
 pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
     let seconds = u64::try_from(settings.transaction_timeout).unwrap_or(1);
     Tunables {
@@ -530,7 +726,7 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
             _ => ResponseTracking::Both,
         },
         health_sensitivity: u32::try_from(settings.health_sensitivity).unwrap_or(0),
-        ..Tunables::default()
+        discovery: settings.discovery,
     }
 }
 

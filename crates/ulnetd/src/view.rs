@@ -13,7 +13,7 @@ use ulnet_config::render::{
     PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
 };
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::engine::{ElementStats, GlobalStats, MsgTypeCounts};
+use ulnet_proto::engine::{ElementStats, GlobalStats, MsgTypeCounts, PeerInfo};
 
 use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
@@ -53,8 +53,9 @@ pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
 }
 
 /// `peer show`: one entry per peer (by primary NID, in the order the node learnt them), its
-/// NIs in the node's order. Loopback peers (ourselves through `0@lo`) are never shown.
-pub fn peer_entries(stats: &NodeStats) -> Vec<PeerEntry> {
+/// NIs in the peer's order (primary net first, primary NI first in its net) when `info`
+/// knows the peer. Loopback peers (ourselves through `0@lo`) are never shown.
+pub fn peer_entries(stats: &NodeStats, info: impl Fn(Nid) -> Option<PeerInfo>) -> Vec<PeerEntry> {
     let mut peers: Vec<PeerEntry> = Vec::new();
     for ni in stats.peer_nis.iter().filter(|ni| ni.nid.net() != Net::LO) {
         let entry = peer_ni(ni);
@@ -67,6 +68,13 @@ pub fn peer_entries(stats: &NodeStats) -> Vec<PeerEntry> {
                 nis: vec![entry],
             }),
         }
+    }
+    for peer in &mut peers {
+        let Some(known) = info(peer.primary_nid) else { continue };
+        peer.state = known.state.0;
+        peer.multi_rail = known.multi_rail();
+        let rank = |nid: Nid| known.nis.iter().position(|ni| ni.nid == nid).unwrap_or(usize::MAX);
+        peer.nis.sort_by_key(|ni| rank(ni.nid));
     }
     peers
 }

@@ -357,15 +357,23 @@ impl Node {
     }
 
     /// Replaces the global tunables (`lnetctl set transaction_timeout|retry_count|
-    /// health_sensitivity|response_tracking`), with the checks of [`Tunables::validate`].
-    /// Tunables are read when a decision needs them, so the change applies from the next
-    /// send, resend or tracker on; deadlines already armed keep theirs, as in Lustre, where
-    /// the module parameter setters only store the new value.
+    /// health_sensitivity|response_tracking|discovery`), with the checks of
+    /// [`Tunables::validate`]. Most are read when a decision needs them, so the change applies
+    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
+    /// Lustre, where those module parameter setters only store the new value. Turning
+    /// discovery on or off changes the ping buffer's `DISCOVERY` feature: a new buffer is
+    /// installed and pushed to the peers that need it, as `discovery_set()` does.
     /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
-    /// `response_tracking_set()`.
-    pub fn set_tunables(&mut self, tunables: Tunables) -> Result<(), TunablesError> {
+    /// `response_tracking_set()`, `discovery_set()`.
+    pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
         tunables.validate()?;
+        self.advance(now);
+        let discovery_changed = tunables.discovery != self.tunables.discovery;
         self.tunables = tunables;
+        if discovery_changed {
+            self.install_ping_target();
+            self.run_work();
+        }
         Ok(())
     }
 

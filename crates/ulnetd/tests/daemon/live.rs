@@ -292,3 +292,39 @@ fn stopping_finalizes_messages_in_flight_with_an_error() {
     assert_eq!(outcome, Err(ulnet::TransferError::NoResponse(ulnet::EventKind::Reply)));
     b.shutdown();
 }
+
+#[test]
+fn ping_and_discover_between_two_nodes() {
+    let dir = TempDir::new("ping");
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    check(&a, "live_ping", &["ping", "127.0.0.3@tcp"]);
+    check(&a, "live_ping_self", &["ping", "127.0.0.2@tcp"]);
+    check(&a, "live_ping_lo", &["ping", "0@lo"]);
+    check(&a, "live_ping_unreachable", &["ping", "--timeout", "1", "127.0.0.9@tcp"]);
+    check(&a, "live_ping_some_fail", &["ping", "127.0.0.3@tcp,127.0.0.9@tcp"]);
+    check(&a, "live_ping_bad_source", &["ping", "--source", "127.0.0.7@tcp", "127.0.0.3@tcp"]);
+    check(&a, "live_peer_show_after_ping", &["peer", "show", "-v", "3"]);
+    check(&a, "live_discover", &["discover", "127.0.0.3@tcp"]);
+    check(&a, "live_discover_self", &["discover", "127.0.0.2@tcp"]);
+    check(&a, "live_peer_show_after_discover", &["peer", "show", "-v", "3"]);
+    let exec = "ping:\n    nids: [127.0.0.3@tcp]\ndiscover:\n    nids: [127.0.0.3@tcp]\n";
+    check_stdin(&a, "live_import_exec_ping_discover", &["import", "--exec"], exec);
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn discovery_can_be_turned_off_live() {
+    let dir = TempDir::new("nodisc");
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    assert_eq!(ulnetctl(b.socket(), &["set", "discovery", "0"]).code, 0);
+    assert!(!b.node().unwrap().tunables().discovery);
+    // b no longer advertises discovery: a sees a peer that is not multi-rail.
+    check(&a, "live_discover_peer_without_discovery", &["discover", "127.0.0.3@tcp"]);
+    a.shutdown();
+    b.shutdown();
+}
