@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli;
+mod demo;
 mod lifecycle;
 mod live;
 mod support;
