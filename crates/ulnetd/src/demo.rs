@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ulnet::{EventKind, LinkConfig, MdOptions, MdSpec, MemFabric, Memory, Node, Threshold};
@@ -236,7 +237,10 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> Result<Self, DemoError> {
-        let path = std::env::temp_dir().join(format!("ulnetd-demo-{}", std::process::id()));
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let run = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("ulnetd-demo-{}-{run}", std::process::id());
+        let path = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&path)
             .map_err(|source| DemoError::TempDir { path: path.clone(), source })?;
         Ok(Self(path))

@@ -277,13 +277,19 @@ fn stopping_finalizes_messages_in_flight_with_an_error() {
     let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
     let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
     let (node_a, target) = (a.node().unwrap(), b.node().unwrap().process_id());
+    // Discovered first, so the GET goes out at once instead of waiting for discovery.
+    node_a.discover(target.nid, false).unwrap();
+    let gets_sent = |node: &ulnet::Node| -> u64 {
+        node.stats().peer_nis.iter().map(|ni| ni.statistics.sent_stats.get).sum()
+    };
+    let before = gets_sent(&node_a);
     // Nothing on b matches: the GET waits for a REPLY that never comes (the tracker would
     // give up after transaction_timeout, 150 s).
-    let waiting =
-        std::thread::spawn(move || node_a.get_into(target, 9, 0xdead, vec![0; 64], HANG_GUARD));
-    // Wait until the GET has gone out and its MD waits for the REPLY.
-    let node = a.node().unwrap();
-    while node.stats().global.send_count == 0 || node.stats().mds == 0 {
+    let waiting = std::thread::spawn({
+        let node_a = node_a.clone();
+        move || node_a.get_into(target, 9, 0xdead, vec![0; 64], HANG_GUARD)
+    });
+    while gets_sent(&node_a) == before || node_a.stats().messages > 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     a.shutdown();
