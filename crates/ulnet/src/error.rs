@@ -21,9 +21,18 @@ pub enum BuildError {
     /// The fabric has had `MAX_FABRIC_ENDPOINTS` attachments.
     #[error("the fabric has no room for another NI")]
     FabricFull,
-    /// The TCP LND (socklnd) is not in this build yet.
-    #[error("NI {0}: the TCP LND is not available yet")]
-    TcpUnavailable(Nid),
+    /// A TCP NI needs an IP NID (`a.b.c.d@tcpN` or an IPv6 address).
+    #[error("NI {0}: a TCP NI needs an IP address NID")]
+    TcpNotIp(Nid),
+    /// The TCP NI's listener could not be bound (address not local, port in use, no
+    /// privilege for a port below 1024...).
+    #[error("NI {nid}: cannot listen on port {port}: {source}")]
+    TcpListen {
+        nid: Nid,
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
     /// `io_cpu` names a CPU beyond what an affinity mask can hold.
     #[error("CPU {0} is out of range for an affinity mask")]
     CpuOutOfRange(usize),

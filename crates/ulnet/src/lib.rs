@@ -44,7 +44,8 @@
 //!
 //! * loopback, inside the core;
 //! * mem: nodes in one process over a [`MemFabric`] with the core's link model;
-//! * tcp (socklnd): reserved ([`NodeBuilder::tcp_ni`]), arriving next.
+//! * tcp (socklnd): real sockets, byte-compatible with the kernel's `ksocklnd`
+//!   ([`NodeBuilder::tcp_ni`]; counters in [`Node::tcp_stats`]).
 //!
 //! # Events
 //!
@@ -69,6 +70,7 @@ pub use error::{
 };
 pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
+pub use lnd::tcp::TcpStats;
 pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
 pub use transfer::Completion;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
@@ -79,6 +81,7 @@ pub use ulnet_proto::engine::{
     PeerNiStats, PutRequest, Rejected, ResponseTracking, Threshold, Tunables, UnlinkMode,
 };
 pub use ulnet_proto::link_model::LinkConfig;
+pub use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 
 #[cfg(test)]
 mod tests {

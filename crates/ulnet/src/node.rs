@@ -15,6 +15,7 @@ use ulnet_proto::engine::{
     MeHandle, Memory, NiConfig, NiId, NiStats, NodeConfig, PeerInfo, PeerNiStats, PingReply,
     PutRequest, Rejected, Tunables, UnlinkMode,
 };
+use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
 
 use crate::clock;
@@ -26,6 +27,7 @@ use crate::error::{
 use crate::event_queue::{EqShared, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
+use crate::lnd::tcp::{TcpLnd, TcpStats};
 
 /// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]): none.
 /// Measured on a 2-vCPU VM (`cargo bench -p ulnet --bench api`), a 0-byte PUT+ACK between two
@@ -113,14 +115,14 @@ pub struct NodeBuilder {
     nis: Vec<(NiConfig, LndSpec)>,
     io_cpu: Option<usize>,
     spin: Duration,
+    privileged_ports: bool,
 }
 
 /// Which LND serves a configured NI.
 #[derive(Debug)]
 enum LndSpec {
     Mem(MemFabric),
-    /// The slot for socklnd: its configuration goes here once the TCP LND exists.
-    Tcp,
+    Tcp(Box<SocklndTunables>),
 }
 
 /// A snapshot of a node's statistics.
@@ -426,6 +428,18 @@ impl Node {
         })
     }
 
+    /// The TCP LND's counters, summed over the node's TCP NIs (all zero without one).
+    pub fn tcp_stats(&self) -> TcpStats {
+        let stats: Vec<TcpStats> = self.inner.tcps.iter().map(|lnd| lnd.stats()).collect();
+        TcpStats::sum(&stats)
+    }
+
+    /// The incarnation of each TCP NI (the `src_incarnation` its hellos carry: wall-clock
+    /// nanoseconds when the node was built, unique in the process), in NI order.
+    pub fn tcp_incarnations(&self) -> Vec<u64> {
+        self.inner.tcps.iter().map(|lnd| lnd.incarnation()).collect()
+    }
+
     /// Shuts the node down (see the type's documentation) and joins its I/O thread. Blocks
     /// until done; later calls return at once. Other handles stay valid, but their calls fail
     /// with a `ShutDown` error.
@@ -513,6 +527,7 @@ impl NodeBuilder {
             nis: Vec::new(),
             io_cpu: None,
             spin: DEFAULT_SPIN,
+            privileged_ports: true,
         }
     }
 
@@ -552,10 +567,40 @@ impl NodeBuilder {
         self
     }
 
-    /// An NI on the TCP LND (socklnd). Reserved: [`build`](Self::build) fails with
-    /// [`BuildError::TcpUnavailable`] until the TCP LND lands.
-    pub fn tcp_ni(mut self, nid: Nid) -> Self {
-        self.nis.push((NiConfig::new(nid, LndKind::Tcp), LndSpec::Tcp));
+    /// An NI on the TCP LND (socklnd) with `nid` (`a.b.c.d@tcpN`, or an IPv6 address), default
+    /// net tunables, and the socklnd `tunables`. Among them, `accept_port` (988 by default) is
+    /// both where this NI listens (on its own IP) and where it dials its peers, so every node
+    /// of a network must use the same; `accept` is the policy for incoming connections
+    /// (`secure` refuses peers whose source port is above 1023). The listener is bound by
+    /// [`build`](Self::build), which fails if it cannot be.
+    ///
+    /// ```no_run
+    /// use ulnet::{Node, SocklndTunables, AcceptPolicy};
+    ///
+    /// let tunables = SocklndTunables { accept_port: 7988, accept: AcceptPolicy::All, ..Default::default() };
+    /// let node = Node::builder().tcp_ni("127.0.0.2@tcp".parse().unwrap(), tunables).build().unwrap();
+    /// # drop(node);
+    /// ```
+    pub fn tcp_ni(self, nid: Nid, tunables: SocklndTunables) -> Self {
+        self.tcp_ni_config(NiConfig::new(nid, LndKind::Tcp), tunables)
+    }
+
+    /// A TCP NI with its own net tunables (credits...). The LND kind is set to `Tcp` and, when
+    /// unset, the NI's LND timeout to `tunables.sock_timeout`.
+    pub fn tcp_ni_config(mut self, config: NiConfig, tunables: SocklndTunables) -> Self {
+        let lnd_timeout = config.lnd_timeout.or(Some(tunables.sock_timeout));
+        let config = NiConfig { lnd: LndKind::Tcp, lnd_timeout, ..config };
+        self.nis.push((config, LndSpec::Tcp(Box::new(tunables))));
+        self
+    }
+
+    /// Whether outgoing TCP connections try privileged source ports (1023 down to 512) first,
+    /// as the kernel does; on by default, and harmless without the privilege (the first
+    /// refusal turns it off). Off, connections come from ordinary ports, which peers with
+    /// `accept=secure` refuse and peers with `accept=all` treat as a userspace process (see
+    /// the TCP LND documentation); mainly for tests of that case under root.
+    pub fn privileged_ports(mut self, enabled: bool) -> Self {
+        self.privileged_ports = enabled;
         self
     }
 
@@ -581,9 +626,6 @@ impl NodeBuilder {
                 return Err(BuildError::CpuOutOfRange(cpu));
             }
         }
-        if let Some((config, _)) = self.nis.iter().find(|(_, lnd)| matches!(lnd, LndSpec::Tcp)) {
-            return Err(BuildError::TcpUnavailable(config.nid));
-        }
         let interface_cookie = self.interface_cookie.unwrap_or_else(wall_clock_nanos);
         let config = NodeConfig {
             interface_cookie,
@@ -597,6 +639,7 @@ impl NodeBuilder {
 
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
         let mut mems: Vec<Arc<MemLnd>> = Vec::new();
+        let mut tcps: Vec<Arc<TcpLnd>> = Vec::new();
         for (index, (config, spec)) in self.nis.iter().enumerate() {
             // At most MAX_NIS (checked by the core above) plus loopback: fits in u16.
             let ni = NiId(u16::try_from(index + 1).unwrap_or(u16::MAX));
@@ -611,9 +654,25 @@ impl NodeBuilder {
                         return Err(error);
                     }
                 },
-                LndSpec::Tcp => {
-                    detach(&mems);
-                    return Err(BuildError::TcpUnavailable(config.nid));
+                LndSpec::Tcp(tunables) => {
+                    let tcp = TcpLnd::new(
+                        ni,
+                        config.nid,
+                        self.pid,
+                        (**tunables).clone(),
+                        self.privileged_ports,
+                    );
+                    match tcp {
+                        Ok(lnd) => {
+                            let lnd = Arc::new(lnd);
+                            tcps.push(Arc::clone(&lnd));
+                            lnds.push(Some(lnd as Arc<dyn Lnd>));
+                        }
+                        Err(error) => {
+                            detach(&mems);
+                            return Err(error);
+                        }
+                    }
                 }
             }
         }
@@ -639,6 +698,7 @@ impl NodeBuilder {
                 nids,
                 pid: self.pid,
                 interface_cookie,
+                tcps,
             }),
         })
     }
@@ -651,6 +711,8 @@ struct Inner {
     nids: Vec<Nid>,
     pid: u32,
     interface_cookie: u64,
+    /// The TCP NIs' LNDs, for their statistics.
+    tcps: Vec<Arc<TcpLnd>>,
 }
 
 impl Inner {

@@ -5,8 +5,8 @@
 //! * **mem** ([`mem`]): nodes of one process wired through a shared [`MemFabric`](mem::MemFabric)
 //!   and the core's link model (latency, bandwidth, loss, partitions) on real time. The payload
 //!   is copied once, from the sender's MD straight into the receiver's.
-//! * **tcp** (socklnd): the slot below. Not in this build; `NodeBuilder` refuses `LndKind::Tcp`
-//!   with [`BuildError::TcpUnavailable`](crate::BuildError::TcpUnavailable).
+//! * **tcp** ([`tcp`]): socklnd over real sockets, byte-compatible with the kernel's `ksocklnd`;
+//!   NIs are added with [`NodeBuilder::tcp_ni`](crate::NodeBuilder::tcp_ni).
 //!
 //! # Contract between the runtime and an LND
 //!
@@ -35,27 +35,11 @@
 //!   need nothing: the runtime fails whatever remains in `core.in_flight` right after, and a
 //!   later `complete_send` for them is ignored.
 //!
-//! # Slot for the TCP LND
-//!
-//! Add `mod tcp;` here with a `TcpLnd: Lnd`; give `LndSpec::Tcp` (in `node.rs`) the LND's
-//! configuration (listen address, socklnd tunables) through `NodeBuilder::tcp_ni`, and construct
-//! the `TcpLnd` in `NodeBuilder::build` where the `TcpUnavailable` arms are (they then go, with
-//! the variant). The TCP LND:
-//!
-//! * spawns its acceptor and connection tasks in [`Lnd::start`] (`tokio::spawn` works: it runs
-//!   inside the I/O thread's current-thread runtime), keeping a `Weak<Shared>` to reach the core;
-//! * in [`Lnd::transmit`], queues `(tx, header)` on the peer's connection (creating it if
-//!   needed) and rings the I/O thread with [`Wakes::ring`]; the connection's writer later locks
-//!   the core, writes the header and the `tx_payload(tx)` slices with a non-blocking vectored
-//!   write (keeping its position across partial writes), and calls `complete_send` when done;
-//! * reads a header, then, under one short lock: `handle_header`, payload read straight into
-//!   `rx_segments_mut(rx)` (non-blocking reads; finish partial payloads on later turns, locking
-//!   again each time), `complete_recv`, `drain`; a `Delay` parks that connection's reader until
-//!   [`Lnd::resume`] hands it the answer;
-//! * tells the core about connections with `core.engine.handle_connection(now, ni, peer, up)`;
-//! * uses [`Lnd::poll`] only if it wants the I/O loop's timer (its own tasks can use tokio's).
+//! The TCP LND ([`tcp`]) follows this contract with tasks of its own; its module
+//! documentation walks through the I/O shell.
 
 pub(crate) mod mem;
+pub(crate) mod tcp;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,1371 @@
+//! The selftest RPC layer (lnet_selftest's `srpc`): client RPCs with an optional passive bulk,
+//! server services that receive requests on lazy portals, do the bulk themselves and reply,
+//! the match-bit generator, and the `srpc_counters`.
+//!
+//! Everything runs over the public [`ulnet::Node`] API, so it works on any LND. One
+//! [`Endpoint`] owns one event queue and one dispatcher thread; all its MDs report to that
+//! queue, and an MD's `user_ptr` names what the event is about. The dispatcher locks the
+//! endpoint's state (the RPC machinery plus the application on top: the selftest service or
+//! the console), folds the event in and calls the application back. Callers from other
+//! threads (the console's commands) lock the same state and wait on a condition variable.
+//!
+//! Nothing here blocks while holding the lock except the node's own short calls (which never
+//! call back into us), so the lock order is simply: endpoint state, then the node's core.
+//!
+//! lustre: lnet/selftest/rpc.c (`srpc_send_rpc()`, `srpc_handle_rpc()`,
+//! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
+//! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ulnet::proto::wire::selftest::{
+    ByteOrder, SRPC_MSG_LEN, SRPC_RDMA_PORTAL, SrpcBody, SrpcCounters, SrpcMsg, SrpcParseError,
+    SrpcService, check_request, errno,
+};
+use ulnet::{
+    Event, EventKind, EventQueue, EventStatus, GetRequest, MdHandle, MdOptions, MdSpec, Memory,
+    Nid, Node, ProcessId, PutRequest, RecvError, Threshold, UnlinkMode,
+};
+
+/// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
+/// console's pinger) are checked at least this often.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Events folded in per lock hold before the lock is released for waiting callers.
+const EVENT_BATCH: usize = 256;
+
+/// Spare bulk buffers kept per size for reuse.
+const POOL_BUFFERS_PER_SIZE: usize = 256;
+
+/// Most request buffers a test service posts (`SFW_TEST_WI_MAX`). lustre: selftest.h.
+pub(crate) const MAX_TEST_BUFFERS: usize = 2048;
+
+/// Linux errno values the RPC layer reports (positive, as selftest puts them on the wire).
+pub(crate) mod errnos {
+    pub const EINTR: u32 = 4;
+    pub const ENOMEM: u32 = 12;
+    pub const ESHUTDOWN: u32 = 108;
+    pub const ETIMEDOUT: u32 = 110;
+}
+
+/// Why a client RPC failed (the kernel's `crpc_status`, a negative errno there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// Aborted by the caller (a batch stopped with force, a transaction given up).
+    #[error("interrupted")]
+    Interrupted,
+    /// No reply within the RPC's timeout (`rpc_timeout`, or the console's transaction timeout).
+    #[error("timed out")]
+    TimedOut,
+    /// LNet failed a message of the RPC (the request, the reply or the bulk).
+    #[error("network error {0:?}")]
+    Network(EventStatus),
+    /// The reply was not a selftest reply of the right type.
+    #[error("bad reply message")]
+    BadReply,
+    /// The node could not post an MD or message (tables full).
+    #[error("out of resources")]
+    NoResources,
+    /// The node or the endpoint is shutting down.
+    #[error("shut down")]
+    ShutDown,
+}
+
+impl RpcError {
+    /// The positive errno lst prints with `strerror()`.
+    pub fn errno(self) -> u32 {
+        match self {
+            Self::Interrupted => errnos::EINTR,
+            Self::TimedOut => errnos::ETIMEDOUT,
+            Self::Network(status) => status.errno().unsigned_abs(),
+            Self::BadReply => errno::EBADMSG,
+            Self::NoResources => errnos::ENOMEM,
+            Self::ShutDown => errnos::ESHUTDOWN,
+        }
+    }
+}
+
+/// Why an [`Endpoint`] did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("setting lazy portal {portal}: {source}")]
+    LazyPortal {
+        portal: u32,
+        #[source]
+        source: ulnet::PortalError,
+    },
+    #[error("posting a request buffer for {service:?}: {source}")]
+    PostBuffer {
+        service: SrpcService,
+        #[source]
+        source: ulnet::PostError,
+    },
+    #[error("spawning the dispatcher thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// The bulk a client RPC offers its server (the client always posts the passive MD).
+#[derive(Debug)]
+pub(crate) enum ClientBulk {
+    /// The server PUTs into this memory (BRW read, the client is the sink).
+    Sink {
+        memory: Memory,
+        /// Take the data without keeping it (`check=discard`): the MD is a truncating
+        /// zero-length one, so no byte is copied and the memory is handed back untouched.
+        discard: bool,
+    },
+    /// The server GETs this memory (BRW write; the console's destination list).
+    Source { memory: Memory },
+}
+
+/// A client RPC to start.
+#[derive(Debug)]
+pub(crate) struct ClientCall {
+    pub dest: ProcessId,
+    pub service: SrpcService,
+    /// The request; its `rpyid` (and `bulkid`) are filled in here.
+    pub request: SrpcMsg,
+    pub bulk: Option<ClientBulk>,
+    /// `None`: no timer (the kernel's `rpc_timeout = 0`).
+    pub timeout: Option<Duration>,
+    /// The application's name for this RPC, handed back in [`ClientOutcome::tag`].
+    pub tag: u64,
+    /// Bytes to put in the request's unused tail, at an offset (an extension, [`crate::ext`]).
+    pub tail: Option<(usize, Vec<u8>)>,
+}
+
+/// A finished client RPC.
+#[derive(Debug)]
+pub(crate) struct ClientOutcome {
+    pub tag: u64,
+    /// `Ok` when a well-formed reply arrived (its `status` may still be an error) and the
+    /// bulk, if any, completed.
+    pub status: Result<(), RpcError>,
+    pub reply: Option<(SrpcMsg, ByteOrder)>,
+    /// The reply's 160 bytes as received (for extensions in its unused tail).
+    pub raw_reply: Option<[u8; SRPC_MSG_LEN]>,
+    /// The bulk memory, handed back (with the data for a sink).
+    pub bulk: Option<Memory>,
+    /// From the request's posting to the last event.
+    pub latency: Duration,
+}
+
+/// One request received by a registered service.
+#[derive(Clone, Debug)]
+pub(crate) struct Incoming {
+    pub service: SrpcService,
+    /// Who to reply to: the request's source NID and pid.
+    pub peer: ProcessId,
+    /// The local NID the request arrived on; replies and bulk leave from it.
+    pub self_nid: Nid,
+    pub msg: SrpcMsg,
+    pub order: ByteOrder,
+    /// The request's 160 bytes as received.
+    pub raw: [u8; SRPC_MSG_LEN],
+}
+
+/// What a service does with a request.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Send this reply (its body must be the service's reply type).
+    Reply(SrpcMsg),
+    /// Send these bytes as the reply (an encoded reply with an extension in its tail).
+    ReplyBytes([u8; SRPC_MSG_LEN]),
+    /// Move bulk data first, then call [`App::bulk_ready`].
+    Bulk(ServerBulk),
+    /// Send nothing (the kernel's handler returning an error).
+    Drop,
+}
+
+/// The bulk transfer a server does for a request (the server is always the active side).
+#[derive(Debug)]
+pub(crate) enum ServerBulk {
+    /// GET `length` bytes from the client (BRW write, the destination list).
+    Get { length: usize },
+    /// PUT `memory` into the client's MD (BRW read).
+    Put { memory: Memory },
+}
+
+/// The application on top of the RPC layer. Every call runs on the dispatcher thread (or a
+/// caller's thread) with the endpoint's state locked.
+pub(crate) trait App: Send + 'static {
+    /// A request arrived on a service registered with [`RpcCore::register`].
+    fn request(&mut self, core: &mut RpcCore, incoming: &Incoming) -> Verdict;
+
+    /// The bulk of a [`Verdict::Bulk`] finished; `memory` holds what was moved.
+    fn bulk_ready(
+        &mut self,
+        core: &mut RpcCore,
+        incoming: &Incoming,
+        status: Result<(), RpcError>,
+        memory: Option<Memory>,
+    ) -> Verdict;
+
+    /// A client RPC started with [`RpcCore::start`] finished.
+    fn client_done(&mut self, core: &mut RpcCore, outcome: ClientOutcome);
+
+    /// Called at least every [`TICK`]: run timers.
+    fn tick(&mut self, core: &mut RpcCore, now: Instant);
+}
+
+/// The endpoint's locked state: the RPC machinery and the application.
+#[derive(Debug)]
+pub(crate) struct State<A> {
+    pub core: RpcCore,
+    pub app: A,
+}
+
+/// An RPC endpoint on a node: its event queue, dispatcher thread and state.
+pub(crate) struct Endpoint<A: App> {
+    shared: Arc<Shared<A>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared<A> {
+    state: Mutex<State<A>>,
+    /// Signalled after the dispatcher changed something callers may wait for.
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+impl<A: App + fmt::Debug> Endpoint<A> {
+    /// Starts an endpoint on `node`; `setup` registers services before the dispatcher runs.
+    pub fn start(
+        node: &Node,
+        name: &str,
+        app: A,
+        setup: impl FnOnce(&mut State<A>) -> Result<(), StartError>,
+    ) -> Result<Self, StartError> {
+        let events = node.event_queue(ulnet::MAX_EVENT_QUEUE_CAPACITY);
+        let core = RpcCore::new(node.clone(), events.clone());
+        let mut state = State { core, app };
+        if let Err(error) = setup(&mut state) {
+            state.core.shutdown();
+            return Err(error);
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name(format!("ulnet-{name}"))
+            .spawn(move || dispatch(&thread_shared, &events));
+        let thread = match spawned {
+            Ok(thread) => thread,
+            Err(error) => {
+                lock(&shared.state).core.shutdown();
+                return Err(StartError::Thread(error));
+            }
+        };
+        Ok(Self { shared, thread: Some(thread) })
+    }
+
+    /// Runs `call` with the state locked.
+    pub fn with<R>(&self, call: impl FnOnce(&mut State<A>) -> R) -> R {
+        let mut state = lock(&self.shared.state);
+        call(&mut state)
+    }
+
+    /// Locks the state and waits until `done` holds or `deadline` passes; returns the guard
+    /// either way (check `done` again to tell).
+    pub fn wait_until(
+        &self,
+        deadline: Instant,
+        mut done: impl FnMut(&mut State<A>) -> bool,
+    ) -> MutexGuard<'_, State<A>> {
+        let mut state = lock(&self.shared.state);
+        loop {
+            if done(&mut state) {
+                return state;
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return state;
+            }
+            let (next, _) = self
+                .shared
+                .changed
+                .wait_timeout(state, remaining)
+                .unwrap_or_else(PoisonError::into_inner);
+            state = next;
+        }
+    }
+
+    /// Stops the dispatcher and releases everything posted on the node.
+    pub fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("selftest dispatcher panicked");
+            }
+        }
+        lock(&self.shared.state).core.shutdown();
+        self.shared.changed.notify_all();
+    }
+}
+
+impl<A: App> Drop for Endpoint<A> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        lock(&self.shared.state).core.shutdown();
+    }
+}
+
+impl<A: App> fmt::Debug for Endpoint<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint").finish_non_exhaustive()
+    }
+}
+
+/// The dispatcher: fold events in, run timers, wake waiters.
+fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
+    let mut next_tick = Instant::now();
+    while !shared.stop.load(Ordering::Acquire) {
+        let wait = next_tick.saturating_duration_since(Instant::now()).min(TICK);
+        let first = match events.recv_timeout(wait) {
+            Ok(event) => Some(event),
+            Err(RecvError::Timeout | RecvError::Empty) => None,
+            Err(RecvError::Closed) => {
+                let mut state = lock(&shared.state);
+                state.core.closed = true;
+                state.core.fail_all();
+                let State { core, app } = &mut *state;
+                core.deliver(app);
+                drop(state);
+                shared.changed.notify_all();
+                return;
+            }
+        };
+        let mut state = lock(&shared.state);
+        let State { core, app } = &mut *state;
+        if let Some(event) = first {
+            core.handle_event(app, event);
+            for _ in 1..EVENT_BATCH {
+                match events.try_recv() {
+                    Ok(event) => core.handle_event(app, event),
+                    Err(_) => break,
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            let dropped = events.dropped();
+            if dropped > core.events_dropped {
+                // An MD's final event lost means an RPC that never completes: say so loudly.
+                tracing::error!(dropped, "selftest event queue overflowed; RPCs may hang");
+                core.events_dropped = dropped;
+            }
+            core.expire(now);
+            core.deliver(app);
+            app.tick(core, now);
+            next_tick = now + TICK;
+        }
+        core.deliver(app);
+        let wake = std::mem::take(&mut core.wake);
+        drop(state);
+        if wake {
+            shared.changed.notify_all();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves consistent-enough state for shutdown.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The match bits of every selftest RPC and bulk from this process: one generator for all
+/// endpoints (two endpoints on one node must never share match bits on portal 52), seeded
+/// as `srpc_startup()` seeds it. lustre: rpc.c `srpc_next_id()`.
+pub(crate) fn next_match_bits() -> u64 {
+    static IDS: OnceLock<AtomicU64> = OnceLock::new();
+    let ids = IDS.get_or_init(|| {
+        let seconds = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        AtomicU64::new(seconds << 48)
+    });
+    ids.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+}
+
+/// An identifier of a client RPC within its endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ClientRpcId(u64);
+
+/// What an MD's events are about (found by the MD's `user_ptr`).
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    RequestBuffer(SrpcService),
+    ClientRequest(u64),
+    ClientReply(u64),
+    ClientBulk(u64),
+    ServerBulk(u64),
+    ServerReply(u64),
+}
+
+#[derive(Debug)]
+struct ClientRpc {
+    tag: u64,
+    dest: ProcessId,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// MDs whose final event has not come yet.
+    request_md: Option<MdHandle>,
+    reply_md: Option<MdHandle>,
+    bulk_md: Option<MdHandle>,
+    has_bulk: bool,
+    request_status: Option<Result<(), RpcError>>,
+    reply: Option<Result<(SrpcMsg, ByteOrder), RpcError>>,
+    raw_reply: Option<[u8; SRPC_MSG_LEN]>,
+    bulk_status: Option<Result<(), RpcError>>,
+    bulk_memory: Option<Memory>,
+    /// Set once the RPC is given up; the first reason wins.
+    aborted: Option<RpcError>,
+    /// The reply carried an error, so the bulk MD was unlinked on purpose.
+    bulk_cancelled: bool,
+    expected_reply: ulnet::proto::wire::selftest::SrpcMsgType,
+}
+
+impl ClientRpc {
+    fn live(&self) -> bool {
+        self.request_md.is_some() || self.reply_md.is_some() || self.bulk_md.is_some()
+    }
+}
+
+#[derive(Debug)]
+struct ServerRpc {
+    incoming: Incoming,
+    bulk_md: Option<MdHandle>,
+    /// The first failure of the bulk's events.
+    bulk_error: Option<RpcError>,
+    reply_md: Option<MdHandle>,
+}
+
+#[derive(Debug, Default)]
+struct ServiceBuffers {
+    /// Buffers posted and not yet consumed.
+    posted: usize,
+    /// Buffers this service owns (posted, or held by a request in progress).
+    total: usize,
+    max: usize,
+}
+
+/// The RPC machinery of one endpoint (lnet_selftest's `srpc_data` and its services).
+pub(crate) struct RpcCore {
+    node: Node,
+    events: EventQueue,
+    slots: HashMap<u64, Slot>,
+    next_token: u64,
+    clients: HashMap<u64, ClientRpc>,
+    servers: HashMap<u64, ServerRpc>,
+    next_rpc: u64,
+    services: HashMap<u32, ServiceBuffers>,
+    /// Posted request buffers (by token), to unlink at shutdown.
+    request_buffers: HashMap<u64, MdHandle>,
+    /// Finished client RPCs, handed to the application outside the event fold.
+    done: VecDeque<ClientOutcome>,
+    /// Server RPCs whose bulk finished, waiting for the application.
+    bulk_ready: VecDeque<(u64, Result<(), RpcError>, Option<Memory>)>,
+    pool: HashMap<usize, Vec<Vec<u8>>>,
+    counters: SrpcCounters,
+    /// Something changed that a waiting caller may care about.
+    pub wake: bool,
+    /// Events the queue dropped, as last reported.
+    events_dropped: u64,
+    closed: bool,
+}
+
+impl fmt::Debug for RpcCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RpcCore")
+            .field("clients", &self.clients.len())
+            .field("servers", &self.servers.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RpcCore {
+    fn new(node: Node, events: EventQueue) -> Self {
+        Self {
+            node,
+            events,
+            slots: HashMap::new(),
+            next_token: 1,
+            clients: HashMap::new(),
+            servers: HashMap::new(),
+            next_rpc: 1,
+            services: HashMap::new(),
+            request_buffers: HashMap::new(),
+            done: VecDeque::new(),
+            bulk_ready: VecDeque::new(),
+            pool: HashMap::new(),
+            counters: SrpcCounters::default(),
+            wake: false,
+            events_dropped: 0,
+            closed: false,
+        }
+    }
+
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// `srpc_get_counters()`.
+    pub fn counters(&self) -> SrpcCounters {
+        self.counters
+    }
+
+    /// Registers `service`: its portal becomes lazy (requests wait for a buffer instead of
+    /// being dropped) and `buffers` request buffers are posted; test services grow their
+    /// buffers on demand up to `max_buffers`. lustre: rpc.c `srpc_startup()`,
+    /// `srpc_service_add_buffers()`, `srpc_lnet_ev_handler()` (`scd_buf_low`).
+    pub fn register(
+        &mut self,
+        service: SrpcService,
+        buffers: usize,
+        max_buffers: usize,
+    ) -> Result<(), StartError> {
+        let portal = service.request_portal();
+        self.node
+            .set_lazy_portal(portal)
+            .map_err(|source| StartError::LazyPortal { portal, source })?;
+        self.services
+            .insert(service.id(), ServiceBuffers { posted: 0, total: 0, max: max_buffers });
+        for _ in 0..buffers {
+            self.post_buffer(service, vec![0; SRPC_MSG_LEN])
+                .map_err(|source| StartError::PostBuffer { service, source })?;
+        }
+        Ok(())
+    }
+
+    /// Starts a client RPC: posts the reply MD and the bulk MD on portal 52, then PUTs the
+    /// request (no ACK). lustre: rpc.c `srpc_send_rpc()` (`SWI_STATE_NEWBORN`),
+    /// `srpc_prepare_reply()`, `srpc_prepare_bulk()`, `srpc_send_request()`.
+    pub fn start(&mut self, call: ClientCall) -> Result<ClientRpcId, RpcError> {
+        if self.closed {
+            return Err(RpcError::ShutDown);
+        }
+        let ClientCall { dest, service, mut request, bulk, timeout, tag, tail } = call;
+        let id = self.next_rpc;
+        self.next_rpc += 1;
+        let reply_bits = next_match_bits();
+        let bulk_bits = bulk.as_ref().map(|_| next_match_bits());
+        set_match_bits(&mut request.body, reply_bits, bulk_bits);
+
+        let reply_token = self.token(Slot::ClientReply(id));
+        let reply_spec = MdSpec::new(Memory::new(vec![0; SRPC_MSG_LEN]))
+            .options(MdOptions::OP_PUT)
+            .threshold(Threshold::Count(1))
+            .user_ptr(reply_token);
+        // Any initiator: the match bits are unique, and a multi-rail peer may answer from
+        // another NID than the one we addressed (the kernel filters on the peer here).
+        let reply_md = match self.node.post(SRPC_RDMA_PORTAL, reply_bits, reply_spec, &self.events)
+        {
+            Ok(md) => md,
+            Err(_) => {
+                self.slots.remove(&reply_token);
+                return Err(RpcError::NoResources);
+            }
+        };
+
+        let mut bulk_md = None;
+        if let (Some(bulk), Some(bits)) = (bulk, bulk_bits) {
+            let token = self.token(Slot::ClientBulk(id));
+            let spec = match bulk {
+                ClientBulk::Sink { memory, discard: false } => {
+                    MdSpec::new(memory).options(MdOptions::OP_PUT)
+                }
+                ClientBulk::Sink { memory, discard: true } => {
+                    // A zero-length truncating MD: the LND skips the payload.
+                    self.recycle(memory);
+                    MdSpec::new(Memory::empty()).options(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                }
+                ClientBulk::Source { memory } => MdSpec::new(memory).options(MdOptions::OP_GET),
+            };
+            let spec = spec.threshold(Threshold::Count(1)).user_ptr(token);
+            match self.node.post(SRPC_RDMA_PORTAL, bits, spec, &self.events) {
+                Ok(md) => bulk_md = Some(md),
+                Err(_) => {
+                    self.slots.remove(&token);
+                    let _ = self.node.md_unlink(reply_md);
+                    // The reply MD's UNLINK event comes back with no RPC to report to.
+                    return Err(RpcError::NoResources);
+                }
+            }
+        }
+
+        let request_token = self.token(Slot::ClientRequest(id));
+        let mut payload = request.emit().to_vec();
+        if let Some((offset, bytes)) = tail {
+            if let Some(slot) = payload.get_mut(offset..offset + bytes.len()) {
+                slot.copy_from_slice(&bytes);
+            }
+        }
+        let spec = MdSpec::new(Memory::new(payload))
+            .threshold(Threshold::Count(1))
+            .user_ptr(request_token);
+        let request_md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
+            Ok(md) => md,
+            Err(_) => {
+                self.slots.remove(&request_token);
+                let _ = self.node.md_unlink(reply_md);
+                if let Some(md) = bulk_md {
+                    let _ = self.node.md_unlink(md);
+                }
+                return Err(RpcError::NoResources);
+            }
+        };
+        let started = Instant::now();
+        let rpc = ClientRpc {
+            tag,
+            dest,
+            started,
+            deadline: timeout.map(|timeout| started + timeout),
+            request_md: Some(request_md),
+            reply_md: Some(reply_md),
+            bulk_md,
+            has_bulk: bulk_md.is_some(),
+            request_status: None,
+            reply: None,
+            raw_reply: None,
+            bulk_status: None,
+            bulk_memory: None,
+            aborted: None,
+            bulk_cancelled: false,
+            expected_reply: service.reply_type(),
+        };
+        self.clients.insert(id, rpc);
+        let put = PutRequest {
+            md: request_md,
+            ack: false,
+            target: dest,
+            portal: service.request_portal(),
+            match_bits: u64::from(service.id()),
+            remote_offset: 0,
+            hdr_data: 0,
+            source: None,
+        };
+        if self.node.put(&put).is_err() {
+            // The request MD is still idle: unlinking it reports through its UNLINK event.
+            self.abort(ClientRpcId(id), RpcError::NoResources);
+        }
+        Ok(ClientRpcId(id))
+    }
+
+    /// Gives up a client RPC: its MDs are unlinked and it completes with `why` once their
+    /// final events are in. lustre: rpc.c `srpc_abort_rpc()`.
+    pub fn abort(&mut self, id: ClientRpcId, why: RpcError) {
+        let Some(rpc) = self.clients.get_mut(&id.0) else { return };
+        if rpc.aborted.is_none() {
+            rpc.aborted = Some(why);
+        }
+        for md in [rpc.request_md, rpc.reply_md, rpc.bulk_md].into_iter().flatten() {
+            // Already gone is fine: its final event is on its way.
+            let _ = self.node.md_unlink(md);
+        }
+    }
+
+    /// A pooled buffer of `length` bytes (contents unspecified).
+    pub fn buffer(&mut self, length: usize) -> Vec<u8> {
+        self.pool.get_mut(&length).and_then(Vec::pop).unwrap_or_else(|| vec![0; length])
+    }
+
+    /// Returns memory to the pool.
+    pub fn recycle(&mut self, memory: Memory) {
+        for segment in memory.into_segments() {
+            let spare = self.pool.entry(segment.len()).or_default();
+            if spare.len() < POOL_BUFFERS_PER_SIZE {
+                spare.push(segment);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------- internals
+
+    fn token(&mut self, slot: Slot) -> u64 {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.slots.insert(token, slot);
+        token
+    }
+
+    fn post_buffer(
+        &mut self,
+        service: SrpcService,
+        buffer: Vec<u8>,
+    ) -> Result<(), ulnet::PostError> {
+        let token = self.token(Slot::RequestBuffer(service));
+        let spec = MdSpec::new(Memory::new(buffer))
+            .options(MdOptions::OP_PUT)
+            .threshold(Threshold::Count(1))
+            .user_ptr(token);
+        match self.node.post(service.request_portal(), u64::from(service.id()), spec, &self.events)
+        {
+            Ok(md) => {
+                self.request_buffers.insert(token, md);
+                if let Some(buffers) = self.services.get_mut(&service.id()) {
+                    buffers.posted += 1;
+                    buffers.total += 1;
+                }
+                Ok(())
+            }
+            Err(rejected) => {
+                self.slots.remove(&token);
+                Err(rejected.error)
+            }
+        }
+    }
+
+    /// A request buffer is free again: repost it, and grow the service when it runs low.
+    fn repost(&mut self, service: SrpcService, buffer: Vec<u8>) {
+        if self.closed {
+            return;
+        }
+        if let Some(buffers) = self.services.get_mut(&service.id()) {
+            buffers.total = buffers.total.saturating_sub(1);
+        }
+        if self.post_buffer(service, buffer).is_err() {
+            tracing::warn!(?service, "failed to repost a selftest request buffer");
+        }
+        let grow = match self.services.get(&service.id()) {
+            Some(buffers) if buffers.posted < (buffers.total / 4).max(2) => {
+                (buffers.total / 2).max(16).min(buffers.max.saturating_sub(buffers.total))
+            }
+            _ => 0,
+        };
+        for _ in 0..grow {
+            if self.post_buffer(service, vec![0; SRPC_MSG_LEN]).is_err() {
+                break;
+            }
+        }
+    }
+
+    fn handle_event<A: App>(&mut self, app: &mut A, mut event: Event) {
+        if !event.status.is_ok() && event.status != EventStatus::Canceled {
+            self.counters.errors = self.counters.errors.wrapping_add(1);
+        }
+        let token = event.user_ptr;
+        let Some(slot) = self.slots.get(&token).copied() else { return };
+        if event.unlinked {
+            self.slots.remove(&token);
+            self.request_buffers.remove(&token);
+        }
+        match slot {
+            Slot::RequestBuffer(service) => self.request_arrived(app, service, &mut event),
+            Slot::ClientRequest(id) => self.client_request_event(id, &event),
+            Slot::ClientReply(id) => self.client_reply_event(id, &mut event),
+            Slot::ClientBulk(id) => self.client_bulk_event(id, &mut event),
+            Slot::ServerBulk(id) => self.server_bulk_event(id, &mut event),
+            Slot::ServerReply(id) => self.server_reply_event(id, &event),
+        }
+    }
+
+    /// lustre: rpc.c `srpc_lnet_ev_handler()` (`SRPC_REQUEST_RCVD`) and `srpc_handle_rpc()`
+    /// (`SWI_STATE_NEWBORN`).
+    fn request_arrived<A: App>(&mut self, app: &mut A, service: SrpcService, event: &mut Event) {
+        if let Some(buffers) = self.services.get_mut(&service.id()) {
+            buffers.posted = buffers.posted.saturating_sub(1);
+        }
+        let buffer = event
+            .memory
+            .take()
+            .and_then(|memory| memory.into_segments().into_iter().next())
+            .unwrap_or_else(|| vec![0; SRPC_MSG_LEN]);
+        if event.kind != EventKind::Put || self.closed {
+            // An UNLINK at shutdown.
+            return;
+        }
+        self.counters.rpcs_received = self.counters.rpcs_received.wrapping_add(1);
+        let length = (event.mlength as usize).min(buffer.len());
+        let received = buffer.get(..length).unwrap_or_default();
+        let parsed = if event.status.is_ok() {
+            check_request(received, service).ok().map(|_| SrpcMsg::parse(received))
+        } else {
+            None
+        };
+        let peer = ProcessId::new(event.source, event.initiator.pid);
+        let self_nid = event.target.nid;
+        let mut raw = [0u8; SRPC_MSG_LEN];
+        let copied = received.len().min(SRPC_MSG_LEN);
+        raw[..copied].copy_from_slice(&received[..copied]);
+        let verdict_and_incoming = match parsed {
+            Some(Ok((msg, order))) => {
+                let incoming = Incoming { service, peer, self_nid, msg, order, raw };
+                let verdict = app.request(self, &incoming);
+                Some((verdict, incoming))
+            }
+            Some(Err(SrpcParseError::WrongVersion { reply_match_bits, order, .. })) => {
+                // lustre: rpc.c `srpc_handle_rpc()`: a version mismatch is answered EPROTO.
+                tracing::warn!(%peer, "selftest request with a wrong version");
+                let mut reply = SrpcMsg::new(0, error_body(service, errno::EPROTO));
+                reply.ses_feats = 0;
+                let request = SrpcMsg::new(0, with_reply_bits(service, reply_match_bits));
+                let incoming = Incoming { service, peer, self_nid, msg: request, order, raw };
+                Some((Verdict::Reply(reply), incoming))
+            }
+            _ => {
+                tracing::warn!(%peer, ?service, length, "dropping a malformed selftest request");
+                None
+            }
+        };
+        match verdict_and_incoming {
+            Some((verdict, incoming)) => {
+                let id = self.next_rpc;
+                self.next_rpc += 1;
+                self.servers.insert(
+                    id,
+                    ServerRpc { incoming, bulk_md: None, bulk_error: None, reply_md: None },
+                );
+                self.repost(service, buffer);
+                self.server_verdict(id, verdict);
+            }
+            None => {
+                self.counters.rpcs_dropped = self.counters.rpcs_dropped.wrapping_add(1);
+                self.repost(service, buffer);
+            }
+        }
+    }
+
+    fn server_verdict(&mut self, id: u64, verdict: Verdict) {
+        match verdict {
+            Verdict::Reply(reply) => self.send_reply(id, reply.emit()),
+            Verdict::ReplyBytes(bytes) => self.send_reply(id, bytes),
+            Verdict::Drop => self.server_done(id, false),
+            Verdict::Bulk(bulk) => self.start_server_bulk(id, bulk),
+        }
+    }
+
+    /// lustre: rpc.c `srpc_do_bulk()`, `srpc_post_active_rdma()`.
+    fn start_server_bulk(&mut self, id: u64, bulk: ServerBulk) {
+        let Some(rpc) = self.servers.get(&id) else { return };
+        let peer = rpc.incoming.peer;
+        let self_nid = rpc.incoming.self_nid;
+        let Some(bulk_bits) = bulk_match_bits(&rpc.incoming.msg.body) else {
+            self.server_done(id, false);
+            return;
+        };
+        let token = self.token(Slot::ServerBulk(id));
+        let (memory, get) = match bulk {
+            ServerBulk::Get { length } => (Memory::new(self.buffer(length)), true),
+            ServerBulk::Put { memory } => (memory, false),
+        };
+        // A GET's MD sees SEND and REPLY; a PUT's only SEND.
+        let threshold = if get { 2 } else { 1 };
+        let spec = MdSpec::new(memory).threshold(Threshold::Count(threshold)).user_ptr(token);
+        let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
+            Ok(md) => md,
+            Err(rejected) => {
+                self.slots.remove(&token);
+                self.recycle(rejected.memory);
+                self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
+                return;
+            }
+        };
+        if let Some(rpc) = self.servers.get_mut(&id) {
+            rpc.bulk_md = Some(md);
+        }
+        let started = if get {
+            self.node.get(&GetRequest {
+                md,
+                target: peer,
+                portal: SRPC_RDMA_PORTAL,
+                match_bits: bulk_bits,
+                remote_offset: 0,
+                source: Some(self_nid),
+            })
+        } else {
+            self.node.put(&PutRequest {
+                md,
+                ack: false,
+                target: peer,
+                portal: SRPC_RDMA_PORTAL,
+                match_bits: bulk_bits,
+                remote_offset: 0,
+                hdr_data: 0,
+                source: Some(self_nid),
+            })
+        };
+        if started.is_err() {
+            // The forthcoming UNLINK event completes the bulk with a failure.
+            let _ = self.node.md_unlink(md);
+        }
+    }
+
+    fn server_bulk_event(&mut self, id: u64, event: &mut Event) {
+        let memory = event.memory.take();
+        let Some(rpc) = self.servers.get_mut(&id) else {
+            if let Some(memory) = memory {
+                self.recycle(memory);
+            }
+            return;
+        };
+        if event.kind == EventKind::Unlink {
+            rpc.bulk_error.get_or_insert(RpcError::Interrupted);
+        } else if !event.status.is_ok() {
+            rpc.bulk_error.get_or_insert(RpcError::Network(event.status));
+        }
+        if !event.unlinked {
+            if rpc.bulk_error.is_some() {
+                // A GET whose SEND failed: no REPLY will come, so let the MD go now.
+                if let Some(md) = rpc.bulk_md {
+                    let _ = self.node.md_unlink(md);
+                }
+            }
+            return;
+        }
+        rpc.bulk_md = None;
+        let status = match rpc.bulk_error {
+            Some(error) => Err(error),
+            None => {
+                let moved = u64::from(event.mlength);
+                match event.kind {
+                    EventKind::Reply => {
+                        self.counters.bulk_get = self.counters.bulk_get.wrapping_add(moved);
+                    }
+                    EventKind::Send => {
+                        self.counters.bulk_put = self.counters.bulk_put.wrapping_add(moved);
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+        };
+        self.bulk_ready.push_back((id, status, memory));
+    }
+
+    /// lustre: rpc.c `srpc_send_reply()`.
+    fn send_reply(&mut self, id: u64, reply: [u8; SRPC_MSG_LEN]) {
+        let Some(rpc) = self.servers.get(&id) else { return };
+        let Some(reply_bits) = rpc.incoming.msg.body.reply_match_bits() else {
+            self.server_done(id, false);
+            return;
+        };
+        let peer = rpc.incoming.peer;
+        let self_nid = rpc.incoming.self_nid;
+        let token = self.token(Slot::ServerReply(id));
+        let spec =
+            MdSpec::new(Memory::new(reply.to_vec())).threshold(Threshold::Count(1)).user_ptr(token);
+        let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
+            Ok(md) => md,
+            Err(_) => {
+                self.slots.remove(&token);
+                self.server_done(id, false);
+                return;
+            }
+        };
+        if let Some(rpc) = self.servers.get_mut(&id) {
+            rpc.reply_md = Some(md);
+        }
+        let put = PutRequest {
+            md,
+            ack: false,
+            target: peer,
+            portal: SRPC_RDMA_PORTAL,
+            match_bits: reply_bits,
+            remote_offset: 0,
+            hdr_data: 0,
+            source: Some(self_nid),
+        };
+        if self.node.put(&put).is_err() {
+            let _ = self.node.md_unlink(md);
+        }
+    }
+
+    fn server_reply_event(&mut self, id: u64, event: &Event) {
+        if !event.unlinked {
+            return;
+        }
+        let ok = event.status.is_ok() && event.kind == EventKind::Send;
+        self.server_done(id, ok);
+    }
+
+    /// lustre: rpc.c `srpc_server_rpc_done()`.
+    fn server_done(&mut self, id: u64, ok: bool) {
+        if !ok {
+            self.counters.rpcs_dropped = self.counters.rpcs_dropped.wrapping_add(1);
+        }
+        if let Some(rpc) = self.servers.remove(&id) {
+            for md in [rpc.bulk_md, rpc.reply_md].into_iter().flatten() {
+                let _ = self.node.md_unlink(md);
+            }
+        }
+    }
+
+    fn client_request_event(&mut self, id: u64, event: &Event) {
+        let Some(rpc) = self.clients.get_mut(&id) else { return };
+        if event.kind == EventKind::Send && event.status.is_ok() {
+            self.counters.rpcs_sent = self.counters.rpcs_sent.wrapping_add(1);
+            rpc.request_status = Some(Ok(()));
+        } else if event.kind == EventKind::Unlink {
+            rpc.request_status.get_or_insert(Err(RpcError::Interrupted));
+        } else {
+            rpc.request_status = Some(Err(RpcError::Network(event.status)));
+        }
+        if event.unlinked {
+            rpc.request_md = None;
+        }
+        if matches!(rpc.request_status, Some(Err(_))) {
+            let why = match rpc.request_status {
+                Some(Err(error)) => error,
+                _ => RpcError::Interrupted,
+            };
+            self.abort(ClientRpcId(id), why);
+        }
+        self.check_client(id);
+    }
+
+    fn client_reply_event(&mut self, id: u64, event: &mut Event) {
+        let memory = event.memory.take();
+        let Some(rpc) = self.clients.get_mut(&id) else { return };
+        if event.unlinked {
+            rpc.reply_md = None;
+        }
+        let outcome = if event.kind == EventKind::Put && event.status.is_ok() {
+            let bytes = memory
+                .as_ref()
+                .and_then(|memory| memory.segments().first())
+                .map(|segment| &segment[..(event.mlength as usize).min(segment.len())])
+                .unwrap_or_default();
+            if let Ok(raw) = <[u8; SRPC_MSG_LEN]>::try_from(bytes) {
+                rpc.raw_reply = Some(raw);
+            }
+            match SrpcMsg::parse(bytes) {
+                Ok((msg, order)) if msg.msg_type() == rpc.expected_reply => Ok((msg, order)),
+                _ => Err(RpcError::BadReply),
+            }
+        } else if event.kind == EventKind::Unlink {
+            Err(RpcError::Interrupted)
+        } else {
+            Err(RpcError::Network(event.status))
+        };
+        let mut cancel_bulk = false;
+        let mut abort = None;
+        match &outcome {
+            Ok((msg, _)) => {
+                // A remote error means the server will not touch the bulk.
+                // lustre: rpc.c `srpc_send_rpc()` (`SWI_STATE_REQUEST_SENT`).
+                if rpc.bulk_md.is_some() && msg.body.status().unwrap_or(0) != 0 {
+                    cancel_bulk = true;
+                    rpc.bulk_cancelled = true;
+                }
+            }
+            Err(error) => abort = Some(*error),
+        }
+        rpc.reply = Some(outcome);
+        let bulk_md = rpc.bulk_md;
+        if cancel_bulk {
+            if let Some(md) = bulk_md {
+                let _ = self.node.md_unlink(md);
+            }
+        }
+        if let Some(why) = abort {
+            self.abort(ClientRpcId(id), why);
+        }
+        self.check_client(id);
+    }
+
+    fn client_bulk_event(&mut self, id: u64, event: &mut Event) {
+        let memory = event.memory.take();
+        let Some(rpc) = self.clients.get_mut(&id) else {
+            if let Some(memory) = memory {
+                self.recycle(memory);
+            }
+            return;
+        };
+        if event.unlinked {
+            rpc.bulk_md = None;
+        }
+        if memory.is_some() {
+            rpc.bulk_memory = memory;
+        }
+        rpc.bulk_status = Some(match event.kind {
+            EventKind::Unlink => Err(RpcError::Interrupted),
+            _ if event.status.is_ok() => Ok(()),
+            _ => Err(RpcError::Network(event.status)),
+        });
+        if let Some(Err(error)) = rpc.bulk_status {
+            if !rpc.bulk_cancelled {
+                self.abort(ClientRpcId(id), error);
+            }
+        }
+        self.check_client(id);
+    }
+
+    /// Completes a client RPC once all its MDs are gone. lustre: rpc.c `srpc_send_rpc()`
+    /// (`SWI_STATE_REPLY_RECEIVED`), `srpc_client_rpc_done()`.
+    fn check_client(&mut self, id: u64) {
+        let done = self.clients.get(&id).is_some_and(|rpc| !rpc.live());
+        if !done {
+            return;
+        }
+        let Some(rpc) = self.clients.remove(&id) else { return };
+        let reply = rpc.reply.and_then(Result::ok);
+        let status = if let Some(why) = rpc.aborted {
+            Err(why)
+        } else if let Some(Err(error)) = rpc.request_status {
+            Err(error)
+        } else if reply.is_none() {
+            Err(RpcError::BadReply)
+        } else if rpc.has_bulk && !rpc.bulk_cancelled {
+            match rpc.bulk_status {
+                Some(Ok(())) => Ok(()),
+                Some(Err(error)) => Err(error),
+                None => Err(RpcError::Interrupted),
+            }
+        } else {
+            Ok(())
+        };
+        self.done.push_back(ClientOutcome {
+            tag: rpc.tag,
+            status,
+            reply: if status.is_ok() { reply } else { None },
+            raw_reply: if status.is_ok() { rpc.raw_reply } else { None },
+            bulk: rpc.bulk_memory,
+            latency: rpc.started.elapsed(),
+        });
+        self.wake = true;
+    }
+
+    /// Aborts client RPCs past their deadline. lustre: rpc.c `srpc_client_rpc_expired()`.
+    fn expire(&mut self, now: Instant) {
+        let expired: Vec<u64> = self
+            .clients
+            .iter()
+            .filter(|(_, rpc)| rpc.aborted.is_none() && rpc.deadline.is_some_and(|at| at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            if let Some(rpc) = self.clients.get(&id) {
+                tracing::warn!(dest = %rpc.dest, "selftest client RPC expired");
+            }
+            self.counters.rpcs_expired = self.counters.rpcs_expired.wrapping_add(1);
+            self.abort(ClientRpcId(id), RpcError::TimedOut);
+        }
+    }
+
+    /// Hands finished work to the application (outside the event fold, so the application
+    /// may start new RPCs freely).
+    fn deliver<A: App>(&mut self, app: &mut A) {
+        loop {
+            if let Some((id, status, memory)) = self.bulk_ready.pop_front() {
+                let Some(incoming) = self.servers.get(&id).map(|rpc| rpc.incoming.clone()) else {
+                    if let Some(memory) = memory {
+                        self.recycle(memory);
+                    }
+                    continue;
+                };
+                let verdict = app.bulk_ready(self, &incoming, status, memory);
+                self.server_verdict(id, verdict);
+                continue;
+            }
+            let Some(outcome) = self.done.pop_front() else { break };
+            app.client_done(self, outcome);
+        }
+    }
+
+    /// The node shut down under us: every RPC fails.
+    fn fail_all(&mut self) {
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            if let Some(rpc) = self.clients.remove(&id) {
+                self.done.push_back(ClientOutcome {
+                    tag: rpc.tag,
+                    status: Err(RpcError::ShutDown),
+                    reply: None,
+                    raw_reply: None,
+                    bulk: None,
+                    latency: rpc.started.elapsed(),
+                });
+            }
+        }
+        self.servers.clear();
+        self.wake = true;
+    }
+
+    /// Releases everything posted on the node: request buffers, server RPCs in progress and
+    /// client RPCs (their final events go to a queue nobody reads any more).
+    fn shutdown(&mut self) {
+        if self.closed && self.clients.is_empty() && self.request_buffers.is_empty() {
+            return;
+        }
+        self.closed = true;
+        let portals: BTreeSet<u32> = self
+            .services
+            .keys()
+            .filter_map(|id| SrpcService::from_id(*id))
+            .map(SrpcService::request_portal)
+            .collect();
+        for portal in portals {
+            let _ = self.node.clear_lazy_portal(portal);
+        }
+        self.services.clear();
+        for (_, md) in self.request_buffers.drain() {
+            let _ = self.node.md_unlink(md);
+        }
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            self.abort(ClientRpcId(id), RpcError::ShutDown);
+        }
+        let mds: Vec<MdHandle> =
+            self.servers.values().flat_map(|rpc| [rpc.bulk_md, rpc.reply_md]).flatten().collect();
+        for md in mds {
+            let _ = self.node.md_unlink(md);
+        }
+        self.fail_all();
+        self.done.clear();
+        self.bulk_ready.clear();
+    }
+}
+
+/// Sets `rpyid` (and `bulkid`) in a request body.
+fn set_match_bits(body: &mut SrpcBody, reply: u64, bulk: Option<u64>) {
+    match body {
+        SrpcBody::MakeSessionRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::RemoveSessionRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::BatchRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::StatRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::DebugRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::PingRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::JoinRequest(r) => r.reply_match_bits = reply,
+        SrpcBody::TestRequest(r) => {
+            r.reply_match_bits = reply;
+            r.bulk_match_bits = bulk.unwrap_or(0);
+        }
+        SrpcBody::BrwRequest(r) => {
+            r.reply_match_bits = reply;
+            r.bulk_match_bits = bulk.unwrap_or(0);
+        }
+        _ => {}
+    }
+}
+
+/// A request's `bulkid`, for the bodies that have one.
+fn bulk_match_bits(body: &SrpcBody) -> Option<u64> {
+    match body {
+        SrpcBody::TestRequest(r) => Some(r.bulk_match_bits),
+        SrpcBody::BrwRequest(r) => Some(r.bulk_match_bits),
+        _ => None,
+    }
+}
+
+/// A reply body of `service`'s reply type carrying only `status`.
+pub(crate) fn error_body(service: SrpcService, status: u32) -> SrpcBody {
+    use ulnet::proto::wire::selftest::{
+        BatchReply, BrwReply, DebugReply, JoinReply, LstName, MakeSessionReply, PingReply,
+        RemoveSessionReply, SessionId, StatReply, TestReply,
+    };
+    let session = SessionId::NONE;
+    match service {
+        SrpcService::Debug => SrpcBody::DebugReply(DebugReply {
+            status,
+            session,
+            timeout_seconds: 0,
+            batch_count: 0,
+            name: LstName::default(),
+        }),
+        SrpcService::MakeSession => SrpcBody::MakeSessionReply(MakeSessionReply {
+            status,
+            session,
+            timeout_seconds: 0,
+            name: LstName::default(),
+        }),
+        SrpcService::RemoveSession => {
+            SrpcBody::RemoveSessionReply(RemoveSessionReply { status, session })
+        }
+        SrpcService::Batch => {
+            SrpcBody::BatchReply(BatchReply { status, session, active: 0, time: 0 })
+        }
+        SrpcService::Test => SrpcBody::TestReply(TestReply { status, session }),
+        SrpcService::QueryStat => SrpcBody::StatReply(StatReply {
+            status,
+            session,
+            framework: Default::default(),
+            rpc: Default::default(),
+            lnet: Default::default(),
+        }),
+        SrpcService::Join => SrpcBody::JoinReply(JoinReply {
+            status,
+            session,
+            timeout_seconds: 0,
+            session_name: LstName::default(),
+        }),
+        SrpcService::Brw => SrpcBody::BrwReply(BrwReply { status }),
+        SrpcService::Ping => SrpcBody::PingReply(PingReply { status, magic: 0, sequence: 0 }),
+    }
+}
+
+/// A minimal request body of `service`'s request type with only `rpyid` set (to answer a
+/// request we could not parse beyond its version).
+fn with_reply_bits(service: SrpcService, reply_match_bits: u64) -> SrpcBody {
+    use ulnet::proto::wire::selftest::{
+        BatchId, BatchRequest, BrwRequest, DebugRequest, JoinRequest, LstName, MakeSessionRequest,
+        PingRequest, RemoveSessionRequest, SessionId, StatRequest, TestParams, TestRequest,
+    };
+    let session = SessionId::NONE;
+    match service {
+        SrpcService::Debug => {
+            SrpcBody::DebugRequest(DebugRequest { reply_match_bits, session, flags: 0 })
+        }
+        SrpcService::MakeSession => SrpcBody::MakeSessionRequest(MakeSessionRequest {
+            reply_match_bits,
+            session,
+            force: false,
+            name: LstName::default(),
+        }),
+        SrpcService::RemoveSession => {
+            SrpcBody::RemoveSessionRequest(RemoveSessionRequest { reply_match_bits, session })
+        }
+        SrpcService::Batch => SrpcBody::BatchRequest(BatchRequest {
+            reply_match_bits,
+            session,
+            batch: BatchId(0),
+            opcode: 0,
+            test_index: 0,
+            arg: 0,
+        }),
+        SrpcService::Test => SrpcBody::TestRequest(TestRequest {
+            reply_match_bits,
+            bulk_match_bits: 0,
+            session,
+            batch: BatchId(0),
+            service: 0,
+            loop_count: 0,
+            concurrency: 0,
+            is_client: false,
+            stop_on_error: false,
+            dest_count: 0,
+            params: TestParams::Unknown([0; 12]),
+        }),
+        SrpcService::QueryStat => {
+            SrpcBody::StatRequest(StatRequest { reply_match_bits, session, stat_type: 0 })
+        }
+        SrpcService::Join => SrpcBody::JoinRequest(JoinRequest {
+            reply_match_bits,
+            session,
+            group: LstName::default(),
+        }),
+        SrpcService::Brw => SrpcBody::BrwRequest(BrwRequest {
+            reply_match_bits,
+            bulk_match_bits: 0,
+            direction: 0,
+            length: 0,
+            check_mode: 0,
+        }),
+        SrpcService::Ping => SrpcBody::PingRequest(PingRequest {
+            reply_match_bits,
+            magic: 0,
+            sequence: 0,
+            time_seconds: 0,
+            time_nanoseconds: 0,
+        }),
+    }
+}

@@ -1,0 +1,88 @@
+//! One task per established connection.
+//!
+//! The task owns no protocol state (that lives in the peer table, under the core lock, so a
+//! transmit on any thread can write to the socket directly). It only waits: for the socket to
+//! become readable (unless the reader is parked on a lazy portal), for it to become writable
+//! (when the writer is blocked), or for a nudge (a resume, new output, or the connection being
+//! closed by someone else). Then it takes one turn:
+//!
+//! 1. lock the core and the table; read and handle input (headers to the core, payload into
+//!    MD memory);
+//! 2. release the table and `drain` the core: the ACKs, REPLYs and events the input produced go
+//!    out now, most of them written to their sockets right away;
+//! 3. lock the table again and write what this connection still has (ZC-ACK NOOPs, leftovers),
+//!    which also tells the task what to wait for; `drain` again for the sends that completed.
+//!
+//! The task leaves when its connection is gone from the table.
+
+use std::sync::{Arc, Weak};
+
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::Inner;
+use super::table::{ConnKey, Cx, Interest, Turn};
+use crate::clock;
+use crate::driver::{Shared, Wakes, drain};
+
+/// Drives one connection until it closes.
+pub(super) async fn run(
+    inner: Arc<Inner>,
+    node: Weak<Shared>,
+    key: ConnKey,
+    stream: Arc<TcpStream>,
+    nudge: Arc<Notify>,
+) {
+    loop {
+        let Some(shared) = node.upgrade() else {
+            return;
+        };
+        let turn = take_turn(&inner, &shared, key);
+        drop(shared);
+        let interest = match turn {
+            None => return,
+            Some((interest, false)) => interest,
+            Some((_, true)) => {
+                // Input may be waiting, but let the rest of the node run first.
+                tokio::task::yield_now().await;
+                continue;
+            }
+        };
+        // Waiting ends on the first of these; a failed readiness wait shows up as an error on
+        // the next read or write, which closes the connection.
+        tokio::select! {
+            () = nudge.notified() => {}
+            _ = stream.readable(), if interest.read => {}
+            _ = stream.writable(), if interest.write => {}
+        }
+    }
+}
+
+/// One turn (see the module documentation). Returns what to wait for and whether the reader
+/// stopped on its budget with input possibly left; `None` when the connection is gone.
+fn take_turn(inner: &Arc<Inner>, node: &Arc<Shared>, key: ConnKey) -> Option<(Interest, bool)> {
+    let now = clock::now();
+    let mut wakes = Wakes::default();
+    let outcome = {
+        let mut core = node.lock();
+        if core.closed {
+            return None;
+        }
+        let turn = {
+            let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
+            inner.table().receive(&mut cx, key)
+        };
+        drain(node, &mut core, now, &mut wakes);
+        let interest = match turn {
+            Turn::Closed => None,
+            Turn::Open { more } => {
+                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
+                inner.table().send(&mut cx, key).map(|interest| (interest, more))
+            }
+        };
+        drain(node, &mut core, now, &mut wakes);
+        interest
+    };
+    wakes.finish();
+    outcome
+}

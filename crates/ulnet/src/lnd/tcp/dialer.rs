@@ -1,0 +1,134 @@
+//! Opening a typed connection to a peer: TCP connect from a privileged port, the connreq and
+//! our hello in one write, then the peer's hello, read no further than its end (what follows
+//! is the connection's framing). The verdict (reboot, duplicates) is the peer table's, with the
+//! core locked.
+//!
+//! lustre: socklnd_cb.c `ksocknal_connect()`, socklnd.c `ksocknal_create_conn()` (active),
+//! acceptor.c `lnet_connect()`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use ulnet_proto::addr::ProcessId;
+use ulnet_proto::socklnd::handshake::{
+    ActiveError, ActiveHandshake, ActiveOutcome, ActiveSetupError, ActiveStep,
+};
+use ulnet_proto::socklnd::peer_conns::DialRequest;
+use ulnet_proto::wire::hello::Hello;
+
+use super::table::Cx;
+use super::{Inner, deadline_instant, since_epoch, socket};
+use crate::clock;
+use crate::driver::{Shared, Wakes, drain};
+
+/// A connection whose handshake completed, waiting for the peer table's verdict.
+pub(super) struct Dialled {
+    pub(super) stream: TcpStream,
+    pub(super) outcome: ActiveOutcome,
+    /// Both ends have the same IP (duplicates are then allowed).
+    pub(super) loopback: bool,
+}
+
+/// Why a dial produced no handshake outcome.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DialError {
+    #[error("peer NID {0} has no IP address")]
+    NoAddress(ProcessId),
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("connecting to {0}: timed out")]
+    ConnectTimeout(SocketAddr),
+    #[error("cannot start the handshake: {0}")]
+    Setup(#[from] ActiveSetupError),
+    #[error("socket error during the handshake: {0}")]
+    Io(#[from] io::Error),
+    #[error("handshake failed: {0}")]
+    Handshake(#[from] ActiveError),
+}
+
+/// Dials `peer` as `request` asks, then hands the result to the peer table.
+pub(super) async fn run(
+    inner: Arc<Inner>,
+    node: Weak<Shared>,
+    peer: ProcessId,
+    request: DialRequest,
+) {
+    let result = dial(&inner, peer, request).await;
+    let Some(node) = node.upgrade() else {
+        return;
+    };
+    let now = clock::now();
+    let mut wakes = Wakes::default();
+    {
+        let mut core = node.lock();
+        if core.closed {
+            return;
+        }
+        {
+            let mut cx = Cx { inner: &inner, node: &node, core: &mut core, now, wakes: &mut wakes };
+            inner.table().on_dialled(&mut cx, peer, result);
+        }
+        drain(&node, &mut core, now, &mut wakes);
+    }
+    wakes.finish();
+}
+
+async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Dialled, DialError> {
+    let tunables = &inner.tunables;
+    let ip = peer.nid.ip().ok_or(DialError::NoAddress(peer))?;
+    // CONTROL and bulk connections both go to accept_port (ulnet has no accept_port_bulk).
+    let address = SocketAddr::new(ip, tunables.accept_port);
+    let connect = socket::connect(inner.ip, address, &inner.privileged_ports, tunables);
+    let stream = match tokio::time::timeout(tunables.sock_timeout, connect).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(source)) => return Err(DialError::Connect { address, source }),
+        Err(_) => return Err(DialError::ConnectTimeout(address)),
+    };
+    socket::configure(&stream, tunables)?;
+    let loopback = stream.local_addr()?.ip() == address.ip();
+    let mut handshake = ActiveHandshake::new(
+        since_epoch(clock::now()),
+        inner.identity,
+        peer,
+        request.conn_type,
+        request.version,
+        tunables.sock_timeout,
+    )?;
+    let mut stream = stream;
+    let write = stream.write_all(handshake.initial_bytes());
+    match tokio::time::timeout(tunables.sock_timeout, write).await {
+        Ok(result) => result?,
+        Err(_) => return Err(io::Error::from(io::ErrorKind::TimedOut).into()),
+    }
+    let mut buffer = [0u8; Hello::MAX_LEN];
+    loop {
+        let hint = handshake.read_hint().clamp(1, buffer.len());
+        let Some(deadline) = handshake.poll_timeout() else {
+            return Err(ActiveError::Finished.into());
+        };
+        let read = buffer.get_mut(..hint).unwrap_or(&mut []);
+        let read = tokio::time::timeout_at(deadline_instant(deadline), stream.read(read)).await;
+        let now = since_epoch(clock::now());
+        let count = match read {
+            Err(_) => {
+                handshake.handle_timeout(now)?;
+                continue;
+            }
+            Ok(Err(error)) => return Err(error.into()),
+            Ok(Ok(0)) => return Err(handshake.handle_eof().into()),
+            Ok(Ok(count)) => count,
+        };
+        let input = buffer.get(..count).unwrap_or(&[]);
+        match handshake.handle_input(now, input)? {
+            (_, ActiveStep::NeedMore(_)) => {}
+            (_, ActiveStep::Finished(outcome)) => return Ok(Dialled { stream, outcome, loopback }),
+        }
+    }
+}

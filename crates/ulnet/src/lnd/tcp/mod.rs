@@ -1,0 +1,479 @@
+//! The TCP LND: socklnd, byte-compatible with the kernel's `ksocklnd`.
+//!
+//! The protocol itself (handshakes, framing, ZC cookies, keepalives, which connection carries
+//! what, reconnect backoff) lives in the I/O-free machines of [`ulnet_proto::socklnd`]. This
+//! module is the I/O shell around them: it owns the sockets, moves bytes between them and the
+//! machines (payload straight between sockets and MD memory), and runs the timers.
+//!
+//! # A tour, in the order bytes flow
+//!
+//! * [`socket`]: the listener on `<NI IP>:accept_port`, outgoing connections from a privileged
+//!   source port (1023 down to 512) when the process may bind one, and the socket options
+//!   (`TCP_NODELAY`, TCP keepalive, buffer sizes, ToS).
+//! * [`acceptor`]: accepts connections and runs the passive handshake (connreq, hello) on each;
+//!   the verdict (races, duplicates, a rebooted peer) is taken with the core locked, in
+//!   [`table`].
+//! * [`dialer`]: opens a typed connection when messages wait for a peer: connreq and hello out,
+//!   the peer's hello in.
+//! * [`table`]: the peer table. One entry per peer process with its
+//!   [`PeerConns`](ulnet_proto::socklnd::peer_conns::PeerConns) (the typed connections and the
+//!   state around them), the sockets, the messages waiting for a connection, and the glue to the
+//!   core: transmit, resume, close, timers.
+//! * [`connection`]: one task per established connection; it waits for the socket (or a nudge)
+//!   and then runs the reader and the writer with the core locked.
+//! * [`reader`]: bytes from the socket to `Conn::handle_input`, headers to the core, payload
+//!   into MD memory (`rx_segments_mut`).
+//! * [`writer`]: frames from `Conn::poll_transmit`, written with one non-blocking vectored write
+//!   of headers and MD memory (`tx_payload`) slices.
+//!
+//! # Threads and locks
+//!
+//! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
+//! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
+//! peer table has its own mutex, taken only with the core held (lock order: core, then table),
+//! so it is never contended; it exists to make the LND `Sync`. The inbox is a leaf lock: work
+//! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
+//! up by [`Lnd::poll`] after a doorbell ring.
+//!
+//! A transmit writes straight to the socket from the caller's thread when the connection is idle
+//! (no wake-up, no thread hop); what the socket does not take is left to the connection's task.
+//!
+//! # Identity
+//!
+//! Each NI has one incarnation for the life of the process (wall-clock nanoseconds when the NI
+//! is built, as the kernel's `ktime_get_real_ns()` at NI start-up), so a restarted node is seen
+//! as rebooted by its peers and they drop its old connections.
+//!
+//! # Unprivileged processes
+//!
+//! Outgoing connections bind a source port from 1023 down to 512 when the process may (root or
+//! `CAP_NET_BIND_SERVICE`), as the kernel does. Otherwise they come from an ordinary port, and:
+//! * a peer with `accept=secure` (the kernel's default) closes them at once ("insecure port");
+//! * a peer with `accept=all` takes this node for a *userspace process*: it names it by the
+//!   source address and port (`pid = port | LNET_PID_USERFLAG`), rewrites the source of every
+//!   header received on the connection to that identity, and never dials it back. Traffic
+//!   works, but only over connections this node opened.
+//!
+//! lustre: lnet/klnds/socklnd/ (socklnd.c, socklnd_cb.c, socklnd_lib.c), lnet/lnet/acceptor.c,
+//! lnet/lnet/lib-socket.c.
+
+mod acceptor;
+mod connection;
+mod dialer;
+mod reader;
+mod socket;
+mod table;
+mod writer;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::Notify;
+use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::engine::{NiId, Resume, Transmit};
+use ulnet_proto::socklnd::handshake::AcceptConfig;
+use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
+use ulnet_proto::socklnd::tunables::{AcceptPolicy, SocklndTunables};
+use ulnet_proto::time::Time;
+use ulnet_proto::wire::hello::LocalIdentity;
+
+use crate::clock;
+use crate::driver::{Core, Shared, Wakes, drain};
+use crate::error::BuildError;
+use crate::lnd::Lnd;
+
+use table::{Cx, PeerTable};
+
+/// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Connections that completed a handshake and joined a peer's set, by side.
+    pub conns_accepted: u64,
+    pub conns_dialled: u64,
+    /// Established connections closed, for any reason.
+    pub conns_closed: u64,
+    /// Incoming connections closed during the handshake (bad connreq or hello, insecure port,
+    /// timeout, refused by the peer verdict).
+    pub handshakes_failed: u64,
+    /// Outgoing connection attempts that failed or were refused.
+    pub dials_failed: u64,
+    /// Established connections closed for a malformed stream (bad framing, bad header, unknown
+    /// ZC cookie, a message the core refuses).
+    pub protocol_errors: u64,
+    /// Established connections closed by `sock_timeout` (stuck receive or send).
+    pub timeouts: u64,
+    /// Connections closed because their peer came back with a new incarnation.
+    pub peer_reboots: u64,
+}
+
+impl TcpStats {
+    /// Connections established and not yet closed.
+    pub fn conns_live(&self) -> u64 {
+        (self.conns_accepted + self.conns_dialled).saturating_sub(self.conns_closed)
+    }
+
+    fn add(&mut self, other: &TcpStats) {
+        self.conns_accepted += other.conns_accepted;
+        self.conns_dialled += other.conns_dialled;
+        self.conns_closed += other.conns_closed;
+        self.handshakes_failed += other.handshakes_failed;
+        self.dials_failed += other.dials_failed;
+        self.protocol_errors += other.protocol_errors;
+        self.timeouts += other.timeouts;
+        self.peer_reboots += other.peer_reboots;
+    }
+
+    /// The sum over several NIs.
+    pub(crate) fn sum<'a>(all: impl IntoIterator<Item = &'a TcpStats>) -> TcpStats {
+        let mut total = TcpStats::default();
+        for stats in all {
+            total.add(stats);
+        }
+        total
+    }
+}
+
+/// The LND of one TCP NI.
+pub(crate) struct TcpLnd {
+    inner: Arc<Inner>,
+}
+
+/// What the LND's tasks share.
+pub(crate) struct Inner {
+    ni: NiId,
+    /// Our NID, pid and incarnation, as hellos carry them.
+    identity: LocalIdentity,
+    /// The NI's IP: the listener's address and the source address of outgoing connections.
+    ip: IpAddr,
+    tunables: SocklndTunables,
+    peer_config: PeerConfig,
+    accept: AcceptConfig,
+    /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
+    listener: Mutex<Option<std::net::TcpListener>>,
+    runtime: OnceLock<tokio::runtime::Handle>,
+    node: OnceLock<Weak<Shared>>,
+    /// Locked only with the core held.
+    table: Mutex<PeerTable>,
+    /// Leaf lock: work posted for the I/O thread.
+    inbox: Mutex<Inbox>,
+    /// Try privileged source ports; cleared for good on the first EACCES.
+    privileged_ports: AtomicBool,
+    /// Passive handshakes under way, bounded by [`MAX_HANDSHAKES`].
+    handshakes: AtomicU64,
+    /// When [`Lnd::poll`] next scans the peers' timers (nanoseconds of [`Time`]).
+    next_scan: AtomicU64,
+    counters: Counters,
+}
+
+/// Most incoming connections in their handshake at once; more are closed at once. The kernel
+/// bounds them with its connd threads and the listen backlog.
+pub const MAX_HANDSHAKES: u64 = 1024;
+
+/// Longest gap between two scans of the peers' timers. Deadlines are at least `keepalive` or
+/// `sock_timeout` away when armed, so a scan this often finds each within this much of due.
+const SCAN_INTERVAL: Duration = Duration::from_millis(500);
+
+#[derive(Default)]
+struct Counters {
+    conns_accepted: AtomicU64,
+    conns_dialled: AtomicU64,
+    conns_closed: AtomicU64,
+    handshakes_failed: AtomicU64,
+    dials_failed: AtomicU64,
+    protocol_errors: AtomicU64,
+    timeouts: AtomicU64,
+    peer_reboots: AtomicU64,
+}
+
+/// Work for the I/O thread, posted from any thread.
+#[derive(Default)]
+struct Inbox {
+    dials: Vec<(ProcessId, DialRequest)>,
+    nudges: Vec<Arc<Notify>>,
+}
+
+impl TcpLnd {
+    /// The LND for NI `ni` with `nid` (an IPv4 or IPv6 NID); binds the listener unless
+    /// `accept=none`.
+    pub(crate) fn new(
+        ni: NiId,
+        nid: Nid,
+        pid: u32,
+        tunables: SocklndTunables,
+        privileged_ports: bool,
+    ) -> Result<Self, BuildError> {
+        let ip = nid.ip().ok_or(BuildError::TcpNotIp(nid))?;
+        let identity = LocalIdentity { nid, pid, incarnation: next_incarnation() };
+        let listener = match tunables.accept {
+            AcceptPolicy::None => None,
+            AcceptPolicy::Secure | AcceptPolicy::All => {
+                let listener = socket::listen(ip, &tunables).map_err(|source| {
+                    BuildError::TcpListen { nid, port: tunables.accept_port, source }
+                })?;
+                Some(listener)
+            }
+        };
+        // Loopback interfaces report no link speed: the auto rule gives 1.
+        let conns_per_peer = tunables.conns_per_peer.resolve(None);
+        let inner = Inner {
+            ni,
+            identity,
+            ip,
+            peer_config: PeerConfig::new(&tunables, conns_per_peer),
+            accept: AcceptConfig {
+                policy: tunables.accept,
+                accept_timeout: tunables.accept_timeout,
+                local_nis: vec![identity],
+            },
+            tunables,
+            listener: Mutex::new(listener),
+            runtime: OnceLock::new(),
+            node: OnceLock::new(),
+            table: Mutex::new(PeerTable::default()),
+            inbox: Mutex::new(Inbox::default()),
+            privileged_ports: AtomicBool::new(privileged_ports),
+            handshakes: AtomicU64::new(0),
+            next_scan: AtomicU64::new(0),
+            counters: Counters::default(),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    pub(crate) fn stats(&self) -> TcpStats {
+        let counters = &self.inner.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        TcpStats {
+            conns_accepted: load(&counters.conns_accepted),
+            conns_dialled: load(&counters.conns_dialled),
+            conns_closed: load(&counters.conns_closed),
+            handshakes_failed: load(&counters.handshakes_failed),
+            dials_failed: load(&counters.dials_failed),
+            protocol_errors: load(&counters.protocol_errors),
+            timeouts: load(&counters.timeouts),
+            peer_reboots: load(&counters.peer_reboots),
+        }
+    }
+
+    /// This NI's incarnation (the `src_incarnation` of its hellos).
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.inner.identity.incarnation
+    }
+}
+
+impl fmt::Debug for TcpLnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpLnd")
+            .field("nid", &self.inner.identity.nid)
+            .field("port", &self.inner.tunables.accept_port)
+            .field("accept", &self.inner.tunables.accept)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lnd for TcpLnd {
+    fn start(&self, node: &Arc<Shared>) {
+        let inner = &self.inner;
+        let _ = inner.runtime.set(tokio::runtime::Handle::current());
+        let _ = inner.node.set(Arc::downgrade(node));
+        let listener = inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(listener) = listener {
+            // We are inside the I/O runtime (the contract of `start`), which `from_std` needs.
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    tokio::spawn(acceptor::run(Arc::clone(inner), Arc::downgrade(node), listener));
+                }
+                Err(error) => {
+                    tracing::error!(nid = %inner.identity.nid, %error, "cannot serve the listener");
+                }
+            }
+        }
+    }
+
+    fn transmit(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        transmit: Transmit,
+        wakes: &mut Wakes,
+    ) {
+        let inner = &self.inner;
+        let mut cx = Cx { inner, node, core, now, wakes };
+        inner.table().transmit(&mut cx, transmit);
+    }
+
+    fn resume(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        resume: Resume,
+        wakes: &mut Wakes,
+    ) {
+        let inner = &self.inner;
+        let mut cx = Cx { inner, node, core, now, wakes };
+        inner.table().resume(&mut cx, resume);
+    }
+
+    fn poll(&self, node: &Arc<Shared>, now: Time) -> Option<Time> {
+        let inner = &self.inner;
+        inner.run_inbox(node);
+        let next_scan = Time::from_nanos(inner.next_scan.load(Ordering::Relaxed));
+        if now < next_scan {
+            return Some(next_scan);
+        }
+        let mut wakes = Wakes::default();
+        let mut next = now.saturating_add(SCAN_INTERVAL);
+        {
+            let mut core = node.lock();
+            if core.closed {
+                return None;
+            }
+            if let Some(deadline) = {
+                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
+                inner.table().scan(&mut cx)
+            } {
+                next = next.min(deadline);
+            }
+            drain(node, &mut core, now, &mut wakes);
+        }
+        wakes.finish();
+        // Work the scan posted (dials) is picked up on the next turn, which the ring ensures.
+        inner.next_scan.store(next.as_nanos(), Ordering::Relaxed);
+        Some(next)
+    }
+
+    fn shutdown(&self, node: &Arc<Shared>, now: Time) {
+        let inner = &self.inner;
+        drop(inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let mut wakes = Wakes::default();
+        {
+            let mut core = node.lock();
+            {
+                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
+                inner.table().shutdown(&mut cx);
+            }
+            drain(node, &mut core, now, &mut wakes);
+        }
+        wakes.finish();
+        let mut inbox = inner.lock_inbox();
+        inbox.dials.clear();
+        inbox.nudges.clear();
+    }
+}
+
+impl Inner {
+    /// The peer table. Only with the core locked (lock order: core, then table).
+    fn table(&self) -> MutexGuard<'_, PeerTable> {
+        // Nothing panics while holding it; recover rather than cascade if a bug ever did.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the I/O thread to start a dial.
+    fn post_dial(&self, node: &Arc<Shared>, wakes: &mut Wakes, peer: ProcessId, dial: DialRequest) {
+        self.lock_inbox().dials.push((peer, dial));
+        wakes.ring(node);
+    }
+
+    /// Asks the I/O thread to wake a connection's task (it has output, input to resume, or
+    /// was closed).
+    fn post_nudge(&self, node: &Arc<Shared>, wakes: &mut Wakes, nudge: &Arc<Notify>) {
+        self.lock_inbox().nudges.push(Arc::clone(nudge));
+        wakes.ring(node);
+    }
+
+    /// Carries out the posted work; on the I/O thread.
+    fn run_inbox(self: &Arc<Self>, node: &Arc<Shared>) {
+        let (dials, nudges) = {
+            let mut inbox = self.lock_inbox();
+            (std::mem::take(&mut inbox.dials), std::mem::take(&mut inbox.nudges))
+        };
+        for nudge in nudges {
+            nudge.notify_one();
+        }
+        for (peer, dial) in dials {
+            self.spawn(dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial));
+        }
+    }
+
+    /// Spawns a task on the I/O runtime (from any thread).
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        match self.runtime.get() {
+            Some(runtime) => drop(runtime.spawn(task)),
+            None => tracing::error!("TCP LND task spawned before start"),
+        }
+    }
+
+    fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
+        counter(&self.counters).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// socklnd's `Duration` since the epoch from the runtime's [`Time`] (same epoch).
+fn since_epoch(now: Time) -> Duration {
+    Duration::from_nanos(now.as_nanos())
+}
+
+/// The runtime's [`Time`] from socklnd's `Duration` since the epoch.
+fn time_of(since_epoch: Duration) -> Time {
+    Time::from_nanos(u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The tokio instant of a socklnd deadline.
+fn deadline_instant(since_epoch: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(clock::instant(time_of(since_epoch)))
+}
+
+/// A fresh incarnation: wall-clock nanoseconds, strictly increasing within the process so two
+/// NIs (or a node rebuilt within the same nanosecond) never share one.
+/// lustre: socklnd.c `ksocknal_startup()` (`ksnn_incarnation = ktime_get_real_ns()`).
+fn next_incarnation() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let wall = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = wall.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incarnations_strictly_increase() {
+        let first = next_incarnation();
+        let second = next_incarnation();
+        assert!(second > first);
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        assert!(u128::from(second) <= wall + 1_000_000, "close to the wall clock");
+    }
+
+    #[test]
+    fn time_conversions_round_trip() {
+        let time = Time::from_nanos(1_234_567_890);
+        assert_eq!(time_of(since_epoch(time)), time);
+        assert_eq!(time_of(Duration::MAX), Time::MAX);
+    }
+
+    #[test]
+    fn stats_sum_and_live() {
+        let one =
+            TcpStats { conns_accepted: 2, conns_dialled: 3, conns_closed: 1, ..Default::default() };
+        let total = TcpStats::sum([&one, &one]);
+        assert_eq!(total.conns_accepted, 4);
+        assert_eq!(total.conns_live(), 8);
+    }
+}

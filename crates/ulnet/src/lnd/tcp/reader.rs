@@ -1,0 +1,380 @@
+//! The receiving half of a connection: socket bytes to the socklnd framing, headers to the
+//! core, payload into MD memory.
+//!
+//! Headers (and the payload of small messages) come through a fixed read buffer, so one system
+//! call can bring in many small messages. A payload of [`DIRECT_READ_MIN`] bytes or more is read
+//! from the socket straight into the MD's memory (`rx_segments_mut`); whatever part of it was
+//! already in the read buffer is copied there first. Payload nobody wants is read into the
+//! buffer and dropped, so a connection holds at most [`READ_BUFFER_LEN`] bytes of input
+//! whatever the peer sends.
+//!
+//! Every payload byte is consumed, wanted or not: nothing else marks where the next message
+//! starts. lustre: socklnd_cb.c `ksocknal_process_receive()`, `ksocknal_recv()`.
+
+use std::collections::HashMap;
+use std::io::{self, IoSliceMut};
+
+use tokio::net::TcpStream;
+use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, RxId};
+use ulnet_proto::socklnd::conn::{Conn, RecvEvent};
+use ulnet_proto::socklnd::zc::ZcRequests;
+use ulnet_proto::time::Time;
+
+use super::since_epoch;
+use super::table::{CloseCause, ConnKey};
+use crate::driver::Core;
+
+/// Bytes of input a connection buffers: headers, and the payload of small messages.
+pub const READ_BUFFER_LEN: usize = 64 << 10;
+/// Payloads at least this long are read straight into MD memory; shorter ones pass through the
+/// read buffer (one copy of a few KiB, in exchange for fewer system calls).
+pub const DIRECT_READ_MIN: u32 = 16 << 10;
+/// Most buffers in one vectored read or write (Linux's `UIO_MAXIOV`).
+pub const MAX_IOVECS: usize = 1024;
+
+/// Most messages handled in one turn before the task yields (and the core lock is released),
+/// so one busy connection does not starve the node's other work.
+const MESSAGES_PER_TURN: u32 = 256;
+/// Most bytes read in one turn, for the same reason.
+const BYTES_PER_TURN: usize = 4 << 20;
+
+/// A connection's receive state and buffer.
+pub(super) struct Reader {
+    state: RxState,
+    buffer: Box<[u8]>,
+    /// Unconsumed input is `buffer[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+/// Where the next bytes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RxState {
+    /// Headers: bytes go to `Conn::handle_input`.
+    Frames,
+    /// A message's payload: `offset` of `length` bytes are in the MD; then `discard` bytes
+    /// (a truncated message) are skipped.
+    Deliver { rx: RxId, offset: u32, length: u32, discard: u32 },
+    /// Payload nobody wants.
+    Discard { remaining: u32 },
+    /// The core has no buffer for this message yet (lazy portal): reading stops until
+    /// [`Reader::resume`].
+    Parked { rx: RxId },
+}
+
+/// Why a receive turn ended.
+#[derive(Debug)]
+pub(super) enum ReadOutcome {
+    /// The socket has nothing more for now.
+    Blocked,
+    /// Waiting for the core to resume a delayed message.
+    Parked,
+    /// The turn's budget is spent; more input may be waiting.
+    Budget,
+    /// Close the connection.
+    Close(CloseCause),
+}
+
+/// What a receive turn works with, besides the reader.
+pub(super) struct ReadCx<'a> {
+    pub(super) core: &'a mut Core,
+    pub(super) now: Time,
+    pub(super) ni: NiId,
+    pub(super) conn: &'a mut Conn,
+    pub(super) zc: &'a mut ZcRequests,
+    pub(super) stream: &'a TcpStream,
+    /// Receives parked on a lazy portal, so `resume` finds their connection.
+    pub(super) parked: &'a mut HashMap<RxId, ConnKey>,
+    pub(super) key: ConnKey,
+}
+
+impl Reader {
+    /// A reader for a connection just out of its handshake (which never reads past the hello,
+    /// so the stream starts at the first frame).
+    pub(super) fn new() -> Self {
+        Self { state: RxState::Frames, buffer: vec![0; READ_BUFFER_LEN].into(), start: 0, end: 0 }
+    }
+
+    /// Whether the task should wait for the socket to become readable.
+    pub(super) fn wants_input(&self) -> bool {
+        !matches!(self.state, RxState::Parked { .. })
+    }
+
+    /// Reads and handles input until the socket has no more, the reader parks, the budget is
+    /// spent, or the connection must close.
+    pub(super) fn receive(&mut self, cx: &mut ReadCx<'_>) -> ReadOutcome {
+        let mut messages = 0u32;
+        let mut bytes = 0usize;
+        loop {
+            if messages >= MESSAGES_PER_TURN || bytes >= BYTES_PER_TURN {
+                return ReadOutcome::Budget;
+            }
+            let step = match self.state {
+                RxState::Parked { .. } => return ReadOutcome::Parked,
+                RxState::Frames => self.frames(cx, &mut messages),
+                RxState::Deliver { rx, offset, length, discard } => {
+                    self.deliver(cx, rx, offset, length, discard)
+                }
+                RxState::Discard { remaining } => self.discard(cx, remaining),
+            };
+            match step {
+                Ok(Step::Progress(read)) => bytes += read,
+                Ok(Step::Blocked) => return ReadOutcome::Blocked,
+                Ok(Step::Parked) => return ReadOutcome::Parked,
+                Err(cause) => return ReadOutcome::Close(cause),
+            }
+        }
+    }
+
+    /// The core decided where a parked message's payload goes.
+    pub(super) fn resume(&mut self, core: &mut Core, now: Time, action: RecvAction) {
+        let RxState::Parked { rx: parked } = self.state else {
+            return;
+        };
+        self.state = match action {
+            RecvAction::Deliver { rx, length, discard } => {
+                RxState::Deliver { rx, offset: 0, length, discard }
+            }
+            RecvAction::Discard { length } => RxState::Discard { remaining: length },
+            // The core only resumes with Deliver or Discard; anything else leaves nothing to
+            // read into, so skip the payload.
+            RecvAction::Delay { .. } | RecvAction::ProtocolError(_) => {
+                tracing::error!(?parked, "core resumed a delayed receive with no destination");
+                RxState::Frames
+            }
+        };
+        // A message without payload is complete at once.
+        if let RxState::Deliver { rx, length: 0, discard: 0, .. } = self.state {
+            core.complete_recv(now, rx, HealthStatus::Ok);
+            self.state = RxState::Frames;
+        }
+        if self.state == (RxState::Discard { remaining: 0 }) {
+            self.state = RxState::Frames;
+        }
+    }
+
+    /// The connection is closing: fail the receive the core expected us to fill, forget a
+    /// parked one (its resume will find no connection and fail it).
+    pub(super) fn abandon(
+        &mut self,
+        core: &mut Core,
+        now: Time,
+        parked: &mut HashMap<RxId, ConnKey>,
+        status: HealthStatus,
+    ) {
+        match self.state {
+            RxState::Deliver { rx, .. } => core.complete_recv(now, rx, status),
+            RxState::Parked { rx } => {
+                parked.remove(&rx);
+            }
+            RxState::Frames | RxState::Discard { .. } => {}
+        }
+        self.state = RxState::Frames;
+    }
+
+    // ------------------------------------------------------------------------------- steps
+
+    /// Headers: feed buffered input to the framing; act on what it recognises.
+    fn frames(&mut self, cx: &mut ReadCx<'_>, messages: &mut u32) -> Result<Step, CloseCause> {
+        if self.start == self.end {
+            return self.fill(cx.stream, cx.conn);
+        }
+        let now = since_epoch(cx.now);
+        let input = self.buffer.get(self.start..self.end).unwrap_or(&[]);
+        let (consumed, event) =
+            cx.conn.handle_input(now, input, cx.zc).map_err(CloseCause::from_conn_error)?;
+        self.consume(consumed);
+        match event {
+            // The framing took everything (a header in pieces): read more.
+            RecvEvent::NeedMore | RecvEvent::Noop(_) => Ok(Step::Progress(0)),
+            RecvEvent::Message(header) => {
+                *messages += 1;
+                let peer = cx.conn.peer().nid;
+                match cx.core.engine.handle_header(cx.now, cx.ni, peer, &header) {
+                    RecvAction::Deliver { rx, length, discard } => {
+                        if length == 0 && discard == 0 {
+                            cx.core.complete_recv(cx.now, rx, HealthStatus::Ok);
+                        } else {
+                            self.state = RxState::Deliver { rx, offset: 0, length, discard };
+                        }
+                        Ok(Step::Progress(0))
+                    }
+                    RecvAction::Discard { length } => {
+                        if length > 0 {
+                            self.state = RxState::Discard { remaining: length };
+                        }
+                        Ok(Step::Progress(0))
+                    }
+                    RecvAction::Delay { rx } => {
+                        cx.core.delayed.insert(rx, cx.ni);
+                        cx.parked.insert(rx, cx.key);
+                        self.state = RxState::Parked { rx };
+                        Ok(Step::Parked)
+                    }
+                    RecvAction::ProtocolError(error) => Err(CloseCause::Refused(error)),
+                }
+            }
+            // `handle_input` reports payload only when fed some, and payload is never fed to
+            // it (the Deliver and Discard states take it).
+            RecvEvent::Payload { .. } => Err(CloseCause::Internal("payload fed to the framing")),
+        }
+    }
+
+    /// Payload into the MD: from the buffer first, then straight from the socket.
+    fn deliver(
+        &mut self,
+        cx: &mut ReadCx<'_>,
+        rx: RxId,
+        offset: u32,
+        length: u32,
+        discard: u32,
+    ) -> Result<Step, CloseCause> {
+        if offset >= length {
+            if discard > 0 {
+                // The truncated tail: skip it like an unwanted payload, then complete.
+                let read = self.skip(cx, discard)?;
+                if let Some(skipped) = read.skipped {
+                    let discard = discard - skipped;
+                    self.state = RxState::Deliver { rx, offset, length, discard };
+                }
+                return Ok(read.step);
+            }
+            cx.core.complete_recv(cx.now, rx, HealthStatus::Ok);
+            self.state = RxState::Frames;
+            return Ok(Step::Progress(0));
+        }
+        let want = length - offset;
+        let now = since_epoch(cx.now);
+        let taken = if self.start < self.end {
+            // Already buffered: copy (the one copy small payloads make).
+            let count = (self.end - self.start).min(want as usize);
+            let bytes = self.buffer.get(self.start..self.start + count).unwrap_or(&[]);
+            if cx.core.engine.rx_write(rx, offset, bytes).is_err() {
+                return Err(CloseCause::Internal("the receive's MD went away"));
+            }
+            self.consume(count);
+            count
+        } else if want < DIRECT_READ_MIN {
+            return self.fill(cx.stream, cx.conn);
+        } else {
+            match read_into_md(cx.core, rx, offset, want, cx.stream) {
+                Ok(0) => return Err(eof_inside_message(cx.conn)),
+                Ok(read) => read,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(Step::Blocked);
+                }
+                Err(error) => return Err(CloseCause::Io(error.kind())),
+            }
+        };
+        // `taken` is at most `want`, a u32.
+        let taken32 = taken as u32;
+        cx.conn.handle_payload(now, taken).map_err(CloseCause::from_conn_error)?;
+        self.state = RxState::Deliver { rx, offset: offset + taken32, length, discard };
+        Ok(Step::Progress(taken))
+    }
+
+    fn discard(&mut self, cx: &mut ReadCx<'_>, remaining: u32) -> Result<Step, CloseCause> {
+        let read = self.skip(cx, remaining)?;
+        if let Some(skipped) = read.skipped {
+            let remaining = remaining - skipped;
+            self.state =
+                if remaining == 0 { RxState::Frames } else { RxState::Discard { remaining } };
+        }
+        Ok(read.step)
+    }
+
+    /// Skips up to `remaining` payload bytes through the buffer.
+    fn skip(&mut self, cx: &mut ReadCx<'_>, remaining: u32) -> Result<Skip, CloseCause> {
+        if self.start == self.end {
+            return Ok(Skip { step: self.fill(cx.stream, cx.conn)?, skipped: None });
+        }
+        let count = (self.end - self.start).min(remaining as usize);
+        self.consume(count);
+        cx.conn.handle_payload(since_epoch(cx.now), count).map_err(CloseCause::from_conn_error)?;
+        // `count` is at most `remaining`, a u32.
+        Ok(Skip { step: Step::Progress(count), skipped: Some(count as u32) })
+    }
+
+    /// Reads into the (empty) buffer.
+    fn fill(&mut self, stream: &TcpStream, conn: &Conn) -> Result<Step, CloseCause> {
+        self.start = 0;
+        self.end = 0;
+        match stream.try_read(&mut self.buffer) {
+            Ok(0) => match conn.handle_eof() {
+                Ok(()) => Err(CloseCause::PeerClosed),
+                Err(_) => Err(eof_inside_message(conn)),
+            },
+            Ok(read) => {
+                self.end = read;
+                Ok(Step::Progress(read))
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
+            Err(error) => Err(CloseCause::Io(error.kind())),
+        }
+    }
+
+    fn consume(&mut self, count: usize) {
+        self.start = (self.start + count).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+/// Progress of one step.
+enum Step {
+    /// Bytes read from the socket (0 for work on buffered input).
+    Progress(usize),
+    Blocked,
+    Parked,
+}
+
+struct Skip {
+    step: Step,
+    /// Payload bytes skipped from the buffer, if any were.
+    skipped: Option<u32>,
+}
+
+fn eof_inside_message(conn: &Conn) -> CloseCause {
+    match conn.handle_eof() {
+        Err(error) => CloseCause::from_conn_error(error),
+        Ok(()) => CloseCause::PeerClosed,
+    }
+}
+
+/// One non-blocking vectored read of up to `want` bytes straight into the receive's MD memory,
+/// at `offset` within the receive.
+fn read_into_md(
+    core: &mut Core,
+    rx: RxId,
+    offset: u32,
+    want: u32,
+    stream: &TcpStream,
+) -> io::Result<usize> {
+    let segments = core
+        .engine
+        .rx_segments_mut(rx)
+        .map_err(|_| io::Error::other("the receive's MD went away"))?;
+    let mut skip = offset as usize;
+    let mut left = want as usize;
+    let mut slices: Vec<IoSliceMut<'_>> = Vec::new();
+    for segment in segments {
+        if skip >= segment.len() {
+            skip -= segment.len();
+            continue;
+        }
+        let Some(segment) = segment.get_mut(std::mem::take(&mut skip)..) else {
+            continue; // unreachable: skip < len
+        };
+        let take = segment.len().min(left);
+        if let Some(part) = segment.get_mut(..take) {
+            slices.push(IoSliceMut::new(part));
+        }
+        left -= take;
+        if left == 0 || slices.len() == MAX_IOVECS {
+            break;
+        }
+    }
+    stream.try_read_vectored(&mut slices)
+}

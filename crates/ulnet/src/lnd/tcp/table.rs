@@ -1,0 +1,732 @@
+//! The peer table: every peer process this NI talks to, its typed connections and their
+//! sockets, the messages waiting for a connection, and the glue between all that and the core.
+//!
+//! The table is only touched with the core locked, so its methods get both: the core in a
+//! [`Cx`], the table as `self`. They never call [`drain`](crate::driver::drain) (which calls
+//! back into the LND, and so into this table); their callers do, after releasing the table.
+//!
+//! A peer is keyed by its process id as the kernel keys `ksock_peer_ni`: the next-hop NID and
+//! the destination pid for a transmit, the hello's identity (or, for an unprivileged source
+//! port, the "userspace process" identity) for an accepted connection.
+//!
+//! lustre: socklnd.c (`ksocknal_create_conn()`, `ksocknal_close_conn_locked()`,
+//! `ksocknal_terminate_conn()`), socklnd_cb.c (`ksocknal_launch_packet()`,
+//! `ksocknal_check_peer_timeouts()`, `ksocknal_txlist_done()`).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use ulnet_proto::addr::ProcessId;
+use ulnet_proto::engine::{HealthStatus, ParseError, RecvAction, Resume, RxId, Transmit, TxId};
+use ulnet_proto::socklnd::conn::ConnError;
+use ulnet_proto::socklnd::handshake::{Candidate, PassiveHandshake, PassiveStep};
+use ulnet_proto::socklnd::peer_conns::{
+    ActiveResolution, CloseReason, ClosedConn, PeerConns, PeerQueueError, TimeoutAction,
+};
+use ulnet_proto::socklnd::{ConnId, MessageToken};
+use ulnet_proto::time::Time;
+use ulnet_proto::wire::header::Header;
+
+use super::dialer::{DialError, Dialled};
+use super::reader::{ReadCx, ReadOutcome, Reader};
+use super::writer::{Flushed, Writer};
+use super::{Inner, connection, since_epoch, socket, time_of};
+use crate::driver::{Core, Shared, Wakes};
+
+/// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
+pub const MAX_PEERS: usize = 1 << 16;
+/// Most messages waiting for a connection to one peer. LNet's credits (`peer_credits`, 8 by
+/// default) keep the real number far lower; this only stops a bug from growing the queue.
+pub const MAX_PENDING_MESSAGES: usize = 4096;
+
+/// What the table's methods work with besides the table: the core (locked), the time, and
+/// where to post wake-ups.
+pub(super) struct Cx<'a> {
+    pub(super) inner: &'a Arc<Inner>,
+    pub(super) node: &'a Arc<Shared>,
+    pub(super) core: &'a mut Core,
+    pub(super) now: Time,
+    pub(super) wakes: &'a mut Wakes,
+}
+
+#[derive(Default)]
+pub(super) struct PeerTable {
+    peers: HashMap<ProcessId, Peer>,
+    /// The core's transmit behind each message token handed to the framing.
+    tokens: HashMap<MessageToken, TxId>,
+    next_token: u64,
+    /// Receives parked on a lazy portal, and their connection.
+    parked: HashMap<RxId, ConnKey>,
+    /// Tells apart connections that reuse a peer's `ConnId` after the peer entry was rebuilt.
+    next_serial: u64,
+    /// The LND shut down: nothing new is accepted.
+    closed: bool,
+}
+
+/// Names a connection for its task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ConnKey {
+    pub(super) peer: ProcessId,
+    pub(super) serial: u64,
+}
+
+/// What a connection's task should wait for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Interest {
+    pub(super) read: bool,
+    pub(super) write: bool,
+}
+
+/// How a receive turn left the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Turn {
+    Closed,
+    /// Still open; `more`: the turn's budget ran out with input possibly waiting.
+    Open {
+        more: bool,
+    },
+}
+
+struct Peer {
+    conns: PeerConns,
+    io: Vec<ConnIo>,
+    /// Messages no connection could carry yet, oldest first.
+    pending: VecDeque<Pending>,
+    /// We are building this peer's connection set because messages waited for it: keep
+    /// dialling the missing types (the kernel's `ksock_conn_cb`). Cleared when the last
+    /// connection closes with nothing waiting.
+    building: bool,
+    /// We dialled this peer at least once: its entry keeps the reconnect backoff, so it stays
+    /// when idle. A peer that only ever connected to us is forgotten once idle.
+    dialled: bool,
+}
+
+struct Pending {
+    token: MessageToken,
+    header: Header,
+    since: Time,
+}
+
+/// The I/O side of one established connection (its protocol side is the `Conn` in the peer's
+/// `PeerConns`, under the same `ConnId`).
+struct ConnIo {
+    id: ConnId,
+    serial: u64,
+    stream: Arc<TcpStream>,
+    /// Wakes the connection's task.
+    nudge: Arc<Notify>,
+    reader: Reader,
+    writer: Writer,
+    /// The task is waiting for the socket to become writable: a blocked writer needs no nudge.
+    awaiting_writable: bool,
+}
+
+/// Why an established connection closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum CloseCause {
+    #[error("closed by the peer")]
+    PeerClosed,
+    #[error("socket error: {0}")]
+    Io(io::ErrorKind),
+    /// The stream ended inside a message.
+    #[error("stream ended inside a message")]
+    Truncated,
+    /// Framing the peer got wrong: bad ksock header, bad LNet header, an unknown ZC cookie...
+    #[error("malformed stream: {0}")]
+    Malformed(ConnError),
+    /// The core refused a well-framed header (wrong destination, GET with payload...).
+    #[error("message refused: {0}")]
+    Refused(ParseError),
+    /// Nothing moved for `sock_timeout`.
+    #[error("{0}")]
+    Timeout(ConnError),
+    #[error("ZC requests unacknowledged for sock_timeout")]
+    StaleZcRequests,
+    /// The peer came back with a new incarnation (or protocol): its old connections go.
+    #[error("the peer rebooted")]
+    PeerRebooted,
+    /// A bug of ours; the connection cannot be trusted any more.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+}
+
+impl CloseCause {
+    pub(super) fn from_conn_error(error: ConnError) -> Self {
+        match error {
+            ConnError::ReceiveTimeout | ConnError::SendTimeout => Self::Timeout(error),
+            ConnError::EofMidMessage => Self::Truncated,
+            ConnError::NotReceivingPayload
+            | ConnError::PayloadOverrun { .. }
+            | ConnError::TransmitOverrun { .. } => Self::Internal("socklnd framing misused"),
+            ConnError::KsockHeader(_)
+            | ConnError::MalformedZcAck(_)
+            | ConnError::UnknownZcCookie(_)
+            | ConnError::LnetHeader(_)
+            | ConnError::InvalidMessage(_)
+            | ConnError::TooManyZcAcks(_) => Self::Malformed(error),
+        }
+    }
+
+    /// The health status of the messages the connection still held.
+    /// lustre: socklnd_cb.c `ksocknal_txlist_done()` (timeouts are local timeouts; a peer that
+    /// went away or reset drops them; anything else is a local error).
+    fn status(self) -> HealthStatus {
+        match self {
+            Self::Timeout(_) | Self::StaleZcRequests => HealthStatus::LocalTimeout,
+            Self::PeerClosed | Self::Io(_) | Self::Truncated | Self::PeerRebooted => {
+                HealthStatus::RemoteDropped
+            }
+            Self::Malformed(_) | Self::Refused(_) => HealthStatus::RemoteError,
+            Self::Internal(_) => HealthStatus::LocalError,
+        }
+    }
+
+    fn is_protocol_error(self) -> bool {
+        matches!(self, Self::Malformed(_) | Self::Refused(_))
+    }
+}
+
+impl From<CloseReason> for CloseCause {
+    fn from(reason: CloseReason) -> Self {
+        match reason {
+            CloseReason::Conn(error) => Self::from_conn_error(error),
+            CloseReason::StaleZcRequests => Self::StaleZcRequests,
+        }
+    }
+}
+
+impl PeerTable {
+    // ------------------------------------------------------------------------- from the core
+
+    /// `lnd_send`: queue the message on a connection that may carry it and write at once if
+    /// the connection is idle; or hold it and dial. lustre: socklnd_cb.c `ksocknal_send()`,
+    /// `ksocknal_launch_packet()`.
+    pub(super) fn transmit(&mut self, cx: &mut Cx<'_>, transmit: Transmit) {
+        let (now, tx) = (cx.now, transmit.tx);
+        if self.closed {
+            cx.core.complete_send(now, tx, HealthStatus::LocalError);
+            return;
+        }
+        let peer_id = ProcessId::new(transmit.next_hop, transmit.header.dest_pid);
+        let token = MessageToken(self.next_token);
+        self.next_token = self.next_token.wrapping_add(1);
+        let Some(peer) = peer_entry(&mut self.peers, cx.inner, peer_id) else {
+            tracing::warn!(peer = %peer_id, "peer table full ({MAX_PEERS}): message dropped");
+            cx.core.complete_send(now, tx, HealthStatus::LocalError);
+            return;
+        };
+        match peer.conns.queue_message(since_epoch(now), &transmit.header, token) {
+            Ok(id) => {
+                self.tokens.insert(token, tx);
+                self.flush(cx, peer_id, id);
+            }
+            Err(PeerQueueError::NoConnection) => {
+                if peer_id.is_userspace() {
+                    // lustre: ksocknal_launch_packet() "Refusing to create a connection to
+                    // userspace process": only the process itself can connect.
+                    cx.core.complete_send(now, tx, HealthStatus::RemoteDropped);
+                    return;
+                }
+                if peer.pending.len() >= MAX_PENDING_MESSAGES {
+                    cx.core.complete_send(now, tx, HealthStatus::LocalError);
+                    return;
+                }
+                self.tokens.insert(token, tx);
+                peer.pending.push_back(Pending { token, header: transmit.header, since: now });
+                peer.building = true;
+                self.start_dial(cx, peer_id);
+            }
+            Err(PeerQueueError::Queue(error)) => {
+                tracing::warn!(peer = %peer_id, %error, "message cannot be queued");
+                cx.core.complete_send(now, tx, HealthStatus::LocalError);
+            }
+        }
+    }
+
+    /// A delayed receive may proceed: unpark its connection's reader.
+    pub(super) fn resume(&mut self, cx: &mut Cx<'_>, resume: Resume) {
+        let key = self.parked.remove(&resume.rx);
+        let io = key.and_then(|key| {
+            let peer = self.peers.get_mut(&key.peer)?;
+            peer.io.iter_mut().find(|io| io.serial == key.serial)
+        });
+        match io {
+            Some(io) => {
+                io.reader.resume(cx.core, cx.now, resume.action);
+                cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+            }
+            None => {
+                // The connection closed meanwhile: its payload is gone.
+                if let RecvAction::Deliver { rx, .. } = resume.action {
+                    cx.core.complete_recv(cx.now, rx, HealthStatus::RemoteDropped);
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------- from the connection
+
+    /// A connection's receive turn.
+    pub(super) fn receive(&mut self, cx: &mut Cx<'_>, key: ConnKey) -> Turn {
+        let Some(peer) = self.peers.get_mut(&key.peer) else {
+            return Turn::Closed;
+        };
+        let Some(io) = peer.io.iter_mut().find(|io| io.serial == key.serial) else {
+            return Turn::Closed;
+        };
+        let id = io.id;
+        let Some((conn, zc)) = peer.conns.conn_and_zc(id) else {
+            return Turn::Closed;
+        };
+        let mut read = ReadCx {
+            core: &mut *cx.core,
+            now: cx.now,
+            ni: cx.inner.ni,
+            conn,
+            zc,
+            stream: &io.stream,
+            parked: &mut self.parked,
+            key,
+        };
+        match io.reader.receive(&mut read) {
+            ReadOutcome::Blocked | ReadOutcome::Parked => Turn::Open { more: false },
+            ReadOutcome::Budget => Turn::Open { more: true },
+            ReadOutcome::Close(cause) => {
+                self.close_conn(cx, key.peer, id, cause);
+                Turn::Closed
+            }
+        }
+    }
+
+    /// A connection's send turn: write what it has, then say what to wait for (`None`: it is
+    /// closed).
+    pub(super) fn send(&mut self, cx: &mut Cx<'_>, key: ConnKey) -> Option<Interest> {
+        let io = self.conn_io(key)?;
+        // The task is about to look at the answer: a blocked writer needs no nudge.
+        io.awaiting_writable = true;
+        let id = io.id;
+        let flushed = self.flush(cx, key.peer, id)?;
+        let io = self.conn_io(key)?;
+        let write = flushed == Flushed::Blocked;
+        io.awaiting_writable = write;
+        Some(Interest { read: io.reader.wants_input(), write })
+    }
+
+    // ---------------------------------------------------------------- from the handshakes
+
+    /// A dial finished: add the connection, or record the failure and back off.
+    /// lustre: socklnd_cb.c `ksocknal_connect()`.
+    pub(super) fn on_dialled(
+        &mut self,
+        cx: &mut Cx<'_>,
+        peer_id: ProcessId,
+        result: Result<Dialled, DialError>,
+    ) {
+        if self.closed {
+            return;
+        }
+        let Some(peer) = self.peers.get_mut(&peer_id) else {
+            return;
+        };
+        let now = since_epoch(cx.now);
+        match result {
+            Err(error) => {
+                cx.inner.count(|c| &c.dials_failed);
+                tracing::debug!(peer = %peer_id, %error, "connection attempt failed");
+                peer.conns.on_dial_failed(now);
+                if peer.io.is_empty() {
+                    // Nothing can carry them until the backoff ends: fail them now, as the
+                    // kernel does ("-EHOSTUNREACH"); LNet may resend elsewhere.
+                    let waiting = std::mem::take(&mut peer.pending);
+                    peer.building = false;
+                    for pending in waiting {
+                        if let Some(tx) = self.tokens.remove(&pending.token) {
+                            cx.core.complete_send(cx.now, tx, HealthStatus::RemoteDropped);
+                        }
+                    }
+                }
+            }
+            Ok(dialled) => match peer.conns.on_handshake(now, &dialled.outcome, dialled.loopback) {
+                ActiveResolution::Added(id) => {
+                    cx.inner.count(|c| &c.conns_dialled);
+                    tracing::debug!(peer = %peer_id, conn = id.0, "connection dialled");
+                    self.install(cx, peer_id, id, dialled.stream, Vec::new());
+                }
+                ActiveResolution::Closed { reason, torn_down } => {
+                    cx.inner.count(|c| &c.dials_failed);
+                    tracing::debug!(peer = %peer_id, ?reason, "dialled connection not kept");
+                    self.tear_down(cx, peer_id, torn_down);
+                }
+            },
+        }
+        if self.peers.get(&peer_id).is_some_and(|peer| peer.building || !peer.pending.is_empty()) {
+            self.start_dial(cx, peer_id);
+        }
+    }
+
+    /// An incoming connection's hello is in: judge it (race, reboot, duplicates), answer, and
+    /// add it. Returns the socket with the bytes to write before closing it when refused.
+    /// lustre: socklnd.c `ksocknal_create_conn()` (passive).
+    pub(super) fn admit(
+        &mut self,
+        cx: &mut Cx<'_>,
+        handshake: &mut PassiveHandshake,
+        candidate: &Candidate,
+        stream: TcpStream,
+        loopback: bool,
+    ) -> Option<(TcpStream, Vec<u8>)> {
+        if self.closed {
+            return Some((stream, Vec::new()));
+        }
+        let peer_id = candidate.hello.peer;
+        let Some(peer) = peer_entry(&mut self.peers, cx.inner, peer_id) else {
+            tracing::warn!(peer = %peer_id, "peer table full ({MAX_PEERS}): connection refused");
+            return Some((stream, Vec::new()));
+        };
+        let admission = peer.conns.admit_passive(candidate, loopback);
+        let step = handshake.decide(admission.admission);
+        self.tear_down(cx, peer_id, admission.torn_down);
+        match step {
+            Ok(PassiveStep::Established { established, reply }) => {
+                let Some(peer) = self.peers.get_mut(&peer_id) else {
+                    return Some((stream, Vec::new()));
+                };
+                let id = peer.conns.add_conn(since_epoch(cx.now), &established);
+                cx.inner.count(|c| &c.conns_accepted);
+                tracing::debug!(peer = %peer_id, conn = id.0, "connection accepted");
+                self.install(cx, peer_id, id, stream, reply);
+                None
+            }
+            Ok(PassiveStep::Rejected(rejection)) => {
+                tracing::debug!(peer = %peer_id, reason = ?rejection.reason, "connection refused");
+                self.forget_if_idle(peer_id);
+                Some((stream, rejection.reply))
+            }
+            Ok(PassiveStep::NeedMore(_) | PassiveStep::Decide(_)) | Err(_) => {
+                self.forget_if_idle(peer_id);
+                Some((stream, Vec::new()))
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------ timers
+
+    /// Keepalives, stuck connections, messages that waited too long for a connection, dials
+    /// whose backoff ended. Returns the earliest deadline left.
+    /// lustre: socklnd_cb.c `ksocknal_check_peer_timeouts()`.
+    pub(super) fn scan(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
+        let now = since_epoch(cx.now);
+        let sock_timeout = cx.inner.tunables.sock_timeout;
+        let ids: Vec<ProcessId> = self.peers.keys().copied().collect();
+        let mut next: Option<Time> = None;
+        for peer_id in ids {
+            let Some(peer) = self.peers.get_mut(&peer_id) else {
+                continue;
+            };
+            let actions = peer.conns.handle_timeout(now);
+            while peer.pending.front().is_some_and(|p| p.since + sock_timeout <= cx.now) {
+                let Some(pending) = peer.pending.pop_front() else { break };
+                if let Some(tx) = self.tokens.remove(&pending.token) {
+                    cx.core.complete_send(cx.now, tx, HealthStatus::LocalTimeout);
+                }
+            }
+            for action in actions {
+                match action {
+                    TimeoutAction::KeepaliveQueued(id) => {
+                        self.flush(cx, peer_id, id);
+                    }
+                    TimeoutAction::Close { conn, reason } => {
+                        self.close_conn(cx, peer_id, conn, reason.into());
+                    }
+                }
+            }
+            let wants_dial =
+                self.peers.get(&peer_id).is_some_and(|p| p.building || !p.pending.is_empty());
+            if wants_dial {
+                self.start_dial(cx, peer_id);
+            }
+            if let Some(peer) = self.peers.get(&peer_id) {
+                let deadlines = peer
+                    .conns
+                    .poll_timeout()
+                    .map(time_of)
+                    .into_iter()
+                    .chain(peer.pending.front().map(|pending| pending.since + sock_timeout));
+                next = deadlines.chain(next).min();
+            }
+            self.forget_if_idle(peer_id);
+        }
+        next
+    }
+
+    /// Drops every connection (their tasks are gone with the runtime) and fails the receives
+    /// the core expected us to fill.
+    pub(super) fn shutdown(&mut self, cx: &mut Cx<'_>) {
+        self.closed = true;
+        for (_, mut peer) in self.peers.drain() {
+            for mut io in peer.io.drain(..) {
+                io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::LocalError);
+                socket::shut_down(&io.stream);
+            }
+        }
+        self.tokens.clear();
+        self.parked.clear();
+    }
+
+    // ----------------------------------------------------------------------------- helpers
+
+    fn conn_io(&mut self, key: ConnKey) -> Option<&mut ConnIo> {
+        let peer = self.peers.get_mut(&key.peer)?;
+        peer.io.iter_mut().find(|io| io.serial == key.serial)
+    }
+
+    /// Writes what connection `id` has. Returns how it ended, `None` if it closed.
+    fn flush(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId, id: ConnId) -> Option<Flushed> {
+        let peer = self.peers.get_mut(&peer_id)?;
+        let io = peer.io.iter_mut().find(|io| io.id == id)?;
+        let conn = peer.conns.conn_mut(id)?;
+        if !io.writer.has_output(conn) {
+            return Some(Flushed::Idle);
+        }
+        match io.writer.flush(cx.core, cx.now, conn, &io.stream, &mut self.tokens) {
+            Ok(Flushed::Idle) => Some(Flushed::Idle),
+            Ok(Flushed::Blocked) => {
+                if !io.awaiting_writable {
+                    // Let the task wait for room (it is idle, or about to look).
+                    io.awaiting_writable = true;
+                    cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+                }
+                Some(Flushed::Blocked)
+            }
+            Err(cause) => {
+                self.close_conn(cx, peer_id, id, cause);
+                None
+            }
+        }
+    }
+
+    /// Asks for the next connection of the peer's set, if one is wanted and allowed now.
+    fn start_dial(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId) {
+        if self.closed {
+            return;
+        }
+        let Some(peer) = self.peers.get_mut(&peer_id) else {
+            return;
+        };
+        if let Some(request) = peer.conns.poll_dial(since_epoch(cx.now)) {
+            peer.dialled = true;
+            cx.inner.post_dial(cx.node, cx.wakes, peer_id, request);
+        }
+    }
+
+    /// A connection joined the peer's set: give it a task, tell the core the peer is up, and
+    /// move waiting messages onto the set.
+    fn install(
+        &mut self,
+        cx: &mut Cx<'_>,
+        peer_id: ProcessId,
+        id: ConnId,
+        stream: TcpStream,
+        preamble: Vec<u8>,
+    ) {
+        let serial = self.next_serial;
+        self.next_serial = self.next_serial.wrapping_add(1);
+        let Some(peer) = self.peers.get_mut(&peer_id) else {
+            return;
+        };
+        let stream = Arc::new(stream);
+        let nudge = Arc::new(Notify::new());
+        let first = peer.io.is_empty();
+        peer.io.push(ConnIo {
+            id,
+            serial,
+            stream: Arc::clone(&stream),
+            nudge: Arc::clone(&nudge),
+            reader: Reader::new(),
+            writer: Writer::new(preamble),
+            awaiting_writable: false,
+        });
+        let key = ConnKey { peer: peer_id, serial };
+        cx.inner.spawn(connection::run(
+            Arc::clone(cx.inner),
+            Arc::downgrade(cx.node),
+            key,
+            stream,
+            nudge,
+        ));
+        if first {
+            if let Err(error) =
+                cx.core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, true)
+            {
+                tracing::error!(%error, "core refused a connection notice");
+            }
+        }
+        let now = since_epoch(cx.now);
+        for pending in std::mem::take(&mut peer.pending) {
+            match peer.conns.queue_message(now, &pending.header, pending.token) {
+                Ok(_) => {}
+                Err(PeerQueueError::NoConnection) => peer.pending.push_back(pending),
+                Err(PeerQueueError::Queue(error)) => {
+                    tracing::warn!(peer = %peer_id, %error, "message cannot be queued");
+                    if let Some(tx) = self.tokens.remove(&pending.token) {
+                        cx.core.complete_send(cx.now, tx, HealthStatus::LocalError);
+                    }
+                }
+            }
+        }
+        let ids: Vec<ConnId> = peer.io.iter().map(|io| io.id).collect();
+        for id in ids {
+            self.flush(cx, peer_id, id);
+        }
+    }
+
+    /// Closes one connection: fails what it held, shuts the socket, wakes its task so it
+    /// leaves. A malformed stream costs only this connection: the kernel also closes the bad
+    /// connection's siblings (`ksocknal_close_conn_and_siblings()`), but they carry well-framed
+    /// traffic and a peer with one broken stream keeps the others here.
+    fn close_conn(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId, id: ConnId, cause: CloseCause) {
+        let Some(peer) = self.peers.get_mut(&peer_id) else {
+            return;
+        };
+        let closed = peer.conns.remove_conn(id);
+        self.finish_close(cx, peer_id, id, closed, cause);
+    }
+
+    /// Closes the I/O side of connections the protocol side already dropped (a rebooted peer).
+    fn tear_down(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId, torn_down: Vec<ClosedConn>) {
+        for closed in torn_down {
+            cx.inner.count(|c| &c.peer_reboots);
+            let id = closed.conn.id();
+            self.finish_close(cx, peer_id, id, Some(closed), CloseCause::PeerRebooted);
+        }
+    }
+
+    fn finish_close(
+        &mut self,
+        cx: &mut Cx<'_>,
+        peer_id: ProcessId,
+        id: ConnId,
+        closed: Option<ClosedConn>,
+        cause: CloseCause,
+    ) {
+        let Some(peer) = self.peers.get_mut(&peer_id) else {
+            return;
+        };
+        let status = cause.status();
+        if let Some(closed) = closed {
+            for token in closed.conn.abort().into_iter().chain(closed.zc_aborted) {
+                if let Some(tx) = self.tokens.remove(&token) {
+                    cx.core.complete_send(cx.now, tx, status);
+                }
+            }
+        }
+        let Some(index) = peer.io.iter().position(|io| io.id == id) else {
+            return;
+        };
+        let mut io = peer.io.swap_remove(index);
+        io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::RemoteError);
+        socket::shut_down(&io.stream);
+        cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+        cx.inner.count(|c| &c.conns_closed);
+        match cause {
+            _ if cause.is_protocol_error() => {
+                cx.inner.count(|c| &c.protocol_errors);
+                tracing::warn!(peer = %peer_id, %cause, "closing connection");
+            }
+            CloseCause::Timeout(_) | CloseCause::StaleZcRequests => {
+                cx.inner.count(|c| &c.timeouts);
+                tracing::warn!(peer = %peer_id, %cause, "closing connection");
+            }
+            CloseCause::Internal(_) => {
+                tracing::error!(peer = %peer_id, %cause, "closing connection")
+            }
+            _ => tracing::debug!(peer = %peer_id, %cause, "connection closed"),
+        }
+        if peer.io.is_empty() {
+            peer.building = !peer.pending.is_empty();
+            if let Err(error) =
+                cx.core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, false)
+            {
+                tracing::error!(%error, "core refused a connection notice");
+            }
+            if peer.building {
+                self.start_dial(cx, peer_id);
+            }
+        }
+        self.forget_if_idle(peer_id);
+    }
+
+    /// Drops the entry of a peer with no connection and nothing waiting, unless we dial it
+    /// (its backoff must survive). This bounds the table by the peers we talk to: a userspace
+    /// peer is known only by a connection's port and cannot come back under that name, and a
+    /// peer that only connected to us starts afresh if it connects again.
+    fn forget_if_idle(&mut self, peer_id: ProcessId) {
+        let idle = self.peers.get(&peer_id).is_some_and(|peer| {
+            peer.io.is_empty()
+                && peer.pending.is_empty()
+                && (!peer.dialled || peer_id.is_userspace())
+        });
+        if idle {
+            self.peers.remove(&peer_id);
+        }
+    }
+}
+
+/// The peer's entry, created if there is room.
+fn peer_entry<'a>(
+    peers: &'a mut HashMap<ProcessId, Peer>,
+    inner: &Inner,
+    peer_id: ProcessId,
+) -> Option<&'a mut Peer> {
+    if !peers.contains_key(&peer_id) && peers.len() >= MAX_PEERS {
+        return None;
+    }
+    Some(peers.entry(peer_id).or_insert_with(|| Peer {
+        conns: PeerConns::new(inner.identity, peer_id, inner.peer_config),
+        io: Vec::new(),
+        pending: VecDeque::new(),
+        building: false,
+        dialled: false,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use ulnet_proto::socklnd::zc::UnknownZcCookie;
+    use ulnet_proto::wire::ksock::{KsockError, ZcAck};
+
+    use super::*;
+
+    #[test]
+    fn close_causes_are_classified_as_the_kernel_does() {
+        let unknown =
+            ConnError::UnknownZcCookie(UnknownZcCookie { ack: ZcAck::Single(9), unknown: 1 });
+        let malformed = CloseCause::from_conn_error(unknown);
+        assert_eq!(malformed, CloseCause::Malformed(unknown));
+        assert!(malformed.is_protocol_error());
+        assert_eq!(malformed.status(), HealthStatus::RemoteError);
+        let bad_type =
+            CloseCause::from_conn_error(ConnError::KsockHeader(KsockError::UnknownMsgType(7)));
+        assert!(bad_type.is_protocol_error());
+
+        let timeout = CloseCause::from_conn_error(ConnError::SendTimeout);
+        assert_eq!(timeout, CloseCause::Timeout(ConnError::SendTimeout));
+        assert!(!timeout.is_protocol_error());
+        assert_eq!(timeout.status(), HealthStatus::LocalTimeout);
+
+        assert_eq!(CloseCause::from_conn_error(ConnError::EofMidMessage), CloseCause::Truncated);
+        assert_eq!(CloseCause::Truncated.status(), HealthStatus::RemoteDropped);
+        assert_eq!(CloseCause::PeerRebooted.status(), HealthStatus::RemoteDropped);
+        assert!(matches!(
+            CloseCause::from_conn_error(ConnError::TransmitOverrun { excess: 1 }),
+            CloseCause::Internal(_)
+        ));
+        assert_eq!(
+            CloseCause::from(CloseReason::StaleZcRequests).status(),
+            HealthStatus::LocalTimeout
+        );
+    }
+}
