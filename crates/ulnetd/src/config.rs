@@ -28,13 +28,14 @@
 use std::path::Path;
 
 use serde::Deserialize as _;
+pub use ulnet::AcceptPolicy;
 use ulnet_config::model::{self, Config, GlobalSettings, HostInterface, ImportMode};
 use yaml_serde::Value;
 
 use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
-pub const DEFAULT_ACCEPT_PORT: u16 = 988;
+pub const DEFAULT_ACCEPT_PORT: u16 = ulnet::proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
 
 /// The port of the embedded default configuration and the demo: high, so no root is needed.
 pub const UNPRIVILEGED_PORT: u16 = 7988;
@@ -56,32 +57,10 @@ net:
         - nid: 127.0.0.2@tcp
 ";
 
-/// `accept`: which connections the acceptor takes.
-/// lustre: acceptor.c `accept` ("secure", "all", "none"), `lnet_accept()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AcceptPolicy {
-    /// Only from privileged source ports (below 1024), as the kernel by default.
-    Secure,
-    /// From any source port: needed between unprivileged nodes.
-    All,
-    /// No acceptor: this node only dials out.
-    None,
-}
-
-impl AcceptPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Secure => "secure",
-            Self::All => "all",
-            Self::None => "none",
-        }
-    }
-
-    /// The default: the kernel's `secure` for root, `all` otherwise, since unprivileged
-    /// peers dial from unprivileged ports that `secure` refuses.
-    pub fn default_for(root: bool) -> Self {
-        if root { Self::Secure } else { Self::All }
-    }
+/// The default `accept` policy: the kernel's `secure` for root, `all` otherwise, since
+/// unprivileged peers dial from unprivileged ports that `secure` refuses.
+pub fn default_accept_policy(root: bool) -> AcceptPolicy {
+    if root { AcceptPolicy::Secure } else { AcceptPolicy::All }
 }
 
 /// The TCP settings every tcp NI of the node shares (module parameters in the kernel).
@@ -93,7 +72,7 @@ pub struct TcpSettings {
 
 impl TcpSettings {
     pub fn default_for(root: bool) -> Self {
-        Self { accept_port: DEFAULT_ACCEPT_PORT, accept: AcceptPolicy::default_for(root) }
+        Self { accept_port: DEFAULT_ACCEPT_PORT, accept: default_accept_policy(root) }
     }
 }
 
@@ -253,14 +232,10 @@ fn accept_port(value: &Value) -> Result<u16, ConfigError> {
     }
 }
 
+/// lustre: acceptor.c `accept2secure()`.
 fn accept_policy(value: &Value) -> Result<AcceptPolicy, ConfigError> {
     let text = scalar_text(value);
-    match text.trim() {
-        "secure" => Ok(AcceptPolicy::Secure),
-        "all" => Ok(AcceptPolicy::All),
-        "none" => Ok(AcceptPolicy::None),
-        _ => Err(ConfigError::BadAcceptPolicy(text)),
-    }
+    text.trim().parse().map_err(|_| ConfigError::BadAcceptPolicy(text))
 }
 
 /// Warnings for the sections ulnetd parses but does not apply yet.

@@ -26,7 +26,7 @@ pub enum DemoLnd {
 }
 
 /// The demo's LND: the one line to change between TCP and the in-process fabric.
-pub const DEMO_LND: DemoLnd = DemoLnd::Mem;
+pub const DEMO_LND: DemoLnd = DemoLnd::Tcp;
 
 /// The demo's TCP port: unprivileged, and not the default daemon's 7988, so the demo runs
 /// next to a default `ulnetd`.

@@ -27,8 +27,8 @@ use ulnet::proto::engine::{
     PingReply as EnginePingReply, PingStartError,
 };
 use ulnet::{
-    BuildError, DiscoverError, LNET_PID_ANY, LndKind, MemFabric, NiConfig, Node, NodeBuilder,
-    PingError, ProcessId, ResponseTracking, Tunables,
+    BuildError, ConnsPerPeer, DiscoverError, LNET_PID_ANY, LndKind, MemFabric, NiConfig, Node,
+    NodeBuilder, PingError, ProcessId, ResponseTracking, Tunables,
 };
 use ulnet_config::model::{
     self, Config, ExecCommand, GlobalSettings, HostInterface, LocalNiConfig, NetConfig,
@@ -700,16 +700,24 @@ pub fn build_node(
     builder.build()
 }
 
-/// The one place a tcp NI is handed to the TCP LND.
+/// The one place a tcp NI is handed to the TCP LND: the net's socklnd tunables and the
+/// node-wide acceptor settings, socklnd's defaults for the rest.
 fn tcp_ni(
     builder: NodeBuilder,
     config: NiConfig,
     socklnd: SocklndTunables,
     tcp: TcpSettings,
 ) -> NodeBuilder {
-    // The TCP LND takes the NID only until its configuration lands (tunables, port, policy).
-    let _ = (socklnd, tcp);
-    builder.tcp_ni(config.nid)
+    let tunables = ulnet::SocklndTunables {
+        accept_port: tcp.accept_port,
+        accept: tcp.accept,
+        // In range: the importer and the CLI check 0..=127.
+        conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),
+        // -1 is "not set".
+        tos: u8::try_from(socklnd.tos).ok(),
+        ..ulnet::SocklndTunables::default()
+    };
+    builder.tcp_ni_config(config, tunables)
 }
 
 /// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks
@@ -853,7 +861,9 @@ fn build_error(error: &BuildError) -> ControlError {
     let code = match error {
         BuildError::Config(_) => errno::EINVAL,
         BuildError::FabricNidTaken(_) => errno::EEXIST,
-        BuildError::TcpUnavailable(_) => errno::EOPNOTSUPP,
+        BuildError::TcpNotIp(_) => errno::EINVAL,
+        // The kernel's acceptor failing to bind: socklnd startup fails with the socket error.
+        BuildError::TcpListen { source, .. } => source.raw_os_error().unwrap_or(errno::EIO),
         _ => errno::EIO,
     };
     ControlError::refused(code, format!("cannot add LNet NI: {error}"))

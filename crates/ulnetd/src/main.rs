@@ -81,7 +81,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     }
     tracing::info!(
         accept_port = config.tcp.accept_port,
-        accept = config.tcp.accept.name(),
+        accept = %config.tcp.accept,
         "TCP settings"
     );
     let (socket, _) = ulnet_control::path::socket_path(cli.socket.clone());

@@ -23,3 +23,10 @@ fn assert_complete(text: &str) {
 fn the_demo_runs_over_the_in_process_fabric() {
     assert_complete(&run(DemoLnd::Mem));
 }
+
+#[test]
+fn the_demo_runs_over_tcp() {
+    let text = run(DemoLnd::Tcp);
+    assert!(text.starts_with("# ulnetd demo: two nodes over TCP"), "{text}");
+    assert_complete(&text);
+}

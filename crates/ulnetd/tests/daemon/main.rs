@@ -13,6 +13,7 @@ mod demo;
 mod lifecycle;
 mod live;
 mod support;
+mod tcp;
 
 use std::time::Duration;
 
