@@ -18,7 +18,7 @@
 //!         - nid: 127.0.0.2@tcp
 //! ```
 //!
-//! These two keys are taken out before the rest goes to [`ulnet_config::model::import`], so
+//! These two keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. Peers, routes, routing, buffers
 //! and UDSP rules are parsed and ignored with a warning: ulnetd does not implement them yet.
 //!
