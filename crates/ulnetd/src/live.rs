@@ -616,13 +616,19 @@ fn ping_timeout(timeout_ms: Option<u32>) -> Duration {
 
 /// A ping's answer as `lnetctl ping` prints it: the peer's primary NID and Multi-Rail flag
 /// from the peer table (`<?>` without a peer), the buffer's NIDs without `0@lo`.
+/// Our own network NIDs have no peer in the engine; the kernel creates a fresh one for
+/// them when it sends (primary NID the target, not yet multi-rail), which this reports.
 fn ping_reply(node: &Node, target: Nid, answer: &EnginePingReply) -> PingReply {
-    let peer = node.peer_info(target);
+    let (primary_nid, multi_rail) = match node.peer_info(target) {
+        Some(peer) => (peer.primary_nid, peer.multi_rail()),
+        None if target != Nid::LO_0 && node.nids().contains(&target) => (target, false),
+        None => (Nid::ANY, false),
+    };
     let info = &answer.info;
     let nids = info.nids.iter().chain(info.large.iter()).map(|entry| entry.nid);
     PingReply {
-        primary_nid: peer.as_ref().map_or(Nid::ANY, |peer| peer.primary_nid).to_string(),
-        multi_rail: peer.as_ref().is_some_and(|peer| peer.multi_rail()),
+        primary_nid: primary_nid.to_string(),
+        multi_rail,
         nids: nids.filter(|nid| *nid != Nid::LO_0).map(|nid| nid.to_string()).collect(),
     }
 }

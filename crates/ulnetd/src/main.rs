@@ -101,7 +101,8 @@ fn run(cli: &Cli, started: Instant) -> u8 {
         // Logged first, so whoever sees the ready line finds it in the log too.
         tracing::info!(
             startup_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "{line}"
+            "{}",
+            line.strip_prefix("ulnetd: ").unwrap_or(&line)
         );
         let mut stdout = std::io::stdout().lock();
         // A closed stdout must not stop the daemon; the log has the same facts.
