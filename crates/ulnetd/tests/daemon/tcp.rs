@@ -133,3 +133,38 @@ fn idle_rss_and_startup_with_a_tcp_ni() {
     assert!(rss > 0);
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
 }
+
+#[test]
+fn three_daemons_and_concurrent_pings() {
+    let port = free_port();
+    let nids: Vec<String> = (2..5).map(|host| nid(6, host)).collect();
+    let daemons: Vec<Process> = nids.iter().map(|nid| spawn(nid, port)).collect();
+    // Every daemon pings the two others, eight clients at once on each.
+    std::thread::scope(|scope| {
+        for (index, daemon) in daemons.iter().enumerate() {
+            for client in 0..8 {
+                let target = &nids[(index + 1 + client % 2) % nids.len()];
+                let socket = &daemon.socket;
+                scope.spawn(move || {
+                    let run = crate::support::ulnetctl(socket, &["ping", target]);
+                    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+                    assert!(
+                        run.stdout.contains(&format!("primary nid: {target}")),
+                        "{}",
+                        run.stdout
+                    );
+                });
+            }
+        }
+    });
+    // Peers come in the order the concurrent pings created them.
+    let run = daemons[0].ulnetctl(&["peer", "list"]);
+    assert_eq!(run.stdout.matches("nid: ").count(), 2, "{}", run.stdout);
+    assert!(run.stdout.contains(&nids[1]) && run.stdout.contains(&nids[2]), "{}", run.stdout);
+    let run = daemons[1].ulnetctl(&["discover", &nids[2], &nids[0]]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout.matches("Multi-Rail: true").count(), 2, "{}", run.stdout);
+    for daemon in daemons {
+        stop(daemon);
+    }
+}
