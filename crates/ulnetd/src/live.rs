@@ -880,3 +880,94 @@ fn import_error(error: &NetError) -> ControlError {
     let control = error.to_control();
     ControlError::Import { errno: control.errno(), descr: control.descr() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_net_add_request_becomes_a_net_item() {
+        let add = NetAdd {
+            net: Some("tcp1".into()),
+            nis: vec![
+                LocalNiSpec::Nid { nid: "127.0.1.2@tcp1".into() },
+                LocalNiSpec::Interface { name: "lo".into(), cpts: Some("[0]".into()) },
+            ],
+            cpts: Some("0".into()),
+            ..NetAdd::default()
+        };
+        let config = net_config_of(&add).unwrap();
+        assert_eq!(config.net, "tcp1".parse().unwrap());
+        assert_eq!(config.nis.len(), 2);
+        assert_eq!(config.nis[0].nid, Some("127.0.1.2@tcp1".parse().unwrap()));
+        assert_eq!(config.nis[1].interfaces[0].name, "lo");
+        assert!(config.cpts.is_some());
+    }
+
+    #[test]
+    fn bad_net_add_requests_are_refused_by_kind() {
+        let bad_net = NetAdd { net: Some("nonet".into()), ..NetAdd::default() };
+        assert_eq!(net_config_of(&bad_net), Err(NetError::BadNet("nonet".into())));
+        let bad_nid = NetAdd {
+            net: Some("tcp".into()),
+            nis: vec![LocalNiSpec::Nid { nid: "1.2.3@tcp".into() }],
+            ..NetAdd::default()
+        };
+        assert_eq!(net_config_of(&bad_nid), Err(NetError::BadNid("1.2.3@tcp".into())));
+        let bad_cpt =
+            NetAdd { net: Some("tcp".into()), cpts: Some("[x".into()), ..NetAdd::default() };
+        assert_eq!(net_config_of(&bad_cpt), Err(NetError::BadCpt("[x".into())));
+    }
+
+    #[test]
+    fn nidlists_expand_and_bad_ones_are_refused() {
+        let texts = vec!["127.0.0.[2-3]@tcp,127.0.0.9@tcp".to_string(), "0@lo".to_string()];
+        let nids = parse_targets(&texts).unwrap();
+        let shown: Vec<String> = nids.iter().map(Nid::to_string).collect();
+        assert_eq!(shown, ["127.0.0.2@tcp", "127.0.0.3@tcp", "127.0.0.9@tcp", "0@lo"]);
+        assert_eq!(
+            parse_targets(&["nonsense".to_string()]),
+            Err(ControlError::refused(errno::EINVAL, "cannot parse NID"))
+        );
+        assert_eq!(
+            parse_targets(&[]),
+            Err(ControlError::refused(errno::ENOENT, "Ping needs NID targets"))
+        );
+        let too_many = vec!["10.0.[0-255].[0-255]@tcp".to_string()];
+        assert_eq!(
+            parse_targets(&too_many),
+            Err(ControlError::refused(errno::EINVAL, "cannot parse NID"))
+        );
+    }
+
+    #[test]
+    fn ping_timeouts_follow_the_kernel() {
+        assert_eq!(ping_timeout(None), DEFAULT_PING_TIMEOUT);
+        assert_eq!(ping_timeout(Some(0)), DEFAULT_PING_TIMEOUT);
+        assert_eq!(ping_timeout(Some(2500)), Duration::from_millis(2500));
+        assert_eq!(ping_timeout(Some(200_000)), DEFAULT_PING_TIMEOUT);
+    }
+
+    #[test]
+    fn ping_failures_carry_the_kernels_errnos() {
+        assert_eq!(ping_errno(&PingError::Failed(EnginePingFailure::TimedOut)), -5);
+        let unreachable = EnginePingFailure::Send(ulnet::EventStatus::HostUnreachable);
+        assert_eq!(ping_errno(&PingError::Failed(unreachable)), -113);
+        assert_eq!(ping_errno(&PingError::Start(PingStartError::AnyNid)), -22);
+        assert_eq!(ping_errno(&PingError::Start(PingStartError::TooManyPings)), -12);
+        let failed = DiscoverError::Failed(ulnet::EventStatus::TimedOut);
+        assert_eq!(discover_errno(&failed), -110);
+    }
+
+    #[test]
+    fn settings_map_onto_the_engines_tunables() {
+        let mut settings = GlobalSettings::default();
+        settings.set(model::GlobalKey::ResponseTracking, 2).unwrap();
+        settings.set(model::GlobalKey::Discovery, 0).unwrap();
+        let tunables = engine_tunables(&settings);
+        assert_eq!(tunables.response_tracking, ResponseTracking::PutWithAck);
+        assert!(!tunables.discovery);
+        assert_eq!(tunables.transaction_timeout, Duration::from_secs(150));
+        assert_eq!(engine_tunables(&GlobalSettings::default()), Tunables::default());
+    }
+}

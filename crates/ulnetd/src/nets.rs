@@ -453,6 +453,16 @@ mod tests {
     }
 
     #[test]
+    fn the_default_interface_is_the_first_up_ipv4_one_but_lo() {
+        assert_eq!(default_interface(Net::TCP, &host()), Ok("eth0".to_string()));
+        let only_lo = &host()[..1];
+        assert_eq!(
+            default_interface(Net::TCP, only_lo),
+            Err(NetError::NoDefaultInterface(Net::TCP))
+        );
+    }
+
+    #[test]
     fn errors_carry_the_kernel_answers() {
         let control = NetError::DuplicateNid(Nid::LO_0).to_control();
         assert_eq!(control.errno(), -17);
