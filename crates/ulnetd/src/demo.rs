@@ -21,7 +21,7 @@ use crate::nets::{NetSpec, NiSpec, SocklndTunables};
 pub enum DemoLnd {
     /// Real TCP on 127.0.0.2 and 127.0.0.3.
     Tcp,
-    /// The in-process fabric, for builds without the TCP LND.
+    /// The in-process fabric: the same demo without sockets.
     Mem,
 }
 

@@ -52,7 +52,7 @@ use crate::view;
 pub enum LndChoice {
     /// socklnd over real TCP sockets.
     Tcp(TcpSettings),
-    /// The in-process fabric: nodes of one process only (tests, the demo before TCP).
+    /// The in-process fabric: nodes of one process only (tests, the demo without sockets).
     Mem(MemFabric),
 }
 
