@@ -2,7 +2,8 @@
 //! `127.0.0.2@tcp` and `127.0.0.3@tcp`, each with its own control socket in a temporary
 //! directory; `ulnetctl` commands against them (the CLI's own code, output as it prints it);
 //! a ping; a 1 MiB PUT and a 4 KiB GET through the public API with the data checked; the
-//! statistics; a graceful stop.
+//! statistics; a short lnet_selftest run (an lst console on a third node drives `brw write`
+//! between the two and prints the bandwidth as `lst stat` does); a graceful stop.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -83,7 +84,7 @@ pub fn demo(out: &mut dyn Write, lnd: DemoLnd) -> Result<(), DemoError> {
     writeln!(out, "# ulnetd demo: two nodes over {transport}, no root needed\n")?;
     let [a_nid, b_nid] = DEMO_NIDS;
     let a = start(a_nid, &dir.0.join("a.sock"), fabric.clone())?;
-    let b = start(b_nid, &dir.0.join("b.sock"), fabric)?;
+    let b = start(b_nid, &dir.0.join("b.sock"), fabric.clone())?;
     writeln!(out, "{}\n{}\n", a.ready_line(), b.ready_line())?;
 
     ulnetctl(out, "a", &a, &["net", "show"])?;
@@ -97,6 +98,7 @@ pub fn demo(out: &mut dyn Write, lnd: DemoLnd) -> Result<(), DemoError> {
     ulnetctl(out, "a", &a, &["stats", "show"])?;
     ulnetctl(out, "a", &a, &["peer", "show"])?;
     ulnetctl(out, "b", &b, &["net", "show", "-v", "2", "--net", "tcp"])?;
+    selftest(out, fabric.as_ref())?;
 
     let sockets = [a.socket().to_path_buf(), b.socket().to_path_buf()];
     a.shutdown();
@@ -104,6 +106,72 @@ pub fn demo(out: &mut dyn Write, lnd: DemoLnd) -> Result<(), DemoError> {
     let gone = sockets.iter().all(|socket| !socket.exists());
     writeln!(out, "# stopped both nodes; control sockets removed: {gone}")?;
     Ok(())
+}
+
+/// The lst console's node, beside the two daemons.
+pub const CONSOLE_NID: &str = "127.0.0.4@tcp";
+
+/// lnet_selftest between the two daemons (each hosts the service), driven by a console node
+/// through `ulst`'s command layer, exactly as `lst` would be typed.
+fn selftest(out: &mut dyn Write, fabric: Option<&MemFabric>) -> Result<(), DemoError> {
+    let [a_nid, b_nid] = DEMO_NIDS;
+    let nid: ulnet::Nid = CONSOLE_NID.parse().unwrap_or(ulnet::Nid::LO_0);
+    let builder = match fabric {
+        Some(fabric) => Node::builder().mem_ni(nid, fabric),
+        None => {
+            let tunables = ulnet::SocklndTunables {
+                accept_port: DEMO_PORT,
+                accept: ulnet::AcceptPolicy::All,
+                ..Default::default()
+            };
+            Node::builder().tcp_ni(nid, tunables)
+        }
+    };
+    let failed = |reason: String| DemoError::Transfer { what: "lnet_selftest", reason };
+    let node = builder.build().map_err(|error| failed(error.to_string()))?;
+    let console = ulnet_selftest::Console::new(&node).map_err(|error| failed(error.to_string()))?;
+    writeln!(out, "# lnet_selftest: an lst console on {CONSOLE_NID} tests {a_nid} -> {b_nid}\n")?;
+    let script = [
+        "new_session demo".to_string(),
+        format!("add_group clients {a_nid}"),
+        format!("add_group servers {b_nid}"),
+        "add_batch bulk".to_string(),
+        "add_test --batch bulk --concurrency 8 --from clients --to servers brw write size=1M"
+            .to_string(),
+        "run bulk".to_string(),
+        "stat --delay 2 --count 1 servers".to_string(),
+        "stop bulk".to_string(),
+        "show_error clients servers".to_string(),
+        "end_session".to_string(),
+    ];
+    let env =
+        ulnet_selftest::cli::Env { session: Some(std::process::id().to_string()), features: None };
+    let mut result = Ok(());
+    for line in &script {
+        writeln!(out, "[console]$ lst {line}")?;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let never = || false;
+        let mut io = ulnet_selftest::cli::Io {
+            stdout: &mut stdout,
+            stderr: &mut stderr,
+            terminal: false,
+            cancelled: &never,
+        };
+        let args = std::iter::once("lst".to_string())
+            .chain(line.split_whitespace().map(str::to_string))
+            .collect();
+        let status = ulnet_selftest::cli::run(args, &env, &console, &mut io);
+        out.write_all(&stdout)?;
+        out.write_all(&stderr)?;
+        if status != 0 {
+            result = Err(failed(format!("`lst {line}` exited with {status}")));
+            break;
+        }
+    }
+    writeln!(out)?;
+    drop(console);
+    node.shutdown();
+    result
 }
 
 fn start(nid: &'static str, socket: &Path, fabric: Option<MemFabric>) -> Result<Daemon, DemoError> {

@@ -70,6 +70,9 @@ pub struct LiveNode {
 struct State {
     /// `None` while LNet is unconfigured (`lnet unconfigure`, or a failed rebuild).
     node: Option<Node>,
+    /// The lnet_selftest service hosted on `node` (every kernel node runs it when the
+    /// lnet_selftest module is loaded; ulnetd always does). Replaced with the node.
+    selftest: Option<ulnet_selftest::SelftestService>,
     nets: Vec<NetSpec>,
     settings: GlobalSettings,
     /// Set by [`LiveNode::shutdown`]: no more changes.
@@ -88,7 +91,13 @@ impl LiveNode {
         Ok(Self {
             lnd,
             boot_nets: nets.clone(),
-            state: Mutex::new(State { node: Some(node), nets, settings, stopping: false }),
+            state: Mutex::new(State {
+                selftest: host_selftest(&node),
+                node: Some(node),
+                nets,
+                settings,
+                stopping: false,
+            }),
         })
     }
 
@@ -108,6 +117,7 @@ impl LiveNode {
         let node = {
             let mut state = self.lock();
             state.stopping = true;
+            state.selftest = None;
             state.node.take()
         };
         if let Some(node) = node {
@@ -171,6 +181,7 @@ impl LiveNode {
         let node = {
             let mut state = self.lock_unless_stopping()?;
             state.nets.clear();
+            state.selftest = None;
             state.node.take()
         };
         if let Some(node) = node {
@@ -529,12 +540,14 @@ impl LiveNode {
     /// Replaces the node with one running `nets`; on failure the previous configuration
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
+        state.selftest = None;
         if let Some(old) = state.node.take() {
             old.shutdown();
         }
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(node.nids()), "node rebuilt");
+                state.selftest = host_selftest(&node);
                 state.node = Some(node);
                 state.nets = nets;
                 Ok(())
@@ -542,7 +555,10 @@ impl LiveNode {
             Err(error) => {
                 tracing::warn!(%error, "the new configuration failed to start");
                 match build_node(&self.lnd, &state.nets, &state.settings) {
-                    Ok(node) => state.node = Some(node),
+                    Ok(node) => {
+                        state.selftest = host_selftest(&node);
+                        state.node = Some(node);
+                    }
                     Err(again) => {
                         tracing::error!(error = %again, "the previous configuration failed to restart: LNet is down");
                         state.nets.clear();
@@ -550,6 +566,18 @@ impl LiveNode {
                 }
                 Err(build_error(&error))
             }
+        }
+    }
+}
+
+/// Starts the selftest service on `node`. A failure leaves the node serving without it (logged):
+/// lnet_selftest is an optional module in Lustre too.
+fn host_selftest(node: &Node) -> Option<ulnet_selftest::SelftestService> {
+    match ulnet_selftest::SelftestService::start(node) {
+        Ok(service) => Some(service),
+        Err(error) => {
+            tracing::warn!(%error, "lnet_selftest service not started");
+            None
         }
     }
 }
