@@ -90,7 +90,7 @@ impl RpcError {
     }
 }
 
-/// Why an [`Endpoint`] did not start.
+/// Why the selftest service or console endpoint did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("setting lazy portal {portal}: {source}")]

@@ -6,6 +6,7 @@ use std::io;
 
 use ulnet_proto::addr::Nid;
 use ulnet_proto::engine as core;
+use ulnet_proto::engine::tunables::TunablesError;
 use ulnet_proto::engine::{EventKind, EventStatus};
 
 /// Building a [`Node`](crate::Node).
@@ -149,6 +150,17 @@ pub enum DiscoverError {
 pub enum PortalError {
     #[error(transparent)]
     Core(#[from] core::PortalError),
+    #[error("the node is shut down")]
+    ShutDown,
+}
+
+/// [`Node::set_tunables`](crate::Node::set_tunables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetTunablesError {
+    /// Lustre's checks refused the values (e.g. `transaction_timeout` not above
+    /// `retry_count`).
+    #[error(transparent)]
+    Invalid(#[from] TunablesError),
     #[error("the node is shut down")]
     ShutDown,
 }

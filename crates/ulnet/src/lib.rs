@@ -65,7 +65,8 @@ pub use ulnet_proto as proto;
 
 pub use error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
-    MeUnlinkError, PingError, PortalError, PostError, RecvError, ShutDown, TransferError,
+    MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,
+    TransferError,
 };
 pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
@@ -73,10 +74,11 @@ pub use lnd::tcp::TcpStats;
 pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
 pub use transfer::Completion;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
+pub use ulnet_proto::engine::tunables::TunablesError;
 pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
     LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,
-    PeerNiStats, PutRequest, Rejected, Threshold, Tunables, UnlinkMode,
+    PeerNiStats, PutRequest, Rejected, ResponseTracking, Threshold, Tunables, UnlinkMode,
 };
 pub use ulnet_proto::link_model::LinkConfig;
 pub use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};

@@ -22,7 +22,7 @@ use crate::clock;
 use crate::driver::{self, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
 use crate::error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
-    MeUnlinkError, PingError, PortalError, ShutDown,
+    MeUnlinkError, PingError, PortalError, SetTunablesError, ShutDown,
 };
 use crate::event_queue::{EqShared, EventQueue};
 use crate::lnd::Lnd;
@@ -344,6 +344,20 @@ impl Node {
         self.call(|core, now| core.engine.clear_lazy_portal(now, portal))
             .map_err(|ShutDown| PortalError::ShutDown)?
             .map_err(PortalError::Core)
+    }
+
+    /// The global tunables in force.
+    pub fn tunables(&self) -> Tunables {
+        self.locked(|core, _| *core.engine.tunables())
+    }
+
+    /// Replaces the global tunables live (`lnetctl set transaction_timeout ...`): checked as
+    /// at build time, applied from the next send on; deadlines already armed keep theirs.
+    /// Turning discovery on or off installs a new ping buffer and pushes it to peers.
+    pub fn set_tunables(&self, tunables: Tunables) -> Result<(), SetTunablesError> {
+        self.call(|core, now| core.engine.set_tunables(now, tunables))
+            .map_err(|ShutDown| SetTunablesError::ShutDown)?
+            .map_err(SetTunablesError::Invalid)
     }
 
     /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it

@@ -172,3 +172,20 @@ fn every_call_after_shutdown_says_so() {
     let error = node.get_into(lo_target(&node), 1, 0, vec![0; 4], HANG_GUARD).unwrap_err();
     assert_eq!(error, TransferError::Bind(MdBindError::ShutDown));
 }
+
+#[test]
+fn tunables_change_live_bad_ones_are_refused_and_a_closed_node_refuses() {
+    let node = Node::loopback().unwrap();
+    assert_eq!(node.tunables(), Tunables::default());
+    let changed = Tunables { retry_count: 1, ..Tunables::default() };
+    assert_eq!(node.set_tunables(changed), Ok(()));
+    assert_eq!(node.tunables(), changed);
+    let bad = Tunables { health_sensitivity: 1001, ..Tunables::default() };
+    assert_eq!(
+        node.set_tunables(bad),
+        Err(SetTunablesError::Invalid(TunablesError::SensitivityTooLarge(1001)))
+    );
+    assert_eq!(node.tunables(), changed);
+    node.shutdown();
+    assert_eq!(node.set_tunables(changed), Err(SetTunablesError::ShutDown));
+}

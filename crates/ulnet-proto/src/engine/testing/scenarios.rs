@@ -1180,6 +1180,65 @@ fn two_rail_constructor_rejects_bad_configs() {
 }
 
 #[test]
+fn tunables_change_live_and_bad_ones_are_refused() {
+    use crate::engine::tunables::{ResponseTracking, Tunables, TunablesError};
+    let mut h = Harness::pair();
+    let now = h.now();
+    let node = h.node_mut(0);
+    let fast = Tunables {
+        transaction_timeout: Duration::from_secs(10),
+        retry_count: 0,
+        response_tracking: ResponseTracking::Get,
+        ..*node.tunables()
+    };
+    assert_eq!(node.set_tunables(now, fast), Ok(()));
+    assert_eq!(*node.tunables(), fast);
+    let slow = Tunables { transaction_timeout: Duration::from_secs(1), retry_count: 2, ..fast };
+    assert_eq!(node.set_tunables(now, slow), Err(TunablesError::TimeoutNotAboveRetryCount));
+    assert_eq!(*node.tunables(), fast, "a refused change leaves the tunables alone");
+    // A PUT with an ACK is no longer tracked (response_tracking 1: GETs only): the target
+    // never answering leaves the MD waiting instead of timing out after 10 s.
+    let md = h.bind(0, source(b"x", 2));
+    let target = h.process(1);
+    h.put(0, &put_to(md, target, true)).unwrap();
+    h.run_for(Duration::from_secs(20));
+    assert_eq!(h.node(0).stats().response_timeout_count, 0);
+    // Tracking both again: the next one times out after the new 10 s.
+    let both = Tunables { response_tracking: ResponseTracking::Both, ..fast };
+    let now = h.now();
+    h.node_mut(0).set_tunables(now, both).unwrap();
+    let md = h.bind(0, source(b"y", 2));
+    h.put(0, &put_to(md, target, true)).unwrap();
+    h.run_for(Duration::from_secs(11));
+    assert_eq!(h.node(0).stats().response_timeout_count, 1);
+}
+
+#[test]
+fn turning_discovery_off_and_on_changes_the_ping_buffer() {
+    use crate::engine::tunables::Tunables;
+    use crate::wire::ping::LNET_PING_FEAT_DISCOVERY;
+    let mut h = Harness::pair();
+    let now = h.now();
+    let node = h.node_mut(0);
+    let advertised = |node: &Node| node.local_ping_info().features & LNET_PING_FEAT_DISCOVERY != 0;
+    assert!(advertised(node));
+    let sequence = node.local_ping_info().sequence;
+    let off = Tunables { discovery: false, ..*node.tunables() };
+    node.set_tunables(now, off).unwrap();
+    assert!(!advertised(node));
+    assert!(node.local_ping_info().sequence > sequence, "a new buffer");
+    let on = Tunables { discovery: true, ..off };
+    node.set_tunables(now, on).unwrap();
+    assert!(advertised(node));
+    // Changing something else leaves the buffer alone.
+    let sequence = node.local_ping_info().sequence;
+    node.set_tunables(now, Tunables { retry_count: 1, ..on }).unwrap();
+    assert_eq!(node.local_ping_info().sequence, sequence);
+    h.drive();
+    h.assert_quiescent();
+}
+
+#[test]
 fn runs_are_reproducible_from_the_seed() {
     let run = |seed| {
         let mut h = Harness::new(HarnessConfig { seed, ..HarnessConfig::default() });

@@ -1,0 +1,387 @@
+//! The daemon's configuration file: the YAML `lnetctl import` accepts (both dialects, `net:`
+//! with `local NI(s)`, `ip2nets:`, tunables, lnd tunables, `global:`), plus ulnetd's own
+//! settings, which live in `global:` under the names of the kernel's `lnet` module
+//! parameters they stand for:
+//!
+//! | key | values | default |
+//! |---|---|---|
+//! | `accept_port` | 1..=65535: the TCP port every NI's acceptor listens on and peers are dialled on | 988 |
+//! | `accept` | `secure` (only privileged source ports), `all`, `none` (no acceptor) | `secure` as root, `all` otherwise |
+//!
+//! ```yaml
+//! global:
+//!     accept_port: 7988
+//!     accept: all
+//! net:
+//!     - net type: tcp
+//!       local NI(s):
+//!         - nid: 127.0.0.2@tcp
+//! ```
+//!
+//! These two keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
+//! they are accepted only here, not by `ulnetctl import`. Peers, routes, routing, buffers
+//! and UDSP rules are parsed and ignored with a warning: ulnetd does not implement them yet.
+//!
+//! lustre: lnet/lnet/acceptor.c (`accept_port` 988, `accept` "secure"), lnetctl.c
+//! `jt_import()` (the YAML vocabulary, via ulnet-config).
+
+use std::path::Path;
+
+use serde::Deserialize as _;
+pub use ulnet::AcceptPolicy;
+use ulnet_config::model::{self, Config, GlobalSettings, HostInterface, ImportMode};
+use yaml_serde::Value;
+
+use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
+
+/// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
+pub const DEFAULT_ACCEPT_PORT: u16 = ulnet::proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
+
+/// The port of the embedded default configuration and the demo: high, so no root is needed.
+pub const UNPRIVILEGED_PORT: u16 = 7988;
+
+/// Largest configuration file read; the same bound as an `import`.
+pub const MAX_CONFIG_LEN: usize = model::MAX_IMPORT_LEN;
+
+/// The configuration `ulnetd` runs without `--config`: one TCP NI on 127.0.0.2, on the
+/// unprivileged port [`UNPRIVILEGED_PORT`], accepting connections from any source port. No
+/// root and no host setup needed (Linux routes 127.0.0.0/8 to `lo`).
+pub const DEFAULT_CONFIG: &str = "\
+# ulnetd's embedded default: one TCP NI on 127.0.0.2, port 7988, no root needed.
+global:
+    accept_port: 7988
+    accept: all
+net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.0.2@tcp
+";
+
+/// The default `accept` policy: the kernel's `secure` for root, `all` otherwise, since
+/// unprivileged peers dial from unprivileged ports that `secure` refuses.
+pub fn default_accept_policy(root: bool) -> AcceptPolicy {
+    if root { AcceptPolicy::Secure } else { AcceptPolicy::All }
+}
+
+/// The TCP settings every tcp NI of the node shares (module parameters in the kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpSettings {
+    pub accept_port: u16,
+    pub accept: AcceptPolicy,
+}
+
+impl TcpSettings {
+    pub fn default_for(root: bool) -> Self {
+        Self { accept_port: DEFAULT_ACCEPT_PORT, accept: default_accept_policy(root) }
+    }
+}
+
+/// A configuration file, parsed and resolved against the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DaemonConfig {
+    pub nets: Vec<NetSpec>,
+    pub settings: GlobalSettings,
+    pub tcp: TcpSettings,
+    /// lnetctl's warnings about the input, and what ulnetd ignores.
+    pub warnings: Vec<String>,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("the configuration is {0} bytes, at most {MAX_CONFIG_LEN} are read")]
+    TooLarge(u64),
+    #[error("invalid YAML: {0}")]
+    Yaml(String),
+    /// lnetctl's importer refused the input; the text is its `descr`.
+    #[error("{0}")]
+    Import(#[from] model::ImportError),
+    #[error("global {key}: {descr}")]
+    Global { key: &'static str, descr: String },
+    #[error("global accept_port: '{0}' is not a port number (1-65535)")]
+    BadAcceptPort(String),
+    #[error("global accept: '{0}' is not one of secure, all, none")]
+    BadAcceptPolicy(String),
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("no ip2nets rule matches this host's interfaces: {0}")]
+    Ip2nets(String),
+}
+
+impl DaemonConfig {
+    /// Reads and resolves the file at `path`.
+    pub fn load(path: &Path, root: bool) -> Result<Self, ConfigError> {
+        let read_error = |source| ConfigError::Read { path: path.display().to_string(), source };
+        let length = std::fs::metadata(path).map_err(read_error)?.len();
+        if length > MAX_CONFIG_LEN as u64 {
+            return Err(ConfigError::TooLarge(length));
+        }
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
+        let host = crate::interfaces::host_interfaces()
+            .map_err(|error| NetError::HostInterfaces(error.to_string()))?;
+        Self::parse(&text, root, &host)
+    }
+
+    /// The embedded default ([`DEFAULT_CONFIG`]), its NI's interface looked up in `host`.
+    pub fn embedded_default(root: bool, host: &[HostInterface]) -> Result<Self, ConfigError> {
+        Self::parse(DEFAULT_CONFIG, root, host)
+    }
+
+    /// Parses `text` and resolves its NIs against `host`.
+    pub fn parse(text: &str, root: bool, host: &[HostInterface]) -> Result<Self, ConfigError> {
+        if text.len() > MAX_CONFIG_LEN {
+            return Err(ConfigError::TooLarge(text.len() as u64));
+        }
+        let (text, tcp) = take_daemon_keys(text, root)?;
+        let imported = model::import(&text, ImportMode::Add)?;
+        let mut warnings = imported.warnings;
+        let config = imported.config;
+        warnings.extend(ignored_sections(&config));
+        let mut settings = GlobalSettings::default();
+        settings.apply(&config).map_err(|error| ConfigError::Global {
+            key: error.key.name(),
+            descr: error.descr.clone(),
+        })?;
+        let mut nets: Vec<NetSpec> = Vec::new();
+        let mut items = config.nets.clone();
+        if !config.ip2nets.is_empty() {
+            let resolved = model::resolve_ip2nets(&config.ip2nets, host)
+                .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
+            items.extend(resolved);
+        }
+        for item in &items {
+            merge_net(&mut nets, resolve_net(item, host)?)?;
+        }
+        Ok(Self { nets, settings, tcp, warnings })
+    }
+}
+
+/// Adds `spec` to `nets`: a net named again gets the new NIs (a NID twice is refused).
+pub fn merge_net(nets: &mut Vec<NetSpec>, spec: NetSpec) -> Result<(), NetError> {
+    for ni in &spec.nis {
+        if nets.iter().flat_map(|net| net.nis.iter()).any(|known| known.nid == ni.nid) {
+            return Err(NetError::DuplicateNid(ni.nid));
+        }
+    }
+    match nets.iter_mut().find(|net| net.net == spec.net) {
+        Some(known) => known.nis.extend(spec.nis),
+        None => nets.push(spec),
+    }
+    Ok(())
+}
+
+/// Resolves `ip2net` text from a `net add --ip2net` request.
+pub fn ip2net_specs(text: &str, host: &[HostInterface]) -> Result<Vec<NetSpec>, NetError> {
+    resolve_ip2net(text, host)?.iter().map(|item| resolve_net(item, host)).collect()
+}
+
+/// Takes `accept_port` and `accept` out of every document's `global:` mapping. The text is
+/// returned untouched when neither is present, else re-emitted without them.
+fn take_daemon_keys(text: &str, root: bool) -> Result<(String, TcpSettings), ConfigError> {
+    let mut tcp = TcpSettings::default_for(root);
+    let mut documents = Vec::new();
+    let mut changed = false;
+    for document in yaml_serde::Deserializer::from_str(text) {
+        let mut value =
+            Value::deserialize(document).map_err(|error| ConfigError::Yaml(error.to_string()))?;
+        if let Some(Value::Mapping(global)) =
+            value.as_mapping_mut().and_then(|map| map.get_mut("global"))
+        {
+            if let Some(port) = global.remove("accept_port") {
+                tcp.accept_port = accept_port(&port)?;
+                changed = true;
+            }
+            if let Some(policy) = global.remove("accept") {
+                tcp.accept = accept_policy(&policy)?;
+                changed = true;
+            }
+        }
+        documents.push(value);
+    }
+    if !changed {
+        return Ok((text.to_string(), tcp));
+    }
+    let mut rewritten = String::new();
+    for document in &documents {
+        let emitted = yaml_serde::to_string(document)
+            .map_err(|error| ConfigError::Yaml(error.to_string()))?;
+        rewritten.push_str("---\n");
+        rewritten.push_str(&emitted);
+    }
+    Ok((rewritten, tcp))
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Number(number) => number.to_string(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Tagged(tagged) => scalar_text(&tagged.value),
+        Value::Null => String::new(),
+        Value::Sequence(_) | Value::Mapping(_) => "<not a scalar>".to_string(),
+    }
+}
+
+fn accept_port(value: &Value) -> Result<u16, ConfigError> {
+    let text = scalar_text(value);
+    match text.trim().parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => Err(ConfigError::BadAcceptPort(text)),
+    }
+}
+
+/// lustre: acceptor.c `accept2secure()`.
+fn accept_policy(value: &Value) -> Result<AcceptPolicy, ConfigError> {
+    let text = scalar_text(value);
+    text.trim().parse().map_err(|_| ConfigError::BadAcceptPolicy(text))
+}
+
+/// Warnings for the sections ulnetd parses but does not apply yet.
+pub(crate) fn ignored_sections(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut ignore = |present: bool, what: &str| {
+        if present {
+            warnings.push(format!("ulnetd: ignoring '{what}': not supported yet"));
+        }
+    };
+    ignore(!config.peers.is_empty(), "peer");
+    ignore(!config.routes.is_empty(), "route");
+    ignore(config.routing.is_some(), "routing");
+    ignore(config.buffers.is_some(), "buffers");
+    ignore(!config.udsp.is_empty(), "udsp");
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use ulnet_proto::addr::Nid;
+
+    fn host() -> Vec<HostInterface> {
+        vec![
+            HostInterface {
+                name: "lo".into(),
+                up: true,
+                addresses: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+            },
+            HostInterface {
+                name: "eth0".into(),
+                up: true,
+                addresses: vec![IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2))],
+            },
+        ]
+    }
+
+    fn nid(text: &str) -> Nid {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn the_embedded_default_is_one_unprivileged_tcp_ni() {
+        let config = DaemonConfig::embedded_default(false, &host()).unwrap();
+        assert_eq!(config.nets.len(), 1);
+        assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.2@tcp"));
+        assert_eq!(config.nets[0].nis[0].interface.as_deref(), Some("lo"));
+        assert_eq!(
+            config.tcp,
+            TcpSettings { accept_port: UNPRIVILEGED_PORT, accept: AcceptPolicy::All }
+        );
+        assert_eq!(config.settings, GlobalSettings::default());
+        assert!(config.warnings.is_empty());
+    }
+
+    #[test]
+    fn daemon_keys_come_out_and_lnetctl_globals_stay() {
+        let text = "global:\n  accept_port: 7000\n  accept: secure\n  retry_count: 1\n\
+                    net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.3@tcp\n";
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        assert_eq!(config.tcp, TcpSettings { accept_port: 7000, accept: AcceptPolicy::Secure });
+        assert_eq!(config.settings.retry_count, 1);
+        assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.3@tcp"));
+    }
+
+    #[test]
+    fn without_daemon_keys_the_defaults_depend_on_root() {
+        let text = "net:\n  - net type: tcp\n    interfaces:\n      0: eth0\n";
+        let user = DaemonConfig::parse(text, false, &host()).unwrap();
+        assert_eq!(user.tcp, TcpSettings { accept_port: 988, accept: AcceptPolicy::All });
+        assert_eq!(user.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
+        let root = DaemonConfig::parse(text, true, &host()).unwrap();
+        assert_eq!(root.tcp.accept, AcceptPolicy::Secure);
+    }
+
+    #[test]
+    fn several_documents_and_nets_merge() {
+        let text = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.2@tcp\n\
+                    ---\nglobal:\n  accept_port: 7100\n\
+                    net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.4@tcp\n\
+                    \x20 - net type: tcp1\n    local NI(s):\n      - nid: 127.0.1.2@tcp1\n";
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        assert_eq!(config.tcp.accept_port, 7100);
+        assert_eq!(config.nets.len(), 2);
+        let nids: Vec<Nid> = config.nets[0].nis.iter().map(|ni| ni.nid).collect();
+        assert_eq!(nids, vec![nid("127.0.0.2@tcp"), nid("127.0.0.4@tcp")]);
+    }
+
+    #[test]
+    fn ip2nets_rules_are_resolved() {
+        let text = "ip2nets:\n  - net-spec: tcp\n    interfaces:\n      0: eth0\n    \
+                    ip-range:\n      0: 10.1.0.*\n";
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
+    }
+
+    #[test]
+    fn unsupported_sections_are_warned_about() {
+        let text = "peer:\n  - primary nid: 10.0.0.9@tcp\nrouting:\n  enable: 1\n";
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        assert_eq!(
+            config.warnings,
+            vec![
+                "ulnetd: ignoring 'peer': not supported yet".to_string(),
+                "ulnetd: ignoring 'routing': not supported yet".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_by_kind() {
+        let parse = |text: &str| DaemonConfig::parse(text, false, &host()).unwrap_err();
+        assert!(matches!(parse("global: [1"), ConfigError::Yaml(_)));
+        assert!(matches!(
+            parse("global:\n  accept_port: 70000\n"),
+            ConfigError::BadAcceptPort(text) if text == "70000"
+        ));
+        assert!(matches!(parse("global:\n  accept_port: 0\n"), ConfigError::BadAcceptPort(_)));
+        assert!(matches!(
+            parse("global:\n  accept: maybe\n"),
+            ConfigError::BadAcceptPolicy(text) if text == "maybe"
+        ));
+        assert!(matches!(
+            parse("frobnicate: 1\n"),
+            ConfigError::Import(model::ImportError::InvalidKey(key)) if key == "frobnicate"
+        ));
+        assert!(matches!(
+            parse("global:\n  response_tracking: 7\n"),
+            ConfigError::Global { key: "response_tracking", .. }
+        ));
+        assert!(matches!(
+            parse("net:\n  - net type: o2ib\n    interfaces:\n      0: ib0\n"),
+            ConfigError::Net(NetError::UnsupportedLnd(_))
+        ));
+        assert!(matches!(
+            parse("net:\n  - net type: tcp\n    interfaces:\n      0: eth7\n"),
+            ConfigError::Net(NetError::NoSuchInterface(name)) if name == "eth7"
+        ));
+        let twice = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.2@tcp\n\
+                     \x20 - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.2@tcp\n";
+        assert!(matches!(parse(twice), ConfigError::Net(NetError::DuplicateNid(_))));
+        let ip2nets = "ip2nets:\n  - net-spec: tcp\n    ip-range:\n      0: 192.168.*.*\n";
+        assert!(matches!(parse(ip2nets), ConfigError::Ip2nets(_)));
+        let huge = "#".repeat(MAX_CONFIG_LEN + 1);
+        assert!(matches!(parse(&huge), ConfigError::TooLarge(_)));
+    }
+}

@@ -1,0 +1,58 @@
+//! `ulnetd`: one LNet node as a daemon, configured like a kernel node and driven by
+//! `ulnetctl` (lnetctl's commands) over a control socket.
+//!
+//! ```text
+//! ulnetd [--config FILE] [--socket PATH]     run one node
+//! ulnetd demo                                two nodes, ping, PUT/GET, stats, stop
+//! ```
+//!
+//! * **Configuration**: the YAML `lnetctl import` accepts, plus `accept_port` and `accept`
+//!   in `global:` ([`config`] has the keys). A `nid:` key on a local NI brings the NI up on
+//!   exactly that address, so many nodes share one host on 127.0.0.2, 127.0.0.3, ...
+//!   Without `--config`, the embedded [`config::DEFAULT_CONFIG`]: one TCP NI on
+//!   `127.0.0.2@tcp`, port 7988, no root needed.
+//! * **Control socket**: `--socket`, else `$ULNET_SOCKET`, else `/run/ulnet/ulnetd.sock` for
+//!   root and `$XDG_RUNTIME_DIR/ulnet/ulnetd.sock` otherwise (`ulnet_control::path`).
+//!   `ulnetctl` finds it by the same rules.
+//! * **Readiness**: once the node is up and the socket serves, one line on stdout:
+//!   `ulnetd: ready <nid>,<nid>,... control <socket>`; the startup time is logged.
+//! * **Signals**: SIGTERM or SIGINT shut down gracefully ([`daemon`] has the order): messages
+//!   in flight finalized with an error, connections closed, the socket file removed; exit 0.
+//! * **Logs**: `tracing` to stderr, filtered by `$ULNET_LOG` (`info` by default; e.g.
+//!   `ULNET_LOG=ulnetd=debug,ulnet=trace`).
+//! * **Exit status**: 0 after a signal; 2 bad arguments; 66 configuration file unreadable;
+//!   78 configuration invalid; 73 control socket in use or not creatable; 1 the node failed
+//!   to start (e.g. its address is taken).
+//! * Linked or invoked as `ulnetctl`, the binary is `ulnetctl` (one binary can serve both,
+//!   and tests run the CLI from it).
+//!
+//! Modules: [`config`] (the file), [`nets`] (NIs resolved to exact NIDs), [`live`] (the node
+//! and every control request), [`daemon`] (socket, server, shutdown order), [`demo`].
+
+pub mod config;
+pub mod daemon;
+pub mod demo;
+pub mod interfaces;
+pub mod live;
+pub mod nets;
+mod view;
+
+pub use config::{AcceptPolicy, ConfigError, DaemonConfig, TcpSettings};
+pub use daemon::{Daemon, StartError};
+pub use live::{LiveNode, LndChoice};
+
+/// Exit statuses (sysexits.h values where one fits).
+pub mod exit {
+    /// Clean shutdown after SIGTERM or SIGINT.
+    pub const OK: u8 = 0;
+    /// The node failed to start (its address is taken, the LND is missing, ...).
+    pub const NODE: u8 = 1;
+    /// Bad command line (clap's usage status).
+    pub const USAGE: u8 = 2;
+    /// `EX_NOINPUT`: the configuration file cannot be read.
+    pub const NO_INPUT: u8 = 66;
+    /// `EX_CANTCREAT`: the control socket is in use or cannot be created.
+    pub const SOCKET: u8 = 73;
+    /// `EX_CONFIG`: the configuration is invalid.
+    pub const CONFIG: u8 = 78;
+}

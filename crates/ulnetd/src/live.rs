@@ -1,0 +1,1001 @@
+//! The live node behind the control socket: its configuration (nets and global settings),
+//! the running [`Node`], and the answer to every control request, in the shapes `ulnetctl`
+//! renders. This plays the kernel's part of lnetctl's commands (lnet/lnet/api-ni.c netlink
+//! handlers and module parameter setters).
+//!
+//! # Concurrency
+//!
+//! The control server calls [`LiveNode::handle`] from one thread per connection. The
+//! configuration sits behind one mutex, held for the length of a change (including a
+//! rebuild of the node); queries and pings clone the [`Node`] handle (every call on it is
+//! thread-safe) and let the mutex go, so a slow ping never blocks `net show`.
+//!
+//! # Changing NIs
+//!
+//! The node's NIs are fixed when it is built, so `net add`, `net del`, `lnet configure --all`
+//! and `import` of nets rebuild it: the old node shuts down (its messages in flight are
+//! finalized with an error, its connections close) and a new one starts with the new NI set,
+//! a new interface cookie and zeroed counters. A failed rebuild brings the previous
+//! configuration back up. Global settings change live ([`Node::set_tunables`]).
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ulnet::proto::addr::NidRange;
+use ulnet::proto::engine::{
+    DiscoverError as EngineDiscoverError, PingFailure as EnginePingFailure,
+    PingReply as EnginePingReply, PingStartError,
+};
+use ulnet::{
+    BuildError, ConnsPerPeer, DiscoverError, LNET_PID_ANY, LndKind, MemFabric, NiConfig, Node,
+    NodeBuilder, PingError, ProcessId, ResponseTracking, Tunables,
+};
+use ulnet_config::model::{
+    self, Config, ExecCommand, GlobalSettings, HostInterface, LocalNiConfig, NetConfig,
+};
+use ulnet_config::render;
+use ulnet_control::data::{self, ExportState, ManageCommand, ManageReply, PingFailure, PingReply};
+use ulnet_control::message::{
+    DEFAULT_PING_TIMEOUT, ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping,
+    SetParam, ShownObjects, errno,
+};
+use ulnet_control::{ControlError, Request, Response};
+use ulnet_proto::addr::{Net, Nid};
+
+use crate::config::{TcpSettings, ignored_sections, ip2net_specs, merge_net};
+use crate::interfaces::host_interfaces;
+use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
+use crate::view;
+
+/// Which LND serves the node's tcp NIs.
+#[derive(Clone, Debug)]
+pub enum LndChoice {
+    /// socklnd over real TCP sockets.
+    Tcp(TcpSettings),
+    /// The in-process fabric: nodes of one process only (tests, the demo without sockets).
+    Mem(MemFabric),
+}
+
+/// The node and its configuration, shared by the control connections.
+#[derive(Debug)]
+pub struct LiveNode {
+    lnd: LndChoice,
+    /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
+    /// brings up its `networks=` module parameter.
+    boot_nets: Vec<NetSpec>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// `None` while LNet is unconfigured (`lnet unconfigure`, or a failed rebuild).
+    node: Option<Node>,
+    /// The lnet_selftest service hosted on `node` (every kernel node runs it when the
+    /// lnet_selftest module is loaded; ulnetd always does). Replaced with the node.
+    selftest: Option<ulnet_selftest::SelftestService>,
+    nets: Vec<NetSpec>,
+    settings: GlobalSettings,
+    /// Set by [`LiveNode::shutdown`]: no more changes.
+    stopping: bool,
+}
+
+impl LiveNode {
+    /// Builds the node with `nets` and `settings`.
+    pub fn start(
+        lnd: LndChoice,
+        nets: Vec<NetSpec>,
+        settings: GlobalSettings,
+    ) -> Result<Self, BuildError> {
+        let node = build_node(&lnd, &nets, &settings)?;
+        tracing::info!(nids = %nid_list(node.nids()), "node up");
+        Ok(Self {
+            lnd,
+            boot_nets: nets.clone(),
+            state: Mutex::new(State {
+                selftest: host_selftest(&node),
+                node: Some(node),
+                nets,
+                settings,
+                stopping: false,
+            }),
+        })
+    }
+
+    /// A handle on the running node, `None` while unconfigured.
+    pub fn node(&self) -> Option<Node> {
+        self.lock().node.clone()
+    }
+
+    /// The running node's NIDs, `0@lo` first; empty while unconfigured.
+    pub fn nids(&self) -> Vec<Nid> {
+        self.node().map(|node| node.nids().to_vec()).unwrap_or_default()
+    }
+
+    /// Shuts the node down (messages in flight finalized with an error, connections
+    /// closed); later requests are answered "Network is down".
+    pub fn shutdown(&self) {
+        let node = {
+            let mut state = self.lock();
+            state.stopping = true;
+            state.selftest = None;
+            state.node.take()
+        };
+        if let Some(node) = node {
+            node.shutdown();
+            tracing::info!("node shut down");
+        }
+    }
+
+    /// Answers one control request.
+    pub fn handle(&self, request: Request) -> Result<Response, ControlError> {
+        tracing::debug!(command = request.command_name(), "control request");
+        let result = match request {
+            Request::Configure { all, large_nids: _ } => self.configure(all),
+            Request::Unconfigure => self.unconfigure(),
+            Request::GlobalShow => Ok(Response::Global(self.lock().settings.show().into())),
+            Request::Set { param, value } => self.set(param, value),
+            Request::NetAdd(add) => self.net_add(&add),
+            Request::NetDel(del) => self.net_del(&del),
+            Request::NetShow { net, level: _ } => self.net_show(net.as_deref()),
+            Request::PeerShow { nid, level: _ } => self.peer_show(nid.as_deref()),
+            Request::PeerList => self.peer_list(),
+            Request::Ping(ping) => self.ping(&ping),
+            Request::Discover { nids, force } => self.discover(&nids, force),
+            Request::StatsShow => self.stats_show(),
+            Request::Export { backup: _ } => self.export().map(Response::Export),
+            Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
+        };
+        if let Err(error) = &result {
+            tracing::debug!(%error, errno = error.errno(), "control request refused");
+        }
+        result
+    }
+
+    // ------------------------------------------------------------------------ lnet
+
+    /// `lnet configure [--all]`: brings LNet up with `lo` only, or with the configuration
+    /// file's nets; on a running node `--all` adds those of them that are missing.
+    /// lustre: api-ni.c `lnet_configure()`, `lnet_net_conf_cmd()`.
+    fn configure(&self, all: bool) -> Result<Response, ControlError> {
+        let mut state = self.lock_unless_stopping()?;
+        let mut nets = if state.node.is_some() { state.nets.clone() } else { Vec::new() };
+        if all {
+            for net in &self.boot_nets {
+                let mut missing = net.clone();
+                missing.nis.retain(|ni| !has_nid(&nets, ni.nid));
+                if !missing.nis.is_empty() {
+                    merge_net(&mut nets, missing).map_err(|error| error.to_control())?;
+                }
+            }
+        }
+        if state.node.is_some() && nets == state.nets {
+            return Ok(Response::Done);
+        }
+        self.rebuild(&mut state, nets)?;
+        Ok(Response::Done)
+    }
+
+    /// `lnet unconfigure`: every NI goes down; the global settings stay. Unconfiguring a
+    /// node that is down succeeds, as in the kernel. lustre: api-ni.c `lnet_unconfigure()`.
+    fn unconfigure(&self) -> Result<Response, ControlError> {
+        let node = {
+            let mut state = self.lock_unless_stopping()?;
+            state.nets.clear();
+            state.selftest = None;
+            state.node.take()
+        };
+        if let Some(node) = node {
+            node.shutdown();
+            tracing::info!("LNet unconfigured");
+        }
+        Ok(Response::Done)
+    }
+
+    // ------------------------------------------------------------------------ settings
+
+    /// `set <param> <value>`: lnetctl's and the kernel's checks (ulnet-config's
+    /// `GlobalSettings`), then the engine's tunables live (`transaction_timeout`,
+    /// `retry_count`, `health_sensitivity`, `response_tracking`, `discovery`). Keys the engine
+    /// has no behaviour for yet (NUMA range, interface limit, asymmetric routes, router and
+    /// recovery knobs) are kept and shown, as the kernel keeps its module parameters; routing
+    /// and router buffers are refused.
+    fn set(&self, param: SetParam, value: i64) -> Result<Response, ControlError> {
+        let Some(key) = param.global_key() else {
+            return Err(ControlError::Unsupported { what: param.name().to_string() });
+        };
+        let mut state = self.lock_unless_stopping()?;
+        let mut settings = state.settings;
+        settings.set(key, value).map_err(|error| ControlError::from(&error))?;
+        if let Some(node) = &state.node {
+            node.set_tunables(engine_tunables(&settings)).map_err(|error| {
+                // The engine also refuses retry_count == transaction_timeout, which the
+                // kernel's setter allows; reported as the kernel reports a refused write.
+                ControlError::Global {
+                    entity: key.name().to_string(),
+                    errno: -errno::ENODATA,
+                    descr: format!("cannot configure {}: {error}", key.name()),
+                }
+            })?;
+        }
+        state.settings = settings;
+        tracing::info!(param = param.name(), value, "global setting changed");
+        Ok(Response::Done)
+    }
+
+    // ------------------------------------------------------------------------ net
+
+    /// `net add`. lustre: api-ni.c `lnet_net_cmd()`, `lnet_dyn_add_ni()`.
+    fn net_add(&self, add: &NetAdd) -> Result<Response, ControlError> {
+        let mut state = self.lock_running()?;
+        let host = host()?;
+        let specs = match &add.ip2net {
+            Some(rule) => ip2net_specs(rule, &host).map_err(|error| error.to_control())?,
+            None => {
+                let config = net_config_of(add).map_err(|error| error.to_control())?;
+                vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
+            }
+        };
+        let mut nets = state.nets.clone();
+        for spec in specs {
+            merge_net(&mut nets, spec).map_err(|error| error.to_control())?;
+        }
+        self.rebuild(&mut state, nets)?;
+        Ok(Response::Done)
+    }
+
+    /// `net del`: a whole net, or the NIs named by interface or NID.
+    /// lustre: api-ni.c `lnet_net_cmd()`, `lnet_dyn_del_net()`, `lnet_dyn_del_ni()`.
+    fn net_del(&self, del: &NetDel) -> Result<Response, ControlError> {
+        let mut state = self.lock_running()?;
+        let net = parse_net(del.net.as_deref().unwrap_or(""))?;
+        let mut nets = state.nets.clone();
+        remove_nis(&mut nets, net, &del.nis)?;
+        self.rebuild(&mut state, nets)?;
+        Ok(Response::Done)
+    }
+
+    /// `net show [--net NET]`; the verbosity only changes what the CLI prints.
+    fn net_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
+        let mut nets = self.net_entries()?;
+        if let Some(text) = filter {
+            // lustre: api-ni.c `lnet_net_show_start()`: "cannot parse net", -ENOENT.
+            let net: Net = text
+                .parse()
+                .map_err(|_| ControlError::refused(errno::ENOENT, "cannot parse net"))?;
+            nets.retain(|entry| entry.net == net);
+            if nets.is_empty() {
+                return Err(ControlError::refused(errno::ENETDOWN, "Network is down"));
+            }
+        }
+        Ok(Response::Nets(nets.iter().map(data::NetEntry::from).collect()))
+    }
+
+    // ------------------------------------------------------------------------ peers
+
+    /// `peer show [--nid NID]`: the peer owning the NID, or every peer.
+    /// lustre: api-ni.c `lnet_peer_ni_show_start()` ("invalid NID", "cannot find peer").
+    fn peer_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
+        let mut peers = peer_entries(&self.running_node()?);
+        if let Some(text) = filter {
+            let nid: Nid =
+                text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
+            peers.retain(|peer| peer.nis.iter().any(|ni| ni.nid == nid));
+            if peers.is_empty() {
+                return Err(ControlError::refused(errno::ENOENT, "cannot find peer"));
+            }
+        }
+        Ok(Response::Peers(peers.iter().map(data::PeerEntry::from).collect()))
+    }
+
+    /// `peer list`: primary NIDs.
+    fn peer_list(&self) -> Result<Response, ControlError> {
+        let peers = peer_entries(&self.running_node()?);
+        Ok(Response::PeerList(peers.iter().map(|peer| peer.primary_nid.to_string()).collect()))
+    }
+
+    // ------------------------------------------------------------------------ ping
+
+    /// `ping NIDS [--timeout] [--source]`: one GET of each target's ping buffer, one after
+    /// the other as the kernel's dump does; answers and failures are both reported.
+    /// lustre: api-ni.c `lnet_ping_show_start()`, `lnet_ping_show_dump()`, `lnet_ping()`.
+    fn ping(&self, ping: &Ping) -> Result<Response, ControlError> {
+        let node = self.running_node()?;
+        let source = match &ping.source {
+            Some(text) => Some(
+                text.parse::<Nid>()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "invalid source nid"))?,
+            ),
+            None => None,
+        };
+        let targets = parse_targets(&ping.nids)?;
+        let timeout = ping_timeout(ping.timeout_ms);
+        let mut reply = ManageReply::default();
+        for nid in targets {
+            match node.ping(ProcessId::new(nid, LNET_PID_ANY), timeout, source) {
+                Ok(answer) => reply.replies.push(ping_reply(&node, nid, &answer)),
+                Err(PingError::ShutDown) => return Err(ControlError::NotConfigured),
+                Err(error) => {
+                    tracing::debug!(%nid, %error, "ping failed");
+                    reply.failures.push(failure(nid, ping_errno(&error)));
+                }
+            }
+        }
+        Ok(Response::Manage(reply))
+    }
+
+    /// `discover [--force] NIDS`: discovers the peer owning each NID and lists its NIs.
+    /// Our own NIDs are answered from the node's own configuration (the kernel discovers
+    /// itself through `0@lo`; the engine keeps no peer for itself).
+    /// lustre: api-ni.c `lnet_net_discover()` (the `discover` handler), `lnet_discover()`.
+    fn discover(&self, nids: &[String], force: bool) -> Result<Response, ControlError> {
+        let node = self.running_node()?;
+        let targets = parse_targets(nids)?;
+        let mut reply = ManageReply::default();
+        for nid in targets {
+            match node.discover(nid, force) {
+                Ok(peer) => reply.replies.push(PingReply {
+                    primary_nid: peer.primary_nid.to_string(),
+                    multi_rail: peer.multi_rail(),
+                    nids: peer.nis.iter().map(|ni| ni.nid.to_string()).collect(),
+                }),
+                Err(DiscoverError::Start(EngineDiscoverError::LocalNid(_))) => {
+                    reply.replies.push(self_reply(&node));
+                }
+                Err(DiscoverError::ShutDown) => return Err(ControlError::NotConfigured),
+                Err(error) => {
+                    tracing::debug!(%nid, %error, "discovery failed");
+                    reply.failures.push(failure(nid, discover_errno(&error)));
+                }
+            }
+        }
+        Ok(Response::Manage(reply))
+    }
+
+    // ------------------------------------------------------------------------ stats, export
+
+    fn stats_show(&self) -> Result<Response, ControlError> {
+        let stats = self.running_node()?.stats();
+        Ok(Response::Stats(view::stats_show(&stats.global).into()))
+    }
+
+    /// `export`: everything live; `--backup` filtering is the renderer's.
+    fn export(&self) -> Result<ExportState, ControlError> {
+        let (node, nets, settings) = self.snapshot()?;
+        let stats = node.stats();
+        let state = render::ExportState {
+            nets: view::net_entries(&nets, &stats),
+            routes: Vec::new(),
+            peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
+            routing: render::RoutingShow::default(),
+            global: settings.show(),
+            udsp: Vec::new(),
+        };
+        Ok(ExportState::from(&state))
+    }
+
+    // ------------------------------------------------------------------------ import
+
+    /// `import [--add|--del|--show|--exec]`. The CLI has parsed the input already and
+    /// reported its warnings; parsing again here is the node's own check.
+    fn import(&self, mode: ImportMode, text: &str) -> Result<ImportReply, ControlError> {
+        let imported =
+            model::import(text, mode.into()).map_err(|error| ControlError::from(&error))?;
+        let config = imported.config;
+        match mode {
+            ImportMode::Add => self.import_add(&config),
+            ImportMode::Del => self.import_del(&config),
+            ImportMode::Show => self.import_show(&config),
+            ImportMode::Exec => self.import_exec(&config),
+        }
+    }
+
+    fn import_add(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        let mut state = self.lock_unless_stopping()?;
+        let mut settings = state.settings;
+        settings.apply(config).map_err(|error| ControlError::from(&error))?;
+        let mut nets = state.nets.clone();
+        let wants_nets = !config.nets.is_empty() || !config.ip2nets.is_empty();
+        if wants_nets {
+            if state.node.is_none() {
+                return Err(ControlError::NotConfigured);
+            }
+            let host = host()?;
+            let mut items = config.nets.clone();
+            if !config.ip2nets.is_empty() {
+                let resolved = model::resolve_ip2nets(&config.ip2nets, &host)
+                    .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
+                items.extend(resolved);
+            }
+            for item in &items {
+                let spec = resolve_net(item, &host).map_err(|error| import_error(&error))?;
+                merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
+            }
+        }
+        if let Some(node) = &state.node {
+            node.set_tunables(engine_tunables(&settings))
+                .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
+        }
+        state.settings = settings;
+        if wants_nets {
+            self.rebuild(&mut state, nets)?;
+        }
+        Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
+    }
+
+    /// `import --exec`: each `ping:` and `discover:` block in order, as the commands would.
+    fn import_exec(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        let mut exec = Vec::new();
+        for command in &config.exec {
+            let (kind, response) = match command {
+                ExecCommand::Ping { nids, timeout, source } => {
+                    let ping = Ping {
+                        nids: nids.clone(),
+                        timeout_ms: timeout.and_then(|ms| u32::try_from(ms).ok()),
+                        source: source.clone(),
+                    };
+                    (ManageCommand::Ping, self.ping(&ping)?)
+                }
+                ExecCommand::Discover { nids } => {
+                    (ManageCommand::Discover, self.discover(nids, false)?)
+                }
+            };
+            if let Response::Manage(reply) = response {
+                exec.push(ExecReply { command: kind, reply });
+            }
+        }
+        Ok(ImportReply { exec, ..ImportReply::default() })
+    }
+
+    /// `import --del`: the nets (or the NIs) named go; `numa_range`, `max_interfaces` and
+    /// `discovery` return to their defaults (cli.md §4.5).
+    fn import_del(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        let mut state = self.lock_unless_stopping()?;
+        let mut settings = state.settings;
+        for (key, _) in &config.global {
+            if let Some(value) = key.deleted_value() {
+                settings.set(*key, value).map_err(|error| ControlError::from(&error))?;
+            }
+        }
+        if config.numa_range.is_some() {
+            settings
+                .set(model::GlobalKey::NumaRange, 0)
+                .map_err(|error| ControlError::from(&error))?;
+        }
+        let mut nets = state.nets.clone();
+        for item in &config.nets {
+            let specs = local_ni_specs(&item.nis);
+            remove_nis(&mut nets, item.net, &specs)?;
+        }
+        state.settings = settings;
+        if nets != state.nets {
+            if state.node.is_none() {
+                return Err(ControlError::NotConfigured);
+            }
+            self.rebuild(&mut state, nets)?;
+        }
+        Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
+    }
+
+    /// `import --show`: the configured nets and peers the input names.
+    fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        let (node, nets, _) = self.snapshot()?;
+        let stats = node.stats();
+        let nets: Vec<data::NetEntry> = view::net_entries(&nets, &stats)
+            .iter()
+            .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
+            .map(data::NetEntry::from)
+            .collect();
+        let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
+            .iter()
+            .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
+            .map(data::PeerEntry::from)
+            .collect();
+        Ok(ImportReply {
+            shown: ShownObjects { nets, routes: Vec::new(), peers },
+            ..ImportReply::default()
+        })
+    }
+
+    // ------------------------------------------------------------------------ internals
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update of the state is a whole-value assignment after the checks, so a
+        // panicking holder cannot leave it half-changed.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state, for changes that need LNet up.
+    fn lock_running(&self) -> Result<MutexGuard<'_, State>, ControlError> {
+        let state = self.lock_unless_stopping()?;
+        if state.node.is_none() {
+            return Err(ControlError::NotConfigured);
+        }
+        Ok(state)
+    }
+
+    /// The state, for changes allowed while LNet is down (not while the daemon stops).
+    fn lock_unless_stopping(&self) -> Result<MutexGuard<'_, State>, ControlError> {
+        let state = self.lock();
+        if state.stopping {
+            return Err(ControlError::NotConfigured);
+        }
+        Ok(state)
+    }
+
+    fn running_node(&self) -> Result<Node, ControlError> {
+        self.node().ok_or(ControlError::NotConfigured)
+    }
+
+    fn snapshot(&self) -> Result<(Node, Vec<NetSpec>, GlobalSettings), ControlError> {
+        let state = self.lock();
+        let node = state.node.clone().ok_or(ControlError::NotConfigured)?;
+        Ok((node, state.nets.clone(), state.settings))
+    }
+
+    fn net_entries(&self) -> Result<Vec<render::NetEntry>, ControlError> {
+        let (node, nets, _) = self.snapshot()?;
+        Ok(view::net_entries(&nets, &node.stats()))
+    }
+
+    /// Replaces the node with one running `nets`; on failure the previous configuration
+    /// comes back up (or, failing that too, LNet stays down).
+    fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
+        state.selftest = None;
+        if let Some(old) = state.node.take() {
+            old.shutdown();
+        }
+        match build_node(&self.lnd, &nets, &state.settings) {
+            Ok(node) => {
+                tracing::info!(nids = %nid_list(node.nids()), "node rebuilt");
+                state.selftest = host_selftest(&node);
+                state.node = Some(node);
+                state.nets = nets;
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the new configuration failed to start");
+                match build_node(&self.lnd, &state.nets, &state.settings) {
+                    Ok(node) => {
+                        state.selftest = host_selftest(&node);
+                        state.node = Some(node);
+                    }
+                    Err(again) => {
+                        tracing::error!(error = %again, "the previous configuration failed to restart: LNet is down");
+                        state.nets.clear();
+                    }
+                }
+                Err(build_error(&error))
+            }
+        }
+    }
+}
+
+/// Starts the selftest service on `node`. A failure leaves the node serving without it (logged):
+/// lnet_selftest is an optional module in Lustre too.
+fn host_selftest(node: &Node) -> Option<ulnet_selftest::SelftestService> {
+    match ulnet_selftest::SelftestService::start(node) {
+        Ok(service) => Some(service),
+        Err(error) => {
+            tracing::warn!(%error, "lnet_selftest service not started");
+            None
+        }
+    }
+}
+
+/// The node's peers with their discovery state.
+fn peer_entries(node: &Node) -> Vec<render::PeerEntry> {
+    view::peer_entries(&node.stats(), |nid| node.peer_info(nid))
+}
+
+/// The most targets one `ping` or `discover` expands to (ulnetctl's bound too).
+pub const MAX_TARGETS: usize = 1024;
+
+/// Targets as the CLI sends them (canonical NIDs), or nidlists as an import `--exec` block
+/// writes them (`10.0.0.[1-4]@tcp`, comma lists).
+/// lustre: api-ni.c `lnet_ping_show_start()` ("cannot parse NID").
+fn parse_targets(texts: &[String]) -> Result<Vec<Nid>, ControlError> {
+    let bad = || ControlError::refused(errno::EINVAL, "cannot parse NID");
+    let mut nids = Vec::new();
+    for entry in texts.iter().flat_map(|text| split_nidlist(text)) {
+        let limit = MAX_TARGETS.saturating_sub(nids.len());
+        if entry.contains('[') {
+            let range = NidRange::parse(entry).map_err(|_| bad())?;
+            nids.extend(range.expand(limit).map_err(|_| bad())?);
+        } else if limit == 0 {
+            return Err(bad());
+        } else {
+            nids.push(entry.parse::<Nid>().map_err(|_| bad())?);
+        }
+    }
+    if nids.is_empty() {
+        return Err(ControlError::refused(errno::ENOENT, "Ping needs NID targets"));
+    }
+    Ok(nids)
+}
+
+/// Splits a nidlist at the commas outside brackets.
+fn split_nidlist(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (index, character) in text.char_indices() {
+        match character {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(text.get(start..index).unwrap_or("").trim());
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(text.get(start..).unwrap_or("").trim());
+    parts.retain(|part| !part.is_empty());
+    parts
+}
+
+/// The kernel honours a ping timeout only below its default (`DEFAULT_PEER_TIMEOUT`).
+/// lustre: api-ni.c `lnet_ping_show_start()`.
+fn ping_timeout(timeout_ms: Option<u32>) -> Duration {
+    match timeout_ms.map(|ms| Duration::from_millis(u64::from(ms))) {
+        Some(timeout) if !timeout.is_zero() && timeout < DEFAULT_PING_TIMEOUT => timeout,
+        _ => DEFAULT_PING_TIMEOUT,
+    }
+}
+
+/// A ping's answer as `lnetctl ping` prints it: the peer's primary NID and Multi-Rail flag
+/// from the peer table (`<?>` without a peer), the buffer's NIDs without `0@lo`.
+/// Our own network NIDs have no peer in the engine; the kernel creates a fresh one for
+/// them when it sends (primary NID the target, not yet multi-rail), which this reports.
+fn ping_reply(node: &Node, target: Nid, answer: &EnginePingReply) -> PingReply {
+    let (primary_nid, multi_rail) = match node.peer_info(target) {
+        Some(peer) => (peer.primary_nid, peer.multi_rail()),
+        None if target != Nid::LO_0 && node.nids().contains(&target) => (target, false),
+        None => (Nid::ANY, false),
+    };
+    let info = &answer.info;
+    let nids = info.nids.iter().chain(info.large.iter()).map(|entry| entry.nid);
+    PingReply {
+        primary_nid: primary_nid.to_string(),
+        multi_rail,
+        nids: nids.filter(|nid| *nid != Nid::LO_0).map(|nid| nid.to_string()).collect(),
+    }
+}
+
+/// This node as a discovery of one of its own NIDs reports it.
+fn self_reply(node: &Node) -> PingReply {
+    let nids: Vec<String> =
+        node.nids().iter().filter(|nid| **nid != Nid::LO_0).map(Nid::to_string).collect();
+    PingReply {
+        primary_nid: nids.first().cloned().unwrap_or_else(|| Nid::LO_0.to_string()),
+        multi_rail: true,
+        nids,
+    }
+}
+
+fn failure(target: Nid, errno: i32) -> PingFailure {
+    PingFailure { target: target.to_string(), errno }
+}
+
+/// The errno the kernel's `lnet_ping()` returns for each way a ping fails: the failed
+/// event's status, -EIO for an MD unlinked unanswered (`pd.rc ?: -EIO`), -EPROTO for a
+/// buffer it cannot parse.
+fn ping_errno(error: &PingError) -> i32 {
+    match error {
+        PingError::Start(PingStartError::AnyNid | PingStartError::NotLocalSource(_)) => {
+            -errno::EINVAL
+        }
+        PingError::Start(_) => -ENOMEM,
+        PingError::Failed(EnginePingFailure::TimedOut) => -errno::EIO,
+        PingError::Failed(EnginePingFailure::Send(status) | EnginePingFailure::Reply(status)) => {
+            status.errno()
+        }
+        PingError::Failed(EnginePingFailure::BadBuffer(_)) => -errno::EPROTO,
+        PingError::ShutDown => -errno::ENETDOWN,
+    }
+}
+
+/// lustre: api-ni.c `lnet_discover()`: -EINVAL for `LNET_NID_ANY`, -ENOMEM for full
+/// tables, the status discovery failed with otherwise.
+fn discover_errno(error: &DiscoverError) -> i32 {
+    match error {
+        DiscoverError::Start(EngineDiscoverError::AnyNid | EngineDiscoverError::LocalNid(_)) => {
+            -errno::EINVAL
+        }
+        DiscoverError::Start(_) => -ENOMEM,
+        DiscoverError::Failed(status) => status.errno(),
+        DiscoverError::ShutDown => -errno::ENETDOWN,
+    }
+}
+
+/// -ENOMEM (not in the protocol's errno list).
+const ENOMEM: i32 = 12;
+
+/// Builds a node running `nets` with `settings`.
+pub fn build_node(
+    lnd: &LndChoice,
+    nets: &[NetSpec],
+    settings: &GlobalSettings,
+) -> Result<Node, BuildError> {
+    let mut builder = Node::builder().tunables(engine_tunables(settings));
+    for net in nets {
+        for ni in &net.nis {
+            let config = NiConfig {
+                nid: ni.nid,
+                lnd: LndKind::Tcp,
+                tunables: net.tunables,
+                lnd_timeout: None,
+            };
+            builder = match lnd {
+                LndChoice::Tcp(tcp) => tcp_ni(builder, config, net.socklnd, *tcp),
+                LndChoice::Mem(fabric) => builder.mem_ni_config(config, fabric),
+            };
+        }
+    }
+    builder.build()
+}
+
+/// The one place a tcp NI is handed to the TCP LND: the net's socklnd tunables and the
+/// node-wide acceptor settings, socklnd's defaults for the rest.
+fn tcp_ni(
+    builder: NodeBuilder,
+    config: NiConfig,
+    socklnd: SocklndTunables,
+    tcp: TcpSettings,
+) -> NodeBuilder {
+    let tunables = ulnet::SocklndTunables {
+        accept_port: tcp.accept_port,
+        accept: tcp.accept,
+        // In range: the importer and the CLI check 0..=127.
+        conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),
+        // -1 is "not set".
+        tos: u8::try_from(socklnd.tos).ok(),
+        ..ulnet::SocklndTunables::default()
+    };
+    builder.tcp_ni_config(config, tunables)
+}
+
+/// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks
+/// them (timeout > 0, counts >= 0, response tracking 0..=3).
+pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
+    let seconds = u64::try_from(settings.transaction_timeout).unwrap_or(1);
+    Tunables {
+        transaction_timeout: Duration::from_secs(seconds),
+        retry_count: u32::try_from(settings.retry_count).unwrap_or(0),
+        response_tracking: match settings.response_tracking {
+            0 => ResponseTracking::InternalOnly,
+            1 => ResponseTracking::Get,
+            2 => ResponseTracking::PutWithAck,
+            _ => ResponseTracking::Both,
+        },
+        health_sensitivity: u32::try_from(settings.health_sensitivity).unwrap_or(0),
+        discovery: settings.discovery,
+    }
+}
+
+/// NIDs as one comma-separated word, as the ready line and logs print them.
+pub fn nid_list(nids: &[Nid]) -> String {
+    nids.iter().map(Nid::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn has_nid(nets: &[NetSpec], nid: Nid) -> bool {
+    nets.iter().flat_map(|net| net.nis.iter()).any(|ni| ni.nid == nid)
+}
+
+fn host() -> Result<Vec<HostInterface>, ControlError> {
+    host_interfaces().map_err(|error| NetError::HostInterfaces(error.to_string()).to_control())
+}
+
+/// lustre: api-ni.c `lnet_net_cmd()`: "cannot parse net" and "setting @lo not allowed",
+/// both -ENODEV.
+fn parse_net(text: &str) -> Result<Net, ControlError> {
+    let net: Net = text.parse().map_err(|_| NetError::BadNet(text.to_string()).to_control())?;
+    if net == Net::LO {
+        return Err(NetError::LoopbackNet.to_control());
+    }
+    Ok(net)
+}
+
+/// A `net add` request as a `net:` item.
+fn net_config_of(add: &NetAdd) -> Result<NetConfig, NetError> {
+    let text = add.net.as_deref().unwrap_or("");
+    let net: Net = text.parse().map_err(|_| NetError::BadNet(text.to_string()))?;
+    let mut nis = Vec::new();
+    for spec in &add.nis {
+        match spec {
+            LocalNiSpec::Interface { name, cpts } => {
+                let cpts = cpts.as_deref().map(parse_cpt_text).transpose()?;
+                let interface = model::InterfaceConfig { name: name.clone(), cpts };
+                nis.push(LocalNiConfig { nid: None, interfaces: vec![interface] });
+            }
+            LocalNiSpec::Nid { nid } => {
+                let parsed = nid.parse().map_err(|_| NetError::BadNid(nid.clone()))?;
+                nis.push(LocalNiConfig { nid: Some(parsed), interfaces: Vec::new() });
+            }
+        }
+    }
+    let tunables = model::Tunables {
+        peer_timeout: add.tunables.peer_timeout,
+        peer_credits: add.tunables.peer_credits,
+        peer_buffer_credits: add.tunables.peer_buffer_credits,
+        credits: add.tunables.credits,
+    };
+    let lnd_tunables = model::LndTunables {
+        conns_per_peer: add.lnd_tunables.conns_per_peer,
+        tos: add.lnd_tunables.tos,
+        ..model::LndTunables::default()
+    };
+    let cpts = add.cpts.as_deref().map(parse_cpt_text).transpose()?;
+    Ok(NetConfig { net, nis, tunables, lnd_tunables, cpts })
+}
+
+/// The `local NI(s)` of an import item as `net del` NI specs.
+fn local_ni_specs(nis: &[LocalNiConfig]) -> Vec<LocalNiSpec> {
+    let mut specs = Vec::new();
+    for ni in nis {
+        match ni.nid {
+            Some(nid) => specs.push(LocalNiSpec::Nid { nid: nid.to_string() }),
+            None => specs.extend(ni.interfaces.iter().map(|interface| LocalNiSpec::Interface {
+                name: interface.name.clone(),
+                cpts: None,
+            })),
+        }
+    }
+    specs
+}
+
+/// Removes `net` (when `nis` is empty) or the NIs named from it; a net goes with its last
+/// NI. lustre: api-ni.c `lnet_net_cmd()` and `lnet_genl_parse_local_ni()`, delete case.
+fn remove_nis(nets: &mut Vec<NetSpec>, net: Net, nis: &[LocalNiSpec]) -> Result<(), ControlError> {
+    let Some(index) = nets.iter().position(|spec| spec.net == net) else {
+        return Err(if nis.is_empty() {
+            ControlError::refused(errno::EINVAL, "cannot del network")
+        } else {
+            ControlError::refused(errno::ENODEV, "LNet net doesn't exist")
+        });
+    };
+    if nis.is_empty() {
+        nets.remove(index);
+        return Ok(());
+    }
+    for spec in nis {
+        let Some(entry) = nets.get_mut(index) else { break };
+        let position = match spec {
+            LocalNiSpec::Interface { name, .. } => {
+                entry.nis.iter().position(|ni| ni.interface.as_deref() == Some(name.as_str()))
+            }
+            LocalNiSpec::Nid { nid } => {
+                let nid: Nid = nid
+                    .parse()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "unsupported NID"))?;
+                entry.nis.iter().position(|ni| ni.nid == nid)
+            }
+        };
+        match position {
+            Some(position) => {
+                entry.nis.remove(position);
+            }
+            None => {
+                let code = if matches!(spec, LocalNiSpec::Nid { .. }) {
+                    errno::ENOENT
+                } else {
+                    errno::ENODEV
+                };
+                return Err(ControlError::refused(code, "cannot del LNet NI"));
+            }
+        }
+    }
+    if nets.get(index).is_some_and(|entry| entry.nis.is_empty()) {
+        nets.remove(index);
+    }
+    Ok(())
+}
+
+/// How a node that failed to build is reported to `ulnetctl`.
+fn build_error(error: &BuildError) -> ControlError {
+    let code = match error {
+        BuildError::Config(_) => errno::EINVAL,
+        BuildError::FabricNidTaken(_) => errno::EEXIST,
+        BuildError::TcpNotIp(_) => errno::EINVAL,
+        // The kernel's acceptor failing to bind: socklnd startup fails with the socket error.
+        BuildError::TcpListen { source, .. } => source.raw_os_error().unwrap_or(errno::EIO),
+        _ => errno::EIO,
+    };
+    ControlError::refused(code, format!("cannot add LNet NI: {error}"))
+}
+
+/// A net error during an import, as lnetctl reports it under `import`.
+fn import_error(error: &NetError) -> ControlError {
+    let control = error.to_control();
+    ControlError::Import { errno: control.errno(), descr: control.descr() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_net_add_request_becomes_a_net_item() {
+        let add = NetAdd {
+            net: Some("tcp1".into()),
+            nis: vec![
+                LocalNiSpec::Nid { nid: "127.0.1.2@tcp1".into() },
+                LocalNiSpec::Interface { name: "lo".into(), cpts: Some("[0]".into()) },
+            ],
+            cpts: Some("0".into()),
+            ..NetAdd::default()
+        };
+        let config = net_config_of(&add).unwrap();
+        assert_eq!(config.net, "tcp1".parse().unwrap());
+        assert_eq!(config.nis.len(), 2);
+        assert_eq!(config.nis[0].nid, Some("127.0.1.2@tcp1".parse().unwrap()));
+        assert_eq!(config.nis[1].interfaces[0].name, "lo");
+        assert!(config.cpts.is_some());
+    }
+
+    #[test]
+    fn bad_net_add_requests_are_refused_by_kind() {
+        let bad_net = NetAdd { net: Some("nonet".into()), ..NetAdd::default() };
+        assert_eq!(net_config_of(&bad_net), Err(NetError::BadNet("nonet".into())));
+        let bad_nid = NetAdd {
+            net: Some("tcp".into()),
+            nis: vec![LocalNiSpec::Nid { nid: "1.2.3@tcp".into() }],
+            ..NetAdd::default()
+        };
+        assert_eq!(net_config_of(&bad_nid), Err(NetError::BadNid("1.2.3@tcp".into())));
+        let bad_cpt =
+            NetAdd { net: Some("tcp".into()), cpts: Some("[x".into()), ..NetAdd::default() };
+        assert_eq!(net_config_of(&bad_cpt), Err(NetError::BadCpt("[x".into())));
+    }
+
+    #[test]
+    fn nidlists_expand_and_bad_ones_are_refused() {
+        let texts = vec!["127.0.0.[2-3]@tcp,127.0.0.9@tcp".to_string(), "0@lo".to_string()];
+        let nids = parse_targets(&texts).unwrap();
+        let shown: Vec<String> = nids.iter().map(Nid::to_string).collect();
+        assert_eq!(shown, ["127.0.0.2@tcp", "127.0.0.3@tcp", "127.0.0.9@tcp", "0@lo"]);
+        assert_eq!(
+            parse_targets(&["nonsense".to_string()]),
+            Err(ControlError::refused(errno::EINVAL, "cannot parse NID"))
+        );
+        assert_eq!(
+            parse_targets(&[]),
+            Err(ControlError::refused(errno::ENOENT, "Ping needs NID targets"))
+        );
+        let too_many = vec!["10.0.[0-255].[0-255]@tcp".to_string()];
+        assert_eq!(
+            parse_targets(&too_many),
+            Err(ControlError::refused(errno::EINVAL, "cannot parse NID"))
+        );
+    }
+
+    #[test]
+    fn ping_timeouts_follow_the_kernel() {
+        assert_eq!(ping_timeout(None), DEFAULT_PING_TIMEOUT);
+        assert_eq!(ping_timeout(Some(0)), DEFAULT_PING_TIMEOUT);
+        assert_eq!(ping_timeout(Some(2500)), Duration::from_millis(2500));
+        assert_eq!(ping_timeout(Some(200_000)), DEFAULT_PING_TIMEOUT);
+    }
+
+    #[test]
+    fn ping_failures_carry_the_kernels_errnos() {
+        assert_eq!(ping_errno(&PingError::Failed(EnginePingFailure::TimedOut)), -5);
+        let unreachable = EnginePingFailure::Send(ulnet::EventStatus::HostUnreachable);
+        assert_eq!(ping_errno(&PingError::Failed(unreachable)), -113);
+        assert_eq!(ping_errno(&PingError::Start(PingStartError::AnyNid)), -22);
+        assert_eq!(ping_errno(&PingError::Start(PingStartError::TooManyPings)), -12);
+        let failed = DiscoverError::Failed(ulnet::EventStatus::TimedOut);
+        assert_eq!(discover_errno(&failed), -110);
+    }
+
+    #[test]
+    fn settings_map_onto_the_engines_tunables() {
+        let mut settings = GlobalSettings::default();
+        settings.set(model::GlobalKey::ResponseTracking, 2).unwrap();
+        settings.set(model::GlobalKey::Discovery, 0).unwrap();
+        let tunables = engine_tunables(&settings);
+        assert_eq!(tunables.response_tracking, ResponseTracking::PutWithAck);
+        assert!(!tunables.discovery);
+        assert_eq!(tunables.transaction_timeout, Duration::from_secs(150));
+        assert_eq!(engine_tunables(&GlobalSettings::default()), Tunables::default());
+    }
+}

@@ -1,0 +1,180 @@
+//! `ulnetd`: see the library documentation.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use ulnetd::config::{ConfigError, DaemonConfig};
+use ulnetd::{Daemon, StartError, exit};
+
+/// The environment variable holding the log filter.
+const LOG_ENV: &str = "ULNET_LOG";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ulnetd",
+    version,
+    about = "The ulnet node daemon: one LNet node, driven by ulnetctl"
+)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    /// Configuration in lnetctl's import YAML (plus `accept_port` and `accept` in `global:`).
+    /// Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The control socket (default: $ULNET_SOCKET, /run/ulnet/ulnetd.sock as root,
+    /// $XDG_RUNTIME_DIR/ulnet/ulnetd.sock otherwise).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Two nodes on 127.0.0.2 and 127.0.0.3: ping, PUT and GET, statistics, stop.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let started = Instant::now();
+    if invoked_as_ulnetctl() {
+        return ulnetctl_main();
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+    };
+    match cli.command {
+        // The demo's own output is the point: only warnings from the nodes by default.
+        Some(Command::Demo) => init_logging("warn"),
+        None => init_logging("info"),
+    }
+    match cli.command {
+        Some(Command::Demo) => ExitCode::from(ulnetd::demo::run(&mut std::io::stdout())),
+        None => ExitCode::from(run(&cli, started)),
+    }
+}
+
+/// Runs one daemon until SIGTERM or SIGINT; returns the exit status.
+fn run(cli: &Cli, started: Instant) -> u8 {
+    let root = ulnet_control::path::effective_uid() == Some(0);
+    let config = match load_config(cli.config.as_deref(), root) {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("ulnetd: {error}");
+            return match error {
+                ConfigError::Read { .. } => exit::NO_INPUT,
+                _ => exit::CONFIG,
+            };
+        }
+    };
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!(
+        accept_port = config.tcp.accept_port,
+        accept = %config.tcp.accept,
+        "TCP settings"
+    );
+    let (socket, _) = ulnet_control::path::socket_path(cli.socket.clone());
+    let daemon = match Daemon::start(&config, &socket, None) {
+        Ok(daemon) => daemon,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("ulnetd: {error}");
+            return match error {
+                StartError::Listen(_) => exit::SOCKET,
+                StartError::Node(_) | StartError::Server(_) => exit::NODE,
+            };
+        }
+    };
+    let signal = wait_for_signal(|| {
+        let line = daemon.ready_line();
+        // Logged first, so whoever sees the ready line finds it in the log too.
+        tracing::info!(
+            startup_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "{}",
+            line.strip_prefix("ulnetd: ").unwrap_or(&line)
+        );
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout must not stop the daemon; the log has the same facts.
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    });
+    match signal {
+        Ok(name) => tracing::info!(signal = name, "shutting down"),
+        Err(error) => tracing::error!(%error, "cannot wait for signals; shutting down"),
+    }
+    daemon.shutdown();
+    tracing::info!("stopped");
+    exit::OK
+}
+
+fn load_config(path: Option<&Path>, root: bool) -> Result<DaemonConfig, ConfigError> {
+    match path {
+        Some(path) => DaemonConfig::load(path, root),
+        None => {
+            let host = ulnetd::interfaces::host_interfaces().unwrap_or_default();
+            DaemonConfig::embedded_default(root, &host)
+        }
+    }
+}
+
+/// Registers the SIGTERM and SIGINT handlers, calls `ready` (so a signal sent as soon as
+/// the ready line is seen is caught, not fatal), and waits for one of them.
+fn wait_for_signal(ready: impl FnOnce()) -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    runtime.block_on(async {
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        ready();
+        tokio::select! {
+            _ = terminate.recv() => Ok("SIGTERM"),
+            _ = interrupt.recv() => Ok("SIGINT"),
+        }
+    })
+}
+
+/// Logs to stderr, filtered by `$ULNET_LOG`, else by `default`.
+fn init_logging(default: &str) {
+    let filter = EnvFilter::try_from_env(LOG_ENV).unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// True when the program was run under the name `ulnetctl` (a link to this binary).
+fn invoked_as_ulnetctl() -> bool {
+    std::env::args_os()
+        .next()
+        .is_some_and(|arg0| Path::new(&arg0).file_name().is_some_and(|name| name == "ulnetctl"))
+}
+
+/// `ulnetctl`'s main, as the ulnetctl binary has it.
+fn ulnetctl_main() -> ExitCode {
+    let args: Vec<String> =
+        std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let stdin = std::io::stdin();
+    let stdin_is_terminal = stdin.is_terminal();
+    let mut stdin = stdin.lock();
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    let mut io = ulnetctl::Io {
+        stdout: &mut stdout,
+        stderr: &mut stderr,
+        stdin: &mut stdin,
+        stdin_is_terminal,
+    };
+    ExitCode::from(ulnetctl::run(args, &mut io))
+}

@@ -1,0 +1,239 @@
+//! The node's live state as the renderer's input structs (`ulnet_config::render`): what
+//! `net show`, `peer show`, `peer list`, `stats show` and `export` print.
+//!
+//! The kernel keeps most counters in 32 bits (`struct lnet_element_stats` atomics,
+//! `struct lnet_counters_common` u32 fields), so they wrap there; the engine counts in 64
+//! bits and the low 32 bits are shown, which is what a kernel node would show.
+//! lustre: include/uapi/linux/lnet/lnet-types.h, api-ni.c `lnet_fill_ni_info()`,
+//! peer.c `lnet_peer_ni_info()` (via the netlink dumps).
+
+use ulnet::{NiStats, NodeStats, PeerNiStats};
+use ulnet_config::render::{
+    LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
+    PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
+};
+use ulnet_proto::addr::{Net, Nid};
+use ulnet_proto::engine::{ElementStats, GlobalStats, MsgTypeCounts, PeerInfo};
+
+use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
+
+/// `LNET_PEER_MULTI_RAIL`, bit 0 of the peer state (include/linux/lnet/lib-types.h).
+pub const PEER_MULTI_RAIL: u32 = 1 << 0;
+
+/// `net show`: `lo` first, then the configured nets in configuration order.
+pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
+    let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
+    let mut entries = vec![NetEntry {
+        net: Net::LO,
+        nis: vec![local_ni(
+            &NiSpec { nid: Nid::LO_0, interface: None, cpts: None },
+            lo,
+            None,
+            NetTunables::default(),
+        )],
+    }];
+    for net in nets {
+        let tunables = shown_tunables(net);
+        let lnd = LndTunablesShow::Socklnd {
+            conns_per_peer: net.socklnd.shown_conns_per_peer(),
+            timeout: SOCK_TIMEOUT_SECONDS,
+            tos: net.socklnd.tos,
+        };
+        let nis = net
+            .nis
+            .iter()
+            .map(|ni| {
+                let live = stats.nis.iter().find(|known| known.nid == ni.nid);
+                local_ni(ni, live, Some(lnd), tunables)
+            })
+            .collect();
+        entries.push(NetEntry { net: net.net, nis });
+    }
+    entries
+}
+
+/// `peer show`: one entry per peer (by primary NID, in the order the node learnt them), its
+/// NIs in the peer's order (primary net first, primary NI first in its net) when `info`
+/// knows the peer. Loopback peers (ourselves through `0@lo`) are never shown.
+pub fn peer_entries(stats: &NodeStats, info: impl Fn(Nid) -> Option<PeerInfo>) -> Vec<PeerEntry> {
+    let mut peers: Vec<PeerEntry> = Vec::new();
+    for ni in stats.peer_nis.iter().filter(|ni| ni.nid.net() != Net::LO) {
+        let entry = peer_ni(ni);
+        match peers.iter_mut().find(|peer| peer.primary_nid == ni.primary_nid) {
+            Some(peer) => peer.nis.push(entry),
+            None => peers.push(PeerEntry {
+                primary_nid: ni.primary_nid,
+                multi_rail: ni.multi_rail,
+                state: if ni.multi_rail { PEER_MULTI_RAIL } else { 0 },
+                nis: vec![entry],
+            }),
+        }
+    }
+    for peer in &mut peers {
+        let Some(known) = info(peer.primary_nid) else { continue };
+        peer.state = known.state.0;
+        peer.multi_rail = known.multi_rail();
+        let rank = |nid: Nid| known.nis.iter().position(|ni| ni.nid == nid).unwrap_or(usize::MAX);
+        peer.nis.sort_by_key(|ni| rank(ni.nid));
+    }
+    peers
+}
+
+/// `stats show`.
+pub fn stats_show(stats: &GlobalStats) -> StatsShow {
+    StatsShow {
+        msgs_alloc: low32(stats.msgs_alloc),
+        msgs_max: low32(stats.msgs_max),
+        rst_alloc: low32(stats.rst_alloc),
+        errors: low32(stats.errors),
+        send_count: low32(stats.send_count),
+        resend_count: low32(stats.resend_count),
+        response_timeout_count: low32(stats.response_timeout_count),
+        local_interrupt_count: low32(stats.local_interrupt_count),
+        local_dropped_count: low32(stats.local_dropped_count),
+        local_aborted_count: low32(stats.local_aborted_count),
+        local_no_route_count: low32(stats.local_no_route_count),
+        local_timeout_count: low32(stats.local_timeout_count),
+        local_error_count: low32(stats.local_error_count),
+        remote_dropped_count: low32(stats.remote_dropped_count),
+        remote_error_count: low32(stats.remote_error_count),
+        remote_timeout_count: low32(stats.remote_timeout_count),
+        network_timeout_count: low32(stats.network_timeout_count),
+        failed_resends: low32(stats.failed_resends),
+        successful_resends: low32(stats.successful_resends),
+        recv_count: low32(stats.recv_count),
+        route_count: low32(stats.route_count),
+        drop_count: low32(stats.drop_count),
+        send_length: stats.send_length,
+        recv_length: stats.recv_length,
+        route_length: stats.route_length,
+        drop_length: stats.drop_length,
+    }
+}
+
+fn shown_tunables(net: &NetSpec) -> NetTunables {
+    let signed = |value: u32| i32::try_from(value).unwrap_or(i32::MAX);
+    NetTunables {
+        peer_timeout: signed(net.tunables.peer_timeout),
+        peer_credits: signed(net.tunables.peer_credits),
+        peer_buffer_credits: signed(net.tunables.peer_buffer_credits),
+        credits: signed(net.tunables.credits),
+    }
+}
+
+fn local_ni(
+    spec: &NiSpec,
+    live: Option<&NiStats>,
+    lnd_tunables: Option<LndTunablesShow>,
+    tunables: NetTunables,
+) -> LocalNiEntry {
+    let statistics = live.map(|ni| ni.statistics).unwrap_or_default();
+    let health = live.map(|ni| ni.health).unwrap_or_default();
+    let lo = spec.nid == Nid::LO_0;
+    LocalNiEntry {
+        nid: spec.nid,
+        up: live.is_some_and(|ni| ni.up),
+        interface: spec.interface.clone(),
+        statistics: element_statistics(&statistics),
+        udsp: no_udsp(),
+        sent: counts(&statistics.sent_stats),
+        received: counts(&statistics.received_stats),
+        dropped: counts(&statistics.dropped_stats),
+        health: LocalNiHealth {
+            fatal_error: i32::from(health.fatal_error),
+            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
+            interrupts: low32(health.interrupts),
+            dropped: low32(health.dropped),
+            aborted: low32(health.aborted),
+            no_route: low32(health.no_route),
+            timeouts: low32(health.timeouts),
+            error: low32(health.error),
+            ping_count: low32(health.ping_count),
+            next_ping: health.next_ping,
+        },
+        tunables,
+        lnd_tunables,
+        // The loopback NI sits on CPT 0; network NIs have no device CPT (no NUMA device).
+        dev_cpt: if lo { 0 } else { -1 },
+        cpts: spec.cpts.clone().unwrap_or_else(|| (0..CPT_COUNT).collect()),
+    }
+}
+
+fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
+    PeerNiEntry {
+        nid: ni.nid,
+        udsp: no_udsp(),
+        // `NA` unless the peer is a router or this node routes (cli.md §3.2): no routing yet.
+        state: PeerNiState::NotApplicable,
+        max_ni_tx_credits: u32::try_from(ni.tx_credits.max).unwrap_or(0),
+        available_tx_credits: ni.tx_credits.available,
+        min_tx_credits: ni.tx_credits.min,
+        tx_q_num_of_buf: low32(ni.tx_q_num_of_buf),
+        available_rtr_credits: ni.rtr_credits.available,
+        min_rtr_credits: ni.rtr_credits.min,
+        // The peer table's own reference (lustre: peer.c, `lpni_refcount`).
+        refcount: 1,
+        statistics: element_statistics(&ni.statistics),
+        sent: counts(&ni.statistics.sent_stats),
+        received: counts(&ni.statistics.received_stats),
+        dropped: counts(&ni.statistics.dropped_stats),
+        health: PeerNiHealth {
+            value: i32::try_from(ni.health.health_value).unwrap_or(i32::MAX),
+            dropped: low32(ni.health.dropped),
+            timeout: low32(ni.health.timeout),
+            error: low32(ni.health.error),
+            network_timeout: low32(ni.health.network_timeout),
+            ping_count: low32(ni.health.ping_count),
+            next_ping: i64::try_from(ni.health.next_ping).unwrap_or(i64::MAX),
+        },
+    }
+}
+
+/// `udsp info` without UDSP rules: both priorities at `LNET_MAX_SELECTION_PRIORITY`
+/// (`u32::MAX`), which the netlink dump sends as an s32, -1.
+/// lustre: config.c `lnet_ni_alloc()`, peer.c `lnet_peer_ni_alloc()`, api-ni.c
+/// `udsp_info_list` (`NLA_S32`).
+fn no_udsp() -> UdspInfo {
+    UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
+}
+
+/// The `statistics:` block; the engine keeps no latency samples yet (all zero).
+fn element_statistics(stats: &ElementStats) -> Statistics {
+    Statistics {
+        send_count: low32(stats.send_count),
+        recv_count: low32(stats.recv_count),
+        drop_count: low32(stats.drop_count),
+        ..Statistics::default()
+    }
+}
+
+fn counts(counts: &MsgTypeCounts) -> MessageCounts {
+    MessageCounts {
+        put: low32(counts.put),
+        get: low32(counts.get),
+        reply: low32(counts.reply),
+        ack: low32(counts.ack),
+        hello: low32(counts.hello),
+    }
+}
+
+/// The low 32 bits: what the kernel's wrapping 32-bit counter would hold.
+fn low32(value: u64) -> u32 {
+    // Truncation is the point: the kernel's counters wrap at 2^32.
+    (value & u64::from(u32::MAX)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_wrap_like_the_kernels() {
+        assert_eq!(low32(5), 5);
+        assert_eq!(low32((1 << 32) + 7), 7);
+        let stats =
+            GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
+        let shown = stats_show(&stats);
+        assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
+    }
+}

@@ -1,0 +1,22 @@
+//! Integration tests of `ulnetd`: the process (start, ready line, signals, refusals),
+//! `ulnetctl` against a live daemon, and the control handler over live nodes in this
+//! process. One binary, one module per area.
+//!
+//! No timing or size assertions: timeouts only turn a hang into a failure; the start-up
+//! time and idle RSS are printed (`cargo test -p ulnetd -- --nocapture`).
+
+// Helpers outside #[test] functions unwrap too: a failure is the test failing.
+#![allow(clippy::unwrap_used)]
+
+mod cli;
+mod demo;
+mod lifecycle;
+mod live;
+mod selftest;
+mod support;
+mod tcp;
+
+use std::time::Duration;
+
+/// Generous bound on any single wait; only reached if something hangs.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);

@@ -1,0 +1,170 @@
+//! `ulnetd` processes talking over real TCP on loopback addresses: ping, discovery, a peer
+//! going away and coming back, NIs added live, an address already taken.
+//!
+//! Each test has its own address block (127.53.<block>.x) and a port the OS just handed out,
+//! so tests run in parallel with each other and with other suites.
+
+use std::net::TcpListener;
+
+use crate::support::{Process, SIGTERM};
+
+/// A port free right now on loopback.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn nid(block: u8, host: u8) -> String {
+    format!("127.53.{block}.{host}@tcp")
+}
+
+fn config(nid: &str, port: u16) -> String {
+    format!(
+        "global:\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n        - nid: {nid}\n"
+    )
+}
+
+fn spawn(nid: &str, port: u16) -> Process {
+    let daemon = Process::spawn(Some(&config(nid, port)), &[]);
+    assert!(daemon.ready.is_some(), "{nid} did not start: {}", daemon.log());
+    daemon
+}
+
+fn check(daemon: &Process, name: &str, args: &[&str]) {
+    let run = daemon.ulnetctl(args);
+    insta::assert_snapshot!(name, run.transcript());
+}
+
+fn stop(mut daemon: Process) {
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+    assert!(!daemon.socket.exists());
+}
+
+#[test]
+fn two_daemons_ping_and_discover_each_other() {
+    let port = free_port();
+    let (a_nid, b_nid) = (nid(1, 2), nid(1, 3));
+    let a = spawn(&a_nid, port);
+    let b = spawn(&b_nid, port);
+    assert_eq!(
+        a.ready.as_deref(),
+        Some(format!("ulnetd: ready 0@lo,{a_nid} control {}", a.socket.display()).as_str())
+    );
+    check(&a, "tcp_ping_b", &["ping", &b_nid]);
+    check(&b, "tcp_ping_a", &["ping", &a_nid]);
+    check(&a, "tcp_discover_b", &["discover", &b_nid]);
+    check(&a, "tcp_peer_show", &["peer", "show", "-v", "3"]);
+    check(&b, "tcp_peer_list", &["peer", "list"]);
+    check(&a, "tcp_net_show", &["net", "show", "-v", "--net", "tcp"]);
+    stop(a);
+    stop(b);
+}
+
+#[test]
+fn a_peer_stopping_and_restarting_is_seen() {
+    let port = free_port();
+    let (a_nid, b_nid) = (nid(2, 2), nid(2, 3));
+    let a = spawn(&a_nid, port);
+    let b = spawn(&b_nid, port);
+    assert_eq!(a.ulnetctl(&["ping", &b_nid]).code, 0);
+    // SIGTERM with a connection up: graceful, socket removed.
+    stop(b);
+    let run = a.ulnetctl(&["ping", "--timeout", "2", &b_nid]);
+    assert_ne!(run.code, 0, "b is gone: {}", run.stdout);
+    assert!(run.stdout.contains(&format!("failed to ping {b_nid}")), "{}", run.stdout);
+    // b comes back with a new incarnation: a reconnects.
+    let b = spawn(&b_nid, port);
+    let run = a.ulnetctl(&["ping", &b_nid]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(b.ulnetctl(&["ping", &a_nid]).code, 0);
+    stop(a);
+    stop(b);
+}
+
+#[test]
+fn an_ni_added_live_answers_pings() {
+    let port = free_port();
+    let (a_nid, b_nid, extra) = (nid(3, 2), nid(3, 3), nid(3, 4));
+    let a = spawn(&a_nid, port);
+    let b = spawn(&b_nid, port);
+    check(&a, "tcp_net_add", &["net", "add", "--nid", &extra]);
+    let run = b.ulnetctl(&["ping", &extra]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(&extra) && run.stdout.contains(&a_nid), "{}", run.stdout);
+    check(&a, "tcp_net_del", &["net", "del", "--nid", &extra]);
+    let run = b.ulnetctl(&["ping", "--timeout", "2", &extra]);
+    assert_ne!(run.code, 0, "the NI is gone: {}", run.stdout);
+    stop(a);
+    stop(b);
+}
+
+#[test]
+fn an_address_already_taken_fails_the_start_with_status_1() {
+    let port = free_port();
+    let a_nid = nid(4, 2);
+    let a = spawn(&a_nid, port);
+    let mut second = Process::spawn(Some(&config(&a_nid, port)), &[]);
+    assert_eq!(second.ready, None);
+    assert_eq!(second.wait(), 1);
+    let log = second.log();
+    assert!(log.contains(&format!("NI {a_nid}: cannot listen on port {port}")), "{log}");
+    assert!(!second.socket.exists(), "the refused daemon removes its socket");
+    // A net add onto a taken address is refused, and the node keeps the NIs it had.
+    let c_nid = nid(4, 3);
+    let c = spawn(&c_nid, port);
+    let run = c.ulnetctl(&["net", "add", "--nid", &a_nid]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("errno: -98"), "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("cannot listen on port {port}")), "{}", run.stderr);
+    let run = c.ulnetctl(&["net", "show", "--net", "tcp"]);
+    assert!(run.stdout.contains(&c_nid) && !run.stdout.contains(&a_nid), "{}", run.stdout);
+    assert_eq!(a.ulnetctl(&["ping", &c_nid]).code, 0, "c still serves on its address");
+    stop(a);
+    stop(c);
+}
+
+#[test]
+fn idle_rss_and_startup_with_a_tcp_ni() {
+    let port = free_port();
+    let mut daemon = spawn(&nid(5, 2), port);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let rss = daemon.rss_kib();
+    eprintln!("tcp ulnetd: spawn to ready {:?}, idle RSS {rss} KiB", daemon.startup);
+    assert!(rss > 0);
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+#[test]
+fn three_daemons_and_concurrent_pings() {
+    let port = free_port();
+    let nids: Vec<String> = (2..5).map(|host| nid(6, host)).collect();
+    let daemons: Vec<Process> = nids.iter().map(|nid| spawn(nid, port)).collect();
+    // Every daemon pings the two others, eight clients at once on each.
+    std::thread::scope(|scope| {
+        for (index, daemon) in daemons.iter().enumerate() {
+            for client in 0..8 {
+                let target = &nids[(index + 1 + client % 2) % nids.len()];
+                let socket = &daemon.socket;
+                scope.spawn(move || {
+                    let run = crate::support::ulnetctl(socket, &["ping", target]);
+                    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+                    assert!(
+                        run.stdout.contains(&format!("primary nid: {target}")),
+                        "{}",
+                        run.stdout
+                    );
+                });
+            }
+        }
+    });
+    // Peers come in the order the concurrent pings created them.
+    let run = daemons[0].ulnetctl(&["peer", "list"]);
+    assert_eq!(run.stdout.matches("nid: ").count(), 2, "{}", run.stdout);
+    assert!(run.stdout.contains(&nids[1]) && run.stdout.contains(&nids[2]), "{}", run.stdout);
+    let run = daemons[1].ulnetctl(&["discover", &nids[2], &nids[0]]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout.matches("Multi-Rail: true").count(), 2, "{}", run.stdout);
+    for daemon in daemons {
+        stop(daemon);
+    }
+}
