@@ -2,7 +2,7 @@
 //! no MD sees an operation twice.
 //!
 //! Not in Lustre (which never copies a message, and so never needs this); see
-//! docs/decisions/0006-fast-failover.md. A copy has the same wire handle as its original,
+//! docs/decisions/0008-fast-failover.md. A copy has the same wire handle as its original,
 //! except for [`RESEND_COOKIE_FLAG`](crate::engine::failover::RESEND_COOKIE_FLAG) in the
 //! interface cookie. With fast failover on, the node remembers for
 //! [`DEDUPE_WINDOW`](crate::engine::failover::DEDUPE_WINDOW) every PUT that asked for an ACK,

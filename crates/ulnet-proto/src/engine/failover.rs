@@ -1,7 +1,7 @@
 //! Fast failover: black holes noticed in seconds instead of the kernel's 49-150 s.
 //!
 //! Not in Lustre; the design and the delivery guarantee are in
-//! docs/decisions/0006-fast-failover.md. In short, per peer NI two clocks run while work is
+//! docs/decisions/0008-fast-failover.md. In short, per peer NI two clocks run while work is
 //! outstanding:
 //!
 //! * LND progress: transmits handed to the driver and not completed; any completion to that

@@ -53,7 +53,7 @@ pub struct Tunables {
     /// `lnet_max_recovery_ping_interval`: the cap on the recovery ping backoff (1, 2, 4, ...
     /// seconds); must be positive.
     pub max_recovery_ping_interval: Duration,
-    /// Fast failover (not in Lustre; docs/decisions/0006-fast-failover.md): a peer NI with
+    /// Fast failover (not in Lustre; docs/decisions/0008-fast-failover.md): a peer NI with
     /// work outstanding that shows no progress (no send completion, no message received) for
     /// this long, or for a multiple of its measured round trip if longer, is suspected of
     /// black-holing traffic: its health drops, it is probed at once, and its messages move to
