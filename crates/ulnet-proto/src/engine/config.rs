@@ -306,21 +306,30 @@ impl Node {
 
     // ------------------------------------------------------------ tunables and statistics
 
-    /// `lnetctl set <tunable>`: validated as the kernel's setters do. Turning discovery off
-    /// clears the DISCOVERY feature bit in place and force-pushes multi-rail peers; turning
-    /// it on only sets the bit (api-ni.c `discovery_set`). Fast failover's progress state
-    /// starts afresh when it is turned on or off.
+    /// `lnetctl set <tunable>` (`transaction_timeout`, `retry_count`, `health_sensitivity`,
+    /// `response_tracking`, `discovery`, `numa_range`, `recovery_limit`,
+    /// `max_recovery_ping_interval`, and fast failover's `blackhole_timeout`), validated as the
+    /// kernel's setters do. Most are read when a decision needs them, so the change applies
+    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
+    /// Lustre. Turning discovery on or off changes the ping buffer's `DISCOVERY` feature: a new
+    /// buffer is installed (and pushed to the peers that need it), and turning it off also
+    /// force-pushes every multi-rail peer so they learn it (api-ni.c `discovery_set()`). Fast
+    /// failover's progress state starts afresh when it is turned on or off.
+    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
+    /// `response_tracking_set()`, `discovery_set()`, `recovery_limit_set()`,
+    /// `max_recovery_ping_interval_set()`.
     pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
-        self.advance(now);
         tunables.validate()?;
+        self.advance(now);
         let old = std::mem::replace(&mut self.tunables, tunables);
         if old.discovery != tunables.discovery {
-            self.update_ping_buffer_in_place();
             if old.discovery {
+                // Marked while discovery still counts as on, so the push goes out.
                 self.tunables.discovery = true;
                 self.force_push_to_peers();
                 self.tunables.discovery = false;
             }
+            self.install_ping_target();
         }
         if old.blackhole_timeout.is_zero() != tunables.blackhole_timeout.is_zero() {
             self.reset_failover_state();

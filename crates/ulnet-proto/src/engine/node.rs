@@ -28,7 +28,7 @@ use crate::engine::select::LocalNet;
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::TrackerQueue;
-use crate::engine::tunables::{Tunables, TunablesError};
+use crate::engine::tunables::Tunables;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
@@ -396,27 +396,6 @@ impl Node {
 
     pub fn tunables(&self) -> &Tunables {
         &self.tunables
-    }
-
-    /// Replaces the global tunables (`lnetctl set transaction_timeout|retry_count|
-    /// health_sensitivity|response_tracking|discovery`), with the checks of
-    /// [`Tunables::validate`]. Most are read when a decision needs them, so the change applies
-    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
-    /// Lustre, where those module parameter setters only store the new value. Turning
-    /// discovery on or off changes the ping buffer's `DISCOVERY` feature: a new buffer is
-    /// installed and pushed to the peers that need it, as `discovery_set()` does.
-    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
-    /// `response_tracking_set()`, `discovery_set()`.
-    pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
-        tunables.validate()?;
-        self.advance(now);
-        let discovery_changed = tunables.discovery != self.tunables.discovery;
-        self.tunables = tunables;
-        if discovery_changed {
-            self.install_ping_target();
-            self.run_work();
-        }
-        Ok(())
     }
 
     pub fn limits(&self) -> &Limits {
