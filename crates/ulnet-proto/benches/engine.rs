@@ -14,8 +14,8 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ulnet_proto::engine::testing::{Harness, HarnessConfig};
 use ulnet_proto::engine::{
-    GetRequest, InsertPosition, MdOptions, MdSpec, Memory, ProcessId, PutRequest, Tunables,
-    UnlinkMode,
+    GetRequest, HealthStatus, InsertPosition, MdOptions, MdSpec, Memory, ProcessId, PutRequest,
+    Tunables, UnlinkMode,
 };
 use ulnet_proto::link_model::LinkConfig;
 
@@ -93,8 +93,8 @@ fn get(c: &mut Criterion) {
     group.finish();
 }
 
-/// PUT without ACK (one message) over `rails` rails: the whole engine path, selection
-/// included, on both nodes.
+/// PUT without ACK (one message) over `rails` rails, and a PUT with ACK: the whole engine
+/// path, selection included, on both nodes.
 fn multi_rail(c: &mut Criterion) {
     let mut group = c.benchmark_group("multi-rail");
     group.throughput(Throughput::Elements(1));
@@ -113,6 +113,45 @@ fn multi_rail(c: &mut Criterion) {
                 })
             });
         }
+        // With an ACK: response tracking, and with fast failover the saved request and the
+        // target's duplicate log.
+        let (mut h, md) = harness_with(1, tunables);
+        let request = put_request(&h, md, true);
+        group.bench_function(format!("put_ack_0b, 1 rail, {label}"), |b| {
+            b.iter(|| {
+                h.put(0, black_box(&request)).expect("put");
+                h.drive();
+            })
+        });
+    }
+    group.finish();
+}
+
+/// The initiator's side alone, without the harness: `put`, `poll_transmit`,
+/// `handle_send_done`, the SEND event; the peer (discovered first) has `rails` NIs. What the
+/// 4-rail figure adds to the 1-rail one is path selection over four rails.
+fn initiator(c: &mut Criterion) {
+    let mut group = c.benchmark_group("initiator");
+    group.throughput(Throughput::Elements(1));
+    for (failover, label) in [(true, "fast failover"), (false, "kernel-exact")] {
+        let tunables = Tunables {
+            blackhole_timeout: if failover { Duration::from_secs(2) } else { Duration::ZERO },
+            ..Tunables::default()
+        };
+        for rails in [1usize, 4] {
+            let (mut h, md) = harness_with(rails, tunables);
+            let request = put_request(&h, md, false);
+            let now = h.now();
+            let node = h.node_mut(0);
+            group.bench_function(format!("put_0b, {rails} rails, {label}"), |b| {
+                b.iter(|| {
+                    node.put(now, black_box(&request)).expect("put");
+                    let transmit = node.poll_transmit().expect("a transmit");
+                    node.handle_send_done(now, transmit.tx, HealthStatus::Ok).expect("done");
+                    black_box(node.poll_event());
+                })
+            });
+        }
     }
     group.finish();
 }
@@ -122,6 +161,7 @@ fn benches(c: &mut Criterion) {
     put(c, "put_ack_0b (2 messages)", true);
     get(c);
     multi_rail(c);
+    initiator(c);
 }
 
 criterion_group!(engine, benches);

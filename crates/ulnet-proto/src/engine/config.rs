@@ -533,7 +533,7 @@ impl Node {
                         .as_ref()
                         .is_some_and(|t| t.next_hop == Some(id) || t.awaiting == Some(id))
                 })
-                || self.watch_queue.iter().any(|entry| entry.0.1 == id)
+                || self.watch_queue.iter().any(|entry| entry.1 == id)
                 || self.peers.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
             if !in_use {
                 self.peers.reclaim(id);

@@ -27,7 +27,6 @@
 //! second response is stale) and only within [`COPY_WINDOW`] of the original's departure
 //! (targets remember PUTs for [`DEDUPE_WINDOW`]).
 
-use std::cmp::Reverse;
 use std::time::Duration;
 
 use crate::engine::md::Threshold;
@@ -70,8 +69,8 @@ pub(crate) struct Watch {
     /// Smoothed round trip and its variation (RFC 6298), nanoseconds; 0 until measured.
     pub(crate) srtt_ns: u64,
     pub(crate) rttvar_ns: u64,
-    /// Has an entry in the watch queue.
-    pub(crate) queued: bool,
+    /// Its entry in the watch queue, if any (the instant it is filed under).
+    pub(crate) armed: Option<Time>,
 }
 
 impl Watch {
@@ -147,6 +146,7 @@ impl Node {
         if let Some(took) = took {
             ni.watch.sample(took);
         }
+        self.disarm_if_idle(id);
     }
 
     /// A tracked request through `id` left and awaits its response.
@@ -171,6 +171,7 @@ impl Node {
         if let Some(rtt) = rtt {
             ni.watch.sample(rtt);
         }
+        self.disarm_if_idle(id);
     }
 
     /// Something arrived from `id`: the peer is making progress.
@@ -183,21 +184,21 @@ impl Node {
 
     /// When the earliest watch entry is due (entries may be early: they are re-checked).
     pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.watch_queue.peek().map(|Reverse((at, _))| (*at).max(self.now))
+        self.watch_queue.first().map(|(at, _)| (*at).max(self.now))
     }
 
     /// Checks the due peer NIs; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some(&Reverse((at, id))) = self.watch_queue.peek() {
+        while let Some(&(at, id)) = self.watch_queue.first() {
             if at > self.now {
                 break;
             }
-            self.watch_queue.pop();
+            self.watch_queue.pop_first();
             let timeout = self.failover_timeout(id);
             let Some(ni) = self.peers.ni_mut(id) else {
                 continue;
             };
-            ni.watch.queued = false;
+            ni.watch.armed = None;
             if ni.deleted || timeout.is_zero() {
                 continue;
             }
@@ -215,19 +216,29 @@ impl Node {
     /// Puts `id` in the watch queue at its due time if it has work outstanding. A peer with
     /// one NI is not watched: there is no other path to move its traffic to.
     fn arm_watch(&mut self, id: PeerNiId) {
-        if !self.failover_enabled() || self.peers.peer_ni_count(id) <= 1 {
+        let armed = self.peers.ni(id).is_none_or(|ni| ni.watch.armed.is_some());
+        if armed || !self.failover_enabled() || self.peers.peer_ni_count(id) <= 1 {
             return;
         }
         let timeout = self.failover_timeout(id);
         let Some(ni) = self.peers.ni_mut(id) else {
             return;
         };
-        if ni.watch.queued {
-            return;
-        }
         if let Some(due) = ni.watch.due(timeout) {
-            ni.watch.queued = true;
-            self.watch_queue.push(Reverse((due, id)));
+            ni.watch.armed = Some(due);
+            self.watch_queue.insert((due, id));
+        }
+    }
+
+    /// Nothing outstanding any more: the entry goes (no wakeup for an idle peer NI).
+    fn disarm_if_idle(&mut self, id: PeerNiId) {
+        let Some(ni) = self.peers.ni_mut(id) else {
+            return;
+        };
+        if ni.watch.in_lnd == 0 && ni.watch.awaiting == 0 {
+            if let Some(at) = ni.watch.armed.take() {
+                self.watch_queue.remove(&(at, id));
+            }
         }
     }
 

@@ -279,6 +279,16 @@ fn check_failover(node: &Node) -> Result<(), String> {
             *count += 1;
         }
     }
+    let armed = node.peers.nis.iter().filter(|ni| ni.watch.armed.is_some()).count();
+    if armed != node.watch_queue.len() {
+        return Err(format!("{armed} peer NIs armed but {} watch entries", node.watch_queue.len()));
+    }
+    for (index, ni) in node.peers.nis.iter().enumerate() {
+        let entry = ni.watch.armed.map(|at| (at, crate::engine::peer::PeerNiId(index as u32)));
+        if entry.is_some_and(|entry| !node.watch_queue.contains(&entry)) {
+            return Err(format!("peer NI {:?} armed without a watch entry", ni.nid));
+        }
+    }
     for ((ni, in_lnd), awaiting) in node.peers.nis.iter().zip(in_lnd).zip(awaiting) {
         if in_lnd != ni.watch.in_lnd as usize || awaiting != ni.watch.awaiting as usize {
             return Err(format!(

@@ -1,7 +1,6 @@
 //! The node: LNet's message engine as an I/O-free state machine.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::addr::Nid;
 use crate::engine::dedupe::DeliveryLog;
@@ -305,7 +304,7 @@ pub struct Node {
     /// When the next recovery pass is due.
     pub(super) recovery_deadline: Option<Time>,
     /// Fast failover: peer NIs with work outstanding, by when they become suspect.
-    pub(super) watch_queue: BinaryHeap<Reverse<(Time, PeerNiId)>>,
+    pub(super) watch_queue: BTreeSet<(Time, PeerNiId)>,
     /// Fast failover: payload bytes held in private copies.
     pub(super) failover_bytes: u64,
     /// Fast failover, target side: PUTs with ACK and GETs received lately.
@@ -377,7 +376,7 @@ impl Node {
             local_recovery: Vec::new(),
             peer_recovery: Vec::new(),
             recovery_deadline: None,
-            watch_queue: BinaryHeap::new(),
+            watch_queue: BTreeSet::new(),
             failover_bytes: 0,
             deliveries: DeliveryLog::default(),
         };
