@@ -500,7 +500,14 @@ impl Node {
             return;
         };
         let in_window = tracker.sent_at.is_some_and(|at| now < at + COPY_WINDOW);
-        if !single_response || !in_window || request.copies >= retry_limit {
+        // Like a held message, only a request free to take another path is copied: no source
+        // was asked for, and the peer is multi-rail.
+        let free = request.source.is_none()
+            && tracker
+                .awaiting
+                .and_then(|id| self.peers.peer_of(id))
+                .is_some_and(|peer| peer.multi_rail());
+        if !single_response || !in_window || !free || request.copies >= retry_limit {
             return;
         }
         let length = match request.header.body {
