@@ -1180,6 +1180,12 @@ impl Node {
         md.tracker = Some(Tracker { deadline, next_hop: None });
         self.trackers.push(deadline, md_key);
         self.stats.rst_alloc = self.live_trackers as u64;
+        self.compact_trackers();
+    }
+
+    /// Drops stale tracker-queue entries once they dominate. Run after every attach and detach,
+    /// so the queue stays within `TrackerQueue::bound(live_trackers)` however trackers end.
+    fn compact_trackers(&mut self) {
         let mds = &self.mds;
         self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
             mds.get(key)
@@ -1194,6 +1200,7 @@ impl Node {
             if md.tracker.take().is_some() {
                 self.live_trackers = self.live_trackers.saturating_sub(1);
                 self.stats.rst_alloc = self.live_trackers as u64;
+                self.compact_trackers();
             }
         }
     }
