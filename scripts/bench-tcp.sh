@@ -36,8 +36,8 @@ RATE_INFLIGHT=${BENCH_RATE_INFLIGHT:-64}
 IPERF_PORT=${IPERF_PORT:-5201}
 SOCKPERF_PORT=${SOCKPERF_PORT:-11111}
 UCX_PORT=${UCX_PORT:-13337}
-# UCX iterations: about BENCH_SECONDS at the 1-1.5 M msg/s UCX reaches here.
-UCX_ITERATIONS=$((SECS * 1000000))
+# UCX iterations: BENCH_SECONDS or so at the 1-2.5 M msg/s UCX reaches here.
+UCX_ITERATIONS=$((SECS * 2000000))
 # Upper bounds on a server's and a client's life.
 SERVER_LIMIT=$((SECS + 60))
 CLIENT_LIMIT=$((SECS + 30))
@@ -78,6 +78,20 @@ cleanup() {
 trap cleanup EXIT
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# CPU seconds the whole host has been busy (user, nice, system, irq, softirq; not steal).
+host_busy() {
+    awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.2f\n", ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat
+}
+
+# CPU seconds of this script's finished children, grandchildren included, from bash's `times`
+# (which must run in this shell, not in a $(...) subshell: call `times >"$TMP/times"` first).
+our_cpu() {
+    python3 -c '
+import re, sys
+line = open(sys.argv[1]).read().splitlines()[1]
+print("%.2f" % sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line)))' "$TMP/times"
+}
 
 # Waits up to LOAD_WAIT seconds for the 1-minute load average to drop below MAX_LOAD.
 wait_for_quiet() {
@@ -243,6 +257,8 @@ for mode in "${modes[@]}"; do
     fi
     wait_for_quiet
     load_before=$(load1)
+    times >"$TMP/times"
+    busy_before=$(host_busy) ours_before=$(our_cpu) start=$(date +%s.%N)
     ip=n/a bulk=n/a ucx=n/a rate=n/a ackrate=n/a sp=n/a ping=n/a rtt=n/a
     for _ in $(seq "$REPEAT"); do
         ip=$(best higher "$ip" "$(iperf_gbits)")
@@ -254,7 +270,11 @@ for mode in "${modes[@]}"; do
         ping=$(best lower "$ping" "$(ulnet rtt_us --ping)")
         rtt=$(best lower "$rtt" "$(ulnet rtt_us --size 0 --inflight 1)")
     done
-    load="$load_before -> $(load1)"
+    # Other programs' CPU use meanwhile, in CPUs (the load average after a mode counts ours too).
+    times >"$TMP/times"
+    busy_after=$(host_busy) ours_after=$(our_cpu)
+    others=$(python3 -c "print('%.2f' % max(0, (($busy_after - $busy_before) - ($ours_after - $ours_before)) / ($(date +%s.%N) - $start)))")
+    load="$load_before; others $others CPU"
     r_bulk=$(ratio "$bulk" "$ip")
     r_rate=$(ratio "$rate" "$ucx")
     r_ping=$(ratio "$ping" "$sp")
@@ -268,6 +288,6 @@ for mode in "${modes[@]}"; do
 done
 
 echo
-echo "| mode | ulnet measure | ulnet | peer | ratio | target | load (1 min) |"
+echo "| mode | ulnet measure | ulnet | peer | ratio | target | load average before; other programs' CPU use during |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
