@@ -18,11 +18,14 @@
 # Each figure is the best of BENCH_REPEAT runs (highest rate, lowest round trip), the tools taking
 # turns, which keeps other load on the host from deciding the ratio. Before each mode the script
 # waits (up to BENCH_LOAD_WAIT seconds) for the 1-minute load average to drop below BENCH_MAX_LOAD
-# and reports the load it measured under. Missing tools are installed with apt-get (Debian
+# and reports the load it measured under, and what other programs used meanwhile; before each
+# round it also waits (up to BENCH_ROUND_WAIT seconds) for other programs to use less than
+# BENCH_MAX_OTHERS CPUs. Missing tools are installed with apt-get (Debian
 # packages iperf3, sockperf, ucx-utils); a tool still missing gives "n/a". Every process runs
 # under `timeout`, and every server is killed when its run ends, so the script cannot hang.
 #
 # Environment: BENCH_SECONDS (5), BENCH_REPEAT (3), BENCH_MAX_LOAD (1.5), BENCH_LOAD_WAIT (300),
+# BENCH_MAX_OTHERS (0.3), BENCH_ROUND_WAIT (60),
 # BENCH_PORT (the ulnet nodes' accept_port; default: a free one), IPERF_PORT (5201),
 # SOCKPERF_PORT (11111), UCX_PORT (13337), BENCH_RATE_INFLIGHT (64).
 set -euo pipefail
@@ -33,6 +36,8 @@ REPEAT=${BENCH_REPEAT:-3}
 MAX_LOAD=${BENCH_MAX_LOAD:-1.5}
 LOAD_WAIT=${BENCH_LOAD_WAIT:-300}
 RATE_INFLIGHT=${BENCH_RATE_INFLIGHT:-64}
+MAX_OTHERS=${BENCH_MAX_OTHERS:-0.3}
+ROUND_WAIT=${BENCH_ROUND_WAIT:-60}
 IPERF_PORT=${IPERF_PORT:-5201}
 SOCKPERF_PORT=${SOCKPERF_PORT:-11111}
 UCX_PORT=${UCX_PORT:-13337}
@@ -78,6 +83,21 @@ cleanup() {
 trap cleanup EXIT
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# Between rounds nothing of ours runs: waits (up to BENCH_ROUND_WAIT seconds) until other programs
+# use less than BENCH_MAX_OTHERS CPUs over one second, so that a burst of other work that started
+# after wait_for_quiet is less likely to land in every round.
+wait_for_idle_round() {
+    local waited=0 before used
+    while :; do
+        before=$(host_busy)
+        sleep 1
+        used=$(python3 -c "print('%.2f' % ($(host_busy) - $before))")
+        python3 -c "import sys; sys.exit(0 if $used < $MAX_OTHERS else 1)" && return
+        waited=$((waited + 1))
+        [ "$waited" -ge "$ROUND_WAIT" ] && { echo "other programs use $used CPUs; measuring anyway" >&2; return; }
+    done
+}
 
 # CPU seconds the whole host has been busy (user, nice, system, irq, softirq; not steal).
 host_busy() {
@@ -261,6 +281,7 @@ for mode in "${modes[@]}"; do
     busy_before=$(host_busy) ours_before=$(our_cpu) start=$(date +%s.%N)
     ip=n/a bulk=n/a ucx=n/a rate=n/a ackrate=n/a sp=n/a ping=n/a rtt=n/a
     for _ in $(seq "$REPEAT"); do
+        wait_for_idle_round
         ip=$(best higher "$ip" "$(iperf_gbits)")
         bulk=$(best higher "$bulk" "$(ulnet gbit_per_sec --size 1048576 --inflight 8)")
         ucx=$(best higher "$ucx" "$(ucx_rate)")
