@@ -716,7 +716,14 @@ impl Node {
         entry.state.insert(PeerState::PING_SENT);
         entry.state.remove(PeerState::FORCE_PING);
         let length = entry.discovery.data_bytes.max(LNET_PING_INFO_MIN_SIZE as u32);
+        // One discovery ping per peer at a time: a ping still outstanding (a forced or
+        // restarted discovery overtook it) is abandoned, so its late REPLY changes nothing and
+        // its MD goes now instead of at its response deadline.
+        let previous = entry.discovery.ping_md.take();
         let target = ProcessId::new(entry.primary_nid, LNET_PID_LUSTRE);
+        if let Some(md) = previous {
+            self.abandon_md(md);
+        }
         match self.send_internal_ping(
             MdOwner::DiscoveryPing(peer),
             length.min(MAX_PING_SINK),
@@ -758,6 +765,10 @@ impl Node {
         let destination = entry.discovery.destination.take().unwrap_or(entry.primary_nid);
         entry.discovery.pushed_sequence = self.ping_target.info.sequence;
         let target = ProcessId::new(destination, LNET_PID_LUSTRE);
+        // As for pings: one discovery push per peer at a time.
+        if let Some(md) = entry.discovery.push_md.take() {
+            self.abandon_md(md);
+        }
         match self.send_internal_push(MdOwner::DiscoveryPush(peer), target, source) {
             Ok(md) => {
                 if let Some(entry) = self.peers.peer_mut(peer) {

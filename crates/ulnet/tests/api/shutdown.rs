@@ -85,6 +85,9 @@ fn sender_shutdown_finalizes_messages_held_by_the_fabric() {
 fn receiver_shutdown_fails_what_was_sent_to_it() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    // Discovery first: a discovery ping b received but never answered would (rightly) wait for
+    // the 150 s response timeout, which is not what this test is about.
+    a.discover(fabric_nid(1), false).unwrap();
     b.set_lazy_portal(31).unwrap();
     let sent = a.event_queue(64);
     let mds = put_many(&a, &sent, b.process_id(), 31, 5);

@@ -496,3 +496,14 @@ impl Input<'_> {
         u64::from(self.u32()) | (u64::from(self.u32()) << 32)
     }
 }
+
+#[cfg(test)]
+mod regressions {
+    /// libFuzzer input: a forced discovery overtook one still pinging, leaving two live
+    /// discovery-ping MDs for one peer (the internal-MD bound caught it). Fixed by abandoning
+    /// the outstanding ping (and push) before sending the next.
+    #[test]
+    fn one_discovery_ping_per_peer() {
+        super::drive_arbitrary(include_bytes!("regressions/two-discovery-pings.bin"));
+    }
+}
