@@ -769,6 +769,7 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         },
         health_sensitivity: u32::try_from(settings.health_sensitivity).unwrap_or(0),
         discovery: settings.discovery,
+        ..Tunables::default()
     }
 }
 

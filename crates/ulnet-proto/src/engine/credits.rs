@@ -49,6 +49,17 @@ impl CreditPool {
         if self.value <= 0 { self.waiters.pop_front() } else { None }
     }
 
+    /// Takes `message` off the waiters (it no longer wants the credit it was charged for).
+    /// False if it was not waiting.
+    pub(crate) fn remove(&mut self, message: Key) -> bool {
+        let Some(at) = self.waiters.iter().position(|waiter| *waiter == message) else {
+            return false;
+        };
+        self.waiters.remove(at);
+        self.value += 1;
+        true
+    }
+
     pub(crate) fn max(&self) -> i32 {
         self.max
     }
@@ -108,5 +119,18 @@ mod tests {
         assert_eq!((pool.value(), pool.min()), (1, -2));
         assert_eq!(pool.check(0), Ok(()));
         assert!(pool.check(1).is_err());
+    }
+
+    #[test]
+    fn a_waiter_can_withdraw() {
+        let mut pool = CreditPool::new(1);
+        pool.acquire(key(1));
+        pool.acquire(key(2));
+        pool.acquire(key(3));
+        assert!(pool.remove(key(2)));
+        assert!(!pool.remove(key(2)));
+        assert_eq!((pool.value(), pool.waiters()), (-1, 1));
+        assert_eq!(pool.check(1), Ok(()));
+        assert_eq!(pool.release(), Some(key(3)));
     }
 }

@@ -83,7 +83,8 @@ enum Received {
 
 /// Why a NID could not be added to a peer (`lnet_peer_add_nid` errors).
 enum AddNidError {
-    /// `-EPERM`: a multi-rail peer is only updated by multi-rail data.
+    /// `-EPERM`: a multi-rail peer is only updated by multi-rail data, a configured peer only
+    /// by configuration.
     NotMultiRail,
     /// `-ENOTUNIQ`: a non-multi-rail peer has one NI per net.
     NotUnique,
@@ -112,10 +113,8 @@ impl Node {
             return Err(DiscoverError::TooManyDiscoveries);
         }
         let credits = self.peer_credits_for(nid);
-        let peer_ni = self
-            .peers
-            .find_or_create(nid, credits, self.limits.peer_nis)
-            .map_err(|_| DiscoverError::TooManyPeers)?;
+        let peer_ni =
+            self.peer_ni_or_create(nid, credits).map_err(|_| DiscoverError::TooManyPeers)?;
         let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
             return Err(DiscoverError::TooManyPeers);
         };
@@ -494,7 +493,11 @@ impl Node {
         if entry.primary_nid == nid {
             return Ok(());
         }
-        let old = std::mem::replace(&mut entry.primary_nid, nid);
+        let locked = entry.state.contains(PeerState::LOCK_PRIMARY);
+        let old = entry.primary_nid;
+        if !locked {
+            entry.primary_nid = nid;
+        }
         let result = self.add_nid(peer, nid, multi_rail);
         if result.is_err() {
             if let Some(entry) = self.peers.peer_mut(peer) {
@@ -503,11 +506,18 @@ impl Node {
         } else {
             self.peers.put_primary_first(peer);
         }
+        // lustre: not a failure for a configured peer or a locked primary.
+        let exempt = self.peers.peer(peer).is_some_and(|entry| {
+            entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY)
+        });
+        if exempt {
+            return Ok(());
+        }
         result
     }
 
     /// `lnet_peer_merge_data`: router flag, NI statuses, NIDs added; NIDs the buffer no longer
-    /// lists are marked DOWN (Lustre deletes them, but peer NIs here are never removed).
+    /// lists are deleted (the primary is only marked DOWN).
     /// With discovery off toward the peer only statuses change.
     fn merge_data(&mut self, peer: PeerId, info: &PingInfo) -> Result<(), EventStatus> {
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
@@ -529,7 +539,12 @@ impl Node {
                 continue;
             }
             match info.entries().find(|entry| entry.nid == nid) {
-                Some(listed) => self.update_ni_status(id, listed.status),
+                Some(listed) => {
+                    if let Some(ni) = self.peers.ni_mut(id) {
+                        ni.vanished = false;
+                    }
+                    self.update_ni_status(id, listed.status)
+                }
                 None => vanished.push(id),
             }
         }
@@ -549,8 +564,29 @@ impl Node {
                 self.update_ni_status(id, listed.status);
             }
         }
+        let mut deleted = false;
         for id in vanished {
+            // Lustre deletes it (not for configured peers or a locked primary, which it marks
+            // DOWN). So do we, except the primary, which stays listed DOWN and is never
+            // selected: deleting it would re-key the peer mid-discovery. Deleting the rest
+            // keeps a peer whose list keeps changing from filling the peer NI table.
+            let Some(entry) = self.peers.peer(peer) else {
+                break;
+            };
+            let keep = entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY);
+            let primary = entry.primary_nid;
+            if !keep && self.peers.ni(id).is_some_and(|ni| ni.nid != primary) {
+                self.delete_peer_ni(id);
+                deleted = true;
+                continue;
+            }
+            if let Some(ni) = self.peers.ni_mut(id) {
+                ni.vanished = !keep;
+            }
             self.update_ni_status(id, LNET_NI_STATUS_DOWN);
+        }
+        if deleted {
+            self.reclaim_peer_nis();
         }
         self.peers.put_primary_first(peer);
         Ok(())
@@ -564,8 +600,14 @@ impl Node {
         let Some(entry) = self.peers.peer_mut(peer) else {
             return Ok(());
         };
+        if entry.state.contains(PeerState::CONFIGURED) {
+            return Err(AddNidError::NotMultiRail);
+        }
         if multi_rail {
-            entry.state.insert(PeerState::MULTI_RAIL);
+            if !entry.multi_rail() {
+                entry.state.insert(PeerState::MULTI_RAIL);
+                self.peers.clear_non_mr_preferred(peer);
+            }
         } else if entry.multi_rail() {
             return Err(AddNidError::NotMultiRail);
         }
@@ -594,6 +636,7 @@ impl Node {
             }
             None => {
                 let credits = self.peer_credits_for(nid);
+                self.make_peer_ni_room();
                 self.peers
                     .create_for(peer, nid, credits, self.limits.peer_nis)
                     .map(|_| ())
@@ -604,7 +647,7 @@ impl Node {
 
     /// A peer whose last NI moved to another: its pings and pushes are cancelled and its held
     /// messages go through path selection again (Lustre's `ln_msg_resend` for deleted peers).
-    fn remove_empty_peer(&mut self, peer: PeerId) {
+    pub(super) fn remove_empty_peer(&mut self, peer: PeerId) {
         let Some(entry) = self.peers.remove_peer(peer) else {
             return;
         };
@@ -698,6 +741,7 @@ impl Node {
             length.min(MAX_PING_SINK),
             target,
             None,
+            false,
         ) {
             Ok(md) => {
                 if let Some(entry) = self.peers.peer_mut(peer) {
@@ -887,7 +931,14 @@ impl Node {
             }
         };
         learn_discovery(entry, features, local_discovery, false);
+        let was_multi_rail = entry.multi_rail();
         learn_multi_rail_from_reply(entry, features, local_discovery);
+        if entry.multi_rail() && !was_multi_rail {
+            self.peers.clear_non_mr_preferred(peer);
+        }
+        let Some(entry) = self.peers.peer_mut(peer) else {
+            return;
+        };
         let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
         entry.discovery.data_bytes = entry.discovery.data_bytes.max(info_bytes);
         let Some(info) = info else {
@@ -917,6 +968,7 @@ impl Node {
         let Some(entry) = self.peers.peer_mut(peer) else {
             return;
         };
+        let was_multi_rail = entry.multi_rail();
         let mut grow_to = None;
         match receive(data) {
             _ if !event.status.is_ok() => force_ping(entry),
@@ -947,6 +999,9 @@ impl Node {
                     }
                 }
             }
+        }
+        if self.peers.peer(peer).is_some_and(|entry| entry.multi_rail() && !was_multi_rail) {
+            self.peers.clear_non_mr_preferred(peer);
         }
         if let Some(size) = grow_to {
             self.push_target.size = self.push_target.size.max(size.min(MAX_PING_SINK));
@@ -1047,6 +1102,8 @@ fn learn_discovery(peer: &mut Peer, features: u32, local_discovery: bool, from_p
             && state.intersects(PeerState::DISCOVERED | PeerState::MULTI_RAIL);
         (features & LNET_PING_FEAT_DISCOVERY != 0 && local_discovery, resettable)
     };
+    // Peers configured by the user are never deleted by discovery.
+    let resettable = resettable && !state.contains(PeerState::CONFIGURED);
     if enabled {
         peer.state.remove(PeerState::NO_DISCOVERY);
     } else {
@@ -1058,12 +1115,19 @@ fn learn_discovery(peer: &mut Peer, features: u32, local_discovery: bool, from_p
 }
 
 /// `lnet_discovery_event_reply`'s MULTI_RAIL update.
+/// A configured peer keeps the multi-rail setting it was configured with (Lustre only warns
+/// when discovery disagrees).
 fn learn_multi_rail_from_reply(peer: &mut Peer, features: u32, local_discovery: bool) {
+    let configured = peer.state.contains(PeerState::CONFIGURED);
     if features & LNET_PING_FEAT_MULTI_RAIL != 0 {
-        if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+        if !peer.multi_rail()
+            && !configured
+            && local_discovery
+            && !peer.state.contains(PeerState::NO_DISCOVERY)
+        {
             peer.state.insert(PeerState::MULTI_RAIL);
         }
-    } else {
+    } else if !configured {
         // "Multi-Rail state vanished".
         peer.state.remove(PeerState::MULTI_RAIL);
     }
@@ -1071,7 +1135,11 @@ fn learn_multi_rail_from_reply(peer: &mut Peer, features: u32, local_discovery: 
 
 /// `lnet_peer_push_event`'s MULTI_RAIL update (the push had the bit).
 fn learn_multi_rail_from_push(peer: &mut Peer, local_discovery: bool) {
-    if !peer.multi_rail() && local_discovery && !peer.state.contains(PeerState::NO_DISCOVERY) {
+    if !peer.multi_rail()
+        && !peer.state.contains(PeerState::CONFIGURED)
+        && local_discovery
+        && !peer.state.contains(PeerState::NO_DISCOVERY)
+    {
         peer.state.insert(PeerState::MULTI_RAIL);
     }
 }

@@ -6,15 +6,17 @@
 //! semantics.md §1.4, §1.5, §4.2, §11.
 
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
-use crate::engine::health::{HealthAction, HealthStatus};
+use crate::engine::health::{HealthAction, HealthStatus, MAX_HEALTH};
+use crate::engine::latency::LatencyOp;
 use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
-use crate::engine::ni::{LndKind, NiId};
+use crate::engine::ni::NiId;
 use crate::engine::node::{Node, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
 use crate::wire::header::{Body, Header};
+use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
 impl Node {
     /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
@@ -44,7 +46,7 @@ impl Node {
                 if action.local_failure {
                     self.local_failure(ni);
                 }
-                if action.remote_failure && self.peers.peer_ni_count(peer_ni) > 1 {
+                if action.remote_failure && self.handles_remote_health(peer_ni) {
                     self.remote_failure(peer_ni);
                 }
                 if self.may_resend(key, action) {
@@ -54,6 +56,14 @@ impl Node {
             }
         }
         self.complete_tx(key, status);
+    }
+
+    /// `lnet_health_check`'s `handle_remote_health`: not for a peer with a single NI (there
+    /// is nowhere else to go; we do not route), nor for our own NIDs (local recovery covers
+    /// those).
+    fn handles_remote_health(&self, peer_ni: PeerNiId) -> bool {
+        self.peers.peer_ni_count(peer_ni) > 1
+            && self.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
     }
 
     /// `lnet_finalize` for a receive: health, statistics, the MD's event, then the ACK if one
@@ -69,6 +79,12 @@ impl Node {
         };
         let (md, event, template, ack_to) =
             (message.md, message.event, message.template, message.ack_to);
+        if let (Some(md), Some(kind @ (EventKind::Ack | EventKind::Reply))) = (md, event) {
+            if status.is_ok() {
+                self.response_arrived(md, key, kind);
+            }
+        }
+        self.settle_delivery(key, status.is_ok(), status.is_ok() && ack_to.is_some());
         if let (Some(md), Some(kind)) = (md, event) {
             self.detach_md(md, kind, &template, status);
         }
@@ -91,17 +107,24 @@ impl Node {
         let Some(peer_ni) = peer_ni else { return };
         if health.is_ok() {
             self.local_success(ni);
+            // An OK receive resets both ping counts (faster recovery), raises the peer NI's
+            // health, and (re)queues it for recovery if still below the maximum.
             let sensitivity = self.tunables.health_sensitivity;
+            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+                local.recovery.ping_count = 0;
+            }
             if let Some(peer) = self.peers.ni_mut(peer_ni) {
+                peer.recovery.ping_count = 0;
                 peer.health.increment(sensitivity);
             }
+            self.queue_peer_recovery(peer_ni);
         } else if !past_deadline {
             let action = health.action();
             self.count_failure(ni, Some(peer_ni), health);
             if action.local_failure {
                 self.local_failure(ni);
             }
-            if action.remote_failure && self.peers.peer_ni_count(peer_ni) > 1 {
+            if action.remote_failure && self.handles_remote_health(peer_ni) {
                 self.remote_failure(peer_ni);
             }
         }
@@ -129,13 +152,18 @@ impl Node {
         let Some(message) = self.msgs.get(key) else {
             return false;
         };
-        if message.no_resend || message.retry_count >= self.tunables.effective_retry_count() {
+        if message.recovery
+            || message.abandoned
+            || message.no_resend
+            || message.retry_count >= self.tunables.effective_retry_count()
+        {
             return false;
         }
         if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
             return false;
         }
-        let real_nis = self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo).count();
+        // lustre: lnet_ping_at_least_two_entries() on the ping buffer (removed NIs left out).
+        let real_nis = self.nis.iter().filter(|ni| ni.usable()).count();
         let peer_nis = message.peer_ni.map_or(0, |id| self.peers.peer_ni_count(id));
         (action.local_resend && real_nis > 1) || (action.remote_resend && peer_nis > 1)
     }
@@ -157,9 +185,18 @@ impl Node {
     /// The send is over: statistics, credits back, the MD's event, and the message freed.
     fn complete_tx(&mut self, key: Key, status: EventStatus) {
         self.return_credits(key);
+        let tracked = self.tracked_md_of(key);
         let Some(message) = self.free_message(key) else {
             return;
         };
+        self.release_orphan(&message);
+        if message.abandoned {
+            // Fast failover's copy carries the operation on; the original only ends.
+            if status.is_ok() {
+                self.count_sent(&message);
+            }
+            return;
+        }
         if message.resent {
             if status.is_ok() {
                 self.stats.successful_resends += 1;
@@ -169,9 +206,95 @@ impl Node {
         }
         if status.is_ok() {
             self.count_sent(&message);
+            self.record_egress(&message);
+            if let (Some(md), Some(peer_ni)) = (tracked, message.peer_ni) {
+                self.request_left(md, peer_ni, &message);
+            }
         }
-        if let (Some(md), Some(kind)) = (message.md, message.event) {
-            self.detach_md(md, kind, &message.template, status);
+        match (message.md, message.event) {
+            (Some(md), Some(kind)) => self.detach_md(md, kind, &message.template, status),
+            (Some(md), None) => self.release_md(md),
+            (None, _) => {}
+        }
+    }
+
+    /// `lnet_msg_decommit_tx`'s PUT egress sample: first commit to local completion, first
+    /// transmissions only.
+    fn record_egress(&mut self, message: &Message) {
+        let first_put = matches!(message.header.body, Body::Put { .. })
+            && message.event == Some(EventKind::Send)
+            && message.retry_count == 0;
+        let Some(committed) = message.committed_at.filter(|_| first_put) else {
+            return;
+        };
+        let took = self.now.saturating_duration_since(committed);
+        if let Some(local) = self.nis.get_mut(usize::from(message.ni.0)) {
+            local.latency.record(LatencyOp::PutEgress, took);
+        }
+        if let Some(peer) = message.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.latency.record(LatencyOp::PutEgress, took);
+        }
+    }
+
+    /// A tracked request left through `peer_ni`: its response is now awaited there (fast
+    /// failover's peer progress clock), moving from where a previous copy went.
+    fn request_left(&mut self, md: Key, peer_ni: PeerNiId, message: &Message) {
+        let wants_response = match message.header.body {
+            Body::Put { ack_wmd, .. } => !ack_wmd.is_none(),
+            Body::Get { .. } => true,
+            _ => false,
+        };
+        // Recovery pings have their own (probe) timeout.
+        if !wants_response || message.recovery || !self.failover_enabled() {
+            return;
+        }
+        let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        let previous = tracker.awaiting.replace(peer_ni);
+        if let Some(previous) = previous {
+            self.watch_await_end(previous, None);
+        }
+        self.watch_await_start(peer_ni);
+    }
+
+    /// The ACK or REPLY of a tracked request arrived: round-trip statistics (Lustre's
+    /// `lnet_record_response_latency`) and the end of the wait fast failover watches.
+    fn response_arrived(&mut self, md: Key, rx: Key, kind: EventKind) {
+        let now = self.now;
+        let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        let rtt = now.saturating_duration_since(tracker.started);
+        // A copy's response says nothing of the round trip since the first departure.
+        let copied = tracker.request.as_ref().is_some_and(|request| request.copies > 0);
+        let since_sent =
+            tracker.sent_at.filter(|_| !copied).map(|at| now.saturating_duration_since(at));
+        let awaiting = tracker.awaiting.take();
+        if let Some(peer_ni) = awaiting {
+            self.watch_await_end(peer_ni, since_sent);
+        }
+        let op = if kind == EventKind::Reply { LatencyOp::GetRtt } else { LatencyOp::PutAck };
+        let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
+            return;
+        };
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.latency.record(op, rtt);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            peer.latency.record(op, rtt);
+        }
+    }
+
+    /// Drops an event-less message's MD reference (`lnet_msg_detach_md` without an event).
+    pub(super) fn release_md(&mut self, md_key: Key) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            self.record_violation(|| format!("release of missing MD {md_key:?}"));
+            return;
+        };
+        md.refcount = md.refcount.saturating_sub(1);
+        if md.unlinkable() {
+            self.unlink_md(md_key);
         }
     }
 
@@ -189,7 +312,7 @@ impl Node {
     }
 
     /// Reuse a received PUT as its ACK, sent from the NI the PUT arrived on.
-    fn send_ack(&mut self, key: Key, ack_wmd: crate::wire::header::WireHandle) {
+    pub(super) fn send_ack(&mut self, key: Key, ack_wmd: crate::wire::header::WireHandle) {
         let pid = self.pid;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
@@ -215,7 +338,11 @@ impl Node {
         message.ack_to = None;
         message.lo_peer = None;
         message.response_ni = Some(message.ni);
-        self.send(key, None);
+        // lustre: lib-msg.c lnet_complete_msg_locked(): the ACK is sent from the NI the PUT
+        // came in on (`msg_ev.target.nid`) to exactly its source.
+        let source = (message.ni != NiId::LOOPBACK).then_some(request.dest_nid);
+        message.source = source;
+        self.send(key, source);
     }
 
     /// `lnet_msg_detach_md`: drop the message's reference and deliver its event; the last
@@ -336,27 +463,54 @@ impl Node {
         }
     }
 
+    /// `lnet_inc_ni_healthv`: up by the sensitivity; reaching the maximum shows the NI UP
+    /// again in the ping buffer (in place, no push).
     fn local_success(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
         if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
-            local.health.increment(sensitivity);
+            if local.health.value() < MAX_HEALTH {
+                local.health.increment(sensitivity);
+                self.refresh_ni_status(ni);
+            }
         }
     }
 
-    /// `lnet_handle_local_failure`: health down (recovery pings come with the health issue).
+    /// `lnet_handle_local_failure`: health down (reaching 0 shows the NI DOWN in the ping
+    /// buffer, in place), and the NI queued for recovery.
     fn local_failure(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
         if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
             local.health.decrement(sensitivity);
         }
+        self.refresh_ni_status(ni);
+        self.queue_local_recovery(ni);
     }
 
-    /// `lnet_handle_remote_failure_locked`: the peer NI's health down (recovery pings come
-    /// with the health issue).
+    /// `lnet_handle_remote_failure_locked`: the peer NI's health down, and the peer NI queued
+    /// for recovery.
     pub(super) fn remote_failure(&mut self, peer_ni: PeerNiId) {
         let sensitivity = self.tunables.health_sensitivity;
         if let Some(peer) = self.peers.ni_mut(peer_ni) {
             peer.health.decrement(sensitivity);
+        }
+        self.queue_peer_recovery(peer_ni);
+    }
+
+    /// `lnet_dec_ni_healthv_locked` / `lnet_inc_ni_healthv` status transitions: health 0
+    /// turns the NI's status word DOWN, 1000 turns it UP; the ping buffer changes in place
+    /// (same sequence number, no push).
+    pub(super) fn refresh_ni_status(&mut self, ni: NiId) {
+        let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+            return;
+        };
+        let status = match local.health.value() {
+            0 => LNET_NI_STATUS_DOWN,
+            MAX_HEALTH => LNET_NI_STATUS_UP,
+            _ => return,
+        };
+        if local.status != status {
+            local.status = status;
+            self.update_ping_buffer_in_place();
         }
     }
 

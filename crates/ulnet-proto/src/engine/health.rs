@@ -96,6 +96,11 @@ pub struct Health(u32);
 impl Health {
     pub const FULL: Self = Self(MAX_HEALTH);
 
+    /// A health value, clamped to the maximum.
+    pub fn new(value: u32) -> Self {
+        Self(value.min(MAX_HEALTH))
+    }
+
     pub fn value(self) -> u32 {
         self.0
     }

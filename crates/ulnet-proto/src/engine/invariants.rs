@@ -2,25 +2,32 @@
 //!
 //! Checks what Lustre asserts throughout: credit counters equal max minus holders minus
 //! waiters and go negative only with waiters (lib-move.c), MD reference counts equal the
-//! messages attached (lib-md.c), plus the bounds this implementation promises.
+//! messages attached (lib-md.c), plus the bounds this implementation promises, the recovery
+//! queues, and fast failover's bookkeeping.
 
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::node::Node;
+use crate::engine::slab::Key;
 use crate::engine::tracker::TrackerQueue;
 
 pub(crate) fn check(node: &Node) -> Result<(), String> {
     check_bounds(node)?;
     check_credits(node)?;
     check_mds(node)?;
-    check_messages(node)
+    check_messages(node)?;
+    check_recovery(node)?;
+    check_failover(node)
 }
 
 fn check_bounds(node: &Node) -> Result<(), String> {
     let limits = &node.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
-    // plus MDs of messages in flight.
-    let internal_mds = 2 + 2 * node.peers.peers.len() + node.pings.len() + node.msgs.len();
+    // one per NI or peer NI in recovery, plus MDs of messages in flight.
+    let recovering = node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
+        + node.peers.nis.iter().filter(|ni| ni.recovery.md.is_some()).count();
+    let internal_mds =
+        2 + 2 * node.peers.peers.len() + node.pings.len() + recovering + node.msgs.len();
     let checks = [
         ("messages", node.msgs.len(), limits.messages),
         ("MDs", node.md_count(), limits.mds),
@@ -52,6 +59,9 @@ fn check_bounds(node: &Node) -> Result<(), String> {
         }
         for net in &peer.nets {
             for id in &net.nis {
+                if node.peers.ni(*id).is_some_and(|ni| ni.deleted) {
+                    return Err(format!("peer {:?} lists deleted NI {id:?}", peer.primary_nid));
+                }
                 let owner = node.peers.ni(*id).map(|ni| ni.peer);
                 if owner.and_then(|owner| node.peers.peer(owner)).map(|p| p.primary_nid)
                     != Some(peer.primary_nid)
@@ -79,12 +89,30 @@ fn check_bounds(node: &Node) -> Result<(), String> {
 }
 
 fn check_credits(node: &Node) -> Result<(), String> {
-    for (index, ni) in node.nis.iter().enumerate() {
-        let holders = node
-            .msgs
-            .iter()
-            .filter(|(_, m)| usize::from(m.ni.0) == index && m.ni_credit == Credit::Held)
-            .count();
+    // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
+    let mut ni_holders = vec![0usize; node.nis.len()];
+    let mut peer_holders = vec![0usize; node.peers.nis.len()];
+    let mut peer_charged = vec![0u64; node.peers.nis.len()];
+    for (_, message) in node.msgs.iter() {
+        if message.ni_credit == Credit::Held {
+            if let Some(count) = ni_holders.get_mut(usize::from(message.ni.0)) {
+                *count += 1;
+            }
+        }
+        if let Some(index) = message.peer_ni.map(|id| id.0 as usize) {
+            if message.peer_credit == Credit::Held {
+                if let Some(count) = peer_holders.get_mut(index) {
+                    *count += 1;
+                }
+            }
+            if message.peer_credit != Credit::None {
+                if let Some(charged) = peer_charged.get_mut(index) {
+                    *charged += u64::from(message.charged_bytes);
+                }
+            }
+        }
+    }
+    for (ni, holders) in node.nis.iter().zip(ni_holders) {
         match &ni.credits {
             Some(pool) => {
                 pool.check(holders).map_err(|error| format!("NI {:?}: {error}", ni.nid))?
@@ -93,18 +121,8 @@ fn check_credits(node: &Node) -> Result<(), String> {
             None => {}
         }
     }
-    for (index, peer) in node.peers.nis.iter().enumerate() {
-        let on_peer = || {
-            node.msgs
-                .iter()
-                .filter(move |(_, m)| m.peer_ni.is_some_and(|id| id.0 as usize == index))
-        };
-        let holders = on_peer().filter(|(_, m)| m.peer_credit == Credit::Held).count();
+    for ((peer, holders), charged) in node.peers.nis.iter().zip(peer_holders).zip(peer_charged) {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
-        let charged: u64 = on_peer()
-            .filter(|(_, m)| m.peer_credit != Credit::None)
-            .map(|(_, m)| u64::from(m.charged_bytes))
-            .sum();
         if charged != peer.queued_bytes {
             return Err(format!(
                 "peer NI {:?} queued bytes {} != charged {charged}",
@@ -116,9 +134,15 @@ fn check_credits(node: &Node) -> Result<(), String> {
 }
 
 fn check_mds(node: &Node) -> Result<(), String> {
+    let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
+    for (_, message) in node.msgs.iter() {
+        if let Some(md) = message.md {
+            *attached.entry(md).or_insert(0) += 1;
+        }
+    }
     let mut live_trackers = 0;
     for (key, md) in node.mds.iter() {
-        let attached = node.msgs.iter().filter(|(_, m)| m.md == Some(key)).count();
+        let attached = attached.get(&key).copied().unwrap_or(0);
         if attached != md.refcount as usize {
             return Err(format!(
                 "MD {:?} refcount {} but {attached} messages attached",
@@ -190,6 +214,87 @@ fn check_messages(node: &Node) -> Result<(), String> {
         };
         if !coherent {
             return Err(format!("message {key:?} incoherent: {message:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_recovery(node: &Node) -> Result<(), String> {
+    for (index, ni) in node.nis.iter().enumerate() {
+        let listed = node.local_recovery.iter().filter(|id| usize::from(id.0) == index).count();
+        if listed != usize::from(ni.recovery.queued) {
+            return Err(format!(
+                "NI {:?} queued {} but listed {listed} times",
+                ni.nid, ni.recovery.queued
+            ));
+        }
+    }
+    for (index, ni) in node.peers.nis.iter().enumerate() {
+        let listed = node.peer_recovery.iter().filter(|id| id.0 as usize == index).count();
+        if listed != usize::from(ni.recovery.queued) {
+            return Err(format!(
+                "peer NI {:?} queued {} but listed {listed} times",
+                ni.nid, ni.recovery.queued
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_failover(node: &Node) -> Result<(), String> {
+    let orphan_bytes: u64 = node
+        .msgs
+        .iter()
+        .filter_map(|(_, m)| m.orphan.as_ref())
+        .map(|orphan| orphan.len() as u64)
+        .sum();
+    if orphan_bytes != node.failover_bytes {
+        return Err(format!(
+            "private payload copies hold {orphan_bytes} bytes, {} counted",
+            node.failover_bytes
+        ));
+    }
+    for (key, message) in node.msgs.iter() {
+        if message.abandoned
+            && (message.phase != Phase::InLnd || message.event.is_some() || message.md.is_some())
+        {
+            return Err(format!("abandoned message {key:?} incoherent: {message:?}"));
+        }
+    }
+    if !node.failover_enabled() {
+        return Ok(());
+    }
+    let mut in_lnd = vec![0usize; node.peers.nis.len()];
+    let mut awaiting = vec![0usize; node.peers.nis.len()];
+    for (_, message) in node.msgs.iter() {
+        if message.tx && message.phase == Phase::InLnd {
+            if let Some(count) = message.peer_ni.and_then(|id| in_lnd.get_mut(id.0 as usize)) {
+                *count += 1;
+            }
+        }
+    }
+    for (_, md) in node.mds.iter() {
+        let awaited = md.tracker.as_ref().and_then(|tracker| tracker.awaiting);
+        if let Some(count) = awaited.and_then(|id| awaiting.get_mut(id.0 as usize)) {
+            *count += 1;
+        }
+    }
+    let armed = node.peers.nis.iter().filter(|ni| ni.watch.armed.is_some()).count();
+    if armed != node.watch_queue.len() {
+        return Err(format!("{armed} peer NIs armed but {} watch entries", node.watch_queue.len()));
+    }
+    for (index, ni) in node.peers.nis.iter().enumerate() {
+        let entry = ni.watch.armed.map(|at| (at, crate::engine::peer::PeerNiId(index as u32)));
+        if entry.is_some_and(|entry| !node.watch_queue.contains(&entry)) {
+            return Err(format!("peer NI {:?} armed without a watch entry", ni.nid));
+        }
+    }
+    for ((ni, in_lnd), awaiting) in node.peers.nis.iter().zip(in_lnd).zip(awaiting) {
+        if in_lnd != ni.watch.in_lnd as usize || awaiting != ni.watch.awaiting as usize {
+            return Err(format!(
+                "peer NI {:?} watch counts {}/{} but {in_lnd} in the LND and {awaiting} awaited",
+                ni.nid, ni.watch.in_lnd, ni.watch.awaiting
+            ));
         }
     }
     Ok(())

@@ -7,10 +7,13 @@
 use std::fmt;
 use std::ops::BitOr;
 
+use crate::addr::Nid;
 use crate::engine::memory::Memory;
 use crate::engine::peer::{PeerId, PeerNiId};
+use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::time::Time;
+use crate::wire::header::Header;
 
 /// MD option bits, with Lustre's values (`LNET_MD_*` in lnet-types.h).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -170,11 +173,34 @@ impl fmt::Debug for MdHandle {
 }
 
 /// A response tracker attached to an MD (`struct lnet_rsp_tracker`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Tracker {
     pub(crate) deadline: Time,
     /// The peer NI the tracked request went to; blamed when the tracker expires.
     pub(crate) next_hop: Option<PeerNiId>,
+    /// `rspt_start`: when `LNetPut`/`LNetGet` attached it (the round-trip statistics).
+    pub(crate) started: Time,
+    /// When the request first reached the LND (fast failover's copy window), and through
+    /// which NI it last left.
+    pub(crate) sent_at: Option<Time>,
+    pub(crate) sent_ni: Option<crate::engine::ni::NiId>,
+    /// The peer NI whose `awaiting` count includes this request (fast failover).
+    pub(crate) awaiting: Option<PeerNiId>,
+    /// What fast failover needs to send the request again; `None` when it may not (fast
+    /// failover off, or more than one operation on the MD).
+    pub(crate) request: Option<Box<TrackedRequest>>,
+}
+
+/// A tracked request as sent, kept so fast failover can send a copy on another path.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct TrackedRequest {
+    pub(crate) header: Header,
+    /// The source NID the user asked for (`msg_src_nid_param`).
+    pub(crate) source: Option<Nid>,
+    /// Payload bytes (a PUT's MD length).
+    pub(crate) length: u32,
+    /// Copies sent so far (bounded by `retry_count`).
+    pub(crate) copies: u32,
 }
 
 /// Who an MD's events go to: the user, or one of LNet's own consumers (the ping and push
@@ -187,6 +213,8 @@ pub(crate) enum MdOwner {
     DiscoveryPing(PeerId),
     DiscoveryPush(PeerId),
     Ping(u64),
+    /// A recovery ping of a local NI or a peer NI (`lnet_mt_event_handler`).
+    Recovery(RecoveryTarget),
     /// Dropped by its consumer (a failed ping or push, a finished API ping): its late events
     /// are ignored, as Lustre's handlers find nothing left to update.
     Abandoned,

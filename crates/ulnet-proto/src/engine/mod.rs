@@ -1,20 +1,27 @@
 //! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
 //! I/O-free state machine ([`Node`]).
 //!
-//! Map: [`node`] holds the state and the public API; `send`, `recv` and `finalize` are
-//! the message lifecycle (lib-move.c and lib-msg.c); [`portal`], [`me`], [`md`], [`memory`]
-//! are the Portals objects (lib-ptl.c, lib-me.c, lib-md.c); [`ping`] the ping and push
-//! targets and the ping API, [`discovery`] dynamic discovery (api-ni.c, peer.c); [`credits`],
-//! [`peer`], [`ni`], [`health`], [`tunables`] the supporting state; [`event`] and [`stats`] the
-//! outputs; [`testing`] the deterministic harness and fuzz driver.
+//! Map: [`node`] holds the state and the public API; `send`, `select`, `recv` and
+//! `finalize` are the message lifecycle and multi-rail path selection (lib-move.c and
+//! lib-msg.c); [`portal`], [`me`], [`md`], [`memory`] are the Portals objects (lib-ptl.c,
+//! lib-me.c, lib-md.c); [`ping`] the ping and push targets and the ping API, [`discovery`]
+//! dynamic discovery (api-ni.c, peer.c), [`config`] configured peers and interface state;
+//! `recovery` the health recovery queues and pings (the monitor thread); `failover` and
+//! `dedupe` fast failover, beyond Lustre; [`credits`], [`peer`], [`ni`], [`health`],
+//! [`tunables`] the supporting state; [`event`], [`stats`] and [`latency`] the outputs;
+//! [`testing`] the deterministic harness and fuzz driver.
 
+pub mod config;
 pub mod credits;
+mod dedupe;
 pub mod discovery;
 pub mod error;
 pub mod event;
+mod failover;
 mod finalize;
 pub mod health;
 mod invariants;
+pub mod latency;
 pub mod md;
 pub mod me;
 pub mod memory;
@@ -24,7 +31,9 @@ pub mod node;
 pub mod peer;
 pub mod ping;
 pub mod portal;
+mod recovery;
 mod recv;
+mod select;
 mod send;
 mod slab;
 pub mod stats;
@@ -32,6 +41,8 @@ pub mod testing;
 mod tracker;
 pub mod tunables;
 
+pub use config::{MAX_NIDS_PER_PEER, NiSetError, PeerAddError, PeerDelError, PeerSetError};
+pub use dedupe::MAX_DELIVERY_RECORDS;
 pub use discovery::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES, MAX_DISCOVERY_PENDING};
 pub use error::{
     ConfigError, DiscoverError, DriverError, InitiateError, MdAttachError, MdBindError, MdError,
@@ -39,12 +50,14 @@ pub use error::{
     PortalError, Rejected,
 };
 pub use event::{Event, EventKind, EventStatus};
+pub use failover::{COPY_WINDOW, DEDUPE_WINDOW, MAX_FAILOVER_BYTES, RESEND_COOKIE_FLAG};
 pub use health::{HealthStatus, MAX_HEALTH};
+pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 pub use memory::{MAX_SEGMENTS, Memory, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
-pub use ni::{LndKind, NiConfig, NiId};
+pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
 pub use node::{GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
 pub use ping::{Completion, MAX_PINGS, PingFailure, PingId, PingReply, PingResult};
@@ -53,4 +66,4 @@ pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,
     PeerNiHealthStats, PeerNiStats,
 };
-pub use tunables::{NetTunables, ResponseTracking, Tunables};
+pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};

@@ -7,6 +7,7 @@
 use crate::addr::Nid;
 use crate::engine::event::{EventKind, EventTemplate};
 use crate::engine::health::HealthStatus;
+use crate::engine::memory::Memory;
 use crate::engine::ni::NiId;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
@@ -93,6 +94,22 @@ pub(crate) struct Message {
     /// Was resent at least once (for the successful/failed resend counters).
     pub(crate) resent: bool,
     /// The source NID the user asked for (`msg_src_nid_param`), kept for resends and for the
-    /// send that follows discovery.
+    /// send that follows discovery. Responses are pinned to the NI their request came in on.
     pub(crate) source: Option<Nid>,
+    /// `msg_recovery`: a recovery ping, sent non-multi-rail to exactly its NID, never resent.
+    pub(crate) recovery: bool,
+    /// Fast failover copied this transmit while the driver held it: its completion only
+    /// gives back credits (the copy carries the event).
+    pub(crate) abandoned: bool,
+    /// A private copy of the payload (fast failover: an abandoned original, or a copy of a
+    /// request that already left); `tx_payload` reads it instead of an MD.
+    pub(crate) orphan: Option<Box<Memory>>,
+    /// A fast-failover copy of a request that already left: the MD whose tracker it serves.
+    pub(crate) tracked_md: Option<Key>,
+    /// `msg_t_start`: the first commit (PUT egress latency).
+    pub(crate) committed_at: Option<Time>,
+    /// When the driver last took it (`poll_transmit`).
+    pub(crate) lnd_at: Option<Time>,
+    /// A received PUT with ACK, as the duplicate log knows it.
+    pub(crate) delivery: Option<u64>,
 }

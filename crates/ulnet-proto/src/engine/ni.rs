@@ -8,8 +8,15 @@ use std::time::Duration;
 use crate::addr::Nid;
 use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
+use crate::engine::latency::LatencySlot;
+use crate::engine::recovery::Recovery;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
+use crate::wire::ping::LNET_NI_STATUS_UP;
+
+/// `LNET_MAX_SELECTION_PRIORITY`: the default (lowest) UDSP priority of NIs, nets, peer NIs
+/// and peer nets; lower values are preferred.
+pub const MAX_SELECTION_PRIORITY: u32 = u32::MAX;
 
 /// Index of a local NI in its node. NI 0 is always the loopback NI `0@lo`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +69,18 @@ pub(crate) struct Ni {
     /// Removed by [`Node::remove_ni`](crate::engine::Node::remove_ni): kept so `NiId`s stay
     /// stable, but no longer selected, advertised or accepted on.
     pub(crate) removed: bool,
+    /// `ni_sel_priority` (UDSP; lower is preferred).
+    pub(crate) priority: u32,
+    /// The NUMA distance from the node's memory to the NI's device (`cfs_cpt_distance` of
+    /// the MD's CPT and `ni_dev_cpt`), supplied by the driver; 0 when unknown.
+    pub(crate) numa_distance: u32,
+    /// `ni_seq`: the round-robin stamp of the last commit through this NI.
+    pub(crate) seq: u64,
+    /// `*ni_status`: the health-driven status word the ping buffer shows (DOWN at health 0,
+    /// UP again at 1000); the fatal flag overrides it to DOWN.
+    pub(crate) status: u32,
+    pub(crate) recovery: Recovery,
+    pub(crate) latency: LatencySlot,
 }
 
 impl Ni {
@@ -77,6 +96,12 @@ impl Ni {
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
+            priority: MAX_SELECTION_PRIORITY,
+            numa_distance: 0,
+            seq: 0,
+            status: LNET_NI_STATUS_UP,
+            recovery: Recovery::default(),
+            latency: LatencySlot::default(),
         }
     }
 
@@ -92,6 +117,22 @@ impl Ni {
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
+            priority: MAX_SELECTION_PRIORITY,
+            numa_distance: 0,
+            seq: 0,
+            status: LNET_NI_STATUS_UP,
+            recovery: Recovery::default(),
+            latency: LatencySlot::default(),
         }
+    }
+
+    /// A network NI that can be selected (not loopback, not removed).
+    pub(crate) fn usable(&self) -> bool {
+        self.lnd != LndKind::Lo && !self.removed
+    }
+
+    /// `lnet_ni_get_status_locked`: what the ping buffer says of this NI.
+    pub(crate) fn ping_status(&self) -> u32 {
+        if self.fatal_error { crate::wire::ping::LNET_NI_STATUS_DOWN } else { self.status }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::addr::Nid;
+use crate::engine::dedupe::DeliveryLog;
 use crate::engine::discovery::DiscoverWaiter;
 use crate::engine::error::ParseError;
 use crate::engine::error::{
@@ -10,21 +11,23 @@ use crate::engine::error::{
     MeUnlinkError, NiRemoveError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
+use crate::engine::failover::RESEND_COOKIE_FLAG;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
-    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Tracker, UnlinkMode,
+    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, TrackedRequest, Tracker, UnlinkMode,
 };
 use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
-use crate::engine::peer::{PeerId, PeerTable};
+use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
 use crate::engine::ping::{Completion, InternalEvent, PingState, PingTarget, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
+use crate::engine::select::LocalNet;
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::TrackerQueue;
-use crate::engine::tunables::{Tunables, TunablesError};
+use crate::engine::tunables::Tunables;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
@@ -181,9 +184,9 @@ pub(super) enum Work {
 /// # Call protocol
 ///
 /// * Every `handle_*` call and every API call that can make progress (`put`, `get`, `ping`,
-///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`) takes
-///   `now`. `now` must never go backwards;
-///   an earlier value is treated as the latest one seen.
+///   `discover`, `md_attach`, `md_unlink`, `clear_lazy_portal`, `add_ni`, `remove_ni`, the
+///   configuration calls `peer_add`, `peer_del`, `set_*`) takes `now`. `now` must never go
+///   backwards; an earlier value is treated as the latest one seen.
 /// * After any such call the driver drains the outputs, in any order:
 ///   * [`poll_transmit`](Self::poll_transmit) until `None`: for each [`Transmit`], write the
 ///     header and the payload slices from [`tx_payload`](Self::tx_payload), then report
@@ -203,6 +206,16 @@ pub(super) enum Work {
 /// * Portal 0 belongs to LNet: the node serves its ping buffer there and takes discovery pushes
 ///   (it is lazy). Before the first PUT or GET to a peer, the message waits while the peer is
 ///   pinged (discovery, semantics.md §6); the driver sees only ordinary transmits.
+/// * Multi-rail (semantics.md §3, §4): the core picks the local NI and the peer NI of every
+///   message; [`Transmit::ni`] and [`Transmit::next_hop`] say which. Recovery pings of an
+///   unhealthy local NI are addressed to that NI's own NID and go through the driver (the kernel's
+///   socklnd connects to itself for them): the driver must deliver a transmit whose `next_hop` is
+///   one of its own NIDs, received on the NI owning that NID. The driver reports link state with
+///   [`set_ni_fatal`](Self::set_ni_fatal) (netlink link down or up, address removed) and may
+///   give each NI's NUMA distance with [`set_ni_numa_distance`](Self::set_ni_numa_distance).
+///   Recovery pings and fast failover's progress checks run from
+///   [`handle_timeout`](Self::handle_timeout) at the instants [`poll_timeout`](Self::poll_timeout)
+///   names.
 /// * Nothing a peer sends can panic the node or grow it beyond its [`Limits`]; a driver that
 ///   breaks the protocol gets a [`DriverError`].
 ///
@@ -281,6 +294,21 @@ pub struct Node {
     pub(super) discover_waiters: Vec<DiscoverWaiter>,
     pub(super) next_discovery_id: u64,
     pub(super) completions: VecDeque<Completion>,
+    /// Local nets with their round-robin stamps and priorities (`ln_nets`).
+    pub(super) local_nets: Vec<LocalNet>,
+    /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
+    pub(super) net_seq: u64,
+    /// The monitor thread's recovery queues (`ln_mt_localNIRecovq`, `ln_mt_peerNIRecovq`).
+    pub(super) local_recovery: Vec<NiId>,
+    pub(super) peer_recovery: Vec<PeerNiId>,
+    /// When the next recovery pass is due.
+    pub(super) recovery_deadline: Option<Time>,
+    /// Fast failover: peer NIs with work outstanding, by when they become suspect.
+    pub(super) watch_queue: BTreeSet<(Time, PeerNiId)>,
+    /// Fast failover: payload bytes held in private copies.
+    pub(super) failover_bytes: u64,
+    /// Fast failover, target side: PUTs with ACK and GETs received lately.
+    pub(super) deliveries: DeliveryLog,
 }
 
 impl Node {
@@ -291,6 +319,7 @@ impl Node {
             return Err(ConfigError::TooManyNis);
         }
         let mut nis = vec![Ni::loopback()];
+        let mut local_nets: Vec<LocalNet> = Vec::new();
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
                 return Err(ConfigError::LoopbackConfigured);
@@ -302,12 +331,16 @@ impl Node {
                 return Err(ConfigError::DuplicateNid(ni.nid));
             }
             nis.push(Ni::from_config(ni));
+            if !local_nets.iter().any(|local| local.net == ni.nid.net()) {
+                local_nets.push(LocalNet::new(ni.nid.net()));
+            }
         }
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
         limits.mes = limits.mes.min(MAX_COOKIE_INDEX as usize);
         let mut node = Self {
-            interface_cookie: config.interface_cookie,
+            // Copies made by fast failover set the top bit (failover.rs).
+            interface_cookie: config.interface_cookie & !RESEND_COOKIE_FLAG,
             pid: config.pid,
             tunables: config.tunables,
             limits,
@@ -338,6 +371,14 @@ impl Node {
             discover_waiters: Vec::new(),
             next_discovery_id: 0,
             completions: VecDeque::new(),
+            local_nets,
+            net_seq: 0,
+            local_recovery: Vec::new(),
+            peer_recovery: Vec::new(),
+            recovery_deadline: None,
+            watch_queue: BTreeSet::new(),
+            failover_bytes: 0,
+            deliveries: DeliveryLog::default(),
         };
         node.setup_reserved_portal();
         node.run_work();
@@ -354,27 +395,6 @@ impl Node {
 
     pub fn tunables(&self) -> &Tunables {
         &self.tunables
-    }
-
-    /// Replaces the global tunables (`lnetctl set transaction_timeout|retry_count|
-    /// health_sensitivity|response_tracking|discovery`), with the checks of
-    /// [`Tunables::validate`]. Most are read when a decision needs them, so the change applies
-    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
-    /// Lustre, where those module parameter setters only store the new value. Turning
-    /// discovery on or off changes the ping buffer's `DISCOVERY` feature: a new buffer is
-    /// installed and pushed to the peers that need it, as `discovery_set()` does.
-    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
-    /// `response_tracking_set()`, `discovery_set()`.
-    pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
-        tunables.validate()?;
-        self.advance(now);
-        let discovery_changed = tunables.discovery != self.tunables.discovery;
-        self.tunables = tunables;
-        if discovery_changed {
-            self.install_ping_target();
-            self.run_work();
-        }
-        Ok(())
     }
 
     pub fn limits(&self) -> &Limits {
@@ -421,6 +441,9 @@ impl Node {
         }
         let id = NiId(u16::try_from(self.nis.len()).map_err(|_| ConfigError::TooManyNis)?);
         self.nis.push(Ni::from_config(&config));
+        if !self.local_nets.iter().any(|local| local.net == config.nid.net()) {
+            self.local_nets.push(LocalNet::new(config.nid.net()));
+        }
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -440,6 +463,9 @@ impl Node {
             return Err(NiRemoveError::AlreadyRemoved);
         }
         entry.removed = true;
+        self.cancel_recovery(crate::engine::recovery::RecoveryTarget::Local(ni));
+        // Messages waiting for its credits go elsewhere (or fail selection).
+        self.requeue_waiting_on(ni, true);
         self.install_ping_target();
         self.run_work();
         Ok(())
@@ -665,7 +691,7 @@ impl Node {
             hdr_data: request.hdr_data,
             ..EventTemplate::EMPTY
         };
-        let result = self.initiate(md_key, header, template, length, track, request.source);
+        let result = self.initiate(md_key, header, template, length, track, request.source, false);
         self.run_work();
         result
     }
@@ -703,7 +729,7 @@ impl Node {
             offset: request.remote_offset,
             ..EventTemplate::EMPTY
         };
-        let result = self.initiate(md_key, header, template, 0, track, request.source);
+        let result = self.initiate(md_key, header, template, 0, track, request.source, false);
         self.run_work();
         result
     }
@@ -776,18 +802,39 @@ impl Node {
                 continue;
             }
             message.phase = Phase::InLnd;
-            let next_hop = message
-                .peer_ni
-                .and_then(|id| self.peers.ni(id))
-                .map_or(message.header.dest_nid, |p| p.nid);
-            return Some(Transmit {
+            message.lnd_at = Some(self.now);
+            let transmit = Transmit {
                 tx: TxId(key),
                 ni: message.ni,
-                next_hop,
+                next_hop: message
+                    .peer_ni
+                    .and_then(|id| self.peers.ni(id))
+                    .map_or(message.header.dest_nid, |p| p.nid),
                 header: message.header,
-            });
+            };
+            let (peer_ni, ni) = (message.peer_ni, message.ni);
+            if self.failover_enabled() {
+                self.note_departure(key, ni, peer_ni);
+            }
+            return Some(transmit);
         }
         None
+    }
+
+    /// Fast failover's bookkeeping when the driver takes a transmit: the LND progress clock of
+    /// its peer NI, and when and through which NI a tracked request left (the first departure
+    /// opens the copy window; the last NI is the one a lost link strands it on).
+    fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
+        let now = self.now;
+        if let Some(md) = self.tracked_md_of(key) {
+            if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
+                tracker.sent_at.get_or_insert(now);
+                tracker.sent_ni = Some(ni);
+            }
+        }
+        if let Some(peer_ni) = peer_ni {
+            self.watch_lnd_start(peer_ni);
+        }
     }
 
     /// The payload of a transmit, as slices of MD memory (for a vectored write).
@@ -795,6 +842,9 @@ impl Node {
         let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
             return Err(DriverError::WrongState);
+        }
+        if let Some(orphan) = &message.orphan {
+            return Ok(orphan.slices(0, message.length as usize));
         }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
@@ -824,6 +874,10 @@ impl Node {
         } else {
             EventStatus::Io
         };
+        if let Some(peer_ni) = message.peer_ni.filter(|_| self.failover_enabled()) {
+            let took = message.lnd_at.map(|at| self.now.saturating_duration_since(at));
+            self.watch_lnd_done(peer_ni, took.filter(|_| status.is_ok()));
+        }
         self.finalize_tx(tx.0, status, event_status, false);
         self.run_work();
         Ok(())
@@ -841,7 +895,7 @@ impl Node {
         self.advance(now);
         let ni = self.nis.get(usize::from(ni.0)).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
-        if let Ok(id) = self.peers.find_or_create(peer, credits, self.limits.peer_nis) {
+        if let Ok(id) = self.peer_ni_or_create(peer, credits) {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
@@ -859,17 +913,18 @@ impl Node {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
-    /// a ping's timeout).
+    /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
         let ping = self.ping_deadlines.first().map(|(deadline, _)| *deadline);
-        [tracker, ping].into_iter().flatten().min()
+        [tracker, ping, self.recovery_deadline(), self.watch_deadline()].into_iter().flatten().min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
     /// `LNetMDUnlink`, the response-timeout counter goes up, and the peer NI the request went
     /// to takes a remote failure. The deadline is checked exactly (Lustre scans every
     /// transaction_timeout / 2, so it fires within 150-225 s by default; we fire at 150 s).
+    /// Then fast failover's progress checks and the due recovery pings run.
     /// lustre: lnet/lnet/lib-move.c `lnet_finalize_expired_responses()`.
     pub fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
@@ -881,17 +936,24 @@ impl Node {
             let Some(md) = self.mds.get(md_key) else {
                 continue;
             };
-            let Some(tracker) = md.tracker.filter(|tracker| tracker.deadline == deadline) else {
+            let Some(next_hop) = md
+                .tracker
+                .as_ref()
+                .filter(|tracker| tracker.deadline == deadline)
+                .map(|tracker| tracker.next_hop)
+            else {
                 continue;
             };
             self.detach_tracker(md_key);
             self.stats.response_timeout_count += 1;
-            if let Some(peer_ni) = tracker.next_hop {
+            if let Some(peer_ni) = next_hop {
                 self.remote_failure(peer_ni);
             }
             self.abort_md(md_key);
         }
         self.expire_pings();
+        self.run_watch();
+        self.run_recovery();
         self.run_work();
     }
 
@@ -906,11 +968,17 @@ impl Node {
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
-            up: ni.lnd == LndKind::Lo || (!ni.fatal_error && ni.health.value() > 0),
+            up: ni.lnd == LndKind::Lo || ni.ping_status() == crate::wire::ping::LNET_NI_STATUS_UP,
             statistics: ni.stats,
             health: crate::engine::stats::NiHealthStats {
                 fatal_error: ni.fatal_error,
                 health_value: ni.health.value(),
+                ping_count: u64::from(ni.recovery.ping_count),
+                next_ping: if ni.recovery.queued {
+                    ni.recovery.next_ping.as_nanos() / 1_000_000_000
+                } else {
+                    0
+                },
                 ..ni.health_stats
             },
             tunables: ni.tunables,
@@ -919,6 +987,9 @@ impl Node {
                 available: pool.value(),
                 min: pool.min(),
             }),
+            priority: ni.priority,
+            numa_distance: ni.numa_distance,
+            latency: ni.latency.snapshot(),
         })
     }
 
@@ -927,7 +998,7 @@ impl Node {
         self.peer_ni_stats_by_id(id)
     }
 
-    /// Every peer NI, in creation order.
+    /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
         (0..self.peers.nis.len()).filter_map(|index| {
             self.peer_ni_stats_by_id(crate::engine::peer::PeerNiId(index as u32))
@@ -1103,7 +1174,9 @@ impl Node {
     }
 
     /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
-    /// work is left to the caller (LNet's own sends run inside the work loop).
+    /// work is left to the caller (LNet's own sends run inside the work loop). `recovery`
+    /// marks a recovery ping (`msg_recovery`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn initiate(
         &mut self,
         md_key: Key,
@@ -1112,6 +1185,7 @@ impl Node {
         length: u32,
         track: bool,
         source: Option<Nid>,
+        recovery: bool,
     ) -> Result<(), InitiateError> {
         let message = Message {
             header,
@@ -1137,16 +1211,48 @@ impl Node {
             no_resend: false,
             resent: false,
             source: source.filter(|nid| !nid.is_any()),
+            recovery,
+            abandoned: false,
+            orphan: None,
+            tracked_md: None,
+            committed_at: None,
+            lnd_at: None,
+            delivery: None,
         };
         let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
         if let Some(md) = self.mds.get_mut(md_key) {
             md.attach_operation();
         }
         if track {
-            self.attach_tracker(md_key);
+            let fresh = self.attach_tracker(md_key);
+            self.keep_request(md_key, &header, source, length, !recovery && fresh);
         }
         self.send(key, source.filter(|nid| !nid.is_any()));
         Ok(())
+    }
+
+    /// Fast failover keeps what a copy of the request needs (`keep`); a tracker shared by
+    /// several operations keeps nothing (a copy would be ambiguous).
+    fn keep_request(
+        &mut self,
+        md_key: Key,
+        header: &Header,
+        source: Option<Nid>,
+        length: u32,
+        keep: bool,
+    ) {
+        let enabled = self.failover_enabled() && keep;
+        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        tracker.request = enabled.then(|| {
+            Box::new(TrackedRequest {
+                header: *header,
+                source: source.filter(|nid| !nid.is_any()),
+                length,
+                copies: 0,
+            })
+        });
     }
 
     pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
@@ -1168,41 +1274,75 @@ impl Node {
         message
     }
 
-    /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout.
-    fn attach_tracker(&mut self, md_key: Key) {
-        let deadline = self.now + self.tunables.transaction_timeout;
+    /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
+    /// re-used MD keeps its start time and next hop. True when the tracker is new.
+    fn attach_tracker(&mut self, md_key: Key) -> bool {
+        let (now, deadline) = (self.now, self.now + self.tunables.transaction_timeout);
         let Some(md) = self.mds.get_mut(md_key) else {
-            return;
+            return false;
         };
-        if md.tracker.is_none() {
-            self.live_trackers += 1;
+        let fresh = md.tracker.is_none();
+        match md.tracker.as_mut() {
+            // The queue already holds this exact entry (it leaves the queue only when the
+            // tracker expires or is re-armed): a re-used MD sending again at the same instant
+            // must not add duplicates that compaction would count as live.
+            Some(tracker) if tracker.deadline == deadline => return false,
+            Some(tracker) => tracker.deadline = deadline,
+            None => {
+                self.live_trackers += 1;
+                md.tracker = Some(Tracker {
+                    deadline,
+                    next_hop: None,
+                    started: now,
+                    sent_at: None,
+                    sent_ni: None,
+                    awaiting: None,
+                    request: None,
+                });
+            }
         }
-        md.tracker = Some(Tracker { deadline, next_hop: None });
         self.trackers.push(deadline, md_key);
         self.stats.rst_alloc = self.live_trackers as u64;
         self.compact_trackers();
+        fresh
     }
 
-    /// Drops stale tracker-queue entries once they dominate. Run after every attach and detach,
-    /// so the queue stays within `TrackerQueue::bound(live_trackers)` however trackers end.
+    /// Moves a tracker's deadline (a recovery probe's shorter timeout).
+    pub(super) fn rearm_tracker(&mut self, md_key: Key, deadline: Time) {
+        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        if tracker.deadline == deadline {
+            return;
+        }
+        tracker.deadline = deadline;
+        self.trackers.push(deadline, md_key);
+        self.compact_trackers();
+    }
+
     fn compact_trackers(&mut self) {
         let mds = &self.mds;
         self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
             mds.get(key)
-                .and_then(|md| md.tracker)
+                .and_then(|md| md.tracker.as_ref())
                 .is_some_and(|tracker| tracker.deadline == deadline)
         });
     }
 
-    /// `lnet_detach_rsp_tracker`.
+    /// `lnet_detach_rsp_tracker`; the request it awaited is no longer awaited.
     pub(super) fn detach_tracker(&mut self, md_key: Key) {
-        if let Some(md) = self.mds.get_mut(md_key) {
-            if md.tracker.take().is_some() {
-                self.live_trackers = self.live_trackers.saturating_sub(1);
-                self.stats.rst_alloc = self.live_trackers as u64;
-                self.compact_trackers();
-            }
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        let Some(tracker) = md.tracker.take() else {
+            return;
+        };
+        self.live_trackers = self.live_trackers.saturating_sub(1);
+        self.stats.rst_alloc = self.live_trackers as u64;
+        if let Some(peer_ni) = tracker.awaiting {
+            self.watch_await_end(peer_ni, None);
         }
+        self.compact_trackers();
     }
 
     pub(super) fn push_event(&mut self, event: Event) {
@@ -1223,7 +1363,7 @@ impl Node {
     }
 
     fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
-        let peer_ni = self.peers.ni(id)?;
+        let peer_ni = self.peers.ni(id).filter(|ni| !ni.deleted)?;
         let peer = self.peers.peer_of(id)?;
         let pool = &peer_ni.credits;
         Some(PeerNiStats {
@@ -1236,8 +1376,19 @@ impl Node {
             statistics: peer_ni.stats,
             health: crate::engine::stats::PeerNiHealthStats {
                 health_value: peer_ni.health.value(),
+                ping_count: u64::from(peer_ni.recovery.ping_count),
+                next_ping: if peer_ni.recovery.queued {
+                    peer_ni.recovery.next_ping.as_nanos() / 1_000_000_000
+                } else {
+                    0
+                },
                 ..peer_ni.health_stats
             },
+            status: peer_ni.status,
+            priority: peer_ni.priority,
+            preferred: peer_ni.preferred,
+            latency: peer_ni.latency.snapshot(),
+            srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
         })
     }
 
@@ -1251,7 +1402,7 @@ impl Node {
             if let Some(work) = self.work.pop_front() {
                 match work {
                     Work::Lo(key) => self.lo_send(key),
-                    Work::Post(key) => self.post_send(key),
+                    Work::Post(key) => self.resume_post(key),
                     Work::Resend(key) => self.resend(key),
                     Work::LoDeliver(key) => self.lo_deliver(key),
                     Work::Release(key) => self.release_held(key),
@@ -1279,7 +1430,7 @@ impl Node {
             let live = self
                 .mds
                 .get(key)
-                .and_then(|md| md.tracker)
+                .and_then(|md| md.tracker.as_ref())
                 .is_some_and(|tracker| tracker.deadline == deadline);
             if live {
                 break;

@@ -1,6 +1,6 @@
 //! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID, the state
-//! bits discovery drives, and the per-peer discovery bookkeeping. Only one NI per peer is used
-//! for sending until multi-rail lands; discovery fills in the rest of the model.
+//! bits discovery and configuration drive, the per-peer discovery bookkeeping, and per peer
+//! NI the selection, health, recovery and progress state multi-rail uses.
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_peer_ni_alloc`, `lnet_nid2peerni_locked`,
 //! `lnet_peer_primary_nid_locked`, `lnet_peer_attach_peer_ni`,
@@ -14,7 +14,11 @@ use std::ops::BitOr;
 use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
 use crate::engine::event::EventStatus;
+use crate::engine::failover::Watch;
 use crate::engine::health::Health;
+use crate::engine::latency::LatencySlot;
+use crate::engine::ni::MAX_SELECTION_PRIORITY;
+use crate::engine::recovery::Recovery;
 use crate::engine::slab::{Key, Slab};
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
 use crate::time::Time;
@@ -40,6 +44,9 @@ impl PeerState {
     pub const NO_DISCOVERY: Self = Self(1 << 1);
     /// The peer routes (its ping buffer lacks `RTE_DISABLED`).
     pub const ROUTER_ENABLED: Self = Self(1 << 2);
+    /// Configured by the user (`lnetctl peer add`): discovery may not change its multi-rail
+    /// setting, and only configuration changes its NIs.
+    pub const CONFIGURED: Self = Self(1 << 3);
     pub const DISCOVERED: Self = Self(1 << 4);
     /// The last discovery failed; the next message retries it.
     pub const REDISCOVER: Self = Self(1 << 5);
@@ -56,6 +63,9 @@ impl PeerState {
     /// The peer turned discovery off after being discovered: its state is reset and it is
     /// discovered again from scratch (Lustre deletes and re-creates it).
     pub const MARK_DELETION: Self = Self(1 << 18);
+    /// The primary NID is locked (`--lock_prim`, or set by the upper layer): deleting the
+    /// peer without force keeps it and its primary.
+    pub const LOCK_PRIMARY: Self = Self(1 << 20);
 
     pub fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
@@ -127,6 +137,8 @@ pub(crate) struct Peer {
     /// In order, the primary's net first.
     pub(crate) nets: Vec<PeerNet>,
     pub(crate) discovery: Discovery,
+    /// `lp_send_seq`: stamps the peer net and peer NI each commit uses (round robin).
+    pub(crate) send_seq: u64,
 }
 
 impl Peer {
@@ -193,6 +205,16 @@ pub(crate) struct Discovery {
 pub(crate) struct PeerNet {
     pub(crate) net: Net,
     pub(crate) nis: Vec<PeerNiId>,
+    /// `lpn_seq`.
+    pub(crate) seq: u64,
+    /// `lpn_sel_priority` (UDSP; lower is preferred).
+    pub(crate) priority: u32,
+}
+
+impl PeerNet {
+    fn new(net: Net, nis: Vec<PeerNiId>) -> Self {
+        Self { net, nis, seq: 0, priority: MAX_SELECTION_PRIORITY }
+    }
 }
 
 /// `struct lnet_peer_ni`.
@@ -213,6 +235,20 @@ pub(crate) struct PeerNi {
     pub(crate) status: u32,
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: PeerNiHealthStats,
+    /// `lpni_seq`.
+    pub(crate) seq: u64,
+    /// `lpni_sel_priority` (UDSP; lower is preferred).
+    pub(crate) priority: u32,
+    /// `lpni_pref`: the local NID a non-multi-rail peer NI is always reached from.
+    pub(crate) preferred: Option<Nid>,
+    /// No longer listed in the peer's ping buffer (Lustre deletes such NIs): never selected.
+    pub(crate) vanished: bool,
+    /// Deleted by configuration (`peer del`): detached from every peer and from the NID
+    /// index; the slot is reused once nothing refers to it.
+    pub(crate) deleted: bool,
+    pub(crate) recovery: Recovery,
+    pub(crate) latency: LatencySlot,
+    pub(crate) watch: Watch,
 }
 
 /// The peer table was full.
@@ -224,11 +260,13 @@ pub(crate) struct PeerTable {
     pub(crate) peers: Slab<Peer>,
     pub(crate) nis: Vec<PeerNi>,
     by_nid: HashMap<Nid, PeerNiId>,
+    /// Reclaimed slots of deleted peer NIs.
+    free: Vec<PeerNiId>,
 }
 
 impl Default for PeerTable {
     fn default() -> Self {
-        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::new() }
+        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::new(), free: Vec::new() }
     }
 }
 
@@ -289,8 +327,9 @@ impl PeerTable {
         let peer = Peer {
             primary_nid: nid,
             state: PeerState::default(),
-            nets: vec![PeerNet { net: nid.net(), nis: vec![id] }],
+            nets: vec![PeerNet::new(nid.net(), vec![id])],
             discovery: Discovery::default(),
+            send_seq: 0,
         };
         let Some(key) = self.peers.insert(peer) else {
             return Err(PeerTableFull);
@@ -402,11 +441,80 @@ impl PeerTable {
         peer_credits: u32,
         limit: usize,
     ) -> Result<PeerNiId, PeerTableFull> {
-        if self.nis.len() >= limit {
-            return Err(PeerTableFull);
+        let reused = self.free.pop();
+        let id = match reused {
+            Some(id) => id,
+            None if self.nis.len() >= limit => return Err(PeerTableFull),
+            None => PeerNiId(u32::try_from(self.nis.len()).map_err(|_| PeerTableFull)?),
+        };
+        let ni = PeerNi::new(nid, peer_credits);
+        match self.nis.get_mut(id.0 as usize) {
+            Some(slot) => *slot = ni,
+            None => self.nis.push(ni),
         }
-        let id = PeerNiId(u32::try_from(self.nis.len()).map_err(|_| PeerTableFull)?);
-        self.nis.push(PeerNi {
+        self.by_nid.insert(nid, id);
+        Ok(id)
+    }
+
+    /// Deletes a peer NI (`lnet_peer_ni_del_locked`): detached from its peer and from the NID
+    /// index; the caller reclaims the slot once no message or MD refers to it. Returns the
+    /// peer when it was left without NIs.
+    pub(crate) fn delete_ni(&mut self, id: PeerNiId) -> Option<PeerId> {
+        let ni = self.nis.get_mut(id.0 as usize).filter(|ni| !ni.deleted)?;
+        ni.deleted = true;
+        let (nid, owner) = (ni.nid, ni.peer);
+        if self.by_nid.get(&nid) == Some(&id) {
+            self.by_nid.remove(&nid);
+        }
+        let peer = self.peers.get_mut(owner.0)?;
+        for net in &mut peer.nets {
+            net.nis.retain(|other| *other != id);
+        }
+        peer.nets.retain(|net| !net.nis.is_empty());
+        peer.nets.is_empty().then_some(owner)
+    }
+
+    /// No slot left for a new peer NI under `limit`.
+    pub(crate) fn is_full(&self, limit: usize) -> bool {
+        self.free.is_empty() && self.nis.len() >= limit
+    }
+
+    /// Deleted peer NIs not yet reclaimed.
+    pub(crate) fn deleted(&self) -> impl Iterator<Item = PeerNiId> + '_ {
+        self.nis
+            .iter()
+            .enumerate()
+            .filter(|(index, ni)| {
+                ni.deleted && !self.free.iter().any(|free| free.0 as usize == *index)
+            })
+            .map(|(index, _)| PeerNiId(index as u32))
+    }
+
+    /// A deleted peer NI nothing refers to any more: its slot may be reused.
+    pub(crate) fn reclaim(&mut self, id: PeerNiId) {
+        if self.nis.get(id.0 as usize).is_some_and(|ni| ni.deleted) && !self.free.contains(&id) {
+            self.free.push(id);
+        }
+    }
+
+    /// `lnet_peer_clr_non_mr_pref_nids`: a peer that became multi-rail forgets the local NIs
+    /// its NIs were pinned to.
+    pub(crate) fn clear_non_mr_preferred(&mut self, peer: PeerId) {
+        let Some(entry) = self.peers.get(peer.0) else {
+            return;
+        };
+        let ids: Vec<PeerNiId> = entry.ni_ids().collect();
+        for id in ids {
+            if let Some(ni) = self.nis.get_mut(id.0 as usize) {
+                ni.preferred = None;
+            }
+        }
+    }
+}
+
+impl PeerNi {
+    fn new(nid: Nid, peer_credits: u32) -> Self {
+        Self {
             nid,
             peer: PeerId(Key { index: u32::MAX, generation: u32::MAX }),
             credits: CreditPool::new(peer_credits),
@@ -417,9 +525,15 @@ impl PeerTable {
             status: LNET_NI_STATUS_UP,
             stats: ElementStats::default(),
             health_stats: PeerNiHealthStats::default(),
-        });
-        self.by_nid.insert(nid, id);
-        Ok(id)
+            seq: 0,
+            priority: MAX_SELECTION_PRIORITY,
+            preferred: None,
+            vanished: false,
+            deleted: false,
+            recovery: Recovery::default(),
+            latency: LatencySlot::default(),
+            watch: Watch::default(),
+        }
     }
 }
 
@@ -429,8 +543,8 @@ fn insert_ni(peer: &mut Peer, id: PeerNiId, nid: Nid) {
     match peer.nets.iter_mut().find(|net| net.net == nid.net()) {
         Some(net) if primary => net.nis.insert(0, id),
         Some(net) => net.nis.push(id),
-        None if primary => peer.nets.insert(0, PeerNet { net: nid.net(), nis: vec![id] }),
-        None => peer.nets.push(PeerNet { net: nid.net(), nis: vec![id] }),
+        None if primary => peer.nets.insert(0, PeerNet::new(nid.net(), vec![id])),
+        None => peer.nets.push(PeerNet::new(nid.net(), vec![id])),
     }
 }
 

@@ -24,10 +24,10 @@ use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
 use crate::wire::ping::{
-    LNET_INTERFACES_MAX, LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNET_PING_BUFFER_MAX,
-    LNET_PING_FEAT_DISCOVERY, LNET_PING_FEAT_MULTI_RAIL, LNET_PING_FEAT_NI_STATUS,
-    LNET_PING_FEAT_PRIMARY_LARGE, LNET_PING_FEAT_RTE_DISABLED, LNET_PING_INFO_MIN_SIZE,
-    LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, NiStatus, PingError, PingInfo,
+    LNET_INTERFACES_MAX, LNET_PING_BUFFER_MAX, LNET_PING_FEAT_DISCOVERY, LNET_PING_FEAT_MULTI_RAIL,
+    LNET_PING_FEAT_NI_STATUS, LNET_PING_FEAT_PRIMARY_LARGE, LNET_PING_FEAT_RTE_DISABLED,
+    LNET_PING_INFO_MIN_SIZE, LNET_PROTO_PING_MATCHBITS, LNET_RESERVED_PORTAL, NiStatus, PingError,
+    PingInfo,
 };
 
 /// Most pings started with [`Node::ping`] waiting for their answer at once (Lustre has no
@@ -244,6 +244,25 @@ impl Node {
         self.push_update_to_peers();
     }
 
+    /// Health and fatal-flag status changes are visible to pings at once: the buffer is
+    /// rewritten with the same sequence number, in the MD that serves it (its length does
+    /// not change), and nobody is pushed (semantics.md §4.1, §6.1).
+    pub(super) fn update_ping_buffer_in_place(&mut self) {
+        let info = self.build_ping_info(self.ping_target.info.sequence);
+        let Ok(bytes) = info.to_bytes() else {
+            return;
+        };
+        if bytes.len() != self.ping_target.bytes.len() {
+            self.record_violation(|| "ping buffer changed size on a status change".to_string());
+            return;
+        }
+        if let Some(md) = self.ping_target.md.and_then(|md| self.mds.get_mut(md)) {
+            md.memory.write_at(0, &bytes);
+        }
+        self.ping_target.info = info;
+        self.ping_target.bytes = bytes;
+    }
+
     /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
     /// nid4 NI net by net in configuration order, then the large ones.
     fn build_ping_info(&self, sequence: u32) -> PingInfo {
@@ -267,8 +286,7 @@ impl Node {
         let mut large = Vec::new();
         // Entry 0 is 0@lo, so at most lnet_interfaces_max - 1 more.
         for ni in ordered.take(LNET_INTERFACES_MAX as usize - 1) {
-            let status = if ni.fatal_error { LNET_NI_STATUS_DOWN } else { LNET_NI_STATUS_UP };
-            let entry = NiStatus { nid: ni.nid, status };
+            let entry = NiStatus { nid: ni.nid, status: ni.ping_status() };
             if ni.nid.is_nid4() {
                 nids.push(entry);
             } else {
@@ -365,6 +383,7 @@ impl Node {
         length: u32,
         target: ProcessId,
         source: Option<Nid>,
+        recovery: bool,
     ) -> Result<Key, EventStatus> {
         let spec = MdSpec::new(Memory::new(vec![0; length as usize]))
             .threshold(Threshold::Count(2))
@@ -392,7 +411,7 @@ impl Node {
             rlength: length,
             ..crate::engine::event::EventTemplate::EMPTY
         };
-        self.initiate(md_key, header, template, 0, true, source)
+        self.initiate(md_key, header, template, 0, true, source, recovery)
             .map_err(|_| EventStatus::NoMemory)?;
         Ok(md_key)
     }
@@ -434,7 +453,7 @@ impl Node {
             mlength: length,
             ..crate::engine::event::EventTemplate::EMPTY
         };
-        self.initiate(md_key, header, template, length, true, source)
+        self.initiate(md_key, header, template, length, true, source, false)
             .map_err(|_| EventStatus::NoMemory)?;
         Ok(md_key)
     }
@@ -469,7 +488,7 @@ impl Node {
             return Err(EventStatus::NoMemory);
         };
         let (target, source) = (state.target, state.source);
-        let md = self.send_internal_ping(MdOwner::Ping(id), sink, target, source)?;
+        let md = self.send_internal_ping(MdOwner::Ping(id), sink, target, source, false)?;
         if let Some(state) = self.pings.get_mut(&id) {
             state.md = Some(md);
         }
@@ -579,6 +598,7 @@ impl Node {
             MdOwner::DiscoveryPing(peer) => self.discovery_event(peer, md, true, &event, &data),
             MdOwner::DiscoveryPush(peer) => self.discovery_event(peer, md, false, &event, &data),
             MdOwner::Ping(id) => self.ping_event(id, md, &event, data),
+            MdOwner::Recovery(target) => self.recovery_event(target, md, &event),
         }
     }
 

@@ -5,8 +5,10 @@
 //! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), semantics.md §1.6, wire.md §4.4-4.5.
 
 use crate::addr::Nid;
+use crate::engine::dedupe::{Delivery, Verdict};
 use crate::engine::error::ParseError;
 use crate::engine::event::{EventKind, EventTemplate};
+use crate::engine::failover::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::MdHandle;
 use crate::engine::md::MdOptions;
@@ -60,7 +62,7 @@ impl Node {
         let peer_ni = if lo_tx.is_some() {
             None
         } else {
-            match self.peers.find_or_create(from, peer_credits, self.limits.peer_nis) {
+            match self.peer_ni_or_create(from, peer_credits) {
                 Ok(id) => Some(id),
                 Err(_) => {
                     self.count_drop(ni, None, msg_type, payload);
@@ -71,6 +73,9 @@ impl Node {
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.last_alive = Some(self.now);
             peer.alive = true;
+        }
+        if let Some(peer_ni) = peer_ni.filter(|_| self.failover_enabled()) {
+            self.watch_rx(peer_ni);
         }
         let template = EventTemplate {
             initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),
@@ -104,11 +109,29 @@ impl Node {
             no_resend: false,
             resent: false,
             source: None,
+            recovery: false,
+            abandoned: false,
+            orphan: None,
+            tracked_md: None,
+            committed_at: None,
+            lnd_at: None,
+            delivery: None,
         };
         let Some(key) = self.alloc_message(message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);
             return RecvAction::Discard { length: payload };
         };
+        if lo_tx.is_none() && self.failover_enabled() {
+            match self.deliveries.arrive(self.now, header, DEDUPE_WINDOW) {
+                Some(Verdict::Fresh(fingerprint)) => {
+                    if let Some(message) = self.msgs.get_mut(key) {
+                        message.delivery = Some(fingerprint);
+                    }
+                }
+                Some(Verdict::Duplicate(delivery)) => return self.duplicate(key, delivery),
+                None => {}
+            }
+        }
         match header.body {
             Body::Put { ack_wmd, match_bits, hdr_data, ptl_index, .. } => {
                 self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index)
@@ -234,7 +257,11 @@ impl Node {
         message.phase = Phase::ResendQueued;
         message.response_ni = Some(message.ni);
         message.lo_peer = None;
-        self.send(key, None);
+        // lustre: lib-move.c lnet_parse_get(): the REPLY leaves from the NI the GET came in
+        // on, to exactly its source (`lnet_send(&ni->ni_nid, ...)`).
+        let source = (message.ni != NiId::LOOPBACK).then_some(request.dest_nid);
+        message.source = source;
+        self.send(key, source);
         RecvAction::Discard { length: 0 }
     }
 
@@ -303,7 +330,8 @@ impl Node {
     /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
     /// MD, active, and not attached to an ME.
     fn response_md(&self, handle: WireHandle) -> Option<Key> {
-        if handle.interface_cookie != self.interface_cookie {
+        // A fast-failover copy's response carries the flag (failover.rs).
+        if handle.interface_cookie & !RESEND_COOKIE_FLAG != self.interface_cookie {
             return None;
         }
         let key = MdHandle(handle.object_cookie).key()?;
@@ -417,8 +445,48 @@ impl Node {
         }
     }
 
+    /// A copy of a PUT already received (fast failover, dedupe.rs): the arrival is progress
+    /// from the peer, the PUT is not delivered again; if it was ACKed it is ACKed again (the
+    /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
+    /// one response).
+    fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
+        self.stats.duplicates_dropped += 1;
+        self.rx_health(key, HealthStatus::Ok);
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        let payload = message.header.payload_length;
+        match (message.header.body, delivery) {
+            (Body::Put { ack_wmd, .. }, Delivery::Acked(mlength)) if !ack_wmd.is_none() => {
+                message.length = mlength;
+                self.send_ack(key, ack_wmd);
+            }
+            _ => {
+                self.free_message(key);
+            }
+        }
+        RecvAction::Discard { length: payload }
+    }
+
+    /// The duplicate log learns how a received PUT with ACK ended: ACKed with its matched
+    /// length, or not delivered (a copy may then try again).
+    pub(super) fn settle_delivery(&mut self, key: Key, delivered: bool, acked: bool) {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        let Some(fingerprint) = message.delivery.take() else {
+            return;
+        };
+        if acked {
+            self.deliveries.acked(fingerprint, message.length);
+        } else if !delivered {
+            self.deliveries.forget(fingerprint);
+        }
+    }
+
     /// `lnet_drop_message`: count and free an rx message that never got an MD.
     pub(super) fn drop_rx(&mut self, key: Key) {
+        self.settle_delivery(key, false, false);
         let Some(message) = self.free_message(key) else {
             return;
         };

@@ -1,4 +1,4 @@
-//! The send path: NI selection, commit, credits, resend, and the loopback LND.
+//! The send path: selection (in `select.rs`), commit, credits, resend, and the loopback LND.
 //!
 //! lustre: lnet/lnet/lib-move.c (`lnet_send`, `lnet_select_pathway`, `lnet_handle_lo_send`,
 //! `lnet_post_send_locked`, `lnet_return_tx_credits_locked`, `lnet_resend_pending_msgs`),
@@ -7,12 +7,14 @@
 use std::time::Duration;
 
 use crate::addr::Nid;
-use crate::engine::event::EventStatus;
+use crate::engine::event::{EventKind, EventStatus};
 use crate::engine::health::HealthStatus;
 use crate::engine::memory::copy_between;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::ni::{LndKind, NiId};
 use crate::engine::node::{Node, RecvAction, Work};
+use crate::engine::peer::PeerNiId;
+use crate::engine::select::SelectError;
 use crate::engine::slab::Key;
 
 /// Bytes the peer NI's queue is charged per message on top of its payload (`lpni_txqnob`
@@ -20,46 +22,75 @@ use crate::engine::slab::Key;
 const HEADER_CHARGE: u32 = 72;
 
 impl Node {
-    /// `lnet_send`: choose the path, commit, and post for credits. Failures before commit end
-    /// the message with a SEND-side status and no resend.
+    /// `lnet_send` / `lnet_select_pathway`: loopback shortcut, peer NI, discovery gate, path
+    /// selection, commit, then post for credits. Failures before commit end the message with
+    /// a SEND-side status and no resend.
     pub(super) fn send(&mut self, key: Key, source: Option<Nid>) {
         let Some(message) = self.msgs.get(key) else {
             self.record_violation(|| format!("send of missing message {key:?}"));
             return;
         };
         let dest = message.header.dest_nid;
-        let response_ni = message.response_ni;
-        if dest == Nid::LO_0 || self.ni_for_nid(dest).is_some() {
+        // Our own NIDs go through the loopback LND, except a recovery ping (which exercises
+        // the NI through the network, as the kernel's does) and the response to a message
+        // that came in over the network.
+        let over_network =
+            message.recovery || message.response_ni.is_some_and(|ni| ni != NiId::LOOPBACK);
+        if dest == Nid::LO_0 || (!over_network && self.ni_for_nid(dest).is_some()) {
             self.commit_lo(key);
             return;
         }
-        let Some(ni) = self.select_ni(dest, response_ni, source) else {
-            // lustre: selection failure -EHOSTUNREACH (reported in the SEND event).
-            self.finalize_tx(key, HealthStatus::RemoteError, EventStatus::HostUnreachable, true);
-            return;
-        };
-        let Some(local) = self.nis.get(usize::from(ni.0)) else {
-            return;
-        };
-        let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
-        let Ok(peer_ni) = self.peers.find_or_create(dest, peer_credits, self.limits.peer_nis)
-        else {
+        let credits = self.peer_credits_for(dest);
+        let Ok(destination) = self.peer_ni_or_create(dest, credits) else {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
         };
         // lustre: lnet_select_pathway() runs discovery once the peer NI exists, before any
         // credit is taken; the message may wait on the peer's queue.
-        if self.hold_for_discovery(key, peer_ni) {
+        if self.hold_for_discovery(key, destination) {
             return;
         }
+        let selected = self.select_path(key, destination, source);
+        let (ni, peer_ni) = match selected {
+            Ok(path) => path,
+            Err(SelectError::HostUnreachable) => {
+                // lustre: selection failure -EHOSTUNREACH (reported in the SEND event).
+                self.finalize_tx(
+                    key,
+                    HealthStatus::RemoteError,
+                    EventStatus::HostUnreachable,
+                    true,
+                );
+                return;
+            }
+            Err(SelectError::NoSource) => {
+                self.finalize_tx(key, HealthStatus::LocalError, EventStatus::HostUnreachable, true);
+                return;
+            }
+        };
+        self.commit(key, ni, peer_ni);
+        self.post_send(key);
+    }
+
+    /// `lnet_handle_send`: round-robin stamps, the message's NI and peer NI, header NIDs
+    /// (the destination becomes the chosen peer NI), deadline, the tracker's next hop.
+    fn commit(&mut self, key: Key, ni: NiId, peer_ni: PeerNiId) {
+        self.stamp_path(ni, peer_ni);
         let deadline = self.now + self.transmission_timeout(ni);
+        let (Some(local_nid), Some(peer_nid)) =
+            (self.ni_nid(ni), self.peers.ni(peer_ni).map(|p| p.nid))
+        else {
+            return;
+        };
+        let now = self.now;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
         message.header.src_nid = local_nid;
+        message.header.dest_nid = peer_nid;
         // Only an initiator's own PUT/GET reports us as initiator; a REPLY keeps the GET event
         // built from the request (lustre: lib-move.c lnet_parse_get(), lnet_build_msg_event()).
-        if message.event == Some(crate::engine::event::EventKind::Send) {
+        if message.event == Some(EventKind::Send) {
             message.template.initiator.nid = local_nid;
             message.template.source = local_nid;
             message.template.sender = local_nid;
@@ -67,15 +98,22 @@ impl Node {
         message.ni = ni;
         message.peer_ni = Some(peer_ni);
         message.deadline = deadline;
+        if message.committed_at.is_none() {
+            message.committed_at = Some(now);
+        }
         // The tracker blames the next hop if the response never comes.
-        if let Some(md) =
-            message.md.filter(|_| message.event == Some(crate::engine::event::EventKind::Send))
-        {
+        if let Some(md) = self.tracked_md_of(key) {
             if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
                 tracker.next_hop = Some(peer_ni);
             }
         }
-        self.post_send(key);
+    }
+
+    /// The MD whose response tracker a message serves: an initiator's PUT or GET, or a
+    /// fast-failover copy of one.
+    pub(super) fn tracked_md_of(&self, key: Key) -> Option<Key> {
+        let message = self.msgs.get(key)?;
+        message.md.filter(|_| message.event == Some(EventKind::Send)).or(message.tracked_md)
     }
 
     /// `lnet_post_send_locked`: drop checks, then peer NI credit, then NI credit, then the LND.
@@ -137,6 +175,18 @@ impl Node {
         }
     }
 
+    /// A credit waiter was granted its credit: post it again, unless it was withdrawn
+    /// meanwhile (fast failover, a lost link) and is waiting for selection instead.
+    pub(super) fn resume_post(&mut self, key: Key) {
+        let waiting = self
+            .msgs
+            .get(key)
+            .is_some_and(|m| matches!(m.phase, Phase::WaitPeerCredit | Phase::WaitNiCredit));
+        if waiting {
+            self.post_send(key);
+        }
+    }
+
     /// `lnet_return_tx_credits_locked`: give back what `key` holds; a waiter at the head of a
     /// queue now holds the credit and is posted again.
     pub(super) fn return_credits(&mut self, key: Key) {
@@ -195,20 +245,6 @@ impl Node {
         };
         let source = message.source;
         self.send(key, source);
-    }
-
-    /// Picks the local NI: the requested source, else the NI a request arrived on (for its
-    /// response), else the first NI on the destination's net. (Multi-rail selection later.)
-    fn select_ni(&self, dest: Nid, response_ni: Option<NiId>, source: Option<Nid>) -> Option<NiId> {
-        let on_dest_net =
-            |id: NiId| self.nis.get(usize::from(id.0)).is_some_and(|ni| ni.nid.net() == dest.net());
-        if let Some(source) = source {
-            return self.ni_for_nid(source).filter(|id| on_dest_net(*id));
-        }
-        if let Some(id) = response_ni.filter(|id| on_dest_net(*id) && id.0 != 0) {
-            return Some(id);
-        }
-        self.ni_ids().skip(1).find(|id| on_dest_net(*id))
     }
 
     /// The per-transmission deadline span (semantics.md §4.4): with an LND timeout,

@@ -7,6 +7,7 @@
 
 use crate::addr::Nid;
 use crate::engine::health::HealthStatus;
+use crate::engine::latency::LatencyStats;
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
@@ -113,6 +114,8 @@ pub struct PeerNiHealthStats {
     pub network_timeout: u64,
     pub ping_count: u64,
     pub next_ping: u64,
+    /// Times fast failover suspected this peer NI of black-holing traffic (not in lnetctl).
+    pub suspicions: u64,
 }
 
 impl PeerNiHealthStats {
@@ -165,6 +168,12 @@ pub struct GlobalStats {
     pub protocol_errors: u64,
     /// Events dropped because the event queue was full (EQ overflow).
     pub events_dropped: u64,
+    /// Peer NIs fast failover suspected of black-holing traffic (not in lnetctl).
+    pub blackhole_suspicions: u64,
+    /// Messages fast failover moved or copied to another path (not in lnetctl).
+    pub fast_resends: u64,
+    /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
+    pub duplicates_dropped: u64,
 }
 
 impl GlobalStats {
@@ -206,6 +215,12 @@ pub struct NiStats {
     pub tunables: NetTunables,
     /// NI tx credits; `None` for loopback, which has none.
     pub tx_credits: Option<CreditStats>,
+    /// `ni_sel_priority` (UDSP `net priority`/`nid priority` material).
+    pub priority: u32,
+    /// The NUMA distance the driver reported for the NI's device (`dev cpt` material).
+    pub numa_distance: u32,
+    /// PUT egress, GET and PUT-ACK round trips through this NI.
+    pub latency: LatencyStats,
 }
 
 /// One peer NI, as `peer show -v` reports it.
@@ -222,4 +237,14 @@ pub struct PeerNiStats {
     pub rtr_credits: CreditStats,
     pub statistics: ElementStats,
     pub health: PeerNiHealthStats,
+    /// `state`: `LNET_NI_STATUS_UP` or `_DOWN` as the peer last reported it.
+    pub status: u32,
+    /// `lpni_sel_priority`.
+    pub priority: u32,
+    /// The local NID a non-multi-rail peer NI is pinned to (`lpni_pref`).
+    pub preferred: Option<crate::addr::Nid>,
+    /// PUT egress, GET and PUT-ACK round trips to this peer NI, with percentiles.
+    pub latency: LatencyStats,
+    /// Fast failover's smoothed round trip to this peer NI (zero until measured).
+    pub srtt: std::time::Duration,
 }

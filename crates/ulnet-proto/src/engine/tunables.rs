@@ -45,6 +45,21 @@ pub struct Tunables {
     /// advertise `DISCOVERY`, promote peers to multi-rail, push our buffer. Off, first contact
     /// still pings once (semantics.md §6.7).
     pub discovery: bool,
+    /// `lnet_numa_range`: NUMA distances below it count as equal in NI selection.
+    pub numa_range: u32,
+    /// `lnet_recovery_limit`: how long after a peer NI was last heard from it is still
+    /// recovered (pinged); zero means forever.
+    pub recovery_limit: Duration,
+    /// `lnet_max_recovery_ping_interval`: the cap on the recovery ping backoff (1, 2, 4, ...
+    /// seconds); must be positive.
+    pub max_recovery_ping_interval: Duration,
+    /// Fast failover (not in Lustre; docs/decisions/0008-fast-failover.md): a peer NI with
+    /// work outstanding that shows no progress (no send completion, no message received) for
+    /// this long, or for a multiple of its measured round trip if longer, is suspected of
+    /// black-holing traffic: its health drops, it is probed at once, and its messages move to
+    /// other paths. Zero restores the kernel's behaviour exactly (failures are noticed only
+    /// through the LND's and the transaction timeouts).
+    pub blackhole_timeout: Duration,
 }
 
 impl Default for Tunables {
@@ -55,9 +70,18 @@ impl Default for Tunables {
             response_tracking: ResponseTracking::Both,
             health_sensitivity: 100,
             discovery: true,
+            numa_range: 0,
+            recovery_limit: Duration::ZERO,
+            max_recovery_ping_interval: Duration::from_secs(900),
+            blackhole_timeout: DEFAULT_BLACKHOLE_TIMEOUT,
         }
     }
 }
+
+/// The default [`Tunables::blackhole_timeout`]: long enough that a loaded but healthy link
+/// (a few megabytes of socket buffers per connection, a lazy portal waiting for a buffer)
+/// rarely looks dead, short enough that a black hole is left within the 5 s the seeds ask.
+pub const DEFAULT_BLACKHOLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Tunables {
     /// `lnet_lnd_timeout = max((transaction_timeout - 1) / (retry_count + 1), 1)`, whole
@@ -84,7 +108,25 @@ impl Tunables {
         if self.health_sensitivity > super::health::MAX_HEALTH {
             return Err(TunablesError::SensitivityTooLarge(self.health_sensitivity));
         }
+        // lustre: api-ni.c max_recovery_ping_interval_set(): "must be strictly positive".
+        if self.max_recovery_ping_interval.as_secs() == 0 {
+            return Err(TunablesError::ZeroRecoveryPingInterval);
+        }
         Ok(())
+    }
+
+    /// The recovery ping interval after `ping_count` pings: 1, 2, 4, ... seconds, then the
+    /// maximum once the count exceeds log2 of it.
+    /// lustre: include/linux/lnet/lib-lnet.h `lnet_get_next_recovery_ping()`, api-ni.c
+    /// `max_recovery_ping_interval_set()` (`lnet_max_recovery_ping_count`).
+    pub fn recovery_ping_interval(&self, ping_count: u32) -> Duration {
+        let max = self.max_recovery_ping_interval.as_secs().max(1);
+        let max_count = 63 - max.leading_zeros();
+        if ping_count > max_count {
+            Duration::from_secs(max)
+        } else {
+            Duration::from_secs(1u64 << ping_count)
+        }
     }
 }
 
@@ -95,6 +137,8 @@ pub enum TunablesError {
     TimeoutNotAboveRetryCount,
     #[error("health_sensitivity {0} exceeds the maximum health 1000")]
     SensitivityTooLarge(u32),
+    #[error("max_recovery_ping_interval must be at least one second")]
+    ZeroRecoveryPingInterval,
 }
 
 /// Per-net tunables (`struct lnet_ioctl_config_lnd_cmn_tunables`).
@@ -139,6 +183,10 @@ mod tests {
         assert!(tunables.discovery);
         assert_eq!(tunables.lnd_timeout(), Duration::from_secs(49));
         assert_eq!(tunables.validate(), Ok(()));
+        assert_eq!(
+            (tunables.numa_range, tunables.recovery_limit, tunables.max_recovery_ping_interval),
+            (0, Duration::ZERO, Duration::from_secs(900))
+        );
     }
 
     #[test]
@@ -157,6 +205,21 @@ mod tests {
         assert_eq!(slow.validate(), Err(TunablesError::TimeoutNotAboveRetryCount));
         let sensitive = Tunables { health_sensitivity: 1001, ..Tunables::default() };
         assert_eq!(sensitive.validate(), Err(TunablesError::SensitivityTooLarge(1001)));
+        let zero = Tunables { max_recovery_ping_interval: Duration::ZERO, ..Tunables::default() };
+        assert_eq!(zero.validate(), Err(TunablesError::ZeroRecoveryPingInterval));
+    }
+
+    #[test]
+    fn recovery_pings_back_off_to_the_maximum() {
+        let tunables = Tunables::default();
+        let intervals: Vec<u64> =
+            (0..12).map(|count| tunables.recovery_ping_interval(count).as_secs()).collect();
+        // 900 s: lnet_max_recovery_ping_count = 9, so 2^9 = 512 is the last power used.
+        assert_eq!(intervals, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900]);
+        let short = Tunables { max_recovery_ping_interval: Duration::from_secs(5), ..tunables };
+        let intervals: Vec<u64> =
+            (0..5).map(|count| short.recovery_ping_interval(count).as_secs()).collect();
+        assert_eq!(intervals, [1, 2, 4, 5, 5]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::memory::Memory;
+use crate::engine::ni::NiId;
 use crate::engine::node::{GetRequest, Limits, PutRequest};
 use crate::engine::tunables::{NetTunables, ResponseTracking, Tunables};
 use crate::link_model::LinkConfig;
@@ -23,23 +24,24 @@ const MAX_OPERATIONS: usize = 256;
 
 /// Operation codes with repetition as weights: attach 0, bind 1, put 2, get 3, unlink 4,
 /// set lazy 5, clear lazy 6, advance time 7, step 8, link change 9, partition 10, send
-/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15.
-const OPERATIONS: [u8; 34] = [
+/// failure 11, ME unlink 12, forged header 13, ping 14, discover 15, link down or up 16,
+/// black hole 17, configured peer 18, health 19, tunables 20.
+const OPERATIONS: [u8; 39] = [
     0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 4, 5, 6, 7, 7, 7, 8, 8, 9, 10, 11, 12,
-    13, 14, 15,
+    13, 14, 15, 16, 17, 18, 19, 20,
 ];
 
 /// Runs `data` as a scenario; panics only on an invariant violation or livelock.
 pub fn drive_arbitrary(data: &[u8]) {
     let mut input = Input(data);
     let nodes = 2 + usize::from(input.byte() % 2);
+    let seed = input.u64();
+    let link =
+        LinkConfig { latency: Duration::from_micros(u64::from(input.byte())), ..LinkConfig::IDEAL };
     let config = HarnessConfig {
         nodes,
-        seed: input.u64(),
-        link: LinkConfig {
-            latency: Duration::from_micros(u64::from(input.byte())),
-            ..LinkConfig::IDEAL
-        },
+        seed,
+        link,
         tunables: Tunables {
             transaction_timeout: Duration::from_secs(10),
             retry_count: u32::from(input.byte() % 3),
@@ -51,18 +53,32 @@ pub fn drive_arbitrary(data: &[u8]) {
             },
             health_sensitivity: 100,
             discovery: input.byte() % 4 != 0,
+            // Recovery of a peer NI that is gone for good would go on forever (as in Lustre);
+            // bounded here so every input reaches quiescence.
+            recovery_limit: Duration::from_secs(60),
+            ..Tunables::default()
         },
         net_tunables: NetTunables {
             credits: 1 + u32::from(input.byte() % 4),
             peer_credits: 1 + u32::from(input.byte() % 3),
             ..NetTunables::SOCKLND
         },
-        limits: Limits { messages: 24, mds: 16, mes: 16, peer_nis: 6, events: 1024, lazy_queue: 3 },
+        // Room for every harness NID, our own (local recovery pings need them) and forged ones;
+        // with a full peer table an unhealthy NI could never be pinged back to health.
+        limits: Limits {
+            messages: 24,
+            mds: 16,
+            mes: 16,
+            peer_nis: 24,
+            events: 1024,
+            lazy_queue: 3,
+        },
         max_steps: 200_000,
         check_invariants: true,
         keep_events: false,
-        second_ni: input.byte() % 2 == 0,
+        second_ni: false,
         node_nids: Vec::new(),
+        rails: 1 + usize::from(input.byte() % 3),
     };
     let mut fuzz = Fuzz {
         harness: Harness::new(config),
@@ -77,6 +93,9 @@ pub fn drive_arbitrary(data: &[u8]) {
         fuzz.operation(&mut input);
         fuzz.harness.settle();
     }
+    // Heal the fabric first: over a link that stays lossy, health recovery (like Lustre's)
+    // never ends, and the run would not reach quiescence.
+    fuzz.harness.heal(link);
     fuzz.harness.drive();
     fuzz.harness.assert_quiescent();
 }
@@ -182,8 +201,81 @@ impl Fuzz {
                 let force = input.byte() % 2 == 0;
                 let _ = self.harness.discover(node, target.nid, force);
             }
+            16 => {
+                if let Some(nid) = self.rail(input, node) {
+                    self.harness.set_link_down(node, nid, input.byte() % 2 == 0);
+                }
+            }
+            17 => {
+                let other = usize::from(input.byte()) % nodes;
+                if let (Some(a), Some(b)) = (self.rail(input, node), self.rail(input, other)) {
+                    let on = input.byte() % 2 == 0;
+                    if input.byte() % 2 == 0 {
+                        self.harness.set_blackhole(a, b, on);
+                    } else {
+                        self.harness.set_blackhole_one_way(a, b, on);
+                    }
+                }
+            }
+            18 => self.configure_peer(input, node),
+            19 => {
+                let value = [0, 100, 500, 1000, 1001][usize::from(input.byte()) % 5];
+                if input.byte() % 2 == 0 {
+                    let ni = NiId(u16::from(input.byte() % 4));
+                    let all = input.byte() % 4 == 0;
+                    let _ = self.harness.with_node(node, |node, now| {
+                        node.set_ni_health(now, (!all).then_some(ni), value)
+                    });
+                } else {
+                    let nid = self.target(input).nid;
+                    let all = input.byte() % 4 == 0;
+                    let _ = self.harness.with_node(node, |node, now| {
+                        node.set_peer_ni_health(now, (!all).then_some(nid), value)
+                    });
+                }
+            }
+            20 => {
+                let mut tunables = *self.harness.node(node).tunables();
+                match input.byte() % 3 {
+                    0 => {
+                        tunables.blackhole_timeout =
+                            Duration::from_millis(u64::from(input.byte()) * 20)
+                    }
+                    1 => tunables.discovery = !tunables.discovery,
+                    _ => tunables.numa_range = u32::from(input.byte()),
+                }
+                let _ = self.harness.with_node(node, |node, now| node.set_tunables(now, tunables));
+            }
             _ => self.inject(input, node),
         }
+    }
+
+    /// One of `node`'s rails.
+    fn rail(&self, input: &mut Input<'_>, node: usize) -> Option<Nid> {
+        let nids = self.harness.nids(node);
+        nids.get(usize::from(input.byte()) % nids.len().max(1)).copied()
+    }
+
+    /// `peer add` or `peer del` with NIDs of the harness, forged ones, or our own.
+    fn configure_peer(&mut self, input: &mut Input<'_>, node: usize) {
+        let nodes = self.harness.node_count();
+        let pick = |input: &mut Input<'_>| -> Nid {
+            let owner = usize::from(input.byte()) % (nodes + 1);
+            match self.harness.nids(owner.min(nodes - 1)).get(usize::from(input.byte()) % 3) {
+                Some(nid) if owner < nodes => *nid,
+                _ => node_nid(owner + 4),
+            }
+        };
+        let primary = pick(input);
+        let nids: Vec<Nid> = (0..input.byte() % 3).map(|_| pick(input)).collect();
+        let flags = input.byte();
+        let _ = self.harness.with_node(node, |node, now| {
+            if flags % 3 == 0 {
+                node.peer_del(now, primary, &nids, flags & 4 != 0).map_err(|_| ())
+            } else {
+                node.peer_add(now, primary, &nids, flags & 8 != 0, flags & 16 != 0).map_err(|_| ())
+            }
+        });
     }
 
     fn attach(&mut self, input: &mut Input<'_>, node: usize) {
@@ -413,5 +505,30 @@ mod regressions {
     #[test]
     fn one_discovery_ping_per_peer() {
         super::drive_arbitrary(include_bytes!("regressions/two-discovery-pings.bin"));
+    }
+
+    /// libFuzzer input: a peer NI's recovery ping failed at SEND (its MD still alive), then
+    /// the NI healed; leaving recovery dropped the MD key without unlinking it (the
+    /// internal-MD bound caught the orphan). Fixed by unlinking whatever MD recovery holds.
+    #[test]
+    fn recovery_md_unlinked_when_healed() {
+        super::drive_arbitrary(include_bytes!("regressions/mr-internal-md-bound.bin"));
+    }
+
+    /// libFuzzer input: peer NIs deleted while messages still referred to them were only
+    /// reclaimed on admin paths, so the table filled with deleted slots and a local NI's
+    /// recovery ping to itself failed with NoMemory forever (a livelock). Fixed by reclaiming
+    /// when a new peer NI would not fit, and by deleting NIDs a peer stops listing.
+    #[test]
+    fn deleted_peer_nis_reclaimed_when_the_table_is_full() {
+        super::drive_arbitrary(include_bytes!("regressions/deleted-peer-nis-fill-table.bin"));
+    }
+
+    /// libFuzzer input: an MD's tracker re-armed at the same instant pushed identical queue
+    /// entries, which compaction kept as live, so the queue outgrew its bound. Fixed by not
+    /// pushing an entry the queue already holds and by dropping repeats when compacting.
+    #[test]
+    fn tracker_queue_holds_no_repeats() {
+        super::drive_arbitrary(include_bytes!("regressions/repeated-tracker-entries.bin"));
     }
 }

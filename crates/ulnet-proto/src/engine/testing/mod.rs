@@ -8,14 +8,17 @@
 //! event, no more operations on an MD than its threshold, and (at quiescence) exactly one SEND
 //! per successful `put`/`get`.
 //!
-//! Node `i` has one fabric NI with NID `10.0.0.<i+1>@tcp` (or the NIDs of
-//! [`HarnessConfig::node_nids`]) and pid [`LNET_PID_LUSTRE`]. Nodes discover each other before
-//! their first PUT or GET as kernels do; [`Harness::discover_all`] gets that out of the way.
-//! The payload goes through the zero-copy receive API (`rx_segments_mut`) like a real driver.
+//! Node `i` has one fabric NI per rail, rail `r` being `10.r.0.<i+1>@tcp<r>` (rail 0 is
+//! `10.0.0.<i+1>@tcp`), or the NIDs of [`HarnessConfig::node_nids`], and pid
+//! [`LNET_PID_LUSTRE`]. Every NID is its own fabric endpoint (`rail * nodes + node`, so rail 0
+//! of node `i` is endpoint `i`): links, partitions, black holes and link-down are per rail.
+//! Nodes discover each other before their first PUT or GET as kernels do;
+//! [`Harness::discover_all`] gets that out of the way. The payload goes through the zero-copy
+//! receive API (`rx_segments_mut`) like a real driver.
 
 mod fuzz;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 pub use fuzz::drive_arbitrary;
@@ -37,7 +40,7 @@ use crate::engine::node::{
 };
 use crate::engine::ping::{Completion, PingId};
 use crate::engine::tunables::{NetTunables, Tunables};
-use crate::link_model::{Fabric, Fate, LinkConfig, LinkModel};
+use crate::link_model::{EndpointId, Fabric, Fate, LinkConfig, LinkModel};
 use crate::time::Time;
 use crate::wire::header::Header;
 
@@ -49,7 +52,14 @@ pub const FABRIC_NI: NiId = NiId(1);
 
 /// The NID of harness node `index`: `10.0.0.<index+1>@tcp`.
 pub fn node_nid(index: usize) -> Nid {
-    Nid::new4(Net::TCP, 0x0a00_0001_u32.wrapping_add(index as u32))
+    rail_nid(index, 0)
+}
+
+/// The NID of harness node `index` on rail `rail`: `10.<rail>.0.<index+1>@tcp<rail>`.
+pub fn rail_nid(index: usize, rail: usize) -> Nid {
+    let net = Net::new(crate::addr::LndType::SOCK, rail as u16);
+    let address = 0x0a00_0001_u32.wrapping_add((rail as u32) << 16).wrapping_add(index as u32);
+    Nid::new4(net, address)
 }
 
 /// How to build a [`Harness`].
@@ -67,12 +77,14 @@ pub struct HarnessConfig {
     pub check_invariants: bool,
     /// Keep events for [`Harness::take_events`] (the fuzzer turns this off).
     pub keep_events: bool,
-    /// Give every node a second NI (`10.1.0.<i+1>@tcp1`, on a net no peer uses), which opens
-    /// the resend gate for local failures (semantics.md §4.2).
+    /// Give every node a second NI (`10.1.0.<i+1>@tcp1`, rail 1), which opens the resend
+    /// gate for local failures (semantics.md §4.2); the same as `rails: 2`.
     pub second_ni: bool,
     /// When not empty, node `i`'s fabric NIs are exactly `node_nids[i]` (the first is its
     /// address in [`Harness::nid`]); frames go to whichever node has the next hop's NID.
     pub node_nids: Vec<Vec<Nid>>,
+    /// Rails per node (each its own net, see [`rail_nid`]) when `node_nids` is empty.
+    pub rails: usize,
 }
 
 impl Default for HarnessConfig {
@@ -89,6 +101,7 @@ impl Default for HarnessConfig {
             keep_events: true,
             second_ni: false,
             node_nids: Vec::new(),
+            rails: 1,
         }
     }
 }
@@ -132,6 +145,16 @@ pub struct Harness {
     transmitted: Vec<Vec<Header>>,
     /// The NIDs frames reach each node on.
     fabric_nids: Vec<Vec<Nid>>,
+    /// Each NID's fabric endpoint (a short list: harnesses have a handful of NIDs).
+    endpoints: Vec<(Nid, EndpointId)>,
+    /// Endpoints whose link is down: everything to or from them is lost.
+    down: BTreeSet<EndpointId>,
+    /// Endpoint pairs (smaller first) that silently drop everything both ways.
+    blackholes: BTreeSet<(EndpointId, EndpointId)>,
+    /// Directed endpoint pairs that silently drop everything one way.
+    one_way: BTreeSet<(EndpointId, EndpointId)>,
+    /// Frames and bytes sent per directed endpoint pair.
+    rail_traffic: BTreeMap<(EndpointId, EndpointId), (u64, u64)>,
     injected_failures: Vec<VecDeque<HealthStatus>>,
     mds: BTreeMap<(usize, u64), MdTrack>,
     initiated: Vec<u64>,
@@ -144,10 +167,11 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(config: HarnessConfig) -> Self {
+        let rails = if config.second_ni { config.rails.max(2) } else { config.rails.max(1) };
         let fabric_nids: Vec<Vec<Nid>> = (0..config.nodes)
             .map(|index| match config.node_nids.get(index) {
                 Some(nids) if !nids.is_empty() => nids.clone(),
-                _ => vec![node_nid(index)],
+                _ => (0..rails).map(|rail| rail_nid(index, rail)).collect(),
             })
             .collect();
         let nodes = (0..config.nodes)
@@ -156,15 +180,8 @@ impl Harness {
                     tunables: config.net_tunables,
                     ..NiConfig::new(node_nid(index), LndKind::Fabric)
                 };
-                let mut nis: Vec<NiConfig> =
+                let nis: Vec<NiConfig> =
                     fabric_nids[index].iter().map(|nid| NiConfig { nid: *nid, ..ni }).collect();
-                if config.second_ni {
-                    let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
-                    nis.push(NiConfig {
-                        nid: Nid::new4(tcp1, 0x0a01_0001_u32.wrapping_add(index as u32)),
-                        ..ni
-                    });
-                }
                 let node_config = NodeConfig {
                     interface_cookie: 0x1000 + index as u64,
                     pid: LNET_PID_LUSTRE,
@@ -179,7 +196,7 @@ impl Harness {
             })
             .collect();
         let count = config.nodes;
-        Self {
+        let mut harness = Self {
             now: Time::ZERO,
             nodes,
             fabric: Fabric::new(LinkModel::new(config.seed, config.link)),
@@ -190,6 +207,11 @@ impl Harness {
             completions: vec![Vec::new(); count],
             transmitted: vec![Vec::new(); count],
             fabric_nids,
+            endpoints: Vec::new(),
+            down: BTreeSet::new(),
+            blackholes: BTreeSet::new(),
+            one_way: BTreeSet::new(),
+            rail_traffic: BTreeMap::new(),
             injected_failures: vec![VecDeque::new(); count],
             mds: BTreeMap::new(),
             initiated: vec![0; count],
@@ -197,7 +219,9 @@ impl Harness {
             config,
             steps: 0,
             protocol_errors: 0,
-        }
+        };
+        harness.index_endpoints();
+        harness
     }
 
     /// Two nodes, seed 0, 10 us links.
@@ -234,6 +258,149 @@ impl Harness {
     /// Node `index`'s process id (its fabric NID and pid 12345).
     pub fn process(&self, index: usize) -> ProcessId {
         ProcessId::new(self.nid(index), LNET_PID_LUSTRE)
+    }
+
+    /// Node `index`'s fabric NIDs, rail order.
+    pub fn nids(&self, index: usize) -> &[Nid] {
+        self.fabric_nids.get(index).map_or(&[], Vec::as_slice)
+    }
+
+    /// The fabric endpoint of a NID: `rail * nodes + node`.
+    pub fn endpoint(&self, nid: Nid) -> Option<EndpointId> {
+        self.endpoints.iter().find(|(other, _)| *other == nid).map(|(_, endpoint)| *endpoint)
+    }
+
+    fn index_endpoints(&mut self) {
+        let nodes = self.nodes.len();
+        self.endpoints = self
+            .fabric_nids
+            .iter()
+            .enumerate()
+            .flat_map(|(node, nids)| {
+                nids.iter().enumerate().map(move |(rail, nid)| (*nid, rail * nodes + node))
+            })
+            .collect();
+    }
+
+    /// The link between NIDs `a` and `b` drops everything, both ways, without telling anyone
+    /// (`on`), or carries traffic again. Frames already on the wire are lost too.
+    pub fn set_blackhole(&mut self, a: Nid, b: Nid, on: bool) {
+        let (Some(a), Some(b)) = (self.endpoint(a), self.endpoint(b)) else {
+            panic!("set_blackhole: unknown NID");
+        };
+        let pair = (a.min(b), a.max(b));
+        if on {
+            self.blackholes.insert(pair);
+        } else {
+            self.blackholes.remove(&pair);
+        }
+    }
+
+    /// Frames from NID `from` to NID `to` (one direction only) are dropped silently.
+    pub fn set_blackhole_one_way(&mut self, from: Nid, to: Nid, on: bool) {
+        let (Some(from), Some(to)) = (self.endpoint(from), self.endpoint(to)) else {
+            panic!("set_blackhole_one_way: unknown NID");
+        };
+        if on {
+            self.one_way.insert((from, to));
+        } else {
+            self.one_way.remove(&(from, to));
+        }
+    }
+
+    /// `lnetctl net add` on node `node`: the fabric learns the NID and the node adds the NI
+    /// (which rebuilds its ping buffer and pushes it to multi-rail peers).
+    pub fn add_ni(&mut self, node: usize, nid: Nid) -> NiId {
+        self.fabric_nids[node].push(nid);
+        self.index_endpoints();
+        let config =
+            NiConfig { tunables: self.config.net_tunables, ..NiConfig::new(nid, LndKind::Fabric) };
+        let now = self.now;
+        let ni =
+            self.nodes[node].add_ni(now, config).unwrap_or_else(|error| panic!("add_ni: {error}"));
+        self.flush();
+        ni
+    }
+
+    /// `lnetctl net del` on node `node`: the NI goes; frames to its NID are refused from now.
+    pub fn remove_ni(&mut self, node: usize, nid: Nid) {
+        let Some(ni) = self.nodes[node].ni_for_nid(nid) else {
+            panic!("remove_ni: node {node} has no NI {nid:?}");
+        };
+        let now = self.now;
+        if let Err(error) = self.nodes[node].remove_ni(now, ni) {
+            panic!("remove_ni: {error}");
+        }
+        if let Some(endpoint) = self.endpoint(nid) {
+            self.down.insert(endpoint);
+        }
+        self.flush();
+    }
+
+    /// Node `node`'s interface `nid` loses its link (`down`) or gets it back, as the OS would
+    /// report through netlink: the driver raises or clears the NI's fatal flag, and while it
+    /// is down everything to or from it is lost (the LND still accepts sends, as a socket
+    /// buffer does, until they are lost).
+    pub fn set_link_down(&mut self, node: usize, nid: Nid, down: bool) {
+        let Some(endpoint) = self.endpoint(nid) else {
+            panic!("set_link_down: unknown NID {nid:?}");
+        };
+        if down {
+            self.down.insert(endpoint);
+        } else {
+            self.down.remove(&endpoint);
+        }
+        let Some(ni) = self.nodes[node].ni_for_nid(nid) else {
+            panic!("set_link_down: node {node} has no NI {nid:?}");
+        };
+        let now = self.now;
+        if let Err(error) = self.nodes[node].set_ni_fatal(now, ni, down) {
+            panic!("set_ni_fatal: {error}");
+        }
+        self.flush();
+    }
+
+    /// Every link back to `link`, no partition, black hole or link down left.
+    pub fn heal(&mut self, link: LinkConfig) {
+        let endpoints = self.nodes.len() * self.fabric_nids.iter().map(Vec::len).max().unwrap_or(0);
+        for a in 0..endpoints {
+            for b in 0..endpoints {
+                self.fabric.model.set_link(a, b, link);
+                self.fabric.model.set_partitioned(a, b, false);
+            }
+        }
+        self.blackholes.clear();
+        self.one_way.clear();
+        let down: Vec<EndpointId> = std::mem::take(&mut self.down).into_iter().collect();
+        for endpoint in down {
+            let node = endpoint % self.nodes.len();
+            let rail = endpoint / self.nodes.len();
+            if let Some(ni) =
+                self.fabric_nids[node].get(rail).and_then(|nid| self.nodes[node].ni_for_nid(*nid))
+            {
+                let now = self.now;
+                let _ = self.nodes[node].set_ni_fatal(now, ni, false);
+            }
+        }
+        self.flush();
+    }
+
+    /// Frames and payload-plus-header bytes sent from NID `from` to NID `to` so far (counted
+    /// with [`HarnessConfig::keep_events`]).
+    pub fn rail_traffic(&self, from: Nid, to: Nid) -> (u64, u64) {
+        match (self.endpoint(from), self.endpoint(to)) {
+            (Some(from), Some(to)) => self.rail_traffic.get(&(from, to)).copied().unwrap_or((0, 0)),
+            _ => (0, 0),
+        }
+    }
+
+    /// Runs a call on node `index` directly, then drains its outputs (for APIs the harness
+    /// does not wrap: configuration, health, tunables).
+    pub fn with_node<T>(&mut self, index: usize, call: impl FnOnce(&mut Node, Time) -> T) -> T {
+        let now = self.now;
+        let result = call(&mut self.nodes[index], now);
+        self.flush();
+        result
     }
 
     // ------------------------------------------------------------ API calls through the checker
@@ -425,9 +592,24 @@ impl Harness {
         let start = self.steps;
         while self.step() {
             if self.steps - start > self.config.max_steps {
+                let timers: Vec<Option<Time>> = self.nodes.iter().map(Node::poll_timeout).collect();
+                let recovery: Vec<(Vec<Nid>, Vec<Nid>)> = self
+                    .nodes
+                    .iter()
+                    .map(|node| {
+                        (
+                            node.local_recovery_queue().collect(),
+                            node.peer_recovery_queue().collect(),
+                        )
+                    })
+                    .collect();
                 panic!(
-                    "livelock: no quiescence after {} steps (seed {})",
-                    self.config.max_steps, self.config.seed
+                    "livelock: no quiescence after {} steps (seed {}) at {:?}: timers {timers:?}, \
+                     recovery {recovery:?}, {} frames in flight",
+                    self.config.max_steps,
+                    self.config.seed,
+                    self.now,
+                    self.fabric.in_flight()
                 );
             }
         }
@@ -518,9 +700,13 @@ impl Harness {
             }
         }
         while let Some(delivery) = self.fabric.pop_due(now) {
+            if self.is_cut(delivery.from, delivery.to) {
+                continue;
+            }
             // Without routing the header's source is the sending NI.
             let from = delivery.frame.header.src_nid;
-            self.deliver(from, delivery.to, delivery.frame);
+            let to = delivery.to % self.nodes.len();
+            self.deliver(from, to, delivery.frame);
         }
         for node in &mut self.nodes {
             if node.poll_timeout().is_some_and(|deadline| deadline <= now) {
@@ -575,14 +761,26 @@ impl Harness {
         if self.config.keep_events {
             self.transmitted[from].push(transmit.header);
         }
-        let destination =
-            self.fabric_nids.iter().position(|nids| nids.contains(&transmit.next_hop));
+        let source = self.nodes[from].ni_nid(transmit.ni).and_then(|nid| self.endpoint(nid));
+        let destination = self.endpoint(transmit.next_hop);
         let (at, status) = if let Some(status) = self.injected_failures[from].pop_front() {
             (self.now, status)
-        } else if let Some(to) = destination {
+        } else if let (Some(source), Some(to)) = (source, destination) {
+            let length = HEADER_BYTES + payload.len();
+            if self.config.keep_events {
+                let traffic = self.rail_traffic.entry((source, to)).or_default();
+                traffic.0 += 1;
+                traffic.1 += length as u64;
+            }
             let frame = Frame { header: transmit.header, payload };
-            let verdict =
-                self.fabric.send(self.now, from, to, HEADER_BYTES + frame.payload.len(), frame);
+            let verdict = if self.is_cut(source, to) {
+                // Lost silently: the LND only learns of it by the lack of answers.
+                let mut verdict = self.fabric.model.transmit(self.now, source, to, length);
+                verdict.fate = Fate::Lost;
+                verdict
+            } else {
+                self.fabric.send(self.now, source, to, length, frame)
+            };
             let status = if verdict.fate == Fate::Unreachable {
                 HealthStatus::RemoteDropped
             } else {
@@ -596,6 +794,17 @@ impl Harness {
         self.sequence += 1;
         self.send_dones
             .insert((at, self.sequence), SendDone { node: from, tx: transmit.tx, status });
+    }
+
+    /// Whether frames between two endpoints are lost (a link down, a black hole).
+    fn is_cut(&self, a: EndpointId, b: EndpointId) -> bool {
+        if self.down.is_empty() && self.blackholes.is_empty() && self.one_way.is_empty() {
+            return false;
+        }
+        self.down.contains(&a)
+            || self.down.contains(&b)
+            || self.blackholes.contains(&(a.min(b), a.max(b)))
+            || self.one_way.contains(&(a, b))
     }
 
     /// Delivers a frame to node `to` as if it came from the peer NID `from` (which need not
@@ -697,5 +906,7 @@ fn track_of(spec: &MdSpec) -> MdTrack {
 
 #[cfg(test)]
 mod discovery_stories;
+#[cfg(test)]
+mod multirail_stories;
 #[cfg(test)]
 mod scenarios;

@@ -209,14 +209,15 @@ fn truncation_and_too_big() {
     assert_eq!(h.node(1).stats().drop_count, 1);
     assert_eq!(h.node(1).stats().drop_length, 8);
     assert_eq!(kinds(&h.take_events(0)), [EventKind::Send]);
-    h.drive();
+    h.drive_until(start + Duration::from_secs(150));
     let unlink = h.take_events(0);
     assert_eq!(kinds(&unlink), [EventKind::Unlink]);
     assert!(unlink[0].unlinked && unlink[0].memory.is_some());
-    assert_eq!(h.now(), start + Duration::from_secs(150));
     assert_eq!(h.node(0).stats().response_timeout_count, 1);
-    // The next hop is blamed: one sensitivity step of health.
+    // The next hop is blamed: one sensitivity step of health; a recovery ping restores it.
     assert_eq!(h.node(0).peer_ni_stats(h.nid(1)).unwrap().health.health_value, 900);
+    h.drive();
+    assert_eq!(h.node(0).peer_ni_stats(h.nid(1)).unwrap().health.health_value, 1000);
     h.assert_quiescent();
 }
 
@@ -462,12 +463,16 @@ fn loss_leaves_the_initiator_to_its_response_tracker() {
     let md = h.bind(0, source(b"lost", 2));
     let target = h.process(1);
     h.put(0, &put_to(md, target, true)).unwrap();
-    h.drive();
+    h.drive_until(start + Duration::from_secs(150));
     let events = h.take_events(0);
     assert_eq!(kinds(&events), [EventKind::Send, EventKind::Unlink]);
-    assert_eq!(h.now(), start + Duration::from_secs(150));
     assert_eq!(h.node(0).stats().response_timeout_count, 1);
     assert_eq!(h.node(0).stats().resend_count, 0);
+    // The next hop took the blame and is in recovery; its pings are lost too.
+    assert_eq!(h.node(0).peer_recovery_queue().collect::<Vec<_>>(), [h.nid(1)]);
+    h.fabric.model.set_link(0, 1, LinkConfig::IDEAL);
+    h.drive();
+    assert_eq!(h.node(0).peer_recovery_queue().count(), 0);
     h.assert_quiescent();
 }
 
@@ -482,7 +487,7 @@ fn send_failures_are_counted_and_not_resent_on_a_single_rail() {
         h.fail_next_send(0, status);
         let md = h.bind(0, source(b"x", 1));
         h.put(0, &put_to(md, target, false)).unwrap();
-        h.drive();
+        h.settle();
     }
     let events = h.take_events(0);
     let statuses: Vec<EventStatus> = events.iter().map(|event| event.status).collect();
@@ -501,6 +506,13 @@ fn send_failures_are_counted_and_not_resent_on_a_single_rail() {
         (peer.health.dropped, peer.health.network_timeout, peer.health.health_value),
         (1, 1, 1000)
     );
+    // The NI is in recovery: pings at its own NID (through the fabric) bring it back.
+    assert_eq!(h.node(0).local_recovery_queue().collect::<Vec<_>>(), [h.nid(0)]);
+    h.drive();
+    let ni = h.node(0).ni_stats(NiId(1)).unwrap();
+    assert_eq!((ni.health.health_value, ni.up), (1000, true));
+    assert_eq!(h.node(0).local_recovery_queue().count(), 0);
+    assert_eq!(h.node(0).stats().resend_count, 0);
 }
 
 #[test]

@@ -1,0 +1,370 @@
+//! Multi-rail path selection: which local NI and which peer NI carry a message.
+//!
+//! lustre: lnet/lnet/lib-move.c (`lnet_select_pathway`, `lnet_handle_send_case_locked` and
+//! the eight case handlers, `lnet_find_best_ni_on_local_net`, `lnet_get_best_ni`,
+//! `lnet_select_peer_ni`, `lnet_find_existing_preferred_best_ni`,
+//! `lnet_select_preferred_best_ni`, `lnet_set_non_mr_pref_nid`, `lnet_handle_send`),
+//! semantics.md §3. Routing is not implemented, so every case that would look for a route
+//! fails with `-EHOSTUNREACH` as Lustre does when no route exists.
+//!
+//! Key orders, exactly as Lustre compares (health higher is better, priority lower, credits
+//! higher, sequence lower = least recently used):
+//! * local net: peer-net health, peer-net priority, local-net health, local-net priority,
+//!   peer-net sequence, local-net sequence;
+//! * local NI: fatal flag, health, priority, NUMA distance (rounded up to `numa_range`),
+//!   tx credits, sequence;
+//! * peer NI: health, priority, "the chosen NI is preferred", tx credits, sequence.
+
+use crate::addr::{Net, Nid};
+use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
+use crate::engine::node::Node;
+use crate::engine::peer::{PeerId, PeerNiId};
+use crate::engine::slab::Key;
+use crate::wire::header::Body;
+use crate::wire::ping::LNET_RESERVED_PORTAL;
+
+/// Why no path was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SelectError {
+    /// `-EHOSTUNREACH`: no local NI on a net the destination is on (and no routing).
+    HostUnreachable,
+    /// `-EINVAL`: the source NID asked for is no longer a local NI.
+    NoSource,
+}
+
+/// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LocalNet {
+    pub(crate) net: Net,
+    /// `net_seq`.
+    pub(crate) seq: u64,
+    /// `net_sel_priority`.
+    pub(crate) priority: u32,
+}
+
+impl LocalNet {
+    pub(crate) fn new(net: Net) -> Self {
+        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
+    }
+}
+
+/// How a send is classified (`sd_send_case`).
+struct Case {
+    /// A source NID was given (SRC_SPEC) or not (SRC_ANY).
+    source: Option<Nid>,
+    /// LOCAL_DST vs REMOTE_DST.
+    local: bool,
+    /// MR_DST vs NMR_DST.
+    multi_rail: bool,
+    /// SND_RESP: an ACK or a REPLY.
+    response: bool,
+    /// A PUT or GET on the reserved portal (`lnet_reserved_msg`).
+    reserved: bool,
+}
+
+impl Node {
+    /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
+    /// the discovery gate are the caller's): the local NI and the peer NI to use for the
+    /// message `key` addressed to the peer NI `destination`.
+    pub(super) fn select_path(
+        &mut self,
+        key: Key,
+        destination: PeerNiId,
+        source: Option<Nid>,
+    ) -> Result<(NiId, PeerNiId), SelectError> {
+        let (Some(message), Some(dst)) = (self.msgs.get(key), self.peers.ni(destination)) else {
+            return Err(SelectError::HostUnreachable);
+        };
+        let (dst_nid, peer) = (dst.nid, dst.peer);
+        let multi_rail = self.peers.peer(peer).is_some_and(|p| p.multi_rail());
+        let local = match source {
+            Some(source) => source.net() == dst_nid.net(),
+            None => self.is_local_net(dst_nid.net()),
+        };
+        let case = Case {
+            source,
+            local,
+            // lustre: recovery pings are sent NMR to exactly the NID being recovered.
+            multi_rail: multi_rail && !message.recovery,
+            response: matches!(message.header.body, Body::Ack { .. } | Body::Reply { .. }),
+            reserved: matches!(
+                message.header.body,
+                Body::Put { ptl_index: LNET_RESERVED_PORTAL, .. }
+                    | Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. }
+            ),
+        };
+        match (case.source, case.local, case.multi_rail) {
+            // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
+            // destination ("continuing the same RPC").
+            (Some(source), true, multi_rail) => {
+                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
+                if !multi_rail {
+                    self.set_non_mr_preferred(destination, ni, case.response);
+                }
+                Ok((ni, destination))
+            }
+            // lnet_handle_spec_router_dst, lnet_handle_any_router_nmr_dst: a route is needed.
+            (Some(_), false, _) | (None, false, false) => Err(SelectError::HostUnreachable),
+            (None, true, false) => self.select_any_local_non_mr(destination, &case),
+            (None, _, true) => self.select_any_multi_rail(destination, peer, &case),
+        }
+    }
+
+    /// `lnet_handle_send`'s round-robin bookkeeping: the peer's send sequence stamps the
+    /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
+    pub(super) fn stamp_path(&mut self, ni: NiId, peer_ni: PeerNiId) {
+        if let Some((peer, net)) = self.peers.ni(peer_ni).map(|p| (p.peer, p.nid.net())) {
+            if let Some(entry) = self.peers.peer_mut(peer) {
+                entry.send_seq += 1;
+                let seq = entry.send_seq;
+                if let Some(peer_net) = entry.nets.iter_mut().find(|n| n.net == net) {
+                    peer_net.seq = seq;
+                }
+                if let Some(lpni) = self.peers.ni_mut(peer_ni) {
+                    lpni.seq = seq;
+                }
+            }
+        }
+        self.net_seq += 1;
+        let seq = self.net_seq;
+        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            local.seq = seq;
+            let net = local.nid.net();
+            if let Some(entry) = self.local_nets.iter_mut().find(|entry| entry.net == net) {
+                entry.seq = seq;
+            }
+        }
+    }
+
+    /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
+    pub(super) fn is_local_net(&self, net: Net) -> bool {
+        self.nis.iter().any(|ni| ni.usable() && ni.nid.net() == net)
+    }
+
+    /// `lnet_handle_any_local_nmr_dst` / `lnet_select_preferred_best_ni`: the NI the peer
+    /// prefers on this net (ignored for portal-0 traffic), else the best NI on it, which then
+    /// becomes preferred.
+    fn select_any_local_non_mr(
+        &mut self,
+        destination: PeerNiId,
+        case: &Case,
+    ) -> Result<(NiId, PeerNiId), SelectError> {
+        let net =
+            self.peers.ni(destination).map(|p| p.nid.net()).ok_or(SelectError::HostUnreachable)?;
+        let preferred = if case.reserved { None } else { self.existing_preferred(destination) };
+        let ni =
+            preferred.or_else(|| self.best_ni_on_net(net)).ok_or(SelectError::HostUnreachable)?;
+        self.set_non_mr_preferred(destination, ni, case.response);
+        Ok((ni, destination))
+    }
+
+    /// `lnet_handle_any_mr_dst` without routes: a response goes to exactly its destination
+    /// from the best NI on that net; a fresh PUT or GET picks the best local net among the
+    /// peer's, the best NI on it, and the best of the peer's NIs on it.
+    fn select_any_multi_rail(
+        &mut self,
+        destination: PeerNiId,
+        peer: PeerId,
+        case: &Case,
+    ) -> Result<(NiId, PeerNiId), SelectError> {
+        if case.response {
+            if !case.local {
+                return Err(SelectError::HostUnreachable);
+            }
+            let net = self.peers.ni(destination).map(|p| p.nid.net());
+            let ni = net.and_then(|net| self.best_ni_on_net(net));
+            return ni.map(|ni| (ni, destination)).ok_or(SelectError::HostUnreachable);
+        }
+        let net = self.best_local_net(peer).ok_or(SelectError::HostUnreachable)?;
+        let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
+        let peer_ni = self.best_peer_ni(ni, peer, net).ok_or(SelectError::HostUnreachable)?;
+        Ok((ni, peer_ni))
+    }
+
+    /// `lnet_find_best_ni_on_local_net`'s net choice: over the peer's nets that are local and
+    /// have a selectable peer NI.
+    fn best_local_net(&self, peer: PeerId) -> Option<Net> {
+        let entry = self.peers.peer(peer)?;
+        // (net, peer-net health, peer-net priority, local-net health, local-net priority,
+        // peer-net seq, local-net seq)
+        let mut best: Option<(Net, u32, u32, u32, u32, u64, u64)> = None;
+        for peer_net in &entry.nets {
+            let Some(local) = self.local_nets.iter().find(|local| local.net == peer_net.net) else {
+                continue;
+            };
+            let Some(net_health) = self.local_net_health(peer_net.net) else {
+                continue;
+            };
+            let mut lpn_health = None;
+            for id in &peer_net.nis {
+                if let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) {
+                    let health = lpni.health.value();
+                    lpn_health = Some(lpn_health.map_or(health, |best: u32| best.max(health)));
+                }
+            }
+            let Some(lpn_health) = lpn_health else {
+                continue;
+            };
+            let candidate = (
+                peer_net.net,
+                lpn_health,
+                peer_net.priority,
+                net_health,
+                local.priority,
+                peer_net.seq,
+                local.seq,
+            );
+            let Some(current) = best else {
+                best = Some(candidate);
+                continue;
+            };
+            let better = if candidate.1 != current.1 {
+                candidate.1 > current.1
+            } else if candidate.2 != current.2 {
+                candidate.2 < current.2
+            } else if candidate.3 != current.3 {
+                candidate.3 > current.3
+            } else if candidate.4 != current.4 {
+                candidate.4 < current.4
+            } else if candidate.5 != current.5 {
+                candidate.5 < current.5
+            } else {
+                candidate.6 < current.6
+            };
+            if better {
+                best = Some(candidate);
+            }
+        }
+        best.map(|best| best.0)
+    }
+
+    /// A local net's health: the best health among its NIs without the fatal flag
+    /// (`lnet_get_net_healthv_locked`); 0 when all have it; `None` without usable NIs.
+    fn local_net_health(&self, net: Net) -> Option<u32> {
+        let mut found = false;
+        let mut health = 0;
+        for ni in self.nis.iter().filter(|ni| ni.usable() && ni.nid.net() == net) {
+            found = true;
+            if !ni.fatal_error {
+                health = health.max(ni.health.value());
+            }
+        }
+        found.then_some(health)
+    }
+
+    /// `lnet_get_best_ni`: the best usable NI on `net`.
+    pub(super) fn best_ni_on_net(&self, net: Net) -> Option<NiId> {
+        let range = self.tunables.numa_range;
+        // (index, fatal, health, priority, distance, credits, seq)
+        let mut best: Option<(usize, bool, u32, u32, u32, i32, u64)> = None;
+        for (index, ni) in self.nis.iter().enumerate() {
+            if !ni.usable() || ni.nid.net() != net {
+                continue;
+            }
+            let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
+            let candidate = (
+                index,
+                ni.fatal_error,
+                ni.health.value(),
+                ni.priority,
+                ni.numa_distance.max(range),
+                credits,
+                ni.seq,
+            );
+            let Some(current) = best else {
+                best = Some(candidate);
+                continue;
+            };
+            let better = if candidate.1 != current.1 {
+                !candidate.1
+            } else if candidate.2 != current.2 {
+                candidate.2 > current.2
+            } else if candidate.3 != current.3 {
+                candidate.3 < current.3
+            } else if candidate.4 != current.4 {
+                candidate.4 < current.4
+            } else if candidate.5 != current.5 {
+                candidate.5 > current.5
+            } else {
+                candidate.6 < current.6
+            };
+            if better {
+                best = Some(candidate);
+            }
+        }
+        // NI ids are u16 (add_ni bounds the table).
+        best.and_then(|best| u16::try_from(best.0).ok()).map(NiId)
+    }
+
+    /// `lnet_select_peer_ni`: the best of the peer's NIs on `net` for sending from `ni`.
+    fn best_peer_ni(&self, ni: NiId, peer: PeerId, net: Net) -> Option<PeerNiId> {
+        let local_nid = self.ni_nid(ni);
+        let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
+        // (id, health, priority, preferred, credits, seq)
+        let mut best: Option<(PeerNiId, u32, u32, bool, i32, u64)> = None;
+        for id in &peer_net.nis {
+            let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
+                continue;
+            };
+            let preferred = local_nid.is_some() && lpni.preferred == local_nid;
+            let candidate = (
+                *id,
+                lpni.health.value(),
+                lpni.priority,
+                preferred,
+                lpni.credits.value(),
+                lpni.seq,
+            );
+            let Some(current) = best else {
+                best = Some(candidate);
+                continue;
+            };
+            let better = if candidate.1 != current.1 {
+                candidate.1 > current.1
+            } else if candidate.2 != current.2 {
+                candidate.2 < current.2
+            } else if candidate.3 != current.3 {
+                candidate.3
+            } else if candidate.4 != current.4 {
+                candidate.4 > current.4
+            } else {
+                candidate.5 < current.5
+            };
+            if better {
+                best = Some(candidate);
+            }
+        }
+        best.map(|best| best.0)
+    }
+
+    /// `lnet_find_existing_preferred_best_ni`: the local NI some peer NI on the destination's
+    /// peer net prefers.
+    fn existing_preferred(&self, destination: PeerNiId) -> Option<NiId> {
+        let lpni = self.peers.ni(destination)?;
+        let net = lpni.nid.net();
+        let peer = self.peers.peer(lpni.peer)?;
+        let peer_net = peer.nets.iter().find(|peer_net| peer_net.net == net)?;
+        let preferred = peer_net
+            .nis
+            .iter()
+            .filter_map(|id| self.peers.ni(*id))
+            .find_map(|lpni| lpni.preferred)?;
+        self.ni_for_nid(preferred)
+    }
+
+    /// `lnet_set_non_mr_pref_nid`: a non-MR peer NI remembers the first NI a request used.
+    fn set_non_mr_preferred(&mut self, destination: PeerNiId, ni: NiId, response: bool) {
+        if response {
+            return;
+        }
+        let multi_rail = self.peers.peer_of(destination).is_some_and(|peer| peer.multi_rail());
+        let Some(nid) = self.ni_nid(ni) else {
+            return;
+        };
+        if let Some(lpni) = self.peers.ni_mut(destination) {
+            if !multi_rail && lpni.preferred.is_none() {
+                lpni.preferred = Some(nid);
+            }
+        }
+    }
+}
