@@ -93,6 +93,11 @@ pub struct Latency {
     pub min_nsec: u64,
     pub max_nsec: u64,
     pub avg_nsec: u64,
+    /// Percentiles from ulnet's latency histograms (not in Lustre); shown only by
+    /// `peer show -v 4` under `latency percentiles`.
+    pub p50_nsec: u64,
+    pub p90_nsec: u64,
+    pub p99_nsec: u64,
 }
 
 /// `sent_stats`, `received_stats`, `dropped_stats`.
@@ -491,7 +496,28 @@ fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Node {
             ]),
         ));
     }
+    if level >= 4 && !backup {
+        entries.push(("latency percentiles", latency_percentiles(&ni.statistics)));
+    }
     Node::map(entries)
+}
+
+/// ulnet's own keys (not in lnetctl), at `peer show -v 4` after `health stats`: PUT->ACK and
+/// GET->REPLY round trips from the latency histograms, in microseconds (zero without
+/// samples): `put_ack_p50_usec`, `_p90_usec`, `_p99_usec`, `_max_usec`, then `get_rtt_*`.
+fn latency_percentiles(s: &Statistics) -> Node {
+    let mut entries = Vec::new();
+    for (op, latency) in [("put_ack", s.put_ack), ("get_rtt", s.get_rtt)] {
+        for (name, nsec) in [
+            ("p50", latency.p50_nsec),
+            ("p90", latency.p90_nsec),
+            ("p99", latency.p99_nsec),
+            ("max", latency.max_nsec),
+        ] {
+            entries.push((format!("{op}_{name}_usec"), Node::int(nsec / 1000)));
+        }
+    }
+    Node::Map(entries)
 }
 
 /// `peer list`: the primary NIDs only. Empty without peers.

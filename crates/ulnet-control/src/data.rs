@@ -106,6 +106,13 @@ mirror! {
         pub min_nsec: u64,
         pub max_nsec: u64,
         pub avg_nsec: u64,
+        /// ulnet's histogram percentiles (`peer show -v 4`).
+        #[serde(default)]
+        pub p50_nsec: u64,
+        #[serde(default)]
+        pub p90_nsec: u64,
+        #[serde(default)]
+        pub p99_nsec: u64,
     }
 }
 
@@ -802,7 +809,13 @@ mod tests {
             interface: Some("eth0".into()),
             statistics: render::Statistics {
                 send_count: 3,
-                put_ack: render::Latency { samples: 1, min_nsec: 2, max_nsec: 3, avg_nsec: 4 },
+                put_ack: render::Latency {
+                    samples: 1,
+                    min_nsec: 2,
+                    max_nsec: 3,
+                    avg_nsec: 4,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             udsp: render::UdspInfo {

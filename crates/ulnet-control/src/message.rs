@@ -33,6 +33,16 @@ pub enum Request {
     PeerShow { nid: Option<String>, level: u32 },
     /// `peer list`.
     PeerList,
+    /// `peer add --prim_nid P [--nid LIST] [--non_mr] [--lock_prim]`.
+    PeerAdd(PeerAdd),
+    /// `peer del --prim_nid P [--nid LIST] [--force]`.
+    PeerDel(PeerDel),
+    /// `peer set --health V (--nid N | --all)` or `peer set --state S --nid N`.
+    PeerSet(PeerSet),
+    /// `net set --health V (--nid N | --all)`.
+    NetSet(NetSet),
+    /// `debug recovery --local|--peer`.
+    DebugRecovery { queue: RecoveryQueue },
     /// `ping NIDS [--timeout S] [--source NID]`.
     Ping(Ping),
     /// `discover [--force] NIDS`.
@@ -96,6 +106,62 @@ pub struct LndTunablesSpec {
     pub auth_key: Option<i64>,
     /// kfilnd only.
     pub traffic_class: Option<String>,
+}
+
+/// `peer add`: what lnetctl sends to the kernel (lnetctl.c `yaml_lnet_peer()`,
+/// `NLM_F_CREATE`, `NLM_F_EXCL` for `--lock_prim`). The CLI has expanded the nidlist.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerAdd {
+    /// `None` without `--prim_nid` (the node answers "missing primary NID").
+    pub primary_nid: Option<String>,
+    /// Expanded `--nid` list, canonical NID texts.
+    pub nids: Vec<String>,
+    /// False with `--non_mr`.
+    pub multi_rail: bool,
+    /// `--lock_prim`.
+    pub lock_primary: bool,
+}
+
+/// `peer del` (`yaml_lnet_peer()` without `NLM_F_CREATE`; `NLM_F_EXCL` for `--force`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerDel {
+    pub primary_nid: Option<String>,
+    /// Empty: the whole peer.
+    pub nids: Vec<String>,
+    pub force: bool,
+}
+
+/// `peer set` (`yaml_lnet_config_peer_ni_healthv()`, `NLM_F_REPLACE`). Negative or unparsed
+/// values are left out by the CLI, as lnetctl sends nothing for them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerSet {
+    /// `--nid`, as typed.
+    pub nid: Option<String>,
+    /// `--all`.
+    pub all: bool,
+    /// `--health`, 0 and up; the node caps it at 1000 as the kernel's setter does.
+    pub health: Option<i64>,
+    /// `--state`: the raw peer state bits (debug only).
+    pub state: Option<i64>,
+}
+
+/// `net set --health` (`yaml_lnet_config_ni_value()`, `NLM_F_REPLACE`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetSet {
+    /// `--nid`, as typed.
+    pub nid: Option<String>,
+    /// `--all`.
+    pub all: bool,
+    /// `--health`, 0 and up; the node caps it at 1000.
+    pub health: Option<i64>,
+}
+
+/// Which recovery queue `debug recovery` lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryQueue {
+    Local,
+    Peer,
 }
 
 /// `net del`.
@@ -263,6 +329,11 @@ impl Request {
             Self::NetShow { .. } => "net show",
             Self::PeerShow { .. } => "peer show",
             Self::PeerList => "peer list",
+            Self::PeerAdd(_) => "peer add",
+            Self::PeerDel(_) => "peer del",
+            Self::PeerSet(_) => "peer set",
+            Self::NetSet(_) => "net set",
+            Self::DebugRecovery { .. } => "debug recovery",
             Self::Ping(_) => "ping",
             Self::Discover { .. } => "discover",
             Self::GlobalShow => "global show",
@@ -281,7 +352,8 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 ///
 /// | request | response |
 /// |---|---|
-/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set` | `Done` |
+/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet` | `Done` |
+/// | `DebugRecovery` | `Recovery` (NIDs in queue order; empty: nothing printed) |
 /// | `NetShow` | `Nets` (empty: nothing printed) |
 /// | `PeerShow` | `Peers` (empty: nothing printed) |
 /// | `PeerList` | `PeerList` (primary NIDs) |
@@ -297,6 +369,7 @@ pub enum Response {
     Nets(Vec<NetEntry>),
     Peers(Vec<PeerEntry>),
     PeerList(Vec<String>),
+    Recovery(Vec<String>),
     Manage(ManageReply),
     Global(GlobalShow),
     Stats(StatsShow),

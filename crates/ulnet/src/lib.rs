@@ -53,6 +53,7 @@
 //! ([`EventQueue::recv_timeout`]) or async ([`EventQueue::next`], or as a `Stream`). The event
 //! that reports an MD unlinked hands its memory back.
 
+mod admin;
 mod clock;
 mod driver;
 mod error;
@@ -63,6 +64,7 @@ mod transfer;
 
 pub use ulnet_proto as proto;
 
+pub use admin::AdminError;
 pub use error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,

@@ -493,3 +493,150 @@ fn refused_before_the_node() {
         assert!(d.state.lock().unwrap().requests.is_empty(), "{args:?} reached the node");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// peer add|del|set, net set, debug recovery (multi-rail administration).
+
+/// What each administration command line sends: nidlists expanded, flags as lnetctl sets
+/// them (`--force` on add and `--lock_prim` on del only set the exclusive flag).
+#[test]
+fn administration_requests() {
+    use ulnet_control::Request;
+    use ulnet_control::message::*;
+    let d = configured();
+    let s = |text: &str| text.to_string();
+    let table: Vec<(Vec<&str>, Request)> = vec![
+        (
+            vec![
+                "peer",
+                "add",
+                "--prim_nid",
+                "10.0.0.1@tcp",
+                "--nid",
+                "10.0.0.[2-3]@tcp,10.1.0.1@tcp1",
+            ],
+            Request::PeerAdd(PeerAdd {
+                primary_nid: Some(s("10.0.0.1@tcp")),
+                nids: vec![s("10.0.0.2@tcp"), s("10.0.0.3@tcp"), s("10.1.0.1@tcp1")],
+                multi_rail: true,
+                lock_primary: false,
+            }),
+        ),
+        (
+            // Unique prefixes, as sanity-lnet uses them.
+            vec!["peer", "add", "--prim", "10.0.0.1@tcp", "--non_mr", "--lock"],
+            Request::PeerAdd(PeerAdd {
+                primary_nid: Some(s("10.0.0.1@tcp")),
+                nids: Vec::new(),
+                multi_rail: false,
+                lock_primary: true,
+            }),
+        ),
+        (
+            vec!["peer", "del", "--prim_nid", "10.0.0.1@tcp", "--force"],
+            Request::PeerDel(PeerDel {
+                primary_nid: Some(s("10.0.0.1@tcp")),
+                nids: Vec::new(),
+                force: true,
+            }),
+        ),
+        (
+            vec!["peer", "del", "--prim_nid", "10.0.0.1@tcp", "--nid", "10.0.0.2@tcp"],
+            Request::PeerDel(PeerDel {
+                primary_nid: Some(s("10.0.0.1@tcp")),
+                nids: vec![s("10.0.0.2@tcp")],
+                force: false,
+            }),
+        ),
+        (
+            vec!["peer", "set", "--health", "0", "--nid", "10.0.0.2@tcp"],
+            Request::PeerSet(PeerSet {
+                nid: Some(s("10.0.0.2@tcp")),
+                all: false,
+                health: Some(0),
+                state: None,
+            }),
+        ),
+        (
+            vec!["peer", "set", "--all", "--health", "0x3e8"],
+            Request::PeerSet(PeerSet { nid: None, all: true, health: Some(1000), state: None }),
+        ),
+        (
+            vec!["peer", "set", "--state", "1048577", "--nid", "10.0.0.1@tcp"],
+            Request::PeerSet(PeerSet {
+                nid: Some(s("10.0.0.1@tcp")),
+                all: false,
+                health: None,
+                state: Some(1_048_577),
+            }),
+        ),
+        (
+            vec!["net", "set", "--nid", "192.168.1.2@tcp", "--health", "500"],
+            Request::NetSet(NetSet {
+                nid: Some(s("192.168.1.2@tcp")),
+                all: false,
+                health: Some(500),
+            }),
+        ),
+        (
+            vec!["net", "set", "--all", "--health", "1000"],
+            Request::NetSet(NetSet { nid: None, all: true, health: Some(1000) }),
+        ),
+        (
+            vec!["debug", "recovery", "--peer"],
+            Request::DebugRecovery { queue: RecoveryQueue::Peer },
+        ),
+    ];
+    for (args, expected) in table {
+        d.state.lock().unwrap().requests.clear();
+        let run = d.run(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+        let requests = d.state.lock().unwrap().requests.clone();
+        assert_eq!(requests, vec![expected], "{args:?}: {}", run.stderr);
+    }
+}
+
+/// lnetctl's own refusals of administration commands, with their texts and codes.
+#[test]
+fn administration_refusals() {
+    let d = configured();
+    check(
+        &d,
+        "peer_add_bad_nidlist",
+        &["peer", "add", "--prim_nid", "10.0.0.1@tcp", "--nid", "10.0.0.[3-1]@tcp"],
+    );
+    check(
+        &d,
+        "peer_add_invalid_nid",
+        &["peer", "add", "--prim_nid", "10.0.0.1@tcp", "--nid", "10.0.0.x@tcp"],
+    );
+    check(
+        &d,
+        "peer_add_too_many_nids",
+        &["peer", "add", "--prim_nid", "10.0.0.1@tcp", "--nid", "10.0.[0-1].[0-255]@tcp"],
+    );
+    check(&d, "peer_del_non_mr", &["peer", "del", "--prim_nid", "10.0.0.1@tcp", "--non_mr"]);
+    check(
+        &d,
+        "net_set_all_and_nid",
+        &["net", "set", "--all", "--nid", "192.168.1.2@tcp", "--health", "5"],
+    );
+    check(&d, "net_set_lnd_timeout_without_net", &["net", "set", "--lnd-timeout", "5"]);
+    check(&d, "net_set_bad_net", &["net", "set", "--net", "frob", "--health", "5"]);
+    check(&d, "debug_recovery_without_queue", &["debug", "recovery"]);
+    check(&d, "debug_recovery_local", &["debug", "recovery", "--local"]);
+    for args in [
+        vec!["peer", "add", "--prim_nid", "10.0.0.1@tcp", "--nid", "10.0.0.[3-1]@tcp"],
+        vec!["peer", "del", "--prim_nid", "10.0.0.1@tcp", "--non_mr"],
+        vec!["net", "set", "--all", "--nid", "192.168.1.2@tcp", "--health", "5"],
+        vec!["net", "set", "--lnd-timeout", "5"],
+        vec!["debug", "recovery"],
+        // A negative or unparsed health sends nothing, as in lnetctl.
+        vec!["peer", "set", "--nid", "10.0.0.1@tcp", "--health", "-5"],
+        vec!["net", "set", "--all", "--health", "x"],
+    ] {
+        d.state.lock().unwrap().requests.clear();
+        let _ = d.run(&args);
+        assert!(d.state.lock().unwrap().requests.is_empty(), "{args:?} reached the node");
+    }
+}

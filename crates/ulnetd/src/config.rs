@@ -19,8 +19,9 @@
 //! ```
 //!
 //! These two keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
-//! they are accepted only here, not by `ulnetctl import`. Peers, routes, routing, buffers
-//! and UDSP rules are parsed and ignored with a warning: ulnetd does not implement them yet.
+//! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
+//! node is up, as `lnetctl import` adds them. Routes, routing, buffers and UDSP rules are
+//! parsed and ignored with a warning: ulnetd does not implement them yet.
 //!
 //! lustre: lnet/lnet/acceptor.c (`accept_port` 988, `accept` "secure"), lnetctl.c
 //! `jt_import()` (the YAML vocabulary, via ulnet-config).
@@ -82,6 +83,8 @@ pub struct DaemonConfig {
     pub nets: Vec<NetSpec>,
     pub settings: GlobalSettings,
     pub tcp: TcpSettings,
+    /// The `peer:` items, added after the node starts.
+    pub peers: Vec<model::PeerConfig>,
     /// lnetctl's warnings about the input, and what ulnetd ignores.
     pub warnings: Vec<String>,
 }
@@ -154,7 +157,7 @@ impl DaemonConfig {
         for item in &items {
             merge_net(&mut nets, resolve_net(item, host)?)?;
         }
-        Ok(Self { nets, settings, tcp, warnings })
+        Ok(Self { nets, settings, tcp, peers: config.peers.clone(), warnings })
     }
 }
 
@@ -246,7 +249,6 @@ pub(crate) fn ignored_sections(config: &Config) -> Vec<String> {
             warnings.push(format!("ulnetd: ignoring '{what}': not supported yet"));
         }
     };
-    ignore(!config.peers.is_empty(), "peer");
     ignore(!config.routes.is_empty(), "route");
     ignore(config.routing.is_some(), "routing");
     ignore(config.buffers.is_some(), "buffers");
@@ -340,11 +342,11 @@ mod tests {
         let config = DaemonConfig::parse(text, false, &host()).unwrap();
         assert_eq!(
             config.warnings,
-            vec![
-                "ulnetd: ignoring 'peer': not supported yet".to_string(),
-                "ulnetd: ignoring 'routing': not supported yet".to_string(),
-            ]
+            vec!["ulnetd: ignoring 'routing': not supported yet".to_string()]
         );
+        // Peers are kept for the node to add.
+        assert_eq!(config.peers.len(), 1);
+        assert_eq!(config.peers[0].primary_nid, nid("10.0.0.9@tcp"));
     }
 
     #[test]

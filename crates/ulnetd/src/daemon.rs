@@ -57,6 +57,11 @@ impl Daemon {
                 return Err(error.into());
             }
         };
+        // A peer the node refuses is reported and left out, as `lnetctl import` reports a
+        // refused item of `lnet.conf` and the service still starts.
+        if let Err(error) = live.add_peers(&config.peers) {
+            tracing::warn!(%error, "configuration: peer not added");
+        }
         let handler_live = Arc::clone(&live);
         let handler = move |request| handler_live.handle(request);
         let server = match Server::spawn(listener, handler) {

@@ -47,6 +47,8 @@ use crate::interfaces::host_interfaces;
 use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
 use crate::view;
 
+mod admin;
+
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
 pub enum LndChoice {
@@ -139,6 +141,11 @@ impl LiveNode {
             Request::NetShow { net, level: _ } => self.net_show(net.as_deref()),
             Request::PeerShow { nid, level: _ } => self.peer_show(nid.as_deref()),
             Request::PeerList => self.peer_list(),
+            Request::PeerAdd(add) => self.peer_add(&add),
+            Request::PeerDel(del) => self.peer_del(&del),
+            Request::PeerSet(set) => self.peer_set(&set),
+            Request::NetSet(set) => self.net_set(&set),
+            Request::DebugRecovery { queue } => self.debug_recovery(queue),
             Request::Ping(ping) => self.ping(&ping),
             Request::Discover { nids, force } => self.discover(&nids, force),
             Request::StatsShow => self.stats_show(),
@@ -195,10 +202,11 @@ impl LiveNode {
 
     /// `set <param> <value>`: lnetctl's and the kernel's checks (ulnet-config's
     /// `GlobalSettings`), then the engine's tunables live (`transaction_timeout`,
-    /// `retry_count`, `health_sensitivity`, `response_tracking`, `discovery`). Keys the engine
-    /// has no behaviour for yet (NUMA range, interface limit, asymmetric routes, router and
-    /// recovery knobs) are kept and shown, as the kernel keeps its module parameters; routing
-    /// and router buffers are refused.
+    /// `retry_count`, `health_sensitivity`, `response_tracking`, `discovery`, `numa_range`,
+    /// `recovery_limit`, `max_recovery_ping_interval`). Keys the engine has no behaviour for
+    /// (`max_interfaces`, `drop_asym_route`, `router_sensitivity`, the deprecated
+    /// `recovery_interval`) are kept and shown, as the kernel keeps its module parameters;
+    /// routing and router buffers are refused.
     fn set(&self, param: SetParam, value: i64) -> Result<Response, ControlError> {
         let Some(key) = param.global_key() else {
             return Err(ControlError::Unsupported { what: param.name().to_string() });
@@ -419,6 +427,14 @@ impl LiveNode {
         if wants_nets {
             self.rebuild(&mut state, nets)?;
         }
+        if !config.peers.is_empty() {
+            if state.node.is_none() {
+                return Err(ControlError::NotConfigured);
+            }
+            // Peer calls take the node handle themselves; the state lock is not needed.
+            drop(state);
+            self.add_peers(&config.peers)?;
+        }
         Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
     }
 
@@ -472,6 +488,13 @@ impl LiveNode {
                 return Err(ControlError::NotConfigured);
             }
             self.rebuild(&mut state, nets)?;
+        }
+        if !config.peers.is_empty() {
+            if state.node.is_none() {
+                return Err(ControlError::NotConfigured);
+            }
+            drop(state);
+            self.delete_peers(&config.peers)?;
         }
         Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
     }
@@ -541,12 +564,15 @@ impl LiveNode {
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
         state.selftest = None;
+        let mut peers = Vec::new();
         if let Some(old) = state.node.take() {
+            peers = admin::configured_peers(&old);
             old.shutdown();
         }
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(node.nids()), "node rebuilt");
+                admin::restore_peers(&node, &peers);
                 state.selftest = host_selftest(&node);
                 state.node = Some(node);
                 state.nets = nets;
@@ -556,6 +582,7 @@ impl LiveNode {
                 tracing::warn!(%error, "the new configuration failed to start");
                 match build_node(&self.lnd, &state.nets, &state.settings) {
                     Ok(node) => {
+                        admin::restore_peers(&node, &peers);
                         state.selftest = host_selftest(&node);
                         state.node = Some(node);
                     }
@@ -755,7 +782,10 @@ fn tcp_ni(
 }
 
 /// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks
-/// them (timeout > 0, counts >= 0, response tracking 0..=3).
+/// them (timeout > 0, counts >= 0, response tracking 0..=3, ping interval > 0). The engine
+/// has no behaviour for `max_interfaces`, `drop_asym_route` (no routing yet),
+/// `router_sensitivity` (deprecated in Lustre too) or `recovery_interval` (deprecated and
+/// ignored by the kernel): ulnetd keeps those in its settings and `global show` reports them.
 pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
     let seconds = u64::try_from(settings.transaction_timeout).unwrap_or(1);
     Tunables {
@@ -769,6 +799,11 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         },
         health_sensitivity: u32::try_from(settings.health_sensitivity).unwrap_or(0),
         discovery: settings.discovery,
+        numa_range: u32::try_from(settings.numa_range).unwrap_or(u32::MAX),
+        recovery_limit: Duration::from_secs(u64::try_from(settings.recovery_limit).unwrap_or(0)),
+        max_recovery_ping_interval: Duration::from_secs(
+            u64::try_from(settings.max_recovery_ping_interval).unwrap_or(1).max(1),
+        ),
         ..Tunables::default()
     }
 }

@@ -9,11 +9,13 @@
 
 use ulnet::{NiStats, NodeStats, PeerNiStats};
 use ulnet_config::render::{
-    LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
-    PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
+    Latency, LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables,
+    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
 };
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::engine::{ElementStats, GlobalStats, MsgTypeCounts, PeerInfo};
+use ulnet_proto::engine::{
+    ElementStats, GlobalStats, LatencyHistogram, LatencyStats, MsgTypeCounts, PeerInfo,
+};
 
 use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
@@ -128,13 +130,14 @@ fn local_ni(
     tunables: NetTunables,
 ) -> LocalNiEntry {
     let statistics = live.map(|ni| ni.statistics).unwrap_or_default();
+    let latency = live.map(|ni| ni.latency).unwrap_or_default();
     let health = live.map(|ni| ni.health).unwrap_or_default();
     let lo = spec.nid == Nid::LO_0;
     LocalNiEntry {
         nid: spec.nid,
         up: live.is_some_and(|ni| ni.up),
         interface: spec.interface.clone(),
-        statistics: element_statistics(&statistics),
+        statistics: element_statistics(&statistics, &latency),
         udsp: no_udsp(),
         sent: counts(&statistics.sent_stats),
         received: counts(&statistics.received_stats),
@@ -173,7 +176,7 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
         min_rtr_credits: ni.rtr_credits.min,
         // The peer table's own reference (lustre: peer.c, `lpni_refcount`).
         refcount: 1,
-        statistics: element_statistics(&ni.statistics),
+        statistics: element_statistics(&ni.statistics, &ni.latency),
         sent: counts(&ni.statistics.sent_stats),
         received: counts(&ni.statistics.received_stats),
         dropped: counts(&ni.statistics.dropped_stats),
@@ -197,13 +200,33 @@ fn no_udsp() -> UdspInfo {
     UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
 }
 
-/// The `statistics:` block; the engine keeps no latency samples yet (all zero).
-fn element_statistics(stats: &ElementStats) -> Statistics {
+/// The `statistics:` block: counters and the latency summaries Lustre keeps (samples, min,
+/// max, mean), plus ulnet's percentiles from the engine's histograms.
+/// lustre: api-ni.c `lnet_fill_ni_info()` / peer.c latency attributes (`<op>_*_nsec`).
+fn element_statistics(stats: &ElementStats, latency: &LatencyStats) -> Statistics {
     Statistics {
         send_count: low32(stats.send_count),
         recv_count: low32(stats.recv_count),
         drop_count: low32(stats.drop_count),
-        ..Statistics::default()
+        put_egress: latency_summary(&latency.put_egress),
+        get_rtt: latency_summary(&latency.get_rtt),
+        put_ack: latency_summary(&latency.put_ack),
+    }
+}
+
+/// One operation's summary; zeros without samples.
+fn latency_summary(histogram: &LatencyHistogram) -> Latency {
+    let nanos =
+        |duration: std::time::Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    let percentile = |per_mille| histogram.percentile(per_mille).map_or(0, nanos);
+    Latency {
+        samples: low32(histogram.samples()),
+        min_nsec: nanos(histogram.min()),
+        max_nsec: nanos(histogram.max()),
+        avg_nsec: nanos(histogram.mean()),
+        p50_nsec: percentile(500),
+        p90_nsec: percentile(900),
+        p99_nsec: percentile(990),
     }
 }
 
@@ -235,5 +258,21 @@ mod tests {
             GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
         let shown = stats_show(&stats);
         assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
+    }
+
+    #[test]
+    fn latency_summaries_carry_percentiles() {
+        assert_eq!(latency_summary(&LatencyHistogram::default()), Latency::default());
+        let mut histogram = LatencyHistogram::default();
+        for micros in 1..=100u64 {
+            histogram.record(std::time::Duration::from_micros(micros));
+        }
+        let shown = latency_summary(&histogram);
+        assert_eq!((shown.samples, shown.min_nsec, shown.max_nsec), (100, 1_000, 100_000));
+        assert_eq!(shown.avg_nsec, 50_500);
+        // Histogram precision: within a bucket (about 19%) above the exact value.
+        assert!((50_000..=60_000).contains(&shown.p50_nsec), "{shown:?}");
+        assert!((90_000..=100_000).contains(&shown.p90_nsec), "{shown:?}");
+        assert!(shown.p99_nsec <= 100_000 && shown.p99_nsec >= shown.p90_nsec, "{shown:?}");
     }
 }

@@ -665,3 +665,109 @@ fn exit_statuses_are_the_low_byte() {
     assert_eq!(strerror(110), "Connection timed out");
     assert_eq!(strerror(9999), "Unknown error 9999");
 }
+
+#[test]
+fn peer_show_level_4_adds_udsp_and_latency_percentiles() {
+    let mut peer = peer();
+    peer.nis.truncate(1);
+    let ni = &mut peer.nis[0];
+    ni.udsp = UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() };
+    ni.statistics.put_ack = Latency {
+        samples: 3,
+        min_nsec: 40_000,
+        max_nsec: 2_500_000,
+        avg_nsec: 900_000,
+        p50_nsec: 52_300,
+        p90_nsec: 2_000_000,
+        p99_nsec: 2_500_000,
+    };
+    ni.health.value = 900;
+    let expected = "\
+peer:
+-     primary nid: 10.0.0.5@tcp
+      Multi-Rail: true
+      peer state: 1048585
+      peer ni:
+      -     nid: 10.0.0.5@tcp
+            udsp info:
+                  net priority: -1
+                  nid priority: -1
+            state: NA
+            max_ni_tx_credits: 8
+            available_tx_credits: 4294967294
+            min_tx_credits: 7
+            tx_q_num_of_buf: 0
+            available_rtr_credits: 8
+            min_rtr_credits: 8
+            refcount: 4
+            statistics:
+                  send_count: 3
+                  recv_count: 0
+                  drop_count: 0
+                  put_egress_samples: 0
+                  put_egress_min_nsec: 0
+                  put_egress_max_nsec: 0
+                  put_egress_avg_nsec: 0
+                  get_rtt_samples: 0
+                  get_rtt_min_nsec: 0
+                  get_rtt_max_nsec: 0
+                  get_rtt_avg_nsec: 0
+                  put_ack_samples: 3
+                  put_ack_min_nsec: 40000
+                  put_ack_max_nsec: 2500000
+                  put_ack_avg_nsec: 900000
+            sent_stats:
+                  put: 0
+                  get: 0
+                  reply: 0
+                  ack: 0
+                  hello: 0
+            received_stats:
+                  put: 0
+                  get: 0
+                  reply: 0
+                  ack: 0
+                  hello: 0
+            dropped_stats:
+                  put: 0
+                  get: 0
+                  reply: 0
+                  ack: 0
+                  hello: 0
+            health stats:
+                  health value: 900
+                  dropped: 0
+                  timeout: 0
+                  error: 0
+                  network timeout: 0
+                  ping_count: 0
+                  next_ping: 0
+            latency percentiles:
+                  put_ack_p50_usec: 52
+                  put_ack_p90_usec: 2000
+                  put_ack_p99_usec: 2500
+                  put_ack_max_usec: 2500
+                  get_rtt_p50_usec: 0
+                  get_rtt_p90_usec: 0
+                  get_rtt_p99_usec: 0
+                  get_rtt_max_usec: 0
+";
+    assert_eq!(peer_show(&[peer.clone()], ShowMode::Show(4)), expected);
+    // Export (level 3) and backup never carry ulnet's own keys.
+    assert!(!peer_show(&[peer.clone()], ShowMode::Export).contains("latency percentiles"));
+    assert!(!peer_show(&[peer], ShowMode::Backup).contains("latency percentiles"));
+}
+
+#[test]
+fn debug_recovery_shapes() {
+    let nids = [tcp_nid(10, 0, 0, 5), tcp_nid(10, 0, 0, 6)];
+    assert_eq!(
+        recovery_show(RecoveryQueue::Local, &nids),
+        "Local NI recovery:\n      nid-0: 10.0.0.5@tcp\n      nid-1: 10.0.0.6@tcp\n"
+    );
+    assert_eq!(
+        recovery_show(RecoveryQueue::Peer, &nids[..1]),
+        "Peer NI recovery:\n      nid-0: 10.0.0.5@tcp\n"
+    );
+    assert_eq!(recovery_show(RecoveryQueue::Peer, &[]), "");
+}

@@ -153,6 +153,12 @@ const fn target_error(positive_errno: i32, descr: &'static str) -> TargetError {
 /// fields may hold `[a-b/s,c]` ranges (fields expand leftmost outermost), or a hostname on
 /// an IP net. Returns canonical NID texts.
 pub(crate) fn expand_targets(args: &[String]) -> Result<Vec<String>, TargetError> {
+    expand_nidlist(args, MAX_TARGETS)
+}
+
+/// [`expand_targets`] with another bound: `peer add --nid` allows `LNET_MAX_NIDS_PER_PEER`.
+/// lustre: liblnetconfig.c `lustre_lnet_parse_nid_range()`.
+pub(crate) fn expand_nidlist(args: &[String], max: usize) -> Result<Vec<String>, TargetError> {
     let mut nids = Vec::new();
     for arg in args {
         if arg.contains('*') {
@@ -171,7 +177,7 @@ pub(crate) fn expand_targets(args: &[String]) -> Result<Vec<String>, TargetError
             ));
         }
         for entry in split_top_level(arg).into_iter().filter(|entry| !entry.is_empty()) {
-            let limit = MAX_TARGETS.saturating_sub(nids.len());
+            let limit = max.saturating_sub(nids.len());
             for nid in expand_entry(entry, limit)? {
                 nids.push(nid.to_string());
             }

@@ -13,6 +13,7 @@ use crate::Ctx;
 use crate::dispatch::Action::{Group, Run};
 use crate::dispatch::Command;
 
+mod debug;
 mod lnet;
 mod manage;
 mod net;
@@ -157,7 +158,7 @@ pub(crate) static NET_CMDS: &[Command] = &[
     },
     Command {
         name: "set",
-        action: Run(unsupported),
+        action: Run(net::set),
         help: "set local NI specific parameter\n\
                \t--nid: NI NID to set the value on\n\
                \t--net: network to set the value on (e.g. tcp, o2ib, kfi)\n\
@@ -176,10 +177,10 @@ pub(crate) static STATS_CMDS: &[Command] = &[
     Command { name: "reset", action: Run(unsupported), help: "reset LNET statistics\n" },
 ];
 
-static DEBUG_CMDS: &[Command] = &[
+pub(crate) static DEBUG_CMDS: &[Command] = &[
     Command {
         name: "recovery",
-        action: Run(unsupported),
+        action: Run(debug::recovery),
         help: "list recovery queues\n\
                \t--local : list local recovery queue\n\
                \t--peer : list peer recovery queue\n",
@@ -301,7 +302,7 @@ pub(crate) static SET_CMDS: &[Command] = &[
 pub(crate) static PEER_CMDS: &[Command] = &[
     Command {
         name: "add",
-        action: Run(unsupported),
+        action: Run(peer::add),
         help: "add a peer NID\n\
                \t--prim_nid: Primary NID of the peer.\n\
                \t--nid: one or more peer NIDs\n\
@@ -311,7 +312,7 @@ pub(crate) static PEER_CMDS: &[Command] = &[
     },
     Command {
         name: "del",
-        action: Run(unsupported),
+        action: Run(peer::del),
         help: "delete a peer NID\n\
                \t--prim_nid: Primary NID of the peer.\n\
                \t--nid: list of NIDs to remove. If none provided,\n\
@@ -330,7 +331,7 @@ pub(crate) static PEER_CMDS: &[Command] = &[
     Command { name: "list", action: Run(peer::list), help: "list all peers\n" },
     Command {
         name: "set",
-        action: Run(unsupported),
+        action: Run(peer::set),
         help: "set peer ni specific parameter\n\
                \t--nid: Peer NI NID to set the\n\
                \t--health: specify health value to set\n\

@@ -1,4 +1,4 @@
-//! `net add`, `net del`, `net show`.
+//! `net add`, `net del`, `net show`, `net set`.
 //!
 //! lustre: lnet/utils/lnetctl.c `jt_add_ni()`, `jt_del_ni()`, `jt_show_net()`,
 //! `yaml_lnet_config_ni()`; liblnetconfig.c `lustre_lnet_parse_interfaces()`,
@@ -6,8 +6,11 @@
 
 use ulnet_config::grammar::parse_cpts;
 use ulnet_config::render::{self, ErrorOp, ShowMode};
-use ulnet_control::message::{LndTunablesSpec, LocalNiSpec, NetAdd, NetDel, TunablesSpec, errno};
+use ulnet_control::message::{
+    LndTunablesSpec, LocalNiSpec, NetAdd, NetDel, NetSet, TunablesSpec, errno,
+};
 use ulnet_control::{Request, Response};
+use ulnet_proto::addr::Net;
 
 use super::NET_CMDS;
 use super::split_top_level;
@@ -260,6 +263,149 @@ pub(crate) fn verbosity(getopt: &mut Getopt, attached: Option<&str>) -> u32 {
         Some(level) => u32::try_from(level.max(0)).unwrap_or(u32::MAX),
         None => 1,
     }
+}
+
+/// `net set --health V (--nid N | --all)`: lnetctl's `set_value_helper()` and
+/// `yaml_lnet_config_ni_value()`. `--lnd-timeout` and `--conns-per-peer` are checked as
+/// lnetctl checks them, then answered as not supported (ulnetd cannot change a running
+/// LND's settings yet).
+pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    let rc = check_cmd(ctx, NET_CMDS, "net", Some("set"), 0, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let options = match set_options(ctx, argv, false) {
+        Ok(options) => options,
+        Err(rc) => return rc,
+    };
+    // lnetctl.c yaml_lnet_config_ni_value(): "you can't have both setting all NIDs and a
+    // requested NID", and a NID needs its '@'.
+    if options.all && options.nid.is_some()
+        || options.nid.as_deref().is_some_and(|nid| !nid.contains('@'))
+    {
+        return set_failed(ctx, -errno::EINVAL);
+    }
+    if options.lnd_timeout.is_some() || options.conns_per_peer.is_some() {
+        let what = if options.lnd_timeout.is_some() { "--lnd-timeout" } else { "--conns-per-peer" };
+        ctx.err(&format!("{}: 'net set {what}' is not supported by ulnetctl yet\n", ctx.program));
+        return -errno::EOPNOTSUPP;
+    }
+    let Some(health) = options.health else {
+        return 0;
+    };
+    let request =
+        Request::NetSet(NetSet { nid: options.nid, all: options.all, health: Some(health) });
+    match acknowledge(ctx, &request, ErrorOp::Set) {
+        0 => 0,
+        rc => set_failed(ctx, rc),
+    }
+}
+
+/// What `set_value_helper()` parsed. Values that do not parse, and negative health, are
+/// `None`: lnetctl sends nothing for them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct SetOptions {
+    pub nid: Option<String>,
+    pub all: bool,
+    pub health: Option<i64>,
+    pub state: Option<i64>,
+    pub lnd_timeout: Option<i64>,
+    pub net: Option<Net>,
+    pub conns_per_peer: Option<i64>,
+}
+
+/// lnetctl's `set_value_helper()` option loop, shared by `net set` and `peer set`
+/// (`peers`: `--state` is read, `--conns-per-peer` ignored). A refusal is reported in
+/// cYAML under `net: - set:` and its return code comes back as `Err`.
+pub(crate) fn set_options(
+    ctx: &mut Ctx<'_, '_>,
+    argv: Vec<String>,
+    peers: bool,
+) -> Result<SetOptions, i32> {
+    static LONGS: &[LongOpt] = &[
+        LongOpt::new("all", HasArg::No, 'a'),
+        LongOpt::new("net", HasArg::Required, 'i'),
+        LongOpt::new("lnd-timeout", HasArg::Required, 'l'),
+        LongOpt::new("conns-per-peer", HasArg::Required, 'm'),
+        LongOpt::new("nid", HasArg::Required, 'n'),
+        LongOpt::new("state", HasArg::Required, 's'),
+        LongOpt::new("health", HasArg::Required, 't'),
+    ];
+    let mut options = SetOptions::default();
+    let mut getopt = Getopt::new(argv, "ai:l:m:n:s:t:", LONGS);
+    while let Some(opt) = getopt.next() {
+        let (val, arg) = match opt {
+            Opt::Found { val, arg } => (val, arg.unwrap_or_default()),
+            Opt::Error { message, .. } => {
+                ctx.err(message.as_deref().unwrap_or(""));
+                let descr = "\"Invalid option or missing argument\"";
+                report::cyaml(ctx, "net", "set", RC_BAD_PARAM, descr);
+                return Err(RC_BAD_PARAM);
+            }
+        };
+        match val {
+            'a' => options.all = true,
+            'i' => match arg.parse::<Net>() {
+                Ok(net) => options.net = Some(net),
+                Err(_) => {
+                    let descr = format!("\"Invalid network type: {arg}\"");
+                    report::cyaml(ctx, "net", "set", RC_BAD_PARAM, &descr);
+                    return Err(RC_BAD_PARAM);
+                }
+            },
+            'l' => {
+                let timeout = c_atoi(&arg);
+                if timeout < 0 {
+                    let descr = format!("\"Invalid LND timeout value '{arg}', must be >= 0\"");
+                    report::cyaml(ctx, "net", "set", RC_BAD_PARAM, &descr);
+                    return Err(RC_BAD_PARAM);
+                }
+                options.lnd_timeout = Some(timeout);
+            }
+            'm' if peers => options.conns_per_peer = None,
+            'm' => match parse_long(&arg) {
+                Some(value) if value <= MAX_CONNS_PER_PEER => {
+                    options.conns_per_peer = (value != -1).then_some(value);
+                }
+                _ => {
+                    let descr = "invalid conns-per-peer value (valid range 0-127)";
+                    report::cyaml(ctx, "net", "set", -1, descr);
+                    return Err(-1);
+                }
+            },
+            'n' => options.nid = Some(arg),
+            's' if peers => options.state = parse_long(&arg).filter(|state| *state != -1),
+            's' => {}
+            't' => options.health = parse_long(&arg).filter(|health| *health >= 0),
+            _ => return Err(0),
+        }
+    }
+    if options.lnd_timeout.is_some() && options.net.is_none() {
+        let descr = "\"Specified --lnd-timeout without --net option\"";
+        report::cyaml(ctx, "net", "set", RC_BAD_PARAM, descr);
+        return Err(RC_BAD_PARAM);
+    }
+    Ok(options)
+}
+
+/// `set_value_helper()`'s closing report of any failure: `net: - set:` with the code and
+/// an empty description (lnetctl's `err_str` is only filled for its own checks).
+pub(crate) fn set_failed(ctx: &mut Ctx<'_, '_>, rc: i32) -> i32 {
+    report::cyaml(ctx, "net", "set", rc, "");
+    rc
+}
+
+/// C `atoi()`: optional blanks and sign, then digits; anything else ends the number.
+fn c_atoi(text: &str) -> i64 {
+    let text = text.trim_start();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let value = digits.chars().take_while(char::is_ascii_digit).fold(0i64, |value, digit| {
+        value.saturating_mul(10).saturating_add(i64::from(digit.to_digit(10).unwrap_or(0)))
+    });
+    if negative { -value } else { value }
 }
 
 /// Sends a request whose success is silent; errors in dialect N under `op: - net:`.

@@ -1,15 +1,18 @@
-//! `peer show` and `peer list`.
+//! `peer add`, `peer del`, `peer set`, `peer show` and `peer list`.
 //!
-//! lustre: lnet/utils/lnetctl.c `jt_show_peer()`, `jt_list_peer()`, `yaml_lnet_peer()`,
+//! lustre: lnet/utils/lnetctl.c `jt_peer_nid_common()`, `jt_set_peer_ni_value()`,
+//! `set_value_helper()`, `jt_show_peer()`, `jt_list_peer()`, `yaml_lnet_peer()`,
 //! `yaml_lnet_peer_display()`.
 
 use ulnet_config::render::{self, ErrorOp, ShowMode};
+use ulnet_control::message::{PeerAdd, PeerDel, PeerSet, errno};
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::Nid;
 
 use super::PEER_CMDS;
-use super::net::verbosity;
-use crate::dispatch::{check_cmd, print_help};
+use super::manage::expand_nidlist;
+use super::net::{SetOptions, set_failed, set_options, verbosity};
+use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
 use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
 
@@ -79,6 +82,118 @@ pub(crate) fn list(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             0
         }
         Err(_) => report::unexpected(ctx, "a peer NID does not parse"),
+    }
+}
+
+/// `LNET_MAX_NIDS_PER_PEER`: most NIDs one `--nid` list may expand to.
+const MAX_NIDS_PER_PEER: usize = 128;
+
+/// `peer add --prim_nid P [--nid LIST] [--non_mr] [--lock_prim]`.
+pub(crate) fn add(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    add_or_del(ctx, argv, true)
+}
+
+/// `peer del --prim_nid P [--nid LIST] [--force]`.
+pub(crate) fn del(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    add_or_del(ctx, argv, false)
+}
+
+/// lnetctl's `jt_peer_nid_common()`: the short options declare `m:` and `f:` with
+/// arguments (only the long forms are safe); `--non_mr` on del is refused; `--force` on add
+/// and `--lock_prim` on del both just set the request's exclusive flag, so they act as
+/// `--lock_prim` and `--force` respectively.
+fn add_or_del(ctx: &mut Ctx<'_, '_>, argv: Vec<String>, adding: bool) -> i32 {
+    static LONGS: &[LongOpt] = &[
+        LongOpt::new("prim_nid", HasArg::Required, 'k'),
+        LongOpt::new("non_mr", HasArg::No, 'm'),
+        LongOpt::new("nid", HasArg::Required, 'n'),
+        LongOpt::new("force", HasArg::No, 'f'),
+        LongOpt::new("lock_prim", HasArg::No, 'l'),
+    ];
+    let word = if adding { "add" } else { "del" };
+    let rc = check_cmd(ctx, PEER_CMDS, "peer", Some(word), 2, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let (mut primary, mut nidstr, mut multi_rail, mut exclusive) = (None, None, true, false);
+    let mut getopt = Getopt::new(argv, "k:m:n:f:l", LONGS);
+    while let Some(opt) = getopt.next() {
+        match opt {
+            Opt::Found { val: 'k', arg } => primary = arg,
+            Opt::Found { val: 'n', arg } => nidstr = arg,
+            Opt::Found { val: 'm', .. } if !adding => {
+                report::cyaml(ctx, "peer", word, RC_BAD_PARAM, "Unrecognized option '-m'");
+                return RC_BAD_PARAM;
+            }
+            Opt::Found { val: 'm', .. } => multi_rail = false,
+            Opt::Found { val: 'f' | 'l', .. } => exclusive = true,
+            Opt::Error { message, .. } => {
+                ctx.err(message.as_deref().unwrap_or(""));
+                print_help(ctx, PEER_CMDS, "peer", Some(word));
+                return 0;
+            }
+            Opt::Found { .. } => return 0,
+        }
+    }
+    let op = if adding { ErrorOp::Add } else { ErrorOp::Del };
+    let nids = match nidstr {
+        Some(text) => match expand_nidlist(std::slice::from_ref(&text), MAX_NIDS_PER_PEER) {
+            Ok(nids) if nids.is_empty() => {
+                let descr = "Unable to parse nidlist: did not expand to any nids";
+                report::netlink_raw(ctx, op, "peer", -errno::ENOENT, descr);
+                return -errno::EINVAL;
+            }
+            Ok(nids) => nids,
+            Err(error) => {
+                ctx.out(&format!("can't parse nidrange: \"{text}\"\n"));
+                report::netlink_raw(ctx, op, "peer", error.errno, error.descr);
+                return -errno::EINVAL;
+            }
+        },
+        None => Vec::new(),
+    };
+    let request = if adding {
+        Request::PeerAdd(PeerAdd {
+            primary_nid: primary,
+            nids,
+            multi_rail,
+            lock_primary: exclusive,
+        })
+    } else {
+        Request::PeerDel(PeerDel { primary_nid: primary, nids, force: exclusive })
+    };
+    acknowledge(ctx, &request, op)
+}
+
+/// `peer set --health V (--nid N | --all)` or `--state S --nid N`: lnetctl's
+/// `set_value_helper()`. A value that does not parse, or a negative one, sends nothing.
+pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    let rc = check_cmd(ctx, PEER_CMDS, "peer", Some("set"), 0, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let options = match set_options(ctx, argv, true) {
+        Ok(options) => options,
+        Err(rc) => return rc,
+    };
+    let SetOptions { nid, all, health, state, .. } = options;
+    if health.is_none() && state.is_none() {
+        return 0;
+    }
+    match acknowledge(ctx, &Request::PeerSet(PeerSet { nid, all, health, state }), ErrorOp::Set) {
+        0 => 0,
+        rc => set_failed(ctx, rc),
+    }
+}
+
+/// Sends a request whose success is silent; errors in dialect N under `op: - peer:`, then
+/// -EINVAL as lnetctl's `yaml_lnet_peer()` returns.
+fn acknowledge(ctx: &mut Ctx<'_, '_>, request: &Request, op: ErrorOp) -> i32 {
+    match ctx.call(request) {
+        Ok(Response::Done) => 0,
+        Ok(_) => report::unexpected(ctx, "not an acknowledgement"),
+        Err(Failure::Reported(rc)) => rc,
+        Err(Failure::Daemon(error)) => report::netlink(ctx, op, "peer", &error),
     }
 }
 

@@ -196,6 +196,13 @@ impl State {
                 let ping = Ping { nids, timeout_ms: None, source: None };
                 self.ping(&ping).map(Response::Manage)
             }
+            Request::PeerAdd(_)
+            | Request::PeerDel(_)
+            | Request::PeerSet(_)
+            | Request::NetSet(_) => Ok(Response::Done),
+            Request::DebugRecovery { .. } => {
+                Ok(Response::Recovery(vec!["192.168.1.2@tcp".into(), "10.1.0.2@tcp1".into()]))
+            }
             Request::StatsShow => Ok(Response::Stats(self.stats.into())),
             Request::Export { .. } => Ok(Response::Export(self.export())),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),

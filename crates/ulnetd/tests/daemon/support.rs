@@ -79,10 +79,29 @@ impl Run {
             "$ ulnetctl {}\n--- exit status {}\n--- stdout\n{}--- stderr\n{}--- end",
             self.args.join(" "),
             self.code,
-            self.stdout,
+            mask_latency(&self.stdout),
             self.stderr
         )
     }
+}
+
+/// Replaces measured latencies (`<op>_min_nsec: 260460`, `put_ack_p50_usec: 12`) with
+/// `<measured>`: they differ from run to run; zeros and sample counts stay.
+pub fn mask_latency(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let measured = line.split_once(": ").filter(|(key, value)| {
+            (key.ends_with("_nsec") || key.ends_with("_usec")) && value.trim() != "0"
+        });
+        match measured {
+            Some((key, _)) => {
+                out.push_str(key);
+                out.push_str(": <measured>\n");
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// Runs `ulnetctl ARGS` with `$ULNET_SOCKET` set to `socket`.

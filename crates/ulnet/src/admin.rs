@@ -1,0 +1,243 @@
+//! The node's administration API: what `lnetctl peer add|del|set`, `net set --health`,
+//! `debug recovery` and `peer show -v` reach in the kernel. Each call locks the core, runs the
+//! engine's admin call with the current time and carries out what it produced (pings,
+//! pushes, resends), like every other [`Node`] call.
+//!
+//! lustre: lnet/lnet/peer.c (`lnet_user_add_peer_ni`, `lnet_del_peer_ni`,
+//! `lnet_peer_ni_set_healthv`), api-ni.c (`lnet_ni_set_healthv`, the `dbg-recov` dump),
+//! semantics.md §4.
+
+use ulnet_proto::addr::Nid;
+use ulnet_proto::engine::{
+    NiSetError, NiStats, PeerAddError, PeerDelError, PeerInfo, PeerNiStats, PeerSetError, PeerState,
+};
+
+use crate::driver::Core;
+use crate::error::ShutDown;
+use crate::node::Node;
+
+/// An administration call that failed: the node is gone, or the engine refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError<E: std::error::Error + 'static> {
+    #[error("the node is shut down")]
+    ShutDown,
+    #[error(transparent)]
+    Refused(E),
+}
+
+impl Node {
+    /// `lnetctl peer add --prim_nid P [--nid N,...] [--non_mr] [--lock_prim]`: creates the
+    /// configured peer (or extends it); re-adding what it has succeeds.
+    pub fn peer_add(
+        &self,
+        primary: Nid,
+        nids: &[Nid],
+        multi_rail: bool,
+        lock_primary: bool,
+    ) -> Result<(), AdminError<PeerAddError>> {
+        self.admin(|core, now| core.engine.peer_add(now, primary, nids, multi_rail, lock_primary))
+    }
+
+    /// `lnetctl peer del --prim_nid P [--nid N,...] [--force]`: the whole peer without NIDs
+    /// (or when they name the primary; a locked primary stays unless `force`), else the NIDs.
+    pub fn peer_del(
+        &self,
+        primary: Nid,
+        nids: &[Nid],
+        force: bool,
+    ) -> Result<(), AdminError<PeerDelError>> {
+        self.admin(|core, now| core.engine.peer_del(now, primary, nids, force))
+    }
+
+    /// `lnetctl peer set --health V --nid N` (`Some`) or `--all` (`None`): the peer NI's
+    /// health is set and, below the maximum, the peer NI is queued for recovery.
+    pub fn set_peer_ni_health(
+        &self,
+        nid: Option<Nid>,
+        value: u32,
+    ) -> Result<(), AdminError<PeerSetError>> {
+        self.admin(|core, now| core.engine.set_peer_ni_health(now, nid, value))
+    }
+
+    /// `lnetctl peer set --state N --nid P` (debug only): the raw peer state bits.
+    pub fn set_peer_state(&self, nid: Nid, state: u32) -> Result<(), AdminError<PeerSetError>> {
+        self.admin(|core, _| core.engine.set_peer_state(nid, PeerState(state)))
+    }
+
+    /// UDSP material: a peer NI's selection priority (lower is preferred).
+    pub fn set_peer_ni_priority(
+        &self,
+        nid: Nid,
+        priority: u32,
+    ) -> Result<(), AdminError<PeerSetError>> {
+        self.admin(|core, _| core.engine.set_peer_ni_priority(nid, priority))
+    }
+
+    /// `lnetctl net set --health V --nid N` (`Some`) or `--all` (`None`, every NI but
+    /// `0@lo`): health 0 shows the NI DOWN, 1000 UP; below the maximum it is queued for
+    /// recovery. A NID that is not one of the node's is [`NiSetError::UnknownNi`].
+    pub fn set_ni_health(
+        &self,
+        nid: Option<Nid>,
+        value: u32,
+    ) -> Result<(), AdminError<NiSetError>> {
+        self.admin(|core, now| {
+            let ni = match nid {
+                Some(nid) => Some(core.engine.ni_for_nid(nid).ok_or(NiSetError::UnknownNi)?),
+                None => None,
+            };
+            core.engine.set_ni_health(now, ni, value)
+        })
+    }
+
+    /// UDSP material: a local NI's selection priority (lower is preferred).
+    pub fn set_ni_priority(&self, nid: Nid, priority: u32) -> Result<(), AdminError<NiSetError>> {
+        self.admin(|core, _| {
+            let ni = core.engine.ni_for_nid(nid).ok_or(NiSetError::UnknownNi)?;
+            core.engine.set_ni_priority(ni, priority)
+        })
+    }
+
+    /// `lnetctl stats reset`: global counters and latency statistics back to zero.
+    pub fn reset_stats(&self) -> Result<(), ShutDown> {
+        self.locked(|core, _| {
+            if core.closed {
+                return Err(ShutDown);
+            }
+            core.engine.reset_stats();
+            Ok(())
+        })
+    }
+
+    /// `lnetctl debug recovery --local`: the local NIs on the recovery queue, in order.
+    pub fn local_recovery_queue(&self) -> Vec<Nid> {
+        self.locked(|core, _| core.engine.local_recovery_queue().collect())
+    }
+
+    /// `lnetctl debug recovery --peer`: the peer NIs on the recovery queue, in order.
+    pub fn peer_recovery_queue(&self) -> Vec<Nid> {
+        self.locked(|core, _| core.engine.peer_recovery_queue().collect())
+    }
+
+    /// Every peer (configured, discovered or met through traffic), in table order.
+    pub fn peers(&self) -> Vec<PeerInfo> {
+        self.locked(|core, _| core.engine.peers().collect())
+    }
+
+    /// One local NI's statistics, health and latency histograms (`net show -v`).
+    pub fn ni_stats(&self, nid: Nid) -> Option<NiStats> {
+        self.locked(|core, _| {
+            let ni = core.engine.ni_for_nid(nid)?;
+            core.engine.ni_stats(ni)
+        })
+    }
+
+    /// One peer NI's statistics, health and latency histograms (`peer show -v`).
+    pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
+        self.locked(|core, _| core.engine.peer_ni_stats(nid))
+    }
+
+    /// Runs an engine admin call on a live node.
+    fn admin<R, E: std::error::Error + 'static>(
+        &self,
+        call: impl FnOnce(&mut Core, ulnet_proto::time::Time) -> Result<R, E>,
+    ) -> Result<R, AdminError<E>> {
+        self.locked(|core, now| {
+            if core.closed {
+                return Err(AdminError::ShutDown);
+            }
+            call(core, now).map_err(AdminError::Refused)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ulnet_proto::engine::{MAX_HEALTH, NiConfig};
+
+    use super::*;
+    use crate::MemFabric;
+
+    fn nid(text: &str) -> Nid {
+        text.parse().unwrap()
+    }
+
+    fn node(fabric: &MemFabric, nids: &[&str]) -> Node {
+        let mut builder = Node::builder();
+        for text in nids {
+            builder = builder
+                .mem_ni_config(NiConfig::new(nid(text), ulnet_proto::engine::LndKind::Tcp), fabric);
+        }
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn configured_peers_round_trip() {
+        let fabric = MemFabric::new(Default::default());
+        let node = node(&fabric, &["10.0.0.1@tcp"]);
+        let (primary, second) = (nid("10.0.0.9@tcp"), nid("10.0.0.10@tcp"));
+        node.peer_add(primary, &[second], true, false).unwrap();
+        let peers = node.peers();
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].primary_nid, primary);
+        assert!(peers[0].multi_rail());
+        let nis: Vec<Nid> = peers[0].nis.iter().map(|ni| ni.nid).collect();
+        assert_eq!(nis, [primary, second]);
+        assert_eq!(node.peer_ni_stats(second).map(|ni| ni.primary_nid), Some(primary));
+        node.peer_del(primary, &[second], false).unwrap();
+        assert_eq!(node.peers()[0].nis.len(), 1);
+        node.peer_del(primary, &[], false).unwrap();
+        assert!(node.peers().is_empty());
+        assert_eq!(
+            node.peer_del(primary, &[], false),
+            Err(AdminError::Refused(PeerDelError::NoSuchPeer(primary)))
+        );
+    }
+
+    #[test]
+    fn bad_peers_are_refused() {
+        let fabric = MemFabric::new(Default::default());
+        let local = nid("10.0.1.1@tcp");
+        let node = node(&fabric, &["10.0.1.1@tcp"]);
+        assert_eq!(
+            node.peer_add(local, &[], true, false),
+            Err(AdminError::Refused(PeerAddError::LocalNid(local)))
+        );
+        assert_eq!(
+            node.set_peer_ni_health(Some(nid("10.0.1.7@tcp")), 5),
+            Err(AdminError::Refused(PeerSetError::NoSuchPeerNi(nid("10.0.1.7@tcp"))))
+        );
+    }
+
+    #[test]
+    fn health_set_queues_for_recovery() {
+        let fabric = MemFabric::new(Default::default());
+        let (first, second) = (nid("10.0.2.1@tcp"), nid("10.0.2.2@tcp"));
+        let node = node(&fabric, &["10.0.2.1@tcp", "10.0.2.2@tcp"]);
+        node.set_ni_health(Some(second), 300).unwrap();
+        assert_eq!(node.local_recovery_queue(), [second]);
+        let stats = node.ni_stats(second).unwrap();
+        assert_eq!(stats.health.health_value, 300);
+        assert_eq!(node.ni_stats(first).unwrap().health.health_value, MAX_HEALTH);
+        assert_eq!(
+            node.set_ni_health(Some(nid("10.0.2.9@tcp")), 300),
+            Err(AdminError::Refused(NiSetError::UnknownNi))
+        );
+        assert_eq!(
+            node.set_ni_health(None, 1001),
+            Err(AdminError::Refused(NiSetError::HealthOutOfRange(1001)))
+        );
+        let peer = nid("10.0.2.9@tcp");
+        node.peer_add(peer, &[], true, false).unwrap();
+        node.set_peer_ni_health(None, 0).unwrap();
+        assert_eq!(node.peer_ni_stats(peer).unwrap().health.health_value, 0);
+        node.set_peer_state(peer, 1).unwrap();
+        assert_eq!(node.peers()[0].state, PeerState(1));
+        node.reset_stats().unwrap();
+        node.shutdown();
+        assert_eq!(node.peer_add(peer, &[], true, false), Err(AdminError::ShutDown));
+        assert_eq!(node.reset_stats(), Err(ShutDown));
+        // Queries still answer after shutdown.
+        assert!(node.local_recovery_queue().len() <= 1);
+    }
+}

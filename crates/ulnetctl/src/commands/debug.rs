@@ -1,0 +1,63 @@
+//! `debug recovery --local|--peer`.
+//!
+//! lustre: lnet/utils/lnetctl.c `jt_show_recovery()`, `yaml_debug_recovery()`; api-ni.c
+//! `lnet_dbg_recov_show_dump()` (`nid-0`, `nid-1`, ... under `Local NI recovery` or
+//! `Peer NI recovery`).
+
+use ulnet_config::render::{self, RecoveryQueue as ShownQueue};
+use ulnet_control::message::{RecoveryQueue, errno};
+use ulnet_control::{Request, Response};
+use ulnet_proto::addr::Nid;
+
+use super::DEBUG_CMDS;
+use crate::dispatch::check_cmd;
+use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
+use crate::{Ctx, Failure, report};
+
+/// Without `--local` or `--peer` lnetctl fails with -EINVAL and prints nothing; an unknown
+/// option returns 0. An empty queue prints nothing; a failure prints
+/// `Operation failed: <descr>` on stdout.
+pub(crate) fn recovery(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    static LONGS: &[LongOpt] =
+        &[LongOpt::new("local", HasArg::No, 'l'), LongOpt::new("peer", HasArg::No, 'p')];
+    let rc = check_cmd(ctx, DEBUG_CMDS, "debug", Some("recovery"), 0, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let mut queue = None;
+    let mut getopt = Getopt::new(argv, "lp", LONGS);
+    while let Some(opt) = getopt.next() {
+        match opt {
+            Opt::Found { val: 'l', .. } => queue = Some(RecoveryQueue::Local),
+            Opt::Found { val: 'p', .. } => queue = Some(RecoveryQueue::Peer),
+            Opt::Found { .. } | Opt::Error { .. } => return 0,
+        }
+    }
+    let Some(queue) = queue else {
+        return -errno::EINVAL;
+    };
+    let nids = match ctx.call(&Request::DebugRecovery { queue }) {
+        Ok(response) if ctx.json => {
+            ctx.print_json(&response);
+            return 0;
+        }
+        Ok(Response::Recovery(nids)) => nids,
+        Ok(_) => return report::unexpected(ctx, "not a recovery queue"),
+        Err(Failure::Reported(rc)) => return rc,
+        Err(Failure::Daemon(error)) => {
+            ctx.out(&format!("Operation failed: {}\n", error.descr()));
+            return -errno::EINVAL;
+        }
+    };
+    let nids: Result<Vec<Nid>, _> = nids.iter().map(|text| text.parse::<Nid>()).collect();
+    let Ok(nids) = nids else {
+        return report::unexpected(ctx, "a recovery NID does not parse");
+    };
+    let shown = match queue {
+        RecoveryQueue::Local => ShownQueue::Local,
+        RecoveryQueue::Peer => ShownQueue::Peer,
+    };
+    let text = render::recovery_show(shown, &nids);
+    ctx.out(&text);
+    0
+}
