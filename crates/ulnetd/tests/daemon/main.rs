@@ -12,6 +12,7 @@ mod cli;
 mod demo;
 mod lifecycle;
 mod live;
+mod peers;
 mod selftest;
 mod support;
 mod tcp;

@@ -1,0 +1,228 @@
+//! Multi-rail administration against real `ulnetd` processes over loopback TCP: configured
+//! peers added, shown and deleted, global tunables set and shown, local NI health set and
+//! its recovery queue listed, and peers exported from one daemon and imported into another.
+//!
+//! Each test has its own address block (127.54.<block>.x) and a port the OS just handed out.
+
+use std::net::TcpListener;
+
+use crate::support::{Process, SIGTERM};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn nid(block: u8, host: u8) -> String {
+    format!("127.54.{block}.{host}@tcp")
+}
+
+/// A daemon with one tcp NI per NID given.
+fn spawn(nids: &[&str], port: u16) -> Process {
+    let mut config = format!(
+        "global:\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n"
+    );
+    for nid in nids {
+        config.push_str(&format!("        - nid: {nid}\n"));
+    }
+    let daemon = Process::spawn(Some(&config), &[]);
+    assert!(daemon.ready.is_some(), "{nids:?} did not start: {}", daemon.log());
+    daemon
+}
+
+fn ok(daemon: &Process, args: &[&str]) -> String {
+    let run = daemon.ulnetctl(args);
+    assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+fn stop(mut daemon: Process) {
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+}
+
+#[test]
+fn peer_add_show_del_round_trip() {
+    let port = free_port();
+    let a = spawn(&[&nid(1, 2)], port);
+    let (primary, second, third) = (nid(1, 10), nid(1, 11), nid(1, 12));
+    let list = "127.54.1.[11-12]@tcp".to_string();
+    ok(&a, &["peer", "add", "--prim_nid", &primary, "--nid", &list, "--lock_prim"]);
+    // Re-adding what the peer has succeeds and duplicates nothing.
+    ok(&a, &["peer", "add", "--prim_nid", &primary, "--nid", &second]);
+    let shown = ok(&a, &["peer", "show"]);
+    assert_eq!(
+        shown,
+        format!(
+            "peer:\n-     primary nid: {primary}\n      Multi-Rail: true\n      peer ni:\n\
+             \x20     -     nid: {primary}\n            state: NA\n\
+             \x20     -     nid: {second}\n            state: NA\n\
+             \x20     -     nid: {third}\n            state: NA\n"
+        )
+    );
+    // Level 3: LOCK_PRIMARY | CONFIGURED | MULTI_RAIL, as sanity-lnet test 304 expects.
+    let verbose = ok(&a, &["peer", "show", "-v", "3", "--nid", &third]);
+    assert!(verbose.contains("peer state: 1048585"), "{verbose}");
+    assert!(verbose.contains("health value: 1000"), "{verbose}");
+    // Level 4 adds UDSP info and ulnet's latency percentiles.
+    let detailed = ok(&a, &["peer", "show", "-v", "4"]);
+    assert!(detailed.contains("udsp info:") && detailed.contains("put_ack_p99_usec: 0"));
+    assert_eq!(ok(&a, &["peer", "list"]), format!("peer list:\n-     nid: {primary}\n"));
+    // Health: one peer NI down, listed on the peer recovery queue only once heard from (it
+    // never was), then everything back up.
+    ok(&a, &["peer", "set", "--nid", &third, "--health", "0"]);
+    let verbose = ok(&a, &["peer", "show", "-v", "2", "--nid", &third]);
+    assert!(verbose.contains("health value: 0"), "{verbose}");
+    ok(&a, &["peer", "set", "--all", "--health", "1000"]);
+    assert!(!ok(&a, &["peer", "show", "-v", "2"]).contains("health value: 0"));
+    // Deleting a secondary, then the whole locked peer: without --force only the other NIDs
+    // go; with it the peer goes.
+    ok(&a, &["peer", "del", "--prim_nid", &primary, "--nid", &third]);
+    assert!(!ok(&a, &["peer", "show"]).contains(&third));
+    ok(&a, &["peer", "del", "--prim_nid", &primary]);
+    let kept = ok(&a, &["peer", "show"]);
+    assert!(kept.contains(&primary) && !kept.contains(&second), "{kept}");
+    ok(&a, &["peer", "del", "--prim_nid", &primary, "--force"]);
+    assert_eq!(ok(&a, &["peer", "show"]), "");
+    let run = a.ulnetctl(&["peer", "show", "--nid", &primary]);
+    assert_ne!(run.code, 0);
+    stop(a);
+}
+
+#[test]
+fn peer_errors_match_lnetctl() {
+    let port = free_port();
+    let local = nid(2, 2);
+    let a = spawn(&[&local], port);
+    let unknown = nid(2, 9);
+    let run = a.ulnetctl(&["peer", "del", "--prim_nid", &unknown]);
+    assert_eq!(run.code, 234);
+    assert_eq!(
+        run.stderr,
+        "---\ndel:\n-     peer:\n      errno: -2\n      descr: ! \"failed to del primary peer\"\n...\n"
+    );
+    let run = a.ulnetctl(&["peer", "add", "--prim_nid", "127.54.2.300@tcp"]);
+    assert_eq!(run.code, 234);
+    assert!(run.stderr.contains("\"unsupported primary NID\""), "{}", run.stderr);
+    let run = a.ulnetctl(&["peer", "add", "--prim_nid", &local]);
+    assert_eq!(run.code, 234);
+    assert!(run.stderr.contains("errno: -22"), "{}", run.stderr);
+    assert!(run.stderr.contains("failed to add primary peer"), "{}", run.stderr);
+    // A secondary NID is not the primary: -ENODEV.
+    ok(&a, &["peer", "add", "--prim_nid", &nid(2, 10), "--nid", &nid(2, 11)]);
+    let run = a.ulnetctl(&["peer", "del", "--prim_nid", &nid(2, 11)]);
+    assert!(run.stderr.contains("errno: -19"), "{}", run.stderr);
+    stop(a);
+}
+
+#[test]
+fn set_tunables_then_global_show() {
+    let port = free_port();
+    let a = spawn(&[&nid(3, 2)], port);
+    for (param, value) in [
+        ("health_sensitivity", "50"),
+        ("retry_count", "1"),
+        ("transaction_timeout", "30"),
+        ("recovery_interval", "5"),
+        ("recovery_limit", "60"),
+        ("discovery", "0"),
+        ("max_interfaces", "8"),
+        ("numa_range", "2"),
+        ("drop_asym_route", "1"),
+        ("response_tracking", "1"),
+        ("max_recovery_ping_interval", "64"),
+    ] {
+        ok(&a, &["set", param, value]);
+    }
+    let shown = ok(&a, &["global", "show"]);
+    assert_eq!(
+        shown,
+        "global:\n    numa_range: 2\n    max_interfaces: 4096\n    discovery: 0\n    \
+         drop_asym_route: 1\n    retry_count: 1\n    transaction_timeout: 30\n    \
+         health_sensitivity: 50\n    recovery_interval: 1\n    router_sensitivity: 100\n    \
+         lnd_timeout: 14\n    response_tracking: 1\n    recovery_limit: 60\n    \
+         max_recovery_ping_interval: 64\n"
+    );
+    // Out-of-range values are refused with lnetctl's reports and exit codes.
+    let run = a.ulnetctl(&["set", "response_tracking", "7"]);
+    assert_eq!(run.code, 234);
+    assert!(run.stderr.contains("Valid values are: 0, 1, 2, or 3"), "{}", run.stderr);
+    let run = a.ulnetctl(&["set", "health_sensitivity", "1001"]);
+    assert_eq!(run.code, 195);
+    let run = a.ulnetctl(&["set", "recovery_limit", "x"]);
+    assert_eq!((run.code, run.stderr.contains("cannot parse recovery_limit value")), (255, true));
+    stop(a);
+}
+
+#[test]
+fn net_set_health_then_net_show_and_recovery_queue() {
+    let port = free_port();
+    let (first, second) = (nid(4, 2), nid(4, 3));
+    let a = spawn(&[&first, &second], port);
+    assert_eq!(ok(&a, &["debug", "recovery", "--local"]), "");
+    ok(&a, &["net", "set", "--nid", &second, "--health", "0"]);
+    let shown = ok(&a, &["net", "show", "-v", "2", "--net", "tcp"]);
+    let at_second = shown.split(&format!("nid: {second}")).nth(1).unwrap();
+    assert!(at_second.contains("status: down"), "{shown}");
+    assert!(at_second.contains("health value: 0"), "{shown}");
+    assert!(shown.contains("fatal_error: 0"), "{shown}");
+    assert_eq!(
+        ok(&a, &["debug", "recovery", "--local"]),
+        format!("Local NI recovery:\n      nid-0: {second}\n")
+    );
+    assert_eq!(ok(&a, &["debug", "recovery", "--peer"]), "");
+    // Back to full health: up again.
+    ok(&a, &["net", "set", "--all", "--health", "1000"]);
+    let shown = ok(&a, &["net", "show", "-v", "2", "--net", "tcp"]);
+    assert!(!shown.contains("status: down") && !shown.contains("health value: 0"), "{shown}");
+    stop(a);
+}
+
+#[test]
+fn export_then_import_reproduces_the_peers() {
+    let port = free_port();
+    let a = spawn(&[&nid(5, 2)], port);
+    let b = spawn(&[&nid(5, 3)], port);
+    let mr_peer = format!("{},{}", nid(5, 11), nid(5, 12));
+    ok(&a, &["peer", "add", "--prim_nid", &nid(5, 10), "--nid", &mr_peer]);
+    ok(&a, &["peer", "add", "--prim_nid", &nid(5, 20), "--non_mr"]);
+    ok(&a, &["set", "retry_count", "3"]);
+    let backup = ok(&a, &["export", "--backup"]);
+    assert!(backup.contains("peer:") && backup.contains("Multi-Rail: false"), "{backup}");
+    let file = b.dir.file("backup.yaml", &backup);
+    ok(&b, &["import", file.to_str().unwrap()]);
+    assert_eq!(ok(&b, &["peer", "show"]), ok(&a, &["peer", "show"]));
+    assert!(ok(&b, &["global", "show"]).contains("retry_count: 3"));
+    // A full export's peer NIs carry every health counter, which the kernel's peer parser
+    // refuses ("wrong health config format"); ulnetd answers the same.
+    let full = ok(&a, &["export"]);
+    assert!(full.contains("peer state:"), "{full}");
+    let run = b.ulnetctl(&["import", b.dir.file("full.yaml", &full).to_str().unwrap()]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("wrong health config format"), "{}", run.stderr);
+    // --del of the backup removes the peers again.
+    ok(&b, &["import", "--del", file.to_str().unwrap()]);
+    assert_eq!(ok(&b, &["peer", "show"]), "");
+    stop(a);
+    stop(b);
+}
+
+#[test]
+fn configured_peers_come_from_the_config_file_and_survive_net_changes() {
+    let port = free_port();
+    let (local, peer) = (nid(6, 2), nid(6, 10));
+    let config = format!(
+        "global:\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n        - nid: {local}\n\
+         peer:\n    - primary nid: {peer}\n      Multi-Rail: True\n      peer ni:\n\
+         \x20       - nid: {peer}\n        - nid: {}\n",
+        nid(6, 11)
+    );
+    let a = Process::spawn(Some(&config), &[]);
+    assert!(a.ready.is_some(), "{}", a.log());
+    let before = ok(&a, &["peer", "show"]);
+    assert!(before.contains(&nid(6, 11)), "{before}");
+    // A net change rebuilds the node; the configured peer is kept.
+    ok(&a, &["net", "add", "--nid", &nid(6, 3)]);
+    assert_eq!(ok(&a, &["peer", "show"]), before);
+    stop(a);
+}
