@@ -51,6 +51,8 @@ pub enum Request {
     GlobalShow,
     /// `stats show`.
     StatsShow,
+    /// `stats reset`: global counters and latency statistics back to zero.
+    StatsReset,
     /// `set <param> <value>`; the value is what lnetctl's `parse_long()` read.
     Set { param: SetParam, value: i64 },
     /// `export [--backup]`.
@@ -338,6 +340,7 @@ impl Request {
             Self::Discover { .. } => "discover",
             Self::GlobalShow => "global show",
             Self::StatsShow => "stats show",
+            Self::StatsReset => "stats reset",
             Self::Set { .. } => "set",
             Self::Export { .. } => "export",
             Self::Import { .. } => "import",
@@ -352,7 +355,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 ///
 /// | request | response |
 /// |---|---|
-/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet` | `Done` |
+/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset` | `Done` |
 /// | `DebugRecovery` | `Recovery` (NIDs in queue order; empty: nothing printed) |
 /// | `NetShow` | `Nets` (empty: nothing printed) |
 /// | `PeerShow` | `Peers` (empty: nothing printed) |

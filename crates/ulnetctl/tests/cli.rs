@@ -399,6 +399,7 @@ fn argv_to_request_table() {
             Request::Set { param: SetParam::Discovery, value: 8 },
         ),
         (vec!["export", "-b"], Request::Export { backup: true }),
+        (vec!["stats", "reset"], Request::StatsReset),
         (
             vec!["import", "--del", &file],
             Request::Import { mode: ImportMode::Del, text: "global:\n    numa_range: 1\n".into() },

@@ -149,6 +149,7 @@ impl LiveNode {
             Request::Ping(ping) => self.ping(&ping),
             Request::Discover { nids, force } => self.discover(&nids, force),
             Request::StatsShow => self.stats_show(),
+            Request::StatsReset => self.stats_reset(),
             Request::Export { backup: _ } => self.export().map(Response::Export),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
         };
@@ -364,6 +365,12 @@ impl LiveNode {
     fn stats_show(&self) -> Result<Response, ControlError> {
         let stats = self.running_node()?.stats();
         Ok(Response::Stats(view::stats_show(&stats.global).into()))
+    }
+
+    /// `stats reset` (api-ni.c `lnet_reset_stats` via IOC_LIBCFS_RESET_LNET_STATS).
+    fn stats_reset(&self) -> Result<Response, ControlError> {
+        self.running_node()?.reset_stats().map_err(|_| ControlError::NotConfigured)?;
+        Ok(Response::Done)
     }
 
     /// `export`: everything live; `--backup` filtering is the renderer's.

@@ -174,7 +174,7 @@ static ROUTING_CMDS: &[Command] =
 
 pub(crate) static STATS_CMDS: &[Command] = &[
     Command { name: "show", action: Run(settings::stats_show), help: "show LNET statistics\n" },
-    Command { name: "reset", action: Run(unsupported), help: "reset LNET statistics\n" },
+    Command { name: "reset", action: Run(settings::stats_reset), help: "reset LNET statistics\n" },
 ];
 
 pub(crate) static DEBUG_CMDS: &[Command] = &[

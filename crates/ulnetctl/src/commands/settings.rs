@@ -63,6 +63,28 @@ pub(crate) fn stats_show(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     }
 }
 
+/// `stats reset`: lnetctl.c `jt_reset_stats()`, liblnetconfig.c `lustre_lnet_reset_stats()`
+/// (a failure reports under `show`/`statistics`, as lnetctl does).
+pub(crate) fn stats_reset(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    let rc = check_cmd(ctx, STATS_CMDS, "stats", Some("reset"), 0, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    match ctx.call(&Request::StatsReset) {
+        Ok(Response::Done) => 0,
+        Ok(_) => report::unexpected(ctx, "not an acknowledgement"),
+        Err(Failure::Reported(rc)) => rc,
+        Err(Failure::Daemon(error)) => {
+            let descr = format!(
+                "cannot reset lnet statistics: {}",
+                strerror(error.errno().saturating_neg())
+            );
+            report::cyaml_quoted(ctx, "show", "statistics", error.errno(), &descr);
+            error.errno()
+        }
+    }
+}
+
 /// Every `set <param>` subcommand: `argv[0]` is the parameter.
 pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     let word = argv.first().map_or("", String::as_str);

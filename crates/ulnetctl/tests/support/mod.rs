@@ -199,7 +199,8 @@ impl State {
             Request::PeerAdd(_)
             | Request::PeerDel(_)
             | Request::PeerSet(_)
-            | Request::NetSet(_) => Ok(Response::Done),
+            | Request::NetSet(_)
+            | Request::StatsReset => Ok(Response::Done),
             Request::DebugRecovery { .. } => {
                 Ok(Response::Recovery(vec!["192.168.1.2@tcp".into(), "10.1.0.2@tcp1".into()]))
             }

@@ -226,3 +226,22 @@ fn configured_peers_come_from_the_config_file_and_survive_net_changes() {
     assert_eq!(ok(&a, &["peer", "show"]), before);
     stop(a);
 }
+
+/// The `send_count` line of `stats show`.
+fn send_count(daemon: &Process) -> u64 {
+    let shown = ok(daemon, &["stats", "show"]);
+    let line = shown.lines().find(|line| line.trim_start().starts_with("send_count:"));
+    let value = line.and_then(|line| line.split(':').nth(1)).map(str::trim);
+    value.and_then(|value| value.parse().ok()).unwrap_or_else(|| panic!("{shown}"))
+}
+
+#[test]
+fn stats_reset_zeroes_the_counters() {
+    let port = free_port();
+    let a = spawn(&[&nid(7, 2)], port);
+    ok(&a, &["ping", &nid(7, 2)]);
+    assert!(send_count(&a) > 0);
+    ok(&a, &["stats", "reset"]);
+    assert_eq!(send_count(&a), 0);
+    stop(a);
+}
