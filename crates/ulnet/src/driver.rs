@@ -29,6 +29,19 @@
 //! [`Doorbell`] makes ringing an awake thread cost two atomic operations; only a parked thread
 //! costs a system call.
 //!
+//! # Batching output on callers' threads
+//!
+//! Every system call that writes one small message costs more than the core spends on it, so
+//! LNDs queue what a drain produces and write it once the drain is done ([`Lnd::flush`]): one
+//! vectored write per socket for all the ACKs an I/O turn produced, for instance. On an API
+//! caller's thread a drain usually produces one message, so [`Batch`] goes further: the first
+//! call after a thread waited writes at once (a lone request keeps its latency), and calls that
+//! follow it within [`HOLD_WINDOW`], with nobody waiting in between, are a stream: the LND holds
+//! their output back. A thread about to wait for anything of the node ([`before_wait`]: an event
+//! queue found empty, a ping or discovery) writes what is held first, so a caller never waits
+//! for its own held output; the I/O thread writes it after [`MAX_HOLD`] at the latest, for a
+//! caller that never waits.
+//!
 //! # Locks, in the only order they are taken
 //!
 //! 1. Core mutexes. When two nodes are involved (the in-process fabric copying a payload from the
@@ -47,6 +60,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -56,7 +70,7 @@ use ulnet_proto::time::Time;
 
 use crate::clock;
 use crate::event_queue::EqShared;
-use crate::lnd::Lnd;
+use crate::lnd::{Lnd, Output};
 
 /// What a node shares between its handles, its I/O thread and other nodes' fabric LNDs.
 pub(crate) struct Shared {
@@ -73,6 +87,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// How long a waiting thread spins before it parks.
     pub(crate) spin: Duration,
+    /// Output held back on callers' threads (see "Batching" above).
+    pub(crate) batch: Batch,
 }
 
 /// What a caller blocked on a core completion waits for.
@@ -109,7 +125,7 @@ pub(crate) struct Core {
     pub(crate) armed: Time,
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
-    pub(crate) completions: HashMap<CompletionKey, std::sync::mpsc::SyncSender<Completion>>,
+    pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
     /// API calls fail with `ShutDown`; transmits fail locally.
     pub(crate) closed: bool,
     /// [`finish`] ran to the end.
@@ -181,6 +197,9 @@ pub(crate) fn next_node_id() -> u64 {
 pub(crate) struct Wakes {
     doorbells: Vec<Arc<Shared>>,
     queues: Vec<Arc<EqShared>>,
+    /// Completions for blocked callers: sent after the unlock, else the woken caller's next
+    /// call would find the core still locked and sleep again.
+    completions: Vec<(SyncSender<Completion>, Completion)>,
 }
 
 impl Wakes {
@@ -197,6 +216,11 @@ impl Wakes {
         }
     }
 
+    /// Hand `completion` to the caller blocked on `waiter`.
+    fn complete(&mut self, waiter: SyncSender<Completion>, completion: Completion) {
+        self.completions.push((waiter, completion));
+    }
+
     /// Issues the wake-ups. Call with no core lock held.
     pub(crate) fn finish(self) {
         for node in self.doorbells {
@@ -204,6 +228,11 @@ impl Wakes {
         }
         for queue in self.queues {
             queue.wake();
+        }
+        for (waiter, completion) in self.completions {
+            // Capacity 1 and one completion per key: this never blocks. A caller that gave
+            // up has dropped its receiver; nothing is lost then.
+            let _ = waiter.try_send(completion);
         }
     }
 }
@@ -268,11 +297,165 @@ impl Doorbell {
     }
 }
 
+// ------------------------------------------------------------------------------- batching
+
+/// After an API call wrote output at once, how long further API output counts as a stream and
+/// may be held back. Longer than the gap between back-to-back calls (about a microsecond),
+/// short enough that occasional sends from a thread that never waits are written at once.
+pub(crate) const HOLD_WINDOW: Duration = Duration::from_micros(200);
+
+/// Longest time output stays held when no thread waits: the I/O thread writes it then. The
+/// I/O thread's timers have a resolution of one millisecond.
+pub(crate) const MAX_HOLD: Duration = Duration::from_millis(1);
+
+/// Whether output produced on API callers' threads is held back (see "Batching" above).
+/// Atomics rather than core state so that a waiting thread can end a stream without the lock.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// When an API call last wrote output at once (nanoseconds of [`Time`]); 0 once a thread
+    /// waited since.
+    written_at: AtomicU64,
+    /// Since when an LND holds output back (nanoseconds of [`Time`]); 0: nothing held.
+    held_since: AtomicU64,
+    /// When the I/O thread next looks at held output (nanoseconds of [`Time`]); 0: not armed.
+    /// It stays armed while streams keep holding output, so only arming rings the I/O thread.
+    check_at: AtomicU64,
+}
+
+impl Batch {
+    /// Whether output produced now by an API call may be held back.
+    fn streaming(&self, now: Time) -> bool {
+        let written_at = self.written_at.load(Ordering::Relaxed);
+        written_at != 0 && now < Time::from_nanos(written_at).saturating_add(HOLD_WINDOW)
+    }
+
+    /// An LND held output back at `now`: make sure the I/O thread writes it in time.
+    fn hold(&self, shared: &Arc<Shared>, now: Time, wakes: &mut Wakes) {
+        let since = now.as_nanos().max(1);
+        // SeqCst with `check`: either it sees this hold, or we see it disarmed and re-arm.
+        let _ = self.held_since.compare_exchange(0, since, Ordering::SeqCst, Ordering::Relaxed);
+        let due = now.saturating_add(MAX_HOLD).as_nanos();
+        if self.check_at.compare_exchange(0, due, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            // The I/O thread may sleep past `due`: have it look at the new deadline.
+            wakes.ring(shared);
+        }
+    }
+
+    /// Ends the stream; returns whether output was held.
+    fn release(&self) -> bool {
+        self.written_at.store(0, Ordering::Relaxed);
+        self.held_since.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// On the I/O thread: writes output held for MAX_HOLD, and returns when to look again.
+    fn check(&self, shared: &Arc<Shared>, now: Time) -> Option<Time> {
+        let due = self.check_at.load(Ordering::SeqCst);
+        if due == 0 || now < Time::from_nanos(due) {
+            return (due != 0).then(|| Time::from_nanos(due));
+        }
+        self.check_at.store(0, Ordering::SeqCst);
+        let since = self.held_since.load(Ordering::SeqCst);
+        if since == 0 {
+            // Every waiter wrote what was held; the next hold arms again.
+            return None;
+        }
+        let due = Time::from_nanos(since).saturating_add(MAX_HOLD);
+        if now >= due {
+            // Nobody waited within MAX_HOLD: write it here.
+            if self.held_since.swap(0, Ordering::SeqCst) != 0 {
+                write_held(shared);
+            }
+            return None;
+        }
+        // Held more recently: look again when that is due (unless a hold armed meanwhile).
+        match self.check_at.compare_exchange(0, due.as_nanos(), Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => Some(due),
+            Err(armed) => Some(Time::from_nanos(armed)),
+        }
+    }
+}
+
+/// A thread is about to wait for something of the node: end the stream, so the next API call
+/// writes at once, and write the output held back, which may be what it waits for. Takes the
+/// core lock only if something is held. Call with no core lock held.
+pub(crate) fn before_wait(shared: &Arc<Shared>) {
+    if shared.batch.release() {
+        write_held(shared);
+    }
+}
+
+/// Writes whatever the LNDs hold back.
+fn write_held(shared: &Arc<Shared>) {
+    let mut wakes = Wakes::default();
+    {
+        let mut core = shared.lock();
+        let now = clock::now();
+        drain(shared, &mut core, now, &mut wakes);
+    }
+    wakes.finish();
+}
+
 // ------------------------------------------------------------------------------- draining
 
-/// Carries out everything the core produced, until it produces nothing more. Runs with the
-/// core locked, on whichever thread made the core call.
+/// Carries out everything the core produced, until it produces nothing more, and writes all
+/// the output. Runs with the core locked, on whichever thread made the core call.
 pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+    drain_and_flush(shared, core, now, wakes, false);
+}
+
+/// [`drain`] for an API call: output that continues a stream may be held back (see
+/// "Batching" above).
+pub(crate) fn drain_call(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+    drain_and_flush(shared, core, now, wakes, true);
+}
+
+fn drain_and_flush(
+    shared: &Arc<Shared>,
+    core: &mut Core,
+    now: Time,
+    wakes: &mut Wakes,
+    api_call: bool,
+) {
+    loop {
+        carry_out(shared, core, now, wakes);
+        // Writing completes sends, which may free credits for more transmits: carry out again.
+        if !flush(shared, core, now, wakes, api_call) {
+            break;
+        }
+    }
+    // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
+    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
+        core.armed = Time::ZERO;
+        wakes.ring(shared);
+    }
+}
+
+/// Has every LND write (or hold back) its queued output. Returns whether anything was written.
+fn flush(
+    shared: &Arc<Shared>,
+    core: &mut Core,
+    now: Time,
+    wakes: &mut Wakes,
+    api_call: bool,
+) -> bool {
+    let hold = api_call && shared.batch.streaming(now);
+    let mut written = false;
+    for lnd in shared.lnds.iter().flatten() {
+        match lnd.flush(shared, core, now, wakes, hold) {
+            Output::Written => written = true,
+            Output::Held => shared.batch.hold(shared, now, wakes),
+            Output::None => {}
+        }
+    }
+    if written && api_call {
+        shared.batch.written_at.store(now.as_nanos().max(1), Ordering::Relaxed);
+    }
+    written
+}
+
+/// Carries out what the core produced until it produces nothing more.
+fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
     loop {
         let mut progressed = false;
         while let Some(transmit) = core.engine.poll_transmit() {
@@ -336,19 +519,12 @@ pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mu
                 _ => continue,
             };
             if let Some(waiter) = core.completions.remove(&key) {
-                // Capacity 1 and one completion per key: this never blocks. A caller that gave
-                // up has dropped its receiver; nothing is lost then.
-                let _ = waiter.try_send(completion);
+                wakes.complete(waiter, completion);
             }
         }
         if !progressed {
             break;
         }
-    }
-    // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
-    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
-        core.armed = Time::ZERO;
-        wakes.ring(shared);
     }
 }
 
@@ -379,6 +555,7 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
             return;
         }
         let now = clock::now();
+        let held_check = shared.batch.check(shared, now);
         let mut wakes = Wakes::default();
         let mut next = {
             let mut core = shared.lock();
@@ -394,6 +571,9 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
             if let Some(deadline) = lnd.poll(shared, now) {
                 next = next.min(deadline);
             }
+        }
+        if let Some(due) = held_check {
+            next = next.min(due);
         }
         shared.doorbell.wait(next, shared.spin).await;
     }

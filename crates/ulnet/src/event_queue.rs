@@ -22,12 +22,13 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use ulnet_proto::engine::Event;
 
+use crate::driver::{self, Shared};
 use crate::error::RecvError;
 
 /// Largest capacity a queue may have; requests beyond are clamped. Matches the core's bound on
@@ -64,23 +65,29 @@ pub struct EventQueue {
 impl EventQueue {
     /// Takes the oldest event if there is one.
     pub fn try_recv(&self) -> Result<Event, RecvError> {
-        let mut state = self.shared.lock();
-        match self.shared.pop(&mut state) {
-            Some(event) => Ok(event),
-            None if state.closed => Err(RecvError::Closed),
-            None => Err(RecvError::Empty),
+        let result = self.take();
+        if let Err(RecvError::Empty) = result {
+            // Polling is waiting too: what this thread's calls held back may be what it
+            // polls for.
+            self.shared.before_wait();
         }
+        result
     }
 
     /// Waits up to `timeout` for an event. Spins for the node's spin time before sleeping, since
     /// waking a sleeping thread costs tens of microseconds on small virtual machines.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Event, RecvError> {
+        match self.take() {
+            Err(RecvError::Empty) => {}
+            other => return other,
+        }
+        self.shared.before_wait();
         let start = Instant::now();
         let deadline = start.checked_add(timeout);
         let spin_until = start + self.shared.spin.min(timeout);
         loop {
             if self.shared.len.load(Ordering::Acquire) > 0 || self.shared.is_closed() {
-                match self.try_recv() {
+                match self.take() {
                     Err(RecvError::Empty) => {}
                     other => return other,
                 }
@@ -147,6 +154,18 @@ impl EventQueue {
     }
 }
 
+impl EventQueue {
+    /// [`try_recv`](Self::try_recv) without the hand-over to a waiting thread.
+    fn take(&self) -> Result<Event, RecvError> {
+        let mut state = self.shared.lock();
+        match self.shared.pop(&mut state) {
+            Some(event) => Ok(event),
+            None if state.closed => Err(RecvError::Closed),
+            None => Err(RecvError::Empty),
+        }
+    }
+}
+
 impl fmt::Debug for EventQueue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventQueue")
@@ -171,6 +190,8 @@ impl futures_core::Stream for EventQueue {
 pub(crate) struct EqShared {
     /// The node that created the queue (MDs of other nodes may not name it).
     pub(crate) node_id: u64,
+    /// That node, for [`driver::before_wait`] (weak: the node owns its queues).
+    node: Weak<Shared>,
     capacity: usize,
     spin: Duration,
     state: Mutex<EqState>,
@@ -191,11 +212,12 @@ struct EqState {
 }
 
 impl EqShared {
-    pub(crate) fn new(node_id: u64, capacity: usize, spin: Duration) -> Arc<Self> {
+    pub(crate) fn new(node: &Arc<Shared>, capacity: usize) -> Arc<Self> {
         Arc::new(Self {
-            node_id,
+            node_id: node.id,
+            node: Arc::downgrade(node),
             capacity: capacity.clamp(1, MAX_EVENT_QUEUE_CAPACITY),
-            spin,
+            spin: node.spin,
             state: Mutex::new(EqState::default()),
             ready: Condvar::new(),
             len: AtomicUsize::new(0),
@@ -248,7 +270,19 @@ impl EqShared {
         event
     }
 
+    /// A consumer found the queue empty and will wait: the node writes what callers' threads
+    /// held back (see "Batching" in [`crate::driver`]). Call without this queue's lock (the
+    /// core lock comes first).
+    fn before_wait(&self) {
+        if let Some(node) = self.node.upgrade() {
+            driver::before_wait(&node);
+        }
+    }
+
     fn poll_next(&self, context: &mut Context<'_>) -> Poll<Option<Event>> {
+        if self.len.load(Ordering::Acquire) == 0 {
+            self.before_wait();
+        }
         let mut state = self.lock();
         if let Some(event) = self.pop(&mut state) {
             return Poll::Ready(Some(event));

@@ -35,6 +35,11 @@
 //! * API calls run on the caller's thread: lock, call the core with `now` from a monotonic
 //!   clock, carry out its outputs (events to their [`EventQueue`], transmits to the NI's LND),
 //!   unlock. Loopback (`0@lo`) completes entirely inside the call.
+//! * Socket writes are batched: what one call (or one I/O turn) produces goes out in one
+//!   vectored write per connection. A call that follows another within 200 us with no wait in
+//!   between is a stream: its output is held back until the thread waits for anything of the
+//!   node (an event queue found empty, a ping), or 1 ms at most, so back-to-back sends share a
+//!   system call while a lone request still leaves at once.
 //! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it (a
 //!   cross-CPU wake-up costs about 30 us on small virtual machines); a waiter can spin before it
 //!   parks ([`NodeBuilder::spin`], off by default: see [`DEFAULT_SPIN`] for why). Details, lock

@@ -19,7 +19,7 @@ use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
 
 use crate::clock;
-use crate::driver::{self, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
+use crate::driver::{self, Batch, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
 use crate::error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, SetTunablesError, ShutDown,
@@ -188,7 +188,7 @@ impl Node {
     /// [`MAX_EVENT_QUEUE_CAPACITY`](crate::MAX_EVENT_QUEUE_CAPACITY)), for this node's MDs.
     pub fn event_queue(&self, capacity: usize) -> EventQueue {
         let shared = &self.inner.shared;
-        let queue = EqShared::new(shared.id, capacity, shared.spin);
+        let queue = EqShared::new(shared, capacity);
         {
             let mut queues = shared.queues.lock().unwrap_or_else(PoisonError::into_inner);
             queues.retain(|queue| queue.strong_count() > 0);
@@ -375,6 +375,7 @@ impl Node {
             Ok::<_, PingError>(())
         })
         .map_err(|ShutDown| PingError::ShutDown)??;
+        driver::before_wait(&self.inner.shared);
         // The core always completes a ping by its timeout; a closed channel means shutdown.
         match receiver.recv() {
             Ok(CoreCompletion::Ping(result)) => result.outcome.map_err(PingError::Failed),
@@ -393,6 +394,7 @@ impl Node {
             Ok::<_, DiscoverError>(())
         })
         .map_err(|ShutDown| DiscoverError::ShutDown)??;
+        driver::before_wait(&self.inner.shared);
         match receiver.recv() {
             Ok(CoreCompletion::Discovery(result)) => result.outcome.map_err(DiscoverError::Failed),
             Ok(_) | Err(_) => Err(DiscoverError::ShutDown),
@@ -463,7 +465,7 @@ impl Node {
             // Read the clock under the lock so `now` never goes backwards for the core.
             let now = clock::now();
             let result = call(&mut core, now);
-            driver::drain(shared, &mut core, now, &mut wakes);
+            driver::drain_call(shared, &mut core, now, &mut wakes);
             result
         };
         wakes.finish();
@@ -492,12 +494,8 @@ impl Node {
         }
     }
 
-    pub(crate) fn node_id(&self) -> u64 {
-        self.inner.shared.id
-    }
-
-    pub(crate) fn spin_time(&self) -> Duration {
-        self.inner.shared.spin
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
     }
 }
 
@@ -686,6 +684,7 @@ impl NodeBuilder {
             queues: Mutex::new(Vec::new()),
             counters: Counters::default(),
             spin: self.spin,
+            batch: Batch::default(),
         });
         for lnd in &mems {
             lnd.set_node(Arc::downgrade(&shared));

@@ -49,6 +49,17 @@ use ulnet_proto::time::Time;
 
 use crate::driver::{Core, Shared, Wakes};
 
+/// What [`Lnd::flush`] did with the queued output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// There was none.
+    None,
+    /// Written (or handed to the I/O thread): sends may have completed.
+    Written,
+    /// Kept for a later flush, as asked.
+    Held,
+}
+
 /// One LND instance, serving one NI.
 pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     /// Called once on the I/O thread, inside its runtime, before the loop starts: spawn tasks.
@@ -63,6 +74,20 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
         transmit: Transmit,
         wakes: &mut Wakes,
     );
+
+    /// Write the output queued by transmits since the last flush, or, if `hold`, keep it for a
+    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver`]). Called
+    /// at the end of every drain, with the core locked; must not block.
+    fn flush(
+        &self,
+        _node: &Arc<Shared>,
+        _core: &mut Core,
+        _now: Time,
+        _wakes: &mut Wakes,
+        _hold: bool,
+    ) -> Output {
+        Output::None
+    }
 
     /// A receive this LND delayed may proceed (`resume.action` is `Deliver` or `Discard`).
     /// Core locked; must not block.

@@ -38,6 +38,43 @@ fn two_nodes_put_and_get_every_size() {
     assert!(sb.conns_accepted >= 1, "{sb:?}");
 }
 
+/// A caller that streams PUTs and never waits for anything of its node: the output the
+/// runtime holds back for a batch still goes out (the I/O thread writes it), whole and in order.
+#[test]
+fn a_stream_of_puts_nobody_waits_for_arrives_in_order() {
+    const COUNT: u64 = 500;
+    let port = free_port();
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    let inbox = b.event_queue(COUNT as usize + 8);
+    let me = b
+        .me_attach(12, ProcessId::ANY, 0, u64::MAX, UnlinkMode::Retain, InsertPosition::After)
+        .unwrap();
+    let spec = MdSpec::new(Memory::new(vec![0; 8]))
+        .options(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE)
+        .threshold(Threshold::Infinite);
+    b.md_attach(me, spec, UnlinkMode::Retain, Some(&inbox)).unwrap();
+    let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
+    for index in 0..COUNT {
+        let request = PutRequest {
+            md,
+            ack: false,
+            target: b.process_id(),
+            portal: 12,
+            match_bits: 0,
+            remote_offset: 0,
+            hdr_data: index,
+            source: None,
+        };
+        a.put(&request).unwrap();
+    }
+    for index in 0..COUNT {
+        let put = recv(&inbox);
+        assert_eq!(put.kind, EventKind::Put);
+        assert_eq!(put.hdr_data, index, "in order");
+        assert_eq!(put.mlength, 8);
+    }
+}
+
 #[test]
 fn three_nodes_every_pair_both_ways() {
     let port = free_port();

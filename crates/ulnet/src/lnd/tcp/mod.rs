@@ -35,8 +35,11 @@
 //! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
 //! up by [`Lnd::poll`] after a doorbell ring.
 //!
-//! A transmit writes straight to the socket from the caller's thread when the connection is idle
-//! (no wake-up, no thread hop); what the socket does not take is left to the connection's task.
+//! A transmit queues its message on a connection; the end of the drain that produced it writes
+//! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
+//! caller's thread (no wake-up, no thread hop) unless the caller is streaming and the runtime
+//! holds the output back for a batch ("Batching" in [`crate::driver`]). What the socket does
+//! not take is left to the connection's task.
 //!
 //! # Identity
 //!
@@ -83,7 +86,7 @@ use ulnet_proto::wire::hello::LocalIdentity;
 use crate::clock;
 use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
-use crate::lnd::Lnd;
+use crate::lnd::{Lnd, Output};
 
 use table::{Cx, PeerTable};
 
@@ -303,6 +306,19 @@ impl Lnd for TcpLnd {
         let inner = &self.inner;
         let mut cx = Cx { inner, node, core, now, wakes };
         inner.table().transmit(&mut cx, transmit);
+    }
+
+    fn flush(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        wakes: &mut Wakes,
+        hold: bool,
+    ) -> Output {
+        let inner = &self.inner;
+        let mut cx = Cx { inner, node, core, now, wakes };
+        inner.table().flush_queued(&mut cx, hold)
     }
 
     fn resume(

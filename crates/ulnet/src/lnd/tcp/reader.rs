@@ -45,6 +45,9 @@ pub(super) struct Reader {
     /// Unconsumed input is `buffer[start..end]`.
     start: usize,
     end: usize,
+    /// This turn's last read came up short: the socket is empty, so the next fill ends the
+    /// turn instead of reading again only to get EAGAIN.
+    drained: bool,
 }
 
 /// Where the next bytes go.
@@ -92,7 +95,13 @@ impl Reader {
     /// A reader for a connection just out of its handshake (which never reads past the hello,
     /// so the stream starts at the first frame).
     pub(super) fn new() -> Self {
-        Self { state: RxState::Frames, buffer: vec![0; READ_BUFFER_LEN].into(), start: 0, end: 0 }
+        Self {
+            state: RxState::Frames,
+            buffer: vec![0; READ_BUFFER_LEN].into(),
+            start: 0,
+            end: 0,
+            drained: false,
+        }
     }
 
     /// Whether the task should wait for the socket to become readable.
@@ -105,6 +114,7 @@ impl Reader {
     pub(super) fn receive(&mut self, cx: &mut ReadCx<'_>) -> ReadOutcome {
         let mut messages = 0u32;
         let mut bytes = 0usize;
+        self.drained = false;
         loop {
             if messages >= MESSAGES_PER_TURN || bytes >= BYTES_PER_TURN {
                 return ReadOutcome::Budget;
@@ -299,6 +309,9 @@ impl Reader {
     fn fill(&mut self, stream: &TcpStream, conn: &Conn) -> Result<Step, CloseCause> {
         self.start = 0;
         self.end = 0;
+        if self.drained {
+            return Ok(Step::Blocked);
+        }
         match stream.try_read(&mut self.buffer) {
             Ok(0) => match conn.handle_eof() {
                 Ok(()) => Err(CloseCause::PeerClosed),
@@ -306,6 +319,14 @@ impl Reader {
             },
             Ok(read) => {
                 self.end = read;
+                if read < self.buffer.len() {
+                    self.drained = true;
+                    // A short read emptied the socket: forget its readiness now rather than
+                    // learn it from one more read failing with EAGAIN (as tokio's own
+                    // `poll_read` does). Data arriving meanwhile raises a fresh readiness
+                    // event, which this does not clear.
+                    clear_readable(stream);
+                }
                 Ok(Step::Progress(read))
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
@@ -334,6 +355,14 @@ struct Skip {
     step: Step,
     /// Payload bytes skipped from the buffer, if any were.
     skipped: Option<u32>,
+}
+
+/// Clears the stream's read readiness without a system call: `try_io` clears it when its
+/// closure reports WouldBlock, and only if no newer readiness event came in meanwhile.
+fn clear_readable(stream: &TcpStream) {
+    let _ = stream.try_io(tokio::io::Interest::READABLE, || {
+        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+    });
 }
 
 fn eof_inside_message(conn: &Conn) -> CloseCause {

@@ -35,6 +35,7 @@ use super::reader::{ReadCx, ReadOutcome, Reader};
 use super::writer::{Flushed, Writer};
 use super::{Inner, connection, since_epoch, socket, time_of};
 use crate::driver::{Core, Shared, Wakes};
+use crate::lnd::Output;
 
 /// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
 pub const MAX_PEERS: usize = 1 << 16;
@@ -60,6 +61,8 @@ pub(super) struct PeerTable {
     next_token: u64,
     /// Receives parked on a lazy portal, and their connection.
     parked: HashMap<RxId, ConnKey>,
+    /// Connections given messages since the last flush, each once (`ConnIo::queued`).
+    queued: Vec<(ProcessId, ConnId)>,
     /// Tells apart connections that reuse a peer's `ConnId` after the peer entry was rebuilt.
     next_serial: u64,
     /// The LND shut down: nothing new is accepted.
@@ -122,6 +125,8 @@ struct ConnIo {
     writer: Writer,
     /// The task is waiting for the socket to become writable: a blocked writer needs no nudge.
     awaiting_writable: bool,
+    /// Listed in `PeerTable::queued`.
+    queued: bool,
 }
 
 /// Why an established connection closes.
@@ -201,9 +206,10 @@ impl From<CloseReason> for CloseCause {
 impl PeerTable {
     // ------------------------------------------------------------------------- from the core
 
-    /// `lnd_send`: queue the message on a connection that may carry it and write at once if
-    /// the connection is idle; or hold it and dial. lustre: socklnd_cb.c `ksocknal_send()`,
-    /// `ksocknal_launch_packet()`.
+    /// `lnd_send`: queue the message on a connection that may carry it, to be written by the
+    /// next [`flush_queued`](Self::flush_queued) (with whatever else the drain queues, in one
+    /// vectored write per connection); or hold it and dial. lustre: socklnd_cb.c
+    /// `ksocknal_send()`, `ksocknal_launch_packet()`.
     pub(super) fn transmit(&mut self, cx: &mut Cx<'_>, transmit: Transmit) {
         let (now, tx) = (cx.now, transmit.tx);
         if self.closed {
@@ -221,7 +227,12 @@ impl PeerTable {
         match peer.conns.queue_message(since_epoch(now), &transmit.header, token) {
             Ok(id) => {
                 self.tokens.insert(token, tx);
-                self.flush(cx, peer_id, id);
+                if let Some(io) = peer.io.iter_mut().find(|io| io.id == id) {
+                    if !io.queued {
+                        io.queued = true;
+                        self.queued.push((peer_id, id));
+                    }
+                }
             }
             Err(PeerQueueError::NoConnection) => {
                 if peer_id.is_userspace() {
@@ -244,6 +255,33 @@ impl PeerTable {
                 cx.core.complete_send(now, tx, HealthStatus::LocalError);
             }
         }
+    }
+
+    /// Writes what transmits queued since the last flush, unless `hold` (then it stays queued
+    /// for a later flush).
+    pub(super) fn flush_queued(&mut self, cx: &mut Cx<'_>, hold: bool) -> Output {
+        if self.queued.is_empty() {
+            return Output::None;
+        }
+        if hold {
+            return Output::Held;
+        }
+        let mut queued = std::mem::take(&mut self.queued);
+        for &(peer_id, id) in &queued {
+            let Some(peer) = self.peers.get_mut(&peer_id) else {
+                continue;
+            };
+            if let Some(io) = peer.io.iter_mut().find(|io| io.id == id) {
+                io.queued = false;
+            }
+            self.flush(cx, peer_id, id);
+        }
+        queued.clear();
+        if self.queued.is_empty() {
+            // Nothing was queued meanwhile: keep the allocation for the next drain.
+            self.queued = queued;
+        }
+        Output::Written
     }
 
     /// A delayed receive may proceed: unpark its connection's reader.
@@ -548,6 +586,7 @@ impl PeerTable {
             reader: Reader::new(),
             writer: Writer::new(preamble),
             awaiting_writable: false,
+            queued: false,
         });
         let key = ConnKey { peer: peer_id, serial };
         cx.inner.spawn(connection::run(
