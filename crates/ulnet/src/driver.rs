@@ -57,7 +57,7 @@
 //! so its final event hands the memory back -> deliver those events -> shut the LNDs down (the
 //! fabric fails frames still addressed to us back to their senders) -> close the event queues.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -136,10 +136,10 @@ impl Core {
     pub(crate) fn new(engine: ulnet_proto::engine::Node) -> Self {
         Self {
             engine,
-            in_flight: HashMap::new(),
-            delayed: HashMap::new(),
-            routes: HashMap::new(),
-            completions: HashMap::new(),
+            in_flight: HashMap::default(),
+            delayed: HashMap::default(),
+            routes: HashMap::default(),
+            completions: HashMap::default(),
             armed: Time::MAX,
             closed: false,
             finished: false,

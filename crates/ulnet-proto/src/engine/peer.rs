@@ -7,7 +7,9 @@
 //! `lnet_peer_detach_peer_ni_locked`), include/linux/lnet/lib-types.h (`struct lnet_peer`,
 //! `struct lnet_peer_net`, `struct lnet_peer_ni`, `LNET_PEER_*`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::fmt;
 use std::ops::BitOr;
 
@@ -266,7 +268,7 @@ pub(crate) struct PeerTable {
 
 impl Default for PeerTable {
     fn default() -> Self {
-        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::new(), free: Vec::new() }
+        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::default(), free: Vec::new() }
     }
 }
 

@@ -8,7 +8,9 @@
 //! We keep exactly those two sequences: one ordered list of ignore-bit MEs and, for exact MEs,
 //! an ordered list per match-bits value.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use crate::engine::md::{Md, MdOptions};
 use crate::engine::me::{InsertPosition, Me, ProcessId};

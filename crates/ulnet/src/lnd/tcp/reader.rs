@@ -11,7 +11,7 @@
 //! Every payload byte is consumed, wanted or not: nothing else marks where the next message
 //! starts. lustre: socklnd_cb.c `ksocknal_process_receive()`, `ksocknal_recv()`.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::{self, IoSliceMut};
 
 use tokio::net::TcpStream;

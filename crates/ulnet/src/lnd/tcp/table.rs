@@ -13,7 +13,9 @@
 //! `ksocknal_terminate_conn()`), socklnd_cb.c (`ksocknal_launch_packet()`,
 //! `ksocknal_check_peer_timeouts()`, `ksocknal_txlist_done()`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::io;
 use std::sync::Arc;
 

@@ -12,7 +12,9 @@
 //!
 //! lustre: socklnd_cb.c `ksocknal_transmit()`, `ksocknal_send_iov()`, `ksocknal_send_kiov()`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::io::{self, IoSlice};
 
 use tokio::net::TcpStream;
