@@ -57,8 +57,11 @@ mod clock;
 mod driver;
 mod error;
 mod event_queue;
+mod link_watch;
 mod lnd;
+mod ni_admin;
 mod node;
+mod numa;
 mod transfer;
 
 pub use ulnet_proto as proto;
@@ -71,6 +74,7 @@ pub use error::{
 pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
 pub use lnd::tcp::TcpStats;
+pub use ni_admin::NiHealthError;
 pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
 pub use transfer::Completion;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
