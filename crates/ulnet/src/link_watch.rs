@@ -97,9 +97,13 @@ pub(crate) struct HostAddress {
 }
 
 /// Whether an NI on `ip` is fatal on this host: no interface holds its address, or the one
-/// that does is not running (lustre: socklnd.c `ksocknal_handle_link_state_change()`).
+/// that does is not running (lustre: socklnd.c `ksocknal_handle_link_state_change()`). Every
+/// address of 127.0.0.0/8 is local through a running loopback interface, though only
+/// 127.0.0.1 is listed on it.
 pub(crate) fn is_fatal(ip: IpAddr, host: &[HostAddress]) -> bool {
-    !host.iter().any(|address| address.ip == ip && address.running)
+    !host.iter().any(|address| {
+        address.running && (address.ip == ip || (ip.is_loopback() && address.ip.is_loopback()))
+    })
 }
 
 /// The host's addresses now (in this process's network namespace).
@@ -322,6 +326,14 @@ mod tests {
         // Address removed, or the interface is gone.
         assert!(is_fatal("10.1.3.1".parse().unwrap(), &host));
         assert!(is_fatal("10.1.1.1".parse().unwrap(), &[]));
+    }
+
+    #[test]
+    fn any_loopback_address_is_held_by_a_running_loopback_interface() {
+        let up = [address("lo", "127.0.0.1", true)];
+        assert!(!is_fatal("127.53.1.2".parse().unwrap(), &up));
+        assert!(is_fatal("127.53.1.2".parse().unwrap(), &[address("lo", "127.0.0.1", false)]));
+        assert!(is_fatal("10.1.1.1".parse().unwrap(), &up));
     }
 
     #[test]
