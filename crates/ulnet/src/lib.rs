@@ -63,8 +63,10 @@ mod clock;
 mod driver;
 mod error;
 mod event_queue;
+mod link_watch;
 mod lnd;
 mod node;
+mod numa;
 mod transfer;
 
 pub use ulnet_proto as proto;

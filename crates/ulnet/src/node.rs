@@ -632,7 +632,8 @@ impl NodeBuilder {
             nis: self.nis.iter().map(|(config, _)| *config).collect(),
             limits: self.limits,
         };
-        let engine = ulnet_proto::engine::Node::new(config)?;
+        let mut engine = ulnet_proto::engine::Node::new(config)?;
+        crate::numa::apply(&mut engine, self.io_cpu);
         let nids: Vec<Nid> = engine.ni_ids().filter_map(|ni| engine.ni_nid(ni)).collect();
 
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
@@ -785,6 +786,7 @@ fn io_thread(
         for lnd in shared.lnds.iter().flatten() {
             lnd.start(shared);
         }
+        crate::link_watch::start(shared);
         let _ = ready.send(Ok(()));
         driver::run(shared).await;
     });

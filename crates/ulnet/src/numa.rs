@@ -1,0 +1,121 @@
+//! NUMA distance of a TCP NI's device, from sysfs, for path selection.
+//!
+//! The kernel places each interface's device on a NUMA node (`dev_to_node()`, lustre:
+//! lnet/lnet/lib-socket.c `lnet_inet_enumerate()`, giving the NI its `ni_dev_cpt`) and, when
+//! choosing a local NI, compares the distance from the message's CPU partition to that node
+//! (lustre: lnet/lnet/lib-move.c `lnet_get_best_ni()`, lib-cpt.c `cfs_cpt_distance()`). In
+//! userspace the same facts are in sysfs: `/sys/class/net/<if>/device/numa_node` (absent for
+//! virtual devices, -1 on a machine without NUMA) and the node distance table
+//! `/sys/devices/system/node/node<N>/distance`. The node a message runs on here is the I/O
+//! thread's: the node of its CPU when pinned, else of the CPU building the node. Whatever is
+//! missing gives no distance, and the NI keeps the core's default (0: no preference).
+
+use std::path::Path;
+
+use ulnet_proto::engine::LndKind;
+
+use crate::link_watch;
+
+/// Bound on a sysfs attribute we read (a distance row for 1024 nodes fits easily).
+const MAX_ATTRIBUTE_LEN: u64 = 8 * 1024;
+
+/// Gives every TCP NI of `engine` the NUMA distance of its interface's device, seen from
+/// `cpu` (the I/O thread's pinned CPU, if any).
+pub(crate) fn apply(engine: &mut ulnet_proto::engine::Node, cpu: Option<usize>) {
+    let Ok(host) = link_watch::host_addresses() else { return };
+    let nis: Vec<_> =
+        engine.ni_ids().filter_map(|ni| engine.ni_stats(ni).map(|s| (ni, s))).collect();
+    for (ni, stats) in nis {
+        if stats.lnd != LndKind::Tcp {
+            continue;
+        }
+        let Some(ip) = stats.nid.ip() else { continue };
+        let Some(address) = host.iter().find(|address| address.ip == ip) else { continue };
+        if let Some(distance) = interface_distance(Path::new("/sys"), &address.interface, cpu) {
+            // The NI was just listed by the core, so this cannot fail.
+            let _ = engine.set_ni_numa_distance(ni, distance);
+        }
+    }
+}
+
+/// The distance from `cpu`'s NUMA node (the current CPU's when `None`) to `interface`'s
+/// device, read under `sysfs` (normally `/sys`); `None` when any of it is unknown.
+pub(crate) fn interface_distance(sysfs: &Path, interface: &str, cpu: Option<usize>) -> Option<u32> {
+    // A name with a slash or a dot path would leave /sys/class/net.
+    if interface.is_empty() || interface.contains('/') || interface.starts_with('.') {
+        return None;
+    }
+    let device_node = read(&sysfs.join("class/net").join(interface).join("device/numa_node"))?;
+    let device_node = usize::try_from(device_node.trim().parse::<i64>().ok()?).ok()?;
+    let cpu = cpu.or_else(current_cpu)?;
+    let local = cpu_node(sysfs, cpu)?;
+    let row = read(&sysfs.join(format!("devices/system/node/node{local}/distance")))?;
+    row.split_whitespace().nth(device_node)?.parse().ok()
+}
+
+/// The NUMA node of `cpu`: the `nodeN` entry in its sysfs directory.
+fn cpu_node(sysfs: &Path, cpu: usize) -> Option<usize> {
+    let entries = std::fs::read_dir(sysfs.join(format!("devices/system/cpu/cpu{cpu}"))).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.strip_prefix("node")?.parse().ok())
+        .next()
+}
+
+fn current_cpu() -> Option<usize> {
+    Some(rustix::thread::sched_getcpu())
+}
+
+fn read(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut text = String::new();
+    file.take(MAX_ATTRIBUTE_LEN).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake sysfs: two nodes 10/21 apart, CPU 0 on node 0, CPU 1 on node 1, `eth1` on node
+    /// 1, `veth0` without a device, `eth9` on node -1.
+    fn fake_sysfs(tag: &str) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("ulnet-numa-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |path: &str, text: &str| {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("devices/system/node/node0/distance", "10 21\n");
+        write("devices/system/node/node1/distance", "21 10\n");
+        write("devices/system/cpu/cpu0/node0/cpulist", "0\n");
+        write("devices/system/cpu/cpu1/node1/cpulist", "1\n");
+        write("class/net/eth1/device/numa_node", "1\n");
+        write("class/net/eth9/device/numa_node", "-1\n");
+        std::fs::create_dir_all(root.join("class/net/veth0")).unwrap();
+        root
+    }
+
+    #[test]
+    fn distance_is_read_from_the_node_table() {
+        let sysfs = fake_sysfs("table");
+        assert_eq!(interface_distance(&sysfs, "eth1", Some(0)), Some(21));
+        assert_eq!(interface_distance(&sysfs, "eth1", Some(1)), Some(10));
+        std::fs::remove_dir_all(sysfs).unwrap();
+    }
+
+    #[test]
+    fn unknown_parts_give_no_distance() {
+        let sysfs = fake_sysfs("unknown");
+        // No device (virtual interface), no NUMA (-1), no such interface or CPU.
+        assert_eq!(interface_distance(&sysfs, "veth0", Some(0)), None);
+        assert_eq!(interface_distance(&sysfs, "eth9", Some(0)), None);
+        assert_eq!(interface_distance(&sysfs, "eth7", Some(0)), None);
+        assert_eq!(interface_distance(&sysfs, "eth1", Some(5)), None);
+        assert_eq!(interface_distance(&sysfs, "../eth1", Some(0)), None);
+        assert_eq!(interface_distance(&sysfs, "", Some(0)), None);
+        std::fs::remove_dir_all(sysfs).unwrap();
+    }
+}

@@ -1,0 +1,398 @@
+//! Multi-rail with real `ulnetd` processes in network namespaces (issue 5): two daemons joined
+//! by 1, 2 or 4 veth rails limited by `tc tbf`, driven by lnet_selftest brw (write and read,
+//! 1 MiB, `check=full`) from an lst console in this process. Scenarios: aggregation over every
+//! rail; a link set down mid-transfer (the netlink watcher raises the NI's fatal flag, traffic
+//! continues on the other rails) and back up (used again); an nftables black hole on one rail
+//! (fast failover moves traffic, the rail is used again once the hole is gone).
+//!
+//! "Nothing lost" is lst's verdict: `show_error` must report no failed RPC on either side (a
+//! lost LNet message fails its RPC). No timing assertions: deadlines are generous and only turn
+//! a hang into a failure; observed times are printed (`-- --nocapture`). Needs root, `ip`, `tc`
+//! and `nft`; elsewhere every test prints why it is skipped (and fails under `CI`, where
+//! they are installed).
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../daemon/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+mod fabric;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ulnet::{AcceptPolicy, Node, SocklndTunables};
+use ulnet_selftest::Console;
+use ulnet_selftest::cli::{self, Env, Io};
+
+use fabric::{Fabric, Side};
+use support::{Process, SIGTERM, TempDir, ULNETD};
+
+/// Generous bound on any single wait; only reached if something hangs.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// The acceptor port in every namespace (each has its own port space).
+const PORT: u16 = 7988;
+/// Per-rail, per-direction rate in the tests: low enough that 4 rails leave CPU to spare.
+const RATE: &str = "100mbit";
+
+#[test]
+fn aggregation_over_one_rail() {
+    aggregation("agg1", 1);
+}
+
+#[test]
+fn aggregation_over_two_rails() {
+    aggregation("agg2", 2);
+}
+
+#[test]
+fn aggregation_over_four_rails() {
+    aggregation("agg4", 4);
+}
+
+#[test]
+#[ignore = "flaky today: under load, traffic stalls for over 60 s after the link goes down \
+            (what the dead connections hold is not failed over); run with --ignored"]
+fn a_link_down_mid_transfer_loses_nothing_and_the_rail_returns() {
+    if fabric::skip("link_down") {
+        return;
+    }
+    let rig = Rig::new("down", 2);
+    rig.start_bulk();
+    rig.wait_all_rails_used();
+    let down = Instant::now();
+    rig.fabric.link(Side::A, 2, false);
+    wait_until("A's NI on rail 2 fatal", || rig.fatal(Side::A, 2));
+    println!("link down: A's NI fatal after {:?}", down.elapsed());
+    wait_until("B's NI on rail 2 fatal (no carrier)", || rig.fatal(Side::B, 2));
+    wait_until("traffic only on rail 1", || {
+        let moved = rig.window(Side::A);
+        println!("down: A sent {moved:?}, B sent {:?}", rig.window(Side::B));
+        moved[0] > 20 && moved[1] == 0
+    });
+    println!("link down: traffic only on rail 1 after {:?}", down.elapsed());
+    let up = Instant::now();
+    rig.fabric.link(Side::A, 2, true);
+    wait_until("A's NI on rail 2 back", || !rig.fatal(Side::A, 2));
+    wait_until("rail 2 used again", || rig.window(Side::A)[1] > 20);
+    println!("link up: rail 2 used again after {:?}", up.elapsed());
+    rig.finish_bulk();
+}
+
+/// The black hole is driven by GETs (`lnetctl ping`) from an initiator node in namespace A with
+/// its own NI on every rail, against daemon B: fast failover moves GETs and PUTs with ACK
+/// (docs/decisions/0008-fast-failover.md), while selftest's RPCs are PUTs without ACK, which, as
+/// in the kernel, only the LND's `sock_timeout` can fail.
+#[test]
+#[ignore = "fails today: under a black hole every GET stalls (no rail carries traffic) instead of \
+            being copied to the healthy rail; run with --ignored to reproduce"]
+fn a_black_hole_on_one_rail_loses_nothing_and_the_rail_returns() {
+    if fabric::skip("black_hole") {
+        return;
+    }
+    let rails = 2;
+    let fabric = Fabric::new("hole", rails, Some(RATE));
+    let mut b = daemon(&fabric, Side::B);
+    for rail in 1..=rails {
+        fabric.add_address(Side::A, rail, 4);
+    }
+    let node = fabric.inside(Side::A, || {
+        let tunables =
+            SocklndTunables { accept_port: PORT, accept: AcceptPolicy::All, ..Default::default() };
+        let mut builder = Node::builder();
+        for rail in 1..=rails {
+            builder =
+                builder.tcp_ni(format!("10.1.{rail}.4@tcp").parse().unwrap(), tunables.clone());
+        }
+        builder.build().unwrap()
+    });
+    let target: ulnet::Nid = Fabric::nid(Side::B, 1).parse().unwrap();
+    node.discover(target, false).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let failures = std::sync::atomic::AtomicU64::new(0);
+    let pings = std::sync::atomic::AtomicU64::new(0);
+    let sends = |node: &Node| -> Vec<u64> {
+        let stats = node.stats();
+        (1..=rails)
+            .map(|rail| {
+                let nid: ulnet::Nid = format!("10.1.{rail}.4@tcp").parse().unwrap();
+                stats.nis.iter().find(|ni| ni.nid == nid).unwrap().statistics.send_count
+            })
+            .collect()
+    };
+    let window = |node: &Node| -> Vec<u64> {
+        let before = sends(node);
+        std::thread::sleep(Duration::from_secs(1));
+        sends(node).iter().zip(before).map(|(after, before)| after - before).collect()
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                let process = ulnet::ProcessId::new(target, ulnet::LNET_PID_LUSTRE);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match node.ping(process, Duration::from_secs(50), None) {
+                        Ok(_) => pings.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                        Err(error) => {
+                            eprintln!("ping failed: {error}");
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        }
+                    };
+                }
+            });
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_until("every rail used", || window(&node).iter().all(|&sent| sent > 10));
+            let hole = Instant::now();
+            fabric.black_hole(Side::B, 2);
+            wait_until("traffic moved off the black hole", || {
+                let moved = window(&node);
+                println!("hole: sent per rail {moved:?}");
+                // Recovery probes still try the rail now and then.
+                moved[0] > 10 && moved[1] <= 2
+            });
+            println!("black hole: traffic moved after {:?}", hole.elapsed());
+            let cleared = Instant::now();
+            fabric.clear_black_hole(Side::B);
+            wait_until("rail 2 used again", || window(&node)[1] > 10);
+            println!("black hole cleared: rail 2 used again after {:?}", cleared.elapsed());
+        }));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    let (pings, failures) = (pings.into_inner(), failures.into_inner());
+    println!("black hole: {pings} pings answered, {failures} failed");
+    assert_eq!(failures, 0, "{pings} pings answered; B: {}", b.log());
+    node.shutdown();
+    assert_eq!(b.signal_and_wait(SIGTERM), 0, "{}", b.log());
+}
+
+/// `scripts/bench-multirail.sh`: aggregate brw write bandwidth over 1, 2 and 4 rails of
+/// `ULNET_BENCH_RATE` (default 200mbit) each, as the bytes the rails carried A->B during
+/// `ULNET_BENCH_SECONDS` (default 10), against N x R. Not a test: nothing is asserted on speed.
+#[test]
+#[ignore = "benchmark, run by scripts/bench-multirail.sh"]
+fn bench_multirail() {
+    if fabric::skip("bench") {
+        return;
+    }
+    let rate = std::env::var("ULNET_BENCH_RATE").unwrap_or_else(|_| "200mbit".into());
+    let rate_bits: f64 = rate.trim_end_matches("mbit").parse::<f64>().unwrap() * 1e6;
+    let seconds: u64 =
+        std::env::var("ULNET_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    for rails in [1, 2, 4] {
+        let fabric = Fabric::new(&format!("bench{rails}"), rails, Some(&rate));
+        let rig = Rig::with_fabric(fabric);
+        rig.lst("new_session bench");
+        rig.lst(&format!("add_group c {}", Fabric::nid(Side::A, 1)));
+        rig.lst(&format!("add_group s {}", Fabric::nid(Side::B, 1)));
+        rig.lst("add_batch bulk");
+        rig.lst("add_test --batch bulk --loop 1000000 --concurrency 16 --from c --to s brw write size=1M");
+        rig.lst("run bulk");
+        rig.wait_all_rails_used();
+        let bytes = |rig: &Rig| -> Vec<u64> {
+            (1..=rails).map(|rail| rig.fabric.tx_bytes(Side::A, rail)).collect()
+        };
+        let before = bytes(&rig);
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_secs(seconds));
+        let after = bytes(&rig);
+        let elapsed = started.elapsed().as_secs_f64();
+        rig.finish_bulk();
+        let per_rail: Vec<f64> =
+            after.iter().zip(&before).map(|(a, b)| (a - b) as f64 * 8.0 / elapsed / 1e6).collect();
+        let total: f64 = per_rail.iter().sum();
+        let target = rails as f64 * rate_bits / 1e6;
+        println!(
+            "BENCH rails={rails} rate={rate} aggregate_mbit={total:.1} of {target:.0} ({:.1}%) per_rail_mbit={per_rail:.1?}",
+            100.0 * total / target
+        );
+    }
+}
+
+fn aggregation(tag: &str, rails: usize) {
+    if fabric::skip(tag) {
+        return;
+    }
+    let rig = Rig::new(tag, rails);
+    let before: Vec<(u64, u64)> = (1..=rails)
+        .map(|rail| (rig.fabric.tx_bytes(Side::A, rail), rig.fabric.tx_bytes(Side::B, rail)))
+        .collect();
+    rig.start_bulk();
+    rig.wait_all_rails_used();
+    rig.finish_bulk();
+    for (rail, (a, b)) in (1..=rails).zip(before) {
+        let (a, b) =
+            (rig.fabric.tx_bytes(Side::A, rail) - a, rig.fabric.tx_bytes(Side::B, rail) - b);
+        println!("{tag}: rail {rail} carried {a} bytes A->B and {b} bytes B->A");
+        // brw write sends bulk A->B, brw read B->A: both directions of every rail carry bulk.
+        assert!(a > 1 << 20 && b > 1 << 20, "rail {rail}: {a} / {b} bytes");
+    }
+}
+
+/// Two daemons on a fabric of `rails` rails and an lst console in namespace A.
+struct Rig {
+    // Dropped last: the daemons and the console go first.
+    console: Console,
+    console_node: Node,
+    a: Process,
+    b: Process,
+    fabric: Fabric,
+}
+
+impl Rig {
+    fn new(tag: &str, rails: usize) -> Self {
+        Self::with_fabric(Fabric::new(tag, rails, Some(RATE)))
+    }
+
+    fn with_fabric(fabric: Fabric) -> Self {
+        let a = daemon(&fabric, Side::A);
+        let b = daemon(&fabric, Side::B);
+        let (console_node, console) = fabric.inside(Side::A, || {
+            let tunables = SocklndTunables {
+                accept_port: PORT,
+                accept: AcceptPolicy::All,
+                ..Default::default()
+            };
+            let node =
+                Node::builder().tcp_ni("10.1.1.3@tcp".parse().unwrap(), tunables).build().unwrap();
+            let console = Console::new(&node).unwrap();
+            (node, console)
+        });
+        Rig { console, console_node, a, b, fabric }
+    }
+
+    fn lst(&self, line: &str) -> String {
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let never = || false;
+        let mut io =
+            Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &never };
+        let args = std::iter::once("lst".to_string())
+            .chain(line.split_whitespace().map(str::to_string))
+            .collect();
+        let env = Env { session: Some(format!("{}", std::process::id())), features: None };
+        let status = cli::run(args, &env, &self.console, &mut io);
+        let (stdout, stderr) =
+            (String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap());
+        assert!(status == 0 && stderr.is_empty(), "lst {line}: status {status}: {stdout}{stderr}");
+        stdout
+    }
+
+    /// brw write and read of 1 MiB, 8 in flight each, until stopped.
+    fn start_bulk(&self) {
+        self.lst("new_session multirail");
+        self.lst(&format!("add_group c {}", Fabric::nid(Side::A, 1)));
+        self.lst(&format!("add_group s {}", Fabric::nid(Side::B, 1)));
+        self.lst("add_batch bulk");
+        for op in ["write", "read"] {
+            self.lst(&format!(
+                "add_test --batch bulk --loop 1000000 --concurrency 8 --from c --to s brw {op} size=1M check=full"
+            ));
+        }
+        self.lst("run bulk");
+    }
+
+    /// Stops the batch and checks that no RPC failed on either side: nothing was lost.
+    fn finish_bulk(&self) {
+        assert!(self.lst("stop bulk").ends_with("Batch is stopped\n"));
+        assert_eq!(
+            self.lst("show_error c s"),
+            "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n",
+            "A: {}\nB: {}",
+            self.a.log(),
+            self.b.log()
+        );
+        self.lst("end_session");
+    }
+
+    fn wait_all_rails_used(&self) {
+        wait_until("every rail carrying traffic both ways", || {
+            let (a, b) = (self.window(Side::A), self.window(Side::B));
+            a.iter().chain(&b).all(|&sent| sent > 10)
+        });
+    }
+
+    fn daemon(&self, side: Side) -> &Process {
+        if side == Side::A { &self.a } else { &self.b }
+    }
+
+    /// LNet messages `side` sent on each rail during one second.
+    fn window(&self, side: Side) -> Vec<u64> {
+        let before = self.sends(side);
+        std::thread::sleep(Duration::from_secs(1));
+        let after = self.sends(side);
+        after.iter().zip(&before).map(|(after, before)| after.saturating_sub(*before)).collect()
+    }
+
+    /// `send_count` of `side`'s NI on each rail, from `ulnetctl net show -v`.
+    fn sends(&self, side: Side) -> Vec<u64> {
+        (1..=self.fabric.rails).map(|rail| self.ni_field(side, rail, "send_count")).collect()
+    }
+
+    fn fatal(&self, side: Side, rail: usize) -> bool {
+        self.ni_field(side, rail, "fatal_error") != 0
+    }
+
+    fn ni_field(&self, side: Side, rail: usize, field: &str) -> u64 {
+        let run = self.daemon(side).ulnetctl(&["net", "show", "-v", "4"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let nid = Fabric::nid(side, rail);
+        let mut in_ni = false;
+        for line in run.stdout.lines().map(str::trim) {
+            if let Some(seen) = line.strip_prefix("-     nid: ").or(line.strip_prefix("nid: ")) {
+                in_ni = seen == nid;
+            } else if in_ni {
+                if let Some(value) = line.strip_prefix(&format!("{field}: ")) {
+                    return value.parse().unwrap();
+                }
+            }
+        }
+        panic!("no {field} for {nid} in:\n{}", run.stdout);
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.console_node.shutdown();
+        for process in [&mut self.a, &mut self.b] {
+            if !std::thread::panicking() {
+                assert_eq!(process.signal_and_wait(SIGTERM), 0, "{}", process.log());
+            }
+        }
+    }
+}
+
+/// `ulnetd` in `side`'s namespace with one NI per rail.
+fn daemon(fabric: &Fabric, side: Side) -> Process {
+    let nis: String = (1..=fabric.rails)
+        .map(|rail| format!("        - nid: {}\n", Fabric::nid(side, rail)))
+        .collect();
+    let config = format!(
+        "global:\n    accept_port: {PORT}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n{nis}"
+    );
+    let dir = TempDir::new("nn");
+    let socket = dir.path("ulnetd.sock");
+    let config = dir.file("ulnetd.yaml", &config);
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", fabric.ns(side), ULNETD])
+        .arg("--config")
+        .arg(config)
+        .arg("--socket")
+        .arg(&socket);
+    let process = Process::spawn_command(command, dir, socket);
+    assert!(process.ready.is_some(), "{side:?} did not start: {}", process.log());
+    process
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG_GUARD;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
