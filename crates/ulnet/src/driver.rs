@@ -61,7 +61,7 @@ use foldhash::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use ulnet_proto::engine::portal::MAX_PORTALS;
@@ -80,8 +80,6 @@ pub(crate) struct Shared {
     pub(crate) doorbell: Doorbell,
     /// Set by `Node::shutdown`: the I/O thread leaves its loop and runs [`finish`].
     pub(crate) closing: AtomicBool,
-    /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core).
-    pub(crate) lnds: Vec<Option<Arc<dyn Lnd>>>,
     /// Every event queue created for this node, closed at shutdown.
     pub(crate) queues: Mutex<Vec<Weak<EqShared>>>,
     pub(crate) counters: Counters,
@@ -89,7 +87,12 @@ pub(crate) struct Shared {
     pub(crate) spin: Duration,
     /// Output held back on callers' threads (see "Batching" above).
     pub(crate) batch: Batch,
+    /// The I/O thread's runtime, once it runs: an NI added live starts its LND tasks there.
+    pub(crate) runtime: OnceLock<tokio::runtime::Handle>,
 }
+
+/// The LNDs of a node's NIs, indexed by `NiId` (see [`Core::lnds`]).
+pub(crate) type Lnds = Arc<[Option<Arc<dyn Lnd>>]>;
 
 /// What a caller blocked on a core completion waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,6 +115,11 @@ pub(crate) struct Counters {
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
 pub(crate) struct Core {
     pub(crate) engine: ulnet_proto::engine::Node,
+    /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core) and for
+    /// removed NIs. Replaced whole when an NI is added or removed (`crate::ni_live`), under
+    /// this lock, so the core never produces a transmit for an NI the runtime does not know;
+    /// readers that must not hold the lock clone the `Arc`.
+    pub(crate) lnds: Lnds,
     /// Transmits handed to an LND and not yet completed, with their NI. Completing through
     /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
     /// shutdown knows what to fail.
@@ -133,9 +141,10 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(engine: ulnet_proto::engine::Node) -> Self {
+    pub(crate) fn new(engine: ulnet_proto::engine::Node, lnds: Lnds) -> Self {
         Self {
             engine,
+            lnds,
             in_flight: HashMap::default(),
             delayed: HashMap::default(),
             routes: HashMap::default(),
@@ -144,6 +153,11 @@ impl Core {
             closed: false,
             finished: false,
         }
+    }
+
+    /// The LND of NI `ni`, if it has one.
+    pub(crate) fn lnd(&self, ni: NiId) -> Option<Arc<dyn Lnd>> {
+        self.lnds.get(usize::from(ni.0)).and_then(Option::clone)
     }
 
     /// Completes a transmit an LND held, exactly once: a transmit already completed (or failed
@@ -173,8 +187,9 @@ impl Shared {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lnd(&self, ni: NiId) -> Option<&Arc<dyn Lnd>> {
-        self.lnds.get(usize::from(ni.0)).and_then(Option::as_ref)
+    /// The LNDs now (a snapshot, for callers that must not hold the core lock).
+    pub(crate) fn lnds(&self) -> Lnds {
+        Arc::clone(&self.lock().lnds)
     }
 }
 
@@ -441,7 +456,8 @@ fn flush(
 ) -> bool {
     let hold = api_call && shared.batch.streaming(now);
     let mut written = false;
-    for lnd in shared.lnds.iter().flatten() {
+    let lnds = Arc::clone(&core.lnds);
+    for lnd in lnds.iter().flatten() {
         match lnd.flush(shared, core, now, wakes, hold) {
             Output::Written => written = true,
             Output::Held => shared.batch.hold(shared, now, wakes),
@@ -460,7 +476,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
         let mut progressed = false;
         while let Some(transmit) = core.engine.poll_transmit() {
             progressed = true;
-            let lnd = if core.closed { None } else { shared.lnd(transmit.ni) };
+            let lnd = if core.closed { None } else { core.lnd(transmit.ni) };
             match lnd {
                 Some(lnd) => {
                     core.in_flight.insert(transmit.tx, transmit.ni);
@@ -481,7 +497,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
         while let Some(resume) = core.engine.poll_resume() {
             progressed = true;
             let holder = core.delayed.remove(&resume.rx);
-            let lnd = if core.closed { None } else { holder.and_then(|ni| shared.lnd(ni)) };
+            let lnd = if core.closed { None } else { holder.and_then(|ni| core.lnd(ni)) };
             match lnd {
                 Some(lnd) => lnd.resume(shared, core, now, resume, wakes),
                 None => {
@@ -557,17 +573,17 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
         let now = clock::now();
         let held_check = shared.batch.check(shared, now);
         let mut wakes = Wakes::default();
-        let mut next = {
+        let (mut next, lnds) = {
             let mut core = shared.lock();
             if core.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
                 core.engine.handle_timeout(now);
                 drain(shared, &mut core, now, &mut wakes);
             }
             core.armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
-            core.armed
+            (core.armed, Arc::clone(&core.lnds))
         };
         wakes.finish();
-        for lnd in shared.lnds.iter().flatten() {
+        for lnd in lnds.iter().flatten() {
             if let Some(deadline) = lnd.poll(shared, now) {
                 next = next.min(deadline);
             }
@@ -583,7 +599,7 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
 /// I/O thread as it exits, or on the caller's thread if the I/O thread is gone.
 pub(crate) fn finish(shared: &Arc<Shared>) {
     let now = clock::now();
-    {
+    let lnds = {
         let mut core = shared.lock();
         if core.closed {
             return;
@@ -591,10 +607,11 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
         core.closed = true;
         // Wake every caller blocked on a ping or discovery: they get `ShutDown`.
         core.completions.clear();
-    }
+        Arc::clone(&core.lnds)
+    };
     // LNDs first: they stop taking frames, fail the receives they were about to fill and hand
     // what they hold back to its senders. Our own transmits they held stay in `in_flight`.
-    for lnd in shared.lnds.iter().flatten() {
+    for lnd in lnds.iter().flatten() {
         lnd.shutdown(shared, now);
     }
     let mut wakes = Wakes::default();

@@ -65,6 +65,7 @@ mod error;
 mod event_queue;
 mod link_watch;
 mod lnd;
+mod ni_live;
 mod node;
 mod numa;
 mod transfer;
@@ -80,6 +81,7 @@ pub use error::{
 pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
 pub use lnd::tcp::TcpStats;
+pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};
 pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
 pub use transfer::Completion;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};

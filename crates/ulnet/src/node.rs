@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -164,9 +164,12 @@ impl Node {
         NodeBuilder::new().build()
     }
 
-    /// The node's NIDs, `0@lo` first.
-    pub fn nids(&self) -> &[Nid] {
-        &self.inner.nids
+    /// The node's NIDs now, `0@lo` first (NIs come and go with
+    /// [`add_tcp_ni`](Self::add_tcp_ni) and [`remove_ni`](Self::remove_ni)).
+    pub fn nids(&self) -> Vec<Nid> {
+        self.locked(|core, _| {
+            core.engine.ni_ids().filter_map(|ni| core.engine.ni_nid(ni)).collect()
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -175,7 +178,8 @@ impl Node {
 
     /// The process id peers know this node by: its first network NID (or `0@lo`) and pid.
     pub fn process_id(&self) -> ProcessId {
-        let nid = self.inner.nids.get(1).or(self.inner.nids.first()).copied();
+        let nids = self.nids();
+        let nid = nids.get(1).or(nids.first()).copied();
         ProcessId::new(nid.unwrap_or(Nid::LO_0), self.inner.pid)
     }
 
@@ -432,14 +436,15 @@ impl Node {
 
     /// The TCP LND's counters, summed over the node's TCP NIs (all zero without one).
     pub fn tcp_stats(&self) -> TcpStats {
-        let stats: Vec<TcpStats> = self.inner.tcps.iter().map(|lnd| lnd.stats()).collect();
+        let stats: Vec<TcpStats> = self.inner.tcps().iter().map(|lnd| lnd.stats()).collect();
         TcpStats::sum(&stats)
     }
 
     /// The incarnation of each TCP NI (the `src_incarnation` its hellos carry: wall-clock
-    /// nanoseconds when the node was built, unique in the process), in NI order.
+    /// nanoseconds when the NI was started, unique in the process), in the order the NIs were
+    /// added (removed ones included).
     pub fn tcp_incarnations(&self) -> Vec<u64> {
-        self.inner.tcps.iter().map(|lnd| lnd.incarnation()).collect()
+        self.inner.tcps().iter().map(|lnd| lnd.incarnation()).collect()
     }
 
     /// Shuts the node down (see the type's documentation) and joins its I/O thread. Blocks
@@ -497,12 +502,16 @@ impl Node {
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.inner.shared
     }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
 }
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
-            .field("nids", &self.inner.nids)
+            .field("id", &self.inner.shared.id)
             .field("pid", &self.inner.pid)
             .finish_non_exhaustive()
     }
@@ -634,7 +643,6 @@ impl NodeBuilder {
         };
         let mut engine = ulnet_proto::engine::Node::new(config)?;
         crate::numa::apply(&mut engine, self.io_cpu);
-        let nids: Vec<Nid> = engine.ni_ids().filter_map(|ni| engine.ni_nid(ni)).collect();
 
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
         let mut mems: Vec<Arc<MemLnd>> = Vec::new();
@@ -678,10 +686,10 @@ impl NodeBuilder {
 
         let shared = Arc::new(Shared {
             id: driver::next_node_id(),
-            core: Mutex::new(Core::new(engine)),
+            core: Mutex::new(Core::new(engine, lnds.into())),
             doorbell: Doorbell::default(),
             closing: Default::default(),
-            lnds,
+            runtime: OnceLock::new(),
             queues: Mutex::new(Vec::new()),
             counters: Counters::default(),
             spin: self.spin,
@@ -695,27 +703,36 @@ impl NodeBuilder {
             inner: Arc::new(Inner {
                 shared,
                 thread: Mutex::new(Some(thread)),
-                nids,
                 pid: self.pid,
                 interface_cookie,
-                tcps,
+                tcps: Mutex::new(tcps),
+                io_cpu: self.io_cpu,
+                privileged_ports: self.privileged_ports,
             }),
         })
     }
 }
 
 /// What the handles share; dropping the last one shuts the node down.
-struct Inner {
+pub(crate) struct Inner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    nids: Vec<Nid>,
     pid: u32,
     interface_cookie: u64,
-    /// The TCP NIs' LNDs, for their statistics.
-    tcps: Vec<Arc<TcpLnd>>,
+    /// The TCP NIs' LNDs, for their statistics (removed NIs' too: counters only grow). Leaf
+    /// lock.
+    pub(crate) tcps: Mutex<Vec<Arc<TcpLnd>>>,
+    /// What NIs added live need: the I/O thread's CPU (NUMA distance) and the source-port
+    /// policy.
+    pub(crate) io_cpu: Option<usize>,
+    pub(crate) privileged_ports: bool,
 }
 
 impl Inner {
+    pub(crate) fn tcps(&self) -> std::sync::MutexGuard<'_, Vec<Arc<TcpLnd>>> {
+        self.tcps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn shutdown(&self) {
         let shared = &self.shared;
         shared.closing.store(true, Ordering::Release);
@@ -782,8 +799,9 @@ fn io_thread(
             return;
         }
     };
+    let _ = shared.runtime.set(runtime.handle().clone());
     runtime.block_on(async {
-        for lnd in shared.lnds.iter().flatten() {
+        for lnd in shared.lnds().iter().flatten() {
             lnd.start(shared);
         }
         crate::link_watch::start(shared);

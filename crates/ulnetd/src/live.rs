@@ -12,11 +12,17 @@
 //!
 //! # Changing NIs
 //!
-//! The node's NIs are fixed when it is built, so `net add`, `net del`, `lnet configure --all`
-//! and `import` of nets rebuild it: the old node shuts down (its messages in flight are
-//! finalized with an error, its connections close) and a new one starts with the new NI set,
-//! a new interface cookie and zeroed counters. A failed rebuild brings the previous
-//! configuration back up. Global settings change live ([`Node::set_tunables`]).
+//! `net add`, `net del` and `import --add/--del` of nets change the running node's NIs in
+//! place ([`Node::add_tcp_ni`], [`Node::remove_ni`], see `live/nets_live.rs`): other NIs'
+//! connections, peers (configured or discovered), counters and the interface cookie stay,
+//! and peers learn the new NI list by push, as with the kernel's `lnet_dyn_add_ni()` /
+//! `lnet_dyn_del_ni()`. The node is rebuilt only where that cannot be done in place: NIs on
+//! the in-process fabric (fixed at build), a net whose tunables would change, and
+//! `lnet configure`, which starts LNet. A rebuild shuts the old node down (its messages in
+//! flight are finalized with an error, its connections close) and starts a new one with a
+//! new interface cookie and zeroed counters, carrying configured peers over; a failed one
+//! brings the previous configuration back up. Global settings change live
+//! ([`Node::set_tunables`]).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -48,6 +54,7 @@ use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_ne
 use crate::view;
 
 mod admin;
+mod nets_live;
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
@@ -89,7 +96,7 @@ impl LiveNode {
         settings: GlobalSettings,
     ) -> Result<Self, BuildError> {
         let node = build_node(&lnd, &nets, &settings)?;
-        tracing::info!(nids = %nid_list(node.nids()), "node up");
+        tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
             boot_nets: nets.clone(),
@@ -110,7 +117,7 @@ impl LiveNode {
 
     /// The running node's NIDs, `0@lo` first; empty while unconfigured.
     pub fn nids(&self) -> Vec<Nid> {
-        self.node().map(|node| node.nids().to_vec()).unwrap_or_default()
+        self.node().map(|node| node.nids()).unwrap_or_default()
     }
 
     /// Shuts the node down (messages in flight finalized with an error, connections
@@ -248,7 +255,7 @@ impl LiveNode {
         for spec in specs {
             merge_net(&mut nets, spec).map_err(|error| error.to_control())?;
         }
-        self.rebuild(&mut state, nets)?;
+        self.change_nets(&mut state, nets)?;
         Ok(Response::Done)
     }
 
@@ -259,7 +266,7 @@ impl LiveNode {
         let net = parse_net(del.net.as_deref().unwrap_or(""))?;
         let mut nets = state.nets.clone();
         remove_nis(&mut nets, net, &del.nis)?;
-        self.rebuild(&mut state, nets)?;
+        self.change_nets(&mut state, nets)?;
         Ok(Response::Done)
     }
 
@@ -432,7 +439,7 @@ impl LiveNode {
         }
         state.settings = settings;
         if wants_nets {
-            self.rebuild(&mut state, nets)?;
+            self.change_nets(&mut state, nets)?;
         }
         if !config.peers.is_empty() {
             if state.node.is_none() {
@@ -494,7 +501,7 @@ impl LiveNode {
             if state.node.is_none() {
                 return Err(ControlError::NotConfigured);
             }
-            self.rebuild(&mut state, nets)?;
+            self.change_nets(&mut state, nets)?;
         }
         if !config.peers.is_empty() {
             if state.node.is_none() {
@@ -578,7 +585,7 @@ impl LiveNode {
         }
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
-                tracing::info!(nids = %nid_list(node.nids()), "node rebuilt");
+                tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 admin::restore_peers(&node, &peers);
                 state.selftest = host_selftest(&node);
                 state.node = Some(node);
@@ -776,7 +783,12 @@ fn tcp_ni(
     socklnd: SocklndTunables,
     tcp: TcpSettings,
 ) -> NodeBuilder {
-    let tunables = ulnet::SocklndTunables {
+    builder.tcp_ni_config(config, tcp_tunables(socklnd, tcp))
+}
+
+/// The TCP LND's tunables for a net's socklnd tunables and the node-wide acceptor settings.
+fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTunables {
+    ulnet::SocklndTunables {
         accept_port: tcp.accept_port,
         accept: tcp.accept,
         // In range: the importer and the CLI check 0..=127.
@@ -784,8 +796,7 @@ fn tcp_ni(
         // -1 is "not set".
         tos: u8::try_from(socklnd.tos).ok(),
         ..ulnet::SocklndTunables::default()
-    };
-    builder.tcp_ni_config(config, tunables)
+    }
 }
 
 /// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks

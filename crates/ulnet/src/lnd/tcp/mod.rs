@@ -156,6 +156,8 @@ pub(crate) struct Inner {
     accept: AcceptConfig,
     /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
     listener: Mutex<Option<std::net::TcpListener>>,
+    /// The acceptor task, stopped when the NI is removed (`TcpLnd::retire`).
+    acceptor: Mutex<Option<tokio::task::AbortHandle>>,
     runtime: OnceLock<tokio::runtime::Handle>,
     node: OnceLock<Weak<Shared>>,
     /// Locked only with the core held.
@@ -233,6 +235,7 @@ impl TcpLnd {
             },
             tunables,
             listener: Mutex::new(listener),
+            acceptor: Mutex::new(None),
             runtime: OnceLock::new(),
             node: OnceLock::new(),
             table: Mutex::new(PeerTable::default()),
@@ -260,9 +263,42 @@ impl TcpLnd {
         }
     }
 
+    /// The NI this LND serves.
+    pub(crate) fn ni(&self) -> NiId {
+        self.inner.ni
+    }
+
     /// This NI's incarnation (the `src_incarnation` of its hellos).
     pub(crate) fn incarnation(&self) -> u64 {
         self.inner.identity.incarnation
+    }
+}
+
+impl TcpLnd {
+    /// The NI is being removed from a running node (core locked, the core already told with
+    /// `remove_ni`): stop accepting, write what is queued (responses already committed to
+    /// this NI, such as ACKs, still reach the peer), then close every connection. Receives
+    /// in progress fail; transmits still held stay in `core.in_flight` for the caller to fail
+    /// with a status the core may resend on another NI. Dials under way find the table
+    /// closed. lustre: api-ni.c `lnet_dyn_del_ni()` -> socklnd.c `ksocknal_shutdown()`.
+    pub(crate) fn retire(&self, node: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+        let inner = &self.inner;
+        let acceptor = inner.acceptor.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(acceptor) = acceptor {
+            // The listener closes when the I/O thread next polls the aborted task.
+            acceptor.abort();
+        }
+        drop(inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let mut cx = Cx { inner, node, core, now, wakes };
+        let mut table = inner.table();
+        let _ = table.flush_queued(&mut cx, false);
+        table.shutdown(&mut cx);
+    }
+
+    /// Wakes what [`retire`](Self::retire) left waiting (connection tasks, so they see their
+    /// socket closed and leave). No lock held.
+    pub(crate) fn finish_retire(&self, node: &Arc<Shared>) {
+        self.inner.run_inbox(node);
     }
 }
 
@@ -286,7 +322,9 @@ impl Lnd for TcpLnd {
             // We are inside the I/O runtime (the contract of `start`), which `from_std` needs.
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => {
-                    tokio::spawn(acceptor::run(Arc::clone(inner), Arc::downgrade(node), listener));
+                    let task = acceptor::run(Arc::clone(inner), Arc::downgrade(node), listener);
+                    let handle = tokio::spawn(task).abort_handle();
+                    *inner.acceptor.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
                 }
                 Err(error) => {
                     tracing::error!(nid = %inner.identity.nid, %error, "cannot serve the listener");
