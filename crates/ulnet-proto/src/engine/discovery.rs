@@ -671,6 +671,8 @@ impl Node {
         if old != status {
             if status == LNET_NI_STATUS_DOWN {
                 self.remote_failure(id);
+            } else if status == LNET_NI_STATUS_UP {
+                self.reprobe_suspect_paths();
             }
         } else if status == LNET_NI_STATUS_UP && ni.last_alive.is_none() {
             ni.health = Health::FULL;
