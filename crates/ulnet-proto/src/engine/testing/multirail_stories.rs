@@ -706,6 +706,30 @@ fn a_black_hole_across_rails_is_left_path_by_path() {
     assert!(traffic(&h, (1, 1)) >= before + 16, "rail 1 back in service");
 }
 
+/// A peer starts with one NI's link not up yet (fatal, advertised DOWN), then the link comes
+/// up and the peer pushes it UP: the NI gets its health back and is used.
+#[test]
+fn a_peer_ni_first_advertised_down_is_used_once_reported_up() {
+    let a = vec![tcp_nid(0x0a00_0001), tcp_nid(0x0a00_0101)];
+    let b = vec![tcp_nid(0x0a00_0002), tcp_nid(0x0a00_0102)];
+    let config = HarnessConfig { node_nids: vec![a, b.clone()], ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    let late = h.node(1).ni_for_nid(b[1]).unwrap();
+    h.with_node(1, |node, now| node.set_ni_fatal(now, late, true)).unwrap();
+    h.discover_all();
+    assert!(h.node(0).peer_ni_stats(b[1]).unwrap().health.health_value < 1000);
+    h.with_node(1, |node, now| node.set_ni_fatal(now, late, false)).unwrap();
+    h.drive();
+    assert_eq!(h.node(0).peer_ni_stats(b[1]).unwrap().health.health_value, 1000);
+    let mut log = EventLog::default();
+    h.take_transmitted(0);
+    let batch = start(&mut h, 0, 1, 8, 16, false);
+    h.drive();
+    assert_complete(&mut h, &mut log, &batch);
+    let to = tally(&h.take_transmitted(0), true);
+    assert!(to.iter().any(|(nid, count)| *nid == b[1] && *count > 0), "{to:?}");
+}
+
 /// Only the answers are lost: the PUTs arrive, their ACKs do not. The copies sent on the
 /// other rail are recognised by the target, which ACKs them again without delivering twice.
 #[test]
