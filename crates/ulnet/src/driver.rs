@@ -474,6 +474,13 @@ fn flush(
 fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
     loop {
         let mut progressed = false;
+        // Resets first: a probe of a path just given up on is queued after them.
+        while let Some(reset) = core.engine.poll_path_reset() {
+            progressed = true;
+            if let Some(lnd) = shared.lnd(reset.ni).filter(|_| !core.closed) {
+                lnd.reset(shared, core, now, reset.peer, wakes);
+            }
+        }
         while let Some(transmit) = core.engine.poll_transmit() {
             progressed = true;
             let lnd = if core.closed { None } else { core.lnd(transmit.ni) };

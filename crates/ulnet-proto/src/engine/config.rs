@@ -251,6 +251,11 @@ impl Node {
         if fatal {
             self.requeue_waiting_on(ni, false);
             self.evacuate_ni(ni);
+            // The link is gone: what its connections hold fails now, not at sock_timeout.
+            self.request_path_reset(ni, None);
+        }
+        if !fatal {
+            self.reprobe_suspect_paths();
         }
         self.install_ping_target();
         if recovered {
@@ -549,9 +554,9 @@ impl Node {
         for id in deleted {
             let in_use = self.msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
                 || self.mds.iter().any(|(_, md)| {
-                    md.tracker
-                        .as_ref()
-                        .is_some_and(|t| t.next_hop == Some(id) || t.awaiting == Some(id))
+                    md.tracker.as_ref().is_some_and(|t| {
+                        t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id)
+                    })
                 })
                 || self.watch_queue.iter().any(|entry| entry.1 == id)
                 || self.peers.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
@@ -604,7 +609,8 @@ impl Node {
             ni.watch = crate::engine::failover::Watch {
                 srtt_ns: ni.watch.srtt_ns,
                 rttvar_ns: ni.watch.rttvar_ns,
-                ..Default::default()
+                paths: Vec::new(),
+                heard: Vec::new(),
             };
         }
         let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
@@ -617,14 +623,14 @@ impl Node {
         if !self.failover_enabled() {
             return;
         }
-        let in_lnd: Vec<PeerNiId> = self
+        let in_lnd: Vec<(PeerNiId, NiId)> = self
             .msgs
             .iter()
             .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .filter_map(|(_, m)| m.peer_ni)
+            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
             .collect();
-        for id in in_lnd {
-            self.watch_lnd_start(id);
+        for (id, ni) in in_lnd {
+            self.watch_lnd_start(id, ni);
         }
     }
 }

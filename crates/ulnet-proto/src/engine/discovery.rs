@@ -668,12 +668,19 @@ impl Node {
             return;
         };
         let old = std::mem::replace(&mut ni.status, status);
+        // Never heard from, so never under recovery (semantics.md §4.3): only the peer's word
+        // lowered its health, and its word that the NI is UP restores it. Without this a NID
+        // first advertised DOWN (its link not up yet when the peer started) stays below the
+        // others forever and is never selected.
+        if status == LNET_NI_STATUS_UP && ni.last_alive.is_none() {
+            ni.health = Health::FULL;
+        }
         if old != status {
             if status == LNET_NI_STATUS_DOWN {
                 self.remote_failure(id);
+            } else if status == LNET_NI_STATUS_UP {
+                self.reprobe_suspect_paths();
             }
-        } else if status == LNET_NI_STATUS_UP && ni.last_alive.is_none() {
-            ni.health = Health::FULL;
         }
     }
 

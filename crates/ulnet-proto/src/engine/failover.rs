@@ -55,22 +55,66 @@ pub const MAX_FAILOVER_BYTES: u64 = 64 << 20;
 /// exceeds the tunable floor.
 const RTO_MULTIPLIER: u64 = 4;
 
-/// A peer NI's progress clocks and round-trip estimate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A peer NI's round-trip estimate and the progress clocks of the paths to it.
+///
+/// A black hole is a property of a path, a (local NI, peer NI) pair, not of either end: with
+/// rails on separate subnets, a connection from one rail's address to another rail's address
+/// crosses both rails (the destination's route out, the source's route back), so one broken
+/// rail breaks every pair that involves it while its peer NI stays reachable from the
+/// other local NIs. So the clocks, the suspicion and the probes are per path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Watch {
-    /// Transmits to it the driver holds.
-    pub(crate) in_lnd: u32,
-    /// The last LND progress (or when `in_lnd` became non-zero).
-    pub(crate) lnd_since: Time,
-    /// Tracked requests sent through it and awaiting their response.
-    pub(crate) awaiting: u32,
-    /// The last message received from it (or when `awaiting` became non-zero).
-    pub(crate) rx_since: Time,
     /// Smoothed round trip and its variation (RFC 6298), nanoseconds; 0 until measured.
     pub(crate) srtt_ns: u64,
     pub(crate) rttvar_ns: u64,
+    /// The paths to it with work outstanding, armed, or suspect (others are dropped).
+    pub(crate) paths: Vec<PathWatch>,
+    /// When something last arrived from it on each local NI (a path proven alive).
+    pub(crate) heard: Vec<(NiId, Time)>,
+}
+
+/// The progress clocks of one path (local NI -> this peer NI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PathWatch {
+    pub(crate) ni: NiId,
+    /// Transmits on it the driver holds.
+    pub(crate) in_lnd: u32,
+    /// The last LND progress (or when `in_lnd` became non-zero).
+    pub(crate) lnd_since: Time,
+    /// Tracked requests sent on it and awaiting their response.
+    pub(crate) awaiting: u32,
+    /// The last message received on it (or when `awaiting` became non-zero).
+    pub(crate) rx_since: Time,
     /// Its entry in the watch queue, if any (the instant it is filed under).
     pub(crate) armed: Option<Time>,
+    /// Suspected of black-holing traffic: selection avoids it until something arrives on it
+    /// (a probe's REPLY, or any message).
+    pub(crate) suspect: bool,
+}
+
+impl PathWatch {
+    fn new(ni: NiId) -> Self {
+        Self {
+            ni,
+            in_lnd: 0,
+            lnd_since: Time::ZERO,
+            awaiting: 0,
+            rx_since: Time::ZERO,
+            armed: None,
+            suspect: false,
+        }
+    }
+
+    /// When it becomes suspect, if anything is outstanding.
+    fn due(&self, timeout: Duration) -> Option<Time> {
+        let lnd = (self.in_lnd > 0).then(|| self.lnd_since + timeout);
+        let peer = (self.awaiting > 0).then(|| self.rx_since + timeout);
+        [lnd, peer].into_iter().flatten().min()
+    }
+
+    fn idle(&self) -> bool {
+        self.in_lnd == 0 && self.awaiting == 0 && self.armed.is_none() && !self.suspect
+    }
 }
 
 impl Watch {
@@ -86,13 +130,60 @@ impl Watch {
         }
     }
 
-    /// When it becomes suspect, if anything is outstanding.
-    fn due(&self, timeout: Duration) -> Option<Time> {
-        let lnd = (self.in_lnd > 0).then(|| self.lnd_since + timeout);
-        let peer = (self.awaiting > 0).then(|| self.rx_since + timeout);
-        [lnd, peer].into_iter().flatten().min()
+    pub(crate) fn path(&self, ni: NiId) -> Option<&PathWatch> {
+        self.paths.iter().find(|path| path.ni == ni)
+    }
+
+    /// The path from `ni`, created if missing.
+    fn path_mut(&mut self, ni: NiId) -> &mut PathWatch {
+        let index = match self.paths.iter().position(|path| path.ni == ni) {
+            Some(index) => index,
+            None => {
+                self.paths.push(PathWatch::new(ni));
+                self.paths.len() - 1
+            }
+        };
+        // In range: found above or just pushed.
+        &mut self.paths[index]
+    }
+
+    /// Whether the path from `ni` is suspected of black-holing traffic.
+    pub(crate) fn suspects(&self, ni: NiId) -> bool {
+        self.path(ni).is_some_and(|path| path.suspect)
+    }
+
+    /// Whether any path to it is suspect (it stays under recovery until each is probed).
+    pub(crate) fn any_suspect(&self) -> bool {
+        self.paths.iter().any(|path| path.suspect)
+    }
+
+    /// The local NI of a suspect path to probe next, rotating so each gets its turn.
+    pub(crate) fn next_probe(&mut self) -> Option<NiId> {
+        let index = self.paths.iter().position(|path| path.suspect)?;
+        let path = self.paths.remove(index);
+        self.paths.push(path);
+        Some(path.ni)
+    }
+
+    fn prune(&mut self) {
+        self.paths.retain(|path| !path.idle());
     }
 }
+
+/// What a driver is asked to do about a path fast failover gave up on, or a local NI whose
+/// link went down: close the connections (`peer: None`, every connection of the NI), so
+/// that what they hold fails back to the core (and is resent elsewhere if it may be)
+/// instead of waiting for the LND's own timeout.
+/// lustre: socklnd.c `ksocknal_handle_link_state_change()` closes a downed NI's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathReset {
+    pub ni: NiId,
+    pub peer: Option<crate::addr::Nid>,
+}
+
+/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
+/// timeouts still apply), so a driver that never polls them cannot grow the queue.
+pub const MAX_PATH_RESETS: usize = 1024;
 
 /// What can be done with a message to a suspect peer NI.
 enum Move {
@@ -122,147 +213,252 @@ impl Node {
         Duration::from_nanos(rto.saturating_mul(RTO_MULTIPLIER)).clamp(floor, ceiling)
     }
 
-    /// A transmit to `id` went to the driver.
-    pub(super) fn watch_lnd_start(&mut self, id: PeerNiId) {
-        let now = self.now;
-        let Some(ni) = self.peers.ni_mut(id) else {
-            return;
-        };
-        if ni.watch.in_lnd == 0 {
-            ni.watch.lnd_since = now;
-        }
-        ni.watch.in_lnd = ni.watch.in_lnd.saturating_add(1);
-        self.arm_watch(id);
+    /// Whether something arrived from `id` on `ni` within half its suspicion timeout: while
+    /// a peer has a suspect path, selection prefers such proven paths, so that a message
+    /// moved off one broken path does not try the other broken ones one by one (with rails
+    /// on separate subnets one broken rail breaks several paths at once; see [`Watch`]).
+    pub(super) fn path_proven(&self, id: PeerNiId, ni: NiId) -> bool {
+        let window = self.failover_timeout(id) / 2;
+        self.peers.ni(id).is_some_and(|peer_ni| {
+            peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && self.now < *at + window)
+        })
     }
 
-    /// The driver finished a transmit to `id` that took `took`.
-    pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, took: Option<Duration>) {
+    /// Whether any path to any of `peer`'s NIs is suspect.
+    pub(super) fn peer_in_trouble(&self, peer: crate::engine::peer::PeerId) -> bool {
+        self.peers.peer(peer).is_some_and(|entry| {
+            entry
+                .nets
+                .iter()
+                .flat_map(|net| &net.nis)
+                .any(|id| self.peers.ni(*id).is_some_and(|peer_ni| peer_ni.watch.any_suspect()))
+        })
+    }
+
+    /// A transmit to `id` from `ni` went to the driver.
+    pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
-        let Some(ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        ni.watch.in_lnd = ni.watch.in_lnd.saturating_sub(1);
-        ni.watch.lnd_since = now;
+        let path = peer_ni.watch.path_mut(ni);
+        if path.in_lnd == 0 {
+            path.lnd_since = now;
+        }
+        path.in_lnd = path.in_lnd.saturating_add(1);
+        self.arm_watch(id, ni);
+    }
+
+    /// The driver finished a transmit to `id` from `ni` that took `took`.
+    pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, ni: NiId, took: Option<Duration>) {
+        let now = self.now;
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
+            return;
+        };
         if let Some(took) = took {
-            ni.watch.sample(took);
+            peer_ni.watch.sample(took);
         }
-        self.disarm_if_idle(id);
+        let path = peer_ni.watch.path_mut(ni);
+        path.in_lnd = path.in_lnd.saturating_sub(1);
+        path.lnd_since = now;
+        self.disarm_if_idle(id, ni);
     }
 
-    /// A tracked request through `id` left and awaits its response.
-    pub(super) fn watch_await_start(&mut self, id: PeerNiId) {
+    /// A tracked request through `id` from `ni` left and awaits its response.
+    pub(super) fn watch_await_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
-        let Some(ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        if ni.watch.awaiting == 0 {
-            ni.watch.rx_since = now;
+        let path = peer_ni.watch.path_mut(ni);
+        if path.awaiting == 0 {
+            path.rx_since = now;
         }
-        ni.watch.awaiting = ni.watch.awaiting.saturating_add(1);
-        self.arm_watch(id);
+        path.awaiting = path.awaiting.saturating_add(1);
+        self.arm_watch(id, ni);
     }
 
-    /// A request through `id` is no longer awaited; `rtt` when its response came.
-    pub(super) fn watch_await_end(&mut self, id: PeerNiId, rtt: Option<Duration>) {
-        let Some(ni) = self.peers.ni_mut(id) else {
+    /// A request through `id` from `ni` is no longer awaited; `rtt` when its response came.
+    pub(super) fn watch_await_end(&mut self, id: PeerNiId, ni: NiId, rtt: Option<Duration>) {
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        ni.watch.awaiting = ni.watch.awaiting.saturating_sub(1);
         if let Some(rtt) = rtt {
-            ni.watch.sample(rtt);
+            peer_ni.watch.sample(rtt);
         }
-        self.disarm_if_idle(id);
+        let path = peer_ni.watch.path_mut(ni);
+        path.awaiting = path.awaiting.saturating_sub(1);
+        self.disarm_if_idle(id, ni);
     }
 
-    /// Something arrived from `id`: the peer is making progress.
-    pub(super) fn watch_rx(&mut self, id: PeerNiId) {
+    /// Something arrived from `id` on `ni`: that path makes progress, and if it was suspect
+    /// it is usable again.
+    pub(super) fn watch_rx(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
-        if let Some(ni) = self.peers.ni_mut(id) {
-            ni.watch.rx_since = now;
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
+            return;
+        };
+        match peer_ni.watch.heard.iter_mut().find(|(via, _)| *via == ni) {
+            Some(heard) => heard.1 = now,
+            None => peer_ni.watch.heard.push((ni, now)),
+        }
+        let Some(index) = peer_ni.watch.paths.iter().position(|path| path.ni == ni) else {
+            return;
+        };
+        // In range: just found.
+        let path = &mut peer_ni.watch.paths[index];
+        path.rx_since = now;
+        if path.suspect {
+            path.suspect = false;
+            peer_ni.watch.prune();
         }
     }
 
     /// When the earliest watch entry is due (entries may be early: they are re-checked).
     pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.watch_queue.first().map(|(at, _)| (*at).max(self.now))
+        self.watch_queue.first().map(|(at, _, _)| (*at).max(self.now))
     }
 
-    /// Checks the due peer NIs; suspects the ones without progress.
+    /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some(&(at, id)) = self.watch_queue.first() {
+        while let Some(&(at, id, ni)) = self.watch_queue.first() {
             if at > self.now {
                 break;
             }
             self.watch_queue.pop_first();
             let timeout = self.failover_timeout(id);
-            let Some(ni) = self.peers.ni_mut(id) else {
+            let Some(peer_ni) = self.peers.ni_mut(id) else {
                 continue;
             };
-            ni.watch.armed = None;
-            if ni.deleted || timeout.is_zero() {
+            let deleted = peer_ni.deleted;
+            let path = peer_ni.watch.path_mut(ni);
+            path.armed = None;
+            let due = path.due(timeout);
+            if deleted || timeout.is_zero() {
+                peer_ni.watch.prune();
                 continue;
             }
-            match ni.watch.due(timeout) {
-                None => {}
-                Some(due) if due > self.now => self.arm_watch(id),
+            match due {
+                None => peer_ni.watch.prune(),
+                Some(due) if due > self.now => self.arm_watch(id, ni),
                 Some(_) => {
-                    self.suspect(id);
-                    self.arm_watch(id);
+                    self.suspect(id, ni);
+                    self.arm_watch(id, ni);
                 }
             }
         }
     }
 
-    /// Puts `id` in the watch queue at its due time if it has work outstanding. A peer with
-    /// one NI is not watched: there is no other path to move its traffic to.
-    fn arm_watch(&mut self, id: PeerNiId) {
-        let armed = self.peers.ni(id).is_none_or(|ni| ni.watch.armed.is_some());
+    /// Puts the path `ni` -> `id` in the watch queue at its due time if it has work
+    /// outstanding. A peer with one NI is not watched: there is no other path to move its
+    /// traffic to.
+    fn arm_watch(&mut self, id: PeerNiId, ni: NiId) {
+        let armed = self
+            .peers
+            .ni(id)
+            .is_none_or(|peer_ni| peer_ni.watch.path(ni).is_some_and(|p| p.armed.is_some()));
         if armed || !self.failover_enabled() || self.peers.peer_ni_count(id) <= 1 {
+            if let Some(peer_ni) = self.peers.ni_mut(id) {
+                peer_ni.watch.prune();
+            }
             return;
         }
         let timeout = self.failover_timeout(id);
-        let Some(ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        if let Some(due) = ni.watch.due(timeout) {
-            ni.watch.armed = Some(due);
-            self.watch_queue.insert((due, id));
+        let path = peer_ni.watch.path_mut(ni);
+        if let Some(due) = path.due(timeout) {
+            path.armed = Some(due);
+            self.watch_queue.insert((due, id, ni));
+        } else {
+            peer_ni.watch.prune();
         }
     }
 
-    /// Nothing outstanding any more: the entry goes (no wakeup for an idle peer NI).
-    fn disarm_if_idle(&mut self, id: PeerNiId) {
-        let Some(ni) = self.peers.ni_mut(id) else {
+    /// Nothing outstanding on the path any more: its entry goes (no wakeup for an idle path).
+    fn disarm_if_idle(&mut self, id: PeerNiId, ni: NiId) {
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        if ni.watch.in_lnd == 0 && ni.watch.awaiting == 0 {
-            if let Some(at) = ni.watch.armed.take() {
-                self.watch_queue.remove(&(at, id));
+        let path = peer_ni.watch.path_mut(ni);
+        if path.in_lnd == 0 && path.awaiting == 0 {
+            if let Some(at) = path.armed.take() {
+                self.watch_queue.remove(&(at, id, ni));
             }
         }
+        if let Some(peer_ni) = self.peers.ni_mut(id) {
+            peer_ni.watch.prune();
+        }
     }
 
-    /// `id` showed no progress for its timeout: lower its health, probe it, move its work.
-    fn suspect(&mut self, id: PeerNiId) {
+    /// A link came back (a local NI's fatal flag cleared, or a peer reported one of its NIs
+    /// UP again): paths may have healed, so every suspect path is probed at once, its backoff
+    /// restarted, rather than at the next (possibly minutes away) recovery ping.
+    pub(super) fn reprobe_suspect_paths(&mut self) {
+        if !self.failover_enabled() {
+            return;
+        }
+        let suspects: Vec<PeerNiId> = self
+            .peers
+            .nis
+            .iter()
+            .enumerate()
+            .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
+            .filter_map(|(index, _)| u32::try_from(index).ok().map(PeerNiId))
+            .collect();
+        for id in suspects {
+            if let Some(peer_ni) = self.peers.ni_mut(id) {
+                peer_ni.recovery.ping_count = 0;
+            }
+            self.probe_now(id);
+        }
+    }
+
+    /// The next path reset for the driver (see [`PathReset`]).
+    pub fn poll_path_reset(&mut self) -> Option<PathReset> {
+        self.path_resets.pop_front()
+    }
+
+    pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {
+        let reset = PathReset { ni, peer };
+        if self.path_resets.len() < MAX_PATH_RESETS && !self.path_resets.contains(&reset) {
+            self.path_resets.push_back(reset);
+        }
+    }
+
+    /// The path `ni` -> `id` showed no progress for its timeout: selection avoids it, the
+    /// peer NI's health goes down, the path is probed, the driver closes its connections and
+    /// its work moves to other paths.
+    fn suspect(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
         self.stats.blackhole_suspicions += 1;
-        let Some(ni) = self.peers.ni_mut(id) else {
+        let single = self.peers.peer_ni_count(id) <= 1;
+        let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
-        ni.health_stats.suspicions += 1;
-        // The clocks restart: a peer NI that stays silent is suspected again a timeout later.
-        ni.watch.lnd_since = now;
-        ni.watch.rx_since = now;
+        peer_ni.health_stats.suspicions += 1;
+        let nid = peer_ni.nid;
+        let path = peer_ni.watch.path_mut(ni);
+        // The clocks restart: a path that stays silent is suspected again a timeout later.
+        path.lnd_since = now;
+        path.rx_since = now;
         // As for remote health (semantics.md §4.2): with one NI there is nowhere else to go.
-        if self.peers.peer_ni_count(id) <= 1 {
+        if single {
             return;
+        }
+        path.suspect = true;
+        // This path is probed first.
+        if let Some(index) = peer_ni.watch.paths.iter().position(|path| path.ni == ni) {
+            let path = peer_ni.watch.paths.remove(index);
+            peer_ni.watch.paths.insert(0, path);
         }
         self.remote_failure(id);
         self.probe_now(id);
         let candidates: Vec<(Key, Move)> = self
             .msgs
             .iter()
-            .filter(|(_, message)| message.tx && message.peer_ni == Some(id))
+            .filter(|(_, message)| message.tx && message.peer_ni == Some(id) && message.ni == ni)
             .filter_map(|(key, message)| self.movable(message).map(|how| (key, how)))
             .collect();
         for (key, how) in candidates {
@@ -278,18 +474,21 @@ impl Node {
             .map(|(_, md)| md)
             .filter(|md| {
                 self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
-                    tracker.awaiting == Some(id) && tracker.request.is_some()
+                    tracker.awaiting == Some((id, ni)) && tracker.request.is_some()
                 })
             })
             .collect();
         for md in awaiting {
             self.reissue(md);
         }
+        // What the LND still holds on the path (PUTs without ACK, responses, originals of
+        // the copies just made) fails back now rather than at `sock_timeout`.
+        self.request_path_reset(ni, Some(nid));
     }
 
     /// A local NI lost its link (its fatal flag went up): what the driver holds on it and
     /// the requests that left through it and await a response move to other paths at once,
-    /// as for a suspect peer NI.
+    /// as for a suspect path.
     pub(super) fn evacuate_ni(&mut self, ni: NiId) {
         if !self.failover_enabled() {
             return;
@@ -310,9 +509,7 @@ impl Node {
             .map(|(_, md)| md)
             .filter(|md| {
                 self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
-                    tracker.sent_ni == Some(ni)
-                        && tracker.awaiting.is_some()
-                        && tracker.request.is_some()
+                    tracker.awaiting.is_some_and(|(_, via)| via == ni) && tracker.request.is_some()
                 })
             })
             .collect();
@@ -505,7 +702,7 @@ impl Node {
         let free = request.source.is_none()
             && tracker
                 .awaiting
-                .and_then(|id| self.peers.peer_of(id))
+                .and_then(|(id, _)| self.peers.peer_of(id))
                 .is_some_and(|peer| peer.multi_rail());
         if !single_response || !in_window || !free || request.copies >= retry_limit {
             return;

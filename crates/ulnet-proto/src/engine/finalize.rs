@@ -251,11 +251,11 @@ impl Node {
         let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
             return;
         };
-        let previous = tracker.awaiting.replace(peer_ni);
-        if let Some(previous) = previous {
-            self.watch_await_end(previous, None);
+        let previous = tracker.awaiting.replace((peer_ni, message.ni));
+        if let Some((previous, via)) = previous {
+            self.watch_await_end(previous, via, None);
         }
-        self.watch_await_start(peer_ni);
+        self.watch_await_start(peer_ni, message.ni);
     }
 
     /// The ACK or REPLY of a tracked request arrived: round-trip statistics (Lustre's
@@ -271,8 +271,8 @@ impl Node {
         let since_sent =
             tracker.sent_at.filter(|_| !copied).map(|at| now.saturating_duration_since(at));
         let awaiting = tracker.awaiting.take();
-        if let Some(peer_ni) = awaiting {
-            self.watch_await_end(peer_ni, since_sent);
+        if let Some((peer_ni, via)) = awaiting {
+            self.watch_await_end(peer_ni, via, since_sent);
         }
         let op = if kind == EventKind::Reply { LatencyOp::GetRtt } else { LatencyOp::PutAck };
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {

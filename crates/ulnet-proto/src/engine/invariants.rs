@@ -264,38 +264,49 @@ fn check_failover(node: &Node) -> Result<(), String> {
     if !node.failover_enabled() {
         return Ok(());
     }
-    let mut in_lnd = vec![0usize; node.peers.nis.len()];
-    let mut awaiting = vec![0usize; node.peers.nis.len()];
+    // Per path (peer NI, local NI): transmits in the LND and requests awaited.
+    let mut counts: std::collections::BTreeMap<(u32, u16), (usize, usize)> =
+        std::collections::BTreeMap::new();
     for (_, message) in node.msgs.iter() {
         if message.tx && message.phase == Phase::InLnd {
-            if let Some(count) = message.peer_ni.and_then(|id| in_lnd.get_mut(id.0 as usize)) {
-                *count += 1;
+            if let Some(id) = message.peer_ni {
+                counts.entry((id.0, message.ni.0)).or_default().0 += 1;
             }
         }
     }
     for (_, md) in node.mds.iter() {
-        let awaited = md.tracker.as_ref().and_then(|tracker| tracker.awaiting);
-        if let Some(count) = awaited.and_then(|id| awaiting.get_mut(id.0 as usize)) {
-            *count += 1;
+        if let Some((id, ni)) = md.tracker.as_ref().and_then(|tracker| tracker.awaiting) {
+            counts.entry((id.0, ni.0)).or_default().1 += 1;
         }
     }
-    let armed = node.peers.nis.iter().filter(|ni| ni.watch.armed.is_some()).count();
+    let armed: usize = node
+        .peers
+        .nis
+        .iter()
+        .map(|ni| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
+        .sum();
     if armed != node.watch_queue.len() {
-        return Err(format!("{armed} peer NIs armed but {} watch entries", node.watch_queue.len()));
+        return Err(format!("{armed} paths armed but {} watch entries", node.watch_queue.len()));
     }
-    for (index, ni) in node.peers.nis.iter().enumerate() {
-        let entry = ni.watch.armed.map(|at| (at, crate::engine::peer::PeerNiId(index as u32)));
-        if entry.is_some_and(|entry| !node.watch_queue.contains(&entry)) {
-            return Err(format!("peer NI {:?} armed without a watch entry", ni.nid));
+    for (index, peer_ni) in node.peers.nis.iter().enumerate() {
+        let id = crate::engine::peer::PeerNiId(index as u32);
+        for path in &peer_ni.watch.paths {
+            if path.armed.is_some_and(|at| !node.watch_queue.contains(&(at, id, path.ni))) {
+                return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));
+            }
+            let (in_lnd, awaiting) = counts.remove(&(id.0, path.ni.0)).unwrap_or_default();
+            if in_lnd != path.in_lnd as usize || awaiting != path.awaiting as usize {
+                return Err(format!(
+                    "path {:?} -> {:?} watch counts {}/{} but {in_lnd} in the LND and {awaiting} awaited",
+                    path.ni, peer_ni.nid, path.in_lnd, path.awaiting
+                ));
+            }
         }
     }
-    for ((ni, in_lnd), awaiting) in node.peers.nis.iter().zip(in_lnd).zip(awaiting) {
-        if in_lnd != ni.watch.in_lnd as usize || awaiting != ni.watch.awaiting as usize {
-            return Err(format!(
-                "peer NI {:?} watch counts {}/{} but {in_lnd} in the LND and {awaiting} awaited",
-                ni.nid, ni.watch.in_lnd, ni.watch.awaiting
-            ));
-        }
+    if let Some(((id, ni), (in_lnd, awaiting))) = counts.into_iter().find(|(_, c)| *c != (0, 0)) {
+        return Err(format!(
+            "path NI {ni} -> peer NI {id} unwatched with {in_lnd} in the LND and {awaiting} awaited"
+        ));
     }
     Ok(())
 }

@@ -184,8 +184,9 @@ pub(crate) struct Tracker {
     /// which NI it last left.
     pub(crate) sent_at: Option<Time>,
     pub(crate) sent_ni: Option<crate::engine::ni::NiId>,
-    /// The peer NI whose `awaiting` count includes this request (fast failover).
-    pub(crate) awaiting: Option<PeerNiId>,
+    /// The path (peer NI, local NI) whose `awaiting` count includes this request (fast
+    /// failover).
+    pub(crate) awaiting: Option<(PeerNiId, crate::engine::ni::NiId)>,
     /// What fast failover needs to send the request again; `None` when it may not (fast
     /// failover off, or more than one operation on the MD).
     pub(crate) request: Option<Box<TrackedRequest>>,

@@ -50,7 +50,9 @@ pub use error::{
     PortalError, Rejected,
 };
 pub use event::{Event, EventKind, EventStatus};
-pub use failover::{COPY_WINDOW, DEDUPE_WINDOW, MAX_FAILOVER_BYTES, RESEND_COOKIE_FLAG};
+pub use failover::{
+    COPY_WINDOW, DEDUPE_WINDOW, MAX_FAILOVER_BYTES, MAX_PATH_RESETS, PathReset, RESEND_COOKIE_FLAG,
+};
 pub use health::{HealthStatus, MAX_HEALTH};
 pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};

@@ -304,7 +304,9 @@ pub struct Node {
     /// When the next recovery pass is due.
     pub(super) recovery_deadline: Option<Time>,
     /// Fast failover: peer NIs with work outstanding, by when they become suspect.
-    pub(super) watch_queue: BTreeSet<(Time, PeerNiId)>,
+    pub(super) watch_queue: BTreeSet<(Time, PeerNiId, NiId)>,
+    /// Fast failover and fatal NIs: connections the driver should close.
+    pub(super) path_resets: VecDeque<crate::engine::failover::PathReset>,
     /// Fast failover: payload bytes held in private copies.
     pub(super) failover_bytes: u64,
     /// Fast failover, target side: PUTs with ACK and GETs received lately.
@@ -377,6 +379,7 @@ impl Node {
             peer_recovery: Vec::new(),
             recovery_deadline: None,
             watch_queue: BTreeSet::new(),
+            path_resets: VecDeque::new(),
             failover_bytes: 0,
             deliveries: DeliveryLog::default(),
         };
@@ -833,7 +836,7 @@ impl Node {
             }
         }
         if let Some(peer_ni) = peer_ni {
-            self.watch_lnd_start(peer_ni);
+            self.watch_lnd_start(peer_ni, ni);
         }
     }
 
@@ -876,7 +879,7 @@ impl Node {
         };
         if let Some(peer_ni) = message.peer_ni.filter(|_| self.failover_enabled()) {
             let took = message.lnd_at.map(|at| self.now.saturating_duration_since(at));
-            self.watch_lnd_done(peer_ni, took.filter(|_| status.is_ok()));
+            self.watch_lnd_done(peer_ni, message.ni, took.filter(|_| status.is_ok()));
         }
         self.finalize_tx(tx.0, status, event_status, false);
         self.run_work();
@@ -1339,8 +1342,8 @@ impl Node {
         };
         self.live_trackers = self.live_trackers.saturating_sub(1);
         self.stats.rst_alloc = self.live_trackers as u64;
-        if let Some(peer_ni) = tracker.awaiting {
-            self.watch_await_end(peer_ni, None);
+        if let Some((peer_ni, via)) = tracker.awaiting {
+            self.watch_await_end(peer_ni, via, None);
         }
         self.compact_trackers();
     }

@@ -84,8 +84,10 @@ impl Node {
         let Some(lpni) = self.peers.ni(id) else {
             return;
         };
-        // The common case first: a healthy peer NI (every OK receive comes here).
-        if lpni.health.value() == MAX_HEALTH || lpni.recovery.queued {
+        // The common case first: a healthy peer NI (every OK receive comes here). One with a
+        // suspect path stays under recovery until that path is probed back.
+        if (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect()) || lpni.recovery.queued
+        {
             return;
         }
         // Lustre deletes NIs a peer stops listing; here they stay, vanished, and are not
@@ -97,7 +99,8 @@ impl Node {
         let Some(lpni) = self.peers.ni_mut(id) else {
             return;
         };
-        if lpni.recovery.queued || lpni.health.value() == MAX_HEALTH {
+        if lpni.recovery.queued || (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect())
+        {
             return;
         }
         let Some(last_alive) = lpni.last_alive else {
@@ -179,7 +182,7 @@ impl Node {
             }
             local.recovery.pending = true;
             let nid = local.nid;
-            let sent = self.send_recovery_ping(RecoveryTarget::Local(ni), nid);
+            let sent = self.send_recovery_ping(RecoveryTarget::Local(ni), nid, None);
             let interval_for = |count| self.tunables.recovery_ping_interval(count);
             let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
                 continue;
@@ -209,7 +212,8 @@ impl Node {
             let Some(lpni) = self.peers.ni_mut(id) else {
                 continue;
             };
-            if lpni.deleted || lpni.vanished || lpni.health.value() == MAX_HEALTH {
+            let recovered = lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect();
+            if lpni.deleted || lpni.vanished || recovered {
                 lpni.recovery.queued = false;
                 // lustre: lnet_unlink_lpni_recovery_mdh_locked() unlinks any MD still held,
                 // pending or not: a failed ping's MD outlives its SEND event.
@@ -235,7 +239,11 @@ impl Node {
             }
             lpni.recovery.pending = true;
             let nid = lpni.nid;
-            let sent = self.send_recovery_ping(RecoveryTarget::Peer(id), nid);
+            // Fast failover: a suspect path is probed from its own local NI (in turn), so
+            // that only its REPLY clears it.
+            let source = lpni.watch.next_probe();
+            let source = source.and_then(|ni| self.ni_nid(ni));
+            let sent = self.send_recovery_ping(RecoveryTarget::Peer(id), nid, source);
             let interval_for = |count| self.tunables.recovery_ping_interval(count);
             let Some(lpni) = self.peers.ni_mut(id) else {
                 continue;
@@ -270,11 +278,16 @@ impl Node {
     /// `lnet_send_ping(.., recovery = true)`: a 272-byte ping GET, tracked, never resent,
     /// sent non-multi-rail to exactly `nid`. With fast failover its tracker expires after the
     /// probe timeout instead of the transaction timeout.
-    fn send_recovery_ping(&mut self, target: RecoveryTarget, nid: Nid) -> Option<Key> {
+    fn send_recovery_ping(
+        &mut self,
+        target: RecoveryTarget,
+        nid: Nid,
+        source: Option<Nid>,
+    ) -> Option<Key> {
         let owner = MdOwner::Recovery(target);
         let process = ProcessId::new(nid, LNET_PID_LUSTRE);
         let md = self
-            .send_internal_ping(owner, LNET_PING_INFO_MIN_SIZE as u32, process, None, true)
+            .send_internal_ping(owner, LNET_PING_INFO_MIN_SIZE as u32, process, source, true)
             .ok()?;
         let probe = match target {
             RecoveryTarget::Peer(id) => self.failover_timeout(id),

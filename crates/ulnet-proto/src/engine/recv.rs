@@ -75,7 +75,7 @@ impl Node {
             peer.alive = true;
         }
         if let Some(peer_ni) = peer_ni.filter(|_| self.failover_enabled()) {
-            self.watch_rx(peer_ni);
+            self.watch_rx(peer_ni, ni);
         }
         let template = EventTemplate {
             initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),

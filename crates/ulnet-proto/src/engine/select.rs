@@ -14,6 +14,16 @@
 //! * local NI: fatal flag, health, priority, NUMA distance (rounded up to `numa_range`),
 //!   tx credits, sequence;
 //! * peer NI: health, priority, "the chosen NI is preferred", tx credits, sequence.
+//!
+//! Not in Lustre: with fast failover on, a path (local NI, peer NI) suspected of
+//! black-holing traffic (`failover.rs`) is avoided like a fatal NI. For a fresh PUT or GET to
+//! a multi-rail peer, a local NI with no unsuspected path to any of the peer's NIs on the net
+//! comes after every NI that has one (right after the fatal flag), and a peer NI whose path
+//! from the chosen NI is suspect comes after every other (before health). While a peer has a
+//! suspect path, paths proven alive lately (something arrived on them) come next, before
+//! health: one broken rail can break several paths, and a moved message should not find them
+//! one suspicion timeout at a time. Without suspicions (and with `blackhole_timeout = 0`) the
+//! orders are exactly Lustre's.
 
 use crate::addr::{Net, Nid};
 use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
@@ -22,6 +32,13 @@ use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::wire::header::Body;
 use crate::wire::ping::LNET_RESERVED_PORTAL;
+
+/// A local NI's selection key: (index, fatal, blocked, unproven, health, priority, distance,
+/// credits, seq).
+type NiKey = (usize, bool, bool, bool, u32, u32, u32, i32, u64);
+/// A peer NI's selection key: (id, suspect, unproven, health, priority, preferred, credits,
+/// seq).
+type PeerNiKey = (PeerNiId, bool, bool, u32, u32, bool, i32, u64);
 
 /// Why no path was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +193,7 @@ impl Node {
             return ni.map(|ni| (ni, destination)).ok_or(SelectError::HostUnreachable);
         }
         let net = self.best_local_net(peer).ok_or(SelectError::HostUnreachable)?;
-        let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
+        let ni = self.best_ni(net, Some(peer)).ok_or(SelectError::HostUnreachable)?;
         let peer_ni = self.best_peer_ni(ni, peer, net).ok_or(SelectError::HostUnreachable)?;
         Ok((ni, peer_ni))
     }
@@ -254,17 +271,48 @@ impl Node {
 
     /// `lnet_get_best_ni`: the best usable NI on `net`.
     pub(super) fn best_ni_on_net(&self, net: Net) -> Option<NiId> {
+        self.best_ni(net, None)
+    }
+
+    /// `lnet_get_best_ni`, and for a multi-rail `peer`, NIs whose every path to the peer's
+    /// NIs on `net` is suspect come last but for fatal ones (see the module documentation).
+    fn best_ni(&self, net: Net, peer: Option<PeerId>) -> Option<NiId> {
         let range = self.tunables.numa_range;
-        // (index, fatal, health, priority, distance, credits, seq)
-        let mut best: Option<(usize, bool, u32, u32, u32, i32, u64)> = None;
+        let trouble = peer.is_some_and(|peer| self.peer_in_trouble(peer));
+        let peer_nis: &[PeerNiId] = peer
+            .and_then(|peer| self.peers.peer(peer))
+            .and_then(|peer| peer.nets.iter().find(|peer_net| peer_net.net == net))
+            .map_or(&[], |peer_net| peer_net.nis.as_slice());
+        let mut best: Option<NiKey> = None;
         for (index, ni) in self.nis.iter().enumerate() {
             if !ni.usable() || ni.nid.net() != net {
                 continue;
             }
+            let id = u16::try_from(index).map(NiId).ok();
+            // Blocked: the peer has NIs here and the path from this NI to each is suspect.
+            let blocked = trouble
+                && !peer_nis.is_empty()
+                && peer_nis.iter().all(|peer_ni| {
+                    self.peers.ni(*peer_ni).is_none_or(|lpni| {
+                        lpni.vanished || id.is_some_and(|id| lpni.watch.suspects(id))
+                    })
+                });
+            // Unproven: in trouble, and no unsuspected path from this NI was heard from lately.
+            let unproven = trouble
+                && !peer_nis.iter().any(|peer_ni| {
+                    id.is_some_and(|id| {
+                        self.peers
+                            .ni(*peer_ni)
+                            .is_some_and(|lpni| !lpni.vanished && !lpni.watch.suspects(id))
+                            && self.path_proven(*peer_ni, id)
+                    })
+                });
             let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
             let candidate = (
                 index,
                 ni.fatal_error,
+                blocked,
+                unproven,
                 ni.health.value(),
                 ni.priority,
                 ni.numa_distance.max(range),
@@ -278,15 +326,19 @@ impl Node {
             let better = if candidate.1 != current.1 {
                 !candidate.1
             } else if candidate.2 != current.2 {
-                candidate.2 > current.2
+                !candidate.2
             } else if candidate.3 != current.3 {
-                candidate.3 < current.3
+                !candidate.3
             } else if candidate.4 != current.4 {
-                candidate.4 < current.4
+                candidate.4 > current.4
             } else if candidate.5 != current.5 {
-                candidate.5 > current.5
-            } else {
+                candidate.5 < current.5
+            } else if candidate.6 != current.6 {
                 candidate.6 < current.6
+            } else if candidate.7 != current.7 {
+                candidate.7 > current.7
+            } else {
+                candidate.8 < current.8
             };
             if better {
                 best = Some(candidate);
@@ -300,8 +352,8 @@ impl Node {
     fn best_peer_ni(&self, ni: NiId, peer: PeerId, net: Net) -> Option<PeerNiId> {
         let local_nid = self.ni_nid(ni);
         let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
-        // (id, health, priority, preferred, credits, seq)
-        let mut best: Option<(PeerNiId, u32, u32, bool, i32, u64)> = None;
+        let trouble = self.peer_in_trouble(peer);
+        let mut best: Option<PeerNiKey> = None;
         for id in &peer_net.nis {
             let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
                 continue;
@@ -309,6 +361,8 @@ impl Node {
             let preferred = local_nid.is_some() && lpni.preferred == local_nid;
             let candidate = (
                 *id,
+                lpni.watch.suspects(ni),
+                trouble && !self.path_proven(*id, ni),
                 lpni.health.value(),
                 lpni.priority,
                 preferred,
@@ -320,15 +374,19 @@ impl Node {
                 continue;
             };
             let better = if candidate.1 != current.1 {
-                candidate.1 > current.1
+                !candidate.1
             } else if candidate.2 != current.2 {
-                candidate.2 < current.2
+                !candidate.2
             } else if candidate.3 != current.3 {
-                candidate.3
+                candidate.3 > current.3
             } else if candidate.4 != current.4 {
-                candidate.4 > current.4
+                candidate.4 < current.4
+            } else if candidate.5 != current.5 {
+                candidate.5
+            } else if candidate.6 != current.6 {
+                candidate.6 > current.6
             } else {
-                candidate.5 < current.5
+                candidate.7 < current.7
             };
             if better {
                 best = Some(candidate);

@@ -100,6 +100,19 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
         wakes: &mut Wakes,
     );
 
+    /// Close the connections to `peer` (every connection when `None`), failing what they
+    /// hold back to the core: the core gave up on that path or the NI's link went down
+    /// ([`PathReset`](ulnet_proto::engine::PathReset)). Core locked; must not block.
+    fn reset(
+        &self,
+        _node: &Arc<Shared>,
+        _core: &mut Core,
+        _now: Time,
+        _peer: Option<ulnet_proto::addr::Nid>,
+        _wakes: &mut Wakes,
+    ) {
+    }
+
     /// Called by the I/O loop on every turn, with no lock held: do due work, and say when to
     /// be called again (`None`: only when the doorbell rings).
     fn poll(&self, _node: &Arc<Shared>, _now: Time) -> Option<Time> {

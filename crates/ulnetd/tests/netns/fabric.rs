@@ -102,7 +102,28 @@ impl Fabric {
             }
         }
         ip(&["-n", &fabric.a, "addr", "add", "10.1.1.3/24", "dev", "ul1"]);
+        fabric.wait_operational();
         fabric
+    }
+
+    /// Waits until every rail reads `state UP` on both sides: the kernel reports a new veth's
+    /// carrier up to a second late (linkwatch), and a daemon started before that raises the
+    /// NI's fatal flag at startup and advertises it DOWN.
+    fn wait_operational(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        for side in [Side::A, Side::B] {
+            for rail in 1..=self.rails {
+                loop {
+                    let output =
+                        ip(&["-n", self.ns(side), "-o", "link", "show", &format!("ul{rail}")]);
+                    if String::from_utf8_lossy(&output.stdout).contains("state UP") {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "ul{rail} never came up");
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
     }
 
     pub fn ns(&self, side: Side) -> &str {

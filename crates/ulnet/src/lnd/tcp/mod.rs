@@ -372,6 +372,19 @@ impl Lnd for TcpLnd {
         inner.table().resume(&mut cx, resume);
     }
 
+    fn reset(
+        &self,
+        node: &Arc<Shared>,
+        core: &mut Core,
+        now: Time,
+        peer: Option<Nid>,
+        wakes: &mut Wakes,
+    ) {
+        let inner = &self.inner;
+        let mut cx = Cx { inner, node, core, now, wakes };
+        inner.table().reset(&mut cx, peer);
+    }
+
     fn poll(&self, node: &Arc<Shared>, now: Time) -> Option<Time> {
         let inner = &self.inner;
         inner.run_inbox(node);

@@ -155,6 +155,10 @@ pub(super) enum CloseCause {
     /// The peer came back with a new incarnation (or protocol): its old connections go.
     #[error("the peer rebooted")]
     PeerRebooted,
+    /// The core gave up on the path (fast failover suspects a black hole) or the NI's link
+    /// went down: what the connection holds fails back to be resent elsewhere.
+    #[error("path reset (black hole suspected or link down)")]
+    Reset,
     /// A bug of ours; the connection cannot be trusted any more.
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -183,7 +187,7 @@ impl CloseCause {
     fn status(self) -> HealthStatus {
         match self {
             Self::Timeout(_) | Self::StaleZcRequests => HealthStatus::LocalTimeout,
-            Self::PeerClosed | Self::Io(_) | Self::Truncated | Self::PeerRebooted => {
+            Self::PeerClosed | Self::Io(_) | Self::Truncated | Self::PeerRebooted | Self::Reset => {
                 HealthStatus::RemoteDropped
             }
             Self::Malformed(_) | Self::Refused(_) => HealthStatus::RemoteError,
@@ -449,6 +453,36 @@ impl PeerTable {
                 self.forget_if_idle(peer_id);
                 Some((stream, Vec::new()))
             }
+        }
+    }
+
+    /// Closes every connection to the peers at `nid` (every peer when `None`) and fails the
+    /// messages waiting for one, with `RemoteDropped` (resent elsewhere when they may be), as
+    /// the kernel does for a downed link's connections.
+    /// lustre: socklnd.c `ksocknal_handle_link_state_change()`, `ksocknal_close_conn_locked()`.
+    pub(super) fn reset(&mut self, cx: &mut Cx<'_>, nid: Option<ulnet_proto::addr::Nid>) {
+        let peers: Vec<ProcessId> = self
+            .peers
+            .keys()
+            .filter(|peer| nid.is_none_or(|nid| peer.nid == nid))
+            .copied()
+            .collect();
+        for peer_id in peers {
+            let Some(peer) = self.peers.get_mut(&peer_id) else {
+                continue;
+            };
+            let pending: Vec<Pending> = peer.pending.drain(..).collect();
+            peer.building = false;
+            let conns: Vec<ConnId> = peer.io.iter().map(|io| io.id).collect();
+            for pending in pending {
+                if let Some(tx) = self.tokens.remove(&pending.token) {
+                    cx.core.complete_send(cx.now, tx, HealthStatus::RemoteDropped);
+                }
+            }
+            for id in conns {
+                self.close_conn(cx, peer_id, id, CloseCause::Reset);
+            }
+            self.forget_if_idle(peer_id);
         }
     }
 
