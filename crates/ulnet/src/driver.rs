@@ -477,7 +477,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
         // Resets first: a probe of a path just given up on is queued after them.
         while let Some(reset) = core.engine.poll_path_reset() {
             progressed = true;
-            if let Some(lnd) = shared.lnd(reset.ni).filter(|_| !core.closed) {
+            if let Some(lnd) = core.lnd(reset.ni).filter(|_| !core.closed) {
                 lnd.reset(shared, core, now, reset.peer, wakes);
             }
         }

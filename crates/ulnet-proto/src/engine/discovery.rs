@@ -577,6 +577,7 @@ impl Node {
             let primary = entry.primary_nid;
             if !keep && self.peers.ni(id).is_some_and(|ni| ni.nid != primary) {
                 self.delete_peer_ni(id);
+                self.evacuate_peer_ni(id);
                 deleted = true;
                 continue;
             }

@@ -518,6 +518,44 @@ impl Node {
         }
     }
 
+    /// A peer NI its peer stopped listing was deleted (discovery): what is queued for it or
+    /// held by the driver moves to the peer's other NIs, and requests through it that await a
+    /// response are reissued there, instead of waiting out `transaction_timeout` for a reply
+    /// that can no longer come (the peer closed that NI's connections). Call after the
+    /// delete, so selection no longer offers it.
+    pub(super) fn evacuate_peer_ni(&mut self, id: PeerNiId) {
+        if !self.failover_enabled() {
+            return;
+        }
+
+        let candidates: Vec<(Key, Move)> = self
+            .msgs
+            .iter()
+            .filter(|(_, message)| message.tx && message.peer_ni == Some(id))
+            .filter_map(|(key, message)| self.movable(message).map(|how| (key, how)))
+            .collect();
+        for (key, how) in candidates {
+            match how {
+                Move::Reselect => self.reselect(key),
+                Move::Copy => self.copy_in_lnd(key),
+            }
+        }
+        let awaiting: std::collections::BTreeSet<Key> = self
+            .trackers
+            .iter()
+            .map(|(_, md)| md)
+            .filter(|md| {
+                self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
+                    tracker.awaiting.is_some_and(|(peer_ni, _)| peer_ni == id)
+                        && tracker.request.is_some()
+                })
+            })
+            .collect();
+        for md in awaiting {
+            self.reissue(md);
+        }
+    }
+
     /// Whether a message to a suspect peer NI can go elsewhere: not pinned to a source (nor
     /// a response, which is), to a multi-rail peer, not a recovery ping.
     fn movable(&self, message: &Message) -> Option<Move> {

@@ -240,9 +240,18 @@ impl Node {
     /// The monitor thread's resend: run selection again (deadline renewed on commit), from
     /// the source the user asked for (`msg_src_nid_param`).
     pub(super) fn resend(&mut self, key: Key) {
-        let Some(message) = self.msgs.get(key).filter(|m| m.phase == Phase::ResendQueued) else {
+        let Some(message) = self.msgs.get_mut(key).filter(|m| m.phase == Phase::ResendQueued)
+        else {
             return;
         };
+        // A resend selects from the original target (Lustre's `msg_target`), not from the
+        // peer NI the last attempt went to, which may since have been deleted (a new peer
+        // would be made for it). lustre: lib-move.c lnet_resend_pending_msgs_locked(),
+        // lnet_select_pathway().
+        let target = message.template.target.nid;
+        if message.response_ni.is_none() && !target.is_any() {
+            message.header.dest_nid = target;
+        }
         let source = message.source;
         self.send(key, source);
     }

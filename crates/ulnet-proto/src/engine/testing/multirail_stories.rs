@@ -828,6 +828,30 @@ fn a_peer_whose_nis_change_pushes_the_change() {
     assert_eq!(h.rail_traffic(rail_nid(0, 3), added).0, before);
 }
 
+/// The peer removes an NI while GETs to it await their REPLY (its connections, here its
+/// link, are gone with it): once the push says so, they are reissued to the peer's other NI
+/// instead of waiting out the transaction timeout.
+#[test]
+fn gets_awaiting_a_removed_peer_ni_are_reissued_elsewhere() {
+    let mut h = harness(1, RAIL);
+    let mut log = EventLog::default();
+    let added = rail_nid(1, 3);
+    h.add_ni(0, rail_nid(0, 3));
+    h.add_ni(1, added);
+    h.drive();
+    let batch = start(&mut h, 0, 1, 32, 64, true);
+    // Until some GETs went to the added NI and none of their REPLYs came back.
+    while h.rail_traffic(rail_nid(0, 3), added).0 == 0 {
+        assert!(h.step(), "the added NI was never used");
+    }
+    h.remove_ni(1, added);
+    let removed_at = h.now();
+    h.drive();
+    assert_complete(&mut h, &mut log, &batch);
+    assert!(h.node(0).stats().fast_resends > 0);
+    assert!(h.now() < removed_at + h.node(0).tunables().transaction_timeout);
+}
+
 #[test]
 fn discovery_of_a_non_multi_rail_peer_uses_only_the_nid_given() {
     let config = HarnessConfig { rails: 2, link: RAIL, ..HarnessConfig::default() };
