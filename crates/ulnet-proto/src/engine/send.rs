@@ -351,11 +351,21 @@ impl Node {
         if length == 0 {
             return true;
         }
+        let (target_offset, source_offset) =
+            (receiver.md_offset as usize, sender.md_offset as usize);
+        // A fast-failover copy carries its payload privately (its MD may be gone); a copy can
+        // reach loopback when the peer NI it was meant for is one of our own NIDs.
+        if let (Some(target_md), None, Some(orphan)) =
+            (receiver.md, sender.md, sender.orphan.as_deref())
+        {
+            let Some(md) = self.mds.get_mut(target_md) else {
+                return false;
+            };
+            return copy_between(orphan, source_offset, &mut md.memory, target_offset, length);
+        }
         let (Some(target_md), Some(source_md)) = (receiver.md, sender.md) else {
             return false;
         };
-        let (target_offset, source_offset) =
-            (receiver.md_offset as usize, sender.md_offset as usize);
         if target_md == source_md {
             let Some(md) = self.mds.get_mut(target_md) else {
                 return false;

@@ -531,4 +531,13 @@ mod regressions {
     fn tracker_queue_holds_no_repeats() {
         super::drive_arbitrary(include_bytes!("regressions/repeated-tracker-entries.bin"));
     }
+
+    /// libFuzzer input: a fast-failover copy of a PUT (payload held privately, no MD) was
+    /// resent to a peer NI whose NID is one of our own (a configured peer listing it), so it
+    /// took the loopback LND, which only copied from MDs. Fixed by copying from the private
+    /// payload there too.
+    #[test]
+    fn a_failover_copy_can_go_through_loopback() {
+        super::drive_arbitrary(include_bytes!("regressions/resend-to-own-nid.bin"));
+    }
 }
