@@ -17,7 +17,10 @@
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+// Keys are our own counters: no need for a DoS-resistant hash on the per-RPC path.
+use foldhash::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -633,16 +636,16 @@ impl RpcCore {
         Self {
             node,
             events,
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             next_token: 1,
-            clients: HashMap::new(),
-            servers: HashMap::new(),
+            clients: HashMap::default(),
+            servers: HashMap::default(),
             next_rpc: 1,
-            services: HashMap::new(),
-            request_buffers: HashMap::new(),
+            services: HashMap::default(),
+            request_buffers: HashMap::default(),
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
-            pool: HashMap::new(),
+            pool: HashMap::default(),
             counters: SrpcCounters::default(),
             wake: false,
             events_dropped: 0,
@@ -697,7 +700,7 @@ impl RpcCore {
         set_match_bits(&mut request.body, reply_bits, bulk_bits);
 
         let reply_token = self.token(Slot::ClientReply(id));
-        let reply_spec = MdSpec::new(Memory::new(vec![0; SRPC_MSG_LEN]))
+        let reply_spec = MdSpec::new(Memory::new(self.buffer(SRPC_MSG_LEN)))
             .options(MdOptions::OP_PUT)
             .threshold(Threshold::Count(1))
             .user_ptr(reply_token);
@@ -739,7 +742,8 @@ impl RpcCore {
         }
 
         let request_token = self.token(Slot::ClientRequest(id));
-        let mut payload = request.emit().to_vec();
+        let mut payload = self.buffer(SRPC_MSG_LEN);
+        payload.copy_from_slice(&request.emit());
         if let Some((offset, bytes)) = tail {
             if let Some(slot) = payload.get_mut(offset..offset + bytes.len()) {
                 slot.copy_from_slice(&bytes);
@@ -896,11 +900,11 @@ impl RpcCore {
         }
         match slot {
             Slot::RequestBuffer(service) => self.request_arrived(app, service, &mut event),
-            Slot::ClientRequest(id) => self.client_request_event(id, &event),
+            Slot::ClientRequest(id) => self.client_request_event(id, &mut event),
             Slot::ClientReply(id) => self.client_reply_event(id, &mut event),
             Slot::ClientBulk(id) => self.client_bulk_event(id, &mut event),
             Slot::ServerBulk(id) => self.server_bulk_event(id, &mut event),
-            Slot::ServerReply(id) => self.server_reply_event(id, &event),
+            Slot::ServerReply(id) => self.server_reply_event(id, &mut event),
         }
     }
 
@@ -1087,8 +1091,9 @@ impl RpcCore {
         let peer = rpc.incoming.peer;
         let self_nid = rpc.incoming.self_nid;
         let token = self.token(Slot::ServerReply(id));
-        let spec =
-            MdSpec::new(Memory::new(reply.to_vec())).threshold(Threshold::Count(1)).user_ptr(token);
+        let mut payload = self.buffer(SRPC_MSG_LEN);
+        payload.copy_from_slice(&reply);
+        let spec = MdSpec::new(Memory::new(payload)).threshold(Threshold::Count(1)).user_ptr(token);
         let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
             Ok(md) => md,
             Err(_) => {
@@ -1115,7 +1120,10 @@ impl RpcCore {
         }
     }
 
-    fn server_reply_event(&mut self, id: u64, event: &Event) {
+    fn server_reply_event(&mut self, id: u64, event: &mut Event) {
+        if let Some(memory) = event.memory.take() {
+            self.recycle(memory);
+        }
         if !event.unlinked {
             return;
         }
@@ -1135,7 +1143,10 @@ impl RpcCore {
         }
     }
 
-    fn client_request_event(&mut self, id: u64, event: &Event) {
+    fn client_request_event(&mut self, id: u64, event: &mut Event) {
+        if let Some(memory) = event.memory.take() {
+            self.recycle(memory);
+        }
         let Some(rpc) = self.clients.get_mut(&id) else { return };
         if event.kind == EventKind::Send && event.status.is_ok() {
             self.counters.rpcs_sent = self.counters.rpcs_sent.wrapping_add(1);
@@ -1204,6 +1215,9 @@ impl RpcCore {
         }
         if let Some(why) = abort {
             self.abort(ClientRpcId(id), why);
+        }
+        if let Some(memory) = memory {
+            self.recycle(memory);
         }
         self.check_client(id);
     }
