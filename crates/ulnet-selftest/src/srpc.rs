@@ -3,12 +3,11 @@
 //! the match-bit generator, and the `srpc_counters`.
 //!
 //! Everything runs over the public [`ulnet::Node`] API, so it works on any LND. One
-//! [`Endpoint`] owns one event queue; all its MDs report to that queue, and an MD's `user_ptr`
-//! names what the event is about. The queue's waker folds events in on the thread that queued
-//! them (usually the node's I/O thread): it locks the endpoint's state (the RPC machinery plus
-//! the application on top: the selftest service or the console), folds the events in and calls
-//! the application back. A timer thread runs deadlines. Callers from other threads (the
-//! console's commands) lock the same state and wait on a condition variable.
+//! [`Endpoint`] owns one event queue and one dispatcher thread; all its MDs report to that
+//! queue, and an MD's `user_ptr` names what the event is about. The dispatcher locks the
+//! endpoint's state (the RPC machinery plus the application on top: the selftest service or
+//! the console), folds the event in and calls the application back. Callers from other
+//! threads (the console's commands) lock the same state and wait on a condition variable.
 //!
 //! Nothing here blocks while holding the lock except the node's own short calls (which never
 //! call back into us), so the lock order is simply: endpoint state, then the node's core.
@@ -22,9 +21,8 @@ use std::collections::{BTreeSet, VecDeque};
 // Keys are our own counters: no need for a DoS-resistant hash on the per-RPC path.
 use foldhash::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -37,11 +35,11 @@ use ulnet::{
     Nid, Node, ProcessId, PutRequest, RecvError, Threshold, UnlinkMode,
 };
 
-/// How often the timer thread runs timers (RPC deadlines, session expiry, the console's
-/// pinger).
+/// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
+/// console's pinger) are checked at least this often.
 const TICK: Duration = Duration::from_millis(100);
 
-/// Events folded in before finished work is handed to the application.
+/// Events folded in per lock hold before the lock is released for waiting callers.
 const EVENT_BATCH: usize = 256;
 
 /// Spare bulk buffers kept per size for reuse.
@@ -110,7 +108,7 @@ pub enum StartError {
         #[source]
         source: ulnet::PostError,
     },
-    #[error("spawning the timer thread: {0}")]
+    #[error("spawning the dispatcher thread: {0}")]
     Thread(#[source] std::io::Error),
 }
 
@@ -196,9 +194,8 @@ pub(crate) enum ServerBulk {
     Put { memory: Memory },
 }
 
-/// The application on top of the RPC layer. Every call runs with the endpoint's state locked,
-/// on whichever thread folds events in (often the node's I/O thread: no call may block) or on
-/// the timer thread.
+/// The application on top of the RPC layer. Every call runs on the dispatcher thread (or a
+/// caller's thread) with the endpoint's state locked.
 pub(crate) trait App: Send + 'static {
     /// A request arrived on a service registered with [`RpcCore::register`].
     fn request(&mut self, core: &mut RpcCore, incoming: &Incoming) -> Verdict;
@@ -226,13 +223,7 @@ pub(crate) struct State<A> {
     pub app: A,
 }
 
-/// An RPC endpoint on a node: its event queue, event pump and timer thread, and state.
-///
-/// Events are folded in on the thread that queued them (the node's I/O thread, or an API
-/// caller), through the queue's waker ([`pump`]), rather than handed to a thread of our own:
-/// that hand-over was a sleeping thread's wake-up per event batch, about 30 us on small
-/// virtual machines, three times on a BRW RPC's path. lustre: rpc.c `srpc_lnet_ev_handler()`
-/// runs in LNet's event callback the same way. The thread only runs timers.
+/// An RPC endpoint on a node: its event queue, dispatcher thread and state.
 pub(crate) struct Endpoint<A: App> {
     shared: Arc<Shared<A>>,
     thread: Option<JoinHandle<()>>,
@@ -240,55 +231,13 @@ pub(crate) struct Endpoint<A: App> {
 
 struct Shared<A> {
     state: Mutex<State<A>>,
-    events: EventQueue,
-    /// Signalled after something changed that callers may wait for.
+    /// Signalled after the dispatcher changed something callers may wait for.
     changed: Condvar,
-    /// Callers in [`Endpoint::wait_until`] (the condition variable is signalled only then).
-    waiters: AtomicUsize,
-    /// Events may be waiting that nobody folds in: a waker found the state locked, so its
-    /// holder pumps when it lets go (see [`Locked`]).
-    pending: AtomicBool,
     stop: AtomicBool,
-    /// The queue closed (the node shut down) and every RPC was failed.
-    closed: AtomicBool,
-}
-
-/// The state, locked; letting go of it folds in events that came meanwhile.
-pub(crate) struct Locked<'a, A: App> {
-    guard: Option<MutexGuard<'a, State<A>>>,
-    shared: &'a Arc<Shared<A>>,
-}
-
-impl<A: App> std::ops::Deref for Locked<'_, A> {
-    type Target = State<A>;
-
-    fn deref(&self) -> &State<A> {
-        // `guard` is `Some` until drop.
-        self.guard.as_deref().unwrap_or_else(|| unreachable!("state used after release"))
-    }
-}
-
-impl<A: App> std::ops::DerefMut for Locked<'_, A> {
-    fn deref_mut(&mut self) -> &mut State<A> {
-        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("state used after release"))
-    }
-}
-
-impl<A: App> Drop for Locked<'_, A> {
-    fn drop(&mut self) {
-        let wake = self.guard.as_mut().is_some_and(|state| std::mem::take(&mut state.core.wake));
-        drop(self.guard.take());
-        if wake {
-            self.shared.notify();
-        }
-        if self.shared.pending.load(Ordering::SeqCst) {
-            pump(self.shared);
-        }
-    }
 }
 
 impl<A: App + fmt::Debug> Endpoint<A> {
-    /// Starts an endpoint on `node`; `setup` registers services before events are folded in.
+    /// Starts an endpoint on `node`; `setup` registers services before the dispatcher runs.
     pub fn start(
         node: &Node,
         name: &str,
@@ -304,23 +253,16 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
-            events,
             changed: Condvar::new(),
-            waiters: AtomicUsize::new(0),
-            pending: AtomicBool::new(false),
             stop: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
         });
-        // Fold in what came during setup and register the waker.
-        pump(&shared);
         let thread_shared = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name(format!("ulnet-{name}"))
-            .spawn(move || timers(&thread_shared));
+            .spawn(move || dispatch(&thread_shared, &events));
         let thread = match spawned {
             Ok(thread) => thread,
             Err(error) => {
-                shared.stop.store(true, Ordering::Release);
                 lock(&shared.state).core.shutdown();
                 return Err(StartError::Thread(error));
             }
@@ -330,18 +272,18 @@ impl<A: App + fmt::Debug> Endpoint<A> {
 
     /// Runs `call` with the state locked.
     pub fn with<R>(&self, call: impl FnOnce(&mut State<A>) -> R) -> R {
-        let mut state = self.shared.lock();
+        let mut state = lock(&self.shared.state);
         call(&mut state)
     }
 
-    /// Locks the state and waits until `done` holds or `deadline` passes; returns the locked
-    /// state either way (check `done` again to tell).
+    /// Locks the state and waits until `done` holds or `deadline` passes; returns the guard
+    /// either way (check `done` again to tell).
     pub fn wait_until(
         &self,
         deadline: Instant,
         mut done: impl FnMut(&mut State<A>) -> bool,
-    ) -> Locked<'_, A> {
-        let mut state = self.shared.lock();
+    ) -> MutexGuard<'_, State<A>> {
+        let mut state = lock(&self.shared.state);
         loop {
             if done(&mut state) {
                 return state;
@@ -350,33 +292,25 @@ impl<A: App + fmt::Debug> Endpoint<A> {
             if remaining.is_zero() {
                 return state;
             }
-            let Some(guard) = state.guard.take() else { return state };
-            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
-            let (guard, _) = self
+            let (next, _) = self
                 .shared
                 .changed
-                .wait_timeout(guard, remaining)
+                .wait_timeout(state, remaining)
                 .unwrap_or_else(PoisonError::into_inner);
-            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
-            state.guard = Some(guard);
+            state = next;
         }
     }
 
-    /// Stops the timer thread and releases everything posted on the node.
+    /// Stops the dispatcher and releases everything posted on the node.
     pub fn shutdown(&mut self) {
-        self.stop();
-        self.shared.changed.notify_all();
-    }
-
-    fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
             if thread.join().is_err() {
-                tracing::error!("selftest timer thread panicked");
+                tracing::error!("selftest dispatcher panicked");
             }
         }
         lock(&self.shared.state).core.shutdown();
+        self.shared.changed.notify_all();
     }
 }
 
@@ -384,7 +318,6 @@ impl<A: App> Drop for Endpoint<A> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
             let _ = thread.join();
         }
         lock(&self.shared.state).core.shutdown();
@@ -397,122 +330,54 @@ impl<A: App> fmt::Debug for Endpoint<A> {
     }
 }
 
-impl<A: App> Shared<A> {
-    fn lock(self: &Arc<Self>) -> Locked<'_, A> {
-        Locked { guard: Some(lock(&self.state)), shared: self }
-    }
-
-    /// Wakes callers in [`Endpoint::wait_until`], if any (a signal is a system call).
-    fn notify(&self) {
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            self.changed.notify_all();
-        }
-    }
-}
-
-/// The queue's waker: folds events in on the thread that queued them.
-struct Pump<A>(Weak<Shared<A>>);
-
-impl<A: App> std::task::Wake for Pump<A> {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(shared) = self.0.upgrade() {
-            pump(&shared);
-        }
-    }
-}
-
-/// Folds in every queued event, hands finished work to the application, and registers the
-/// waker again. If another thread (or this one, further up: a node call made with the state
-/// locked queues events too) holds the state, leaves the events to it: [`Locked`] pumps when
-/// let go. Runs with no node lock held (wakers run after the node's unlock).
-fn pump<A: App>(shared: &Arc<Shared<A>>) {
-    loop {
-        // Set before trying the lock, so a holder that lets go after our try sees it.
-        shared.pending.store(true, Ordering::SeqCst);
-        if shared.stop.load(Ordering::Acquire) || shared.closed.load(Ordering::Acquire) {
-            return;
-        }
-        let mut guard = match shared.state.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::WouldBlock) => return,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+/// The dispatcher: fold events in, run timers, wake waiters.
+fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
+    let mut next_tick = Instant::now();
+    while !shared.stop.load(Ordering::Acquire) {
+        let wait = next_tick.saturating_duration_since(Instant::now()).min(TICK);
+        let first = match events.recv_timeout(wait) {
+            Ok(event) => Some(event),
+            Err(RecvError::Timeout | RecvError::Empty) => None,
+            Err(RecvError::Closed) => {
+                let mut state = lock(&shared.state);
+                state.core.closed = true;
+                state.core.fail_all();
+                let State { core, app } = &mut *state;
+                core.deliver(app);
+                drop(state);
+                shared.changed.notify_all();
+                return;
+            }
         };
-        shared.pending.store(false, Ordering::SeqCst);
-        let closed = fold(shared, &mut guard);
-        let wake = std::mem::take(&mut guard.core.wake);
-        drop(guard);
-        if wake || closed {
-            shared.notify();
-        }
-        if closed || !shared.pending.load(Ordering::SeqCst) {
-            return;
-        }
-    }
-}
-
-/// Folds queued events in until the queue is empty and the waker registered again; returns
-/// whether the queue closed (the node shut down).
-fn fold<A: App>(shared: &Arc<Shared<A>>, state: &mut State<A>) -> bool {
-    let State { core, app } = state;
-    let waker = std::task::Waker::from(Arc::new(Pump(Arc::downgrade(shared))));
-    let mut context = std::task::Context::from_waker(&waker);
-    loop {
-        for _ in 0..EVENT_BATCH {
-            match shared.events.try_recv() {
-                Ok(event) => core.handle_event(app, event),
-                Err(RecvError::Closed) => {
-                    core.deliver(app);
-                    shared.closed.store(true, Ordering::Release);
-                    core.closed = true;
-                    core.fail_all();
-                    core.deliver(app);
-                    return true;
+        let mut state = lock(&shared.state);
+        let State { core, app } = &mut *state;
+        if let Some(event) = first {
+            core.handle_event(app, event);
+            for _ in 1..EVENT_BATCH {
+                match events.try_recv() {
+                    Ok(event) => core.handle_event(app, event),
+                    Err(_) => break,
                 }
-                Err(_) => break,
             }
         }
-        core.deliver(app);
-        // Empty (or a batch done): register the waker, unless an event came meanwhile.
-        let mut next = std::pin::pin!(shared.events.next());
-        match next.as_mut().poll(&mut context) {
-            std::task::Poll::Ready(Some(event)) => core.handle_event(app, event),
-            std::task::Poll::Ready(None) => continue,
-            std::task::Poll::Pending => return false,
-        }
-    }
-}
-
-/// The timer thread: RPC deadlines, the application's timers, lost events.
-fn timers<A: App>(shared: &Arc<Shared<A>>) {
-    let mut next_tick = Instant::now() + TICK;
-    while !shared.stop.load(Ordering::Acquire) && !shared.closed.load(Ordering::Acquire) {
-        let wait = next_tick.saturating_duration_since(Instant::now());
-        if !wait.is_zero() {
-            thread::park_timeout(wait);
-            continue;
-        }
-        let mut state = shared.lock();
         let now = Instant::now();
-        let State { core, app } = &mut *state;
-        let dropped = shared.events.dropped();
-        if dropped > core.events_dropped {
-            // An MD's final event lost means an RPC that never completes: say so loudly.
-            tracing::error!(dropped, "selftest event queue overflowed; RPCs may hang");
-            core.events_dropped = dropped;
+        if now >= next_tick {
+            let dropped = events.dropped();
+            if dropped > core.events_dropped {
+                // An MD's final event lost means an RPC that never completes: say so loudly.
+                tracing::error!(dropped, "selftest event queue overflowed; RPCs may hang");
+                core.events_dropped = dropped;
+            }
+            core.expire(now);
+            core.deliver(app);
+            app.tick(core, now);
+            next_tick = now + TICK;
         }
-        core.expire(now);
         core.deliver(app);
-        app.tick(core, now);
-        core.deliver(app);
-        next_tick = now + TICK;
+        let wake = std::mem::take(&mut core.wake);
         drop(state);
-        // A safety net: anything queued without a wake-up is folded in here.
-        if !shared.events.is_empty() {
-            pump(shared);
+        if wake {
+            shared.changed.notify_all();
         }
     }
 }

@@ -84,7 +84,7 @@ pub struct SessionSummary {
 
 impl SelftestService {
     /// Starts the service on `node` with the kernel's defaults: the portals become lazy,
-    /// request buffers are posted, and a timer thread starts.
+    /// request buffers are posted, and a dispatcher thread starts.
     pub fn start(node: &Node) -> Result<Self, StartError> {
         Self::start_with(node, ServiceConfig::default())
     }
