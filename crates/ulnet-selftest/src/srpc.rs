@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, VecDeque};
 // Keys are our own counters: no need for a DoS-resistant hash on the per-RPC path.
 use foldhash::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -233,6 +233,9 @@ struct Shared<A> {
     state: Mutex<State<A>>,
     /// Signalled after the dispatcher changed something callers may wait for.
     changed: Condvar,
+    /// Callers in [`Endpoint::wait_until`]: the dispatcher signals only when there are some
+    /// (a signal is a system call, and a test node's RPCs have nobody waiting).
+    waiters: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -254,6 +257,7 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changed: Condvar::new(),
+            waiters: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
         let thread_shared = Arc::clone(&shared);
@@ -292,11 +296,15 @@ impl<A: App + fmt::Debug> Endpoint<A> {
             if remaining.is_zero() {
                 return state;
             }
+            // SeqCst pairs with the dispatcher's check: the lock is held while counting, so a
+            // dispatcher that folds events in after this sees the count.
+            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             let (next, _) = self
                 .shared
                 .changed
                 .wait_timeout(state, remaining)
                 .unwrap_or_else(PoisonError::into_inner);
+            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
             state = next;
         }
     }
@@ -376,7 +384,7 @@ fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
         core.deliver(app);
         let wake = std::mem::take(&mut core.wake);
         drop(state);
-        if wake {
+        if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
             shared.changed.notify_all();
         }
     }
