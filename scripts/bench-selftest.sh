@@ -3,6 +3,9 @@
 #
 #   scripts/bench-selftest.sh [--quick] [--no-build] [--pinned-only | --unpinned-only]
 #
+# BENCH_BIN=DIR takes ulnetd and ulst from DIR instead of target/release (and skips the build),
+# to compare two builds in turns under the same load.
+#
 # Two ulnetd nodes on loopback (127.0.0.2@tcp and 127.0.0.3@tcp, port 7988) run the selftest
 # service; a ulst console on 127.0.0.4@tcp drives them. Measured, each pinned (node A and its
 # peer tool on CPU 0, node B on CPU 1) and unpinned:
@@ -35,10 +38,11 @@ done
 SECONDS_PER_POINT=$([ "$QUICK" = 1 ] && echo 3 || echo 10)
 PORT=7988
 
+[ -n "${BENCH_BIN:-}" ] && BUILD=0
 if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p ulnetd -p ulnet-selftest --manifest-path "$ROOT/Cargo.toml"
 fi
-BIN="$ROOT/target/release"
+BIN="${BENCH_BIN:-$ROOT/target/release}"
 WORK="$(mktemp -d /tmp/bench-selftest.XXXXXX)"
 PIDS=()
 cleanup() {

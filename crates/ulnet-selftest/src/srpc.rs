@@ -16,9 +16,12 @@
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+// Keys are our own counters: no need for a DoS-resistant hash on the per-RPC path.
+use foldhash::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -230,6 +233,9 @@ struct Shared<A> {
     state: Mutex<State<A>>,
     /// Signalled after the dispatcher changed something callers may wait for.
     changed: Condvar,
+    /// Callers in [`Endpoint::wait_until`]: the dispatcher signals only when there are some
+    /// (a signal is a system call, and a test node's RPCs have nobody waiting).
+    waiters: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -251,6 +257,7 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             changed: Condvar::new(),
+            waiters: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
         let thread_shared = Arc::clone(&shared);
@@ -289,11 +296,15 @@ impl<A: App + fmt::Debug> Endpoint<A> {
             if remaining.is_zero() {
                 return state;
             }
+            // SeqCst pairs with the dispatcher's check: the lock is held while counting, so a
+            // dispatcher that folds events in after this sees the count.
+            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             let (next, _) = self
                 .shared
                 .changed
                 .wait_timeout(state, remaining)
                 .unwrap_or_else(PoisonError::into_inner);
+            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
             state = next;
         }
     }
@@ -373,7 +384,7 @@ fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
         core.deliver(app);
         let wake = std::mem::take(&mut core.wake);
         drop(state);
-        if wake {
+        if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
             shared.changed.notify_all();
         }
     }
@@ -498,16 +509,16 @@ impl RpcCore {
         Self {
             node,
             events,
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             next_token: 1,
-            clients: HashMap::new(),
-            servers: HashMap::new(),
+            clients: HashMap::default(),
+            servers: HashMap::default(),
             next_rpc: 1,
-            services: HashMap::new(),
-            request_buffers: HashMap::new(),
+            services: HashMap::default(),
+            request_buffers: HashMap::default(),
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
-            pool: HashMap::new(),
+            pool: HashMap::default(),
             counters: SrpcCounters::default(),
             wake: false,
             events_dropped: 0,
@@ -562,7 +573,7 @@ impl RpcCore {
         set_match_bits(&mut request.body, reply_bits, bulk_bits);
 
         let reply_token = self.token(Slot::ClientReply(id));
-        let reply_spec = MdSpec::new(Memory::new(vec![0; SRPC_MSG_LEN]))
+        let reply_spec = MdSpec::new(Memory::new(self.buffer(SRPC_MSG_LEN)))
             .options(MdOptions::OP_PUT)
             .threshold(Threshold::Count(1))
             .user_ptr(reply_token);
@@ -604,7 +615,8 @@ impl RpcCore {
         }
 
         let request_token = self.token(Slot::ClientRequest(id));
-        let mut payload = request.emit().to_vec();
+        let mut payload = self.buffer(SRPC_MSG_LEN);
+        payload.copy_from_slice(&request.emit());
         if let Some((offset, bytes)) = tail {
             if let Some(slot) = payload.get_mut(offset..offset + bytes.len()) {
                 slot.copy_from_slice(&bytes);
@@ -761,11 +773,11 @@ impl RpcCore {
         }
         match slot {
             Slot::RequestBuffer(service) => self.request_arrived(app, service, &mut event),
-            Slot::ClientRequest(id) => self.client_request_event(id, &event),
+            Slot::ClientRequest(id) => self.client_request_event(id, &mut event),
             Slot::ClientReply(id) => self.client_reply_event(id, &mut event),
             Slot::ClientBulk(id) => self.client_bulk_event(id, &mut event),
             Slot::ServerBulk(id) => self.server_bulk_event(id, &mut event),
-            Slot::ServerReply(id) => self.server_reply_event(id, &event),
+            Slot::ServerReply(id) => self.server_reply_event(id, &mut event),
         }
     }
 
@@ -952,8 +964,9 @@ impl RpcCore {
         let peer = rpc.incoming.peer;
         let self_nid = rpc.incoming.self_nid;
         let token = self.token(Slot::ServerReply(id));
-        let spec =
-            MdSpec::new(Memory::new(reply.to_vec())).threshold(Threshold::Count(1)).user_ptr(token);
+        let mut payload = self.buffer(SRPC_MSG_LEN);
+        payload.copy_from_slice(&reply);
+        let spec = MdSpec::new(Memory::new(payload)).threshold(Threshold::Count(1)).user_ptr(token);
         let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
             Ok(md) => md,
             Err(_) => {
@@ -980,7 +993,10 @@ impl RpcCore {
         }
     }
 
-    fn server_reply_event(&mut self, id: u64, event: &Event) {
+    fn server_reply_event(&mut self, id: u64, event: &mut Event) {
+        if let Some(memory) = event.memory.take() {
+            self.recycle(memory);
+        }
         if !event.unlinked {
             return;
         }
@@ -1000,7 +1016,10 @@ impl RpcCore {
         }
     }
 
-    fn client_request_event(&mut self, id: u64, event: &Event) {
+    fn client_request_event(&mut self, id: u64, event: &mut Event) {
+        if let Some(memory) = event.memory.take() {
+            self.recycle(memory);
+        }
         let Some(rpc) = self.clients.get_mut(&id) else { return };
         if event.kind == EventKind::Send && event.status.is_ok() {
             self.counters.rpcs_sent = self.counters.rpcs_sent.wrapping_add(1);
@@ -1069,6 +1088,9 @@ impl RpcCore {
         }
         if let Some(why) = abort {
             self.abort(ClientRpcId(id), why);
+        }
+        if let Some(memory) = memory {
+            self.recycle(memory);
         }
         self.check_client(id);
     }

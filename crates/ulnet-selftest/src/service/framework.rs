@@ -1,7 +1,6 @@
 //! The framework services (sessions, batches, tests, stats, debug) and the client side of
 //! tests. lustre: lnet/selftest/framework.c.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -53,7 +52,7 @@ pub(crate) struct Framework {
     zombies: Vec<Session>,
     next_generation: u64,
     /// Client RPC tag → the test unit that sent it.
-    units: HashMap<u64, UnitRef>,
+    units: foldhash::HashMap<u64, UnitRef>,
     next_tag: u64,
 }
 
@@ -130,7 +129,7 @@ impl Framework {
             session: None,
             zombies: Vec::new(),
             next_generation: 1,
-            units: HashMap::new(),
+            units: foldhash::HashMap::default(),
             next_tag: 1,
         }
     }
