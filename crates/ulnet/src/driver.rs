@@ -278,7 +278,15 @@ impl Doorbell {
     /// Waits until rung or until `deadline`: spins (yielding to other tasks) for up to `spin`,
     /// then parks.
     async fn wait(&self, deadline: Time, spin: Duration) {
-        let spin_until = clock::now().saturating_add(spin).min(deadline);
+        let now = clock::now();
+        if now >= deadline {
+            // Already due: still let the runtime poll its I/O driver and run the socket tasks
+            // once, so a deadline that stays due cannot starve every connection and the
+            // acceptor (the loop would otherwise never await).
+            tokio::task::yield_now().await;
+            return;
+        }
+        let spin_until = now.saturating_add(spin).min(deadline);
         loop {
             // Check the bell often and the clock (and other tasks) less often: yielding to
             // tokio polls its I/O driver, a system call.

@@ -467,14 +467,32 @@ impl PeerConns {
     // Timers
 
     /// The earliest of: a connection's deadline, a ZC request's, the next keepalive, the next
-    /// permitted dial.
+    /// permitted dial. For a driver that holds messages for the peer; one that has none
+    /// waits for [`PeerConns::poll_conn_timeout`] only.
     pub fn poll_timeout(&self) -> Option<Duration> {
+        self.poll_conn_timeout().into_iter().chain(self.poll_dial_timeout()).min()
+    }
+
+    /// The timers that run whether or not messages wait: connections' deadlines, ZC requests',
+    /// the next keepalive.
+    pub fn poll_conn_timeout(&self) -> Option<Duration> {
         let conns = self.conns().filter_map(Conn::poll_timeout);
-        let dial = (self.dial.dialling.is_none()
+        conns.chain(self.zc.poll_timeout()).chain(self.keepalive_deadline()).min()
+    }
+
+    /// When a backed-off dial is next permitted. It matters only while messages wait for a
+    /// connection: the kernel retries a route when a transmit needs it
+    /// (`ksocknal_launch_packet()`), so with nothing waiting the deadline must not be
+    /// watched: it stays in the past and would be due forever. `None` when
+    /// [`PeerConns::poll_dial`] would never dial (a userspace or closing peer).
+    /// lustre: socklnd_cb.c `ksocknal_find_connectable_conn_cb_locked()` (`ksnr_timeout`).
+    pub fn poll_dial_timeout(&self) -> Option<Duration> {
+        (!self.peer.is_userspace()
+            && !self.closing
+            && self.dial.dialling.is_none()
             && self.mask() & !self.connected != 0
             && self.dial.retry_interval != Duration::ZERO)
-            .then_some(self.dial.next_attempt);
-        conns.chain(self.zc.poll_timeout()).chain(self.keepalive_deadline()).chain(dial).min()
+            .then_some(self.dial.next_attempt)
     }
 
     /// Queues a due keepalive and reports stuck connections and stale ZC requests, in the

@@ -78,8 +78,6 @@ fn a_remote_interface_removed_loses_nothing() {
 /// An nftables rule dropping everything on one rail at the target: fast failover notices the
 /// paths that cross it and moves the traffic; the rail is used again once the hole is gone.
 #[test]
-#[ignore = "flaky (about 1 run in 3): after the hole is removed, pings on paths through the \
-            healed rail can stall until their 50 s timeout; run with --ignored to reproduce"]
 fn a_black_hole_on_one_rail_loses_nothing_and_the_rail_returns() {
     failover("hole", Break::BlackHole);
 }

@@ -163,6 +163,33 @@ fn refusals_wait_min_reconnect_and_give_up_after_three() {
     assert!(p.poll_dial(now + Duration::from_secs(2)).is_some());
 }
 
+/// A refused dial leaves a backoff deadline that stays in the past once the messages that
+/// wanted the dial went elsewhere: it is reported apart from the timers that always run, so a
+/// driver with nothing waiting does not wake for it forever.
+#[test]
+fn a_backed_off_dial_is_a_deadline_apart_from_the_connection_timers() {
+    let mut p = peer(1);
+    let refused = ActiveOutcome::Refused(hello(ConnType::CONTROL, ProtoVersion::V3, INCARNATION));
+    p.poll_dial(T0).unwrap();
+    p.on_handshake(T0, &refused, false);
+    let retry = T0 + Duration::from_secs(1);
+    assert_eq!(p.poll_dial_timeout(), Some(retry));
+    assert_eq!(p.poll_conn_timeout(), None, "no connection, no keepalive");
+    assert_eq!(p.poll_timeout(), Some(retry));
+    // A closing peer is never dialled: no dial deadline.
+    p.set_closing();
+    assert_eq!(p.poll_dial_timeout(), None);
+    assert_eq!(p.poll_timeout(), None);
+}
+
+#[test]
+fn a_userspace_peer_has_no_dial_deadline() {
+    let user = ProcessId::new(peer_id().nid, 40_000 | LNET_PID_USERFLAG);
+    let mut p = PeerConns::new(local(), user, PeerConfig::new(&SocklndTunables::default(), 1));
+    p.on_dial_failed(T0);
+    assert_eq!(p.poll_dial_timeout(), None);
+}
+
 #[test]
 fn after_three_refusals_with_every_type_dialling_stops() {
     let mut p = peer(3);

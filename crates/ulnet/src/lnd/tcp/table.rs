@@ -523,11 +523,19 @@ impl PeerTable {
                 self.start_dial(cx, peer_id);
             }
             if let Some(peer) = self.peers.get(&peer_id) {
+                // A backed-off dial's time counts only while something waits for it: with
+                // nothing waiting it stays in the past, and a deadline due forever kept the
+                // I/O thread turning without ever reading a socket (the stall after a black
+                // hole, whose dials back off).
+                let dial = (peer.building || !peer.pending.is_empty())
+                    .then(|| peer.conns.poll_dial_timeout())
+                    .flatten();
                 let deadlines = peer
                     .conns
-                    .poll_timeout()
-                    .map(time_of)
+                    .poll_conn_timeout()
                     .into_iter()
+                    .chain(dial)
+                    .map(time_of)
                     .chain(peer.pending.front().map(|pending| pending.since + sock_timeout));
                 next = deadlines.chain(next).min();
             }
