@@ -455,32 +455,8 @@ impl Node {
         }
         self.remote_failure(id);
         self.probe_now(id);
-        let candidates: Vec<(Key, Move)> = self
-            .msgs
-            .iter()
-            .filter(|(_, message)| message.tx && message.peer_ni == Some(id) && message.ni == ni)
-            .filter_map(|(key, message)| self.movable(message).map(|how| (key, how)))
-            .collect();
-        for (key, how) in candidates {
-            match how {
-                Move::Reselect => self.reselect(key),
-                Move::Copy => self.copy_in_lnd(key),
-            }
-        }
-        // A set: the tracker queue may list an MD more than once.
-        let awaiting: std::collections::BTreeSet<Key> = self
-            .trackers
-            .iter()
-            .map(|(_, md)| md)
-            .filter(|md| {
-                self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
-                    tracker.awaiting == Some((id, ni)) && tracker.request.is_some()
-                })
-            })
-            .collect();
-        for md in awaiting {
-            self.reissue(md);
-        }
+        self.move_messages(|message| message.peer_ni == Some(id) && message.ni == ni);
+        self.reissue_awaiting(|path| path == (id, ni));
         // What the LND still holds on the path (PUTs without ACK, responses, originals of
         // the copies just made) fails back now rather than at `sock_timeout`.
         self.request_path_reset(ni, Some(nid));
@@ -503,19 +479,7 @@ impl Node {
         for key in held {
             self.copy_in_lnd(key);
         }
-        let awaiting: std::collections::BTreeSet<Key> = self
-            .trackers
-            .iter()
-            .map(|(_, md)| md)
-            .filter(|md| {
-                self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
-                    tracker.awaiting.is_some_and(|(_, via)| via == ni) && tracker.request.is_some()
-                })
-            })
-            .collect();
-        for md in awaiting {
-            self.reissue(md);
-        }
+        self.reissue_awaiting(|(_, via)| via == ni);
     }
 
     /// A peer NI its peer stopped listing was deleted (discovery): what is queued for it or
@@ -528,10 +492,17 @@ impl Node {
             return;
         }
 
+        self.move_messages(|message| message.peer_ni == Some(id));
+        self.reissue_awaiting(|(peer_ni, _)| peer_ni == id);
+    }
+
+    /// Moves the sent messages `which` selects that can go elsewhere: reselected if the
+    /// driver does not have them yet, copied if it does.
+    fn move_messages(&mut self, which: impl Fn(&Message) -> bool) {
         let candidates: Vec<(Key, Move)> = self
             .msgs
             .iter()
-            .filter(|(_, message)| message.tx && message.peer_ni == Some(id))
+            .filter(|(_, message)| message.tx && which(message))
             .filter_map(|(key, message)| self.movable(message).map(|how| (key, how)))
             .collect();
         for (key, how) in candidates {
@@ -540,14 +511,18 @@ impl Node {
                 Move::Copy => self.copy_in_lnd(key),
             }
         }
+    }
+
+    /// Reissues the tracked requests (with a saved copy) whose awaited path `which` selects.
+    fn reissue_awaiting(&mut self, which: impl Fn((PeerNiId, NiId)) -> bool) {
+        // A set: the tracker queue may list an MD more than once.
         let awaiting: std::collections::BTreeSet<Key> = self
             .trackers
             .iter()
             .map(|(_, md)| md)
             .filter(|md| {
                 self.mds.get(*md).and_then(|md| md.tracker.as_ref()).is_some_and(|tracker| {
-                    tracker.awaiting.is_some_and(|(peer_ni, _)| peer_ni == id)
-                        && tracker.request.is_some()
+                    tracker.awaiting.is_some_and(&which) && tracker.request.is_some()
                 })
             })
             .collect();
