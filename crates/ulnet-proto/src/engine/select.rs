@@ -25,20 +25,27 @@
 //! one suspicion timeout at a time. Without suspicions (and with `blackhole_timeout = 0`) the
 //! orders are exactly Lustre's.
 
+use std::cmp::Reverse;
+
 use crate::addr::{Net, Nid};
 use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
+
 use crate::engine::node::Node;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::wire::header::Body;
 use crate::wire::ping::LNET_RESERVED_PORTAL;
 
-/// A local NI's selection key: (index, fatal, blocked, unproven, health, priority, distance,
-/// credits, seq).
-type NiKey = (usize, bool, bool, bool, u32, u32, u32, i32, u64);
-/// A peer NI's selection key: (id, suspect, unproven, health, priority, preferred, credits,
-/// seq).
-type PeerNiKey = (PeerNiId, bool, bool, u32, u32, bool, i32, u64);
+/// A local net's selection order, compared as a tuple (smaller is better, so "more is
+/// better" fields are reversed): peer-net health, peer-net priority, local-net health,
+/// local-net priority, peer-net seq, local-net seq.
+type NetOrder = (Reverse<u32>, u32, Reverse<u32>, u32, u64, u64);
+/// A local NI's selection order, compared as a tuple (smaller is better, so "more is better"
+/// fields are reversed): fatal, blocked, unproven, health, priority, distance, credits, seq.
+type NiOrder = (bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
+/// A peer NI's selection order, as [`NiOrder`]: suspect, unproven, health, priority, not
+/// preferred, credits, seq.
+type PeerNiOrder = (bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
 
 /// Why no path was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,9 +209,7 @@ impl Node {
     /// have a selectable peer NI.
     fn best_local_net(&self, peer: PeerId) -> Option<Net> {
         let entry = self.peers.peer(peer)?;
-        // (net, peer-net health, peer-net priority, local-net health, local-net priority,
-        // peer-net seq, local-net seq)
-        let mut best: Option<(Net, u32, u32, u32, u32, u64, u64)> = None;
+        let mut best: Option<(Net, NetOrder)> = None;
         for peer_net in &entry.nets {
             let Some(local) = self.local_nets.iter().find(|local| local.net == peer_net.net) else {
                 continue;
@@ -222,34 +227,16 @@ impl Node {
             let Some(lpn_health) = lpn_health else {
                 continue;
             };
-            let candidate = (
-                peer_net.net,
-                lpn_health,
+            let order = (
+                Reverse(lpn_health),
                 peer_net.priority,
-                net_health,
+                Reverse(net_health),
                 local.priority,
                 peer_net.seq,
                 local.seq,
             );
-            let Some(current) = best else {
-                best = Some(candidate);
-                continue;
-            };
-            let better = if candidate.1 != current.1 {
-                candidate.1 > current.1
-            } else if candidate.2 != current.2 {
-                candidate.2 < current.2
-            } else if candidate.3 != current.3 {
-                candidate.3 > current.3
-            } else if candidate.4 != current.4 {
-                candidate.4 < current.4
-            } else if candidate.5 != current.5 {
-                candidate.5 < current.5
-            } else {
-                candidate.6 < current.6
-            };
-            if better {
-                best = Some(candidate);
+            if best.is_none_or(|(_, current)| order < current) {
+                best = Some((peer_net.net, order));
             }
         }
         best.map(|best| best.0)
@@ -283,7 +270,7 @@ impl Node {
             .and_then(|peer| self.peers.peer(peer))
             .and_then(|peer| peer.nets.iter().find(|peer_net| peer_net.net == net))
             .map_or(&[], |peer_net| peer_net.nis.as_slice());
-        let mut best: Option<NiKey> = None;
+        let mut best: Option<(usize, NiOrder)> = None;
         for (index, ni) in self.nis.iter().enumerate() {
             if !ni.usable() || ni.nid.net() != net {
                 continue;
@@ -308,40 +295,19 @@ impl Node {
                     })
                 });
             let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
-            let candidate = (
-                index,
+            let order = (
                 ni.fatal_error,
                 blocked,
                 unproven,
-                ni.health.value(),
+                Reverse(ni.health.value()),
                 ni.priority,
                 ni.numa_distance.max(range),
-                credits,
+                Reverse(credits),
                 ni.seq,
             );
-            let Some(current) = best else {
-                best = Some(candidate);
-                continue;
-            };
-            let better = if candidate.1 != current.1 {
-                !candidate.1
-            } else if candidate.2 != current.2 {
-                !candidate.2
-            } else if candidate.3 != current.3 {
-                !candidate.3
-            } else if candidate.4 != current.4 {
-                candidate.4 > current.4
-            } else if candidate.5 != current.5 {
-                candidate.5 < current.5
-            } else if candidate.6 != current.6 {
-                candidate.6 < current.6
-            } else if candidate.7 != current.7 {
-                candidate.7 > current.7
-            } else {
-                candidate.8 < current.8
-            };
-            if better {
-                best = Some(candidate);
+            // Ties keep the first found, as Lustre's strict comparisons do.
+            if best.is_none_or(|(_, current)| order < current) {
+                best = Some((index, order));
             }
         }
         // NI ids are u16 (add_ni bounds the table).
@@ -353,43 +319,23 @@ impl Node {
         let local_nid = self.ni_nid(ni);
         let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
         let trouble = self.peer_in_trouble(peer);
-        let mut best: Option<PeerNiKey> = None;
+        let mut best: Option<(PeerNiId, PeerNiOrder)> = None;
         for id in &peer_net.nis {
             let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
                 continue;
             };
             let preferred = local_nid.is_some() && lpni.preferred == local_nid;
-            let candidate = (
-                *id,
+            let order = (
                 lpni.watch.suspects(ni),
                 trouble && !self.path_proven(*id, ni),
-                lpni.health.value(),
+                Reverse(lpni.health.value()),
                 lpni.priority,
-                preferred,
-                lpni.credits.value(),
+                !preferred,
+                Reverse(lpni.credits.value()),
                 lpni.seq,
             );
-            let Some(current) = best else {
-                best = Some(candidate);
-                continue;
-            };
-            let better = if candidate.1 != current.1 {
-                !candidate.1
-            } else if candidate.2 != current.2 {
-                !candidate.2
-            } else if candidate.3 != current.3 {
-                candidate.3 > current.3
-            } else if candidate.4 != current.4 {
-                candidate.4 < current.4
-            } else if candidate.5 != current.5 {
-                candidate.5
-            } else if candidate.6 != current.6 {
-                candidate.6 > current.6
-            } else {
-                candidate.7 < current.7
-            };
-            if better {
-                best = Some(candidate);
+            if best.is_none_or(|(_, current)| order < current) {
+                best = Some((*id, order));
             }
         }
         best.map(|best| best.0)
