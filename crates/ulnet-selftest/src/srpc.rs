@@ -4,9 +4,12 @@
 //!
 //! Everything runs over the public [`ulnet::Node`] API, so it works on any LND. One
 //! [`Endpoint`] owns one event queue and one dispatcher thread; all its MDs report to that
-//! queue, and an MD's `user_ptr` names what the event is about. The dispatcher locks the
+//! queue, and an MD's `user_ptr` names what the event is about. Events are handled where they
+//! are produced, as the kernel's `srpc_lnet_ev_handler()` is: the queue's handler locks the
 //! endpoint's state (the RPC machinery plus the application on top: the selftest service or
-//! the console), folds the event in and calls the application back. Callers from other
+//! the console) on the node's I/O thread, folds the events in and calls the application back,
+//! so a request is answered without waking another thread. When the state is busy the events
+//! stay queued for the dispatcher thread, which also runs the timers. Callers from other
 //! threads (the console's commands) lock the same state and wait on a condition variable.
 //!
 //! Nothing here blocks while holding the lock except the node's own short calls (which never
@@ -22,7 +25,7 @@ use std::collections::{BTreeSet, VecDeque};
 use foldhash::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -247,7 +250,16 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         app: A,
         setup: impl FnOnce(&mut State<A>) -> Result<(), StartError>,
     ) -> Result<Self, StartError> {
-        let events = node.event_queue(ulnet::MAX_EVENT_QUEUE_CAPACITY);
+        // The handler finds the endpoint through this once it exists (a weak reference: the
+        // endpoint owns the queue).
+        let endpoint: Arc<OnceLock<Weak<Shared<A>>>> = Arc::new(OnceLock::new());
+        let handler_endpoint = Arc::clone(&endpoint);
+        let events =
+            node.event_queue_with_handler(ulnet::MAX_EVENT_QUEUE_CAPACITY, move |events| {
+                if let Some(shared) = handler_endpoint.get().and_then(Weak::upgrade) {
+                    handle_here(&shared, events);
+                }
+            });
         let core = RpcCore::new(node.clone(), events.clone());
         let mut state = State { core, app };
         if let Err(error) = setup(&mut state) {
@@ -260,6 +272,7 @@ impl<A: App + fmt::Debug> Endpoint<A> {
             waiters: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
+        let _ = endpoint.set(Arc::downgrade(&shared));
         let thread_shared = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name(format!("ulnet-{name}"))
@@ -387,6 +400,35 @@ fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
         if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
             shared.changed.notify_all();
         }
+    }
+}
+
+/// The queue's handler, on the thread that produced the events: handles what is queued if the
+/// state is free. If it is not, its holder is the dispatcher (which takes the events next) or
+/// a caller, and the node wakes the dispatcher for the events left.
+fn handle_here<A: App>(shared: &Shared<A>, events: &EventQueue) {
+    let mut state = match shared.state.try_lock() {
+        Ok(state) => state,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    if state.core.closed {
+        return;
+    }
+    let State { core, app } = &mut *state;
+    // Bounded, so one busy endpoint cannot keep an I/O thread from its sockets; the rest wake
+    // the dispatcher.
+    for _ in 0..EVENT_BATCH {
+        match events.try_recv() {
+            Ok(event) => core.handle_event(app, event),
+            Err(_) => break,
+        }
+    }
+    core.deliver(app);
+    let wake = std::mem::take(&mut core.wake);
+    drop(state);
+    if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
+        shared.changed.notify_all();
     }
 }
 

@@ -78,7 +78,7 @@ pub use error::{
     MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,
     TransferError,
 };
-pub use event_queue::{EventQueue, MAX_EVENT_QUEUE_CAPACITY};
+pub use event_queue::{EventHandler, EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
 pub use lnd::tcp::TcpStats;
 pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};

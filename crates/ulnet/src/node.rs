@@ -24,7 +24,7 @@ use crate::error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, SetTunablesError, ShutDown,
 };
-use crate::event_queue::{EqShared, EventQueue};
+use crate::event_queue::{EqShared, EventHandler, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
 use crate::lnd::tcp::{TcpLnd, TcpStats};
@@ -191,8 +191,27 @@ impl Node {
     /// A new event queue of `capacity` events (clamped to
     /// [`MAX_EVENT_QUEUE_CAPACITY`](crate::MAX_EVENT_QUEUE_CAPACITY)), for this node's MDs.
     pub fn event_queue(&self, capacity: usize) -> EventQueue {
+        self.new_event_queue(capacity, None)
+    }
+
+    /// [`event_queue`](Self::event_queue) with a handler that the node calls on the thread
+    /// that produced the queue's events (an I/O thread, or a caller whose operation completed),
+    /// once the node's lock is released: Lustre's `md.handler`, which lets a service answer a
+    /// request without first waking a thread of its own. The handler takes what it wants from
+    /// the queue; what it leaves wakes the queue's other consumers as usual. It must not block,
+    /// and it may call the node; events its own calls produce are left for it to take before
+    /// it returns, not handled re-entrantly.
+    pub fn event_queue_with_handler(
+        &self,
+        capacity: usize,
+        handler: impl Fn(&EventQueue) + Send + Sync + 'static,
+    ) -> EventQueue {
+        self.new_event_queue(capacity, Some(Box::new(handler)))
+    }
+
+    fn new_event_queue(&self, capacity: usize, handler: Option<EventHandler>) -> EventQueue {
         let shared = &self.inner.shared;
-        let queue = EqShared::new(shared, capacity);
+        let queue = EqShared::new(shared, capacity, handler);
         {
             let mut queues = shared.queues.lock().unwrap_or_else(PoisonError::into_inner);
             queues.retain(|queue| queue.strong_count() > 0);

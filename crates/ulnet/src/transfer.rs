@@ -191,7 +191,8 @@ impl Node {
     ) -> Result<Pending<'_>, TransferError> {
         // Private queues are not registered for closing: the MD's final event always arrives
         // (shutdown unlinks every routed MD), which is all a transfer waits for.
-        let queue = EventQueue { shared: EqShared::new(self.shared(), TRANSFER_QUEUE_CAPACITY) };
+        let queue =
+            EventQueue { shared: EqShared::new(self.shared(), TRANSFER_QUEUE_CAPACITY, None) };
         let spec = MdSpec::new(memory).threshold(Threshold::Count(2));
         let md = self
             .md_bind(spec, UnlinkMode::Unlink, Some(&queue))

@@ -134,3 +134,81 @@ async fn async_wait_is_woken_across_threads() {
     assert_eq!(unlink.memory.unwrap().to_vec(), [1, 2]);
     unlinker.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_handler_runs_on_the_thread_that_produced_the_events() {
+    let node = Node::loopback().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let queue = node.event_queue_with_handler(4, {
+        let seen = std::sync::Arc::clone(&seen);
+        move |queue| {
+            while let Ok(event) = queue.try_recv() {
+                seen.lock().unwrap().push((std::thread::current().id(), event.kind));
+            }
+        }
+    });
+    let md =
+        node.md_bind(MdSpec::new(Memory::new(vec![1])), UnlinkMode::Retain, Some(&queue)).unwrap();
+    node.md_unlink(md).unwrap();
+    // Handled before md_unlink returned, on this thread; nothing is left for consumers.
+    assert_eq!(*seen.lock().unwrap(), [(std::thread::current().id(), EventKind::Unlink)]);
+    assert_eq!(queue.try_recv(), Err(RecvError::Empty));
+}
+
+#[test]
+fn events_a_handler_leaves_wake_the_other_consumers() {
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let inbox = b.event_queue_with_handler(4, {
+        let calls = std::sync::Arc::clone(&calls);
+        move |_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    b.post(4, 0, sink(3), &inbox).unwrap();
+    let waiter = std::thread::spawn(move || inbox.recv_timeout(HANG_GUARD));
+    a.put_and_wait_ack(b.process_id(), 4, 0, Memory::new(vec![6; 3]), HANG_GUARD).unwrap();
+    let put = waiter.join().unwrap().unwrap();
+    assert_eq!(put.memory.unwrap().to_vec(), [6; 3]);
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
+
+#[test]
+fn a_handler_takes_what_its_own_calls_produce_without_reentering() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let node = Node::loopback().unwrap();
+    let second: Arc<Mutex<Option<MdHandle>>> = Arc::new(Mutex::new(None));
+    let depth = Arc::new(AtomicUsize::new(0));
+    let deepest = Arc::new(AtomicUsize::new(0));
+    let unlinked = Arc::new(Mutex::new(Vec::new()));
+    let queue = node.event_queue_with_handler(8, {
+        let (node, second) = (node.clone(), Arc::clone(&second));
+        let (depth, deepest, unlinked) =
+            (Arc::clone(&depth), Arc::clone(&deepest), Arc::clone(&unlinked));
+        move |queue| {
+            let now = depth.fetch_add(1, Ordering::SeqCst) + 1;
+            deepest.fetch_max(now, Ordering::SeqCst);
+            while let Ok(event) = queue.try_recv() {
+                unlinked.lock().unwrap().push(event.memory.unwrap().to_vec());
+                // The first unlink makes the handler unlink the second MD itself.
+                let md = second.lock().unwrap().take();
+                if let Some(md) = md {
+                    node.md_unlink(md).unwrap();
+                }
+            }
+            depth.fetch_sub(1, Ordering::SeqCst);
+        }
+    });
+    let bind = |byte: u8| {
+        node.md_bind(MdSpec::new(Memory::new(vec![byte])), UnlinkMode::Retain, Some(&queue))
+            .unwrap()
+    };
+    let first = bind(1);
+    *second.lock().unwrap() = Some(bind(2));
+    node.md_unlink(first).unwrap();
+    assert_eq!(*unlinked.lock().unwrap(), [vec![1], vec![2]]);
+    assert_eq!(deepest.load(Ordering::SeqCst), 1, "the handler was re-entered");
+    assert!(queue.is_empty());
+}
