@@ -19,14 +19,15 @@
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, VecDeque};
 
 // Keys are our own counters: no need for a DoS-resistant hash on the per-RPC path.
 use foldhash::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
-use std::thread::{self, JoinHandle};
+use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ulnet::proto::wire::selftest::{
@@ -234,11 +235,15 @@ pub(crate) struct Endpoint<A: App> {
 
 struct Shared<A> {
     state: Mutex<State<A>>,
-    /// Signalled after the dispatcher changed something callers may wait for.
+    /// The endpoint's queue, looked at after every unlock of `state`.
+    events: EventQueue,
+    /// Signalled after events changed something callers may wait for.
     changed: Condvar,
-    /// Callers in [`Endpoint::wait_until`]: the dispatcher signals only when there are some
+    /// Callers in [`Endpoint::wait_until`]: `changed` is signalled only when there are some
     /// (a signal is a system call, and a test node's RPCs have nobody waiting).
     waiters: AtomicUsize,
+    /// The dispatcher thread, unparked for events nobody else took (see [`Shared::take_over`]).
+    dispatcher: OnceLock<Thread>,
     stop: AtomicBool,
 }
 
@@ -254,12 +259,11 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         // endpoint owns the queue).
         let endpoint: Arc<OnceLock<Weak<Shared<A>>>> = Arc::new(OnceLock::new());
         let handler_endpoint = Arc::clone(&endpoint);
-        let events =
-            node.event_queue_with_handler(ulnet::MAX_EVENT_QUEUE_CAPACITY, move |events| {
-                if let Some(shared) = handler_endpoint.get().and_then(Weak::upgrade) {
-                    handle_here(&shared, events);
-                }
-            });
+        let events = node.event_queue_with_handler(ulnet::MAX_EVENT_QUEUE_CAPACITY, move |_| {
+            if let Some(shared) = handler_endpoint.get().and_then(Weak::upgrade) {
+                shared.take_over();
+            }
+        });
         let core = RpcCore::new(node.clone(), events.clone());
         let mut state = State { core, app };
         if let Err(error) = setup(&mut state) {
@@ -268,15 +272,17 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            events,
             changed: Condvar::new(),
             waiters: AtomicUsize::new(0),
+            dispatcher: OnceLock::new(),
             stop: AtomicBool::new(false),
         });
         let _ = endpoint.set(Arc::downgrade(&shared));
         let thread_shared = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name(format!("ulnet-{name}"))
-            .spawn(move || dispatch(&thread_shared, &events));
+            .spawn(move || dispatch(&thread_shared));
         let thread = match spawned {
             Ok(thread) => thread,
             Err(error) => {
@@ -284,54 +290,72 @@ impl<A: App + fmt::Debug> Endpoint<A> {
                 return Err(StartError::Thread(error));
             }
         };
+        let _ = shared.dispatcher.set(thread.thread().clone());
         Ok(Self { shared, thread: Some(thread) })
     }
 
     /// Runs `call` with the state locked.
     pub fn with<R>(&self, call: impl FnOnce(&mut State<A>) -> R) -> R {
-        let mut state = lock(&self.shared.state);
-        call(&mut state)
+        let mut state = self.shared.lock_state();
+        let result = call(&mut state);
+        self.shared.unlock(state);
+        result
     }
 
-    /// Locks the state and waits until `done` holds or `deadline` passes; returns the guard
-    /// either way (check `done` again to tell).
-    pub fn wait_until(
+    /// Locks the state and waits until `done` holds or `deadline` passes, then runs `then`
+    /// with the state still locked and whether `done` held.
+    pub fn wait_until<R>(
         &self,
         deadline: Instant,
         mut done: impl FnMut(&mut State<A>) -> bool,
-    ) -> MutexGuard<'_, State<A>> {
-        let mut state = lock(&self.shared.state);
-        loop {
+        then: impl FnOnce(&mut State<A>, bool) -> R,
+    ) -> R {
+        let shared = &self.shared;
+        let mut state = shared.lock_state();
+        let finished = loop {
+            // Events that came while we held the lock are ours to fold in (their producer
+            // found the state busy and handed them to the dispatcher or to us).
+            let wake = shared.fold_in(&mut state);
+            shared.notify(wake);
             if done(&mut state) {
-                return state;
+                break true;
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return state;
+                break false;
             }
-            // SeqCst pairs with the dispatcher's check: the lock is held while counting, so a
-            // dispatcher that folds events in after this sees the count.
-            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
-            let (next, _) = self
-                .shared
+            // SeqCst pairs with `notify`: the lock is held while counting, so whoever folds
+            // events in after this sees the count.
+            shared.waiters.fetch_add(1, Ordering::SeqCst);
+            HOLDING.set(0);
+            let (next, _) = shared
                 .changed
                 .wait_timeout(state, remaining)
                 .unwrap_or_else(PoisonError::into_inner);
-            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
+            HOLDING.set(shared.address());
+            shared.waiters.fetch_sub(1, Ordering::SeqCst);
             state = next;
-        }
+        };
+        let result = then(&mut state, finished);
+        shared.unlock(state);
+        result
     }
 
     /// Stops the dispatcher and releases everything posted on the node.
     pub fn shutdown(&mut self) {
+        self.stop_dispatcher();
+        lock(&self.shared.state).core.shutdown();
+        self.shared.changed.notify_all();
+    }
+
+    fn stop_dispatcher(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             if thread.join().is_err() {
                 tracing::error!("selftest dispatcher panicked");
             }
         }
-        lock(&self.shared.state).core.shutdown();
-        self.shared.changed.notify_all();
     }
 }
 
@@ -339,6 +363,7 @@ impl<A: App> Drop for Endpoint<A> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
         lock(&self.shared.state).core.shutdown();
@@ -351,39 +376,116 @@ impl<A: App> fmt::Debug for Endpoint<A> {
     }
 }
 
-/// The dispatcher: fold events in, run timers, wake waiters.
-fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
-    let mut next_tick = Instant::now();
-    while !shared.stop.load(Ordering::Acquire) {
-        let wait = next_tick.saturating_duration_since(Instant::now()).min(TICK);
-        let first = match events.recv_timeout(wait) {
-            Ok(event) => Some(event),
-            Err(RecvError::Timeout | RecvError::Empty) => None,
-            Err(RecvError::Closed) => {
-                let mut state = lock(&shared.state);
-                state.core.closed = true;
-                state.core.fail_all();
-                let State { core, app } = &mut *state;
-                core.deliver(app);
-                drop(state);
-                shared.changed.notify_all();
-                return;
-            }
-        };
-        let mut state = lock(&shared.state);
-        let State { core, app } = &mut *state;
-        if let Some(event) = first {
-            core.handle_event(app, event);
-            for _ in 1..EVENT_BATCH {
-                match events.try_recv() {
-                    Ok(event) => core.handle_event(app, event),
-                    Err(_) => break,
+/// Rounds of [`Shared::take_over`] on one thread before the rest goes to the dispatcher.
+const TAKE_OVER_ROUNDS: usize = 4;
+
+thread_local! {
+    /// The endpoint whose state this thread holds (its address; 0: none). Events its own
+    /// node calls produce meanwhile are folded in when it unlocks, not handed over.
+    static HOLDING: Cell<usize> = const { Cell::new(0) };
+}
+
+impl<A: App> Shared<A> {
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State<A>> {
+        let state = lock(&self.state);
+        HOLDING.set(self.address());
+        state
+    }
+
+    /// Folds in what is queued (at most [`EVENT_BATCH`] events), with the state locked;
+    /// returns whether waiters must be woken.
+    fn fold_in(&self, state: &mut State<A>) -> bool {
+        let State { core, app } = state;
+        if core.closed {
+            return false;
+        }
+        for _ in 0..EVENT_BATCH {
+            match self.events.try_recv() {
+                Ok(event) => core.handle_event(app, event),
+                Err(RecvError::Closed) => {
+                    // The node shut down: every RPC in flight fails now.
+                    core.closed = true;
+                    core.fail_all();
+                    core.wake = true;
+                    break;
                 }
+                Err(RecvError::Empty | RecvError::Timeout) => break,
             }
         }
+        core.deliver(app);
+        std::mem::take(&mut core.wake)
+    }
+
+    /// Folds in what is queued, unlocks, wakes waiters, and takes over events that came while
+    /// the state was held (their producer found it busy and left them to us).
+    fn unlock(&self, mut state: MutexGuard<'_, State<A>>) {
+        let wake = self.fold_in(&mut state);
+        HOLDING.set(0);
+        drop(state);
+        self.notify(wake);
+        // SeqCst pairs with the producer's: it pushed before trying the lock, we unlocked
+        // before looking; one of us sees the other.
+        fence(Ordering::SeqCst);
+        if !self.events.is_empty() {
+            self.take_over();
+        }
+    }
+
+    /// The queue's handler, on the thread that produced the events (or unlocked the state):
+    /// folds them in if the state is free. The kernel's `srpc_lnet_ev_handler()` likewise
+    /// runs in the LND's context. If this thread holds the state, it folds them in when it
+    /// unlocks; if another thread does, the dispatcher takes them (it blocks on the lock,
+    /// which an I/O thread must not).
+    fn take_over(&self) {
+        if HOLDING.get() == self.address() {
+            return;
+        }
+        for _ in 0..TAKE_OVER_ROUNDS {
+            fence(Ordering::SeqCst);
+            let mut state = match self.state.try_lock() {
+                Ok(state) => state,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => break,
+            };
+            HOLDING.set(self.address());
+            let wake = self.fold_in(&mut state);
+            let closed = state.core.closed;
+            HOLDING.set(0);
+            drop(state);
+            self.notify(wake);
+            fence(Ordering::SeqCst);
+            if closed || self.events.is_empty() {
+                return;
+            }
+        }
+        // Busy, or still more: hand the rest to the dispatcher rather than block or keep this
+        // thread (perhaps an I/O thread) from its other work.
+        if let Some(dispatcher) = self.dispatcher.get() {
+            dispatcher.unpark();
+        }
+    }
+
+    fn notify(&self, wake: bool) {
+        if wake && self.waiters.load(Ordering::SeqCst) > 0 {
+            self.changed.notify_all();
+        }
+    }
+}
+
+/// The dispatcher: runs timers every [`TICK`], and folds in events handed to it.
+fn dispatch<A: App>(shared: &Shared<A>) {
+    let mut next_tick = Instant::now();
+    while !shared.stop.load(Ordering::Acquire) {
+        thread::park_timeout(next_tick.saturating_duration_since(Instant::now()).min(TICK));
+        let mut state = shared.lock_state();
         let now = Instant::now();
-        if now >= next_tick {
-            let dropped = events.dropped();
+        if now >= next_tick && !state.core.closed {
+            let State { core, app } = &mut *state;
+            let dropped = shared.events.dropped();
             if dropped > core.events_dropped {
                 // An MD's final event lost means an RPC that never completes: say so loudly.
                 tracing::error!(dropped, "selftest event queue overflowed; RPCs may hang");
@@ -394,41 +496,7 @@ fn dispatch<A: App>(shared: &Shared<A>, events: &EventQueue) {
             app.tick(core, now);
             next_tick = now + TICK;
         }
-        core.deliver(app);
-        let wake = std::mem::take(&mut core.wake);
-        drop(state);
-        if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
-            shared.changed.notify_all();
-        }
-    }
-}
-
-/// The queue's handler, on the thread that produced the events: handles what is queued if the
-/// state is free. If it is not, its holder is the dispatcher (which takes the events next) or
-/// a caller, and the node wakes the dispatcher for the events left.
-fn handle_here<A: App>(shared: &Shared<A>, events: &EventQueue) {
-    let mut state = match shared.state.try_lock() {
-        Ok(state) => state,
-        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(TryLockError::WouldBlock) => return,
-    };
-    if state.core.closed {
-        return;
-    }
-    let State { core, app } = &mut *state;
-    // Bounded, so one busy endpoint cannot keep an I/O thread from its sockets; the rest wake
-    // the dispatcher.
-    for _ in 0..EVENT_BATCH {
-        match events.try_recv() {
-            Ok(event) => core.handle_event(app, event),
-            Err(_) => break,
-        }
-    }
-    core.deliver(app);
-    let wake = std::mem::take(&mut core.wake);
-    drop(state);
-    if wake && shared.waiters.load(Ordering::SeqCst) > 0 {
-        shared.changed.notify_all();
+        shared.unlock(state);
     }
 }
 

@@ -814,25 +814,27 @@ impl Console {
             app.trans.start(core, op, features, calls)
         });
         let deadline = Instant::now() + Duration::from_secs(u64::from(timeout));
-        let mut guard = self.endpoint.wait_until(deadline, |state| state.app.trans.is_done(id));
-        let State { core, app } = &mut *guard;
-        if !app.trans.is_done(id) {
-            // lustre: a short timeout counts as cancelled rather than timed out.
-            let error = if timeout < TRANS_MIN_TIMEOUT_SECONDS * 2 {
-                RpcError::Interrupted
-            } else {
-                RpcError::TimedOut
-            };
-            app.trans.abort(core, id, error, &mut app.nodes);
-        }
-        let ConsoleApp { trans, session, nodes, .. } = app;
-        match session.as_mut() {
-            Some(session) => trans.finish(id, session, nodes),
-            None => {
-                let mut scratch = Session::scratch();
-                trans.finish(id, &mut scratch, nodes)
+        let done = |state: &mut State<ConsoleApp>| state.app.trans.is_done(id);
+        self.endpoint.wait_until(deadline, done, |state, finished| {
+            let State { core, app } = state;
+            if !finished {
+                // lustre: a short timeout counts as cancelled rather than timed out.
+                let error = if timeout < TRANS_MIN_TIMEOUT_SECONDS * 2 {
+                    RpcError::Interrupted
+                } else {
+                    RpcError::TimedOut
+                };
+                app.trans.abort(core, id, error, &mut app.nodes);
             }
-        }
+            let ConsoleApp { trans, session, nodes, .. } = app;
+            match session.as_mut() {
+                Some(session) => trans.finish(id, session, nodes),
+                None => {
+                    let mut scratch = Session::scratch();
+                    trans.finish(id, &mut scratch, nodes)
+                }
+            }
+        })
     }
 
     fn end_session_unchecked(&self) -> TransResult {
