@@ -177,22 +177,9 @@ pub fn default_tunables(lnd: LndType) -> (i32, i32, i32, i32) {
 
 /// The `conns_per_peer` a socklnd NI shows when the configuration leaves it unset and the
 /// link speed is unknown: the module default is 0 ("auto", `DEFAULT_CONNS_PER_PEER` in
-/// lib-lnet.h), which NI startup replaces with [`conns_per_peer_for_speed`].
+/// lib-lnet.h), which NI startup replaces with the count for the link's speed
+/// (`ulnet_proto::socklnd::tunables::auto_conns_per_peer`).
 pub const DEFAULT_CONNS_PER_PEER: u16 = 1;
-
-/// socklnd's automatic `conns_per_peer` for a link of `mbps` Mb/s (`None`: unknown speed):
-/// `ilog2(max(speed, 1000) / 1000) / 2 + 1`: 1 below 4 Gb/s, 2 below 16, 3 below 64, then 4.
-/// lustre: socklnd_modparams.c `ksocklnd_speed2cpp()`, `ksocklnd_lookup_conns_per_peer()`.
-pub fn conns_per_peer_for_speed(mbps: Option<u32>) -> u16 {
-    match mbps {
-        Some(speed) if speed > 0 => {
-            let gbps = speed.max(1000) / 1000;
-            // gbps >= 1, so ilog2 is defined; the result is at most 31 / 2 + 1.
-            (gbps.ilog2() / 2 + 1) as u16
-        }
-        _ => DEFAULT_CONNS_PER_PEER,
-    }
-}
 
 /// `tos` unset (lustre: `init_lnd_tunables()` in lnetctl.c sets -1).
 pub const DEFAULT_TOS: i16 = -1;

@@ -63,6 +63,7 @@ mod clock;
 mod driver;
 mod error;
 mod event_queue;
+mod link_speed;
 mod link_watch;
 mod lnd;
 mod ni_live;
@@ -79,6 +80,7 @@ pub use error::{
     TransferError,
 };
 pub use event_queue::{EventHandler, EventQueue, MAX_EVENT_QUEUE_CAPACITY};
+pub use link_speed::link_speed_mbps;
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
 pub use lnd::tcp::TcpStats;
 pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};

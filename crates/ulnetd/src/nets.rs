@@ -64,14 +64,13 @@ impl Default for SocklndTunables {
 }
 
 impl SocklndTunables {
-    /// The `conns_per_peer` `net show` reports: the configured number, or for "auto" what
-    /// socklnd derives for a link of unknown speed (loopback, most virtual NICs).
+    /// The `conns_per_peer` `net show` reports for an NI whose interface runs at
+    /// `link_speed_mbps`: the configured number, or for "auto" what socklnd derives from the
+    /// speed (1 when unknown: loopback, links that are down).
     /// lustre: socklnd_modparams.c `ksocklnd_lookup_conns_per_peer()`.
-    pub fn shown_conns_per_peer(&self) -> u16 {
-        match self.conns_per_peer {
-            0 => model::conns_per_peer_for_speed(None),
-            count => u16::from(count),
-        }
+    pub fn shown_conns_per_peer(&self, link_speed_mbps: Option<u32>) -> u16 {
+        let configured = ulnet::ConnsPerPeer::new(u32::from(self.conns_per_peer));
+        u16::from(configured.unwrap_or_default().resolve(link_speed_mbps))
     }
 }
 
@@ -378,7 +377,8 @@ mod tests {
         );
         assert_eq!(spec.tunables, NetTunables::SOCKLND);
         assert_eq!(spec.socklnd, SocklndTunables { conns_per_peer: 0, tos: -1 });
-        assert_eq!(spec.socklnd.shown_conns_per_peer(), 1);
+        assert_eq!(spec.socklnd.shown_conns_per_peer(None), 1);
+        assert_eq!(spec.socklnd.shown_conns_per_peer(Some(25_000)), 3, "auto follows the speed");
     }
 
     #[test]

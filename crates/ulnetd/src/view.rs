@@ -36,16 +36,17 @@ pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
     }];
     for net in nets {
         let tunables = shown_tunables(net);
-        let lnd = LndTunablesShow::Socklnd {
-            conns_per_peer: net.socklnd.shown_conns_per_peer(),
-            timeout: SOCK_TIMEOUT_SECONDS,
-            tos: net.socklnd.tos,
-        };
         let nis = net
             .nis
             .iter()
             .map(|ni| {
                 let live = stats.nis.iter().find(|known| known.nid == ni.nid);
+                let speed = ni.nid.ip().and_then(ulnet::link_speed_mbps);
+                let lnd = LndTunablesShow::Socklnd {
+                    conns_per_peer: net.socklnd.shown_conns_per_peer(speed),
+                    timeout: SOCK_TIMEOUT_SECONDS,
+                    tos: net.socklnd.tos,
+                };
                 local_ni(ni, live, Some(lnd), tunables)
             })
             .collect();

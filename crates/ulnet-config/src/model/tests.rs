@@ -521,17 +521,6 @@ fn import_error_reports() {
 // --- global settings -----------------------------------------------------------------------
 
 #[test]
-fn conns_per_peer_follows_the_link_speed() {
-    assert_eq!(conns_per_peer_for_speed(None), 1);
-    assert_eq!(conns_per_peer_for_speed(Some(0)), 1);
-    assert_eq!(conns_per_peer_for_speed(Some(100)), 1);
-    assert_eq!(conns_per_peer_for_speed(Some(3_999)), 1);
-    assert_eq!(conns_per_peer_for_speed(Some(4_000)), 2);
-    assert_eq!(conns_per_peer_for_speed(Some(25_000)), 3);
-    assert_eq!(conns_per_peer_for_speed(Some(100_000)), 4);
-}
-
-#[test]
 fn global_defaults_and_lnd_timeout() {
     let settings = GlobalSettings::default();
     assert_eq!(settings.lnd_timeout(), 49);

@@ -277,6 +277,9 @@ fn aggregation(tag: &str, rails: usize) {
         println!("{tag}: rail {rail} carried {a} bytes A->B and {b} bytes B->A");
         // brw write sends bulk A->B, brw read B->A: both directions of every rail carry bulk.
         assert!(a > 1 << 20 && b > 1 << 20, "rail {rail}: {a} / {b} bytes");
+        // conns_per_peer is auto: veth links report 10 Gb/s, which the kernel's rule turns
+        // into two connections of each type (ksocklnd_speed2cpp()).
+        assert_eq!(rig.ni_field(Side::A, rail, "conns_per_peer"), 2);
     }
 }
 

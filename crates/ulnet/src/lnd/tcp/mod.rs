@@ -221,8 +221,8 @@ impl TcpLnd {
                 Some(listener)
             }
         };
-        // Loopback interfaces report no link speed: the auto rule gives 1.
-        let conns_per_peer = tunables.conns_per_peer.resolve(None);
+        // Auto follows the interface's link speed; loopback has none, which gives 1.
+        let conns_per_peer = tunables.conns_per_peer.resolve(crate::link_speed_mbps(ip));
         let inner = Inner {
             ni,
             identity,
