@@ -35,8 +35,9 @@ use ulnet::proto::wire::selftest::{
     SrpcService, check_request, errno,
 };
 use ulnet::{
-    Event, EventKind, EventQueue, EventStatus, GetRequest, MdHandle, MdOptions, MdSpec, Memory,
-    Nid, Node, ProcessId, PutRequest, RecvError, Threshold, UnlinkMode,
+    Event, EventKind, EventQueue, EventStatus, GetRequest, MdBindError, MdHandle, MdOptions,
+    MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected, ShutDown, Threshold,
+    UnlinkMode,
 };
 
 /// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
@@ -521,6 +522,20 @@ pub(crate) fn next_match_bits() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ClientRpcId(u64);
 
+/// Which step of [`RpcCore::start`] failed.
+#[derive(Clone, Copy, Debug)]
+enum StartFailure {
+    Reply,
+    Bulk,
+    Request,
+}
+
+/// What [`RpcCore::bind_and_start`] starts on the MD it binds.
+enum Operation {
+    Put(PutRequest),
+    Get(GetRequest),
+}
+
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
 enum Slot {
@@ -687,18 +702,7 @@ impl RpcCore {
             .options(MdOptions::OP_PUT)
             .threshold(Threshold::Count(1))
             .user_ptr(reply_token);
-        // Any initiator: the match bits are unique, and a multi-rail peer may answer from
-        // another NID than the one we addressed (the kernel filters on the peer here).
-        let reply_md = match self.node.post(SRPC_RDMA_PORTAL, reply_bits, reply_spec, &self.events)
-        {
-            Ok(md) => md,
-            Err(_) => {
-                self.slots.remove(&reply_token);
-                return Err(RpcError::NoResources);
-            }
-        };
-
-        let mut bulk_md = None;
+        let mut bulk_post = None;
         if let (Some(bulk), Some(bits)) = (bulk, bulk_bits) {
             let token = self.token(Slot::ClientBulk(id));
             let spec = match bulk {
@@ -712,18 +716,8 @@ impl RpcCore {
                 }
                 ClientBulk::Source { memory } => MdSpec::new(memory).options(MdOptions::OP_GET),
             };
-            let spec = spec.threshold(Threshold::Count(1)).user_ptr(token);
-            match self.node.post(SRPC_RDMA_PORTAL, bits, spec, &self.events) {
-                Ok(md) => bulk_md = Some(md),
-                Err(_) => {
-                    self.slots.remove(&token);
-                    let _ = self.node.md_unlink(reply_md);
-                    // The reply MD's UNLINK event comes back with no RPC to report to.
-                    return Err(RpcError::NoResources);
-                }
-            }
+            bulk_post = Some((token, bits, spec.threshold(Threshold::Count(1)).user_ptr(token)));
         }
-
         let request_token = self.token(Slot::ClientRequest(id));
         let mut payload = self.buffer(SRPC_MSG_LEN);
         payload.copy_from_slice(&request.emit());
@@ -732,16 +726,66 @@ impl RpcCore {
                 slot.copy_from_slice(&bytes);
             }
         }
-        let spec = MdSpec::new(Memory::new(payload))
+        let request_spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
             .user_ptr(request_token);
-        let request_md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
-            Ok(md) => md,
-            Err(_) => {
-                self.slots.remove(&request_token);
-                let _ = self.node.md_unlink(reply_md);
-                if let Some(md) = bulk_md {
-                    let _ = self.node.md_unlink(md);
+        let bulk_token = bulk_post.as_ref().map(|(token, _, _)| *token);
+
+        // Post the reply (and bulk) buffers, bind the request and send it under one lock of
+        // the node. Any initiator on the buffers: the match bits are unique, and a multi-rail
+        // peer may answer from another NID than the one we addressed (the kernel filters on
+        // the peer here). A step that fails unlinks what the earlier ones made; their UNLINK
+        // events come back with no RPC to report to.
+        let events = &self.events;
+        let posted = self.node.batch(|calls| {
+            let reply_md = calls
+                .post(SRPC_RDMA_PORTAL, reply_bits, reply_spec, events)
+                .map_err(|_| StartFailure::Reply)?;
+            let mut bulk_md = None;
+            if let Some((_, bits, spec)) = bulk_post {
+                match calls.post(SRPC_RDMA_PORTAL, bits, spec, events) {
+                    Ok(md) => bulk_md = Some(md),
+                    Err(_) => {
+                        let _ = calls.md_unlink(reply_md);
+                        return Err(StartFailure::Bulk);
+                    }
+                }
+            }
+            let request_md = match calls.md_bind(request_spec, UnlinkMode::Unlink, Some(events)) {
+                Ok(md) => md,
+                Err(_) => {
+                    for md in [Some(reply_md), bulk_md].into_iter().flatten() {
+                        let _ = calls.md_unlink(md);
+                    }
+                    return Err(StartFailure::Request);
+                }
+            };
+            let put = PutRequest {
+                md: request_md,
+                ack: false,
+                target: dest,
+                portal: service.request_portal(),
+                match_bits: u64::from(service.id()),
+                remote_offset: 0,
+                hdr_data: 0,
+                source: None,
+            };
+            let sent = calls.put(&put).is_ok();
+            Ok((reply_md, bulk_md, request_md, sent))
+        });
+        let (reply_md, bulk_md, request_md, sent) = match posted {
+            Ok(Ok(posted)) => posted,
+            failed => {
+                // The slots of the MDs never made go; the others meet their UNLINK events.
+                let never_made = match failed {
+                    Ok(Err(StartFailure::Reply)) | Err(ShutDown) => {
+                        vec![Some(reply_token), bulk_token, Some(request_token)]
+                    }
+                    Ok(Err(StartFailure::Bulk)) => vec![bulk_token, Some(request_token)],
+                    Ok(Err(StartFailure::Request)) | Ok(Ok(_)) => vec![Some(request_token)],
+                };
+                for token in never_made.into_iter().flatten() {
+                    self.slots.remove(&token);
                 }
                 return Err(RpcError::NoResources);
             }
@@ -766,17 +810,7 @@ impl RpcCore {
             expected_reply: service.reply_type(),
         };
         self.clients.insert(id, rpc);
-        let put = PutRequest {
-            md: request_md,
-            ack: false,
-            target: dest,
-            portal: service.request_portal(),
-            match_bits: u64::from(service.id()),
-            remote_offset: 0,
-            hdr_data: 0,
-            source: None,
-        };
-        if self.node.put(&put).is_err() {
+        if !sent {
             // The request MD is still idle: unlinking it reports through its UNLINK event.
             self.abort(ClientRpcId(id), RpcError::NoResources);
         }
@@ -983,42 +1017,71 @@ impl RpcCore {
         // A GET's MD sees SEND and REPLY; a PUT's only SEND.
         let threshold = if get { 2 } else { 1 };
         let spec = MdSpec::new(memory).threshold(Threshold::Count(threshold)).user_ptr(token);
-        let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
-            Ok(md) => md,
-            Err(rejected) => {
-                self.slots.remove(&token);
-                self.recycle(rejected.memory);
-                self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
-                return;
+        let started = self.bind_and_start(spec, |md| {
+            if get {
+                Operation::Get(GetRequest {
+                    md,
+                    target: peer,
+                    portal: SRPC_RDMA_PORTAL,
+                    match_bits: bulk_bits,
+                    remote_offset: 0,
+                    source: Some(self_nid),
+                })
+            } else {
+                Operation::Put(PutRequest {
+                    md,
+                    ack: false,
+                    target: peer,
+                    portal: SRPC_RDMA_PORTAL,
+                    match_bits: bulk_bits,
+                    remote_offset: 0,
+                    hdr_data: 0,
+                    source: Some(self_nid),
+                })
             }
-        };
-        if let Some(rpc) = self.servers.get_mut(&id) {
-            rpc.bulk_md = Some(md);
+        });
+        match started {
+            // Not started: the MD was unlinked again, and its UNLINK event fails the bulk.
+            Ok(md) => {
+                if let Some(rpc) = self.servers.get_mut(&id) {
+                    rpc.bulk_md = Some(md);
+                }
+            }
+            Err(memory) => {
+                self.slots.remove(&token);
+                if let Some(memory) = memory {
+                    self.recycle(memory);
+                }
+                self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
+            }
         }
-        let started = if get {
-            self.node.get(&GetRequest {
-                md,
-                target: peer,
-                portal: SRPC_RDMA_PORTAL,
-                match_bits: bulk_bits,
-                remote_offset: 0,
-                source: Some(self_nid),
-            })
-        } else {
-            self.node.put(&PutRequest {
-                md,
-                ack: false,
-                target: peer,
-                portal: SRPC_RDMA_PORTAL,
-                match_bits: bulk_bits,
-                remote_offset: 0,
-                hdr_data: 0,
-                source: Some(self_nid),
-            })
-        };
-        if started.is_err() {
-            // The forthcoming UNLINK event completes the bulk with a failure.
-            let _ = self.node.md_unlink(md);
+    }
+
+    /// Binds `spec` and starts `operation` on it under one lock of the node (one drain, see
+    /// `Node::batch`). If the operation cannot start, the MD is unlinked again in the same
+    /// batch and its UNLINK event reports it. `Err` carries the memory back when the bind
+    /// failed (`None` when the node has shut down).
+    fn bind_and_start(
+        &self,
+        spec: MdSpec,
+        operation: impl FnOnce(MdHandle) -> Operation,
+    ) -> Result<MdHandle, Option<Memory>> {
+        let events = &self.events;
+        let outcome = self.node.batch(|calls| {
+            let md = calls.md_bind(spec, UnlinkMode::Unlink, Some(events))?;
+            let started = match operation(md) {
+                Operation::Put(request) => calls.put(&request),
+                Operation::Get(request) => calls.get(&request),
+            };
+            if started.is_err() {
+                let _ = calls.md_unlink(md);
+            }
+            Ok::<_, Rejected<MdBindError>>(md)
+        });
+        match outcome {
+            Ok(Ok(md)) => Ok(md),
+            Ok(Err(rejected)) => Err(Some(rejected.memory)),
+            Err(ShutDown) => Err(None),
         }
     }
 
@@ -1077,29 +1140,29 @@ impl RpcCore {
         let mut payload = self.buffer(SRPC_MSG_LEN);
         payload.copy_from_slice(&reply);
         let spec = MdSpec::new(Memory::new(payload)).threshold(Threshold::Count(1)).user_ptr(token);
-        let md = match self.node.md_bind(spec, UnlinkMode::Unlink, Some(&self.events)) {
-            Ok(md) => md,
+        let started = self.bind_and_start(spec, |md| {
+            Operation::Put(PutRequest {
+                md,
+                ack: false,
+                target: peer,
+                portal: SRPC_RDMA_PORTAL,
+                match_bits: reply_bits,
+                remote_offset: 0,
+                hdr_data: 0,
+                source: Some(self_nid),
+            })
+        });
+        match started {
+            // Not sent: the MD was unlinked again, and its UNLINK event ends the RPC.
+            Ok(md) => {
+                if let Some(rpc) = self.servers.get_mut(&id) {
+                    rpc.reply_md = Some(md);
+                }
+            }
             Err(_) => {
                 self.slots.remove(&token);
                 self.server_done(id, false);
-                return;
             }
-        };
-        if let Some(rpc) = self.servers.get_mut(&id) {
-            rpc.reply_md = Some(md);
-        }
-        let put = PutRequest {
-            md,
-            ack: false,
-            target: peer,
-            portal: SRPC_RDMA_PORTAL,
-            match_bits: reply_bits,
-            remote_offset: 0,
-            hdr_data: 0,
-            source: Some(self_nid),
-        };
-        if self.node.put(&put).is_err() {
-            let _ = self.node.md_unlink(md);
         }
     }
 

@@ -56,9 +56,12 @@
 //!
 //! Events go to the [`EventQueue`] named when an MD is attached or bound; read them blocking
 //! ([`EventQueue::recv_timeout`]) or async ([`EventQueue::next`], or as a `Stream`). The event
-//! that reports an MD unlinked hands its memory back.
+//! that reports an MD unlinked hands its memory back. A queue made with
+//! [`Node::event_queue_with_handler`] also has a handler, called on the thread that produced its
+//! events (Lustre's `md.handler`), so a service answers without waking a thread of its own.
 
 mod admin;
+mod batch;
 mod clock;
 mod driver;
 mod error;
@@ -74,6 +77,7 @@ mod transfer;
 pub use ulnet_proto as proto;
 
 pub use admin::AdminError;
+pub use batch::Calls;
 pub use error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,

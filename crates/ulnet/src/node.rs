@@ -18,6 +18,7 @@ use ulnet_proto::engine::{
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
 
+use crate::batch::Calls;
 use crate::clock;
 use crate::driver::{self, Batch, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
 use crate::error::{
@@ -234,11 +235,10 @@ impl Node {
         unlink: UnlinkMode,
         position: InsertPosition,
     ) -> Result<MeHandle, MeAttachError> {
-        self.call(|core, _| {
-            core.engine.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
+        self.batch(|calls| {
+            calls.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
         })
         .map_err(|ShutDown| MeAttachError::ShutDown)?
-        .map_err(MeAttachError::Core)
     }
 
     /// Removes an ME that has no MD.
@@ -258,23 +258,11 @@ impl Node {
         unlink: UnlinkMode,
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdAttachError>> {
-        let (spec, route) = match self.route(spec, events) {
-            Ok(routed) => routed,
-            Err(memory) => {
-                return Err(Rejected { error: MdAttachError::ForeignEventQueue, memory });
-            }
-        };
         self.locked(|core, now| {
             if core.closed {
                 return Err(Rejected { error: MdAttachError::ShutDown, memory: spec.memory });
             }
-            let handle = core.engine.md_attach(now, me, spec, unlink).map_err(|rejected| {
-                Rejected { error: rejected.error.into(), memory: rejected.memory }
-            })?;
-            if let Some(route) = route {
-                core.routes.insert(handle.0, route);
-            }
-            Ok(handle)
+            Calls { node: self, core, now }.md_attach(me, spec, unlink, events)
         })
     }
 
@@ -287,22 +275,11 @@ impl Node {
         unlink: UnlinkMode,
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
-        let (spec, route) = match self.route(spec, events) {
-            Ok(routed) => routed,
-            Err(memory) => return Err(Rejected { error: MdBindError::ForeignEventQueue, memory }),
-        };
-        self.locked(|core, _| {
+        self.locked(|core, now| {
             if core.closed {
                 return Err(Rejected { error: MdBindError::ShutDown, memory: spec.memory });
             }
-            let handle = core.engine.md_bind(spec, unlink).map_err(|rejected| Rejected {
-                error: rejected.error.into(),
-                memory: rejected.memory,
-            })?;
-            if let Some(route) = route {
-                core.routes.insert(handle.0, route);
-            }
-            Ok(handle)
+            Calls { node: self, core, now }.md_bind(spec, unlink, events)
         })
     }
 
@@ -310,9 +287,7 @@ impl Node {
     /// one goes when its last message finishes, and that message's event carries `unlinked`
     /// and the memory. The handle stops resolving immediately.
     pub fn md_unlink(&self, md: MdHandle) -> Result<(), MdError> {
-        self.call(|core, now| core.engine.md_unlink(now, md))
-            .map_err(|ShutDown| MdError::ShutDown)?
-            .map_err(MdError::Core)
+        self.batch(|calls| calls.md_unlink(md)).map_err(|ShutDown| MdError::ShutDown)?
     }
 
     /// Runs `read` on a live MD's memory (e.g. to look at PUT data the MD keeps). The core is
@@ -342,16 +317,12 @@ impl Node {
     /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
     /// every later failure arrives in the SEND event.
     pub fn put(&self, request: &PutRequest) -> Result<(), InitiateError> {
-        self.call(|core, now| core.engine.put(now, request))
-            .map_err(|ShutDown| InitiateError::ShutDown)?
-            .map_err(InitiateError::Core)
+        self.batch(|calls| calls.put(request)).map_err(|ShutDown| InitiateError::ShutDown)?
     }
 
     /// `LNetGet`: asks for the bound MD's length; the REPLY data lands at offset 0.
     pub fn get(&self, request: &GetRequest) -> Result<(), InitiateError> {
-        self.call(|core, now| core.engine.get(now, request))
-            .map_err(|ShutDown| InitiateError::ShutDown)?
-            .map_err(InitiateError::Core)
+        self.batch(|calls| calls.get(request)).map_err(|ShutDown| InitiateError::ShutDown)?
     }
 
     /// `LNetSetLazyPortal`: PUTs that match nothing on `portal` wait (bounded) for an MD
@@ -503,7 +474,7 @@ impl Node {
 
     /// Checks an MD's event queue belongs to this node; turns events off without one.
     #[allow(clippy::type_complexity)]
-    fn route(
+    pub(crate) fn route(
         &self,
         mut spec: MdSpec,
         events: Option<&EventQueue>,

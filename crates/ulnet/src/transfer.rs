@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::engine::{
-    Event, EventKind, GetRequest, InsertPosition, MdHandle, MdSpec, Memory, PutRequest, Rejected,
-    Threshold, UnlinkMode,
+    Event, EventKind, GetRequest, MdHandle, MdSpec, Memory, PutRequest, Rejected, Threshold,
+    UnlinkMode,
 };
 
-use crate::error::{PostError, RecvError, TransferError};
+use crate::batch::Calls;
+use crate::error::{MeAttachError, PostError, RecvError, TransferError};
 use crate::event_queue::{EqShared, EventQueue};
 use crate::node::Node;
 
@@ -122,23 +123,12 @@ impl Node {
         spec: MdSpec,
         events: &EventQueue,
     ) -> Result<MdHandle, Rejected<PostError>> {
-        let attached = self.me_attach(
-            portal,
-            ProcessId::ANY,
-            match_bits,
-            0,
-            UnlinkMode::Unlink,
-            InsertPosition::After,
-        );
-        let me = match attached {
-            Ok(me) => me,
-            Err(error) => {
-                return Err(Rejected { error: PostError::MeAttach(error), memory: spec.memory });
+        self.locked(|core, now| {
+            if core.closed {
+                let error = PostError::MeAttach(MeAttachError::ShutDown);
+                return Err(Rejected { error, memory: spec.memory });
             }
-        };
-        self.md_attach(me, spec, UnlinkMode::Unlink, Some(events)).map_err(|rejected| Rejected {
-            error: PostError::MdAttach(rejected.error),
-            memory: rejected.memory,
+            Calls { node: self, core, now }.post(portal, match_bits, spec, events)
         })
     }
 

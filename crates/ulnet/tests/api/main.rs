@@ -5,6 +5,7 @@
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
 #![allow(clippy::unwrap_used)]
 
+mod batch;
 mod concurrency;
 mod events;
 mod loopback;
