@@ -88,7 +88,9 @@ pub use link_speed::link_speed_mbps;
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
 pub use lnd::tcp::TcpStats;
 pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};
-pub use node::{DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, RuntimeStats};
+pub use node::{
+    DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, PING_REPLY_POLL, RuntimeStats,
+};
 pub use transfer::Completion;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
 pub use ulnet_proto::engine::tunables::TunablesError;
