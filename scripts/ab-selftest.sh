@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Compares builds of ulnetd/ulst on small selftest RPCs (or 1 MiB brw), taking turns on fresh
+# nodes, so that a host whose speed changes from minute to minute (BENCHMARKS.md, "Session 3")
+# affects every build alike.
+#
+#   scripts/ab-selftest.sh [--bulk] ROUNDS DIR...
+#
+# Each DIR holds a build's `ulnetd` and `ulst` (e.g. a copy of target/release). Per round and
+# build: two fresh nodes (127.0.0.2@tcp on CPU 0, 127.0.0.3@tcp on CPU 1 with PIN=1, else
+# unpinned) and a console on 127.0.0.4@tcp, port 7988, then 3 s points: ping at concurrency 1,
+# 8 and 64 and brw write 4 KiB at concurrency 8, as RPC/s from the client's latency counts
+# (as scripts/bench-selftest.sh counts them); with --bulk, brw write and read 1 MiB at
+# concurrency 1 and 8 in MB/s instead. One line per round and build. Not a test: nothing fails
+# on a slow host.
+
+set -euo pipefail
+BULK=0
+if [ "${1:-}" = --bulk ]; then BULK=1; shift; fi
+[ $# -ge 2 ] || { echo "usage: $0 [--bulk] ROUNDS DIR..." >&2; exit 2; }
+ROUNDS=$1; shift
+BUILDS=("$@")
+WORK="$(mktemp -d /tmp/ab-selftest.XXXXXX)"
+export LST_SESSION=$$ ULST_SOCKET="$WORK/ulst.sock" ULST_NID=127.0.0.4@tcp ULST_PORT=7988
+PIDS=()
+BIN=""
+
+stop_all() {
+    [ -n "$BIN" ] && "$BIN/ulst" end_session >/dev/null 2>&1 || true
+    for pid in "${PIDS[@]:-}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    PIDS=()
+    # The console server exits shortly after its session ends; the next build's console needs
+    # its port (and must not reuse the old server).
+    for _ in $(seq 100); do
+        [ -e "$ULST_SOCKET" ] || ss -Htln 'sport = :7988' | grep -q . || return 0
+        sleep 0.05
+    done
+}
+trap 'stop_all; rm -rf "$WORK"' EXIT
+
+start_nodes() {
+    local name nid cpu
+    for spec in a:127.0.0.2@tcp:0 b:127.0.0.3@tcp:1; do
+        IFS=: read -r name nid cpu <<<"$spec"
+        printf 'global:\n    accept_port: 7988\n    accept: all\nnet:\n    - net type: tcp\n      local NI(s):\n        - nid: %s\n' \
+            "$nid" >"$WORK/$name.yaml"
+        if [ -n "${PIN:-}" ]; then
+            taskset -c "$cpu" "$BIN/ulnetd" --config "$WORK/$name.yaml" --socket "$WORK/$name.ctl" \
+                >"$WORK/$name.log" 2>&1 &
+        else
+            "$BIN/ulnetd" --config "$WORK/$name.yaml" --socket "$WORK/$name.ctl" \
+                >"$WORK/$name.log" 2>&1 &
+        fi
+        PIDS+=($!)
+    done
+    sleep 1
+    "$BIN/ulst" new_session --timeout 600 ab >/dev/null
+    "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
+    "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
+}
+
+field() { # group delay python-expression
+    "$BIN/ulst" --json stat --delay "$2" --count 1 "$1" | tail -1 |
+        python3 -c "import json,sys; d=json.load(sys.stdin); print($3)"
+}
+
+batch=""
+run_test() { # concurrency test-args... (starts batch "t$batch"; callers run in subshells)
+    local concurrency=$1; shift
+    batch="$RANDOM$RANDOM"
+    "$BIN/ulst" add_batch "t$batch" >/dev/null
+    "$BIN/ulst" add_test --batch "t$batch" --concurrency "$concurrency" --from a --to b "$@" \
+        >/dev/null
+    "$BIN/ulst" run "t$batch" >/dev/null
+}
+
+rate() { # concurrency test-args... -> RPC/s over 3 s
+    run_test "$@"
+    local count="d['latency_us']['worst']['count']" first second
+    first=$(field a 1 "$count")
+    second=$(field a 3 "$count")
+    "$BIN/ulst" stop "t$batch" >/dev/null
+    echo $(((second - first) / 3))
+}
+
+bandwidth() { # direction concurrency -> MB/s (10^6) over 3 s at the receiving node
+    run_test "$2" brw "$1" size=1M
+    local group=b
+    [ "$1" = read ] && group=a
+    field "$group" 3 "round(d['bandwidth']['read']['avg'] * 1.048576, 1)"
+    "$BIN/ulst" stop "t$batch" >/dev/null
+}
+
+for _ in $(seq "$ROUNDS"); do
+    for BIN in "${BUILDS[@]}"; do
+        start_nodes
+        if [ "$BULK" = 1 ]; then
+            line="write1=$(bandwidth write 1) read1=$(bandwidth read 1)"
+            line="$line write8=$(bandwidth write 8) read8=$(bandwidth read 8)"
+        else
+            rate 8 ping >/dev/null # warm-up: connections and buffers
+            line="ping1=$(rate 1 ping) ping8=$(rate 8 ping) brw4k8=$(rate 8 brw write size=4k)"
+            line="$line ping64=$(rate 64 ping)"
+        fi
+        echo "$BIN $line load=$(cut -d' ' -f1 /proc/loadavg)"
+        stop_all
+    done
+done
