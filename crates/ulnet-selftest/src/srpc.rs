@@ -522,6 +522,21 @@ pub(crate) fn next_match_bits() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ClientRpcId(u64);
 
+/// A server's PUT (bulk or reply) to `peer`'s buffer with `match_bits` on the RDMA portal,
+/// from the NID the request came in on, without ACK (lustre: rpc.c `srpc_post_active_rdma()`).
+fn rdma_put(md: MdHandle, peer: ProcessId, match_bits: u64, self_nid: Nid) -> PutRequest {
+    PutRequest {
+        md,
+        ack: false,
+        target: peer,
+        portal: SRPC_RDMA_PORTAL,
+        match_bits,
+        remote_offset: 0,
+        hdr_data: 0,
+        source: Some(self_nid),
+    }
+}
+
 /// Which step of [`RpcCore::start`] failed.
 #[derive(Clone, Copy, Debug)]
 enum StartFailure {
@@ -1028,16 +1043,7 @@ impl RpcCore {
                     source: Some(self_nid),
                 })
             } else {
-                Operation::Put(PutRequest {
-                    md,
-                    ack: false,
-                    target: peer,
-                    portal: SRPC_RDMA_PORTAL,
-                    match_bits: bulk_bits,
-                    remote_offset: 0,
-                    hdr_data: 0,
-                    source: Some(self_nid),
-                })
+                Operation::Put(rdma_put(md, peer, bulk_bits, self_nid))
             }
         });
         match started {
@@ -1140,18 +1146,8 @@ impl RpcCore {
         let mut payload = self.buffer(SRPC_MSG_LEN);
         payload.copy_from_slice(&reply);
         let spec = MdSpec::new(Memory::new(payload)).threshold(Threshold::Count(1)).user_ptr(token);
-        let started = self.bind_and_start(spec, |md| {
-            Operation::Put(PutRequest {
-                md,
-                ack: false,
-                target: peer,
-                portal: SRPC_RDMA_PORTAL,
-                match_bits: reply_bits,
-                remote_offset: 0,
-                hdr_data: 0,
-                source: Some(self_nid),
-            })
-        });
+        let started = self
+            .bind_and_start(spec, |md| Operation::Put(rdma_put(md, peer, reply_bits, self_nid)));
         match started {
             // Not sent: the MD was unlinked again, and its UNLINK event ends the RPC.
             Ok(md) => {
