@@ -147,7 +147,8 @@ pub struct PeerSet {
     pub state: Option<i64>,
 }
 
-/// `net set --health` (`yaml_lnet_config_ni_value()`, `NLM_F_REPLACE`).
+/// `net set --health` and `--conns-per-peer` (`yaml_lnet_config_ni_value()`,
+/// `NLM_F_REPLACE`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetSet {
     /// `--nid`, as typed.
@@ -156,6 +157,9 @@ pub struct NetSet {
     pub all: bool,
     /// `--health`, 0 and up; the node caps it at 1000.
     pub health: Option<i64>,
+    /// `--conns-per-peer`, 0 (auto) to 127.
+    #[serde(default)]
+    pub conns_per_peer: Option<i64>,
 }
 
 /// Which recovery queue `debug recovery` lists.

@@ -12,6 +12,8 @@ use ulnet_proto::engine::{
     NiSetError, NiStats, PeerAddError, PeerDelError, PeerInfo, PeerNiStats, PeerSetError, PeerState,
 };
 
+use ulnet_proto::socklnd::tunables::ConnsPerPeer;
+
 use crate::driver::Core;
 use crate::error::ShutDown;
 use crate::node::Node;
@@ -88,6 +90,36 @@ impl Node {
             };
             core.engine.set_ni_health(now, ni, value)
         })
+    }
+
+    /// `lnetctl net set --conns-per-peer`: socklnd's connections of each type per peer, on
+    /// the NI with `nid` or on every NI (`None`); 0 is auto (from the link speed). It applies
+    /// to peers met from now on; existing peers keep their connections. NIs whose LND has no
+    /// such setting, and a NID that is not ours, are skipped, as the kernel skips them.
+    /// Returns how many NIs changed. lustre: api-ni.c `lnet_ni_set_conns_per_peer()`.
+    pub fn set_conns_per_peer(
+        &self,
+        nid: Option<Nid>,
+        value: ConnsPerPeer,
+    ) -> Result<usize, ShutDown> {
+        let lnds = self.locked(|core, _| {
+            if core.closed {
+                return Err(ShutDown);
+            }
+            let nis: Vec<_> = match nid {
+                Some(nid) => core.engine.ni_for_nid(nid).into_iter().collect(),
+                None => core.engine.ni_ids().collect(),
+            };
+            Ok(nis.into_iter().filter_map(|ni| core.lnd(ni)).collect::<Vec<_>>())
+        })?;
+        Ok(lnds.iter().filter(|lnd| lnd.set_conns_per_peer(value)).count())
+    }
+
+    /// socklnd's `conns_per_peer` in force on the NI with `nid`; `None` for other LNDs and
+    /// NIDs that are not ours.
+    pub fn conns_per_peer(&self, nid: Nid) -> Option<u8> {
+        let lnd = self.locked(|core, _| core.engine.ni_for_nid(nid).and_then(|ni| core.lnd(ni)))?;
+        lnd.conns_per_peer()
     }
 
     /// UDSP material: a local NI's selection priority (lower is preferred).

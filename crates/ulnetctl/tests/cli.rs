@@ -577,11 +577,26 @@ fn administration_requests() {
                 nid: Some(s("192.168.1.2@tcp")),
                 all: false,
                 health: Some(500),
+                conns_per_peer: None,
             }),
         ),
         (
             vec!["net", "set", "--all", "--health", "1000"],
-            Request::NetSet(NetSet { nid: None, all: true, health: Some(1000) }),
+            Request::NetSet(NetSet {
+                nid: None,
+                all: true,
+                health: Some(1000),
+                conns_per_peer: None,
+            }),
+        ),
+        (
+            vec!["net", "set", "--nid", "192.168.1.2@tcp", "--conns-per-peer", "4"],
+            Request::NetSet(NetSet {
+                nid: Some(s("192.168.1.2@tcp")),
+                all: false,
+                health: None,
+                conns_per_peer: Some(4),
+            }),
         ),
         (
             vec!["debug", "recovery", "--peer"],

@@ -385,7 +385,7 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let stats = node.stats();
         let state = render::ExportState {
-            nets: view::net_entries(&nets, &stats),
+            nets: view::net_entries(&nets, &stats, |nid| node.conns_per_peer(nid)),
             routes: Vec::new(),
             peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
             routing: render::RoutingShow::default(),
@@ -517,11 +517,12 @@ impl LiveNode {
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
-        let nets: Vec<data::NetEntry> = view::net_entries(&nets, &stats)
-            .iter()
-            .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
-            .map(data::NetEntry::from)
-            .collect();
+        let nets: Vec<data::NetEntry> =
+            view::net_entries(&nets, &stats, |nid| node.conns_per_peer(nid))
+                .iter()
+                .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
+                .map(data::NetEntry::from)
+                .collect();
         let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
             .iter()
             .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
@@ -571,7 +572,7 @@ impl LiveNode {
 
     fn net_entries(&self) -> Result<Vec<render::NetEntry>, ControlError> {
         let (node, nets, _) = self.snapshot()?;
-        Ok(view::net_entries(&nets, &node.stats()))
+        Ok(view::net_entries(&nets, &node.stats(), |nid| node.conns_per_peer(nid)))
     }
 
     /// Replaces the node with one running `nets`; on failure the previous configuration

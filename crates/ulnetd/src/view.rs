@@ -22,8 +22,14 @@ use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 /// `LNET_PEER_MULTI_RAIL`, bit 0 of the peer state (include/linux/lnet/lib-types.h).
 pub const PEER_MULTI_RAIL: u32 = 1 << 0;
 
-/// `net show`: `lo` first, then the configured nets in configuration order.
-pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
+/// `net show`: `lo` first, then the configured nets in configuration order. `conns_per_peer`
+/// gives the count in force on a live NI (changed by `net set --conns-per-peer`); NIs it does
+/// not know show what the configuration resolves to.
+pub fn net_entries(
+    nets: &[NetSpec],
+    stats: &NodeStats,
+    conns_per_peer: impl Fn(Nid) -> Option<u8>,
+) -> Vec<NetEntry> {
     let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
     let mut entries = vec![NetEntry {
         net: Net::LO,
@@ -41,9 +47,13 @@ pub fn net_entries(nets: &[NetSpec], stats: &NodeStats) -> Vec<NetEntry> {
             .iter()
             .map(|ni| {
                 let live = stats.nis.iter().find(|known| known.nid == ni.nid);
-                let speed = ni.nid.ip().and_then(ulnet::link_speed_mbps);
+                let in_force = conns_per_peer(ni.nid).map(u16::from);
+                let configured = || {
+                    let speed = ni.nid.ip().and_then(ulnet::link_speed_mbps);
+                    net.socklnd.shown_conns_per_peer(speed)
+                };
                 let lnd = LndTunablesShow::Socklnd {
-                    conns_per_peer: net.socklnd.shown_conns_per_peer(speed),
+                    conns_per_peer: in_force.unwrap_or_else(configured),
                     timeout: SOCK_TIMEOUT_SECONDS,
                     tos: net.socklnd.tos,
                 };

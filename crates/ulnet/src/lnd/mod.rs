@@ -45,6 +45,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ulnet_proto::engine::{Resume, Transmit};
+use ulnet_proto::socklnd::tunables::ConnsPerPeer;
 use ulnet_proto::time::Time;
 
 use crate::driver::{Core, Shared, Wakes};
@@ -122,4 +123,15 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     /// The node is shutting down (its core is already closed and its transmits failed); no
     /// lock held. Drop everything held and stop tasks.
     fn shutdown(&self, node: &Arc<Shared>, now: Time);
+
+    /// socklnd's `conns_per_peer` in force on this NI; `None` for LNDs without it.
+    fn conns_per_peer(&self) -> Option<u8> {
+        None
+    }
+
+    /// Sets `conns_per_peer` for the peers this NI meets from now on (`lnetctl net set
+    /// --conns-per-peer`); false for LNDs without it.
+    fn set_conns_per_peer(&self, _value: ConnsPerPeer) -> bool {
+        false
+    }
 }

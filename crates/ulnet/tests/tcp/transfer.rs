@@ -322,3 +322,35 @@ fn ping_and_discover_over_tcp() {
     assert_eq!(info.primary_nid, tcp_nid(0));
     assert_eq!(a.tcp_stats().protocol_errors + b.tcp_stats().protocol_errors, 0);
 }
+
+/// `net set --conns-per-peer`: peers met after the change get that many connections of each
+/// bulk type (ksocknal_incr_conn_count()): one CONTROL plus two BULK_IN and two BULK_OUT. Both
+/// sides need the setting: the accepting side refuses connections beyond its own count.
+#[test]
+fn conns_per_peer_set_live_applies_to_peers_met_afterwards() {
+    let port = free_port();
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    let own = tcp_nid(0);
+    assert_eq!(a.conns_per_peer(own), Some(1), "auto on loopback (no link speed) is 1");
+    assert_eq!(a.set_conns_per_peer(Some(own), ConnsPerPeer::Fixed(2)), Ok(1));
+    assert_eq!(a.conns_per_peer(own), Some(2));
+    assert_eq!(
+        a.set_conns_per_peer(Some(nid("127.0.9.9@tcp")), ConnsPerPeer::Fixed(5)),
+        Ok(0),
+        "not ours"
+    );
+    assert_eq!(b.set_conns_per_peer(None, ConnsPerPeer::Fixed(2)), Ok(1));
+    let inbox = b.event_queue(4);
+    b.post(10, 1, sink(8), &inbox).unwrap();
+    a.put_and_wait_ack(b.process_id(), 10, 1, Memory::new(vec![1; 8]), HANG_GUARD).unwrap();
+    wait_until("a to dial 1 + 2 x 2 connections", || {
+        let stats = a.tcp_stats();
+        stats.conns_dialled == 5 && stats.conns_live() == 5
+    });
+    // Auto again resolves from the link speed, as at start-up.
+    assert_eq!(a.set_conns_per_peer(None, ConnsPerPeer::Auto), Ok(1));
+    assert_eq!(a.conns_per_peer(own), Some(1));
+    let lo = Node::loopback().unwrap();
+    assert_eq!(lo.set_conns_per_peer(None, ConnsPerPeer::Fixed(3)), Ok(0), "no socklnd NI");
+    assert_eq!(lo.conns_per_peer(Nid::LO_0), None);
+}

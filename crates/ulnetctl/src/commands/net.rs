@@ -265,10 +265,10 @@ pub(crate) fn verbosity(getopt: &mut Getopt, attached: Option<&str>) -> u32 {
     }
 }
 
-/// `net set --health V (--nid N | --all)`: lnetctl's `set_value_helper()` and
-/// `yaml_lnet_config_ni_value()`. `--lnd-timeout` and `--conns-per-peer` are checked as
-/// lnetctl checks them, then answered as not supported (ulnetd cannot change a running
-/// LND's settings yet).
+/// `net set --health V | --conns-per-peer N (--nid N | --all)`: lnetctl's
+/// `set_value_helper()` and `yaml_lnet_config_ni_value()`. `--lnd-timeout` is checked as
+/// lnetctl checks it, then answered as not supported (ulnetd cannot change a running LND's
+/// timeout yet).
 pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     let rc = check_cmd(ctx, NET_CMDS, "net", Some("set"), 0, &argv);
     if rc != 0 {
@@ -285,16 +285,22 @@ pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     {
         return set_failed(ctx, -errno::EINVAL);
     }
-    if options.lnd_timeout.is_some() || options.conns_per_peer.is_some() {
-        let what = if options.lnd_timeout.is_some() { "--lnd-timeout" } else { "--conns-per-peer" };
-        ctx.err(&format!("{}: 'net set {what}' is not supported by ulnetctl yet\n", ctx.program));
+    if options.lnd_timeout.is_some() {
+        ctx.err(&format!(
+            "{}: 'net set --lnd-timeout' is not supported by ulnetctl yet\n",
+            ctx.program
+        ));
         return -errno::EOPNOTSUPP;
     }
-    let Some(health) = options.health else {
+    if options.health.is_none() && options.conns_per_peer.is_none() {
         return 0;
-    };
-    let request =
-        Request::NetSet(NetSet { nid: options.nid, all: options.all, health: Some(health) });
+    }
+    let request = Request::NetSet(NetSet {
+        nid: options.nid,
+        all: options.all,
+        health: options.health,
+        conns_per_peer: options.conns_per_peer,
+    });
     match acknowledge(ctx, &request, ErrorOp::Set) {
         0 => 0,
         rc => set_failed(ctx, rc),

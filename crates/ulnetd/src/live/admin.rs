@@ -12,7 +12,7 @@
 //! `lnet_peer_ni_set_healthv()`; api-ni.c `lnet_ni_set_healthv()`.
 
 use ulnet::proto::engine::{MAX_HEALTH, NiSetError, PeerAddError, PeerDelError, PeerState};
-use ulnet::{AdminError, Node};
+use ulnet::{AdminError, ConnsPerPeer, Node, ShutDown};
 use ulnet_config::model::PeerConfig;
 use ulnet_control::message::{NetSet, PeerAdd, PeerDel, PeerSet, RecoveryQueue, errno};
 use ulnet_control::{ControlError, Response};
@@ -120,13 +120,11 @@ impl LiveNode {
         Ok(Response::Done)
     }
 
-    /// `net set --health V (--nid N | --all)`. A NID that is not ours is ignored as in
-    /// api-ni.c `lnet_ni_set_healthv()`; `0@lo` has no health to set.
+    /// `net set --health V | --conns-per-peer N (--nid N | --all)`. A NID that is not ours
+    /// is ignored as in api-ni.c `lnet_ni_set_healthv()` and `lnet_ni_set_conns_per_peer()`;
+    /// `0@lo` has no health to set, and only socklnd NIs have `conns_per_peer`.
     pub(super) fn net_set(&self, set: &NetSet) -> Result<Response, ControlError> {
         let node = self.running_node()?;
-        let Some(health) = set.health else {
-            return Ok(Response::Done);
-        };
         let nid = match (&set.nid, set.all) {
             (Some(_), true) => return Err(ControlError::refused(errno::EINVAL, "")),
             (_, true) | (None, false) => None,
@@ -135,6 +133,16 @@ impl LiveNode {
                     .parse::<Nid>()
                     .map_err(|_| ControlError::refused(errno::EINVAL, "unsupported NID"))?,
             ),
+        };
+        if let Some(value) = set.conns_per_peer {
+            // The kernel's ioctl takes a negative value as 1 (api-ni.c, IOC_LIBCFS_SET_CONNS_PER_PEER).
+            let value = u32::try_from(value).unwrap_or(1);
+            let value = ConnsPerPeer::new(value)
+                .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
+            node.set_conns_per_peer(nid, value).map_err(|ShutDown| ControlError::NotConfigured)?;
+        }
+        let Some(health) = set.health else {
+            return Ok(Response::Done);
         };
         match node.set_ni_health(nid, shown_health(health)) {
             Ok(()) | Err(AdminError::Refused(NiSetError::UnknownNi | NiSetError::Loopback)) => {

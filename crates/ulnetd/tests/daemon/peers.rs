@@ -177,6 +177,34 @@ fn net_set_health_then_net_show_and_recovery_queue() {
     stop(a);
 }
 
+/// `net set --conns-per-peer` changes one NI (or all) of a running daemon; `net show` and
+/// `export` report the count in force, and 0 goes back to auto (1 on loopback addresses).
+#[test]
+fn net_set_conns_per_peer_changes_the_count_in_force() {
+    let port = free_port();
+    let (first, second) = (nid(6, 2), nid(6, 3));
+    let a = spawn(&[&first, &second], port);
+    let counts = |a: &Process| -> Vec<String> {
+        ok(a, &["net", "show", "-v", "--net", "tcp"])
+            .lines()
+            .filter(|line| line.contains("conns_per_peer:"))
+            .map(|line| line.trim().to_string())
+            .collect()
+    };
+    assert_eq!(counts(&a), ["conns_per_peer: 1", "conns_per_peer: 1"]);
+    ok(&a, &["net", "set", "--nid", &second, "--conns-per-peer", "4"]);
+    assert_eq!(counts(&a), ["conns_per_peer: 1", "conns_per_peer: 4"]);
+    assert!(ok(&a, &["export"]).contains("conns_per_peer: 4"));
+    ok(&a, &["net", "set", "--all", "--conns-per-peer", "0"]);
+    assert_eq!(counts(&a), ["conns_per_peer: 1", "conns_per_peer: 1"]);
+    // lnetctl's own range check, and a NID that is not ours changes nothing (as the kernel).
+    let run = a.ulnetctl(&["net", "set", "--all", "--conns-per-peer", "128"]);
+    assert_ne!(run.code, 0);
+    ok(&a, &["net", "set", "--nid", &nid(6, 99), "--conns-per-peer", "3"]);
+    assert_eq!(counts(&a), ["conns_per_peer: 1", "conns_per_peer: 1"]);
+    stop(a);
+}
+
 #[test]
 fn export_then_import_reproduces_the_peers() {
     let port = free_port();

@@ -70,7 +70,7 @@ mod writer;
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -79,7 +79,7 @@ use ulnet_proto::addr::{Nid, ProcessId};
 use ulnet_proto::engine::{NiId, Resume, Transmit};
 use ulnet_proto::socklnd::handshake::AcceptConfig;
 use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
-use ulnet_proto::socklnd::tunables::{AcceptPolicy, SocklndTunables};
+use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 use ulnet_proto::time::Time;
 use ulnet_proto::wire::hello::LocalIdentity;
 
@@ -153,6 +153,9 @@ pub(crate) struct Inner {
     ip: IpAddr,
     tunables: SocklndTunables,
     peer_config: PeerConfig,
+    /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
+    /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
+    conns_per_peer: AtomicU8,
     accept: AcceptConfig,
     /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
     listener: Mutex<Option<std::net::TcpListener>>,
@@ -228,6 +231,7 @@ impl TcpLnd {
             identity,
             ip,
             peer_config: PeerConfig::new(&tunables, conns_per_peer),
+            conns_per_peer: AtomicU8::new(conns_per_peer.max(1)),
             accept: AcceptConfig {
                 policy: tunables.accept,
                 accept_timeout: tunables.accept_timeout,
@@ -313,6 +317,17 @@ impl fmt::Debug for TcpLnd {
 }
 
 impl Lnd for TcpLnd {
+    fn conns_per_peer(&self) -> Option<u8> {
+        Some(self.inner.conns_per_peer.load(Ordering::Relaxed))
+    }
+
+    fn set_conns_per_peer(&self, value: ConnsPerPeer) -> bool {
+        // 0 (auto) follows the link speed again, as when the NI started.
+        let resolved = value.resolve(crate::link_speed_mbps(self.inner.ip)).max(1);
+        self.inner.conns_per_peer.store(resolved, Ordering::Relaxed);
+        true
+    }
+
     fn start(&self, node: &Arc<Shared>) {
         let inner = &self.inner;
         let _ = inner.runtime.set(tokio::runtime::Handle::current());
@@ -433,6 +448,12 @@ impl Lnd for TcpLnd {
 }
 
 impl Inner {
+    /// The configuration a peer met now gets: `conns_per_peer` as currently set.
+    fn peer_config_now(&self) -> PeerConfig {
+        let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);
+        PeerConfig { max_conns_per_type, ..self.peer_config }
+    }
+
     /// The peer table. Only with the core locked (lock order: core, then table).
     fn table(&self) -> MutexGuard<'_, PeerTable> {
         // Nothing panics while holding it; recover rather than cascade if a bug ever did.

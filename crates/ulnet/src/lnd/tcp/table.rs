@@ -768,7 +768,7 @@ fn peer_entry<'a>(
         return None;
     }
     Some(peers.entry(peer_id).or_insert_with(|| Peer {
-        conns: PeerConns::new(inner.identity, peer_id, inner.peer_config),
+        conns: PeerConns::new(inner.identity, peer_id, inner.peer_config_now()),
         io: Vec::new(),
         pending: VecDeque::new(),
         building: false,
