@@ -165,4 +165,10 @@ for MODE in $MODES; do
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     PIDS=()
+    # The console server exits about 2 s after its session ends; the next mode's console
+    # needs its port.
+    for _ in $(seq 100); do
+        [ -e "$ULST_SOCKET" ] || break
+        sleep 0.05
+    done
 done
