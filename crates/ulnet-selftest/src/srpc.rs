@@ -348,7 +348,10 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         lock(&self.shared.state).core.shutdown();
         self.shared.changed.notify_all();
     }
+}
 
+impl<A: App> Endpoint<A> {
+    /// Stops the dispatcher thread and waits for it (idempotent).
     fn stop_dispatcher(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
@@ -362,11 +365,7 @@ impl<A: App + fmt::Debug> Endpoint<A> {
 
 impl<A: App> Drop for Endpoint<A> {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
+        self.stop_dispatcher();
         lock(&self.shared.state).core.shutdown();
     }
 }
