@@ -3,20 +3,30 @@
 # nodes, so that a host whose speed changes from minute to minute (BENCHMARKS.md, "Session 3")
 # affects every build alike.
 #
-#   scripts/ab-selftest.sh [--bulk] ROUNDS DIR...
+#   scripts/ab-selftest.sh [--bulk | --instructions] ROUNDS DIR...
 #
 # Each DIR holds a build's `ulnetd` and `ulst` (e.g. a copy of target/release). Per round and
 # build: two fresh nodes (127.0.0.2@tcp on CPU 0, 127.0.0.3@tcp on CPU 1 with PIN=1, else
 # unpinned) and a console on 127.0.0.4@tcp, port 7988, then 3 s points: ping at concurrency 1,
 # 8 and 64 and brw write 4 KiB at concurrency 8, as RPC/s from the client's latency counts
 # (as scripts/bench-selftest.sh counts them); with --bulk, brw write and read 1 MiB at
-# concurrency 1 and 8 in MB/s instead. One line per round and build. Not a test: nothing fails
-# on a slow host.
+# concurrency 1 and 8 in MB/s instead; with --instructions, the user and kernel instructions
+# both daemons retire per RPC (`perf stat`) for ping and brw write 4 KiB at concurrency 8, a
+# measure of work that the host's changing speed hardly moves. One line per round and build.
+# Not a test: nothing fails on a slow host.
 
 set -euo pipefail
 BULK=0
-if [ "${1:-}" = --bulk ]; then BULK=1; shift; fi
-[ $# -ge 2 ] || { echo "usage: $0 [--bulk] ROUNDS DIR..." >&2; exit 2; }
+INSTRUCTIONS=0
+case "${1:-}" in
+    --bulk) BULK=1; shift ;;
+    --instructions) INSTRUCTIONS=1; shift ;;
+esac
+[ $# -ge 2 ] || { echo "usage: $0 [--bulk | --instructions] ROUNDS DIR..." >&2; exit 2; }
+if [ "$INSTRUCTIONS" = 1 ] && ! command -v perf >/dev/null; then
+    echo "--instructions needs perf (Debian: linux-perf)" >&2
+    exit 2
+fi
 ROUNDS=$1; shift
 BUILDS=("$@")
 WORK="$(mktemp -d /tmp/ab-selftest.XXXXXX)"
@@ -91,10 +101,37 @@ bandwidth() { # direction concurrency -> MB/s (10^6) over 3 s at the receiving n
     "$BIN/ulst" stop "t$batch" >/dev/null
 }
 
+instructions() { # concurrency test-args... -> "user/kernel" instructions per RPC, both daemons
+    run_test "$@"
+    local count="d['latency_us']['worst']['count']" first second counters
+    first=$(field a 1 "$count")
+    # perf counts over the same 3 s as the RPC count (started together; the rate is steady).
+    counters="$WORK/perf.$batch"
+    perf stat -x, -e instructions:u,instructions:k -p "${PIDS[0]},${PIDS[1]}" -o "$counters" \
+        -- sleep 3 &
+    second=$(field a 3 "$count")
+    wait $!
+    "$BIN/ulst" stop "t$batch" >/dev/null
+    python3 - "$counters" "$((second - first))" <<'PY'
+import sys
+counts = {}
+for line in open(sys.argv[1]):
+    fields = line.split(",")
+    if len(fields) > 2 and fields[0].isdigit():
+        counts[fields[2].split(":")[-1]] = int(fields[0])
+rpcs = max(int(sys.argv[2]), 1)
+print(f"{counts.get('u', 0) // rpcs}/{counts.get('k', 0) // rpcs}")
+PY
+}
+
 for _ in $(seq "$ROUNDS"); do
     for BIN in "${BUILDS[@]}"; do
         start_nodes
-        if [ "$BULK" = 1 ]; then
+        if [ "$INSTRUCTIONS" = 1 ]; then
+            rate 8 ping >/dev/null # warm-up: connections and buffers
+            line="ping8=$(instructions 8 ping) brw4k8=$(instructions 8 brw write size=4k)"
+            line="$line (user/kernel instructions per RPC)"
+        elif [ "$BULK" = 1 ]; then
             line="write1=$(bandwidth write 1) read1=$(bandwidth read 1)"
             line="$line write8=$(bandwidth write 8) read8=$(bandwidth read 8)"
         else

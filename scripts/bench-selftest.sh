@@ -8,13 +8,18 @@
 #
 # Two ulnetd nodes on loopback (127.0.0.2@tcp and 127.0.0.3@tcp, port 7988) run the selftest
 # service; a ulst console on 127.0.0.4@tcp drives them. Measured, each pinned (node A and its
-# peer tool on CPU 0, node B on CPU 1) and unpinned:
+# peer tool's client on CPU 0, node B and the peer's server on CPU 1) and unpinned:
 #
 #   * ulst brw write and read, 1 MiB, concurrency 1, 8 and 32, against `iperf3 -l 1M` (one
 #     stream): target ratio >= 0.9;
 #   * ulst brw write 4 KiB RPC rate and ulst ping RPC rate, concurrency 8 (and 64, the rate
 #     with both nodes' CPUs busy), against `ucx_perftest` over tcp (tag_bw, 8-byte messages):
-#     target ratio >= 0.5.
+#     target ratio >= 0.5; and against the kernel-TCP floor for the same frames
+#     (crates/ulnet/examples/socket_floor.rs: two plain epoll loops, no LNet).
+#
+# The host's speed changes from minute to minute, so every ulst point is followed at once by
+# its peer's, on fresh nodes each round (BENCH_ROUNDS, 3 by default, 1 with --quick); the table
+# gives the medians and the median (min-max) of the paired ratios.
 #
 # Bandwidth is the server's receive rate (write) or the client's (read) from `ulst --json stat`;
 # RPC rates come from the RPC counts of the client's latency histograms over the sampling
@@ -37,16 +42,25 @@ for arg in "$@"; do
     esac
 done
 SECONDS_PER_POINT=$([ "$QUICK" = 1 ] && echo 3 || echo 10)
+ROUNDS=${BENCH_ROUNDS:-$([ "$QUICK" = 1 ] && echo 1 || echo 3)}
 PORT=7988
 
 [ -n "${BENCH_BIN:-}" ] && BUILD=0
 if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p ulnetd -p ulnet-selftest --manifest-path "$ROOT/Cargo.toml"
 fi
+# The kernel-TCP floor for the same frames (crates/ulnet/examples/socket_floor.rs), from this
+# tree: built here unless --no-build.
+FLOOR="$ROOT/target/release/examples/socket_floor"
+if [ "$BUILD" = 1 ] || [ -n "${BENCH_BIN:-}" ]; then
+    cargo build --release -q -p ulnet --example socket_floor --manifest-path "$ROOT/Cargo.toml"
+fi
 BIN="${BENCH_BIN:-$ROOT/target/release}"
 WORK="$(mktemp -d /tmp/bench-selftest.XXXXXX)"
 PIDS=()
 cleanup() {
+    # Ends the console server with the session, even after a failure part-way.
+    "$BIN/ulst" end_session >/dev/null 2>&1 || true
     for pid in "${PIDS[@]:-}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$WORK"
@@ -126,49 +140,95 @@ ucx_rate() { # test iterations divisor -> the overall message rate of an 8-byte 
         -n "$2" 2>/dev/null | awk -v d="$3" '/Final:/ { print int($NF / d); exit }'
 }
 
-ratio() { python3 -c "print('n/a' if 'n/a' in ('$1','$2') else round(float('$1')/float('$2'), 2))"; }
+floor_rate() { # brw|ping concurrency -> RPC/s of two plain epoll loops exchanging the frames
+    [ -x "$FLOOR" ] || { echo n/a; return; }
+    if [ "$MODE" = pinned ]; then
+        "$FLOOR" "$1" --concurrency "$2" --seconds "$SECONDS_PER_POINT" --pin
+    else
+        "$FLOOR" "$1" --concurrency "$2" --seconds "$SECONDS_PER_POINT"
+    fi
+}
 
-printf '| mode | measure | ulst | peer | ratio | target |\n|---|---|---|---|---|---|\n'
-for MODE in $MODES; do
-    start_node a 127.0.0.2@tcp 0
-    start_node b 127.0.0.3@tcp 1
-    sleep 1
-    "$BIN/ulst" new_session --timeout 600 bench >/dev/null
-    "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
-    "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
-    IPERF=$(iperf_mbs)
-    for direction in write read; do
-        for concurrency in 1 8 32; do
-            value=$(ulst_bandwidth "$direction" "$concurrency")
-            printf '| %s | brw %s 1 MiB, concurrency %s (MB/s) | %s | iperf3 -l 1M: %s | %s | >= 0.9 |\n' \
-                "$MODE" "$direction" "$concurrency" "$value" "$IPERF" "$(ratio "$value" "$IPERF")"
-        done
-    done
-    # The target is against UCX's streaming small-message rate (tag_bw); its ping-pong rate
-    # (tag_lat round trips) is shown too, since an RPC is a round trip.
-    UCX=$(ucx_rate tag_bw 2000000 1)
-    PINGPONG=$(ucx_rate tag_lat 200000 2)
-    # Concurrency 8 is the target's measure; 64 shows the rate once both nodes' CPUs are busy.
-    for concurrency in 8 64; do
-        value=$(ulst_rpc_rate "small$concurrency" "$concurrency" brw write size=4k)
-        printf '| %s | brw write 4 KiB, concurrency %s (RPC/s) | %s | tag_bw 8 B: %s msg/s | %s | >= 0.5 |\n' \
-            "$MODE" "$concurrency" "$value" "$UCX" "$(ratio "$value" "$UCX")"
-        printf '| %s | brw write 4 KiB, concurrency %s (RPC/s) | %s | tag_lat 8 B: %s round trips/s | %s | - |\n' \
-            "$MODE" "$concurrency" "$value" "$PINGPONG" "$(ratio "$value" "$PINGPONG")"
-        value=$(ulst_rpc_rate "pings$concurrency" "$concurrency" ping)
-        printf '| %s | ping, concurrency %s (RPC/s) | %s | tag_bw 8 B: %s msg/s | %s | >= 0.5 |\n' \
-            "$MODE" "$concurrency" "$value" "$UCX" "$(ratio "$value" "$UCX")"
-        printf '| %s | ping, concurrency %s (RPC/s) | %s | tag_lat 8 B: %s round trips/s | %s | - |\n' \
-            "$MODE" "$concurrency" "$value" "$PINGPONG" "$(ratio "$value" "$PINGPONG")"
-    done
-    "$BIN/ulst" end_session >/dev/null || true
+# One measure: the ulst figure and, right after it on the same CPUs, its peer's; kept as
+# "mode|measure|target|ulst|peer" lines in $RESULTS and summarised at the end.
+record() { # measure target ulst peer
+    printf '%s|%s|%s|%s|%s\n' "$MODE" "$1" "$2" "$3" "$4" >>"$RESULTS"
+}
+
+stop_nodes() {
+    "$BIN/ulst" end_session >/dev/null 2>&1 || true
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     PIDS=()
-    # The console server exits about 2 s after its session ends; the next mode's console
+    # The console server exits about 2 s after its session ends; the next round's console
     # needs its port.
-    for _ in $(seq 100); do
-        [ -e "$ULST_SOCKET" ] || break
+    for _ in $(seq 200); do
+        [ -e "$ULST_SOCKET" ] || ss -Htln "sport = :$PORT" | grep -q . || return 0
         sleep 0.05
     done
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+for MODE in $MODES; do
+    for round in $(seq "$ROUNDS"); do
+        echo "$MODE round $round of $ROUNDS" >&2
+        # Fresh nodes every round: a round's connections keep whatever speed the host gave
+        # them (BENCHMARKS.md, "host effects").
+        start_node a 127.0.0.2@tcp 0
+        start_node b 127.0.0.3@tcp 1
+        sleep 1
+        "$BIN/ulst" new_session --timeout 600 bench >/dev/null
+        "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
+        "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
+        for direction in write read; do
+            for concurrency in 1 8 32; do
+                value=$(ulst_bandwidth "$direction" "$concurrency")
+                record "brw $direction 1 MiB, concurrency $concurrency (MB/s) vs iperf3 -l 1M" \
+                    ">= 0.9" "$value" "$(iperf_mbs)"
+            done
+        done
+        # The target is against UCX's streaming small-message rate (tag_bw); its ping-pong
+        # rate (tag_lat round trips) is shown too, since an RPC is a round trip. Concurrency 8
+        # is the target's measure; 64 shows the rate once both nodes' CPUs are busy.
+        for concurrency in 8 64; do
+            value=$(ulst_rpc_rate "small${concurrency}_$round" "$concurrency" brw write size=4k)
+            record "brw write 4 KiB, concurrency $concurrency (RPC/s) vs tag_bw 8 B (msg/s)" \
+                ">= 0.5" "$value" "$(ucx_rate tag_bw 2000000 1)"
+            record "brw write 4 KiB, concurrency $concurrency (RPC/s) vs socket floor" "-" \
+                "$value" "$(floor_rate brw "$concurrency")"
+            value=$(ulst_rpc_rate "pings${concurrency}_$round" "$concurrency" ping)
+            record "ping, concurrency $concurrency (RPC/s) vs tag_bw 8 B (msg/s)" \
+                ">= 0.5" "$value" "$(ucx_rate tag_bw 2000000 1)"
+            record "ping, concurrency $concurrency (RPC/s) vs socket floor" "-" \
+                "$value" "$(floor_rate ping "$concurrency")"
+        done
+        record "ping, concurrency 8 (RPC/s) vs tag_lat 8 B (round trips/s)" "-" \
+            "$(ulst_rpc_rate "pingl_$round" 8 ping)" "$(ucx_rate tag_lat 200000 2)"
+        stop_nodes
+    done
 done
+
+# Per mode and measure: medians over the rounds and the median (min-max) of the paired ratios.
+python3 - "$RESULTS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, measure, target, ulst, peer = line.rstrip("\n").split("|")
+    rows.setdefault((mode, measure, target), []).append((ulst, peer))
+print("| mode | measure | ulst | peer | ratio, median (min-max) | target |")
+print("|---|---|---|---|---|---|")
+def num(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+for (mode, measure, target), pairs in rows.items():
+    ulst = [v for v in (num(u) for u, _ in pairs) if v is not None]
+    peer = [v for v in (num(p) for _, p in pairs) if v is not None]
+    ratios = [num(u) / num(p) for u, p in pairs if num(u) is not None and num(p)]
+    med = lambda xs: "n/a" if not xs else f"{statistics.median(xs):.0f}"
+    ratio = "n/a" if not ratios else (
+        f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+    print(f"| {mode} | {measure} | {med(ulst)} | {med(peer)} | {ratio} | {target} |")
+PY
