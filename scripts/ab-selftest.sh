@@ -11,8 +11,8 @@
 # 8 and 64 and brw write 4 KiB at concurrency 8, as RPC/s from the client's latency counts
 # (as scripts/bench-selftest.sh counts them); with --bulk, brw write and read 1 MiB at
 # concurrency 1 and 8 in MB/s instead; with --instructions, the user and kernel instructions
-# both daemons retire per RPC (`perf stat`) for ping and brw write 4 KiB at concurrency 8, a
-# measure of work that the host's changing speed hardly moves. One line per round and build.
+# and the cycles both daemons spend per RPC (`perf stat`) for ping and brw write 4 KiB at
+# concurrency 8: measures of work that the host's changing speed moves far less than rates. One line per round and build.
 # Not a test: nothing fails on a slow host.
 
 set -euo pipefail
@@ -101,13 +101,13 @@ bandwidth() { # direction concurrency -> MB/s (10^6) over 3 s at the receiving n
     "$BIN/ulst" stop "t$batch" >/dev/null
 }
 
-instructions() { # concurrency test-args... -> "user/kernel" instructions per RPC, both daemons
+instructions() { # concurrency test-args... -> "user/kernel/cycles" per RPC, both daemons
     run_test "$@"
     local count="d['latency_us']['worst']['count']" first second counters
     first=$(field a 1 "$count")
     # perf counts over the same 3 s as the RPC count (started together; the rate is steady).
     counters="$WORK/perf.$batch"
-    perf stat -x, -e instructions:u,instructions:k -p "${PIDS[0]},${PIDS[1]}" -o "$counters" \
+    perf stat -x, -e instructions:u,instructions:k,cycles -p "${PIDS[0]},${PIDS[1]}" -o "$counters" \
         -- sleep 3 &
     second=$(field a 3 "$count")
     wait $!
@@ -120,7 +120,7 @@ for line in open(sys.argv[1]):
     if len(fields) > 2 and fields[0].isdigit():
         counts[fields[2].split(":")[-1]] = int(fields[0])
 rpcs = max(int(sys.argv[2]), 1)
-print(f"{counts.get('u', 0) // rpcs}/{counts.get('k', 0) // rpcs}")
+print(f"{counts.get('u', 0) // rpcs}/{counts.get('k', 0) // rpcs}/{counts.get('cycles', 0) // rpcs}")
 PY
 }
 
@@ -130,7 +130,7 @@ for _ in $(seq "$ROUNDS"); do
         if [ "$INSTRUCTIONS" = 1 ]; then
             rate 8 ping >/dev/null # warm-up: connections and buffers
             line="ping8=$(instructions 8 ping) brw4k8=$(instructions 8 brw write size=4k)"
-            line="$line (user/kernel instructions per RPC)"
+            line="$line (user/kernel instructions/cycles per RPC)"
         elif [ "$BULK" = 1 ]; then
             line="write1=$(bandwidth write 1) read1=$(bandwidth read 1)"
             line="$line write8=$(bandwidth write 8) read8=$(bandwidth read 8)"
