@@ -134,6 +134,9 @@ pub(crate) struct Core {
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
     pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
+    /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
+    /// so the link watcher must not clear the flag when their interface looks fine.
+    pub(crate) draining: Vec<NiId>,
     /// API calls fail with `ShutDown`; transmits fail locally.
     pub(crate) closed: bool,
     /// [`finish`] ran to the end.
@@ -150,6 +153,7 @@ impl Core {
             routes: HashMap::default(),
             completions: HashMap::default(),
             armed: Time::MAX,
+            draining: Vec::new(),
             closed: false,
             finished: false,
         }

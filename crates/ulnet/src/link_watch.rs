@@ -192,6 +192,9 @@ pub(crate) fn refresh(shared: &Arc<Shared>) {
             .ni_ids()
             .filter_map(|ni| core.engine.ni_stats(ni).map(|stats| (ni, stats)))
             .filter(|(_, stats)| stats.lnd == LndKind::Tcp)
+            // A draining NI is fatal on purpose (`crate::ni_live`): clearing its flag would
+            // advertise it UP and let it carry traffic again until its removal.
+            .filter(|(ni, _)| !core.draining.contains(ni))
             .filter_map(|(ni, stats)| {
                 let fatal = is_fatal(stats.nid.ip()?, &host);
                 (fatal != stats.health.fatal_error).then_some((ni, fatal))

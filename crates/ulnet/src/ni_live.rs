@@ -174,8 +174,10 @@ impl Node {
     }
 
     /// The first half of [`remove_ni`](Self::remove_ni): the NI is marked fatal, so peers
-    /// learn it is DOWN and stop choosing it. The link watcher clears the flag if it hears of
-    /// an interface change meanwhile; the removal goes ahead anyway, it only drains less.
+    /// learn it is DOWN and stop choosing it. The link watcher leaves a draining NI's flag
+    /// alone: an unrelated netlink event (an IPv6 address finishing DAD, say) used to clear
+    /// it, so the NI was advertised UP and carried traffic again in its last moments, and a
+    /// discovery push caught on it at removal failed with no NI left to resend it on.
     fn drain_ni(&self, nid: Nid) -> Result<(), RemoveNiError> {
         if nid == Nid::LO_0 {
             return Err(RemoveNiError::Loopback);
@@ -194,6 +196,9 @@ impl Node {
             let now = clock::now();
             if let Err(error) = core.engine.set_ni_fatal(now, ni, true) {
                 tracing::warn!(%nid, %error, "cannot drain the NI; removing it at once");
+            }
+            if !core.draining.contains(&ni) {
+                core.draining.push(ni);
             }
             driver::drain(shared, &mut core, now, &mut wakes);
         }
@@ -216,6 +221,7 @@ impl Node {
                 return Err(RemoveNiError::NotTcp(nid));
             };
             let now = clock::now();
+            core.draining.retain(|draining| *draining != ni);
             if core.engine.remove_ni(now, ni).is_err() {
                 // Listed by `ni_for_nid` just above, under the same lock.
                 return Err(RemoveNiError::UnknownNid(nid));

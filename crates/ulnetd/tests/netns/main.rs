@@ -26,6 +26,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ulnet::proto::wire::ping::LNET_NI_STATUS_UP;
 use ulnet::{AcceptPolicy, Node, SocklndTunables};
 use ulnet_selftest::Console;
 use ulnet_selftest::cli::{self, Env, Io};
@@ -163,10 +164,32 @@ fn failover(tag: &str, broken: Break) {
                 Break::BlackHole => fabric.black_hole(Side::B, 2),
                 Break::RemoteRemoved => {
                     let removed = Fabric::nid(Side::B, 2);
-                    let run = b.ulnetctl(&["net", "del", "--nid", &removed]);
+                    let removed_nid: ulnet::Nid = removed.parse().unwrap();
+                    let status = || {
+                        let peer = node.peer_info(target)?;
+                        peer.nis.iter().find(|ni| ni.nid == removed_nid).map(|ni| ni.status)
+                    };
+                    let socket = b.socket.clone();
+                    let run = std::thread::scope(|inner| {
+                        let del = inner.spawn(|| {
+                            support::ulnetctl(&socket, &["net", "del", "--nid", &removed])
+                        });
+                        // The drain advertises the NI DOWN for a second before removing it.
+                        wait_until("B's NI on rail 2 advertised DOWN", || {
+                            status() != Some(LNET_NI_STATUS_UP)
+                        });
+                        // An unrelated address change in B's namespace meanwhile must not
+                        // bring the draining NI back UP (the link watcher used to clear its
+                        // fatal flag on any netlink event, which made this test flaky).
+                        fabric.add_address(Side::B, 1, 9);
+                        std::thread::sleep(Duration::from_millis(300));
+                        let seen = status();
+                        assert_ne!(seen, Some(LNET_NI_STATUS_UP), "draining NI advertised UP");
+                        del.join().unwrap()
+                    });
                     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
                     println!("{tag}: net del returned after {:?}", broke.elapsed());
-                    let removed: ulnet::Nid = removed.parse().unwrap();
+                    let removed = removed_nid;
                     wait_until("the initiator to forget B's removed NID", || {
                         node.peer_info(target)
                             .is_some_and(|peer| peer.nis.iter().all(|ni| ni.nid != removed))
