@@ -1168,6 +1168,10 @@ impl RpcCore {
         if !event.unlinked {
             return;
         }
+        // Gone already: `server_done` need not unlink it (one locked call per RPC saved).
+        if let Some(rpc) = self.servers.get_mut(&id) {
+            rpc.reply_md = None;
+        }
         let ok = event.status.is_ok() && event.kind == EventKind::Send;
         self.server_done(id, ok);
     }
