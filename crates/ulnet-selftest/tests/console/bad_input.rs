@@ -148,9 +148,16 @@ fn node_killed_mid_batch() {
     cluster.kill(2);
     let started = Instant::now();
     let clients = Target::Group("c".into());
-    assert!(eventually(Duration::from_secs(20), || {
-        console_errors(&cluster.console.stat(KEY, &clients, 5).unwrap()) > 0
-    }));
+    // The last stat goes into the failure message: this has failed now and then (session 4
+    // saw 4 failures in about 110 runs) for a cause not yet found.
+    let mut last = None;
+    let seen = eventually(Duration::from_secs(20), || {
+        let stat = cluster.console.stat(KEY, &clients, 5).unwrap();
+        let errors = console_errors(&stat);
+        last = Some(stat);
+        errors > 0
+    });
+    assert!(seen, "no client error 20 s after the kill; last stat: {last:#?}");
     // The client counts errors (its RPCs to the dead server fail, and it stops on error).
     let (rc, out, err) = ulst(&cluster, "show_error c s");
     assert_eq!(rc, -2, "{out}{err}");
