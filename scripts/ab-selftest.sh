@@ -34,18 +34,9 @@ export LST_SESSION=$$ ULST_SOCKET="$WORK/ulst.sock" ULST_NID=127.0.0.4@tcp ULST_
 PIDS=()
 BIN=""
 
-stop_all() {
-    [ -n "$BIN" ] && "$BIN/ulst" end_session >/dev/null 2>&1 || true
-    for pid in "${PIDS[@]:-}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    PIDS=()
-    # The console server exits shortly after its session ends; the next build's console needs
-    # its port (and must not reuse the old server).
-    for _ in $(seq 100); do
-        [ -e "$ULST_SOCKET" ] || ss -Htln 'sport = :7988' | grep -q . || return 0
-        sleep 0.05
-    done
-}
+# shellcheck source=scripts/selftest-nodes.sh
+. "$(dirname "$0")/selftest-nodes.sh"
+stop_all() { stop_selftest_nodes 7988; }
 trap 'stop_all; rm -rf "$WORK"' EXIT
 
 start_nodes() {

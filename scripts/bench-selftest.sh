@@ -58,11 +58,11 @@ fi
 BIN="${BENCH_BIN:-$ROOT/target/release}"
 WORK="$(mktemp -d /tmp/bench-selftest.XXXXXX)"
 PIDS=()
+# shellcheck source=scripts/selftest-nodes.sh
+. "$ROOT/scripts/selftest-nodes.sh"
 cleanup() {
     # Ends the console server with the session, even after a failure part-way.
-    "$BIN/ulst" end_session >/dev/null 2>&1 || true
-    for pid in "${PIDS[@]:-}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop_selftest_nodes "$PORT"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -155,19 +155,6 @@ record() { # measure target ulst peer
     printf '%s|%s|%s|%s|%s\n' "$MODE" "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
 
-stop_nodes() {
-    "$BIN/ulst" end_session >/dev/null 2>&1 || true
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    PIDS=()
-    # The console server exits about 2 s after its session ends; the next round's console
-    # needs its port.
-    for _ in $(seq 200); do
-        [ -e "$ULST_SOCKET" ] || ss -Htln "sport = :$PORT" | grep -q . || return 0
-        sleep 0.05
-    done
-}
-
 RESULTS="$WORK/results"
 : >"$RESULTS"
 for MODE in $MODES; do
@@ -205,7 +192,7 @@ for MODE in $MODES; do
         done
         record "ping, concurrency 8 (RPC/s) vs tag_lat 8 B (round trips/s)" "-" \
             "$(ulst_rpc_rate "pingl_$round" 8 ping)" "$(ucx_rate tag_lat 200000 2)"
-        stop_nodes
+        stop_selftest_nodes "$PORT"
     done
 done
 
