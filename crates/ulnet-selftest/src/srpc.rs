@@ -12,6 +12,10 @@
 //! stay queued for the dispatcher thread, which also runs the timers. Callers from other
 //! threads (the console's commands) lock the same state and wait on a condition variable.
 //!
+//! The server's node calls of one fold (replies, bulk transfers, request buffers reposted) are
+//! held and made together at its end, under one lock of the node: one drain for all of them,
+//! and their messages leave in one write per connection.
+//!
 //! Nothing here blocks while holding the lock except the node's own short calls (which never
 //! call back into us), so the lock order is simply: endpoint state, then the node's core.
 //!
@@ -35,7 +39,7 @@ use ulnet::proto::wire::selftest::{
     SrpcService, check_request, errno,
 };
 use ulnet::{
-    Event, EventKind, EventQueue, EventStatus, GetRequest, MdBindError, MdHandle, MdOptions,
+    Calls, Event, EventKind, EventQueue, EventStatus, GetRequest, MdBindError, MdHandle, MdOptions,
     MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected, ShutDown, Threshold,
     UnlinkMode,
 };
@@ -403,9 +407,18 @@ impl<A: App> Shared<A> {
         if core.closed {
             return false;
         }
-        for _ in 0..EVENT_BATCH {
-            match self.events.try_recv() {
-                Ok(event) => core.handle_event(app, event),
+        // Taken in bursts, under one lock of the queue each (and handled in place).
+        let mut inbox = std::mem::take(&mut core.inbox);
+        let mut handled = 0;
+        while handled < EVENT_BATCH {
+            match self.events.try_recv_many(&mut inbox, EVENT_BATCH - handled) {
+                Ok(count) => {
+                    handled += count;
+                    for event in &mut inbox {
+                        core.handle_event(app, event);
+                    }
+                    inbox.clear();
+                }
                 Err(RecvError::Closed) => {
                     // The node shut down: every RPC in flight fails now.
                     core.closed = true;
@@ -416,7 +429,15 @@ impl<A: App> Shared<A> {
                 Err(RecvError::Empty | RecvError::Timeout) => break,
             }
         }
-        core.deliver(app);
+        core.inbox = inbox;
+        // Delivering may hold more calls (a finished bulk's reply), and a failed call may
+        // leave a bulk to deliver.
+        loop {
+            core.deliver(app);
+            if !core.flush_held() {
+                break;
+            }
+        }
         std::mem::take(&mut core.wake)
     }
 
@@ -536,6 +557,36 @@ fn rdma_put(md: MdHandle, peer: ProcessId, match_bits: u64, self_nid: Nid) -> Pu
     }
 }
 
+/// A request buffer's MD: one PUT, then it unlinks.
+fn request_buffer_spec(buffer: Vec<u8>, token: u64) -> MdSpec {
+    MdSpec::new(Memory::new(buffer))
+        .options(MdOptions::OP_PUT)
+        .threshold(Threshold::Count(1))
+        .user_ptr(token)
+}
+
+/// Binds `spec` and starts the transfer to `remote` on it, within a batch. If the transfer
+/// cannot start, the MD is unlinked again in the same batch and its UNLINK event reports it,
+/// so this still returns the MD; `Err` carries the memory back when the bind failed.
+fn bind_and_start(
+    calls: &mut Calls<'_>,
+    events: &EventQueue,
+    spec: MdSpec,
+    remote: Remote,
+) -> HeldOutcome {
+    let md = calls
+        .md_bind(spec, UnlinkMode::Unlink, Some(events))
+        .map_err(|rejected: Rejected<MdBindError>| Some(rejected.memory))?;
+    let started = match remote.operation(md) {
+        Operation::Put(request) => calls.put(&request),
+        Operation::Get(request) => calls.get(&request),
+    };
+    if started.is_err() {
+        let _ = calls.md_unlink(md);
+    }
+    Ok(md)
+}
+
 /// Which step of [`RpcCore::start`] failed.
 #[derive(Clone, Copy, Debug)]
 enum StartFailure {
@@ -549,6 +600,52 @@ enum Operation {
     Put(PutRequest),
     Get(GetRequest),
 }
+
+/// A server's node call, held until the end of the fold ([`RpcCore::flush_held`]) so that
+/// every reply, bulk and buffer repost of a fold shares one lock of the node and one drain.
+enum HeldCall {
+    /// Repost a request buffer of `service` (its slot is `token`).
+    Post { service: SrpcService, token: u64, spec: MdSpec },
+    /// Bind `spec` and start server RPC `id`'s reply or bulk on it (its slot is `token`).
+    Start { id: u64, token: u64, spec: MdSpec, remote: Remote, part: ServerPart },
+}
+
+/// Where a server RPC's active transfer goes: the peer's MD on the RDMA portal.
+#[derive(Clone, Copy)]
+struct Remote {
+    peer: ProcessId,
+    match_bits: u64,
+    self_nid: Nid,
+    /// A GET (the bulk of a write), else a PUT (a reply, or the bulk of a read).
+    get: bool,
+}
+
+impl Remote {
+    fn operation(self, md: MdHandle) -> Operation {
+        if self.get {
+            Operation::Get(GetRequest {
+                md,
+                target: self.peer,
+                portal: SRPC_RDMA_PORTAL,
+                match_bits: self.match_bits,
+                remote_offset: 0,
+                source: Some(self.self_nid),
+            })
+        } else {
+            Operation::Put(rdma_put(md, self.peer, self.match_bits, self.self_nid))
+        }
+    }
+}
+
+/// Which MD of a server RPC a [`HeldCall::Start`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerPart {
+    Reply,
+    Bulk,
+}
+
+/// What became of a [`HeldCall`]: the MD, or on failure the memory if it came back.
+type HeldOutcome = Result<MdHandle, Option<Memory>>;
 
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
@@ -630,6 +727,10 @@ pub(crate) struct RpcCore {
     pub wake: bool,
     /// Events the queue dropped, as last reported.
     events_dropped: u64,
+    /// Server calls waiting for [`RpcCore::flush_held`].
+    held: Vec<HeldCall>,
+    /// Events taken from the queue and being handled (kept for its allocation).
+    inbox: Vec<Event>,
     closed: bool,
 }
 
@@ -661,6 +762,8 @@ impl RpcCore {
             counters: SrpcCounters::default(),
             wake: false,
             events_dropped: 0,
+            held: Vec::new(),
+            inbox: Vec::new(),
             closed: false,
         }
     }
@@ -874,10 +977,7 @@ impl RpcCore {
         buffer: Vec<u8>,
     ) -> Result<(), ulnet::PostError> {
         let token = self.token(Slot::RequestBuffer(service));
-        let spec = MdSpec::new(Memory::new(buffer))
-            .options(MdOptions::OP_PUT)
-            .threshold(Threshold::Count(1))
-            .user_ptr(token);
+        let spec = request_buffer_spec(buffer, token);
         match self.node.post(service.request_portal(), u64::from(service.id()), spec, &self.events)
         {
             Ok(md) => {
@@ -895,7 +995,9 @@ impl RpcCore {
         }
     }
 
-    /// A request buffer is free again: repost it, and grow the service when it runs low.
+    /// A request buffer is free again: repost it, and grow the service when it runs low. The
+    /// posts are held for [`flush_held`](Self::flush_held) and counted now, so the next
+    /// request of the same fold sees them.
     fn repost(&mut self, service: SrpcService, buffer: Vec<u8>) {
         if self.closed {
             return;
@@ -903,9 +1005,7 @@ impl RpcCore {
         if let Some(buffers) = self.services.get_mut(&service.id()) {
             buffers.total = buffers.total.saturating_sub(1);
         }
-        if self.post_buffer(service, buffer).is_err() {
-            tracing::warn!(?service, "failed to repost a selftest request buffer");
-        }
+        self.hold_post(service, buffer);
         let grow = match self.services.get(&service.id()) {
             Some(buffers) if buffers.posted < (buffers.total / 4).max(2) => {
                 (buffers.total / 2).max(16).min(buffers.max.saturating_sub(buffers.total))
@@ -913,13 +1013,98 @@ impl RpcCore {
             _ => 0,
         };
         for _ in 0..grow {
-            if self.post_buffer(service, vec![0; SRPC_MSG_LEN]).is_err() {
-                break;
-            }
+            self.hold_post(service, vec![0; SRPC_MSG_LEN]);
         }
     }
 
-    fn handle_event<A: App>(&mut self, app: &mut A, mut event: Event) {
+    fn hold_post(&mut self, service: SrpcService, buffer: Vec<u8>) {
+        let token = self.token(Slot::RequestBuffer(service));
+        let spec = request_buffer_spec(buffer, token);
+        if let Some(buffers) = self.services.get_mut(&service.id()) {
+            buffers.posted += 1;
+            buffers.total += 1;
+        }
+        self.held.push(HeldCall::Post { service, token, spec });
+    }
+
+    /// Makes the held server calls under one lock of the node (one drain: their messages
+    /// leave together), then settles what each became. Returns whether a failed bulk left
+    /// something for [`deliver`](Self::deliver).
+    fn flush_held(&mut self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let held = std::mem::take(&mut self.held);
+        // What each call was, to settle its outcome (the specs move into the batch).
+        let kinds: Vec<(u64, u64, Option<SrpcService>, ServerPart)> = held
+            .iter()
+            .map(|call| match call {
+                HeldCall::Post { service, token, .. } => {
+                    (0, *token, Some(*service), ServerPart::Reply)
+                }
+                HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
+            })
+            .collect();
+        let events = &self.events;
+        let outcomes: Vec<HeldOutcome> = self
+            .node
+            .batch(|calls| {
+                held.into_iter()
+                    .map(|call| match call {
+                        HeldCall::Post { service, spec, .. } => calls
+                            .post(service.request_portal(), u64::from(service.id()), spec, events)
+                            .map_err(|rejected| Some(rejected.memory)),
+                        HeldCall::Start { spec, remote, .. } => {
+                            bind_and_start(calls, events, spec, remote)
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut outcomes = outcomes.into_iter();
+        for (id, token, service, part) in kinds {
+            // An empty list: the node shut down and made none of the calls.
+            let outcome = outcomes.next().unwrap_or(Err(None));
+            match (service, outcome) {
+                (Some(_), Ok(md)) => {
+                    self.request_buffers.insert(token, md);
+                }
+                (Some(service), Err(_)) => {
+                    self.slots.remove(&token);
+                    if let Some(buffers) = self.services.get_mut(&service.id()) {
+                        buffers.posted = buffers.posted.saturating_sub(1);
+                        buffers.total = buffers.total.saturating_sub(1);
+                    }
+                    if !self.closed {
+                        tracing::warn!(?service, "failed to repost a selftest request buffer");
+                    }
+                }
+                (None, Ok(md)) => {
+                    if let Some(rpc) = self.servers.get_mut(&id) {
+                        match part {
+                            ServerPart::Reply => rpc.reply_md = Some(md),
+                            ServerPart::Bulk => rpc.bulk_md = Some(md),
+                        }
+                    }
+                }
+                (None, Err(memory)) => {
+                    self.slots.remove(&token);
+                    if let Some(memory) = memory {
+                        self.recycle(memory);
+                    }
+                    match part {
+                        ServerPart::Reply => self.server_done(id, false),
+                        ServerPart::Bulk => {
+                            self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
+                        }
+                    }
+                }
+            }
+        }
+        !self.bulk_ready.is_empty()
+    }
+
+    fn handle_event<A: App>(&mut self, app: &mut A, event: &mut Event) {
         if !event.status.is_ok() && event.status != EventStatus::Canceled {
             self.counters.errors = self.counters.errors.wrapping_add(1);
         }
@@ -930,12 +1115,12 @@ impl RpcCore {
             self.request_buffers.remove(&token);
         }
         match slot {
-            Slot::RequestBuffer(service) => self.request_arrived(app, service, &mut event),
-            Slot::ClientRequest(id) => self.client_request_event(id, &mut event),
-            Slot::ClientReply(id) => self.client_reply_event(id, &mut event),
-            Slot::ClientBulk(id) => self.client_bulk_event(id, &mut event),
-            Slot::ServerBulk(id) => self.server_bulk_event(id, &mut event),
-            Slot::ServerReply(id) => self.server_reply_event(id, &mut event),
+            Slot::RequestBuffer(service) => self.request_arrived(app, service, event),
+            Slot::ClientRequest(id) => self.client_request_event(id, event),
+            Slot::ClientReply(id) => self.client_reply_event(id, event),
+            Slot::ClientBulk(id) => self.client_bulk_event(id, event),
+            Slot::ServerBulk(id) => self.server_bulk_event(id, event),
+            Slot::ServerReply(id) => self.server_reply_event(id, event),
         }
     }
 
@@ -1019,7 +1204,7 @@ impl RpcCore {
         let Some(rpc) = self.servers.get(&id) else { return };
         let peer = rpc.incoming.peer;
         let self_nid = rpc.incoming.self_nid;
-        let Some(bulk_bits) = bulk_match_bits(&rpc.incoming.msg.body) else {
+        let Some(match_bits) = bulk_match_bits(&rpc.incoming.msg.body) else {
             self.server_done(id, false);
             return;
         };
@@ -1031,63 +1216,8 @@ impl RpcCore {
         // A GET's MD sees SEND and REPLY; a PUT's only SEND.
         let threshold = if get { 2 } else { 1 };
         let spec = MdSpec::new(memory).threshold(Threshold::Count(threshold)).user_ptr(token);
-        let started = self.bind_and_start(spec, |md| {
-            if get {
-                Operation::Get(GetRequest {
-                    md,
-                    target: peer,
-                    portal: SRPC_RDMA_PORTAL,
-                    match_bits: bulk_bits,
-                    remote_offset: 0,
-                    source: Some(self_nid),
-                })
-            } else {
-                Operation::Put(rdma_put(md, peer, bulk_bits, self_nid))
-            }
-        });
-        match started {
-            // Not started: the MD was unlinked again, and its UNLINK event fails the bulk.
-            Ok(md) => {
-                if let Some(rpc) = self.servers.get_mut(&id) {
-                    rpc.bulk_md = Some(md);
-                }
-            }
-            Err(memory) => {
-                self.slots.remove(&token);
-                if let Some(memory) = memory {
-                    self.recycle(memory);
-                }
-                self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
-            }
-        }
-    }
-
-    /// Binds `spec` and starts `operation` on it under one lock of the node (one drain, see
-    /// `Node::batch`). If the operation cannot start, the MD is unlinked again in the same
-    /// batch and its UNLINK event reports it. `Err` carries the memory back when the bind
-    /// failed (`None` when the node has shut down).
-    fn bind_and_start(
-        &self,
-        spec: MdSpec,
-        operation: impl FnOnce(MdHandle) -> Operation,
-    ) -> Result<MdHandle, Option<Memory>> {
-        let events = &self.events;
-        let outcome = self.node.batch(|calls| {
-            let md = calls.md_bind(spec, UnlinkMode::Unlink, Some(events))?;
-            let started = match operation(md) {
-                Operation::Put(request) => calls.put(&request),
-                Operation::Get(request) => calls.get(&request),
-            };
-            if started.is_err() {
-                let _ = calls.md_unlink(md);
-            }
-            Ok::<_, Rejected<MdBindError>>(md)
-        });
-        match outcome {
-            Ok(Ok(md)) => Ok(md),
-            Ok(Err(rejected)) => Err(Some(rejected.memory)),
-            Err(ShutDown) => Err(None),
-        }
+        let remote = Remote { peer, match_bits, self_nid, get };
+        self.held.push(HeldCall::Start { id, token, spec, remote, part: ServerPart::Bulk });
     }
 
     fn server_bulk_event(&mut self, id: u64, event: &mut Event) {
@@ -1135,30 +1265,21 @@ impl RpcCore {
     /// lustre: rpc.c `srpc_send_reply()`.
     fn send_reply(&mut self, id: u64, reply: [u8; SRPC_MSG_LEN]) {
         let Some(rpc) = self.servers.get(&id) else { return };
-        let Some(reply_bits) = rpc.incoming.msg.body.reply_match_bits() else {
+        let Some(match_bits) = rpc.incoming.msg.body.reply_match_bits() else {
             self.server_done(id, false);
             return;
         };
-        let peer = rpc.incoming.peer;
-        let self_nid = rpc.incoming.self_nid;
+        let remote = Remote {
+            peer: rpc.incoming.peer,
+            match_bits,
+            self_nid: rpc.incoming.self_nid,
+            get: false,
+        };
         let token = self.token(Slot::ServerReply(id));
         let mut payload = self.buffer(SRPC_MSG_LEN);
         payload.copy_from_slice(&reply);
         let spec = MdSpec::new(Memory::new(payload)).threshold(Threshold::Count(1)).user_ptr(token);
-        let started = self
-            .bind_and_start(spec, |md| Operation::Put(rdma_put(md, peer, reply_bits, self_nid)));
-        match started {
-            // Not sent: the MD was unlinked again, and its UNLINK event ends the RPC.
-            Ok(md) => {
-                if let Some(rpc) = self.servers.get_mut(&id) {
-                    rpc.reply_md = Some(md);
-                }
-            }
-            Err(_) => {
-                self.slots.remove(&token);
-                self.server_done(id, false);
-            }
-        }
+        self.held.push(HeldCall::Start { id, token, spec, remote, part: ServerPart::Reply });
     }
 
     fn server_reply_event(&mut self, id: u64, event: &mut Event) {
@@ -1392,6 +1513,11 @@ impl RpcCore {
             return;
         }
         self.closed = true;
+        // Calls never made: their slots go with them.
+        for call in std::mem::take(&mut self.held) {
+            let (HeldCall::Post { token, .. } | HeldCall::Start { token, .. }) = call;
+            self.slots.remove(&token);
+        }
         let portals: BTreeSet<u32> = self
             .services
             .keys()

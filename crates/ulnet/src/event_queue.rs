@@ -91,6 +91,31 @@ impl EventQueue {
         result
     }
 
+    /// Takes up to `max` waiting events at once, appending them to `into`, under one lock of
+    /// the queue: cheaper than as many [`try_recv`](Self::try_recv) calls for a consumer that
+    /// handles events in bursts. Returns how many it took; with none waiting, the same errors
+    /// as `try_recv` (and, like it, writes what this thread's calls held back).
+    pub fn try_recv_many(&self, into: &mut Vec<Event>, max: usize) -> Result<usize, RecvError> {
+        let taken = {
+            let mut state = self.shared.lock();
+            let count = state.events.len().min(max);
+            if count == 0 && max > 0 {
+                if state.closed {
+                    return Err(RecvError::Closed);
+                }
+            } else {
+                into.extend(state.events.drain(..count));
+                self.shared.len.store(state.events.len(), Ordering::Release);
+            }
+            count
+        };
+        if taken == 0 && max > 0 {
+            self.shared.before_wait();
+            return Err(RecvError::Empty);
+        }
+        Ok(taken)
+    }
+
     /// Waits up to `timeout` for an event. Spins for the node's spin time before sleeping, since
     /// waking a sleeping thread costs tens of microseconds on small virtual machines.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Event, RecvError> {

@@ -157,7 +157,12 @@ fn node_killed_mid_batch() {
         last = Some(stat);
         errors > 0
     });
-    assert!(seen, "no client error 20 s after the kill; last stat: {last:#?}");
+    assert!(
+        seen,
+        "no client error 20 s after the kill; last stat: {last:#?}\nclient node: {:#?}\nfabric: {:?}",
+        cluster.nodes[0].stats(),
+        cluster.fabric().stats()
+    );
     // The client counts errors (its RPCs to the dead server fail, and it stops on error).
     let (rc, out, err) = ulst(&cluster, "show_error c s");
     assert_eq!(rc, -2, "{out}{err}");

@@ -87,6 +87,33 @@ fn closed_after_shutdown_once_drained() {
     assert!(node.event_queue(4).is_closed(), "a queue made after shutdown starts closed");
 }
 
+#[test]
+fn many_at_once_in_order_up_to_the_limit() {
+    let node = Node::loopback().unwrap();
+    let queue = node.event_queue(8);
+    let mut taken = Vec::new();
+    assert_eq!(queue.try_recv_many(&mut taken, 4), Err(RecvError::Empty));
+    let mds: Vec<MdHandle> = (0..3u8)
+        .map(|i| {
+            let spec = MdSpec::new(Memory::new(vec![i]));
+            let md = node.md_bind(spec, UnlinkMode::Retain, Some(&queue)).unwrap();
+            node.md_unlink(md).unwrap();
+            md
+        })
+        .collect();
+    assert_eq!(queue.try_recv_many(&mut taken, 2), Ok(2));
+    assert_eq!(queue.len(), 1);
+    // Nothing asked for, nothing taken, whatever waits.
+    assert_eq!(queue.try_recv_many(&mut taken, 0), Ok(0));
+    assert_eq!(queue.try_recv_many(&mut taken, 8), Ok(1));
+    assert!(queue.is_empty());
+    let order: Vec<MdHandle> = taken.iter().map(|event| event.md).collect();
+    assert_eq!(order, mds, "appended in the order they came");
+    node.shutdown();
+    assert_eq!(queue.try_recv_many(&mut taken, 8), Err(RecvError::Closed));
+    assert_eq!(taken.len(), 3, "an error appends nothing");
+}
+
 #[tokio::test]
 async fn async_transfers_and_stream() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
