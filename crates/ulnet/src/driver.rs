@@ -58,6 +58,7 @@
 //! fabric fails frames still addressed to us back to their senders) -> close the event queues.
 
 use foldhash::HashMap;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -65,7 +66,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use ulnet_proto::engine::portal::MAX_PORTALS;
-use ulnet_proto::engine::{Completion, HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId};
+use ulnet_proto::engine::{
+    Completion, Event, HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId,
+};
 use ulnet_proto::time::Time;
 
 use crate::clock;
@@ -134,6 +137,9 @@ pub(crate) struct Core {
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
     pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
+    /// Buffers [`route_events`] keeps for their allocations.
+    event_scratch: VecDeque<Event>,
+    event_run: Vec<Event>,
     /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
     /// so the link watcher must not clear the flag when their interface looks fine.
     pub(crate) draining: Vec<NiId>,
@@ -153,6 +159,8 @@ impl Core {
             routes: HashMap::default(),
             completions: HashMap::default(),
             armed: Time::MAX,
+            event_scratch: VecDeque::new(),
+            event_run: Vec::new(),
             draining: Vec::new(),
             closed: false,
             finished: false,
@@ -493,9 +501,18 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
                 lnd.reset(shared, core, now, reset.peer, wakes);
             }
         }
-        while let Some(transmit) = core.engine.poll_transmit() {
+        // One handle on the LNDs for all transmits (they change only under this lock, and not
+        // from inside an LND call), taken only when there are some.
+        let mut next = core.engine.poll_transmit();
+        let lnds = next.is_some().then(|| Arc::clone(&core.lnds));
+        while let Some(transmit) = next.take() {
             progressed = true;
-            let lnd = if core.closed { None } else { core.lnd(transmit.ni) };
+            let lnd = match &lnds {
+                Some(lnds) if !core.closed => {
+                    lnds.get(usize::from(transmit.ni.0)).and_then(Option::as_ref)
+                }
+                _ => None,
+            };
             match lnd {
                 Some(lnd) => {
                     core.in_flight.insert(transmit.tx, transmit.ni);
@@ -512,6 +529,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
                     }
                 }
             }
+            next = core.engine.poll_transmit();
         }
         while let Some(resume) = core.engine.poll_resume() {
             progressed = true;
@@ -527,24 +545,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
                 }
             }
         }
-        while let Some(event) = core.engine.poll_event() {
-            progressed = true;
-            let route = if event.unlinked {
-                core.routes.remove(&event.md.0)
-            } else {
-                core.routes.get(&event.md.0).cloned()
-            };
-            match route.and_then(|queue| queue.upgrade()) {
-                Some(queue) => {
-                    if queue.push(event) {
-                        wakes.queue(queue);
-                    }
-                }
-                None => {
-                    shared.counters.events_unrouted.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+        progressed |= route_events(shared, core, wakes);
         while let Some(completion) = core.engine.poll_completion() {
             progressed = true;
             let key = match &completion {
@@ -560,6 +561,60 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
         if !progressed {
             break;
         }
+    }
+}
+
+/// Hands the core's events to the queues their MDs name. Runs of events for one queue (the
+/// usual case: one consumer per node) go in under one lock of that queue, and its handle is
+/// taken once per run. Returns whether there were events.
+fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> bool {
+    let mut events = std::mem::take(&mut core.event_scratch);
+    if !core.engine.take_events(&mut events) {
+        core.event_scratch = events;
+        return false;
+    }
+    let mut run = std::mem::take(&mut core.event_run);
+    let mut target: Option<Arc<EqShared>> = None;
+    let mut unrouted = 0u64;
+    for event in events.drain(..) {
+        let removed;
+        let route = if event.unlinked {
+            removed = core.routes.remove(&event.md.0);
+            removed.as_ref()
+        } else {
+            core.routes.get(&event.md.0)
+        };
+        let Some(route) = route else {
+            unrouted += 1;
+            continue;
+        };
+        // The same allocation as the live target: that queue (a dead handle cannot share the
+        // address of a live one).
+        if !target.as_ref().is_some_and(|queue| std::ptr::eq(route.as_ptr(), Arc::as_ptr(queue))) {
+            let Some(queue) = route.upgrade() else {
+                unrouted += 1;
+                continue;
+            };
+            if let Some(previous) = target.replace(queue) {
+                push_run(previous, &mut run, wakes);
+            }
+        }
+        run.push(event);
+    }
+    if let Some(queue) = target {
+        push_run(queue, &mut run, wakes);
+    }
+    if unrouted > 0 {
+        shared.counters.events_unrouted.fetch_add(unrouted, Ordering::Relaxed);
+    }
+    core.event_scratch = events;
+    core.event_run = run;
+    true
+}
+
+fn push_run(queue: Arc<EqShared>, run: &mut Vec<Event>, wakes: &mut Wakes) {
+    if queue.push_many(run) {
+        wakes.queue(queue);
     }
 }
 

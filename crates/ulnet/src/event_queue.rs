@@ -279,18 +279,25 @@ impl EqShared {
         })
     }
 
-    /// Queues an event; returns true when a consumer is waiting and must be woken (by
+    /// Queues `events` (under one lock), leaving the vector empty; those beyond the capacity
+    /// are dropped and counted. Returns true when a consumer is waiting and must be woken (by
     /// [`wake`](Self::wake), which the caller runs after releasing the node's lock).
-    pub(crate) fn push(&self, event: Event) -> bool {
+    pub(crate) fn push_many(&self, events: &mut Vec<Event>) -> bool {
         let mut state = self.lock();
         if state.closed {
+            events.clear();
             return false;
         }
-        if state.events.len() >= self.capacity {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        let room = self.capacity.saturating_sub(state.events.len());
+        if events.len() > room {
+            let dropped = events.len() - room;
+            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+            events.truncate(room);
+        }
+        if events.is_empty() {
             return false;
         }
-        state.events.push_back(event);
+        state.events.extend(events.drain(..));
         self.len.store(state.events.len(), Ordering::Release);
         self.handler.is_some() || state.sleepers > 0 || !state.wakers.is_empty()
     }

@@ -915,6 +915,21 @@ impl Node {
         self.events.pop_front()
     }
 
+    /// Moves every waiting event, oldest first, to the end of `into`: what repeated
+    /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
+    /// `into` trades buffers with the node). Returns whether there were any.
+    pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
+        if self.events.is_empty() {
+            return false;
+        }
+        if into.is_empty() {
+            std::mem::swap(&mut self.events, into);
+        } else {
+            into.append(&mut self.events);
+        }
+        true
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
     /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {

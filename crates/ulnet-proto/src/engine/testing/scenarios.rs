@@ -1288,3 +1288,27 @@ fn arbitrary_inputs_do_not_panic() {
         drive_arbitrary(data);
     }
 }
+
+#[test]
+fn events_taken_at_once_come_in_order_and_append() {
+    let mut node = two_rail_node();
+    let now = Time::from_secs(1);
+    let mut taken = std::collections::VecDeque::new();
+    assert!(!node.take_events(&mut taken));
+    let mut unlink = |node: &mut Node| {
+        let md = node.md_bind(source(b"e", 1), UnlinkMode::Retain).unwrap();
+        node.md_unlink(now, md).unwrap();
+        md
+    };
+    let (first, second) = (unlink(&mut node), unlink(&mut node));
+    // Into an empty buffer (the node's own buffer is traded), then appended to a non-empty one.
+    assert!(node.take_events(&mut taken));
+    let third = unlink(&mut node);
+    assert!(node.take_events(&mut taken));
+    let order: Vec<MdHandle> = taken.iter().map(|event| event.md).collect();
+    assert_eq!(order, [first, second, third]);
+    assert!(taken.iter().all(|event| event.kind == EventKind::Unlink && event.unlinked));
+    assert_eq!(node.poll_event(), None);
+    assert!(!node.take_events(&mut taken));
+    node.check_invariants().unwrap();
+}
