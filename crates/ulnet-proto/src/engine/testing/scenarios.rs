@@ -1295,7 +1295,7 @@ fn events_taken_at_once_come_in_order_and_append() {
     let now = Time::from_secs(1);
     let mut taken = std::collections::VecDeque::new();
     assert!(!node.take_events(&mut taken));
-    let mut unlink = |node: &mut Node| {
+    let unlink = |node: &mut Node| {
         let md = node.md_bind(source(b"e", 1), UnlinkMode::Retain).unwrap();
         node.md_unlink(now, md).unwrap();
         md
