@@ -730,7 +730,7 @@ pub(crate) struct RpcCore {
     /// Server calls waiting for [`RpcCore::flush_held`].
     held: Vec<HeldCall>,
     /// Events taken from the queue and being handled (kept for its allocation).
-    inbox: Vec<Event>,
+    inbox: VecDeque<Event>,
     closed: bool,
 }
 
@@ -763,7 +763,7 @@ impl RpcCore {
             wake: false,
             events_dropped: 0,
             held: Vec::new(),
-            inbox: Vec::new(),
+            inbox: VecDeque::new(),
             closed: false,
         }
     }

@@ -139,7 +139,9 @@ pub(crate) struct Core {
     pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
     /// Buffers [`route_events`] keeps for their allocations.
     event_scratch: VecDeque<Event>,
-    event_run: Vec<Event>,
+    event_targets: Vec<Option<usize>>,
+    event_queues: Vec<Arc<EqShared>>,
+    event_run: VecDeque<Event>,
     /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
     /// so the link watcher must not clear the flag when their interface looks fine.
     pub(crate) draining: Vec<NiId>,
@@ -160,7 +162,9 @@ impl Core {
             completions: HashMap::default(),
             armed: Time::MAX,
             event_scratch: VecDeque::new(),
-            event_run: Vec::new(),
+            event_targets: Vec::new(),
+            event_queues: Vec::new(),
+            event_run: VecDeque::new(),
             draining: Vec::new(),
             closed: false,
             finished: false,
@@ -564,19 +568,20 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
     }
 }
 
-/// Hands the core's events to the queues their MDs name. Runs of events for one queue (the
-/// usual case: one consumer per node) go in under one lock of that queue, and its handle is
-/// taken once per run. Returns whether there were events.
+/// Hands the core's events to the queues their MDs name. When they all go to one queue (the
+/// usual case: one consumer per node), the whole batch moves in at once under one lock of the
+/// queue, traded or appended rather than moved event by event; otherwise each run of events
+/// for one queue goes in under one lock. Returns whether there were events.
 fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> bool {
     let mut events = std::mem::take(&mut core.event_scratch);
     if !core.engine.take_events(&mut events) {
         core.event_scratch = events;
         return false;
     }
-    let mut run = std::mem::take(&mut core.event_run);
-    let mut target: Option<Arc<EqShared>> = None;
-    let mut unrouted = 0u64;
-    for event in events.drain(..) {
+    // Where each event goes, as an index into `queues` (None: nowhere).
+    let mut queues = std::mem::take(&mut core.event_queues);
+    let mut targets = std::mem::take(&mut core.event_targets);
+    for event in &events {
         let removed;
         let route = if event.unlinked {
             removed = core.routes.remove(&event.md.0);
@@ -584,38 +589,58 @@ fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> boo
         } else {
             core.routes.get(&event.md.0)
         };
-        let Some(route) = route else {
-            unrouted += 1;
-            continue;
-        };
-        // The same allocation as the live target: that queue (a dead handle cannot share the
-        // address of a live one).
-        if !target.as_ref().is_some_and(|queue| std::ptr::eq(route.as_ptr(), Arc::as_ptr(queue))) {
-            let Some(queue) = route.upgrade() else {
-                unrouted += 1;
-                continue;
-            };
-            if let Some(previous) = target.replace(queue) {
-                push_run(previous, &mut run, wakes);
+        // A live queue shares no address with a dead handle, so comparing addresses finds it.
+        let target = route.and_then(|route| {
+            match queues.iter().position(|queue| std::ptr::eq(route.as_ptr(), Arc::as_ptr(queue))) {
+                Some(index) => Some(index),
+                None => route.upgrade().map(|queue| {
+                    queues.push(queue);
+                    queues.len() - 1
+                }),
             }
-        }
-        run.push(event);
+        });
+        targets.push(target);
     }
-    if let Some(queue) = target {
-        push_run(queue, &mut run, wakes);
+    let unrouted = targets.iter().filter(|target| target.is_none()).count();
+    if let ([queue], 0) = (queues.as_slice(), unrouted) {
+        if queue.push_all(&mut events) {
+            wakes.queue(Arc::clone(queue));
+        }
+    } else {
+        let mut run = std::mem::take(&mut core.event_run);
+        let mut current = None;
+        for (event, target) in events.drain(..).zip(targets.iter().copied()) {
+            let Some(target) = target else { continue };
+            if current != Some(target) {
+                if let Some(previous) = current {
+                    push_run(&queues[previous], &mut run, wakes);
+                }
+                current = Some(target);
+            }
+            run.push_back(event);
+        }
+        if let Some(last) = current {
+            push_run(&queues[last], &mut run, wakes);
+        }
+        core.event_run = run;
     }
     if unrouted > 0 {
-        shared.counters.events_unrouted.fetch_add(unrouted, Ordering::Relaxed);
+        shared.counters.events_unrouted.fetch_add(unrouted as u64, Ordering::Relaxed);
     }
+    events.clear();
+    targets.clear();
+    queues.clear();
     core.event_scratch = events;
-    core.event_run = run;
+    core.event_targets = targets;
+    core.event_queues = queues;
     true
 }
 
-fn push_run(queue: Arc<EqShared>, run: &mut Vec<Event>, wakes: &mut Wakes) {
-    if queue.push_many(run) {
-        wakes.queue(queue);
+fn push_run(queue: &Arc<EqShared>, run: &mut VecDeque<Event>, wakes: &mut Wakes) {
+    if queue.push_all(run) {
+        wakes.queue(Arc::clone(queue));
     }
+    run.clear();
 }
 
 /// Locks two different nodes' cores in id order (lock order rule 1) and returns them as

@@ -95,7 +95,11 @@ impl EventQueue {
     /// the queue: cheaper than as many [`try_recv`](Self::try_recv) calls for a consumer that
     /// handles events in bursts. Returns how many it took; with none waiting, the same errors
     /// as `try_recv` (and, like it, writes what this thread's calls held back).
-    pub fn try_recv_many(&self, into: &mut Vec<Event>, max: usize) -> Result<usize, RecvError> {
+    pub fn try_recv_many(
+        &self,
+        into: &mut VecDeque<Event>,
+        max: usize,
+    ) -> Result<usize, RecvError> {
         let taken = {
             let mut state = self.shared.lock();
             let count = state.events.len().min(max);
@@ -103,6 +107,10 @@ impl EventQueue {
                 if state.closed {
                     return Err(RecvError::Closed);
                 }
+            } else if count == state.events.len() && into.is_empty() {
+                // All of them into an empty buffer: trade buffers, move nothing.
+                std::mem::swap(&mut state.events, into);
+                self.shared.len.store(0, Ordering::Release);
             } else {
                 into.extend(state.events.drain(..count));
                 self.shared.len.store(state.events.len(), Ordering::Release);
@@ -279,10 +287,11 @@ impl EqShared {
         })
     }
 
-    /// Queues `events` (under one lock), leaving the vector empty; those beyond the capacity
-    /// are dropped and counted. Returns true when a consumer is waiting and must be woken (by
-    /// [`wake`](Self::wake), which the caller runs after releasing the node's lock).
-    pub(crate) fn push_many(&self, events: &mut Vec<Event>) -> bool {
+    /// Queues `events` under one lock, leaving `events` empty (into an empty queue the two
+    /// trade buffers: nothing is moved); those beyond the capacity are dropped and counted.
+    /// Returns true when a consumer is waiting and must be woken (by [`wake`](Self::wake),
+    /// which the caller runs after releasing the node's lock).
+    pub(crate) fn push_all(&self, events: &mut VecDeque<Event>) -> bool {
         let mut state = self.lock();
         if state.closed {
             events.clear();
@@ -290,14 +299,17 @@ impl EqShared {
         }
         let room = self.capacity.saturating_sub(state.events.len());
         if events.len() > room {
-            let dropped = events.len() - room;
-            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+            self.dropped.fetch_add((events.len() - room) as u64, Ordering::Relaxed);
             events.truncate(room);
         }
         if events.is_empty() {
             return false;
         }
-        state.events.extend(events.drain(..));
+        if state.events.is_empty() {
+            std::mem::swap(&mut state.events, events);
+        } else {
+            state.events.append(events);
+        }
         self.len.store(state.events.len(), Ordering::Release);
         self.handler.is_some() || state.sleepers > 0 || !state.wakers.is_empty()
     }

@@ -90,9 +90,7 @@ impl Node {
         }
         match ack_to.filter(|_| status.is_ok()) {
             Some(ack_wmd) => self.send_ack(key, ack_wmd),
-            None => {
-                self.free_message(key);
-            }
+            None => self.discard_message(key),
         }
     }
 
@@ -376,18 +374,23 @@ impl Node {
             }
             _ => Vec::new(),
         };
-        let event = md.events.then(|| {
-            let status = if md.aborted && status.is_ok() { EventStatus::TimedOut } else { status };
-            let mut event = template.event(kind, md.handle, md.user_ptr, status);
-            event.unlinked = unlink;
-            if unlink {
-                event.memory = Some(std::mem::take(&mut md.memory));
-            }
-            event
-        });
         let idle_infinite = md.refcount == 0 && md.threshold == Threshold::Infinite;
-        if let Some(event) = event {
-            self.deliver_event(owner, md_key, event, data);
+        if md.events {
+            let status = if md.aborted && status.is_ok() { EventStatus::TimedOut } else { status };
+            let memory = unlink.then(|| std::mem::take(&mut md.memory));
+            if owner == MdOwner::User {
+                // Completed where it is queued: an event is large, and this is the per-message
+                // path.
+                let event = template.event(kind, md.handle, md.user_ptr, status);
+                if let Some(event) = self.push_event(event) {
+                    event.unlinked = unlink;
+                    event.memory = memory;
+                }
+            } else {
+                let mut event = template.event(kind, md.handle, md.user_ptr, status);
+                event.unlinked = unlink;
+                self.deliver_event(owner, md_key, event, data);
+            }
         }
         if unlink || idle_infinite {
             self.detach_tracker(md_key);
@@ -419,7 +422,8 @@ impl Node {
         }
         if self.mds.get(md_key).is_some_and(|md| md.refcount == 0) {
             self.detach_tracker(md_key);
-            if self.mds.remove(md_key).is_some_and(|md| md.owner != MdOwner::User) {
+            let internal = self.mds.get(md_key).is_some_and(|md| md.owner != MdOwner::User);
+            if self.mds.discard(md_key) && internal {
                 self.internal_mds -= 1;
             }
         }

@@ -1283,6 +1283,14 @@ impl Node {
         Some(key)
     }
 
+    /// [`free_message`](Self::free_message) when the message itself is no longer needed.
+    pub(super) fn discard_message(&mut self, key: Key) {
+        if !self.msgs.discard(key) {
+            self.record_violation(|| format!("message {key:?} finalized twice"));
+        }
+        self.stats.msgs_alloc = self.msgs.len() as u64;
+    }
+
     pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
         let message = self.msgs.remove(key);
         if message.is_none() {
@@ -1363,12 +1371,15 @@ impl Node {
         self.compact_trackers();
     }
 
-    pub(super) fn push_event(&mut self, event: Event) {
+    /// Queues a user event (dropped and counted when the queue is full); returns it in place.
+    #[inline]
+    pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
         if self.events.len() >= self.limits.events {
             self.stats.events_dropped += 1;
-            return;
+            return None;
         }
         self.events.push_back(event);
+        self.events.back_mut()
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {

@@ -461,9 +461,7 @@ impl Node {
                 message.length = mlength;
                 self.send_ack(key, ack_wmd);
             }
-            _ => {
-                self.free_message(key);
-            }
+            _ => self.discard_message(key),
         }
         RecvAction::Discard { length: payload }
     }

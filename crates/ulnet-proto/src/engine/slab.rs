@@ -92,6 +92,23 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// [`remove`](Self::remove) for a caller that does not want the value: it is dropped where
+    /// it lies instead of being moved out (entries can be hundreds of bytes). Returns whether
+    /// the key was live.
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        let Some(slot) = self.entries.get_mut(key.index as usize) else {
+            return false;
+        };
+        match slot {
+            Entry::Occupied { generation, .. } if *generation == key.generation => {}
+            _ => return false,
+        }
+        *slot = Entry::Vacant { generation: key.generation.wrapping_add(1) };
+        self.free.push(key.index);
+        self.len -= 1;
+        true
+    }
+
     pub(crate) fn state(&self, key: Key) -> KeyState {
         match self.entries.get(key.index as usize) {
             None => KeyState::Unknown,

@@ -91,7 +91,7 @@ fn closed_after_shutdown_once_drained() {
 fn many_at_once_in_order_up_to_the_limit() {
     let node = Node::loopback().unwrap();
     let queue = node.event_queue(8);
-    let mut taken = Vec::new();
+    let mut taken = std::collections::VecDeque::new();
     assert_eq!(queue.try_recv_many(&mut taken, 4), Err(RecvError::Empty));
     let mds: Vec<MdHandle> = (0..3u8)
         .map(|i| {
@@ -109,6 +109,13 @@ fn many_at_once_in_order_up_to_the_limit() {
     assert!(queue.is_empty());
     let order: Vec<MdHandle> = taken.iter().map(|event| event.md).collect();
     assert_eq!(order, mds, "appended in the order they came");
+    // All of them into an empty buffer.
+    let md = node.md_bind(MdSpec::new(Memory::new(vec![7])), UnlinkMode::Retain, Some(&queue));
+    node.md_unlink(md.unwrap()).unwrap();
+    let mut all = std::collections::VecDeque::new();
+    assert_eq!(queue.try_recv_many(&mut all, 8), Ok(1));
+    assert_eq!(all[0].memory.as_ref().map(Memory::to_vec), Some(vec![7]));
+    assert!(queue.is_empty());
     node.shutdown();
     assert_eq!(queue.try_recv_many(&mut taken, 8), Err(RecvError::Closed));
     assert_eq!(taken.len(), 3, "an error appends nothing");
