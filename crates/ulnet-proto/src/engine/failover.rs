@@ -796,8 +796,8 @@ impl Node {
     }
 
     /// A message's private payload copy is gone: its bytes leave the budget.
-    pub(super) fn release_orphan(&mut self, message: &Message) {
-        if let Some(orphan) = &message.orphan {
+    pub(super) fn release_orphan(&mut self, orphan: Option<Box<Memory>>) {
+        if let Some(orphan) = orphan {
             self.failover_bytes = self.failover_bytes.saturating_sub(orphan.len() as u64);
         }
     }

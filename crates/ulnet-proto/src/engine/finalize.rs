@@ -15,7 +15,8 @@ use crate::engine::node::{Node, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
-use crate::wire::header::{Body, Header};
+use crate::time::Time;
+use crate::wire::header::{Body, Header, MsgType};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
 impl Node {
@@ -184,18 +185,25 @@ impl Node {
     fn complete_tx(&mut self, key: Key, status: EventStatus) {
         self.return_credits(key);
         let tracked = self.tracked_md_of(key);
-        let Some(message) = self.free_message(key) else {
+        // What the rest needs is copied out and the message dropped where it lies: it is
+        // hundreds of bytes, and this runs once per message sent.
+        let Some(message) = self.msgs.get_mut(key) else {
+            self.record_violation(|| format!("message {key:?} finalized twice"));
             return;
         };
-        self.release_orphan(&message);
-        if message.abandoned {
+        let sent = SentMessage::of(message);
+        let orphan = message.orphan.take();
+        let template = (sent.md.is_some() && sent.event.is_some()).then(|| message.template);
+        self.discard_message(key);
+        self.release_orphan(orphan);
+        if sent.abandoned {
             // Fast failover's copy carries the operation on; the original only ends.
             if status.is_ok() {
-                self.count_sent(&message);
+                self.count_sent(&sent);
             }
             return;
         }
-        if message.resent {
+        if sent.resent {
             if status.is_ok() {
                 self.stats.successful_resends += 1;
             } else {
@@ -203,57 +211,52 @@ impl Node {
             }
         }
         if status.is_ok() {
-            self.count_sent(&message);
-            self.record_egress(&message);
-            if let (Some(md), Some(peer_ni)) = (tracked, message.peer_ni) {
-                self.request_left(md, peer_ni, &message);
+            self.count_sent(&sent);
+            self.record_egress(&sent);
+            if let (Some(md), Some(peer_ni)) = (tracked, sent.peer_ni) {
+                self.request_left(md, peer_ni, &sent);
             }
         }
-        match (message.md, message.event) {
-            (Some(md), Some(kind)) => self.detach_md(md, kind, &message.template, status),
-            (Some(md), None) => self.release_md(md),
-            (None, _) => {}
+        match (sent.md, sent.event, template) {
+            (Some(md), Some(kind), Some(template)) => self.detach_md(md, kind, &template, status),
+            (Some(md), None, _) => self.release_md(md),
+            _ => {}
         }
     }
 
     /// `lnet_msg_decommit_tx`'s PUT egress sample: first commit to local completion, first
     /// transmissions only.
-    fn record_egress(&mut self, message: &Message) {
-        let first_put = matches!(message.header.body, Body::Put { .. })
-            && message.event == Some(EventKind::Send)
-            && message.retry_count == 0;
-        let Some(committed) = message.committed_at.filter(|_| first_put) else {
+    fn record_egress(&mut self, sent: &SentMessage) {
+        let first_put = sent.msg_type == MsgType::Put
+            && sent.event == Some(EventKind::Send)
+            && sent.retry_count == 0;
+        let Some(committed) = sent.committed_at.filter(|_| first_put) else {
             return;
         };
         let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.get_mut(usize::from(message.ni.0)) {
+        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
-        if let Some(peer) = message.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.latency.record(LatencyOp::PutEgress, took);
         }
     }
 
     /// A tracked request left through `peer_ni`: its response is now awaited there (fast
     /// failover's peer progress clock), moving from where a previous copy went.
-    fn request_left(&mut self, md: Key, peer_ni: PeerNiId, message: &Message) {
-        let wants_response = match message.header.body {
-            Body::Put { ack_wmd, .. } => !ack_wmd.is_none(),
-            Body::Get { .. } => true,
-            _ => false,
-        };
+    fn request_left(&mut self, md: Key, peer_ni: PeerNiId, sent: &SentMessage) {
         // Recovery pings have their own (probe) timeout.
-        if !wants_response || message.recovery || !self.failover_enabled() {
+        if !sent.wants_response || sent.recovery || !self.failover_enabled() {
             return;
         }
         let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
             return;
         };
-        let previous = tracker.awaiting.replace((peer_ni, message.ni));
+        let previous = tracker.awaiting.replace((peer_ni, sent.ni));
         if let Some((previous, via)) = previous {
             self.watch_await_end(previous, via, None);
         }
-        self.watch_await_start(peer_ni, message.ni);
+        self.watch_await_start(peer_ni, sent.ni);
     }
 
     /// The ACK or REPLY of a tracked request arrived: round-trip statistics (Lustre's
@@ -296,15 +299,14 @@ impl Node {
         }
     }
 
-    fn count_sent(&mut self, message: &Message) {
-        let msg_type = message.header.body.msg_type();
-        let payload = message.header.payload_length;
+    fn count_sent(&mut self, sent: &SentMessage) {
+        let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.stats.send_count += 1;
         self.stats.send_length += u64::from(payload);
-        if let Some(local) = self.nis.get_mut(usize::from(message.ni.0)) {
+        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
             local.stats.sent(msg_type, payload);
         }
-        if let Some(peer) = message.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.stats.sent(msg_type, payload);
         }
     }
@@ -526,6 +528,48 @@ impl Node {
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.health_stats.count(health);
+        }
+    }
+}
+
+/// What finishing a send needs of its message (see `Node::complete_tx`).
+#[derive(Clone, Copy)]
+struct SentMessage {
+    msg_type: MsgType,
+    payload: u32,
+    ni: NiId,
+    peer_ni: Option<PeerNiId>,
+    md: Option<Key>,
+    event: Option<EventKind>,
+    retry_count: u32,
+    committed_at: Option<Time>,
+    /// A PUT that asked for an ACK, or a GET.
+    wants_response: bool,
+    recovery: bool,
+    resent: bool,
+    abandoned: bool,
+}
+
+impl SentMessage {
+    fn of(message: &Message) -> Self {
+        let wants_response = match message.header.body {
+            Body::Put { ack_wmd, .. } => !ack_wmd.is_none(),
+            Body::Get { .. } => true,
+            _ => false,
+        };
+        Self {
+            msg_type: message.header.body.msg_type(),
+            payload: message.header.payload_length,
+            ni: message.ni,
+            peer_ni: message.peer_ni,
+            md: message.md,
+            event: message.event,
+            retry_count: message.retry_count,
+            committed_at: message.committed_at,
+            wants_response,
+            recovery: message.recovery,
+            resent: message.resent,
+            abandoned: message.abandoned,
         }
     }
 }

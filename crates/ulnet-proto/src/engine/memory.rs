@@ -16,31 +16,47 @@ pub const MAX_MD_LENGTH: usize = u32::MAX as usize;
 /// The buffers of one MD.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Memory {
-    segments: Vec<Vec<u8>>,
+    segments: Segments,
     length: usize,
+}
+
+/// The segments of a [`Memory`]. Most memory is one buffer, kept without a list around it:
+/// no allocation beyond the buffer itself on the per-message path. A list always has
+/// other than one segment, so equal memories have equal representations.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+enum Segments {
+    #[default]
+    None,
+    One(Vec<u8>),
+    Many(Vec<Vec<u8>>),
 }
 
 impl Memory {
     /// No memory at all.
-    pub const EMPTY: Self = Self { segments: Vec::new(), length: 0 };
+    pub const EMPTY: Self = Self { segments: Segments::None, length: 0 };
 
     /// One contiguous buffer.
     pub fn new(buffer: Vec<u8>) -> Self {
         let length = buffer.len();
-        Self { segments: vec![buffer], length }
+        Self { segments: Segments::One(buffer), length }
     }
 
     /// A zero-length region (for 0-byte PUTs and GETs).
     pub fn empty() -> Self {
-        Self { segments: Vec::new(), length: 0 }
+        Self::EMPTY
     }
 
     /// A region of several buffers, addressed as their concatenation.
-    pub fn from_segments(segments: Vec<Vec<u8>>) -> Result<Self, MemoryError> {
+    pub fn from_segments(mut segments: Vec<Vec<u8>>) -> Result<Self, MemoryError> {
         if segments.len() > MAX_SEGMENTS {
             return Err(MemoryError::TooManySegments(segments.len()));
         }
         let length = segments.iter().map(Vec::len).sum();
+        let segments = match segments.len() {
+            0 => Segments::None,
+            1 => Segments::One(segments.pop().unwrap_or_default()),
+            _ => Segments::Many(segments),
+        };
         Ok(Self { segments, length })
     }
 
@@ -53,26 +69,43 @@ impl Memory {
     }
 
     pub fn segments(&self) -> &[Vec<u8>] {
-        &self.segments
+        match &self.segments {
+            Segments::None => &[],
+            Segments::One(buffer) => std::slice::from_ref(buffer),
+            Segments::Many(segments) => segments,
+        }
     }
 
-    pub fn into_segments(self) -> Vec<Vec<u8>> {
-        self.segments
+    fn segments_mut(&mut self) -> &mut [Vec<u8>] {
+        match &mut self.segments {
+            Segments::None => &mut [],
+            Segments::One(buffer) => std::slice::from_mut(buffer),
+            Segments::Many(segments) => segments,
+        }
+    }
+
+    /// The buffers, in order, handed back.
+    pub fn into_segments(self) -> IntoSegments {
+        IntoSegments(match self.segments {
+            Segments::None => IntoSegmentsInner::Done,
+            Segments::One(buffer) => IntoSegmentsInner::One(Some(buffer)),
+            Segments::Many(segments) => IntoSegmentsInner::Many(segments.into_iter()),
+        })
     }
 
     /// The concatenated contents (a copy; for tests and small buffers).
     pub fn to_vec(&self) -> Vec<u8> {
-        self.segments.concat()
+        self.segments().concat()
     }
 
     /// Slices covering `offset..offset + length`, clipped to the region.
     pub fn slices(&self, offset: usize, length: usize) -> Slices<'_> {
-        Slices { segments: self.segments.iter(), skip: offset, remaining: length }
+        Slices { segments: self.segments().iter(), skip: offset, remaining: length }
     }
 
     /// Mutable slices covering `offset..offset + length`, clipped to the region.
     pub fn slices_mut(&mut self, offset: usize, length: usize) -> SlicesMut<'_> {
-        SlicesMut { segments: self.segments.iter_mut(), skip: offset, remaining: length }
+        SlicesMut { segments: self.segments_mut().iter_mut(), skip: offset, remaining: length }
     }
 
     /// Copies `bytes` in at `offset`; false (and nothing written) if it would not fit.
@@ -127,6 +160,29 @@ pub(crate) fn copy_between(
         position += slice.len();
     }
     true
+}
+
+/// The buffers of a [`Memory`], handed back ([`Memory::into_segments`]).
+#[derive(Debug)]
+pub struct IntoSegments(IntoSegmentsInner);
+
+#[derive(Debug)]
+enum IntoSegmentsInner {
+    Done,
+    One(Option<Vec<u8>>),
+    Many(std::vec::IntoIter<Vec<u8>>),
+}
+
+impl Iterator for IntoSegments {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        match &mut self.0 {
+            IntoSegmentsInner::Done => None,
+            IntoSegmentsInner::One(buffer) => buffer.take(),
+            IntoSegmentsInner::Many(segments) => segments.next(),
+        }
+    }
 }
 
 /// Iterator over shared slices of a [`Memory`] range.
@@ -205,6 +261,20 @@ mod tests {
         assert!(!memory.write_at(8, &[1, 2]));
         assert!(!memory.read_at(usize::MAX, &mut out));
         assert_eq!(memory.slices(20, 5).count(), 0);
+    }
+
+    #[test]
+    fn segments_come_back_as_they_went() {
+        for sizes in [vec![], vec![0], vec![3], vec![2, 0, 5]] {
+            let buffers: Vec<Vec<u8>> = sizes.iter().map(|n| vec![7; *n]).collect();
+            let memory = Memory::from_segments(buffers.clone()).unwrap();
+            assert_eq!(memory.segments(), buffers.as_slice());
+            assert_eq!(memory.len(), sizes.iter().sum::<usize>());
+            assert_eq!(memory.into_segments().collect::<Vec<_>>(), buffers);
+        }
+        assert_eq!(Memory::new(vec![1, 2]), Memory::from_segments(vec![vec![1, 2]]).unwrap());
+        assert_eq!(Memory::empty(), Memory::from_segments(Vec::new()).unwrap());
+        assert_eq!(Memory::EMPTY.segments().len(), 0);
     }
 
     #[test]

@@ -778,8 +778,8 @@ fn unlink_of_an_idle_md_returns_its_memory() {
         (EventStatus::Ok, true, 9)
     );
     assert_eq!(
-        events[0].memory.clone().map(Memory::into_segments),
-        Some(vec![vec![1], vec![2, 3]])
+        events[0].memory.as_ref().map(Memory::segments),
+        Some([vec![1], vec![2, 3]].as_slice())
     );
     let target = h.process(1);
     assert_eq!(h.put(0, &put_to(md, target, false)), Err(InitiateError::UnlinkedMd));
