@@ -193,7 +193,7 @@ impl Node {
         };
         let sent = SentMessage::of(message);
         let orphan = message.orphan.take();
-        let template = (sent.md.is_some() && sent.event.is_some()).then(|| message.template);
+        let template = (sent.md.is_some() && sent.event.is_some()).then_some(message.template);
         self.discard_message(key);
         self.release_orphan(orphan);
         if sent.abandoned {
