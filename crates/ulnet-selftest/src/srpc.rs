@@ -1133,7 +1133,7 @@ impl RpcCore {
         let buffer = event
             .memory
             .take()
-            .and_then(|memory| memory.into_segments().into_iter().next())
+            .and_then(|memory| memory.into_segments().next())
             .unwrap_or_else(|| vec![0; SRPC_MSG_LEN]);
         if event.kind != EventKind::Put || self.closed {
             // An UNLINK at shutdown.

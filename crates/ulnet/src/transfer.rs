@@ -277,7 +277,7 @@ impl Drop for Pending<'_> {
 /// The REPLY data: the GET's buffer (one segment) cut to the length received.
 fn reply_data(completion: Completion) -> Vec<u8> {
     let length = completion.event.mlength as usize;
-    let mut data = completion.memory.into_segments().into_iter().next().unwrap_or_default();
+    let mut data = completion.memory.into_segments().next().unwrap_or_default();
     data.truncate(length);
     data
 }

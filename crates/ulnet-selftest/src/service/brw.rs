@@ -108,7 +108,7 @@ pub(super) fn client_done(
     outcome: ClientOutcome,
 ) -> RpcResult {
     let ClientOutcome { status, reply, bulk, latency, .. } = outcome;
-    let buffer = bulk.and_then(|memory| memory.into_segments().into_iter().next());
+    let buffer = bulk.and_then(|memory| memory.into_segments().next());
     let p = params(ctx.params);
     let result = match (status, reply) {
         (Err(error), _) => {
