@@ -34,6 +34,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockE
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ulnet::proto::engine::slab::{Key, Slab};
 use ulnet::proto::wire::selftest::{
     ByteOrder, SRPC_MSG_LEN, SRPC_RDMA_PORTAL, SrpcBody, SrpcCounters, SrpcMsg, SrpcParseError,
     SrpcService, check_request, errno,
@@ -650,7 +651,8 @@ type HeldOutcome = Result<MdHandle, Option<Memory>>;
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
 enum Slot {
-    RequestBuffer(SrpcService),
+    /// A request buffer, with its MD once posted.
+    RequestBuffer(SrpcService, Option<MdHandle>),
     ClientRequest(u64),
     ClientReply(u64),
     ClientBulk(u64),
@@ -709,14 +711,14 @@ struct ServiceBuffers {
 pub(crate) struct RpcCore {
     node: Node,
     events: EventQueue,
-    slots: HashMap<u64, Slot>,
-    next_token: u64,
+    /// What each MD's events are about, by the MD's token (its `user_ptr`).
+    slots: Slab<Slot>,
     clients: HashMap<u64, ClientRpc>,
     servers: HashMap<u64, ServerRpc>,
     next_rpc: u64,
     services: HashMap<u32, ServiceBuffers>,
-    /// Posted request buffers (by token), to unlink at shutdown.
-    request_buffers: HashMap<u64, MdHandle>,
+    /// Request buffers posted (their slots name their MDs, to unlink at shutdown).
+    request_buffers: usize,
     /// Finished client RPCs, handed to the application outside the event fold.
     done: VecDeque<ClientOutcome>,
     /// Server RPCs whose bulk finished, waiting for the application.
@@ -749,13 +751,12 @@ impl RpcCore {
         Self {
             node,
             events,
-            slots: HashMap::default(),
-            next_token: 1,
+            slots: Slab::new(),
             clients: HashMap::default(),
             servers: HashMap::default(),
             next_rpc: 1,
             services: HashMap::default(),
-            request_buffers: HashMap::default(),
+            request_buffers: 0,
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
             pool: HashMap::default(),
@@ -902,7 +903,7 @@ impl RpcCore {
                     Ok(Err(StartFailure::Request)) | Ok(Ok(_)) => vec![Some(request_token)],
                 };
                 for token in never_made.into_iter().flatten() {
-                    self.slots.remove(&token);
+                    self.slots.discard(Key::from_u64(token));
                 }
                 return Err(RpcError::NoResources);
             }
@@ -964,11 +965,17 @@ impl RpcCore {
 
     // ------------------------------------------------------------------- internals
 
+    /// A request buffer's MD is posted.
+    fn buffer_posted(&mut self, token: u64, md: MdHandle) {
+        if let Some(Slot::RequestBuffer(_, posted)) = self.slots.get_mut(Key::from_u64(token)) {
+            *posted = Some(md);
+            self.request_buffers += 1;
+        }
+    }
+
     fn token(&mut self, slot: Slot) -> u64 {
-        let token = self.next_token;
-        self.next_token += 1;
-        self.slots.insert(token, slot);
-        token
+        // A slab of four billion slots would exhaust memory first; the fallback names nothing.
+        self.slots.insert(slot).map_or(u64::MAX, Key::to_u64)
     }
 
     fn post_buffer(
@@ -976,12 +983,12 @@ impl RpcCore {
         service: SrpcService,
         buffer: Vec<u8>,
     ) -> Result<(), ulnet::PostError> {
-        let token = self.token(Slot::RequestBuffer(service));
+        let token = self.token(Slot::RequestBuffer(service, None));
         let spec = request_buffer_spec(buffer, token);
         match self.node.post(service.request_portal(), u64::from(service.id()), spec, &self.events)
         {
             Ok(md) => {
-                self.request_buffers.insert(token, md);
+                self.buffer_posted(token, md);
                 if let Some(buffers) = self.services.get_mut(&service.id()) {
                     buffers.posted += 1;
                     buffers.total += 1;
@@ -989,7 +996,7 @@ impl RpcCore {
                 Ok(())
             }
             Err(rejected) => {
-                self.slots.remove(&token);
+                self.slots.discard(Key::from_u64(token));
                 Err(rejected.error)
             }
         }
@@ -1018,7 +1025,7 @@ impl RpcCore {
     }
 
     fn hold_post(&mut self, service: SrpcService, buffer: Vec<u8>) {
-        let token = self.token(Slot::RequestBuffer(service));
+        let token = self.token(Slot::RequestBuffer(service, None));
         let spec = request_buffer_spec(buffer, token);
         if let Some(buffers) = self.services.get_mut(&service.id()) {
             buffers.posted += 1;
@@ -1067,10 +1074,10 @@ impl RpcCore {
             let outcome = outcomes.next().unwrap_or(Err(None));
             match (service, outcome) {
                 (Some(_), Ok(md)) => {
-                    self.request_buffers.insert(token, md);
+                    self.buffer_posted(token, md);
                 }
                 (Some(service), Err(_)) => {
-                    self.slots.remove(&token);
+                    self.slots.discard(Key::from_u64(token));
                     if let Some(buffers) = self.services.get_mut(&service.id()) {
                         buffers.posted = buffers.posted.saturating_sub(1);
                         buffers.total = buffers.total.saturating_sub(1);
@@ -1088,7 +1095,7 @@ impl RpcCore {
                     }
                 }
                 (None, Err(memory)) => {
-                    self.slots.remove(&token);
+                    self.slots.discard(Key::from_u64(token));
                     if let Some(memory) = memory {
                         self.recycle(memory);
                     }
@@ -1108,14 +1115,16 @@ impl RpcCore {
         if !event.status.is_ok() && event.status != EventStatus::Canceled {
             self.counters.errors = self.counters.errors.wrapping_add(1);
         }
-        let token = event.user_ptr;
-        let Some(slot) = self.slots.get(&token).copied() else { return };
+        let key = Key::from_u64(event.user_ptr);
+        let Some(slot) = self.slots.get(key).copied() else { return };
         if event.unlinked {
-            self.slots.remove(&token);
-            self.request_buffers.remove(&token);
+            self.slots.discard(key);
+            if let Slot::RequestBuffer(_, Some(_)) = slot {
+                self.request_buffers -= 1;
+            }
         }
         match slot {
-            Slot::RequestBuffer(service) => self.request_arrived(app, service, event),
+            Slot::RequestBuffer(service, _) => self.request_arrived(app, service, event),
             Slot::ClientRequest(id) => self.client_request_event(id, event),
             Slot::ClientReply(id) => self.client_reply_event(id, event),
             Slot::ClientBulk(id) => self.client_bulk_event(id, event),
@@ -1509,14 +1518,14 @@ impl RpcCore {
     /// Releases everything posted on the node: request buffers, server RPCs in progress and
     /// client RPCs (their final events go to a queue nobody reads any more).
     fn shutdown(&mut self) {
-        if self.closed && self.clients.is_empty() && self.request_buffers.is_empty() {
+        if self.closed && self.clients.is_empty() && self.request_buffers == 0 {
             return;
         }
         self.closed = true;
         // Calls never made: their slots go with them.
         for call in std::mem::take(&mut self.held) {
             let (HeldCall::Post { token, .. } | HeldCall::Start { token, .. }) = call;
-            self.slots.remove(&token);
+            self.slots.discard(Key::from_u64(token));
         }
         let portals: BTreeSet<u32> = self
             .services
@@ -1528,7 +1537,15 @@ impl RpcCore {
             let _ = self.node.clear_lazy_portal(portal);
         }
         self.services.clear();
-        for (_, md) in self.request_buffers.drain() {
+        let buffers: Vec<MdHandle> = self
+            .slots
+            .iter()
+            .filter_map(|(_, slot)| match slot {
+                Slot::RequestBuffer(_, md) => *md,
+                _ => None,
+            })
+            .collect();
+        for md in buffers {
             let _ = self.node.md_unlink(md);
         }
         let ids: Vec<u64> = self.clients.keys().copied().collect();

@@ -35,7 +35,7 @@ mod recovery;
 mod recv;
 mod select;
 mod send;
-mod slab;
+pub mod slab;
 pub mod stats;
 pub mod testing;
 mod tracker;

@@ -1,20 +1,22 @@
 //! A generational slab: dense storage with stable keys that detect reuse.
 //!
-//! Every object the engine hands out a handle for (MDs, MEs, messages) lives in one of these.
+//! Every object the engine hands out a handle for (MDs, MEs, messages) lives in one of these;
+//! it is public for users with the same need (the selftest RPC layer names its MDs' events with
+//! keys from one, as [`Key::to_u64`] values in their `user_ptr`).
 //! A key carries the slot's generation, so a handle kept past its object's removal resolves to
 //! nothing instead of to whatever reused the slot, and we can tell "removed" from "never
 //! existed". Free slots are reused LIFO, which keeps runs deterministic.
 
 /// A key into a [`Slab`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Key {
+pub struct Key {
     pub(crate) index: u32,
     pub(crate) generation: u32,
 }
 
 /// What a key refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KeyState {
+pub enum KeyState {
     Live,
     /// The object existed and was removed.
     Removed,
@@ -28,24 +30,47 @@ enum Entry<T> {
     Vacant { generation: u32 },
 }
 
+/// See the module documentation.
 #[derive(Debug)]
-pub(crate) struct Slab<T> {
+pub struct Slab<T> {
     entries: Vec<Entry<T>>,
     free: Vec<u32>,
     len: usize,
 }
 
+impl Key {
+    /// The key as one number (generation above index), for a `user_ptr`.
+    pub fn to_u64(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// The key [`to_u64`](Self::to_u64) made.
+    pub fn from_u64(value: u64) -> Self {
+        Self { index: value as u32, generation: (value >> 32) as u32 }
+    }
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T> Slab<T> {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self { entries: Vec::new(), free: Vec::new(), len: 0 }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Stores `value`; `None` when the index space (u32) is exhausted.
-    pub(crate) fn insert(&mut self, value: T) -> Option<Key> {
+    pub fn insert(&mut self, value: T) -> Option<Key> {
         if let Some(index) = self.free.pop() {
             let slot = self.entries.get_mut(index as usize)?;
             let generation = match slot {
@@ -63,21 +88,21 @@ impl<T> Slab<T> {
         Some(Key { index, generation: 0 })
     }
 
-    pub(crate) fn get(&self, key: Key) -> Option<&T> {
+    pub fn get(&self, key: Key) -> Option<&T> {
         match self.entries.get(key.index as usize)? {
             Entry::Occupied { generation, value } if *generation == key.generation => Some(value),
             _ => None,
         }
     }
 
-    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
         match self.entries.get_mut(key.index as usize)? {
             Entry::Occupied { generation, value } if *generation == key.generation => Some(value),
             _ => None,
         }
     }
 
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+    pub fn remove(&mut self, key: Key) -> Option<T> {
         let slot = self.entries.get_mut(key.index as usize)?;
         match slot {
             Entry::Occupied { generation, .. } if *generation == key.generation => {}
@@ -95,7 +120,7 @@ impl<T> Slab<T> {
     /// [`remove`](Self::remove) for a caller that does not want the value: it is dropped where
     /// it lies instead of being moved out (entries can be hundreds of bytes). Returns whether
     /// the key was live.
-    pub(crate) fn discard(&mut self, key: Key) -> bool {
+    pub fn discard(&mut self, key: Key) -> bool {
         let Some(slot) = self.entries.get_mut(key.index as usize) else {
             return false;
         };
@@ -109,7 +134,7 @@ impl<T> Slab<T> {
         true
     }
 
-    pub(crate) fn state(&self, key: Key) -> KeyState {
+    pub fn state(&self, key: Key) -> KeyState {
         match self.entries.get(key.index as usize) {
             None => KeyState::Unknown,
             Some(Entry::Occupied { generation, .. }) if *generation == key.generation => {
@@ -121,7 +146,7 @@ impl<T> Slab<T> {
         }
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
+    pub fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
         self.entries.iter().enumerate().filter_map(|(index, entry)| match entry {
             Entry::Occupied { generation, value } => {
                 Some((Key { index: index as u32, generation: *generation }, value))
@@ -150,6 +175,9 @@ mod tests {
         assert_eq!(slab.state(Key { index: 9, generation: 0 }), KeyState::Unknown);
         assert_eq!(slab.state(Key { index: b.index, generation: 7 }), KeyState::Unknown);
         assert_eq!(slab.len(), 1);
+        assert!(!slab.is_empty());
         assert_eq!(slab.iter().count(), 1);
+        assert_eq!(Key::from_u64(b.to_u64()), b);
+        assert_eq!(Key::from_u64(u64::MAX), Key { index: u32::MAX, generation: u32::MAX });
     }
 }
