@@ -257,19 +257,13 @@ pub(crate) struct PeerNi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PeerTableFull;
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct PeerTable {
     pub(crate) peers: Slab<Peer>,
     pub(crate) nis: Vec<PeerNi>,
     by_nid: HashMap<Nid, PeerNiId>,
     /// Reclaimed slots of deleted peer NIs.
     free: Vec<PeerNiId>,
-}
-
-impl Default for PeerTable {
-    fn default() -> Self {
-        Self { peers: Slab::new(), nis: Vec::new(), by_nid: HashMap::default(), free: Vec::new() }
-    }
 }
 
 impl PeerTable {
