@@ -12,9 +12,9 @@
 //! stay queued for the dispatcher thread, which also runs the timers. Callers from other
 //! threads (the console's commands) lock the same state and wait on a condition variable.
 //!
-//! The node calls of one fold (a server's replies, bulk transfers and request buffer reposts, a
-//! client's new RPCs) are held and made together at its end, under one lock of the node
-//! (`held`).
+//! The server's node calls of one fold (replies, bulk transfers, request buffers reposted) are
+//! held and made together at its end, under one lock of the node: one drain for all of them,
+//! and their messages leave in one write per connection.
 //!
 //! Nothing here blocks while holding the lock except the node's own short calls (which never
 //! call back into us), so the lock order is simply: endpoint state, then the node's core.
@@ -40,8 +40,9 @@ use ulnet::proto::wire::selftest::{
     SrpcService, check_request, errno,
 };
 use ulnet::{
-    Event, EventKind, EventQueue, EventStatus, MdHandle, MdOptions, MdSpec, Memory, Nid, Node,
-    ProcessId, PutRequest, RecvError, Threshold,
+    Calls, Event, EventKind, EventQueue, EventStatus, GetRequest, MdBindError, MdHandle, MdOptions,
+    MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected, ShutDown, Threshold,
+    UnlinkMode,
 };
 
 /// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
@@ -430,8 +431,8 @@ impl<A: App> Shared<A> {
             }
         }
         core.inbox = inbox;
-        // Delivering may hold more calls (a finished bulk's reply, a client's next RPC), and a
-        // failed call may leave a bulk or a client RPC to deliver.
+        // Delivering may hold more calls (a finished bulk's reply), and a failed call may
+        // leave a bulk to deliver.
         loop {
             core.deliver(app);
             if !core.flush_held() {
@@ -542,10 +543,6 @@ pub(crate) fn next_match_bits() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ClientRpcId(u64);
 
-mod held;
-
-use held::{ClientStart, HeldCall, Remote, ServerPart};
-
 /// A server's PUT (bulk or reply) to `peer`'s buffer with `match_bits` on the RDMA portal,
 /// from the NID the request came in on, without ACK (lustre: rpc.c `srpc_post_active_rdma()`).
 fn rdma_put(md: MdHandle, peer: ProcessId, match_bits: u64, self_nid: Nid) -> PutRequest {
@@ -569,6 +566,88 @@ fn request_buffer_spec(buffer: Vec<u8>, token: u64) -> MdSpec {
         .user_ptr(token)
 }
 
+/// Binds `spec` and starts the transfer to `remote` on it, within a batch. If the transfer
+/// cannot start, the MD is unlinked again in the same batch and its UNLINK event reports it,
+/// so this still returns the MD; `Err` carries the memory back when the bind failed.
+fn bind_and_start(
+    calls: &mut Calls<'_>,
+    events: &EventQueue,
+    spec: MdSpec,
+    remote: Remote,
+) -> HeldOutcome {
+    let md = calls
+        .md_bind(spec, UnlinkMode::Unlink, Some(events))
+        .map_err(|rejected: Rejected<MdBindError>| Some(rejected.memory))?;
+    let started = match remote.operation(md) {
+        Operation::Put(request) => calls.put(&request),
+        Operation::Get(request) => calls.get(&request),
+    };
+    if started.is_err() {
+        let _ = calls.md_unlink(md);
+    }
+    Ok(md)
+}
+
+/// Which step of [`RpcCore::start`] failed.
+#[derive(Clone, Copy, Debug)]
+enum StartFailure {
+    Reply,
+    Bulk,
+    Request,
+}
+
+/// What [`RpcCore::bind_and_start`] starts on the MD it binds.
+enum Operation {
+    Put(PutRequest),
+    Get(GetRequest),
+}
+
+/// A server's node call, held until the end of the fold ([`RpcCore::flush_held`]) so that
+/// every reply, bulk and buffer repost of a fold shares one lock of the node and one drain.
+enum HeldCall {
+    /// Repost a request buffer of `service` (its slot is `token`).
+    Post { service: SrpcService, token: u64, spec: MdSpec },
+    /// Bind `spec` and start server RPC `id`'s reply or bulk on it (its slot is `token`).
+    Start { id: u64, token: u64, spec: MdSpec, remote: Remote, part: ServerPart },
+}
+
+/// Where a server RPC's active transfer goes: the peer's MD on the RDMA portal.
+#[derive(Clone, Copy)]
+struct Remote {
+    peer: ProcessId,
+    match_bits: u64,
+    self_nid: Nid,
+    /// A GET (the bulk of a write), else a PUT (a reply, or the bulk of a read).
+    get: bool,
+}
+
+impl Remote {
+    fn operation(self, md: MdHandle) -> Operation {
+        if self.get {
+            Operation::Get(GetRequest {
+                md,
+                target: self.peer,
+                portal: SRPC_RDMA_PORTAL,
+                match_bits: self.match_bits,
+                remote_offset: 0,
+                source: Some(self.self_nid),
+            })
+        } else {
+            Operation::Put(rdma_put(md, self.peer, self.match_bits, self.self_nid))
+        }
+    }
+}
+
+/// Which MD of a server RPC a [`HeldCall::Start`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerPart {
+    Reply,
+    Bulk,
+}
+
+/// What became of a [`HeldCall`]: the MD, or on failure the memory if it came back.
+type HeldOutcome = Result<MdHandle, Option<Memory>>;
+
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
 enum Slot {
@@ -587,8 +666,6 @@ struct ClientRpc {
     dest: ProcessId,
     started: Instant,
     deadline: Option<Instant>,
-    /// Its MDs are not made yet (a held call).
-    pending: bool,
     /// MDs whose final event has not come yet.
     request_md: Option<MdHandle>,
     reply_md: Option<MdHandle>,
@@ -608,10 +685,7 @@ struct ClientRpc {
 
 impl ClientRpc {
     fn live(&self) -> bool {
-        self.pending
-            || self.request_md.is_some()
-            || self.reply_md.is_some()
-            || self.bulk_md.is_some()
+        self.request_md.is_some() || self.reply_md.is_some() || self.bulk_md.is_some()
     }
 }
 
@@ -728,8 +802,7 @@ impl RpcCore {
     }
 
     /// Starts a client RPC: posts the reply MD and the bulk MD on portal 52, then PUTs the
-    /// request (no ACK), with the fold's other held calls (a failure then completes the RPC
-    /// with `NoResources`). lustre: rpc.c `srpc_send_rpc()` (`SWI_STATE_NEWBORN`),
+    /// request (no ACK). lustre: rpc.c `srpc_send_rpc()` (`SWI_STATE_NEWBORN`),
     /// `srpc_prepare_reply()`, `srpc_prepare_bulk()`, `srpc_send_request()`.
     pub fn start(&mut self, call: ClientCall) -> Result<ClientRpcId, RpcError> {
         if self.closed {
@@ -774,17 +847,77 @@ impl RpcCore {
         let request_spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
             .user_ptr(request_token);
+        let bulk_token = bulk_post.as_ref().map(|(token, _, _)| *token);
+
+        // Post the reply (and bulk) buffers, bind the request and send it under one lock of
+        // the node. Any initiator on the buffers: the match bits are unique, and a multi-rail
+        // peer may answer from another NID than the one we addressed (the kernel filters on
+        // the peer here). A step that fails unlinks what the earlier ones made; their UNLINK
+        // events come back with no RPC to report to.
+        let events = &self.events;
+        let posted = self.node.batch(|calls| {
+            let reply_md = calls
+                .post(SRPC_RDMA_PORTAL, reply_bits, reply_spec, events)
+                .map_err(|_| StartFailure::Reply)?;
+            let mut bulk_md = None;
+            if let Some((_, bits, spec)) = bulk_post {
+                match calls.post(SRPC_RDMA_PORTAL, bits, spec, events) {
+                    Ok(md) => bulk_md = Some(md),
+                    Err(_) => {
+                        let _ = calls.md_unlink(reply_md);
+                        return Err(StartFailure::Bulk);
+                    }
+                }
+            }
+            let request_md = match calls.md_bind(request_spec, UnlinkMode::Unlink, Some(events)) {
+                Ok(md) => md,
+                Err(_) => {
+                    for md in [Some(reply_md), bulk_md].into_iter().flatten() {
+                        let _ = calls.md_unlink(md);
+                    }
+                    return Err(StartFailure::Request);
+                }
+            };
+            let put = PutRequest {
+                md: request_md,
+                ack: false,
+                target: dest,
+                portal: service.request_portal(),
+                match_bits: u64::from(service.id()),
+                remote_offset: 0,
+                hdr_data: 0,
+                source: None,
+            };
+            let sent = calls.put(&put).is_ok();
+            Ok((reply_md, bulk_md, request_md, sent))
+        });
+        let (reply_md, bulk_md, request_md, sent) = match posted {
+            Ok(Ok(posted)) => posted,
+            failed => {
+                // The slots of the MDs never made go; the others meet their UNLINK events.
+                let never_made = match failed {
+                    Ok(Err(StartFailure::Reply)) | Err(ShutDown) => {
+                        vec![Some(reply_token), bulk_token, Some(request_token)]
+                    }
+                    Ok(Err(StartFailure::Bulk)) => vec![bulk_token, Some(request_token)],
+                    Ok(Err(StartFailure::Request)) | Ok(Ok(_)) => vec![Some(request_token)],
+                };
+                for token in never_made.into_iter().flatten() {
+                    self.slots.discard(Key::from_u64(token));
+                }
+                return Err(RpcError::NoResources);
+            }
+        };
         let started = Instant::now();
         let rpc = ClientRpc {
             tag,
             dest,
             started,
             deadline: timeout.map(|timeout| started + timeout),
-            pending: true,
-            request_md: None,
-            reply_md: None,
-            bulk_md: None,
-            has_bulk: bulk_post.is_some(),
+            request_md: Some(request_md),
+            reply_md: Some(reply_md),
+            bulk_md,
+            has_bulk: bulk_md.is_some(),
             request_status: None,
             reply: None,
             raw_reply: None,
@@ -795,15 +928,10 @@ impl RpcCore {
             expected_reply: service.reply_type(),
         };
         self.clients.insert(id, rpc);
-        // Made with the fold's other calls (see `held`).
-        self.held.push(HeldCall::Client(Box::new(ClientStart {
-            id,
-            reply: (reply_token, reply_bits, reply_spec),
-            bulk: bulk_post,
-            request: (request_token, request_spec),
-            dest,
-            service,
-        })));
+        if !sent {
+            // The request MD is still idle: unlinking it reports through its UNLINK event.
+            self.abort(ClientRpcId(id), RpcError::NoResources);
+        }
         Ok(ClientRpcId(id))
     }
 
@@ -904,6 +1032,83 @@ impl RpcCore {
             buffers.total += 1;
         }
         self.held.push(HeldCall::Post { service, token, spec });
+    }
+
+    /// Makes the held server calls under one lock of the node (one drain: their messages
+    /// leave together), then settles what each became. Returns whether a failed bulk left
+    /// something for [`deliver`](Self::deliver).
+    fn flush_held(&mut self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let held = std::mem::take(&mut self.held);
+        // What each call was, to settle its outcome (the specs move into the batch).
+        let kinds: Vec<(u64, u64, Option<SrpcService>, ServerPart)> = held
+            .iter()
+            .map(|call| match call {
+                HeldCall::Post { service, token, .. } => {
+                    (0, *token, Some(*service), ServerPart::Reply)
+                }
+                HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
+            })
+            .collect();
+        let events = &self.events;
+        let outcomes: Vec<HeldOutcome> = self
+            .node
+            .batch(|calls| {
+                held.into_iter()
+                    .map(|call| match call {
+                        HeldCall::Post { service, spec, .. } => calls
+                            .post(service.request_portal(), u64::from(service.id()), spec, events)
+                            .map_err(|rejected| Some(rejected.memory)),
+                        HeldCall::Start { spec, remote, .. } => {
+                            bind_and_start(calls, events, spec, remote)
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut outcomes = outcomes.into_iter();
+        for (id, token, service, part) in kinds {
+            // An empty list: the node shut down and made none of the calls.
+            let outcome = outcomes.next().unwrap_or(Err(None));
+            match (service, outcome) {
+                (Some(_), Ok(md)) => {
+                    self.buffer_posted(token, md);
+                }
+                (Some(service), Err(_)) => {
+                    self.slots.discard(Key::from_u64(token));
+                    if let Some(buffers) = self.services.get_mut(&service.id()) {
+                        buffers.posted = buffers.posted.saturating_sub(1);
+                        buffers.total = buffers.total.saturating_sub(1);
+                    }
+                    if !self.closed {
+                        tracing::warn!(?service, "failed to repost a selftest request buffer");
+                    }
+                }
+                (None, Ok(md)) => {
+                    if let Some(rpc) = self.servers.get_mut(&id) {
+                        match part {
+                            ServerPart::Reply => rpc.reply_md = Some(md),
+                            ServerPart::Bulk => rpc.bulk_md = Some(md),
+                        }
+                    }
+                }
+                (None, Err(memory)) => {
+                    self.slots.discard(Key::from_u64(token));
+                    if let Some(memory) = memory {
+                        self.recycle(memory);
+                    }
+                    match part {
+                        ServerPart::Reply => self.server_done(id, false),
+                        ServerPart::Bulk => {
+                            self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
+                        }
+                    }
+                }
+            }
+        }
+        !self.bulk_ready.is_empty()
     }
 
     fn handle_event<A: App>(&mut self, app: &mut A, event: &mut Event) {
@@ -1319,9 +1524,8 @@ impl RpcCore {
         self.closed = true;
         // Calls never made: their slots go with them.
         for call in std::mem::take(&mut self.held) {
-            for token in call.tokens() {
-                self.slots.discard(Key::from_u64(token));
-            }
+            let (HeldCall::Post { token, .. } | HeldCall::Start { token, .. }) = call;
+            self.slots.discard(Key::from_u64(token));
         }
         let portals: BTreeSet<u32> = self
             .services
