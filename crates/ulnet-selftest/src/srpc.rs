@@ -717,8 +717,6 @@ pub(crate) struct RpcCore {
     servers: HashMap<u64, ServerRpc>,
     next_rpc: u64,
     services: HashMap<u32, ServiceBuffers>,
-    /// Request buffers posted (their slots name their MDs, to unlink at shutdown).
-    request_buffers: usize,
     /// Finished client RPCs, handed to the application outside the event fold.
     done: VecDeque<ClientOutcome>,
     /// Server RPCs whose bulk finished, waiting for the application.
@@ -756,7 +754,6 @@ impl RpcCore {
             servers: HashMap::default(),
             next_rpc: 1,
             services: HashMap::default(),
-            request_buffers: 0,
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
             pool: HashMap::default(),
@@ -969,7 +966,6 @@ impl RpcCore {
     fn buffer_posted(&mut self, token: u64, md: MdHandle) {
         if let Some(Slot::RequestBuffer(_, posted)) = self.slots.get_mut(Key::from_u64(token)) {
             *posted = Some(md);
-            self.request_buffers += 1;
         }
     }
 
@@ -1119,9 +1115,6 @@ impl RpcCore {
         let Some(slot) = self.slots.get(key).copied() else { return };
         if event.unlinked {
             self.slots.discard(key);
-            if let Slot::RequestBuffer(_, Some(_)) = slot {
-                self.request_buffers -= 1;
-            }
         }
         match slot {
             Slot::RequestBuffer(service, _) => self.request_arrived(app, service, event),
@@ -1518,7 +1511,17 @@ impl RpcCore {
     /// Releases everything posted on the node: request buffers, server RPCs in progress and
     /// client RPCs (their final events go to a queue nobody reads any more).
     fn shutdown(&mut self) {
-        if self.closed && self.clients.is_empty() && self.request_buffers == 0 {
+        // Posted request buffers, found by their slots; taken here, so a second shutdown
+        // (`Endpoint::shutdown`, then its drop) finds none.
+        let buffers: Vec<(Key, MdHandle)> = self
+            .slots
+            .iter()
+            .filter_map(|(key, slot)| match slot {
+                Slot::RequestBuffer(_, Some(md)) => Some((key, *md)),
+                _ => None,
+            })
+            .collect();
+        if self.closed && self.clients.is_empty() && buffers.is_empty() {
             return;
         }
         self.closed = true;
@@ -1537,15 +1540,9 @@ impl RpcCore {
             let _ = self.node.clear_lazy_portal(portal);
         }
         self.services.clear();
-        let buffers: Vec<MdHandle> = self
-            .slots
-            .iter()
-            .filter_map(|(_, slot)| match slot {
-                Slot::RequestBuffer(_, md) => *md,
-                _ => None,
-            })
-            .collect();
-        for md in buffers {
+        for (key, md) in buffers {
+            // Their UNLINK events then find no slot, as nobody reads the queue any more.
+            self.slots.discard(key);
             let _ = self.node.md_unlink(md);
         }
         let ids: Vec<u64> = self.clients.keys().copied().collect();

@@ -637,10 +637,10 @@ fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> boo
 }
 
 fn push_run(queue: &Arc<EqShared>, run: &mut VecDeque<Event>, wakes: &mut Wakes) {
+    // `push_all` leaves `run` empty whatever it does.
     if queue.push_all(run) {
         wakes.queue(Arc::clone(queue));
     }
-    run.clear();
 }
 
 /// Locks two different nodes' cores in id order (lock order rule 1) and returns them as

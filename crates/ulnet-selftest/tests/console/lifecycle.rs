@@ -145,3 +145,20 @@ fn the_pinger_keeps_idle_nodes_in_the_session() {
     assert!(service.session().is_some());
     assert_eq!(ulst(&cluster, "list_group").0, 0);
 }
+
+#[test]
+fn a_service_shut_down_leaves_nothing_posted_on_its_node() {
+    let fabric = ulnet::MemFabric::new(ulnet::LinkConfig::IDEAL);
+    let node = ulnet::Node::builder()
+        .mem_ni("10.0.0.1@tcp".parse().unwrap(), &fabric)
+        .build()
+        .unwrap();
+    let service = ulnet_selftest::SelftestService::start(&node).unwrap();
+    assert!(node.stats().mds > 0, "request buffers are posted");
+    // `shutdown` releases them; its drop then finds nothing left to do.
+    service.shutdown();
+    assert!(eventually(Duration::from_secs(10), || {
+        let stats = node.stats();
+        stats.mds == 0 && stats.mes == 0
+    }));
+}
