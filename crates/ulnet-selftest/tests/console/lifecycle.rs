@@ -149,10 +149,8 @@ fn the_pinger_keeps_idle_nodes_in_the_session() {
 #[test]
 fn a_service_shut_down_leaves_nothing_posted_on_its_node() {
     let fabric = ulnet::MemFabric::new(ulnet::LinkConfig::IDEAL);
-    let node = ulnet::Node::builder()
-        .mem_ni("10.0.0.1@tcp".parse().unwrap(), &fabric)
-        .build()
-        .unwrap();
+    let node =
+        ulnet::Node::builder().mem_ni("10.0.0.1@tcp".parse().unwrap(), &fabric).build().unwrap();
     let service = ulnet_selftest::SelftestService::start(&node).unwrap();
     assert!(node.stats().mds > 0, "request buffers are posted");
     // `shutdown` releases them; its drop then finds nothing left to do.
