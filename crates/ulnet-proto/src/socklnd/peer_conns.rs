@@ -652,6 +652,11 @@ enum Match {
 /// LNet header (72 or 96 bytes) and payload.
 /// lustre: socklnd_proto.c `ksocknal_match_tx()` (V1, V2), `ksocknal_match_tx_v3()`,
 /// `ksocknal_match_tx_v4()`.
+///
+/// One deviation: the kernel's V3/V4 matchers refuse an ANY connection, so with
+/// `typed_conns=0` (which dials only ANY) every message to a V3/V4 peer waits for a connection
+/// that never comes and times out. Here an ANY connection carries everything, as in V1/V2; a
+/// kernel at the other end receives on any connection whatever its type.
 fn match_conn(conn: &Conn, outgoing: Outgoing, min_bulk: u32) -> Match {
     let (is_message, nonblocking, nob) = match outgoing {
         Outgoing::Message { payload_len } => {
@@ -673,6 +678,7 @@ fn match_conn(conn: &Conn, outgoing: Outgoing, min_bulk: u32) -> Match {
             _ => Match::No,
         },
         ProtoVersion::V3 | ProtoVersion::V4 => match conn.conn_type() {
+            ConnType::ANY => Match::Yes,
             ConnType::BULK_IN if nonblocking => Match::Yes,
             ConnType::BULK_IN if !is_message => Match::May,
             ConnType::BULK_OUT | ConnType::CONTROL if nonblocking => Match::No,
@@ -680,7 +686,7 @@ fn match_conn(conn: &Conn, outgoing: Outgoing, min_bulk: u32) -> Match {
             ConnType::BULK_OUT => Match::May,
             ConnType::CONTROL if bulk => Match::May,
             ConnType::CONTROL => Match::Yes,
-            // ANY, and BULK_IN for a blocking LNet message.
+            // BULK_IN for a blocking LNet message.
             _ => Match::No,
         },
     }

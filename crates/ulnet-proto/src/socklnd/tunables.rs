@@ -141,7 +141,9 @@ pub struct SocklndTunables {
     pub keepalive_count: u32,
     /// `nagle` (off): when off, TCP_NODELAY is set.
     pub nagle: bool,
-    /// `typed_conns` (on): separate CONTROL, BULK_IN and BULK_OUT connections.
+    /// `typed_conns` (on): separate CONTROL, BULK_IN and BULK_OUT connections. Off dials one
+    /// ANY connection per peer, which carries every message (unlike the kernel's V3/V4
+    /// protocols, which never send on ANY; see `peer_conns`).
     pub typed_conns: bool,
     /// `min_bulk` (1024): messages of at least this many bytes on the wire prefer bulk
     /// connections.

@@ -354,3 +354,18 @@ fn conns_per_peer_set_live_applies_to_peers_met_afterwards() {
     assert_eq!(lo.set_conns_per_peer(None, ConnsPerPeer::Fixed(3)), Ok(0), "no socklnd NI");
     assert_eq!(lo.conns_per_peer(Nid::LO_0), None);
 }
+
+/// socklnd's `typed_conns=0`: each peer gets one connection of type ANY that carries every
+/// message, small and bulk, both ways.
+#[test]
+fn untyped_connections_carry_everything_both_ways() {
+    let port = free_port();
+    let untyped = || SocklndTunables { typed_conns: false, ..tunables(port) };
+    let (a, b) = (tcp_node_with(0, untyped()), tcp_node_with(1, untyped()));
+    for (round, size) in SIZES.into_iter().enumerate() {
+        put_and_check(&a, &b, round as u64, &pattern(size, round as u8));
+        put_and_check(&b, &a, round as u64, &pattern(size, 50 + round as u8));
+    }
+    let (sa, sb) = (a.tcp_stats(), b.tcp_stats());
+    assert_eq!(sa.protocol_errors + sb.protocol_errors, 0);
+}

@@ -99,7 +99,7 @@ fn dial_order_is_control_then_alternating_bulk() {
 }
 
 #[test]
-fn one_conn_per_type_by_default_and_untyped_when_configured() {
+fn one_conn_per_type_by_default_and_one_untyped_conn_for_everything_when_configured() {
     let mut p = peer(1);
     let order: Vec<_> =
         std::iter::from_fn(|| dial_and_connect(&mut p, T0)).map(|(t, _)| t).collect();
@@ -107,9 +107,13 @@ fn one_conn_per_type_by_default_and_untyped_when_configured() {
 
     let tunables = SocklndTunables { typed_conns: false, ..SocklndTunables::default() };
     let mut p = PeerConns::new(local(), peer_id(), PeerConfig::new(&tunables, 1));
-    let order: Vec<_> =
-        std::iter::from_fn(|| dial_and_connect(&mut p, T0)).map(|(t, _)| t).collect();
-    assert_eq!(order, [ConnType::ANY]);
+    let dialled: Vec<_> = std::iter::from_fn(|| dial_and_connect(&mut p, T0)).collect();
+    assert_eq!(dialled.iter().map(|&(t, _)| t).collect::<Vec<_>>(), [ConnType::ANY]);
+    // The one connection (V3) carries small and bulk messages alike; the kernel's V3 matcher
+    // would refuse both and strand them.
+    let any = dialled[0].1;
+    assert_eq!(p.queue_message(T0, &put(0), MessageToken(1)), Ok(any));
+    assert_eq!(p.queue_message(T0, &put(1 << 20), MessageToken(2)), Ok(any));
 }
 
 #[test]
@@ -357,9 +361,12 @@ fn conn_choice_table_v3() {
     assert_eq!(p.choose_conn(Outgoing::Noop { nonblocking: false }), Some(ids[0]));
     let (mut p, _) = peer_with(&[C::CONTROL, C::BULK_OUT], ProtoVersion::V3);
     assert_eq!(p.choose_conn(Outgoing::Noop { nonblocking: true }), None);
-    let (mut p, _) = peer_with(&[C::ANY], ProtoVersion::V3);
-    assert_eq!(p.choose_conn(message(0)), None, "never anything on ANY with V3");
-    assert_eq!(p.choose_conn(Outgoing::Noop { nonblocking: true }), None);
+    // The kernel's V3 matcher sends nothing on ANY (typed_conns=0 then strands every
+    // message); ulnet sends everything on it, as V1/V2 do.
+    let (mut p, ids) = peer_with(&[C::ANY], ProtoVersion::V3);
+    assert_eq!(p.choose_conn(message(0)), Some(ids[0]));
+    assert_eq!(p.choose_conn(message(1 << 20)), Some(ids[0]));
+    assert_eq!(p.choose_conn(Outgoing::Noop { nonblocking: true }), Some(ids[0]));
 }
 
 #[test]
