@@ -15,7 +15,9 @@
 #   * ulst brw write 4 KiB RPC rate and ulst ping RPC rate, concurrency 8 (and 64, the rate
 #     with both nodes' CPUs busy), against `ucx_perftest` over tcp (tag_bw, 8-byte messages):
 #     target ratio >= 0.5; and against the kernel-TCP floor for the same frames
-#     (crates/ulnet/examples/socket_floor.rs: two plain epoll loops, no LNet).
+#     (crates/ulnet/examples/socket_floor.rs: two plain epoll loops, no LNet);
+#   * at 1 MiB and concurrency 1, that floor against ulst and against the same iperf3 figure:
+#     the ceiling the RPC's round trips leave to any LNet over kernel TCP on this host.
 #
 # The host's speed changes from minute to minute, so every ulst point is followed at once by
 # its peer's, on fresh nodes each round (BENCH_ROUNDS, 3 by default, 1 with --quick); the table
@@ -140,13 +142,20 @@ ucx_rate() { # test iterations divisor -> the overall message rate of an 8-byte 
         -n "$2" 2>/dev/null | awk -v d="$3" '/Final:/ { print int($NF / d); exit }'
 }
 
-floor_rate() { # brw|ping concurrency -> RPC/s of two plain epoll loops exchanging the frames
+floor_rate() { # brw|read|ping concurrency [size] -> RPC/s of two plain epoll loops exchanging
+    # the frames
     [ -x "$FLOOR" ] || { echo n/a; return; }
-    if [ "$MODE" = pinned ]; then
-        "$FLOOR" "$1" --concurrency "$2" --seconds "$SECONDS_PER_POINT" --pin
-    else
-        "$FLOOR" "$1" --concurrency "$2" --seconds "$SECONDS_PER_POINT"
-    fi
+    local pin_flag=""
+    [ "$MODE" = pinned ] && pin_flag=--pin
+    "$FLOOR" "$1" --concurrency "$2" --size "${3:-4k}" --seconds "$SECONDS_PER_POINT" $pin_flag
+}
+
+floor_mbs() { # write|read concurrency -> MB/s (10^6) of the socket floor moving 1 MiB bulks
+    local test=$1 rate
+    [ "$test" = write ] && test=brw
+    rate=$(floor_rate "$test" "$2" 1M)
+    [ "$rate" = n/a ] && { echo n/a; return; }
+    python3 -c "print(round($rate * 1.048576, 1))"
 }
 
 # One measure: the ulst figure and, right after it on the same CPUs, its peer's; kept as
@@ -171,8 +180,18 @@ for MODE in $MODES; do
         for direction in write read; do
             for concurrency in 1 8 32; do
                 value=$(ulst_bandwidth "$direction" "$concurrency")
+                peer=$(iperf_mbs)
                 record "brw $direction 1 MiB, concurrency $concurrency (MB/s) vs iperf3 -l 1M" \
-                    ">= 0.9" "$value" "$(iperf_mbs)"
+                    ">= 0.9" "$value" "$peer"
+                [ "$concurrency" = 1 ] || continue
+                # One RPC at a time is the transfer plus the small messages around it, each a
+                # wake-up of the other side: the same frames between bare epoll loops give
+                # the ceiling any LNet over kernel TCP has here, against the same iperf3.
+                floor=$(floor_mbs "$direction" 1)
+                record "brw $direction 1 MiB, concurrency 1 (MB/s) vs socket floor" "-" \
+                    "$value" "$floor"
+                record "(socket floor) brw $direction 1 MiB, concurrency 1 (MB/s) vs iperf3 -l 1M" \
+                    "-" "$floor" "$peer"
             done
         done
         # The target is against UCX's streaming small-message rate (tag_bw); its ping-pong
