@@ -55,6 +55,45 @@ const EVENT_BATCH: usize = 256;
 /// Spare bulk buffers kept per size for reuse.
 const POOL_BUFFERS_PER_SIZE: usize = 256;
 
+/// Most shared bulk sources kept ([`RpcCore::shared_source`]).
+const SHARED_SOURCES: usize = 16;
+
+/// What names a shared bulk source: its length, then whatever its pattern depends on (for
+/// BRW: the offset in the first page, the check mode and the magic).
+pub type SourceKey = (usize, usize, u32, u64);
+
+/// Read-only bulk sources, each shared by every RPC that sends the same bytes. lnet_selftest
+/// gives each RPC pages of its own, but every BRW RPC of a test sends the same pattern: one
+/// source serves them all, stays in cache, and spares a test at concurrency N N-1 buffers
+/// (BENCHMARKS.md, "Session 7").
+#[derive(Debug, Default)]
+pub struct SharedSources(HashMap<SourceKey, Arc<Vec<u8>>>);
+
+impl SharedSources {
+    /// The source named by `key` (`key.0` bytes long), made by `fill` the first time; `None`
+    /// if `fill` refuses.
+    pub fn get(
+        &mut self,
+        key: SourceKey,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Option<Arc<Vec<u8>>> {
+        if let Some(source) = self.0.get(&key) {
+            return Some(Arc::clone(source));
+        }
+        let mut buffer = committed_buffer(key.0);
+        if !fill(&mut buffer) {
+            return None;
+        }
+        if self.0.len() >= SHARED_SOURCES {
+            // Sources still in flight live on in their MDs.
+            self.0.clear();
+        }
+        let source = Arc::new(buffer);
+        self.0.insert(key, Arc::clone(&source));
+        Some(source)
+    }
+}
+
 /// What a new bulk buffer is filled with before its first use.
 const FRESH_BUFFER_FILL: u8 = 0xa5;
 
@@ -735,6 +774,8 @@ pub(crate) struct RpcCore {
     /// Server RPCs whose bulk finished, waiting for the application.
     bulk_ready: VecDeque<(u64, Result<(), RpcError>, Option<Memory>)>,
     pool: HashMap<usize, Vec<Vec<u8>>>,
+    /// Bulk sources shared by every RPC that sends the same bytes.
+    sources: SharedSources,
     counters: SrpcCounters,
     /// Something changed that a waiting caller may care about.
     pub wake: bool,
@@ -770,6 +811,7 @@ impl RpcCore {
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
             pool: HashMap::default(),
+            sources: SharedSources::default(),
             counters: SrpcCounters::default(),
             wake: false,
             events_dropped: 0,
@@ -963,8 +1005,21 @@ impl RpcCore {
         self.pool.get_mut(&length).and_then(Vec::pop).unwrap_or_else(|| committed_buffer(length))
     }
 
-    /// Returns memory to the pool.
+    /// A read-only bulk source shared by every RPC that sends the same bytes
+    /// ([`SharedSources::get`]).
+    pub fn shared_source(
+        &mut self,
+        key: SourceKey,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Option<Arc<Vec<u8>>> {
+        self.sources.get(key, fill)
+    }
+
+    /// Returns memory to the pool (a shared source is only let go).
     pub fn recycle(&mut self, memory: Memory) {
+        if memory.is_shared() {
+            return;
+        }
         for segment in memory.into_segments() {
             let spare = self.pool.entry(segment.len()).or_default();
             if spare.len() < POOL_BUFFERS_PER_SIZE {
@@ -1719,7 +1774,42 @@ fn with_reply_bits(service: SrpcService, reply_match_bits: u64) -> SrpcBody {
 
 #[cfg(test)]
 mod tests {
-    use super::{FRESH_BUFFER_FILL, committed_buffer};
+    use super::{FRESH_BUFFER_FILL, SHARED_SOURCES, SharedSources, committed_buffer};
+    use std::sync::Arc;
+
+    #[test]
+    fn one_source_per_key_made_once() {
+        let mut sources = SharedSources::default();
+        let mut fills = 0;
+        let mut fill = |buffer: &mut [u8]| {
+            fills += 1;
+            buffer.fill(7);
+            true
+        };
+        let first = sources.get((4096, 0, 1, 9), &mut fill).unwrap();
+        let again = sources.get((4096, 0, 1, 9), &mut fill).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let other = sources.get((4096, 8, 1, 9), &mut fill).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(fills, 2);
+        assert_eq!(first.len(), 4096);
+        assert!(first.iter().all(|&byte| byte == 7));
+        assert!(sources.get((8192, 0, 1, 9), |_| false).is_none(), "a refused fill is no source");
+        assert!(sources.get((8192, 0, 1, 9), |_| true).is_some(), "and is not remembered");
+    }
+
+    #[test]
+    fn sources_are_bounded_and_live_on_while_used() {
+        let mut sources = SharedSources::default();
+        let kept = sources.get((8, 0, 0, 0), |_| true).unwrap();
+        for offset in 1..=SHARED_SOURCES {
+            sources.get((8, offset, 0, 0), |_| true).unwrap();
+        }
+        assert!(sources.0.len() <= SHARED_SOURCES);
+        assert_eq!(*kept, vec![FRESH_BUFFER_FILL; 8], "still readable by its holder");
+        let remade = sources.get((8, 0, 0, 0), |_| true).unwrap();
+        assert!(!Arc::ptr_eq(&kept, &remade));
+    }
 
     #[test]
     fn a_new_bulk_buffer_is_written_not_left_zero_mapped() {

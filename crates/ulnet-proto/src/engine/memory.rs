@@ -4,6 +4,12 @@
 //! the [`Memory`] back. In between, drivers borrow slices of it: `&mut` slices to read a payload
 //! straight off a socket, `&` slices for vectored writes. The core never copies payload except
 //! for loopback, as lo.c does.
+//!
+//! Memory may also be one buffer shared by several MDs ([`Memory::shared`]): a source that many
+//! sends read at once, such as a self-test's pattern. Writing into it (an MD that receives)
+//! first gives that MD a copy of its own.
+
+use std::sync::Arc;
 
 use crate::engine::error::MemoryError;
 
@@ -29,6 +35,8 @@ enum Segments {
     None,
     One(Vec<u8>),
     Many(Vec<Vec<u8>>),
+    /// One buffer that other memories may share; copied on the first write.
+    Shared(Arc<Vec<u8>>),
 }
 
 impl Memory {
@@ -39,6 +47,18 @@ impl Memory {
     pub fn new(buffer: Vec<u8>) -> Self {
         let length = buffer.len();
         Self { segments: Segments::One(buffer), length }
+    }
+
+    /// One buffer shared with other memories (a source many sends read): no copy is made
+    /// unless this memory is written.
+    pub fn shared(buffer: Arc<Vec<u8>>) -> Self {
+        let length = buffer.len();
+        Self { segments: Segments::Shared(buffer), length }
+    }
+
+    /// Whether this memory is a shared buffer ([`Memory::shared`]) nobody has written since.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.segments, Segments::Shared(_))
     }
 
     /// A zero-length region (for 0-byte PUTs and GETs).
@@ -73,6 +93,7 @@ impl Memory {
             Segments::None => &[],
             Segments::One(buffer) => std::slice::from_ref(buffer),
             Segments::Many(segments) => segments,
+            Segments::Shared(buffer) => std::slice::from_ref(&**buffer),
         }
     }
 
@@ -81,6 +102,8 @@ impl Memory {
             Segments::None => &mut [],
             Segments::One(buffer) => std::slice::from_mut(buffer),
             Segments::Many(segments) => segments,
+            // Copy on write: the other sharers keep what they read.
+            Segments::Shared(buffer) => std::slice::from_mut(Arc::make_mut(buffer)),
         }
     }
 
@@ -90,6 +113,8 @@ impl Memory {
             Segments::None => IntoSegmentsInner::Done,
             Segments::One(buffer) => IntoSegmentsInner::One(Some(buffer)),
             Segments::Many(segments) => IntoSegmentsInner::Many(segments.into_iter()),
+            // A copy unless this was the last sharer.
+            Segments::Shared(buffer) => IntoSegmentsInner::One(Some(Arc::unwrap_or_clone(buffer))),
         })
     }
 
@@ -245,6 +270,34 @@ mod tests {
 
     fn three_segments() -> Memory {
         Memory::from_segments(vec![vec![0; 3], vec![], vec![0; 4], vec![0; 2]]).unwrap()
+    }
+
+    #[test]
+    fn shared_memory_is_read_in_place_and_copied_on_write() {
+        let source = Arc::new(vec![1u8, 2, 3, 4, 5]);
+        let first = Memory::shared(Arc::clone(&source));
+        let mut second = Memory::shared(Arc::clone(&source));
+        assert!(first.is_shared() && second.is_shared());
+        assert_eq!(first.len(), 5);
+        let mut read = [0u8; 3];
+        assert!(first.read_at(1, &mut read));
+        assert_eq!(read, [2, 3, 4]);
+        assert_eq!(first.slices(0, 5).next().map(<[u8]>::as_ptr), Some(source.as_ptr()));
+        // Three sharers, no copy yet.
+        assert_eq!(Arc::strong_count(&source), 3);
+
+        assert!(second.write_at(0, &[9, 9]));
+        assert_eq!(second.to_vec(), [9, 9, 3, 4, 5]);
+        assert_eq!(first.to_vec(), [1, 2, 3, 4, 5]);
+        assert_eq!(*source, [1, 2, 3, 4, 5]);
+        assert_eq!(Arc::strong_count(&source), 2, "the writer has its own copy now");
+
+        drop(source);
+        // The last sharer gets the buffer back without a copy.
+        let pointer = first.segments()[0].as_ptr();
+        let back: Vec<Vec<u8>> = first.into_segments().collect();
+        assert_eq!(back, [vec![1, 2, 3, 4, 5]]);
+        assert_eq!(back[0].as_ptr(), pointer);
     }
 
     #[test]

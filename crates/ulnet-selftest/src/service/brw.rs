@@ -60,29 +60,24 @@ pub(super) fn client_prepare(
     let p = params(ctx.params)?;
     let direction = BrwDirection::from_u32(p.direction)?;
     let check = BrwCheck::from_u32(p.check)?;
-    let mut buffer = match ctx.unit.buffer.take() {
-        Some(buffer) if buffer.len() == p.length => buffer,
-        Some(other) => {
-            core.recycle(Memory::new(other));
-            ctx.unit.filled = None;
-            core.buffer(p.length)
-        }
-        None => {
-            ctx.unit.filled = None;
-            core.buffer(p.length)
-        }
-    };
     let bulk = match direction {
         BrwDirection::Write => {
-            // The source pattern survives a GET, so it is written once per buffer.
-            if ctx.unit.filled != Some(p.check) {
-                brw_fill(&mut buffer, p.offset, PAGE_SIZE, check, BRW_MAGIC).ok()?;
-                ctx.unit.filled = Some(p.check);
-            }
-            ClientBulk::Source { memory: Memory::new(buffer) }
+            // Every unit of the test sends the same pattern: they share one source.
+            let key = (p.length, p.offset, p.check, BRW_MAGIC);
+            let source = core.shared_source(key, |buffer| {
+                brw_fill(buffer, p.offset, PAGE_SIZE, check, BRW_MAGIC).is_ok()
+            })?;
+            ClientBulk::Source { memory: Memory::shared(source) }
         }
         BrwDirection::Read => {
-            ctx.unit.filled = None;
+            let mut buffer = match ctx.unit.buffer.take() {
+                Some(buffer) if buffer.len() == p.length => buffer,
+                Some(other) => {
+                    core.recycle(Memory::new(other));
+                    core.buffer(p.length)
+                }
+                None => core.buffer(p.length),
+            };
             brw_fill(&mut buffer, p.offset, PAGE_SIZE, check, BRW_POISON).ok()?;
             ClientBulk::Sink { memory: Memory::new(buffer), discard: check == BrwCheck::Discard }
         }
@@ -108,7 +103,9 @@ pub(super) fn client_done(
     outcome: ClientOutcome,
 ) -> RpcResult {
     let ClientOutcome { status, reply, bulk, latency, .. } = outcome;
-    let buffer = bulk.and_then(|memory| memory.into_segments().next());
+    // A shared source goes back to its sharers, not to the unit.
+    let buffer =
+        bulk.filter(|memory| !memory.is_shared()).and_then(|memory| memory.into_segments().next());
     let p = params(ctx.params);
     let result = match (status, reply) {
         (Err(error), _) => {
@@ -182,13 +179,14 @@ pub(super) fn server_handle(core: &mut RpcCore, incoming: &Incoming) -> Verdict 
     match direction {
         BrwDirection::Write => Verdict::Bulk(ServerBulk::Get { length }),
         BrwDirection::Read => {
-            let mut buffer = core.buffer(length);
-            // The server's bulk starts at offset 0 of its pages.
-            if brw_fill(&mut buffer, 0, PAGE_SIZE, check, BRW_MAGIC).is_err() {
-                core.recycle(Memory::new(buffer));
-                return reply(errno::EINVAL, features);
+            // The server's bulk starts at offset 0 of its pages; every read of this length and
+            // check sends the same pattern, so they share one source.
+            let key = (length, 0, request.check_mode, BRW_MAGIC);
+            let fill = |buffer: &mut [u8]| brw_fill(buffer, 0, PAGE_SIZE, check, BRW_MAGIC).is_ok();
+            match core.shared_source(key, fill) {
+                Some(source) => Verdict::Bulk(ServerBulk::Put { memory: Memory::shared(source) }),
+                None => reply(errno::EINVAL, features),
             }
-            Verdict::Bulk(ServerBulk::Put { memory: Memory::new(buffer) })
         }
     }
 }

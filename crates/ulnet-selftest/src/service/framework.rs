@@ -114,10 +114,8 @@ pub(super) struct Unit {
     pub dest: ProcessId,
     pub loops_left: i32,
     pub rpc: Option<ClientRpcId>,
-    /// The unit's bulk buffer (BRW), between RPCs.
+    /// The unit's bulk sink (BRW read), between RPCs.
     pub buffer: Option<Vec<u8>>,
-    /// The buffer holds the source pattern of this check mode already.
-    pub filled: Option<u32>,
     /// The request the RPC in flight carries (to check its reply).
     pub sent: Option<SrpcMsg>,
 }
@@ -906,14 +904,7 @@ fn add_test_instance(
     for id in ids {
         let dest = ProcessId::new(ulnet::Nid::from_nid4(id.nid), id.pid);
         for _ in 0..request.concurrency {
-            test.units.push(Unit {
-                dest,
-                loops_left: 0,
-                rpc: None,
-                buffer: None,
-                filled: None,
-                sent: None,
-            });
+            test.units.push(Unit { dest, loops_left: 0, rpc: None, buffer: None, sent: None });
         }
     }
     if service == SrpcService::Brw {
