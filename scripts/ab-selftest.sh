@@ -10,7 +10,7 @@
 # unpinned) and a console on 127.0.0.4@tcp, port 7988, then 3 s points: ping at concurrency 1,
 # 8 and 64 and brw write 4 KiB at concurrency 8, as RPC/s from the client's latency counts
 # (as scripts/bench-selftest.sh counts them); with --bulk, brw write and read 1 MiB at
-# concurrency 1 and 8 in MB/s instead; with --instructions, the user and kernel instructions
+# concurrency 1, 8 and 32 in MB/s instead; with --instructions, the user and kernel instructions
 # and the cycles both daemons spend per RPC (`perf stat`) for ping and brw write 4 KiB at
 # concurrency 8: measures of work that the host's changing speed moves far less than rates. One line per round and build.
 # Not a test: nothing fails on a slow host.
@@ -125,6 +125,7 @@ for _ in $(seq "$ROUNDS"); do
         elif [ "$BULK" = 1 ]; then
             line="write1=$(bandwidth write 1) read1=$(bandwidth read 1)"
             line="$line write8=$(bandwidth write 8) read8=$(bandwidth read 8)"
+            line="$line write32=$(bandwidth write 32) read32=$(bandwidth read 32)"
         else
             rate 8 ping >/dev/null # warm-up: connections and buffers
             line="ping1=$(rate 1 ping) ping8=$(rate 8 ping) brw4k8=$(rate 8 brw write size=4k)"
