@@ -56,7 +56,8 @@ impl Memory {
         Self { segments: Segments::Shared(buffer), length }
     }
 
-    /// Whether this memory is a shared buffer ([`Memory::shared`]) nobody has written since.
+    /// Whether this memory shares its buffer ([`Memory::shared`]); a write through it first
+    /// makes the buffer its own.
     pub fn is_shared(&self) -> bool {
         matches!(self.segments, Segments::Shared(_))
     }
@@ -98,12 +99,15 @@ impl Memory {
     }
 
     fn segments_mut(&mut self) -> &mut [Vec<u8>] {
+        if let Segments::Shared(buffer) = &mut self.segments {
+            // Copy on write (unless this is the last sharer): the others keep what they read.
+            let buffer = std::mem::take(Arc::make_mut(buffer));
+            self.segments = Segments::One(buffer);
+        }
         match &mut self.segments {
-            Segments::None => &mut [],
+            Segments::None | Segments::Shared(_) => &mut [],
             Segments::One(buffer) => std::slice::from_mut(buffer),
             Segments::Many(segments) => segments,
-            // Copy on write: the other sharers keep what they read.
-            Segments::Shared(buffer) => std::slice::from_mut(Arc::make_mut(buffer)),
         }
     }
 
@@ -291,6 +295,7 @@ mod tests {
         assert_eq!(first.to_vec(), [1, 2, 3, 4, 5]);
         assert_eq!(*source, [1, 2, 3, 4, 5]);
         assert_eq!(Arc::strong_count(&source), 2, "the writer has its own copy now");
+        assert!(!second.is_shared() && first.is_shared());
 
         drop(source);
         // The last sharer gets the buffer back without a copy.
