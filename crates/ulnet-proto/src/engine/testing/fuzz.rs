@@ -412,9 +412,14 @@ fn md_spec(input: &mut Input<'_>, passive: bool) -> MdSpec {
     let longest = if passive { 24 } else { 8 };
     let segments =
         (0..1 + input.byte() % 3).map(|_| vec![0u8; usize::from(input.byte() % longest)]).collect();
-    let memory = Memory::from_segments(segments).unwrap_or_default();
+    let mut memory = Memory::from_segments(segments).unwrap_or_default();
     let flags = input.byte();
     let rare = input.byte();
+    if rare % 16 == 4 && memory.segments().len() == 1 {
+        // Shared memory: read in place, made its own by a write.
+        let buffer = memory.into_segments().next().unwrap_or_default();
+        memory = Memory::shared(std::sync::Arc::new(buffer));
+    }
     let mut options = MdOptions::NONE;
     for (bit, option) in [
         (0x01, MdOptions::TRUNCATE),
