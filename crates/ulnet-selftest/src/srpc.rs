@@ -63,9 +63,10 @@ const SHARED_SOURCES: usize = 16;
 pub type SourceKey = (usize, usize, u32, u64);
 
 /// Read-only bulk sources, each shared by every RPC that sends the same bytes. lnet_selftest
-/// gives each RPC pages of its own, but every BRW RPC of a test sends the same pattern: one
-/// source serves them all, stays in cache, and spares a test at concurrency N N-1 buffers
-/// (BENCHMARKS.md, "Session 7").
+/// gives each RPC pages of its own, but fills every one with the same pattern (lustre:
+/// brw_test.c `brw_client_prep_rpc()` and `brw_server_handle()` both call `brw_fill_bulk()`
+/// with `BRW_MAGIC`): one source serves them all, stays in cache, and spares a test at
+/// concurrency N N-1 buffers (BENCHMARKS.md, "Session 7").
 #[derive(Debug, Default)]
 pub struct SharedSources(HashMap<SourceKey, Arc<Vec<u8>>>);
 
@@ -100,8 +101,8 @@ const FRESH_BUFFER_FILL: u8 = 0xa5;
 /// A new bulk buffer backed by pages of its own, as the kernel's selftest bulk is (it
 /// allocates pages, whatever their contents). A zeroed allocation reads as the kernel's one
 /// shared zero page until written, so a source nobody writes (brw with no check) would be sent
-/// from one cache-resident page: about twice as fast at concurrency 32 as from real memory,
-/// which flattered every write figure (BENCHMARKS.md, "Session 7"). The fill is not zero so
+/// from one cache-resident page: up to about twice as fast at concurrency 32 as from real
+/// memory, which flattered every write figure (BENCHMARKS.md, "Session 7"). The fill is not zero so
 /// that the allocation cannot become a `calloc`.
 fn committed_buffer(length: usize) -> Vec<u8> {
     vec![FRESH_BUFFER_FILL; length]
