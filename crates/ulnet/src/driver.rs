@@ -113,6 +113,8 @@ pub(crate) struct Counters {
     pub(crate) events_unrouted: AtomicU64,
     /// Transmits failed because their NI had no LND (a bug) or the node was closing.
     pub(crate) transmits_failed_locally: AtomicU64,
+    /// Write system calls on LND sockets.
+    pub(crate) socket_writes: AtomicU64,
 }
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
@@ -422,6 +424,12 @@ pub(crate) fn before_wait(shared: &Arc<Shared>) {
     if shared.batch.release() {
         write_held(shared);
     }
+}
+
+/// An event handler is about to run on this thread: what its calls write is held back until
+/// [`before_wait`] ends the stream, however the handler's calls follow one another.
+pub(crate) fn begin_stream(shared: &Arc<Shared>) {
+    shared.batch.written_at.store(clock::now().as_nanos().max(1), Ordering::Relaxed);
 }
 
 /// Writes whatever the LNDs hold back.

@@ -84,9 +84,7 @@ impl EventQueue {
     pub fn try_recv(&self) -> Result<Event, RecvError> {
         let result = self.take();
         if let Err(RecvError::Empty) = result {
-            // Polling is waiting too: what this thread's calls held back may be what it
-            // polls for.
-            self.shared.before_wait();
+            self.shared.poll_found_empty();
         }
         result
     }
@@ -118,7 +116,7 @@ impl EventQueue {
             count
         };
         if taken == 0 && max > 0 {
-            self.shared.before_wait();
+            self.shared.poll_found_empty();
             return Err(RecvError::Empty);
         }
         Ok(taken)
@@ -324,12 +322,21 @@ impl EqShared {
                 // wakes the consumers then.
                 return;
             }
+            let node = self.node.upgrade();
+            // The handler's calls are one stream (see "Batching" in crate::driver) that nobody
+            // waits on, from its first call: what they all produce leaves in one write per
+            // socket when the handler returns, not the first call's output alone and the
+            // rest after it (one more write, and one more turn for the peer reading it).
+            if let Some(node) = &node {
+                driver::begin_stream(node);
+            }
             let outer = HANDLING.replace(address);
             handler(&EventQueue { shared: Arc::clone(self) });
             HANDLING.set(outer);
-            // The handler's calls are a stream (see "Batching" in crate::driver) that nobody
-            // waits on: write what it held back now rather than after MAX_HOLD.
-            self.before_wait();
+            // Write what it held back now rather than after MAX_HOLD.
+            if let Some(node) = &node {
+                driver::before_wait(node);
+            }
             if self.len.load(Ordering::Acquire) == 0 && !self.is_closed() {
                 return;
             }
@@ -368,6 +375,17 @@ impl EqShared {
     fn before_wait(&self) {
         if let Some(node) = self.node.upgrade() {
             driver::before_wait(&node);
+        }
+    }
+
+    /// A poll found the queue empty. Polling is waiting too: what this thread's calls held
+    /// back may be what it polls for, so it is written now; except in this queue's own
+    /// handler, whose calls stay one stream until it returns (written then, in [`wake`]).
+    ///
+    /// [`wake`]: Self::wake
+    fn poll_found_empty(&self) {
+        if HANDLING.get() != std::ptr::from_ref(self) as usize {
+            self.before_wait();
         }
     }
 

@@ -162,6 +162,9 @@ pub struct RuntimeStats {
     pub transmits_failed_locally: u64,
     /// Transmits held by an LND now.
     pub transmits_in_flight: usize,
+    /// Write system calls on LND sockets: against the messages sent, how well output is
+    /// batched.
+    pub socket_writes: u64,
 }
 
 impl Node {
@@ -428,6 +431,7 @@ impl Node {
                         .transmits_failed_locally
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
+                    socket_writes: counters.socket_writes.load(Ordering::Relaxed),
                 },
             }
         })

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod bad_input;
+mod batching;
 mod capture;
 mod kernel_peer;
 mod script;

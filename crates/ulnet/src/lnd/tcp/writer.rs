@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 
 use foldhash::HashMap;
 use std::io::{self, IoSlice};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::net::TcpStream;
 use ulnet_proto::engine::{HealthStatus, TxId};
@@ -72,6 +73,7 @@ impl Writer {
         conn: &mut Conn,
         stream: &TcpStream,
         tokens: &mut HashMap<MessageToken, TxId>,
+        writes: &AtomicU64,
     ) -> Result<Flushed, CloseCause> {
         loop {
             while self.frames.len() < MAX_BATCH_FRAMES {
@@ -83,6 +85,7 @@ impl Writer {
             if self.preamble_written >= self.preamble.len() && self.frames.is_empty() {
                 return Ok(Flushed::Idle);
             }
+            writes.fetch_add(1, Ordering::Relaxed);
             let written = match self.write(core, stream, tokens)? {
                 Ok(0) => return Err(CloseCause::Io(io::ErrorKind::WriteZero)),
                 Ok(written) => written,
