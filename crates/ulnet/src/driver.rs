@@ -60,7 +60,7 @@
 use foldhash::HashMap;
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
@@ -361,6 +361,9 @@ pub(crate) struct Batch {
     /// When the I/O thread next looks at held output (nanoseconds of [`Time`]); 0: not armed.
     /// It stays armed while streams keep holding output, so only arming rings the I/O thread.
     check_at: AtomicU64,
+    /// Event handlers running ([`HandlerStream`]): each writes what is held when it returns,
+    /// so holding output meanwhile needs no check by the I/O thread (nor the wake-up).
+    handlers: AtomicUsize,
 }
 
 impl Batch {
@@ -375,6 +378,9 @@ impl Batch {
         let since = now.as_nanos().max(1);
         // SeqCst with `check`: either it sees this hold, or we see it disarmed and re-arm.
         let _ = self.held_since.compare_exchange(0, since, Ordering::SeqCst, Ordering::Relaxed);
+        if self.handlers.load(Ordering::SeqCst) > 0 {
+            return;
+        }
         let due = now.saturating_add(MAX_HOLD).as_nanos();
         if self.check_at.compare_exchange(0, due, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
             // The I/O thread may sleep past `due`: have it look at the new deadline.
@@ -426,10 +432,26 @@ pub(crate) fn before_wait(shared: &Arc<Shared>) {
     }
 }
 
-/// An event handler is about to run on this thread: what its calls write is held back until
-/// [`before_wait`] ends the stream, however the handler's calls follow one another.
-pub(crate) fn begin_stream(shared: &Arc<Shared>) {
-    shared.batch.written_at.store(clock::now().as_nanos().max(1), Ordering::Relaxed);
+/// An event handler runs on this thread while this lives: what its calls write is held back,
+/// however they follow one another, and written when it is dropped (also on a panic, so the
+/// count of running handlers stays right).
+pub(crate) struct HandlerStream(Arc<Shared>);
+
+impl HandlerStream {
+    pub(crate) fn begin(shared: Arc<Shared>) -> Self {
+        shared.batch.handlers.fetch_add(1, Ordering::SeqCst);
+        shared.batch.written_at.store(clock::now().as_nanos().max(1), Ordering::Relaxed);
+        Self(shared)
+    }
+}
+
+impl Drop for HandlerStream {
+    /// Writes what the handler's calls held back. Output held after the count drops arms the
+    /// I/O thread's check as usual.
+    fn drop(&mut self) {
+        self.0.batch.handlers.fetch_sub(1, Ordering::SeqCst);
+        before_wait(&self.0);
+    }
 }
 
 /// Writes whatever the LNDs hold back.

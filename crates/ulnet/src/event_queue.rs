@@ -322,21 +322,15 @@ impl EqShared {
                 // wakes the consumers then.
                 return;
             }
-            let node = self.node.upgrade();
             // The handler's calls are one stream (see "Batching" in crate::driver) that nobody
             // waits on, from its first call: what they all produce leaves in one write per
             // socket when the handler returns, not the first call's output alone and the
             // rest after it (one more write, and one more turn for the peer reading it).
-            if let Some(node) = &node {
-                driver::begin_stream(node);
-            }
+            let stream = self.node.upgrade().map(driver::HandlerStream::begin);
             let outer = HANDLING.replace(address);
             handler(&EventQueue { shared: Arc::clone(self) });
             HANDLING.set(outer);
-            // Write what it held back now rather than after MAX_HOLD.
-            if let Some(node) = &node {
-                driver::before_wait(node);
-            }
+            drop(stream);
             if self.len.load(Ordering::Acquire) == 0 && !self.is_closed() {
                 return;
             }

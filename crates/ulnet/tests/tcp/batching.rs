@@ -74,6 +74,12 @@ fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
     // Not the first call's PUT alone (as a lone call after a wait would be), nor a write at
     // each empty poll: all three when the handler returned.
     assert_eq!(writes(&a) - before, 1, "three PUTs in one write");
+    // The handler is over: calls in a stream nobody waits on are held back again, and the
+    // I/O thread writes them (nobody on `a` waits here).
+    for index in 3..6 {
+        a.put(&put_to(&b, md, index)).unwrap();
+    }
+    expect_puts(&inbox, 3..6);
 }
 
 #[test]
