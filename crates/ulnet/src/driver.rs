@@ -42,6 +42,14 @@
 //! for its own held output; the I/O thread writes it after [`MAX_HOLD`] at the latest, for a
 //! caller that never waits.
 //!
+//! An event queue's handler is a stream from its first call ([`HandlerStream`]): whatever its
+//! calls produce, call by call, is written when it returns, one write per socket, and its own
+//! polls of the queue do not end the stream. Its first call is no lone request: the handler
+//! answers a burst of events, and writing the first answer alone split the burst in two on the
+//! wire (lnet_selftest's client wrote one new RPC, then the rest). An LND may still write part
+//! of a drain's output early: the TCP LND writes a burst's first half as soon as it is queued
+//! (`lnd::tcp::table::early_write_due`).
+//!
 //! # Locks, in the only order they are taken
 //!
 //! 1. Core mutexes. When two nodes are involved (the in-process fabric copying a payload from the
