@@ -6,33 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 
-/// Two connected nodes, and on `b` a portal 12 taking any number of 8-byte PUTs into `inbox`.
+/// Two connected nodes, and on `b` portal 12 taking any number of 8-byte PUTs into `inbox`.
 fn connected(port: u16) -> (Node, Node, EventQueue) {
     let (a, b) = (tcp_node(0, port), tcp_node(1, port));
     // Connect first, so that dialling and hellos are not counted.
     put_and_check(&a, &b, 1, &[1, 2, 3]);
     let inbox = b.event_queue(64);
-    let me = b
-        .me_attach(12, ProcessId::ANY, 0, u64::MAX, UnlinkMode::Retain, InsertPosition::After)
-        .unwrap();
-    let spec = MdSpec::new(Memory::new(vec![0; 8]))
-        .options(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE)
-        .threshold(Threshold::Infinite);
-    b.md_attach(me, spec, UnlinkMode::Retain, Some(&inbox)).unwrap();
+    open_portal_12(&b, &inbox);
     (a, b, inbox)
-}
-
-fn put_to(b: &Node, md: MdHandle, index: u64) -> PutRequest {
-    PutRequest {
-        md,
-        ack: false,
-        target: b.process_id(),
-        portal: 12,
-        match_bits: 0,
-        remote_offset: 0,
-        hdr_data: index,
-        source: None,
-    }
 }
 
 fn writes(node: &Node) -> u64 {
@@ -60,7 +41,7 @@ fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
         move |queue| {
             let Some((a, b)) = sender.lock().unwrap().take() else { return };
             for index in 0..3 {
-                a.put(&put_to(&b, md, index)).unwrap();
+                a.put(&put_to_portal_12(&b, md, index)).unwrap();
                 // As the selftest service does: poll between calls, until the queue is empty.
                 while queue.try_recv().is_ok() {}
             }
@@ -77,7 +58,7 @@ fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
     // The handler is over: calls in a stream nobody waits on are held back again, and the
     // I/O thread writes them (nobody on `a` waits here).
     for index in 3..6 {
-        a.put(&put_to(&b, md, index)).unwrap();
+        a.put(&put_to_portal_12(&b, md, index)).unwrap();
     }
     expect_puts(&inbox, 3..6);
 }
@@ -91,7 +72,7 @@ fn a_burst_is_written_in_halves() {
         let before = writes(&a);
         a.batch(|calls| {
             for index in first..first + 8 {
-                calls.put(&put_to(&b, md, index)).unwrap();
+                calls.put(&put_to_portal_12(&b, md, index)).unwrap();
             }
         })
         .unwrap();

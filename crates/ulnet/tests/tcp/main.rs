@@ -119,3 +119,28 @@ pub fn put_and_check(from: &Node, to: &Node, bits: u64, data: &[u8]) {
     assert_eq!(put.kind, EventKind::Put);
     assert_eq!(put.memory.unwrap().to_vec(), data);
 }
+
+/// Portal 12 on `node`: takes any number of 8-byte PUTs from anyone, each an event in `inbox`.
+pub fn open_portal_12(node: &Node, inbox: &EventQueue) {
+    let me = node
+        .me_attach(12, ProcessId::ANY, 0, u64::MAX, UnlinkMode::Retain, InsertPosition::After)
+        .unwrap();
+    let spec = MdSpec::new(Memory::new(vec![0; 8]))
+        .options(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE)
+        .threshold(Threshold::Infinite);
+    node.md_attach(me, spec, UnlinkMode::Retain, Some(inbox)).unwrap();
+}
+
+/// A PUT of `md` to portal 12 of `target`, without ACK, numbered by `hdr_data`.
+pub fn put_to_portal_12(target: &Node, md: MdHandle, hdr_data: u64) -> PutRequest {
+    PutRequest {
+        md,
+        ack: false,
+        target: target.process_id(),
+        portal: 12,
+        match_bits: 0,
+        remote_offset: 0,
+        hdr_data,
+        source: None,
+    }
+}

@@ -46,26 +46,10 @@ fn a_stream_of_puts_nobody_waits_for_arrives_in_order() {
     let port = free_port();
     let (a, b) = (tcp_node(0, port), tcp_node(1, port));
     let inbox = b.event_queue(COUNT as usize + 8);
-    let me = b
-        .me_attach(12, ProcessId::ANY, 0, u64::MAX, UnlinkMode::Retain, InsertPosition::After)
-        .unwrap();
-    let spec = MdSpec::new(Memory::new(vec![0; 8]))
-        .options(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE)
-        .threshold(Threshold::Infinite);
-    b.md_attach(me, spec, UnlinkMode::Retain, Some(&inbox)).unwrap();
+    open_portal_12(&b, &inbox);
     let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
     for index in 0..COUNT {
-        let request = PutRequest {
-            md,
-            ack: false,
-            target: b.process_id(),
-            portal: 12,
-            match_bits: 0,
-            remote_offset: 0,
-            hdr_data: index,
-            source: None,
-        };
-        a.put(&request).unwrap();
+        a.put(&put_to_portal_12(&b, md, index)).unwrap();
     }
     for index in 0..COUNT {
         let put = recv(&inbox);
