@@ -38,8 +38,11 @@
 //! A transmit queues its message on a connection; the end of the drain that produced it writes
 //! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
 //! caller's thread (no wake-up, no thread hop) unless the caller is streaming and the runtime
-//! holds the output back for a batch ("Batching" in [`crate::driver`]). What the socket does
-//! not take is left to the connection's task.
+//! holds the output back for a batch ("Batching" in [`crate::driver`]). A burst is the
+//! exception: once a drain has queued half as many messages for a connection as its previous
+//! drain did (at least four), they are written at once, so the peer works on them while the
+//! rest is produced (`table::early_write_due`, decision 0011). What the socket does not take
+//! is left to the connection's task.
 //!
 //! # Identity
 //!
