@@ -701,6 +701,9 @@ enum ServerPart {
 /// What became of a [`HeldCall`]: the MD, or on failure the memory if it came back.
 type HeldOutcome = Result<MdHandle, Option<Memory>>;
 
+/// A held call's RPC id, slot token, service (a repost) and part (a server RPC's call).
+type HeldKind = (u64, u64, Option<SrpcService>, ServerPart);
+
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
 enum Slot {
@@ -784,6 +787,9 @@ pub(crate) struct RpcCore {
     events_dropped: u64,
     /// Server calls waiting for [`RpcCore::flush_held`].
     held: Vec<HeldCall>,
+    /// What each held call was, and what it became (kept for their allocations).
+    held_kinds: Vec<HeldKind>,
+    held_outcomes: Vec<HeldOutcome>,
     /// Events taken from the queue and being handled (kept for its allocation).
     inbox: VecDeque<Event>,
     closed: bool,
@@ -817,6 +823,8 @@ impl RpcCore {
             wake: false,
             events_dropped: 0,
             held: Vec::new(),
+            held_kinds: Vec::new(),
+            held_outcomes: Vec::new(),
             inbox: VecDeque::new(),
             closed: false,
         }
@@ -1106,37 +1114,38 @@ impl RpcCore {
         if self.held.is_empty() {
             return false;
         }
-        let held = std::mem::take(&mut self.held);
+        // The lists are kept between flushes (taken and put back): this runs for every RPC.
+        let mut held = std::mem::take(&mut self.held);
+        let mut kinds = std::mem::take(&mut self.held_kinds);
+        let mut outcomes = std::mem::take(&mut self.held_outcomes);
         // What each call was, to settle its outcome (the specs move into the batch).
-        let kinds: Vec<(u64, u64, Option<SrpcService>, ServerPart)> = held
-            .iter()
-            .map(|call| match call {
-                HeldCall::Post { service, token, .. } => {
-                    (0, *token, Some(*service), ServerPart::Reply)
-                }
-                HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
-            })
-            .collect();
+        kinds.extend(held.iter().map(|call| match call {
+            HeldCall::Post { service, token, .. } => (0, *token, Some(*service), ServerPart::Reply),
+            HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
+        }));
         let events = &self.events;
-        let outcomes: Vec<HeldOutcome> = self
-            .node
-            .batch(|calls| {
-                held.into_iter()
-                    .map(|call| match call {
-                        HeldCall::Post { service, spec, .. } => calls
-                            .post(service.request_portal(), u64::from(service.id()), spec, events)
-                            .map_err(|rejected| Some(rejected.memory)),
-                        HeldCall::Start { spec, remote, .. } => {
-                            bind_and_start(calls, events, spec, remote)
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut outcomes = outcomes.into_iter();
-        for (id, token, service, part) in kinds {
+        let made = self.node.batch(|calls| {
+            outcomes.extend(held.drain(..).map(|call| {
+                match call {
+                    HeldCall::Post { service, spec, .. } => calls
+                        .post(service.request_portal(), u64::from(service.id()), spec, events)
+                        .map_err(|rejected| Some(rejected.memory)),
+                    HeldCall::Start { spec, remote, .. } => {
+                        bind_and_start(calls, events, spec, remote)
+                    }
+                }
+            }));
+        });
+        if made.is_err() {
+            // The node shut down and made none of the calls.
+            outcomes.clear();
+        }
+        held.clear();
+        self.held = held;
+        let mut settled = outcomes.drain(..);
+        for (id, token, service, part) in kinds.drain(..) {
             // An empty list: the node shut down and made none of the calls.
-            let outcome = outcomes.next().unwrap_or(Err(None));
+            let outcome = settled.next().unwrap_or(Err(None));
             match (service, outcome) {
                 (Some(_), Ok(md)) => {
                     self.buffer_posted(token, md);
@@ -1173,6 +1182,9 @@ impl RpcCore {
                 }
             }
         }
+        drop(settled);
+        self.held_kinds = kinds;
+        self.held_outcomes = outcomes;
         !self.bulk_ready.is_empty()
     }
 

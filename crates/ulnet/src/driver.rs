@@ -236,8 +236,8 @@ pub(crate) fn next_node_id() -> u64 {
 /// Wake-ups owed once the core lock is released.
 #[derive(Default)]
 pub(crate) struct Wakes {
-    doorbells: Vec<Arc<Shared>>,
-    queues: Vec<Arc<EqShared>>,
+    doorbells: ArcSet<Shared>,
+    queues: ArcSet<EqShared>,
     /// Completions for blocked callers: sent after the unlock, else the woken caller's next
     /// call would find the core still locked and sleep again.
     completions: Vec<(SyncSender<Completion>, Completion)>,
@@ -246,14 +246,14 @@ pub(crate) struct Wakes {
 impl Wakes {
     /// Wake `node`'s I/O thread.
     pub(crate) fn ring(&mut self, node: &Arc<Shared>) {
-        if !self.doorbells.iter().any(|known| Arc::ptr_eq(known, node)) {
-            self.doorbells.push(Arc::clone(node));
+        if !self.doorbells.contains(node) {
+            self.doorbells.insert(Arc::clone(node));
         }
     }
 
     fn queue(&mut self, queue: Arc<EqShared>) {
-        if !self.queues.iter().any(|known| Arc::ptr_eq(known, &queue)) {
-            self.queues.push(queue);
+        if !self.queues.contains(&queue) {
+            self.queues.insert(queue);
         }
     }
 
@@ -264,10 +264,10 @@ impl Wakes {
 
     /// Issues the wake-ups. Call with no core lock held.
     pub(crate) fn finish(self) {
-        for node in self.doorbells {
+        for node in self.doorbells.into_items() {
             node.doorbell.ring(&node.counters);
         }
-        for queue in self.queues {
+        for queue in self.queues.into_items() {
             queue.wake();
         }
         for (waiter, completion) in self.completions {
@@ -343,6 +343,38 @@ impl Doorbell {
             self.rung.store(false, Ordering::SeqCst);
         }
         self.parked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Distinct `Arc`s (by pointer), in insertion order. The first is kept inline: a turn nearly
+/// always wakes one node or one queue, and a `Vec` would allocate for it on every turn.
+struct ArcSet<T> {
+    first: Option<Arc<T>>,
+    rest: Vec<Arc<T>>,
+}
+
+impl<T> Default for ArcSet<T> {
+    fn default() -> Self {
+        Self { first: None, rest: Vec::new() }
+    }
+}
+
+impl<T> ArcSet<T> {
+    fn contains(&self, item: &Arc<T>) -> bool {
+        self.first.iter().chain(&self.rest).any(|known| Arc::ptr_eq(known, item))
+    }
+
+    /// Adds `item` at the end (the caller checked it is not there yet).
+    fn insert(&mut self, item: Arc<T>) {
+        if self.first.is_none() {
+            self.first = Some(item);
+        } else {
+            self.rest.push(item);
+        }
+    }
+
+    fn into_items(self) -> impl Iterator<Item = Arc<T>> {
+        self.first.into_iter().chain(self.rest)
     }
 }
 
@@ -782,5 +814,26 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
     let queues = std::mem::take(&mut *shared.queues.lock().unwrap_or_else(PoisonError::into_inner));
     for queue in queues.iter().filter_map(Weak::upgrade) {
         queue.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arc_set_keeps_distinct_items_in_insertion_order() {
+        let (a, b, c) = (Arc::new(1), Arc::new(2), Arc::new(3));
+        let mut set = ArcSet::default();
+        for item in [&a, &b, &a, &c, &b] {
+            if !set.contains(item) {
+                set.insert(Arc::clone(item));
+            }
+        }
+        // Equal values in distinct allocations are distinct members.
+        let twin = Arc::new(1);
+        assert!(!set.contains(&twin));
+        let items: Vec<i32> = set.into_items().map(|item| *item).collect();
+        assert_eq!(items, [1, 2, 3]);
     }
 }

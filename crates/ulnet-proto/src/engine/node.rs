@@ -44,6 +44,9 @@ pub const MAX_PEER_NIS: usize = 1 << 18;
 pub const MAX_PENDING_EVENTS: usize = 1 << 16;
 /// Most PUTs delayed on one lazy portal; beyond it they are dropped.
 pub const LAZY_QUEUE_LIMIT: usize = 4096;
+
+/// Finished trackers' request boxes kept for reuse (more than the requests a burst starts).
+const SPARE_REQUESTS: usize = 64;
 /// Most local NIs besides loopback (`lnet_interfaces_max` default).
 pub const MAX_NIS: usize = 4096;
 
@@ -271,6 +274,10 @@ pub struct Node {
     pub(super) msgs: Slab<Message>,
     pub(super) trackers: TrackerQueue,
     pub(super) live_trackers: usize,
+    /// Boxes of finished trackers' requests, reused: every tracked request needs one (the
+    /// boxes themselves are what is kept, hence a `Vec` of them).
+    #[allow(clippy::vec_box)]
+    spare_requests: Vec<Box<TrackedRequest>>,
     pub(super) transmits: VecDeque<Key>,
     pub(super) resumes: VecDeque<Resume>,
     pub(super) events: VecDeque<Event>,
@@ -355,6 +362,7 @@ impl Node {
             msgs: Slab::new(),
             trackers: TrackerQueue::default(),
             live_trackers: 0,
+            spare_requests: Vec::new(),
             transmits: VecDeque::new(),
             resumes: VecDeque::new(),
             events: VecDeque::new(),
@@ -1260,17 +1268,25 @@ impl Node {
         keep: bool,
     ) {
         let enabled = self.failover_enabled() && keep;
-        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
-            return;
-        };
-        tracker.request = enabled.then(|| {
-            Box::new(TrackedRequest {
+        let request = enabled.then(|| {
+            let request = TrackedRequest {
                 header: *header,
                 source: source.filter(|nid| !nid.is_any()),
                 length,
                 copies: 0,
-            })
+            };
+            match self.spare_requests.pop() {
+                Some(mut spare) => {
+                    *spare = request;
+                    spare
+                }
+                None => Box::new(request),
+            }
         });
+        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        tracker.request = request;
     }
 
     pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
@@ -1365,6 +1381,11 @@ impl Node {
         };
         self.live_trackers = self.live_trackers.saturating_sub(1);
         self.stats.rst_alloc = self.live_trackers as u64;
+        if let Some(request) = tracker.request {
+            if self.spare_requests.len() < SPARE_REQUESTS {
+                self.spare_requests.push(request);
+            }
+        }
         if let Some((peer_ni, via)) = tracker.awaiting {
             self.watch_await_end(peer_ni, via, None);
         }

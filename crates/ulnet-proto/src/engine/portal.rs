@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use foldhash::HashMap;
+use std::collections::hash_map::Entry;
 
 use crate::engine::md::{Md, MdOptions};
 use crate::engine::me::{InsertPosition, Me, ProcessId};
@@ -80,7 +81,7 @@ pub(crate) struct Portal {
     pub(crate) match_type: Option<MatchType>,
     pub(crate) lazy: bool,
     ignore: VecDeque<Key>,
-    exact: HashMap<u64, VecDeque<Key>>,
+    exact: HashMap<u64, ExactList>,
     /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`).
     pub(crate) delayed: VecDeque<Key>,
     entries: usize,
@@ -94,14 +95,18 @@ impl Portal {
     }
 
     pub(crate) fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
-        let list = if me.ignore_bits != 0 {
-            &mut self.ignore
+        if me.ignore_bits != 0 {
+            match position {
+                InsertPosition::Before => self.ignore.push_front(key),
+                InsertPosition::After => self.ignore.push_back(key),
+            }
         } else {
-            self.exact.entry(me.match_bits).or_default()
-        };
-        match position {
-            InsertPosition::Before => list.push_front(key),
-            InsertPosition::After => list.push_back(key),
+            match self.exact.entry(me.match_bits) {
+                Entry::Vacant(vacant) => {
+                    vacant.insert(ExactList::One(key));
+                }
+                Entry::Occupied(mut list) => list.get_mut().insert(key, position),
+            }
         }
         self.entries += 1;
     }
@@ -110,12 +115,23 @@ impl Portal {
         let removed = if me.ignore_bits != 0 {
             remove_key(&mut self.ignore, key)
         } else {
-            let removed =
-                self.exact.get_mut(&me.match_bits).is_some_and(|list| remove_key(list, key));
-            if self.exact.get(&me.match_bits).is_some_and(VecDeque::is_empty) {
-                self.exact.remove(&me.match_bits);
+            match self.exact.entry(me.match_bits) {
+                Entry::Vacant(_) => false,
+                Entry::Occupied(mut list) => match list.get_mut() {
+                    ExactList::One(only) if *only == key => {
+                        list.remove();
+                        true
+                    }
+                    ExactList::One(_) => false,
+                    ExactList::Many(keys) => {
+                        let removed = remove_key(keys, key);
+                        if keys.is_empty() {
+                            list.remove();
+                        }
+                        removed
+                    }
+                },
             }
-            removed
         };
         if removed {
             self.entries -= 1;
@@ -133,8 +149,9 @@ impl Portal {
         mds: &mut Slab<Md>,
         info: &MatchInfo,
     ) -> PortalMatch {
-        let exact = self.exact.get(&info.match_bits);
-        for &me_key in self.ignore.iter().chain(exact.into_iter().flatten()) {
+        let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
+        let (first, second) = exact.unwrap_or_default();
+        for &me_key in self.ignore.iter().chain(first).chain(second) {
             let Some(me) = mes.get(me_key) else { continue };
             let Some(md_key) = me.md else { continue };
             let Some(md) = mds.get_mut(md_key) else {
@@ -181,6 +198,35 @@ pub(crate) fn try_match_md(me: &Me, md: &mut Md, info: &MatchInfo) -> MdMatch {
     };
     md.offset = offset.saturating_add(mlength);
     MdMatch::Ok { offset, mlength }
+}
+
+/// The MEs with one exact match-bits value, in insertion order. Nearly always one (an RPC's
+/// buffer has bits of its own), kept inline: the list comes and goes with each message.
+#[derive(Debug)]
+enum ExactList {
+    One(Key),
+    Many(VecDeque<Key>),
+}
+
+impl ExactList {
+    fn insert(&mut self, key: Key, position: InsertPosition) {
+        if let Self::One(only) = *self {
+            *self = Self::Many(VecDeque::from([only]));
+        }
+        if let Self::Many(keys) = self {
+            match position {
+                InsertPosition::Before => keys.push_front(key),
+                InsertPosition::After => keys.push_back(key),
+            }
+        }
+    }
+
+    fn as_slices(&self) -> (&[Key], &[Key]) {
+        match self {
+            Self::One(only) => (std::slice::from_ref(only), &[]),
+            Self::Many(keys) => keys.as_slices(),
+        }
+    }
 }
 
 fn remove_key(list: &mut VecDeque<Key>, key: Key) -> bool {
@@ -257,6 +303,53 @@ mod tests {
         let PortalMatch::Ok { me, .. } = result else { panic!("no match: {result:?}") };
         assert_eq!(mes.get(me).map(|m| m.ignore_bits), Some(0xff));
         assert_eq!(portal.entries(), 2);
+    }
+
+    #[test]
+    fn exact_entries_keep_insertion_order_through_removals() {
+        let mut portal = Portal::default();
+        let mut mes = Slab::new();
+        let mut mds = Slab::new();
+        fn add(
+            portal: &mut Portal,
+            mes: &mut Slab<Me>,
+            mds: &mut Slab<Md>,
+            position: InsertPosition,
+        ) -> Key {
+            let me = wildcard_me(0x5, 0);
+            let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
+            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            portal.insert(key, &me, position);
+            key
+        }
+        let a = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
+        let b = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
+        let c = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
+        let first = |portal: &Portal, mes: &Slab<Me>, mds: &mut Slab<Md>| match portal.match_md(
+            mes,
+            mds,
+            &info(0x5, 0),
+        ) {
+            PortalMatch::Ok { me, .. } => Some(me),
+            _ => None,
+        };
+        assert_eq!(first(&portal, &mes, &mut mds), Some(b));
+        let me = wildcard_me(0x5, 0);
+        portal.remove(b, &me);
+        assert_eq!(first(&portal, &mes, &mut mds), Some(a));
+        portal.remove(a, &me);
+        assert_eq!(first(&portal, &mes, &mut mds), Some(c));
+        portal.remove(a, &me); // already gone: counts nothing
+        assert_eq!(portal.entries(), 1);
+        portal.remove(c, &me);
+        assert_eq!(portal.entries(), 0);
+        assert!(portal.exact.is_empty(), "an emptied list leaves the map");
+        assert_eq!(first(&portal, &mes, &mut mds), None);
+        // A lone entry (the inline case) is found and removed too.
+        let d = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
+        assert_eq!(first(&portal, &mes, &mut mds), Some(d));
+        portal.remove(d, &me);
+        assert!(portal.exact.is_empty());
     }
 
     #[test]

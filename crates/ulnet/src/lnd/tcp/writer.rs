@@ -111,7 +111,7 @@ impl Writer {
         stream: &TcpStream,
         tokens: &HashMap<MessageToken, TxId>,
     ) -> Result<io::Result<usize>, CloseCause> {
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * self.frames.len() + 1);
+        let mut slices = Slices::new();
         if let Some(rest) = self.preamble.get(self.preamble_written..) {
             if !rest.is_empty() {
                 slices.push(IoSlice::new(rest));
@@ -147,7 +147,7 @@ impl Writer {
                 }
             }
         }
-        Ok(send_vectored(stream, &slices))
+        Ok(send_vectored(stream, slices.as_slice()))
     }
 
     /// Accounts `written` bytes: preamble first, then frames in order.
@@ -183,6 +183,43 @@ impl Writer {
     }
 }
 
+/// Slices kept on the stack up to this many: a burst of small messages (a header and a
+/// payload each) fits, so the common write allocates nothing.
+const INLINE_SLICES: usize = 32;
+
+/// The slices of one vectored write: on the stack while few, in a `Vec` beyond that.
+struct Slices<'a> {
+    inline: [IoSlice<'a>; INLINE_SLICES],
+    count: usize,
+    spilled: Vec<IoSlice<'a>>,
+}
+
+impl<'a> Slices<'a> {
+    fn new() -> Self {
+        Self { inline: [IoSlice::new(&[]); INLINE_SLICES], count: 0, spilled: Vec::new() }
+    }
+
+    fn push(&mut self, slice: IoSlice<'a>) {
+        if let Some(free) = self.inline.get_mut(self.count) {
+            *free = slice;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.inline);
+            }
+            self.spilled.push(slice);
+        }
+        self.count += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn as_slice(&self) -> &[IoSlice<'a>] {
+        if self.spilled.is_empty() { &self.inline[..self.count] } else { &self.spilled }
+    }
+}
+
 /// `MSG_NOSIGNAL` (Linux): a write to a connection the peer reset fails with EPIPE instead of
 /// raising SIGPIPE, which would kill a host program that does not ignore it.
 #[cfg(target_os = "linux")]
@@ -196,4 +233,24 @@ fn send_vectored(stream: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize
     stream.try_io(tokio::io::Interest::WRITABLE, || {
         socket2::SockRef::from(stream).send_vectored_with_flags(slices, MSG_NOSIGNAL)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_keep_order_past_the_inline_room() {
+        let bytes: Vec<[u8; 1]> = (0..=INLINE_SLICES as u8 + 8).map(|i| [i]).collect();
+        for count in [0, 1, INLINE_SLICES, INLINE_SLICES + 1, bytes.len()] {
+            let mut slices = Slices::new();
+            for byte in &bytes[..count] {
+                slices.push(IoSlice::new(byte));
+            }
+            assert_eq!(slices.len(), count);
+            let seen: Vec<u8> = slices.as_slice().iter().map(|slice| slice[0]).collect();
+            let expected: Vec<u8> = (0..count as u8).collect();
+            assert_eq!(seen, expected, "{count} slices");
+        }
+    }
 }
