@@ -583,13 +583,37 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The match bits of every selftest RPC and bulk from this process: one generator for all
 /// endpoints (two endpoints on one node must never share match bits on portal 52), seeded
 /// as `srpc_startup()` seeds it. lustre: rpc.c `srpc_next_id()`.
-pub(crate) fn next_match_bits() -> u64 {
+/// Reserves `count` consecutive values and returns the first.
+fn reserve_match_bits(count: u64) -> u64 {
     static IDS: OnceLock<AtomicU64> = OnceLock::new();
     let ids = IDS.get_or_init(|| {
         let seconds = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         AtomicU64::new(seconds << 48)
     });
-    ids.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    ids.fetch_add(count, Ordering::Relaxed).wrapping_add(1)
+}
+
+/// Match bits an endpoint takes from [`reserve_match_bits`] a block at a time: an RPC then
+/// costs no atomic read-modify-write on a counter every endpoint shares. Uniqueness within the
+/// process is all `srpc_next_id()` promises; the order between endpoints does not matter.
+#[derive(Debug, Default)]
+struct MatchBitsBlock {
+    next: u64,
+    end: u64,
+}
+
+impl MatchBitsBlock {
+    const SIZE: u64 = 64;
+
+    fn take(&mut self) -> u64 {
+        if self.next == self.end {
+            self.next = reserve_match_bits(Self::SIZE);
+            self.end = self.next.wrapping_add(Self::SIZE);
+        }
+        let bits = self.next;
+        self.next = bits.wrapping_add(1);
+        bits
+    }
 }
 
 /// An identifier of a client RPC within its endpoint.
@@ -772,6 +796,7 @@ pub(crate) struct RpcCore {
     clients: HashMap<u64, ClientRpc>,
     servers: HashMap<u64, ServerRpc>,
     next_rpc: u64,
+    match_bits: MatchBitsBlock,
     services: HashMap<u32, ServiceBuffers>,
     /// Finished client RPCs, handed to the application outside the event fold.
     done: VecDeque<ClientOutcome>,
@@ -814,6 +839,7 @@ impl RpcCore {
             clients: HashMap::default(),
             servers: HashMap::default(),
             next_rpc: 1,
+            match_bits: MatchBitsBlock::default(),
             services: HashMap::default(),
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
@@ -872,8 +898,8 @@ impl RpcCore {
         let ClientCall { dest, service, mut request, bulk, timeout, tag, tail } = call;
         let id = self.next_rpc;
         self.next_rpc += 1;
-        let reply_bits = next_match_bits();
-        let bulk_bits = bulk.as_ref().map(|_| next_match_bits());
+        let reply_bits = self.match_bits.take();
+        let bulk_bits = bulk.as_ref().map(|_| self.match_bits.take());
         set_match_bits(&mut request.body, reply_bits, bulk_bits);
 
         let reply_token = self.token(Slot::ClientReply(id));
@@ -1787,8 +1813,28 @@ fn with_reply_bits(service: SrpcService, reply_match_bits: u64) -> SrpcBody {
 
 #[cfg(test)]
 mod tests {
-    use super::{FRESH_BUFFER_FILL, SHARED_SOURCES, SharedSources, committed_buffer};
+    use super::{
+        FRESH_BUFFER_FILL, MatchBitsBlock, SHARED_SOURCES, SharedSources, committed_buffer,
+    };
+    use std::collections::HashSet;
     use std::sync::Arc;
+
+    #[test]
+    fn match_bits_stay_unique_across_endpoints_and_blocks() {
+        let (mut first, mut second) = (MatchBitsBlock::default(), MatchBitsBlock::default());
+        let mut seen = HashSet::new();
+        let rounds = MatchBitsBlock::SIZE * 2 + 3;
+        for _ in 0..rounds {
+            assert!(seen.insert(first.take()), "first endpoint repeated match bits");
+            assert!(seen.insert(second.take()), "second endpoint repeated match bits");
+        }
+        assert_eq!(seen.len() as u64, rounds * 2);
+        // Within a block an endpoint's bits are consecutive, as one RPC's reply and bulk were.
+        let bits = first.take();
+        if first.next != first.end {
+            assert_eq!(first.take(), bits + 1);
+        }
+    }
 
     #[test]
     fn one_source_per_key_made_once() {

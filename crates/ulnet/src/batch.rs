@@ -94,8 +94,8 @@ impl Calls<'_> {
             self.core.engine.md_attach(self.now, me, spec, unlink).map_err(|rejected| {
                 Rejected { error: rejected.error.into(), memory: rejected.memory }
             })?;
-        if let Some(route) = route {
-            self.core.routes.insert(handle.0, route);
+        if let Some(queue) = route {
+            self.core.route(handle, queue);
         }
         Ok(handle)
     }
@@ -115,8 +115,8 @@ impl Calls<'_> {
             error: rejected.error.into(),
             memory: rejected.memory,
         })?;
-        if let Some(route) = route {
-            self.core.routes.insert(handle.0, route);
+        if let Some(queue) = route {
+            self.core.route(handle, queue);
         }
         Ok(handle)
     }

@@ -139,8 +139,13 @@ pub(crate) struct Core {
     pub(crate) in_flight: HashMap<TxId, NiId>,
     /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
     pub(crate) delayed: HashMap<RxId, NiId>,
-    /// The event queue of every MD created with one, by handle cookie.
-    pub(crate) routes: HashMap<u64, Weak<EqShared>>,
+    /// The event queue of every MD created with one, by handle cookie: the queue's id, a
+    /// plain number, so that making and ending an MD costs no reference-count atomics.
+    pub(crate) routes: HashMap<u64, u64>,
+    /// Every event queue an MD of the node named, by id, weak (the application owns its
+    /// queues); dead ones are swept when it has doubled since the last sweep.
+    queue_registry: HashMap<u64, Weak<EqShared>>,
+    queue_registry_sweep_at: usize,
     /// The core timer deadline the I/O thread last armed; an API call that moves the core's
     /// deadline earlier rings the doorbell.
     pub(crate) armed: Time,
@@ -150,6 +155,9 @@ pub(crate) struct Core {
     /// Buffers [`route_events`] keeps for their allocations.
     event_scratch: VecDeque<Event>,
     event_targets: Vec<Option<usize>>,
+    /// The queues events went to lately, kept across calls so that routing a batch costs no
+    /// `Weak::upgrade` and drop (atomic read-modify-writes) per queue; one nobody else holds
+    /// any more is let go at the next batch.
     event_queues: Vec<Arc<EqShared>>,
     event_run: VecDeque<Event>,
     /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
@@ -169,6 +177,8 @@ impl Core {
             in_flight: HashMap::default(),
             delayed: HashMap::default(),
             routes: HashMap::default(),
+            queue_registry: HashMap::default(),
+            queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
             completions: HashMap::default(),
             armed: Time::MAX,
             event_scratch: VecDeque::new(),
@@ -179,6 +189,20 @@ impl Core {
             closed: false,
             finished: false,
         }
+    }
+
+    /// Sends the events of `md` to `queue` (a queue of this node).
+    pub(crate) fn route(&mut self, md: MdHandle, queue: &Arc<EqShared>) {
+        self.routes.insert(md.0, queue.id);
+        if self.queue_registry.contains_key(&queue.id) {
+            return;
+        }
+        if self.queue_registry.len() >= self.queue_registry_sweep_at {
+            self.queue_registry.retain(|_, queue| queue.strong_count() > 0);
+            self.queue_registry_sweep_at =
+                (self.queue_registry.len() * 2).max(MIN_QUEUE_REGISTRY_SWEEP);
+        }
+        self.queue_registry.insert(queue.id, Arc::downgrade(queue));
     }
 
     /// The LND of NI `ni`, if it has one.
@@ -526,10 +550,13 @@ fn drain_and_flush(
     wakes: &mut Wakes,
     api_call: bool,
 ) {
+    // One handle on the LNDs for the whole drain: they change only under this lock, and not
+    // from inside an LND call (`crate::ni_live`), so a clone per step would only cost atomics.
+    let lnds = Arc::clone(&core.lnds);
     loop {
-        carry_out(shared, core, now, wakes);
+        carry_out(shared, core, &lnds, now, wakes);
         // Writing completes sends, which may free credits for more transmits: carry out again.
-        if !flush(shared, core, now, wakes, api_call) {
+        if !flush(shared, core, &lnds, now, wakes, api_call) {
             break;
         }
     }
@@ -544,13 +571,13 @@ fn drain_and_flush(
 fn flush(
     shared: &Arc<Shared>,
     core: &mut Core,
+    lnds: &Lnds,
     now: Time,
     wakes: &mut Wakes,
     api_call: bool,
 ) -> bool {
     let hold = api_call && shared.batch.streaming(now);
     let mut written = false;
-    let lnds = Arc::clone(&core.lnds);
     for lnd in lnds.iter().flatten() {
         match lnd.flush(shared, core, now, wakes, hold) {
             Output::Written => written = true,
@@ -565,28 +592,20 @@ fn flush(
 }
 
 /// Carries out what the core produced until it produces nothing more.
-fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wakes: &mut Wakes) {
     loop {
         let mut progressed = false;
         // Resets first: a probe of a path just given up on is queued after them.
         while let Some(reset) = core.engine.poll_path_reset() {
             progressed = true;
-            if let Some(lnd) = core.lnd(reset.ni).filter(|_| !core.closed) {
+            if let Some(lnd) = lnd_of(lnds, reset.ni).filter(|_| !core.closed) {
                 lnd.reset(shared, core, now, reset.peer, wakes);
             }
         }
-        // One handle on the LNDs for all transmits (they change only under this lock, and not
-        // from inside an LND call), taken only when there are some.
         let mut next = core.engine.poll_transmit();
-        let lnds = next.is_some().then(|| Arc::clone(&core.lnds));
         while let Some(transmit) = next.take() {
             progressed = true;
-            let lnd = match &lnds {
-                Some(lnds) if !core.closed => {
-                    lnds.get(usize::from(transmit.ni.0)).and_then(Option::as_ref)
-                }
-                _ => None,
-            };
+            let lnd = if core.closed { None } else { lnd_of(lnds, transmit.ni) };
             match lnd {
                 Some(lnd) => {
                     core.in_flight.insert(transmit.tx, transmit.ni);
@@ -608,7 +627,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
         while let Some(resume) = core.engine.poll_resume() {
             progressed = true;
             let holder = core.delayed.remove(&resume.rx);
-            let lnd = if core.closed { None } else { holder.and_then(|ni| core.lnd(ni)) };
+            let lnd = if core.closed { None } else { holder.and_then(|ni| lnd_of(lnds, ni)) };
             match lnd {
                 Some(lnd) => lnd.resume(shared, core, now, resume, wakes),
                 None => {
@@ -638,6 +657,11 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes
     }
 }
 
+/// The LND of NI `ni` in `lnds`, borrowed.
+fn lnd_of(lnds: &Lnds, ni: NiId) -> Option<&Arc<dyn Lnd>> {
+    lnds.get(usize::from(ni.0)).and_then(Option::as_ref)
+}
+
 /// Hands the core's events to the queues their MDs name. When they all go to one queue (the
 /// usual case: one consumer per node), the whole batch moves in at once under one lock of the
 /// queue, traded or appended rather than moved event by event; otherwise each run of events
@@ -648,8 +672,14 @@ fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> boo
         core.event_scratch = events;
         return false;
     }
-    // Where each event goes, as an index into `queues` (None: nowhere).
+    // Where each event goes, as an index into `queues` (None: nowhere). A cached queue whose
+    // last handle was dropped is dead, as a failed upgrade would find it; a long list is
+    // rebuilt rather than searched.
     let mut queues = std::mem::take(&mut core.event_queues);
+    if queues.len() > MAX_CACHED_QUEUES {
+        queues.clear();
+    }
+    queues.retain(|queue| Arc::strong_count(queue) > 1);
     let mut targets = std::mem::take(&mut core.event_targets);
     for event in &events {
         let removed;
@@ -659,20 +689,25 @@ fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> boo
         } else {
             core.routes.get(&event.md.0)
         };
-        // A live queue shares no address with a dead handle, so comparing addresses finds it.
-        let target = route.and_then(|route| {
-            match queues.iter().position(|queue| std::ptr::eq(route.as_ptr(), Arc::as_ptr(queue))) {
-                Some(index) => Some(index),
-                None => route.upgrade().map(|queue| {
+        let target = route.and_then(|&id| match queues.iter().position(|queue| queue.id == id) {
+            Some(index) => Some(index),
+            None => {
+                let queue = core.queue_registry.get(&id).and_then(Weak::upgrade);
+                if queue.is_none() {
+                    core.queue_registry.remove(&id);
+                }
+                queue.map(|queue| {
                     queues.push(queue);
                     queues.len() - 1
-                }),
+                })
             }
         });
         targets.push(target);
     }
     let unrouted = targets.iter().filter(|target| target.is_none()).count();
-    if let ([queue], 0) = (queues.as_slice(), unrouted) {
+    let first = targets.first().copied().flatten();
+    let single = first.filter(|_| unrouted == 0 && targets.iter().all(|target| *target == first));
+    if let Some(queue) = single.map(|index| &queues[index]) {
         if queue.push_all(&mut events) {
             wakes.queue(Arc::clone(queue));
         }
@@ -699,12 +734,18 @@ fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wakes) -> boo
     }
     events.clear();
     targets.clear();
-    queues.clear();
     core.event_scratch = events;
     core.event_targets = targets;
     core.event_queues = queues;
     true
 }
+
+/// The smallest size of [`Core::queue_registry`] that is swept for dead queues.
+const MIN_QUEUE_REGISTRY_SWEEP: usize = 16;
+
+/// How many event queues [`route_events`] keeps between batches (a node has one consumer
+/// in the usual case, a few with services such as the selftest one).
+const MAX_CACHED_QUEUES: usize = 8;
 
 fn push_run(queue: &Arc<EqShared>, run: &mut VecDeque<Event>, wakes: &mut Wakes) {
     // `push_all` leaves `run` empty whatever it does.
@@ -835,5 +876,23 @@ mod tests {
         assert!(!set.contains(&twin));
         let items: Vec<i32> = set.into_items().map(|item| *item).collect();
         assert_eq!(items, [1, 2, 3]);
+    }
+
+    #[test]
+    fn the_queue_registry_forgets_dropped_queues() {
+        use crate::{MdSpec, Memory, UnlinkMode};
+        let node = crate::Node::loopback().unwrap();
+        let kept = node.event_queue(4);
+        for round in 0..200u8 {
+            // A queue per MD, dropped after its MD, as every blocking transfer makes.
+            let queue = node.event_queue(1);
+            let spec = MdSpec::new(Memory::new(vec![round]));
+            let md = node.md_bind(spec, UnlinkMode::Retain, Some(&queue)).unwrap();
+            node.md_unlink(md).unwrap();
+        }
+        node.md_bind(MdSpec::new(Memory::new(vec![0])), UnlinkMode::Retain, Some(&kept)).unwrap();
+        let core = node.shared().lock();
+        assert!(core.queue_registry.len() <= 2 * MIN_QUEUE_REGISTRY_SWEEP);
+        assert!(core.queue_registry.contains_key(&kept.shared.id));
     }
 }

@@ -238,6 +238,8 @@ impl futures_core::Stream for EventQueue {
 pub(crate) struct EqShared {
     /// The node that created the queue (MDs of other nodes may not name it).
     pub(crate) node_id: u64,
+    /// Unique in the process: what an MD's route names (see [`crate::driver::Core::routes`]).
+    pub(crate) id: u64,
     /// That node, for [`driver::before_wait`] (weak: the node owns its queues).
     node: Weak<Shared>,
     capacity: usize,
@@ -272,8 +274,10 @@ impl EqShared {
         capacity: usize,
         handler: Option<EventHandler>,
     ) -> Arc<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Arc::new(Self {
             node_id: node.id,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             node: Arc::downgrade(node),
             capacity: capacity.clamp(1, MAX_EVENT_QUEUE_CAPACITY),
             spin: node.spin,

@@ -486,15 +486,14 @@ impl Node {
     }
 
     /// Checks an MD's event queue belongs to this node; turns events off without one.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn route(
+    pub(crate) fn route<'q>(
         &self,
         mut spec: MdSpec,
-        events: Option<&EventQueue>,
-    ) -> Result<(MdSpec, Option<std::sync::Weak<EqShared>>), Memory> {
+        events: Option<&'q EventQueue>,
+    ) -> Result<(MdSpec, Option<&'q Arc<EqShared>>), Memory> {
         match events {
             Some(queue) if queue.shared.node_id != self.inner.shared.id => Err(spec.memory),
-            Some(queue) => Ok((spec, Some(Arc::downgrade(&queue.shared)))),
+            Some(queue) => Ok((spec, Some(&queue.shared))),
             None => {
                 spec.events = false;
                 Ok((spec, None))

@@ -35,6 +35,23 @@ fn an_md_without_a_queue_has_no_events() {
 }
 
 #[test]
+fn events_for_a_dropped_queue_are_counted_unrouted() {
+    let node = Node::loopback().unwrap();
+    let queue = node.event_queue(8);
+    let md = node.post(3, 1, sink(4), &queue).unwrap();
+    let retained =
+        node.md_bind(MdSpec::new(Memory::new(vec![5])), UnlinkMode::Retain, Some(&queue)).unwrap();
+    // The queue has taken events, so the runtime has routed to it (and may keep it at hand).
+    node.put_and_wait_ack(lo_target(&node), 3, 1, Memory::new(vec![1; 4]), HANG_GUARD).unwrap();
+    assert_eq!(recv(&queue).md, md);
+    assert_eq!(node.stats().runtime.events_unrouted, 0);
+    drop(queue);
+    // Unlinking the other MD makes an event for the dropped queue: nobody can read it.
+    node.md_unlink(retained).unwrap();
+    assert_eq!(node.stats().runtime.events_unrouted, 1);
+}
+
+#[test]
 fn a_full_queue_drops_and_counts() {
     let node = Node::loopback().unwrap();
     let small = node.event_queue(2);

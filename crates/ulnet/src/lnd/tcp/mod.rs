@@ -68,6 +68,7 @@ mod connection;
 mod dialer;
 mod reader;
 mod socket;
+mod sys;
 mod table;
 mod writer;
 

@@ -312,7 +312,7 @@ impl Reader {
         if self.drained {
             return Ok(Step::Blocked);
         }
-        match stream.try_read(&mut self.buffer) {
+        match super::sys::recv(stream, &mut self.buffer) {
             Ok(0) => match conn.handle_eof() {
                 Ok(()) => Err(CloseCause::PeerClosed),
                 Err(_) => Err(eof_inside_message(conn)),
@@ -405,5 +405,5 @@ fn read_into_md(
             break;
         }
     }
-    stream.try_read_vectored(&mut slices)
+    super::sys::read_vectored(stream, &mut slices)
 }

@@ -147,7 +147,7 @@ impl Writer {
                 }
             }
         }
-        Ok(send_vectored(stream, slices.as_slice()))
+        Ok(super::sys::send_vectored(stream, slices.as_slice()))
     }
 
     /// Accounts `written` bytes: preamble first, then frames in order.
@@ -218,21 +218,6 @@ impl<'a> Slices<'a> {
     fn as_slice(&self) -> &[IoSlice<'a>] {
         if self.spilled.is_empty() { &self.inline[..self.count] } else { &self.spilled }
     }
-}
-
-/// `MSG_NOSIGNAL` (Linux): a write to a connection the peer reset fails with EPIPE instead of
-/// raising SIGPIPE, which would kill a host program that does not ignore it.
-#[cfg(target_os = "linux")]
-const MSG_NOSIGNAL: i32 = 0x4000;
-#[cfg(not(target_os = "linux"))]
-const MSG_NOSIGNAL: i32 = 0;
-
-/// A non-blocking `sendmsg` of `slices`, through tokio's readiness tracking (a WouldBlock
-/// clears the socket's writable state, so the task waits for the next edge).
-fn send_vectored(stream: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
-    stream.try_io(tokio::io::Interest::WRITABLE, || {
-        socket2::SockRef::from(stream).send_vectored_with_flags(slices, MSG_NOSIGNAL)
-    })
 }
 
 #[cfg(test)]
