@@ -66,6 +66,7 @@
 //! fabric fails frames still addressed to us back to their senders) -> close the event queues.
 
 use foldhash::HashMap;
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -137,6 +138,9 @@ pub(crate) struct Core {
     /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
     /// shutdown knows what to fail.
     pub(crate) in_flight: HashMap<TxId, NiId>,
+    /// State an LND keeps with the core, by NI (see [`Core::take_lnd_state`]): guarded by the
+    /// core lock alone, so using it costs no lock (no atomics) of its own.
+    lnd_state: Vec<Option<Box<dyn Any + Send>>>,
     /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
     pub(crate) delayed: HashMap<RxId, NiId>,
     /// The event queue of every MD created with one, by handle cookie: the queue's id, a
@@ -177,6 +181,7 @@ impl Core {
             in_flight: HashMap::default(),
             delayed: HashMap::default(),
             routes: HashMap::default(),
+            lnd_state: Vec::new(),
             queue_registry: HashMap::default(),
             queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
             completions: HashMap::default(),
@@ -189,6 +194,23 @@ impl Core {
             closed: false,
             finished: false,
         }
+    }
+
+    /// Takes the state the LND of `ni` keeps with the core (a fresh one the first time), for
+    /// the length of one call: out of the core, it can be borrowed next to the core. The LND
+    /// puts it back with [`put_lnd_state`](Self::put_lnd_state) before the lock is released.
+    pub(crate) fn take_lnd_state<T: Any + Send + Default>(&mut self, ni: NiId) -> Box<T> {
+        let slot = self.lnd_state.get_mut(usize::from(ni.0)).and_then(Option::take);
+        slot.and_then(|state| state.downcast::<T>().ok()).unwrap_or_default()
+    }
+
+    /// Puts back what [`take_lnd_state`](Self::take_lnd_state) took.
+    pub(crate) fn put_lnd_state<T: Any + Send>(&mut self, ni: NiId, state: Box<T>) {
+        let index = usize::from(ni.0);
+        if self.lnd_state.len() <= index {
+            self.lnd_state.resize_with(index + 1, || None);
+        }
+        self.lnd_state[index] = Some(state);
     }
 
     /// Sends the events of `md` to `queue` (a queue of this node).

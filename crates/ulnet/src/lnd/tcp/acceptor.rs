@@ -145,7 +145,7 @@ async fn admit(
         }
         let refusal = {
             let mut cx = Cx { inner, node: &node, core: &mut core, now, wakes: &mut wakes };
-            inner.table().admit(&mut cx, &mut handshake, &candidate, stream, loopback)
+            cx.with_table(|table, cx| table.admit(cx, &mut handshake, &candidate, stream, loopback))
         };
         drain(&node, &mut core, now, &mut wakes);
         refusal

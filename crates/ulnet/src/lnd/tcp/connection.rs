@@ -70,14 +70,14 @@ fn take_turn(inner: &Arc<Inner>, node: &Arc<Shared>, key: ConnKey) -> Option<(In
         }
         let turn = {
             let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-            inner.table().receive(&mut cx, key)
+            cx.with_table(|table, cx| table.receive(cx, key))
         };
         drain(node, &mut core, now, &mut wakes);
         let interest = match turn {
             Turn::Closed => None,
             Turn::Open { more } => {
                 let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                inner.table().send(&mut cx, key).map(|interest| (interest, more))
+                cx.with_table(|table, cx| table.send(cx, key).map(|interest| (interest, more)))
             }
         };
         drain(node, &mut core, now, &mut wakes);

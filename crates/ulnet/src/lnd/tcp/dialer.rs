@@ -73,7 +73,7 @@ pub(super) async fn run(
         }
         {
             let mut cx = Cx { inner: &inner, node: &node, core: &mut core, now, wakes: &mut wakes };
-            inner.table().on_dialled(&mut cx, peer, result);
+            cx.with_table(|table, cx| table.on_dialled(cx, peer, result));
         }
         drain(&node, &mut core, now, &mut wakes);
     }

@@ -30,8 +30,10 @@
 //!
 //! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
 //! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
-//! peer table has its own mutex, taken only with the core held (lock order: core, then table),
-//! so it is never contended; it exists to make the LND `Sync`. The inbox is a leaf lock: work
+//! peer table lives with the core (`Core::take_lnd_state`, through `Cx::with_table`), so the
+//! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
+//! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Session 11"). The inbox is a
+//! leaf lock: work
 //! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
 //! up by [`Lnd::poll`] after a doorbell ring.
 //!
@@ -92,7 +94,7 @@ use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
-use table::{Cx, PeerTable};
+use table::Cx;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,8 +169,6 @@ pub(crate) struct Inner {
     acceptor: Mutex<Option<tokio::task::AbortHandle>>,
     runtime: OnceLock<tokio::runtime::Handle>,
     node: OnceLock<Weak<Shared>>,
-    /// Locked only with the core held.
-    table: Mutex<PeerTable>,
     /// Leaf lock: work posted for the I/O thread.
     inbox: Mutex<Inbox>,
     /// Try privileged source ports; cleared for good on the first EACCES.
@@ -246,7 +246,6 @@ impl TcpLnd {
             acceptor: Mutex::new(None),
             runtime: OnceLock::new(),
             node: OnceLock::new(),
-            table: Mutex::new(PeerTable::default()),
             inbox: Mutex::new(Inbox::default()),
             privileged_ports: AtomicBool::new(privileged_ports),
             handshakes: AtomicU64::new(0),
@@ -298,9 +297,10 @@ impl TcpLnd {
         }
         drop(inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take());
         let mut cx = Cx { inner, node, core, now, wakes };
-        let mut table = inner.table();
-        let _ = table.flush_queued(&mut cx, false);
-        table.shutdown(&mut cx);
+        cx.with_table(|table, cx| {
+            let _ = table.flush_queued(cx, false);
+            table.shutdown(cx);
+        });
     }
 
     /// Wakes what [`retire`](Self::retire) left waiting (connection tasks, so they see their
@@ -362,7 +362,7 @@ impl Lnd for TcpLnd {
     ) {
         let inner = &self.inner;
         let mut cx = Cx { inner, node, core, now, wakes };
-        inner.table().transmit(&mut cx, transmit);
+        cx.with_table(|table, cx| table.transmit(cx, transmit));
     }
 
     fn flush(
@@ -375,7 +375,7 @@ impl Lnd for TcpLnd {
     ) -> Output {
         let inner = &self.inner;
         let mut cx = Cx { inner, node, core, now, wakes };
-        inner.table().flush_queued(&mut cx, hold)
+        cx.with_table(|table, cx| table.flush_queued(cx, hold))
     }
 
     fn resume(
@@ -388,7 +388,7 @@ impl Lnd for TcpLnd {
     ) {
         let inner = &self.inner;
         let mut cx = Cx { inner, node, core, now, wakes };
-        inner.table().resume(&mut cx, resume);
+        cx.with_table(|table, cx| table.resume(cx, resume));
     }
 
     fn reset(
@@ -401,7 +401,7 @@ impl Lnd for TcpLnd {
     ) {
         let inner = &self.inner;
         let mut cx = Cx { inner, node, core, now, wakes };
-        inner.table().reset(&mut cx, peer);
+        cx.with_table(|table, cx| table.reset(cx, peer));
     }
 
     fn poll(&self, node: &Arc<Shared>, now: Time) -> Option<Time> {
@@ -420,7 +420,7 @@ impl Lnd for TcpLnd {
             }
             if let Some(deadline) = {
                 let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                inner.table().scan(&mut cx)
+                cx.with_table(|table, cx| table.scan(cx))
             } {
                 next = next.min(deadline);
             }
@@ -440,7 +440,7 @@ impl Lnd for TcpLnd {
             let mut core = node.lock();
             {
                 let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                inner.table().shutdown(&mut cx);
+                cx.with_table(|table, cx| table.shutdown(cx));
             }
             drain(node, &mut core, now, &mut wakes);
         }
@@ -456,12 +456,6 @@ impl Inner {
     fn peer_config_now(&self) -> PeerConfig {
         let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);
         PeerConfig { max_conns_per_type, ..self.peer_config }
-    }
-
-    /// The peer table. Only with the core locked (lock order: core, then table).
-    fn table(&self) -> MutexGuard<'_, PeerTable> {
-        // Nothing panics while holding it; recover rather than cascade if a bug ever did.
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {

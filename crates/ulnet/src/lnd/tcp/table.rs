@@ -55,6 +55,18 @@ pub(super) struct Cx<'a> {
     pub(super) wakes: &'a mut Wakes,
 }
 
+impl Cx<'_> {
+    /// Runs `call` on the NI's peer table. The table lives with the core
+    /// ([`Core::take_lnd_state`]): the core lock, which every caller holds, is its only lock.
+    pub(super) fn with_table<R>(&mut self, call: impl FnOnce(&mut PeerTable, &mut Self) -> R) -> R {
+        let ni = self.inner.ni;
+        let mut table = self.core.take_lnd_state::<PeerTable>(ni);
+        let result = call(&mut table, self);
+        self.core.put_lnd_state(ni, table);
+        result
+    }
+}
+
 #[derive(Default)]
 pub(super) struct PeerTable {
     peers: HashMap<ProcessId, Peer>,
