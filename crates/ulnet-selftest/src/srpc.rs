@@ -582,8 +582,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The match bits of every selftest RPC and bulk from this process: one generator for all
 /// endpoints (two endpoints on one node must never share match bits on portal 52), seeded
-/// as `srpc_startup()` seeds it. lustre: rpc.c `srpc_next_id()`.
-/// Reserves `count` consecutive values and returns the first.
+/// as `srpc_startup()` seeds it. lustre: rpc.c `srpc_next_id()`. Reserves `count` consecutive
+/// values and returns the first.
 fn reserve_match_bits(count: u64) -> u64 {
     static IDS: OnceLock<AtomicU64> = OnceLock::new();
     let ids = IDS.get_or_init(|| {
