@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compares builds of ulnetd/ulst on small selftest RPCs (or 1 MiB brw), taking turns on fresh
-# nodes, so that a host whose speed changes from minute to minute (BENCHMARKS.md, "Session 3")
+# nodes, so that a host whose speed changes from minute to minute (BENCHMARKS.md, "Findings")
 # affects every build alike.
 #
 #   scripts/ab-selftest.sh [--bulk | --instructions | --system] ROUNDS DIR...

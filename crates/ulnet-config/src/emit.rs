@@ -1,6 +1,6 @@
 //! A YAML tree and two emitters reproducing lnetctl's output byte for byte.
 //!
-//! lnetctl prints YAML through two unrelated printers (cli.md §0.1):
+//! lnetctl prints YAML through two unrelated printers (docs/protocol/cli.md §0.1):
 //!
 //! - **Dialect N**: libyaml's block emitter (`yaml_emitter_dump`/`yaml_emitter_emit`), used
 //!   with `best_indent = 6` for the netlink-backed commands and with libyaml's default indent 2

@@ -1,5 +1,5 @@
 //! The kernel's text configuration grammars: range expressions, `networks=`, `ip2nets=` and
-//! `routes=` (cli.md §5.1-5.4).
+//! `routes=` (docs/protocol/cli.md §5.1-5.4).
 //!
 //! All parsers are total and bounded: inputs longer than Lustre's text-buffer limits and
 //! expansions that would grow past them are refused with a named error, never allocated.
@@ -531,7 +531,7 @@ pub enum Ip2netsError {
 }
 
 /// Parses `ip2nets=`: rules separated by `;` or newlines, `#` comments to the end of the rule,
-/// each `<net-spec>[,<net-spec>...] <ip-range> {<ip-range>}` (cli.md §5.3). Every rule is fully
+/// each `<net-spec>[,<net-spec>...] <ip-range> {<ip-range>}` (docs/protocol/cli.md §5.3). Every rule is fully
 /// validated here; the kernel only checks the rules it evaluates.
 pub fn parse_ip2nets(text: &str) -> Result<Vec<Ip2netsRule>, Ip2netsError> {
     if text.len() > MAX_TOTAL_TEXT {
@@ -678,7 +678,7 @@ pub enum RoutesError {
 
 /// Parses `routes=`: routes separated by `;` or newlines, `#` comments, each
 /// `<net> [<hops>] <gateway>[:<priority>] {<gateway>[:<priority>]}` where any token may carry
-/// `[a,b,lo-hi,lo-hi/stride]` expansions (cli.md §5.4). Yields every net x gateway pair.
+/// `[a,b,lo-hi,lo-hi/stride]` expansions (docs/protocol/cli.md §5.4). Yields every net x gateway pair.
 /// Gateways that are local NIDs (which make the node a router) are returned like the others.
 pub fn parse_routes(text: &str) -> Result<Vec<RouteSpec>, RoutesError> {
     if text.len() > MAX_TOTAL_TEXT {

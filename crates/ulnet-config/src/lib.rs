@@ -3,7 +3,7 @@
 //! grammars, and byte-exact renderers for `lnetctl`'s output shapes and error reports.
 //!
 //! Everything here parses strings and produces strings; the daemon fills the plain input
-//! structs of [`render`] from live state. Reference: /work/shared/reference/cli.md.
+//! structs of [`render`] from live state. Reference: docs/protocol/cli.md.
 //!
 //! - [`emit`]: a YAML tree and the two printers lnetctl uses (libyaml's emitter, "dialect N",
 //!   and cYAML's, "dialect C"), byte for byte.

@@ -1,5 +1,5 @@
-//! The configuration model: what `lnetctl import` accepts (cli.md §4) as plain data, the
-//! global settings with Lustre's defaults and validation (cli.md §1.6, §3.7), and the
+//! The configuration model: what `lnetctl import` accepts (docs/protocol/cli.md §4) as plain data, the
+//! global settings with Lustre's defaults and validation (docs/protocol/cli.md §1.6, §3.7), and the
 //! conversions to `export` output.
 //!
 //! Parsing is in [`mod@import`]; [`mod@export`] renders a model the way `lnetctl export --backup`
@@ -92,7 +92,7 @@ pub struct LndTunables {
     pub traffic_class: Option<String>,
 }
 
-/// One `ip2nets:` rule (lnetctl's userspace matcher, cli.md §4.2).
+/// One `ip2nets:` rule (lnetctl's userspace matcher, docs/protocol/cli.md §4.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ip2netsConfig {
     pub net: Net,
@@ -154,7 +154,7 @@ pub struct UdspConfig {
     pub priority: Option<i64>,
 }
 
-/// A `ping:` or `discover:` block of `import --exec` (cli.md §4.6). NIDs are kept as
+/// A `ping:` or `discover:` block of `import --exec` (docs/protocol/cli.md §4.6). NIDs are kept as
 /// written: they may be nidlists with ranges.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExecCommand {
@@ -206,7 +206,7 @@ pub enum GlobalKey {
 }
 
 impl GlobalKey {
-    /// `global show` order (cli.md §3.7).
+    /// `global show` order (docs/protocol/cli.md §3.7).
     pub const ALL: [Self; 13] = [
         Self::NumaRange,
         Self::MaxInterfaces,
@@ -249,7 +249,7 @@ impl GlobalKey {
         Self::ALL.into_iter().find(|key| key.name() == name)
     }
 
-    /// The value `import --del` restores, for the three keys it resets (cli.md §4.5).
+    /// The value `import --del` restores, for the three keys it resets (docs/protocol/cli.md §4.5).
     pub fn deleted_value(self) -> Option<i64> {
         match self {
             Self::NumaRange => Some(0),
@@ -270,7 +270,7 @@ const RC_GENERIC_ERR: i32 = -61;
 /// -EINVAL.
 const RC_BAD_PARAM: i32 = -22;
 
-/// The global tunables with Lustre's defaults (cli.md §1.6).
+/// The global tunables with Lustre's defaults (docs/protocol/cli.md §1.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlobalSettings {
     pub numa_range: i64,

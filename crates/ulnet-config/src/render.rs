@@ -1,4 +1,4 @@
-//! Renderers for lnetctl's output shapes (cli.md §3) from plain structs the daemon fills.
+//! Renderers for lnetctl's output shapes (docs/protocol/cli.md §3) from plain structs the daemon fills.
 //!
 //! Key names and orders are those of the kernel key tables (netlink attribute index order) for
 //! dialect N and of liblnetconfig's cYAML builders for dialect C. Every renderer returns the
@@ -364,7 +364,7 @@ fn udsp_info(u: &UdspInfo) -> Node {
 pub struct PeerEntry {
     pub primary_nid: Nid,
     pub multi_rail: bool,
-    /// The raw `lp_state` bitmask (cli.md §3.2), shown from level 3.
+    /// The raw `lp_state` bitmask (docs/protocol/cli.md §3.2), shown from level 3.
     pub state: u32,
     /// In the kernel's order: grouped by peer net, primary first.
     pub nis: Vec<PeerNiEntry>,
@@ -677,7 +677,7 @@ pub fn recovery_show(queue: RecoveryQueue, nids: &[Nid]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Dialect C: global show, stats show, routing show, udsp show.
 
-/// Every `global:` key in `global show` order (cli.md §3.7).
+/// Every `global:` key in `global show` order (docs/protocol/cli.md §3.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlobalShow {
     pub numa_range: i64,
@@ -721,7 +721,7 @@ pub fn global_show(global: &GlobalShow) -> String {
     Node::map([("global", global.node())]).to_string_c()
 }
 
-/// The global counters of `stats show`, in its order (cli.md §3.8).
+/// The global counters of `stats show`, in its order (docs/protocol/cli.md §3.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatsShow {
     pub msgs_alloc: u32,
@@ -906,7 +906,7 @@ pub struct ExportState {
     pub udsp: Vec<UdspEntry>,
 }
 
-/// `export` (`backup = false`) or `export --backup` (cli.md §3.10): `net:`, `route:`, `peer:`
+/// `export` (`backup = false`) or `export --backup` (docs/protocol/cli.md §3.10): `net:`, `route:`, `peer:`
 /// in dialect N, then one dialect-C tree of `routing`/`buffers`, `global` and `udsp`.
 pub fn export(state: &ExportState, backup: bool) -> String {
     let mode = if backup { ShowMode::Backup } else { ShowMode::Export };

@@ -1,6 +1,6 @@
 //! The in-tree pseudo-random generator: xoshiro256** seeded through splitmix64.
 //!
-//! Randomness is an input (design.md principle 2): everything random in a simulated run comes
+//! Randomness is an input (ARCHITECTURE.md, principle 2): everything random in a simulated run comes
 //! from one of these, seeded explicitly, so a recorded seed replays forever. The algorithms are
 //! public-domain (Blackman and Vigna, <https://prng.di.unimi.it/>); the output sequence for a
 //! seed is part of this crate's contract and pinned by a test. Not cryptographic.

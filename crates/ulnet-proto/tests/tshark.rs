@@ -1,7 +1,7 @@
 //! Independent check of the encoders: a V3 exchange built with ulnet's encoders is written as a
 //! pcap and decoded by tshark's LNet dissector, which must report every field as encoded.
 //!
-//! The dissector's quirks (wire.md §9, verified with TShark 4.0.17) shape the capture and the
+//! The dissector's quirks (docs/protocol/wire.md §9, verified with TShark 4.0.17) shape the capture and the
 //! comparison:
 //! * it decodes only V1-V3 framing with nid4 headers; the connreq and hellos are plain TCP data;
 //! * each ksock message goes in its own segment: a NOOP leading a segment shared with an LNET
@@ -10,7 +10,7 @@
 //! * a PUT to a portal without a Lustre sub-dissector (0, 50-52) raises a false
 //!   `lnet.bad_buflen` expert error in the Malformed group;
 //! * an ACK's `dst_wmd` cookies are shown byte-reversed: the dissector reads them big-endian,
-//!   while every LNet header field is little-endian (the bytes here equal wire.md §10.13's).
+//!   while every LNet header field is little-endian (the bytes here equal docs/protocol/wire.md §10.13's).
 //!
 //! Without tshark the tests are skipped, unless the `CI` environment variable is set.
 
@@ -104,7 +104,7 @@ fn tshark_decodes_a_v3_exchange_as_encoded() {
 }
 
 /// The control for the malformed check above: a segment ending inside an LNet message's length
-/// word is an exception in tshark 4.0.17 (wire.md §9, "off-by-4"), and the check sees it.
+/// word is an exception in tshark 4.0.17 (docs/protocol/wire.md §9, "off-by-4"), and the check sees it.
 #[test]
 fn tshark_exception_is_detected() {
     if !tshark_available() {
@@ -194,7 +194,7 @@ fn expected_fields(sent: &Sent) -> BTreeMap<&'static str, String> {
     fields.insert("lnet.nid.addr", joined(|nid| Ipv4Addr::from(nid.addr4()).to_string()));
     fields.insert("lnet.nid.type", joined(|nid| nid.lnd().0.to_string()));
     fields.insert("lnet.nid.net_interface", joined(|nid| nid.net().number.to_string()));
-    // The dissector's pid labels are swapped (wire.md §9 item 5).
+    // The dissector's pid labels are swapped (docs/protocol/wire.md §9 item 5).
     fields.insert("lnet.src_pid", header.dest_pid.to_string());
     fields.insert("lnet.dest_pid", header.src_pid.to_string());
     fields.insert("lnet.payload_length", header.payload_length.to_string());
@@ -252,7 +252,7 @@ fn header(to_server: bool, payload_length: u32, body: Body) -> Header {
     Header { dest_nid, src_nid, dest_pid: PID, src_pid: PID, payload_length, body }
 }
 
-/// wire.md §10.10's ping GET.
+/// docs/protocol/wire.md §10.10's ping GET.
 fn ping_get() -> Header {
     header(
         true,
@@ -275,7 +275,7 @@ struct Sent {
 }
 
 impl Sent {
-    /// A PUT to a portal with no Lustre sub-dissector (wire.md §9 item 8).
+    /// A PUT to a portal with no Lustre sub-dissector (docs/protocol/wire.md §9 item 8).
     fn has_false_bad_buflen(&self) -> bool {
         matches!(
             self.header.map(|header| header.body),

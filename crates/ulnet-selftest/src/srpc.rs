@@ -66,7 +66,7 @@ pub type SourceKey = (usize, usize, u32, u64);
 /// gives each RPC pages of its own, but fills every one with the same pattern (lustre:
 /// brw_test.c `brw_client_prep_rpc()` and `brw_server_handle()` both call `brw_fill_bulk()`
 /// with `BRW_MAGIC`): one source serves them all, stays in cache, and spares a test at
-/// concurrency N N-1 buffers (BENCHMARKS.md, "Session 7").
+/// concurrency N N-1 buffers (BENCHMARKS.md, "Findings").
 #[derive(Debug, Default)]
 pub struct SharedSources(HashMap<SourceKey, Arc<Vec<u8>>>);
 
@@ -102,7 +102,7 @@ const FRESH_BUFFER_FILL: u8 = 0xa5;
 /// allocates pages, whatever their contents). A zeroed allocation reads as the kernel's one
 /// shared zero page until written, so a source nobody writes (brw with no check) would be sent
 /// from one cache-resident page: up to about twice as fast at concurrency 32 as from real
-/// memory, which flattered every write figure (BENCHMARKS.md, "Session 7"). The fill is not zero so
+/// memory, which flattered every write figure (BENCHMARKS.md, "Findings"). The fill is not zero so
 /// that the allocation cannot become a `calloc`.
 fn committed_buffer(length: usize) -> Vec<u8> {
     vec![FRESH_BUFFER_FILL; length]

@@ -5,7 +5,7 @@
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_user_add_peer_ni`, `lnet_del_peer_ni`,
 //! `lnet_peer_ni_set_healthv`), api-ni.c (`lnet_ni_set_healthv`, the `dbg-recov` dump),
-//! semantics.md §4.
+//! docs/protocol/semantics.md §4.
 
 use ulnet_proto::addr::Nid;
 use ulnet_proto::engine::{

@@ -20,7 +20,7 @@
 //! # The wake-up trade-off
 //!
 //! Handing work to a sleeping thread on another CPU costs about 30 us on small virtual machines
-//! (reference/performance.md), more than the whole core spends on a message. So API calls work
+//! (BENCHMARKS.md, "Peer tools"), more than the whole core spends on a message. So API calls work
 //! on the caller's thread, the I/O thread is woken only when an LND needs it (a transmit for a
 //! network NI, a delayed receive that may resume, a timer that moved earlier). A waiting thread
 //! may spin for a bounded time before it parks ([`NodeBuilder::spin`](crate::NodeBuilder::spin));

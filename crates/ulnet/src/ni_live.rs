@@ -20,7 +20,7 @@
 //!   credits go elsewhere, the new ping buffer is pushed to peers, who drop the NID), and the
 //!   LND stops accepting, writes what it had queued and closes every connection. What it
 //!   still held fails with `LOCAL_DROPPED`, which the core resends on another NI when it may
-//!   (semantics.md §4); the kernel fails those with `LOCAL_ERROR` and resends nothing, and
+//!   (docs/protocol/semantics.md §4); the kernel fails those with `LOCAL_ERROR` and resends nothing, and
 //!   the message was never sent, so resending it loses nothing and duplicates nothing. Other
 //!   NIs' connections and all peers are untouched. lustre: api-ni.c `lnet_dyn_del_ni()`,
 //!   `lnet_shutdown_lndni()`; socklnd.c `ksocknal_shutdown()`.

@@ -1,4 +1,4 @@
-//! lnetctl's error reports (cli.md §2), written to stderr, and the return codes that go
+//! lnetctl's error reports (docs/protocol/cli.md §2), written to stderr, and the return codes that go
 //! with them.
 
 use ulnet_config::render::{CyamlError, CyamlErrorEntry, ErrorOp, NetlinkError};

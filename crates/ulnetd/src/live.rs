@@ -477,7 +477,7 @@ impl LiveNode {
     }
 
     /// `import --del`: the nets (or the NIs) named go; `numa_range`, `max_interfaces` and
-    /// `discovery` return to their defaults (cli.md §4.5).
+    /// `discovery` return to their defaults (docs/protocol/cli.md §4.5).
     fn import_del(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;

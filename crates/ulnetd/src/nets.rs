@@ -169,7 +169,7 @@ pub fn resolve_net(config: &NetConfig, host: &[HostInterface]) -> Result<NetSpec
 
 /// A net spec whose NIs take the default interface (`networks=tcp`, an ip2nets rule without
 /// interfaces): the first UP interface with an IPv4 address other than `lo`.
-/// lustre: liblnetconfig.c `lustre_lnet_match_ip_to_intf()`, cli.md §1.1.
+/// lustre: liblnetconfig.c `lustre_lnet_match_ip_to_intf()`, docs/protocol/cli.md §1.1.
 pub fn default_interface(net: Net, host: &[HostInterface]) -> Result<String, NetError> {
     host.iter()
         .find(|i| i.up && i.name != "lo" && i.addresses.iter().any(IpAddr::is_ipv4))

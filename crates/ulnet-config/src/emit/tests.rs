@@ -7,7 +7,7 @@ fn ni(entries: Vec<(&str, Node)>) -> Node {
 
 #[test]
 fn net_show_shape_from_cli_md_section_0() {
-    // cli.md §0.1, dialect N example.
+    // docs/protocol/cli.md §0.1, dialect N example.
     let tree = Node::map([(
         "net",
         Node::seq([ni(vec![
@@ -36,7 +36,7 @@ net:
 
 #[test]
 fn global_and_udsp_shape_from_cli_md_section_0() {
-    // cli.md §0.1, dialect C example.
+    // docs/protocol/cli.md §0.1, dialect C example.
     let tree = Node::map([
         (
             "global",
@@ -120,7 +120,7 @@ add:
 
 #[test]
 fn ping_shape_uses_the_default_indent() {
-    // cli.md §3.5; the failure text is a plain event that needs quotes because of ": ".
+    // docs/protocol/cli.md §3.5; the failure text is a plain event that needs quotes because of ": ".
     let tree = Node::map([
         (
             "ping",

@@ -225,7 +225,7 @@ fn routes_examples_from_cli_md() {
     assert!(routes.iter().all(|r| r.net == Net::new(LndType::O2IB, 0) && r.hops.is_none()));
     assert_eq!(routes[4].gateway, Nid::new4(Net::new(LndType::PTL4, 0), 5));
 
-    // `[tcp,o2ib] 2 [8-14/2]@gni`: two nets via four gateways with hop 2 (cli.md uses the
+    // `[tcp,o2ib] 2 [8-14/2]@gni`: two nets via four gateways with hop 2 (docs/protocol/cli.md uses the
     // long-gone elan LND; gni has the same numeric addresses).
     let routes = parse_routes("[tcp,o2ib] 2 [8-14/2]@gni").unwrap();
     assert_eq!(routes.len(), 8);

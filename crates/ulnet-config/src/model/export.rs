@@ -108,7 +108,7 @@ pub fn backup_state(config: &Config, settings: &GlobalSettings, ncpts: u32) -> E
 
 /// Peer NIs in the kernel's order: grouped by net, nets in order of first appearance with the
 /// primary's net first, and within a net in insertion order, primary first, duplicates
-/// dropped (cli.md §3.2).
+/// dropped (docs/protocol/cli.md §3.2).
 pub fn peer_ni_order(primary: Nid, listed: impl IntoIterator<Item = Nid>) -> Vec<Nid> {
     let mut all: Vec<Nid> = vec![primary];
     for nid in listed {

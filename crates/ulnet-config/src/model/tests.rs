@@ -19,7 +19,7 @@ fn add_err(text: &str) -> ImportError {
     import(text, ImportMode::Add).unwrap_err()
 }
 
-/// The backup of cli.md §3.10 (its `global:` completed with the defaults).
+/// The backup of docs/protocol/cli.md §3.10 (its `global:` completed with the defaults).
 const BACKUP: &str = "\
 net:
 -     net type: tcp
@@ -707,7 +707,7 @@ ip2nets:
 
 #[test]
 fn peer_ni_ordering_groups_by_net() {
-    // cli.md §3.2: primary 24@gni plus o2ib, tcp and gni NIDs lists 24@gni, 11@gni, o2ib..., tcp...
+    // docs/protocol/cli.md §3.2: primary 24@gni plus o2ib, tcp and gni NIDs lists 24@gni, 11@gni, o2ib..., tcp...
     let gni = |n| Nid::new4(Net::new(LndType::GNI, 0), n);
     let o2ib = Nid::ipv4(Net::new(LndType::O2IB, 0), Ipv4Addr::new(1, 1, 1, 1));
     let order = peer_ni_order(gni(24), [o2ib, tcp(2, 2, 2, 2), gni(11), gni(24), o2ib]);

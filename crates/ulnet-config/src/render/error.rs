@@ -1,4 +1,4 @@
-//! lnetctl's error reports (cli.md §2) and exit statuses.
+//! lnetctl's error reports (docs/protocol/cli.md §2) and exit statuses.
 //!
 //! lustre: lnet/utils/lnetctl.c `yaml_lnet_print_error()`; lnet/utils/lnetconfig/cyaml.c
 //! `cYAML_build_error()`.

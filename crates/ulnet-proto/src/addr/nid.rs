@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn nid4_vectors_from_wire_md() {
-        // wire.md §5.4 table.
+        // docs/protocol/wire.md §5.4 table.
         let tcp = Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 2));
         assert_eq!(tcp.to_nid4(), Some(0x0002_0000_C0A8_0102));
         assert_eq!(tcp.to_nid4().map(u64::to_le_bytes), Some([2, 1, 0xa8, 0xc0, 0, 0, 2, 0]));

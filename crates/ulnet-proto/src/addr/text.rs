@@ -360,7 +360,7 @@ mod tests {
         bytes
     }
 
-    /// wire.md §5.4 examples: (text, canonical text, nid4, large bytes).
+    /// docs/protocol/wire.md §5.4 examples: (text, canonical text, nid4, large bytes).
     #[test]
     fn wire_md_examples_parse_and_print() {
         let rows: [(&str, &str, Option<u64>, [u8; 20]); 7] = [

@@ -5,7 +5,7 @@
 //! lustre: lnet/lnet/peer.c (`lnet_user_add_peer_ni`, `lnet_add_peer_ni`, `lnet_peer_add`,
 //! `lnet_peer_add_nid`, `lnet_del_peer_ni`, `lnet_peer_del_nid`, `lnet_reset_peer`,
 //! `lnet_peer_ni_set_healthv`), api-ni.c (`lnet_ni_set_healthv`, `discovery_set`),
-//! config.c (`lnet_set_link_fatal_state`), semantics.md §4.6, §6.5, cli.md §1.3.
+//! config.c (`lnet_set_link_fatal_state`), docs/protocol/semantics.md §4.6, §6.5, docs/protocol/cli.md §1.3.
 
 use crate::addr::Nid;
 use crate::engine::health::{Health, MAX_HEALTH};

@@ -1,7 +1,7 @@
 //! Credit pools: counters that go negative, with FIFO waiters and a low-water mark.
 //!
 //! lustre: lnet/lnet/lib-move.c `lnet_post_send_locked()` (take), `lnet_return_tx_credits_locked()`
-//! (give back and re-post the head waiter), semantics.md §2.2-2.4. The counter is decremented
+//! (give back and re-post the head waiter), docs/protocol/semantics.md §2.2-2.4. The counter is decremented
 //! before the check, so a negative value is the number of queued waiters; the invariant
 //! `value < 0 <=> waiters non-empty` holds at every step.
 

@@ -12,7 +12,7 @@
 //! `lnet_peer_send_ping`, `lnet_peer_send_push`, `lnet_peer_discovery_complete`),
 //! lib-move.c (`lnet_msg_discovery`, `lnet_initiate_peer_discovery`),
 //! include/linux/lnet/lib-lnet.h (`lnet_peer_needs_push`, `lnet_peer_needs_ping`),
-//! semantics.md §6, wire.md §6.4-6.5.
+//! docs/protocol/semantics.md §6, docs/protocol/wire.md §6.4-6.5.
 
 use crate::addr::Nid;
 use crate::engine::error::DiscoverError;
@@ -669,7 +669,7 @@ impl Node {
             return;
         };
         let old = std::mem::replace(&mut ni.status, status);
-        // Never heard from, so never under recovery (semantics.md §4.3): only the peer's word
+        // Never heard from, so never under recovery (docs/protocol/semantics.md §4.3): only the peer's word
         // lowered its health, and its word that the NI is UP restores it. Without this a NID
         // first advertised DOWN (its link not up yet when the peer started) stays below the
         // others forever and is never selected.

@@ -443,7 +443,7 @@ impl Node {
         // The clocks restart: a path that stays silent is suspected again a timeout later.
         path.lnd_since = now;
         path.rx_since = now;
-        // As for remote health (semantics.md §4.2): with one NI there is nowhere else to go.
+        // As for remote health (docs/protocol/semantics.md §4.2): with one NI there is nowhere else to go.
         if single {
             return;
         }

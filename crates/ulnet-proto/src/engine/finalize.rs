@@ -3,7 +3,7 @@
 //! lustre: lnet/lnet/lib-msg.c (`lnet_finalize`, `lnet_health_check`,
 //! `lnet_attempt_msg_resend`, `lnet_msg_detach_md`, `lnet_msg_decommit_tx/rx`),
 //! lib-md.c (`lnet_md_unlink`, `LNetMDUnlink`, `lnet_build_unlink_event`),
-//! semantics.md §1.4, §1.5, §4.2, §11.
+//! docs/protocol/semantics.md §1.4, §1.5, §4.2, §11.
 
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::{HealthAction, HealthStatus, MAX_HEALTH};

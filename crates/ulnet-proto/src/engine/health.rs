@@ -23,7 +23,7 @@ pub enum HealthStatus {
     NetworkTimeout = 10,
 }
 
-/// What `lnet_health_check` does for a failed status (semantics.md §4.2 table).
+/// What `lnet_health_check` does for a failed status (docs/protocol/semantics.md §4.2 table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HealthAction {
     pub(crate) local_failure: bool,

@@ -2,7 +2,7 @@
 //!
 //! lustre: lnet/lnet/lib-md.c (`lnet_md_build`, `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`),
 //! include/linux/lnet/lib-lnet.h (`lnet_md_exhausted`, `lnet_md_unlinkable`),
-//! include/uapi/linux/lnet/lnet-types.h (`LNET_MD_*`), semantics.md §1.3-1.5.
+//! include/uapi/linux/lnet/lnet-types.h (`LNET_MD_*`), docs/protocol/semantics.md §1.3-1.5.
 
 use std::fmt;
 use std::ops::BitOr;

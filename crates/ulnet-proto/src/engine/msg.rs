@@ -1,7 +1,7 @@
 //! The message: one LNet message instance through its lifecycle.
 //!
 //! lustre: include/linux/lnet/lib-types.h `struct lnet_msg`, lnet/lnet/lib-msg.c
-//! (`lnet_msg_commit`, `lnet_finalize`), semantics.md §11. As in Lustre, a received PUT is reused
+//! (`lnet_msg_commit`, `lnet_finalize`), docs/protocol/semantics.md §11. As in Lustre, a received PUT is reused
 //! as its ACK and a received GET as its REPLY.
 
 use crate::addr::Nid;
@@ -77,7 +77,7 @@ pub(crate) struct Message {
     pub(crate) response_ni: Option<NiId>,
     pub(crate) health: HealthStatus,
     pub(crate) retry_count: u32,
-    /// Per-transmission (or reception) deadline (semantics.md §4.4).
+    /// Per-transmission (or reception) deadline (docs/protocol/semantics.md §4.4).
     pub(crate) deadline: Time,
     pub(crate) peer_credit: Credit,
     pub(crate) ni_credit: Credit,

@@ -44,7 +44,7 @@ pub struct NiConfig {
     pub lnd: LndKind,
     pub tunables: NetTunables,
     /// The LND's own timeout (socklnd `sock_timeout`); `None` to use LNet's derived
-    /// `lnet_lnd_timeout`. Drives the per-transmission deadline (semantics.md §4.4).
+    /// `lnet_lnd_timeout`. Drives the per-transmission deadline (docs/protocol/semantics.md §4.4).
     pub lnd_timeout: Option<Duration>,
 }
 

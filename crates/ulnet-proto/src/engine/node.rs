@@ -208,8 +208,8 @@ pub(super) enum Work {
 /// * Loopback (`0@lo` and our own NIDs) never reaches the driver: it completes inside the call.
 /// * Portal 0 belongs to LNet: the node serves its ping buffer there and takes discovery pushes
 ///   (it is lazy). Before the first PUT or GET to a peer, the message waits while the peer is
-///   pinged (discovery, semantics.md §6); the driver sees only ordinary transmits.
-/// * Multi-rail (semantics.md §3, §4): the core picks the local NI and the peer NI of every
+///   pinged (discovery, docs/protocol/semantics.md §6); the driver sees only ordinary transmits.
+/// * Multi-rail (docs/protocol/semantics.md §3, §4): the core picks the local NI and the peer NI of every
 ///   message; [`Transmit::ni`] and [`Transmit::next_hop`] say which. Recovery pings of an
 ///   unhealthy local NI are addressed to that NI's own NID and go through the driver (the kernel's
 ///   socklnd connects to itself for them): the driver must deliver a transmit whose `next_hop` is
@@ -1181,7 +1181,7 @@ impl Node {
     }
 
     /// The MD's length and whether this operation gets a response tracker
-    /// (`lnet_response_tracking` and the per-MD override, semantics.md §4.4).
+    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
     fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
         let Some(md) = self.mds.get(md_key) else {
             return (0, false);

@@ -296,7 +296,7 @@ impl PeerTable {
         self.find(nid).and_then(|id| self.ni(id)).map(|ni| ni.peer)
     }
 
-    /// How many NIs the peer owning `id` has (gates remote resends, semantics.md §4.2).
+    /// How many NIs the peer owning `id` has (gates remote resends, docs/protocol/semantics.md §4.2).
     pub(crate) fn peer_ni_count(&self, id: PeerNiId) -> usize {
         self.peer_of(id).map_or(0, Peer::ni_count)
     }

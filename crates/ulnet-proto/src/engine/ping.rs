@@ -5,8 +5,8 @@
 //!
 //! lustre: lnet/lnet/api-ni.c (`lnet_ping_target_setup`, `lnet_ping_target_install_locked`,
 //! `lnet_ping_target_update`, `lnet_push_target_init`, `lnet_push_target_post`,
-//! `lnet_push_target_resize`, `lnet_ping`, `lnet_ping_event_handler`), wire.md §6,
-//! semantics.md §1.6, §6.1.
+//! `lnet_push_target_resize`, `lnet_ping`, `lnet_ping_event_handler`), docs/protocol/wire.md §6,
+//! docs/protocol/semantics.md §1.6, §6.1.
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ use crate::wire::ping::{
 /// bound; each is a user thread there).
 pub const MAX_PINGS: usize = 1024;
 /// The sink of an API ping: `lnetctl ping`'s 16 + 24 × `lnet_interfaces_max`, capped at
-/// `LNET_PING_BUFFER_MAX` (wire.md §6.3; lustre: api-ni.c `lnet_ping()`).
+/// `LNET_PING_BUFFER_MAX` (docs/protocol/wire.md §6.3; lustre: api-ni.c `lnet_ping()`).
 pub const PING_SINK: u32 = LNET_PING_BUFFER_MAX as u32;
 /// Largest sink a ping (API retry or discovery) grows to when a peer claims a bigger buffer:
 /// every interface as a 24-byte large entry plus the header. A claim beyond it stays truncated.
@@ -246,7 +246,7 @@ impl Node {
 
     /// Health and fatal-flag status changes are visible to pings at once: the buffer is
     /// rewritten with the same sequence number, in the MD that serves it (its length does
-    /// not change), and nobody is pushed (semantics.md §4.1, §6.1).
+    /// not change), and nobody is pushed (docs/protocol/semantics.md §4.1, §6.1).
     pub(super) fn update_ping_buffer_in_place(&mut self) {
         let info = self.build_ping_info(self.ping_target.info.sequence);
         let Ok(bytes) = info.to_bytes() else {

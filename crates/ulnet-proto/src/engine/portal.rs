@@ -1,7 +1,7 @@
 //! The portal table: per-portal ME lists, match type, lazy queue, and matching.
 //!
 //! lustre: lnet/lnet/lib-ptl.c (`lnet_ptl_match_type`, `lnet_mt_match_md`, `lnet_try_match_md`,
-//! `lnet_ptl_attach_md`, `lnet_ptl_match_delay`), semantics.md §1.1, §1.2, §1.6.
+//! `lnet_ptl_attach_md`, `lnet_ptl_match_delay`), docs/protocol/semantics.md §1.1, §1.2, §1.6.
 //!
 //! Lustre hashes MEs into buckets; the observable order is "MEs with ignore bits first, in
 //! insertion order, then the MEs whose exact bits equal the incoming bits, in insertion order".

@@ -6,7 +6,7 @@
 //! `lnet_unlink_ni_recovery_mdh_locked`), lib-msg.c (`lnet_ni_add_to_recoveryq_locked`,
 //! `lnet_handle_local_failure`, `lnet_handle_remote_failure_locked`), peer.c
 //! (`lnet_peer_ni_add_to_recoveryq_locked`), include/linux/lnet/lib-lnet.h
-//! (`lnet_get_next_recovery_ping`), semantics.md §4.3.
+//! (`lnet_get_next_recovery_ping`), docs/protocol/semantics.md §4.3.
 //!
 //! The kernel's monitor wakes every second; here the pass runs exactly when the earliest
 //! queued entry is due (so a ping Lustre sends up to a second late goes out on time).

@@ -2,7 +2,7 @@
 //!
 //! lustre: lnet/lnet/lib-move.c (`lnet_parse`, `lnet_parse_put`, `lnet_parse_get`,
 //! `lnet_parse_ack`, `lnet_parse_reply`, `lnet_drop_message`), lib-ptl.c (`lnet_ptl_match_md`,
-//! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), semantics.md §1.6, wire.md §4.4-4.5.
+//! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), docs/protocol/semantics.md §1.6, docs/protocol/wire.md §4.4-4.5.
 
 use crate::addr::Nid;
 use crate::engine::dedupe::{Delivery, Verdict};
@@ -513,7 +513,7 @@ impl Node {
         }
     }
 
-    /// An rx commit sets the deadline from the rx NI as a send commit does (semantics.md §4.4).
+    /// An rx commit sets the deadline from the rx NI as a send commit does (docs/protocol/semantics.md §4.4).
     fn rx_deadline(&self, ni: NiId) -> Time {
         self.now + self.transmission_timeout(ni)
     }

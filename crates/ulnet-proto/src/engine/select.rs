@@ -4,7 +4,7 @@
 //! the eight case handlers, `lnet_find_best_ni_on_local_net`, `lnet_get_best_ni`,
 //! `lnet_select_peer_ni`, `lnet_find_existing_preferred_best_ni`,
 //! `lnet_select_preferred_best_ni`, `lnet_set_non_mr_pref_nid`, `lnet_handle_send`),
-//! semantics.md §3. Routing is not implemented, so every case that would look for a route
+//! docs/protocol/semantics.md §3. Routing is not implemented, so every case that would look for a route
 //! fails with `-EHOSTUNREACH` as Lustre does when no route exists.
 //!
 //! Key orders, exactly as Lustre compares (health higher is better, priority lower, credits

@@ -2,7 +2,7 @@
 //!
 //! lustre: lnet/lnet/lib-move.c (`lnet_send`, `lnet_select_pathway`, `lnet_handle_lo_send`,
 //! `lnet_post_send_locked`, `lnet_return_tx_credits_locked`, `lnet_resend_pending_msgs`),
-//! lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`), semantics.md §2.3, §2.4, §3, §4.4, §11.
+//! lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`), docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
 
 use std::time::Duration;
 
@@ -256,7 +256,7 @@ impl Node {
         self.send(key, source);
     }
 
-    /// The per-transmission deadline span (semantics.md §4.4): with an LND timeout,
+    /// The per-transmission deadline span (docs/protocol/semantics.md §4.4): with an LND timeout,
     /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
     /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
     pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {

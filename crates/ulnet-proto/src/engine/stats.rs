@@ -1,5 +1,5 @@
 //! Statistics as plain structs, named after the keys `lnetctl stats show`, `net show -v` and
-//! `peer show -v` print (cli.md §3.1, §3.2, §3.8).
+//! `peer show -v` print (docs/protocol/cli.md §3.1, §3.2, §3.8).
 //!
 //! lustre: include/uapi/linux/lnet/lnet-types.h (`struct lnet_counters_common`,
 //! `struct lnet_counters_health`), include/linux/lnet/lib-types.h (`struct lnet_element_stats`),

@@ -1,7 +1,7 @@
 //! The response tracker queue: MDs waiting for an ACK or REPLY, by deadline.
 //!
 //! lustre: lnet/lnet/lib-move.c (`lnet_attach_rsp_tracker`, `lnet_detach_rsp_tracker`,
-//! `lnet_finalize_expired_responses`), semantics.md §4.4. Deadlines are not monotonic (the
+//! `lnet_finalize_expired_responses`), docs/protocol/semantics.md §4.4. Deadlines are not monotonic (the
 //! transaction timeout can change at run time, and recovery probes use a shorter one), so
 //! the queue is a min-heap. Detaching leaves a stale entry (skipped when popped); the queue
 //! is compacted when stale entries outnumber live ones, so its length stays under twice the

@@ -1,7 +1,7 @@
 //! LNet's global tunables and per-net tunables, with Lustre's defaults.
 //!
 //! lustre: lnet/lnet/api-ni.c (module parameters and their setters), lib-move.c
-//! (`lnet_get_lnd_timeout`), semantics.md §10.1.
+//! (`lnet_get_lnd_timeout`), docs/protocol/semantics.md §10.1.
 
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ pub struct Tunables {
     pub health_sensitivity: u32,
     /// Dynamic discovery (`lnet_peer_discovery_disabled` inverted, lnetctl's `discovery`):
     /// advertise `DISCOVERY`, promote peers to multi-rail, push our buffer. Off, first contact
-    /// still pings once (semantics.md §6.7).
+    /// still pings once (docs/protocol/semantics.md §6.7).
     pub discovery: bool,
     /// `lnet_numa_range`: NUMA distances below it count as equal in NI selection.
     pub numa_range: u32,
@@ -155,7 +155,7 @@ pub struct NetTunables {
 }
 
 impl NetTunables {
-    /// socklnd's defaults (semantics.md §10.2): credits 256, peer_credits 8, peer_timeout 180.
+    /// socklnd's defaults (docs/protocol/semantics.md §10.2): credits 256, peer_credits 8, peer_timeout 180.
     pub const SOCKLND: Self =
         Self { credits: 256, peer_credits: 8, peer_buffer_credits: 0, peer_timeout: 180 };
     /// The loopback net reports all zeros and bypasses credits.

@@ -10,7 +10,7 @@
 //!   come back on any connection. ulnet never makes such requests by default: the kernel asks
 //!   for an ACK only because it sends pages zero-copy and must not release them until the peer
 //!   has them; a userspace sender's `write()` copies into the socket buffer, so the message can
-//!   complete when the write does. Never setting `cookies[0]` is allowed (wire.md §3.3) and
+//!   complete when the write does. Never setting `cookies[0]` is allowed (docs/protocol/wire.md §3.3) and
 //!   means the peer never owes us anything, so every ZC-ACK it sends is unknown, which the
 //!   kernel also treats as a protocol error. The set exists so the rule is enforced in one
 //!   place and so a driver that does defer completion (e.g. `MSG_ZEROCOPY`) can opt in.

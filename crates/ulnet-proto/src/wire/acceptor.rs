@@ -33,7 +33,7 @@ pub const LNET_PROTO_ACCEPTOR_VERSION: u32 = 1;
 pub const LNET_PROTO_ACCEPTOR_VERSION_16: u32 = 2;
 
 /// The acceptor's whole answer to a probe it does not understand: a v1 connreq with NID 0,
-/// telling the peer "I am old", sent right before closing. (wire.md §10.3)
+/// telling the peer "I am old", sent right before closing. (docs/protocol/wire.md §10.3)
 pub const DOWNGRADE_ANSWER: [u8; ConnReq::V1_LEN] = downgrade_answer();
 
 /// The two connreq layouts.

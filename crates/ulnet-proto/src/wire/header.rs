@@ -462,12 +462,12 @@ mod tests {
     const COOKIE: u64 = 0x1870_F7D9_3B1D_2A00;
     const PING_BITS: u64 = 0x8000_0000_0000_0000;
 
-    /// Parses hex dump lines as in wire.md §10.
+    /// Parses hex dump lines as in docs/protocol/wire.md §10.
     fn hex(text: &str) -> Vec<u8> {
         text.split_whitespace().map(|byte| u8::from_str_radix(byte, 16).unwrap()).collect()
     }
 
-    /// wire.md §10.10, the LNet header after the 24-byte ksock header.
+    /// docs/protocol/wire.md §10.10, the LNet header after the 24-byte ksock header.
     fn vector_10_10() -> Vec<u8> {
         let frame = hex("
             c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
@@ -479,7 +479,7 @@ mod tests {
         frame[24..96].to_vec()
     }
 
-    /// wire.md §10.13, the LNet header after the 24-byte ksock header.
+    /// docs/protocol/wire.md §10.13, the LNet header after the 24-byte ksock header.
     fn vector_10_13() -> Vec<u8> {
         let frame = hex("
             c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00

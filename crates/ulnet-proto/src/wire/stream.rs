@@ -316,7 +316,7 @@ enum State {
 }
 
 /// V2 receivers verify a non-zero checksum over the whole message. V3/V4 receivers only run the
-/// CRC over payload pages, so a V3/V4 sender's checksum is ignored, as wire.md §3.5 recommends.
+/// CRC over payload pages, so a V3/V4 sender's checksum is ignored, as docs/protocol/wire.md §3.5 recommends.
 /// lustre: socklnd_cb.c `ksocknal_process_receive()`, socklnd_lib.c `ksocknal_lib_csum_tx()`.
 fn check_v2_checksum(
     version: ProtoVersion,
@@ -650,7 +650,7 @@ mod tests {
         let good = KsockHeader::lnet(0, 0).with_v2_checksum(&header_bytes, b"ok");
         let mut bytes = Vec::new();
         frame(&mut bytes, v2, good, &put, b"ok");
-        // wire.md §10.9: V2 NOOP acknowledging cookie 5 with its checksum.
+        // docs/protocol/wire.md §10.9: V2 NOOP acknowledging cookie 5 with its checksum.
         bytes.extend_from_slice(&[
             0xc0, 0, 0, 0, 0x64, 0x34, 0xbb, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,
         ]);

@@ -1,4 +1,4 @@
-//! The 160-byte messages on the wire, byte for byte against wire.md §7, without the codec:
+//! The 160-byte messages on the wire, byte for byte against docs/protocol/wire.md §7, without the codec:
 //! a raw ulnet node plays the other side with bytes built and checked by offset.
 
 use std::cell::Cell;

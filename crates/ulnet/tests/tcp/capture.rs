@@ -4,7 +4,7 @@
 //! Optional: capturing needs tshark and the right to capture on `lo` (root, or the capture
 //! capabilities); without them the test is skipped with a message.
 //!
-//! The dissector's known quirks (wire.md §9) are kept out of the way: messages are small and
+//! The dissector's known quirks (docs/protocol/wire.md §9) are kept out of the way: messages are small and
 //! written whole (so a segment never ends inside a header; one segment may carry several, as
 //! ulnet writes what one drain produced in one vectored write), no NOOPs (ulnet never requests
 //! ZC-ACKs, and the keepalive is 30 s away). One false positive stays: a PUT's payload is handed
@@ -44,7 +44,7 @@ fn live_capture_decodes_without_malformed_frames() {
             panic!("unexpected tshark row {row:?}");
         };
         assert_eq!(exception, "", "frame {frame}: dissector exception ({row:?})");
-        // wire.md §9 item 8: a PUT payload goes to the portal's Lustre sub-dissector, which
+        // docs/protocol/wire.md §9 item 8: a PUT payload goes to the portal's Lustre sub-dissector, which
         // flags anything that is not a Lustre RPC (or, without one, a false bad_buflen).
         // Fields of a frame with several messages are comma-separated lists.
         let has = |field: &str, value: &str| field.split(',').any(|item| item == value);

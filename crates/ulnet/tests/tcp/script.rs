@@ -1,4 +1,4 @@
-//! A scripted kernel-side peer: socklnd bytes built by hand from wire.md (§1-§4), over plain
+//! A scripted kernel-side peer: socklnd bytes built by hand from docs/protocol/wire.md (§1-§4), over plain
 //! blocking sockets, so the tests check ulnet against the reference rather than against its own
 //! encoders. The builders are themselves checked against the §10 test vectors below.
 
@@ -458,7 +458,7 @@ pub fn hex(bytes: &[u8]) -> String {
         .join("\n")
 }
 
-/// Parses the hex of a wire.md vector (whitespace separated).
+/// Parses the hex of a docs/protocol/wire.md vector (whitespace separated).
 pub fn unhex(text: &str) -> Vec<u8> {
     text.split_whitespace().map(|byte| u8::from_str_radix(byte, 16).unwrap()).collect()
 }

@@ -187,7 +187,7 @@ impl LiveNode {
     }
 
     /// `import --del` of `peer:` items: the whole peer when no `peer ni` list is given or it
-    /// names the primary, else the NIDs listed (cli.md §4.3).
+    /// names the primary, else the NIDs listed (docs/protocol/cli.md §4.3).
     pub(super) fn delete_peers(&self, peers: &[PeerConfig]) -> Result<(), ControlError> {
         for peer in peers {
             let nids: Vec<String> = match &peer.nis {

@@ -1,5 +1,5 @@
 //! Stories about the reserved portal: pings answered and sent, pushes taken, and discovery
-//! before the first message (semantics.md §6, wire.md §6).
+//! before the first message (docs/protocol/semantics.md §6, docs/protocol/wire.md §6).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
@@ -118,7 +118,7 @@ fn peer_buffer(features: u32, sequence: u32, nids: &[Nid]) -> Vec<u8> {
     info.to_bytes().unwrap()
 }
 
-/// What a kernel with lo and 192.168.1.2@tcp serves (wire.md §6.2), with sequence number
+/// What a kernel with lo and 192.168.1.2@tcp serves (docs/protocol/wire.md §6.2), with sequence number
 /// `sequence`: 48 bytes, features 0x1e.
 fn kernel_buffer(sequence: u8) -> Vec<u8> {
     [
@@ -210,7 +210,7 @@ fn ping_is_answered_with_the_kernel_buffer_byte_for_byte() {
     let expected = kernel_buffer(1);
     assert_eq!(node.local_ping_buffer(), &expected[..]);
     assert_eq!(node.local_ping_info().primary_nid(), Some(client));
-    // The GET of wire.md §10.10 and variants: REPLY length = min(sink, 48 - offset).
+    // The GET of docs/protocol/wire.md §10.10 and variants: REPLY length = min(sink, 48 - offset).
     let return_wmd = WireHandle { interface_cookie: 0x1870_f7d0_0000_0000, object_cookie: 0x409 };
     for (sink_length, src_offset, range) in
         [(272, 0, 0..48), (16, 0, 0..16), (272, 16, 16..48), (8, 40, 40..48), (272, 48, 48..48)]
@@ -280,7 +280,7 @@ fn ping_of_ourselves_is_served_through_loopback() {
 fn ipv6_only_node_serves_large_entries() {
     let config = HarnessConfig { node_nids: vec![vec![v6(1)], vec![v6(2)]], ..Default::default() };
     let mut h = Harness::new(config);
-    // wire.md §6.2: lo, no nid4 entry, one 24-byte large entry; entry 0 holds the size, 56.
+    // docs/protocol/wire.md §6.2: lo, no nid4 entry, one 24-byte large entry; entry 0 holds the size, 56.
     let expected = [
         &[0x67, 0x6e, 0x69, 0x70, 0x7e, 0, 0, 0, 0x39, 0x30, 0, 0, 1, 0, 0, 0][..],
         &[0, 0, 0, 0, 0, 0, 9, 0, 1, 0, 0, 0, 56, 0, 0, 0],
@@ -477,7 +477,7 @@ fn non_multi_rail_peers_are_never_pushed() {
     let mut node = single_ni_node(tcp(192, 168, 1, 2));
     let spec = MdSpec::new(Memory::new(b"p".to_vec()));
     let md = node.md_bind(spec, UnlinkMode::Unlink).unwrap();
-    // 0x06 (NI_STATUS | RTE_DISABLED): wire.md's minimal safe choice for a userspace peer.
+    // 0x06 (NI_STATUS | RTE_DISABLED): docs/protocol/wire.md's minimal safe choice for a userspace peer.
     let plain = tcp(192, 168, 1, 3);
     node.put(now, &put_to(md, ProcessId::new(plain, LNET_PID_LUSTRE))).unwrap();
     answer_ping(&mut node, now, &peer_buffer(0x06, 1, &[plain]));
@@ -515,7 +515,7 @@ fn discovery_disabled_pings_once_and_never_pushes() {
         h.put(0, &put_to(md, h.process(1))).unwrap();
         h.drive();
         h.assert_quiescent();
-        // First contact still pings (semantics.md §6.7); nothing is pushed either way.
+        // First contact still pings (docs/protocol/semantics.md §6.7); nothing is pushed either way.
         let expected: &[&str] = if round == 0 { &["ping", "PUT"] } else { &["PUT"] };
         assert_eq!(summary(&h.take_transmitted(0)), expected);
         assert_eq!(
@@ -550,7 +550,7 @@ fn push_is_acked_and_applied() {
     let push = push_header(remote, local, pushed.len(), ack_wmd);
     let action = deliver(&mut node, now, remote, &push, &pushed);
     assert!(matches!(action, RecvAction::Deliver { length: 64, discard: 0, .. }));
-    // An ordinary PUT ACK (wire.md §10.13): the bytes kept, the ping match bits.
+    // An ordinary PUT ACK (docs/protocol/wire.md §10.13): the bytes kept, the ping match bits.
     let (ack, _) = sent(&mut node, now);
     let body = Body::Ack { dst_wmd: ack_wmd, match_bits: LNET_PROTO_PING_MATCHBITS, mlength: 64 };
     assert_eq!(ack.header, header(local, remote, 0, body));

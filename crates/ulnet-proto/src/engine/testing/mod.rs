@@ -78,7 +78,7 @@ pub struct HarnessConfig {
     /// Keep events for [`Harness::take_events`] (the fuzzer turns this off).
     pub keep_events: bool,
     /// Give every node a second NI (`10.1.0.<i+1>@tcp1`, rail 1), which opens the resend
-    /// gate for local failures (semantics.md §4.2); the same as `rails: 2`.
+    /// gate for local failures (docs/protocol/semantics.md §4.2); the same as `rails: 2`.
     pub second_ni: bool,
     /// When not empty, node `i`'s fabric NIs are exactly `node_nids[i]` (the first is its
     /// address in [`Harness::nid`]); frames go to whichever node has the next hop's NID.

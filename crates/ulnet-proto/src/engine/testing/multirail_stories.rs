@@ -1,6 +1,6 @@
 //! Stories about multi-rail: path selection over many rails, health and recovery, the
 //! fatal-error flag, fast failover from black holes, configured peers, and latency
-//! statistics (semantics.md §3, §4, §6; docs/decisions/0008-fast-failover.md).
+//! statistics (docs/protocol/semantics.md §3, §4, §6; docs/decisions/0008-fast-failover.md).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

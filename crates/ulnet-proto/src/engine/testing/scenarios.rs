@@ -552,7 +552,7 @@ fn partitions_fail_sends_with_remote_dropped() {
     assert_eq!(h.node(0).stats().remote_dropped_count, 1);
 }
 
-/// A node with two NIs: the resend gate opens for local failures (semantics.md §4.2).
+/// A node with two NIs: the resend gate opens for local failures (docs/protocol/semantics.md §4.2).
 fn two_rail_node() -> Node {
     let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
     let nis = vec![

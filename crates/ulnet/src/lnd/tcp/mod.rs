@@ -32,7 +32,7 @@
 //! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
 //! peer table lives with the core (`Core::take_lnd_state`, through `Cx::with_table`), so the
 //! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
-//! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Session 11"). The inbox is a
+//! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
 //! leaf lock: work
 //! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
 //! up by [`Lnd::poll`] after a doorbell ring.

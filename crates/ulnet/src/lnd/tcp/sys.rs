@@ -3,9 +3,9 @@
 //! glibc's `sendmsg`, `recv` and `readv` are thread cancellation points: each call flips the
 //! thread's cancellation state twice with atomic compare-and-swaps (2.3% of a daemon's sampled
 //! cycles on small RPCs, though removing such atomics gained less than their share: BENCHMARKS.md,
-//! "Session 11"). ulnet never cancels threads, so the raw calls lose nothing. Each goes through tokio's readiness
-//! tracking (`try_io`): a WouldBlock clears the socket's readiness so the task waits for the
-//! next edge, exactly as tokio's own `try_read`/`try_write` do.
+//! "Findings"). ulnet never cancels threads, so the raw calls lose nothing. Each goes through
+//! tokio's readiness tracking (`try_io`): a WouldBlock clears the socket's readiness so
+//! the task waits for the next edge, exactly as tokio's own `try_read`/`try_write` do.
 
 use std::io::{self, IoSlice, IoSliceMut};
 
