@@ -1,0 +1,1 @@
+//! Directory layouts (DNE): see the crate documentation.

@@ -1,0 +1,1 @@
+//! File layouts: see the crate documentation.
