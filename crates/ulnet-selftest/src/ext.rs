@@ -80,16 +80,18 @@ impl LatencySummary {
     pub const LEN: usize = 48;
 
     pub fn emit(&self) -> [u8; Self::LEN] {
-        let mut out = [0u8; Self::LEN];
-        out[0..4].copy_from_slice(&EXTENSION_VERSION.to_le_bytes());
-        out[4..8].copy_from_slice(&self.tests.to_le_bytes());
-        out[8..16].copy_from_slice(&self.count.to_le_bytes());
-        out[16..24].copy_from_slice(&self.errors.to_le_bytes());
         let values =
             [self.min_us, self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us];
-        for (index, value) in values.iter().enumerate() {
-            let at = 24 + index * 4;
-            out[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        let bytes = EXTENSION_VERSION
+            .to_le_bytes()
+            .into_iter()
+            .chain(self.tests.to_le_bytes())
+            .chain(self.count.to_le_bytes())
+            .chain(self.errors.to_le_bytes())
+            .chain(values.into_iter().flat_map(u32::to_le_bytes));
+        let mut out = [0u8; Self::LEN];
+        for (to, from) in out.iter_mut().zip(bytes) {
+            *to = from;
         }
         out
     }

@@ -1259,8 +1259,9 @@ impl RpcCore {
         let peer = ProcessId::new(event.source, event.initiator.pid);
         let self_nid = event.target.nid;
         let mut raw = [0u8; SRPC_MSG_LEN];
-        let copied = received.len().min(SRPC_MSG_LEN);
-        raw[..copied].copy_from_slice(&received[..copied]);
+        for (to, from) in raw.iter_mut().zip(received) {
+            *to = *from;
+        }
         let verdict_and_incoming = match parsed {
             Some(Ok((msg, order))) => {
                 let incoming = Incoming { service, peer, self_nid, msg, order, raw };
@@ -1454,7 +1455,7 @@ impl RpcCore {
             let bytes = memory
                 .as_ref()
                 .and_then(|memory| memory.segments().first())
-                .map(|segment| &segment[..(event.mlength as usize).min(segment.len())])
+                .map(|segment| segment.get(..event.mlength as usize).unwrap_or(segment))
                 .unwrap_or_default();
             if let Ok(raw) = <[u8; SRPC_MSG_LEN]>::try_from(bytes) {
                 rpc.raw_reply = Some(raw);

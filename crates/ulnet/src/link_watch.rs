@@ -68,11 +68,11 @@ pub(crate) fn reports_change(datagram: &[u8]) -> Result<bool, NetlinkError> {
     let mut rest = datagram;
     let mut change = false;
     while !rest.is_empty() {
-        let header =
-            rest.get(..NLMSG_HEADER_LEN).ok_or(NetlinkError::TruncatedHeader(rest.len()))?;
-        // The slice has exactly NLMSG_HEADER_LEN bytes, so both conversions succeed.
-        let length = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
-        let kind = u16::from_ne_bytes([header[4], header[5]]);
+        let &[l0, l1, l2, l3, k0, k1, ..] = rest
+            .first_chunk::<NLMSG_HEADER_LEN>()
+            .ok_or(NetlinkError::TruncatedHeader(rest.len()))?;
+        let length = u32::from_ne_bytes([l0, l1, l2, l3]);
+        let kind = u16::from_ne_bytes([k0, k1]);
         let bad = NetlinkError::BadLength { length, available: rest.len() };
         let length = usize::try_from(length).map_err(|_| bad)?;
         if length < NLMSG_HEADER_LEN || length > rest.len() {

@@ -196,20 +196,24 @@ impl Nid {
     /// Decodes the 20-byte `struct lnet_nid`. Bytes past the address are ignored (and zeroed in
     /// the result) as readers do; `nid_type` 0xFF is ANY whatever the other fields say.
     pub fn from_large_bytes(bytes: &[u8]) -> Result<Self, LargeNidError> {
-        let Some(bytes) = bytes.get(..LARGE_NID_LEN) else {
+        let Some(&[size, lnd, net_hi, net_lo, ref address @ ..]) =
+            bytes.first_chunk::<LARGE_NID_LEN>()
+        else {
             return Err(LargeNidError::Truncated(bytes.len()));
         };
-        if bytes[1] == 0xff {
+        if lnd == 0xff {
             return Ok(Self::ANY);
         }
-        let size = bytes[0];
         if size > 12 {
             return Err(LargeNidError::SizeTooLarge(size.saturating_add(4)));
         }
-        let net = Net::new(LndType(bytes[1]), u16::from_be_bytes([bytes[2], bytes[3]]));
+        let net = Net::new(LndType(lnd), u16::from_be_bytes([net_hi, net_lo]));
+        // Keep the `size + 4` meaningful bytes (at most all 16); the rest stay zero.
         let mut addr = [0u8; 16];
         let len = usize::from(size) + 4;
-        addr[..len].copy_from_slice(&bytes[4..4 + len]);
+        for (to, from) in addr.iter_mut().zip(address).take(len) {
+            *to = *from;
+        }
         Ok(Self { size, net, addr })
     }
 
@@ -257,7 +261,8 @@ impl Nid {
 
     /// The meaningful address bytes, network order.
     pub fn addr_bytes(&self) -> &[u8] {
-        &self.addr[..self.addr_len()]
+        // `addr_len()` is at most 16 by construction (size <= 12 is checked on every path).
+        self.addr.get(..self.addr_len()).unwrap_or(&self.addr)
     }
 
     /// The first address word as a host-order integer (`nid_addr[0]`, the nid4 address).

@@ -156,7 +156,9 @@ impl fmt::Display for Nid {
                 // Unknown large form: each 32-bit word in hex, joined by ':'.
                 for (i, word) in self.addr_bytes().chunks(4).enumerate() {
                     let mut w = [0u8; 4];
-                    w[..word.len()].copy_from_slice(word);
+                    for (to, from) in w.iter_mut().zip(word) {
+                        *to = *from;
+                    }
                     if i > 0 {
                         f.write_str(":")?;
                     }

@@ -114,7 +114,14 @@ fn run_client(options: &Options) -> i32 {
     }
     // No command: lst's interactive shell, one command per line.
     let terminal = rustix::termios::isatty(rustix::stdio::stdin());
-    let program = options.args[0].rsplit('/').next().unwrap_or("ulst").to_string();
+    let program = options
+        .args
+        .first()
+        .map_or("ulst", |arg0| arg0.as_str())
+        .rsplit('/')
+        .next()
+        .unwrap_or("ulst")
+        .to_string();
     let stdin = io::stdin();
     let mut rc = 0;
     loop {

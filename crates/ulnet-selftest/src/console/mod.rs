@@ -300,6 +300,10 @@ impl Console {
     /// `lstcon_nodes_add()`: nodes join the group and are invited into the session
     /// (MAKE_SESSION to the ones not active yet). The result's `features` are what the
     /// nodes agreed on.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "group indexes come from group_index() on the same vector, under the endpoint lock"
+    )]
     pub fn add_nodes(
         &self,
         key: u32,
@@ -348,6 +352,10 @@ impl Console {
 
     /// `lstcon_group_del()`: REMOVE_SESSION to the group's active nodes used by no other
     /// group or batch, then the group goes.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "group indexes come from group_index() on the same vector, under the endpoint lock"
+    )]
     pub fn del_group(&self, key: u32, name: &str) -> Result<TransResult, ConsoleError> {
         let (nodes, calls) = self.endpoint.with(|state| -> Result<_, ConsoleError> {
             let app = &mut state.app;
@@ -379,6 +387,10 @@ impl Console {
     }
 
     /// `lstcon_group_refresh/clean()`, `lstcon_nodes_remove()`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "group indexes come from group_index() on the same vector, under the endpoint lock"
+    )]
     pub fn update_group(
         &self,
         key: u32,
@@ -476,6 +488,10 @@ impl Console {
     }
 
     /// A group's nodes with their states, in the group's order.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "group indexes come from group_index() on the same vector, under the endpoint lock"
+    )]
     pub fn group_nodes(
         &self,
         key: u32,

@@ -423,6 +423,10 @@ impl Framework {
     }
 
     /// `sfw_control_batch()`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "batch_index comes from position() on the same vector"
+    )]
     fn control_batch(&mut self, core: &mut RpcCore, request: &BatchRequest) -> FrameworkOutcome {
         let mut reply = BatchReply { status: 0, session: self.old_sid(), active: 0, time: 0 };
         let Some(session) = self.session.as_mut().filter(|session| session.id == request.session)
@@ -468,6 +472,10 @@ impl Framework {
 
     /// `sfw_add_test()`, first pass (`destinations` is `None`) and after the destination
     /// list arrived (`sfw_bulk_ready()`).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "batch_index comes from position() or push() on the same vector"
+    )]
     fn add_test(
         &mut self,
         request: &TestRequest,
@@ -670,6 +678,7 @@ impl Framework {
     }
 
     /// `sfw_test_unit_done()`.
+    #[expect(clippy::indexing_slicing, reason = "index comes from position() on the same vector")]
     fn unit_done(&mut self, at: UnitRef) {
         let Some(batch) = self.batch_mut(at.generation, at.batch) else { return };
         let Some(test) = batch.tests.get_mut(at.test) else { return };
