@@ -170,7 +170,7 @@ for MODE in $MODES; do
     for round in $(seq "$ROUNDS"); do
         echo "$MODE round $round of $ROUNDS" >&2
         # Fresh nodes every round: a round's connections keep whatever speed the host gave
-        # them (BENCHMARKS.md, "host effects").
+        # them (BENCHMARKS.md, "Host effects").
         start_node a 127.0.0.2@tcp 0
         start_node b 127.0.0.3@tcp 1
         sleep 1

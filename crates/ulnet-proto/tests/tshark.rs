@@ -1,16 +1,17 @@
 //! Independent check of the encoders: a V3 exchange built with ulnet's encoders is written as a
 //! pcap and decoded by tshark's LNet dissector, which must report every field as encoded.
 //!
-//! The dissector's quirks (docs/protocol/wire.md §9, verified with TShark 4.0.17) shape the capture and the
-//! comparison:
-//! * it decodes only V1-V3 framing with nid4 headers; the connreq and hellos are plain TCP data;
+//! The dissector's quirks shape the capture and the comparison (docs/protocol/wire.md §9 has
+//! the documented ones; the rest were observed with TShark 4.0.17 and are pinned here):
+//! * it decodes only V2/V3 framing with nid4 headers; the connreq and hellos are plain TCP data;
 //! * each ksock message goes in its own segment: a NOOP leading a segment shared with an LNET
 //!   message shreds it, and a segment ending inside the length word is an exception;
 //! * `lnet.src_pid` shows the wire's dest_pid and `lnet.dest_pid` its src_pid;
 //! * a PUT to a portal without a Lustre sub-dissector (0, 50-52) raises a false
 //!   `lnet.bad_buflen` expert error in the Malformed group;
 //! * an ACK's `dst_wmd` cookies are shown byte-reversed: the dissector reads them big-endian,
-//!   while every LNet header field is little-endian (the bytes here equal docs/protocol/wire.md §10.13's).
+//!   while every LNet header field is little-endian (the bytes here equal docs/protocol/wire.md
+//!   §10.13's).
 //!
 //! Without tshark the tests are skipped, unless the `CI` environment variable is set.
 

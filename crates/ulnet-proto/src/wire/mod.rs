@@ -1,5 +1,5 @@
 //! Byte-exact LNet wire formats: each a checked view over bytes plus a validated representation
-//! with `parse` and `emit`. See docs/protocol/wire.md in the shared reference for layouts.
+//! with `parse` and `emit`. Layouts: docs/protocol/wire.md.
 
 pub mod acceptor;
 mod cursor;

@@ -8,8 +8,8 @@
 //! written whole (so a segment never ends inside a header; one segment may carry several, as
 //! ulnet writes what one drain produced in one vectored write), no NOOPs (ulnet never requests
 //! ZC-ACKs, and the keepalive is 30 s away). One false positive stays: a PUT's payload is handed
-//! to the portal's Lustre sub-dissector, which flags anything that is not a Lustre RPC (§9 item
-//! 8); frames with such a PUT are allowed their `bad_buflen`, nothing else is.
+//! to the portal's Lustre sub-dissector, which flags anything that is not a Lustre RPC (seen with
+//! TShark 4.0.17; docs/protocol/wire.md §9 item 8 lists the portals that have one); frames with such a PUT are allowed their `bad_buflen`, nothing else is.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -44,8 +44,8 @@ fn live_capture_decodes_without_malformed_frames() {
             panic!("unexpected tshark row {row:?}");
         };
         assert_eq!(exception, "", "frame {frame}: dissector exception ({row:?})");
-        // docs/protocol/wire.md §9 item 8: a PUT payload goes to the portal's Lustre sub-dissector, which
-        // flags anything that is not a Lustre RPC (or, without one, a false bad_buflen).
+        // A PUT payload goes to the portal's Lustre sub-dissector, which flags anything that is
+        // not a Lustre RPC (or, without one, a false bad_buflen: docs/protocol/wire.md §9 item 8).
         // Fields of a frame with several messages are comma-separated lists.
         let has = |field: &str, value: &str| field.split(',').any(|item| item == value);
         let put_payload_flagged = has(msg_type, "1") && has(bad_buflen, "1");
