@@ -61,7 +61,7 @@
 //! events (Lustre's `md.handler`), so a service answers without waking a thread of its own.
 
 mod admin;
-mod batch;
+mod calls;
 mod clock;
 mod driver;
 mod error;
@@ -77,7 +77,7 @@ mod transfer;
 pub use ulnet_proto as proto;
 
 pub use admin::AdminError;
-pub use batch::Calls;
+pub use calls::Calls;
 pub use error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,

@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::engine::{
-    Event, EventKind, GetRequest, MdHandle, MdSpec, Memory, PutRequest, Rejected, Threshold,
-    UnlinkMode,
+    Event, EventKind, GetRequest, MdHandle, MdSpec, Memory, PutRequest, Threshold, UnlinkMode,
 };
 
-use crate::batch::Calls;
-use crate::error::{MeAttachError, PostError, RecvError, TransferError};
+use crate::error::{RecvError, TransferError};
 use crate::event_queue::{EqShared, EventQueue};
 use crate::node::Node;
 
@@ -111,25 +109,6 @@ impl Node {
     ) -> Result<Vec<u8>, TransferError> {
         let completion = self.start_get(target, portal, match_bits, buffer)?.wait_async().await?;
         Ok(reply_data(completion))
-    }
-
-    /// Posts a receive buffer the common way: an ME for any initiator with exactly
-    /// `match_bits`, appended to `portal`, and `spec` attached with its events on `events`;
-    /// both unlink when the MD is exhausted.
-    pub fn post(
-        &self,
-        portal: u32,
-        match_bits: u64,
-        spec: MdSpec,
-        events: &EventQueue,
-    ) -> Result<MdHandle, Rejected<PostError>> {
-        self.locked(|core, now| {
-            if core.closed {
-                let error = PostError::MeAttach(MeAttachError::ShutDown);
-                return Err(Rejected { error, memory: spec.memory });
-            }
-            Calls { node: self, core, now }.post(portal, match_bits, spec, events)
-        })
     }
 
     fn start_put(

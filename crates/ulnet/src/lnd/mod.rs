@@ -77,7 +77,7 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     );
 
     /// Write the output queued by transmits since the last flush, or, if `hold`, keep it for a
-    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver`]). Called
+    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver::hold`]). Called
     /// at the end of every drain, with the core locked; must not block.
     fn flush(
         &self,

@@ -25,12 +25,16 @@
 //!   into MD memory (`rx_segments_mut`).
 //! * [`writer`]: frames from `Conn::poll_transmit`, written with one non-blocking vectored write
 //!   of headers and MD memory (`tx_payload`) slices.
+//! * [`context`]: what these parts pass between them (the call context `Cx`, `ConnKey`,
+//!   `CloseCause`...). It sits below them all, so their imports form no circle: reader and
+//!   writer below the table, the table below the connection task, the dialer and the acceptor
+//!   on top (they start the tasks of the connections the table adds).
 //!
 //! # Threads and locks
 //!
 //! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
 //! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
-//! peer table lives with the core (`Core::take_lnd_state`, through `Cx::with_table`), so the
+//! peer table lives with the core (`Core::tcp_tables`, through `Cx::with_table`), so the
 //! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
 //! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
 //! leaf lock: work
@@ -40,7 +44,7 @@
 //! A transmit queues its message on a connection; the end of the drain that produced it writes
 //! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
 //! caller's thread (no wake-up, no thread hop) unless the caller is streaming and the runtime
-//! holds the output back for a batch ("Batching" in [`crate::driver`]). A burst is the
+//! holds the output back for a batch ("Batching" in [`crate::driver::hold`]). A burst is the
 //! exception: once a drain has queued half as many messages for a connection as its previous
 //! drain did (at least four), they are written at once, so the peer works on them while the
 //! rest is produced (`table::early_write_due`, decision 0011). What the socket does not take
@@ -67,6 +71,7 @@
 
 mod acceptor;
 mod connection;
+mod context;
 mod dialer;
 mod reader;
 mod socket;
@@ -94,7 +99,8 @@ use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
-use table::Cx;
+use context::Cx;
+pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
