@@ -91,7 +91,7 @@ pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};
 pub use node::{
     DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, PING_REPLY_POLL, RuntimeStats,
 };
-pub use transfer::Completion;
+pub use transfer::Transferred;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
 pub use ulnet_proto::engine::tunables::TunablesError;
 pub use ulnet_proto::engine::{
