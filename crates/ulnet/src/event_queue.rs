@@ -326,7 +326,7 @@ impl EqShared {
                 // wakes the consumers then.
                 return;
             }
-            // The handler's calls are one stream (see "Batching" in crate::driver::hold) that nobody
+            // The handler's calls are one stream (see "Batching" in driver::hold) that nobody
             // waits on, from its first call: what they all produce leaves in one write per
             // socket when the handler returns, not the first call's output alone and the
             // rest after it (one more write, and one more turn for the peer reading it).

@@ -43,7 +43,7 @@
 //! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it (a
 //!   cross-CPU wake-up costs about 30 us on small virtual machines); a waiter can spin before it
 //!   parks ([`NodeBuilder::spin`], off by default: see [`DEFAULT_SPIN`] for why). Details, lock
-//!   order and shutdown order are in the `driver` module's source documentation.
+//!   order and shutdown order are in the source documentation of the `driver` modules.
 //!
 //! # LNDs
 //!

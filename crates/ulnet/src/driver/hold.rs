@@ -1,5 +1,5 @@
 //! When output made on API callers' threads is held back, and until when ([`OutputHold`]).
-//! This module decides; [`drain`](super::drain) carries the decisions out.
+//! This module decides; [`drain`](mod@super::drain) carries the decisions out.
 //!
 //! # Batching output on callers' threads
 //!

@@ -5,11 +5,11 @@
 //! | module | job |
 //! |---|---|
 //! | [`doorbell`] | waking the I/O thread cheaply ([`Doorbell`]) |
-//! | [`hold`] | when output made on callers' threads is held back, and until when ([`OutputHold`]) |
+//! | [`hold`] | when output made on callers' threads is held back, and how long ([`OutputHold`]) |
 //! | [`core`] | the state behind the core lock ([`Core`]) and what a node shares ([`Shared`]) |
 //! | [`wake`] | wake-ups owed once the lock is released ([`Wakes`]) |
 //! | [`event_route`] | the core's events to their event queues |
-//! | [`drain`] | carrying out what the core produced, writing (or holding) the output |
+//! | [`drain`](mod@drain) | carrying out what the core produced, writing (or holding) the output |
 //! | [`io_loop`] | the I/O thread's loop: timers, LND polling, sleeping |
 //! | [`shutdown`] | the shutdown order ([`finish`]) |
 //!
@@ -17,10 +17,10 @@
 //!
 //! * The core ([`ulnet_proto::engine::Node`]) sits in [`Core`] behind one mutex. An API call
 //!   (put, get, attach, unlink) locks it on the caller's thread, makes the call with `now`, and
-//!   then, still holding the lock, carries out everything the core produced ([`drain`]): events
-//!   go to their [`EventQueue`](crate::EventQueue)s, transmits to the LND of their NI, delayed
-//!   receives that may proceed to the LND that holds them. Loopback completes inside the core, so
-//!   a `0@lo` operation never leaves the caller's thread.
+//!   then, still holding the lock, carries out everything the core produced
+//!   ([`drain`](fn@drain)): events go to their [`EventQueue`](crate::EventQueue)s, transmits to
+//!   the LND of their NI, delayed receives that may proceed to the LND that holds them.
+//!   Loopback completes inside the core, so a `0@lo` operation never leaves the caller's thread.
 //! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
 //!   after the lock is released, so nobody is woken only to block on the lock we hold.
 //! * The I/O thread runs a tokio current-thread runtime. Its loop ([`run`]) fires the core's

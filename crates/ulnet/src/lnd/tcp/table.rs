@@ -2,7 +2,7 @@
 //! sockets, the messages waiting for a connection, and the glue between all that and the core.
 //!
 //! The table is only touched with the core locked, so its methods get both: the core in a
-//! [`Cx`], the table as `self`. They never call [`drain`](crate::driver::drain) (which calls
+//! [`Cx`], the table as `self`. They never call [`drain`](fn@crate::driver::drain) (which calls
 //! back into the LND, and so into this table); their callers do, after releasing the table.
 //!
 //! A peer is keyed by its process id as the kernel keys `ksock_peer_ni`: the next-hop NID and
@@ -44,7 +44,8 @@ pub const MAX_PENDING_MESSAGES: usize = 4096;
 
 impl Cx<'_> {
     /// Runs `call` on the NI's peer table. The table lives with the core
-    /// ([`Core::tcp_tables`](crate::driver::Core::tcp_tables)): the core lock, which every caller holds, is its only lock.
+    /// ([`Core::tcp_tables`](crate::driver::Core::tcp_tables)): the core lock, which every
+    /// caller holds, is its only lock.
     pub(super) fn with_table<R>(&mut self, call: impl FnOnce(&mut PeerTable, &mut Self) -> R) -> R {
         let ni = self.inner.ni;
         let mut table = self.core.tcp_tables.take(ni);
@@ -54,10 +55,10 @@ impl Cx<'_> {
     }
 }
 
-/// The peer table of each TCP NI, by NI, kept in the [`Core`](crate::driver::Core) (guarded by the core lock
-/// alone). A table is taken out for the length of one call, so that it can be borrowed next to
-/// the core, and put back before the lock is released; boxed, so that taking it moves a
-/// pointer.
+/// The peer table of each TCP NI, by NI, kept in the [`Core`](crate::driver::Core) (guarded by
+/// the core lock alone). A table is taken out for the length of one call, so that it can be
+/// borrowed next to the core, and put back before the lock is released; boxed, so that taking
+/// it moves a pointer. Typed: no other LND's state can be found in its place.
 #[derive(Default)]
 pub(crate) struct PeerTables(Vec<Option<Box<PeerTable>>>);
 
