@@ -22,7 +22,8 @@ use ulnet_proto::socklnd::handshake::{PassiveHandshake, PassiveStep};
 use ulnet_proto::wire::hello::Hello;
 
 use super::context::Cx;
-use super::{Inner, MAX_HANDSHAKES, connection, deadline_instant, since_epoch, socket};
+use super::ni::{Inner, MAX_HANDSHAKES};
+use super::{connection, deadline_instant, since_epoch, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 

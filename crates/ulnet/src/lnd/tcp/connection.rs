@@ -20,8 +20,8 @@ use std::sync::{Arc, Weak};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::Inner;
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
+use super::ni::Inner;
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 

@@ -3,9 +3,10 @@
 //! ([`CloseCause`]), what its task waits for ([`Interest`], [`Turn`]), what a dial hands the
 //! peer table ([`Dialled`], [`DialError`]) and what the table hands back ([`NewConn`]).
 //!
-//! It sits below every other file of the LND, so they form no circle: `reader` and `writer`
-//! use it; `table` uses them; `connection` uses the table; `dialer` and `acceptor` use the
-//! table and start connections; `mod.rs` (the [`Lnd`](crate::lnd::Lnd) itself) uses them all.
+//! It sits below every other file of the LND but `ni`, so they form no circle: `reader` and
+//! `writer` use it; `table` uses them; `connection` uses the table; `dialer` and `acceptor` use
+//! the table and start connections; `mod.rs` (the [`Lnd`](crate::lnd::Lnd) itself) uses them
+//! all.
 
 use std::io;
 use std::net::SocketAddr;
@@ -20,7 +21,7 @@ use ulnet_proto::socklnd::handshake::{ActiveError, ActiveOutcome, ActiveSetupErr
 use ulnet_proto::socklnd::peer_conns::CloseReason;
 use ulnet_proto::time::Time;
 
-use super::Inner;
+use super::ni::Inner;
 use crate::driver::{Core, Shared, Wakes};
 
 /// Most buffers in one vectored read or write (Linux's `UIO_MAXIOV`).

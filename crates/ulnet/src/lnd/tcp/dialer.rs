@@ -17,7 +17,8 @@ use ulnet_proto::socklnd::peer_conns::DialRequest;
 use ulnet_proto::wire::hello::Hello;
 
 use super::context::{Cx, DialError, Dialled};
-use super::{Inner, connection, deadline_instant, since_epoch, socket};
+use super::ni::Inner;
+use super::{connection, deadline_instant, since_epoch, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 

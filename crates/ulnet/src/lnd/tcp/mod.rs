@@ -25,10 +25,12 @@
 //!   into MD memory (`rx_segments_mut`).
 //! * [`writer`]: frames from `Conn::poll_transmit`, written with one non-blocking vectored write
 //!   of headers and MD memory (`tx_payload`) slices.
-//! * [`context`]: what these parts pass between them (the call context `Cx`, `ConnKey`,
-//!   `CloseCause`...). It sits below them all, so their imports form no circle: reader and
-//!   writer below the table, the table below the connection task, the dialer and the acceptor
-//!   on top (they start the tasks of the connections the table adds).
+//! * [`ni`]: the NI's state its calls and tasks share (identity, tunables, counters, the inbox
+//!   of work for the I/O thread); [`context`]: what the parts pass between them (the call
+//!   context `Cx`, `ConnKey`, `CloseCause`...). They sit below the rest, so the imports form no
+//!   circle: reader and writer below the table, the table below the connection task, the dialer
+//!   and the acceptor on top (they start the tasks of the connections the table adds), and
+//!   this module over all (the [`Lnd`] itself).
 //!
 //! # Threads and locks
 //!
@@ -73,6 +75,7 @@ mod acceptor;
 mod connection;
 mod context;
 mod dialer;
+mod ni;
 mod reader;
 mod socket;
 mod sys;
@@ -80,16 +83,14 @@ mod table;
 mod writer;
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::Notify;
-use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::addr::Nid;
 use ulnet_proto::engine::{NiId, Resume, Transmit};
 use ulnet_proto::socklnd::handshake::AcceptConfig;
-use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
+use ulnet_proto::socklnd::peer_conns::PeerConfig;
 use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 use ulnet_proto::time::Time;
 use ulnet_proto::wire::hello::LocalIdentity;
@@ -100,6 +101,7 @@ use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
 use context::Cx;
+use ni::{Counters, Inbox, Inner};
 pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
@@ -156,62 +158,9 @@ pub(crate) struct TcpLnd {
     inner: Arc<Inner>,
 }
 
-/// What the LND's tasks share.
-pub(crate) struct Inner {
-    ni: NiId,
-    /// Our NID, pid and incarnation, as hellos carry them.
-    identity: LocalIdentity,
-    /// The NI's IP: the listener's address and the source address of outgoing connections.
-    ip: IpAddr,
-    tunables: SocklndTunables,
-    peer_config: PeerConfig,
-    /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
-    /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
-    conns_per_peer: AtomicU8,
-    accept: AcceptConfig,
-    /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
-    listener: Mutex<Option<std::net::TcpListener>>,
-    /// The acceptor task, stopped when the NI is removed (`TcpLnd::retire`).
-    acceptor: Mutex<Option<tokio::task::AbortHandle>>,
-    runtime: OnceLock<tokio::runtime::Handle>,
-    node: OnceLock<Weak<Shared>>,
-    /// Leaf lock: work posted for the I/O thread.
-    inbox: Mutex<Inbox>,
-    /// Try privileged source ports; cleared for good on the first EACCES.
-    privileged_ports: AtomicBool,
-    /// Passive handshakes under way, bounded by [`MAX_HANDSHAKES`].
-    handshakes: AtomicU64,
-    /// When [`Lnd::poll`] next scans the peers' timers (nanoseconds of [`Time`]).
-    next_scan: AtomicU64,
-    counters: Counters,
-}
-
-/// Most incoming connections in their handshake at once; more are closed at once. The kernel
-/// bounds them with its connd threads and the listen backlog.
-pub const MAX_HANDSHAKES: u64 = 1024;
-
 /// Longest gap between two scans of the peers' timers. Deadlines are at least `keepalive` or
 /// `sock_timeout` away when armed, so a scan this often finds each within this much of due.
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
-
-#[derive(Default)]
-struct Counters {
-    conns_accepted: AtomicU64,
-    conns_dialled: AtomicU64,
-    conns_closed: AtomicU64,
-    handshakes_failed: AtomicU64,
-    dials_failed: AtomicU64,
-    protocol_errors: AtomicU64,
-    timeouts: AtomicU64,
-    peer_reboots: AtomicU64,
-}
-
-/// Work for the I/O thread, posted from any thread.
-#[derive(Default)]
-struct Inbox {
-    dials: Vec<(ProcessId, DialRequest)>,
-    nudges: Vec<Arc<Notify>>,
-}
 
 impl TcpLnd {
     /// The LND for NI `ni` with `nid` (an IPv4 or IPv6 NID); binds the listener unless
@@ -458,29 +407,6 @@ impl Lnd for TcpLnd {
 }
 
 impl Inner {
-    /// The configuration a peer met now gets: `conns_per_peer` as currently set.
-    fn peer_config_now(&self) -> PeerConfig {
-        let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);
-        PeerConfig { max_conns_per_type, ..self.peer_config }
-    }
-
-    fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
-        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Asks the I/O thread to start a dial.
-    fn post_dial(&self, node: &Arc<Shared>, wakes: &mut Wakes, peer: ProcessId, dial: DialRequest) {
-        self.lock_inbox().dials.push((peer, dial));
-        wakes.ring(node);
-    }
-
-    /// Asks the I/O thread to wake a connection's task (it has output, input to resume, or
-    /// was closed).
-    fn post_nudge(&self, node: &Arc<Shared>, wakes: &mut Wakes, nudge: &Arc<Notify>) {
-        self.lock_inbox().nudges.push(Arc::clone(nudge));
-        wakes.ring(node);
-    }
-
     /// Carries out the posted work; on the I/O thread.
     fn run_inbox(self: &Arc<Self>, node: &Arc<Shared>) {
         let (dials, nudges) = {
@@ -493,18 +419,6 @@ impl Inner {
         for (peer, dial) in dials {
             self.spawn(dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial));
         }
-    }
-
-    /// Spawns a task on the I/O runtime (from any thread).
-    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        match self.runtime.get() {
-            Some(runtime) => drop(runtime.spawn(task)),
-            None => tracing::error!("TCP LND task spawned before start"),
-        }
-    }
-
-    fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
-        counter(&self.counters).fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -31,9 +31,10 @@ use ulnet_proto::time::Time;
 use ulnet_proto::wire::header::Header;
 
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
+use super::ni::Inner;
 use super::reader::{ReadCx, ReadOutcome, Reader};
 use super::writer::{Flushed, Writer};
-use super::{Inner, since_epoch, socket, time_of};
+use super::{since_epoch, socket, time_of};
 use crate::lnd::Output;
 
 /// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
