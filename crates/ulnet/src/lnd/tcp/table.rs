@@ -740,6 +740,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_peer_table_taken_out_comes_back_to_its_ni() {
+        let mut tables = PeerTables::default();
+        let mut table = tables.take(NiId(2));
+        table.next_serial = 7;
+        tables.put(NiId(2), table);
+        assert_eq!(tables.take(NiId(1)).next_serial, 0, "each NI has its own table");
+        assert_eq!(tables.take(NiId(2)).next_serial, 7);
+    }
+
+    #[test]
     fn a_drain_writes_the_first_half_of_a_burst_early() {
         // Nothing known yet, or small bursts: early only from EARLY_WRITE_MIN messages.
         assert!(!early_write_due(EARLY_WRITE_MIN - 1, 0));
