@@ -1,7 +1,8 @@
 //! The node's administration API: what `lnetctl peer add|del|set`, `net set --health`,
-//! `debug recovery` and `peer show -v` reach in the kernel. Each call locks the core, runs the
-//! engine's admin call with the current time and carries out what it produced (pings,
-//! pushes, resends), like every other [`Node`] call.
+//! `debug recovery` and `peer show -v` reach in the kernel. The calls that change the node are
+//! declared with [`api_calls!`](crate::calls::api_calls), like every other such [`Node`] call
+//! (and so can also be made in a [`Node::batch`]): lock the core, run the engine's admin call
+//! with the current time, carry out what it produced (pings, pushes, resends).
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_user_add_peer_ni`, `lnet_del_peer_ni`,
 //! `lnet_peer_ni_set_healthv`), api-ni.c (`lnet_ni_set_healthv`, the `dbg-recov` dump),
@@ -14,7 +15,7 @@ use ulnet_proto::engine::{
 
 use ulnet_proto::socklnd::tunables::ConnsPerPeer;
 
-use crate::driver::Core;
+use crate::calls::api_calls;
 use crate::error::ShutDown;
 use crate::node::Node;
 
@@ -27,71 +28,99 @@ pub enum AdminError<E: std::error::Error + 'static> {
     Refused(E),
 }
 
-impl Node {
+api_calls! {
     /// `lnetctl peer add --prim_nid P [--nid N,...] [--non_mr] [--lock_prim]`: creates the
     /// configured peer (or extends it); re-adding what it has succeeds.
-    pub fn peer_add(
-        &self,
+    fn peer_add(
+        &mut self,
         primary: Nid,
         nids: &[Nid],
         multi_rail: bool,
         lock_primary: bool,
     ) -> Result<(), AdminError<PeerAddError>> {
-        self.admin(|core, now| core.engine.peer_add(now, primary, nids, multi_rail, lock_primary))
+        let engine = &mut self.core.engine;
+        engine.peer_add(self.now, primary, nids, multi_rail, lock_primary).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl peer del --prim_nid P [--nid N,...] [--force]`: the whole peer without NIDs
     /// (or when they name the primary; a locked primary stays unless `force`), else the NIDs.
-    pub fn peer_del(
-        &self,
+    fn peer_del(
+        &mut self,
         primary: Nid,
         nids: &[Nid],
         force: bool,
     ) -> Result<(), AdminError<PeerDelError>> {
-        self.admin(|core, now| core.engine.peer_del(now, primary, nids, force))
+        self.core.engine.peer_del(self.now, primary, nids, force).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl peer set --health V --nid N` (`Some`) or `--all` (`None`): the peer NI's
     /// health is set and, below the maximum, the peer NI is queued for recovery.
-    pub fn set_peer_ni_health(
-        &self,
+    fn set_peer_ni_health(
+        &mut self,
         nid: Option<Nid>,
         value: u32,
     ) -> Result<(), AdminError<PeerSetError>> {
-        self.admin(|core, now| core.engine.set_peer_ni_health(now, nid, value))
+        self.core.engine.set_peer_ni_health(self.now, nid, value).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl peer set --state N --nid P` (debug only): the raw peer state bits.
-    pub fn set_peer_state(&self, nid: Nid, state: u32) -> Result<(), AdminError<PeerSetError>> {
-        self.admin(|core, _| core.engine.set_peer_state(nid, PeerState(state)))
+    fn set_peer_state(&mut self, nid: Nid, state: u32) -> Result<(), AdminError<PeerSetError>> {
+        self.core.engine.set_peer_state(nid, PeerState(state)).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
     /// UDSP material: a peer NI's selection priority (lower is preferred).
-    pub fn set_peer_ni_priority(
-        &self,
+    fn set_peer_ni_priority(
+        &mut self,
         nid: Nid,
         priority: u32,
     ) -> Result<(), AdminError<PeerSetError>> {
-        self.admin(|core, _| core.engine.set_peer_ni_priority(nid, priority))
+        self.core.engine.set_peer_ni_priority(nid, priority).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl net set --health V --nid N` (`Some`) or `--all` (`None`, every NI but
     /// `0@lo`): health 0 shows the NI DOWN, 1000 UP; below the maximum it is queued for
     /// recovery. A NID that is not one of the node's is [`NiSetError::UnknownNi`].
-    pub fn set_ni_health(
-        &self,
+    fn set_ni_health(
+        &mut self,
         nid: Option<Nid>,
         value: u32,
     ) -> Result<(), AdminError<NiSetError>> {
-        self.admin(|core, now| {
-            let ni = match nid {
-                Some(nid) => Some(core.engine.ni_for_nid(nid).ok_or(NiSetError::UnknownNi)?),
-                None => None,
-            };
-            core.engine.set_ni_health(now, ni, value)
-        })
+        let engine = &mut self.core.engine;
+        let ni = match nid {
+            Some(nid) => Some(engine.ni_for_nid(nid).ok_or(refused(NiSetError::UnknownNi))?),
+            None => None,
+        };
+        engine.set_ni_health(self.now, ni, value).map_err(refused)
     }
+    shut_down => Err(AdminError::ShutDown);
 
+    /// UDSP material: a local NI's selection priority (lower is preferred).
+    fn set_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), AdminError<NiSetError>> {
+        let engine = &mut self.core.engine;
+        let ni = engine.ni_for_nid(nid).ok_or(refused(NiSetError::UnknownNi))?;
+        engine.set_ni_priority(ni, priority).map_err(refused)
+    }
+    shut_down => Err(AdminError::ShutDown);
+
+    /// `lnetctl stats reset`: global counters and latency statistics back to zero.
+    fn reset_stats(&mut self) -> Result<(), ShutDown> {
+        self.core.engine.reset_stats();
+        Ok(())
+    }
+    shut_down => Err(ShutDown);
+}
+
+/// An engine refusal as an administration error.
+fn refused<E: std::error::Error + 'static>(error: E) -> AdminError<E> {
+    AdminError::Refused(error)
+}
+
+impl Node {
     /// `lnetctl net set --conns-per-peer`: socklnd's connections of each type per peer, on
     /// the NI with `nid` or on every NI (`None`); 0 is auto (from the link speed). It applies
     /// to peers met from now on; existing peers keep their connections. NIs whose LND has no
@@ -122,25 +151,6 @@ impl Node {
         lnd.conns_per_peer()
     }
 
-    /// UDSP material: a local NI's selection priority (lower is preferred).
-    pub fn set_ni_priority(&self, nid: Nid, priority: u32) -> Result<(), AdminError<NiSetError>> {
-        self.admin(|core, _| {
-            let ni = core.engine.ni_for_nid(nid).ok_or(NiSetError::UnknownNi)?;
-            core.engine.set_ni_priority(ni, priority)
-        })
-    }
-
-    /// `lnetctl stats reset`: global counters and latency statistics back to zero.
-    pub fn reset_stats(&self) -> Result<(), ShutDown> {
-        self.locked(|core, _| {
-            if core.closed {
-                return Err(ShutDown);
-            }
-            core.engine.reset_stats();
-            Ok(())
-        })
-    }
-
     /// `lnetctl debug recovery --local`: the local NIs on the recovery queue, in order.
     pub fn local_recovery_queue(&self) -> Vec<Nid> {
         self.locked(|core, _| core.engine.local_recovery_queue().collect())
@@ -167,19 +177,6 @@ impl Node {
     /// One peer NI's statistics, health and latency histograms (`peer show -v`).
     pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
         self.locked(|core, _| core.engine.peer_ni_stats(nid))
-    }
-
-    /// Runs an engine admin call on a live node.
-    fn admin<R, E: std::error::Error + 'static>(
-        &self,
-        call: impl FnOnce(&mut Core, ulnet_proto::time::Time) -> Result<R, E>,
-    ) -> Result<R, AdminError<E>> {
-        self.locked(|core, now| {
-            if core.closed {
-                return Err(AdminError::ShutDown);
-            }
-            call(core, now).map_err(AdminError::Refused)
-        })
     }
 }
 

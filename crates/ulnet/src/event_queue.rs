@@ -326,7 +326,7 @@ impl EqShared {
                 // wakes the consumers then.
                 return;
             }
-            // The handler's calls are one stream (see "Batching" in crate::driver) that nobody
+            // The handler's calls are one stream (see "Batching" in driver::hold) that nobody
             // waits on, from its first call: what they all produce leaves in one write per
             // socket when the handler returns, not the first call's output alone and the
             // rest after it (one more write, and one more turn for the peer reading it).
@@ -368,7 +368,7 @@ impl EqShared {
     }
 
     /// A consumer found the queue empty and will wait: the node writes what callers' threads
-    /// held back (see "Batching" in [`crate::driver`]). Call without this queue's lock (the
+    /// held back (see "Batching" in [`crate::driver::hold`]). Call without this queue's lock (the
     /// core lock comes first).
     fn before_wait(&self) {
         if let Some(node) = self.node.upgrade() {

@@ -43,7 +43,7 @@
 //! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it (a
 //!   cross-CPU wake-up costs about 30 us on small virtual machines); a waiter can spin before it
 //!   parks ([`NodeBuilder::spin`], off by default: see [`DEFAULT_SPIN`] for why). Details, lock
-//!   order and shutdown order are in the `driver` module's source documentation.
+//!   order and shutdown order are in the source documentation of the `driver` modules.
 //!
 //! # LNDs
 //!
@@ -61,7 +61,7 @@
 //! events (Lustre's `md.handler`), so a service answers without waking a thread of its own.
 
 mod admin;
-mod batch;
+mod calls;
 mod clock;
 mod driver;
 mod error;
@@ -77,7 +77,7 @@ mod transfer;
 pub use ulnet_proto as proto;
 
 pub use admin::AdminError;
-pub use batch::Calls;
+pub use calls::Calls;
 pub use error::{
     BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, PingError, PortalError, PostError, RecvError, SetTunablesError, ShutDown,
@@ -91,7 +91,7 @@ pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};
 pub use node::{
     DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, PING_REPLY_POLL, RuntimeStats,
 };
-pub use transfer::Completion;
+pub use transfer::Transferred;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
 pub use ulnet_proto::engine::tunables::TunablesError;
 pub use ulnet_proto::engine::{

@@ -11,20 +11,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ulnet_proto::addr::{Nid, ProcessId};
 use ulnet_proto::engine::Completion as CoreCompletion;
 use ulnet_proto::engine::{
-    GetRequest, GlobalStats, InsertPosition, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec,
-    MeHandle, Memory, NiConfig, NiId, NiStats, NodeConfig, PeerInfo, PeerNiStats, PingReply,
-    PutRequest, Rejected, Tunables, UnlinkMode,
+    GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec, Memory, NiConfig, NiId,
+    NiStats, NodeConfig, PeerInfo, PeerNiStats, PingReply, Tunables,
 };
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
 
-use crate::batch::Calls;
 use crate::clock;
-use crate::driver::{self, Batch, CompletionKey, Core, Counters, Doorbell, Shared, Wakes};
-use crate::error::{
-    BuildError, DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
-    MeUnlinkError, PingError, PortalError, SetTunablesError, ShutDown,
-};
+use crate::driver::{self, CompletionKey, Core, Counters, Doorbell, OutputHold, Shared, Wakes};
+use crate::error::{BuildError, DiscoverError, MdError, PingError, ShutDown};
 use crate::event_queue::{EqShared, EventHandler, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
@@ -236,72 +231,6 @@ impl Node {
         EventQueue { shared: queue }
     }
 
-    /// `LNetMEAttach`: a match entry on `portal` for initiators matching `match_id` and match
-    /// bits equal to `match_bits` outside `ignore_bits`.
-    pub fn me_attach(
-        &self,
-        portal: u32,
-        match_id: ProcessId,
-        match_bits: u64,
-        ignore_bits: u64,
-        unlink: UnlinkMode,
-        position: InsertPosition,
-    ) -> Result<MeHandle, MeAttachError> {
-        self.batch(|calls| {
-            calls.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
-        })
-        .map_err(|ShutDown| MeAttachError::ShutDown)?
-    }
-
-    /// Removes an ME that has no MD.
-    pub fn me_unlink(&self, me: MeHandle) -> Result<(), MeUnlinkError> {
-        self.call(|core, _| core.engine.me_unlink(me))
-            .map_err(|ShutDown| MeUnlinkError::ShutDown)?
-            .map_err(MeUnlinkError::Core)
-    }
-
-    /// `LNetMDAttach`: a passive MD (with `OP_PUT` and/or `OP_GET`) on `me`. Its events go to
-    /// `events`; with `None` it has none, and its memory is freed when it unlinks. On failure the
-    /// ME is unlinked too (as in Lustre) and the memory comes back in the error.
-    pub fn md_attach(
-        &self,
-        me: MeHandle,
-        spec: MdSpec,
-        unlink: UnlinkMode,
-        events: Option<&EventQueue>,
-    ) -> Result<MdHandle, Rejected<MdAttachError>> {
-        self.locked(|core, now| {
-            if core.closed {
-                return Err(Rejected { error: MdAttachError::ShutDown, memory: spec.memory });
-            }
-            Calls { node: self, core, now }.md_attach(me, spec, unlink, events)
-        })
-    }
-
-    /// `LNetMDBind`: a free-floating MD to send from ([`put`](Self::put)) or receive a REPLY
-    /// into ([`get`](Self::get)); at most `LNET_MTU` (1 MiB). Events as for
-    /// [`md_attach`](Self::md_attach).
-    pub fn md_bind(
-        &self,
-        spec: MdSpec,
-        unlink: UnlinkMode,
-        events: Option<&EventQueue>,
-    ) -> Result<MdHandle, Rejected<MdBindError>> {
-        self.locked(|core, now| {
-            if core.closed {
-                return Err(Rejected { error: MdBindError::ShutDown, memory: spec.memory });
-            }
-            Calls { node: self, core, now }.md_bind(spec, unlink, events)
-        })
-    }
-
-    /// `LNetMDUnlink`: an idle MD goes at once (an UNLINK event hands its memory back); a busy
-    /// one goes when its last message finishes, and that message's event carries `unlinked`
-    /// and the memory. The handle stops resolving immediately.
-    pub fn md_unlink(&self, md: MdHandle) -> Result<(), MdError> {
-        self.batch(|calls| calls.md_unlink(md)).map_err(|ShutDown| MdError::ShutDown)?
-    }
-
     /// Runs `read` on a live MD's memory (e.g. to look at PUT data the MD keeps). The core is
     /// locked meanwhile: keep it short.
     pub fn with_md_memory<R>(
@@ -326,44 +255,9 @@ impl Node {
             .map_err(MdError::Core)
     }
 
-    /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
-    /// every later failure arrives in the SEND event.
-    pub fn put(&self, request: &PutRequest) -> Result<(), InitiateError> {
-        self.batch(|calls| calls.put(request)).map_err(|ShutDown| InitiateError::ShutDown)?
-    }
-
-    /// `LNetGet`: asks for the bound MD's length; the REPLY data lands at offset 0.
-    pub fn get(&self, request: &GetRequest) -> Result<(), InitiateError> {
-        self.batch(|calls| calls.get(request)).map_err(|ShutDown| InitiateError::ShutDown)?
-    }
-
-    /// `LNetSetLazyPortal`: PUTs that match nothing on `portal` wait (bounded) for an MD
-    /// instead of being dropped, and their sender's connection stops being read meanwhile.
-    pub fn set_lazy_portal(&self, portal: u32) -> Result<(), PortalError> {
-        self.call(|core, _| core.engine.set_lazy_portal(portal))
-            .map_err(|ShutDown| PortalError::ShutDown)?
-            .map_err(PortalError::Core)
-    }
-
-    /// `LNetClearLazyPortal`: the portal stops delaying, and every delayed PUT is dropped.
-    pub fn clear_lazy_portal(&self, portal: u32) -> Result<(), PortalError> {
-        self.call(|core, now| core.engine.clear_lazy_portal(now, portal))
-            .map_err(|ShutDown| PortalError::ShutDown)?
-            .map_err(PortalError::Core)
-    }
-
     /// The global tunables in force.
     pub fn tunables(&self) -> Tunables {
         self.locked(|core, _| *core.engine.tunables())
-    }
-
-    /// Replaces the global tunables live (`lnetctl set transaction_timeout ...`): checked as
-    /// at build time, applied from the next send on; deadlines already armed keep theirs.
-    /// Turning discovery on or off installs a new ping buffer and pushes it to peers.
-    pub fn set_tunables(&self, tunables: Tunables) -> Result<(), SetTunablesError> {
-        self.call(|core, now| core.engine.set_tunables(now, tunables))
-            .map_err(|ShutDown| SetTunablesError::ShutDown)?
-            .map_err(SetTunablesError::Invalid)
     }
 
     /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it
@@ -695,7 +589,7 @@ impl NodeBuilder {
             queues: Mutex::new(Vec::new()),
             counters: Counters::default(),
             spin: self.spin,
-            batch: Batch::default(),
+            output_hold: OutputHold::default(),
         });
         for lnd in &mems {
             lnd.set_node(Arc::downgrade(&shared));
@@ -738,7 +632,7 @@ impl Inner {
     fn shutdown(&self) {
         let shared = &self.shared;
         shared.closing.store(true, Ordering::Release);
-        shared.doorbell.ring(&shared.counters);
+        shared.doorbell.ring(&shared.counters.io_wakeups);
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread {
             // The I/O thread runs `finish` itself as it leaves its loop.

@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::engine::{
-    Event, EventKind, GetRequest, MdHandle, MdSpec, Memory, PutRequest, Rejected, Threshold,
-    UnlinkMode,
+    Event, EventKind, GetRequest, MdHandle, MdSpec, Memory, PutRequest, Threshold, UnlinkMode,
 };
 
-use crate::batch::Calls;
-use crate::error::{MeAttachError, PostError, RecvError, TransferError};
+use crate::error::{RecvError, TransferError};
 use crate::event_queue::{EqShared, EventQueue};
 use crate::node::Node;
 
@@ -21,7 +19,7 @@ const TRANSFER_QUEUE_CAPACITY: usize = 4;
 
 /// A finished transfer: the response event and the MD's memory, handed back.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Completion {
+pub struct Transferred {
     /// The ACK (for a PUT) or REPLY (for a GET). `mlength` is what the target accepted or sent.
     pub event: Event,
     pub memory: Memory,
@@ -55,7 +53,7 @@ impl Node {
         match_bits: u64,
         memory: Memory,
         timeout: Duration,
-    ) -> Result<Completion, TransferError> {
+    ) -> Result<Transferred, TransferError> {
         self.start_put(target, portal, match_bits, memory)?.wait(timeout)
     }
 
@@ -68,7 +66,7 @@ impl Node {
         portal: u32,
         match_bits: u64,
         memory: Memory,
-    ) -> Result<Completion, TransferError> {
+    ) -> Result<Transferred, TransferError> {
         self.start_put(target, portal, match_bits, memory)?.wait_async().await
     }
 
@@ -111,25 +109,6 @@ impl Node {
     ) -> Result<Vec<u8>, TransferError> {
         let completion = self.start_get(target, portal, match_bits, buffer)?.wait_async().await?;
         Ok(reply_data(completion))
-    }
-
-    /// Posts a receive buffer the common way: an ME for any initiator with exactly
-    /// `match_bits`, appended to `portal`, and `spec` attached with its events on `events`;
-    /// both unlink when the MD is exhausted.
-    pub fn post(
-        &self,
-        portal: u32,
-        match_bits: u64,
-        spec: MdSpec,
-        events: &EventQueue,
-    ) -> Result<MdHandle, Rejected<PostError>> {
-        self.locked(|core, now| {
-            if core.closed {
-                let error = PostError::MeAttach(MeAttachError::ShutDown);
-                return Err(Rejected { error, memory: spec.memory });
-            }
-            Calls { node: self, core, now }.post(portal, match_bits, spec, events)
-        })
     }
 
     fn start_put(
@@ -203,7 +182,7 @@ struct Pending<'a> {
 }
 
 impl Pending<'_> {
-    fn wait(mut self, timeout: Duration) -> Result<Completion, TransferError> {
+    fn wait(mut self, timeout: Duration) -> Result<Transferred, TransferError> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
             let remaining = match deadline {
@@ -224,7 +203,7 @@ impl Pending<'_> {
         }
     }
 
-    async fn wait_async(mut self) -> Result<Completion, TransferError> {
+    async fn wait_async(mut self) -> Result<Transferred, TransferError> {
         while let Some(event) = self.queue.next().await {
             if let Some(outcome) = self.observe(event) {
                 return outcome;
@@ -234,7 +213,7 @@ impl Pending<'_> {
     }
 
     /// Folds one event in; `Some` when the transfer is over.
-    fn observe(&mut self, mut event: Event) -> Option<Result<Completion, TransferError>> {
+    fn observe(&mut self, mut event: Event) -> Option<Result<Transferred, TransferError>> {
         let memory = event.memory.take();
         if event.unlinked {
             self.live = false;
@@ -255,7 +234,7 @@ impl Pending<'_> {
         }
         Some(match self.response.take() {
             Some(response) if response.status.is_ok() => {
-                Ok(Completion { event: response, memory: memory.unwrap_or_default() })
+                Ok(Transferred { event: response, memory: memory.unwrap_or_default() })
             }
             Some(response) => {
                 Err(TransferError::Failed { kind: response.kind, status: response.status })
@@ -275,7 +254,7 @@ impl Drop for Pending<'_> {
 }
 
 /// The REPLY data: the GET's buffer (one segment) cut to the length received.
-fn reply_data(completion: Completion) -> Vec<u8> {
+fn reply_data(completion: Transferred) -> Vec<u8> {
     let length = completion.event.mlength as usize;
     let mut data = completion.memory.into_segments().next().unwrap_or_default();
     data.truncate(length);

@@ -17,7 +17,7 @@
 //! more (socket I/O, another core) is queued and the I/O thread rung through
 //! [`Wakes::ring`].
 //!
-//! * Transmit: [`drain`](crate::driver::drain) records the transmit in `core.in_flight`, then
+//! * Transmit: [`drain`](fn@crate::driver::drain) records the transmit in `core.in_flight`, then
 //!   calls [`Lnd::transmit`]. The LND later (or at once) calls
 //!   [`Core::complete_send`] with a [`HealthStatus`](ulnet_proto::engine::HealthStatus); it
 //!   reads the payload with `core.engine.tx_payload(tx)` while the core is locked (slices of
@@ -27,7 +27,7 @@
 //!   [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record
 //!   `core.delayed.insert(rx, ni)` and stop reading that connection; the answer comes back through
 //!   [`Lnd::resume`]. `ProtocolError`: close the connection. Then call
-//!   [`drain`](crate::driver::drain) before unlocking, and [`Wakes::finish`] after.
+//!   [`drain`](fn@crate::driver::drain) before unlocking, and [`Wakes::finish`] after.
 //! * Shutdown ([`crate::driver::finish`]): the core is marked closed first (API calls fail, and
 //!   no new transmit or resume reaches an LND), then [`Lnd::shutdown`] runs with no lock held:
 //!   stop accepting input, fail with [`Core::complete_recv`] every receive the core told the LND
@@ -77,7 +77,7 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     );
 
     /// Write the output queued by transmits since the last flush, or, if `hold`, keep it for a
-    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver`]). Called
+    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver::hold`]). Called
     /// at the end of every drain, with the core locked; must not block.
     fn flush(
         &self,

@@ -67,3 +67,38 @@ fn a_shut_down_node_runs_no_batch() {
     assert_eq!(node.batch(|_| ran = true), Err(ShutDown));
     assert!(!ran);
 }
+
+#[test]
+fn every_declared_call_is_also_a_batch_call() {
+    // `api_calls!` makes each call that changes a node both ways: the lazy portal, ME and
+    // administration calls work inside a batch as they do on the node.
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let node = fabric_node(&fabric, 0);
+    let peer: Nid = "10.9.9.9@tcp".parse().unwrap();
+    node.batch(|calls| {
+        calls.set_lazy_portal(5).unwrap();
+        calls.clear_lazy_portal(5).unwrap();
+        let me = calls
+            .me_attach(5, ProcessId::ANY, 1, 0, UnlinkMode::Unlink, InsertPosition::After)
+            .unwrap();
+        calls.me_unlink(me).unwrap();
+        calls.peer_add(peer, &[], true, false).unwrap();
+        calls.set_peer_ni_priority(peer, 3).unwrap();
+        calls.reset_stats().unwrap();
+    })
+    .unwrap();
+    assert_eq!(node.peers().len(), 1);
+    assert_eq!(node.stats().mes, 0);
+}
+
+#[test]
+fn a_shut_down_node_refuses_each_call_with_its_own_error() {
+    let node = Node::loopback().unwrap();
+    node.shutdown();
+    let rejected = node.md_bind(MdSpec::new(Memory::new(vec![7])), UnlinkMode::Retain, None);
+    let rejected = rejected.unwrap_err();
+    assert_eq!((rejected.error, rejected.memory.to_vec()), (MdBindError::ShutDown, vec![7]));
+    assert_eq!(node.set_lazy_portal(1), Err(PortalError::ShutDown));
+    assert_eq!(node.peer_add(Nid::LO_0, &[], true, false), Err(AdminError::ShutDown));
+    assert_eq!(node.reset_stats(), Err(ShutDown));
+}

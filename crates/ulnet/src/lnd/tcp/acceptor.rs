@@ -21,8 +21,9 @@ use tokio::net::{TcpListener, TcpStream};
 use ulnet_proto::socklnd::handshake::{PassiveHandshake, PassiveStep};
 use ulnet_proto::wire::hello::Hello;
 
-use super::table::Cx;
-use super::{Inner, MAX_HANDSHAKES, deadline_instant, since_epoch, socket};
+use super::context::Cx;
+use super::ni::{Inner, MAX_HANDSHAKES};
+use super::{connection, deadline_instant, since_epoch, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 
@@ -146,6 +147,15 @@ async fn admit(
         let refusal = {
             let mut cx = Cx { inner, node: &node, core: &mut core, now, wakes: &mut wakes };
             cx.with_table(|table, cx| table.admit(cx, &mut handshake, &candidate, stream, loopback))
+        };
+        let refusal = match refusal {
+            Ok(new) => {
+                if let Some(new) = new {
+                    connection::start(inner, &node, new);
+                }
+                None
+            }
+            Err(refused) => Some(refused),
         };
         drain(&node, &mut core, now, &mut wakes);
         refusal

@@ -20,13 +20,19 @@ use std::sync::{Arc, Weak};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::Inner;
-use super::table::{ConnKey, Cx, Interest, Turn};
+use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
+use super::ni::Inner;
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 
+/// Starts the task of a connection the peer table just added.
+pub(super) fn start(inner: &Arc<Inner>, node: &Arc<Shared>, new: NewConn) {
+    let NewConn { key, stream, nudge } = new;
+    inner.spawn(run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge));
+}
+
 /// Drives one connection until it closes.
-pub(super) async fn run(
+async fn run(
     inner: Arc<Inner>,
     node: Weak<Shared>,
     key: ConnKey,

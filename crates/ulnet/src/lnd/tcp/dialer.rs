@@ -11,47 +11,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use ulnet_proto::addr::ProcessId;
-use ulnet_proto::socklnd::handshake::{
-    ActiveError, ActiveHandshake, ActiveOutcome, ActiveSetupError, ActiveStep,
-};
+use ulnet_proto::socklnd::handshake::{ActiveError, ActiveHandshake, ActiveStep};
 use ulnet_proto::socklnd::peer_conns::DialRequest;
 use ulnet_proto::wire::hello::Hello;
 
-use super::table::Cx;
-use super::{Inner, deadline_instant, since_epoch, socket};
+use super::context::{Cx, DialError, Dialled};
+use super::ni::Inner;
+use super::{connection, deadline_instant, since_epoch, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
-
-/// A connection whose handshake completed, waiting for the peer table's verdict.
-pub(super) struct Dialled {
-    pub(super) stream: TcpStream,
-    pub(super) outcome: ActiveOutcome,
-    /// Both ends have the same IP (duplicates are then allowed).
-    pub(super) loopback: bool,
-}
-
-/// Why a dial produced no handshake outcome.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum DialError {
-    #[error("peer NID {0} has no IP address")]
-    NoAddress(ProcessId),
-    #[error("connecting to {address}: {source}")]
-    Connect {
-        address: SocketAddr,
-        #[source]
-        source: io::Error,
-    },
-    #[error("connecting to {0}: timed out")]
-    ConnectTimeout(SocketAddr),
-    #[error("cannot start the handshake: {0}")]
-    Setup(#[from] ActiveSetupError),
-    #[error("socket error during the handshake: {0}")]
-    Io(#[from] io::Error),
-    #[error("handshake failed: {0}")]
-    Handshake(#[from] ActiveError),
-}
 
 /// Dials `peer` as `request` asks, then hands the result to the peer table.
 pub(super) async fn run(
@@ -73,7 +42,9 @@ pub(super) async fn run(
         }
         {
             let mut cx = Cx { inner: &inner, node: &node, core: &mut core, now, wakes: &mut wakes };
-            cx.with_table(|table, cx| table.on_dialled(cx, peer, result));
+            if let Some(new) = cx.with_table(|table, cx| table.on_dialled(cx, peer, result)) {
+                connection::start(&inner, &node, new);
+            }
         }
         drain(&node, &mut core, now, &mut wakes);
     }

@@ -25,12 +25,18 @@
 //!   into MD memory (`rx_segments_mut`).
 //! * [`writer`]: frames from `Conn::poll_transmit`, written with one non-blocking vectored write
 //!   of headers and MD memory (`tx_payload`) slices.
+//! * [`ni`]: the NI's state its calls and tasks share (identity, tunables, counters, the inbox
+//!   of work for the I/O thread); [`context`]: what the parts pass between them (the call
+//!   context `Cx`, `ConnKey`, `CloseCause`...). They sit below the rest, so the imports form no
+//!   circle: reader and writer below the table, the table below the connection task, the dialer
+//!   and the acceptor on top (they start the tasks of the connections the table adds), and
+//!   this module over all (the [`Lnd`] itself).
 //!
 //! # Threads and locks
 //!
 //! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
 //! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
-//! peer table lives with the core (`Core::take_lnd_state`, through `Cx::with_table`), so the
+//! peer table lives with the core (`Core::tcp_tables`, through `Cx::with_table`), so the
 //! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
 //! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
 //! leaf lock: work
@@ -40,7 +46,7 @@
 //! A transmit queues its message on a connection; the end of the drain that produced it writes
 //! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
 //! caller's thread (no wake-up, no thread hop) unless the caller is streaming and the runtime
-//! holds the output back for a batch ("Batching" in [`crate::driver`]). A burst is the
+//! holds the output back for a batch ("Batching" in [`crate::driver::hold`]). A burst is the
 //! exception: once a drain has queued half as many messages for a connection as its previous
 //! drain did (at least four), they are written at once, so the peer works on them while the
 //! rest is produced (`table::early_write_due`, decision 0011). What the socket does not take
@@ -67,7 +73,9 @@
 
 mod acceptor;
 mod connection;
+mod context;
 mod dialer;
+mod ni;
 mod reader;
 mod socket;
 mod sys;
@@ -75,16 +83,14 @@ mod table;
 mod writer;
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::Notify;
-use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::addr::Nid;
 use ulnet_proto::engine::{NiId, Resume, Transmit};
 use ulnet_proto::socklnd::handshake::AcceptConfig;
-use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
+use ulnet_proto::socklnd::peer_conns::PeerConfig;
 use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 use ulnet_proto::time::Time;
 use ulnet_proto::wire::hello::LocalIdentity;
@@ -94,7 +100,9 @@ use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
-use table::Cx;
+use context::Cx;
+use ni::{Counters, Inbox, Inner};
+pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,62 +158,9 @@ pub(crate) struct TcpLnd {
     inner: Arc<Inner>,
 }
 
-/// What the LND's tasks share.
-pub(crate) struct Inner {
-    ni: NiId,
-    /// Our NID, pid and incarnation, as hellos carry them.
-    identity: LocalIdentity,
-    /// The NI's IP: the listener's address and the source address of outgoing connections.
-    ip: IpAddr,
-    tunables: SocklndTunables,
-    peer_config: PeerConfig,
-    /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
-    /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
-    conns_per_peer: AtomicU8,
-    accept: AcceptConfig,
-    /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
-    listener: Mutex<Option<std::net::TcpListener>>,
-    /// The acceptor task, stopped when the NI is removed (`TcpLnd::retire`).
-    acceptor: Mutex<Option<tokio::task::AbortHandle>>,
-    runtime: OnceLock<tokio::runtime::Handle>,
-    node: OnceLock<Weak<Shared>>,
-    /// Leaf lock: work posted for the I/O thread.
-    inbox: Mutex<Inbox>,
-    /// Try privileged source ports; cleared for good on the first EACCES.
-    privileged_ports: AtomicBool,
-    /// Passive handshakes under way, bounded by [`MAX_HANDSHAKES`].
-    handshakes: AtomicU64,
-    /// When [`Lnd::poll`] next scans the peers' timers (nanoseconds of [`Time`]).
-    next_scan: AtomicU64,
-    counters: Counters,
-}
-
-/// Most incoming connections in their handshake at once; more are closed at once. The kernel
-/// bounds them with its connd threads and the listen backlog.
-pub const MAX_HANDSHAKES: u64 = 1024;
-
 /// Longest gap between two scans of the peers' timers. Deadlines are at least `keepalive` or
 /// `sock_timeout` away when armed, so a scan this often finds each within this much of due.
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
-
-#[derive(Default)]
-struct Counters {
-    conns_accepted: AtomicU64,
-    conns_dialled: AtomicU64,
-    conns_closed: AtomicU64,
-    handshakes_failed: AtomicU64,
-    dials_failed: AtomicU64,
-    protocol_errors: AtomicU64,
-    timeouts: AtomicU64,
-    peer_reboots: AtomicU64,
-}
-
-/// Work for the I/O thread, posted from any thread.
-#[derive(Default)]
-struct Inbox {
-    dials: Vec<(ProcessId, DialRequest)>,
-    nudges: Vec<Arc<Notify>>,
-}
 
 impl TcpLnd {
     /// The LND for NI `ni` with `nid` (an IPv4 or IPv6 NID); binds the listener unless
@@ -452,29 +407,6 @@ impl Lnd for TcpLnd {
 }
 
 impl Inner {
-    /// The configuration a peer met now gets: `conns_per_peer` as currently set.
-    fn peer_config_now(&self) -> PeerConfig {
-        let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);
-        PeerConfig { max_conns_per_type, ..self.peer_config }
-    }
-
-    fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
-        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Asks the I/O thread to start a dial.
-    fn post_dial(&self, node: &Arc<Shared>, wakes: &mut Wakes, peer: ProcessId, dial: DialRequest) {
-        self.lock_inbox().dials.push((peer, dial));
-        wakes.ring(node);
-    }
-
-    /// Asks the I/O thread to wake a connection's task (it has output, input to resume, or
-    /// was closed).
-    fn post_nudge(&self, node: &Arc<Shared>, wakes: &mut Wakes, nudge: &Arc<Notify>) {
-        self.lock_inbox().nudges.push(Arc::clone(nudge));
-        wakes.ring(node);
-    }
-
     /// Carries out the posted work; on the I/O thread.
     fn run_inbox(self: &Arc<Self>, node: &Arc<Shared>) {
         let (dials, nudges) = {
@@ -487,18 +419,6 @@ impl Inner {
         for (peer, dial) in dials {
             self.spawn(dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial));
         }
-    }
-
-    /// Spawns a task on the I/O runtime (from any thread).
-    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        match self.runtime.get() {
-            Some(runtime) => drop(runtime.spawn(task)),
-            None => tracing::error!("TCP LND task spawned before start"),
-        }
-    }
-
-    fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
-        counter(&self.counters).fetch_add(1, Ordering::Relaxed);
     }
 }
 

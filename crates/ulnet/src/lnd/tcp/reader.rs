@@ -20,8 +20,8 @@ use ulnet_proto::socklnd::conn::{Conn, RecvEvent};
 use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
 
+use super::context::{CloseCause, ConnKey, MAX_IOVECS};
 use super::since_epoch;
-use super::table::{CloseCause, ConnKey};
 use crate::driver::Core;
 
 /// Bytes of input a connection buffers: headers, and the payload of small messages.
@@ -29,8 +29,6 @@ pub const READ_BUFFER_LEN: usize = 64 << 10;
 /// Payloads at least this long are read straight into MD memory; shorter ones pass through the
 /// read buffer (one copy of a few KiB, in exchange for fewer system calls).
 pub const DIRECT_READ_MIN: u32 = 16 << 10;
-/// Most buffers in one vectored read or write (Linux's `UIO_MAXIOV`).
-pub const MAX_IOVECS: usize = 1024;
 
 /// Most messages handled in one turn before the task yields (and the core lock is released),
 /// so one busy connection does not starve the node's other work.

@@ -2,7 +2,7 @@
 //! sockets, the messages waiting for a connection, and the glue between all that and the core.
 //!
 //! The table is only touched with the core locked, so its methods get both: the core in a
-//! [`Cx`], the table as `self`. They never call [`drain`](crate::driver::drain) (which calls
+//! [`Cx`], the table as `self`. They never call [`drain`](fn@crate::driver::drain) (which calls
 //! back into the LND, and so into this table); their callers do, after releasing the table.
 //!
 //! A peer is keyed by its process id as the kernel keys `ksock_peer_ni`: the next-hop NID and
@@ -16,27 +16,25 @@
 use std::collections::VecDeque;
 
 use foldhash::HashMap;
-use std::io;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use ulnet_proto::addr::ProcessId;
-use ulnet_proto::engine::{HealthStatus, ParseError, RecvAction, Resume, RxId, Transmit, TxId};
-use ulnet_proto::socklnd::conn::ConnError;
+use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, Resume, RxId, Transmit, TxId};
 use ulnet_proto::socklnd::handshake::{Candidate, PassiveHandshake, PassiveStep};
 use ulnet_proto::socklnd::peer_conns::{
-    ActiveResolution, CloseReason, ClosedConn, PeerConns, PeerQueueError, TimeoutAction,
+    ActiveResolution, ClosedConn, PeerConns, PeerQueueError, TimeoutAction,
 };
 use ulnet_proto::socklnd::{ConnId, MessageToken};
 use ulnet_proto::time::Time;
 use ulnet_proto::wire::header::Header;
 
-use super::dialer::{DialError, Dialled};
+use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
+use super::ni::Inner;
 use super::reader::{ReadCx, ReadOutcome, Reader};
 use super::writer::{Flushed, Writer};
-use super::{Inner, connection, since_epoch, socket, time_of};
-use crate::driver::{Core, Shared, Wakes};
+use super::{since_epoch, socket, time_of};
 use crate::lnd::Output;
 
 /// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
@@ -45,30 +43,47 @@ pub const MAX_PEERS: usize = 1 << 16;
 /// default) keep the real number far lower; this only stops a bug from growing the queue.
 pub const MAX_PENDING_MESSAGES: usize = 4096;
 
-/// What the table's methods work with besides the table: the core (locked), the time, and
-/// where to post wake-ups.
-pub(super) struct Cx<'a> {
-    pub(super) inner: &'a Arc<Inner>,
-    pub(super) node: &'a Arc<Shared>,
-    pub(super) core: &'a mut Core,
-    pub(super) now: Time,
-    pub(super) wakes: &'a mut Wakes,
-}
-
 impl Cx<'_> {
     /// Runs `call` on the NI's peer table. The table lives with the core
-    /// ([`Core::take_lnd_state`]): the core lock, which every caller holds, is its only lock.
+    /// ([`Core::tcp_tables`](crate::driver::Core::tcp_tables)): the core lock, which every
+    /// caller holds, is its only lock.
     pub(super) fn with_table<R>(&mut self, call: impl FnOnce(&mut PeerTable, &mut Self) -> R) -> R {
         let ni = self.inner.ni;
-        let mut table = self.core.take_lnd_state::<PeerTable>(ni);
+        let mut table = self.core.tcp_tables.take(ni);
         let result = call(&mut table, self);
-        self.core.put_lnd_state(ni, table);
+        self.core.tcp_tables.put(ni, table);
         result
     }
 }
 
+/// The peer table of each TCP NI, by NI, kept in the [`Core`](crate::driver::Core) (guarded by
+/// the core lock alone). A table is taken out for the length of one call, so that it can be
+/// borrowed next to the core, and put back before the lock is released; boxed, so that taking
+/// it moves a pointer. Typed: no other LND's state can be found in its place.
 #[derive(Default)]
-pub(super) struct PeerTable {
+pub(crate) struct PeerTables(Vec<Option<Box<PeerTable>>>);
+
+impl PeerTables {
+    /// Takes the table of NI `ni`: an empty one the first time (a new NI has no peers yet).
+    fn take(&mut self, ni: NiId) -> Box<PeerTable> {
+        let slot = self.0.get_mut(usize::from(ni.0)).and_then(Option::take);
+        slot.unwrap_or_default()
+    }
+
+    /// Puts back what [`take`](Self::take) took.
+    fn put(&mut self, ni: NiId, table: Box<PeerTable>) {
+        let index = usize::from(ni.0);
+        if self.0.len() <= index {
+            self.0.resize_with(index + 1, || None);
+        }
+        if let Some(slot) = self.0.get_mut(index) {
+            *slot = Some(table);
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct PeerTable {
     peers: HashMap<ProcessId, Peer>,
     /// The core's transmit behind each message token handed to the framing.
     tokens: HashMap<MessageToken, TxId>,
@@ -81,30 +96,6 @@ pub(super) struct PeerTable {
     next_serial: u64,
     /// The LND shut down: nothing new is accepted.
     closed: bool,
-}
-
-/// Names a connection for its task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct ConnKey {
-    pub(super) peer: ProcessId,
-    pub(super) serial: u64,
-}
-
-/// What a connection's task should wait for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Interest {
-    pub(super) read: bool,
-    pub(super) write: bool,
-}
-
-/// How a receive turn left the connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Turn {
-    Closed,
-    /// Still open; `more`: the turn's budget ran out with input possibly waiting.
-    Open {
-        more: bool,
-    },
 }
 
 struct Peer {
@@ -146,84 +137,6 @@ struct ConnIo {
     /// Messages queued since the last drain ended, and how many the drain before queued.
     drain_count: u32,
     last_drain: u32,
-}
-
-/// Why an established connection closes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(super) enum CloseCause {
-    #[error("closed by the peer")]
-    PeerClosed,
-    #[error("socket error: {0}")]
-    Io(io::ErrorKind),
-    /// The stream ended inside a message.
-    #[error("stream ended inside a message")]
-    Truncated,
-    /// Framing the peer got wrong: bad ksock header, bad LNet header, an unknown ZC cookie...
-    #[error("malformed stream: {0}")]
-    Malformed(ConnError),
-    /// The core refused a well-framed header (wrong destination, GET with payload...).
-    #[error("message refused: {0}")]
-    Refused(ParseError),
-    /// Nothing moved for `sock_timeout`.
-    #[error("{0}")]
-    Timeout(ConnError),
-    #[error("ZC requests unacknowledged for sock_timeout")]
-    StaleZcRequests,
-    /// The peer came back with a new incarnation (or protocol): its old connections go.
-    #[error("the peer rebooted")]
-    PeerRebooted,
-    /// The core gave up on the path (fast failover suspects a black hole) or the NI's link
-    /// went down: what the connection holds fails back to be resent elsewhere.
-    #[error("path reset (black hole suspected or link down)")]
-    Reset,
-    /// A bug of ours; the connection cannot be trusted any more.
-    #[error("internal error: {0}")]
-    Internal(&'static str),
-}
-
-impl CloseCause {
-    pub(super) fn from_conn_error(error: ConnError) -> Self {
-        match error {
-            ConnError::ReceiveTimeout | ConnError::SendTimeout => Self::Timeout(error),
-            ConnError::EofMidMessage => Self::Truncated,
-            ConnError::NotReceivingPayload
-            | ConnError::PayloadOverrun { .. }
-            | ConnError::TransmitOverrun { .. } => Self::Internal("socklnd framing misused"),
-            ConnError::KsockHeader(_)
-            | ConnError::MalformedZcAck(_)
-            | ConnError::UnknownZcCookie(_)
-            | ConnError::LnetHeader(_)
-            | ConnError::InvalidMessage(_)
-            | ConnError::TooManyZcAcks(_) => Self::Malformed(error),
-        }
-    }
-
-    /// The health status of the messages the connection still held.
-    /// lustre: socklnd_cb.c `ksocknal_txlist_done()` (timeouts are local timeouts; a peer that
-    /// went away or reset drops them; anything else is a local error).
-    fn status(self) -> HealthStatus {
-        match self {
-            Self::Timeout(_) | Self::StaleZcRequests => HealthStatus::LocalTimeout,
-            Self::PeerClosed | Self::Io(_) | Self::Truncated | Self::PeerRebooted | Self::Reset => {
-                HealthStatus::RemoteDropped
-            }
-            Self::Malformed(_) | Self::Refused(_) => HealthStatus::RemoteError,
-            Self::Internal(_) => HealthStatus::LocalError,
-        }
-    }
-
-    fn is_protocol_error(self) -> bool {
-        matches!(self, Self::Malformed(_) | Self::Refused(_))
-    }
-}
-
-impl From<CloseReason> for CloseCause {
-    fn from(reason: CloseReason) -> Self {
-        match reason {
-            CloseReason::Conn(error) => Self::from_conn_error(error),
-            CloseReason::StaleZcRequests => Self::StaleZcRequests,
-        }
-    }
 }
 
 impl PeerTable {
@@ -393,13 +306,12 @@ impl PeerTable {
         cx: &mut Cx<'_>,
         peer_id: ProcessId,
         result: Result<Dialled, DialError>,
-    ) {
+    ) -> Option<NewConn> {
         if self.closed {
-            return;
+            return None;
         }
-        let Some(peer) = self.peers.get_mut(&peer_id) else {
-            return;
-        };
+        let peer = self.peers.get_mut(&peer_id)?;
+        let mut started = None;
         let now = since_epoch(cx.now);
         match result {
             Err(error) => {
@@ -422,7 +334,7 @@ impl PeerTable {
                 ActiveResolution::Added(id) => {
                     cx.inner.count(|c| &c.conns_dialled);
                     tracing::debug!(peer = %peer_id, conn = id.0, "connection dialled");
-                    self.install(cx, peer_id, id, dialled.stream, Vec::new());
+                    started = self.install(cx, peer_id, id, dialled.stream, Vec::new());
                 }
                 ActiveResolution::Closed { reason, torn_down } => {
                     cx.inner.count(|c| &c.dials_failed);
@@ -434,10 +346,12 @@ impl PeerTable {
         if self.peers.get(&peer_id).is_some_and(|peer| peer.building || !peer.pending.is_empty()) {
             self.start_dial(cx, peer_id);
         }
+        started
     }
 
     /// An incoming connection's hello is in: judge it (race, reboot, duplicates), answer, and
-    /// add it. Returns the socket with the bytes to write before closing it when refused.
+    /// add it. Returns the new connection (for the caller to start), or, when refused, the
+    /// socket with the bytes to write before closing it.
     /// lustre: socklnd.c `ksocknal_create_conn()` (passive).
     pub(super) fn admit(
         &mut self,
@@ -446,14 +360,14 @@ impl PeerTable {
         candidate: &Candidate,
         stream: TcpStream,
         loopback: bool,
-    ) -> Option<(TcpStream, Vec<u8>)> {
+    ) -> Result<Option<NewConn>, (TcpStream, Vec<u8>)> {
         if self.closed {
-            return Some((stream, Vec::new()));
+            return Err((stream, Vec::new()));
         }
         let peer_id = candidate.hello.peer;
         let Some(peer) = peer_entry(&mut self.peers, cx.inner, peer_id) else {
             tracing::warn!(peer = %peer_id, "peer table full ({MAX_PEERS}): connection refused");
-            return Some((stream, Vec::new()));
+            return Err((stream, Vec::new()));
         };
         let admission = peer.conns.admit_passive(candidate, loopback);
         let step = handshake.decide(admission.admission);
@@ -461,22 +375,21 @@ impl PeerTable {
         match step {
             Ok(PassiveStep::Established { established, reply }) => {
                 let Some(peer) = self.peers.get_mut(&peer_id) else {
-                    return Some((stream, Vec::new()));
+                    return Err((stream, Vec::new()));
                 };
                 let id = peer.conns.add_conn(since_epoch(cx.now), &established);
                 cx.inner.count(|c| &c.conns_accepted);
                 tracing::debug!(peer = %peer_id, conn = id.0, "connection accepted");
-                self.install(cx, peer_id, id, stream, reply);
-                None
+                Ok(self.install(cx, peer_id, id, stream, reply))
             }
             Ok(PassiveStep::Rejected(rejection)) => {
                 tracing::debug!(peer = %peer_id, reason = ?rejection.reason, "connection refused");
                 self.forget_if_idle(peer_id);
-                Some((stream, rejection.reply))
+                Err((stream, rejection.reply))
             }
             Ok(PassiveStep::NeedMore(_) | PassiveStep::Decide(_)) | Err(_) => {
                 self.forget_if_idle(peer_id);
-                Some((stream, Vec::new()))
+                Err((stream, Vec::new()))
             }
         }
     }
@@ -637,8 +550,8 @@ impl PeerTable {
         }
     }
 
-    /// A connection joined the peer's set: give it a task, tell the core the peer is up, and
-    /// move waiting messages onto the set.
+    /// A connection joined the peer's set: tell the core the peer is up, and move waiting
+    /// messages onto the set. Returns the connection, whose task the caller starts.
     fn install(
         &mut self,
         cx: &mut Cx<'_>,
@@ -646,12 +559,10 @@ impl PeerTable {
         id: ConnId,
         stream: TcpStream,
         preamble: Vec<u8>,
-    ) {
+    ) -> Option<NewConn> {
         let serial = self.next_serial;
         self.next_serial = self.next_serial.wrapping_add(1);
-        let Some(peer) = self.peers.get_mut(&peer_id) else {
-            return;
-        };
+        let peer = self.peers.get_mut(&peer_id)?;
         let stream = Arc::new(stream);
         let nudge = Arc::new(Notify::new());
         let first = peer.io.is_empty();
@@ -669,13 +580,6 @@ impl PeerTable {
             last_drain: 0,
         });
         let key = ConnKey { peer: peer_id, serial };
-        cx.inner.spawn(connection::run(
-            Arc::clone(cx.inner),
-            Arc::downgrade(cx.node),
-            key,
-            stream,
-            nudge,
-        ));
         if first {
             if let Err(error) =
                 cx.core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, true)
@@ -700,6 +604,7 @@ impl PeerTable {
         for id in ids {
             self.flush(cx, peer_id, id);
         }
+        Some(NewConn { key, stream, nudge })
     }
 
     /// Closes one connection: fails what it held, shuts the socket, wakes its task so it
@@ -832,10 +737,17 @@ pub(super) fn early_write_due(unwritten: u32, last_drain: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use ulnet_proto::socklnd::zc::UnknownZcCookie;
-    use ulnet_proto::wire::ksock::{KsockError, ZcAck};
-
     use super::*;
+
+    #[test]
+    fn a_peer_table_taken_out_comes_back_to_its_ni() {
+        let mut tables = PeerTables::default();
+        let mut table = tables.take(NiId(2));
+        table.next_serial = 7;
+        tables.put(NiId(2), table);
+        assert_eq!(tables.take(NiId(1)).next_serial, 0, "each NI has its own table");
+        assert_eq!(tables.take(NiId(2)).next_serial, 7);
+    }
 
     #[test]
     fn a_drain_writes_the_first_half_of_a_burst_early() {
@@ -850,35 +762,5 @@ mod tests {
         assert!(!early_write_due(31, 64));
         assert!(early_write_due(32, 64));
         assert!(early_write_due(4, 7) && !early_write_due(3, 7));
-    }
-
-    #[test]
-    fn close_causes_are_classified_as_the_kernel_does() {
-        let unknown =
-            ConnError::UnknownZcCookie(UnknownZcCookie { ack: ZcAck::Single(9), unknown: 1 });
-        let malformed = CloseCause::from_conn_error(unknown);
-        assert_eq!(malformed, CloseCause::Malformed(unknown));
-        assert!(malformed.is_protocol_error());
-        assert_eq!(malformed.status(), HealthStatus::RemoteError);
-        let bad_type =
-            CloseCause::from_conn_error(ConnError::KsockHeader(KsockError::UnknownMsgType(7)));
-        assert!(bad_type.is_protocol_error());
-
-        let timeout = CloseCause::from_conn_error(ConnError::SendTimeout);
-        assert_eq!(timeout, CloseCause::Timeout(ConnError::SendTimeout));
-        assert!(!timeout.is_protocol_error());
-        assert_eq!(timeout.status(), HealthStatus::LocalTimeout);
-
-        assert_eq!(CloseCause::from_conn_error(ConnError::EofMidMessage), CloseCause::Truncated);
-        assert_eq!(CloseCause::Truncated.status(), HealthStatus::RemoteDropped);
-        assert_eq!(CloseCause::PeerRebooted.status(), HealthStatus::RemoteDropped);
-        assert!(matches!(
-            CloseCause::from_conn_error(ConnError::TransmitOverrun { excess: 1 }),
-            CloseCause::Internal(_)
-        ));
-        assert_eq!(
-            CloseCause::from(CloseReason::StaleZcRequests).status(),
-            HealthStatus::LocalTimeout
-        );
     }
 }

@@ -24,9 +24,8 @@ use ulnet_proto::socklnd::MessageToken;
 use ulnet_proto::socklnd::conn::{Conn, Frame};
 use ulnet_proto::time::Time;
 
-use super::reader::MAX_IOVECS;
+use super::context::{CloseCause, MAX_IOVECS};
 use super::since_epoch;
-use super::table::CloseCause;
 use crate::driver::Core;
 
 /// Most frames gathered into one vectored write.
@@ -111,7 +110,7 @@ impl Writer {
         stream: &TcpStream,
         tokens: &HashMap<MessageToken, TxId>,
     ) -> Result<io::Result<usize>, CloseCause> {
-        let mut slices = Slices::new();
+        let mut slices = IoSlices::new();
         if let Some(rest) = self.preamble.get(self.preamble_written..) {
             if !rest.is_empty() {
                 slices.push(IoSlice::new(rest));
@@ -188,13 +187,13 @@ impl Writer {
 const INLINE_SLICES: usize = 32;
 
 /// The slices of one vectored write: on the stack while few, in a `Vec` beyond that.
-struct Slices<'a> {
+struct IoSlices<'a> {
     inline: [IoSlice<'a>; INLINE_SLICES],
     count: usize,
     spilled: Vec<IoSlice<'a>>,
 }
 
-impl<'a> Slices<'a> {
+impl<'a> IoSlices<'a> {
     fn new() -> Self {
         Self { inline: [IoSlice::new(&[]); INLINE_SLICES], count: 0, spilled: Vec::new() }
     }
@@ -228,7 +227,7 @@ mod tests {
     fn slices_keep_order_past_the_inline_room() {
         let bytes: Vec<[u8; 1]> = (0..=INLINE_SLICES as u8 + 8).map(|i| [i]).collect();
         for count in [0, 1, INLINE_SLICES, INLINE_SLICES + 1, bytes.len()] {
-            let mut slices = Slices::new();
+            let mut slices = IoSlices::new();
             for byte in &bytes[..count] {
                 slices.push(IoSlice::new(byte));
             }

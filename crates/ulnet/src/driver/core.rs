@@ -1,0 +1,240 @@
+//! The state behind the core lock ([`Core`]: the engine plus the runtime's bookkeeping about
+//! it) and what a node shares between its handles, its I/O thread and other nodes' fabric LNDs
+//! ([`Shared`]).
+
+use foldhash::HashMap;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use ulnet_proto::engine::{Completion, Event, HealthStatus, MdHandle, NiId, RxId, TxId};
+use ulnet_proto::time::Time;
+
+use super::doorbell::Doorbell;
+use super::hold::OutputHold;
+use crate::event_queue::EqShared;
+use crate::lnd::Lnd;
+use crate::lnd::tcp::PeerTables;
+
+/// What a node shares between its handles, its I/O thread and other nodes' fabric LNDs.
+pub(crate) struct Shared {
+    /// Unique in the process; orders core locks.
+    pub(crate) id: u64,
+    pub(crate) core: Mutex<Core>,
+    pub(crate) doorbell: Doorbell,
+    /// Set by `Node::shutdown`: the I/O thread leaves its loop and runs
+    /// [`finish`](super::shutdown::finish).
+    pub(crate) closing: AtomicBool,
+    /// Every event queue created for this node, closed at shutdown.
+    pub(crate) queues: Mutex<Vec<Weak<EqShared>>>,
+    pub(crate) counters: Counters,
+    /// How long a waiting thread spins before it parks.
+    pub(crate) spin: Duration,
+    /// Whether output made on callers' threads is held back ([`super::hold`]).
+    pub(crate) output_hold: OutputHold,
+    /// The I/O thread's runtime, once it runs: an NI added live starts its LND tasks there.
+    pub(crate) runtime: OnceLock<tokio::runtime::Handle>,
+}
+
+/// The LNDs of a node's NIs, indexed by `NiId` (see [`Core::lnds`]).
+pub(crate) type Lnds = Arc<[Option<Arc<dyn Lnd>>]>;
+
+/// What a caller blocked on a core completion waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CompletionKey {
+    Ping(u64),
+    Discovery(u64),
+}
+
+/// Runtime counters (the core keeps its own statistics).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Times the I/O thread was woken from a park by a doorbell.
+    pub(crate) io_wakeups: AtomicU64,
+    /// Events whose MD had no live event queue any more.
+    pub(crate) events_unrouted: AtomicU64,
+    /// Transmits failed because their NI had no LND (a bug) or the node was closing.
+    pub(crate) transmits_failed_locally: AtomicU64,
+    /// Write system calls on LND sockets.
+    pub(crate) socket_writes: AtomicU64,
+}
+
+/// The core plus the runtime's bookkeeping about it, all behind one mutex.
+pub(crate) struct Core {
+    pub(crate) engine: ulnet_proto::engine::Node,
+    /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core) and for
+    /// removed NIs. Replaced whole when an NI is added or removed (`crate::ni_live`), under
+    /// this lock, so the core never produces a transmit for an NI the runtime does not know;
+    /// readers that must not hold the lock clone the `Arc`.
+    pub(crate) lnds: Lnds,
+    /// Transmits handed to an LND and not yet completed, with their NI. Completing through
+    /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
+    /// shutdown knows what to fail.
+    pub(crate) in_flight: HashMap<TxId, NiId>,
+    /// The TCP LND's peer tables, by NI: guarded by the core lock alone, so using them costs
+    /// no lock (no atomics) of their own. Typed, so an LND cannot find another's state.
+    pub(crate) tcp_tables: PeerTables,
+    /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
+    pub(crate) delayed: HashMap<RxId, NiId>,
+    /// The event queue of every MD created with one, by handle cookie: the queue's id, a
+    /// plain number, so that making and ending an MD costs no reference-count atomics.
+    pub(crate) routes: HashMap<u64, u64>,
+    /// Every event queue an MD of the node named, by id, weak (the application owns its
+    /// queues); dead ones are swept when it has doubled since the last sweep.
+    pub(super) queue_registry: HashMap<u64, Weak<EqShared>>,
+    pub(super) queue_registry_sweep_at: usize,
+    /// The core timer deadline the I/O thread last armed; an API call that moves the core's
+    /// deadline earlier rings the doorbell.
+    pub(crate) armed: Time,
+    /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
+    /// sender (at shutdown) wakes its caller with an error.
+    pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
+    /// Buffers [`route_events`](super::event_route::route_events) keeps for their allocations.
+    pub(super) event_scratch: VecDeque<Event>,
+    pub(super) event_targets: Vec<Option<usize>>,
+    /// The queues events went to lately, kept across calls so that routing a batch costs no
+    /// `Weak::upgrade` and drop (atomic read-modify-writes) per queue; one nobody else holds
+    /// any more is let go at the next batch.
+    pub(super) event_queues: Vec<Arc<EqShared>>,
+    pub(super) event_run: VecDeque<Event>,
+    /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
+    /// so the link watcher must not clear the flag when their interface looks fine.
+    pub(crate) draining: Vec<NiId>,
+    /// API calls fail with `ShutDown`; transmits fail locally.
+    pub(crate) closed: bool,
+    /// [`finish`](super::shutdown::finish) ran to the end.
+    pub(crate) finished: bool,
+}
+
+impl Core {
+    pub(crate) fn new(engine: ulnet_proto::engine::Node, lnds: Lnds) -> Self {
+        Self {
+            engine,
+            lnds,
+            in_flight: HashMap::default(),
+            delayed: HashMap::default(),
+            routes: HashMap::default(),
+            tcp_tables: PeerTables::default(),
+            queue_registry: HashMap::default(),
+            queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
+            completions: HashMap::default(),
+            armed: Time::MAX,
+            event_scratch: VecDeque::new(),
+            event_targets: Vec::new(),
+            event_queues: Vec::new(),
+            event_run: VecDeque::new(),
+            draining: Vec::new(),
+            closed: false,
+            finished: false,
+        }
+    }
+
+    /// Sends the events of `md` to `queue` (a queue of this node).
+    pub(crate) fn route(&mut self, md: MdHandle, queue: &Arc<EqShared>) {
+        self.routes.insert(md.0, queue.id);
+        if self.queue_registry.contains_key(&queue.id) {
+            return;
+        }
+        if self.queue_registry.len() >= self.queue_registry_sweep_at {
+            self.queue_registry.retain(|_, queue| queue.strong_count() > 0);
+            self.queue_registry_sweep_at =
+                (self.queue_registry.len() * 2).max(MIN_QUEUE_REGISTRY_SWEEP);
+        }
+        self.queue_registry.insert(queue.id, Arc::downgrade(queue));
+    }
+
+    /// The LND of NI `ni`, if it has one.
+    pub(crate) fn lnd(&self, ni: NiId) -> Option<Arc<dyn Lnd>> {
+        self.lnds.get(usize::from(ni.0)).and_then(Option::clone)
+    }
+
+    /// Completes a transmit an LND held, exactly once: a transmit already completed (or failed
+    /// by shutdown) is ignored. Returns whether it was still held.
+    pub(crate) fn complete_send(&mut self, now: Time, tx: TxId, status: HealthStatus) -> bool {
+        if self.in_flight.remove(&tx).is_none() {
+            return false;
+        }
+        if let Err(error) = self.engine.handle_send_done(now, tx, status) {
+            tracing::error!(%error, "core refused a send completion");
+        }
+        true
+    }
+
+    /// Completes a receive an LND filled (or failed).
+    pub(crate) fn complete_recv(&mut self, now: Time, rx: RxId, status: HealthStatus) {
+        if let Err(error) = self.engine.handle_recv_done(now, rx, status) {
+            tracing::error!(%error, "core refused a receive completion");
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        // The core never panics on any input (its contract); recover rather than cascade if a
+        // runtime bug ever poisoned the lock.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The LNDs now (a snapshot, for callers that must not hold the core lock).
+    pub(crate) fn lnds(&self) -> Lnds {
+        Arc::clone(&self.lock().lnds)
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// A unique id per node in the process (orders core locks).
+pub(crate) fn next_node_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The smallest size of [`Core::queue_registry`] that is swept for dead queues.
+pub(super) const MIN_QUEUE_REGISTRY_SWEEP: usize = 16;
+
+/// Locks two different nodes' cores in id order (lock order rule 1) and returns them as
+/// (first, second) in the order asked.
+pub(crate) fn lock_pair<'a>(
+    first: &'a Shared,
+    second: &'a Shared,
+) -> (MutexGuard<'a, Core>, MutexGuard<'a, Core>) {
+    if first.id < second.id {
+        let a = first.lock();
+        let b = second.lock();
+        (a, b)
+    } else {
+        let b = second.lock();
+        let a = first.lock();
+        (a, b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_registry_forgets_dropped_queues() {
+        use crate::{MdSpec, Memory, UnlinkMode};
+        let node = crate::Node::loopback().unwrap();
+        let kept = node.event_queue(4);
+        for round in 0..200u8 {
+            // A queue per MD, dropped after its MD, as every blocking transfer makes.
+            let queue = node.event_queue(1);
+            let spec = MdSpec::new(Memory::new(vec![round]));
+            let md = node.md_bind(spec, UnlinkMode::Retain, Some(&queue)).unwrap();
+            node.md_unlink(md).unwrap();
+        }
+        node.md_bind(MdSpec::new(Memory::new(vec![0])), UnlinkMode::Retain, Some(&kept)).unwrap();
+        let core = node.shared().lock();
+        assert!(core.queue_registry.len() <= 2 * MIN_QUEUE_REGISTRY_SWEEP);
+        assert!(core.queue_registry.contains_key(&kept.shared.id));
+    }
+}

@@ -1,0 +1,196 @@
+//! Draining: carrying out everything the core produced (transmits to the LNDs, delayed
+//! receives that may proceed, events to their queues, completions to blocked callers) until it
+//! produces nothing more, then having the LNDs write, or hold back, the output
+//! ([`super::hold`] decides which). Runs with the core locked, on whichever thread made the
+//! core call.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ulnet_proto::engine::{Completion, HealthStatus, NiId, RecvAction};
+use ulnet_proto::time::Time;
+
+use super::core::{CompletionKey, Core, Lnds, Shared};
+use super::event_route::route_events;
+use super::wake::Wakes;
+use crate::clock;
+use crate::lnd::{Lnd, Output};
+
+/// Carries out everything the core produced, until it produces nothing more, and writes all
+/// the output. Runs with the core locked, on whichever thread made the core call.
+pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+    drain_and_flush(shared, core, now, wakes, false);
+}
+
+/// [`drain`] for an API call: output that continues a stream may be held back
+/// ([`super::hold`]).
+pub(crate) fn drain_call(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
+    drain_and_flush(shared, core, now, wakes, true);
+}
+
+fn drain_and_flush(
+    shared: &Arc<Shared>,
+    core: &mut Core,
+    now: Time,
+    wakes: &mut Wakes,
+    api_call: bool,
+) {
+    // One handle on the LNDs for the whole drain: they change only under this lock, and not
+    // from inside an LND call (`crate::ni_live`), so a clone per step would only cost atomics.
+    let lnds = Arc::clone(&core.lnds);
+    loop {
+        carry_out(shared, core, &lnds, now, wakes);
+        // Writing completes sends, which may free credits for more transmits: carry out again.
+        if !flush(shared, core, &lnds, now, wakes, api_call) {
+            break;
+        }
+    }
+    // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
+    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
+        core.armed = Time::ZERO;
+        wakes.ring(shared);
+    }
+}
+
+/// Has every LND write (or hold back) its queued output. Returns whether anything was written.
+fn flush(
+    shared: &Arc<Shared>,
+    core: &mut Core,
+    lnds: &Lnds,
+    now: Time,
+    wakes: &mut Wakes,
+    api_call: bool,
+) -> bool {
+    let hold = api_call && shared.output_hold.streaming(now);
+    let mut written = false;
+    for lnd in lnds.iter().flatten() {
+        match lnd.flush(shared, core, now, wakes, hold) {
+            Output::Written => written = true,
+            Output::Held => {
+                if shared.output_hold.hold(now) {
+                    // The I/O thread may sleep past the hold's deadline: have it look again.
+                    wakes.ring(shared);
+                }
+            }
+            Output::None => {}
+        }
+    }
+    if written && api_call {
+        shared.output_hold.wrote(now);
+    }
+    written
+}
+
+/// Carries out what the core produced until it produces nothing more.
+fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wakes: &mut Wakes) {
+    loop {
+        let mut progressed = false;
+        // Resets first: a probe of a path just given up on is queued after them.
+        while let Some(reset) = core.engine.poll_path_reset() {
+            progressed = true;
+            if let Some(lnd) = lnd_of(lnds, reset.ni).filter(|_| !core.closed) {
+                lnd.reset(shared, core, now, reset.peer, wakes);
+            }
+        }
+        let mut next = core.engine.poll_transmit();
+        while let Some(transmit) = next.take() {
+            progressed = true;
+            let lnd = if core.closed { None } else { lnd_of(lnds, transmit.ni) };
+            match lnd {
+                Some(lnd) => {
+                    core.in_flight.insert(transmit.tx, transmit.ni);
+                    lnd.transmit(shared, core, now, transmit, wakes);
+                }
+                None => {
+                    // Closing (or, a bug, an NI without an LND): the transmit fails here. Not a
+                    // resendable status, so this cannot loop.
+                    shared.counters.transmits_failed_locally.fetch_add(1, Ordering::Relaxed);
+                    if let Err(error) =
+                        core.engine.handle_send_done(now, transmit.tx, HealthStatus::LocalError)
+                    {
+                        tracing::error!(%error, "core refused a local send failure");
+                    }
+                }
+            }
+            next = core.engine.poll_transmit();
+        }
+        while let Some(resume) = core.engine.poll_resume() {
+            progressed = true;
+            let holder = core.delayed.remove(&resume.rx);
+            let lnd = if core.closed { None } else { holder.and_then(|ni| lnd_of(lnds, ni)) };
+            match lnd {
+                Some(lnd) => lnd.resume(shared, core, now, resume, wakes),
+                None => {
+                    // Nobody will read the payload any more: fail the receive.
+                    if let RecvAction::Deliver { rx, .. } = resume.action {
+                        core.complete_recv(now, rx, HealthStatus::LocalError);
+                    }
+                }
+            }
+        }
+        progressed |= route_events(shared, core, wakes);
+        while let Some(completion) = core.engine.poll_completion() {
+            progressed = true;
+            let key = match &completion {
+                Completion::Ping(result) => CompletionKey::Ping(result.id.0),
+                Completion::Discovery(result) => CompletionKey::Discovery(result.id.0),
+                // A kind this runtime does not wait for yet has no caller to wake.
+                _ => continue,
+            };
+            if let Some(waiter) = core.completions.remove(&key) {
+                wakes.complete(waiter, completion);
+            }
+        }
+        if !progressed {
+            break;
+        }
+    }
+}
+
+/// The LND of NI `ni` in `lnds`, borrowed.
+fn lnd_of(lnds: &Lnds, ni: NiId) -> Option<&Arc<dyn Lnd>> {
+    lnds.get(usize::from(ni.0)).and_then(Option::as_ref)
+}
+
+// ------------------------------------------------------------------ writing held output
+
+/// A thread is about to wait for something of the node: end the stream, so the next API call
+/// writes at once, and write the output held back, which may be what it waits for. Takes the
+/// core lock only if something is held. Call with no core lock held.
+pub(crate) fn before_wait(shared: &Arc<Shared>) {
+    if shared.output_hold.release() {
+        write_held(shared);
+    }
+}
+
+/// An event handler runs on this thread while this lives: what its calls write is held back,
+/// however they follow one another, and written when it is dropped (also on a panic, so the
+/// count of running handlers stays right).
+pub(crate) struct HandlerStream(Arc<Shared>);
+
+impl HandlerStream {
+    pub(crate) fn begin(shared: Arc<Shared>) -> Self {
+        shared.output_hold.begin_handler(clock::now());
+        Self(shared)
+    }
+}
+
+impl Drop for HandlerStream {
+    /// Writes what the handler's calls held back. Output held after the count drops arms the
+    /// I/O thread's check as usual.
+    fn drop(&mut self) {
+        self.0.output_hold.end_handler();
+        before_wait(&self.0);
+    }
+}
+
+/// Writes whatever the LNDs hold back.
+pub(super) fn write_held(shared: &Arc<Shared>) {
+    let mut wakes = Wakes::default();
+    {
+        let mut core = shared.lock();
+        let now = clock::now();
+        drain(shared, &mut core, now, &mut wakes);
+    }
+    wakes.finish();
+}

@@ -1,0 +1,52 @@
+//! The I/O thread's loop ([`run`]): the core's timer, held output that is due, LND polling,
+//! then sleep until the next deadline or a doorbell.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ulnet_proto::time::Time;
+
+use super::core::Shared;
+use super::drain::{drain, write_held};
+use super::hold::HeldCheck;
+use super::wake::Wakes;
+use crate::clock;
+
+/// The I/O thread's loop: core timer, LND polling, then sleep until the next deadline or a
+/// doorbell. Returns when the node is closing.
+pub(crate) async fn run(shared: &Arc<Shared>) {
+    loop {
+        if shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let now = clock::now();
+        let held_check = match shared.output_hold.check(now) {
+            HeldCheck::Idle => None,
+            HeldCheck::At(due) => Some(due),
+            HeldCheck::WriteNow => {
+                write_held(shared);
+                None
+            }
+        };
+        let mut wakes = Wakes::default();
+        let (mut next, lnds) = {
+            let mut core = shared.lock();
+            if core.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
+                core.engine.handle_timeout(now);
+                drain(shared, &mut core, now, &mut wakes);
+            }
+            core.armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
+            (core.armed, Arc::clone(&core.lnds))
+        };
+        wakes.finish();
+        for lnd in lnds.iter().flatten() {
+            if let Some(deadline) = lnd.poll(shared, now) {
+                next = next.min(deadline);
+            }
+        }
+        if let Some(due) = held_check {
+            next = next.min(due);
+        }
+        shared.doorbell.wait(next, shared.spin).await;
+    }
+}

@@ -1,0 +1,109 @@
+//! Wake-ups owed once the core lock is released ([`Wakes`]): collected while the lock is held
+//! and issued after, so nobody is woken only to block on the lock we hold.
+
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+
+use ulnet_proto::engine::Completion;
+
+use super::core::Shared;
+use crate::event_queue::EqShared;
+
+/// Wake-ups owed once the core lock is released.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    doorbells: ArcSet<Shared>,
+    queues: ArcSet<EqShared>,
+    /// Completions for blocked callers: sent after the unlock, else the woken caller's next
+    /// call would find the core still locked and sleep again.
+    completions: Vec<(SyncSender<Completion>, Completion)>,
+}
+
+impl Wakes {
+    /// Wake `node`'s I/O thread.
+    pub(crate) fn ring(&mut self, node: &Arc<Shared>) {
+        if !self.doorbells.contains(node) {
+            self.doorbells.insert(Arc::clone(node));
+        }
+    }
+
+    /// Wake `queue`'s consumers.
+    pub(super) fn queue(&mut self, queue: Arc<EqShared>) {
+        if !self.queues.contains(&queue) {
+            self.queues.insert(queue);
+        }
+    }
+
+    /// Hand `completion` to the caller blocked on `waiter`.
+    pub(super) fn complete(&mut self, waiter: SyncSender<Completion>, completion: Completion) {
+        self.completions.push((waiter, completion));
+    }
+
+    /// Issues the wake-ups. Call with no core lock held.
+    pub(crate) fn finish(self) {
+        for node in self.doorbells.into_items() {
+            node.doorbell.ring(&node.counters.io_wakeups);
+        }
+        for queue in self.queues.into_items() {
+            queue.wake();
+        }
+        for (waiter, completion) in self.completions {
+            // Capacity 1 and one completion per key: this never blocks. A caller that gave
+            // up has dropped its receiver; nothing is lost then.
+            let _ = waiter.try_send(completion);
+        }
+    }
+}
+
+/// Distinct `Arc`s (by pointer), in insertion order. The first is kept inline: a turn nearly
+/// always wakes one node or one queue, and a `Vec` would allocate for it on every turn.
+struct ArcSet<T> {
+    first: Option<Arc<T>>,
+    rest: Vec<Arc<T>>,
+}
+
+impl<T> Default for ArcSet<T> {
+    fn default() -> Self {
+        Self { first: None, rest: Vec::new() }
+    }
+}
+
+impl<T> ArcSet<T> {
+    fn contains(&self, item: &Arc<T>) -> bool {
+        self.first.iter().chain(&self.rest).any(|known| Arc::ptr_eq(known, item))
+    }
+
+    /// Adds `item` at the end (the caller checked it is not there yet).
+    fn insert(&mut self, item: Arc<T>) {
+        if self.first.is_none() {
+            self.first = Some(item);
+        } else {
+            self.rest.push(item);
+        }
+    }
+
+    fn into_items(self) -> impl Iterator<Item = Arc<T>> {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arc_set_keeps_distinct_items_in_insertion_order() {
+        let (a, b, c) = (Arc::new(1), Arc::new(2), Arc::new(3));
+        let mut set = ArcSet::default();
+        for item in [&a, &b, &a, &c, &b] {
+            if !set.contains(item) {
+                set.insert(Arc::clone(item));
+            }
+        }
+        // Equal values in distinct allocations are distinct members.
+        let twin = Arc::new(1);
+        assert!(!set.contains(&twin));
+        let items: Vec<i32> = set.into_items().map(|item| *item).collect();
+        assert_eq!(items, [1, 2, 3]);
+    }
+}

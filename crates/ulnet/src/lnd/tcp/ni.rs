@@ -1,0 +1,113 @@
+//! The state of one TCP NI that the LND's calls and tasks share ([`Inner`]): its identity and
+//! tunables, the listener, counters, and the inbox of work posted for the I/O thread.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+
+use tokio::sync::Notify;
+use ulnet_proto::addr::ProcessId;
+use ulnet_proto::engine::NiId;
+use ulnet_proto::socklnd::handshake::AcceptConfig;
+use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
+use ulnet_proto::socklnd::tunables::SocklndTunables;
+use ulnet_proto::wire::hello::LocalIdentity;
+
+use crate::driver::{Shared, Wakes};
+
+/// What the LND's calls and tasks share.
+pub(crate) struct Inner {
+    pub(super) ni: NiId,
+    /// Our NID, pid and incarnation, as hellos carry them.
+    pub(super) identity: LocalIdentity,
+    /// The NI's IP: the listener's address and the source address of outgoing connections.
+    pub(super) ip: IpAddr,
+    pub(super) tunables: SocklndTunables,
+    pub(super) peer_config: PeerConfig,
+    /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
+    /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
+    pub(super) conns_per_peer: AtomicU8,
+    pub(super) accept: AcceptConfig,
+    /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
+    pub(super) listener: Mutex<Option<std::net::TcpListener>>,
+    /// The acceptor task, stopped when the NI is removed (`TcpLnd::retire`).
+    pub(super) acceptor: Mutex<Option<tokio::task::AbortHandle>>,
+    pub(super) runtime: OnceLock<tokio::runtime::Handle>,
+    pub(super) node: OnceLock<Weak<Shared>>,
+    /// Leaf lock: work posted for the I/O thread.
+    pub(super) inbox: Mutex<Inbox>,
+    /// Try privileged source ports; cleared for good on the first EACCES.
+    pub(super) privileged_ports: AtomicBool,
+    /// Passive handshakes under way, bounded by [`MAX_HANDSHAKES`].
+    pub(super) handshakes: AtomicU64,
+    /// When [`Lnd::poll`](crate::lnd::Lnd::poll) next scans the peers' timers (nanoseconds
+    /// of [`Time`](ulnet_proto::time::Time)).
+    pub(super) next_scan: AtomicU64,
+    pub(super) counters: Counters,
+}
+
+/// Most incoming connections in their handshake at once; more are closed at once. The kernel
+/// bounds them with its connd threads and the listen backlog.
+pub const MAX_HANDSHAKES: u64 = 1024;
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) conns_accepted: AtomicU64,
+    pub(super) conns_dialled: AtomicU64,
+    pub(super) conns_closed: AtomicU64,
+    pub(super) handshakes_failed: AtomicU64,
+    pub(super) dials_failed: AtomicU64,
+    pub(super) protocol_errors: AtomicU64,
+    pub(super) timeouts: AtomicU64,
+    pub(super) peer_reboots: AtomicU64,
+}
+
+/// Work for the I/O thread, posted from any thread.
+#[derive(Default)]
+pub(super) struct Inbox {
+    pub(super) dials: Vec<(ProcessId, DialRequest)>,
+    pub(super) nudges: Vec<Arc<Notify>>,
+}
+
+impl Inner {
+    /// The configuration a peer met now gets: `conns_per_peer` as currently set.
+    pub(super) fn peer_config_now(&self) -> PeerConfig {
+        let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);
+        PeerConfig { max_conns_per_type, ..self.peer_config }
+    }
+
+    pub(super) fn lock_inbox(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the I/O thread to start a dial.
+    pub(super) fn post_dial(
+        &self,
+        node: &Arc<Shared>,
+        wakes: &mut Wakes,
+        peer: ProcessId,
+        dial: DialRequest,
+    ) {
+        self.lock_inbox().dials.push((peer, dial));
+        wakes.ring(node);
+    }
+
+    /// Asks the I/O thread to wake a connection's task (it has output, input to resume, or
+    /// was closed).
+    pub(super) fn post_nudge(&self, node: &Arc<Shared>, wakes: &mut Wakes, nudge: &Arc<Notify>) {
+        self.lock_inbox().nudges.push(Arc::clone(nudge));
+        wakes.ring(node);
+    }
+
+    /// Spawns a task on the I/O runtime (from any thread).
+    pub(super) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        match self.runtime.get() {
+            Some(runtime) => drop(runtime.spawn(task)),
+            None => tracing::error!("TCP LND task spawned before start"),
+        }
+    }
+
+    pub(super) fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
+        counter(&self.counters).fetch_add(1, Ordering::Relaxed);
+    }
+}
