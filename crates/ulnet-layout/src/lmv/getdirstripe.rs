@@ -100,7 +100,11 @@ pub enum PrintError {
 }
 
 /// `lfs getdirstripe` output for `layout`.
-pub fn print(layout: &DirLayout, context: &Context, options: Options) -> Result<Vec<u8>, PrintError> {
+pub fn print(
+    layout: &DirLayout,
+    context: &Context,
+    options: Options,
+) -> Result<Vec<u8>, PrintError> {
     match layout {
         DirLayout::Striped(md) => print_striped(md, context, options),
         DirLayout::Default(md) => print_default(md, context.dir_fid, options),

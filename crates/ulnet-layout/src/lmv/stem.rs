@@ -29,7 +29,8 @@ pub fn is_temp_name(name: &[u8], dot_prefix: bool, suffix_len: usize, crush2: bo
         return false;
     }
     let len = name.len();
-    if len < usize::from(dot_prefix) + suffix_len + 2 || name.get(len - suffix_len - 1) != Some(&b'.')
+    if len < usize::from(dot_prefix) + suffix_len + 2
+        || name.get(len - suffix_len - 1) != Some(&b'.')
     {
         return false;
     }
