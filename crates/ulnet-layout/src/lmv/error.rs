@@ -38,6 +38,11 @@ pub enum PlacementError {
     /// A hash type Lustre does not know (low 16 bits of the hash field), with more than one stripe.
     #[error("unknown hash type {0:#x}")]
     UnknownHashType(u32),
+    /// More stripes than a directory may have
+    /// ([`LMV_MAX_STRIPE_COUNT`](super::LMV_MAX_STRIPE_COUNT)): refused before hashing, since
+    /// CRUSH's work grows with the count.
+    #[error("stripe count {0} exceeds the limit")]
+    TooManyStripes(u32),
     /// A layout with no stripe to place a name on.
     #[error("layout has no stripes")]
     NoStripes,

@@ -1,7 +1,7 @@
 //! The name hashes: a directory entry's name to the index of the stripe that holds it.
 //! Definitions: docs/protocol/dirlayouts.md §3.
 
-use super::{HashType, PlacementError, crush_stem};
+use super::{HashType, LMV_MAX_STRIPE_COUNT, PlacementError, crush_stem};
 
 /// Placement groups CRUSH spreads over the stripes.
 // lustre: include/uapi/linux/lustre/lustre_idl.h LMV_CRUSH_PG_COUNT
@@ -12,11 +12,15 @@ const FNV_1A_64_PRIME: u64 = 0x0000_0100_0000_01b3;
 const CRUSH_SEED: u32 = 1_315_423_911;
 
 /// The stripe of `stripe_count` that `name` lands on under `hash`, with no layout change in
-/// progress (see [`place_name`](super::place_name) for that). One stripe or none gives 0.
+/// progress (see [`place_name`](super::place_name) for that). One stripe or none gives 0;
+/// more than [`LMV_MAX_STRIPE_COUNT`] is refused.
 // lustre: lustre/include/lustre_lmv.h __lmv_name_to_stripe_index()
 pub fn stripe_index(hash: HashType, stripe_count: u32, name: &[u8]) -> Result<u32, PlacementError> {
     if name.is_empty() {
         return Err(PlacementError::EmptyName);
+    }
+    if stripe_count > LMV_MAX_STRIPE_COUNT {
+        return Err(PlacementError::TooManyStripes(stripe_count));
     }
     if stripe_count <= 1 {
         return Ok(0);

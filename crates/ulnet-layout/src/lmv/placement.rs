@@ -81,6 +81,11 @@ pub fn layout_stripe_index(
         }
         _ => (hash_type, stripe_count, 0),
     };
+    // An evaluated layout wider than the stripes present cannot hold the name (and would make
+    // CRUSH loop over a count read from input).
+    if count > stripe_count {
+        return Err(inconsistent);
+    }
     let index = if count > 1 {
         let known = hash.hash_type().ok_or(PlacementError::UnknownHashType(hash.code()))?;
         stripe_index(known, count, name)?

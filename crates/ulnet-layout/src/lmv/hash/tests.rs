@@ -85,6 +85,7 @@ fn one_stripe_or_none_is_stripe_zero_and_empty_names_are_refused() {
         assert_eq!(stripe_index(hash, 0, b"x"), Ok(0));
         assert_eq!(stripe_index(hash, 1, b"x"), Ok(0));
         assert_eq!(stripe_index(hash, 4, b""), Err(PlacementError::EmptyName));
+        assert_eq!(stripe_index(hash, 2001, b"x"), Err(PlacementError::TooManyStripes(2001)));
     }
 }
 

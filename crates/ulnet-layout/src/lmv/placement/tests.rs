@@ -1,5 +1,5 @@
 use super::*;
-use crate::lmv::{HashType, LuFid, MdsMdKind, PoolName};
+use crate::lmv::{HashType, MdsMdKind, PoolName};
 
 const MIGRATION: u32 = HashTypeField::FLAG_MIGRATION;
 const SPLIT: u32 = HashTypeField::FLAG_SPLIT;
@@ -15,7 +15,7 @@ fn layout(hash: u32, stripe_count: u32, migrate_hash: u32, migrate_offset: u32) 
         migrate_offset,
         migrate_hash: HashTypeField(migrate_hash),
         pool_name: PoolName::default(),
-        stripe_fids: vec![LuFid::default(); stripe_count as usize],
+        stripe_fids: Vec::new(),
     }
 }
 
@@ -85,8 +85,12 @@ fn inconsistent_changes_are_refused() {
     let empty_merge = layout(2 | MIGRATION | MERGE, 4, 2, 0);
     assert_eq!(place_name(&empty_merge, b"a"), inconsistent(4, 0));
     let wider_old = layout(2 | MIGRATION | SPLIT, 2, 2, 64);
-    // "a" is stripe 12 of 64 under fnv_1a_64 (0x...8c mod 64): past the 2 stripes present.
     assert_eq!(place_name(&wider_old, b"a"), inconsistent(2, 64));
+    // A migration target count read from input is checked before CRUSH iterates over it.
+    let huge = layout(HashType::Crush.code() | MIGRATION, 2, 3, 0xd003_01a7);
+    assert_eq!(place_name(&huge, b"a"), inconsistent(2, 0xd003_01a7));
+    let wide_stripe = layout(HashType::Crush.code(), u32::MAX, 0, 0);
+    assert_eq!(place_name(&wide_stripe, b"a"), Err(PlacementError::TooManyStripes(u32::MAX)));
     assert_eq!(place_name(&layout(2, 0, 0, 0), b"a"), Err(PlacementError::NoStripes));
 }
 
