@@ -23,7 +23,8 @@ fuzz_target!(|data: &[u8]| {
         };
         for fields in [Fields::DEFAULT, Fields::VERBOSE, Fields::HASH_TYPE] {
             for yaml in [false, true] {
-                let _ = getdirstripe::print(&layout, &context, Options { fields, yaml, hex_idx: yaml });
+                let _ =
+                    getdirstripe::print(&layout, &context, Options { fields, yaml, hex_idx: yaml });
             }
         }
         if let DirLayout::Striped(md) = &layout {
