@@ -123,3 +123,66 @@ proptest::proptest! {
         }
     }
 }
+
+/// mktemp-like suffixes from a fixed generator: letters of both cases and digits.
+fn mktemp_suffixes(len: usize, count: usize) -> Vec<String> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..count)
+        .map(|_| {
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(ALPHABET[(state % ALPHABET.len() as u64) as usize])
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Lustre's own check of the difference (sanity.sh test 33h for crush, 33hh for crush2, with
+/// 4 MDTs and 250 names per pattern): temporary names follow their target; numbered names
+/// (`.f.111111`+i, `f.11111111`+i) all follow it under crush but spread under crush2; names with
+/// dots in the suffix likewise.
+#[test]
+fn lustre_sanity_33h_and_33hh() {
+    const COUNT: usize = 250;
+    const MDTS: u32 = 4;
+    let target = "f33h";
+    for hash in [Crush, Crush2] {
+        let home = index(hash, MDTS, target);
+        let mut mismatched = 0;
+        for (prefix, len) in [(".", 6), ("", 8)] {
+            for suffix in mktemp_suffixes(len, COUNT) {
+                let name = format!("{prefix}{target}.{suffix}");
+                mismatched += usize::from(index(hash, MDTS, &name) != home);
+            }
+        }
+        assert!(mismatched < 10, "{hash}: {mismatched} temporary names moved");
+
+        // Lustre accepts within (5/7, 9/7] of the expected matches per pattern.
+        let expect = if hash == Crush { COUNT } else { COUNT / MDTS as usize };
+        let within = |same: usize| same <= expect * 9 / 7 && same > expect * 5 / 7;
+        let numbered = [(".", 111_111u64), ("", 11_111_111)].map(|(prefix, first)| {
+            (0..COUNT as u64)
+                .filter(|i| index(hash, MDTS, &format!("{prefix}{target}.{}", first + i)) == home)
+                .count()
+        });
+        assert!(within(numbered.iter().sum::<usize>() / 2), "{hash} numbered: {numbered:?}");
+        let dotted = [(".", 3), ("", 5)].map(|(prefix, len)| {
+            mktemp_suffixes(len, COUNT)
+                .iter()
+                .filter(|suffix| {
+                    index(hash, MDTS, &format!("{prefix}{target}....{suffix}")) == home
+                })
+                .count()
+        });
+        assert!(within(dotted.iter().sum::<usize>() / 2), "{hash} dotted: {dotted:?}");
+    }
+}
+
+fn index(hash: HashType, count: u32, name: &str) -> u32 {
+    stripe_index(hash, count, name.as_bytes()).unwrap_or(u32::MAX)
+}
