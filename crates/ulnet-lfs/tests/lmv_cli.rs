@@ -76,3 +76,32 @@ fn hash_places_names_like_lustre() {
     let (ok, _, err) = lfs(&["hash", "a", "--count", "x"]);
     assert!(!ok && err.contains("bad count"), "{err}");
 }
+
+#[test]
+fn getdirstripe_default_and_foreign_layouts() {
+    // trusted.dmv: -c 2 -i -1 -H crush2 --max-inherit 3, pool "flash".
+    let mut dmv = String::from("d00cd30c02000000ffffffff0400000000000000030000000000000000000000");
+    dmv.push_str("666c617368");
+    dmv.push_str(&"00".repeat(11));
+    let text = format!("# file: d\ntrusted.dmv=0x{dmv}\ntrusted.lmv=0x00\n");
+    let path = std::env::temp_dir().join(format!("ulnet-lfs-{}-dmv", std::process::id()));
+    let _ = std::fs::write(&path, text);
+    let (ok, out, err) = lfs(&["getdirstripe", "-D", &path.to_string_lossy()]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "lmv_stripe_count: 2 lmv_stripe_offset: -1 lmv_hash_type: crush2 lmv_max_inherit: 3 \
+         lmv_max_inherit_rr: 0 (Default)lmv_pool: flash  \n"
+    );
+    let (ok, out, _) = lfs(&["getdirstripe", "-D", "-X", &path.to_string_lossy()]);
+    assert!(ok);
+    assert_eq!(out, "3\n");
+    let _ = std::fs::remove_file(path);
+
+    let foreign = "0xd00cd50c0300000005da000000000000616263";
+    let (ok, out, _) = lfs(&["getdirstripe", foreign]);
+    assert!(ok);
+    assert_eq!(out, "lfm_value:     'abc'\n\n");
+    let (ok, _, err) = lfs(&["getdirstripe", "0xd00cd50c"]);
+    assert!(!ok && err.contains("lmv_foreign_md needs 16 bytes"), "{err}");
+}
