@@ -108,9 +108,9 @@ fn getdirstripe_command(args: &[String], out: &mut impl Write) -> anyhow::Result
                 .stripe_fids
                 .iter()
                 .map(|fid| {
-                    // The client shows a zero (insane) FID on MDT 0 whatever the list says.
-                    let zero = (*fid == LuFid::default()).then_some(0);
-                    zero.or_else(|| mdt_by_sequence_convention(fid)).with_context(|| {
+                    // The client shows an insane FID on MDT 0 whatever the list says.
+                    let insane = (!fid.is_sane()).then_some(0);
+                    insane.or_else(|| mdt_by_sequence_convention(fid)).with_context(|| {
                         format!("stripe FID {fid} is outside the convention: give --mdts")
                     })
                 })

@@ -30,6 +30,14 @@ impl LuFid {
         out.extend_from_slice(&self.ver.to_le_bytes());
     }
 
+    /// Whether Lustre deems the FID sane: a reserved, IGIF or IDIF sequence (1 to 2^33 - 1), or
+    /// a normal sequence (from `FID_SEQ_START` = 2^33) with version 0. Sequence 0 is not.
+    // lustre: include/uapi/linux/lustre/lustre_fid.h fid_is_sane()
+    pub fn is_sane(&self) -> bool {
+        const FID_SEQ_START: u64 = 0x2_0000_0000;
+        self.seq != 0 && (self.seq < FID_SEQ_START || self.ver == 0)
+    }
+
     /// Parses `SEQ:OID:VER` with each part hex (`0x` optional), brackets optional, as lfs
     /// prints FIDs.
     pub fn from_text(text: &str) -> Option<Self> {
@@ -74,6 +82,15 @@ mod tests {
         let fid = LuFid { seq: 0x2_8000_0400, oid: 2, ver: 0 };
         assert_eq!(fid.to_string(), "0x280000400:0x2:0x0");
         assert_eq!(LuFid::default().to_string(), "0:0x0:0x0");
+    }
+
+    #[test]
+    fn sanity_follows_the_sequence_ranges() {
+        let fid = |seq, ver| LuFid { seq, oid: 1, ver };
+        assert!(!fid(0, 0).is_sane());
+        assert!(fid(11, 0).is_sane() && fid(12, 5).is_sane() && fid(0x1_0000_0000, 1).is_sane());
+        assert!(fid(0x2_0000_0400, 0).is_sane());
+        assert!(!fid(0x2_0000_0400, 1).is_sane());
     }
 
     #[test]

@@ -113,8 +113,8 @@ pub fn print(
 }
 
 /// Output for a master LMV, as lfs shows it after the client turned it into an
-/// `lmv_user_md` with magic `LMV_MAGIC_V1`, no pool, and each stripe's MDT; an all-zero FID
-/// is shown as the client leaves an insane one, zero with MDT 0.
+/// `lmv_user_md` with magic `LMV_MAGIC_V1`, no pool, and each stripe's MDT; an insane FID
+/// ([`LuFid::is_sane`]) is shown as the client leaves it, zero with MDT 0.
 // lustre: lustre/llite/dir.c ll_dir_ioctl() LL_IOC_LMV_GETSTRIPE
 pub fn print_striped(
     md: &LmvMdsMd,
@@ -128,10 +128,10 @@ pub fn print_striped(
         .stripe_fids
         .iter()
         .enumerate()
-        .map(|(i, fid)| match (*fid == LuFid::default(), context.stripe_mdts.get(i)) {
-            (true, _) => Ok((0, *fid)),
-            (false, Some(&mdt)) => Ok((mdt, *fid)),
-            (false, None) => Err(PrintError::MissingStripeMdt(i)),
+        .map(|(i, fid)| match (fid.is_sane(), context.stripe_mdts.get(i)) {
+            (false, _) => Ok((0, LuFid::default())),
+            (true, Some(&mdt)) => Ok((mdt, *fid)),
+            (true, None) => Err(PrintError::MissingStripeMdt(i)),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let view = View {

@@ -201,3 +201,17 @@ fn foreign_layouts_show_their_value() {
          (symlink)\nlfm_flags:          0x00000001\nlfm_value:     'uuid'\n\n"
     );
 }
+
+#[test]
+fn insane_stripe_fids_show_as_zero_on_mdt_0() {
+    let (DirLayout::Striped(mut md), context) = example() else { return };
+    if let Some(fid) = md.stripe_fids.get_mut(1) {
+        fid.ver = 1;
+    }
+    let out = print_striped(&md, &context, Options::default()).unwrap_or_default();
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.contains("\n     0\t\t [0:0x0:0x0]\t\t\n     0\t\t [0x200000400:0x3:0x0]"),
+        "{out}"
+    );
+}
