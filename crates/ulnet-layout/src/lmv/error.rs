@@ -48,7 +48,7 @@ pub enum PlacementError {
     NoStripes,
     /// The layout-change fields describe a layout that does not fit in the stripes present.
     #[error(
-        "layout change with stripe count {stripe_count} and migrate offset {migrate_offset} is inconsistent"
+        "layout change inconsistent: stripe count {stripe_count}, migrate offset {migrate_offset}"
     )]
     InconsistentChange { stripe_count: u32, migrate_offset: u32 },
 }

@@ -95,8 +95,8 @@ pub struct LmvMdsMd {
 
 impl LmvMdsMd {
     /// Decodes a master or stripe LMV. Bytes past the FIDs are ignored, as Lustre does.
-    // lustre: lustre/lmv/lmv_obd.c lmv_stripe_object_alloc() (length checks), lustre/lod/lod_object.c
-    // lod_prep_slave_lmv_md()
+    // lustre: lustre/lmv/lmv_obd.c lmv_stripe_object_alloc() (length checks),
+    // lustre/lod/lod_object.c lod_prep_slave_lmv_md()
     pub fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
         let header = Header::new(bytes, "lmv_mds_md_v1", LMV_MDS_MD_HEADER_SIZE)?;
         let kind = match header.u32_at(0) {

@@ -219,7 +219,11 @@ proptest! {
     }
 
     #[test]
-    fn foreign_round_trips(kind in any::<u32>(), flags in any::<u32>(), value in proptest::collection::vec(any::<u8>(), 0..200)) {
+    fn foreign_round_trips(
+        kind in any::<u32>(),
+        flags in any::<u32>(),
+        value in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
         let md = ForeignLmv { foreign_type: kind, flags, value };
         let bytes = md.to_bytes();
         prop_assert_eq!(bytes.len(), md.encoded_len());
@@ -227,7 +231,10 @@ proptest! {
     }
 
     #[test]
-    fn any_bytes_decode_or_fail_by_name(bytes in proptest::collection::vec(any::<u8>(), 0..400), magic in 0u32..6) {
+    fn any_bytes_decode_or_fail_by_name(
+        bytes in proptest::collection::vec(any::<u8>(), 0..400),
+        magic in 0u32..6,
+    ) {
         let mut bytes = bytes;
         let magics = [LMV_MAGIC_V1, LMV_MAGIC_STRIPE, LMV_MAGIC_FOREIGN, LMV_USER_MAGIC, 0, 1];
         if let (Some(head), Some(&m)) = (bytes.get_mut(..4), magics.get(magic as usize)) {
