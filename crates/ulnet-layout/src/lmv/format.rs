@@ -25,6 +25,9 @@ pub const LMV_USER_MAGIC_SPECIFIC: u32 = 0x0CD4_0CD0;
 /// Most stripes a directory may have; decoders refuse larger counts before allocating.
 // lustre: include/uapi/linux/lustre/lustre_user.h LMV_MAX_STRIPE_COUNT
 pub const LMV_MAX_STRIPE_COUNT: u32 = 2000;
+/// Most stripes of one directory on one MDT when overstriped.
+// lustre: include/uapi/linux/lustre/lustre_user.h LMV_MAX_STRIPES_PER_MDT
+pub const LMV_MAX_STRIPES_PER_MDT: u32 = 5;
 /// `sizeof(struct lmv_mds_md_v1)` without its stripe FIDs.
 pub const LMV_MDS_MD_HEADER_SIZE: usize = 56;
 /// `sizeof(struct lmv_user_md_v1)` without its per-stripe entries.

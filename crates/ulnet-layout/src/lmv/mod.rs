@@ -3,6 +3,12 @@
 //!
 //! Facts and their Lustre sources: docs/protocol/dirlayouts.md.
 //!
+//! - [`DirLayout::parse`] reads a `trusted.lmv` / `trusted.dmv` xattr into a [`LmvMdsMd`],
+//!   [`ForeignLmv`] or default [`LmvUserMd`]; each type also has `parse`, `emit`, `to_bytes`.
+//! - [`stripe_index`] hashes a name for a count; [`place_name`] places it in a decoded layout,
+//!   migration, split, merge and bad hash types included.
+//! - [`getdirstripe::print`] renders `lfs getdirstripe` output.
+//!
 //! ```
 //! use ulnet_layout::lmv::{HashType, stripe_index};
 //!
@@ -23,9 +29,9 @@ pub use error::{DecodeError, PlacementError};
 pub use fid::LuFid;
 pub use format::{
     DirLayout, ForeignLmv, LMV_FOREIGN_HEADER_SIZE, LMV_FOREIGN_MAX_VALUE, LMV_MAGIC_FOREIGN,
-    LMV_MAGIC_STRIPE, LMV_MAGIC_V1, LMV_MAX_STRIPE_COUNT, LMV_MDS_MD_HEADER_SIZE, LMV_USER_MAGIC,
-    LMV_USER_MAGIC_SPECIFIC, LMV_USER_MD_HEADER_SIZE, LMV_USER_MDS_DATA_SIZE, LmvMdsMd, LmvUserMd,
-    MdsMdKind, PoolName, UserMdKind, UserMdsData,
+    LMV_MAGIC_STRIPE, LMV_MAGIC_V1, LMV_MAX_STRIPE_COUNT, LMV_MAX_STRIPES_PER_MDT,
+    LMV_MDS_MD_HEADER_SIZE, LMV_USER_MAGIC, LMV_USER_MAGIC_SPECIFIC, LMV_USER_MD_HEADER_SIZE,
+    LMV_USER_MDS_DATA_SIZE, LmvMdsMd, LmvUserMd, MdsMdKind, PoolName, UserMdKind, UserMdsData,
 };
 pub use hash::{
     LMV_CRUSH_PG_COUNT, all_char, crush_hash32_2, crush_placement_group, fnv_1a_64, stripe_index,

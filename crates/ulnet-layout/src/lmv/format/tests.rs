@@ -135,6 +135,20 @@ fn hostile_inputs_get_named_errors() {
 }
 
 #[test]
+fn constants_pinned() {
+    assert_eq!(
+        (LMV_MAGIC_V1, LMV_MAGIC_STRIPE, LMV_MAGIC_FOREIGN),
+        (0x0CD20CD0, 0x0CD40CD0, 0x0CD50CD0)
+    );
+    assert_eq!((LMV_USER_MAGIC, LMV_USER_MAGIC_SPECIFIC), (0x0CD30CD0, 0x0CD40CD0));
+    assert_eq!((LMV_MAX_STRIPE_COUNT, LMV_MAX_STRIPES_PER_MDT), (2000, 5));
+    assert_eq!(
+        (LMV_MDS_MD_HEADER_SIZE, LMV_USER_MD_HEADER_SIZE, LMV_USER_MDS_DATA_SIZE),
+        (56, 48, 24)
+    );
+}
+
+#[test]
 fn pool_names_read_as_c_strings() {
     assert_eq!(PoolName::new(b"flash").map(|p| p.as_bytes().to_vec()), Some(b"flash".to_vec()));
     assert_eq!(PoolName::new(b"0123456789abcdef"), None);
