@@ -1,1 +1,0 @@
-//! Directory layouts (DNE): see the crate documentation.
