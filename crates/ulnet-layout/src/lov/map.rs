@@ -405,3 +405,6 @@ fn fill_objects(
         plain.magic = LOV_MAGIC_V1;
     }
 }
+
+#[cfg(test)]
+mod tests;
