@@ -100,9 +100,9 @@ fn pfl_file_default_text() {
     // Single fields come from the last instantiated component (comp 4).
     assert_eq!(print(&layout, &["-c"], "f"), "8\n\n");
     assert_eq!(print(&layout, &["-i"], "f"), "14\n\n");
-    assert_eq!(print(&layout, &["--component-count"], "f"), "6\n");
-    assert_eq!(print(&layout, &["-I"], "f"), "4\n");
-    assert_eq!(print(&layout, &["-I5", "-E"], "f"), "10737418240\n");
+    assert_eq!(print(&layout, &["--component-count"], "f"), "6\n\n");
+    assert_eq!(print(&layout, &["-I"], "f"), "4\n\n");
+    assert_eq!(print(&layout, &["-I5", "-E"], "f"), "10737418240\n\n");
 }
 
 #[test]
