@@ -57,3 +57,6 @@ impl Layout {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -190,12 +190,7 @@ impl Setstripe {
             let count = i64::from(i16::from_le_bytes(component.stripe_count.to_le_bytes()));
             let count = if count < 0 { count } else { i64::from(component.stripe_count) };
             let overstriped = component.pattern & LOV_PATTERN_OVERSTRIPING != 0;
-            if !(component.osts.is_empty() && overstriped) {
-                out.extend(["-c".into(), count.to_string()]);
-            }
-            if component.osts.is_empty() && overstriped {
-                out.extend(["-C".into(), count.to_string()]);
-            }
+            out.extend([if overstriped { "-C" } else { "-c" }.into(), count.to_string()]);
             if !component.osts.is_empty() {
                 let list: Vec<String> = component.osts.iter().map(u32::to_string).collect();
                 out.extend(["-o".into(), list.join(",")]);

@@ -37,9 +37,15 @@ fn plain_file_default_verbose_and_yaml() {
     let layout = plain_file();
     let table = "\tobdidx\t\t objid\t\t objid\t\t group\n\t     1\t             2\t          0x2\t             0\n\t     0\t             3\t          0x3\t             0\n\n";
     let body = "lmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    0\nlmm_stripe_offset: 1\n";
-    assert_eq!(print(&layout, &[], "/mnt/lustre/file1"), format!("/mnt/lustre/file1\n{body}{table}"));
+    assert_eq!(
+        print(&layout, &[], "/mnt/lustre/file1"),
+        format!("/mnt/lustre/file1\n{body}{table}")
+    );
     let detail = "lmm_magic:         0x0BD10BD0\nlmm_seq:           0x200000401\nlmm_object_id:     0x1\nlmm_fid:           [0x200000401:0x1:0x0]\n";
-    assert_eq!(print(&layout, &["-v"], "/mnt/lustre/file1"), format!("/mnt/lustre/file1\n{detail}{body}{table}"));
+    assert_eq!(
+        print(&layout, &["-v"], "/mnt/lustre/file1"),
+        format!("/mnt/lustre/file1\n{detail}{body}{table}")
+    );
     let objects = "lmm_objects:\n      - l_ost_idx: 1\n        l_fid:     0x100010000:0x2:0x0\n      - l_ost_idx: 0\n        l_fid:     0x100000000:0x3:0x0\n";
     assert_eq!(print(&layout, &["-y"], "/mnt/lustre/file1"), format!("{body}{objects}"));
     assert_eq!(print(&layout, &["-c"], "f"), "2\n\n");
@@ -67,11 +73,25 @@ fn pfl_after_write() -> CompositeLayout {
 
 fn objects_text(first_ost: u32, count: u32) -> String {
     (0..count)
-        .map(|i| format!("      - {i:>3}: {{ l_ost_idx: {:>3}, l_fid: [0x1{:04x}0000:0x2:0x0] }}\n", first_ost + i, first_ost + i))
+        .map(|i| {
+            format!(
+                "      - {i:>3}: {{ l_ost_idx: {:>3}, l_fid: [0x1{:04x}0000:0x2:0x0] }}\n",
+                first_ost + i,
+                first_ost + i
+            )
+        })
         .collect()
 }
 
-fn component_text(id: u32, flags: &str, start: u64, end: &str, count: &str, offset: &str, objects: &str) -> String {
+fn component_text(
+    id: u32,
+    flags: &str,
+    start: u64,
+    end: &str,
+    count: &str,
+    offset: &str,
+    objects: &str,
+) -> String {
     let mut text = format!(
         "    lcme_id:             {id}\n    lcme_mirror_id:      0\n    lcme_flags:          {flags}\n    lcme_extent.e_start: {start}\n    lcme_extent.e_end:   {end}\n      lmm_stripe_count:  {count}\n      lmm_stripe_size:   1048576\n      lmm_pattern:       raid0\n      lmm_layout_gen:    0\n      lmm_stripe_offset: {offset}\n"
     );
@@ -87,7 +107,8 @@ fn component_text(id: u32, flags: &str, start: u64, end: &str, count: &str, offs
 fn pfl_file_default_text() {
     let layout = Layout::Composite(pfl_after_write());
     let expected = [
-        "/mnt/lustre/pfl\n  lcm_layout_gen:    7\n  lcm_mirror_count:  1\n  lcm_entry_count:   6\n".to_string(),
+        "/mnt/lustre/pfl\n  lcm_layout_gen:    7\n  lcm_mirror_count:  1\n  lcm_entry_count:   6\n"
+            .to_string(),
         component_text(1, "init", 0, "4194304", "1", "7", &objects_text(7, 1)),
         component_text(2, "init", 4 << 20, "67108864", "2", "8", &objects_text(8, 2)),
         component_text(3, "init", 64 << 20, "268435456", "4", "10", &objects_text(10, 4)),
@@ -127,7 +148,10 @@ fn dom_and_extension_components() {
     let sel = request("-E -1 -z 64M");
     let text = print(&sel, &[], "f");
     assert!(text.contains("    lcme_flags:          extension\n"), "{text}");
-    assert!(text.contains("      lmm_stripe_count:  0\n      lmm_extension_size: 67108864\n"), "{text}");
+    assert!(
+        text.contains("      lmm_stripe_count:  0\n      lmm_extension_size: 67108864\n"),
+        "{text}"
+    );
     assert_eq!(print(&sel, &["-z"], "f"), "67108864\n\n");
 }
 
@@ -150,7 +174,9 @@ fn fields(text: &str) -> Vec<(String, String)> {
     let mut words = text.split_whitespace().peekable();
     while let Some(word) = words.next() {
         match word.strip_suffix(':').filter(|label| !label.starts_with('/')) {
-            Some(label) => out.push((label.to_string(), words.next().unwrap_or_default().to_string())),
+            Some(label) => {
+                out.push((label.to_string(), words.next().unwrap_or_default().to_string()))
+            }
             None => out.push(("path".to_string(), word.to_string())),
         }
     }
@@ -182,7 +208,10 @@ fn published_listings_field_for_field() {
         let ours = getstripe(&layout, &o);
         // 2.11+ added lcm_mirror_count and lcme_mirror_id, and directory lines gained pattern.
         let added = ["lcm_mirror_count", "lcme_mirror_id", "pattern"];
-        let ours: Vec<_> = fields(&ours).into_iter().filter(|(label, _)| !added.contains(&label.as_str())).collect();
+        let ours: Vec<_> = fields(&ours)
+            .into_iter()
+            .filter(|(label, _)| !added.contains(&label.as_str()))
+            .collect();
         assert_eq!(ours, fields(published), "{options}");
     }
 }
@@ -197,7 +226,9 @@ fn published_listing_in_emulated_text() {
         ..GetstripeOptions::default()
     };
     let component = |start: u64, end: &str, count: i32| {
-        format!("    lcme_id:             N/A\n    lcme_mirror_id:      N/A\n    lcme_flags:          0\n    lcme_extent.e_start: {start}\n    lcme_extent.e_end:   {end}\n      stripe_count:  {count}       stripe_size:   1048576       pattern:       raid0       stripe_offset: -1\n\n")
+        format!(
+            "    lcme_id:             N/A\n    lcme_mirror_id:      N/A\n    lcme_flags:          0\n    lcme_extent.e_start: {start}\n    lcme_extent.e_end:   {end}\n      stripe_count:  {count}       stripe_size:   1048576       pattern:       raid0       stripe_offset: -1\n\n"
+        )
     };
     let expected = [
         "/mnt/zlfs2/pfl_test01/\n  lcm_layout_gen:    0\n  lcm_mirror_count:  1\n  lcm_entry_count:   6\n".to_string(),
