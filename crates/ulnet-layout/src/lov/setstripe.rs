@@ -86,6 +86,30 @@ pub enum SetstripeError {
     Unsupported(String),
 }
 
+impl SetstripeError {
+    /// The exit status lfs ends with: 4 (`CMD_HELP`) for option errors, which print the
+    /// usage, else the errno of the failure (`EINVAL` 22, `EFBIG` 27).
+    // lustre: libcfs/include/libcfs/util/parser.h CMD_HELP; lustre/utils/lfs.c main()
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Self::DomTooBig => 27,
+            Self::DomNotFirst
+            | Self::UnknownLayout(_)
+            | Self::DomStripeCount(_)
+            | Self::DomStripeSize(_)
+            | Self::DomOstList(_)
+            | Self::DomStripeOffset(_)
+            | Self::DomPool(_)
+            | Self::CountNotListLength(..)
+            | Self::OffsetNotInList(_)
+            | Self::SetStripeSize(_)
+            | Self::PoolName(_)
+            | Self::Sanity(_) => 22,
+            _ => 4,
+        }
+    }
+}
+
 /// Stripe options of one component, as given (None = not given, lfs's `LLAPI_LAYOUT_DEFAULT`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Args {
