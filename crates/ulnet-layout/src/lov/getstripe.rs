@@ -514,7 +514,7 @@ impl Printer<'_> {
         if o.component_start.is_some_and(|b| !b.matches(component.start)) {
             return false;
         }
-        !o.component_end.is_some_and(|b| !b.matches(component.end))
+        o.component_end.is_none_or(|b| b.matches(component.end))
     }
 
     fn composite_header(&mut self, c: &CompositeLayout) {
