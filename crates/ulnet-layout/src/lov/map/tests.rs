@@ -41,7 +41,7 @@ fn map(layout: &Layout, offset: u64, osts: u32) -> (usize, u64, u64) {
 
 #[test]
 fn worked_example_vectors() {
-    // (offset, component id, stripe, object offset); fs §5.3 table.
+    // (offset, component id, stripe, object offset); docs/protocol/layouts.md §5.3.
     let vectors: [(u64, usize, u64, u64); 13] = [
         (0, 1, 0, 0),
         (4 * M - 1, 1, 0, 4 * M - 1),
