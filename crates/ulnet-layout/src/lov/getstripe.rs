@@ -823,10 +823,7 @@ impl Printer<'_> {
             separator = dir_separator;
         }
         let pool = l.pool.as_str();
-        if self.has(super::getstripe::VERBOSE_POOL)
-            && !pool.is_empty()
-            && (pool != "ignore" || o.raw)
-        {
+        if self.has(VERBOSE_POOL) && !pool.is_empty() && (pool != "ignore" || o.raw) {
             self.out.push_str(separator);
             if self.labelled(VERBOSE_POOL) {
                 let _ = write!(self.out, "{space}{prefix}pool:          ");
