@@ -24,5 +24,6 @@ fuzz_target!(|data: &[u8]| {
     }
     let offset = data.iter().fold(0u64, |acc, &b| acc.rotate_left(8) ^ u64::from(b));
     let _ = map_offset(&layout, offset, 7);
-    let _ = split_extent(&layout, offset % (1 << 40), offset % (1 << 40) + 1 + offset % (1 << 24), 7);
+    let _ =
+        split_extent(&layout, offset % (1 << 40), offset % (1 << 40) + 1 + offset % (1 << 24), 7);
 });
