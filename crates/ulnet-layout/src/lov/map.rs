@@ -103,10 +103,11 @@ impl Geometry {
     }
 }
 
-/// A stored stripe count resolved against `ost_count` OSTs: 0 → `default_count`, -1 → all
-/// OSTs, -N (N ≤ 32) → N per OST, otherwise the count, capped at the OST count unless
-/// `overstriped`; always 1..=[`LOV_MAX_STRIPE_COUNT`].
-// lustre: lustre/lod/lod_qos.c lod_get_stripe_count()
+/// A stored stripe count resolved against `ost_count` OSTs: 0 becomes `default_count`; a
+/// count above the OST count is capped at it, unless `overstriped`, where -k (`0x10000 − k`,
+/// k ≤ 32) means k per OST and other counts stand; always 1..=[`LOV_MAX_STRIPE_COUNT`]. The
+/// MDT also caps by the xattr space left (`lod_osd_max_easize`), which is not modelled.
+// lustre: lustre/lod/lod_qos.c lod_get_stripe_count_plain()
 pub fn resolve_stripe_count(
     stored: u16,
     overstriped: bool,
@@ -114,12 +115,14 @@ pub fn resolve_stripe_count(
     default_count: u16,
 ) -> u32 {
     let osts = ost_count.max(1);
-    let count = match stored {
-        0 => u32::from(default_count.max(1)).min(if overstriped { u32::MAX } else { osts }),
-        LOV_ALL_STRIPES => osts,
-        wide if wide >= LOV_ALL_STRIPES_WIDE => (0x1_0000 - u32::from(wide)).saturating_mul(osts),
-        n if overstriped => u32::from(n),
-        n => u32::from(n).min(osts),
+    let requested = if stored == 0 { default_count } else { stored };
+    let count = match u32::from(requested) {
+        n if n <= osts => n,
+        _ if !overstriped => osts,
+        _ if requested >= LOV_ALL_STRIPES_WIDE => {
+            (u32::from(LOV_ALL_STRIPES - requested) + 1).saturating_mul(osts)
+        }
+        n => n,
     };
     count.clamp(1, u32::from(LOV_MAX_STRIPE_COUNT))
 }

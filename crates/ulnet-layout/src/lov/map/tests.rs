@@ -156,8 +156,10 @@ fn edge_case_vectors() {
 fn stripe_counts_resolve_against_the_ost_count() {
     assert_eq!(resolve_stripe_count(0xFFFF, false, 32, 1), 32);
     assert_eq!(resolve_stripe_count(0, false, 32, 1), 1);
-    assert_eq!(resolve_stripe_count(0xFFFE, false, 4, 1), 8);
-    assert_eq!(resolve_stripe_count(0xFFE0, false, 100, 1), 2000);
+    assert_eq!(resolve_stripe_count(0xFFFE, true, 4, 1), 8);
+    assert_eq!(resolve_stripe_count(0xFFFF, true, 4, 1), 4);
+    assert_eq!(resolve_stripe_count(0xFFFE, false, 4, 1), 4);
+    assert_eq!(resolve_stripe_count(0xFFE0, true, 100, 1), 2000);
     assert_eq!(resolve_stripe_count(8, true, 4, 1), 8);
     assert_eq!(resolve_stripe_count(8, false, 4, 1), 4);
 }
