@@ -69,6 +69,16 @@ pub enum SetstripeError {
     DomPool(String),
     #[error("stripe_count({0}) != nr_tgts({1})")]
     CountNotListLength(i64, usize),
+    #[error("stripe_count({0}) != nr_tgts({1})")]
+    PlainCountNotListLength(i64, usize),
+    #[error("lfs setstripe: error: stripe size '{0}' over 4GB limit: Invalid argument (22)")]
+    PlainStripeSizeTooBig(u64),
+    #[error(
+        "lfs setstripe: Invalid pattern: '-L mdt', must be specified with -E: Invalid argument (22)"
+    )]
+    PlainDom,
+    #[error("lfs setstripe: Invalid Poolname '{0}': Invalid argument (22)")]
+    PlainPoolName(String),
     #[error("Invalid stripe offset '{0}', not in the target list")]
     OffsetNotInList(i64),
     #[error("Set stripe size {0} failed: Invalid argument")]
@@ -93,6 +103,7 @@ impl SetstripeError {
     pub fn exit_status(&self) -> u8 {
         match self {
             Self::DomTooBig => 27,
+            Self::PlainStripeSizeTooBig(_) | Self::PlainDom | Self::PlainPoolName(_) => 22,
             Self::DomNotFirst
             | Self::UnknownLayout(_)
             | Self::DomStripeCount(_)
@@ -456,10 +467,36 @@ impl Parser {
         }
     }
 
+    /// Without `-E` lfs checks the options with `llapi_stripe_param_verify()`, whose texts
+    /// differ, and leaves the OST list against `-i` to the MDS.
+    // lustre: lustre/utils/lfs.c lfs_setstripe_internal() (the `!layout` branch);
+    // liblustreapi.c llapi_stripe_param_verify()
+    fn check_plain(&self) -> Result<(), SetstripeError> {
+        let a = &self.args;
+        let count = a.stripe_count.unwrap_or(0);
+        if !a.osts.is_empty() && count > 0 && usize::try_from(count).ok() != Some(a.osts.len()) {
+            return Err(SetstripeError::PlainCountNotListLength(count, a.osts.len()));
+        }
+        if let Some(size) = a.stripe_size.filter(|&s| s >= STRIPE_SIZE_LIMIT) {
+            return Err(SetstripeError::PlainStripeSizeTooBig(size));
+        }
+        if a.dom {
+            return Err(SetstripeError::PlainDom);
+        }
+        if let Some(pool) = a.pool.as_ref().filter(|p| PoolName::new(p).is_none()) {
+            return Err(SetstripeError::PlainPoolName(pool.clone()));
+        }
+        Ok(())
+    }
+
     /// Closes the current component (and its SEL extension space).
     // lustre: lustre/utils/lfs.c comp_args_to_layout()
     fn finish_component(&mut self) -> Result<(), SetstripeError> {
+        if !self.saw_end {
+            self.check_plain()?;
+        }
         let start = self.components.last().map_or(0, |c| c.end);
+        let composite = self.saw_end;
         let a = &mut self.args;
         let mut pattern = if a.overstriping {
             LOV_PATTERN_RAID0 | LOV_PATTERN_OVERSTRIPING
@@ -485,7 +522,8 @@ impl Parser {
         if !a.osts.is_empty() && count > 0 && usize::try_from(count).ok() != Some(a.osts.len()) {
             return Err(SetstripeError::CountNotListLength(count, a.osts.len()));
         }
-        if let Some(offset) = a.stripe_offset.filter(|_| !a.osts.is_empty()) {
+        // Without -E the MDS, not lfs, refuses an index outside the list.
+        if let Some(offset) = a.stripe_offset.filter(|_| composite && !a.osts.is_empty()) {
             if !a.osts.iter().any(|&o| i64::from(o) == offset) {
                 return Err(SetstripeError::OffsetNotInList(offset));
             }

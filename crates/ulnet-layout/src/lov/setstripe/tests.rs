@@ -89,8 +89,10 @@ fn ost_lists() {
     assert_eq!(plain.magic, LOV_MAGIC_SPECIFIC);
     assert_eq!(plain.objects.iter().map(|o| o.ost_index).collect::<Vec<_>>(), [1, 4, 5]);
     assert_eq!(plain.offset_or_gen, 4);
-    assert_eq!(parse("-c 2 -o 1,4-5").err(), Some(SetstripeError::CountNotListLength(2, 3)));
-    assert_eq!(parse("-i 2 -o 1,4-5").err(), Some(SetstripeError::OffsetNotInList(2)));
+    assert_eq!(parse("-E -1 -c 2 -o 1,4-5").err(), Some(SetstripeError::CountNotListLength(2, 3)));
+    assert_eq!(parse("-E -1 -i 2 -o 1,4-5").err(), Some(SetstripeError::OffsetNotInList(2)));
+    assert!(parse("-i 2 -o 1,4-5").is_ok()); // plain: left to the MDS
+    assert_eq!(parse("-c 2 -o 1,4-5").map_err(|e| e.exit_status()).err(), Some(4));
     assert_eq!(parse("-o 1,x").err(), Some(SetstripeError::OstList("1,x".into())));
     assert_eq!(components("-o 1,1")[0].pattern, LOV_PATTERN_RAID0 | LOV_PATTERN_OVERSTRIPING);
 }
@@ -102,11 +104,23 @@ fn lfs_errors() {
         ("-c -2", "lfs setstripe: invalid stripe count '-2'"),
         ("-c x", "lfs setstripe: invalid stripe count 'x'"),
         ("-S 100K", "lfs setstripe: invalid stripe size '100K'"),
-        ("-S 4G", "Set stripe size 4294967296 failed: Invalid argument"),
+        ("-E -1 -S 4G", "Set stripe size 4294967296 failed: Invalid argument"),
+        (
+            "-S 4G",
+            "lfs setstripe: error: stripe size '4294967296' over 4GB limit: Invalid argument (22)",
+        ),
+        (
+            "-L mdt",
+            "lfs setstripe: Invalid pattern: '-L mdt', must be specified with -E: Invalid argument (22)",
+        ),
         ("-i 65504", "lfs setstripe: invalid stripe offset '65504'"),
         ("-E 100K", "lfs setstripe: invalid component end '100K'"),
         ("-E 3M -S 2M", "Invalid layout: The component end must be aligned by the stripe size"),
-        ("-p sixteen_chars_xx", "Set pool name: sixteen_chars_xx failed. Invalid argument"),
+        ("-E -1 -p sixteen_chars_xx", "Set pool name: sixteen_chars_xx failed. Invalid argument"),
+        (
+            "-p sixteen_chars_xx",
+            "lfs setstripe: Invalid Poolname 'sixteen_chars_xx': Invalid argument (22)",
+        ),
         ("-Q", "lfs: unrecognized option '-Q'"),
         ("-c", "lfs: option requires an argument -- 'c'"),
         ("-N2", "lfs setstripe: -N2 is not supported by this tool"),
