@@ -104,10 +104,11 @@ fn run_setstripe(args: &[String]) -> anyhow::Result<ExitCode> {
         Ok(setstripe) => setstripe,
         Err(error) => {
             eprintln!("{error}");
+            if error.reports_invalid_layout() {
+                eprintln!("error: lfs: invalid layout");
+            }
             if error.exit_status() == USAGE_ERROR {
                 println!("{SETSTRIPE_USAGE}");
-            } else {
-                eprintln!("error: lfs: invalid layout");
             }
             return Ok(ExitCode::from(error.exit_status()));
         }

@@ -389,7 +389,7 @@ pub fn getstripe(layout: &Layout, options: &GetstripeOptions) -> String {
         }
         Layout::Plain(plain) => p.plain(plain, Flags::default()),
         Layout::Composite(composite) => p.composite(composite),
-        Layout::Foreign(foreign) => p.foreign(foreign),
+        Layout::Foreign(foreign) => p.foreign(foreign, true),
     }
     p.out
 }
@@ -570,7 +570,7 @@ impl Printer<'_> {
                 let extension = c.is_extension();
                 self.plain(plain, Flags { extension, ..flags });
             }
-            SubLayout::Foreign(foreign) => self.foreign(foreign),
+            SubLayout::Foreign(foreign) => self.foreign(foreign, false),
         }
     }
 
@@ -836,8 +836,9 @@ impl Printer<'_> {
         }
     }
 
-    fn foreign(&mut self, f: &ForeignLayout) {
-        if !self.o.yaml && self.o.print_path {
+    /// `top`: the whole layout (with its path line), not a component's sub-layout.
+    fn foreign(&mut self, f: &ForeignLayout, top: bool) {
+        if top && !self.o.yaml && self.o.print_path {
             self.path_line();
         }
         if self.has(VERBOSE_DETAIL) {

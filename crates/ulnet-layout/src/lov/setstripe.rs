@@ -121,6 +121,26 @@ impl SetstripeError {
     }
 }
 
+impl SetstripeError {
+    /// Whether lfs follows this message with `error: lfs: invalid layout` (failures while
+    /// building a component).
+    pub fn reports_invalid_layout(&self) -> bool {
+        matches!(
+            self,
+            Self::DomStripeCount(_)
+                | Self::DomStripeSize(_)
+                | Self::DomOstList(_)
+                | Self::DomStripeOffset(_)
+                | Self::DomPool(_)
+                | Self::CountNotListLength(..)
+                | Self::OffsetNotInList(_)
+                | Self::SetStripeSize(_)
+                | Self::PoolName(_)
+                | Self::Sanity(_)
+        )
+    }
+}
+
 /// Stripe options of one component, as given (None = not given, lfs's `LLAPI_LAYOUT_DEFAULT`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Args {
