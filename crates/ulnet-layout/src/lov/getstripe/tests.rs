@@ -127,6 +127,27 @@ fn pfl_file_default_text() {
 }
 
 #[test]
+fn component_filters() {
+    let layout = Layout::Composite(pfl_after_write());
+    let ids = |args: &[&str]| {
+        let text = print(&layout, args, "f");
+        text.lines()
+            .filter_map(|l| l.strip_prefix("    lcme_id:             "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&["--component-flags=init"]), ["1", "2", "3", "4"]);
+    assert_eq!(ids(&["--component-flags=^init"]), ["5", "6"]);
+    assert_eq!(ids(&["--component-start=+64M"]), ["4", "5", "6"]);
+    assert_eq!(ids(&["-E-5M"]), ["1"]);
+    assert_eq!(ids(&["-EEOF"]), ["6"]);
+    assert_eq!(ids(&["-I3"]), ["3"]);
+    assert_eq!(print(&layout, &["-I3", "-i", "--hex-idx"], "f"), "0xa\n\n");
+    assert!(GetstripeOptions::parse(&["-I0"]).is_err());
+    assert!(GetstripeOptions::parse(&["--component-flags=bogus"]).is_err());
+}
+
+#[test]
 fn pfl_file_yaml_and_verbose() {
     let layout = Layout::Composite(pfl_after_write());
     let yaml = print(&layout, &["-y"], "/mnt/lustre/pfl");

@@ -204,6 +204,18 @@ proptest! {
         prop_assert_eq!(merged, Some(n));
     }
 
+    /// Through a whole PFL layout: a byte maps into the component holding it, and back.
+    #[test]
+    fn layout_offsets_round_trip(offset in 0u64..(1 << 45), osts in 1u32..64) {
+        let layout = request(PFL);
+        let m = map_offset(&layout, offset, osts);
+        prop_assert!(m.is_ok());
+        let m = m.unwrap_or_else(|_| unreachable!());
+        let extent = extents(&layout).into_iter().find(|e| e.index == m.component);
+        prop_assert!(extent.is_some_and(|e| e.start <= offset && offset < e.end));
+        prop_assert_eq!(m.geometry.file_offset(m.stripe, m.object_offset), Some(offset));
+    }
+
     /// Pieces of an extent cover exactly its bytes.
     #[test]
     fn pieces_cover_the_extent(start in 0u64..(1 << 34), len in 1u64..(1 << 28), pick in 0usize..3) {
