@@ -6,6 +6,7 @@ use crate::lov::map::{create, instantiate_write};
 use crate::lov::ostid::OstId;
 use crate::lov::plain::ObjectSlot;
 use crate::lov::setstripe::Setstripe;
+use crate::lov::{LCME_FL_PREF_RW, LCME_FL_STALE, LOV_PATTERN_OVERSTRIPING, LOV_PATTERN_RAID0};
 
 fn request(options: &str) -> Layout {
     let args: Vec<&str> = options.split_whitespace().collect();

@@ -7,8 +7,6 @@
 // setstripe_args_init_inherit(), lsa_args_stripe_count_check(); liblustreapi_layout.c
 // llapi_layout_to_lum(), llapi_layout_sanity().
 
-use thiserror::Error;
-
 use super::composite::{Component, CompositeLayout};
 use super::layout::Layout;
 use super::ostid::OstId;
@@ -21,6 +19,14 @@ use super::{
     LOV_V1_INSANE_STRIPE_INDEX, LUSTRE_EOF, SEL_UNIT_SIZE,
 };
 
+mod checks;
+mod error;
+mod words;
+
+use checks::{check_dom, sanity};
+pub use error::SetstripeError;
+use words::{canonical, parse_c_long, parse_targets, split_option};
+
 /// Bare `-S`/`-E` values below this are KiB.
 const KIB_THRESHOLD: u64 = 4096;
 /// DoM components end at or below 1 GiB.
@@ -29,117 +35,6 @@ const DOM_MAX_END: u64 = 1 << 30;
 const OVERSTRIPE_COUNT_MIN: i64 = -32;
 /// Stripe sizes stay below 4 GiB (`lmm_stripe_size` is a u32).
 const STRIPE_SIZE_LIMIT: u64 = 1 << 32;
-
-/// A setstripe error; `Display` is lfs's text.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SetstripeError {
-    #[error("lfs setstripe: invalid stripe count '{0}'")]
-    StripeCount(String),
-    #[error("lfs setstripe: invalid stripe size '{0}'")]
-    StripeSize(String),
-    #[error("lfs setstripe: invalid stripe offset '{0}'")]
-    StripeOffset(String),
-    #[error("lfs setstripe: invalid component end '{0}'")]
-    ComponentEnd(String),
-    #[error("lfs setstripe: invalid OST target(s) '{0}'")]
-    OstList(String),
-    #[error("lfs setstripe: invalid extension size '{0}'")]
-    ExtensionSize(String),
-    #[error("lfs setstripe: invalid component flags '{0}'")]
-    ComponentFlags(String),
-    #[error("lfs setstripe: -C|--overstripe-count incompatible with DoM layout")]
-    OverstripeWithDom,
-    #[error("lfs setstripe: -o|--ost incompatible with DoM layout")]
-    OstWithDom,
-    #[error("error: 'mdt' layout can be only the first one")]
-    DomNotFirst,
-    #[error("error: 'mdt' layout size is too big")]
-    DomTooBig,
-    #[error("error: layout '{0}' is unknown, supported layouts are: 'mdt', 'raid0'")]
-    UnknownLayout(String),
-    #[error("Option 'stripe-count' can't be specified with Data-on-MDT component: {0}")]
-    DomStripeCount(i64),
-    #[error("Option 'stripe-size' can't be specified with Data-on-MDT component: {0}")]
-    DomStripeSize(u64),
-    #[error("Option 'ost-list' can't be specified with Data-on-MDT component: '{0}'")]
-    DomOstList(usize),
-    #[error("Option 'stripe-offset' can't be specified with Data-on-MDT component: {0}")]
-    DomStripeOffset(i64),
-    #[error("Option 'pool' can't be specified with Data-on-MDT component: '{0}'")]
-    DomPool(String),
-    #[error("stripe_count({0}) != nr_tgts({1})")]
-    CountNotListLength(i64, usize),
-    #[error("stripe_count({0}) != nr_tgts({1})")]
-    PlainCountNotListLength(i64, usize),
-    #[error("lfs setstripe: error: stripe size '{0}' over 4GB limit: Invalid argument (22)")]
-    PlainStripeSizeTooBig(u64),
-    #[error(
-        "lfs setstripe: Invalid pattern: '-L mdt', must be specified with -E: Invalid argument (22)"
-    )]
-    PlainDom,
-    #[error("lfs setstripe: Invalid Poolname '{0}': Invalid argument (22)")]
-    PlainPoolName(String),
-    #[error("Invalid stripe offset '{0}', not in the target list")]
-    OffsetNotInList(i64),
-    #[error("Set stripe size {0} failed: Invalid argument")]
-    SetStripeSize(u64),
-    #[error("Set pool name: {0} failed. Invalid argument")]
-    PoolName(String),
-    /// `llapi_layout_sanity()` refused the layout; the text is `llapi_layout_strerror`'s.
-    #[error("Invalid layout: {0}")]
-    Sanity(&'static str),
-    #[error("lfs: unrecognized option '{0}'")]
-    UnknownOption(String),
-    #[error("lfs: option requires an argument -- '{0}'")]
-    MissingArgument(String),
-    #[error("lfs setstripe: {0} is not supported by this tool")]
-    Unsupported(String),
-}
-
-impl SetstripeError {
-    /// The exit status lfs ends with: 4 (`CMD_HELP`) for option errors, which print the
-    /// usage, else the errno of the failure (`EINVAL` 22, `EFBIG` 27).
-    // lustre: libcfs/include/libcfs/util/parser.h CMD_HELP; lustre/utils/lfs.c main()
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            Self::DomTooBig => 27,
-            Self::PlainStripeSizeTooBig(_) | Self::PlainDom | Self::PlainPoolName(_) => 22,
-            Self::DomNotFirst
-            | Self::UnknownLayout(_)
-            | Self::DomStripeCount(_)
-            | Self::DomStripeSize(_)
-            | Self::DomOstList(_)
-            | Self::DomStripeOffset(_)
-            | Self::DomPool(_)
-            | Self::CountNotListLength(..)
-            | Self::OffsetNotInList(_)
-            | Self::SetStripeSize(_)
-            | Self::PoolName(_)
-            | Self::Sanity(_) => 22,
-            _ => 4,
-        }
-    }
-}
-
-impl SetstripeError {
-    /// Whether lfs follows this message with `error: lfs: invalid layout` (failures while
-    /// building a component).
-    pub fn reports_invalid_layout(&self) -> bool {
-        matches!(
-            self,
-            Self::DomStripeCount(_)
-                | Self::DomStripeSize(_)
-                | Self::DomOstList(_)
-                | Self::DomStripeOffset(_)
-                | Self::DomPool(_)
-                | Self::CountNotListLength(..)
-                | Self::OffsetNotInList(_)
-                | Self::SetStripeSize(_)
-                | Self::PoolName(_)
-                | Self::Sanity(_)
-        )
-    }
-}
 
 /// Stripe options of one component, as given (None = not given, lfs's `LLAPI_LAYOUT_DEFAULT`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -578,73 +473,6 @@ impl Parser {
     }
 }
 
-fn check_dom(a: &Args, start: u64) -> Result<(), SetstripeError> {
-    if let Some(count) = a.stripe_count.filter(|&c| c != 0) {
-        return Err(SetstripeError::DomStripeCount(count));
-    }
-    if let Some(size) = a.stripe_size.filter(|&s| s != a.end.saturating_sub(start) && s != a.end) {
-        return Err(SetstripeError::DomStripeSize(size));
-    }
-    if !a.osts.is_empty() {
-        return Err(SetstripeError::DomOstList(a.osts.len()));
-    }
-    if let Some(offset) = a.stripe_offset.filter(|&o| o != 0) {
-        return Err(SetstripeError::DomStripeOffset(offset));
-    }
-    if let Some(pool) = &a.pool {
-        return Err(SetstripeError::DomPool(pool.clone()));
-    }
-    Ok(())
-}
-
-/// The checks llapi applies to a finished composite request.
-// lustre: lustre/utils/liblustreapi_layout.c llapi_layout_sanity_cb(), llapi_layout_strerror[]
-fn sanity(components: &[ComponentRequest]) -> Result<(), SetstripeError> {
-    let mut previous: Option<&ComponentRequest> = None;
-    for (index, c) in components.iter().enumerate() {
-        let next_is_extension =
-            components.get(index + 1).is_some_and(|n| n.flags & LCME_FL_EXTENSION != 0);
-        if c.pattern == LOV_PATTERN_MDT && index != 0 {
-            return Err(SetstripeError::Sanity(
-                "DoM component should be the first one in a file/mirror",
-            ));
-        }
-        if c.flags & LCME_FL_EXTENSION != 0 {
-            let base = previous.map_or(0, |p| p.stripe_size);
-            if previous.is_some_and(|p| p.pattern == LOV_PATTERN_MDT) {
-                return Err(SetstripeError::Sanity(
-                    "DoM components cannot be followed by extension space",
-                ));
-            }
-            if base != 0 && c.stripe_size % base != 0 {
-                return Err(SetstripeError::Sanity(
-                    "The extension size must be aligned by the stripe size",
-                ));
-            }
-        } else if c.start == c.end && !next_is_extension {
-            return Err(SetstripeError::Sanity(
-                "Zero length components must be followed by extension",
-            ));
-        }
-        if c.end < c.start {
-            return Err(SetstripeError::Sanity(
-                "Component end is before end of previous component",
-            ));
-        }
-        if c.end != LUSTRE_EOF
-            && c.stripe_size != 0
-            && c.flags & LCME_FL_EXTENSION == 0
-            && c.end % c.stripe_size != 0
-        {
-            return Err(SetstripeError::Sanity(
-                "The component end must be aligned by the stripe size",
-            ));
-        }
-        previous = Some(c);
-    }
-    Ok(())
-}
-
 fn stored_count(count: i64) -> u16 {
     if count < 0 {
         // -1 → 0xFFFF, -32 → 0xFFE0: the negative value's low 16 bits.
@@ -656,78 +484,6 @@ fn stored_count(count: i64) -> u16 {
 
 fn kib_if_small(size: u64) -> u64 {
     if size < KIB_THRESHOLD { size * 1024 } else { size }
-}
-
-/// C's `strtol(s, &end, 0)` that must consume everything.
-fn parse_c_long(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let value = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        i64::from_str_radix(hex, 16).ok()?
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        i64::from_str_radix(digits.get(1..)?, 8).ok()?
-    } else {
-        digits.parse::<i64>().ok().filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))?
-    };
-    Some(if negative { -value } else { value })
-}
-
-/// `1,2-4,7` (also `[1,2-4]`) → OST indices in order.
-// lustre: lustre/utils/lfs.c parse_targets()
-fn parse_targets(text: &str) -> Option<Vec<u32>> {
-    let inner = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
-    let mut out = Vec::new();
-    for part in inner.split(',') {
-        let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.parse::<u32>().ok()?, hi.parse::<u32>().ok()?),
-            None => {
-                let one = part.parse::<u32>().ok()?;
-                (one, one)
-            }
-        };
-        if lo > hi
-            || hi > u32::from(LOV_V1_INSANE_STRIPE_INDEX)
-            || out.len() + (hi - lo) as usize >= usize::from(LOV_MAX_STRIPE_COUNT)
-        {
-            return None;
-        }
-        out.extend(lo..=hi);
-    }
-    Some(out)
-}
-
-/// `--name` or `-n` → (name, inline value); `None` for operands.
-fn split_option(arg: &str) -> Option<(&str, Option<&str>)> {
-    if let Some(long) = arg.strip_prefix("--") {
-        return Some(match long.split_once('=') {
-            Some((name, value)) => (name, Some(value)),
-            None => (long, None),
-        });
-    }
-    let short = arg.strip_prefix('-').filter(|s| !s.is_empty())?;
-    let split = short.char_indices().nth(1).map_or(short.len(), |(i, _)| i);
-    let (name, rest) = short.split_at(split);
-    Some((name, (!rest.is_empty()).then_some(rest)))
-}
-
-fn canonical(name: &str) -> Option<char> {
-    Some(match name {
-        "E" | "component-end" | "comp-end" => 'E',
-        "c" | "stripe-count" | "stripe_count" => 'c',
-        "C" | "overstripe-count" => 'C',
-        "S" | "stripe-size" | "stripe_size" => 'S',
-        "i" | "stripe-index" | "stripe-offset" | "stripe_index" | "stripe_offset" => 'i',
-        "o" | "ost" | "ost-list" => 'o',
-        "p" | "pool" => 'p',
-        "L" | "layout" => 'L',
-        "z" | "extension-size" | "ext-size" => 'z',
-        "comp-flags" | "component-flags" => 'F',
-        "N" | "mirror-count" | "y" | "yaml" | "copy" | "foreign" | "comp-add" | "component-add"
-        | "comp-del" | "component-del" | "comp-set" | "component-set" | "d" | "delete" => 'U',
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
