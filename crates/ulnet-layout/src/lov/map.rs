@@ -98,7 +98,8 @@ impl Geometry {
         } else if here < stripe {
             row * self.stripe_size
         } else {
-            (row + 1) * self.stripe_size
+            // Saturates only past u64::MAX, where no object byte can be.
+            (row + 1).saturating_mul(self.stripe_size)
         }
     }
 }

@@ -225,3 +225,15 @@ proptest! {
         prop_assert_eq!(total, len);
     }
 }
+
+#[test]
+fn extents_near_the_end_of_the_offset_space() {
+    let g = Geometry { stripe_size: 1 << 20, stripe_count: 3 };
+    let here = g.stripe_number(u64::MAX - 5);
+    for stripe in 0..3 {
+        let extent = g.object_extent(stripe, u64::MAX - 5, u64::MAX);
+        assert_eq!(extent.is_some(), stripe == here, "stripe {stripe}");
+    }
+    let layout = request("-c 3 -S 1M");
+    assert!(split_extent(&layout, u64::MAX - (1 << 21), u64::MAX, 3).is_ok());
+}

@@ -4,6 +4,8 @@ use super::error::SetstripeError;
 use super::{Args, ComponentRequest};
 use crate::lov::{LCME_FL_EXTENSION, LOV_PATTERN_MDT, LUSTRE_EOF};
 
+/// The options a Data-on-MDT component must not carry.
+// lustre: lustre/utils/lfs.c comp_args_to_layout() (the LLAPI_LAYOUT_MDT branch)
 pub(super) fn check_dom(a: &Args, start: u64) -> Result<(), SetstripeError> {
     if let Some(count) = a.stripe_count.filter(|&c| c != 0) {
         return Err(SetstripeError::DomStripeCount(count));
