@@ -108,7 +108,8 @@ pub fn ctime_utc(seconds: u64) -> String {
     let rem = seconds % 86_400;
     let weekday = DAYS.get((days % 7) as usize).copied().unwrap_or("???");
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
+    // At most u64::MAX / 86400 days, which fits i64.
+    let z = i64::try_from(days).unwrap_or(i64::MAX - 719_468) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;

@@ -33,7 +33,8 @@ pub(super) fn parse_targets(text: &str) -> Option<Vec<u32>> {
         };
         if lo > hi
             || hi > u32::from(LOV_V1_INSANE_STRIPE_INDEX)
-            || out.len() + (hi - lo) as usize >= usize::from(LOV_MAX_STRIPE_COUNT)
+            || out.len() + usize::from(u16::try_from(hi - lo).unwrap_or(u16::MAX))
+                >= usize::from(LOV_MAX_STRIPE_COUNT)
         {
             return None;
         }
