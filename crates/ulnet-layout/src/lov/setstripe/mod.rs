@@ -134,6 +134,7 @@ impl Setstripe {
             }
             if component.pattern == LOV_PATTERN_MDT {
                 out.extend(["-L".into(), "mdt".into()]);
+                push_flags(&mut out, component.flags);
                 continue;
             }
             out.extend(["-S".into(), format_size(component.stripe_size)]);
@@ -147,14 +148,12 @@ impl Setstripe {
             }
             if component.stripe_offset != LOV_OFFSET_DEFAULT {
                 out.extend(["-i".into(), component.stripe_offset.to_string()]);
+            } else if !component.osts.is_empty() {
+                // -o alone would make its first OST the index.
+                out.extend(["-i".into(), "-1".into()]);
             }
             out.extend(["-p".into(), component.pool.as_str().to_string()]);
-            if component.flags & !LCME_FL_EXTENSION != 0 {
-                out.extend([
-                    "--comp-flags".into(),
-                    flag_names(component.flags & !LCME_FL_EXTENSION),
-                ]);
-            }
+            push_flags(&mut out, component.flags);
             if let Some(extension) = extension {
                 out.extend(["-z".into(), format_size(extension.stripe_size)]);
                 components.next();
@@ -190,6 +189,13 @@ fn sub_layout(c: &ComponentRequest) -> PlainLayout {
         .map(|&ost_index| ObjectSlot { oi: OstId::default(), generation: 0, ost_index })
         .collect();
     plain
+}
+
+/// `--comp-flags NAMES` for the user flags of `flags`, if any.
+fn push_flags(out: &mut Vec<String>, flags: u32) {
+    if flags & !LCME_FL_EXTENSION != 0 {
+        out.extend(["--comp-flags".into(), flag_names(flags & !LCME_FL_EXTENSION)]);
+    }
 }
 
 /// The `--comp-flags` names of `flags`.
@@ -422,6 +428,8 @@ impl Parser {
             check_dom(a, start)?;
             pattern = LOV_PATTERN_MDT;
             a.stripe_size = Some(a.end);
+            // An index of 0 is accepted for DoM and means "default" like -1.
+            a.stripe_offset = None;
         }
         let stripe_size = a.stripe_size.unwrap_or(0);
         if stripe_size % LOV_MIN_STRIPE_SIZE != 0 || stripe_size >= STRIPE_SIZE_LIMIT {
