@@ -203,7 +203,9 @@ proptest! {
 /// Inputs a random-token search found where canonical options lost information.
 #[test]
 fn canonical_options_regressions() {
-    for options in ["-o 1,1 -p eof -i -1", "-E 8M --comp-flags prefrd -L mdt", "-E 1M -L mdt -i 0 -E -1"] {
+    for options in
+        ["-o 1,1 -p eof -i -1", "-E 8M --comp-flags prefrd -L mdt", "-E 1M -L mdt -i 0 -E -1"]
+    {
         let first = parse(options).unwrap_or_else(|e| panic!("{options}: {e}"));
         let again = Setstripe::parse(&first.to_args()).map(|s| s.to_layout());
         assert_eq!(again, Ok(first.to_layout()), "{options}");
