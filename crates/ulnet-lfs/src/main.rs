@@ -13,7 +13,6 @@
 
 mod lmv_commands;
 mod lov_commands;
-#[allow(dead_code)] // until the commands read xattrs: remove then
 mod xattr;
 
 use std::process::ExitCode;

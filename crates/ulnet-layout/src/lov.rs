@@ -1,1 +1,0 @@
-//! File layouts: see the crate documentation.
