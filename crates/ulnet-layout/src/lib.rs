@@ -11,5 +11,6 @@
 //! input allocates beyond a named bound. Facts: docs/protocol/layouts.md and
 //! docs/protocol/dirlayouts.md, and the Lustre files they cite.
 
+pub mod fid;
 pub mod lmv;
 pub mod lov;

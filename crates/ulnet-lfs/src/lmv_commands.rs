@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use ulnet_layout::lmv::getdirstripe::{self, Context, Fields, Options};
 use ulnet_layout::lmv::{
-    DirLayout, HashType, LMV_MAX_STRIPE_COUNT, LuFid, Placement, place_name, stripe_index,
+    DirLayout, Fid, HashType, LMV_MAX_STRIPE_COUNT, Placement, place_name, stripe_index,
 };
 
 use crate::xattr;
@@ -206,7 +206,7 @@ fn hash_command(args: &[String], out: &mut impl Write) -> anyhow::Result<ExitCod
 /// order, so `--mdts` overrides it.
 // lustre: include/uapi/linux/lustre/lustre_idl.h FID_SEQ_NORMAL; lustre/include/lustre_fid.h
 // LUSTRE_SEQ_SUPER_WIDTH
-pub fn mdt_by_sequence_convention(fid: &LuFid) -> Option<u32> {
+pub fn mdt_by_sequence_convention(fid: &Fid) -> Option<u32> {
     const FID_SEQ_NORMAL: u64 = 0x2_0000_0400;
     const SUPER_SEQUENCE_WIDTH: u64 = 1 << 30;
     let k = fid.seq.checked_sub(FID_SEQ_NORMAL)? / SUPER_SEQUENCE_WIDTH;
@@ -217,8 +217,8 @@ fn value<'a>(args: &mut std::slice::Iter<'a, String>, option: &str) -> anyhow::R
     args.next().map(String::as_str).with_context(|| format!("'{option}' needs a value"))
 }
 
-fn parse_fid(text: &str) -> anyhow::Result<LuFid> {
-    LuFid::from_text(text).with_context(|| format!("bad FID '{text}' (want SEQ:OID:VER in hex)"))
+fn parse_fid(text: &str) -> anyhow::Result<Fid> {
+    Fid::from_text(text).with_context(|| format!("bad FID '{text}' (want SEQ:OID:VER in hex)"))
 }
 
 fn parse_mdts(text: &str) -> anyhow::Result<Vec<u32>> {
@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn sequence_convention() {
-        let mdt = |seq| mdt_by_sequence_convention(&LuFid { seq, oid: 1, ver: 0 });
+        let mdt = |seq| mdt_by_sequence_convention(&Fid { seq, oid: 1, ver: 0 });
         assert_eq!(mdt(0x2_0000_0400), Some(0));
         assert_eq!(mdt(0x2_4000_0400), Some(1));
         assert_eq!(mdt(0x2_c000_0407), Some(3));

@@ -3,7 +3,7 @@
 //! `trusted.dmv`, or a `lfs mkdir` request), and the foreign LMV. All little-endian.
 //! Layouts: docs/protocol/dirlayouts.md §2.
 
-use super::{DecodeError, HashTypeField, LuFid};
+use super::{DecodeError, Fid, HashTypeField};
 
 /// Master LMV of a striped directory.
 // lustre: include/uapi/linux/lustre/lustre_idl.h LMV_MAGIC_V1
@@ -93,7 +93,7 @@ pub struct LmvMdsMd {
     pub migrate_hash: HashTypeField,
     pub pool_name: PoolName,
     /// Stripe FIDs in stripe order; empty on a [`MdsMdKind::Stripe`].
-    pub stripe_fids: Vec<LuFid>,
+    pub stripe_fids: Vec<Fid>,
 }
 
 impl LmvMdsMd {
@@ -114,8 +114,8 @@ impl LmvMdsMd {
         };
         let mut pool = [0; 16];
         pool.copy_from_slice(header.slice(40, 16));
-        let stripes = stripe_entries(bytes, LMV_MDS_MD_HEADER_SIZE, fid_count, LuFid::SIZE)?;
-        let stripe_fids = stripes.filter_map(LuFid::parse).collect();
+        let stripes = stripe_entries(bytes, LMV_MDS_MD_HEADER_SIZE, fid_count, Fid::SIZE)?;
+        let stripe_fids = stripes.filter_map(Fid::parse).collect();
         Ok(Self {
             kind,
             stripe_count,
@@ -131,7 +131,7 @@ impl LmvMdsMd {
 
     /// Bytes [`Self::emit`] writes.
     pub fn encoded_len(&self) -> usize {
-        LMV_MDS_MD_HEADER_SIZE + self.stripe_fids.len() * LuFid::SIZE
+        LMV_MDS_MD_HEADER_SIZE + self.stripe_fids.len() * Fid::SIZE
     }
 
     /// Appends the encoding: the header, then every entry of `stripe_fids`.
@@ -180,7 +180,7 @@ pub enum UserMdKind {
 // lustre: include/uapi/linux/lustre/lustre_user.h struct lmv_user_mds_data
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct UserMdsData {
-    pub fid: LuFid,
+    pub fid: Fid,
     pub mds: u32,
 }
 
@@ -232,7 +232,7 @@ impl LmvUserMd {
             stripe_entries(bytes, LMV_USER_MD_HEADER_SIZE, object_count, LMV_USER_MDS_DATA_SIZE)?;
         let objects = entries
             .filter_map(|entry| {
-                let fid = LuFid::parse(entry)?;
+                let fid = Fid::parse(entry)?;
                 let mds = u32::from_le_bytes(entry.get(20..24)?.try_into().ok()?);
                 Some(UserMdsData { fid, mds })
             })

@@ -9,7 +9,7 @@ use std::io::Write;
 use thiserror::Error;
 
 use super::{
-    DirLayout, ForeignLmv, HashTypeField, LMV_MAGIC_V1, LMV_USER_MAGIC, LmvMdsMd, LmvUserMd, LuFid,
+    DirLayout, Fid, ForeignLmv, HashTypeField, LMV_MAGIC_V1, LMV_USER_MAGIC, LmvMdsMd, LmvUserMd,
     MdsMdKind,
 };
 
@@ -80,7 +80,7 @@ impl Default for Options {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Context {
     /// The directory's own FID, printed by `-F`, `-v`, and YAML of an unstriped directory.
-    pub dir_fid: Option<LuFid>,
+    pub dir_fid: Option<Fid>,
     /// The MDT of each stripe, in stripe order (lfs asks the FID location database).
     pub stripe_mdts: Vec<u32>,
 }
@@ -114,7 +114,7 @@ pub fn print(
 
 /// Output for a master LMV, as lfs shows it after the client turned it into an
 /// `lmv_user_md` with magic `LMV_MAGIC_V1`, no pool, and each stripe's MDT; an insane FID
-/// ([`LuFid::is_sane`]) is shown as the client leaves it, zero with MDT 0.
+/// ([`Fid::is_sane`]) is shown as the client leaves it, zero with MDT 0.
 // lustre: lustre/llite/dir.c ll_dir_ioctl() LL_IOC_LMV_GETSTRIPE
 pub fn print_striped(
     md: &LmvMdsMd,
@@ -129,7 +129,7 @@ pub fn print_striped(
         .iter()
         .enumerate()
         .map(|(i, fid)| match (fid.is_sane(), context.stripe_mdts.get(i)) {
-            (false, _) => Ok((0, LuFid::default())),
+            (false, _) => Ok((0, Fid::default())),
             (true, Some(&mdt)) => Ok((mdt, *fid)),
             (true, None) => Err(PrintError::MissingStripeMdt(i)),
         })
@@ -150,7 +150,7 @@ pub fn print_striped(
 /// Output for a default layout (`lfs getdirstripe -D`).
 pub fn print_default(
     md: &LmvUserMd,
-    dir_fid: Option<LuFid>,
+    dir_fid: Option<Fid>,
     options: Options,
 ) -> Result<Vec<u8>, PrintError> {
     let view = View {
@@ -214,11 +214,11 @@ struct View<'a> {
     max_inherit_rr: u8,
     pool: &'a [u8],
     /// (MDT index, FID) per stripe.
-    objects: Vec<(u32, LuFid)>,
+    objects: Vec<(u32, Fid)>,
 }
 
 impl View<'_> {
-    fn print(&self, dir_fid: Option<LuFid>, options: Options) -> Result<Vec<u8>, PrintError> {
+    fn print(&self, dir_fid: Option<Fid>, options: Options) -> Result<Vec<u8>, PrintError> {
         let fields = if options.fields == Fields::NONE { Fields::DEFAULT } else { options.fields };
         let is_default = self.magic == LMV_USER_MAGIC;
         let yaml = options.yaml;
@@ -234,7 +234,7 @@ impl View<'_> {
             if fields.others(Fields::FID) {
                 out.label("lmv_fid: ", "          ");
             }
-            out.value(format_args!("{dir_fid}"));
+            out.value(format_args!("{}", dir_fid.no_brace()));
         }
         if fields.has(Fields::DETAIL) {
             out.next_field();
@@ -312,7 +312,7 @@ impl View<'_> {
         Ok(out)
     }
 
-    fn print_objects(&self, out: &mut Vec<u8>, dir_fid: LuFid, options: Options) {
+    fn print_objects(&self, out: &mut Vec<u8>, dir_fid: Fid, options: Options) {
         out.push(b'\n');
         if options.yaml {
             out.extend_from_slice(b"lmv_objects:\n");
@@ -325,11 +325,16 @@ impl View<'_> {
             (false, true) => (mdt as i32).to_string(),
             (false, false) => format!("{mdt:6}"),
         };
-        let row = |out: &mut Vec<u8>, mdt: u32, fid: LuFid| {
+        let row = |out: &mut Vec<u8>, mdt: u32, fid: Fid| {
             let _ = if options.yaml {
-                write!(out, "      - l_mdt_idx: {}\n        l_fid:     {fid}\n", index(mdt))
+                write!(
+                    out,
+                    "      - l_mdt_idx: {}\n        l_fid:     {}\n",
+                    index(mdt),
+                    fid.no_brace()
+                )
             } else {
-                writeln!(out, "{}\t\t [{fid}]\t\t", index(mdt))
+                writeln!(out, "{}\t\t {fid}\t\t", index(mdt))
             };
         };
         if self.stripe_count == 0 && options.yaml {

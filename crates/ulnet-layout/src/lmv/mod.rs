@@ -17,7 +17,6 @@
 //! ```
 
 mod error;
-mod fid;
 mod format;
 pub mod getdirstripe;
 mod hash;
@@ -25,8 +24,8 @@ mod hash_type;
 mod placement;
 mod stem;
 
+pub use crate::fid::Fid;
 pub use error::{DecodeError, PlacementError};
-pub use fid::LuFid;
 pub use format::{
     DirLayout, ForeignLmv, LMV_FOREIGN_HEADER_SIZE, LMV_FOREIGN_MAX_VALUE, LMV_MAGIC_FOREIGN,
     LMV_MAGIC_STRIPE, LMV_MAGIC_V1, LMV_MAX_STRIPE_COUNT, LMV_MAX_STRIPES_PER_MDT,

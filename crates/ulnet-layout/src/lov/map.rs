@@ -10,12 +10,13 @@ use thiserror::Error;
 
 use super::composite::{Component, CompositeLayout, SubLayout};
 use super::layout::Layout;
-use super::ostid::{Fid, OstId};
+use super::ostid::OstId;
 use super::plain::{ObjectSlot, PlainLayout};
 use super::{
     DEFAULT_STRIPE_SIZE, LCME_FL_INIT, LOV_ALL_STRIPES, LOV_ALL_STRIPES_WIDE, LOV_MAGIC_SPECIFIC,
     LOV_MAGIC_V1, LOV_MAGIC_V3, LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, MIRROR_ID_SHIFT, mirror_id_of,
 };
+use crate::fid::Fid;
 
 /// Why an offset or extent could not be mapped.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -20,11 +20,12 @@ pub mod size;
 
 mod bytes;
 
+pub use crate::fid::Fid;
 pub use composite::{Component, CompositeLayout, SubLayout};
 pub use error::{DecodeError, EncodeError};
 pub use foreign::ForeignLayout;
 pub use layout::Layout;
-pub use ostid::{Fid, OstId};
+pub use ostid::OstId;
 pub use plain::{ObjectSlot, PlainLayout, PoolName};
 
 // lustre: lustre/include/uapi/linux/lustre/lustre_user.h (LOV_USER_MAGIC_*), lustre_idl.h

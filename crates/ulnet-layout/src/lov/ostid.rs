@@ -2,7 +2,7 @@
 // lustre: lustre/include/uapi/linux/lustre/lustre_ostid.h ostid_seq(), ostid_id(),
 // ostid_to_fid(); lustre_fid.h fid_idif_seq() (docs/protocol/layouts.md §2.4).
 
-use std::fmt;
+use crate::fid::Fid;
 
 /// `FID_SEQ_OST_MDT0`: legacy objects of MDT0 carry sequence 0.
 pub const FID_SEQ_OST_MDT0: u64 = 0;
@@ -16,33 +16,6 @@ pub const FID_SEQ_IDIF_MAX: u64 = 0x1_FFFF_FFFF;
 pub const FID_SEQ_LOV_DEFAULT: u64 = u64::MAX;
 /// `IDIF_OID_MASK`: legacy object ids have 48 bits.
 pub const IDIF_OID_MASK: u64 = (1 << 48) - 1;
-
-/// A Lustre FID `[seq:oid:ver]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Fid {
-    pub seq: u64,
-    pub oid: u32,
-    pub ver: u32,
-}
-
-impl Fid {
-    /// `seq:oid:ver` without brackets, as lfs's YAML prints it (`DFID_NOBRACE`).
-    pub fn no_brace(&self) -> String {
-        format!("{}:0x{:x}:0x{:x}", alt_hex(self.seq), self.oid, self.ver)
-    }
-}
-
-impl fmt::Display for Fid {
-    /// `[seq:oid:ver]` (`DFID`): C's `%#llx`, so a zero sequence prints as `0`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}:0x{:x}:0x{:x}]", alt_hex(self.seq), self.oid, self.ver)
-    }
-}
-
-/// C's `%#x`: `0x` prefix except for zero.
-pub fn alt_hex(value: u64) -> String {
-    if value == 0 { "0".to_string() } else { format!("{value:#x}") }
-}
 
 /// The 16-byte `ost_id` as stored: two little-endian u64 words. Read as `oi.oi_id`/`oi.oi_seq`
 /// (legacy) or as a FID (`f_seq` = first word, `f_oid`/`f_ver` = halves of the second).

@@ -13,8 +13,8 @@ fn master() -> LmvMdsMd {
         migrate_hash: HashTypeField(0),
         pool_name: PoolName::new(b"fast").unwrap_or_default(),
         stripe_fids: vec![
-            LuFid { seq: 0x2_4000_0400, oid: 2, ver: 0 },
-            LuFid { seq: 0x2_0000_0400, oid: 3, ver: 0 },
+            Fid { seq: 0x2_4000_0400, oid: 2, ver: 0 },
+            Fid { seq: 0x2_0000_0400, oid: 3, ver: 0 },
         ],
     }
 }
@@ -38,7 +38,7 @@ fn master_bytes_field_by_field() {
     ]
     .concat();
     assert_eq!(bytes, expected);
-    assert_eq!(bytes.len(), LMV_MDS_MD_HEADER_SIZE + 2 * LuFid::SIZE);
+    assert_eq!(bytes.len(), LMV_MDS_MD_HEADER_SIZE + 2 * Fid::SIZE);
     assert_eq!(LmvMdsMd::parse(&bytes), Ok(master()));
     assert_eq!(DirLayout::parse(&bytes), Ok(DirLayout::Striped(master())));
 }
@@ -54,7 +54,7 @@ fn user_md_bytes_field_by_field() {
         max_inherit: 3,
         max_inherit_rr: 255,
         pool_name: PoolName::default(),
-        objects: vec![UserMdsData { fid: LuFid { seq: 1, oid: 2, ver: 3 }, mds: 7 }],
+        objects: vec![UserMdsData { fid: Fid { seq: 1, oid: 2, ver: 3 }, mds: 7 }],
     };
     let bytes = md.to_bytes();
     let expected: Vec<u8> = [
@@ -156,8 +156,8 @@ fn pool_names_read_as_c_strings() {
     assert_eq!(PoolName([b'x'; 16]).as_bytes(), &[b'x'; 15]);
 }
 
-fn fid() -> impl Strategy<Value = LuFid> {
-    (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(seq, oid, ver)| LuFid { seq, oid, ver })
+fn fid() -> impl Strategy<Value = Fid> {
+    (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(seq, oid, ver)| Fid { seq, oid, ver })
 }
 
 fn pool() -> impl Strategy<Value = PoolName> {

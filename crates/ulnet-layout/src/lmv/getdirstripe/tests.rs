@@ -3,7 +3,7 @@ use crate::lmv::{LmvUserMd, PoolName, UserMdKind};
 
 /// The documented example: 4 stripes, master on MDT2 (docs/protocol/dirlayouts.md §5.3).
 fn example() -> (DirLayout, Context) {
-    let fid = |seq, oid| LuFid { seq, oid, ver: 0 };
+    let fid = |seq, oid| Fid { seq, oid, ver: 0 };
     let md = LmvMdsMd {
         kind: MdsMdKind::Master,
         stripe_count: 4,
@@ -21,7 +21,7 @@ fn example() -> (DirLayout, Context) {
         ],
     };
     let context = Context {
-        dir_fid: Some(LuFid { seq: 0x2_8000_0400, oid: 1, ver: 0 }),
+        dir_fid: Some(Fid { seq: 0x2_8000_0400, oid: 1, ver: 0 }),
         stripe_mdts: vec![2, 3, 0, 1],
     };
     (DirLayout::Striped(md), context)
@@ -112,8 +112,7 @@ fn unstriped_directory_and_flags() {
     assert_eq!(out, Ok(b"lmv_stripe_count: 0 lmv_stripe_offset: 1 lmv_hash_type: none\n".to_vec()));
     let yaml = Options { yaml: true, ..Options::default() };
     assert_eq!(print_striped(&md, &context, yaml), Err(PrintError::MissingDirFid));
-    let with_fid =
-        Context { dir_fid: Some(LuFid { seq: 0x2_4000_0400, oid: 1, ver: 0 }), ..context };
+    let with_fid = Context { dir_fid: Some(Fid { seq: 0x2_4000_0400, oid: 1, ver: 0 }), ..context };
     let out = print_striped(&md, &with_fid, yaml).unwrap_or_default();
     assert_eq!(
         String::from_utf8_lossy(&out),

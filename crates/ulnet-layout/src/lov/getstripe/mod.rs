@@ -11,12 +11,13 @@ use std::fmt::Write as _;
 use super::composite::{Component, CompositeLayout, SubLayout};
 use super::foreign::ForeignLayout;
 use super::layout::Layout;
-use super::ostid::{FID_SEQ_LOV_DEFAULT, Fid, alt_hex, seq_prints_decimal};
+use super::ostid::{FID_SEQ_LOV_DEFAULT, seq_prints_decimal};
 use super::plain::PlainLayout;
 use super::{
     LCME_FL_INIT, LCME_FL_NOSYNC, LOV_MAGIC_COMP_V1, LOV_MAGIC_SPECIFIC, LOV_OFFSET_DEFAULT,
     LOV_PATTERN_F_RELEASED, LOV_PATTERN_MDT, LUSTRE_EOF,
 };
+use crate::fid::{Fid, alt_hex};
 
 mod names;
 mod options;

@@ -5,7 +5,7 @@
 use thiserror::Error;
 
 use super::names::COMP_FLAG_NAMES;
-use crate::lov::ostid::Fid;
+use crate::fid::Fid;
 use crate::lov::size::parse_size;
 use crate::lov::{DEFAULT_STRIPE_SIZE, LCME_ID_MAX, LUSTRE_EOF};
 

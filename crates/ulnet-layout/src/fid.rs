@@ -1,17 +1,18 @@
-//! `lu_fid`: the 16-byte file identifier a striped directory lists per stripe.
+//! `lu_fid`: the 16-byte file identifier of every Lustre object (files, directory stripes,
+//! OST objects), shared by the file and directory layouts.
 
 use std::fmt;
 
 /// A Lustre FID: sequence, object id within it, version.
 // lustre: include/uapi/linux/lustre/lustre_user.h struct lu_fid
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LuFid {
+pub struct Fid {
     pub seq: u64,
     pub oid: u32,
     pub ver: u32,
 }
 
-impl LuFid {
+impl Fid {
     /// Encoded size: `seq` u64, `oid` u32, `ver` u32, little-endian on disk.
     pub const SIZE: usize = 16;
 
@@ -52,17 +53,26 @@ impl LuFid {
     }
 }
 
-/// `SEQ:OID:VER` without brackets, as Lustre's `DFID_NOBRACE` (`%#llx:0x%x:0x%x`): the
-/// sequence uses C's `#` flag, so a zero sequence prints as `0`, not `0x0`.
-// lustre: include/uapi/linux/lustre/lustre_user.h DFID_NOBRACE
-impl fmt::Display for LuFid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.seq == 0 {
-            write!(f, "0:{:#x}:{:#x}", self.oid, self.ver)
-        } else {
-            write!(f, "{:#x}:{:#x}:{:#x}", self.seq, self.oid, self.ver)
-        }
+impl Fid {
+    /// `SEQ:OID:VER` without brackets, as Lustre's `DFID_NOBRACE` (`%#llx:0x%x:0x%x`): the
+    /// sequence uses C's `#` flag, so a zero sequence prints as `0`, not `0x0`.
+    // lustre: include/uapi/linux/lustre/lustre_user.h DFID_NOBRACE
+    pub fn no_brace(&self) -> String {
+        format!("{}:{:#x}:{:#x}", alt_hex(self.seq), self.oid, self.ver)
     }
+}
+
+/// `[SEQ:OID:VER]`, Lustre's `DFID`.
+// lustre: include/uapi/linux/lustre/lustre_user.h DFID
+impl fmt::Display for Fid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}]", self.no_brace())
+    }
+}
+
+/// C's `%#x`: a `0x` prefix except for zero.
+pub fn alt_hex(value: u64) -> String {
+    if value == 0 { "0".to_string() } else { format!("{value:#x}") }
 }
 
 fn parse_hex_u64(text: &str) -> Option<u64> {
@@ -79,14 +89,15 @@ mod tests {
 
     #[test]
     fn display_matches_c_alternate_hex() {
-        let fid = LuFid { seq: 0x2_8000_0400, oid: 2, ver: 0 };
-        assert_eq!(fid.to_string(), "0x280000400:0x2:0x0");
-        assert_eq!(LuFid::default().to_string(), "0:0x0:0x0");
+        let fid = Fid { seq: 0x2_8000_0400, oid: 2, ver: 0 };
+        assert_eq!(fid.no_brace(), "0x280000400:0x2:0x0");
+        assert_eq!(fid.to_string(), "[0x280000400:0x2:0x0]");
+        assert_eq!(Fid::default().no_brace(), "0:0x0:0x0");
     }
 
     #[test]
     fn sanity_follows_the_sequence_ranges() {
-        let fid = |seq, ver| LuFid { seq, oid: 1, ver };
+        let fid = |seq, ver| Fid { seq, oid: 1, ver };
         assert!(!fid(0, 0).is_sane());
         assert!(fid(11, 0).is_sane() && fid(12, 5).is_sane() && fid(0x1_0000_0000, 1).is_sane());
         assert!(fid(0x2_0000_0400, 0).is_sane());
@@ -95,15 +106,15 @@ mod tests {
 
     #[test]
     fn text_and_bytes_round_trip() {
-        let fid = LuFid { seq: 0x2_0000_0401, oid: 0x1234, ver: 7 };
-        assert_eq!(LuFid::from_text(&fid.to_string()), Some(fid));
-        assert_eq!(LuFid::from_text("[0x200000401:0x1234:0x7]"), Some(fid));
-        assert_eq!(LuFid::from_text("0x1:0x2"), None);
-        assert_eq!(LuFid::from_text("0x1:0x100000000:0x0"), None);
+        let fid = Fid { seq: 0x2_0000_0401, oid: 0x1234, ver: 7 };
+        assert_eq!(Fid::from_text(&fid.no_brace()), Some(fid));
+        assert_eq!(Fid::from_text("[0x200000401:0x1234:0x7]"), Some(fid));
+        assert_eq!(Fid::from_text("0x1:0x2"), None);
+        assert_eq!(Fid::from_text("0x1:0x100000000:0x0"), None);
         let mut bytes = Vec::new();
         fid.emit(&mut bytes);
-        assert_eq!(bytes.len(), LuFid::SIZE);
-        assert_eq!(LuFid::parse(&bytes), Some(fid));
-        assert_eq!(LuFid::parse(&bytes[..15]), None);
+        assert_eq!(bytes.len(), Fid::SIZE);
+        assert_eq!(Fid::parse(&bytes), Some(fid));
+        assert_eq!(Fid::parse(&bytes[..15]), None);
     }
 }
