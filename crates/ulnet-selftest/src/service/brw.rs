@@ -70,14 +70,15 @@ pub(super) fn client_prepare(
             ClientBulk::Source { memory: Memory::shared(source) }
         }
         BrwDirection::Read => {
-            let mut buffer = match ctx.unit.buffer.take() {
-                Some(buffer) if buffer.len() == p.length => buffer,
-                Some(other) => {
-                    core.recycle(Memory::new(other));
-                    core.buffer(p.length)
-                }
-                None => core.buffer(p.length),
-            };
+            // The sink comes from the budgeted pool (it went back there after the last RPC):
+            // no room, no RPC, and the unit ends as the kernel's does when it cannot allocate
+            // one (lustre: framework.c `sfw_run_test()`); counted as an error here.
+            if !core.bulk_room(p.length) {
+                tracing::debug!(dest = %ctx.unit.dest, "selftest bulk budget spent: unit ends");
+                ctx.count_error();
+                return None;
+            }
+            let mut buffer = core.buffer(p.length);
             brw_fill(&mut buffer, p.offset, PAGE_SIZE, check, BRW_POISON).ok()?;
             ClientBulk::Sink { memory: Memory::new(buffer), discard: check == BrwCheck::Discard }
         }
@@ -144,10 +145,9 @@ pub(super) fn client_done(
             RpcResult::Failed
         }
     };
-    match buffer {
-        Some(buffer) if Some(buffer.len()) == p.map(|p| p.length) => ctx.unit.buffer = Some(buffer),
-        Some(buffer) => core.recycle(Memory::new(buffer)),
-        None => {}
+    // Back to the pool, where its bytes count against the budget (and go when idle).
+    if let Some(buffer) = buffer {
+        core.recycle(Memory::new(buffer));
     }
     result
 }
