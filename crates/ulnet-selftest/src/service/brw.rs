@@ -6,8 +6,8 @@ use ulnet::proto::wire::selftest::{
     LST_FEATS_MASK, SrpcBody, SrpcMsg, TestParams, brw_check, brw_fill, brw_magic, errno,
 };
 
-use super::LNET_MTU;
 use super::framework::{PAGE_SIZE, RpcResult, UnitCtx};
+use super::limits::MAX_BULK_LEN;
 use crate::srpc::{ClientBulk, ClientOutcome, Incoming, RpcCore, RpcError, ServerBulk, Verdict};
 
 /// A BRW test's parameters, whichever wire form they came in.
@@ -43,7 +43,7 @@ fn params(params: &TestParams) -> Option<Params> {
 pub(super) fn client_init(test: &TestParams, _features: u32) -> Result<(), u32> {
     let Some(p) = params(test) else { return Err(errno::EINVAL) };
     if p.offset % 8 != 0
-        || p.length > LNET_MTU
+        || p.length > MAX_BULK_LEN
         || BrwDirection::from_u32(p.direction).is_none()
         || BrwCheck::from_u32(p.check).is_none()
     {
@@ -173,7 +173,7 @@ pub(super) fn server_handle(core: &mut RpcCore, incoming: &Incoming) -> Verdict 
     if features & LST_FEAT_BULK_LEN == 0 && length % PAGE_SIZE != 0 {
         return reply(errno::EINVAL, 0);
     }
-    if length == 0 || length > LNET_MTU {
+    if length == 0 || length > MAX_BULK_LEN {
         return reply(errno::EINVAL, features);
     }
     match direction {

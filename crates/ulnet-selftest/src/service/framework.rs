@@ -10,7 +10,7 @@ use ulnet::proto::wire::selftest::{
     RemoveSessionReply, RemoveSessionRequest, SRPC_BATCH_OPC_QUERY, SRPC_BATCH_OPC_RUN,
     SRPC_BATCH_OPC_STOP, SRPC_FRAMEWORK_SERVICE_MAX_ID, SRPC_SERVICE_MAX_ID, SessionId,
     SfwCounters, SrpcBody, SrpcMsg, SrpcService, StatReply, StatRequest, TestParams, TestReply,
-    TestRequest, decode_dest_list, dest_list_len, errno, max_dest_count,
+    TestRequest, decode_dest_list, dest_list_len, errno,
 };
 use ulnet::{Memory, ProcessId};
 
@@ -502,7 +502,7 @@ impl Framework {
         if request.loop_count == 0
             || request.concurrency == 0
             || request.session.has_any_nid()
-            || request.dest_count as usize > max_dest_count(PAGE_SIZE).min(MAX_DESTINATIONS)
+            || request.dest_count as usize > MAX_DESTINATIONS
             || (request.is_client && request.dest_count == 0)
             || request.concurrency > MAX_CONCURRENCY
             || request.service >= SRPC_SERVICE_MAX_ID
