@@ -2,8 +2,8 @@
 //! `ulnetctl` (lnetctl's commands) over a control socket.
 //!
 //! ```text
-//! ulnetd [--config FILE] [--socket PATH]     run one node
-//! ulnetd demo                                two nodes, ping, PUT/GET, stats, stop
+//! ulnetd [--config FILE] [--socket PATH] [--no-selftest]     run one node
+//! ulnetd demo                                                two nodes, ping, PUT/GET, stats, stop
 //! ```
 //!
 //! * **Configuration**: the YAML `lnetctl import` accepts, plus `accept_port`, `accept` and
