@@ -1073,9 +1073,9 @@ impl RpcCore {
     }
 
     /// Whether a bulk of `length` bytes would be granted now: a caller about to allocate one
-    /// for [`RpcCore::start`] asks first.
-    pub fn bulk_room(&self, length: usize) -> bool {
-        self.pool.has_room(length)
+    /// for [`RpcCore::start`] asks first (a "no" counts as a refused charge).
+    pub fn bulk_room(&mut self, length: usize) -> bool {
+        self.pool.check_room(length)
     }
 
     /// Frees spare buffers idle since before `now` ([`SPARE_IDLE`]).

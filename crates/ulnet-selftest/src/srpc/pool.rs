@@ -102,6 +102,16 @@ impl BufferPool {
         self.charged.saturating_add(length) <= self.budget
     }
 
+    /// As [`BufferPool::has_room`], counting a refusal when there is none (for a caller that
+    /// then does without).
+    pub fn check_room(&mut self, length: usize) -> bool {
+        let room = self.has_room(length);
+        if !room {
+            self.refused = self.refused.wrapping_add(1);
+        }
+        room
+    }
+
     /// Charges `length` bytes to an RPC, evicting spares to make room; `false` (nothing
     /// charged) when the RPCs in progress already hold too much of the budget.
     pub fn charge(&mut self, length: usize) -> bool {
