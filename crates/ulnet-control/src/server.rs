@@ -3,6 +3,11 @@
 //!
 //! Threads, not tasks: each connection gets a std thread (at most [`MAX_CONNECTIONS`]) that
 //! reads a request, calls the handler, writes the answer, and waits for the next request.
+//! The accept thread never blocks on a client: a connection past [`MAX_CONNECTIONS`] takes the
+//! place of the one idle (waiting for a request) the longest, which is closed, so clients that
+//! connect and say nothing cannot lock administrators out; only when every connection is in
+//! the middle of a request is the newcomer answered [`ControlError::Busy`]. A connection idle
+//! for [`IDLE_TIMEOUT`] is closed too.
 //! The handler is synchronous and may block (a ping waits for the network). `ulnetd`, which
 //! runs its node on tokio, implements it by sending the request into the runtime and waiting
 //! for the reply, e.g. with a `tokio::sync::mpsc` channel to the node task carrying a
@@ -12,7 +17,9 @@
 //! public, so an async server is a small addition if ever wanted.
 //!
 //! Authorization is the socket file's mode ([`SOCKET_MODE`]): only its owner (root for the
-//! system daemon, as lnetctl needs root) can connect.
+//! system daemon, as lnetctl needs root) can connect; and, whatever the mode, the peer's
+//! credentials (`SO_PEERCRED`): only a process of the daemon's effective uid, or root, is
+//! served. Any other is answered `-EACCES` and closed.
 
 use std::fs::{self, DirBuilder};
 use std::io::{self, Read};
@@ -23,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::frame::{
     DecodeError, FrameError, MAX_REQUEST_LEN, decode_request, encode_response, read_frame,
@@ -47,7 +54,8 @@ where
     }
 }
 
-/// Most connections served at once; further clients are answered [`ControlError::Busy`].
+/// Most connections open at once. A further client takes the place of the connection idle
+/// the longest; only when all are busy with a request is it answered [`ControlError::Busy`].
 /// lnetctl runs one command per process, so this only bounds misbehaving clients.
 pub const MAX_CONNECTIONS: usize = 64;
 
@@ -161,8 +169,8 @@ impl Server {
 
     fn stop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        for (_, stream) in self.shared.connections().open.drain(..) {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+        for open in self.shared.connections().open.drain(..) {
+            let _ = open.stream.shutdown(std::net::Shutdown::Both);
         }
         let Some(accept) = self.accept.take() else { return };
         // Wake the blocked accept() with a connection of our own. If the socket file is
@@ -189,8 +197,16 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Connections {
     next_id: u64,
-    /// A clone of each open stream, to shut it down on stop.
-    open: Vec<(u64, UnixStream)>,
+    open: Vec<Connection>,
+}
+
+#[derive(Debug)]
+struct Connection {
+    id: u64,
+    /// A clone of the stream, to shut it down on stop or eviction.
+    stream: UnixStream,
+    /// Since when it has waited for a request; `None` while a request is being served.
+    idle_since: Option<Instant>,
 }
 
 impl Shared {
@@ -200,21 +216,39 @@ impl Shared {
         self.connections.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records a new connection, or `None` when at [`MAX_CONNECTIONS`].
+    /// Records a new connection, closing the one idle the longest when at
+    /// [`MAX_CONNECTIONS`]; `None` when all are busy with a request.
     fn register(&self, stream: &UnixStream) -> Option<u64> {
         let mut connections = self.connections();
         if connections.open.len() >= MAX_CONNECTIONS {
-            return None;
+            let oldest = connections
+                .open
+                .iter()
+                .enumerate()
+                .filter_map(|(index, open)| open.idle_since.map(|since| (since, index)))
+                .min()
+                .map(|(_, index)| index)?;
+            // Its thread sees end-of-file and leaves; its unregister finds nothing to remove.
+            let evicted = connections.open.swap_remove(oldest);
+            let _ = evicted.stream.shutdown(std::net::Shutdown::Both);
         }
         let clone = stream.try_clone().ok()?;
         let id = connections.next_id;
         connections.next_id += 1;
-        connections.open.push((id, clone));
+        connections.open.push(Connection { id, stream: clone, idle_since: Some(Instant::now()) });
         Some(id)
     }
 
+    /// Marks connection `id` busy with a request (`false`) or idle again (`true`).
+    fn set_idle(&self, id: u64, idle: bool) {
+        let mut connections = self.connections();
+        if let Some(open) = connections.open.iter_mut().find(|open| open.id == id) {
+            open.idle_since = idle.then(Instant::now);
+        }
+    }
+
     fn unregister(&self, id: u64) {
-        self.connections().open.retain(|(open, _)| *open != id);
+        self.connections().open.retain(|open| open.id != id);
     }
 }
 
@@ -247,7 +281,9 @@ fn accept_loop(
         let handler = Arc::clone(&handler);
         let thread_shared = Arc::clone(shared);
         let spawned = thread::Builder::new().name("ulnet-control".into()).spawn(move || {
-            serve_connection(stream, handler.as_ref());
+            if authorized(&stream) {
+                serve_connection(stream, handler.as_ref(), &thread_shared, id);
+            }
             thread_shared.unregister(id);
         });
         if spawned.is_err() {
@@ -261,13 +297,46 @@ fn is_resource_shortage(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(24 | 23 | 105 | 12))
 }
 
-/// Answers one client until it closes, goes idle, or sends something unreadable.
-fn serve_connection(mut stream: UnixStream, handler: &dyn Handler) {
+/// Whether the peer may issue commands: a process of the daemon's effective uid, or root
+/// (`SO_PEERCRED`). Anyone else is answered `-EACCES` and the connection closed.
+fn authorized(stream: &UnixStream) -> bool {
+    let ours = rustix::process::geteuid();
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(peer) if peer_allowed(peer.uid, ours) => true,
+        Ok(peer) => {
+            let descr = format!(
+                "permission denied: uid {} may not control this ulnetd (uid {})",
+                peer.uid.as_raw(),
+                ours.as_raw()
+            );
+            if let Ok(clone) = stream.try_clone() {
+                refuse(clone, ControlError::Refused { errno: -EACCES, descr });
+            }
+            false
+        }
+        // No credentials, no service.
+        Err(_) => false,
+    }
+}
+
+/// Linux's `EACCES` (the refusal carries it negated, as the kernel's handlers return it).
+const EACCES: i32 = 13;
+
+/// Root, or the daemon's own effective uid.
+fn peer_allowed(peer: rustix::process::Uid, ours: rustix::process::Uid) -> bool {
+    peer.is_root() || peer == ours
+}
+
+/// Answers one client until it closes, goes idle, is evicted, or sends something unreadable.
+fn serve_connection(mut stream: UnixStream, handler: &dyn Handler, shared: &Shared, id: u64) {
     let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     loop {
         let body = match read_frame(&mut stream, MAX_REQUEST_LEN) {
-            Ok(body) => body,
+            Ok(body) => {
+                shared.set_idle(id, false);
+                body
+            }
             Err(FrameError::TooLarge { len, max }) => {
                 // The rest of the stream cannot be framed any more: answer and close.
                 let reason = format!("request of {len} bytes exceeds the limit of {max}");
@@ -291,6 +360,7 @@ fn serve_connection(mut stream: UnixStream, handler: &dyn Handler) {
         if reply(&mut stream, &result).is_err() {
             return;
         }
+        shared.set_idle(id, true);
     }
 }
 
@@ -330,4 +400,59 @@ fn refuse_busy(mut stream: UnixStream) {
     let _ = stream.set_write_timeout(Some(BUSY_READ_TIMEOUT));
     let _ = read_frame(&mut stream, MAX_REQUEST_LEN);
     refuse(stream, ControlError::Busy);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::process::Uid;
+
+    #[test]
+    fn root_and_the_daemons_own_uid_may_issue_commands() {
+        let daemon = Uid::from_raw(1000);
+        assert!(peer_allowed(Uid::ROOT, daemon));
+        assert!(peer_allowed(Uid::from_raw(1000), daemon));
+        assert!(!peer_allowed(Uid::from_raw(1001), daemon));
+        assert!(peer_allowed(Uid::ROOT, Uid::ROOT));
+        assert!(!peer_allowed(Uid::from_raw(65534), Uid::ROOT));
+    }
+
+    #[test]
+    fn a_peer_of_the_same_uid_is_authorized() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        assert!(authorized(&ours));
+        assert!(authorized(&theirs));
+    }
+
+    #[test]
+    fn the_longest_idle_connection_makes_room_and_busy_ones_never_do() {
+        let shared = Shared::default();
+        let mut peers = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            ids.push(shared.register(&ours).unwrap());
+            peers.push((ours, theirs));
+        }
+        // All but the first two are busy; the second has been idle longer than the first.
+        for id in &ids[2..] {
+            shared.set_idle(*id, false);
+        }
+        shared.set_idle(ids[0], true);
+        let (extra, _extra_peer) = UnixStream::pair().unwrap();
+        let newcomer = shared.register(&extra).unwrap();
+        let open: Vec<u64> = shared.connections().open.iter().map(|open| open.id).collect();
+        assert_eq!(open.len(), MAX_CONNECTIONS);
+        assert!(!open.contains(&ids[1]), "the longest idle one went");
+        assert!(open.contains(&ids[0]) && open.contains(&newcomer));
+        // Its peer sees the connection closed.
+        let mut byte = [0u8; 1];
+        assert_eq!(peers[1].1.read(&mut byte).unwrap(), 0);
+        // With every connection busy, a newcomer is refused.
+        for id in [ids[0], newcomer] {
+            shared.set_idle(id, false);
+        }
+        let (late, _late_peer) = UnixStream::pair().unwrap();
+        assert_eq!(shared.register(&late), None);
+    }
 }

@@ -11,5 +11,5 @@ mod srpc;
 
 pub use console::{Console, ConsoleError, SessionInfo, Target, TestKind, TestSpec};
 pub use ext::{LatencySummary, ULNET_DEBUG_PROBE};
-pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency};
-pub use srpc::{RpcError, StartError};
+pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency, limits};
+pub use srpc::{BufferUsage, RpcError, StartError};

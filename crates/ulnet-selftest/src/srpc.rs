@@ -23,6 +23,11 @@
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
+mod pool;
+
+use pool::BufferPool;
+pub use pool::{BufferUsage, DEFAULT_BULK_BUDGET, SPARE_IDLE};
+
 use std::cell::Cell;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -51,9 +56,6 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// Events folded in per lock hold before the lock is released for waiting callers.
 const EVENT_BATCH: usize = 256;
-
-/// Spare bulk buffers kept per size for reuse.
-const POOL_BUFFERS_PER_SIZE: usize = 256;
 
 /// Most shared bulk sources kept ([`RpcCore::shared_source`]).
 const SHARED_SOURCES: usize = 16;
@@ -567,6 +569,7 @@ fn dispatch<A: App>(shared: &Shared<A>) {
                 core.events_dropped = dropped;
             }
             core.expire(now);
+            core.trim(now);
             core.deliver(app);
             app.tick(core, now);
             next_tick = now + TICK;
@@ -761,6 +764,8 @@ struct ClientRpc {
     /// The reply carried an error, so the bulk MD was unlinked on purpose.
     bulk_cancelled: bool,
     expected_reply: ulnet::proto::wire::selftest::SrpcMsgType,
+    /// Bulk bytes charged to the pool's budget, given back when the RPC completes.
+    charged: usize,
 }
 
 impl ClientRpc {
@@ -776,6 +781,8 @@ struct ServerRpc {
     /// The first failure of the bulk's events.
     bulk_error: Option<RpcError>,
     reply_md: Option<MdHandle>,
+    /// Bulk bytes charged to the pool's budget, given back when the RPC ends.
+    charged: usize,
 }
 
 #[derive(Debug, Default)]
@@ -802,7 +809,8 @@ pub(crate) struct RpcCore {
     done: VecDeque<ClientOutcome>,
     /// Server RPCs whose bulk finished, waiting for the application.
     bulk_ready: VecDeque<(u64, Result<(), RpcError>, Option<Memory>)>,
-    pool: HashMap<usize, Vec<Vec<u8>>>,
+    /// Bulk memory under its budget, and the spare buffers.
+    pool: BufferPool,
     /// Bulk sources shared by every RPC that sends the same bytes.
     sources: SharedSources,
     counters: SrpcCounters,
@@ -843,7 +851,7 @@ impl RpcCore {
             services: HashMap::default(),
             done: VecDeque::new(),
             bulk_ready: VecDeque::new(),
-            pool: HashMap::default(),
+            pool: BufferPool::new(DEFAULT_BULK_BUDGET),
             sources: SharedSources::default(),
             counters: SrpcCounters::default(),
             wake: false,
@@ -896,6 +904,18 @@ impl RpcCore {
             return Err(RpcError::ShutDown);
         }
         let ClientCall { dest, service, mut request, bulk, timeout, tag, tail } = call;
+        // The bulk is charged at its nominal length, shared source or not, as the kernel gives
+        // every RPC pages of its own; a discarding sink holds no memory.
+        let charged = match &bulk {
+            Some(ClientBulk::Sink { discard: true, .. }) | None => 0,
+            Some(ClientBulk::Sink { memory, .. } | ClientBulk::Source { memory }) => memory.len(),
+        };
+        if !self.pool.charge(charged) {
+            if let Some(ClientBulk::Sink { memory, .. }) = bulk {
+                self.recycle(memory);
+            }
+            return Err(RpcError::NoResources);
+        }
         let id = self.next_rpc;
         self.next_rpc += 1;
         let reply_bits = self.match_bits.take();
@@ -992,6 +1012,7 @@ impl RpcCore {
                 for token in never_made.into_iter().flatten() {
                     self.slots.discard(Key::from_u64(token));
                 }
+                self.pool.release(charged);
                 return Err(RpcError::NoResources);
             }
         };
@@ -1013,6 +1034,7 @@ impl RpcCore {
             aborted: None,
             bulk_cancelled: false,
             expected_reply: service.reply_type(),
+            charged,
         };
         self.clients.insert(id, rpc);
         if !sent {
@@ -1037,7 +1059,28 @@ impl RpcCore {
 
     /// A pooled buffer of `length` bytes (contents unspecified).
     pub fn buffer(&mut self, length: usize) -> Vec<u8> {
-        self.pool.get_mut(&length).and_then(Vec::pop).unwrap_or_else(|| committed_buffer(length))
+        self.pool.take(length)
+    }
+
+    /// Sets the budget of bulk memory ([`BufferUsage`]); RPCs already charged keep theirs.
+    pub fn set_bulk_budget(&mut self, budget: usize) {
+        self.pool.set_budget(budget);
+    }
+
+    /// How much selftest buffer memory is in use.
+    pub fn buffer_usage(&self) -> BufferUsage {
+        self.pool.usage()
+    }
+
+    /// Whether a bulk of `length` bytes would be granted now: a caller about to allocate one
+    /// for [`RpcCore::start`] asks first (a "no" counts as a refused charge).
+    pub fn bulk_room(&mut self, length: usize) -> bool {
+        self.pool.check_room(length)
+    }
+
+    /// Frees spare buffers idle since before `now` ([`SPARE_IDLE`]).
+    pub fn trim(&mut self, now: Instant) {
+        self.pool.trim(now);
     }
 
     /// A read-only bulk source shared by every RPC that sends the same bytes
@@ -1056,10 +1099,7 @@ impl RpcCore {
             return;
         }
         for segment in memory.into_segments() {
-            let spare = self.pool.entry(segment.len()).or_default();
-            if spare.len() < POOL_BUFFERS_PER_SIZE {
-                spare.push(segment);
-            }
+            self.pool.give_back(segment);
         }
     }
 
@@ -1288,7 +1328,13 @@ impl RpcCore {
                 self.next_rpc += 1;
                 self.servers.insert(
                     id,
-                    ServerRpc { incoming, bulk_md: None, bulk_error: None, reply_md: None },
+                    ServerRpc {
+                        incoming,
+                        bulk_md: None,
+                        bulk_error: None,
+                        reply_md: None,
+                        charged: 0,
+                    },
                 );
                 self.repost(service, buffer);
                 self.server_verdict(id, verdict);
@@ -1318,6 +1364,24 @@ impl RpcCore {
             self.server_done(id, false);
             return;
         };
+        let length = match &bulk {
+            ServerBulk::Get { length } => *length,
+            ServerBulk::Put { memory } => memory.len(),
+        };
+        if !self.pool.charge(length) {
+            // Over the bulk budget: ENOMEM back, what the kernel's failed allocation reports
+            // (lustre: framework.c `sfw_alloc_pages()`; there the RPC is then dropped).
+            tracing::debug!(%peer, length, "selftest bulk budget spent; answering ENOMEM");
+            let features = rpc.incoming.msg.ses_feats;
+            let mut reply =
+                SrpcMsg::new(features, error_body(rpc.incoming.service, errnos::ENOMEM));
+            reply.ses_feats = features;
+            self.send_reply(id, reply.emit());
+            return;
+        }
+        if let Some(rpc) = self.servers.get_mut(&id) {
+            rpc.charged = length;
+        }
         let token = self.token(Slot::ServerBulk(id));
         let (memory, get) = match bulk {
             ServerBulk::Get { length } => (Memory::new(self.buffer(length)), true),
@@ -1413,6 +1477,7 @@ impl RpcCore {
             self.counters.rpcs_dropped = self.counters.rpcs_dropped.wrapping_add(1);
         }
         if let Some(rpc) = self.servers.remove(&id) {
+            self.pool.release(rpc.charged);
             for md in [rpc.bulk_md, rpc.reply_md].into_iter().flatten() {
                 let _ = self.node.md_unlink(md);
             }
@@ -1533,6 +1598,7 @@ impl RpcCore {
             return;
         }
         let Some(rpc) = self.clients.remove(&id) else { return };
+        self.pool.release(rpc.charged);
         let reply = rpc.reply.and_then(Result::ok);
         let status = if let Some(why) = rpc.aborted {
             Err(why)
@@ -1602,6 +1668,7 @@ impl RpcCore {
         let ids: Vec<u64> = self.clients.keys().copied().collect();
         for id in ids {
             if let Some(rpc) = self.clients.remove(&id) {
+                self.pool.release(rpc.charged);
                 self.done.push_back(ClientOutcome {
                     tag: rpc.tag,
                     status: Err(RpcError::ShutDown),
@@ -1612,7 +1679,9 @@ impl RpcCore {
                 });
             }
         }
-        self.servers.clear();
+        for (_, rpc) in self.servers.drain() {
+            self.pool.release(rpc.charged);
+        }
         self.wake = true;
     }
 

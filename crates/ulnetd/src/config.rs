@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `accept_port` | 1..=65535: the TCP port every NI's acceptor listens on and peers are dialled on | 988 |
 //! | `accept` | `secure` (only privileged source ports), `all`, `none` (no acceptor) | `secure` as root, `all` otherwise |
+//! | `lnet_selftest` | `true`, `false`: whether the node hosts the selftest service (the kernel's separately loaded `lnet_selftest` module); `false` leaves portals 50 to 52 closed to `lst`/`ulst` consoles | `true` |
 //!
 //! ```yaml
 //! global:
@@ -18,7 +19,7 @@
 //!         - nid: 127.0.0.2@tcp
 //! ```
 //!
-//! These two keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
+//! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
 //! node is up, as `lnetctl import` adds them. Routes, routing, buffers and UDSP rules are
 //! parsed and ignored with a warning: ulnetd does not implement them yet.
@@ -83,6 +84,8 @@ pub struct DaemonConfig {
     pub nets: Vec<NetSpec>,
     pub settings: GlobalSettings,
     pub tcp: TcpSettings,
+    /// Whether the node hosts the selftest service (`lnet_selftest`).
+    pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
     /// lnetctl's warnings about the input, and what ulnetd ignores.
@@ -107,6 +110,8 @@ pub enum ConfigError {
     BadAcceptPort(String),
     #[error("global accept: '{0}' is not one of secure, all, none")]
     BadAcceptPolicy(String),
+    #[error("global lnet_selftest: '{0}' is not true or false")]
+    BadSelftest(String),
     #[error(transparent)]
     Net(#[from] NetError),
     #[error("no ip2nets rule matches this host's interfaces: {0}")]
@@ -137,7 +142,7 @@ impl DaemonConfig {
         if text.len() > MAX_CONFIG_LEN {
             return Err(ConfigError::TooLarge(text.len() as u64));
         }
-        let (text, tcp) = take_daemon_keys(text, root)?;
+        let (text, DaemonKeys { tcp, selftest }) = take_daemon_keys(text, root)?;
         let imported = model::import(&text, ImportMode::Add)?;
         let mut warnings = imported.warnings;
         let config = imported.config;
@@ -157,7 +162,7 @@ impl DaemonConfig {
         for item in &items {
             merge_net(&mut nets, resolve_net(item, host)?)?;
         }
-        Ok(Self { nets, settings, tcp, peers: config.peers.clone(), warnings })
+        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), warnings })
     }
 }
 
@@ -180,10 +185,18 @@ pub fn ip2net_specs(text: &str, host: &[HostInterface]) -> Result<Vec<NetSpec>, 
     resolve_ip2net(text, host)?.iter().map(|item| resolve_net(item, host)).collect()
 }
 
-/// Takes `accept_port` and `accept` out of every document's `global:` mapping. The text is
-/// returned untouched when neither is present, else re-emitted without them.
-fn take_daemon_keys(text: &str, root: bool) -> Result<(String, TcpSettings), ConfigError> {
+/// ulnetd's own keys, as [`take_daemon_keys`] found them.
+struct DaemonKeys {
+    tcp: TcpSettings,
+    selftest: bool,
+}
+
+/// Takes `accept_port`, `accept` and `lnet_selftest` out of every document's `global:`
+/// mapping. The text is returned untouched when none is present, else re-emitted without
+/// them.
+fn take_daemon_keys(text: &str, root: bool) -> Result<(String, DaemonKeys), ConfigError> {
     let mut tcp = TcpSettings::default_for(root);
+    let mut selftest = true;
     let mut documents = Vec::new();
     let mut changed = false;
     for document in yaml_serde::Deserializer::from_str(text) {
@@ -200,11 +213,15 @@ fn take_daemon_keys(text: &str, root: bool) -> Result<(String, TcpSettings), Con
                 tcp.accept = accept_policy(&policy)?;
                 changed = true;
             }
+            if let Some(value) = global.remove("lnet_selftest") {
+                selftest = selftest_switch(&value)?;
+                changed = true;
+            }
         }
         documents.push(value);
     }
     if !changed {
-        return Ok((text.to_string(), tcp));
+        return Ok((text.to_string(), DaemonKeys { tcp, selftest }));
     }
     let mut rewritten = String::new();
     for document in &documents {
@@ -213,7 +230,20 @@ fn take_daemon_keys(text: &str, root: bool) -> Result<(String, TcpSettings), Con
         rewritten.push_str("---\n");
         rewritten.push_str(&emitted);
     }
-    Ok((rewritten, tcp))
+    Ok((rewritten, DaemonKeys { tcp, selftest }))
+}
+
+/// `lnet_selftest`: a YAML boolean (or its text).
+fn selftest_switch(value: &Value) -> Result<bool, ConfigError> {
+    if let Value::Bool(flag) = value {
+        return Ok(*flag);
+    }
+    let text = scalar_text(value);
+    match text.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::BadSelftest(text)),
+    }
 }
 
 fn scalar_text(value: &Value) -> String {
@@ -303,6 +333,30 @@ mod tests {
         assert_eq!(config.tcp, TcpSettings { accept_port: 7000, accept: AcceptPolicy::Secure });
         assert_eq!(config.settings.retry_count, 1);
         assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.3@tcp"));
+    }
+
+    #[test]
+    fn lnet_selftest_switches_the_service_and_is_not_an_lnetctl_key() {
+        let net = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.3@tcp\n";
+        let on = DaemonConfig::parse(net, false, &host()).unwrap();
+        assert!(on.selftest, "hosted by default");
+        let off =
+            DaemonConfig::parse(&format!("global:\n  lnet_selftest: false\n{net}"), false, &host())
+                .unwrap();
+        assert!(!off.selftest);
+        let on =
+            DaemonConfig::parse(&format!("global:\n  lnet_selftest: true\n{net}"), false, &host())
+                .unwrap();
+        assert!(on.selftest);
+        assert!(matches!(
+            DaemonConfig::parse("global:\n  lnet_selftest: maybe\n", false, &host()).unwrap_err(),
+            ConfigError::BadSelftest(text) if text == "maybe"
+        ));
+        // Unknown keys stay errors.
+        assert!(matches!(
+            DaemonConfig::parse("global:\n  selftest: false\n", false, &host()).unwrap_err(),
+            ConfigError::Import(_) | ConfigError::Global { .. }
+        ));
     }
 
     #[test]

@@ -49,7 +49,8 @@ impl Daemon {
             Some(fabric) => LndChoice::Mem(fabric),
             None => LndChoice::Tcp(config.tcp),
         };
-        let live = match LiveNode::start(lnd, config.nets.clone(), config.settings) {
+        let live = match LiveNode::start(lnd, config.nets.clone(), config.settings, config.selftest)
+        {
             Ok(live) => Arc::new(live),
             Err(error) => {
                 drop(listener);

@@ -193,6 +193,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         }],
         settings: GlobalSettings::default(),
         tcp: TcpSettings { accept_port: DEMO_PORT, accept: AcceptPolicy::All },
+        selftest: true,
         peers: Vec::new(),
         warnings: Vec::new(),
     }

@@ -2,12 +2,12 @@
 //! `ulnetctl` (lnetctl's commands) over a control socket.
 //!
 //! ```text
-//! ulnetd [--config FILE] [--socket PATH]     run one node
-//! ulnetd demo                                two nodes, ping, PUT/GET, stats, stop
+//! ulnetd [--config FILE] [--socket PATH] [--no-selftest]     run one node
+//! ulnetd demo                                                two nodes, ping, PUT/GET, stats, stop
 //! ```
 //!
-//! * **Configuration**: the YAML `lnetctl import` accepts, plus `accept_port` and `accept`
-//!   in `global:` ([`config`] has the keys). A `nid:` key on a local NI brings the NI up on
+//! * **Configuration**: the YAML `lnetctl import` accepts, plus `accept_port`, `accept` and
+//!   `lnet_selftest` in `global:` ([`config`] has the keys; `--no-selftest` is the last's flag). A `nid:` key on a local NI brings the NI up on
 //!   exactly that address, so many nodes share one host on 127.0.0.2, 127.0.0.3, ...
 //!   Without `--config`, the embedded [`config::DEFAULT_CONFIG`]: one TCP NI on
 //!   `127.0.0.2@tcp`, port 7988, no root needed.

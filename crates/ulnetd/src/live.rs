@@ -72,6 +72,8 @@ pub struct LiveNode {
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
     /// brings up its `networks=` module parameter.
     boot_nets: Vec<NetSpec>,
+    /// Whether the node hosts the selftest service (`lnet_selftest` in the configuration).
+    selftest: bool,
     state: Mutex<State>,
 }
 
@@ -80,7 +82,8 @@ struct State {
     /// `None` while LNet is unconfigured (`lnet unconfigure`, or a failed rebuild).
     node: Option<Node>,
     /// The lnet_selftest service hosted on `node` (every kernel node runs it when the
-    /// lnet_selftest module is loaded; ulnetd always does). Replaced with the node.
+    /// lnet_selftest module is loaded; ulnetd does unless configured `lnet_selftest: false`).
+    /// Replaced with the node.
     selftest: Option<ulnet_selftest::SelftestService>,
     nets: Vec<NetSpec>,
     settings: GlobalSettings,
@@ -89,25 +92,32 @@ struct State {
 }
 
 impl LiveNode {
-    /// Builds the node with `nets` and `settings`.
+    /// Builds the node with `nets` and `settings`, hosting the selftest service if `selftest`.
     pub fn start(
         lnd: LndChoice,
         nets: Vec<NetSpec>,
         settings: GlobalSettings,
+        selftest: bool,
     ) -> Result<Self, BuildError> {
         let node = build_node(&lnd, &nets, &settings)?;
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
             boot_nets: nets.clone(),
+            selftest,
             state: Mutex::new(State {
-                selftest: host_selftest(&node),
+                selftest: host_selftest(&node, selftest),
                 node: Some(node),
                 nets,
                 settings,
                 stopping: false,
             }),
         })
+    }
+
+    /// Whether the selftest service runs on the node now (configured on, LNet up, started).
+    pub fn hosts_selftest(&self) -> bool {
+        self.lock().selftest.is_some()
     }
 
     /// A handle on the running node, `None` while unconfigured.
@@ -588,7 +598,7 @@ impl LiveNode {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 admin::restore_peers(&node, &peers);
-                state.selftest = host_selftest(&node);
+                state.selftest = host_selftest(&node, self.selftest);
                 state.node = Some(node);
                 state.nets = nets;
                 Ok(())
@@ -598,7 +608,7 @@ impl LiveNode {
                 match build_node(&self.lnd, &state.nets, &state.settings) {
                     Ok(node) => {
                         admin::restore_peers(&node, &peers);
-                        state.selftest = host_selftest(&node);
+                        state.selftest = host_selftest(&node, self.selftest);
                         state.node = Some(node);
                     }
                     Err(again) => {
@@ -614,7 +624,10 @@ impl LiveNode {
 
 /// Starts the selftest service on `node`. A failure leaves the node serving without it (logged):
 /// lnet_selftest is an optional module in Lustre too.
-fn host_selftest(node: &Node) -> Option<ulnet_selftest::SelftestService> {
+fn host_selftest(node: &Node, enabled: bool) -> Option<ulnet_selftest::SelftestService> {
+    if !enabled {
+        return None;
+    }
     match ulnet_selftest::SelftestService::start(node) {
         Ok(service) => Some(service),
         Err(error) => {

@@ -21,10 +21,13 @@ const LOG_ENV: &str = "ULNET_LOG";
 )]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// Configuration in lnetctl's import YAML (plus `accept_port` and `accept` in `global:`).
-    /// Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
+    /// Configuration in lnetctl's import YAML (plus `accept_port`, `accept` and
+    /// `lnet_selftest` in `global:`). Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Do not host the selftest service (as `lnet_selftest: false` in the configuration).
+    #[arg(long)]
+    no_selftest: bool,
     /// The control socket (default: $ULNET_SOCKET, /run/ulnet/ulnetd.sock as root,
     /// $XDG_RUNTIME_DIR/ulnet/ulnetd.sock otherwise).
     #[arg(long, value_name = "PATH")]
@@ -65,7 +68,7 @@ fn main() -> ExitCode {
 /// Runs one daemon until SIGTERM or SIGINT; returns the exit status.
 fn run(cli: &Cli, started: Instant) -> u8 {
     let root = ulnet_control::path::effective_uid() == Some(0);
-    let config = match load_config(cli.config.as_deref(), root) {
+    let mut config = match load_config(cli.config.as_deref(), root) {
         Ok(config) => config,
         Err(error) => {
             tracing::error!("{error}");
@@ -79,11 +82,17 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    if cli.no_selftest {
+        config.selftest = false;
+    }
     tracing::info!(
         accept_port = config.tcp.accept_port,
         accept = %config.tcp.accept,
         "TCP settings"
     );
+    if !config.selftest {
+        tracing::info!("lnet_selftest service not hosted");
+    }
     let (socket, _) = ulnet_control::path::socket_path(cli.socket.clone());
     let daemon = match Daemon::start(&config, &socket, None) {
         Ok(daemon) => daemon,

@@ -6,8 +6,8 @@ use ulnet::proto::wire::selftest::{
     LST_FEATS_MASK, SrpcBody, SrpcMsg, TestParams, brw_check, brw_fill, brw_magic, errno,
 };
 
-use super::LNET_MTU;
 use super::framework::{PAGE_SIZE, RpcResult, UnitCtx};
+use super::limits::MAX_BULK_LEN;
 use crate::srpc::{ClientBulk, ClientOutcome, Incoming, RpcCore, RpcError, ServerBulk, Verdict};
 
 /// A BRW test's parameters, whichever wire form they came in.
@@ -43,7 +43,7 @@ fn params(params: &TestParams) -> Option<Params> {
 pub(super) fn client_init(test: &TestParams, _features: u32) -> Result<(), u32> {
     let Some(p) = params(test) else { return Err(errno::EINVAL) };
     if p.offset % 8 != 0
-        || p.length > LNET_MTU
+        || p.length > MAX_BULK_LEN
         || BrwDirection::from_u32(p.direction).is_none()
         || BrwCheck::from_u32(p.check).is_none()
     {
@@ -70,14 +70,15 @@ pub(super) fn client_prepare(
             ClientBulk::Source { memory: Memory::shared(source) }
         }
         BrwDirection::Read => {
-            let mut buffer = match ctx.unit.buffer.take() {
-                Some(buffer) if buffer.len() == p.length => buffer,
-                Some(other) => {
-                    core.recycle(Memory::new(other));
-                    core.buffer(p.length)
-                }
-                None => core.buffer(p.length),
-            };
+            // The sink comes from the budgeted pool (it went back there after the last RPC):
+            // no room, no RPC, and the unit ends as the kernel's does when it cannot allocate
+            // one (lustre: framework.c `sfw_run_test()`); counted as an error here.
+            if !core.bulk_room(p.length) {
+                tracing::debug!(dest = %ctx.unit.dest, "selftest bulk budget spent: unit ends");
+                ctx.count_error();
+                return None;
+            }
+            let mut buffer = core.buffer(p.length);
             brw_fill(&mut buffer, p.offset, PAGE_SIZE, check, BRW_POISON).ok()?;
             ClientBulk::Sink { memory: Memory::new(buffer), discard: check == BrwCheck::Discard }
         }
@@ -144,10 +145,9 @@ pub(super) fn client_done(
             RpcResult::Failed
         }
     };
-    match buffer {
-        Some(buffer) if Some(buffer.len()) == p.map(|p| p.length) => ctx.unit.buffer = Some(buffer),
-        Some(buffer) => core.recycle(Memory::new(buffer)),
-        None => {}
+    // Back to the pool, where its bytes count against the budget (and go when idle).
+    if let Some(buffer) = buffer {
+        core.recycle(Memory::new(buffer));
     }
     result
 }
@@ -173,7 +173,7 @@ pub(super) fn server_handle(core: &mut RpcCore, incoming: &Incoming) -> Verdict 
     if features & LST_FEAT_BULK_LEN == 0 && length % PAGE_SIZE != 0 {
         return reply(errno::EINVAL, 0);
     }
-    if length == 0 || length > LNET_MTU {
+    if length == 0 || length > MAX_BULK_LEN {
         return reply(errno::EINVAL, features);
     }
     match direction {

@@ -5,15 +5,19 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use ulnet::proto::wire::selftest::{
-    BatchId, BatchReply, BatchRequest, DebugReply, DebugRequest, LST_FEATS_MASK, LST_MAX_CONCUR,
+    BatchId, BatchReply, BatchRequest, DebugReply, DebugRequest, LST_FEATS_MASK,
     LnetCountersCommon, LstName, MakeSessionReply, MakeSessionRequest, PAGE_SIZE_4K,
     RemoveSessionReply, RemoveSessionRequest, SRPC_BATCH_OPC_QUERY, SRPC_BATCH_OPC_RUN,
     SRPC_BATCH_OPC_STOP, SRPC_FRAMEWORK_SERVICE_MAX_ID, SRPC_SERVICE_MAX_ID, SessionId,
     SfwCounters, SrpcBody, SrpcMsg, SrpcService, StatReply, StatRequest, TestParams, TestReply,
-    TestRequest, decode_dest_list, dest_list_len, errno, max_dest_count,
+    TestRequest, decode_dest_list, dest_list_len, errno,
 };
 use ulnet::{Memory, ProcessId};
 
+use super::limits::{
+    MAX_BATCHES_PER_SESSION, MAX_CONCURRENCY, MAX_DESTINATIONS, MAX_TESTS_PER_BATCH, MAX_UNITS,
+    errnos,
+};
 use super::{ServiceConfig, SessionSummary, brw, ping};
 use crate::ext::{LatencyQuery, LatencySummary, REPLY_TAIL, ULNET_DEBUG_PROBE};
 use crate::srpc::{
@@ -54,6 +58,14 @@ pub(crate) struct Framework {
     /// Client RPC tag → the test unit that sent it.
     units: foldhash::HashMap<u64, UnitRef>,
     next_tag: u64,
+    /// Which test services have a server test loaded ([`Framework::serves`]).
+    serving: Serving,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Serving {
+    brw: bool,
+    ping: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,8 +126,6 @@ pub(super) struct Unit {
     pub dest: ProcessId,
     pub loops_left: i32,
     pub rpc: Option<ClientRpcId>,
-    /// The unit's bulk sink (BRW read), between RPCs.
-    pub buffer: Option<Vec<u8>>,
     /// The request the RPC in flight carries (to check its reply).
     pub sent: Option<SrpcMsg>,
 }
@@ -129,6 +139,7 @@ impl Framework {
             next_generation: 1,
             units: foldhash::HashMap::default(),
             next_tag: 1,
+            serving: Serving::default(),
         }
     }
 
@@ -283,7 +294,11 @@ impl Framework {
             SrpcBody::DebugRequest(request) => FrameworkOutcome::Reply(self.debug(request)),
             SrpcBody::StatRequest(request) => FrameworkOutcome::Reply(self.stats(core, request)),
             SrpcBody::BatchRequest(request) => self.control_batch(core, request),
-            SrpcBody::TestRequest(request) => self.add_test(request, incoming, None),
+            SrpcBody::TestRequest(request) => {
+                let outcome = self.add_test(request, incoming, None);
+                self.refresh_serving();
+                outcome
+            }
             // JOIN and anything else: no handler.
             _ => FrameworkOutcome::Drop,
         }
@@ -483,12 +498,13 @@ impl Framework {
         destinations: Option<&[u8]>,
     ) -> FrameworkOutcome {
         let mut reply = TestReply { status: 0, session: self.old_sid() };
+        let self_units = self.unit_count();
         if request.loop_count == 0
             || request.concurrency == 0
             || request.session.has_any_nid()
-            || request.dest_count as usize > max_dest_count(PAGE_SIZE)
+            || request.dest_count as usize > MAX_DESTINATIONS
             || (request.is_client && request.dest_count == 0)
-            || request.concurrency > LST_MAX_CONCUR
+            || request.concurrency > MAX_CONCURRENCY
             || request.service >= SRPC_SERVICE_MAX_ID
             || request.service <= SRPC_FRAMEWORK_SERVICE_MAX_ID
         {
@@ -508,6 +524,11 @@ impl Framework {
         // `sfw_bid2batch()`: the batch comes into being with its first test.
         let batch_index = match session.batches.iter().position(|batch| batch.id == request.batch) {
             Some(index) => index,
+            None if session.batches.len() >= MAX_BATCHES_PER_SESSION => {
+                tracing::debug!(batches = session.batches.len(), "selftest: too many batches");
+                reply.status = errnos::ENOMEM;
+                return FrameworkOutcome::Reply(SrpcBody::TestReply(reply));
+            }
             None => {
                 session.batches.push(Batch { id: request.batch, tests: Vec::new(), active: 0 });
                 session.batches.len() - 1
@@ -516,6 +537,19 @@ impl Framework {
         // batch_index came from position() or push() on this vector just above.
         if session.batches[batch_index].active > 0 {
             reply.status = errno::EBUSY;
+            return FrameworkOutcome::Reply(SrpcBody::TestReply(reply));
+        }
+        // The bounds, before anything (the destination list included) is fetched or made.
+        let units = if request.is_client {
+            (request.dest_count as usize).saturating_mul(request.concurrency as usize)
+        } else {
+            0
+        };
+        if session.batches[batch_index].tests.len() >= MAX_TESTS_PER_BATCH
+            || units > MAX_UNITS.saturating_sub(self_units)
+        {
+            tracing::debug!(units, held = self_units, "selftest: TEST request over its bounds");
+            reply.status = errnos::ENOMEM;
             return FrameworkOutcome::Reply(SrpcBody::TestReply(reply));
         }
         if request.is_client && destinations.is_none() {
@@ -721,8 +755,54 @@ impl Framework {
         }
     }
 
+    /// Test units held by the session and the zombies ([`MAX_UNITS`]).
+    fn unit_count(&self) -> usize {
+        self.session
+            .iter()
+            .chain(&self.zombies)
+            .flat_map(|session| &session.batches)
+            .flat_map(|batch| &batch.tests)
+            .map(|test| test.units.len())
+            .sum()
+    }
+
+    /// Whether a server test of `service` is loaded (in the session or a zombie). Only then
+    /// does the kernel have request buffers posted for the test service: they are added by
+    /// `sfw_load_test()` for a server test and removed by `sfw_unload_test()`, so without one a
+    /// BRW or PING request is never handled (lustre: framework.c). A request then gets no reply
+    /// here either, and no bulk is made for it.
+    fn serves(&self, service: SrpcService) -> bool {
+        match service {
+            SrpcService::Brw => self.serving.brw,
+            SrpcService::Ping => self.serving.ping,
+            _ => false,
+        }
+    }
+
+    /// Recomputes [`Framework::serves`] after tests were added or sessions forgotten (not per
+    /// request: a session may hold many tests).
+    fn refresh_serving(&mut self) {
+        let mut serving = Serving::default();
+        let tests = self
+            .session
+            .iter()
+            .chain(&self.zombies)
+            .flat_map(|session| &session.batches)
+            .flat_map(|batch| &batch.tests)
+            .filter(|test| !test.is_client);
+        for test in tests {
+            match test.service {
+                SrpcService::Brw => serving.brw = true,
+                SrpcService::Ping => serving.ping = true,
+                _ => {}
+            }
+        }
+        self.serving = serving;
+    }
+
     fn forget(&mut self, session: &Session) {
         self.units.retain(|_, unit| unit.generation != session.generation);
+        self.refresh_serving();
     }
 
     fn old_sid(&self) -> SessionId {
@@ -816,6 +896,11 @@ enum FrameworkOutcome {
 impl App for Framework {
     fn request(&mut self, core: &mut RpcCore, incoming: &Incoming) -> Verdict {
         match incoming.service {
+            SrpcService::Brw | SrpcService::Ping if !self.serves(incoming.service) => {
+                tracing::debug!(peer = %incoming.peer, service = ?incoming.service,
+                    "selftest test request without a server test loaded: dropped");
+                Verdict::Drop
+            }
             SrpcService::Brw => brw::server_handle(core, incoming),
             SrpcService::Ping => ping::server_handle(incoming),
             _ => self.framework_request(core, incoming),
@@ -833,7 +918,11 @@ impl App for Framework {
             SrpcService::Brw => brw::server_bulk_ready(core, incoming, status, memory),
             SrpcService::Test => {
                 // lustre: framework.c `sfw_bulk_ready()`: a failed transfer drops the RPC.
-                let data = memory.map(|memory| memory.to_vec());
+                let data = memory.map(|memory| {
+                    let data = memory.to_vec();
+                    core.recycle(memory);
+                    data
+                });
                 if status.is_err() {
                     return Verdict::Drop;
                 }
@@ -845,6 +934,7 @@ impl App for Framework {
                 }
                 let outcome =
                     self.add_test(request, incoming, Some(data.as_deref().unwrap_or(&[])));
+                self.refresh_serving();
                 let features =
                     self.session.as_ref().map_or(LST_FEATS_MASK, |session| session.features);
                 if let Some(session) = self.session.as_mut() {
@@ -913,7 +1003,7 @@ fn add_test_instance(
     for id in ids {
         let dest = ProcessId::new(ulnet::Nid::from_nid4(id.nid), id.pid);
         for _ in 0..request.concurrency {
-            test.units.push(Unit { dest, loops_left: 0, rpc: None, buffer: None, sent: None });
+            test.units.push(Unit { dest, loops_left: 0, rpc: None, sent: None });
         }
     }
     if service == SrpcService::Brw {

@@ -10,6 +10,7 @@
 
 mod brw;
 mod framework;
+pub mod limits;
 mod ping;
 
 use std::fmt;
@@ -20,7 +21,7 @@ use ulnet::proto::wire::selftest::{
     DEFAULT_RPC_TIMEOUT_SECONDS, DEFAULT_SESSION_TIMEOUT_SECONDS, SrpcCounters, SrpcService,
 };
 
-use crate::srpc::{Endpoint, MAX_TEST_BUFFERS, StartError};
+use crate::srpc::{BufferUsage, DEFAULT_BULK_BUDGET, Endpoint, MAX_TEST_BUFFERS, StartError};
 
 pub use framework::TestLatency;
 
@@ -42,6 +43,16 @@ pub struct ServiceConfig {
     pub session_timeout: Option<Duration>,
     /// `rpc_timeout`: a test RPC without its reply for this long is aborted (`None`: never).
     pub rpc_timeout: Option<Duration>,
+    /// The bytes of bulk memory (RPCs in progress and spare buffers together) the service may
+    /// hold; a bulk past it is refused with `ENOMEM` ([`limits::DEFAULT_BULK_BUDGET`]).
+    pub bulk_budget: usize,
+}
+
+impl ServiceConfig {
+    /// This configuration with a bulk memory budget of `bytes`.
+    pub fn with_bulk_budget(self, bytes: usize) -> Self {
+        Self { bulk_budget: bytes, ..self }
+    }
 }
 
 impl Default for ServiceConfig {
@@ -49,6 +60,7 @@ impl Default for ServiceConfig {
         Self {
             session_timeout: Some(Duration::from_secs(u64::from(DEFAULT_SESSION_TIMEOUT_SECONDS))),
             rpc_timeout: Some(Duration::from_secs(u64::from(DEFAULT_RPC_TIMEOUT_SECONDS))),
+            bulk_budget: DEFAULT_BULK_BUDGET,
         }
     }
 }
@@ -92,6 +104,7 @@ impl SelftestService {
     pub fn start_with(node: &Node, config: ServiceConfig) -> Result<Self, StartError> {
         let framework = Framework::new(config);
         let endpoint = Endpoint::start(node, "selftest", framework, |state| {
+            state.core.set_bulk_budget(config.bulk_budget);
             for service in [
                 SrpcService::Debug,
                 SrpcService::MakeSession,
@@ -127,6 +140,18 @@ impl SelftestService {
     /// current session (beyond lnet_selftest).
     pub fn latency(&self) -> Vec<TestLatency> {
         self.endpoint.with(|state| state.app.latency())
+    }
+
+    /// How much bulk memory the service holds, against its budget.
+    pub fn buffer_usage(&self) -> BufferUsage {
+        self.endpoint.with(|state| state.core.buffer_usage())
+    }
+
+    /// For tests: run the buffer pool's idle timer now, as if `at` had come (spare buffers
+    /// unused for [`limits::SPARE_IDLE`] before `at` are freed).
+    #[doc(hidden)]
+    pub fn trim_buffers_at(&self, at: Instant) {
+        self.endpoint.with(|state| state.core.trim(at));
     }
 
     /// Stops the service: the session ends, RPCs are aborted and every buffer is unlinked.

@@ -212,3 +212,48 @@ fn console_errors(result: &ulnet_selftest::console::TransResult) -> u32 {
         })
         .sum()
 }
+
+#[test]
+fn a_test_past_the_bulk_budget_counts_errors_and_memory_stays_within_it() {
+    // Room for four 64 KiB transfers: a read test at concurrency 8 cannot have all its sinks
+    // charged; the units without one end with an error, as the kernel's do when they cannot
+    // allocate an RPC.
+    let budget = 4 * 64 * 1024;
+    let cluster = Cluster::with_config(2, ServiceConfig::default().with_bulk_budget(budget));
+    let ok = |line: &str| {
+        let (rc, out, err) = ulst(&cluster, line);
+        assert_eq!(rc, 0, "{line}: {out}{err}");
+    };
+    ok("new_session budget");
+    ok("add_group c 10.0.0.1@tcp");
+    ok("add_group s 10.0.0.2@tcp");
+    ok("add_test --concurrency 8 --from c --to s brw read size=64k check=simple");
+    ok("run");
+    let within = |index: usize| {
+        let usage = cluster.services[index].as_ref().unwrap().buffer_usage();
+        assert!(usage.charged + usage.spare <= usage.budget, "node {index}: {usage:?}");
+        usage.refused
+    };
+    let clients = Target::Group("c".into());
+    assert!(eventually(Duration::from_secs(30), || {
+        let refused = within(0);
+        within(1);
+        let stat = cluster.console.stat(KEY, &clients, 5).unwrap();
+        console_errors(&stat) > 0 && refused > 0
+    }));
+    ok("stop");
+    within(0);
+    within(1);
+    // Some units ran: the budget refuses the excess, not everything.
+    let stat = cluster.console.stat(KEY, &Target::Group("s".into()), 5).unwrap();
+    let moved: u64 = stat
+        .entries
+        .iter()
+        .map(|entry| match &entry.reply {
+            Some(ulnet::proto::wire::selftest::SrpcBody::StatReply(stat)) => stat.rpc.bulk_put,
+            _ => 0,
+        })
+        .sum();
+    assert!(moved > 0, "no READ data moved");
+    ulst(&cluster, "end_session");
+}

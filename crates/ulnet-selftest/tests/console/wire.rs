@@ -10,7 +10,7 @@ use ulnet::{
     ProcessId, PutRequest, Threshold, UnlinkMode,
 };
 use ulnet_selftest::console::NodeState;
-use ulnet_selftest::{Console, SelftestService};
+use ulnet_selftest::{Console, SelftestService, ServiceConfig};
 
 use crate::common::{HANG_GUARD, KEY};
 
@@ -224,10 +224,14 @@ struct ServiceFixture {
 
 impl ServiceFixture {
     fn new() -> Self {
+        Self::with_config(ServiceConfig::default())
+    }
+
+    fn with_config(config: ServiceConfig) -> Self {
         let fabric = MemFabric::new(LinkConfig::IDEAL);
         let service_node =
             Node::builder().mem_ni("10.0.0.1@tcp".parse().unwrap(), &fabric).build().unwrap();
-        let service = SelftestService::start(&service_node).unwrap();
+        let service = SelftestService::start_with(&service_node, config).unwrap();
         let console = Raw::new(&fabric, "10.0.0.200@tcp");
         let target = ProcessId::lustre("10.0.0.1@tcp".parse().unwrap());
         Self { _fabric: fabric, _service_node: service_node, service, console, target }
@@ -354,6 +358,12 @@ fn service_test_stat_ping_and_brw_bytes() {
     check_header(&reply, 9, 1);
     assert_eq!(u32_at(&reply, 24), 0, "tsr_status");
     check_sid(&reply, 28, STAMP);
+    // A PING server test too: a test service answers only while one of its server tests is
+    // loaded, as the kernel's has request buffers only then.
+    let mut ping_server = test;
+    put_u32(&mut ping_server, 64, 12);
+    ping_server[82..94].fill(0);
+    assert_eq!(u32_at(&fixture.framework(4, ping_server), 24), 0);
     // A client test needs destinations; ndest 0 is EINVAL.
     test[76] = 1;
     assert_eq!(u32_at(&fixture.framework(4, test), 24), 22);
@@ -559,4 +569,213 @@ fn service_survives_garbage_requests() {
     assert!(matches!(u32_at(&reply, 24), 0 | 3), "{reply:?}");
     let counters = fixture.service.rpc_counters();
     assert!(counters.rpcs_received >= 1, "{counters:?}");
+}
+
+// ---------------------------------------------------------------- bounds (issue 20, item 3)
+
+const ENOMEM: u32 = 12;
+const EINVAL: u32 = 22;
+
+/// A TEST request of our session: batch `batch`, service 11 (BRW) or 12 (PING), concurrency,
+/// client or server, `dest_count` destinations, BRW WRITE params of 4 KiB.
+fn test_request(batch: u64, service: u32, concurrency: u32, client: bool, dests: u32) -> [u8; 160] {
+    let mut test = with_sid(message(8, 1), 40);
+    put_u64(&mut test, 56, batch);
+    put_u32(&mut test, 64, service);
+    put_u32(&mut test, 68, 1);
+    put_u32(&mut test, 72, concurrency);
+    test[76] = u8::from(client);
+    test[77] = 1;
+    test[78..82].copy_from_slice(&dests.to_le_bytes());
+    if service == 11 {
+        test[82..84].copy_from_slice(&2u16.to_le_bytes());
+        test[84..86].copy_from_slice(&1u16.to_le_bytes());
+        put_u32(&mut test, 86, 4096);
+    }
+    test
+}
+
+/// Waits (at most [`HANG_GUARD`]) until `done` holds.
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "condition never came true");
+        thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A BRW request: direction 1 READ / 2 WRITE, `length` bytes, check NONE, bulk bits `bits`.
+fn brw_request(direction: u32, length: u32, bits: u64) -> [u8; 160] {
+    let mut brw = message(12, 1);
+    put_u64(&mut brw, 32, bits);
+    put_u32(&mut brw, 40, direction);
+    put_u32(&mut brw, 44, length);
+    put_u32(&mut brw, 48, 1);
+    brw
+}
+
+#[test]
+fn test_requests_past_their_bounds_are_refused_and_nothing_is_made() {
+    use ulnet_selftest::limits::{
+        MAX_BATCHES_PER_SESSION, MAX_CONCURRENCY, MAX_DESTINATIONS, MAX_TESTS_PER_BATCH, MAX_UNITS,
+    };
+    let fixture = ServiceFixture::new();
+    assert_eq!(u32_at(&fixture.framework(1, make_session("b", STAMP, false)), 24), 0);
+    let status = |request| u32_at(&fixture.framework(4, request), 24);
+
+    // The kernel's field limits: EINVAL.
+    assert_eq!(status(test_request(1, 11, MAX_CONCURRENCY + 1, true, 1)), EINVAL);
+    assert_eq!(status(test_request(1, 11, 1, true, MAX_DESTINATIONS as u32 + 1)), EINVAL);
+
+    // The hostile trial's request: concurrency 1024 to 87,296 destinations. Answered ENOMEM at
+    // once; the destination list is never fetched (no source is posted: a GET would leave the
+    // request unanswered) and no bulk is charged.
+    let reply =
+        fixture.framework(4, test_request(1, 11, MAX_CONCURRENCY, true, MAX_DESTINATIONS as u32));
+    assert_eq!(u32_at(&reply, 24), ENOMEM);
+    check_sid(&reply, 28, STAMP);
+    assert_eq!(fixture.service.buffer_usage().charged, 0);
+    let session = fixture.service.session().unwrap();
+    assert_eq!(session.batches, 1, "the batch is made, as sfw_bid2batch() does, with no test");
+
+    // Exactly MAX_UNITS in one client test is fine (its list served); one more unit is not.
+    let dests = (MAX_UNITS / MAX_CONCURRENCY as usize) as u32;
+    let bulk_bits = 0x5500_0000_0000_0100;
+    let mut list = Vec::new();
+    for index in 0..dests {
+        list.extend_from_slice(&tcp_nid4(10, 0, 1, index as u8).to_le_bytes());
+        list.extend_from_slice(&12345u32.to_le_bytes());
+    }
+    fixture.console.post_source(52, bulk_bits, list);
+    let mut full = test_request(2, 11, MAX_CONCURRENCY, true, dests);
+    put_u64(&mut full, 32, bulk_bits);
+    assert_eq!(status(full), 0);
+    assert_eq!(status(test_request(2, 11, 1, true, 1)), ENOMEM, "past MAX_UNITS");
+    assert_eq!(status(test_request(3, 12, 1, true, 1)), ENOMEM, "in any batch");
+
+    // Tests per batch: server tests up to the bound, then ENOMEM.
+    for _ in 0..MAX_TESTS_PER_BATCH {
+        assert_eq!(status(test_request(4, 12, 1, false, 0)), 0);
+    }
+    assert_eq!(status(test_request(4, 12, 1, false, 0)), ENOMEM);
+
+    // Batches per session: new batch ids up to the bound, then ENOMEM.
+    let mut batches = fixture.service.session().unwrap().batches;
+    while batches < MAX_BATCHES_PER_SESSION {
+        assert_eq!(status(test_request(100 + batches as u64, 12, 1, false, 0)), 0);
+        batches += 1;
+    }
+    assert_eq!(status(test_request(10_000, 12, 1, false, 0)), ENOMEM);
+    assert_eq!(fixture.service.session().unwrap().batches, MAX_BATCHES_PER_SESSION);
+
+    // The node is healthy: it still answers.
+    let mut query = with_sid(message(4, 1), 32);
+    put_u64(&mut query, 48, 4);
+    put_u32(&mut query, 56, 3);
+    assert_eq!(u32_at(&fixture.framework(3, query), 24), 0);
+}
+
+#[test]
+fn test_service_requests_without_a_server_test_are_dropped_unserved() {
+    let fixture = ServiceFixture::new();
+    let dropped = || fixture.service.rpc_counters().rpcs_dropped;
+    // No session at all: a 1 MiB WRITE (whose source we do offer) and a PING get no reply,
+    // no bulk is made for them.
+    fixture.console.post_source(52, 0x5500_0000_0000_0200, vec![0; 1 << 20]);
+    fixture.console.put(
+        fixture.target,
+        50,
+        11,
+        brw_request(2, 1 << 20, 0x5500_0000_0000_0200).to_vec(),
+    );
+    wait_until(|| dropped() == 1);
+    let mut ping = message(14, 1);
+    put_u32(&mut ping, 32, 0xBABE_FACE);
+    fixture.console.put(fixture.target, 50, 12, ping.to_vec());
+    wait_until(|| dropped() == 2);
+    assert_eq!(fixture.service.buffer_usage().charged, 0);
+    assert_eq!(fixture.service.buffer_usage().spare, 0, "no 1 MiB sink was made");
+
+    // A session with only client tests serves neither.
+    assert_eq!(u32_at(&fixture.framework(1, make_session("c", STAMP, false)), 24), 0);
+    fixture.console.put(fixture.target, 50, 12, ping.to_vec());
+    wait_until(|| dropped() == 3);
+    // A PING server test opens PING, not BRW.
+    assert_eq!(u32_at(&fixture.framework(4, test_request(1, 12, 1, false, 0)), 24), 0);
+    let reply = fixture.console.call(fixture.target, 50, 12, ping);
+    assert_eq!(u32_at(&reply, 28), 0xBABE_FACE);
+    fixture.console.put(
+        fixture.target,
+        50,
+        11,
+        brw_request(2, 4096, 0x5500_0000_0000_0201).to_vec(),
+    );
+    wait_until(|| dropped() == 4);
+    assert_eq!(fixture.service.buffer_usage().charged, 0);
+}
+
+#[test]
+fn brw_bulk_stays_within_the_budget_and_spares_go_when_idle() {
+    use ulnet_selftest::limits::SPARE_IDLE;
+    const MIB: u32 = 1 << 20;
+    let budget = 4 * MIB as usize;
+    let fixture = ServiceFixture::with_config(ServiceConfig::default().with_bulk_budget(budget));
+    assert_eq!(u32_at(&fixture.framework(1, make_session("m", STAMP, false)), 24), 0);
+    assert_eq!(u32_at(&fixture.framework(4, test_request(1, 11, 1, false, 0)), 24), 0);
+
+    // 1 MiB WRITEs whose data never comes (no source posted: the service's GETs stay
+    // unanswered) hold their sinks; once the budget is spent, further ones are answered
+    // ENOMEM at once, with no sink made.
+    for index in 0..4 {
+        fixture.console.put(
+            fixture.target,
+            50,
+            11,
+            brw_request(2, MIB, 0x5500_0000_0000_0300 + index).to_vec(),
+        );
+    }
+    wait_until(|| fixture.service.buffer_usage().charged == budget);
+    for index in 0..16 {
+        let reply = fixture.console.call(
+            fixture.target,
+            50,
+            11,
+            brw_request(2, MIB, 0x5500_0000_0000_0400 + index),
+        );
+        assert_eq!(u32_at(&reply, 24), ENOMEM, "brw_status");
+        // A READ (a shared source) is charged alike.
+        let reply = fixture.console.call(
+            fixture.target,
+            50,
+            11,
+            brw_request(1, MIB, 0x5500_0000_0000_0500 + index),
+        );
+        assert_eq!(u32_at(&reply, 24), ENOMEM, "brw_status");
+        let usage = fixture.service.buffer_usage();
+        assert!(usage.charged + usage.spare <= budget, "{usage:?}");
+    }
+    assert!(fixture.service.buffer_usage().refused >= 32);
+
+    // On another node, WRITEs that complete, each of a new length, as in the trial: the
+    // spares they leave stay within the budget, and go once idle.
+    let fixture = ServiceFixture::with_config(ServiceConfig::default().with_bulk_budget(budget));
+    assert_eq!(u32_at(&fixture.framework(1, make_session("n", STAMP, false)), 24), 0);
+    assert_eq!(u32_at(&fixture.framework(4, test_request(1, 11, 1, false, 0)), 24), 0);
+    for index in 0..64u32 {
+        let length = 512 * 1024 + index * 8;
+        let bits = 0x5500_0000_0000_0600 + u64::from(index);
+        fixture.console.post_source(52, bits, vec![0; length as usize]);
+        let reply = fixture.console.call(fixture.target, 50, 11, brw_request(2, length, bits));
+        assert_eq!(u32_at(&reply, 24), 0, "brw_status");
+        let usage = fixture.service.buffer_usage();
+        assert!(usage.charged + usage.spare <= budget, "{usage:?}");
+    }
+    assert!(fixture.service.buffer_usage().spare > 0, "completed sinks are kept for reuse");
+    fixture.service.trim_buffers_at(std::time::Instant::now() + SPARE_IDLE * 2);
+    assert_eq!(fixture.service.buffer_usage().spare, 0, "idle spares are freed");
+    // And the node still serves.
+    fixture.console.post_source(52, 0x5500_0000_0000_0700, vec![0; 4096]);
+    let reply =
+        fixture.console.call(fixture.target, 50, 11, brw_request(2, 4096, 0x5500_0000_0000_0700));
+    assert_eq!(u32_at(&reply, 24), 0);
 }

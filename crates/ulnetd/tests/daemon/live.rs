@@ -334,3 +334,39 @@ fn discovery_can_be_turned_off_live() {
     a.shutdown();
     b.shutdown();
 }
+
+#[test]
+fn lnet_selftest_false_keeps_the_selftest_service_off_across_rebuilds() {
+    let dir = TempDir::new("noselftest");
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let hosted = start(&dir, "on.sock", "127.0.0.2@tcp", &fabric);
+    assert!(hosted.live().hosts_selftest(), "hosted by default");
+    let text = "global:\n    lnet_selftest: false\n\
+                net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.0.0.3@tcp\n";
+    let config = DaemonConfig::parse(text, false, &host_interfaces().unwrap()).unwrap();
+    assert!(!config.selftest);
+    let daemon = Daemon::start(&config, &dir.path("off.sock"), Some(fabric.clone())).unwrap();
+    assert!(!daemon.live().hosts_selftest());
+    // A rebuild (net add) brings the node back without it too.
+    let run = ulnetctl(daemon.socket(), &["net", "add", "--nid", "127.0.0.13@tcp"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(daemon.nids().len(), 3);
+    assert!(!daemon.live().hosts_selftest());
+    daemon.shutdown();
+    hosted.shutdown();
+}
+
+#[test]
+fn ulnetctl_is_served_while_200_idle_clients_hold_the_control_socket() {
+    let dir = TempDir::new("idle");
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..200)
+        .map(|_| std::os::unix::net::UnixStream::connect(daemon.socket()).unwrap())
+        .collect();
+    let run = ulnetctl(daemon.socket(), &["net", "show"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(run.stdout.contains("127.0.0.2@tcp"), "{}", run.stdout);
+    drop(idle);
+    daemon.shutdown();
+}

@@ -94,3 +94,19 @@ fn lst_typical_script_against_two_daemons() {
 fn lst_typical_script_against_three_daemons() {
     typical_script(2, 2);
 }
+
+#[test]
+fn no_selftest_flag_leaves_the_service_off_and_the_daemon_serving() {
+    let port = free_port();
+    let config = format!(
+        "global:\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.54.3.2@tcp\n"
+    );
+    let mut process = Process::spawn(Some(&config), &["--no-selftest"]);
+    assert!(process.ready.is_some(), "did not start: {}", process.log());
+    let run = process.ulnetctl(&["net", "show"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(run.stdout.contains("127.54.3.2@tcp"), "{}", run.stdout);
+    assert!(process.log().contains("lnet_selftest service not hosted"), "{}", process.log());
+    assert_eq!(process.signal_and_wait(SIGTERM), 0, "{}", process.log());
+}
