@@ -3,7 +3,7 @@
 //!
 //! # Who runs what
 //!
-//! * The core ([`ulnet_proto::engine::Node`]) sits in [`Core`] behind one mutex. An API call
+//! * The core ([`ulnet_proto::engine::Engine`]) sits in [`Core`] behind one mutex. An API call
 //!   (put, get, attach, unlink) locks it on the caller's thread, makes the call with `now`, and
 //!   then, still holding the lock, carries out everything the core produced ([`drain`]): events
 //!   go to their [`EventQueue`](crate::EventQueue)s, transmits to the LND of their NI, delayed
@@ -12,8 +12,8 @@
 //! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
 //!   after the lock is released, so nobody is woken only to block on the lock we hold.
 //! * The I/O thread runs a tokio current-thread runtime. Its loop ([`run`]) fires the core's
-//!   timer ([`poll_timeout`](ulnet_proto::engine::Node::poll_timeout) /
-//!   [`handle_timeout`](ulnet_proto::engine::Node::handle_timeout)) and polls the LNDs that
+//!   timer ([`poll_timeout`](ulnet_proto::engine::Engine::poll_timeout) /
+//!   [`handle_timeout`](ulnet_proto::engine::Engine::handle_timeout)) and polls the LNDs that
 //!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
 //!   (TCP) spawn them on the same runtime from [`Lnd::start`].
 //!
@@ -76,7 +76,7 @@ use std::time::Duration;
 
 use ulnet_proto::engine::portal::MAX_PORTALS;
 use ulnet_proto::engine::{
-    Completion, Event, HealthStatus, MdHandle, NiId, RecvAction, RxId, TxId,
+    Event, HealthStatus, MdHandle, NiId, PingCompletion, RecvAction, RxId, TxId,
 };
 use ulnet_proto::time::Time;
 
@@ -128,7 +128,7 @@ pub(crate) struct Counters {
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
 pub(crate) struct Core {
-    pub(crate) engine: ulnet_proto::engine::Node,
+    pub(crate) engine: ulnet_proto::engine::Engine,
     /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core) and for
     /// removed NIs. Replaced whole when an NI is added or removed (`crate::ni_live`), under
     /// this lock, so the core never produces a transmit for an NI the runtime does not know;
@@ -155,7 +155,7 @@ pub(crate) struct Core {
     pub(crate) armed: Time,
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
-    pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
+    pub(crate) completions: HashMap<CompletionKey, SyncSender<PingCompletion>>,
     /// Buffers [`route_events`] keeps for their allocations.
     event_scratch: VecDeque<Event>,
     event_targets: Vec<Option<usize>>,
@@ -174,7 +174,7 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(engine: ulnet_proto::engine::Node, lnds: Lnds) -> Self {
+    pub(crate) fn new(engine: ulnet_proto::engine::Engine, lnds: Lnds) -> Self {
         Self {
             engine,
             lnds,
@@ -286,7 +286,7 @@ pub(crate) struct Wakes {
     queues: ArcSet<EqShared>,
     /// Completions for blocked callers: sent after the unlock, else the woken caller's next
     /// call would find the core still locked and sleep again.
-    completions: Vec<(SyncSender<Completion>, Completion)>,
+    completions: Vec<(SyncSender<PingCompletion>, PingCompletion)>,
 }
 
 impl Wakes {
@@ -304,7 +304,7 @@ impl Wakes {
     }
 
     /// Hand `completion` to the caller blocked on `waiter`.
-    fn complete(&mut self, waiter: SyncSender<Completion>, completion: Completion) {
+    fn complete(&mut self, waiter: SyncSender<PingCompletion>, completion: PingCompletion) {
         self.completions.push((waiter, completion));
     }
 
@@ -664,8 +664,8 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wake
         while let Some(completion) = core.engine.poll_completion() {
             progressed = true;
             let key = match &completion {
-                Completion::Ping(result) => CompletionKey::Ping(result.id.0),
-                Completion::Discovery(result) => CompletionKey::Discovery(result.id.0),
+                PingCompletion::Ping(result) => CompletionKey::Ping(result.id.0),
+                PingCompletion::Discovery(result) => CompletionKey::Discovery(result.id.0),
                 // A kind this runtime does not wait for yet has no caller to wake.
                 _ => continue,
             };

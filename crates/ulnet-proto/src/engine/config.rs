@@ -11,7 +11,7 @@ use crate::addr::Nid;
 use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{PeerId, PeerNiId, PeerState, PeerTableFull};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
@@ -100,7 +100,7 @@ pub enum NiSetError {
     HealthOutOfRange(u32),
 }
 
-impl Node {
+impl Engine {
     // ------------------------------------------------------------ configured peers
 
     /// `lnetctl peer add --prim_nid P [--nid N,...] [--non_mr] [--lock_prim]`: creates the

@@ -21,9 +21,9 @@ use crate::engine::health::{Health, HealthStatus};
 use crate::engine::md::MdOwner;
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerInfo, PeerNiId, PeerState};
-use crate::engine::ping::{Completion, MAX_PING_SINK};
+use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
 use crate::engine::slab::Key;
 use crate::engine::tunables::NetTunables;
 use crate::time::Time;
@@ -37,17 +37,17 @@ use crate::wire::ping::{
 /// Most messages one peer holds while it is being discovered (Lustre's `lp_dc_pendq` is
 /// unbounded). Beyond it a new message fails at once with `-ENOMEM`.
 pub const MAX_DISCOVERY_PENDING: usize = 4096;
-/// Most [`Node::discover`] calls waited on at once.
+/// Most [`Engine::discover`] calls waited on at once.
 pub const MAX_DISCOVERIES: usize = 1024;
 /// Soft ping failures (corrupt or truncated replies) in a row before discovery gives up with
 /// `-EPROTO`. Lustre retries without a bound; a truncated reply needs one retry.
 pub const MAX_SOFT_PING_FAILURES: u8 = 4;
 
-/// A discovery started with [`Node::discover`].
+/// A discovery started with [`Engine::discover`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DiscoveryId(pub u64);
 
-/// The outcome of [`Node::discover`]: what the node now knows of the peer owning `nid`, or
+/// The outcome of [`Engine::discover`]: what the node now knows of the peer owning `nid`, or
 /// the error discovery ended with (the status its held messages failed with).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscoveryResult {
@@ -92,7 +92,7 @@ enum AddNidError {
     NoMemory,
 }
 
-impl Node {
+impl Engine {
     /// `lnetctl discover` (`lnet_discover`): discovers the peer owning `nid` again (it is
     /// always pinged; `force` also forces a push), and reports a [`DiscoveryResult`] through
     /// [`poll_completion`](Self::poll_completion). Held messages are released as usual.
@@ -319,7 +319,7 @@ impl Node {
         }
     }
 
-    /// Completes every [`Node::discover`] whose peer is no longer being discovered.
+    /// Completes every [`Engine::discover`] whose peer is no longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
         while let Some(waiter) = self.discover_waiters.get(index).copied() {
@@ -338,7 +338,7 @@ impl Node {
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
             };
-            self.completions.push_back(Completion::Discovery(DiscoveryResult {
+            self.completions.push_back(PingCompletion::Discovery(DiscoveryResult {
                 id: DiscoveryId(waiter.id),
                 nid: waiter.nid,
                 outcome,

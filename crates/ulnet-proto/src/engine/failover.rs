@@ -33,7 +33,7 @@ use crate::engine::md::Threshold;
 use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
 use crate::time::Time;
@@ -193,7 +193,7 @@ enum Move {
     Copy,
 }
 
-impl Node {
+impl Engine {
     /// Fast failover is on (`blackhole_timeout` > 0).
     pub(super) fn failover_enabled(&self) -> bool {
         !self.tunables.blackhole_timeout.is_zero()

@@ -11,7 +11,7 @@ use crate::engine::latency::LatencyOp;
 use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
@@ -19,7 +19,7 @@ use crate::time::Time;
 use crate::wire::header::{Body, Header, MsgType};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
-impl Node {
+impl Engine {
     /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
     /// then decommit (credits back). Exactly once per send attempt chain.
     pub(super) fn finalize_tx(
@@ -532,7 +532,7 @@ impl Node {
     }
 }
 
-/// What finishing a send needs of its message (see `Node::complete_tx`).
+/// What finishing a send needs of its message (see `Engine::complete_tx`).
 #[derive(Clone, Copy)]
 struct SentMessage {
     msg_type: MsgType,

@@ -7,11 +7,11 @@
 
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::slab::Key;
 use crate::engine::tracker::TrackerQueue;
 
-pub(crate) fn check(node: &Node) -> Result<(), String> {
+pub(crate) fn check(node: &Engine) -> Result<(), String> {
     check_bounds(node)?;
     check_credits(node)?;
     check_mds(node)?;
@@ -20,7 +20,7 @@ pub(crate) fn check(node: &Node) -> Result<(), String> {
     check_failover(node)
 }
 
-fn check_bounds(node: &Node) -> Result<(), String> {
+fn check_bounds(node: &Engine) -> Result<(), String> {
     let limits = &node.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
@@ -88,7 +88,7 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_credits(node: &Node) -> Result<(), String> {
+fn check_credits(node: &Engine) -> Result<(), String> {
     // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
     let mut ni_holders = vec![0usize; node.nis.len()];
     let mut peer_holders = vec![0usize; node.peers.nis.len()];
@@ -133,7 +133,7 @@ fn check_credits(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_mds(node: &Node) -> Result<(), String> {
+fn check_mds(node: &Engine) -> Result<(), String> {
     let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
     for (_, message) in node.msgs.iter() {
         if let Some(md) = message.md {
@@ -175,7 +175,7 @@ fn check_mds(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_messages(node: &Node) -> Result<(), String> {
+fn check_messages(node: &Engine) -> Result<(), String> {
     for (key, message) in node.msgs.iter() {
         let coherent = match message.phase {
             Phase::WaitPeerCredit => message.tx && message.peer_credit == Credit::Waiting,
@@ -219,7 +219,7 @@ fn check_messages(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_recovery(node: &Node) -> Result<(), String> {
+fn check_recovery(node: &Engine) -> Result<(), String> {
     for (index, ni) in node.nis.iter().enumerate() {
         let listed = node.local_recovery.iter().filter(|id| usize::from(id.0) == index).count();
         if listed != usize::from(ni.recovery.queued) {
@@ -241,7 +241,7 @@ fn check_recovery(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_failover(node: &Node) -> Result<(), String> {
+fn check_failover(node: &Engine) -> Result<(), String> {
     let orphan_bytes: u64 = node
         .msgs
         .iter()

@@ -1,5 +1,5 @@
 //! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
-//! I/O-free state machine ([`Node`]).
+//! I/O-free state machine ([`Engine`]).
 //!
 //! Map: [`node`] holds the state and the public API; `send`, `select`, `recv` and
 //! `finalize` are the message lifecycle and multi-rail path selection (lib-move.c and
@@ -60,9 +60,11 @@ pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId}
 pub use memory::{IntoSegments, MAX_SEGMENTS, Memory, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
 pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
-pub use node::{GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit};
+pub use node::{
+    Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
+};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
-pub use ping::{Completion, MAX_PINGS, PingFailure, PingId, PingReply, PingResult};
+pub use ping::{MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult};
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,

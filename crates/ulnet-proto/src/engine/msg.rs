@@ -14,11 +14,11 @@ use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Header, WireHandle};
 
-/// A transmit the driver must carry out (see [`Node::poll_transmit`](crate::engine::Node::poll_transmit)).
+/// A transmit the driver must carry out (see [`Engine::poll_transmit`](crate::engine::Engine::poll_transmit)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxId(pub(crate) Key);
 
-/// A receive the driver is carrying out (see [`Node::handle_header`](crate::engine::Node::handle_header)).
+/// A receive the driver is carrying out (see [`Engine::handle_header`](crate::engine::Engine::handle_header)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RxId(pub(crate) Key);
 

@@ -66,7 +66,7 @@ pub(crate) struct Ni {
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: NiHealthStats,
     pub(crate) fatal_error: bool,
-    /// Removed by [`Node::remove_ni`](crate::engine::Node::remove_ni): kept so `NiId`s stay
+    /// Removed by [`Engine::remove_ni`](crate::engine::Engine::remove_ni): kept so `NiId`s stay
     /// stable, but no longer selected, advertised or accepted on.
     pub(crate) removed: bool,
     /// `ni_sel_priority` (UDSP; lower is preferred).

@@ -21,7 +21,7 @@ use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
 use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
-use crate::engine::ping::{Completion, InternalEvent, PingState, PingTarget, PushTarget};
+use crate::engine::ping::{InternalEvent, PingCompletion, PingState, PingTarget, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::select::LocalNet;
 use crate::engine::slab::{Key, KeyState, Slab};
@@ -74,9 +74,9 @@ impl Default for Limits {
     }
 }
 
-/// How to build a [`Node`].
+/// How to build an [`Engine`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeConfig {
+pub struct EngineConfig {
     /// The value put in every wire handle's interface cookie; Lustre uses its start time in ns
     /// so responses meant for a previous incarnation are recognised as stale.
     pub interface_cookie: u64,
@@ -88,7 +88,7 @@ pub struct NodeConfig {
     pub limits: Limits,
 }
 
-impl NodeConfig {
+impl EngineConfig {
     pub fn new(interface_cookie: u64, pid: u32, nis: Vec<NiConfig>) -> Self {
         Self {
             interface_cookie,
@@ -101,23 +101,23 @@ impl NodeConfig {
 }
 
 /// Where the payload of a received message goes: the core's answer to
-/// [`Node::handle_header`].
+/// [`Engine::handle_header`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecvAction {
-    /// Read `length` payload bytes into the MD (through [`Node::rx_segments_mut`] or
-    /// [`Node::rx_write`]), then skip `discard` more (a truncated message), then call
-    /// [`Node::handle_recv_done`].
+    /// Read `length` payload bytes into the MD (through [`Engine::rx_segments_mut`] or
+    /// [`Engine::rx_write`]), then skip `discard` more (a truncated message), then call
+    /// [`Engine::handle_recv_done`].
     Deliver { rx: RxId, length: u32, discard: u32 },
     /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
     Discard { length: u32 },
     /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
-    /// (back-pressure) until [`Node::poll_resume`] names this `rx`.
+    /// (back-pressure) until [`Engine::poll_resume`] names this `rx`.
     Delay { rx: RxId },
     /// The header is malformed for LNet: close the connection.
     ProtocolError(ParseError),
 }
 
-/// A delayed receive that now has an answer (from [`Node::poll_resume`]); `action` is
+/// A delayed receive that now has an answer (from [`Engine::poll_resume`]); `action` is
 /// `Deliver` or `Discard`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resume {
@@ -125,7 +125,7 @@ pub struct Resume {
     pub action: RecvAction,
 }
 
-/// A message for the driver to send (from [`Node::poll_transmit`]).
+/// A message for the driver to send (from [`Engine::poll_transmit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub tx: TxId,
@@ -180,7 +180,7 @@ pub(super) enum Work {
 
 /// One LNet node's message engine, with no I/O.
 ///
-/// `Node` owns the portal table, MEs, MDs (and their memory), peers, credits and every message
+/// `Engine` owns the portal table, MEs, MDs (and their memory), peers, credits and every message
 /// in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
 /// inputs and carries out its outputs.
 ///
@@ -231,7 +231,7 @@ pub(super) enum Work {
 /// use ulnet_proto::engine::*;
 /// use ulnet_proto::time::Time;
 ///
-/// let mut node = Node::new(NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
+/// let mut node = Engine::new(EngineConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
 /// let now = Time::ZERO;
 /// let me = node
 ///     .me_attach(4, ProcessId::ANY, 0x11, 0, UnlinkMode::Unlink, InsertPosition::After)
@@ -259,7 +259,7 @@ pub(super) enum Work {
 /// assert!(node.poll_transmit().is_none());
 /// ```
 #[derive(Debug)]
-pub struct Node {
+pub struct Engine {
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
     pub(super) tunables: Tunables,
@@ -300,7 +300,7 @@ pub struct Node {
     pub(super) next_ping_id: u64,
     pub(super) discover_waiters: Vec<DiscoverWaiter>,
     pub(super) next_discovery_id: u64,
-    pub(super) completions: VecDeque<Completion>,
+    pub(super) completions: VecDeque<PingCompletion>,
     /// Local nets with their round-robin stamps and priorities (`ln_nets`).
     pub(super) local_nets: Vec<LocalNet>,
     /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
@@ -320,9 +320,9 @@ pub struct Node {
     pub(super) deliveries: DeliveryLog,
 }
 
-impl Node {
+impl Engine {
     /// Builds a node with `0@lo` as NI 0 followed by the configured NIs.
-    pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: EngineConfig) -> Result<Self, ConfigError> {
         config.tunables.validate()?;
         if config.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);

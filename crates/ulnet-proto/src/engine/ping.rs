@@ -19,7 +19,7 @@ use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, Me, Proce
 use crate::engine::memory::Memory;
 use crate::engine::msg::Phase;
 use crate::engine::ni::LndKind;
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
@@ -30,7 +30,7 @@ use crate::wire::ping::{
     PingInfo,
 };
 
-/// Most pings started with [`Node::ping`] waiting for their answer at once (Lustre has no
+/// Most pings started with [`Engine::ping`] waiting for their answer at once (Lustre has no
 /// bound; each is a user thread there).
 pub const MAX_PINGS: usize = 1024;
 /// The sink of an API ping: `lnetctl ping`'s 16 + 24 × `lnet_interfaces_max`, capped at
@@ -40,7 +40,7 @@ pub const PING_SINK: u32 = LNET_PING_BUFFER_MAX as u32;
 /// every interface as a 24-byte large entry plus the header. A claim beyond it stays truncated.
 pub const MAX_PING_SINK: u32 = 16 + 24 * LNET_INTERFACES_MAX;
 
-/// A ping started with [`Node::ping`]; its [`PingResult`] carries the same id.
+/// A ping started with [`Engine::ping`]; its [`PingResult`] carries the same id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PingId(pub u64);
 
@@ -74,7 +74,7 @@ pub enum PingFailure {
     BadBuffer(PingError),
 }
 
-/// The outcome of [`Node::ping`].
+/// The outcome of [`Engine::ping`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PingResult {
     pub id: PingId,
@@ -82,10 +82,10 @@ pub struct PingResult {
     pub outcome: Result<PingReply, PingFailure>,
 }
 
-/// A finished ping or discovery, from [`Node::poll_completion`].
+/// A finished ping or discovery, from [`Engine::poll_completion`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Completion {
+pub enum PingCompletion {
     Ping(PingResult),
     Discovery(DiscoveryResult),
 }
@@ -132,7 +132,7 @@ pub(crate) struct InternalEvent {
     pub(crate) data: Vec<u8>,
 }
 
-impl Node {
+impl Engine {
     /// `LNetPing` / `lnetctl ping`: GETs `target`'s ping buffer (a 3960-byte sink, response
     /// tracking forced on) from `source` or any NI, and reports a [`PingResult`] through
     /// [`poll_completion`](Self::poll_completion) once it answers or `timeout` passes. A REPLY
@@ -191,7 +191,7 @@ impl Node {
     }
 
     /// The next finished ping or discovery.
-    pub fn poll_completion(&mut self) -> Option<Completion> {
+    pub fn poll_completion(&mut self) -> Option<PingCompletion> {
         self.completions.pop_front()
     }
 
@@ -561,7 +561,7 @@ impl Node {
         if let Some(md) = state.md {
             self.abandon_md(md);
         }
-        self.completions.push_back(Completion::Ping(PingResult {
+        self.completions.push_back(PingCompletion::Ping(PingResult {
             id: PingId(id),
             target: state.target,
             outcome,

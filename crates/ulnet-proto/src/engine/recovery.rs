@@ -17,7 +17,7 @@ use crate::engine::health::MAX_HEALTH;
 use crate::engine::md::MdOwner;
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::ni::NiId;
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
 use crate::time::Time;
@@ -48,7 +48,7 @@ pub(crate) enum RecoveryTarget {
     Peer(PeerNiId),
 }
 
-impl Node {
+impl Engine {
     /// `lnetctl debug recovery --local`: the local NIs on the recovery queue, in queue order.
     pub fn local_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
         self.local_recovery.iter().filter_map(|ni| self.ni_nid(*ni))

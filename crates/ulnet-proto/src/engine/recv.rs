@@ -15,14 +15,14 @@ use crate::engine::md::MdOptions;
 use crate::engine::me::ProcessId;
 use crate::engine::msg::{Credit, Message, Phase, RxId};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, RecvAction, Resume, Work};
+use crate::engine::node::{Engine, RecvAction, Resume, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
 
-impl Node {
+impl Engine {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
     /// message when the loopback LND is the caller.
     pub(super) fn parse(

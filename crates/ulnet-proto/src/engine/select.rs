@@ -30,7 +30,7 @@ use std::cmp::Reverse;
 use crate::addr::{Net, Nid};
 use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
 
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::wire::header::Body;
@@ -86,7 +86,7 @@ struct Case {
     reserved: bool,
 }
 
-impl Node {
+impl Engine {
     /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
     /// the discovery gate are the caller's): the local NI and the peer NI to use for the
     /// message `key` addressed to the peer NI `destination`.

@@ -12,7 +12,7 @@ use crate::engine::health::HealthStatus;
 use crate::engine::memory::copy_between;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::ni::{LndKind, NiId};
-use crate::engine::node::{Node, RecvAction, Work};
+use crate::engine::node::{Engine, RecvAction, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::select::SelectError;
 use crate::engine::slab::Key;
@@ -21,7 +21,7 @@ use crate::engine::slab::Key;
 /// counts the 72-byte classic header).
 const HEADER_CHARGE: u32 = 72;
 
-impl Node {
+impl Engine {
     /// `lnet_send` / `lnet_select_pathway`: loopback shortcut, peer NI, discovery gate, path
     /// selection, commit, then post for credits. Failures before commit end the message with
     /// a SEND-side status and no resend.
