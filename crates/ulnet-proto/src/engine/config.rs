@@ -558,7 +558,7 @@ impl Engine {
                         t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id)
                     })
                 })
-                || self.watch_queue.iter().any(|entry| entry.1 == id)
+                || self.failover.watches(id)
                 || self.peers.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
             if !in_use {
                 self.peers.reclaim(id);
@@ -604,9 +604,9 @@ impl Engine {
 
     /// Fast failover was turned on or off: its counters restart from what is in flight.
     fn reset_failover_state(&mut self) {
-        self.watch_queue.clear();
+        self.failover.clear_watch();
         for ni in &mut self.peers.nis {
-            ni.watch = crate::engine::failover::Watch {
+            ni.watch = crate::engine::watch::Watch {
                 srtt_ns: ni.watch.srtt_ns,
                 rttvar_ns: ni.watch.rttvar_ns,
                 paths: Vec::new(),

@@ -221,7 +221,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
 
 fn check_recovery(node: &Engine) -> Result<(), String> {
     for (index, ni) in node.nis.iter().enumerate() {
-        let listed = node.local_recovery.iter().filter(|id| usize::from(id.0) == index).count();
+        let listed = node.recovery.local().filter(|id| usize::from(id.0) == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "NI {:?} queued {} but listed {listed} times",
@@ -230,7 +230,7 @@ fn check_recovery(node: &Engine) -> Result<(), String> {
         }
     }
     for (index, ni) in node.peers.nis.iter().enumerate() {
-        let listed = node.peer_recovery.iter().filter(|id| id.0 as usize == index).count();
+        let listed = node.recovery.peer().filter(|id| id.0 as usize == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "peer NI {:?} queued {} but listed {listed} times",
@@ -248,10 +248,10 @@ fn check_failover(node: &Engine) -> Result<(), String> {
         .filter_map(|(_, m)| m.orphan.as_ref())
         .map(|orphan| orphan.len() as u64)
         .sum();
-    if orphan_bytes != node.failover_bytes {
+    if orphan_bytes != node.failover.held_bytes() {
         return Err(format!(
             "private payload copies hold {orphan_bytes} bytes, {} counted",
-            node.failover_bytes
+            node.failover.held_bytes()
         ));
     }
     for (key, message) in node.msgs.iter() {
@@ -285,13 +285,16 @@ fn check_failover(node: &Engine) -> Result<(), String> {
         .iter()
         .map(|ni| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
-    if armed != node.watch_queue.len() {
-        return Err(format!("{armed} paths armed but {} watch entries", node.watch_queue.len()));
+    if armed != node.failover.armed_count() {
+        return Err(format!(
+            "{armed} paths armed but {} watch entries",
+            node.failover.armed_count()
+        ));
     }
     for (index, peer_ni) in node.peers.nis.iter().enumerate() {
         let id = crate::engine::peer::PeerNiId(index as u32);
         for path in &peer_ni.watch.paths {
-            if path.armed.is_some_and(|at| !node.watch_queue.contains(&(at, id, path.ni))) {
+            if path.armed.is_some_and(|at| !node.failover.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));
             }
             let (in_lnd, awaiting) = counts.remove(&(id.0, path.ni.0)).unwrap_or_default();

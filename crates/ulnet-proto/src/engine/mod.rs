@@ -25,6 +25,7 @@ pub mod latency;
 pub mod md;
 pub mod me;
 pub mod memory;
+mod monitor;
 pub mod msg;
 pub mod ni;
 pub mod node;
@@ -40,9 +41,11 @@ pub mod stats;
 pub mod testing;
 mod tracker;
 pub mod tunables;
+mod watch;
 
 pub use config::{MAX_NIDS_PER_PEER, NiSetError, PeerAddError, PeerDelError, PeerSetError};
 pub use dedupe::MAX_DELIVERY_RECORDS;
+pub use dedupe::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 pub use discovery::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES, MAX_DISCOVERY_PENDING};
 pub use error::{
     ConfigError, DiscoverError, DriverError, InitiateError, MdAttachError, MdBindError, MdError,
@@ -50,9 +53,7 @@ pub use error::{
     PortalError, Rejected,
 };
 pub use event::{Event, EventKind, EventStatus};
-pub use failover::{
-    COPY_WINDOW, DEDUPE_WINDOW, MAX_FAILOVER_BYTES, MAX_PATH_RESETS, PathReset, RESEND_COOKIE_FLAG,
-};
+pub use failover::COPY_WINDOW;
 pub use health::{HealthStatus, MAX_HEALTH};
 pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
@@ -71,3 +72,4 @@ pub use stats::{
     PeerNiHealthStats, PeerNiStats,
 };
 pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};
+pub use watch::{MAX_FAILOVER_BYTES, MAX_PATH_RESETS, PathReset};

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::addr::Nid;
-use crate::engine::dedupe::DeliveryLog;
+use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::discovery::DiscoverWaiter;
 use crate::engine::error::ParseError;
 use crate::engine::error::{
@@ -11,7 +11,6 @@ use crate::engine::error::{
     MeUnlinkError, NiRemoveError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
-use crate::engine::failover::RESEND_COOKIE_FLAG;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
     MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, TrackedRequest, Tracker, UnlinkMode,
@@ -23,11 +22,13 @@ use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
 use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
 use crate::engine::ping::{InternalEvent, PingCompletion, PingState, PingTarget, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
+use crate::engine::recovery::RecoveryQueues;
 use crate::engine::select::LocalNet;
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::TrackerQueue;
 use crate::engine::tunables::Tunables;
+use crate::engine::watch::Failover;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
@@ -305,19 +306,8 @@ pub struct Engine {
     pub(super) local_nets: Vec<LocalNet>,
     /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
     pub(super) net_seq: u64,
-    /// The monitor thread's recovery queues (`ln_mt_localNIRecovq`, `ln_mt_peerNIRecovq`).
-    pub(super) local_recovery: Vec<NiId>,
-    pub(super) peer_recovery: Vec<PeerNiId>,
-    /// When the next recovery pass is due.
-    pub(super) recovery_deadline: Option<Time>,
-    /// Fast failover: peer NIs with work outstanding, by when they become suspect.
-    pub(super) watch_queue: BTreeSet<(Time, PeerNiId, NiId)>,
-    /// Fast failover and fatal NIs: connections the driver should close.
-    pub(super) path_resets: VecDeque<crate::engine::failover::PathReset>,
-    /// Fast failover: payload bytes held in private copies.
-    pub(super) failover_bytes: u64,
-    /// Fast failover, target side: PUTs with ACK and GETs received lately.
-    pub(super) deliveries: DeliveryLog,
+    pub(super) recovery: RecoveryQueues,
+    pub(super) failover: Failover,
 }
 
 impl Engine {
@@ -383,13 +373,8 @@ impl Engine {
             completions: VecDeque::new(),
             local_nets,
             net_seq: 0,
-            local_recovery: Vec::new(),
-            peer_recovery: Vec::new(),
-            recovery_deadline: None,
-            watch_queue: BTreeSet::new(),
-            path_resets: VecDeque::new(),
-            failover_bytes: 0,
-            deliveries: DeliveryLog::default(),
+            recovery: RecoveryQueues::default(),
+            failover: Failover::default(),
         };
         node.setup_reserved_portal();
         node.run_work();
@@ -943,7 +928,7 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
         let ping = self.ping_deadlines.first().map(|(deadline, _)| *deadline);
-        [tracker, ping, self.recovery_deadline(), self.watch_deadline()].into_iter().flatten().min()
+        [tracker, ping, self.recovery.deadline(), self.watch_deadline()].into_iter().flatten().min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by

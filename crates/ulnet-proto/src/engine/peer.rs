@@ -16,13 +16,13 @@ use std::ops::BitOr;
 use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
 use crate::engine::event::EventStatus;
-use crate::engine::failover::Watch;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
 use crate::engine::ni::MAX_SELECTION_PRIORITY;
 use crate::engine::recovery::Recovery;
 use crate::engine::slab::{Key, Slab};
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
+use crate::engine::watch::Watch;
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_UP, PingInfo};
 

@@ -5,10 +5,10 @@
 //! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), docs/protocol/semantics.md §1.6, docs/protocol/wire.md §4.4-4.5.
 
 use crate::addr::Nid;
+use crate::engine::dedupe::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::dedupe::{Delivery, Verdict};
 use crate::engine::error::ParseError;
 use crate::engine::event::{EventKind, EventTemplate};
-use crate::engine::failover::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::MdHandle;
 use crate::engine::md::MdOptions;
@@ -122,7 +122,7 @@ impl Engine {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && self.failover_enabled() {
-            match self.deliveries.arrive(self.now, header, DEDUPE_WINDOW) {
+            match self.failover.deliveries().arrive(self.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -476,9 +476,9 @@ impl Engine {
             return;
         };
         if acked {
-            self.deliveries.acked(fingerprint, message.length);
+            self.failover.deliveries().acked(fingerprint, message.length);
         } else if !delivered {
-            self.deliveries.forget(fingerprint);
+            self.failover.deliveries().forget(fingerprint);
         }
     }
 
