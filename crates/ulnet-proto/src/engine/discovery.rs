@@ -14,6 +14,8 @@
 //! include/linux/lnet/lib-lnet.h (`lnet_peer_needs_push`, `lnet_peer_needs_ping`),
 //! docs/protocol/semantics.md §6, docs/protocol/wire.md §6.4-6.5.
 
+use std::collections::VecDeque;
+
 use crate::addr::Nid;
 use crate::engine::error::DiscoverError;
 use crate::engine::event::{Event, EventKind, EventStatus};
@@ -56,10 +58,55 @@ pub struct DiscoveryResult {
     pub outcome: Result<PeerInfo, EventStatus>,
 }
 
+/// A [`Engine::discover`] call waiting for its peer's discovery to end.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DiscoverWaiter {
     pub(crate) id: u64,
     pub(crate) nid: Nid,
+}
+
+/// The discovery pass's request queue (`ln_dc_request`) and the callers of
+/// [`Engine::discover`] waiting for their answer.
+#[derive(Debug, Default)]
+pub(crate) struct Discoveries {
+    requests: VecDeque<PeerId>,
+    waiters: Vec<DiscoverWaiter>,
+    last_id: u64,
+}
+
+impl Discoveries {
+    /// Queues `peer` for the discovery pass, at the head when `front` (`list_move`).
+    pub(crate) fn request(&mut self, peer: PeerId, front: bool) {
+        if front {
+            self.requests.push_front(peer);
+        } else {
+            self.requests.push_back(peer);
+        }
+    }
+
+    pub(crate) fn pop_request(&mut self) -> Option<PeerId> {
+        self.requests.pop_front()
+    }
+
+    pub(crate) fn waiter_count(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// Files a waiter for `nid` under the next id.
+    pub(crate) fn add_waiter(&mut self, nid: Nid) -> u64 {
+        self.last_id += 1;
+        self.waiters.push(DiscoverWaiter { id: self.last_id, nid });
+        self.last_id
+    }
+
+    pub(crate) fn waiter(&self, index: usize) -> Option<DiscoverWaiter> {
+        self.waiters.get(index).copied()
+    }
+
+    /// Removes the waiter at `index`; the last one takes its place.
+    pub(crate) fn remove_waiter(&mut self, index: usize) {
+        self.waiters.swap_remove(index);
+    }
 }
 
 /// What a discovery action asks of the loop (Lustre's 0 and `LNET_REDISCOVER_PEER`).
@@ -109,7 +156,7 @@ impl Engine {
         if nid == Nid::LO_0 || self.ni_for_nid(nid).is_some() {
             return Err(DiscoverError::LocalNid(nid));
         }
-        if self.discover_waiters.len() >= MAX_DISCOVERIES {
+        if self.discoveries.waiter_count() >= MAX_DISCOVERIES {
             return Err(DiscoverError::TooManyDiscoveries);
         }
         let credits = self.peer_credits_for(nid);
@@ -124,9 +171,7 @@ impl Engine {
                 state.insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH);
             }
         }
-        self.next_discovery_id += 1;
-        let id = self.next_discovery_id;
-        self.discover_waiters.push(DiscoverWaiter { id, nid });
+        let id = self.discoveries.add_waiter(nid);
         self.clear_discovery_error(peer);
         self.queue_for_discovery(peer);
         self.run_work();
@@ -211,7 +256,7 @@ impl Engine {
             return false;
         }
         entry.discovery.queue = DiscoveryQueue::Request;
-        self.discovery_requests.push_back(peer);
+        self.discoveries.request(peer, false);
         true
     }
 
@@ -221,16 +266,12 @@ impl Engine {
             return;
         };
         entry.discovery.queue = DiscoveryQueue::Request;
-        if front {
-            self.discovery_requests.push_front(peer);
-        } else {
-            self.discovery_requests.push_back(peer);
-        }
+        self.discoveries.request(peer, front);
     }
 
     /// The next peer to act on; stale queue entries are skipped.
     pub(super) fn next_discovery_request(&mut self) -> Option<PeerId> {
-        while let Some(peer) = self.discovery_requests.pop_front() {
+        while let Some(peer) = self.discoveries.pop_request() {
             let queued = self
                 .peers
                 .peer(peer)
@@ -322,7 +363,7 @@ impl Engine {
     /// Completes every [`Engine::discover`] whose peer is no longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
-        while let Some(waiter) = self.discover_waiters.get(index).copied() {
+        while let Some(waiter) = self.discoveries.waiter(index) {
             let peer = self.peers.peer_id(waiter.nid);
             let busy = peer
                 .and_then(|peer| self.peers.peer(peer))
@@ -331,14 +372,14 @@ impl Engine {
                 index += 1;
                 continue;
             }
-            self.discover_waiters.swap_remove(index);
+            self.discoveries.remove_waiter(index);
             let error = peer.and_then(|peer| self.peers.peer(peer)).and_then(|p| p.discovery.error);
             let outcome = match (error, peer.and_then(|peer| self.peers.info(peer))) {
                 (Some(error), _) => Err(error),
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
             };
-            self.completions.push_back(PingCompletion::Discovery(DiscoveryResult {
+            self.pings.complete(PingCompletion::Discovery(DiscoveryResult {
                 id: DiscoveryId(waiter.id),
                 nid: waiter.nid,
                 outcome,

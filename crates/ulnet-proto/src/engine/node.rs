@@ -1,10 +1,10 @@
 //! The node: LNet's message engine as an I/O-free state machine.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::addr::Nid;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
-use crate::engine::discovery::DiscoverWaiter;
+use crate::engine::discovery::Discoveries;
 use crate::engine::error::ParseError;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
@@ -19,8 +19,8 @@ use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
-use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
-use crate::engine::ping::{InternalEvent, PingCompletion, PingState, PingTarget, PushTarget};
+use crate::engine::peer::{PeerNiId, PeerTable};
+use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::select::LocalNet;
@@ -294,14 +294,8 @@ pub struct Engine {
     pub(super) push_target: PushTarget,
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
-    /// Peers waiting for the discovery pass (`ln_dc_request`).
-    pub(super) discovery_requests: VecDeque<PeerId>,
-    pub(super) pings: BTreeMap<u64, PingState>,
-    pub(super) ping_deadlines: BTreeSet<(Time, u64)>,
-    pub(super) next_ping_id: u64,
-    pub(super) discover_waiters: Vec<DiscoverWaiter>,
-    pub(super) next_discovery_id: u64,
-    pub(super) completions: VecDeque<PingCompletion>,
+    pub(super) discoveries: Discoveries,
+    pub(super) pings: Pings,
     /// Local nets with their round-robin stamps and priorities (`ln_nets`).
     pub(super) local_nets: Vec<LocalNet>,
     /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
@@ -364,13 +358,8 @@ impl Engine {
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
             internal_events: VecDeque::new(),
-            discovery_requests: VecDeque::new(),
-            pings: BTreeMap::new(),
-            ping_deadlines: BTreeSet::new(),
-            next_ping_id: 0,
-            discover_waiters: Vec::new(),
-            next_discovery_id: 0,
-            completions: VecDeque::new(),
+            discoveries: Discoveries::default(),
+            pings: Pings::default(),
             local_nets,
             net_seq: 0,
             recovery: RecoveryQueues::default(),
@@ -927,7 +916,7 @@ impl Engine {
     /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
-        let ping = self.ping_deadlines.first().map(|(deadline, _)| *deadline);
+        let ping = self.pings.deadline();
         [tracker, ping, self.recovery.deadline(), self.watch_deadline()].into_iter().flatten().min()
     }
 

@@ -8,6 +8,7 @@
 //! `lnet_push_target_resize`, `lnet_ping`, `lnet_ping_event_handler`), docs/protocol/wire.md §6,
 //! docs/protocol/semantics.md §1.6, §6.1.
 
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::addr::Nid;
@@ -132,6 +133,69 @@ pub(crate) struct InternalEvent {
     pub(crate) data: Vec<u8>,
 }
 
+/// The API pings in flight, by id, with their deadlines, and the finished pings and
+/// discoveries waiting for [`Engine::poll_completion`].
+#[derive(Debug, Default)]
+pub(crate) struct Pings {
+    pings: BTreeMap<u64, PingState>,
+    deadlines: BTreeSet<(Time, u64)>,
+    last_id: u64,
+    completions: VecDeque<PingCompletion>,
+}
+
+impl Pings {
+    pub(crate) fn len(&self) -> usize {
+        self.pings.len()
+    }
+
+    /// Files a new ping under the next id.
+    pub(crate) fn start(&mut self, state: PingState) -> u64 {
+        self.last_id += 1;
+        let id = self.last_id;
+        self.deadlines.insert((state.deadline, id));
+        self.pings.insert(id, state);
+        id
+    }
+
+    pub(crate) fn get(&self, id: u64) -> Option<&PingState> {
+        self.pings.get(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut PingState> {
+        self.pings.get_mut(&id)
+    }
+
+    /// Removes a ping (and its deadline).
+    pub(crate) fn finish(&mut self, id: u64) -> Option<PingState> {
+        let state = self.pings.remove(&id)?;
+        self.deadlines.remove(&(state.deadline, id));
+        Some(state)
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn deadline(&self) -> Option<Time> {
+        self.deadlines.first().map(|(deadline, _)| *deadline)
+    }
+
+    /// Takes the earliest ping whose deadline passed at `now`; it stays in the table.
+    pub(crate) fn pop_expired(&mut self, now: Time) -> Option<u64> {
+        let &(deadline, id) = self.deadlines.first()?;
+        if deadline > now {
+            return None;
+        }
+        self.deadlines.pop_first();
+        Some(id)
+    }
+
+    pub(crate) fn complete(&mut self, completion: PingCompletion) {
+        self.completions.push_back(completion);
+    }
+
+    pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
+        self.completions.pop_front()
+    }
+}
+
 impl Engine {
     /// `LNetPing` / `lnetctl ping`: GETs `target`'s ping buffer (a 3960-byte sink, response
     /// tracking forced on) from `source` or any NI, and reports a [`PingResult`] through
@@ -165,8 +229,6 @@ impl Engine {
         } else {
             target
         };
-        self.next_ping_id += 1;
-        let id = self.next_ping_id;
         let deadline = self.now + timeout;
         let state = PingState {
             target,
@@ -177,12 +239,10 @@ impl Engine {
             reply: None,
             failure: None,
         };
-        self.pings.insert(id, state);
-        self.ping_deadlines.insert((deadline, id));
+        let id = self.pings.start(state);
         // The source was checked above, so only a full table can fail the GET here.
         if self.send_api_ping(id, PING_SINK).is_err() {
-            self.pings.remove(&id);
-            self.ping_deadlines.remove(&(deadline, id));
+            self.pings.finish(id);
             self.run_work();
             return Err(PingStartError::TooManyMessages);
         }
@@ -192,7 +252,7 @@ impl Engine {
 
     /// The next finished ping or discovery.
     pub fn poll_completion(&mut self) -> Option<PingCompletion> {
-        self.completions.pop_front()
+        self.pings.pop_completion()
     }
 
     /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
@@ -484,12 +544,12 @@ impl Engine {
     // ------------------------------------------------------------ API pings
 
     fn send_api_ping(&mut self, id: u64, sink: u32) -> Result<(), EventStatus> {
-        let Some(state) = self.pings.get(&id) else {
+        let Some(state) = self.pings.get(id) else {
             return Err(EventStatus::NoMemory);
         };
         let (target, source) = (state.target, state.source);
         let md = self.send_internal_ping(MdOwner::Ping(id), sink, target, source, false)?;
-        if let Some(state) = self.pings.get_mut(&id) {
+        if let Some(state) = self.pings.get_mut(id) {
             state.md = Some(md);
         }
         Ok(())
@@ -498,7 +558,7 @@ impl Engine {
     /// `lnet_ping_event_handler`: a failure or the REPLY is recorded; the ping completes when
     /// its MD is unlinked (or its GET failed).
     fn ping_event(&mut self, id: u64, md: Key, event: &Event, data: Vec<u8>) {
-        let Some(state) = self.pings.get_mut(&id).filter(|state| state.md == Some(md)) else {
+        let Some(state) = self.pings.get_mut(id).filter(|state| state.md == Some(md)) else {
             return;
         };
         if !event.status.is_ok() {
@@ -520,13 +580,13 @@ impl Engine {
 
     /// Reports a finished ping, or retries once with the size a truncated REPLY claims.
     fn finish_ping(&mut self, id: u64) {
-        let Some(state) = self.pings.get_mut(&id) else {
+        let Some(state) = self.pings.get_mut(id) else {
             return;
         };
         if let Some(md) = state.md.take() {
             self.abandon_md(md);
         }
-        let Some(state) = self.pings.get_mut(&id) else {
+        let Some(state) = self.pings.get_mut(id) else {
             return;
         };
         let outcome = match (state.reply.take(), state.failure.take()) {
@@ -554,14 +614,13 @@ impl Engine {
     }
 
     fn complete_ping(&mut self, id: u64, outcome: Result<PingReply, PingFailure>) {
-        let Some(state) = self.pings.remove(&id) else {
+        let Some(state) = self.pings.finish(id) else {
             return;
         };
-        self.ping_deadlines.remove(&(state.deadline, id));
         if let Some(md) = state.md {
             self.abandon_md(md);
         }
-        self.completions.push_back(PingCompletion::Ping(PingResult {
+        self.pings.complete(PingCompletion::Ping(PingResult {
             id: PingId(id),
             target: state.target,
             outcome,
@@ -570,11 +629,7 @@ impl Engine {
 
     /// Pings whose timeout passed fail; their MDs are unlinked (late events are ignored).
     pub(super) fn expire_pings(&mut self) {
-        while let Some(&(deadline, id)) = self.ping_deadlines.first() {
-            if deadline > self.now {
-                break;
-            }
-            self.ping_deadlines.pop_first();
+        while let Some(id) = self.pings.pop_expired(self.now) {
             self.complete_ping(id, Err(PingFailure::TimedOut));
         }
     }
