@@ -12,7 +12,7 @@ use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, Work};
-use crate::engine::peer::{PeerId, PeerNiId, PeerState, PeerTableFull};
+use crate::engine::peer::{PeerId, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::engine::stats::GlobalStats;
@@ -285,7 +285,7 @@ impl Engine {
             None => self.ni_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
         };
         for ni in targets {
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.health = Health::new(value);
             }
             self.refresh_ni_status(ni);
@@ -354,7 +354,7 @@ impl Engine {
             rst_alloc: gauges.2,
             ..GlobalStats::default()
         };
-        for ni in &mut self.nis {
+        for ni in self.nis.iter_mut() {
             ni.latency.reset();
         }
         for ni in &mut self.peers.nis {
@@ -368,7 +368,7 @@ impl Engine {
         if ni == NiId::LOOPBACK {
             return Err(NiSetError::Loopback);
         }
-        let local = self.nis.get_mut(usize::from(ni.0)).ok_or(NiSetError::UnknownNi)?;
+        let local = self.nis.get_mut(ni).ok_or(NiSetError::UnknownNi)?;
         if local.removed {
             return Err(NiSetError::RemovedNi);
         }
@@ -412,7 +412,7 @@ impl Engine {
             }
             self.delete_peer(peer);
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         let id = self.peer_ni_or_create(nid, credits).map_err(|_| PeerAddError::TooManyPeers)?;
         let peer = self.peers.ni(id).map(|ni| ni.peer).ok_or(PeerAddError::TooManyPeers)?;
         if let Some(entry) = self.peers.peer_mut(peer) {
@@ -476,7 +476,7 @@ impl Engine {
                 return Ok(());
             }
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         self.make_peer_ni_room();
         self.peers
             .create_for(peer, nid, credits, self.limits.peer_nis)
@@ -522,47 +522,6 @@ impl Engine {
         self.cancel_recovery(RecoveryTarget::Peer(id));
         if let Some(emptied) = self.peers.delete_ni(id) {
             self.remove_empty_peer(emptied);
-        }
-    }
-
-    /// The peer NI for `nid`, created (with its own peer) if new; deleted slots are
-    /// reclaimed first when the table is full.
-    pub(super) fn peer_ni_or_create(
-        &mut self,
-        nid: Nid,
-        credits: u32,
-    ) -> Result<PeerNiId, PeerTableFull> {
-        if let Some(id) = self.peers.find(nid) {
-            return Ok(id);
-        }
-        self.make_peer_ni_room();
-        self.peers.find_or_create(nid, credits, self.limits.peer_nis)
-    }
-
-    /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their
-    /// messages may have finished since the delete), and after admin changes.
-    pub(super) fn make_peer_ni_room(&mut self) {
-        if self.peers.is_full(self.limits.peer_nis) {
-            self.reclaim_peer_nis();
-        }
-    }
-
-    /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
-    /// over messages and trackers).
-    pub(super) fn reclaim_peer_nis(&mut self) {
-        let deleted: Vec<PeerNiId> = self.peers.deleted().collect();
-        for id in deleted {
-            let in_use = self.msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
-                || self.mds.iter().any(|(_, md)| {
-                    md.tracker.as_ref().is_some_and(|t| {
-                        t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id)
-                    })
-                })
-                || self.failover.watches(id)
-                || self.peers.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
-            if !in_use {
-                self.peers.reclaim(id);
-            }
         }
     }
 

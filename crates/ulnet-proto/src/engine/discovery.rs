@@ -27,7 +27,6 @@ use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
 use crate::engine::slab::Key;
-use crate::engine::tunables::NetTunables;
 use crate::time::Time;
 use crate::wire::header::Body;
 use crate::wire::ping::{
@@ -159,7 +158,7 @@ impl Engine {
         if self.discoveries.waiter_count() >= MAX_DISCOVERIES {
             return Err(DiscoverError::TooManyDiscoveries);
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         let peer_ni =
             self.peer_ni_or_create(nid, credits).map_err(|_| DiscoverError::TooManyPeers)?;
         let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
@@ -677,7 +676,7 @@ impl Engine {
                 Ok(())
             }
             None => {
-                let credits = self.peer_credits_for(nid);
+                let credits = self.nis.peer_credits_for(nid);
                 self.make_peer_ni_room();
                 self.peers
                     .create_for(peer, nid, credits, self.limits.peer_nis)
@@ -1099,14 +1098,6 @@ impl Engine {
             || self.peers.peer(peer).is_none_or(|entry| {
                 !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
             })
-    }
-
-    /// Peer credits for a NI of `nid`: the local net's, else socklnd's default.
-    pub(super) fn peer_credits_for(&self, nid: Nid) -> u32 {
-        self.nis
-            .iter()
-            .find(|ni| !ni.removed && ni.nid.net() == nid.net())
-            .map_or(NetTunables::default().peer_credits, |ni| ni.tunables.peer_credits)
     }
 }
 

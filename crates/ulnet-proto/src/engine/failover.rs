@@ -457,9 +457,7 @@ impl Engine {
         let (ni, peer_ni) = (message.ni, message.peer_ni);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            if let Some(pool) =
-                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
-            {
+            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
                 pool.remove(key);
             }
         }

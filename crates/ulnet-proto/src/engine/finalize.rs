@@ -109,7 +109,7 @@ impl Engine {
             // An OK receive resets both ping counts (faster recovery), raises the peer NI's
             // health, and (re)queues it for recovery if still below the maximum.
             let sensitivity = self.tunables.health_sensitivity;
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.recovery.ping_count = 0;
             }
             if let Some(peer) = self.peers.ni_mut(peer_ni) {
@@ -138,7 +138,7 @@ impl Engine {
         let (payload, length) = (message.header.payload_length, message.length);
         self.stats.recv_count += 1;
         self.stats.recv_length += u64::from(length);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -234,7 +234,7 @@ impl Engine {
             return;
         };
         let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
+        if let Some(local) = self.nis.get_mut(sent.ni) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -279,7 +279,7 @@ impl Engine {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -303,7 +303,7 @@ impl Engine {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.stats.send_count += 1;
         self.stats.send_length += u64::from(payload);
-        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
+        if let Some(local) = self.nis.get_mut(sent.ni) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -473,7 +473,7 @@ impl Engine {
     /// again in the ping buffer (in place, no push).
     fn local_success(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             if local.health.value() < MAX_HEALTH {
                 local.health.increment(sensitivity);
                 self.refresh_ni_status(ni);
@@ -485,7 +485,7 @@ impl Engine {
     /// buffer, in place), and the NI queued for recovery.
     fn local_failure(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.health.decrement(sensitivity);
         }
         self.refresh_ni_status(ni);
@@ -506,7 +506,7 @@ impl Engine {
     /// turns the NI's status word DOWN, 1000 turns it UP; the ping buffer changes in place
     /// (same sequence number, no push).
     pub(super) fn refresh_ni_status(&mut self, ni: NiId) {
-        let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+        let Some(local) = self.nis.get_mut(ni) else {
             return;
         };
         let status = match local.health.value() {
@@ -523,7 +523,7 @@ impl Engine {
     /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
     fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
         self.stats.count_health(health);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.health_stats.count(health);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -39,7 +39,7 @@ impl Engine {
     pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
         let interval_for = |count| self.tunables.recovery_ping_interval(count);
         let now = self.now;
-        let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+        let Some(local) = self.nis.get_mut(ni) else {
             return;
         };
         if local.recovery.queued || local.health.value() == MAX_HEALTH || !local.usable() {
@@ -121,7 +121,7 @@ impl Engine {
         let mut waiting = Vec::new();
         for ni in queue {
             let now = self.now;
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+            let Some(local) = self.nis.get_mut(ni) else {
                 continue;
             };
             if !local.usable() || local.health.value() == MAX_HEALTH {
@@ -141,7 +141,7 @@ impl Engine {
                     self.abandon_md(md);
                 }
             }
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+            let Some(local) = self.nis.get_mut(ni) else {
                 continue;
             };
             if now < local.recovery.next_ping || local.recovery.pending {
@@ -152,7 +152,7 @@ impl Engine {
             let nid = local.nid;
             let sent = self.send_recovery_ping(RecoveryTarget::Local(ni), nid, None);
             let interval_for = |count| self.tunables.recovery_ping_interval(count);
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+            let Some(local) = self.nis.get_mut(ni) else {
                 continue;
             };
             local.recovery.ping_count = local.recovery.ping_count.saturating_add(1);
@@ -265,9 +265,7 @@ impl Engine {
     pub(super) fn recovery_event(&mut self, target: RecoveryTarget, md: Key, event: &Event) {
         let sensitivity = self.tunables.health_sensitivity;
         let state = match target {
-            RecoveryTarget::Local(ni) => {
-                self.nis.get_mut(usize::from(ni.0)).map(|ni| &mut ni.recovery)
-            }
+            RecoveryTarget::Local(ni) => self.nis.get_mut(ni).map(|ni| &mut ni.recovery),
             RecoveryTarget::Peer(id) => self.peers.ni_mut(id).map(|ni| &mut ni.recovery),
         };
         let Some(state) = state.filter(|state| state.md == Some(md)) else {
@@ -291,7 +289,7 @@ impl Engine {
         // A local NI's REPLY is its proof of health; a peer NI's comes through the normal
         // receive path (an OK receive from it).
         if let (RecoveryTarget::Local(ni), EventKind::Reply, true) = (target, event.kind, ok) {
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.health.increment(sensitivity);
             }
             self.refresh_ni_status(ni);
@@ -303,7 +301,7 @@ impl Engine {
         let state = match target {
             RecoveryTarget::Local(ni) => {
                 self.recovery.remove_local(ni);
-                self.nis.get_mut(usize::from(ni.0)).map(|ni| &mut ni.recovery)
+                self.nis.get_mut(ni).map(|ni| &mut ni.recovery)
             }
             RecoveryTarget::Peer(id) => {
                 self.recovery.remove_peer(id);
@@ -326,7 +324,7 @@ impl Engine {
         let local = self
             .recovery
             .local()
-            .filter_map(|ni| self.nis.get(usize::from(ni.0)))
+            .filter_map(|ni| self.nis.get(ni))
             .filter(|ni| !ni.recovery.pending)
             .map(|ni| ni.recovery.next_ping);
         let peer = self

@@ -136,3 +136,59 @@ impl Ni {
         if self.fatal_error { crate::wire::ping::LNET_NI_STATUS_DOWN } else { self.status }
     }
 }
+
+/// The local NIs, indexed by [`NiId`]; NI 0 is loopback. Removed NIs keep their slot so ids
+/// stay stable.
+#[derive(Debug)]
+pub(crate) struct Nis {
+    nis: Vec<Ni>,
+}
+
+impl Nis {
+    /// Just loopback.
+    pub(crate) fn new() -> Self {
+        Self { nis: vec![Ni::loopback()] }
+    }
+
+    pub(crate) fn get(&self, id: NiId) -> Option<&Ni> {
+        self.nis.get(usize::from(id.0))
+    }
+
+    pub(crate) fn get_mut(&mut self, id: NiId) -> Option<&mut Ni> {
+        self.nis.get_mut(usize::from(id.0))
+    }
+
+    /// Every slot, removed NIs included, in id order.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Ni> {
+        self.nis.iter()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> std::slice::IterMut<'_, Ni> {
+        self.nis.iter_mut()
+    }
+
+    /// Slots, removed NIs included.
+    pub(crate) fn len(&self) -> usize {
+        self.nis.len()
+    }
+
+    /// Appends an NI; `None` when ids are exhausted.
+    pub(crate) fn push(&mut self, ni: Ni) -> Option<NiId> {
+        let id = NiId(u16::try_from(self.nis.len()).ok()?);
+        self.nis.push(ni);
+        Some(id)
+    }
+
+    /// The live NI owning `nid`.
+    pub(crate) fn for_nid(&self, nid: Nid) -> Option<NiId> {
+        self.nis.iter().position(|ni| ni.nid == nid && !ni.removed).map(|index| NiId(index as u16))
+    }
+
+    /// Peer credits for a peer NI of `nid`: the local net's, else socklnd's default.
+    pub(crate) fn peer_credits_for(&self, nid: Nid) -> u32 {
+        self.nis
+            .iter()
+            .find(|ni| !ni.removed && ni.nid.net() == nid.net())
+            .map_or(NetTunables::default().peer_credits, |ni| ni.tunables.peer_credits)
+    }
+}

@@ -18,8 +18,8 @@ use crate::engine::md::{
 use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
-use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
-use crate::engine::peer::{PeerNiId, PeerTable};
+use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
+use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;
@@ -267,7 +267,7 @@ pub struct Engine {
     pub(super) limits: Limits,
     pub(super) now: Time,
     /// NI 0 is loopback.
-    pub(super) nis: Vec<Ni>,
+    pub(super) nis: Nis,
     pub(super) peers: PeerTable,
     pub(super) portals: Vec<Portal>,
     pub(super) mes: Slab<Me>,
@@ -311,7 +311,7 @@ impl Engine {
         if config.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let mut nis = vec![Ni::loopback()];
+        let mut nis = Nis::new();
         let mut local_nets: Vec<LocalNet> = Vec::new();
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
@@ -323,7 +323,7 @@ impl Engine {
             if nis.iter().any(|existing| existing.nid == ni.nid) {
                 return Err(ConfigError::DuplicateNid(ni.nid));
             }
-            nis.push(Ni::from_config(ni));
+            nis.push(Ni::from_config(ni)).ok_or(ConfigError::TooManyNis)?;
             if !local_nets.iter().any(|local| local.net == ni.nid.net()) {
                 local_nets.push(LocalNet::new(ni.nid.net()));
             }
@@ -393,17 +393,19 @@ impl Engine {
 
     /// All NIs, loopback first (removed ones left out).
     pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
-        (0..self.nis.len())
-            .filter(|index| self.nis.get(*index).is_some_and(|ni| !ni.removed))
-            .map(|index| NiId(index as u16))
+        self.nis
+            .iter()
+            .enumerate()
+            .filter(|(_, ni)| !ni.removed)
+            .map(|(index, _)| NiId(index as u16))
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.nis.get(usize::from(ni.0)).map(|ni| ni.nid)
+        self.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.iter().position(|ni| ni.nid == nid && !ni.removed).map(|index| NiId(index as u16))
+        self.nis.for_nid(nid)
     }
 
     /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
@@ -424,8 +426,7 @@ impl Engine {
         if self.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let id = NiId(u16::try_from(self.nis.len()).map_err(|_| ConfigError::TooManyNis)?);
-        self.nis.push(Ni::from_config(&config));
+        let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
         if !self.local_nets.iter().any(|local| local.net == config.nid.net()) {
             self.local_nets.push(LocalNet::new(config.nid.net()));
         }
@@ -443,7 +444,7 @@ impl Engine {
         if ni == NiId::LOOPBACK {
             return Err(NiRemoveError::Loopback);
         }
-        let entry = self.nis.get_mut(usize::from(ni.0)).ok_or(NiRemoveError::UnknownNi)?;
+        let entry = self.nis.get_mut(ni).ok_or(NiRemoveError::UnknownNi)?;
         if entry.removed {
             return Err(NiRemoveError::AlreadyRemoved);
         }
@@ -878,7 +879,7 @@ impl Engine {
         up: bool,
     ) -> Result<(), DriverError> {
         self.advance(now);
-        let ni = self.nis.get(usize::from(ni.0)).ok_or(DriverError::UnknownNi)?;
+        let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
@@ -964,7 +965,7 @@ impl Engine {
     }
 
     pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(usize::from(ni.0)).filter(|ni| !ni.removed)?;
+        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
@@ -1416,6 +1417,31 @@ impl Engine {
         })
     }
 
+    /// The peer NI for `nid`, created (with its own peer) if new.
+    pub(super) fn peer_ni_or_create(
+        &mut self,
+        nid: Nid,
+        credits: u32,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
+        self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)
+    }
+
+    /// Reclaims deleted peer NI slots if the table is full.
+    pub(super) fn make_peer_ni_room(&mut self) {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
+        self.peers.make_room(self.limits.peer_nis, referenced);
+    }
+
+    /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
+    /// over messages and trackers).
+    pub(super) fn reclaim_peer_nis(&mut self) {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        self.peers.reclaim_unused(|id| peer_ni_referenced(msgs, mds, failover, id));
+    }
+
     /// Drains deferred work until none is left: message work first, then events of LNet's
     /// own MDs, then the push target, then one discovery step (the kernel's discovery
     /// thread). Every item finishes a bounded amount of work; a discovery step either waits
@@ -1469,4 +1495,20 @@ static EMPTY: Memory = Memory::EMPTY;
 
 fn conflicting_tracking(options: MdOptions) -> bool {
     options.contains(MdOptions::TRACK_RESPONSE) && options.contains(MdOptions::NO_TRACK_RESPONSE)
+}
+
+/// Whether a message, a tracker or a fast failover watch still names peer NI `id`.
+fn peer_ni_referenced(
+    msgs: &Slab<Message>,
+    mds: &Slab<Md>,
+    failover: &Failover,
+    id: PeerNiId,
+) -> bool {
+    msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
+        || mds.iter().any(|(_, md)| {
+            md.tracker
+                .as_ref()
+                .is_some_and(|t| t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id))
+        })
+        || failover.watches(id)
 }

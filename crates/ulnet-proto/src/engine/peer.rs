@@ -471,6 +471,42 @@ impl PeerTable {
     }
 
     /// No slot left for a new peer NI under `limit`.
+    /// The peer NI for `nid`, created (with its own peer) if new; when the table is full,
+    /// deleted slots are reclaimed first (see [`Self::reclaim_unused`]).
+    pub(crate) fn ni_or_create(
+        &mut self,
+        nid: Nid,
+        credits: u32,
+        limit: usize,
+        referenced: impl Fn(PeerNiId) -> bool,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        if let Some(id) = self.find(nid) {
+            return Ok(id);
+        }
+        self.make_room(limit, referenced);
+        self.find_or_create(nid, credits, limit)
+    }
+
+    /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their
+    /// messages may have finished since the delete), and after admin changes.
+    pub(crate) fn make_room(&mut self, limit: usize, referenced: impl Fn(PeerNiId) -> bool) {
+        if self.is_full(limit) {
+            self.reclaim_unused(referenced);
+        }
+    }
+
+    /// Reclaims the slots of deleted peer NIs nothing refers to any more: not `referenced`
+    /// from outside the table (messages, trackers, watches) and no recovery ping in flight.
+    pub(crate) fn reclaim_unused(&mut self, referenced: impl Fn(PeerNiId) -> bool) {
+        let deleted: Vec<PeerNiId> = self.deleted().collect();
+        for id in deleted {
+            let in_use = referenced(id) || self.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
+            if !in_use {
+                self.reclaim(id);
+            }
+        }
+    }
+
     pub(crate) fn is_full(&self, limit: usize) -> bool {
         self.free.is_empty() && self.nis.len() >= limit
     }

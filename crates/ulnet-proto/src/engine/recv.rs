@@ -33,7 +33,7 @@ impl Engine {
         lo_tx: Option<Key>,
     ) -> RecvAction {
         // A removed NI receives nothing more (its driver is closing its connections).
-        let Some(local) = self.nis.get(usize::from(ni.0)).filter(|local| !local.removed) else {
+        let Some(local) = self.nis.get(ni).filter(|local| !local.removed) else {
             self.stats.protocol_errors += 1;
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
@@ -505,7 +505,7 @@ impl Engine {
     ) {
         self.stats.drop_count += 1;
         self.stats.drop_length += u64::from(bytes);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -151,7 +151,7 @@ impl Engine {
         }
         self.net_seq += 1;
         let seq = self.net_seq;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.seq = seq;
             let net = local.nid.net();
             if let Some(entry) = self.local_nets.iter_mut().find(|entry| entry.net == net) {

@@ -40,7 +40,7 @@ impl Engine {
             self.commit_lo(key);
             return;
         }
-        let credits = self.peer_credits_for(dest);
+        let credits = self.nis.peer_credits_for(dest);
         let Ok(destination) = self.peer_ni_or_create(dest, credits) else {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
@@ -153,9 +153,7 @@ impl Engine {
             return;
         };
         if message.ni_credit == Credit::None {
-            if let Some(pool) =
-                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
-            {
+            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
                     return;
@@ -205,7 +203,7 @@ impl Engine {
         if ni_credit == Credit::Held {
             let next = self
                 .nis
-                .get_mut(usize::from(ni.0))
+                .get_mut(ni)
                 .and_then(|ni| ni.credits.as_mut())
                 .and_then(|pool| pool.release());
             if let Some(waiter) = next {
@@ -260,7 +258,7 @@ impl Engine {
     /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
     /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
     pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
-        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+        let Some(local) = self.nis.get(ni) else {
             return self.tunables.transaction_timeout;
         };
         if local.lnd == LndKind::Lo {
