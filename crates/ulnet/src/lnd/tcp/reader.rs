@@ -20,7 +20,6 @@ use ulnet_proto::socklnd::conn::{Conn, RecvEvent};
 use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
 
-use super::since_epoch;
 use super::table::{CloseCause, ConnKey};
 use crate::driver::Core;
 
@@ -189,7 +188,7 @@ impl Reader {
         if self.start == self.end {
             return self.fill(cx.stream, cx.conn);
         }
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         let input = self.buffer.get(self.start..self.end).unwrap_or(&[]);
         let (consumed, event) =
             cx.conn.handle_input(now, input, cx.zc).map_err(CloseCause::from_conn_error)?;
@@ -254,7 +253,7 @@ impl Reader {
             return Ok(Step::Progress(0));
         }
         let want = length - offset;
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         let taken = if self.start < self.end {
             // Already buffered: copy (the one copy small payloads make).
             let count = (self.end - self.start).min(want as usize);
@@ -300,7 +299,7 @@ impl Reader {
         }
         let count = (self.end - self.start).min(remaining as usize);
         self.consume(count);
-        cx.conn.handle_payload(since_epoch(cx.now), count).map_err(CloseCause::from_conn_error)?;
+        cx.conn.handle_payload(cx.now, count).map_err(CloseCause::from_conn_error)?;
         // `count` is at most `remaining`, a u32.
         Ok(Skip { step: Step::Progress(count), skipped: Some(count as u32) })
     }
