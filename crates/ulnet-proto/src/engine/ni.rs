@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::addr::Nid;
+use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
@@ -137,17 +137,36 @@ impl Ni {
     }
 }
 
-/// The local NIs, indexed by [`NiId`]; NI 0 is loopback. Removed NIs keep their slot so ids
-/// stay stable.
+/// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LocalNet {
+    pub(crate) net: Net,
+    /// `net_seq`.
+    pub(crate) seq: u64,
+    /// `net_sel_priority`.
+    pub(crate) priority: u32,
+}
+
+impl LocalNet {
+    pub(crate) fn new(net: Net) -> Self {
+        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
+    }
+}
+
+/// The local NIs, indexed by [`NiId`] (NI 0 is loopback; removed NIs keep their slot so ids
+/// stay stable), their nets (`ln_nets`), and the round-robin counter stamping both
+/// (`ln_net_seq`).
 #[derive(Debug)]
 pub(crate) struct Nis {
     nis: Vec<Ni>,
+    nets: Vec<LocalNet>,
+    net_seq: u64,
 }
 
 impl Nis {
     /// Just loopback.
     pub(crate) fn new() -> Self {
-        Self { nis: vec![Ni::loopback()] }
+        Self { nis: vec![Ni::loopback()], nets: Vec::new(), net_seq: 0 }
     }
 
     pub(crate) fn get(&self, id: NiId) -> Option<&Ni> {
@@ -172,11 +191,33 @@ impl Nis {
         self.nis.len()
     }
 
-    /// Appends an NI; `None` when ids are exhausted.
+    /// Appends a network NI, and its net if new; `None` when ids are exhausted.
     pub(crate) fn push(&mut self, ni: Ni) -> Option<NiId> {
         let id = NiId(u16::try_from(self.nis.len()).ok()?);
+        let net = ni.nid.net();
         self.nis.push(ni);
+        if !self.nets.iter().any(|local| local.net == net) {
+            self.nets.push(LocalNet::new(net));
+        }
         Some(id)
+    }
+
+    /// The local net `net`, if an NI was ever configured on it.
+    pub(crate) fn net(&self, net: Net) -> Option<&LocalNet> {
+        self.nets.iter().find(|local| local.net == net)
+    }
+
+    /// Stamps NI `id` and its net with the next round-robin sequence number (the NI just sent).
+    pub(crate) fn stamp(&mut self, id: NiId) {
+        self.net_seq += 1;
+        let seq = self.net_seq;
+        if let Some(local) = self.nis.get_mut(usize::from(id.0)) {
+            local.seq = seq;
+            let net = local.nid.net();
+            if let Some(entry) = self.nets.iter_mut().find(|entry| entry.net == net) {
+                entry.seq = seq;
+            }
+        }
     }
 
     /// The live NI owning `nid`.

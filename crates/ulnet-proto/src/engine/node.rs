@@ -23,7 +23,6 @@ use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;
-use crate::engine::select::LocalNet;
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::TrackerQueue;
@@ -296,10 +295,6 @@ pub struct Engine {
     pub(super) internal_events: VecDeque<InternalEvent>,
     pub(super) discoveries: Discoveries,
     pub(super) pings: Pings,
-    /// Local nets with their round-robin stamps and priorities (`ln_nets`).
-    pub(super) local_nets: Vec<LocalNet>,
-    /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
-    pub(super) net_seq: u64,
     pub(super) recovery: RecoveryQueues,
     pub(super) failover: Failover,
 }
@@ -312,7 +307,6 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let mut nis = Nis::new();
-        let mut local_nets: Vec<LocalNet> = Vec::new();
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
                 return Err(ConfigError::LoopbackConfigured);
@@ -324,9 +318,6 @@ impl Engine {
                 return Err(ConfigError::DuplicateNid(ni.nid));
             }
             nis.push(Ni::from_config(ni)).ok_or(ConfigError::TooManyNis)?;
-            if !local_nets.iter().any(|local| local.net == ni.nid.net()) {
-                local_nets.push(LocalNet::new(ni.nid.net()));
-            }
         }
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
@@ -360,8 +351,6 @@ impl Engine {
             internal_events: VecDeque::new(),
             discoveries: Discoveries::default(),
             pings: Pings::default(),
-            local_nets,
-            net_seq: 0,
             recovery: RecoveryQueues::default(),
             failover: Failover::default(),
         };
@@ -427,9 +416,6 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
-        if !self.local_nets.iter().any(|local| local.net == config.nid.net()) {
-            self.local_nets.push(LocalNet::new(config.nid.net()));
-        }
         self.install_ping_target();
         self.run_work();
         Ok(id)

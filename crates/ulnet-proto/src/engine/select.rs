@@ -28,7 +28,7 @@
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
-use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
+use crate::engine::ni::NiId;
 
 use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
@@ -54,22 +54,6 @@ pub(super) enum SelectError {
     HostUnreachable,
     /// `-EINVAL`: the source NID asked for is no longer a local NI.
     NoSource,
-}
-
-/// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LocalNet {
-    pub(crate) net: Net,
-    /// `net_seq`.
-    pub(crate) seq: u64,
-    /// `net_sel_priority`.
-    pub(crate) priority: u32,
-}
-
-impl LocalNet {
-    pub(crate) fn new(net: Net) -> Self {
-        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
-    }
 }
 
 /// How a send is classified (`sd_send_case`).
@@ -149,15 +133,7 @@ impl Engine {
                 }
             }
         }
-        self.net_seq += 1;
-        let seq = self.net_seq;
-        if let Some(local) = self.nis.get_mut(ni) {
-            local.seq = seq;
-            let net = local.nid.net();
-            if let Some(entry) = self.local_nets.iter_mut().find(|entry| entry.net == net) {
-                entry.seq = seq;
-            }
-        }
+        self.nis.stamp(ni);
     }
 
     /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
@@ -211,7 +187,7 @@ impl Engine {
         let entry = self.peers.peer(peer)?;
         let mut best: Option<(Net, NetOrder)> = None;
         for peer_net in &entry.nets {
-            let Some(local) = self.local_nets.iter().find(|local| local.net == peer_net.net) else {
+            let Some(local) = self.nis.net(peer_net.net) else {
                 continue;
             };
             let Some(net_health) = self.local_net_health(peer_net.net) else {
