@@ -9,7 +9,6 @@ use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
 use crate::engine::node::Engine;
 use crate::engine::slab::Key;
-use crate::engine::tracker::TrackerQueue;
 
 pub(crate) fn check(node: &Engine) -> Result<(), String> {
     check_bounds(node)?;
@@ -39,7 +38,7 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
         ("events", node.events.len(), limits.events),
         ("transmits", node.transmits.len(), limits.messages),
         ("resumes", node.resumes.len(), limits.messages),
-        ("trackers", node.trackers.len(), TrackerQueue::bound(node.live_trackers)),
+        ("trackers", node.trackers.len(), node.trackers.bound()),
     ];
     for (what, count, bound) in checks {
         if count > bound {
@@ -159,10 +158,10 @@ fn check_mds(node: &Engine) -> Result<(), String> {
         }
         live_trackers += usize::from(md.tracker.is_some());
     }
-    if live_trackers != node.live_trackers {
+    if live_trackers != node.trackers.live() {
         return Err(format!(
             "{live_trackers} trackers attached but {} counted",
-            node.live_trackers
+            node.trackers.live()
         ));
     }
     for (key, me) in node.mes.iter() {

@@ -25,7 +25,7 @@ use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::slab::{Key, KeyState, Slab};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
-use crate::engine::tracker::TrackerQueue;
+use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
 use crate::engine::watch::Failover;
 use crate::time::Time;
@@ -45,8 +45,6 @@ pub const MAX_PENDING_EVENTS: usize = 1 << 16;
 /// Most PUTs delayed on one lazy portal; beyond it they are dropped.
 pub const LAZY_QUEUE_LIMIT: usize = 4096;
 
-/// Finished trackers' request boxes kept for reuse (more than the requests a burst starts).
-const SPARE_REQUESTS: usize = 64;
 /// Most local NIs besides loopback (`lnet_interfaces_max` default).
 pub const MAX_NIS: usize = 4096;
 
@@ -272,12 +270,7 @@ pub struct Engine {
     pub(super) mes: Slab<Me>,
     pub(super) mds: Slab<Md>,
     pub(super) msgs: Slab<Message>,
-    pub(super) trackers: TrackerQueue,
-    pub(super) live_trackers: usize,
-    /// Boxes of finished trackers' requests, reused: every tracked request needs one (the
-    /// boxes themselves are what is kept, hence a `Vec` of them).
-    #[allow(clippy::vec_box)]
-    spare_requests: Vec<Box<TrackedRequest>>,
+    pub(super) trackers: Trackers,
     pub(super) transmits: VecDeque<Key>,
     pub(super) resumes: VecDeque<Resume>,
     pub(super) events: VecDeque<Event>,
@@ -335,9 +328,7 @@ impl Engine {
             mes: Slab::new(),
             mds: Slab::new(),
             msgs: Slab::new(),
-            trackers: TrackerQueue::default(),
-            live_trackers: 0,
-            spare_requests: Vec::new(),
+            trackers: Trackers::default(),
             transmits: VecDeque::new(),
             resumes: VecDeque::new(),
             events: VecDeque::new(),
@@ -1236,13 +1227,7 @@ impl Engine {
                 length,
                 copies: 0,
             };
-            match self.spare_requests.pop() {
-                Some(mut spare) => {
-                    *spare = request;
-                    spare
-                }
-                None => Box::new(request),
-            }
+            self.trackers.boxed_request(request)
         });
         let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
             return;
@@ -1292,7 +1277,7 @@ impl Engine {
             Some(tracker) if tracker.deadline == deadline => return false,
             Some(tracker) => tracker.deadline = deadline,
             None => {
-                self.live_trackers += 1;
+                self.stats.rst_alloc = self.trackers.attached() as u64;
                 md.tracker = Some(Tracker {
                     deadline,
                     next_hop: None,
@@ -1305,7 +1290,6 @@ impl Engine {
             }
         }
         self.trackers.push(deadline, md_key);
-        self.stats.rst_alloc = self.live_trackers as u64;
         self.compact_trackers();
         fresh
     }
@@ -1325,7 +1309,7 @@ impl Engine {
 
     fn compact_trackers(&mut self) {
         let mds = &self.mds;
-        self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
+        self.trackers.maybe_compact(|deadline, key| {
             mds.get(key)
                 .and_then(|md| md.tracker.as_ref())
                 .is_some_and(|tracker| tracker.deadline == deadline)
@@ -1340,13 +1324,7 @@ impl Engine {
         let Some(tracker) = md.tracker.take() else {
             return;
         };
-        self.live_trackers = self.live_trackers.saturating_sub(1);
-        self.stats.rst_alloc = self.live_trackers as u64;
-        if let Some(request) = tracker.request {
-            if self.spare_requests.len() < SPARE_REQUESTS {
-                self.spare_requests.push(request);
-            }
-        }
+        self.stats.rst_alloc = self.trackers.detached(tracker.request) as u64;
         if let Some((peer_ni, via)) = tracker.awaiting {
             self.watch_await_end(peer_ni, via, None);
         }
