@@ -17,7 +17,7 @@ use crate::engine::md::{
 };
 use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
-use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
+use crate::engine::msg::{Credit, Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
@@ -269,7 +269,7 @@ pub struct Engine {
     pub(super) portals: Vec<Portal>,
     pub(super) mes: Slab<Me>,
     pub(super) mds: Slab<Md>,
-    pub(super) msgs: Slab<Message>,
+    pub(super) msgs: Messages,
     pub(super) trackers: Trackers,
     pub(super) transmits: VecDeque<Key>,
     pub(super) resumes: VecDeque<Resume>,
@@ -327,7 +327,7 @@ impl Engine {
             portals: (0..MAX_PORTALS).map(|_| Portal::default()).collect(),
             mes: Slab::new(),
             mds: Slab::new(),
-            msgs: Slab::new(),
+            msgs: Messages::default(),
             trackers: Trackers::default(),
             transmits: VecDeque::new(),
             resumes: VecDeque::new(),
@@ -1236,10 +1236,7 @@ impl Engine {
     }
 
     pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
-        if self.msgs.len() >= self.limits.messages {
-            return None;
-        }
-        let key = self.msgs.insert(message)?;
+        let key = self.msgs.alloc(message, self.limits.messages)?;
         self.stats.msgs_alloc = self.msgs.len() as u64;
         self.stats.msgs_max = self.stats.msgs_max.max(self.stats.msgs_alloc);
         Some(key)
@@ -1254,7 +1251,7 @@ impl Engine {
     }
 
     pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
-        let message = self.msgs.remove(key);
+        let message = self.msgs.free(key);
         if message.is_none() {
             self.record_violation(|| format!("message {key:?} finalized twice"));
         }
@@ -1462,12 +1459,7 @@ fn conflicting_tracking(options: MdOptions) -> bool {
 }
 
 /// Whether a message, a tracker or a fast failover watch still names peer NI `id`.
-fn peer_ni_referenced(
-    msgs: &Slab<Message>,
-    mds: &Slab<Md>,
-    failover: &Failover,
-    id: PeerNiId,
-) -> bool {
+fn peer_ni_referenced(msgs: &Messages, mds: &Slab<Md>, failover: &Failover, id: PeerNiId) -> bool {
     msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
         || mds.iter().any(|(_, md)| {
             md.tracker
