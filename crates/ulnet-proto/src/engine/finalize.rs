@@ -424,10 +424,7 @@ impl Engine {
         }
         if self.mds.get(md_key).is_some_and(|md| md.refcount == 0) {
             self.detach_tracker(md_key);
-            let internal = self.mds.get(md_key).is_some_and(|md| md.owner != MdOwner::User);
-            if self.mds.discard(md_key) && internal {
-                self.internal_mds -= 1;
-            }
+            self.mds.discard(md_key);
         }
     }
 

@@ -13,9 +13,10 @@ use crate::engine::error::{
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
-    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, TrackedRequest, Tracker, UnlinkMode,
+    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, TrackedRequest, Tracker,
+    UnlinkMode,
 };
-use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
+use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
@@ -23,7 +24,7 @@ use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;
-use crate::engine::slab::{Key, KeyState, Slab};
+use crate::engine::slab::{Key, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
@@ -267,8 +268,8 @@ pub struct Engine {
     pub(super) nis: Nis,
     pub(super) peers: PeerTable,
     pub(super) portals: Vec<Portal>,
-    pub(super) mes: Slab<Me>,
-    pub(super) mds: Slab<Md>,
+    pub(super) mes: Mes,
+    pub(super) mds: Mds,
     pub(super) msgs: Messages,
     pub(super) trackers: Trackers,
     pub(super) transmits: VecDeque<Key>,
@@ -278,10 +279,6 @@ pub struct Engine {
     pub(super) stats: GlobalStats,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
     pub(super) violation: Option<String>,
-    /// LNet's own MEs and MDs (ping and push targets, discovery, pings): not counted against
-    /// the user's limits nor reachable through user handles.
-    pub(super) internal_mes: usize,
-    pub(super) internal_mds: usize,
     pub(super) ping_target: PingTarget,
     pub(super) push_target: PushTarget,
     /// Events of LNet's own MDs, handled before the call returns.
@@ -325,8 +322,8 @@ impl Engine {
             nis,
             peers: PeerTable::default(),
             portals: (0..MAX_PORTALS).map(|_| Portal::default()).collect(),
-            mes: Slab::new(),
-            mds: Slab::new(),
+            mes: Mes::default(),
+            mds: Mds::default(),
             msgs: Messages::default(),
             trackers: Trackers::default(),
             transmits: VecDeque::new(),
@@ -335,8 +332,6 @@ impl Engine {
             work: VecDeque::new(),
             stats: GlobalStats::default(),
             violation: None,
-            internal_mes: 0,
-            internal_mds: 0,
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
             internal_events: VecDeque::new(),
@@ -450,7 +445,7 @@ impl Engine {
         let Some(table) = self.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
-        if self.mes.len() - self.internal_mes >= self.limits.mes {
+        if self.mes.user_count() >= self.limits.mes {
             return Err(MeAttachError::TooManyEntries);
         }
         let me =
@@ -513,7 +508,7 @@ impl Engine {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdAttachError::ConflictingTracking)
-        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
+        } else if self.mds.user_count() >= self.limits.mds {
             Some(MdAttachError::TooManyMds)
         } else {
             None
@@ -556,7 +551,7 @@ impl Engine {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdBindError::ConflictingTracking)
-        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
+        } else if self.mds.user_count() >= self.limits.mds {
             Some(MdBindError::TooManyMds)
         } else {
             None
@@ -1003,12 +998,12 @@ impl Engine {
 
     /// The user's MDs (LNet's own are not counted).
     pub fn md_count(&self) -> usize {
-        self.mds.len() - self.internal_mds
+        self.mds.user_count()
     }
 
     /// The user's MEs (LNet's own are not counted).
     pub fn me_count(&self) -> usize {
-        self.mes.len() - self.internal_mes
+        self.mes.user_count()
     }
 
     /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
@@ -1087,21 +1082,11 @@ impl Engine {
             tracker: None,
             owner,
         };
-        let key = self.mds.insert(md)?;
-        if owner != MdOwner::User {
-            self.internal_mds += 1;
-        }
-        if let Some(md) = self.mds.get_mut(key) {
-            md.handle = MdHandle::from_key(key);
-        }
-        Some(key)
+        self.mds.insert(md)
     }
 
     pub(super) fn remove_me(&mut self, key: Key) {
         if let Some(me) = self.mes.remove(key) {
-            if me.internal {
-                self.internal_mes -= 1;
-            }
             if let Some(portal) = self.portals.get_mut(me.portal as usize) {
                 portal.remove(key, &me);
             }
@@ -1459,7 +1444,7 @@ fn conflicting_tracking(options: MdOptions) -> bool {
 }
 
 /// Whether a message, a tracker or a fast failover watch still names peer NI `id`.
-fn peer_ni_referenced(msgs: &Messages, mds: &Slab<Md>, failover: &Failover, id: PeerNiId) -> bool {
+fn peer_ni_referenced(msgs: &Messages, mds: &Mds, failover: &Failover, id: PeerNiId) -> bool {
     msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
         || mds.iter().any(|(_, md)| {
             md.tracker

@@ -404,7 +404,6 @@ impl Engine {
         }
         let me_key = self.mes.insert(me.clone())?;
         table.insert(me_key, &me, InsertPosition::After);
-        self.internal_mes += 1;
         let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), owner) else {
             self.remove_me(me_key);
             return None;
