@@ -14,8 +14,6 @@
 //! include/linux/lnet/lib-lnet.h (`lnet_peer_needs_push`, `lnet_peer_needs_ping`),
 //! docs/protocol/semantics.md §6, docs/protocol/wire.md §6.4-6.5.
 
-use std::collections::VecDeque;
-
 use crate::addr::Nid;
 use crate::engine::error::DiscoverError;
 use crate::engine::event::{Event, EventKind, EventStatus};
@@ -38,75 +36,11 @@ use crate::wire::ping::{
 /// Most messages one peer holds while it is being discovered (Lustre's `lp_dc_pendq` is
 /// unbounded). Beyond it a new message fails at once with `-ENOMEM`.
 pub const MAX_DISCOVERY_PENDING: usize = 4096;
-/// Most [`Engine::discover`] calls waited on at once.
-pub const MAX_DISCOVERIES: usize = 1024;
 /// Soft ping failures (corrupt or truncated replies) in a row before discovery gives up with
 /// `-EPROTO`. Lustre retries without a bound; a truncated reply needs one retry.
 pub const MAX_SOFT_PING_FAILURES: u8 = 4;
 
-/// A discovery started with [`Engine::discover`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DiscoveryId(pub u64);
-
-/// The outcome of [`Engine::discover`]: what the node now knows of the peer owning `nid`, or
-/// the error discovery ended with (the status its held messages failed with).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DiscoveryResult {
-    pub id: DiscoveryId,
-    pub nid: Nid,
-    pub outcome: Result<PeerInfo, EventStatus>,
-}
-
-/// A [`Engine::discover`] call waiting for its peer's discovery to end.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DiscoverWaiter {
-    pub(crate) id: u64,
-    pub(crate) nid: Nid,
-}
-
-/// The discovery pass's request queue (`ln_dc_request`) and the callers of
-/// [`Engine::discover`] waiting for their answer.
-#[derive(Debug, Default)]
-pub(crate) struct Discoveries {
-    requests: VecDeque<PeerId>,
-    waiters: Vec<DiscoverWaiter>,
-    last_id: u64,
-}
-
-impl Discoveries {
-    /// Queues `peer` for the discovery pass, at the head when `front` (`list_move`).
-    pub(crate) fn request(&mut self, peer: PeerId, front: bool) {
-        if front {
-            self.requests.push_front(peer);
-        } else {
-            self.requests.push_back(peer);
-        }
-    }
-
-    pub(crate) fn pop_request(&mut self) -> Option<PeerId> {
-        self.requests.pop_front()
-    }
-
-    pub(crate) fn waiter_count(&self) -> usize {
-        self.waiters.len()
-    }
-
-    /// Files a waiter for `nid` under the next id.
-    pub(crate) fn add_waiter(&mut self, nid: Nid) -> u64 {
-        self.last_id += 1;
-        self.waiters.push(DiscoverWaiter { id: self.last_id, nid });
-        self.last_id
-    }
-
-    pub(crate) fn waiter(&self, index: usize) -> Option<DiscoverWaiter> {
-        self.waiters.get(index).copied()
-    }
-
-    /// Removes the waiter at `index`; the last one takes its place.
-    pub(crate) fn remove_waiter(&mut self, index: usize) {
-        self.waiters.swap_remove(index);
-    }
-}
+pub use crate::engine::ping::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES};
 
 /// What a discovery action asks of the loop (Lustre's 0 and `LNET_REDISCOVER_PEER`).
 enum Step {
@@ -359,7 +293,7 @@ impl Engine {
         }
     }
 
-    /// Completes every [`Engine::discover`] whose peer is no longer being discovered.
+    /// Completes every [`Engine::discover`](crate::engine::Engine::discover) whose peer is no longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
         while let Some(waiter) = self.discoveries.waiter(index) {

@@ -1,5 +1,5 @@
 //! Memory descriptors: options, threshold, offsets and the unlink rules, and the MD table
-//! ([`Mds`]).
+//! (`Mds`).
 //!
 //! lustre: lnet/lnet/lib-md.c (`lnet_md_build`, `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`),
 //! include/linux/lnet/lib-lnet.h (`lnet_md_exhausted`, `lnet_md_unlinkable`),

@@ -1,4 +1,4 @@
-//! Match entries and process ids, and the ME table ([`Mes`]).
+//! Match entries and process ids, and the ME table (`Mes`).
 //!
 //! lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_try_match_md()` (the match
 //! rule), include/uapi/linux/lnet/lnet-types.h (`struct lnet_process_id`, `LNET_PID_ANY`).

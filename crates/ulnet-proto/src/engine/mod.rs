@@ -34,6 +34,7 @@ pub mod ping;
 pub mod portal;
 mod recovery;
 mod recv;
+mod reserved;
 mod select;
 mod send;
 pub mod slab;

@@ -1,5 +1,5 @@
 //! The message: one LNet message instance through its lifecycle, and the message table
-//! ([`Messages`]) holding every message alive, bounded by `Limits::messages`.
+//! (`Messages`) holding every message alive, bounded by `Limits::messages`.
 //!
 //! lustre: include/linux/lnet/lib-types.h `struct lnet_msg`, lnet/lnet/lib-msg.c
 //! (`lnet_msg_commit`, `lnet_finalize`), docs/protocol/semantics.md §11. As in Lustre, a received PUT is reused

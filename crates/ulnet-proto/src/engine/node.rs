@@ -4,7 +4,6 @@ use std::collections::VecDeque;
 
 use crate::addr::Nid;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
-use crate::engine::discovery::Discoveries;
 use crate::engine::error::ParseError;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
@@ -21,6 +20,7 @@ use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
+use crate::engine::ping::Discoveries;
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::{MAX_PORTALS, Portal};
 use crate::engine::recovery::RecoveryQueues;

@@ -1,5 +1,5 @@
-//! Fast failover's state: each peer NI's progress clocks per path ([`Watch`]), and the
-//! engine-wide part ([`Failover`]): the watch queue of armed paths, the path resets for the
+//! Fast failover's state: each peer NI's progress clocks per path (`Watch`), and the
+//! engine-wide part (`Failover`): the watch queue of armed paths, the path resets for the
 //! driver, the bytes held in private payload copies and the target side's delivery log. The
 //! operations that move messages are in `failover.rs`; the design is in
 //! docs/decisions/0008-fast-failover.md.
