@@ -1,15 +1,18 @@
 //! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
 //! I/O-free state machine ([`Engine`]).
 //!
-//! Map: [`node`] holds the state and the public API; `send`, `select`, `recv` and
-//! `finalize` are the message lifecycle and multi-rail path selection (lib-move.c and
-//! lib-msg.c); [`portal`], [`me`], [`md`], [`memory`] are the Portals objects (lib-ptl.c,
-//! lib-me.c, lib-md.c); [`ping`] the ping and push targets and the ping API, [`discovery`]
-//! dynamic discovery (api-ni.c, peer.c), [`config`] configured peers and interface state;
-//! `recovery` the health recovery queues and pings (the monitor thread); `failover` and
-//! `dedupe` fast failover, beyond Lustre; [`credits`], [`peer`], [`ni`], [`health`],
-//! [`tunables`] the supporting state; [`event`], [`stats`] and [`latency`] the outputs;
-//! [`testing`] the deterministic harness and fuzz driver.
+//! Map: [`node`] holds [`Engine`], the public API and the driver call protocol, and lists the
+//! parts the state is split into (decision 0012). Parts, each owning its state: [`ni`] local
+//! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
+//! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
+//! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
+//! `watch` fast failover's state, `dedupe` the target's delivery log; [`credits`], [`health`],
+//! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
+//! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
+//! message lifecycle and multi-rail path selection (lib-move.c, lib-msg.c), `reserved` LNet's
+//! use of portal 0 (targets, pings), [`discovery`] dynamic discovery (peer.c), `monitor` the
+//! recovery passes, `failover` fast failover (beyond Lustre), [`config`] configured peers and
+//! interface state. [`testing`] is the deterministic harness and fuzz driver.
 
 pub mod config;
 pub mod credits;

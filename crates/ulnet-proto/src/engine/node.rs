@@ -1,4 +1,31 @@
-//! The node: LNet's message engine as an I/O-free state machine.
+//! The engine: LNet's message engine as an I/O-free state machine, and the orchestration of
+//! its parts.
+//!
+//! [`Engine`] holds its state as owned parts, each a struct with private fields and methods
+//! that take `&mut self` and explicit arguments, defined in the file named after it; no part
+//! imports this file (decision 0012):
+//!
+//! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
+//! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
+//! * `portal.rs` (the table), `me.rs` `Mes`, `md.rs` `Mds`: the Portals objects.
+//! * `msg.rs` `Messages`: every message alive, within `Limits::messages`.
+//! * `tracker.rs` `Trackers`: response tracker deadlines, live count, spare request boxes.
+//! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
+//! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
+//! * `watch.rs` `Failover`: fast failover's watch queue, path resets, held bytes, delivery log.
+//!
+//! What spans parts is an `impl Engine` that borrows the fields it needs, here (the public
+//! call protocol, allocation, trackers, the work loop) or in the file of the flow it belongs
+//! to: `send`, `select`, `recv`, `finalize` (the message lifecycle), `reserved` (portal 0:
+//! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`.
+//!
+//! Where the next parts go, each a field of [`Engine`] beside these:
+//!
+//! * Routing: a `routes.rs` part (route table, router buffers and their credits), consulted by
+//!   `select` for remote nets.
+//! * Fault injection: a `faults.rs` part (drop and delay rules), consulted by `send` and `recv`.
+//! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
+//! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
 use std::collections::VecDeque;
 
@@ -179,8 +206,8 @@ pub(super) enum Work {
 
 /// One LNet node's message engine, with no I/O.
 ///
-/// `Engine` owns the portal table, MEs, MDs (and their memory), peers, credits and every message
-/// in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
+/// `Engine` owns, through its parts, the portal table, MEs, MDs (and their memory), peers,
+/// credits and every message in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
 /// inputs and carries out its outputs.
 ///
 /// # Call protocol
@@ -259,12 +286,13 @@ pub(super) enum Work {
 /// ```
 #[derive(Debug)]
 pub struct Engine {
+    // Identity, configuration and the clock, read by every flow.
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
     pub(super) tunables: Tunables,
     pub(super) limits: Limits,
     pub(super) now: Time,
-    /// NI 0 is loopback.
+    // The parts.
     pub(super) nis: Nis,
     pub(super) peers: PeerTable,
     pub(super) portals: Vec<Portal>,
@@ -272,21 +300,22 @@ pub struct Engine {
     pub(super) mds: Mds,
     pub(super) msgs: Messages,
     pub(super) trackers: Trackers,
+    pub(super) ping_target: PingTarget,
+    pub(super) push_target: PushTarget,
+    pub(super) pings: Pings,
+    pub(super) discoveries: Discoveries,
+    pub(super) recovery: RecoveryQueues,
+    pub(super) failover: Failover,
+    // The driver's output queues and the work loop (the call protocol above).
     pub(super) transmits: VecDeque<Key>,
     pub(super) resumes: VecDeque<Resume>,
     pub(super) events: VecDeque<Event>,
     pub(super) work: VecDeque<Work>,
     pub(super) stats: GlobalStats,
-    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
-    pub(super) violation: Option<String>,
-    pub(super) ping_target: PingTarget,
-    pub(super) push_target: PushTarget,
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
-    pub(super) discoveries: Discoveries,
-    pub(super) pings: Pings,
-    pub(super) recovery: RecoveryQueues,
-    pub(super) failover: Failover,
+    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
+    violation: Option<String>,
 }
 
 impl Engine {
@@ -326,19 +355,19 @@ impl Engine {
             mds: Mds::default(),
             msgs: Messages::default(),
             trackers: Trackers::default(),
+            ping_target: PingTarget::default(),
+            push_target: PushTarget::default(),
+            pings: Pings::default(),
+            discoveries: Discoveries::default(),
+            recovery: RecoveryQueues::default(),
+            failover: Failover::default(),
             transmits: VecDeque::new(),
             resumes: VecDeque::new(),
             events: VecDeque::new(),
             work: VecDeque::new(),
             stats: GlobalStats::default(),
-            violation: None,
-            ping_target: PingTarget::default(),
-            push_target: PushTarget::default(),
             internal_events: VecDeque::new(),
-            discoveries: Discoveries::default(),
-            pings: Pings::default(),
-            recovery: RecoveryQueues::default(),
-            failover: Failover::default(),
+            violation: None,
         };
         node.setup_reserved_portal();
         node.run_work();
