@@ -196,10 +196,7 @@ impl Engine {
         }
         let targets: Vec<PeerNiId> = match nid {
             Some(nid) => vec![self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?],
-            None => (0..self.peers.nis.len())
-                .map(|index| PeerNiId(index as u32))
-                .filter(|id| self.peers.ni(*id).is_some_and(|ni| !ni.deleted))
-                .collect(),
+            None => self.peers.nis().filter(|(_, ni)| !ni.deleted).map(|(id, _)| id).collect(),
         };
         for id in targets {
             if let Some(ni) = self.peers.ni_mut(id) {
@@ -357,7 +354,7 @@ impl Engine {
         for ni in self.nis.iter_mut() {
             ni.latency.reset();
         }
-        for ni in &mut self.peers.nis {
+        for ni in self.peers.nis_mut() {
             ni.latency.reset();
         }
     }
@@ -530,7 +527,7 @@ impl Engine {
         if !self.tunables.discovery {
             return;
         }
-        let peers: Vec<PeerId> = self.peers.peers.iter().map(|(key, _)| PeerId(key)).collect();
+        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
         for peer in peers {
             if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
                 entry.state.insert(PeerState::FORCE_PUSH);
@@ -564,7 +561,7 @@ impl Engine {
     /// Fast failover was turned on or off: its counters restart from what is in flight.
     fn reset_failover_state(&mut self) {
         self.failover.clear_watch();
-        for ni in &mut self.peers.nis {
+        for ni in self.peers.nis_mut() {
             ni.watch = crate::engine::watch::Watch {
                 srtt_ns: ni.watch.srtt_ns,
                 rttvar_ns: ni.watch.rttvar_ns,

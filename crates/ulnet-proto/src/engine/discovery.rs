@@ -118,7 +118,7 @@ impl Engine {
 
     /// Every peer, in table order.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.peers.iter().filter_map(|(key, _)| self.peers.info(PeerId(key)))
+        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
     }
 
     // ------------------------------------------------------------ holding messages
@@ -331,7 +331,7 @@ impl Engine {
 
     /// `lnet_push_update_to_peers(0)`: our buffer changed; queue every peer that needs it.
     pub(super) fn push_update_to_peers(&mut self) {
-        let peers: Vec<PeerId> = self.peers.peers.iter().map(|(key, _)| PeerId(key)).collect();
+        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
         for peer in peers {
             if self.peer_needs_push(peer) {
                 self.queue_for_discovery(peer);

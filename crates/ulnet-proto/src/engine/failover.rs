@@ -259,11 +259,9 @@ impl Engine {
         }
         let suspects: Vec<PeerNiId> = self
             .peers
-            .nis
-            .iter()
-            .enumerate()
+            .nis()
             .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
-            .filter_map(|(index, _)| u32::try_from(index).ok().map(PeerNiId))
+            .map(|(id, _)| id)
             .collect();
         for id in suspects {
             if let Some(peer_ni) = self.peers.ni_mut(id) {

@@ -24,17 +24,17 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
     let recovering = node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
-        + node.peers.nis.iter().filter(|ni| ni.recovery.md.is_some()).count();
+        + node.peers.nis().filter(|(_, ni)| ni.recovery.md.is_some()).count();
     let internal_mds =
-        2 + 2 * node.peers.peers.len() + node.pings.len() + recovering + node.msgs.len();
+        2 + 2 * node.peers.peer_count() + node.pings.len() + recovering + node.msgs.len();
     let checks = [
         ("messages", node.msgs.len(), limits.messages),
         ("MDs", node.md_count(), limits.mds),
         ("MEs", node.me_count(), limits.mes),
         ("LNet MDs", node.mds.internal_count(), internal_mds),
         ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
-        ("peers", node.peers.peers.len(), node.peers.nis.len()),
-        ("peer NIs", node.peers.nis.len(), limits.peer_nis),
+        ("peers", node.peers.peer_count(), node.peers.ni_slots()),
+        ("peer NIs", node.peers.ni_slots(), limits.peer_nis),
         ("events", node.events.len(), limits.events),
         ("transmits", node.transmits.len(), limits.messages),
         ("resumes", node.resumes.len(), limits.messages),
@@ -49,7 +49,7 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
     if entries != node.mes.len() {
         return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }
-    for (_, peer) in node.peers.peers.iter() {
+    for (_, peer) in node.peers.peers() {
         if peer.discovery.pending.len() > MAX_DISCOVERY_PENDING {
             return Err(format!("peer {:?} holds too many messages", peer.primary_nid));
         }
@@ -90,8 +90,8 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
 fn check_credits(node: &Engine) -> Result<(), String> {
     // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
     let mut ni_holders = vec![0usize; node.nis.len()];
-    let mut peer_holders = vec![0usize; node.peers.nis.len()];
-    let mut peer_charged = vec![0u64; node.peers.nis.len()];
+    let mut peer_holders = vec![0usize; node.peers.ni_slots()];
+    let mut peer_charged = vec![0u64; node.peers.ni_slots()];
     for (_, message) in node.msgs.iter() {
         if message.ni_credit == Credit::Held {
             if let Some(count) = ni_holders.get_mut(usize::from(message.ni.0)) {
@@ -120,7 +120,9 @@ fn check_credits(node: &Engine) -> Result<(), String> {
             None => {}
         }
     }
-    for ((peer, holders), charged) in node.peers.nis.iter().zip(peer_holders).zip(peer_charged) {
+    for ((peer, holders), charged) in
+        node.peers.nis().map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
+    {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
         if charged != peer.queued_bytes {
             return Err(format!(
@@ -228,8 +230,8 @@ fn check_recovery(node: &Engine) -> Result<(), String> {
             ));
         }
     }
-    for (index, ni) in node.peers.nis.iter().enumerate() {
-        let listed = node.recovery.peer().filter(|id| id.0 as usize == index).count();
+    for (index, ni) in node.peers.nis() {
+        let listed = node.recovery.peer().filter(|id| *id == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "peer NI {:?} queued {} but listed {listed} times",
@@ -280,9 +282,8 @@ fn check_failover(node: &Engine) -> Result<(), String> {
     }
     let armed: usize = node
         .peers
-        .nis
-        .iter()
-        .map(|ni| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
+        .nis()
+        .map(|(_, ni)| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
     if armed != node.failover.armed_count() {
         return Err(format!(
@@ -290,8 +291,7 @@ fn check_failover(node: &Engine) -> Result<(), String> {
             node.failover.armed_count()
         ));
     }
-    for (index, peer_ni) in node.peers.nis.iter().enumerate() {
-        let id = crate::engine::peer::PeerNiId(index as u32);
+    for (id, peer_ni) in node.peers.nis() {
         for path in &peer_ni.watch.paths {
             if path.armed.is_some_and(|at| !node.failover.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));

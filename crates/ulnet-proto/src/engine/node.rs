@@ -1002,9 +1002,7 @@ impl Engine {
 
     /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        (0..self.peers.nis.len()).filter_map(|index| {
-            self.peer_ni_stats_by_id(crate::engine::peer::PeerNiId(index as u32))
-        })
+        self.peers.nis().filter_map(|(id, _)| self.peer_ni_stats_by_id(id))
     }
 
     /// Messages alive now (sends, receives, delayed PUTs).

@@ -257,16 +257,41 @@ pub(crate) struct PeerNi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PeerTableFull;
 
+/// Every peer and peer NI the node knows, with the NID index. Peer NIs are never moved: a
+/// deleted one keeps its slot (so ids stay valid) until reclaimed for a new NID.
 #[derive(Debug, Default)]
 pub(crate) struct PeerTable {
-    pub(crate) peers: Slab<Peer>,
-    pub(crate) nis: Vec<PeerNi>,
+    peers: Slab<Peer>,
+    nis: Vec<PeerNi>,
     by_nid: HashMap<Nid, PeerNiId>,
     /// Reclaimed slots of deleted peer NIs.
     free: Vec<PeerNiId>,
 }
 
 impl PeerTable {
+    /// Every peer, in slab order.
+    pub(crate) fn peers(&self) -> impl Iterator<Item = (PeerId, &Peer)> {
+        self.peers.iter().map(|(key, peer)| (PeerId(key), peer))
+    }
+
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Every peer NI slot (deleted ones included), in id order.
+    pub(crate) fn nis(&self) -> impl Iterator<Item = (PeerNiId, &PeerNi)> {
+        self.nis.iter().enumerate().map(|(index, ni)| (PeerNiId(index as u32), ni))
+    }
+
+    pub(crate) fn nis_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
+        self.nis.iter_mut()
+    }
+
+    /// Peer NI slots, deleted ones included.
+    pub(crate) fn ni_slots(&self) -> usize {
+        self.nis.len()
+    }
+
     pub(crate) fn find(&self, nid: Nid) -> Option<PeerNiId> {
         self.by_nid.get(&nid).copied()
     }

@@ -495,6 +495,6 @@ impl Engine {
     /// Whether a message is waiting on a peer's discovery queue (for the invariant checker).
     pub(crate) fn is_held_for_discovery(&self, key: Key) -> bool {
         self.msgs.get(key).is_some_and(|message| message.phase == Phase::DiscoveryWait)
-            && self.peers.peers.iter().any(|(_, peer)| peer.discovery.pending.contains(&key))
+            && self.peers.peers().any(|(_, peer)| peer.discovery.pending.contains(&key))
     }
 }
