@@ -7,7 +7,7 @@
 //!
 //! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
 //! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
-//! * `portal.rs` (the table), `me.rs` `Mes`, `md.rs` `Mds`: the Portals objects.
+//! * `portal.rs` `Portals`, `me.rs` `Mes`, `md.rs` `Mds`: the Portals objects.
 //! * `msg.rs` `Messages`: every message alive, within `Limits::messages`.
 //! * `tracker.rs` `Trackers`: response tracker deadlines, live count, spare request boxes.
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
@@ -49,7 +49,7 @@ use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::Discoveries;
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
-use crate::engine::portal::{MAX_PORTALS, Portal};
+use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::slab::{Key, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
@@ -295,7 +295,7 @@ pub struct Engine {
     // The parts.
     pub(super) nis: Nis,
     pub(super) peers: PeerTable,
-    pub(super) portals: Vec<Portal>,
+    pub(super) portals: Portals,
     pub(super) mes: Mes,
     pub(super) mds: Mds,
     pub(super) msgs: Messages,
@@ -350,7 +350,7 @@ impl Engine {
             now: Time::ZERO,
             nis,
             peers: PeerTable::default(),
-            portals: (0..MAX_PORTALS).map(|_| Portal::default()).collect(),
+            portals: Portals::new(),
             mes: Mes::default(),
             mds: Mds::default(),
             msgs: Messages::default(),

@@ -76,6 +76,32 @@ pub enum DropReason {
     LazyQueueFull,
 }
 
+/// The portal table: [`MAX_PORTALS`] portals, indexed by portal number.
+#[derive(Debug)]
+pub(crate) struct Portals {
+    table: Vec<Portal>,
+}
+
+impl Portals {
+    pub(crate) fn new() -> Self {
+        Self { table: (0..MAX_PORTALS).map(|_| Portal::default()).collect() }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&Portal> {
+        self.table.get(index)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut Portal> {
+        self.table.get_mut(index)
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Portal> {
+        self.table.iter()
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Portal {
     pub(crate) match_type: Option<MatchType>,
