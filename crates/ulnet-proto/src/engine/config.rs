@@ -12,7 +12,7 @@ use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, Work};
-use crate::engine::peer::{PeerId, PeerNiId, PeerState};
+use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::engine::stats::GlobalStats;
@@ -359,6 +359,16 @@ impl Engine {
         }
     }
 
+    /// What the node knows of the peer owning `nid`.
+    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.peers.info(self.peers.peer_id(nid)?)
+    }
+
+    /// Every peer, in table order.
+    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
+        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
+    }
+
     // ------------------------------------------------------------ helpers
 
     fn settable_ni(&mut self, ni: NiId) -> Result<&mut crate::engine::ni::Ni, NiSetError> {
@@ -522,20 +532,6 @@ impl Engine {
         }
     }
 
-    /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
-    pub(super) fn force_push_to_peers(&mut self) {
-        if !self.tunables.discovery {
-            return;
-        }
-        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
-        for peer in peers {
-            if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
-                entry.state.insert(PeerState::FORCE_PUSH);
-            }
-        }
-        self.push_update_to_peers();
-    }
-
     /// Messages waiting for credits on `ni` (or for the driver to take them) are selected
     /// again; `all` includes those pinned to it (a removed NI), which then fail selection.
     pub(super) fn requeue_waiting_on(&mut self, ni: NiId, all: bool) {
@@ -555,38 +551,6 @@ impl Engine {
         for key in waiting {
             self.withdraw(key);
             self.work.push_back(Work::Resend(key));
-        }
-    }
-
-    /// Fast failover was turned on or off: its counters restart from what is in flight.
-    fn reset_failover_state(&mut self) {
-        self.failover.clear_watch();
-        for ni in self.peers.nis_mut() {
-            ni.watch = crate::engine::watch::Watch {
-                srtt_ns: ni.watch.srtt_ns,
-                rttvar_ns: ni.watch.rttvar_ns,
-                paths: Vec::new(),
-                heard: Vec::new(),
-            };
-        }
-        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
-        for key in keys {
-            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
-                tracker.awaiting = None;
-                tracker.request = None;
-            }
-        }
-        if !self.failover_enabled() {
-            return;
-        }
-        let in_lnd: Vec<(PeerNiId, NiId)> = self
-            .msgs
-            .iter()
-            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
-            .collect();
-        for (id, ni) in in_lnd {
-            self.watch_lnd_start(id, ni);
         }
     }
 }

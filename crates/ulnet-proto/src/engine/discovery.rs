@@ -22,7 +22,7 @@ use crate::engine::md::MdOwner;
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
 use crate::engine::node::{Engine, Work};
-use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerInfo, PeerNiId, PeerState};
+use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
 use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
 use crate::engine::slab::Key;
 use crate::time::Time;
@@ -109,16 +109,6 @@ impl Engine {
         self.queue_for_discovery(peer);
         self.run_work();
         Ok(DiscoveryId(id))
-    }
-
-    /// What the node knows of the peer owning `nid`.
-    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.peers.info(self.peers.peer_id(nid)?)
-    }
-
-    /// Every peer, in table order.
-    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
     }
 
     // ------------------------------------------------------------ holding messages
@@ -1007,6 +997,20 @@ impl Engine {
         !entry.state.intersects(busy)
             && !self.peer_needs_push(peer)
             && entry.state.contains(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE)
+    }
+
+    /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
+    pub(super) fn force_push_to_peers(&mut self) {
+        if !self.tunables.discovery {
+            return;
+        }
+        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
+        for peer in peers {
+            if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
+                entry.state.insert(PeerState::FORCE_PUSH);
+            }
+        }
+        self.push_update_to_peers();
     }
 
     /// `lnet_peer_needs_push`.

@@ -271,6 +271,33 @@ impl Engine {
         }
     }
 
+    /// Fast failover was turned on or off: its counters restart from what is in flight.
+    pub(super) fn reset_failover_state(&mut self) {
+        self.failover.clear_watch();
+        for ni in self.peers.nis_mut() {
+            ni.watch.restart();
+        }
+        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
+                tracker.awaiting = None;
+                tracker.request = None;
+            }
+        }
+        if !self.failover_enabled() {
+            return;
+        }
+        let in_lnd: Vec<(PeerNiId, NiId)> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
+            .collect();
+        for (id, ni) in in_lnd {
+            self.watch_lnd_start(id, ni);
+        }
+    }
+
     /// The next path reset for the driver (see [`PathReset`]).
     pub fn poll_path_reset(&mut self) -> Option<PathReset> {
         self.failover.pop_path_reset()

@@ -127,6 +127,12 @@ impl Watch {
         Some(path.ni)
     }
 
+    /// Forgets every path, keeping the round-trip estimate (fast failover turned on or off).
+    pub(crate) fn restart(&mut self) {
+        self.paths.clear();
+        self.heard.clear();
+    }
+
     pub(crate) fn prune(&mut self) {
         self.paths.retain(|path| !path.idle());
     }
