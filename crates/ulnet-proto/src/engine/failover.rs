@@ -1,4 +1,5 @@
-//! Fast failover: black holes noticed in seconds instead of the kernel's 49-150 s.
+//! Fast failover: black holes noticed in seconds instead of the kernel's 49-150 s. This file
+//! is the flow (suspecting paths, moving and copying messages); its state is in `watch.rs`.
 //!
 //! Not in Lustre; the design and the delivery guarantee are in
 //! docs/decisions/0008-fast-failover.md. In short, per peer NI two clocks run while work is

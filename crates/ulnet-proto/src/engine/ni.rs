@@ -1,4 +1,5 @@
-//! Local nets and network interfaces.
+//! Local nets and network interfaces, and the part that owns them (`Nis`): the NI table
+//! (loopback first), the local nets and the round-robin counter selection stamps them with.
 //!
 //! lustre: include/linux/lnet/lib-types.h (`struct lnet_net`, `struct lnet_ni`),
 //! lnet/lnet/api-ni.c (`lnet_startup_lndni`, `lnet_ni_tq_credits`), lo.c (the loopback LND).

@@ -1,6 +1,8 @@
 //! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID, the state
 //! bits discovery and configuration drive, the per-peer discovery bookkeeping, and per peer
-//! NI the selection, health, recovery and progress state multi-rail uses.
+//! NI the selection, health, recovery and progress state multi-rail uses. The part that owns
+//! them (`PeerTable`) indexes peer NIs by NID, creates them on first traffic and reclaims the
+//! slots of deleted ones.
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_peer_ni_alloc`, `lnet_nid2peerni_locked`,
 //! `lnet_peer_primary_nid_locked`, `lnet_peer_attach_peer_ni`,

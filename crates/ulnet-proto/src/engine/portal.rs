@@ -1,4 +1,4 @@
-//! The portal table: per-portal ME lists, match type, lazy queue, and matching.
+//! The portal table (`Portals`): per-portal ME lists, match type, lazy queue, and matching.
 //!
 //! lustre: lnet/lnet/lib-ptl.c (`lnet_ptl_match_type`, `lnet_mt_match_md`, `lnet_try_match_md`,
 //! `lnet_ptl_attach_md`, `lnet_ptl_match_delay`), docs/protocol/semantics.md §1.1, §1.2, §1.6.
