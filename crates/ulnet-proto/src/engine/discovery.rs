@@ -302,7 +302,7 @@ impl Engine {
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
             };
-            self.pings.complete(PingCompletion::Discovery(DiscoveryResult {
+            self.outputs.complete(PingCompletion::Discovery(DiscoveryResult {
                 id: DiscoveryId(waiter.id),
                 nid: waiter.nid,
                 outcome,

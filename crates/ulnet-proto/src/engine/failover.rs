@@ -301,11 +301,11 @@ impl Engine {
 
     /// The next path reset for the driver (see [`PathReset`]).
     pub fn poll_path_reset(&mut self) -> Option<PathReset> {
-        self.failover.pop_path_reset()
+        self.outputs.pop_path_reset()
     }
 
     pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {
-        self.failover.request_path_reset(PathReset { ni, peer });
+        self.outputs.request_path_reset(PathReset { ni, peer });
     }
 
     /// The path `ni` -> `id` showed no progress for its timeout: selection avoids it, the

@@ -35,9 +35,9 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
         ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
         ("peers", node.peers.peer_count(), node.peers.ni_slots()),
         ("peer NIs", node.peers.ni_slots(), limits.peer_nis),
-        ("events", node.events.len(), limits.events),
-        ("transmits", node.transmits.len(), limits.messages),
-        ("resumes", node.resumes.len(), limits.messages),
+        ("events", node.outputs.event_count(), limits.events),
+        ("transmits", node.outputs.transmit_count(), limits.messages),
+        ("resumes", node.outputs.resume_count(), limits.messages),
         ("trackers", node.trackers.len(), node.trackers.bound()),
     ];
     for (what, count, bound) in checks {

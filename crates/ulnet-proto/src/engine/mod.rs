@@ -6,7 +6,8 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, `dedupe` the target's delivery log; [`credits`], [`health`],
+//! `watch` fast failover's state, `dedupe` the target's delivery log, `outputs` the driver's
+//! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
 //! message lifecycle and multi-rail path selection (lib-move.c, lib-msg.c), `reserved` LNet's
@@ -32,6 +33,7 @@ mod monitor;
 pub mod msg;
 pub mod ni;
 pub mod node;
+mod outputs;
 pub mod peer;
 pub mod ping;
 pub mod portal;

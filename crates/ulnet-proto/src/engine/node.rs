@@ -12,7 +12,9 @@
 //! * `tracker.rs` `Trackers`: response tracker deadlines, live count, spare request boxes.
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
 //! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
-//! * `watch.rs` `Failover`: fast failover's watch queue, path resets, held bytes, delivery log.
+//! * `watch.rs` `Failover`: fast failover's watch queue, held copy bytes, delivery log.
+//! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
+//!   completions, path resets.
 //!
 //! What spans parts is an `impl Engine` that borrows the fields it needs, here (the public
 //! call protocol, allocation, trackers, the work loop) or in the file of the flow it belongs
@@ -31,7 +33,6 @@ use std::collections::VecDeque;
 
 use crate::addr::Nid;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
-use crate::engine::error::ParseError;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, NiRemoveError, PortalError, Rejected,
@@ -46,6 +47,8 @@ use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
 use crate::engine::msg::{Credit, Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
+use crate::engine::outputs::Outputs;
+pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::Discoveries;
 use crate::engine::ping::{InternalEvent, PingTarget, Pings, PushTarget};
@@ -124,42 +127,6 @@ impl EngineConfig {
             limits: Limits::default(),
         }
     }
-}
-
-/// Where the payload of a received message goes: the core's answer to
-/// [`Engine::handle_header`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecvAction {
-    /// Read `length` payload bytes into the MD (through [`Engine::rx_segments_mut`] or
-    /// [`Engine::rx_write`]), then skip `discard` more (a truncated message), then call
-    /// [`Engine::handle_recv_done`].
-    Deliver { rx: RxId, length: u32, discard: u32 },
-    /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
-    Discard { length: u32 },
-    /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
-    /// (back-pressure) until [`Engine::poll_resume`] names this `rx`.
-    Delay { rx: RxId },
-    /// The header is malformed for LNet: close the connection.
-    ProtocolError(ParseError),
-}
-
-/// A delayed receive that now has an answer (from [`Engine::poll_resume`]); `action` is
-/// `Deliver` or `Discard`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Resume {
-    pub rx: RxId,
-    pub action: RecvAction,
-}
-
-/// A message for the driver to send (from [`Engine::poll_transmit`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    pub tx: TxId,
-    /// The local NI to send from.
-    pub ni: NiId,
-    /// The peer NI to send to (the connection's remote NID).
-    pub next_hop: Nid,
-    pub header: Header,
 }
 
 /// `LNetPut` arguments.
@@ -307,9 +274,7 @@ pub struct Engine {
     pub(super) recovery: RecoveryQueues,
     pub(super) failover: Failover,
     // The driver's output queues and the work loop (the call protocol above).
-    pub(super) transmits: VecDeque<Key>,
-    pub(super) resumes: VecDeque<Resume>,
-    pub(super) events: VecDeque<Event>,
+    pub(super) outputs: Outputs,
     pub(super) work: VecDeque<Work>,
     pub(super) stats: GlobalStats,
     /// Events of LNet's own MDs, handled before the call returns.
@@ -361,9 +326,7 @@ impl Engine {
             discoveries: Discoveries::default(),
             recovery: RecoveryQueues::default(),
             failover: Failover::default(),
-            transmits: VecDeque::new(),
-            resumes: VecDeque::new(),
-            events: VecDeque::new(),
+            outputs: Outputs::default(),
             work: VecDeque::new(),
             stats: GlobalStats::default(),
             internal_events: VecDeque::new(),
@@ -774,14 +737,14 @@ impl Engine {
 
     /// The next delayed receive that can proceed.
     pub fn poll_resume(&mut self) -> Option<Resume> {
-        self.resumes.pop_front()
+        self.outputs.pop_resume()
     }
 
     // ---------------------------------------------------------------- driver: send
 
     /// The next message to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        while let Some(key) = self.transmits.pop_front() {
+        while let Some(key) = self.outputs.pop_transmit() {
             let Some(message) = self.msgs.get_mut(key) else {
                 continue;
             };
@@ -896,22 +859,14 @@ impl Engine {
     // ---------------------------------------------------------------- events and timers
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.outputs.pop_event()
     }
 
     /// Moves every waiting event, oldest first, to the end of `into`: what repeated
     /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
     /// `into` trades buffers with the node). Returns whether there were any.
     pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
-        if self.events.is_empty() {
-            return false;
-        }
-        if into.is_empty() {
-            std::mem::swap(&mut self.events, into);
-        } else {
-            into.append(&mut self.events);
-        }
-        true
+        self.outputs.take_events(into)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
@@ -1343,12 +1298,11 @@ impl Engine {
     /// Queues a user event (dropped and counted when the queue is full); returns it in place.
     #[inline]
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
-        if self.events.len() >= self.limits.events {
+        let pushed = self.outputs.push_event(event, self.limits.events);
+        if pushed.is_none() {
             self.stats.events_dropped += 1;
-            return None;
         }
-        self.events.push_back(event);
-        self.events.back_mut()
+        pushed
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {

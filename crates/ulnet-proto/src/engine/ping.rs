@@ -1,7 +1,7 @@
 //! The ping, push and discovery part: the ping target (our ping buffer, served to every ping
 //! GET), the push target (where discovering peers PUT theirs), the API pings in flight
-//! (`Pings`), discovery's request queue and waiters (`Discoveries`), and the finished
-//! pings and discoveries waiting for the driver. What LNet does with them is in `reserved.rs`
+//! (`Pings`), and discovery's request queue and waiters (`Discoveries`). What LNet does with
+//! them is in `reserved.rs`
 //! (targets and pings) and `discovery.rs` (the discovery pass).
 //!
 //! lustre: lnet/lnet/api-ni.c (`ln_ping_target`, `ln_push_target`, `lnet_ping`), peer.c
@@ -124,14 +124,12 @@ pub(crate) struct InternalEvent {
     pub(crate) data: Vec<u8>,
 }
 
-/// The API pings in flight, by id, with their deadlines, and the finished pings and
-/// discoveries waiting for [`Engine::poll_completion`](crate::engine::Engine::poll_completion).
+/// The API pings in flight, by id, with their deadlines.
 #[derive(Debug, Default)]
 pub(crate) struct Pings {
     pings: BTreeMap<u64, PingState>,
     deadlines: BTreeSet<(Time, u64)>,
     last_id: u64,
-    completions: VecDeque<PingCompletion>,
 }
 
 impl Pings {
@@ -176,14 +174,6 @@ impl Pings {
         }
         self.deadlines.pop_first();
         Some(id)
-    }
-
-    pub(crate) fn complete(&mut self, completion: PingCompletion) {
-        self.completions.push_back(completion);
-    }
-
-    pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
-        self.completions.pop_front()
     }
 }
 

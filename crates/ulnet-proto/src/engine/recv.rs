@@ -412,7 +412,7 @@ impl Engine {
                     if lo {
                         self.work.push_back(Work::LoDeliver(key));
                     } else {
-                        self.resumes.push_back(Resume {
+                        self.outputs.push_resume(Resume {
                             rx: RxId(key),
                             action: RecvAction::Deliver { rx: RxId(key), length: mlength, discard },
                         });
@@ -438,7 +438,7 @@ impl Engine {
             Some(tx) => {
                 self.finalize_tx(tx, HealthStatus::Ok, crate::engine::event::EventStatus::Ok, true)
             }
-            None => self.resumes.push_back(Resume {
+            None => self.outputs.push_resume(Resume {
                 rx: RxId(key),
                 action: RecvAction::Discard { length: payload },
             }),

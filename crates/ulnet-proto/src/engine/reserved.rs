@@ -88,7 +88,7 @@ impl Engine {
 
     /// The next finished ping or discovery.
     pub fn poll_completion(&mut self) -> Option<PingCompletion> {
-        self.pings.pop_completion()
+        self.outputs.pop_completion()
     }
 
     /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
@@ -455,7 +455,7 @@ impl Engine {
         if let Some(md) = state.md {
             self.abandon_md(md);
         }
-        self.pings.complete(PingCompletion::Ping(PingResult {
+        self.outputs.complete(PingCompletion::Ping(PingResult {
             id: PingId(id),
             target: state.target,
             outcome,

@@ -169,7 +169,7 @@ impl Engine {
         }
         if let Some(message) = self.msgs.get_mut(key) {
             message.phase = Phase::TxReady;
-            self.transmits.push_back(key);
+            self.outputs.push_transmit(key);
         }
     }
 

@@ -1,10 +1,11 @@
 //! Fast failover's state: each peer NI's progress clocks per path (`Watch`), and the
-//! engine-wide part (`Failover`): the watch queue of armed paths, the path resets for the
-//! driver, the bytes held in private payload copies and the target side's delivery log. The
+//! engine-wide part (`Failover`): the watch queue of armed paths, the bytes held in private
+//! payload copies and the target side's delivery log; [`PathReset`] is what it asks of the
+//! driver (queued in `outputs.rs`). The
 //! operations that move messages are in `failover.rs`; the design is in
 //! docs/decisions/0008-fast-failover.md.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::engine::dedupe::DeliveryLog;
@@ -158,8 +159,6 @@ pub const MAX_PATH_RESETS: usize = 1024;
 pub(crate) struct Failover {
     /// Paths with work outstanding, by when they become suspect.
     watch_queue: BTreeSet<(Time, PeerNiId, NiId)>,
-    /// Connections the driver should close (fast failover and fatal NIs).
-    path_resets: VecDeque<PathReset>,
     /// Payload bytes held in private copies.
     held_bytes: u64,
     /// Target side: PUTs with ACK and GETs received lately.
@@ -207,17 +206,6 @@ impl Failover {
     /// Forgets every armed path (fast failover turned on or off).
     pub(crate) fn clear_watch(&mut self) {
         self.watch_queue.clear();
-    }
-
-    pub(crate) fn pop_path_reset(&mut self) -> Option<PathReset> {
-        self.path_resets.pop_front()
-    }
-
-    /// Queues a reset once; beyond [`MAX_PATH_RESETS`] it is dropped.
-    pub(crate) fn request_path_reset(&mut self, reset: PathReset) {
-        if self.path_resets.len() < MAX_PATH_RESETS && !self.path_resets.contains(&reset) {
-            self.path_resets.push_back(reset);
-        }
     }
 
     /// Whether `bytes` more fit in the private-copy budget.
