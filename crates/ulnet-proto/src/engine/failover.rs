@@ -36,9 +36,9 @@ use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, Work};
+use crate::engine::outputs::PathReset;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
-use crate::engine::watch::PathReset;
 use crate::time::Time;
 use crate::wire::header::Body;
 

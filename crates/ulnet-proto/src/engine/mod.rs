@@ -70,6 +70,7 @@ pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
 pub use node::{
     Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
 };
+pub use outputs::{MAX_PATH_RESETS, PathReset};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
 pub use ping::{MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult};
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
@@ -78,4 +79,4 @@ pub use stats::{
     PeerNiHealthStats, PeerNiStats,
 };
 pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};
-pub use watch::{MAX_FAILOVER_BYTES, MAX_PATH_RESETS, PathReset};
+pub use watch::MAX_FAILOVER_BYTES;

@@ -12,7 +12,6 @@ use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::ping::PingCompletion;
 use crate::engine::slab::Key;
-use crate::engine::watch::{MAX_PATH_RESETS, PathReset};
 use crate::wire::header::Header;
 
 /// Where the payload of a received message goes: the core's answer to
@@ -50,6 +49,21 @@ pub struct Transmit {
     pub next_hop: Nid,
     pub header: Header,
 }
+
+/// What a driver is asked to do about a path fast failover gave up on, or a local NI whose
+/// link went down: close the connections (`peer: None`, every connection of the NI), so
+/// that what they hold fails back to the core (and is resent elsewhere if it may be)
+/// instead of waiting for the LND's own timeout.
+/// lustre: socklnd.c `ksocknal_handle_link_state_change()` closes a downed NI's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathReset {
+    pub ni: NiId,
+    pub peer: Option<Nid>,
+}
+
+/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
+/// timeouts still apply), so a driver that never polls them cannot grow the queue.
+pub const MAX_PATH_RESETS: usize = 1024;
 
 /// The driver's queues.
 #[derive(Debug, Default)]

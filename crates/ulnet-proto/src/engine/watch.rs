@@ -1,7 +1,6 @@
 //! Fast failover's state: each peer NI's progress clocks per path (`Watch`), and the
 //! engine-wide part (`Failover`): the watch queue of armed paths, the bytes held in private
-//! payload copies and the target side's delivery log; [`PathReset`] is what it asks of the
-//! driver (queued in `outputs.rs`). The
+//! payload copies and the target side's delivery log. The
 //! operations that move messages are in `failover.rs`; the design is in
 //! docs/decisions/0008-fast-failover.md.
 
@@ -138,21 +137,6 @@ impl Watch {
         self.paths.retain(|path| !path.idle());
     }
 }
-
-/// What a driver is asked to do about a path fast failover gave up on, or a local NI whose
-/// link went down: close the connections (`peer: None`, every connection of the NI), so
-/// that what they hold fails back to the core (and is resent elsewhere if it may be)
-/// instead of waiting for the LND's own timeout.
-/// lustre: socklnd.c `ksocknal_handle_link_state_change()` closes a downed NI's connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathReset {
-    pub ni: NiId,
-    pub peer: Option<crate::addr::Nid>,
-}
-
-/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
-/// timeouts still apply), so a driver that never polls them cannot grow the queue.
-pub const MAX_PATH_RESETS: usize = 1024;
 
 /// Fast failover's engine-wide state.
 #[derive(Debug, Default)]
