@@ -40,12 +40,11 @@ use crate::engine::error::{
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
-    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, TrackedRequest, Tracker,
-    UnlinkMode,
+    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, Tracker, UnlinkMode,
 };
 use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
-use crate::engine::msg::{Credit, Message, Messages, Phase, RxId, TxId};
+use crate::engine::msg::{Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::outputs::Outputs;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
@@ -1074,133 +1073,6 @@ impl Engine {
         }
     }
 
-    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
-    fn initiator_md(&self, md: MdHandle, source: Option<Nid>) -> Result<Key, InitiateError> {
-        let key = self.live_md(md).map_err(|error| match error {
-            MdError::UnknownMd => InitiateError::UnknownMd,
-            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
-        })?;
-        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
-        if md.me.is_some() {
-            return Err(InitiateError::AttachedMd);
-        }
-        if md.threshold.is_zero() {
-            return Err(InitiateError::InactiveMd);
-        }
-        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
-            if self.ni_for_nid(nid).is_none() {
-                return Err(InitiateError::NotLocalSource(nid));
-            }
-        }
-        if self.msgs.len() >= self.limits.messages {
-            return Err(InitiateError::TooManyMessages);
-        }
-        Ok(key)
-    }
-
-    /// The MD's length and whether this operation gets a response tracker
-    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
-    fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
-        let Some(md) = self.mds.get(md_key) else {
-            return (0, false);
-        };
-        let wants_response = get || ack;
-        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
-            wants_response
-        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
-            false
-        } else if get {
-            self.tunables.response_tracking.tracks_get()
-        } else {
-            ack && self.tunables.response_tracking.tracks_put_with_ack()
-        };
-        (md.length, track)
-    }
-
-    /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
-    /// work is left to the caller (LNet's own sends run inside the work loop). `recovery`
-    /// marks a recovery ping (`msg_recovery`).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn initiate(
-        &mut self,
-        md_key: Key,
-        header: Header,
-        template: EventTemplate,
-        length: u32,
-        track: bool,
-        source: Option<Nid>,
-        recovery: bool,
-    ) -> Result<(), InitiateError> {
-        let message = Message {
-            header,
-            tx: true,
-            phase: Phase::ResendQueued,
-            event: Some(EventKind::Send),
-            template,
-            md: Some(md_key),
-            md_offset: 0,
-            length,
-            ni: NiId::LOOPBACK,
-            peer_ni: None,
-            response_ni: None,
-            health: HealthStatus::Ok,
-            retry_count: 0,
-            deadline: Time::MAX,
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
-            lo_peer: None,
-            discard: 0,
-            no_resend: false,
-            resent: false,
-            source: source.filter(|nid| !nid.is_any()),
-            recovery,
-            abandoned: false,
-            orphan: None,
-            tracked_md: None,
-            committed_at: None,
-            lnd_at: None,
-            delivery: None,
-        };
-        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
-        if let Some(md) = self.mds.get_mut(md_key) {
-            md.attach_operation();
-        }
-        if track {
-            let fresh = self.attach_tracker(md_key);
-            self.keep_request(md_key, &header, source, length, !recovery && fresh);
-        }
-        self.send(key, source.filter(|nid| !nid.is_any()));
-        Ok(())
-    }
-
-    /// Fast failover keeps what a copy of the request needs (`keep`); a tracker shared by
-    /// several operations keeps nothing (a copy would be ambiguous).
-    fn keep_request(
-        &mut self,
-        md_key: Key,
-        header: &Header,
-        source: Option<Nid>,
-        length: u32,
-        keep: bool,
-    ) {
-        let enabled = self.failover_enabled() && keep;
-        let request = enabled.then(|| {
-            let request = TrackedRequest {
-                header: *header,
-                source: source.filter(|nid| !nid.is_any()),
-                length,
-                copies: 0,
-            };
-            self.trackers.boxed_request(request)
-        });
-        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
-            return;
-        };
-        tracker.request = request;
-    }
-
     pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
         let key = self.msgs.alloc(message, self.limits.messages)?;
         self.stats.msgs_alloc = self.msgs.len() as u64;
@@ -1227,7 +1099,7 @@ impl Engine {
 
     /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
-    fn attach_tracker(&mut self, md_key: Key) -> bool {
+    pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
         let (now, deadline) = (self.now, self.now + self.tunables.transaction_timeout);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
