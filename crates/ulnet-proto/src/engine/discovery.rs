@@ -283,7 +283,8 @@ impl Engine {
         }
     }
 
-    /// Completes every [`Engine::discover`](crate::engine::Engine::discover) whose peer is no longer being discovered.
+    /// Completes every [`Engine::discover`](crate::engine::Engine::discover) whose peer is no
+    /// longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
         while let Some(waiter) = self.discoveries.waiter(index) {

@@ -21,12 +21,12 @@
 //!   (with a private copy of its payload, so the MD is free), the copy carries the SEND event;
 //! * PUTs with ACK and GETs that left but got no response are sent again from a saved copy.
 //!
-//! Copies of PUTs carry [`RESEND_COOKIE_FLAG`](crate::engine::RESEND_COOKIE_FLAG) in their ACK wire handle's interface cookie so
-//! a ulnet target recognises them (`dedupe.rs`) and never delivers a PUT twice; a copy of a
-//! GET may be served twice if the target MD still matches (a read; the initiator still sees
-//! one REPLY). Copies are made only for MDs that accept exactly one more operation (so a late
-//! second response is stale) and only within [`COPY_WINDOW`] of the original's departure
-//! (targets remember PUTs for [`DEDUPE_WINDOW`](crate::engine::DEDUPE_WINDOW)).
+//! Copies of PUTs carry [`RESEND_COOKIE_FLAG`](crate::engine::RESEND_COOKIE_FLAG) in their ACK wire
+//! handle's interface cookie so a ulnet target recognises them (`dedupe.rs`) and never delivers a
+//! PUT twice; a copy of a GET may be served twice if the target MD still matches (a read; the
+//! initiator still sees one REPLY). Copies are made only for MDs that accept exactly one more
+//! operation (so a late second response is stale) and only within [`COPY_WINDOW`] of the original's
+//! departure (targets remember PUTs for [`DEDUPE_WINDOW`](crate::engine::DEDUPE_WINDOW)).
 
 use std::time::Duration;
 

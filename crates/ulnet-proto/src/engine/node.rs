@@ -171,9 +171,9 @@ pub(super) enum Work {
 
 /// One LNet node's message engine, with no I/O.
 ///
-/// `Engine` owns, through its parts, the portal table, MEs, MDs (and their memory), peers,
-/// credits and every message in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
-/// inputs and carries out its outputs.
+/// `Engine` owns, through its parts, the portal table, MEs, MDs (and their memory), peers, credits
+/// and every message in flight. It never reads a clock, touches a socket or spawns a thread: a
+/// driver feeds it inputs and carries out its outputs.
 ///
 /// # Call protocol
 ///

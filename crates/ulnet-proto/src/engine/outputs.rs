@@ -18,28 +18,33 @@ use crate::wire::header::Header;
 /// [`Engine::handle_header`](crate::engine::Engine::handle_header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecvAction {
-    /// Read `length` payload bytes into the MD (through [`Engine::rx_segments_mut`](crate::engine::Engine::rx_segments_mut) or
-    /// [`Engine::rx_write`](crate::engine::Engine::rx_write)), then skip `discard` more (a truncated message), then call
+    /// Read `length` payload bytes into the MD (through
+    /// [`Engine::rx_segments_mut`](crate::engine::Engine::rx_segments_mut) or
+    /// [`Engine::rx_write`](crate::engine::Engine::rx_write)), then skip `discard` more (a
+    /// truncated message), then call
     /// [`Engine::handle_recv_done`](crate::engine::Engine::handle_recv_done).
     Deliver { rx: RxId, length: u32, discard: u32 },
     /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
     Discard { length: u32 },
     /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
-    /// (back-pressure) until [`Engine::poll_resume`](crate::engine::Engine::poll_resume) names this `rx`.
+    /// (back-pressure) until [`Engine::poll_resume`](crate::engine::Engine::poll_resume) names this
+    /// `rx`.
     Delay { rx: RxId },
     /// The header is malformed for LNet: close the connection.
     ProtocolError(ParseError),
 }
 
-/// A delayed receive that now has an answer (from [`Engine::poll_resume`](crate::engine::Engine::poll_resume)); `action` is
-/// `Deliver` or `Discard`.
+/// A delayed receive that now has an answer (from
+/// [`Engine::poll_resume`](crate::engine::Engine::poll_resume)); `action` is `Deliver` or
+/// `Discard`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resume {
     pub rx: RxId,
     pub action: RecvAction,
 }
 
-/// A message for the driver to send (from [`Engine::poll_transmit`](crate::engine::Engine::poll_transmit)).
+/// A message for the driver to send (from
+/// [`Engine::poll_transmit`](crate::engine::Engine::poll_transmit)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub tx: TxId,

@@ -20,8 +20,8 @@ use crate::wire::ping::{
     LNET_INTERFACES_MAX, LNET_PING_BUFFER_MAX, LNET_PING_INFO_MIN_SIZE, PingError, PingInfo,
 };
 
-/// Most pings started with [`Engine::ping`](crate::engine::Engine::ping) waiting for their answer at once (Lustre has no
-/// bound; each is a user thread there).
+/// Most pings started with [`Engine::ping`](crate::engine::Engine::ping) waiting for their answer
+/// at once (Lustre has no bound; each is a user thread there).
 pub const MAX_PINGS: usize = 1024;
 /// The sink of an API ping: `lnetctl ping`'s 16 + 24 × `lnet_interfaces_max`, capped at
 /// `LNET_PING_BUFFER_MAX` (docs/protocol/wire.md §6.3; lustre: api-ni.c `lnet_ping()`).
@@ -32,7 +32,8 @@ pub const MAX_PING_SINK: u32 = 16 + 24 * LNET_INTERFACES_MAX;
 
 /// Most [`Engine::discover`](crate::engine::Engine::discover) calls waited on at once.
 pub const MAX_DISCOVERIES: usize = 1024;
-/// A ping started with [`Engine::ping`](crate::engine::Engine::ping); its [`PingResult`] carries the same id.
+/// A ping started with [`Engine::ping`](crate::engine::Engine::ping); its [`PingResult`] carries
+/// the same id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PingId(pub u64);
 
@@ -74,7 +75,8 @@ pub struct PingResult {
     pub outcome: Result<PingReply, PingFailure>,
 }
 
-/// A finished ping or discovery, from [`Engine::poll_completion`](crate::engine::Engine::poll_completion).
+/// A finished ping or discovery, from
+/// [`Engine::poll_completion`](crate::engine::Engine::poll_completion).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PingCompletion {
@@ -210,8 +212,9 @@ impl Default for PingTarget {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DiscoveryId(pub u64);
 
-/// The outcome of [`Engine::discover`](crate::engine::Engine::discover): what the node now knows of the peer owning `nid`, or
-/// the error discovery ended with (the status its held messages failed with).
+/// The outcome of [`Engine::discover`](crate::engine::Engine::discover): what the node now knows of
+/// the peer owning `nid`, or the error discovery ended with (the status its held messages failed
+/// with).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscoveryResult {
     pub id: DiscoveryId,
@@ -219,7 +222,8 @@ pub struct DiscoveryResult {
     pub outcome: Result<PeerInfo, EventStatus>,
 }
 
-/// A [`Engine::discover`](crate::engine::Engine::discover) call waiting for its peer's discovery to end.
+/// A [`Engine::discover`](crate::engine::Engine::discover) call waiting for its peer's discovery to
+/// end.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DiscoverWaiter {
     pub(crate) id: u64,

@@ -1,9 +1,10 @@
 //! The send path: initiating a PUT or GET, selection (in `select.rs`), commit, credits, resend,
 //! and the loopback LND.
 //!
-//! lustre: lnet/lnet/lib-move.c (`LNetPut`, `LNetGet`, `lnet_send`, `lnet_select_pathway`, `lnet_handle_lo_send`,
-//! `lnet_post_send_locked`, `lnet_return_tx_credits_locked`, `lnet_resend_pending_msgs`),
-//! lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`), docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
+//! lustre: lnet/lnet/lib-move.c (`LNetPut`, `LNetGet`, `lnet_send`, `lnet_select_pathway`,
+//! `lnet_handle_lo_send`, `lnet_post_send_locked`, `lnet_return_tx_credits_locked`,
+//! `lnet_resend_pending_msgs`), lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`),
+//! docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
 
 use std::time::Duration;
 
