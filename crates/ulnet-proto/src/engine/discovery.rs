@@ -748,7 +748,7 @@ impl Engine {
         entry.state.remove(PeerState::FORCE_PUSH);
         let source = entry.discovery.source.take();
         let destination = entry.discovery.destination.take().unwrap_or(entry.primary_nid);
-        entry.discovery.pushed_sequence = self.ping_target.info.sequence;
+        entry.discovery.pushed_sequence = self.ping_target.info().sequence;
         let target = ProcessId::new(destination, LNET_PID_LUSTRE);
         // As for pings: one discovery push per peer at a time.
         if let Some(md) = entry.discovery.push_md.take() {
@@ -917,7 +917,7 @@ impl Engine {
         let Some(info) = info else {
             entry.state.insert(PeerState::PING_FAILED);
             entry.discovery.ping_error = None;
-            self.push_target.size = self.push_target.size.max(info_bytes.min(MAX_PING_SINK));
+            self.push_target.grow(info_bytes);
             return;
         };
         if features & LNET_PING_FEAT_MULTI_RAIL != 0
@@ -977,7 +977,7 @@ impl Engine {
             self.peers.clear_non_mr_preferred(peer);
         }
         if let Some(size) = grow_to {
-            self.push_target.size = self.push_target.size.max(size.min(MAX_PING_SINK));
+            self.push_target.grow(size);
         }
         if !self.peer_is_uptodate(peer) && !self.queue_for_discovery(peer) {
             self.request_again(peer, true);
@@ -1028,7 +1028,7 @@ impl Engine {
         if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
             return false;
         }
-        entry.discovery.node_sequence < self.ping_target.info.sequence
+        entry.discovery.node_sequence < self.ping_target.info().sequence
     }
 
     /// `lnet_is_discovery_disabled_locked`.

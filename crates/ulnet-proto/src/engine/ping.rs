@@ -87,21 +87,89 @@ pub enum PingCompletion {
 /// The node's ping buffer and the MD serving it (`ln_ping_target`, `ln_ping_target_md`).
 #[derive(Debug)]
 pub(crate) struct PingTarget {
-    pub(crate) info: PingInfo,
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) md: Option<Key>,
+    info: PingInfo,
+    bytes: Vec<u8>,
+    md: Option<Key>,
+}
+
+impl PingTarget {
+    /// The buffer served (entry 0's sequence number in `sequence`).
+    pub(crate) fn info(&self) -> &PingInfo {
+        &self.info
+    }
+
+    /// The buffer's wire bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The MD serving the buffer.
+    pub(crate) fn md(&self) -> Option<Key> {
+        self.md
+    }
+
+    /// Installs a new buffer served by `md`; returns the MD it replaces.
+    pub(crate) fn install(
+        &mut self,
+        info: PingInfo,
+        bytes: Vec<u8>,
+        md: Option<Key>,
+    ) -> Option<Key> {
+        self.info = info;
+        self.bytes = bytes;
+        std::mem::replace(&mut self.md, md)
+    }
+
+    /// Rewrites the buffer in place (same MD, same length).
+    pub(crate) fn rewrite(&mut self, info: PingInfo, bytes: Vec<u8>) {
+        self.info = info;
+        self.bytes = bytes;
+    }
 }
 
 /// The push target (`ln_push_target`, `ln_push_target_nbytes`).
 #[derive(Debug)]
 pub(crate) struct PushTarget {
-    pub(crate) md: Option<Key>,
+    md: Option<Key>,
     /// The size wanted: grown by truncated pushes and ping replies.
-    pub(crate) size: u32,
+    size: u32,
     /// The size of the posted buffer.
-    pub(crate) posted: u32,
+    posted: u32,
     /// The posted buffer took a push and must be posted again (`pb_needs_post`).
-    pub(crate) needs_post: bool,
+    needs_post: bool,
+}
+
+impl PushTarget {
+    /// The size a new buffer is posted with.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// A peer's buffer of `size` bytes did not fit: the next post is at least that big
+    /// (up to [`MAX_PING_SINK`]).
+    pub(crate) fn grow(&mut self, size: u32) {
+        self.size = self.size.max(size.min(MAX_PING_SINK));
+    }
+
+    /// Whether a buffer must be posted: it is too small, or it took a push.
+    pub(crate) fn wants_post(&self) -> bool {
+        self.size > self.posted || self.needs_post
+    }
+
+    /// A buffer of [`Self::size`] is posted as `md`; returns the MD it replaces.
+    pub(crate) fn posted(&mut self, md: Option<Key>) -> Option<Key> {
+        self.needs_post = false;
+        self.posted = self.size;
+        std::mem::replace(&mut self.md, md)
+    }
+
+    /// `md` was unlinked; if it is the posted buffer, a new one is needed.
+    pub(crate) fn unlinked(&mut self, md: Key) {
+        if self.md == Some(md) {
+            self.md = None;
+            self.needs_post = true;
+        }
+    }
 }
 
 /// One API ping (`struct ping_data`).

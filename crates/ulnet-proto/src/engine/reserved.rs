@@ -93,12 +93,12 @@ impl Engine {
 
     /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
     pub fn local_ping_info(&self) -> &PingInfo {
-        &self.ping_target.info
+        self.ping_target.info()
     }
 
     /// The ping buffer this node serves, as bytes on the wire.
     pub fn local_ping_buffer(&self) -> &[u8] {
-        &self.ping_target.bytes
+        self.ping_target.bytes()
     }
 
     // ------------------------------------------------------------ the targets
@@ -119,7 +119,7 @@ impl Engine {
     /// lustre: api-ni.c `lnet_ping_target_update()`, `lnet_ping_target_install_locked()`,
     /// peer.c `lnet_push_update_to_peers()`.
     pub(super) fn install_ping_target(&mut self) {
-        let sequence = self.ping_target.info.sequence.wrapping_add(1);
+        let sequence = self.ping_target.info().sequence.wrapping_add(1);
         let info = self.build_ping_info(sequence);
         let bytes = match info.to_bytes() {
             Ok(bytes) => bytes,
@@ -131,10 +131,7 @@ impl Engine {
         let spec = MdSpec::new(Memory::new(bytes.clone()))
             .options(MdOptions::OP_GET | MdOptions::TRUNCATE | MdOptions::MANAGE_REMOTE);
         let md = self.attach_internal(spec, MdOwner::PingTarget, UnlinkMode::Retain);
-        let old = std::mem::replace(&mut self.ping_target.md, md);
-        self.ping_target.info = info;
-        self.ping_target.bytes = bytes;
-        if let Some(old) = old {
+        if let Some(old) = self.ping_target.install(info, bytes, md) {
             self.abort_live_md(old);
         }
         self.push_update_to_peers();
@@ -144,19 +141,18 @@ impl Engine {
     /// rewritten with the same sequence number, in the MD that serves it (its length does
     /// not change), and nobody is pushed (docs/protocol/semantics.md §4.1, §6.1).
     pub(super) fn update_ping_buffer_in_place(&mut self) {
-        let info = self.build_ping_info(self.ping_target.info.sequence);
+        let info = self.build_ping_info(self.ping_target.info().sequence);
         let Ok(bytes) = info.to_bytes() else {
             return;
         };
-        if bytes.len() != self.ping_target.bytes.len() {
+        if bytes.len() != self.ping_target.bytes().len() {
             self.record_violation(|| "ping buffer changed size on a status change".to_string());
             return;
         }
-        if let Some(md) = self.ping_target.md.and_then(|md| self.mds.get_mut(md)) {
+        if let Some(md) = self.ping_target.md().and_then(|md| self.mds.get_mut(md)) {
             md.memory.write_at(0, &bytes);
         }
-        self.ping_target.info = info;
-        self.ping_target.bytes = bytes;
+        self.ping_target.rewrite(info, bytes);
     }
 
     /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
@@ -198,14 +194,12 @@ impl Engine {
     /// Posts a push target of the wanted size, unlinking the one it replaces.
     /// lustre: api-ni.c `lnet_push_target_post()`, `lnet_push_target_resize()`.
     fn post_push_target(&mut self) {
-        let size = self.push_target.size;
+        let size = self.push_target.size();
         let spec = MdSpec::new(Memory::new(vec![0; size as usize]))
             .threshold(Threshold::Count(1))
             .options(MdOptions::OP_PUT | MdOptions::TRUNCATE);
         let md = self.attach_internal(spec, MdOwner::PushTarget, UnlinkMode::Unlink);
-        self.push_target.needs_post = false;
-        self.push_target.posted = size;
-        if let Some(old) = std::mem::replace(&mut self.push_target.md, md) {
+        if let Some(old) = self.push_target.posted(md) {
             self.abort_live_md(old);
         }
     }
@@ -213,7 +207,7 @@ impl Engine {
     /// The discovery thread's first duty: grow the push target, or post it again after a
     /// push consumed it. True when it did something.
     pub(super) fn service_push_target(&mut self) -> bool {
-        if self.push_target.size > self.push_target.posted || self.push_target.needs_post {
+        if self.push_target.wants_post() {
             self.post_push_target();
             return true;
         }
@@ -319,7 +313,7 @@ impl Engine {
         target: ProcessId,
         source: Option<Nid>,
     ) -> Result<Key, EventStatus> {
-        let bytes = self.ping_target.bytes.clone();
+        let bytes = self.ping_target.bytes().to_vec();
         let length = u32::try_from(bytes.len()).map_err(|_| EventStatus::NoMemory)?;
         let spec = MdSpec::new(Memory::new(bytes))
             .threshold(Threshold::Count(2))
@@ -477,9 +471,8 @@ impl Engine {
         match owner {
             MdOwner::User | MdOwner::PingTarget | MdOwner::Abandoned => {}
             MdOwner::PushTarget => {
-                if event.unlinked && self.push_target.md == Some(md) {
-                    self.push_target.md = None;
-                    self.push_target.needs_post = true;
+                if event.unlinked {
+                    self.push_target.unlinked(md);
                 }
                 if event.kind == EventKind::Put {
                     self.received_push(&event, &data);
