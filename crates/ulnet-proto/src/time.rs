@@ -4,7 +4,7 @@
 //! real driver, zero for a simulation). Spans are [`std::time::Duration`].
 
 use std::fmt;
-use std::ops::{Add, AddAssign};
+use std::ops::{Add, AddAssign, Sub};
 use std::time::Duration;
 
 /// An instant, in nanoseconds since the driver's epoch.
@@ -34,6 +34,12 @@ impl Time {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self - span`, saturating at [`Time::ZERO`].
+    pub fn saturating_sub(self, span: Duration) -> Time {
+        let nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+        Time(self.0.saturating_sub(nanos))
+    }
+
     /// `self + span`, saturating at [`Time::MAX`].
     pub fn saturating_add(self, span: Duration) -> Time {
         let nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
@@ -55,6 +61,14 @@ impl AddAssign<Duration> for Time {
     }
 }
 
+impl Sub<Duration> for Time {
+    type Output = Time;
+
+    fn sub(self, span: Duration) -> Time {
+        self.saturating_sub(span)
+    }
+}
+
 impl fmt::Debug for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "t+{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
@@ -69,6 +83,7 @@ mod tests {
     fn arithmetic_saturates() {
         assert_eq!(Time::MAX + Duration::from_secs(1), Time::MAX);
         assert_eq!(Time::ZERO + Duration::from_millis(1), Time::from_nanos(1_000_000));
+        assert_eq!(Time::from_secs(1) - Duration::from_secs(2), Time::ZERO);
         assert_eq!(
             Time::from_secs(1).saturating_duration_since(Time::from_secs(2)),
             Duration::ZERO

@@ -38,7 +38,7 @@ pub struct Calls<'a> {
 ///   returns the shut-down value if the node is closed, else makes the call, and carries out
 ///   what the call produced before it returns ([`Node::locked`]).
 ///
-/// The engine's own method (on `ulnet_proto::engine::Node`) is what the body calls: the engine
+/// The engine's own method (on `ulnet_proto::engine::Engine`) is what the body calls: the engine
 /// holds the behaviour, this list the API.
 macro_rules! api_calls {
     ($(

@@ -8,7 +8,7 @@
 //! `ksocknal_handle_inetaddr_change()`), and its verdict is the one here: an NI is fatal when
 //! its device is not running or has no carrier (`lnet_get_link_status_locked()`), or when the
 //! device no longer holds the NI's address ("has no matching IP"). The flag itself is set with
-//! the core's [`set_ni_fatal`](ulnet_proto::engine::Node::set_ni_fatal)
+//! the core's [`set_ni_fatal`](ulnet_proto::engine::Engine::set_ni_fatal)
 //! (lustre: lnet/lnet/config.c `lnet_set_link_fatal_state()`), which moves the NI's traffic
 //! elsewhere and updates the ping buffer peers discover.
 //!

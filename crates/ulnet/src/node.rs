@@ -9,10 +9,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ulnet_proto::addr::{Nid, ProcessId};
-use ulnet_proto::engine::Completion as CoreCompletion;
+use ulnet_proto::engine::PingCompletion;
 use ulnet_proto::engine::{
-    GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec, Memory, NiConfig, NiId,
-    NiStats, NodeConfig, PeerInfo, PeerNiStats, PingReply, Tunables,
+    EngineConfig, GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec, Memory,
+    NiConfig, NiId, NiStats, PeerInfo, PeerNiStats, PingReply, Tunables,
 };
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
@@ -278,7 +278,7 @@ impl Node {
         driver::before_wait(&self.inner.shared);
         // The core always completes a ping by its timeout; a closed channel means shutdown.
         match wait_briefly_then_block(&receiver) {
-            Ok(CoreCompletion::Ping(result)) => result.outcome.map_err(PingError::Failed),
+            Ok(PingCompletion::Ping(result)) => result.outcome.map_err(PingError::Failed),
             Ok(_) | Err(_) => Err(PingError::ShutDown),
         }
     }
@@ -296,7 +296,7 @@ impl Node {
         .map_err(|ShutDown| DiscoverError::ShutDown)??;
         driver::before_wait(&self.inner.shared);
         match receiver.recv() {
-            Ok(CoreCompletion::Discovery(result)) => result.outcome.map_err(DiscoverError::Failed),
+            Ok(PingCompletion::Discovery(result)) => result.outcome.map_err(DiscoverError::Failed),
             Ok(_) | Err(_) => Err(DiscoverError::ShutDown),
         }
     }
@@ -530,14 +530,14 @@ impl NodeBuilder {
             }
         }
         let interface_cookie = self.interface_cookie.unwrap_or_else(wall_clock_nanos);
-        let config = NodeConfig {
+        let config = EngineConfig {
             interface_cookie,
             pid: self.pid,
             tunables: self.tunables,
             nis: self.nis.iter().map(|(config, _)| *config).collect(),
             limits: self.limits,
         };
-        let mut engine = ulnet_proto::engine::Node::new(config)?;
+        let mut engine = ulnet_proto::engine::Engine::new(config)?;
         crate::numa::apply(&mut engine, self.io_cpu);
 
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];

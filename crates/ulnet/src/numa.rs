@@ -21,7 +21,7 @@ const MAX_ATTRIBUTE_LEN: u64 = 8 * 1024;
 
 /// Gives every TCP NI of `engine` the NUMA distance of its interface's device, seen from
 /// `cpu` (the I/O thread's pinned CPU, if any).
-pub(crate) fn apply(engine: &mut ulnet_proto::engine::Node, cpu: Option<usize>) {
+pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, cpu: Option<usize>) {
     let Ok(host) = link_watch::host_addresses() else { return };
     let nis: Vec<_> =
         engine.ni_ids().filter_map(|ni| engine.ni_stats(ni).map(|s| (ni, s))).collect();

@@ -11,8 +11,8 @@ use crate::addr::Nid;
 use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
-use crate::engine::peer::{PeerId, PeerNiId, PeerState, PeerTableFull};
+use crate::engine::node::{Engine, Work};
+use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::engine::stats::GlobalStats;
@@ -100,7 +100,7 @@ pub enum NiSetError {
     HealthOutOfRange(u32),
 }
 
-impl Node {
+impl Engine {
     // ------------------------------------------------------------ configured peers
 
     /// `lnetctl peer add --prim_nid P [--nid N,...] [--non_mr] [--lock_prim]`: creates the
@@ -196,10 +196,7 @@ impl Node {
         }
         let targets: Vec<PeerNiId> = match nid {
             Some(nid) => vec![self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?],
-            None => (0..self.peers.nis.len())
-                .map(|index| PeerNiId(index as u32))
-                .filter(|id| self.peers.ni(*id).is_some_and(|ni| !ni.deleted))
-                .collect(),
+            None => self.peers.nis().filter(|(_, ni)| !ni.deleted).map(|(id, _)| id).collect(),
         };
         for id in targets {
             if let Some(ni) = self.peers.ni_mut(id) {
@@ -285,7 +282,7 @@ impl Node {
             None => self.ni_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
         };
         for ni in targets {
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.health = Health::new(value);
             }
             self.refresh_ni_status(ni);
@@ -354,12 +351,22 @@ impl Node {
             rst_alloc: gauges.2,
             ..GlobalStats::default()
         };
-        for ni in &mut self.nis {
+        for ni in self.nis.iter_mut() {
             ni.latency.reset();
         }
-        for ni in &mut self.peers.nis {
+        for ni in self.peers.nis_mut() {
             ni.latency.reset();
         }
+    }
+
+    /// What the node knows of the peer owning `nid`.
+    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.peers.info(self.peers.peer_id(nid)?)
+    }
+
+    /// Every peer, in table order.
+    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
+        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
     }
 
     // ------------------------------------------------------------ helpers
@@ -368,7 +375,7 @@ impl Node {
         if ni == NiId::LOOPBACK {
             return Err(NiSetError::Loopback);
         }
-        let local = self.nis.get_mut(usize::from(ni.0)).ok_or(NiSetError::UnknownNi)?;
+        let local = self.nis.get_mut(ni).ok_or(NiSetError::UnknownNi)?;
         if local.removed {
             return Err(NiSetError::RemovedNi);
         }
@@ -412,7 +419,7 @@ impl Node {
             }
             self.delete_peer(peer);
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         let id = self.peer_ni_or_create(nid, credits).map_err(|_| PeerAddError::TooManyPeers)?;
         let peer = self.peers.ni(id).map(|ni| ni.peer).ok_or(PeerAddError::TooManyPeers)?;
         if let Some(entry) = self.peers.peer_mut(peer) {
@@ -476,7 +483,7 @@ impl Node {
                 return Ok(());
             }
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         self.make_peer_ni_room();
         self.peers
             .create_for(peer, nid, credits, self.limits.peer_nis)
@@ -525,61 +532,6 @@ impl Node {
         }
     }
 
-    /// The peer NI for `nid`, created (with its own peer) if new; deleted slots are
-    /// reclaimed first when the table is full.
-    pub(super) fn peer_ni_or_create(
-        &mut self,
-        nid: Nid,
-        credits: u32,
-    ) -> Result<PeerNiId, PeerTableFull> {
-        if let Some(id) = self.peers.find(nid) {
-            return Ok(id);
-        }
-        self.make_peer_ni_room();
-        self.peers.find_or_create(nid, credits, self.limits.peer_nis)
-    }
-
-    /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their
-    /// messages may have finished since the delete), and after admin changes.
-    pub(super) fn make_peer_ni_room(&mut self) {
-        if self.peers.is_full(self.limits.peer_nis) {
-            self.reclaim_peer_nis();
-        }
-    }
-
-    /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
-    /// over messages and trackers).
-    pub(super) fn reclaim_peer_nis(&mut self) {
-        let deleted: Vec<PeerNiId> = self.peers.deleted().collect();
-        for id in deleted {
-            let in_use = self.msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
-                || self.mds.iter().any(|(_, md)| {
-                    md.tracker.as_ref().is_some_and(|t| {
-                        t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id)
-                    })
-                })
-                || self.watch_queue.iter().any(|entry| entry.1 == id)
-                || self.peers.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
-            if !in_use {
-                self.peers.reclaim(id);
-            }
-        }
-    }
-
-    /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
-    pub(super) fn force_push_to_peers(&mut self) {
-        if !self.tunables.discovery {
-            return;
-        }
-        let peers: Vec<PeerId> = self.peers.peers.iter().map(|(key, _)| PeerId(key)).collect();
-        for peer in peers {
-            if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
-                entry.state.insert(PeerState::FORCE_PUSH);
-            }
-        }
-        self.push_update_to_peers();
-    }
-
     /// Messages waiting for credits on `ni` (or for the driver to take them) are selected
     /// again; `all` includes those pinned to it (a removed NI), which then fail selection.
     pub(super) fn requeue_waiting_on(&mut self, ni: NiId, all: bool) {
@@ -599,38 +551,6 @@ impl Node {
         for key in waiting {
             self.withdraw(key);
             self.work.push_back(Work::Resend(key));
-        }
-    }
-
-    /// Fast failover was turned on or off: its counters restart from what is in flight.
-    fn reset_failover_state(&mut self) {
-        self.watch_queue.clear();
-        for ni in &mut self.peers.nis {
-            ni.watch = crate::engine::failover::Watch {
-                srtt_ns: ni.watch.srtt_ns,
-                rttvar_ns: ni.watch.rttvar_ns,
-                paths: Vec::new(),
-                heard: Vec::new(),
-            };
-        }
-        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
-        for key in keys {
-            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
-                tracker.awaiting = None;
-                tracker.request = None;
-            }
-        }
-        if !self.failover_enabled() {
-            return;
-        }
-        let in_lnd: Vec<(PeerNiId, NiId)> = self
-            .msgs
-            .iter()
-            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
-            .collect();
-        for (id, ni) in in_lnd {
-            self.watch_lnd_start(id, ni);
         }
     }
 }

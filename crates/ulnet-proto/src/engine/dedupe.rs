@@ -3,9 +3,9 @@
 //!
 //! Not in Lustre (which never copies a message, and so never needs this); see
 //! docs/decisions/0008-fast-failover.md. A copy has the same wire handle as its original,
-//! except for [`RESEND_COOKIE_FLAG`](crate::engine::failover::RESEND_COOKIE_FLAG) in the
+//! except for [`RESEND_COOKIE_FLAG`] in the
 //! interface cookie. With fast failover on, the node remembers for
-//! [`DEDUPE_WINDOW`](crate::engine::failover::DEDUPE_WINDOW) every PUT that asked for an ACK,
+//! [`DEDUPE_WINDOW`] every PUT that asked for an ACK,
 //! by a fingerprint of (source pid, wire handle without the flag, match bits, offset,
 //! length). An arrival that matches a remembered one, where at least one of the two is a copy,
 //! is a duplicate: it is ACKed again if the first was ACKed (the initiator's MD takes one
@@ -19,9 +19,15 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
-use crate::engine::failover::RESEND_COOKIE_FLAG;
 use crate::time::Time;
 use crate::wire::header::{Body, Header};
+
+/// How long a target remembers the PUTs (with ACK) it received, to recognise a copy sent by
+/// fast failover. A protocol constant shared by initiators and targets.
+pub const DEDUPE_WINDOW: Duration = Duration::from_secs(30);
+/// Set in the interface cookie of a PUT copy's ACK wire handle. Interface cookies are start
+/// times in nanoseconds, so the bit is otherwise clear (the node clears it in its own).
+pub const RESEND_COOKIE_FLAG: u64 = 1 << 63;
 
 /// Most deliveries remembered at once; beyond it the oldest are forgotten early (about 40
 /// bytes each, so 40 MiB at most; it only grows with traffic).

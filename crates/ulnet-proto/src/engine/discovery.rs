@@ -21,11 +21,10 @@ use crate::engine::health::{Health, HealthStatus};
 use crate::engine::md::MdOwner;
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
-use crate::engine::node::{Node, Work};
-use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerInfo, PeerNiId, PeerState};
-use crate::engine::ping::{Completion, MAX_PING_SINK};
+use crate::engine::node::{Engine, Work};
+use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
+use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
 use crate::engine::slab::Key;
-use crate::engine::tunables::NetTunables;
 use crate::time::Time;
 use crate::wire::header::Body;
 use crate::wire::ping::{
@@ -37,30 +36,11 @@ use crate::wire::ping::{
 /// Most messages one peer holds while it is being discovered (Lustre's `lp_dc_pendq` is
 /// unbounded). Beyond it a new message fails at once with `-ENOMEM`.
 pub const MAX_DISCOVERY_PENDING: usize = 4096;
-/// Most [`Node::discover`] calls waited on at once.
-pub const MAX_DISCOVERIES: usize = 1024;
 /// Soft ping failures (corrupt or truncated replies) in a row before discovery gives up with
 /// `-EPROTO`. Lustre retries without a bound; a truncated reply needs one retry.
 pub const MAX_SOFT_PING_FAILURES: u8 = 4;
 
-/// A discovery started with [`Node::discover`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DiscoveryId(pub u64);
-
-/// The outcome of [`Node::discover`]: what the node now knows of the peer owning `nid`, or
-/// the error discovery ended with (the status its held messages failed with).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DiscoveryResult {
-    pub id: DiscoveryId,
-    pub nid: Nid,
-    pub outcome: Result<PeerInfo, EventStatus>,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DiscoverWaiter {
-    pub(crate) id: u64,
-    pub(crate) nid: Nid,
-}
+pub use crate::engine::ping::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES};
 
 /// What a discovery action asks of the loop (Lustre's 0 and `LNET_REDISCOVER_PEER`).
 enum Step {
@@ -92,7 +72,7 @@ enum AddNidError {
     NoMemory,
 }
 
-impl Node {
+impl Engine {
     /// `lnetctl discover` (`lnet_discover`): discovers the peer owning `nid` again (it is
     /// always pinged; `force` also forces a push), and reports a [`DiscoveryResult`] through
     /// [`poll_completion`](Self::poll_completion). Held messages are released as usual.
@@ -109,10 +89,10 @@ impl Node {
         if nid == Nid::LO_0 || self.ni_for_nid(nid).is_some() {
             return Err(DiscoverError::LocalNid(nid));
         }
-        if self.discover_waiters.len() >= MAX_DISCOVERIES {
+        if self.discoveries.waiter_count() >= MAX_DISCOVERIES {
             return Err(DiscoverError::TooManyDiscoveries);
         }
-        let credits = self.peer_credits_for(nid);
+        let credits = self.nis.peer_credits_for(nid);
         let peer_ni =
             self.peer_ni_or_create(nid, credits).map_err(|_| DiscoverError::TooManyPeers)?;
         let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
@@ -124,23 +104,11 @@ impl Node {
                 state.insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH);
             }
         }
-        self.next_discovery_id += 1;
-        let id = self.next_discovery_id;
-        self.discover_waiters.push(DiscoverWaiter { id, nid });
+        let id = self.discoveries.add_waiter(nid);
         self.clear_discovery_error(peer);
         self.queue_for_discovery(peer);
         self.run_work();
         Ok(DiscoveryId(id))
-    }
-
-    /// What the node knows of the peer owning `nid`.
-    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.peers.info(self.peers.peer_id(nid)?)
-    }
-
-    /// Every peer, in table order.
-    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.peers.iter().filter_map(|(key, _)| self.peers.info(PeerId(key)))
     }
 
     // ------------------------------------------------------------ holding messages
@@ -211,7 +179,7 @@ impl Node {
             return false;
         }
         entry.discovery.queue = DiscoveryQueue::Request;
-        self.discovery_requests.push_back(peer);
+        self.discoveries.request(peer, false);
         true
     }
 
@@ -221,16 +189,12 @@ impl Node {
             return;
         };
         entry.discovery.queue = DiscoveryQueue::Request;
-        if front {
-            self.discovery_requests.push_front(peer);
-        } else {
-            self.discovery_requests.push_back(peer);
-        }
+        self.discoveries.request(peer, front);
     }
 
     /// The next peer to act on; stale queue entries are skipped.
     pub(super) fn next_discovery_request(&mut self) -> Option<PeerId> {
-        while let Some(peer) = self.discovery_requests.pop_front() {
+        while let Some(peer) = self.discoveries.pop_request() {
             let queued = self
                 .peers
                 .peer(peer)
@@ -319,10 +283,11 @@ impl Node {
         }
     }
 
-    /// Completes every [`Node::discover`] whose peer is no longer being discovered.
+    /// Completes every [`Engine::discover`](crate::engine::Engine::discover) whose peer is no
+    /// longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
-        while let Some(waiter) = self.discover_waiters.get(index).copied() {
+        while let Some(waiter) = self.discoveries.waiter(index) {
             let peer = self.peers.peer_id(waiter.nid);
             let busy = peer
                 .and_then(|peer| self.peers.peer(peer))
@@ -331,14 +296,14 @@ impl Node {
                 index += 1;
                 continue;
             }
-            self.discover_waiters.swap_remove(index);
+            self.discoveries.remove_waiter(index);
             let error = peer.and_then(|peer| self.peers.peer(peer)).and_then(|p| p.discovery.error);
             let outcome = match (error, peer.and_then(|peer| self.peers.info(peer))) {
                 (Some(error), _) => Err(error),
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
             };
-            self.completions.push_back(Completion::Discovery(DiscoveryResult {
+            self.outputs.complete(PingCompletion::Discovery(DiscoveryResult {
                 id: DiscoveryId(waiter.id),
                 nid: waiter.nid,
                 outcome,
@@ -357,7 +322,7 @@ impl Node {
 
     /// `lnet_push_update_to_peers(0)`: our buffer changed; queue every peer that needs it.
     pub(super) fn push_update_to_peers(&mut self) {
-        let peers: Vec<PeerId> = self.peers.peers.iter().map(|(key, _)| PeerId(key)).collect();
+        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
         for peer in peers {
             if self.peer_needs_push(peer) {
                 self.queue_for_discovery(peer);
@@ -636,7 +601,7 @@ impl Node {
                 Ok(())
             }
             None => {
-                let credits = self.peer_credits_for(nid);
+                let credits = self.nis.peer_credits_for(nid);
                 self.make_peer_ni_room();
                 self.peers
                     .create_for(peer, nid, credits, self.limits.peer_nis)
@@ -783,7 +748,7 @@ impl Node {
         entry.state.remove(PeerState::FORCE_PUSH);
         let source = entry.discovery.source.take();
         let destination = entry.discovery.destination.take().unwrap_or(entry.primary_nid);
-        entry.discovery.pushed_sequence = self.ping_target.info.sequence;
+        entry.discovery.pushed_sequence = self.ping_target.info().sequence;
         let target = ProcessId::new(destination, LNET_PID_LUSTRE);
         // As for pings: one discovery push per peer at a time.
         if let Some(md) = entry.discovery.push_md.take() {
@@ -952,7 +917,7 @@ impl Node {
         let Some(info) = info else {
             entry.state.insert(PeerState::PING_FAILED);
             entry.discovery.ping_error = None;
-            self.push_target.size = self.push_target.size.max(info_bytes.min(MAX_PING_SINK));
+            self.push_target.grow(info_bytes);
             return;
         };
         if features & LNET_PING_FEAT_MULTI_RAIL != 0
@@ -1012,7 +977,7 @@ impl Node {
             self.peers.clear_non_mr_preferred(peer);
         }
         if let Some(size) = grow_to {
-            self.push_target.size = self.push_target.size.max(size.min(MAX_PING_SINK));
+            self.push_target.grow(size);
         }
         if !self.peer_is_uptodate(peer) && !self.queue_for_discovery(peer) {
             self.request_again(peer, true);
@@ -1035,6 +1000,20 @@ impl Node {
             && entry.state.contains(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE)
     }
 
+    /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
+    pub(super) fn force_push_to_peers(&mut self) {
+        if !self.tunables.discovery {
+            return;
+        }
+        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
+        for peer in peers {
+            if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
+                entry.state.insert(PeerState::FORCE_PUSH);
+            }
+        }
+        self.push_update_to_peers();
+    }
+
     /// `lnet_peer_needs_push`.
     fn peer_needs_push(&self, peer: PeerId) -> bool {
         let Some(entry) = self.peers.peer(peer) else {
@@ -1049,7 +1028,7 @@ impl Node {
         if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
             return false;
         }
-        entry.discovery.node_sequence < self.ping_target.info.sequence
+        entry.discovery.node_sequence < self.ping_target.info().sequence
     }
 
     /// `lnet_is_discovery_disabled_locked`.
@@ -1058,14 +1037,6 @@ impl Node {
             || self.peers.peer(peer).is_none_or(|entry| {
                 !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
             })
-    }
-
-    /// Peer credits for a NI of `nid`: the local net's, else socklnd's default.
-    pub(super) fn peer_credits_for(&self, nid: Nid) -> u32 {
-        self.nis
-            .iter()
-            .find(|ni| !ni.removed && ni.nid.net() == nid.net())
-            .map_or(NetTunables::default().peer_credits, |ni| ni.tunables.peer_credits)
     }
 }
 

@@ -176,7 +176,7 @@ pub enum ParseError {
     UnknownNi,
 }
 
-/// [`Node::ping`](crate::engine::Node::ping).
+/// [`Engine::ping`](crate::engine::Engine::ping).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PingStartError {
     /// Lustre's `-EINVAL`: `LNET_NID_ANY` cannot be pinged.
@@ -190,7 +190,7 @@ pub enum PingStartError {
     TooManyMessages,
 }
 
-/// [`Node::discover`](crate::engine::Node::discover).
+/// [`Engine::discover`](crate::engine::Engine::discover).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DiscoverError {
     /// Lustre's `-EINVAL`.
@@ -205,7 +205,7 @@ pub enum DiscoverError {
     TooManyDiscoveries,
 }
 
-/// [`Node::remove_ni`](crate::engine::Node::remove_ni).
+/// [`Engine::remove_ni`](crate::engine::Engine::remove_ni).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NiRemoveError {
     #[error("unknown NI")]

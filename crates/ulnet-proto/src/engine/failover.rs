@@ -1,4 +1,5 @@
-//! Fast failover: black holes noticed in seconds instead of the kernel's 49-150 s.
+//! Fast failover: black holes noticed in seconds instead of the kernel's 49-150 s. This file
+//! is the flow (suspecting paths, moving and copying messages); its state is in `watch.rs`.
 //!
 //! Not in Lustre; the design and the delivery guarantee are in
 //! docs/decisions/0008-fast-failover.md. In short, per peer NI two clocks run while work is
@@ -20,170 +21,32 @@
 //!   (with a private copy of its payload, so the MD is free), the copy carries the SEND event;
 //! * PUTs with ACK and GETs that left but got no response are sent again from a saved copy.
 //!
-//! Copies of PUTs carry [`RESEND_COOKIE_FLAG`] in their ACK wire handle's interface cookie so
-//! a ulnet target recognises them (`dedupe.rs`) and never delivers a PUT twice; a copy of a
-//! GET may be served twice if the target MD still matches (a read; the initiator still sees
-//! one REPLY). Copies are made only for MDs that accept exactly one more operation (so a late
-//! second response is stale) and only within [`COPY_WINDOW`] of the original's departure
-//! (targets remember PUTs for [`DEDUPE_WINDOW`]).
+//! Copies of PUTs carry [`RESEND_COOKIE_FLAG`](crate::engine::RESEND_COOKIE_FLAG) in their ACK wire
+//! handle's interface cookie so a ulnet target recognises them (`dedupe.rs`) and never delivers a
+//! PUT twice; a copy of a GET may be served twice if the target MD still matches (a read; the
+//! initiator still sees one REPLY). Copies are made only for MDs that accept exactly one more
+//! operation (so a late second response is stale) and only within [`COPY_WINDOW`] of the original's
+//! departure (targets remember PUTs for [`DEDUPE_WINDOW`](crate::engine::DEDUPE_WINDOW)).
 
 use std::time::Duration;
 
+use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::md::Threshold;
 use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
+use crate::engine::outputs::PathReset;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::Body;
 
-/// How long a target remembers the PUTs (with ACK) it received, to recognise a copy sent by
-/// fast failover. A protocol constant shared by initiators and targets.
-pub const DEDUPE_WINDOW: Duration = Duration::from_secs(30);
 /// Copies are only sent this soon after the original left, so the target still remembers it.
 pub const COPY_WINDOW: Duration = Duration::from_secs(15);
-/// Set in the interface cookie of a PUT copy's ACK wire handle. Interface cookies are start
-/// times in nanoseconds, so the bit is otherwise clear (the node clears it in its own).
-pub const RESEND_COOKIE_FLAG: u64 = 1 << 63;
-/// Payload bytes fast failover may hold in private copies at once (originals the driver
-/// still sends, and copies of requests that already left); beyond it no more copies are made
-/// and those operations wait for their response tracker as in Lustre.
-pub const MAX_FAILOVER_BYTES: u64 = 64 << 20;
 /// The suspicion timeout is this many retransmission timeouts (`srtt + 4 * rttvar`) when that
 /// exceeds the tunable floor.
 const RTO_MULTIPLIER: u64 = 4;
-
-/// A peer NI's round-trip estimate and the progress clocks of the paths to it.
-///
-/// A black hole is a property of a path, a (local NI, peer NI) pair, not of either end: with
-/// rails on separate subnets, a connection from one rail's address to another rail's address
-/// crosses both rails (the destination's route out, the source's route back), so one broken
-/// rail breaks every pair that involves it while its peer NI stays reachable from the
-/// other local NIs. So the clocks, the suspicion and the probes are per path.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Watch {
-    /// Smoothed round trip and its variation (RFC 6298), nanoseconds; 0 until measured.
-    pub(crate) srtt_ns: u64,
-    pub(crate) rttvar_ns: u64,
-    /// The paths to it with work outstanding, armed, or suspect (others are dropped).
-    pub(crate) paths: Vec<PathWatch>,
-    /// When something last arrived from it on each local NI (a path proven alive).
-    pub(crate) heard: Vec<(NiId, Time)>,
-}
-
-/// The progress clocks of one path (local NI -> this peer NI).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PathWatch {
-    pub(crate) ni: NiId,
-    /// Transmits on it the driver holds.
-    pub(crate) in_lnd: u32,
-    /// The last LND progress (or when `in_lnd` became non-zero).
-    pub(crate) lnd_since: Time,
-    /// Tracked requests sent on it and awaiting their response.
-    pub(crate) awaiting: u32,
-    /// The last message received on it (or when `awaiting` became non-zero).
-    pub(crate) rx_since: Time,
-    /// Its entry in the watch queue, if any (the instant it is filed under).
-    pub(crate) armed: Option<Time>,
-    /// Suspected of black-holing traffic: selection avoids it until something arrives on it
-    /// (a probe's REPLY, or any message).
-    pub(crate) suspect: bool,
-}
-
-impl PathWatch {
-    fn new(ni: NiId) -> Self {
-        Self {
-            ni,
-            in_lnd: 0,
-            lnd_since: Time::ZERO,
-            awaiting: 0,
-            rx_since: Time::ZERO,
-            armed: None,
-            suspect: false,
-        }
-    }
-
-    /// When it becomes suspect, if anything is outstanding.
-    fn due(&self, timeout: Duration) -> Option<Time> {
-        let lnd = (self.in_lnd > 0).then(|| self.lnd_since + timeout);
-        let peer = (self.awaiting > 0).then(|| self.rx_since + timeout);
-        [lnd, peer].into_iter().flatten().min()
-    }
-
-    fn idle(&self) -> bool {
-        self.in_lnd == 0 && self.awaiting == 0 && self.armed.is_none() && !self.suspect
-    }
-}
-
-impl Watch {
-    fn sample(&mut self, rtt: Duration) {
-        let rtt = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
-        if self.srtt_ns == 0 {
-            self.srtt_ns = rtt.max(1);
-            self.rttvar_ns = rtt / 2;
-        } else {
-            let delta = self.srtt_ns.abs_diff(rtt);
-            self.rttvar_ns = self.rttvar_ns - self.rttvar_ns / 4 + delta / 4;
-            self.srtt_ns = (self.srtt_ns - self.srtt_ns / 8 + rtt / 8).max(1);
-        }
-    }
-
-    pub(crate) fn path(&self, ni: NiId) -> Option<&PathWatch> {
-        self.paths.iter().find(|path| path.ni == ni)
-    }
-
-    /// The path from `ni`, created if missing.
-    fn path_mut(&mut self, ni: NiId) -> &mut PathWatch {
-        let index = match self.paths.iter().position(|path| path.ni == ni) {
-            Some(index) => index,
-            None => {
-                self.paths.push(PathWatch::new(ni));
-                self.paths.len() - 1
-            }
-        };
-        // In range: found above or just pushed.
-        &mut self.paths[index]
-    }
-
-    /// Whether the path from `ni` is suspected of black-holing traffic.
-    pub(crate) fn suspects(&self, ni: NiId) -> bool {
-        self.path(ni).is_some_and(|path| path.suspect)
-    }
-
-    /// Whether any path to it is suspect (it stays under recovery until each is probed).
-    pub(crate) fn any_suspect(&self) -> bool {
-        self.paths.iter().any(|path| path.suspect)
-    }
-
-    /// The local NI of a suspect path to probe next, rotating so each gets its turn.
-    pub(crate) fn next_probe(&mut self) -> Option<NiId> {
-        let index = self.paths.iter().position(|path| path.suspect)?;
-        let path = self.paths.remove(index);
-        self.paths.push(path);
-        Some(path.ni)
-    }
-
-    fn prune(&mut self) {
-        self.paths.retain(|path| !path.idle());
-    }
-}
-
-/// What a driver is asked to do about a path fast failover gave up on, or a local NI whose
-/// link went down: close the connections (`peer: None`, every connection of the NI), so
-/// that what they hold fails back to the core (and is resent elsewhere if it may be)
-/// instead of waiting for the LND's own timeout.
-/// lustre: socklnd.c `ksocknal_handle_link_state_change()` closes a downed NI's connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathReset {
-    pub ni: NiId,
-    pub peer: Option<crate::addr::Nid>,
-}
-
-/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
-/// timeouts still apply), so a driver that never polls them cannot grow the queue.
-pub const MAX_PATH_RESETS: usize = 1024;
 
 /// What can be done with a message to a suspect peer NI.
 enum Move {
@@ -193,7 +56,7 @@ enum Move {
     Copy,
 }
 
-impl Node {
+impl Engine {
     /// Fast failover is on (`blackhole_timeout` > 0).
     pub(super) fn failover_enabled(&self) -> bool {
         !self.tunables.blackhole_timeout.is_zero()
@@ -316,16 +179,12 @@ impl Node {
 
     /// When the earliest watch entry is due (entries may be early: they are re-checked).
     pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.watch_queue.first().map(|(at, _, _)| (*at).max(self.now))
+        self.failover.watch_deadline().map(|at| at.max(self.now))
     }
 
     /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some(&(at, id, ni)) = self.watch_queue.first() {
-            if at > self.now {
-                break;
-            }
-            self.watch_queue.pop_first();
+        while let Some((id, ni)) = self.failover.pop_due_watch(self.now) {
             let timeout = self.failover_timeout(id);
             let Some(peer_ni) = self.peers.ni_mut(id) else {
                 continue;
@@ -370,7 +229,7 @@ impl Node {
         let path = peer_ni.watch.path_mut(ni);
         if let Some(due) = path.due(timeout) {
             path.armed = Some(due);
-            self.watch_queue.insert((due, id, ni));
+            self.failover.arm(due, id, ni);
         } else {
             peer_ni.watch.prune();
         }
@@ -384,7 +243,7 @@ impl Node {
         let path = peer_ni.watch.path_mut(ni);
         if path.in_lnd == 0 && path.awaiting == 0 {
             if let Some(at) = path.armed.take() {
-                self.watch_queue.remove(&(at, id, ni));
+                self.failover.disarm(at, id, ni);
             }
         }
         if let Some(peer_ni) = self.peers.ni_mut(id) {
@@ -401,11 +260,9 @@ impl Node {
         }
         let suspects: Vec<PeerNiId> = self
             .peers
-            .nis
-            .iter()
-            .enumerate()
+            .nis()
             .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
-            .filter_map(|(index, _)| u32::try_from(index).ok().map(PeerNiId))
+            .map(|(id, _)| id)
             .collect();
         for id in suspects {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
@@ -415,16 +272,40 @@ impl Node {
         }
     }
 
+    /// Fast failover was turned on or off: its counters restart from what is in flight.
+    pub(super) fn reset_failover_state(&mut self) {
+        self.failover.clear_watch();
+        for ni in self.peers.nis_mut() {
+            ni.watch.restart();
+        }
+        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
+                tracker.awaiting = None;
+                tracker.request = None;
+            }
+        }
+        if !self.failover_enabled() {
+            return;
+        }
+        let in_lnd: Vec<(PeerNiId, NiId)> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
+            .collect();
+        for (id, ni) in in_lnd {
+            self.watch_lnd_start(id, ni);
+        }
+    }
+
     /// The next path reset for the driver (see [`PathReset`]).
     pub fn poll_path_reset(&mut self) -> Option<PathReset> {
-        self.path_resets.pop_front()
+        self.outputs.pop_path_reset()
     }
 
     pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {
-        let reset = PathReset { ni, peer };
-        if self.path_resets.len() < MAX_PATH_RESETS && !self.path_resets.contains(&reset) {
-            self.path_resets.push_back(reset);
-        }
+        self.outputs.request_path_reset(PathReset { ni, peer });
     }
 
     /// The path `ni` -> `id` showed no progress for its timeout: selection avoids it, the
@@ -578,7 +459,7 @@ impl Node {
             && message.event.is_some()
             && message.retry_count < self.tunables.effective_retry_count()
             && left.is_some_and(|at| self.now < at + COPY_WINDOW)
-            && self.failover_bytes + u64::from(message.length) <= MAX_FAILOVER_BYTES
+            && self.failover.can_hold(u64::from(message.length))
     }
 
     /// Takes a message that never reached the driver off its credit queues and selects again.
@@ -602,9 +483,7 @@ impl Node {
         let (ni, peer_ni) = (message.ni, message.peer_ni);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            if let Some(pool) =
-                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
-            {
+            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
                 pool.remove(key);
             }
         }
@@ -674,7 +553,7 @@ impl Node {
         let Some(copy_key) = self.alloc_message(copy) else {
             return;
         };
-        self.failover_bytes += payload.len() as u64;
+        self.failover.hold(payload.len() as u64);
         if let Some(original) = self.msgs.get_mut(key) {
             original.abandoned = true;
             original.no_resend = true;
@@ -724,7 +603,7 @@ impl Node {
             Body::Put { .. } => request.length,
             _ => 0,
         };
-        if self.failover_bytes + u64::from(length) > MAX_FAILOVER_BYTES {
+        if !self.failover.can_hold(u64::from(length)) {
             return;
         }
         let mut payload = vec![0; length as usize];
@@ -769,7 +648,7 @@ impl Node {
         let Some(key) = self.alloc_message(message) else {
             return;
         };
-        self.failover_bytes += u64::from(length);
+        self.failover.hold(u64::from(length));
         if let Some(request) = self
             .mds
             .get_mut(md_key)
@@ -798,7 +677,7 @@ impl Node {
     /// A message's private payload copy is gone: its bytes leave the budget.
     pub(super) fn release_orphan(&mut self, orphan: Option<Box<Memory>>) {
         if let Some(orphan) = orphan {
-            self.failover_bytes = self.failover_bytes.saturating_sub(orphan.len() as u64);
+            self.failover.release(orphan.len() as u64);
         }
     }
 }

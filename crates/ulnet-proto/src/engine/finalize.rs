@@ -11,7 +11,7 @@ use crate::engine::latency::LatencyOp;
 use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, Work};
+use crate::engine::node::{Engine, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
@@ -19,7 +19,7 @@ use crate::time::Time;
 use crate::wire::header::{Body, Header, MsgType};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
-impl Node {
+impl Engine {
     /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
     /// then decommit (credits back). Exactly once per send attempt chain.
     pub(super) fn finalize_tx(
@@ -109,7 +109,7 @@ impl Node {
             // An OK receive resets both ping counts (faster recovery), raises the peer NI's
             // health, and (re)queues it for recovery if still below the maximum.
             let sensitivity = self.tunables.health_sensitivity;
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.recovery.ping_count = 0;
             }
             if let Some(peer) = self.peers.ni_mut(peer_ni) {
@@ -138,7 +138,7 @@ impl Node {
         let (payload, length) = (message.header.payload_length, message.length);
         self.stats.recv_count += 1;
         self.stats.recv_length += u64::from(length);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -234,7 +234,7 @@ impl Node {
             return;
         };
         let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
+        if let Some(local) = self.nis.get_mut(sent.ni) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -279,7 +279,7 @@ impl Node {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -303,7 +303,7 @@ impl Node {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.stats.send_count += 1;
         self.stats.send_length += u64::from(payload);
-        if let Some(local) = self.nis.get_mut(usize::from(sent.ni.0)) {
+        if let Some(local) = self.nis.get_mut(sent.ni) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -424,10 +424,7 @@ impl Node {
         }
         if self.mds.get(md_key).is_some_and(|md| md.refcount == 0) {
             self.detach_tracker(md_key);
-            let internal = self.mds.get(md_key).is_some_and(|md| md.owner != MdOwner::User);
-            if self.mds.discard(md_key) && internal {
-                self.internal_mds -= 1;
-            }
+            self.mds.discard(md_key);
         }
     }
 
@@ -473,7 +470,7 @@ impl Node {
     /// again in the ping buffer (in place, no push).
     fn local_success(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             if local.health.value() < MAX_HEALTH {
                 local.health.increment(sensitivity);
                 self.refresh_ni_status(ni);
@@ -485,7 +482,7 @@ impl Node {
     /// buffer, in place), and the NI queued for recovery.
     fn local_failure(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.health.decrement(sensitivity);
         }
         self.refresh_ni_status(ni);
@@ -506,7 +503,7 @@ impl Node {
     /// turns the NI's status word DOWN, 1000 turns it UP; the ping buffer changes in place
     /// (same sequence number, no push).
     pub(super) fn refresh_ni_status(&mut self, ni: NiId) {
-        let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
+        let Some(local) = self.nis.get_mut(ni) else {
             return;
         };
         let status = match local.health.value() {
@@ -523,7 +520,7 @@ impl Node {
     /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
     fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
         self.stats.count_health(health);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.health_stats.count(health);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -532,7 +529,7 @@ impl Node {
     }
 }
 
-/// What finishing a send needs of its message (see `Node::complete_tx`).
+/// What finishing a send needs of its message (see `Engine::complete_tx`).
 #[derive(Clone, Copy)]
 struct SentMessage {
     msg_type: MsgType,

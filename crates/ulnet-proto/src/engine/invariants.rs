@@ -7,11 +7,10 @@
 
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::slab::Key;
-use crate::engine::tracker::TrackerQueue;
 
-pub(crate) fn check(node: &Node) -> Result<(), String> {
+pub(crate) fn check(node: &Engine) -> Result<(), String> {
     check_bounds(node)?;
     check_credits(node)?;
     check_mds(node)?;
@@ -20,26 +19,26 @@ pub(crate) fn check(node: &Node) -> Result<(), String> {
     check_failover(node)
 }
 
-fn check_bounds(node: &Node) -> Result<(), String> {
+fn check_bounds(node: &Engine) -> Result<(), String> {
     let limits = &node.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
     let recovering = node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
-        + node.peers.nis.iter().filter(|ni| ni.recovery.md.is_some()).count();
+        + node.peers.nis().filter(|(_, ni)| ni.recovery.md.is_some()).count();
     let internal_mds =
-        2 + 2 * node.peers.peers.len() + node.pings.len() + recovering + node.msgs.len();
+        2 + 2 * node.peers.peer_count() + node.pings.len() + recovering + node.msgs.len();
     let checks = [
         ("messages", node.msgs.len(), limits.messages),
         ("MDs", node.md_count(), limits.mds),
         ("MEs", node.me_count(), limits.mes),
-        ("LNet MDs", node.internal_mds, internal_mds),
-        ("LNet MEs", node.internal_mes, 2 + node.internal_mds),
-        ("peers", node.peers.peers.len(), node.peers.nis.len()),
-        ("peer NIs", node.peers.nis.len(), limits.peer_nis),
-        ("events", node.events.len(), limits.events),
-        ("transmits", node.transmits.len(), limits.messages),
-        ("resumes", node.resumes.len(), limits.messages),
-        ("trackers", node.trackers.len(), TrackerQueue::bound(node.live_trackers)),
+        ("LNet MDs", node.mds.internal_count(), internal_mds),
+        ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
+        ("peers", node.peers.peer_count(), node.peers.ni_slots()),
+        ("peer NIs", node.peers.ni_slots(), limits.peer_nis),
+        ("events", node.outputs.event_count(), limits.events),
+        ("transmits", node.outputs.transmit_count(), limits.messages),
+        ("resumes", node.outputs.resume_count(), limits.messages),
+        ("trackers", node.trackers.len(), node.trackers.bound()),
     ];
     for (what, count, bound) in checks {
         if count > bound {
@@ -50,7 +49,7 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     if entries != node.mes.len() {
         return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }
-    for (_, peer) in node.peers.peers.iter() {
+    for (_, peer) in node.peers.peers() {
         if peer.discovery.pending.len() > MAX_DISCOVERY_PENDING {
             return Err(format!("peer {:?} holds too many messages", peer.primary_nid));
         }
@@ -88,11 +87,11 @@ fn check_bounds(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_credits(node: &Node) -> Result<(), String> {
+fn check_credits(node: &Engine) -> Result<(), String> {
     // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
     let mut ni_holders = vec![0usize; node.nis.len()];
-    let mut peer_holders = vec![0usize; node.peers.nis.len()];
-    let mut peer_charged = vec![0u64; node.peers.nis.len()];
+    let mut peer_holders = vec![0usize; node.peers.ni_slots()];
+    let mut peer_charged = vec![0u64; node.peers.ni_slots()];
     for (_, message) in node.msgs.iter() {
         if message.ni_credit == Credit::Held {
             if let Some(count) = ni_holders.get_mut(usize::from(message.ni.0)) {
@@ -121,7 +120,9 @@ fn check_credits(node: &Node) -> Result<(), String> {
             None => {}
         }
     }
-    for ((peer, holders), charged) in node.peers.nis.iter().zip(peer_holders).zip(peer_charged) {
+    for ((peer, holders), charged) in
+        node.peers.nis().map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
+    {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
         if charged != peer.queued_bytes {
             return Err(format!(
@@ -133,7 +134,7 @@ fn check_credits(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_mds(node: &Node) -> Result<(), String> {
+fn check_mds(node: &Engine) -> Result<(), String> {
     let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
     for (_, message) in node.msgs.iter() {
         if let Some(md) = message.md {
@@ -159,10 +160,10 @@ fn check_mds(node: &Node) -> Result<(), String> {
         }
         live_trackers += usize::from(md.tracker.is_some());
     }
-    if live_trackers != node.live_trackers {
+    if live_trackers != node.trackers.live() {
         return Err(format!(
             "{live_trackers} trackers attached but {} counted",
-            node.live_trackers
+            node.trackers.live()
         ));
     }
     for (key, me) in node.mes.iter() {
@@ -175,7 +176,7 @@ fn check_mds(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_messages(node: &Node) -> Result<(), String> {
+fn check_messages(node: &Engine) -> Result<(), String> {
     for (key, message) in node.msgs.iter() {
         let coherent = match message.phase {
             Phase::WaitPeerCredit => message.tx && message.peer_credit == Credit::Waiting,
@@ -219,9 +220,9 @@ fn check_messages(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_recovery(node: &Node) -> Result<(), String> {
+fn check_recovery(node: &Engine) -> Result<(), String> {
     for (index, ni) in node.nis.iter().enumerate() {
-        let listed = node.local_recovery.iter().filter(|id| usize::from(id.0) == index).count();
+        let listed = node.recovery.local().filter(|id| usize::from(id.0) == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "NI {:?} queued {} but listed {listed} times",
@@ -229,8 +230,8 @@ fn check_recovery(node: &Node) -> Result<(), String> {
             ));
         }
     }
-    for (index, ni) in node.peers.nis.iter().enumerate() {
-        let listed = node.peer_recovery.iter().filter(|id| id.0 as usize == index).count();
+    for (index, ni) in node.peers.nis() {
+        let listed = node.recovery.peer().filter(|id| *id == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "peer NI {:?} queued {} but listed {listed} times",
@@ -241,17 +242,17 @@ fn check_recovery(node: &Node) -> Result<(), String> {
     Ok(())
 }
 
-fn check_failover(node: &Node) -> Result<(), String> {
+fn check_failover(node: &Engine) -> Result<(), String> {
     let orphan_bytes: u64 = node
         .msgs
         .iter()
         .filter_map(|(_, m)| m.orphan.as_ref())
         .map(|orphan| orphan.len() as u64)
         .sum();
-    if orphan_bytes != node.failover_bytes {
+    if orphan_bytes != node.failover.held_bytes() {
         return Err(format!(
             "private payload copies hold {orphan_bytes} bytes, {} counted",
-            node.failover_bytes
+            node.failover.held_bytes()
         ));
     }
     for (key, message) in node.msgs.iter() {
@@ -281,17 +282,18 @@ fn check_failover(node: &Node) -> Result<(), String> {
     }
     let armed: usize = node
         .peers
-        .nis
-        .iter()
-        .map(|ni| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
+        .nis()
+        .map(|(_, ni)| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
-    if armed != node.watch_queue.len() {
-        return Err(format!("{armed} paths armed but {} watch entries", node.watch_queue.len()));
+    if armed != node.failover.armed_count() {
+        return Err(format!(
+            "{armed} paths armed but {} watch entries",
+            node.failover.armed_count()
+        ));
     }
-    for (index, peer_ni) in node.peers.nis.iter().enumerate() {
-        let id = crate::engine::peer::PeerNiId(index as u32);
+    for (id, peer_ni) in node.peers.nis() {
         for path in &peer_ni.watch.paths {
-            if path.armed.is_some_and(|at| !node.watch_queue.contains(&(at, id, path.ni))) {
+            if path.armed.is_some_and(|at| !node.failover.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));
             }
             let (in_lnd, awaiting) = counts.remove(&(id.0, path.ni.0)).unwrap_or_default();

@@ -1,4 +1,5 @@
-//! Memory descriptors: options, threshold, offsets and the unlink rules.
+//! Memory descriptors: options, threshold, offsets and the unlink rules, and the MD table
+//! (`Mds`).
 //!
 //! lustre: lnet/lnet/lib-md.c (`lnet_md_build`, `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`),
 //! include/linux/lnet/lib-lnet.h (`lnet_md_exhausted`, `lnet_md_unlinkable`),
@@ -11,7 +12,7 @@ use crate::addr::Nid;
 use crate::engine::memory::Memory;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::recovery::RecoveryTarget;
-use crate::engine::slab::Key;
+use crate::engine::slab::{Key, KeyState, Slab};
 use crate::time::Time;
 use crate::wire::header::Header;
 
@@ -266,6 +267,67 @@ impl Md {
     pub(crate) fn attach_operation(&mut self) {
         self.refcount = self.refcount.saturating_add(1);
         self.threshold.decrement();
+    }
+}
+
+/// Every MD alive, by key. LNet's own MDs (ping and push targets, discovery, pings,
+/// recovery) are counted apart so that only the user's count against `Limits::mds`.
+#[derive(Debug, Default)]
+pub(crate) struct Mds {
+    slab: Slab<Md>,
+    internal: usize,
+}
+
+impl Mds {
+    /// Files an MD and gives it its handle.
+    pub(crate) fn insert(&mut self, md: Md) -> Option<Key> {
+        let internal = md.owner != MdOwner::User;
+        let key = self.slab.insert(md)?;
+        if internal {
+            self.internal += 1;
+        }
+        if let Some(md) = self.slab.get_mut(key) {
+            md.handle = MdHandle::from_key(key);
+        }
+        Some(key)
+    }
+
+    /// Frees an MD; false if it was already gone.
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        let internal = self.slab.get(key).is_some_and(|md| md.owner != MdOwner::User);
+        let discarded = self.slab.discard(key);
+        if discarded && internal {
+            self.internal -= 1;
+        }
+        discarded
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: Key) -> Option<&Md> {
+        self.slab.get(key)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Md> {
+        self.slab.get_mut(key)
+    }
+
+    pub(crate) fn state(&self, key: Key) -> KeyState {
+        self.slab.state(key)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Md)> {
+        self.slab.iter()
+    }
+
+    /// The user's MDs.
+    pub(crate) fn user_count(&self) -> usize {
+        self.slab.len() - self.internal
+    }
+
+    /// LNet's own MDs.
+    pub(crate) fn internal_count(&self) -> usize {
+        self.internal
     }
 }
 

@@ -1,4 +1,4 @@
-//! Match entries and process ids.
+//! Match entries and process ids, and the ME table (`Mes`).
 //!
 //! lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_try_match_md()` (the match
 //! rule), include/uapi/linux/lnet/lnet-types.h (`struct lnet_process_id`, `LNET_PID_ANY`).
@@ -6,7 +6,7 @@
 use std::fmt;
 
 use crate::engine::md::UnlinkMode;
-use crate::engine::slab::Key;
+use crate::engine::slab::{Key, KeyState, Slab};
 
 pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 
@@ -69,6 +69,66 @@ impl Me {
     /// lustre: lib-ptl.c `lnet_ptl_match_type()`.
     pub(crate) fn is_unique(&self) -> bool {
         self.ignore_bits == 0 && !self.match_id.nid.is_any() && self.match_id.pid != LNET_PID_ANY
+    }
+}
+
+/// Every ME alive, by key. LNet's own MEs (on portal 0) are counted apart so that only the
+/// user's count against `Limits::mes`.
+#[derive(Debug, Default)]
+pub(crate) struct Mes {
+    slab: Slab<Me>,
+    internal: usize,
+}
+
+impl Mes {
+    pub(crate) fn insert(&mut self, me: Me) -> Option<Key> {
+        let internal = me.internal;
+        let key = self.slab.insert(me)?;
+        if internal {
+            self.internal += 1;
+        }
+        Some(key)
+    }
+
+    pub(crate) fn remove(&mut self, key: Key) -> Option<Me> {
+        let me = self.slab.remove(key)?;
+        if me.internal {
+            self.internal -= 1;
+        }
+        Some(me)
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: Key) -> Option<&Me> {
+        self.slab.get(key)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Me> {
+        self.slab.get_mut(key)
+    }
+
+    pub(crate) fn state(&self, key: Key) -> KeyState {
+        self.slab.state(key)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Me)> {
+        self.slab.iter()
+    }
+
+    /// Every ME, LNet's included.
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// The user's MEs.
+    pub(crate) fn user_count(&self) -> usize {
+        self.slab.len() - self.internal
+    }
+
+    /// LNet's own MEs.
+    pub(crate) fn internal_count(&self) -> usize {
+        self.internal
     }
 }
 

@@ -1,15 +1,19 @@
 //! LNet's message engine: portals, MEs, MDs, messages, credits, health and timeouts, as an
-//! I/O-free state machine ([`Node`]).
+//! I/O-free state machine ([`Engine`]).
 //!
-//! Map: [`node`] holds the state and the public API; `send`, `select`, `recv` and
-//! `finalize` are the message lifecycle and multi-rail path selection (lib-move.c and
-//! lib-msg.c); [`portal`], [`me`], [`md`], [`memory`] are the Portals objects (lib-ptl.c,
-//! lib-me.c, lib-md.c); [`ping`] the ping and push targets and the ping API, [`discovery`]
-//! dynamic discovery (api-ni.c, peer.c), [`config`] configured peers and interface state;
-//! `recovery` the health recovery queues and pings (the monitor thread); `failover` and
-//! `dedupe` fast failover, beyond Lustre; [`credits`], [`peer`], [`ni`], [`health`],
-//! [`tunables`] the supporting state; [`event`], [`stats`] and [`latency`] the outputs;
-//! [`testing`] the deterministic harness and fuzz driver.
+//! Map: [`node`] holds [`Engine`], the public API and the driver call protocol, and lists the
+//! parts the state is split into (decision 0012). Parts, each owning its state: [`ni`] local
+//! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
+//! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
+//! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
+//! `watch` fast failover's state, `dedupe` the target's delivery log, `outputs` the driver's
+//! queues; [`credits`], [`health`],
+//! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
+//! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
+//! message lifecycle and multi-rail path selection (lib-move.c, lib-msg.c), `reserved` LNet's
+//! use of portal 0 (targets, pings), [`discovery`] dynamic discovery (peer.c), `monitor` the
+//! recovery passes, `failover` fast failover (beyond Lustre), [`config`] configured peers and
+//! interface state. [`testing`] is the deterministic harness and fuzz driver.
 
 pub mod config;
 pub mod credits;
@@ -25,14 +29,17 @@ pub mod latency;
 pub mod md;
 pub mod me;
 pub mod memory;
+mod monitor;
 pub mod msg;
 pub mod ni;
 pub mod node;
+mod outputs;
 pub mod peer;
 pub mod ping;
 pub mod portal;
 mod recovery;
 mod recv;
+mod reserved;
 mod select;
 mod send;
 pub mod slab;
@@ -40,9 +47,11 @@ pub mod stats;
 pub mod testing;
 mod tracker;
 pub mod tunables;
+mod watch;
 
 pub use config::{MAX_NIDS_PER_PEER, NiSetError, PeerAddError, PeerDelError, PeerSetError};
 pub use dedupe::MAX_DELIVERY_RECORDS;
+pub use dedupe::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 pub use discovery::{DiscoveryId, DiscoveryResult, MAX_DISCOVERIES, MAX_DISCOVERY_PENDING};
 pub use error::{
     ConfigError, DiscoverError, DriverError, InitiateError, MdAttachError, MdBindError, MdError,
@@ -50,9 +59,7 @@ pub use error::{
     PortalError, Rejected,
 };
 pub use event::{Event, EventKind, EventStatus};
-pub use failover::{
-    COPY_WINDOW, DEDUPE_WINDOW, MAX_FAILOVER_BYTES, MAX_PATH_RESETS, PathReset, RESEND_COOKIE_FLAG,
-};
+pub use failover::COPY_WINDOW;
 pub use health::{HealthStatus, MAX_HEALTH};
 pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
@@ -60,12 +67,16 @@ pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId}
 pub use memory::{IntoSegments, MAX_SEGMENTS, Memory, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
 pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
-pub use node::{GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit};
+pub use node::{
+    Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
+};
+pub use outputs::{MAX_PATH_RESETS, PathReset};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
-pub use ping::{Completion, MAX_PINGS, PingFailure, PingId, PingReply, PingResult};
+pub use ping::{MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult};
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,
     PeerNiHealthStats, PeerNiStats,
 };
 pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};
+pub use watch::MAX_FAILOVER_BYTES;

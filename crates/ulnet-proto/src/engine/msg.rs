@@ -1,4 +1,5 @@
-//! The message: one LNet message instance through its lifecycle.
+//! The message: one LNet message instance through its lifecycle, and the message table
+//! (`Messages`) holding every message alive, bounded by `Limits::messages`.
 //!
 //! lustre: include/linux/lnet/lib-types.h `struct lnet_msg`, lnet/lnet/lib-msg.c
 //! (`lnet_msg_commit`, `lnet_finalize`), docs/protocol/semantics.md §11. As in Lustre, a received PUT is reused
@@ -10,15 +11,15 @@ use crate::engine::health::HealthStatus;
 use crate::engine::memory::Memory;
 use crate::engine::ni::NiId;
 use crate::engine::peer::PeerNiId;
-use crate::engine::slab::Key;
+use crate::engine::slab::{Key, Slab};
 use crate::time::Time;
 use crate::wire::header::{Header, WireHandle};
 
-/// A transmit the driver must carry out (see [`Node::poll_transmit`](crate::engine::Node::poll_transmit)).
+/// A transmit the driver must carry out (see [`Engine::poll_transmit`](crate::engine::Engine::poll_transmit)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxId(pub(crate) Key);
 
-/// A receive the driver is carrying out (see [`Node::handle_header`](crate::engine::Node::handle_header)).
+/// A receive the driver is carrying out (see [`Engine::handle_header`](crate::engine::Engine::handle_header)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RxId(pub(crate) Key);
 
@@ -112,4 +113,49 @@ pub(crate) struct Message {
     pub(crate) lnd_at: Option<Time>,
     /// A received PUT with ACK, as the duplicate log knows it.
     pub(crate) delivery: Option<u64>,
+}
+
+/// Every message alive (sends, receives, delayed PUTs), by key; [`TxId`] and [`RxId`] name
+/// them to the driver.
+#[derive(Debug, Default)]
+pub(crate) struct Messages {
+    slab: Slab<Message>,
+}
+
+impl Messages {
+    /// Files a new message; `None` when `limit` messages are alive (or keys ran out).
+    pub(crate) fn alloc(&mut self, message: Message, limit: usize) -> Option<Key> {
+        if self.slab.len() >= limit {
+            return None;
+        }
+        self.slab.insert(message)
+    }
+
+    /// Removes a finished message; `None` if it was already gone.
+    pub(crate) fn free(&mut self, key: Key) -> Option<Message> {
+        self.slab.remove(key)
+    }
+
+    /// [`Self::free`] when the message itself is no longer needed; false if already gone.
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        self.slab.discard(key)
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: Key) -> Option<&Message> {
+        self.slab.get(key)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Message> {
+        self.slab.get_mut(key)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Message)> {
+        self.slab.iter()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
 }

@@ -1,11 +1,12 @@
-//! Local nets and network interfaces.
+//! Local nets and network interfaces, and the part that owns them (`Nis`): the NI table
+//! (loopback first), the local nets and the round-robin counter selection stamps them with.
 //!
 //! lustre: include/linux/lnet/lib-types.h (`struct lnet_net`, `struct lnet_ni`),
 //! lnet/lnet/api-ni.c (`lnet_startup_lndni`, `lnet_ni_tq_credits`), lo.c (the loopback LND).
 
 use std::time::Duration;
 
-use crate::addr::Nid;
+use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
@@ -66,7 +67,7 @@ pub(crate) struct Ni {
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: NiHealthStats,
     pub(crate) fatal_error: bool,
-    /// Removed by [`Node::remove_ni`](crate::engine::Node::remove_ni): kept so `NiId`s stay
+    /// Removed by [`Engine::remove_ni`](crate::engine::Engine::remove_ni): kept so `NiId`s stay
     /// stable, but no longer selected, advertised or accepted on.
     pub(crate) removed: bool,
     /// `ni_sel_priority` (UDSP; lower is preferred).
@@ -134,5 +135,102 @@ impl Ni {
     /// `lnet_ni_get_status_locked`: what the ping buffer says of this NI.
     pub(crate) fn ping_status(&self) -> u32 {
         if self.fatal_error { crate::wire::ping::LNET_NI_STATUS_DOWN } else { self.status }
+    }
+}
+
+/// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LocalNet {
+    pub(crate) net: Net,
+    /// `net_seq`.
+    pub(crate) seq: u64,
+    /// `net_sel_priority`.
+    pub(crate) priority: u32,
+}
+
+impl LocalNet {
+    pub(crate) fn new(net: Net) -> Self {
+        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
+    }
+}
+
+/// The local NIs, indexed by [`NiId`] (NI 0 is loopback; removed NIs keep their slot so ids
+/// stay stable), their nets (`ln_nets`), and the round-robin counter stamping both
+/// (`ln_net_seq`).
+#[derive(Debug)]
+pub(crate) struct Nis {
+    nis: Vec<Ni>,
+    nets: Vec<LocalNet>,
+    net_seq: u64,
+}
+
+impl Nis {
+    /// Just loopback.
+    pub(crate) fn new() -> Self {
+        Self { nis: vec![Ni::loopback()], nets: Vec::new(), net_seq: 0 }
+    }
+
+    pub(crate) fn get(&self, id: NiId) -> Option<&Ni> {
+        self.nis.get(usize::from(id.0))
+    }
+
+    pub(crate) fn get_mut(&mut self, id: NiId) -> Option<&mut Ni> {
+        self.nis.get_mut(usize::from(id.0))
+    }
+
+    /// Every slot, removed NIs included, in id order.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Ni> {
+        self.nis.iter()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> std::slice::IterMut<'_, Ni> {
+        self.nis.iter_mut()
+    }
+
+    /// Slots, removed NIs included.
+    pub(crate) fn len(&self) -> usize {
+        self.nis.len()
+    }
+
+    /// Appends a network NI, and its net if new; `None` when ids are exhausted.
+    pub(crate) fn push(&mut self, ni: Ni) -> Option<NiId> {
+        let id = NiId(u16::try_from(self.nis.len()).ok()?);
+        let net = ni.nid.net();
+        self.nis.push(ni);
+        if !self.nets.iter().any(|local| local.net == net) {
+            self.nets.push(LocalNet::new(net));
+        }
+        Some(id)
+    }
+
+    /// The local net `net`, if an NI was ever configured on it.
+    pub(crate) fn net(&self, net: Net) -> Option<&LocalNet> {
+        self.nets.iter().find(|local| local.net == net)
+    }
+
+    /// Stamps NI `id` and its net with the next round-robin sequence number (the NI just sent).
+    pub(crate) fn stamp(&mut self, id: NiId) {
+        self.net_seq += 1;
+        let seq = self.net_seq;
+        if let Some(local) = self.nis.get_mut(usize::from(id.0)) {
+            local.seq = seq;
+            let net = local.nid.net();
+            if let Some(entry) = self.nets.iter_mut().find(|entry| entry.net == net) {
+                entry.seq = seq;
+            }
+        }
+    }
+
+    /// The live NI owning `nid`.
+    pub(crate) fn for_nid(&self, nid: Nid) -> Option<NiId> {
+        self.nis.iter().position(|ni| ni.nid == nid && !ni.removed).map(|index| NiId(index as u16))
+    }
+
+    /// Peer credits for a peer NI of `nid`: the local net's, else socklnd's default.
+    pub(crate) fn peer_credits_for(&self, nid: Nid) -> u32 {
+        self.nis
+            .iter()
+            .find(|ni| !ni.removed && ni.nid.net() == nid.net())
+            .map_or(NetTunables::default().peer_credits, |ni| ni.tunables.peer_credits)
     }
 }

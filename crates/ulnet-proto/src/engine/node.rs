@@ -1,33 +1,62 @@
-//! The node: LNet's message engine as an I/O-free state machine.
+//! The engine: LNet's message engine as an I/O-free state machine, and the orchestration of
+//! its parts.
+//!
+//! [`Engine`] holds its state as owned parts, each a struct with private fields and methods
+//! that take `&mut self` and explicit arguments, defined in the file named after it; no part
+//! imports this file (decision 0012):
+//!
+//! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
+//! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
+//! * `portal.rs` `Portals`, `me.rs` `Mes`, `md.rs` `Mds`: the Portals objects.
+//! * `msg.rs` `Messages`: every message alive, within `Limits::messages`.
+//! * `tracker.rs` `Trackers`: response tracker deadlines, live count, spare request boxes.
+//! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
+//! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
+//! * `watch.rs` `Failover`: fast failover's watch queue, held copy bytes, delivery log.
+//! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
+//!   completions, path resets.
+//!
+//! What spans parts is an `impl Engine` that borrows the fields it needs, here (the public
+//! call protocol, allocation, trackers, the work loop) or in the file of the flow it belongs
+//! to: `send`, `select`, `recv`, `finalize` (the message lifecycle), `reserved` (portal 0:
+//! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`.
+//!
+//! Where the next parts go, each a field of [`Engine`] beside these:
+//!
+//! * Routing: a `routes.rs` part (route table, router buffers and their credits), consulted by
+//!   `select` for remote nets.
+//! * Fault injection: a `faults.rs` part (drop and delay rules), consulted by `send` and `recv`.
+//! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
+//! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::addr::Nid;
-use crate::engine::dedupe::DeliveryLog;
-use crate::engine::discovery::DiscoverWaiter;
-use crate::engine::error::ParseError;
+use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     MeUnlinkError, NiRemoveError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
-use crate::engine::failover::RESEND_COOKIE_FLAG;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
-    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, TrackedRequest, Tracker, UnlinkMode,
+    MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, Tracker, UnlinkMode,
 };
-use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
+use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
 use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
-use crate::engine::msg::{Credit, Message, Phase, RxId, TxId};
-use crate::engine::ni::{LndKind, Ni, NiConfig, NiId};
-use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
-use crate::engine::ping::{Completion, InternalEvent, PingState, PingTarget, PushTarget};
-use crate::engine::portal::{MAX_PORTALS, Portal};
-use crate::engine::select::LocalNet;
-use crate::engine::slab::{Key, KeyState, Slab};
+use crate::engine::msg::{Message, Messages, Phase, RxId, TxId};
+use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
+use crate::engine::outputs::Outputs;
+pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
+use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
+use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
+use crate::engine::portal::Portals;
+use crate::engine::recovery::RecoveryQueues;
+use crate::engine::slab::{Key, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
-use crate::engine::tracker::TrackerQueue;
+use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
+use crate::engine::watch::Failover;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
@@ -45,8 +74,6 @@ pub const MAX_PENDING_EVENTS: usize = 1 << 16;
 /// Most PUTs delayed on one lazy portal; beyond it they are dropped.
 pub const LAZY_QUEUE_LIMIT: usize = 4096;
 
-/// Finished trackers' request boxes kept for reuse (more than the requests a burst starts).
-const SPARE_REQUESTS: usize = 64;
 /// Most local NIs besides loopback (`lnet_interfaces_max` default).
 pub const MAX_NIS: usize = 4096;
 
@@ -74,9 +101,9 @@ impl Default for Limits {
     }
 }
 
-/// How to build a [`Node`].
+/// How to build an [`Engine`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeConfig {
+pub struct EngineConfig {
     /// The value put in every wire handle's interface cookie; Lustre uses its start time in ns
     /// so responses meant for a previous incarnation are recognised as stale.
     pub interface_cookie: u64,
@@ -88,7 +115,7 @@ pub struct NodeConfig {
     pub limits: Limits,
 }
 
-impl NodeConfig {
+impl EngineConfig {
     pub fn new(interface_cookie: u64, pid: u32, nis: Vec<NiConfig>) -> Self {
         Self {
             interface_cookie,
@@ -98,42 +125,6 @@ impl NodeConfig {
             limits: Limits::default(),
         }
     }
-}
-
-/// Where the payload of a received message goes: the core's answer to
-/// [`Node::handle_header`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecvAction {
-    /// Read `length` payload bytes into the MD (through [`Node::rx_segments_mut`] or
-    /// [`Node::rx_write`]), then skip `discard` more (a truncated message), then call
-    /// [`Node::handle_recv_done`].
-    Deliver { rx: RxId, length: u32, discard: u32 },
-    /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
-    Discard { length: u32 },
-    /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
-    /// (back-pressure) until [`Node::poll_resume`] names this `rx`.
-    Delay { rx: RxId },
-    /// The header is malformed for LNet: close the connection.
-    ProtocolError(ParseError),
-}
-
-/// A delayed receive that now has an answer (from [`Node::poll_resume`]); `action` is
-/// `Deliver` or `Discard`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Resume {
-    pub rx: RxId,
-    pub action: RecvAction,
-}
-
-/// A message for the driver to send (from [`Node::poll_transmit`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    pub tx: TxId,
-    /// The local NI to send from.
-    pub ni: NiId,
-    /// The peer NI to send to (the connection's remote NID).
-    pub next_hop: Nid,
-    pub header: Header,
 }
 
 /// `LNetPut` arguments.
@@ -180,9 +171,9 @@ pub(super) enum Work {
 
 /// One LNet node's message engine, with no I/O.
 ///
-/// `Node` owns the portal table, MEs, MDs (and their memory), peers, credits and every message
-/// in flight. It never reads a clock, touches a socket or spawns a thread: a driver feeds it
-/// inputs and carries out its outputs.
+/// `Engine` owns, through its parts, the portal table, MEs, MDs (and their memory), peers, credits
+/// and every message in flight. It never reads a clock, touches a socket or spawns a thread: a
+/// driver feeds it inputs and carries out its outputs.
 ///
 /// # Call protocol
 ///
@@ -231,7 +222,7 @@ pub(super) enum Work {
 /// use ulnet_proto::engine::*;
 /// use ulnet_proto::time::Time;
 ///
-/// let mut node = Node::new(NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
+/// let mut node = Engine::new(EngineConfig::new(1, LNET_PID_LUSTRE, Vec::new())).unwrap();
 /// let now = Time::ZERO;
 /// let me = node
 ///     .me_attach(4, ProcessId::ANY, 0x11, 0, UnlinkMode::Unlink, InsertPosition::After)
@@ -259,76 +250,45 @@ pub(super) enum Work {
 /// assert!(node.poll_transmit().is_none());
 /// ```
 #[derive(Debug)]
-pub struct Node {
+pub struct Engine {
+    // Identity, configuration and the clock, read by every flow.
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
     pub(super) tunables: Tunables,
     pub(super) limits: Limits,
     pub(super) now: Time,
-    /// NI 0 is loopback.
-    pub(super) nis: Vec<Ni>,
+    // The parts.
+    pub(super) nis: Nis,
     pub(super) peers: PeerTable,
-    pub(super) portals: Vec<Portal>,
-    pub(super) mes: Slab<Me>,
-    pub(super) mds: Slab<Md>,
-    pub(super) msgs: Slab<Message>,
-    pub(super) trackers: TrackerQueue,
-    pub(super) live_trackers: usize,
-    /// Boxes of finished trackers' requests, reused: every tracked request needs one (the
-    /// boxes themselves are what is kept, hence a `Vec` of them).
-    #[allow(clippy::vec_box)]
-    spare_requests: Vec<Box<TrackedRequest>>,
-    pub(super) transmits: VecDeque<Key>,
-    pub(super) resumes: VecDeque<Resume>,
-    pub(super) events: VecDeque<Event>,
-    pub(super) work: VecDeque<Work>,
-    pub(super) stats: GlobalStats,
-    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
-    pub(super) violation: Option<String>,
-    /// LNet's own MEs and MDs (ping and push targets, discovery, pings): not counted against
-    /// the user's limits nor reachable through user handles.
-    pub(super) internal_mes: usize,
-    pub(super) internal_mds: usize,
+    pub(super) portals: Portals,
+    pub(super) mes: Mes,
+    pub(super) mds: Mds,
+    pub(super) msgs: Messages,
+    pub(super) trackers: Trackers,
     pub(super) ping_target: PingTarget,
     pub(super) push_target: PushTarget,
+    pub(super) pings: Pings,
+    pub(super) discoveries: Discoveries,
+    pub(super) recovery: RecoveryQueues,
+    pub(super) failover: Failover,
+    // The driver's output queues and the work loop (the call protocol above).
+    pub(super) outputs: Outputs,
+    pub(super) work: VecDeque<Work>,
+    pub(super) stats: GlobalStats,
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
-    /// Peers waiting for the discovery pass (`ln_dc_request`).
-    pub(super) discovery_requests: VecDeque<PeerId>,
-    pub(super) pings: BTreeMap<u64, PingState>,
-    pub(super) ping_deadlines: BTreeSet<(Time, u64)>,
-    pub(super) next_ping_id: u64,
-    pub(super) discover_waiters: Vec<DiscoverWaiter>,
-    pub(super) next_discovery_id: u64,
-    pub(super) completions: VecDeque<Completion>,
-    /// Local nets with their round-robin stamps and priorities (`ln_nets`).
-    pub(super) local_nets: Vec<LocalNet>,
-    /// `ln_net_seq`: the global round-robin counter of local nets and NIs.
-    pub(super) net_seq: u64,
-    /// The monitor thread's recovery queues (`ln_mt_localNIRecovq`, `ln_mt_peerNIRecovq`).
-    pub(super) local_recovery: Vec<NiId>,
-    pub(super) peer_recovery: Vec<PeerNiId>,
-    /// When the next recovery pass is due.
-    pub(super) recovery_deadline: Option<Time>,
-    /// Fast failover: peer NIs with work outstanding, by when they become suspect.
-    pub(super) watch_queue: BTreeSet<(Time, PeerNiId, NiId)>,
-    /// Fast failover and fatal NIs: connections the driver should close.
-    pub(super) path_resets: VecDeque<crate::engine::failover::PathReset>,
-    /// Fast failover: payload bytes held in private copies.
-    pub(super) failover_bytes: u64,
-    /// Fast failover, target side: PUTs with ACK and GETs received lately.
-    pub(super) deliveries: DeliveryLog,
+    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
+    violation: Option<String>,
 }
 
-impl Node {
+impl Engine {
     /// Builds a node with `0@lo` as NI 0 followed by the configured NIs.
-    pub fn new(config: NodeConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: EngineConfig) -> Result<Self, ConfigError> {
         config.tunables.validate()?;
         if config.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let mut nis = vec![Ni::loopback()];
-        let mut local_nets: Vec<LocalNet> = Vec::new();
+        let mut nis = Nis::new();
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
                 return Err(ConfigError::LoopbackConfigured);
@@ -339,10 +299,7 @@ impl Node {
             if nis.iter().any(|existing| existing.nid == ni.nid) {
                 return Err(ConfigError::DuplicateNid(ni.nid));
             }
-            nis.push(Ni::from_config(ni));
-            if !local_nets.iter().any(|local| local.net == ni.nid.net()) {
-                local_nets.push(LocalNet::new(ni.nid.net()));
-            }
+            nis.push(Ni::from_config(ni)).ok_or(ConfigError::TooManyNis)?;
         }
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
@@ -356,40 +313,22 @@ impl Node {
             now: Time::ZERO,
             nis,
             peers: PeerTable::default(),
-            portals: (0..MAX_PORTALS).map(|_| Portal::default()).collect(),
-            mes: Slab::new(),
-            mds: Slab::new(),
-            msgs: Slab::new(),
-            trackers: TrackerQueue::default(),
-            live_trackers: 0,
-            spare_requests: Vec::new(),
-            transmits: VecDeque::new(),
-            resumes: VecDeque::new(),
-            events: VecDeque::new(),
-            work: VecDeque::new(),
-            stats: GlobalStats::default(),
-            violation: None,
-            internal_mes: 0,
-            internal_mds: 0,
+            portals: Portals::new(),
+            mes: Mes::default(),
+            mds: Mds::default(),
+            msgs: Messages::default(),
+            trackers: Trackers::default(),
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
+            pings: Pings::default(),
+            discoveries: Discoveries::default(),
+            recovery: RecoveryQueues::default(),
+            failover: Failover::default(),
+            outputs: Outputs::default(),
+            work: VecDeque::new(),
+            stats: GlobalStats::default(),
             internal_events: VecDeque::new(),
-            discovery_requests: VecDeque::new(),
-            pings: BTreeMap::new(),
-            ping_deadlines: BTreeSet::new(),
-            next_ping_id: 0,
-            discover_waiters: Vec::new(),
-            next_discovery_id: 0,
-            completions: VecDeque::new(),
-            local_nets,
-            net_seq: 0,
-            local_recovery: Vec::new(),
-            peer_recovery: Vec::new(),
-            recovery_deadline: None,
-            watch_queue: BTreeSet::new(),
-            path_resets: VecDeque::new(),
-            failover_bytes: 0,
-            deliveries: DeliveryLog::default(),
+            violation: None,
         };
         node.setup_reserved_portal();
         node.run_work();
@@ -419,17 +358,19 @@ impl Node {
 
     /// All NIs, loopback first (removed ones left out).
     pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
-        (0..self.nis.len())
-            .filter(|index| self.nis.get(*index).is_some_and(|ni| !ni.removed))
-            .map(|index| NiId(index as u16))
+        self.nis
+            .iter()
+            .enumerate()
+            .filter(|(_, ni)| !ni.removed)
+            .map(|(index, _)| NiId(index as u16))
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.nis.get(usize::from(ni.0)).map(|ni| ni.nid)
+        self.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.iter().position(|ni| ni.nid == nid && !ni.removed).map(|index| NiId(index as u16))
+        self.nis.for_nid(nid)
     }
 
     /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
@@ -450,11 +391,7 @@ impl Node {
         if self.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let id = NiId(u16::try_from(self.nis.len()).map_err(|_| ConfigError::TooManyNis)?);
-        self.nis.push(Ni::from_config(&config));
-        if !self.local_nets.iter().any(|local| local.net == config.nid.net()) {
-            self.local_nets.push(LocalNet::new(config.nid.net()));
-        }
+        let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -469,7 +406,7 @@ impl Node {
         if ni == NiId::LOOPBACK {
             return Err(NiRemoveError::Loopback);
         }
-        let entry = self.nis.get_mut(usize::from(ni.0)).ok_or(NiRemoveError::UnknownNi)?;
+        let entry = self.nis.get_mut(ni).ok_or(NiRemoveError::UnknownNi)?;
         if entry.removed {
             return Err(NiRemoveError::AlreadyRemoved);
         }
@@ -498,7 +435,7 @@ impl Node {
         let Some(table) = self.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
-        if self.mes.len() - self.internal_mes >= self.limits.mes {
+        if self.mes.user_count() >= self.limits.mes {
             return Err(MeAttachError::TooManyEntries);
         }
         let me =
@@ -561,7 +498,7 @@ impl Node {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdAttachError::ConflictingTracking)
-        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
+        } else if self.mds.user_count() >= self.limits.mds {
             Some(MdAttachError::TooManyMds)
         } else {
             None
@@ -604,7 +541,7 @@ impl Node {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdBindError::ConflictingTracking)
-        } else if self.mds.len() - self.internal_mds >= self.limits.mds {
+        } else if self.mds.user_count() >= self.limits.mds {
             Some(MdBindError::TooManyMds)
         } else {
             None
@@ -798,14 +735,14 @@ impl Node {
 
     /// The next delayed receive that can proceed.
     pub fn poll_resume(&mut self) -> Option<Resume> {
-        self.resumes.pop_front()
+        self.outputs.pop_resume()
     }
 
     // ---------------------------------------------------------------- driver: send
 
     /// The next message to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        while let Some(key) = self.transmits.pop_front() {
+        while let Some(key) = self.outputs.pop_transmit() {
             let Some(message) = self.msgs.get_mut(key) else {
                 continue;
             };
@@ -904,7 +841,7 @@ impl Node {
         up: bool,
     ) -> Result<(), DriverError> {
         self.advance(now);
-        let ni = self.nis.get(usize::from(ni.0)).ok_or(DriverError::UnknownNi)?;
+        let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
@@ -920,30 +857,22 @@ impl Node {
     // ---------------------------------------------------------------- events and timers
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.outputs.pop_event()
     }
 
     /// Moves every waiting event, oldest first, to the end of `into`: what repeated
     /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
     /// `into` trades buffers with the node). Returns whether there were any.
     pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
-        if self.events.is_empty() {
-            return false;
-        }
-        if into.is_empty() {
-            std::mem::swap(&mut self.events, into);
-        } else {
-            into.append(&mut self.events);
-        }
-        true
+        self.outputs.take_events(into)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
     /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
-        let ping = self.ping_deadlines.first().map(|(deadline, _)| *deadline);
-        [tracker, ping, self.recovery_deadline(), self.watch_deadline()].into_iter().flatten().min()
+        let ping = self.pings.deadline();
+        [tracker, ping, self.recovery.deadline(), self.watch_deadline()].into_iter().flatten().min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
@@ -990,7 +919,7 @@ impl Node {
     }
 
     pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(usize::from(ni.0)).filter(|ni| !ni.removed)?;
+        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
@@ -1026,9 +955,7 @@ impl Node {
 
     /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        (0..self.peers.nis.len()).filter_map(|index| {
-            self.peer_ni_stats_by_id(crate::engine::peer::PeerNiId(index as u32))
-        })
+        self.peers.nis().filter_map(|(id, _)| self.peer_ni_stats_by_id(id))
     }
 
     /// Messages alive now (sends, receives, delayed PUTs).
@@ -1051,12 +978,12 @@ impl Node {
 
     /// The user's MDs (LNet's own are not counted).
     pub fn md_count(&self) -> usize {
-        self.mds.len() - self.internal_mds
+        self.mds.user_count()
     }
 
     /// The user's MEs (LNet's own are not counted).
     pub fn me_count(&self) -> usize {
-        self.mes.len() - self.internal_mes
+        self.mes.user_count()
     }
 
     /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
@@ -1135,165 +1062,19 @@ impl Node {
             tracker: None,
             owner,
         };
-        let key = self.mds.insert(md)?;
-        if owner != MdOwner::User {
-            self.internal_mds += 1;
-        }
-        if let Some(md) = self.mds.get_mut(key) {
-            md.handle = MdHandle::from_key(key);
-        }
-        Some(key)
+        self.mds.insert(md)
     }
 
     pub(super) fn remove_me(&mut self, key: Key) {
         if let Some(me) = self.mes.remove(key) {
-            if me.internal {
-                self.internal_mes -= 1;
-            }
             if let Some(portal) = self.portals.get_mut(me.portal as usize) {
                 portal.remove(key, &me);
             }
         }
     }
 
-    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
-    fn initiator_md(&self, md: MdHandle, source: Option<Nid>) -> Result<Key, InitiateError> {
-        let key = self.live_md(md).map_err(|error| match error {
-            MdError::UnknownMd => InitiateError::UnknownMd,
-            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
-        })?;
-        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
-        if md.me.is_some() {
-            return Err(InitiateError::AttachedMd);
-        }
-        if md.threshold.is_zero() {
-            return Err(InitiateError::InactiveMd);
-        }
-        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
-            if self.ni_for_nid(nid).is_none() {
-                return Err(InitiateError::NotLocalSource(nid));
-            }
-        }
-        if self.msgs.len() >= self.limits.messages {
-            return Err(InitiateError::TooManyMessages);
-        }
-        Ok(key)
-    }
-
-    /// The MD's length and whether this operation gets a response tracker
-    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
-    fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
-        let Some(md) = self.mds.get(md_key) else {
-            return (0, false);
-        };
-        let wants_response = get || ack;
-        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
-            wants_response
-        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
-            false
-        } else if get {
-            self.tunables.response_tracking.tracks_get()
-        } else {
-            ack && self.tunables.response_tracking.tracks_put_with_ack()
-        };
-        (md.length, track)
-    }
-
-    /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
-    /// work is left to the caller (LNet's own sends run inside the work loop). `recovery`
-    /// marks a recovery ping (`msg_recovery`).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn initiate(
-        &mut self,
-        md_key: Key,
-        header: Header,
-        template: EventTemplate,
-        length: u32,
-        track: bool,
-        source: Option<Nid>,
-        recovery: bool,
-    ) -> Result<(), InitiateError> {
-        let message = Message {
-            header,
-            tx: true,
-            phase: Phase::ResendQueued,
-            event: Some(EventKind::Send),
-            template,
-            md: Some(md_key),
-            md_offset: 0,
-            length,
-            ni: NiId::LOOPBACK,
-            peer_ni: None,
-            response_ni: None,
-            health: HealthStatus::Ok,
-            retry_count: 0,
-            deadline: Time::MAX,
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
-            lo_peer: None,
-            discard: 0,
-            no_resend: false,
-            resent: false,
-            source: source.filter(|nid| !nid.is_any()),
-            recovery,
-            abandoned: false,
-            orphan: None,
-            tracked_md: None,
-            committed_at: None,
-            lnd_at: None,
-            delivery: None,
-        };
-        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
-        if let Some(md) = self.mds.get_mut(md_key) {
-            md.attach_operation();
-        }
-        if track {
-            let fresh = self.attach_tracker(md_key);
-            self.keep_request(md_key, &header, source, length, !recovery && fresh);
-        }
-        self.send(key, source.filter(|nid| !nid.is_any()));
-        Ok(())
-    }
-
-    /// Fast failover keeps what a copy of the request needs (`keep`); a tracker shared by
-    /// several operations keeps nothing (a copy would be ambiguous).
-    fn keep_request(
-        &mut self,
-        md_key: Key,
-        header: &Header,
-        source: Option<Nid>,
-        length: u32,
-        keep: bool,
-    ) {
-        let enabled = self.failover_enabled() && keep;
-        let request = enabled.then(|| {
-            let request = TrackedRequest {
-                header: *header,
-                source: source.filter(|nid| !nid.is_any()),
-                length,
-                copies: 0,
-            };
-            match self.spare_requests.pop() {
-                Some(mut spare) => {
-                    *spare = request;
-                    spare
-                }
-                None => Box::new(request),
-            }
-        });
-        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
-            return;
-        };
-        tracker.request = request;
-    }
-
     pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
-        if self.msgs.len() >= self.limits.messages {
-            return None;
-        }
-        let key = self.msgs.insert(message)?;
+        let key = self.msgs.alloc(message, self.limits.messages)?;
         self.stats.msgs_alloc = self.msgs.len() as u64;
         self.stats.msgs_max = self.stats.msgs_max.max(self.stats.msgs_alloc);
         Some(key)
@@ -1308,7 +1089,7 @@ impl Node {
     }
 
     pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
-        let message = self.msgs.remove(key);
+        let message = self.msgs.free(key);
         if message.is_none() {
             self.record_violation(|| format!("message {key:?} finalized twice"));
         }
@@ -1318,7 +1099,7 @@ impl Node {
 
     /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
-    fn attach_tracker(&mut self, md_key: Key) -> bool {
+    pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
         let (now, deadline) = (self.now, self.now + self.tunables.transaction_timeout);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
@@ -1331,7 +1112,7 @@ impl Node {
             Some(tracker) if tracker.deadline == deadline => return false,
             Some(tracker) => tracker.deadline = deadline,
             None => {
-                self.live_trackers += 1;
+                self.stats.rst_alloc = self.trackers.attached() as u64;
                 md.tracker = Some(Tracker {
                     deadline,
                     next_hop: None,
@@ -1344,7 +1125,6 @@ impl Node {
             }
         }
         self.trackers.push(deadline, md_key);
-        self.stats.rst_alloc = self.live_trackers as u64;
         self.compact_trackers();
         fresh
     }
@@ -1364,7 +1144,7 @@ impl Node {
 
     fn compact_trackers(&mut self) {
         let mds = &self.mds;
-        self.trackers.maybe_compact(self.live_trackers, |deadline, key| {
+        self.trackers.maybe_compact(|deadline, key| {
             mds.get(key)
                 .and_then(|md| md.tracker.as_ref())
                 .is_some_and(|tracker| tracker.deadline == deadline)
@@ -1379,13 +1159,7 @@ impl Node {
         let Some(tracker) = md.tracker.take() else {
             return;
         };
-        self.live_trackers = self.live_trackers.saturating_sub(1);
-        self.stats.rst_alloc = self.live_trackers as u64;
-        if let Some(request) = tracker.request {
-            if self.spare_requests.len() < SPARE_REQUESTS {
-                self.spare_requests.push(request);
-            }
-        }
+        self.stats.rst_alloc = self.trackers.detached(tracker.request) as u64;
         if let Some((peer_ni, via)) = tracker.awaiting {
             self.watch_await_end(peer_ni, via, None);
         }
@@ -1395,12 +1169,11 @@ impl Node {
     /// Queues a user event (dropped and counted when the queue is full); returns it in place.
     #[inline]
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
-        if self.events.len() >= self.limits.events {
+        let pushed = self.outputs.push_event(event, self.limits.events);
+        if pushed.is_none() {
             self.stats.events_dropped += 1;
-            return None;
         }
-        self.events.push_back(event);
-        self.events.back_mut()
+        pushed
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {
@@ -1440,6 +1213,31 @@ impl Node {
             latency: peer_ni.latency.snapshot(),
             srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
         })
+    }
+
+    /// The peer NI for `nid`, created (with its own peer) if new.
+    pub(super) fn peer_ni_or_create(
+        &mut self,
+        nid: Nid,
+        credits: u32,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
+        self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)
+    }
+
+    /// Reclaims deleted peer NI slots if the table is full.
+    pub(super) fn make_peer_ni_room(&mut self) {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
+        self.peers.make_room(self.limits.peer_nis, referenced);
+    }
+
+    /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
+    /// over messages and trackers).
+    pub(super) fn reclaim_peer_nis(&mut self) {
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        self.peers.reclaim_unused(|id| peer_ni_referenced(msgs, mds, failover, id));
     }
 
     /// Drains deferred work until none is left: message work first, then events of LNet's
@@ -1495,4 +1293,15 @@ static EMPTY: Memory = Memory::EMPTY;
 
 fn conflicting_tracking(options: MdOptions) -> bool {
     options.contains(MdOptions::TRACK_RESPONSE) && options.contains(MdOptions::NO_TRACK_RESPONSE)
+}
+
+/// Whether a message, a tracker or a fast failover watch still names peer NI `id`.
+fn peer_ni_referenced(msgs: &Messages, mds: &Mds, failover: &Failover, id: PeerNiId) -> bool {
+    msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
+        || mds.iter().any(|(_, md)| {
+            md.tracker
+                .as_ref()
+                .is_some_and(|t| t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id))
+        })
+        || failover.watches(id)
 }

@@ -1,6 +1,8 @@
 //! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID, the state
 //! bits discovery and configuration drive, the per-peer discovery bookkeeping, and per peer
-//! NI the selection, health, recovery and progress state multi-rail uses.
+//! NI the selection, health, recovery and progress state multi-rail uses. The part that owns
+//! them (`PeerTable`) indexes peer NIs by NID, creates them on first traffic and reclaims the
+//! slots of deleted ones.
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_peer_ni_alloc`, `lnet_nid2peerni_locked`,
 //! `lnet_peer_primary_nid_locked`, `lnet_peer_attach_peer_ni`,
@@ -16,13 +18,13 @@ use std::ops::BitOr;
 use crate::addr::{Net, Nid};
 use crate::engine::credits::CreditPool;
 use crate::engine::event::EventStatus;
-use crate::engine::failover::Watch;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
 use crate::engine::ni::MAX_SELECTION_PRIORITY;
 use crate::engine::recovery::Recovery;
 use crate::engine::slab::{Key, Slab};
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
+use crate::engine::watch::Watch;
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_UP, PingInfo};
 
@@ -257,16 +259,41 @@ pub(crate) struct PeerNi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PeerTableFull;
 
+/// Every peer and peer NI the node knows, with the NID index. Peer NIs are never moved: a
+/// deleted one keeps its slot (so ids stay valid) until reclaimed for a new NID.
 #[derive(Debug, Default)]
 pub(crate) struct PeerTable {
-    pub(crate) peers: Slab<Peer>,
-    pub(crate) nis: Vec<PeerNi>,
+    peers: Slab<Peer>,
+    nis: Vec<PeerNi>,
     by_nid: HashMap<Nid, PeerNiId>,
     /// Reclaimed slots of deleted peer NIs.
     free: Vec<PeerNiId>,
 }
 
 impl PeerTable {
+    /// Every peer, in slab order.
+    pub(crate) fn peers(&self) -> impl Iterator<Item = (PeerId, &Peer)> {
+        self.peers.iter().map(|(key, peer)| (PeerId(key), peer))
+    }
+
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Every peer NI slot (deleted ones included), in id order.
+    pub(crate) fn nis(&self) -> impl Iterator<Item = (PeerNiId, &PeerNi)> {
+        self.nis.iter().enumerate().map(|(index, ni)| (PeerNiId(index as u32), ni))
+    }
+
+    pub(crate) fn nis_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
+        self.nis.iter_mut()
+    }
+
+    /// Peer NI slots, deleted ones included.
+    pub(crate) fn ni_slots(&self) -> usize {
+        self.nis.len()
+    }
+
     pub(crate) fn find(&self, nid: Nid) -> Option<PeerNiId> {
         self.by_nid.get(&nid).copied()
     }
@@ -471,6 +498,42 @@ impl PeerTable {
     }
 
     /// No slot left for a new peer NI under `limit`.
+    /// The peer NI for `nid`, created (with its own peer) if new; when the table is full,
+    /// deleted slots are reclaimed first (see [`Self::reclaim_unused`]).
+    pub(crate) fn ni_or_create(
+        &mut self,
+        nid: Nid,
+        credits: u32,
+        limit: usize,
+        referenced: impl Fn(PeerNiId) -> bool,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        if let Some(id) = self.find(nid) {
+            return Ok(id);
+        }
+        self.make_room(limit, referenced);
+        self.find_or_create(nid, credits, limit)
+    }
+
+    /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their
+    /// messages may have finished since the delete), and after admin changes.
+    pub(crate) fn make_room(&mut self, limit: usize, referenced: impl Fn(PeerNiId) -> bool) {
+        if self.is_full(limit) {
+            self.reclaim_unused(referenced);
+        }
+    }
+
+    /// Reclaims the slots of deleted peer NIs nothing refers to any more: not `referenced`
+    /// from outside the table (messages, trackers, watches) and no recovery ping in flight.
+    pub(crate) fn reclaim_unused(&mut self, referenced: impl Fn(PeerNiId) -> bool) {
+        let deleted: Vec<PeerNiId> = self.deleted().collect();
+        for id in deleted {
+            let in_use = referenced(id) || self.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
+            if !in_use {
+                self.reclaim(id);
+            }
+        }
+    }
+
     pub(crate) fn is_full(&self, limit: usize) -> bool {
         self.free.is_empty() && self.nis.len() >= limit
     }

@@ -1,4 +1,4 @@
-//! The portal table: per-portal ME lists, match type, lazy queue, and matching.
+//! The portal table (`Portals`): per-portal ME lists, match type, lazy queue, and matching.
 //!
 //! lustre: lnet/lnet/lib-ptl.c (`lnet_ptl_match_type`, `lnet_mt_match_md`, `lnet_try_match_md`,
 //! `lnet_ptl_attach_md`, `lnet_ptl_match_delay`), docs/protocol/semantics.md §1.1, §1.2, §1.6.
@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use foldhash::HashMap;
 use std::collections::hash_map::Entry;
 
-use crate::engine::md::{Md, MdOptions};
-use crate::engine::me::{InsertPosition, Me, ProcessId};
-use crate::engine::slab::{Key, Slab};
+use crate::engine::md::{Md, MdOptions, Mds};
+use crate::engine::me::{InsertPosition, Me, Mes, ProcessId};
+use crate::engine::slab::Key;
 
 /// `MAX_PORTALS`.
 pub const MAX_PORTALS: u32 = 64;
@@ -74,6 +74,32 @@ pub enum DropReason {
     NoMatch,
     TooBig,
     LazyQueueFull,
+}
+
+/// The portal table: [`MAX_PORTALS`] portals, indexed by portal number.
+#[derive(Debug)]
+pub(crate) struct Portals {
+    table: Vec<Portal>,
+}
+
+impl Portals {
+    pub(crate) fn new() -> Self {
+        Self { table: (0..MAX_PORTALS).map(|_| Portal::default()).collect() }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&Portal> {
+        self.table.get(index)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut Portal> {
+        self.table.get_mut(index)
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Portal> {
+        self.table.iter()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -143,12 +169,7 @@ impl Portal {
     }
 
     /// `lnet_mt_match_md` + `lnet_ptl_match_md`: search this portal for a buffer.
-    pub(crate) fn match_md(
-        &self,
-        mes: &Slab<Me>,
-        mds: &mut Slab<Md>,
-        info: &MatchInfo,
-    ) -> PortalMatch {
+    pub(crate) fn match_md(&self, mes: &Mes, mds: &mut Mds, info: &MatchInfo) -> PortalMatch {
         let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
         let (first, second) = exact.unwrap_or_default();
         for &me_key in self.ignore.iter().chain(first).chain(second) {
@@ -290,8 +311,8 @@ mod tests {
     #[test]
     fn ignore_bit_entries_are_searched_first() {
         let mut portal = Portal::default();
-        let mut mes = Slab::new();
-        let mut mds = Slab::new();
+        let mut mes = Mes::default();
+        let mut mds = Mds::default();
         // The exact ME is inserted first but the ignore-bits ME still wins.
         for me in [wildcard_me(0x5, 0), wildcard_me(0x0, 0xff)] {
             let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
@@ -308,14 +329,9 @@ mod tests {
     #[test]
     fn exact_entries_keep_insertion_order_through_removals() {
         let mut portal = Portal::default();
-        let mut mes = Slab::new();
-        let mut mds = Slab::new();
-        fn add(
-            portal: &mut Portal,
-            mes: &mut Slab<Me>,
-            mds: &mut Slab<Md>,
-            position: InsertPosition,
-        ) -> Key {
+        let mut mes = Mes::default();
+        let mut mds = Mds::default();
+        fn add(portal: &mut Portal, mes: &mut Mes, mds: &mut Mds, position: InsertPosition) -> Key {
             let me = wildcard_me(0x5, 0);
             let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
@@ -325,7 +341,7 @@ mod tests {
         let a = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
         let b = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
         let c = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
-        let first = |portal: &Portal, mes: &Slab<Me>, mds: &mut Slab<Md>| match portal.match_md(
+        let first = |portal: &Portal, mes: &Mes, mds: &mut Mds| match portal.match_md(
             mes,
             mds,
             &info(0x5, 0),
@@ -401,8 +417,8 @@ mod tests {
     #[test]
     fn unmatched_puts_are_delayed_only_on_lazy_portals() {
         let mut portal = Portal::default();
-        let mes = Slab::new();
-        let mut mds = Slab::new();
+        let mes = Mes::default();
+        let mut mds = Mds::default();
         assert_eq!(
             portal.match_md(&mes, &mut mds, &info(1, 1)),
             PortalMatch::Drop(DropReason::NoMatch)

@@ -1,27 +1,15 @@
-//! Health recovery: the monitor thread's local-NI and peer-NI recovery queues and the pings
-//! that bring unhealthy interfaces back, with exponential backoff.
+//! Health recovery state: each interface's recovery progress and the monitor thread's two
+//! recovery queues (`ln_mt_localNIRecovq`, `ln_mt_peerNIRecovq`) with the instant the next pass
+//! is due. The passes themselves, which ping, are in `monitor.rs`.
 //!
-//! lustre: lnet/lnet/lib-move.c (`lnet_recover_local_nis`, `lnet_recover_peer_nis`,
-//! `lnet_send_ping`, `lnet_handle_recovery_reply`, `lnet_mt_event_handler`,
-//! `lnet_unlink_ni_recovery_mdh_locked`), lib-msg.c (`lnet_ni_add_to_recoveryq_locked`,
-//! `lnet_handle_local_failure`, `lnet_handle_remote_failure_locked`), peer.c
-//! (`lnet_peer_ni_add_to_recoveryq_locked`), include/linux/lnet/lib-lnet.h
-//! (`lnet_get_next_recovery_ping`), docs/protocol/semantics.md §4.3.
-//!
-//! The kernel's monitor wakes every second; here the pass runs exactly when the earliest
-//! queued entry is due (so a ping Lustre sends up to a second late goes out on time).
+//! lustre: lib-msg.c (`lnet_ni_add_to_recoveryq_locked`), peer.c
+//! (`lnet_peer_ni_add_to_recoveryq_locked`), lib-move.c (`lnet_recover_local_nis`,
+//! `lnet_recover_peer_nis`).
 
-use crate::addr::Nid;
-use crate::engine::event::{Event, EventKind};
-use crate::engine::health::MAX_HEALTH;
-use crate::engine::md::MdOwner;
-use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::ni::NiId;
-use crate::engine::node::Node;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
 use crate::time::Time;
-use crate::wire::ping::LNET_PING_INFO_MIN_SIZE;
 
 /// Recovery state of one NI or peer NI (`ni_recovery`, `ni_ping_count`, `ni_next_ping`,
 /// `ni_ping_mdh`, `LNET_NI_RECOVERY_PENDING/FAILED` and their peer NI counterparts).
@@ -48,336 +36,76 @@ pub(crate) enum RecoveryTarget {
     Peer(PeerNiId),
 }
 
-impl Node {
-    /// `lnetctl debug recovery --local`: the local NIs on the recovery queue, in queue order.
-    pub fn local_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.local_recovery.iter().filter_map(|ni| self.ni_nid(*ni))
+/// The recovery queues, in queue order, and when the next pass is due.
+#[derive(Debug, Default)]
+pub(crate) struct RecoveryQueues {
+    local: Vec<NiId>,
+    peer: Vec<PeerNiId>,
+    deadline: Option<Time>,
+}
+
+impl RecoveryQueues {
+    pub(crate) fn local(&self) -> impl Iterator<Item = NiId> + '_ {
+        self.local.iter().copied()
     }
 
-    /// `lnetctl debug recovery --peer`: the peer NIs on the recovery queue, in queue order.
-    pub fn peer_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.peer_recovery.iter().filter_map(|id| self.peers.ni(*id)).map(|ni| ni.nid)
+    pub(crate) fn peer(&self) -> impl Iterator<Item = PeerNiId> + '_ {
+        self.peer.iter().copied()
     }
 
-    /// `lnet_ni_add_to_recoveryq_locked`: an unhealthy NI not yet queued is queued, its
-    /// next ping after the backoff for its ping count.
-    pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
-        let interval_for = |count| self.tunables.recovery_ping_interval(count);
-        let now = self.now;
-        let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
-            return;
-        };
-        if local.recovery.queued || local.health.value() == MAX_HEALTH || !local.usable() {
-            return;
-        }
-        local.recovery.queued = true;
-        local.recovery.next_ping = now + interval_for(local.recovery.ping_count);
-        let next = local.recovery.next_ping;
-        self.local_recovery.push(ni);
-        self.note_recovery_deadline(next);
+    /// Queues a local NI whose next ping is due at `next`.
+    pub(crate) fn push_local(&mut self, ni: NiId, next: Time) {
+        self.local.push(ni);
+        self.note_deadline(next);
     }
 
-    /// `lnet_peer_ni_add_to_recoveryq_locked`: only peer NIs ever heard from, and within
-    /// `recovery_limit` of that; our own NIDs recover as local NIs instead.
-    pub(super) fn queue_peer_recovery(&mut self, id: PeerNiId) {
-        let (limit, now) = (self.tunables.recovery_limit, self.now);
-        let Some(lpni) = self.peers.ni(id) else {
-            return;
-        };
-        // The common case first: a healthy peer NI (every OK receive comes here). One with a
-        // suspect path stays under recovery until that path is probed back.
-        if (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect()) || lpni.recovery.queued
-        {
-            return;
-        }
-        // Lustre deletes NIs a peer stops listing; here they stay, vanished, and are not
-        // recovered.
-        if lpni.deleted || lpni.vanished || self.ni_for_nid(lpni.nid).is_some() {
-            return;
-        }
-        let interval = self.tunables.recovery_ping_interval(lpni.recovery.ping_count);
-        let Some(lpni) = self.peers.ni_mut(id) else {
-            return;
-        };
-        if lpni.recovery.queued || (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect())
-        {
-            return;
-        }
-        let Some(last_alive) = lpni.last_alive else {
-            return;
-        };
-        if !limit.is_zero() && now > last_alive + limit {
-            // Aged out: the next message from it starts recovery afresh.
-            lpni.recovery.ping_count = 0;
-            return;
-        }
-        lpni.recovery.queued = true;
-        lpni.recovery.next_ping = now + interval;
-        let next = lpni.recovery.next_ping;
-        self.peer_recovery.push(id);
-        self.note_recovery_deadline(next);
+    /// Queues a peer NI whose next ping is due at `next`.
+    pub(crate) fn push_peer(&mut self, id: PeerNiId, next: Time) {
+        self.peer.push(id);
+        self.note_deadline(next);
     }
 
-    /// Fast failover's probe: a queued peer NI without a ping in flight is pinged at once.
-    pub(super) fn probe_now(&mut self, id: PeerNiId) {
-        self.queue_peer_recovery(id);
-        let now = self.now;
-        if let Some(lpni) = self.peers.ni_mut(id) {
-            if lpni.recovery.queued && !lpni.recovery.pending {
-                lpni.recovery.next_ping = now;
-                self.note_recovery_deadline(now);
-            }
-        }
+    /// Empties the local queue for a pass; [`Self::requeue_local`] puts the survivors back.
+    pub(crate) fn take_local(&mut self) -> Vec<NiId> {
+        std::mem::take(&mut self.local)
+    }
+
+    pub(crate) fn take_peer(&mut self) -> Vec<PeerNiId> {
+        std::mem::take(&mut self.peer)
+    }
+
+    /// Lustre splices the pinged entries first, then the rest, then any queued meanwhile.
+    pub(crate) fn requeue_local(&mut self, pinged: Vec<NiId>, waiting: Vec<NiId>) {
+        let added = std::mem::replace(&mut self.local, pinged);
+        self.local.extend(waiting);
+        self.local.extend(added);
+    }
+
+    pub(crate) fn requeue_peer(&mut self, pinged: Vec<PeerNiId>, waiting: Vec<PeerNiId>) {
+        let added = std::mem::replace(&mut self.peer, pinged);
+        self.peer.extend(waiting);
+        self.peer.extend(added);
+    }
+
+    pub(crate) fn remove_local(&mut self, ni: NiId) {
+        self.local.retain(|queued| *queued != ni);
+    }
+
+    pub(crate) fn remove_peer(&mut self, id: PeerNiId) {
+        self.peer.retain(|queued| *queued != id);
     }
 
     /// When the next recovery pass is due.
-    pub(super) fn recovery_deadline(&self) -> Option<Time> {
-        self.recovery_deadline
+    pub(crate) fn deadline(&self) -> Option<Time> {
+        self.deadline
     }
 
-    /// The monitor thread's recovery passes, if one is due.
-    pub(super) fn run_recovery(&mut self) {
-        if self.recovery_deadline.is_none_or(|deadline| deadline > self.now) {
-            return;
-        }
-        self.recover_local_nis();
-        self.recover_peer_nis();
-        self.recompute_recovery_deadline();
+    /// Brings the next pass forward to `at` if it is earlier.
+    pub(crate) fn note_deadline(&mut self, at: Time) {
+        self.deadline = Some(self.deadline.map_or(at, |current| current.min(at)));
     }
 
-    /// `lnet_recover_local_nis`: drop healthy (or removed) NIs, clean up failed pings, and
-    /// ping the due ones at their own NID, which exercises the NI both ways.
-    fn recover_local_nis(&mut self) {
-        let queue = std::mem::take(&mut self.local_recovery);
-        let mut pinged = Vec::new();
-        let mut waiting = Vec::new();
-        for ni in queue {
-            let now = self.now;
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
-                continue;
-            };
-            if !local.usable() || local.health.value() == MAX_HEALTH {
-                local.recovery.queued = false;
-                // lustre: lnet_unlink_lpni_recovery_mdh_locked() unlinks any MD still held,
-                // pending or not: a failed ping's MD outlives its SEND event.
-                let stale = local.recovery.md.take();
-                local.recovery.pending = false;
-                if let Some(md) = stale {
-                    self.abandon_md(md);
-                }
-                continue;
-            }
-            if local.recovery.failed {
-                local.recovery.failed = false;
-                if let Some(md) = local.recovery.md.take() {
-                    self.abandon_md(md);
-                }
-            }
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
-                continue;
-            };
-            if now < local.recovery.next_ping || local.recovery.pending {
-                waiting.push(ni);
-                continue;
-            }
-            local.recovery.pending = true;
-            let nid = local.nid;
-            let sent = self.send_recovery_ping(RecoveryTarget::Local(ni), nid, None);
-            let interval_for = |count| self.tunables.recovery_ping_interval(count);
-            let Some(local) = self.nis.get_mut(usize::from(ni.0)) else {
-                continue;
-            };
-            local.recovery.ping_count = local.recovery.ping_count.saturating_add(1);
-            local.recovery.next_ping = now + interval_for(local.recovery.ping_count);
-            match sent {
-                Some(md) => local.recovery.md = Some(md),
-                None => local.recovery.pending = false,
-            }
-            pinged.push(ni);
-        }
-        // Lustre splices the pinged entries first, then the rest, then any queued meanwhile.
-        let added = std::mem::take(&mut self.local_recovery);
-        self.local_recovery = pinged;
-        self.local_recovery.extend(waiting);
-        self.local_recovery.extend(added);
-    }
-
-    /// `lnet_recover_peer_nis`: the same for peer NIs, pinging the NID under recovery.
-    fn recover_peer_nis(&mut self) {
-        let queue = std::mem::take(&mut self.peer_recovery);
-        let mut pinged = Vec::new();
-        let mut waiting = Vec::new();
-        for id in queue {
-            let now = self.now;
-            let Some(lpni) = self.peers.ni_mut(id) else {
-                continue;
-            };
-            let recovered = lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect();
-            if lpni.deleted || lpni.vanished || recovered {
-                lpni.recovery.queued = false;
-                // lustre: lnet_unlink_lpni_recovery_mdh_locked() unlinks any MD still held,
-                // pending or not: a failed ping's MD outlives its SEND event.
-                let stale = lpni.recovery.md.take();
-                lpni.recovery.pending = false;
-                if let Some(md) = stale {
-                    self.abandon_md(md);
-                }
-                continue;
-            }
-            if lpni.recovery.failed {
-                lpni.recovery.failed = false;
-                if let Some(md) = lpni.recovery.md.take() {
-                    self.abandon_md(md);
-                }
-            }
-            let Some(lpni) = self.peers.ni_mut(id) else {
-                continue;
-            };
-            if now < lpni.recovery.next_ping || lpni.recovery.pending {
-                waiting.push(id);
-                continue;
-            }
-            lpni.recovery.pending = true;
-            let nid = lpni.nid;
-            // Fast failover: a suspect path is probed from its own local NI (in turn), so
-            // that only its REPLY clears it.
-            let source = lpni.watch.next_probe();
-            let source = source.and_then(|ni| self.ni_nid(ni));
-            let sent = self.send_recovery_ping(RecoveryTarget::Peer(id), nid, source);
-            let interval_for = |count| self.tunables.recovery_ping_interval(count);
-            let Some(lpni) = self.peers.ni_mut(id) else {
-                continue;
-            };
-            lpni.recovery.ping_count = lpni.recovery.ping_count.saturating_add(1);
-            lpni.recovery.next_ping = now + interval_for(lpni.recovery.ping_count);
-            match sent {
-                Some(md) => lpni.recovery.md = Some(md),
-                None => lpni.recovery.pending = false,
-            }
-            // Lustre takes it off the queue to ping it and adds it back through
-            // lnet_peer_ni_add_to_recoveryq_locked(), which applies recovery_limit again.
-            let limit = self.tunables.recovery_limit;
-            let Some(lpni) = self.peers.ni_mut(id) else {
-                continue;
-            };
-            let aged_out =
-                !limit.is_zero() && lpni.last_alive.is_none_or(|alive| now > alive + limit);
-            if aged_out {
-                lpni.recovery.queued = false;
-                lpni.recovery.ping_count = 0;
-                continue;
-            }
-            pinged.push(id);
-        }
-        let added = std::mem::take(&mut self.peer_recovery);
-        self.peer_recovery = pinged;
-        self.peer_recovery.extend(waiting);
-        self.peer_recovery.extend(added);
-    }
-
-    /// `lnet_send_ping(.., recovery = true)`: a 272-byte ping GET, tracked, never resent,
-    /// sent non-multi-rail to exactly `nid`. With fast failover its tracker expires after the
-    /// probe timeout instead of the transaction timeout.
-    fn send_recovery_ping(
-        &mut self,
-        target: RecoveryTarget,
-        nid: Nid,
-        source: Option<Nid>,
-    ) -> Option<Key> {
-        let owner = MdOwner::Recovery(target);
-        let process = ProcessId::new(nid, LNET_PID_LUSTRE);
-        let md = self
-            .send_internal_ping(owner, LNET_PING_INFO_MIN_SIZE as u32, process, source, true)
-            .ok()?;
-        let probe = match target {
-            RecoveryTarget::Peer(id) => self.failover_timeout(id),
-            RecoveryTarget::Local(_) => self.tunables.blackhole_timeout,
-        };
-        if !probe.is_zero() && probe < self.tunables.transaction_timeout {
-            let deadline = self.now + probe;
-            self.rearm_tracker(md, deadline);
-        }
-        Some(md)
-    }
-
-    /// `lnet_mt_event_handler` / `lnet_handle_recovery_reply`.
-    pub(super) fn recovery_event(&mut self, target: RecoveryTarget, md: Key, event: &Event) {
-        let sensitivity = self.tunables.health_sensitivity;
-        let state = match target {
-            RecoveryTarget::Local(ni) => {
-                self.nis.get_mut(usize::from(ni.0)).map(|ni| &mut ni.recovery)
-            }
-            RecoveryTarget::Peer(id) => self.peers.ni_mut(id).map(|ni| &mut ni.recovery),
-        };
-        let Some(state) = state.filter(|state| state.md == Some(md)) else {
-            return;
-        };
-        let send = event.kind == EventKind::Send;
-        let ok = event.status.is_ok();
-        if !send || !ok {
-            state.pending = false;
-        }
-        if !ok {
-            state.failed = true;
-        }
-        if event.unlinked {
-            state.md = None;
-        }
-        if !state.pending {
-            let next = state.next_ping.max(self.now);
-            self.note_recovery_deadline(next);
-        }
-        // A local NI's REPLY is its proof of health; a peer NI's comes through the normal
-        // receive path (an OK receive from it).
-        if let (RecoveryTarget::Local(ni), EventKind::Reply, true) = (target, event.kind, ok) {
-            if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
-                local.health.increment(sensitivity);
-            }
-            self.refresh_ni_status(ni);
-        }
-    }
-
-    /// Cancels an NI's or peer NI's recovery (removed, deleted): off the queue, ping dropped.
-    pub(super) fn cancel_recovery(&mut self, target: RecoveryTarget) {
-        let state = match target {
-            RecoveryTarget::Local(ni) => {
-                self.local_recovery.retain(|queued| *queued != ni);
-                self.nis.get_mut(usize::from(ni.0)).map(|ni| &mut ni.recovery)
-            }
-            RecoveryTarget::Peer(id) => {
-                self.peer_recovery.retain(|queued| *queued != id);
-                self.peers.ni_mut(id).map(|ni| &mut ni.recovery)
-            }
-        };
-        let Some(state) = state else {
-            return;
-        };
-        let md = state.md.take();
-        *state = Recovery { ping_count: state.ping_count, ..Recovery::default() };
-        if let Some(md) = md {
-            self.abandon_md(md);
-        }
-    }
-
-    fn note_recovery_deadline(&mut self, at: Time) {
-        self.recovery_deadline = Some(self.recovery_deadline.map_or(at, |current| current.min(at)));
-    }
-
-    /// The earliest next ping among queued entries that can ping; entries with a ping in
-    /// flight are looked at again when its event arrives (which re-arms the deadline).
-    pub(super) fn recompute_recovery_deadline(&mut self) {
-        let local = self
-            .local_recovery
-            .iter()
-            .filter_map(|ni| self.nis.get(usize::from(ni.0)))
-            .filter(|ni| !ni.recovery.pending)
-            .map(|ni| ni.recovery.next_ping);
-        let peer = self
-            .peer_recovery
-            .iter()
-            .filter_map(|id| self.peers.ni(*id))
-            .filter(|ni| !ni.recovery.pending)
-            .map(|ni| ni.recovery.next_ping);
-        self.recovery_deadline = local.chain(peer).min().map(|at| at.max(self.now));
+    pub(crate) fn set_deadline(&mut self, deadline: Option<Time>) {
+        self.deadline = deadline;
     }
 }

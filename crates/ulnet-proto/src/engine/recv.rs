@@ -5,24 +5,24 @@
 //! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), docs/protocol/semantics.md §1.6, docs/protocol/wire.md §4.4-4.5.
 
 use crate::addr::Nid;
+use crate::engine::dedupe::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::dedupe::{Delivery, Verdict};
 use crate::engine::error::ParseError;
 use crate::engine::event::{EventKind, EventTemplate};
-use crate::engine::failover::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::MdHandle;
 use crate::engine::md::MdOptions;
 use crate::engine::me::ProcessId;
 use crate::engine::msg::{Credit, Message, Phase, RxId};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Node, RecvAction, Resume, Work};
+use crate::engine::node::{Engine, RecvAction, Resume, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
 
-impl Node {
+impl Engine {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
     /// message when the loopback LND is the caller.
     pub(super) fn parse(
@@ -33,7 +33,7 @@ impl Node {
         lo_tx: Option<Key>,
     ) -> RecvAction {
         // A removed NI receives nothing more (its driver is closing its connections).
-        let Some(local) = self.nis.get(usize::from(ni.0)).filter(|local| !local.removed) else {
+        let Some(local) = self.nis.get(ni).filter(|local| !local.removed) else {
             self.stats.protocol_errors += 1;
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
@@ -122,7 +122,7 @@ impl Node {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && self.failover_enabled() {
-            match self.deliveries.arrive(self.now, header, DEDUPE_WINDOW) {
+            match self.failover.deliveries().arrive(self.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -412,7 +412,7 @@ impl Node {
                     if lo {
                         self.work.push_back(Work::LoDeliver(key));
                     } else {
-                        self.resumes.push_back(Resume {
+                        self.outputs.push_resume(Resume {
                             rx: RxId(key),
                             action: RecvAction::Deliver { rx: RxId(key), length: mlength, discard },
                         });
@@ -438,7 +438,7 @@ impl Node {
             Some(tx) => {
                 self.finalize_tx(tx, HealthStatus::Ok, crate::engine::event::EventStatus::Ok, true)
             }
-            None => self.resumes.push_back(Resume {
+            None => self.outputs.push_resume(Resume {
                 rx: RxId(key),
                 action: RecvAction::Discard { length: payload },
             }),
@@ -476,9 +476,9 @@ impl Node {
             return;
         };
         if acked {
-            self.deliveries.acked(fingerprint, message.length);
+            self.failover.deliveries().acked(fingerprint, message.length);
         } else if !delivered {
-            self.deliveries.forget(fingerprint);
+            self.failover.deliveries().forget(fingerprint);
         }
     }
 
@@ -505,7 +505,7 @@ impl Node {
     ) {
         self.stats.drop_count += 1;
         self.stats.drop_length += u64::from(bytes);
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
+        if let Some(local) = self.nis.get_mut(ni) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

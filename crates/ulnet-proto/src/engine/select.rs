@@ -28,9 +28,9 @@
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
-use crate::engine::ni::{MAX_SELECTION_PRIORITY, NiId};
+use crate::engine::ni::NiId;
 
-use crate::engine::node::Node;
+use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::wire::header::Body;
@@ -56,22 +56,6 @@ pub(super) enum SelectError {
     NoSource,
 }
 
-/// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LocalNet {
-    pub(crate) net: Net,
-    /// `net_seq`.
-    pub(crate) seq: u64,
-    /// `net_sel_priority`.
-    pub(crate) priority: u32,
-}
-
-impl LocalNet {
-    pub(crate) fn new(net: Net) -> Self {
-        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
-    }
-}
-
 /// How a send is classified (`sd_send_case`).
 struct Case {
     /// A source NID was given (SRC_SPEC) or not (SRC_ANY).
@@ -86,7 +70,7 @@ struct Case {
     reserved: bool,
 }
 
-impl Node {
+impl Engine {
     /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
     /// the discovery gate are the caller's): the local NI and the peer NI to use for the
     /// message `key` addressed to the peer NI `destination`.
@@ -149,15 +133,7 @@ impl Node {
                 }
             }
         }
-        self.net_seq += 1;
-        let seq = self.net_seq;
-        if let Some(local) = self.nis.get_mut(usize::from(ni.0)) {
-            local.seq = seq;
-            let net = local.nid.net();
-            if let Some(entry) = self.local_nets.iter_mut().find(|entry| entry.net == net) {
-                entry.seq = seq;
-            }
-        }
+        self.nis.stamp(ni);
     }
 
     /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
@@ -211,7 +187,7 @@ impl Node {
         let entry = self.peers.peer(peer)?;
         let mut best: Option<(Net, NetOrder)> = None;
         for peer_net in &entry.nets {
-            let Some(local) = self.local_nets.iter().find(|local| local.net == peer_net.net) else {
+            let Some(local) = self.nis.net(peer_net.net) else {
                 continue;
             };
             let Some(net_health) = self.local_net_health(peer_net.net) else {

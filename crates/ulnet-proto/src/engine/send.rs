@@ -1,27 +1,33 @@
-//! The send path: selection (in `select.rs`), commit, credits, resend, and the loopback LND.
+//! The send path: initiating a PUT or GET, selection (in `select.rs`), commit, credits, resend,
+//! and the loopback LND.
 //!
-//! lustre: lnet/lnet/lib-move.c (`lnet_send`, `lnet_select_pathway`, `lnet_handle_lo_send`,
-//! `lnet_post_send_locked`, `lnet_return_tx_credits_locked`, `lnet_resend_pending_msgs`),
-//! lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`), docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
+//! lustre: lnet/lnet/lib-move.c (`LNetPut`, `LNetGet`, `lnet_send`, `lnet_select_pathway`,
+//! `lnet_handle_lo_send`, `lnet_post_send_locked`, `lnet_return_tx_credits_locked`,
+//! `lnet_resend_pending_msgs`), lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`),
+//! docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
 
 use std::time::Duration;
 
 use crate::addr::Nid;
-use crate::engine::event::{EventKind, EventStatus};
+use crate::engine::error::{InitiateError, MdError};
+use crate::engine::event::{EventKind, EventStatus, EventTemplate};
 use crate::engine::health::HealthStatus;
+use crate::engine::md::{MdHandle, MdOptions, TrackedRequest};
 use crate::engine::memory::copy_between;
-use crate::engine::msg::{Credit, Phase};
+use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::{LndKind, NiId};
-use crate::engine::node::{Node, RecvAction, Work};
+use crate::engine::node::{Engine, RecvAction, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::select::SelectError;
 use crate::engine::slab::Key;
+use crate::time::Time;
+use crate::wire::header::Header;
 
 /// Bytes the peer NI's queue is charged per message on top of its payload (`lpni_txqnob`
 /// counts the 72-byte classic header).
 const HEADER_CHARGE: u32 = 72;
 
-impl Node {
+impl Engine {
     /// `lnet_send` / `lnet_select_pathway`: loopback shortcut, peer NI, discovery gate, path
     /// selection, commit, then post for credits. Failures before commit end the message with
     /// a SEND-side status and no resend.
@@ -40,7 +46,7 @@ impl Node {
             self.commit_lo(key);
             return;
         }
-        let credits = self.peer_credits_for(dest);
+        let credits = self.nis.peer_credits_for(dest);
         let Ok(destination) = self.peer_ni_or_create(dest, credits) else {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
@@ -153,9 +159,7 @@ impl Node {
             return;
         };
         if message.ni_credit == Credit::None {
-            if let Some(pool) =
-                self.nis.get_mut(usize::from(ni.0)).and_then(|ni| ni.credits.as_mut())
-            {
+            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
                     return;
@@ -171,7 +175,7 @@ impl Node {
         }
         if let Some(message) = self.msgs.get_mut(key) {
             message.phase = Phase::TxReady;
-            self.transmits.push_back(key);
+            self.outputs.push_transmit(key);
         }
     }
 
@@ -205,7 +209,7 @@ impl Node {
         if ni_credit == Credit::Held {
             let next = self
                 .nis
-                .get_mut(usize::from(ni.0))
+                .get_mut(ni)
                 .and_then(|ni| ni.credits.as_mut())
                 .and_then(|pool| pool.release());
             if let Some(waiter) = next {
@@ -260,7 +264,7 @@ impl Node {
     /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
     /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
     pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
-        let Some(local) = self.nis.get(usize::from(ni.0)) else {
+        let Some(local) = self.nis.get(ni) else {
             return self.tunables.transaction_timeout;
         };
         if local.lnd == LndKind::Lo {
@@ -386,5 +390,138 @@ impl Node {
             md.memory = target;
         }
         copied
+    }
+
+    // ------------------------------------------------------------ initiating
+
+    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
+    pub(super) fn initiator_md(
+        &self,
+        md: MdHandle,
+        source: Option<Nid>,
+    ) -> Result<Key, InitiateError> {
+        let key = self.live_md(md).map_err(|error| match error {
+            MdError::UnknownMd => InitiateError::UnknownMd,
+            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
+        })?;
+        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
+        if md.me.is_some() {
+            return Err(InitiateError::AttachedMd);
+        }
+        if md.threshold.is_zero() {
+            return Err(InitiateError::InactiveMd);
+        }
+        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
+            if self.ni_for_nid(nid).is_none() {
+                return Err(InitiateError::NotLocalSource(nid));
+            }
+        }
+        if self.msgs.len() >= self.limits.messages {
+            return Err(InitiateError::TooManyMessages);
+        }
+        Ok(key)
+    }
+
+    /// The MD's length and whether this operation gets a response tracker
+    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
+    pub(super) fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
+        let Some(md) = self.mds.get(md_key) else {
+            return (0, false);
+        };
+        let wants_response = get || ack;
+        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
+            wants_response
+        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
+            false
+        } else if get {
+            self.tunables.response_tracking.tracks_get()
+        } else {
+            ack && self.tunables.response_tracking.tracks_put_with_ack()
+        };
+        (md.length, track)
+    }
+
+    /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
+    /// work is left to the caller (LNet's own sends run inside the work loop). `recovery`
+    /// marks a recovery ping (`msg_recovery`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn initiate(
+        &mut self,
+        md_key: Key,
+        header: Header,
+        template: EventTemplate,
+        length: u32,
+        track: bool,
+        source: Option<Nid>,
+        recovery: bool,
+    ) -> Result<(), InitiateError> {
+        let message = Message {
+            header,
+            tx: true,
+            phase: Phase::ResendQueued,
+            event: Some(EventKind::Send),
+            template,
+            md: Some(md_key),
+            md_offset: 0,
+            length,
+            ni: NiId::LOOPBACK,
+            peer_ni: None,
+            response_ni: None,
+            health: HealthStatus::Ok,
+            retry_count: 0,
+            deadline: Time::MAX,
+            peer_credit: Credit::None,
+            ni_credit: Credit::None,
+            charged_bytes: 0,
+            ack_to: None,
+            lo_peer: None,
+            discard: 0,
+            no_resend: false,
+            resent: false,
+            source: source.filter(|nid| !nid.is_any()),
+            recovery,
+            abandoned: false,
+            orphan: None,
+            tracked_md: None,
+            committed_at: None,
+            lnd_at: None,
+            delivery: None,
+        };
+        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
+        if let Some(md) = self.mds.get_mut(md_key) {
+            md.attach_operation();
+        }
+        if track {
+            let fresh = self.attach_tracker(md_key);
+            self.keep_request(md_key, &header, source, length, !recovery && fresh);
+        }
+        self.send(key, source.filter(|nid| !nid.is_any()));
+        Ok(())
+    }
+
+    /// Fast failover keeps what a copy of the request needs (`keep`); a tracker shared by
+    /// several operations keeps nothing (a copy would be ambiguous).
+    fn keep_request(
+        &mut self,
+        md_key: Key,
+        header: &Header,
+        source: Option<Nid>,
+        length: u32,
+        keep: bool,
+    ) {
+        let enabled = self.failover_enabled() && keep;
+        let request = enabled.then(|| {
+            let request = TrackedRequest {
+                header: *header,
+                source: source.filter(|nid| !nid.is_any()),
+                length,
+                copies: 0,
+            };
+            self.trackers.boxed_request(request)
+        });
+        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        tracker.request = request;
     }
 }

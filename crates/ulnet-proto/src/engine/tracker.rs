@@ -1,4 +1,6 @@
-//! The response tracker queue: MDs waiting for an ACK or REPLY, by deadline.
+//! The response trackers: the queue of MDs waiting for an ACK or REPLY, by deadline, how
+//! many trackers are attached, and the request boxes of finished ones kept for reuse. The
+//! trackers themselves sit in their MDs (`md.rs`).
 //!
 //! lustre: lnet/lnet/lib-move.c (`lnet_attach_rsp_tracker`, `lnet_detach_rsp_tracker`,
 //! `lnet_finalize_expired_responses`), docs/protocol/semantics.md §4.4. Deadlines are not monotonic (the
@@ -10,18 +12,60 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
+use crate::engine::md::TrackedRequest;
 use crate::engine::slab::Key;
 use crate::time::Time;
 
 /// Entries tolerated beyond twice the live trackers before compaction.
 const COMPACTION_SLACK: usize = 64;
+/// Finished trackers' request boxes kept for reuse (more than the requests a burst starts).
+const SPARE_REQUESTS: usize = 64;
 
 #[derive(Debug, Default)]
-pub(crate) struct TrackerQueue {
+pub(crate) struct Trackers {
     heap: BinaryHeap<Reverse<(Time, Key)>>,
+    /// Trackers attached to MDs.
+    live: usize,
+    /// Boxes of finished trackers' requests, reused: every tracked request needs one (the
+    /// boxes themselves are what is kept, hence a `Vec` of them).
+    #[allow(clippy::vec_box)]
+    spare_requests: Vec<Box<TrackedRequest>>,
 }
 
-impl TrackerQueue {
+impl Trackers {
+    /// Trackers attached to MDs.
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// A tracker was attached; returns the new live count.
+    pub(crate) fn attached(&mut self) -> usize {
+        self.live += 1;
+        self.live
+    }
+
+    /// A tracker was detached; its request box is kept for reuse. Returns the new live count.
+    pub(crate) fn detached(&mut self, request: Option<Box<TrackedRequest>>) -> usize {
+        self.live = self.live.saturating_sub(1);
+        if let Some(request) = request {
+            if self.spare_requests.len() < SPARE_REQUESTS {
+                self.spare_requests.push(request);
+            }
+        }
+        self.live
+    }
+
+    /// `request` in a box, a spare one if any.
+    pub(crate) fn boxed_request(&mut self, request: TrackedRequest) -> Box<TrackedRequest> {
+        match self.spare_requests.pop() {
+            Some(mut spare) => {
+                *spare = request;
+                spare
+            }
+            None => Box::new(request),
+        }
+    }
+
     pub(crate) fn push(&mut self, deadline: Time, md: Key) {
         self.heap.push(Reverse((deadline, md)));
     }
@@ -47,9 +91,9 @@ impl TrackerQueue {
     /// Drops stale and repeated entries when they dominate; `is_live` tells a current entry.
     /// Repeats happen when a tracker is detached and attached again at the same instant:
     /// both entries match the live deadline, and only one may stay for the bound to hold.
-    pub(crate) fn maybe_compact(&mut self, live: usize, is_live: impl Fn(Time, Key) -> bool) {
-        if self.heap.len() > 2 * live + COMPACTION_SLACK {
-            let mut kept = HashSet::with_capacity(live);
+    pub(crate) fn maybe_compact(&mut self, is_live: impl Fn(Time, Key) -> bool) {
+        if self.heap.len() > 2 * self.live + COMPACTION_SLACK {
+            let mut kept = HashSet::with_capacity(self.live);
             self.heap.retain(|Reverse((deadline, md))| {
                 is_live(*deadline, *md) && kept.insert((*deadline, *md))
             });
@@ -57,8 +101,8 @@ impl TrackerQueue {
     }
 
     /// The bound the invariant checker enforces.
-    pub(crate) fn bound(live: usize) -> usize {
-        2 * live + COMPACTION_SLACK + 1
+    pub(crate) fn bound(&self) -> usize {
+        2 * self.live + COMPACTION_SLACK + 1
     }
 }
 
@@ -72,7 +116,8 @@ mod tests {
 
     #[test]
     fn pops_in_deadline_order_and_compacts() {
-        let mut queue = TrackerQueue::default();
+        let mut queue = Trackers::default();
+        queue.attached();
         queue.push(Time::from_secs(5), key(1));
         queue.push(Time::from_secs(2), key(2));
         queue.push(Time::from_secs(9), key(3));
@@ -82,8 +127,8 @@ mod tests {
         for index in 0..200 {
             queue.push(Time::from_secs(10), key(index));
         }
-        queue.maybe_compact(1, |deadline, md| md == key(3) && deadline == Time::from_secs(9));
+        queue.maybe_compact(|deadline, md| md == key(3) && deadline == Time::from_secs(9));
         assert_eq!(queue.len(), 1);
-        assert!(queue.len() <= TrackerQueue::bound(1));
+        assert!(queue.len() <= queue.bound());
     }
 }

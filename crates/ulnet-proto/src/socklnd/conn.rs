@@ -37,6 +37,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::addr::ProcessId;
+use crate::time::Time;
 use crate::wire::header::{Header, HeaderEmitError, HeaderError, HeaderForm, HeaderReceiveError};
 use crate::wire::hello::{ByteOrder, ConnType, ProtoVersion};
 use crate::wire::ksock::{
@@ -68,8 +69,8 @@ pub struct Conn {
     recv: RecvState,
     staging: [u8; Header::NID16_LEN],
     staged: usize,
-    rx_deadline: Option<Duration>,
-    last_alive: Duration,
+    rx_deadline: Option<Time>,
+    last_alive: Time,
     acks: ZcAckQueue,
     // Transmit.
     queue: VecDeque<QueuedMessage>,
@@ -77,7 +78,7 @@ pub struct Conn {
     in_flight: VecDeque<InFlight>,
     sent: VecDeque<MessageToken>,
     keepalive_queued: bool,
-    tx_deadline: Option<Duration>,
+    tx_deadline: Option<Time>,
     socket_unsent: u64,
     stats: ConnStats,
 }
@@ -251,12 +252,7 @@ struct InFlight {
 
 impl Conn {
     /// A connection just out of its handshake. `sock_timeout` bounds stuck receives and sends.
-    pub fn new(
-        now: Duration,
-        id: ConnId,
-        established: &Established,
-        sock_timeout: Duration,
-    ) -> Self {
+    pub fn new(now: Time, id: ConnId, established: &Established, sock_timeout: Duration) -> Self {
         let hello = &established.hello;
         let version = hello.version;
         Self {
@@ -311,7 +307,7 @@ impl Conn {
 
     /// When bytes last arrived or the peer last acknowledged sent data (see
     /// [`Conn::set_socket_unsent`]); drives keepalives.
-    pub fn last_alive(&self) -> Duration {
+    pub fn last_alive(&self) -> Time {
         self.last_alive
     }
 
@@ -333,7 +329,7 @@ impl Conn {
     /// lustre: socklnd_cb.c `ksocknal_process_receive()`.
     pub fn handle_input(
         &mut self,
-        now: Duration,
+        now: Time,
         input: &[u8],
         zc: &mut ZcRequests,
     ) -> Result<(usize, RecvEvent), ConnError> {
@@ -372,7 +368,7 @@ impl Conn {
 
     /// Reports `len` payload bytes the driver read straight into the message's destination
     /// (or discarded). Returns what remains; at 0 the message is complete.
-    pub fn handle_payload(&mut self, now: Duration, len: usize) -> Result<u32, ConnError> {
+    pub fn handle_payload(&mut self, now: Time, len: usize) -> Result<u32, ConnError> {
         let RecvState::Payload { remaining, .. } = self.recv else {
             return Err(ConnError::NotReceivingPayload);
         };
@@ -396,7 +392,7 @@ impl Conn {
     /// memory after the frame header. The header must pass the checks the peer will apply.
     pub fn queue_message(
         &mut self,
-        now: Duration,
+        now: Time,
         header: &Header,
         token: MessageToken,
     ) -> Result<(), QueueError> {
@@ -409,7 +405,7 @@ impl Conn {
     /// (registered in the peer's `zc`); returns the cookie. Not used by ulnet by default.
     pub fn queue_message_with_zc_request(
         &mut self,
-        now: Duration,
+        now: Time,
         header: &Header,
         token: MessageToken,
         zc: &mut ZcRequests,
@@ -429,7 +425,7 @@ impl Conn {
     /// Queues a keepalive NOOP (V3/V4). Returns false when it is not needed or not possible:
     /// V1/V2, or something (a message or an ACK) is already queued, which serves as well.
     /// lustre: socklnd_cb.c `ksocknal_send_keepalive_locked()`.
-    pub fn queue_keepalive(&mut self, now: Duration) -> bool {
+    pub fn queue_keepalive(&mut self, now: Time) -> bool {
         let speaks_keepalive = matches!(self.version, ProtoVersion::V3 | ProtoVersion::V4);
         if !speaks_keepalive || !self.queue.is_empty() || !self.acks.is_empty() {
             return false;
@@ -471,7 +467,7 @@ impl Conn {
 
     /// Reports `written` bytes of the frames handed out (headers and payloads, in order).
     /// Writing is progress: the send deadline restarts.
-    pub fn on_transmitted(&mut self, now: Duration, written: usize) -> Result<(), ConnError> {
+    pub fn on_transmitted(&mut self, now: Time, written: usize) -> Result<(), ConnError> {
         let mut left = written as u64;
         while left > 0 {
             let Some(front) = self.in_flight.front_mut() else {
@@ -502,7 +498,7 @@ impl Conn {
     /// Optional: the bytes still in the socket's send buffer (SIOCOUTQ). A decrease means the
     /// peer acknowledged data, which counts as liveness, as the kernel's `sk_wmem_queued`
     /// accounting does; a non-zero value keeps the send deadline armed.
-    pub fn set_socket_unsent(&mut self, now: Duration, bytes: u64) {
+    pub fn set_socket_unsent(&mut self, now: Time, bytes: u64) {
         if bytes < self.socket_unsent {
             self.last_alive = now;
             self.tx_deadline = Some(now.saturating_add(self.sock_timeout));
@@ -533,7 +529,7 @@ impl Conn {
 
     /// The earliest of the receive deadline (a message under way) and the send deadline (data
     /// waiting).
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         match (self.rx_deadline, self.tx_deadline) {
             (Some(rx), Some(tx)) => Some(rx.min(tx)),
             (rx, tx) => rx.or(tx),
@@ -542,7 +538,7 @@ impl Conn {
 
     /// Fails a connection stuck for `sock_timeout`.
     /// lustre: socklnd_cb.c `ksocknal_find_timed_out_conn()`.
-    pub fn handle_timeout(&mut self, now: Duration) -> Result<(), ConnError> {
+    pub fn handle_timeout(&mut self, now: Time) -> Result<(), ConnError> {
         if self.rx_deadline.is_some_and(|deadline| now >= deadline) {
             return Err(ConnError::ReceiveTimeout);
         }
@@ -565,7 +561,7 @@ impl Conn {
 
     /// Liveness and the receive deadline: armed while a message is under way, as the kernel's
     /// `ksnc_rx_started`.
-    fn note_received(&mut self, now: Duration, len: usize) {
+    fn note_received(&mut self, now: Time, len: usize) {
         if len == 0 {
             return;
         }
@@ -578,7 +574,7 @@ impl Conn {
     /// without an event (a ksock header of an LNET message).
     fn complete_header(
         &mut self,
-        now: Duration,
+        now: Time,
         zc: &mut ZcRequests,
     ) -> Result<Option<RecvEvent>, ConnError> {
         let staged = self.staging.get(..self.staged).unwrap_or(&[]);
@@ -639,7 +635,7 @@ impl Conn {
         header.zc_ack().map_err(ConnError::MalformedZcAck)
     }
 
-    fn advance_payload(&mut self, now: Duration, len: usize) -> Result<u32, ConnError> {
+    fn advance_payload(&mut self, now: Time, len: usize) -> Result<u32, ConnError> {
         let RecvState::Payload { remaining, zc_request } = self.recv else {
             return Err(ConnError::NotReceivingPayload);
         };
@@ -656,7 +652,7 @@ impl Conn {
 
     /// A whole message is in: owe the peer its ZC-ACK, if it asked.
     /// lustre: socklnd_cb.c `ksocknal_process_receive()` (`pro_handle_zcreq`).
-    fn finish_message(&mut self, now: Duration, zc_request: u64) -> Result<(), ConnError> {
+    fn finish_message(&mut self, now: Time, zc_request: u64) -> Result<(), ConnError> {
         self.recv = start_state(self.version);
         if zc_request != 0 {
             self.acks.push(zc_request).map_err(ConnError::TooManyZcAcks)?;
@@ -677,7 +673,7 @@ impl Conn {
         Ok(QueuedMessage { lnet_header, payload_len: header.payload_length, token, zc_request: 0 })
     }
 
-    fn push_message(&mut self, now: Duration, message: QueuedMessage) {
+    fn push_message(&mut self, now: Time, message: QueuedMessage) {
         self.queue_bytes = self.queue_bytes.saturating_add(self.message_wire_len(&message));
         self.queue.push_back(message);
         self.arm_tx_deadline(now);
@@ -712,7 +708,7 @@ impl Conn {
     }
 
     /// Starts the send deadline when data is queued on an idle connection.
-    fn arm_tx_deadline(&mut self, now: Duration) {
+    fn arm_tx_deadline(&mut self, now: Time) {
         if self.tx_deadline.is_none() {
             self.tx_deadline = Some(now.saturating_add(self.sock_timeout));
         }

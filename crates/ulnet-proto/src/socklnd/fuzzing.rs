@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::addr::{Net, Nid, ProcessId};
+use crate::time::Time;
 use crate::wire::acceptor::{ConnReq, ConnReqVersion, DOWNGRADE_ANSWER, LNET_PROTO_MAGIC};
 use crate::wire::hello::{ConnType, Hello, HelloParse, LocalIdentity, ProtoVersion};
 use crate::wire::ksock::KsockHeader;
@@ -40,7 +41,7 @@ pub fn drive_passive_handshake(data: &[u8]) {
         accept_timeout: TIMEOUT,
         local_nis: vec![fuzz_local_ipv4(), fuzz_local_ipv6()],
     };
-    let Ok(mut machine) = PassiveHandshake::new(Duration::ZERO, &config, SocketAddr::new(ip, port))
+    let Ok(mut machine) = PassiveHandshake::new(Time::ZERO, &config, SocketAddr::new(ip, port))
     else {
         return;
     };
@@ -56,7 +57,7 @@ pub fn drive_passive_handshake(data: &[u8]) {
             prefix.extend_from_slice(&u32::from(flags >> 4 & 3 | 2).to_le_bytes());
         }
     }
-    let mut now = Duration::ZERO;
+    let mut now = Time::ZERO;
     let mut total = 0;
     let mut prefix = Some(prefix.as_slice()).filter(|p| !p.is_empty());
     while let Some(chunk) = prefix.take().or_else(|| input.chunk()) {
@@ -106,12 +107,12 @@ pub fn drive_active_handshake(data: &[u8]) {
     let conn_type = ConnType(u32::from(flags >> 2) % 4);
     let peer = ProcessId::lustre(Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 1)));
     let Ok(mut machine) =
-        ActiveHandshake::new(Duration::ZERO, fuzz_local_ipv4(), peer, conn_type, version, TIMEOUT)
+        ActiveHandshake::new(Time::ZERO, fuzz_local_ipv4(), peer, conn_type, version, TIMEOUT)
     else {
         return;
     };
     while let Some(chunk) = input.chunk() {
-        let Ok((used, step)) = machine.handle_input(Duration::ZERO, chunk) else {
+        let Ok((used, step)) = machine.handle_input(Time::ZERO, chunk) else {
             return;
         };
         assert!(used <= chunk.len());
@@ -137,7 +138,7 @@ pub fn drive_handshake_pair(data: &[u8]) {
     let client =
         LocalIdentity { nid: Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 2)), ..server };
     let Ok(mut active) = ActiveHandshake::new(
-        Duration::ZERO,
+        Time::ZERO,
         client,
         ProcessId::new(server.nid, server.pid),
         conn_type,
@@ -152,7 +153,7 @@ pub fn drive_handshake_pair(data: &[u8]) {
         local_nis: vec![server],
     };
     let peer_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 168, 1, 2)), 1023);
-    let Ok(mut passive) = PassiveHandshake::new(Duration::ZERO, &config, peer_addr) else {
+    let Ok(mut passive) = PassiveHandshake::new(Time::ZERO, &config, peer_addr) else {
         return;
     };
     let to_passive = active.initial_bytes().to_vec();
@@ -161,7 +162,7 @@ pub fn drive_handshake_pair(data: &[u8]) {
         let size = usize::from(input.byte() % 32) + 1;
         let end = (offset + size).min(to_passive.len());
         let chunk = to_passive.get(offset..end).unwrap_or(&[]);
-        let result = passive.handle_input(Duration::ZERO, chunk);
+        let result = passive.handle_input(Time::ZERO, chunk);
         let Ok((used, step)) = result else {
             panic!("acceptor refused a connector's bytes: {result:?}");
         };
@@ -187,7 +188,7 @@ pub fn drive_handshake_pair(data: &[u8]) {
         let size = usize::from(input.byte() % 32) + 1;
         let end = (offset + size).min(reply.len());
         let chunk = reply.get(offset..end).unwrap_or(&[]);
-        let result = active.handle_input(Duration::ZERO, chunk);
+        let result = active.handle_input(Time::ZERO, chunk);
         let Ok((used, step)) = result else {
             panic!("connector refused the acceptor's reply: {result:?}");
         };
@@ -214,13 +215,13 @@ pub fn drive_conn_receive(data: &[u8]) {
     };
     let userspace = flags & 4 != 0;
     let established = fuzz_established(version, userspace);
-    let mut conn = Conn::new(Duration::ZERO, ConnId(0), &established, TIMEOUT);
+    let mut conn = Conn::new(Time::ZERO, ConnId(0), &established, TIMEOUT);
     let mut zc = ZcRequests::new();
     while let Some(chunk) = input.chunk() {
         let need = conn.recv_need();
         if let (RecvNeed::Payload { remaining }, true) = (need, input.byte() & 1 == 1) {
             let len = chunk.len().min(remaining as usize);
-            let Ok(left) = conn.handle_payload(Duration::ZERO, len) else {
+            let Ok(left) = conn.handle_payload(Time::ZERO, len) else {
                 return;
             };
             assert_eq!(left as usize, remaining as usize - len);
@@ -229,7 +230,7 @@ pub fn drive_conn_receive(data: &[u8]) {
         let mut offset = 0;
         while offset < chunk.len() {
             let rest = chunk.get(offset..).unwrap_or(&[]);
-            let Ok((used, event)) = conn.handle_input(Duration::ZERO, rest, &mut zc) else {
+            let Ok((used, event)) = conn.handle_input(Time::ZERO, rest, &mut zc) else {
                 return;
             };
             assert!(used <= rest.len());
@@ -256,7 +257,7 @@ pub fn drive_conn_receive(data: &[u8]) {
             let parsed = KsockHeader::parse(bytes, established.hello.byte_order);
             assert!(parsed.is_ok_and(|h| h.zc_ack().is_ok()));
         }
-        assert!(conn.on_transmitted(Duration::ZERO, bytes.len()).is_ok());
+        assert!(conn.on_transmitted(Time::ZERO, bytes.len()).is_ok());
     }
 }
 
@@ -268,7 +269,7 @@ pub fn drive_peer_conns(data: &[u8]) {
     let tunables = SocklndTunables::default();
     let peer = ProcessId::lustre(Nid::ipv4(Net::TCP, Ipv4Addr::new(192, 168, 1, 1)));
     let mut conns = PeerConns::new(fuzz_local_ipv4(), peer, PeerConfig::new(&tunables, max));
-    let mut now = Duration::ZERO;
+    let mut now = Time::ZERO;
     while !input.data.is_empty() {
         let op = input.byte();
         let arg = input.byte();

@@ -33,6 +33,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use crate::addr::{LNET_PID_USERFLAG, Nid, ProcessId};
+use crate::time::Time;
 use crate::wire::acceptor::{
     AcceptorError, ConnReq, ConnReqEmitError, ConnReqParse, ConnReqVersion, DOWNGRADE_ANSWER,
     DowngradeReason,
@@ -279,7 +280,7 @@ impl ActiveHandshake {
     /// bounds each read of the peer's hello.
     /// lustre: acceptor.c `lnet_connect()`, socklnd.c `ksocknal_create_conn()`.
     pub fn new(
-        now: Duration,
+        now: Time,
         local: LocalIdentity,
         peer: ProcessId,
         conn_type: ConnType,
@@ -329,7 +330,7 @@ impl ActiveHandshake {
     /// hello) and the progress. Bytes past a finished hello are the connection's.
     pub fn handle_input(
         &mut self,
-        now: Duration,
+        now: Time,
         input: &[u8],
     ) -> Result<(usize, ActiveStep), ActiveError> {
         if self.finished {
@@ -359,12 +360,12 @@ impl ActiveHandshake {
     }
 
     /// When the current read times out, if the handshake is still running.
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         (!self.finished).then_some(self.input.deadline)
     }
 
     /// Fails the handshake if `now` is at or past [`ActiveHandshake::poll_timeout`].
-    pub fn handle_timeout(&mut self, now: Duration) -> Result<(), ActiveError> {
+    pub fn handle_timeout(&mut self, now: Time) -> Result<(), ActiveError> {
         if self.finished || now < self.input.deadline {
             return Ok(());
         }
@@ -541,7 +542,7 @@ impl PassiveHandshake {
     /// source port above 1023 is refused before anything is read.
     /// lustre: acceptor.c `lnet_acceptor()`.
     pub fn new(
-        now: Duration,
+        now: Time,
         config: &AcceptConfig,
         peer_addr: SocketAddr,
     ) -> Result<Self, PassiveError> {
@@ -574,7 +575,7 @@ impl PassiveHandshake {
     /// both) and the progress.
     pub fn handle_input(
         &mut self,
-        now: Duration,
+        now: Time,
         input: &[u8],
     ) -> Result<(usize, PassiveStep), PassiveError> {
         let mut consumed = 0;
@@ -635,7 +636,7 @@ impl PassiveHandshake {
     }
 
     /// When the current read times out, if the handshake is reading.
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         match self.phase {
             PassivePhase::ConnReq | PassivePhase::Hello { .. } => Some(self.input.deadline),
             PassivePhase::Deciding { .. } | PassivePhase::Finished => None,
@@ -643,7 +644,7 @@ impl PassiveHandshake {
     }
 
     /// Fails the handshake if `now` is at or past [`PassiveHandshake::poll_timeout`].
-    pub fn handle_timeout(&mut self, now: Duration) -> Result<(), PassiveError> {
+    pub fn handle_timeout(&mut self, now: Time) -> Result<(), PassiveError> {
         match self.poll_timeout() {
             Some(deadline) if now >= deadline => {
                 Err(self.fail(PassiveError::Timeout { received: self.input.len }))
@@ -668,7 +669,7 @@ impl PassiveHandshake {
     }
 
     /// lustre: acceptor.c `lnet_accept()`.
-    fn step_connreq(&mut self, now: Duration) -> Result<PassiveStep, PassiveError> {
+    fn step_connreq(&mut self, now: Time) -> Result<PassiveStep, PassiveError> {
         let (request, len) = match ConnReq::parse(self.input.filled()) {
             Err(error) => return Err(PassiveError::ConnReq(error)),
             Ok(ConnReqParse::NeedMore(need)) => return Ok(PassiveStep::NeedMore(need)),
@@ -761,7 +762,7 @@ struct InputBuffer {
     bytes: [u8; Hello::MAX_LEN],
     len: usize,
     timeout: Duration,
-    deadline: Duration,
+    deadline: Time,
     /// Where the read the deadline belongs to ends: a parse asking for bytes past it starts
     /// a new read, with a fresh deadline, as the kernel's sequence of `lnet_sock_read()` calls
     /// does.
@@ -769,7 +770,7 @@ struct InputBuffer {
 }
 
 impl InputBuffer {
-    fn new(now: Duration, timeout: Duration) -> Self {
+    fn new(now: Time, timeout: Duration) -> Self {
         Self {
             bytes: [0; Hello::MAX_LEN],
             len: 0,
@@ -785,7 +786,7 @@ impl InputBuffer {
     }
 
     /// Copies up to `need` bytes of `input`; restarts the deadline when `need` opens a new read.
-    fn take(&mut self, now: Duration, need: usize, input: &[u8]) -> usize {
+    fn take(&mut self, now: Time, need: usize, input: &[u8]) -> usize {
         let end = self.len.saturating_add(need);
         if end != self.section_end {
             self.section_end = end;
@@ -805,7 +806,7 @@ impl InputBuffer {
     }
 
     /// Empties the buffer for the next message (connreq → hello).
-    fn restart(&mut self, now: Duration) {
+    fn restart(&mut self, now: Time) {
         self.len = 0;
         self.section_end = 0;
         self.deadline = now.saturating_add(self.timeout);

@@ -4,8 +4,8 @@
 //! them what it reads, reads payload straight into MD memory when told to, and calls
 //! `handle_timeout` at `poll_timeout`.
 //!
-//! Time is a [`std::time::Duration`] since an epoch the driver picks; `now` must never go
-//! backwards.
+//! Time is the engine's [`Time`](crate::time::Time), an instant since an epoch the driver
+//! picks, and spans are [`std::time::Duration`]; `now` must never go backwards.
 //!
 //! - [`handshake`]: connector and acceptor state machines up to an established connection.
 //! - [`conn`]: one established connection's receive and transmit framing.

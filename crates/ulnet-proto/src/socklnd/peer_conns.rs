@@ -28,6 +28,7 @@
 use std::time::Duration;
 
 use crate::addr::ProcessId;
+use crate::time::Time;
 use crate::wire::header::Header;
 use crate::wire::hello::{ConnType, LocalIdentity, ProtoVersion};
 use crate::wire::ksock::KsockHeader;
@@ -86,7 +87,7 @@ pub struct PeerConns {
     connected: u8,
     dial: DialState,
     /// `ksnp_send_keepalive`: no keepalive attempt before this.
-    keepalive_retry_at: Duration,
+    keepalive_retry_at: Time,
     closing: bool,
 }
 
@@ -105,7 +106,7 @@ struct DialState {
     /// `ksnr_retry_interval`: 0 until a failure or refusal.
     retry_interval: Duration,
     /// `ksnr_timeout`: no dial before this, unless `retry_interval` is 0.
-    next_attempt: Duration,
+    next_attempt: Time,
 }
 
 /// A connection to open.
@@ -208,7 +209,7 @@ impl PeerConns {
             zc: ZcRequests::new(),
             connected: 0,
             dial: DialState::default(),
-            keepalive_retry_at: Duration::ZERO,
+            keepalive_retry_at: Time::ZERO,
             closing: false,
         }
     }
@@ -265,7 +266,7 @@ impl PeerConns {
     /// then BULK_IN and BULK_OUT alternately up to `conns_per_peer` each. Never for a
     /// userspace peer. lustre: socklnd_cb.c `ksocknal_connect()`,
     /// `ksocknal_find_connectable_conn_cb_locked()`.
-    pub fn poll_dial(&mut self, now: Duration) -> Option<DialRequest> {
+    pub fn poll_dial(&mut self, now: Time) -> Option<DialRequest> {
         if self.peer.is_userspace() || self.closing || self.dial.dialling.is_some() {
             return None;
         }
@@ -298,7 +299,7 @@ impl PeerConns {
     /// The dial in progress failed before a verdict (connect error, handshake error, timeout):
     /// back off, doubling from `min_reconnect` up to `max_reconnect`.
     /// lustre: socklnd_cb.c `ksocknal_connect()` (`failed:`).
-    pub fn on_dial_failed(&mut self, now: Duration) {
+    pub fn on_dial_failed(&mut self, now: Time) {
         self.dial.dialling = None;
         self.back_off(now);
     }
@@ -309,7 +310,7 @@ impl PeerConns {
     /// lustre: socklnd.c `ksocknal_create_conn()` (active), socklnd_cb.c `ksocknal_connect()`.
     pub fn on_handshake(
         &mut self,
-        now: Duration,
+        now: Time,
         outcome: &ActiveOutcome,
         loopback: bool,
     ) -> ActiveResolution {
@@ -375,7 +376,7 @@ impl PeerConns {
     /// Adds an accepted connection (the passive side's; the active side's join through
     /// [`PeerConns::on_handshake`]). A new connection lets dialling proceed at once.
     /// lustre: socklnd.c `ksocknal_associate_cb_conn_locked()`.
-    pub fn add_conn(&mut self, now: Duration, established: &Established) -> ConnId {
+    pub fn add_conn(&mut self, now: Time, established: &Established) -> ConnId {
         let id = ConnId(self.next_conn_id);
         self.next_conn_id = self.next_conn_id.wrapping_add(1);
         if self.recorded.is_none() {
@@ -452,7 +453,7 @@ impl PeerConns {
     /// Chooses a connection for an LNet message and queues it there.
     pub fn queue_message(
         &mut self,
-        now: Duration,
+        now: Time,
         header: &Header,
         token: MessageToken,
     ) -> Result<ConnId, PeerQueueError> {
@@ -469,13 +470,13 @@ impl PeerConns {
     /// The earliest of: a connection's deadline, a ZC request's, the next keepalive, the next
     /// permitted dial. For a driver that holds messages for the peer; one that has none
     /// waits for [`PeerConns::poll_conn_timeout`] only.
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         self.poll_conn_timeout().into_iter().chain(self.poll_dial_timeout()).min()
     }
 
     /// The timers that run whether or not messages wait: connections' deadlines, ZC requests',
     /// the next keepalive.
-    pub fn poll_conn_timeout(&self) -> Option<Duration> {
+    pub fn poll_conn_timeout(&self) -> Option<Time> {
         let conns = self.conns().filter_map(Conn::poll_timeout);
         conns.chain(self.zc.poll_timeout()).chain(self.keepalive_deadline()).min()
     }
@@ -486,7 +487,7 @@ impl PeerConns {
     /// watched: it stays in the past and would be due forever. `None` when
     /// [`PeerConns::poll_dial`] would never dial (a userspace or closing peer).
     /// lustre: socklnd_cb.c `ksocknal_find_connectable_conn_cb_locked()` (`ksnr_timeout`).
-    pub fn poll_dial_timeout(&self) -> Option<Duration> {
+    pub fn poll_dial_timeout(&self) -> Option<Time> {
         (!self.peer.is_userspace()
             && !self.closing
             && self.dial.dialling.is_none()
@@ -497,7 +498,7 @@ impl PeerConns {
 
     /// Queues a due keepalive and reports stuck connections and stale ZC requests, in the
     /// kernel's order. lustre: socklnd_cb.c `ksocknal_check_peer_timeouts()`.
-    pub fn handle_timeout(&mut self, now: Duration) -> Vec<TimeoutAction> {
+    pub fn handle_timeout(&mut self, now: Time) -> Vec<TimeoutAction> {
         let mut actions = Vec::new();
         if let Some(id) = self.send_keepalive(now) {
             actions.push(TimeoutAction::KeepaliveQueued(id));
@@ -557,7 +558,7 @@ impl PeerConns {
     /// A positive return from `ksocknal_create_conn()`: count the retry; after
     /// [`SOCKNAL_MAX_RETRIES`] settle for one connection of each type, or fail if any type is
     /// missing. A refusal waits `min_reconnect`; anything else retries at once.
-    fn retry_later(&mut self, now: Duration, reason: ActiveCloseReason) {
+    fn retry_later(&mut self, now: Time, reason: ActiveCloseReason) {
         self.dial.retry_count = self.dial.retry_count.saturating_add(1);
         if self.dial.retry_count >= SOCKNAL_MAX_RETRIES {
             let have_each = [ConnType::CONTROL, ConnType::BULK_IN, ConnType::BULK_OUT]
@@ -584,7 +585,7 @@ impl PeerConns {
         }
     }
 
-    fn back_off(&mut self, now: Duration) {
+    fn back_off(&mut self, now: Time) {
         let doubled = self.dial.retry_interval.saturating_mul(2);
         let interval = doubled.clamp(self.config.min_reconnect, self.config.max_reconnect);
         self.dial.retry_interval = interval;
@@ -618,7 +619,7 @@ impl PeerConns {
 
     /// The peer-wide keepalive deadline: `keepalive` after the last sign of life on any
     /// connection, and not before the retry time of the last attempt. V3/V4 only.
-    fn keepalive_deadline(&self) -> Option<Duration> {
+    fn keepalive_deadline(&self) -> Option<Time> {
         let keepalive = self.config.keepalive.filter(|k| !k.is_zero())?;
         let version = self.recorded?.version;
         if !matches!(version, ProtoVersion::V3 | ProtoVersion::V4) {
@@ -629,7 +630,7 @@ impl PeerConns {
     }
 
     /// lustre: socklnd_cb.c `ksocknal_send_keepalive_locked()`.
-    fn send_keepalive(&mut self, now: Duration) -> Option<ConnId> {
+    fn send_keepalive(&mut self, now: Time) -> Option<ConnId> {
         if now < self.keepalive_deadline()? {
             return None;
         }

@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use crate::time::Time;
 use crate::wire::hello::ProtoVersion;
 use crate::wire::ksock::{
     FIRST_ZC_COOKIE, MAX_ZC_ACK_RANGE, SOCKNAL_KEEPALIVE_PING, ZcAck, next_zc_cookie,
@@ -119,7 +120,7 @@ pub struct ZcRequests {
 struct PendingRequest {
     conn: ConnId,
     token: MessageToken,
-    deadline: Duration,
+    deadline: Time,
 }
 
 /// Why a ZC request cannot be made.
@@ -150,7 +151,7 @@ impl ZcRequests {
     /// (`sock_timeout`). lustre: socklnd_cb.c `ksocknal_check_zc_req()`.
     pub fn register(
         &mut self,
-        now: Duration,
+        now: Time,
         timeout: Duration,
         conn: ConnId,
         token: MessageToken,
@@ -223,14 +224,14 @@ impl ZcRequests {
     }
 
     /// The earliest ACK deadline.
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         self.pending.values().map(|request| request.deadline).min()
     }
 
     /// The connection of the oldest request whose ACK is overdue ("stale ZC_REQs"): the kernel
     /// closes it and its siblings with ETIMEDOUT.
     /// lustre: socklnd_cb.c `ksocknal_check_peer_timeouts()`.
-    pub fn stale_conn(&self, now: Duration) -> Option<ConnId> {
+    pub fn stale_conn(&self, now: Time) -> Option<ConnId> {
         self.pending
             .values()
             .filter(|request| now >= request.deadline)
@@ -321,7 +322,7 @@ mod tests {
         let mut requests = ZcRequests::new();
         for i in 0..count {
             let cookie =
-                requests.register(Duration::ZERO, TIMEOUT, ConnId(i as u32 % 2), MessageToken(i));
+                requests.register(Time::ZERO, TIMEOUT, ConnId(i as u32 % 2), MessageToken(i));
             assert_eq!(cookie, Ok(FIRST_ZC_COOKIE + i));
         }
         requests
@@ -371,20 +372,20 @@ mod tests {
     #[test]
     fn stale_requests_name_their_connection() {
         let mut r = ZcRequests::new();
-        r.register(Duration::from_secs(10), TIMEOUT, ConnId(7), MessageToken(0)).unwrap();
-        r.register(Duration::from_secs(5), TIMEOUT, ConnId(3), MessageToken(1)).unwrap();
-        assert_eq!(r.poll_timeout(), Some(Duration::from_secs(55)));
-        assert_eq!(r.stale_conn(Duration::from_secs(54)), None);
-        assert_eq!(r.stale_conn(Duration::from_secs(60)), Some(ConnId(3)));
+        r.register(Time::from_secs(10), TIMEOUT, ConnId(7), MessageToken(0)).unwrap();
+        r.register(Time::from_secs(5), TIMEOUT, ConnId(3), MessageToken(1)).unwrap();
+        assert_eq!(r.poll_timeout(), Some(Time::from_secs(55)));
+        assert_eq!(r.stale_conn(Time::from_secs(54)), None);
+        assert_eq!(r.stale_conn(Time::from_secs(60)), Some(ConnId(3)));
     }
 
     #[test]
     fn cookie_numbering_skips_pending_cookies_after_wrapping() {
         let mut r = ZcRequests::new();
-        r.register(Duration::ZERO, TIMEOUT, ConnId(0), MessageToken(0)).unwrap(); // 2
+        r.register(Time::ZERO, TIMEOUT, ConnId(0), MessageToken(0)).unwrap(); // 2
         r.next_cookie = u64::MAX;
-        assert_eq!(r.register(Duration::ZERO, TIMEOUT, ConnId(0), MessageToken(1)), Ok(u64::MAX));
+        assert_eq!(r.register(Time::ZERO, TIMEOUT, ConnId(0), MessageToken(1)), Ok(u64::MAX));
         // Wraps to 2, which is pending, so 3.
-        assert_eq!(r.register(Duration::ZERO, TIMEOUT, ConnId(0), MessageToken(2)), Ok(3));
+        assert_eq!(r.register(Time::ZERO, TIMEOUT, ConnId(0), MessageToken(2)), Ok(3));
     }
 }

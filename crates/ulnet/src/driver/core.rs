@@ -10,7 +10,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use ulnet_proto::engine::{Completion, Event, HealthStatus, MdHandle, NiId, RxId, TxId};
+use ulnet_proto::engine::{Event, HealthStatus, MdHandle, NiId, PingCompletion, RxId, TxId};
 use ulnet_proto::time::Time;
 
 use super::doorbell::Doorbell;
@@ -64,7 +64,7 @@ pub(crate) struct Counters {
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
 pub(crate) struct Core {
-    pub(crate) engine: ulnet_proto::engine::Node,
+    pub(crate) engine: ulnet_proto::engine::Engine,
     /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core) and for
     /// removed NIs. Replaced whole when an NI is added or removed (`crate::ni_live`), under
     /// this lock, so the core never produces a transmit for an NI the runtime does not know;
@@ -91,7 +91,7 @@ pub(crate) struct Core {
     pub(crate) armed: Time,
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
-    pub(crate) completions: HashMap<CompletionKey, SyncSender<Completion>>,
+    pub(crate) completions: HashMap<CompletionKey, SyncSender<PingCompletion>>,
     /// Buffers [`route_events`](super::event_route::route_events) keeps for their allocations.
     pub(super) event_scratch: VecDeque<Event>,
     pub(super) event_targets: Vec<Option<usize>>,
@@ -110,7 +110,7 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(engine: ulnet_proto::engine::Node, lnds: Lnds) -> Self {
+    pub(crate) fn new(engine: ulnet_proto::engine::Engine, lnds: Lnds) -> Self {
         Self {
             engine,
             lnds,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ulnet_proto::engine::{Completion, HealthStatus, NiId, RecvAction};
+use ulnet_proto::engine::{HealthStatus, NiId, PingCompletion, RecvAction};
 use ulnet_proto::time::Time;
 
 use super::core::{CompletionKey, Core, Lnds, Shared};
@@ -132,8 +132,8 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wake
         while let Some(completion) = core.engine.poll_completion() {
             progressed = true;
             let key = match &completion {
-                Completion::Ping(result) => CompletionKey::Ping(result.id.0),
-                Completion::Discovery(result) => CompletionKey::Discovery(result.id.0),
+                PingCompletion::Ping(result) => CompletionKey::Ping(result.id.0),
+                PingCompletion::Discovery(result) => CompletionKey::Discovery(result.id.0),
                 // A kind this runtime does not wait for yet has no caller to wake.
                 _ => continue,
             };

@@ -15,7 +15,7 @@
 //!
 //! # Who runs what
 //!
-//! * The core ([`ulnet_proto::engine::Node`]) sits in [`Core`] behind one mutex. An API call
+//! * The core ([`ulnet_proto::engine::Engine`]) sits in [`Core`] behind one mutex. An API call
 //!   (put, get, attach, unlink) locks it on the caller's thread, makes the call with `now`, and
 //!   then, still holding the lock, carries out everything the core produced
 //!   ([`drain`](fn@drain)): events go to their [`EventQueue`](crate::EventQueue)s, transmits to
@@ -24,8 +24,8 @@
 //! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
 //!   after the lock is released, so nobody is woken only to block on the lock we hold.
 //! * The I/O thread runs a tokio current-thread runtime. Its loop ([`run`]) fires the core's
-//!   timer ([`poll_timeout`](ulnet_proto::engine::Node::poll_timeout) /
-//!   [`handle_timeout`](ulnet_proto::engine::Node::handle_timeout)) and polls the LNDs that
+//!   timer ([`poll_timeout`](ulnet_proto::engine::Engine::poll_timeout) /
+//!   [`handle_timeout`](ulnet_proto::engine::Engine::handle_timeout)) and polls the LNDs that
 //!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
 //!   (TCP) spawn them on the same runtime from [`Lnd::start`](crate::lnd::Lnd::start).
 //!

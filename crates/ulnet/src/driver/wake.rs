@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
-use ulnet_proto::engine::Completion;
+use ulnet_proto::engine::PingCompletion;
 
 use super::core::Shared;
 use crate::event_queue::EqShared;
@@ -16,7 +16,7 @@ pub(crate) struct Wakes {
     queues: ArcSet<EqShared>,
     /// Completions for blocked callers: sent after the unlock, else the woken caller's next
     /// call would find the core still locked and sleep again.
-    completions: Vec<(SyncSender<Completion>, Completion)>,
+    completions: Vec<(SyncSender<PingCompletion>, PingCompletion)>,
 }
 
 impl Wakes {
@@ -35,7 +35,11 @@ impl Wakes {
     }
 
     /// Hand `completion` to the caller blocked on `waiter`.
-    pub(super) fn complete(&mut self, waiter: SyncSender<Completion>, completion: Completion) {
+    pub(super) fn complete(
+        &mut self,
+        waiter: SyncSender<PingCompletion>,
+        completion: PingCompletion,
+    ) {
         self.completions.push((waiter, completion));
     }
 

@@ -14,9 +14,9 @@ use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
-use crate::engine::node::{Node, NodeConfig, PutRequest, RecvAction, Transmit};
+use crate::engine::node::{Engine, EngineConfig, PutRequest, RecvAction, Transmit};
 use crate::engine::peer::{PeerInfo, PeerState};
-use crate::engine::ping::{Completion, PING_SINK, PingFailure, PingReply};
+use crate::engine::ping::{PING_SINK, PingCompletion, PingFailure, PingReply};
 use crate::link_model::LinkConfig;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
@@ -81,9 +81,9 @@ fn buffer(length: usize) -> MdSpec {
     MdSpec::new(Memory::new(vec![0; length])).options(MdOptions::OP_PUT)
 }
 
-fn ping_reply(completion: &Completion) -> &PingReply {
+fn ping_reply(completion: &PingCompletion) -> &PingReply {
     match completion {
-        Completion::Ping(result) => match &result.outcome {
+        PingCompletion::Ping(result) => match &result.outcome {
             Ok(reply) => reply,
             Err(failure) => panic!("ping failed: {failure}"),
         },
@@ -91,9 +91,9 @@ fn ping_reply(completion: &Completion) -> &PingReply {
     }
 }
 
-fn ping_failure(completion: &Completion) -> PingFailure {
+fn ping_failure(completion: &PingCompletion) -> PingFailure {
     match completion {
-        Completion::Ping(result) => match result.outcome {
+        PingCompletion::Ping(result) => match result.outcome {
             Err(failure) => failure,
             Ok(_) => panic!("ping succeeded"),
         },
@@ -129,13 +129,13 @@ fn kernel_buffer(sequence: u8) -> Vec<u8> {
     .concat()
 }
 
-fn single_ni_node(nid: Nid) -> Node {
-    let config = NodeConfig::new(
+fn single_ni_node(nid: Nid) -> Engine {
+    let config = EngineConfig::new(
         0x1870_f7d9_3b1d_2a00,
         LNET_PID_LUSTRE,
         vec![NiConfig::new(nid, LndKind::Tcp)],
     );
-    Node::new(config).unwrap()
+    Engine::new(config).unwrap()
 }
 
 /// A header from `from` to `to` (pids 12345).
@@ -162,7 +162,7 @@ fn push_header(from: Nid, to: Nid, length: usize, ack_wmd: WireHandle) -> Header
 }
 
 /// Delivers a whole message to a node driven by hand and returns how it was taken.
-fn deliver(node: &mut Node, now: Time, from: Nid, header: &Header, payload: &[u8]) -> RecvAction {
+fn deliver(node: &mut Engine, now: Time, from: Nid, header: &Header, payload: &[u8]) -> RecvAction {
     let action = node.handle_header(now, NiId(1), from, header);
     if let RecvAction::Deliver { rx, length, .. } = action {
         node.rx_write(rx, 0, &payload[..length as usize]).unwrap();
@@ -172,7 +172,7 @@ fn deliver(node: &mut Node, now: Time, from: Nid, header: &Header, payload: &[u8
 }
 
 /// Takes the next transmit and reports it sent.
-fn sent(node: &mut Node, now: Time) -> (Transmit, Vec<u8>) {
+fn sent(node: &mut Engine, now: Time) -> (Transmit, Vec<u8>) {
     let transmit = node.poll_transmit().expect("a transmit");
     let payload = node.tx_payload(transmit.tx).unwrap().collect::<Vec<_>>().concat();
     node.handle_send_done(now, transmit.tx, HealthStatus::Ok).unwrap();
@@ -181,7 +181,7 @@ fn sent(node: &mut Node, now: Time) -> (Transmit, Vec<u8>) {
 
 /// Plays the peer for a node driven by hand: the next transmit must be a discovery ping,
 /// answered with `buffer` cut to the GET's sink as a kernel would.
-fn answer_ping(node: &mut Node, now: Time, buffer: &[u8]) {
+fn answer_ping(node: &mut Engine, now: Time, buffer: &[u8]) {
     let (transmit, _) = sent(node, now);
     let Body::Get { return_wmd, sink_length, ptl_index: 0, match_bits, .. } = transmit.header.body
     else {
@@ -249,7 +249,7 @@ fn ping_api_returns_the_peers_buffer_without_discovering_it() {
     h.assert_quiescent();
     let completions = h.take_completions(0);
     assert_eq!(completions.len(), 1);
-    let Completion::Ping(result) = &completions[0] else { panic!("not a ping") };
+    let PingCompletion::Ping(result) = &completions[0] else { panic!("not a ping") };
     assert_eq!((result.id, result.target), (id, h.process(1)));
     let reply = ping_reply(&completions[0]);
     assert_eq!(&reply.info, h.node(1).local_ping_info());
@@ -533,7 +533,7 @@ fn discovery_disabled_pings_once_and_never_pushes() {
     h.discover(0, h.nid(1), true).unwrap();
     h.drive();
     let completions = h.take_completions(0);
-    let Completion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
+    let PingCompletion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
     assert!(!result.outcome.as_ref().unwrap().multi_rail());
     assert_eq!(summary(&h.take_transmitted(0)), ["ping"]);
 }
@@ -725,7 +725,7 @@ fn peers_created_by_traffic_are_merged_when_discovery_links_them() {
     h.drive();
     h.assert_quiescent();
     let completions = h.take_completions(1);
-    let Completion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
+    let PingCompletion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
     let merged = result.outcome.clone().unwrap();
     assert_eq!(merged.primary_nid, a1);
     assert_eq!(merged.nis.iter().map(|ni| ni.nid).collect::<Vec<_>>(), [a1, a2]);
@@ -743,7 +743,7 @@ fn discover_api_reports_what_was_learned() {
     let id = h.discover(0, h.nid(1), false).unwrap();
     h.drive();
     let completions = h.take_completions(0);
-    let Completion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
+    let PingCompletion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
     assert_eq!((result.id, result.nid), (id, h.nid(1)));
     assert_eq!(result.outcome.as_ref().map(|info| info.primary_nid), Ok(h.nid(1)));
     assert_eq!(summary(&h.take_transmitted(0)), ["ping", "push", "ACK"]);
@@ -755,7 +755,7 @@ fn discover_api_reports_what_was_learned() {
     h.discover(0, node_nid(5), false).unwrap();
     h.drive();
     let completions = h.take_completions(0);
-    let Completion::Discovery(result) = completions.last().unwrap() else { panic!() };
+    let PingCompletion::Discovery(result) = completions.last().unwrap() else { panic!() };
     assert_eq!(result.outcome, Err(EventStatus::Io));
     h.assert_quiescent();
 }

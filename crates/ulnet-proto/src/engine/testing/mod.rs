@@ -36,9 +36,9 @@ use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{
-    GetRequest, Limits, Node, NodeConfig, PutRequest, RecvAction, Resume, Transmit,
+    Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
 };
-use crate::engine::ping::{Completion, PingId};
+use crate::engine::ping::{PingCompletion, PingId};
 use crate::engine::tunables::{NetTunables, Tunables};
 use crate::link_model::{EndpointId, Fabric, Fate, LinkConfig, LinkModel};
 use crate::time::Time;
@@ -133,14 +133,14 @@ struct MdTrack {
 #[derive(Debug)]
 pub struct Harness {
     now: Time,
-    nodes: Vec<Node>,
+    nodes: Vec<Engine>,
     pub fabric: Fabric<Frame>,
     send_dones: BTreeMap<(Time, u64), SendDone>,
     sequence: u64,
     /// Payloads of receives delayed on lazy portals, held as a driver would hold its socket.
     delayed: BTreeMap<(usize, RxId), Frame>,
     events: Vec<Vec<Event>>,
-    completions: Vec<Vec<Completion>>,
+    completions: Vec<Vec<PingCompletion>>,
     /// Headers each node handed to its driver, in order (kept with `keep_events`).
     transmitted: Vec<Vec<Header>>,
     /// The NIDs frames reach each node on.
@@ -182,14 +182,14 @@ impl Harness {
                 };
                 let nis: Vec<NiConfig> =
                     fabric_nids[index].iter().map(|nid| NiConfig { nid: *nid, ..ni }).collect();
-                let node_config = NodeConfig {
+                let node_config = EngineConfig {
                     interface_cookie: 0x1000 + index as u64,
                     pid: LNET_PID_LUSTRE,
                     tunables: config.tunables,
                     nis,
                     limits: config.limits,
                 };
-                match Node::new(node_config) {
+                match Engine::new(node_config) {
                     Ok(node) => node,
                     Err(error) => panic!("harness node {index}: {error}"),
                 }
@@ -237,12 +237,12 @@ impl Harness {
         self.steps
     }
 
-    pub fn node(&self, index: usize) -> &Node {
+    pub fn node(&self, index: usize) -> &Engine {
         &self.nodes[index]
     }
 
     /// Direct access; calls made this way bypass the checker's MD registration.
-    pub fn node_mut(&mut self, index: usize) -> &mut Node {
+    pub fn node_mut(&mut self, index: usize) -> &mut Engine {
         &mut self.nodes[index]
     }
 
@@ -396,7 +396,7 @@ impl Harness {
 
     /// Runs a call on node `index` directly, then drains its outputs (for APIs the harness
     /// does not wrap: configuration, health, tunables).
-    pub fn with_node<T>(&mut self, index: usize, call: impl FnOnce(&mut Node, Time) -> T) -> T {
+    pub fn with_node<T>(&mut self, index: usize, call: impl FnOnce(&mut Engine, Time) -> T) -> T {
         let now = self.now;
         let result = call(&mut self.nodes[index], now);
         self.flush();
@@ -405,7 +405,7 @@ impl Harness {
 
     // ------------------------------------------------------------ API calls through the checker
 
-    /// [`Node::me_attach`] on node `node` (hence one argument more than it).
+    /// [`Engine::me_attach`] on node `node` (hence one argument more than it).
     #[allow(clippy::too_many_arguments)]
     pub fn me_attach(
         &mut self,
@@ -463,7 +463,7 @@ impl Harness {
         Ok(())
     }
 
-    /// [`Node::ping`] on node `node`.
+    /// [`Engine::ping`] on node `node`.
     pub fn ping(
         &mut self,
         node: usize,
@@ -477,7 +477,7 @@ impl Harness {
         Ok(id)
     }
 
-    /// [`Node::discover`] on node `node`.
+    /// [`Engine::discover`] on node `node`.
     pub fn discover(
         &mut self,
         node: usize,
@@ -504,7 +504,7 @@ impl Harness {
         self.drive();
         for (node, completions) in self.completions.iter_mut().enumerate() {
             for completion in completions.drain(..) {
-                if let Completion::Discovery(result) = completion {
+                if let PingCompletion::Discovery(result) = completion {
                     assert!(result.outcome.is_ok(), "node {node}: discovery failed: {result:?}");
                 }
             }
@@ -517,7 +517,7 @@ impl Harness {
     }
 
     /// Takes the pings and discoveries `node` finished so far.
-    pub fn take_completions(&mut self, node: usize) -> Vec<Completion> {
+    pub fn take_completions(&mut self, node: usize) -> Vec<PingCompletion> {
         std::mem::take(&mut self.completions[node])
     }
 
@@ -592,7 +592,8 @@ impl Harness {
         let start = self.steps;
         while self.step() {
             if self.steps - start > self.config.max_steps {
-                let timers: Vec<Option<Time>> = self.nodes.iter().map(Node::poll_timeout).collect();
+                let timers: Vec<Option<Time>> =
+                    self.nodes.iter().map(Engine::poll_timeout).collect();
                 let recovery: Vec<(Vec<Nid>, Vec<Nid>)> = self
                     .nodes
                     .iter()
@@ -684,7 +685,7 @@ impl Harness {
     fn next_wakeup(&self) -> Option<Time> {
         let fabric = self.fabric.next_delivery();
         let send = self.send_dones.keys().next().map(|(at, _)| *at);
-        let timers = self.nodes.iter().filter_map(Node::poll_timeout).min();
+        let timers = self.nodes.iter().filter_map(Engine::poll_timeout).min();
         [fabric, send, timers].into_iter().flatten().min()
     }
 

@@ -14,7 +14,7 @@ use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::{MAX_SEGMENTS, Memory};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
-use crate::engine::node::{GetRequest, Node, NodeConfig, PutRequest, RecvAction, Transmit};
+use crate::engine::node::{Engine, EngineConfig, GetRequest, PutRequest, RecvAction, Transmit};
 use crate::engine::tunables::NetTunables;
 use crate::link_model::LinkConfig;
 use crate::rng::Rng;
@@ -553,13 +553,13 @@ fn partitions_fail_sends_with_remote_dropped() {
 }
 
 /// A node with two NIs: the resend gate opens for local failures (docs/protocol/semantics.md §4.2).
-fn two_rail_node() -> Node {
+fn two_rail_node() -> Engine {
     let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
     let nis = vec![
         NiConfig::new(node_nid(0), LndKind::Tcp),
         NiConfig::new(Nid::new4(tcp1, 1), LndKind::Tcp),
     ];
-    Node::new(NodeConfig::new(7, LNET_PID_LUSTRE, nis)).unwrap()
+    Engine::new(EngineConfig::new(7, LNET_PID_LUSTRE, nis)).unwrap()
 }
 
 /// A ping buffer as a peer with `features` serves it: lo, then `nids` UP.
@@ -577,7 +577,7 @@ fn peer_buffer(features: u32, sequence: u32, nids: &[Nid]) -> Vec<u8> {
 
 /// Plays the peer for a node driven by hand: the next transmit must be a discovery ping,
 /// which is sent and answered with `buffer` (truncated to the GET's sink as a kernel would).
-fn answer_ping(node: &mut Node, now: Time, buffer: &[u8]) -> Transmit {
+fn answer_ping(node: &mut Engine, now: Time, buffer: &[u8]) -> Transmit {
     let transmit = node.poll_transmit().expect("a discovery ping");
     let Body::Get { return_wmd, sink_length, ptl_index: 0, match_bits, .. } = transmit.header.body
     else {
@@ -606,7 +606,7 @@ fn answer_ping(node: &mut Node, now: Time, buffer: &[u8]) -> Transmit {
 
 /// [`answer_ping`] for a node that advertises nothing but status (0x06: not multi-rail, no
 /// discovery, not a router): the node never pushes to it.
-fn answer_ping_plain(node: &mut Node, now: Time, peer: Nid) {
+fn answer_ping_plain(node: &mut Engine, now: Time, peer: Nid) {
     answer_ping(node, now, &peer_buffer(0x06, 1, &[peer]));
 }
 
@@ -1127,9 +1127,9 @@ fn failed_receive_reports_the_error_and_sends_no_ack() {
 
 #[test]
 fn events_beyond_the_queue_bound_are_dropped_and_counted() {
-    let mut config = NodeConfig::new(1, LNET_PID_LUSTRE, Vec::new());
+    let mut config = EngineConfig::new(1, LNET_PID_LUSTRE, Vec::new());
     config.limits.events = 1;
-    let mut node = Node::new(config).unwrap();
+    let mut node = Engine::new(config).unwrap();
     for _ in 0..3 {
         let md = node.md_bind(source(b"e", 1), UnlinkMode::Unlink).unwrap();
         node.md_unlink(Time::ZERO, md).unwrap();
@@ -1164,19 +1164,22 @@ fn two_rail_constructor_rejects_bad_configs() {
     let dup =
         vec![NiConfig::new(node_nid(0), LndKind::Tcp), NiConfig::new(node_nid(0), LndKind::Fabric)];
     assert_eq!(
-        Node::new(NodeConfig::new(1, 1, dup)).err(),
+        Engine::new(EngineConfig::new(1, 1, dup)).err(),
         Some(ConfigError::DuplicateNid(node_nid(0)))
     );
     let lo = vec![NiConfig::new(Nid::LO_0, LndKind::Tcp)];
-    assert_eq!(Node::new(NodeConfig::new(1, 1, lo)).err(), Some(ConfigError::LoopbackConfigured));
+    assert_eq!(
+        Engine::new(EngineConfig::new(1, 1, lo)).err(),
+        Some(ConfigError::LoopbackConfigured)
+    );
     let lo_lnd = vec![NiConfig::new(node_nid(0), LndKind::Lo)];
     assert_eq!(
-        Node::new(NodeConfig::new(1, 1, lo_lnd)).err(),
+        Engine::new(EngineConfig::new(1, 1, lo_lnd)).err(),
         Some(ConfigError::LoopbackLnd(node_nid(0)))
     );
-    let mut config = NodeConfig::new(1, 1, Vec::new());
+    let mut config = EngineConfig::new(1, 1, Vec::new());
     config.tunables.transaction_timeout = Duration::from_secs(1);
-    assert!(matches!(Node::new(config), Err(ConfigError::Tunables(_))));
+    assert!(matches!(Engine::new(config), Err(ConfigError::Tunables(_))));
 }
 
 #[test]
@@ -1220,7 +1223,8 @@ fn turning_discovery_off_and_on_changes_the_ping_buffer() {
     let mut h = Harness::pair();
     let now = h.now();
     let node = h.node_mut(0);
-    let advertised = |node: &Node| node.local_ping_info().features & LNET_PING_FEAT_DISCOVERY != 0;
+    let advertised =
+        |node: &Engine| node.local_ping_info().features & LNET_PING_FEAT_DISCOVERY != 0;
     assert!(advertised(node));
     let sequence = node.local_ping_info().sequence;
     let off = Tunables { discovery: false, ..*node.tunables() };
@@ -1295,7 +1299,7 @@ fn events_taken_at_once_come_in_order_and_append() {
     let now = Time::from_secs(1);
     let mut taken = std::collections::VecDeque::new();
     assert!(!node.take_events(&mut taken));
-    let unlink = |node: &mut Node| {
+    let unlink = |node: &mut Engine| {
         let md = node.md_bind(source(b"e", 1), UnlinkMode::Retain).unwrap();
         node.md_unlink(now, md).unwrap();
         md

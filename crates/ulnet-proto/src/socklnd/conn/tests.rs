@@ -1,13 +1,14 @@
 use super::*;
 use crate::addr::{LNET_PID_LUSTRE, Net, Nid};
 use crate::socklnd::handshake::{PeerHello, Side};
+use crate::time::Time;
 use crate::wire::header::{Body, LNET_MTU, MsgType, WireHandle};
 use crate::wire::hello::LocalIdentity;
 use proptest::prelude::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const TIMEOUT: Duration = Duration::from_secs(50);
-const T0: Duration = Duration::from_secs(1000);
+const T0: Time = Time::from_secs(1000);
 
 /// docs/protocol/wire.md §10.8: keepalive NOOP.
 const VECTOR_10_8: [u8; 24] =

@@ -1,5 +1,6 @@
 use super::*;
 use crate::addr::{LNET_PID_LUSTRE, Net};
+use crate::time::Time;
 use crate::wire::acceptor::{LNET_PROTO_ACCEPTOR_MAGIC, LNET_PROTO_MAGIC, LNET_PROTO_TCP_MAGIC};
 use crate::wire::hello::ByteOrder;
 use proptest::prelude::*;
@@ -9,7 +10,7 @@ const CLIENT_INCARNATION: u64 = 0x1870_F7D9_3B1D_2A00;
 const SERVER_INCARNATION: u64 = 0x1870_F7D0_0000_0000;
 const SOCK_TIMEOUT: Duration = Duration::from_secs(50);
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
-const T0: Duration = Duration::from_secs(100);
+const T0: Time = Time::from_secs(100);
 
 /// docs/protocol/wire.md §10.1: connreq v1 for 192.168.1.1@tcp.
 const VECTOR_10_1: [u8; 16] = [

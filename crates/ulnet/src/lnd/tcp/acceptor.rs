@@ -23,7 +23,7 @@ use ulnet_proto::wire::hello::Hello;
 
 use super::context::Cx;
 use super::ni::{Inner, MAX_HANDSHAKES};
-use super::{connection, deadline_instant, since_epoch, socket};
+use super::{connection, deadline_instant, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 
@@ -81,7 +81,7 @@ async fn admit(
     mut stream: TcpStream,
     peer_addr: SocketAddr,
 ) -> Option<(TcpStream, Vec<u8>)> {
-    let now = since_epoch(clock::now());
+    let now = clock::now();
     let mut handshake = match PassiveHandshake::new(now, &inner.accept, peer_addr) {
         Ok(handshake) => handshake,
         Err(error) => {
@@ -99,7 +99,7 @@ async fn admit(
         let deadline = handshake.poll_timeout()?;
         let read = buffer.get_mut(..hint).unwrap_or(&mut []);
         let read = tokio::time::timeout_at(deadline_instant(deadline), stream.read(read)).await;
-        let now = since_epoch(clock::now());
+        let now = clock::now();
         let count = match read {
             Err(_) => match handshake.handle_timeout(now) {
                 Ok(()) => continue,

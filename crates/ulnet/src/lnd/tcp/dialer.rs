@@ -18,7 +18,7 @@ use ulnet_proto::wire::hello::Hello;
 
 use super::context::{Cx, DialError, Dialled};
 use super::ni::Inner;
-use super::{connection, deadline_instant, since_epoch, socket};
+use super::{connection, deadline_instant, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
 
@@ -65,7 +65,7 @@ async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Di
     socket::configure(&stream, tunables)?;
     let loopback = stream.local_addr()?.ip() == address.ip();
     let mut handshake = ActiveHandshake::new(
-        since_epoch(clock::now()),
+        clock::now(),
         inner.identity,
         peer,
         request.conn_type,
@@ -86,7 +86,7 @@ async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Di
         };
         let read = buffer.get_mut(..hint).unwrap_or(&mut []);
         let read = tokio::time::timeout_at(deadline_instant(deadline), stream.read(read)).await;
-        let now = since_epoch(clock::now());
+        let now = clock::now();
         let count = match read {
             Err(_) => {
                 handshake.handle_timeout(now)?;

@@ -422,19 +422,9 @@ impl Inner {
     }
 }
 
-/// socklnd's `Duration` since the epoch from the runtime's [`Time`] (same epoch).
-fn since_epoch(now: Time) -> Duration {
-    Duration::from_nanos(now.as_nanos())
-}
-
-/// The runtime's [`Time`] from socklnd's `Duration` since the epoch.
-fn time_of(since_epoch: Duration) -> Time {
-    Time::from_nanos(u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX))
-}
-
 /// The tokio instant of a socklnd deadline.
-fn deadline_instant(since_epoch: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(clock::instant(time_of(since_epoch)))
+fn deadline_instant(deadline: Time) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(clock::instant(deadline))
 }
 
 /// A fresh incarnation: wall-clock nanoseconds, strictly increasing within the process so two
@@ -465,13 +455,6 @@ mod tests {
         assert!(second > first);
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         assert!(u128::from(second) <= wall + 1_000_000, "close to the wall clock");
-    }
-
-    #[test]
-    fn time_conversions_round_trip() {
-        let time = Time::from_nanos(1_234_567_890);
-        assert_eq!(time_of(since_epoch(time)), time);
-        assert_eq!(time_of(Duration::MAX), Time::MAX);
     }
 
     #[test]

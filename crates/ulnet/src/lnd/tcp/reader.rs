@@ -21,7 +21,6 @@ use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
 
 use super::context::{CloseCause, ConnKey, MAX_IOVECS};
-use super::since_epoch;
 use crate::driver::Core;
 
 /// Bytes of input a connection buffers: headers, and the payload of small messages.
@@ -187,7 +186,7 @@ impl Reader {
         if self.start == self.end {
             return self.fill(cx.stream, cx.conn);
         }
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         let input = self.buffer.get(self.start..self.end).unwrap_or(&[]);
         let (consumed, event) =
             cx.conn.handle_input(now, input, cx.zc).map_err(CloseCause::from_conn_error)?;
@@ -252,7 +251,7 @@ impl Reader {
             return Ok(Step::Progress(0));
         }
         let want = length - offset;
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         let taken = if self.start < self.end {
             // Already buffered: copy (the one copy small payloads make).
             let count = (self.end - self.start).min(want as usize);
@@ -298,7 +297,7 @@ impl Reader {
         }
         let count = (self.end - self.start).min(remaining as usize);
         self.consume(count);
-        cx.conn.handle_payload(since_epoch(cx.now), count).map_err(CloseCause::from_conn_error)?;
+        cx.conn.handle_payload(cx.now, count).map_err(CloseCause::from_conn_error)?;
         // `count` is at most `remaining`, a u32.
         Ok(Skip { step: Step::Progress(count), skipped: Some(count as u32) })
     }

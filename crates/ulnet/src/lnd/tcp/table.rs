@@ -33,8 +33,8 @@ use ulnet_proto::wire::header::Header;
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
 use super::reader::{ReadCx, ReadOutcome, Reader};
+use super::socket;
 use super::writer::{Flushed, Writer};
-use super::{since_epoch, socket, time_of};
 use crate::lnd::Output;
 
 /// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
@@ -160,7 +160,7 @@ impl PeerTable {
             cx.core.complete_send(now, tx, HealthStatus::LocalError);
             return;
         };
-        match peer.conns.queue_message(since_epoch(now), &transmit.header, token) {
+        match peer.conns.queue_message(now, &transmit.header, token) {
             Ok(id) => {
                 self.tokens.insert(token, tx);
                 let mut full = false;
@@ -312,7 +312,7 @@ impl PeerTable {
         }
         let peer = self.peers.get_mut(&peer_id)?;
         let mut started = None;
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         match result {
             Err(error) => {
                 cx.inner.count(|c| &c.dials_failed);
@@ -377,7 +377,7 @@ impl PeerTable {
                 let Some(peer) = self.peers.get_mut(&peer_id) else {
                     return Err((stream, Vec::new()));
                 };
-                let id = peer.conns.add_conn(since_epoch(cx.now), &established);
+                let id = peer.conns.add_conn(cx.now, &established);
                 cx.inner.count(|c| &c.conns_accepted);
                 tracing::debug!(peer = %peer_id, conn = id.0, "connection accepted");
                 Ok(self.install(cx, peer_id, id, stream, reply))
@@ -430,7 +430,7 @@ impl PeerTable {
     /// whose backoff ended. Returns the earliest deadline left.
     /// lustre: socklnd_cb.c `ksocknal_check_peer_timeouts()`.
     pub(super) fn scan(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         let sock_timeout = cx.inner.tunables.sock_timeout;
         let ids: Vec<ProcessId> = self.peers.keys().copied().collect();
         let mut next: Option<Time> = None;
@@ -473,7 +473,6 @@ impl PeerTable {
                     .poll_conn_timeout()
                     .into_iter()
                     .chain(dial)
-                    .map(time_of)
                     .chain(peer.pending.front().map(|pending| pending.since + sock_timeout));
                 next = deadlines.chain(next).min();
             }
@@ -544,7 +543,7 @@ impl PeerTable {
         let Some(peer) = self.peers.get_mut(&peer_id) else {
             return;
         };
-        if let Some(request) = peer.conns.poll_dial(since_epoch(cx.now)) {
+        if let Some(request) = peer.conns.poll_dial(cx.now) {
             peer.dialled = true;
             cx.inner.post_dial(cx.node, cx.wakes, peer_id, request);
         }
@@ -587,7 +586,7 @@ impl PeerTable {
                 tracing::error!(%error, "core refused a connection notice");
             }
         }
-        let now = since_epoch(cx.now);
+        let now = cx.now;
         for pending in std::mem::take(&mut peer.pending) {
             match peer.conns.queue_message(now, &pending.header, pending.token) {
                 Ok(_) => {}

@@ -25,7 +25,6 @@ use ulnet_proto::socklnd::conn::{Conn, Frame};
 use ulnet_proto::time::Time;
 
 use super::context::{CloseCause, MAX_IOVECS};
-use super::since_epoch;
 use crate::driver::Core;
 
 /// Most frames gathered into one vectored write.
@@ -162,8 +161,7 @@ impl Writer {
         if left == 0 {
             return Ok(());
         }
-        conn.on_transmitted(since_epoch(now), left as usize)
-            .map_err(CloseCause::from_conn_error)?;
+        conn.on_transmitted(now, left as usize).map_err(CloseCause::from_conn_error)?;
         while left > 0 {
             let Some(front) = self.frames.front() else {
                 return Err(CloseCause::Internal("wrote more than the frames handed out"));

@@ -1,0 +1,161 @@
+//! What the engine hands the driver: the queues that the `poll_*` calls of the call protocol
+//! drain (decision 0003), and the types they carry. Transmits ready to go, delayed receives
+//! that can proceed, user events (bounded by `Limits::events`), finished pings and
+//! discoveries, and connections to reset.
+
+use std::collections::VecDeque;
+
+use crate::addr::Nid;
+use crate::engine::error::ParseError;
+use crate::engine::event::Event;
+use crate::engine::msg::{RxId, TxId};
+use crate::engine::ni::NiId;
+use crate::engine::ping::PingCompletion;
+use crate::engine::slab::Key;
+use crate::wire::header::Header;
+
+/// Where the payload of a received message goes: the core's answer to
+/// [`Engine::handle_header`](crate::engine::Engine::handle_header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvAction {
+    /// Read `length` payload bytes into the MD (through
+    /// [`Engine::rx_segments_mut`](crate::engine::Engine::rx_segments_mut) or
+    /// [`Engine::rx_write`](crate::engine::Engine::rx_write)), then skip `discard` more (a
+    /// truncated message), then call
+    /// [`Engine::handle_recv_done`](crate::engine::Engine::handle_recv_done).
+    Deliver { rx: RxId, length: u32, discard: u32 },
+    /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
+    Discard { length: u32 },
+    /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
+    /// (back-pressure) until [`Engine::poll_resume`](crate::engine::Engine::poll_resume) names this
+    /// `rx`.
+    Delay { rx: RxId },
+    /// The header is malformed for LNet: close the connection.
+    ProtocolError(ParseError),
+}
+
+/// A delayed receive that now has an answer (from
+/// [`Engine::poll_resume`](crate::engine::Engine::poll_resume)); `action` is `Deliver` or
+/// `Discard`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resume {
+    pub rx: RxId,
+    pub action: RecvAction,
+}
+
+/// A message for the driver to send (from
+/// [`Engine::poll_transmit`](crate::engine::Engine::poll_transmit)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub tx: TxId,
+    /// The local NI to send from.
+    pub ni: NiId,
+    /// The peer NI to send to (the connection's remote NID).
+    pub next_hop: Nid,
+    pub header: Header,
+}
+
+/// What a driver is asked to do about a path fast failover gave up on, or a local NI whose
+/// link went down: close the connections (`peer: None`, every connection of the NI), so
+/// that what they hold fails back to the core (and is resent elsewhere if it may be)
+/// instead of waiting for the LND's own timeout.
+/// lustre: socklnd.c `ksocknal_handle_link_state_change()` closes a downed NI's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathReset {
+    pub ni: NiId,
+    pub peer: Option<Nid>,
+}
+
+/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
+/// timeouts still apply), so a driver that never polls them cannot grow the queue.
+pub const MAX_PATH_RESETS: usize = 1024;
+
+/// The driver's queues.
+#[derive(Debug, Default)]
+pub(crate) struct Outputs {
+    /// Messages ready for [`Transmit`], in order.
+    transmits: VecDeque<Key>,
+    resumes: VecDeque<Resume>,
+    events: VecDeque<Event>,
+    completions: VecDeque<PingCompletion>,
+    path_resets: VecDeque<PathReset>,
+}
+
+impl Outputs {
+    pub(crate) fn push_transmit(&mut self, key: Key) {
+        self.transmits.push_back(key);
+    }
+
+    pub(crate) fn pop_transmit(&mut self) -> Option<Key> {
+        self.transmits.pop_front()
+    }
+
+    pub(crate) fn transmit_count(&self) -> usize {
+        self.transmits.len()
+    }
+
+    pub(crate) fn push_resume(&mut self, resume: Resume) {
+        self.resumes.push_back(resume);
+    }
+
+    pub(crate) fn pop_resume(&mut self) -> Option<Resume> {
+        self.resumes.pop_front()
+    }
+
+    pub(crate) fn resume_count(&self) -> usize {
+        self.resumes.len()
+    }
+
+    /// Queues a user event unless `limit` are waiting; returns it in place, or `None` when it
+    /// was dropped.
+    #[inline]
+    pub(crate) fn push_event(&mut self, event: Event, limit: usize) -> Option<&mut Event> {
+        if self.events.len() >= limit {
+            return None;
+        }
+        self.events.push_back(event);
+        self.events.back_mut()
+    }
+
+    pub(crate) fn pop_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Moves every waiting event to the end of `into` (trading buffers when `into` is empty);
+    /// returns whether there were any.
+    pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
+        if self.events.is_empty() {
+            return false;
+        }
+        if into.is_empty() {
+            std::mem::swap(&mut self.events, into);
+        } else {
+            into.append(&mut self.events);
+        }
+        true
+    }
+
+    pub(crate) fn event_count(&self) -> usize {
+        self.events.len()
+    }
+
+    pub(crate) fn complete(&mut self, completion: PingCompletion) {
+        self.completions.push_back(completion);
+    }
+
+    pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
+        self.completions.pop_front()
+    }
+
+    /// Queues a reset once; beyond [`MAX_PATH_RESETS`] it is dropped (the LND's own timeouts
+    /// still apply).
+    pub(crate) fn request_path_reset(&mut self, reset: PathReset) {
+        if self.path_resets.len() < MAX_PATH_RESETS && !self.path_resets.contains(&reset) {
+            self.path_resets.push_back(reset);
+        }
+    }
+
+    pub(crate) fn pop_path_reset(&mut self) -> Option<PathReset> {
+        self.path_resets.pop_front()
+    }
+}
