@@ -12,6 +12,8 @@
 //! `lustre_lnet_show_stats()`, `build_global_yaml_entry()`.
 
 use ulnet_proto::addr::{Net, Nid};
+/// The counter shapes are the engine's (declared once in `ulnet_proto::engine::stats`).
+pub use ulnet_proto::engine::stats::{Counter, MessageCounts, StatsShow};
 
 use crate::emit::{LibyamlStyle, Node, Scalar, ScalarStyle};
 
@@ -98,16 +100,6 @@ pub struct Latency {
     pub p50_nsec: u64,
     pub p90_nsec: u64,
     pub p99_nsec: u64,
-}
-
-/// `sent_stats`, `received_stats`, `dropped_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MessageCounts {
-    pub put: u32,
-    pub get: u32,
-    pub reply: u32,
-    pub ack: u32,
-    pub hello: u32,
 }
 
 /// A local NI's `health stats`.
@@ -324,13 +316,13 @@ fn statistics(s: &Statistics) -> Node {
 }
 
 fn message_counts(c: &MessageCounts) -> Node {
-    Node::map([
-        ("put", Node::int(c.put)),
-        ("get", Node::int(c.get)),
-        ("reply", Node::int(c.reply)),
-        ("ack", Node::int(c.ack)),
-        ("hello", Node::int(c.hello)),
-    ])
+    Node::map(c.fields().map(|(key, value)| {
+        let value = match value {
+            Counter::U32(count) => Node::int(count),
+            Counter::U64(count) => Node::int(count),
+        };
+        (key, value)
+    }))
 }
 
 fn udsp_info(u: &UdspInfo) -> Node {
@@ -721,73 +713,15 @@ pub fn global_show(global: &GlobalShow) -> String {
     Node::map([("global", global.node())]).to_string_c()
 }
 
-/// The global counters of `stats show`, in its order (docs/protocol/cli.md §3.8).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsShow {
-    pub msgs_alloc: u32,
-    pub msgs_max: u32,
-    pub rst_alloc: u32,
-    pub errors: u32,
-    pub send_count: u32,
-    pub resend_count: u32,
-    pub response_timeout_count: u32,
-    pub local_interrupt_count: u32,
-    pub local_dropped_count: u32,
-    pub local_aborted_count: u32,
-    pub local_no_route_count: u32,
-    pub local_timeout_count: u32,
-    pub local_error_count: u32,
-    pub remote_dropped_count: u32,
-    pub remote_error_count: u32,
-    pub remote_timeout_count: u32,
-    pub network_timeout_count: u32,
-    pub failed_resends: u32,
-    pub successful_resends: u32,
-    pub recv_count: u32,
-    pub route_count: u32,
-    pub drop_count: u32,
-    pub send_length: u64,
-    pub recv_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
-}
-
 /// `stats show`. The 64-bit lengths go through a double as in lnetctl.
 pub fn stats_show(s: &StatsShow) -> String {
-    let counts = [
-        ("msgs_alloc", s.msgs_alloc),
-        ("msgs_max", s.msgs_max),
-        ("rst_alloc", s.rst_alloc),
-        ("errors", s.errors),
-        ("send_count", s.send_count),
-        ("resend_count", s.resend_count),
-        ("response_timeout_count", s.response_timeout_count),
-        ("local_interrupt_count", s.local_interrupt_count),
-        ("local_dropped_count", s.local_dropped_count),
-        ("local_aborted_count", s.local_aborted_count),
-        ("local_no_route_count", s.local_no_route_count),
-        ("local_timeout_count", s.local_timeout_count),
-        ("local_error_count", s.local_error_count),
-        ("remote_dropped_count", s.remote_dropped_count),
-        ("remote_error_count", s.remote_error_count),
-        ("remote_timeout_count", s.remote_timeout_count),
-        ("network_timeout_count", s.network_timeout_count),
-        ("failed_resends", s.failed_resends),
-        ("successful_resends", s.successful_resends),
-        ("recv_count", s.recv_count),
-        ("route_count", s.route_count),
-        ("drop_count", s.drop_count),
-    ];
-    let lengths = [
-        ("send_length", s.send_length),
-        ("recv_length", s.recv_length),
-        ("route_length", s.route_length),
-        ("drop_length", s.drop_length),
-    ];
-    let entries = counts
-        .iter()
-        .map(|&(key, value)| (key, Node::c_number(value)))
-        .chain(lengths.iter().map(|&(key, value)| (key, Node::c_number(value as f64))));
+    let entries = s.fields().map(|(key, value)| {
+        let value = match value {
+            Counter::U32(count) => Node::c_number(count),
+            Counter::U64(length) => Node::c_number(length as f64),
+        };
+        (key, value)
+    });
     Node::map([("statistics", Node::map(entries))]).to_string_c()
 }
 

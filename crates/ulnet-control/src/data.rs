@@ -8,11 +8,15 @@
 //!
 //! Structs without NIDs mirror their renderer struct field for field; a macro writes both
 //! conversions with exhaustive destructuring, so a field added on one side and not the other
-//! fails to compile.
+//! fails to compile. The counter shapes ([`StatsShow`], [`MessageCounts`]) are not mirrored:
+//! they are declared once, in `ulnet_proto::engine::stats`, and cross the socket as they are.
 
 use serde::{Deserialize, Serialize};
 use ulnet_config::render;
 use ulnet_proto::addr::{Net, Nid};
+/// The counter shapes cross the socket as the engine declares them (ulnet-proto's `serde`
+/// feature), with the kernel's widths.
+pub use ulnet_proto::engine::stats::{MessageCounts, StatsShow};
 
 /// A NID or net in a response that does not parse: the daemon and the CLI disagree about the
 /// text form (a bug on one side).
@@ -113,18 +117,6 @@ mirror! {
         pub p90_nsec: u64,
         #[serde(default)]
         pub p99_nsec: u64,
-    }
-}
-
-mirror! {
-    /// `sent_stats`, `received_stats`, `dropped_stats`.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct MessageCounts mirrors MessageCounts {
-        pub put: u32,
-        pub get: u32,
-        pub reply: u32,
-        pub ack: u32,
-        pub hello: u32,
     }
 }
 
@@ -332,39 +324,6 @@ mirror! {
 }
 
 mirror! {
-    /// The global counters of `stats show`.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct StatsShow mirrors StatsShow {
-        pub msgs_alloc: u32,
-        pub msgs_max: u32,
-        pub rst_alloc: u32,
-        pub errors: u32,
-        pub send_count: u32,
-        pub resend_count: u32,
-        pub response_timeout_count: u32,
-        pub local_interrupt_count: u32,
-        pub local_dropped_count: u32,
-        pub local_aborted_count: u32,
-        pub local_no_route_count: u32,
-        pub local_timeout_count: u32,
-        pub local_error_count: u32,
-        pub remote_dropped_count: u32,
-        pub remote_error_count: u32,
-        pub remote_timeout_count: u32,
-        pub network_timeout_count: u32,
-        pub failed_resends: u32,
-        pub successful_resends: u32,
-        pub recv_count: u32,
-        pub route_count: u32,
-        pub drop_count: u32,
-        pub send_length: u64,
-        pub recv_length: u64,
-        pub route_length: u64,
-        pub drop_length: u64,
-    }
-}
-
-mirror! {
     /// One router buffer pool of one CPT.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct BufferPool mirrors BufferPool {
@@ -449,9 +408,9 @@ impl From<&render::LocalNiEntry> for LocalNiEntry {
             interface: ni.interface.clone(),
             statistics: ni.statistics.into(),
             udsp: UdspInfo::from(&ni.udsp),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
             health: ni.health.into(),
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(LndTunables::from),
@@ -471,9 +430,9 @@ impl TryFrom<&LocalNiEntry> for render::LocalNiEntry {
             interface: ni.interface.clone(),
             statistics: ni.statistics.into(),
             udsp: render::UdspInfo::try_from(&ni.udsp)?,
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
             health: ni.health.into(),
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(render::LndTunablesShow::from),
@@ -631,9 +590,9 @@ impl From<&render::PeerNiEntry> for PeerNiEntry {
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
             statistics: ni.statistics.into(),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
             health: ni.health.into(),
         }
     }
@@ -655,9 +614,9 @@ impl TryFrom<&PeerNiEntry> for render::PeerNiEntry {
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
             statistics: ni.statistics.into(),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
             health: ni.health.into(),
         })
     }

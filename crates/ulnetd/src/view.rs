@@ -10,12 +10,10 @@
 use ulnet::{NiStats, NodeStats, PeerNiStats};
 use ulnet_config::render::{
     Latency, LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables,
-    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
+    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
 };
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::engine::{
-    ElementStats, GlobalStats, LatencyHistogram, LatencyStats, MsgTypeCounts, PeerInfo,
-};
+use ulnet_proto::engine::{ElementStats, LatencyHistogram, LatencyStats, PeerInfo};
 
 use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
@@ -92,38 +90,6 @@ pub fn peer_entries(stats: &NodeStats, info: impl Fn(Nid) -> Option<PeerInfo>) -
     peers
 }
 
-/// `stats show`.
-pub fn stats_show(stats: &GlobalStats) -> StatsShow {
-    StatsShow {
-        msgs_alloc: low32(stats.msgs_alloc),
-        msgs_max: low32(stats.msgs_max),
-        rst_alloc: low32(stats.rst_alloc),
-        errors: low32(stats.errors),
-        send_count: low32(stats.send_count),
-        resend_count: low32(stats.resend_count),
-        response_timeout_count: low32(stats.response_timeout_count),
-        local_interrupt_count: low32(stats.local_interrupt_count),
-        local_dropped_count: low32(stats.local_dropped_count),
-        local_aborted_count: low32(stats.local_aborted_count),
-        local_no_route_count: low32(stats.local_no_route_count),
-        local_timeout_count: low32(stats.local_timeout_count),
-        local_error_count: low32(stats.local_error_count),
-        remote_dropped_count: low32(stats.remote_dropped_count),
-        remote_error_count: low32(stats.remote_error_count),
-        remote_timeout_count: low32(stats.remote_timeout_count),
-        network_timeout_count: low32(stats.network_timeout_count),
-        failed_resends: low32(stats.failed_resends),
-        successful_resends: low32(stats.successful_resends),
-        recv_count: low32(stats.recv_count),
-        route_count: low32(stats.route_count),
-        drop_count: low32(stats.drop_count),
-        send_length: stats.send_length,
-        recv_length: stats.recv_length,
-        route_length: stats.route_length,
-        drop_length: stats.drop_length,
-    }
-}
-
 fn shown_tunables(net: &NetSpec) -> NetTunables {
     let signed = |value: u32| i32::try_from(value).unwrap_or(i32::MAX);
     NetTunables {
@@ -150,9 +116,9 @@ fn local_ni(
         interface: spec.interface.clone(),
         statistics: element_statistics(&statistics, &latency),
         udsp: no_udsp(),
-        sent: counts(&statistics.sent_stats),
-        received: counts(&statistics.received_stats),
-        dropped: counts(&statistics.dropped_stats),
+        sent: MessageCounts::from(&statistics.sent_stats),
+        received: MessageCounts::from(&statistics.received_stats),
+        dropped: MessageCounts::from(&statistics.dropped_stats),
         health: LocalNiHealth {
             fatal_error: i32::from(health.fatal_error),
             value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
@@ -188,9 +154,9 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
         // The peer table's own reference (lustre: peer.c, `lpni_refcount`).
         refcount: 1,
         statistics: element_statistics(&ni.statistics, &ni.latency),
-        sent: counts(&ni.statistics.sent_stats),
-        received: counts(&ni.statistics.received_stats),
-        dropped: counts(&ni.statistics.dropped_stats),
+        sent: MessageCounts::from(&ni.statistics.sent_stats),
+        received: MessageCounts::from(&ni.statistics.received_stats),
+        dropped: MessageCounts::from(&ni.statistics.dropped_stats),
         health: PeerNiHealth {
             value: i32::try_from(ni.health.health_value).unwrap_or(i32::MAX),
             dropped: low32(ni.health.dropped),
@@ -241,16 +207,6 @@ fn latency_summary(histogram: &LatencyHistogram) -> Latency {
     }
 }
 
-fn counts(counts: &MsgTypeCounts) -> MessageCounts {
-    MessageCounts {
-        put: low32(counts.put),
-        get: low32(counts.get),
-        reply: low32(counts.reply),
-        ack: low32(counts.ack),
-        hello: low32(counts.hello),
-    }
-}
-
 /// The low 32 bits: what the kernel's wrapping 32-bit counter would hold.
 fn low32(value: u64) -> u32 {
     // Truncation is the point: the kernel's counters wrap at 2^32.
@@ -265,10 +221,6 @@ mod tests {
     fn counters_wrap_like_the_kernels() {
         assert_eq!(low32(5), 5);
         assert_eq!(low32((1 << 32) + 7), 7);
-        let stats =
-            GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
-        let shown = stats_show(&stats);
-        assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
     }
 
     #[test]

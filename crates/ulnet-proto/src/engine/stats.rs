@@ -12,15 +12,100 @@ use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
 
-/// Counts per message type: the `put`, `get`, `reply`, `ack`, `hello` keys of
-/// `sent_stats` / `received_stats` / `dropped_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MsgTypeCounts {
-    pub put: u64,
-    pub get: u64,
-    pub reply: u64,
-    pub ack: u64,
-    pub hello: u64,
+/// A counter's value at the width the kernel keeps it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// A 32-bit counter (`struct lnet_element_stats` atomics, most `lnet_counters_common`
+    /// fields): it wraps at 2^32.
+    U32(u32),
+    /// A 64-bit counter (the `*_length` byte counts).
+    U64(u64),
+}
+
+/// The widths a shown counter comes in: the engine counts in 64 bits and a kernel node keeps
+/// most counters in 32, which wrap; the low 32 bits are what a kernel node would show.
+pub trait CounterWidth: Copy {
+    /// The value a kernel counter of this width holds after `count` increments.
+    fn wrapped(count: u64) -> Self;
+    fn counter(self) -> Counter;
+}
+
+impl CounterWidth for u32 {
+    fn wrapped(count: u64) -> Self {
+        // Truncation is the point: the kernel's counters wrap at 2^32.
+        (count & u64::from(u32::MAX)) as u32
+    }
+
+    fn counter(self) -> Counter {
+        Counter::U32(self)
+    }
+}
+
+impl CounterWidth for u64 {
+    fn wrapped(count: u64) -> Self {
+        count
+    }
+
+    fn counter(self) -> Counter {
+        Counter::U64(self)
+    }
+}
+
+/// Declares a set of counters once: the engine's struct (every counter a `u64`, plus the
+/// engine's own counters lnetctl does not show), the shown struct (the kernel's widths, with
+/// `serde` under the `serde` feature, which is what crosses the control socket and what the
+/// renderer prints), the conversion between them and the shown struct's `fields()` in order.
+macro_rules! counters {
+    (
+        $(#[$engine_meta:meta])*
+        pub struct $engine:ident;
+        $(#[$shown_meta:meta])*
+        pub struct $shown:ident {
+            $( $(#[$field_meta:meta])* pub $field:ident : $width:ty, )*
+        }
+        $( engine only { $( $(#[$own_meta:meta])* pub $own:ident, )* } )?
+    ) => {
+        $(#[$engine_meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $engine {
+            $( $(#[$field_meta])* pub $field: u64, )*
+            $( $( $(#[$own_meta])* pub $own: u64, )* )?
+        }
+
+        $(#[$shown_meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        pub struct $shown {
+            $( $(#[$field_meta])* pub $field: $width, )*
+        }
+
+        impl $shown {
+            /// The counters' keys and values, in the order lnetctl prints them.
+            pub fn fields(&self) -> impl Iterator<Item = (&'static str, Counter)> + use<> {
+                [$( (stringify!($field), CounterWidth::counter(self.$field)) ),*].into_iter()
+            }
+        }
+
+        impl From<&$engine> for $shown {
+            fn from(counts: &$engine) -> Self {
+                Self { $( $field: CounterWidth::wrapped(counts.$field), )* }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Counts per message type: the `put`, `get`, `reply`, `ack`, `hello` keys of
+    /// `sent_stats` / `received_stats` / `dropped_stats`.
+    pub struct MsgTypeCounts;
+    /// [`MsgTypeCounts`] as a kernel node shows them (32-bit counters).
+    pub struct MessageCounts {
+        pub put: u32,
+        pub get: u32,
+        pub reply: u32,
+        pub ack: u32,
+        pub hello: u32,
+    }
 }
 
 impl MsgTypeCounts {
@@ -130,50 +215,57 @@ impl PeerNiHealthStats {
     }
 }
 
-/// Node-wide counters, in the order `lnetctl stats show` prints them, plus the engine's own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GlobalStats {
-    /// Messages alive now.
-    pub msgs_alloc: u64,
-    /// Most messages ever alive at once.
-    pub msgs_max: u64,
-    /// Response trackers alive now.
-    pub rst_alloc: u64,
-    pub errors: u64,
-    pub send_count: u64,
-    pub resend_count: u64,
-    pub response_timeout_count: u64,
-    pub local_interrupt_count: u64,
-    pub local_dropped_count: u64,
-    pub local_aborted_count: u64,
-    pub local_no_route_count: u64,
-    pub local_timeout_count: u64,
-    pub local_error_count: u64,
-    pub remote_dropped_count: u64,
-    pub remote_error_count: u64,
-    pub remote_timeout_count: u64,
-    pub network_timeout_count: u64,
-    pub failed_resends: u64,
-    pub successful_resends: u64,
-    pub recv_count: u64,
-    pub route_count: u64,
-    pub drop_count: u64,
-    pub send_length: u64,
-    pub recv_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
-    /// ACKs and REPLYs dropped for a stale, unknown or inactive wire handle (not in lnetctl).
-    pub stale_responses: u64,
-    /// Headers refused as protocol errors (the LND closes the connection).
-    pub protocol_errors: u64,
-    /// Events dropped because the event queue was full (EQ overflow).
-    pub events_dropped: u64,
-    /// Peer NIs fast failover suspected of black-holing traffic (not in lnetctl).
-    pub blackhole_suspicions: u64,
-    /// Messages fast failover moved or copied to another path (not in lnetctl).
-    pub fast_resends: u64,
-    /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
-    pub duplicates_dropped: u64,
+counters! {
+    /// Node-wide counters, in the order `lnetctl stats show` prints them, plus the engine's own.
+    pub struct GlobalStats;
+    /// The global counters of `stats show` as a kernel node keeps them, in its order
+    /// (docs/protocol/cli.md §3.8): `struct lnet_counters_common` and
+    /// `struct lnet_counters_health`.
+    pub struct StatsShow {
+        /// Messages alive now.
+        pub msgs_alloc: u32,
+        /// Most messages ever alive at once.
+        pub msgs_max: u32,
+        /// Response trackers alive now.
+        pub rst_alloc: u32,
+        pub errors: u32,
+        pub send_count: u32,
+        pub resend_count: u32,
+        pub response_timeout_count: u32,
+        pub local_interrupt_count: u32,
+        pub local_dropped_count: u32,
+        pub local_aborted_count: u32,
+        pub local_no_route_count: u32,
+        pub local_timeout_count: u32,
+        pub local_error_count: u32,
+        pub remote_dropped_count: u32,
+        pub remote_error_count: u32,
+        pub remote_timeout_count: u32,
+        pub network_timeout_count: u32,
+        pub failed_resends: u32,
+        pub successful_resends: u32,
+        pub recv_count: u32,
+        pub route_count: u32,
+        pub drop_count: u32,
+        pub send_length: u64,
+        pub recv_length: u64,
+        pub route_length: u64,
+        pub drop_length: u64,
+    }
+    engine only {
+        /// ACKs and REPLYs dropped for a stale, unknown or inactive wire handle (not in lnetctl).
+        pub stale_responses,
+        /// Headers refused as protocol errors (the LND closes the connection).
+        pub protocol_errors,
+        /// Events dropped because the event queue was full (EQ overflow).
+        pub events_dropped,
+        /// Peer NIs fast failover suspected of black-holing traffic (not in lnetctl).
+        pub blackhole_suspicions,
+        /// Messages fast failover moved or copied to another path (not in lnetctl).
+        pub fast_resends,
+        /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
+        pub duplicates_dropped,
+    }
 }
 
 impl GlobalStats {
@@ -247,4 +339,30 @@ pub struct PeerNiStats {
     pub latency: LatencyStats,
     /// Fast failover's smoothed round trip to this peer NI (zero until measured).
     pub srtt: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_counters_wrap_like_the_kernels() {
+        let stats =
+            GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
+        let shown = StatsShow::from(&stats);
+        assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
+        let counts = MsgTypeCounts { hello: (1 << 32) + 7, ..Default::default() };
+        assert_eq!(MessageCounts::from(&counts).hello, 7);
+    }
+
+    #[test]
+    fn fields_come_in_lnetctl_order_with_their_widths() {
+        let shown = StatsShow { msgs_alloc: 3, drop_length: 1 << 40, ..Default::default() };
+        let fields: Vec<_> = shown.fields().collect();
+        assert_eq!(fields.len(), 26);
+        assert_eq!(fields.first(), Some(&("msgs_alloc", Counter::U32(3))));
+        assert_eq!(fields.last(), Some(&("drop_length", Counter::U64(1 << 40))));
+        let keys: Vec<_> = MessageCounts::default().fields().map(|(key, _)| key).collect();
+        assert_eq!(keys, ["put", "get", "reply", "ack", "hello"]);
+    }
 }
