@@ -3,7 +3,7 @@
 //!
 //! It synthesizes the IPv4 and TCP framing around each write: a three-way handshake, then one
 //! segment per [`TcpFlow::send`] with correct sequence and acknowledgement numbers. Output goes to
-//! memory; the caller decides where the bytes end up (this crate does no I/O).
+//! memory; the caller decides where the bytes end up (this module does no I/O).
 
 use std::net::{IpAddr, SocketAddr};
 
