@@ -13,7 +13,9 @@
 
 use ulnet_proto::addr::{Net, Nid};
 /// The counter shapes are the engine's (declared once in `ulnet_proto::engine::stats`).
-pub use ulnet_proto::engine::stats::{Counter, MessageCounts, StatsShow};
+pub use ulnet_proto::engine::stats::{
+    Counter, LocalNiHealth, MessageCounts, PeerNiHealth, StatsShow,
+};
 
 use crate::emit::{LibyamlStyle, Scalar, ScalarStyle, Yaml};
 
@@ -101,41 +103,6 @@ pub struct Latency {
     pub p90_nsec: u64,
     pub p99_nsec: u64,
 }
-
-/// A local NI's `health stats`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LocalNiHealth {
-    pub fatal_error: i32,
-    pub value: i32,
-    pub interrupts: u32,
-    pub dropped: u32,
-    pub aborted: u32,
-    pub no_route: u32,
-    pub timeouts: u32,
-    pub error: u32,
-    pub ping_count: u32,
-    pub next_ping: u64,
-}
-
-impl Default for LocalNiHealth {
-    fn default() -> Self {
-        Self {
-            fatal_error: 0,
-            value: MAX_HEALTH_VALUE,
-            interrupts: 0,
-            dropped: 0,
-            aborted: 0,
-            no_route: 0,
-            timeouts: 0,
-            error: 0,
-            ping_count: 0,
-            next_ping: 0,
-        }
-    }
-}
-
-/// `LNET_MAX_HEALTH_VALUE` (include/linux/lnet/lib-types.h): the health of a healthy NI.
-pub const MAX_HEALTH_VALUE: i32 = 1000;
 
 /// The net's `tunables:`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -391,32 +358,6 @@ pub struct PeerNiEntry {
     pub received: MessageCounts,
     pub dropped: MessageCounts,
     pub health: PeerNiHealth,
-}
-
-/// A peer NI's `health stats`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerNiHealth {
-    pub value: i32,
-    pub dropped: u32,
-    pub timeout: u32,
-    pub error: u32,
-    pub network_timeout: u32,
-    pub ping_count: u32,
-    pub next_ping: i64,
-}
-
-impl Default for PeerNiHealth {
-    fn default() -> Self {
-        Self {
-            value: MAX_HEALTH_VALUE,
-            dropped: 0,
-            timeout: 0,
-            error: 0,
-            network_timeout: 0,
-            ping_count: 0,
-            next_ping: 0,
-        }
-    }
 }
 
 /// `peer show [-v L]`, or the `peer:` part of an export. Empty without peers; callers leave

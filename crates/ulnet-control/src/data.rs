@@ -8,7 +8,8 @@
 //!
 //! Structs without NIDs mirror their renderer struct field for field; a macro writes both
 //! conversions with exhaustive destructuring, so a field added on one side and not the other
-//! fails to compile. The counter shapes ([`StatsShow`], [`MessageCounts`]) are not mirrored:
+//! fails to compile. The counter shapes ([`StatsShow`], [`MessageCounts`], [`LocalNiHealth`],
+//! [`PeerNiHealth`]) are not mirrored:
 //! they are declared once, in `ulnet_proto::engine::stats`, and cross the socket as they are.
 
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,7 @@ use ulnet_config::render;
 use ulnet_proto::addr::{Net, Nid};
 /// The counter shapes cross the socket as the engine declares them (ulnet-proto's `serde`
 /// feature), with the kernel's widths.
-pub use ulnet_proto::engine::stats::{MessageCounts, StatsShow};
+pub use ulnet_proto::engine::stats::{LocalNiHealth, MessageCounts, PeerNiHealth, StatsShow};
 
 /// A NID or net in a response that does not parse: the daemon and the CLI disagree about the
 /// text form (a bug on one side).
@@ -121,29 +122,6 @@ mirror! {
 }
 
 mirror! {
-    /// A local NI's `health stats`.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct LocalNiHealth mirrors LocalNiHealth {
-        pub fatal_error: i32,
-        pub value: i32,
-        pub interrupts: u32,
-        pub dropped: u32,
-        pub aborted: u32,
-        pub no_route: u32,
-        pub timeouts: u32,
-        pub error: u32,
-        pub ping_count: u32,
-        pub next_ping: u64,
-    }
-}
-
-impl Default for LocalNiHealth {
-    fn default() -> Self {
-        render::LocalNiHealth::default().into()
-    }
-}
-
-mirror! {
     /// The net's `tunables:`.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct NetTunables mirrors NetTunables {
@@ -226,26 +204,6 @@ pub struct PeerNiEntry {
     pub received: MessageCounts,
     pub dropped: MessageCounts,
     pub health: PeerNiHealth,
-}
-
-mirror! {
-    /// A peer NI's `health stats`.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct PeerNiHealth mirrors PeerNiHealth {
-        pub value: i32,
-        pub dropped: u32,
-        pub timeout: u32,
-        pub error: u32,
-        pub network_timeout: u32,
-        pub ping_count: u32,
-        pub next_ping: i64,
-    }
-}
-
-impl Default for PeerNiHealth {
-    fn default() -> Self {
-        render::PeerNiHealth::default().into()
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,7 +369,7 @@ impl From<&render::LocalNiEntry> for LocalNiEntry {
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
-            health: ni.health.into(),
+            health: ni.health,
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(LndTunables::from),
             dev_cpt: ni.dev_cpt,
@@ -433,7 +391,7 @@ impl TryFrom<&LocalNiEntry> for render::LocalNiEntry {
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
-            health: ni.health.into(),
+            health: ni.health,
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(render::LndTunablesShow::from),
             dev_cpt: ni.dev_cpt,
@@ -593,7 +551,7 @@ impl From<&render::PeerNiEntry> for PeerNiEntry {
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
-            health: ni.health.into(),
+            health: ni.health,
         }
     }
 }
@@ -617,7 +575,7 @@ impl TryFrom<&PeerNiEntry> for render::PeerNiEntry {
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
-            health: ni.health.into(),
+            health: ni.health,
         })
     }
 }
@@ -898,6 +856,29 @@ mod tests {
         assert_eq!(
             render::PeerEntry::try_from(&peer),
             Err(DataError::BadNid { field: "primary nid", text: "10.0.0.1@nonet".into() })
+        );
+    }
+
+    /// The counter shapes are the engine's, not mirrors: their JSON is pinned here, so a change
+    /// in `ulnet_proto::engine::stats` that would change the wire fails this test.
+    #[test]
+    fn counter_shapes_keep_their_json() {
+        let stats = StatsShow { msgs_alloc: 1, drop_length: 1 << 40, ..StatsShow::default() };
+        assert_eq!(
+            serde_json::to_string(&stats).unwrap(),
+            "{\"msgs_alloc\":1,\"msgs_max\":0,\"rst_alloc\":0,\"errors\":0,\"send_count\":0,\
+             \"resend_count\":0,\"response_timeout_count\":0,\"local_interrupt_count\":0,\
+             \"local_dropped_count\":0,\"local_aborted_count\":0,\"local_no_route_count\":0,\
+             \"local_timeout_count\":0,\"local_error_count\":0,\"remote_dropped_count\":0,\
+             \"remote_error_count\":0,\"remote_timeout_count\":0,\"network_timeout_count\":0,\
+             \"failed_resends\":0,\"successful_resends\":0,\"recv_count\":0,\"route_count\":0,\
+             \"drop_count\":0,\"send_length\":0,\"recv_length\":0,\"route_length\":0,\
+             \"drop_length\":1099511627776}"
+        );
+        let counts = MessageCounts { put: 1, get: 2, reply: 3, ack: 4, hello: 5 };
+        assert_eq!(
+            serde_json::to_string(&counts).unwrap(),
+            "{\"put\":1,\"get\":2,\"reply\":3,\"ack\":4,\"hello\":5}"
         );
     }
 

@@ -119,18 +119,7 @@ fn local_ni(
         sent: MessageCounts::from(&statistics.sent_stats),
         received: MessageCounts::from(&statistics.received_stats),
         dropped: MessageCounts::from(&statistics.dropped_stats),
-        health: LocalNiHealth {
-            fatal_error: i32::from(health.fatal_error),
-            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
-            interrupts: low32(health.interrupts),
-            dropped: low32(health.dropped),
-            aborted: low32(health.aborted),
-            no_route: low32(health.no_route),
-            timeouts: low32(health.timeouts),
-            error: low32(health.error),
-            ping_count: low32(health.ping_count),
-            next_ping: health.next_ping,
-        },
+        health: LocalNiHealth::from(&health),
         tunables,
         lnd_tunables,
         // The loopback NI sits on CPT 0; network NIs have no device CPT (no NUMA device).
@@ -157,15 +146,7 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
         sent: MessageCounts::from(&ni.statistics.sent_stats),
         received: MessageCounts::from(&ni.statistics.received_stats),
         dropped: MessageCounts::from(&ni.statistics.dropped_stats),
-        health: PeerNiHealth {
-            value: i32::try_from(ni.health.health_value).unwrap_or(i32::MAX),
-            dropped: low32(ni.health.dropped),
-            timeout: low32(ni.health.timeout),
-            error: low32(ni.health.error),
-            network_timeout: low32(ni.health.network_timeout),
-            ping_count: low32(ni.health.ping_count),
-            next_ping: i64::try_from(ni.health.next_ping).unwrap_or(i64::MAX),
-        },
+        health: PeerNiHealth::from(&ni.health),
     }
 }
 

@@ -6,7 +6,7 @@
 //! lnet/lnet/lib-msg.c (`lnet_msg_decommit_tx/rx`, `lnet_incr_hstats`).
 
 use crate::addr::Nid;
-use crate::engine::health::HealthStatus;
+use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::latency::LatencyStats;
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
@@ -189,6 +189,48 @@ impl NiHealthStats {
     }
 }
 
+/// A local NI's `health stats` as a kernel node shows them (`net show -v 2`): the kernel's
+/// widths and signs, the counters' low 32 bits. What `net show` renders and what crosses the
+/// control socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LocalNiHealth {
+    pub fatal_error: i32,
+    pub value: i32,
+    pub interrupts: u32,
+    pub dropped: u32,
+    pub aborted: u32,
+    pub no_route: u32,
+    pub timeouts: u32,
+    pub error: u32,
+    pub ping_count: u32,
+    pub next_ping: u64,
+}
+
+/// A healthy NI: `LNET_MAX_HEALTH_VALUE`, nothing counted.
+impl Default for LocalNiHealth {
+    fn default() -> Self {
+        Self::from(&NiHealthStats { health_value: MAX_HEALTH, ..NiHealthStats::default() })
+    }
+}
+
+impl From<&NiHealthStats> for LocalNiHealth {
+    fn from(health: &NiHealthStats) -> Self {
+        Self {
+            fatal_error: i32::from(health.fatal_error),
+            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
+            interrupts: CounterWidth::wrapped(health.interrupts),
+            dropped: CounterWidth::wrapped(health.dropped),
+            aborted: CounterWidth::wrapped(health.aborted),
+            no_route: CounterWidth::wrapped(health.no_route),
+            timeouts: CounterWidth::wrapped(health.timeouts),
+            error: CounterWidth::wrapped(health.error),
+            ping_count: CounterWidth::wrapped(health.ping_count),
+            next_ping: health.next_ping,
+        }
+    }
+}
+
 /// The `health stats` block of a peer NI in `peer show -v 2`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerNiHealthStats {
@@ -211,6 +253,41 @@ impl PeerNiHealthStats {
             HealthStatus::RemoteError => self.error += 1,
             HealthStatus::NetworkTimeout => self.network_timeout += 1,
             _ => {}
+        }
+    }
+}
+
+/// A peer NI's `health stats` as a kernel node shows them (`peer show -v 2`); see
+/// [`LocalNiHealth`]. Fast failover's suspicions are not shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct PeerNiHealth {
+    pub value: i32,
+    pub dropped: u32,
+    pub timeout: u32,
+    pub error: u32,
+    pub network_timeout: u32,
+    pub ping_count: u32,
+    pub next_ping: i64,
+}
+
+/// A healthy peer NI: `LNET_MAX_HEALTH_VALUE`, nothing counted.
+impl Default for PeerNiHealth {
+    fn default() -> Self {
+        Self::from(&PeerNiHealthStats { health_value: MAX_HEALTH, ..PeerNiHealthStats::default() })
+    }
+}
+
+impl From<&PeerNiHealthStats> for PeerNiHealth {
+    fn from(health: &PeerNiHealthStats) -> Self {
+        Self {
+            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
+            dropped: CounterWidth::wrapped(health.dropped),
+            timeout: CounterWidth::wrapped(health.timeout),
+            error: CounterWidth::wrapped(health.error),
+            network_timeout: CounterWidth::wrapped(health.network_timeout),
+            ping_count: CounterWidth::wrapped(health.ping_count),
+            next_ping: i64::try_from(health.next_ping).unwrap_or(i64::MAX),
         }
     }
 }
@@ -353,6 +430,28 @@ mod tests {
         assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
         let counts = MsgTypeCounts { hello: (1 << 32) + 7, ..Default::default() };
         assert_eq!(MessageCounts::from(&counts).hello, 7);
+    }
+
+    #[test]
+    fn health_is_shown_with_the_kernels_widths() {
+        assert_eq!(LocalNiHealth::default().value, 1000);
+        assert_eq!(PeerNiHealth::default().value, 1000);
+        let ni = NiHealthStats {
+            fatal_error: true,
+            health_value: u32::MAX,
+            interrupts: (1 << 32) + 3,
+            next_ping: u64::MAX,
+            ..Default::default()
+        };
+        let shown = LocalNiHealth::from(&ni);
+        assert_eq!(
+            (shown.fatal_error, shown.value, shown.interrupts, shown.next_ping),
+            (1, i32::MAX, 3, u64::MAX)
+        );
+        let peer =
+            PeerNiHealthStats { dropped: 1 << 32, next_ping: u64::MAX, ..Default::default() };
+        let shown = PeerNiHealth::from(&peer);
+        assert_eq!((shown.value, shown.dropped, shown.next_ping), (0, 0, i64::MAX));
     }
 
     #[test]
