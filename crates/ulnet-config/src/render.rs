@@ -14,7 +14,7 @@
 use ulnet_proto::addr::{Net, Nid};
 /// The counter shapes are the engine's (declared once in `ulnet_proto::engine::stats`).
 pub use ulnet_proto::engine::stats::{
-    Counter, LocalNiHealth, MessageCounts, PeerNiHealth, StatsShow,
+    Counter, Latency, LocalNiHealth, MessageCounts, PeerNiHealth, Statistics, StatsShow,
 };
 
 use crate::emit::{LibyamlStyle, Scalar, ScalarStyle, Yaml};
@@ -77,31 +77,6 @@ pub struct LocalNiEntry {
     pub dev_cpt: i32,
     /// The NI's CPTs, or all CPTs when unbound.
     pub cpts: Vec<u32>,
-}
-
-/// Message counters and latency summaries (`statistics:`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Statistics {
-    pub send_count: u32,
-    pub recv_count: u32,
-    pub drop_count: u32,
-    pub put_egress: Latency,
-    pub get_rtt: Latency,
-    pub put_ack: Latency,
-}
-
-/// One latency summary; all zero without samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Latency {
-    pub samples: u32,
-    pub min_nsec: u64,
-    pub max_nsec: u64,
-    pub avg_nsec: u64,
-    /// Percentiles from ulnet's latency histograms (not in Lustre); shown only by
-    /// `peer show -v 4` under `latency percentiles`.
-    pub p50_nsec: u64,
-    pub p90_nsec: u64,
-    pub p99_nsec: u64,
 }
 
 /// The net's `tunables:`.

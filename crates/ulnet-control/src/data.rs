@@ -8,8 +8,8 @@
 //!
 //! Structs without NIDs mirror their renderer struct field for field; a macro writes both
 //! conversions with exhaustive destructuring, so a field added on one side and not the other
-//! fails to compile. The counter shapes ([`StatsShow`], [`MessageCounts`], [`LocalNiHealth`],
-//! [`PeerNiHealth`]) are not mirrored:
+//! fails to compile. The statistics shapes ([`StatsShow`], [`Statistics`], [`Latency`],
+//! [`MessageCounts`], [`LocalNiHealth`], [`PeerNiHealth`]) are not mirrored:
 //! they are declared once, in `ulnet_proto::engine::stats`, and cross the socket as they are.
 
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,9 @@ use ulnet_config::render;
 use ulnet_proto::addr::{Net, Nid};
 /// The counter shapes cross the socket as the engine declares them (ulnet-proto's `serde`
 /// feature), with the kernel's widths.
-pub use ulnet_proto::engine::stats::{LocalNiHealth, MessageCounts, PeerNiHealth, StatsShow};
+pub use ulnet_proto::engine::stats::{
+    Latency, LocalNiHealth, MessageCounts, PeerNiHealth, Statistics, StatsShow,
+};
 
 /// A NID or net in a response that does not parse: the daemon and the CLI disagree about the
 /// text form (a bug on one side).
@@ -88,37 +90,6 @@ pub struct LocalNiEntry {
     pub lnd_tunables: Option<LndTunables>,
     pub dev_cpt: i32,
     pub cpts: Vec<u32>,
-}
-
-mirror! {
-    /// Message counters and latency summaries.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct Statistics mirrors Statistics {
-        pub send_count: u32,
-        pub recv_count: u32,
-        pub drop_count: u32,
-        pub put_egress: Latency,
-        pub get_rtt: Latency,
-        pub put_ack: Latency,
-    }
-}
-
-mirror! {
-    /// One latency summary.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct Latency mirrors Latency {
-        pub samples: u32,
-        pub min_nsec: u64,
-        pub max_nsec: u64,
-        pub avg_nsec: u64,
-        /// ulnet's histogram percentiles (`peer show -v 4`).
-        #[serde(default)]
-        pub p50_nsec: u64,
-        #[serde(default)]
-        pub p90_nsec: u64,
-        #[serde(default)]
-        pub p99_nsec: u64,
-    }
 }
 
 mirror! {
@@ -364,7 +335,7 @@ impl From<&render::LocalNiEntry> for LocalNiEntry {
             nid: ni.nid.to_string(),
             up: ni.up,
             interface: ni.interface.clone(),
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             udsp: UdspInfo::from(&ni.udsp),
             sent: ni.sent,
             received: ni.received,
@@ -386,7 +357,7 @@ impl TryFrom<&LocalNiEntry> for render::LocalNiEntry {
             nid: parse_nid("local NI", &ni.nid)?,
             up: ni.up,
             interface: ni.interface.clone(),
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             udsp: render::UdspInfo::try_from(&ni.udsp)?,
             sent: ni.sent,
             received: ni.received,
@@ -547,7 +518,7 @@ impl From<&render::PeerNiEntry> for PeerNiEntry {
             available_rtr_credits: ni.available_rtr_credits,
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
@@ -571,7 +542,7 @@ impl TryFrom<&PeerNiEntry> for render::PeerNiEntry {
             available_rtr_credits: ni.available_rtr_credits,
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             sent: ni.sent,
             received: ni.received,
             dropped: ni.dropped,
@@ -859,7 +830,7 @@ mod tests {
         );
     }
 
-    /// The counter shapes are the engine's, not mirrors: their JSON is pinned here, so a change
+    /// The statistics shapes are the engine's, not mirrors: their JSON is pinned here, so a change
     /// in `ulnet_proto::engine::stats` that would change the wire fails this test.
     #[test]
     fn counter_shapes_keep_their_json() {
@@ -879,6 +850,13 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&counts).unwrap(),
             "{\"put\":1,\"get\":2,\"reply\":3,\"ack\":4,\"hello\":5}"
+        );
+        // A daemon from before the percentiles sends summaries without them.
+        let old = "{\"samples\":1,\"min_nsec\":2,\"max_nsec\":3,\"avg_nsec\":4}";
+        let latency: Latency = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            latency,
+            Latency { samples: 1, min_nsec: 2, max_nsec: 3, avg_nsec: 4, ..Default::default() }
         );
     }
 

@@ -3,17 +3,19 @@
 //!
 //! The kernel keeps most counters in 32 bits (`struct lnet_element_stats` atomics,
 //! `struct lnet_counters_common` u32 fields), so they wrap there; the engine counts in 64
-//! bits and the low 32 bits are shown, which is what a kernel node would show.
+//! bits and the low 32 bits are shown, which is what a kernel node would show
+//! (`ulnet_proto::engine::stats`, where the shown shapes are declared with their conversions).
 //! lustre: include/uapi/linux/lnet/lnet-types.h, api-ni.c `lnet_fill_ni_info()`,
 //! peer.c `lnet_peer_ni_info()` (via the netlink dumps).
 
 use ulnet::{NiStats, NodeStats, PeerNiStats};
 use ulnet_config::render::{
-    Latency, LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables,
-    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
+    LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
+    PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
 };
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::engine::{ElementStats, LatencyHistogram, LatencyStats, PeerInfo};
+use ulnet_proto::engine::PeerInfo;
+use ulnet_proto::engine::stats::CounterWidth;
 
 use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
@@ -114,7 +116,7 @@ fn local_ni(
         nid: spec.nid,
         up: live.is_some_and(|ni| ni.up),
         interface: spec.interface.clone(),
-        statistics: element_statistics(&statistics, &latency),
+        statistics: Statistics::new(&statistics, &latency),
         udsp: no_udsp(),
         sent: MessageCounts::from(&statistics.sent_stats),
         received: MessageCounts::from(&statistics.received_stats),
@@ -137,12 +139,12 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
         max_ni_tx_credits: u32::try_from(ni.tx_credits.max).unwrap_or(0),
         available_tx_credits: ni.tx_credits.available,
         min_tx_credits: ni.tx_credits.min,
-        tx_q_num_of_buf: low32(ni.tx_q_num_of_buf),
+        tx_q_num_of_buf: CounterWidth::wrapped(ni.tx_q_num_of_buf),
         available_rtr_credits: ni.rtr_credits.available,
         min_rtr_credits: ni.rtr_credits.min,
         // The peer table's own reference (lustre: peer.c, `lpni_refcount`).
         refcount: 1,
-        statistics: element_statistics(&ni.statistics, &ni.latency),
+        statistics: Statistics::new(&ni.statistics, &ni.latency),
         sent: MessageCounts::from(&ni.statistics.sent_stats),
         received: MessageCounts::from(&ni.statistics.received_stats),
         dropped: MessageCounts::from(&ni.statistics.dropped_stats),
@@ -156,67 +158,4 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
 /// `udsp_info_list` (`NLA_S32`).
 fn no_udsp() -> UdspInfo {
     UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
-}
-
-/// The `statistics:` block: counters and the latency summaries Lustre keeps (samples, min,
-/// max, mean), plus ulnet's percentiles from the engine's histograms.
-/// lustre: api-ni.c `lnet_fill_ni_info()` / peer.c latency attributes (`<op>_*_nsec`).
-fn element_statistics(stats: &ElementStats, latency: &LatencyStats) -> Statistics {
-    Statistics {
-        send_count: low32(stats.send_count),
-        recv_count: low32(stats.recv_count),
-        drop_count: low32(stats.drop_count),
-        put_egress: latency_summary(&latency.put_egress),
-        get_rtt: latency_summary(&latency.get_rtt),
-        put_ack: latency_summary(&latency.put_ack),
-    }
-}
-
-/// One operation's summary; zeros without samples.
-fn latency_summary(histogram: &LatencyHistogram) -> Latency {
-    let nanos =
-        |duration: std::time::Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-    let percentile = |per_mille| histogram.percentile(per_mille).map_or(0, nanos);
-    Latency {
-        samples: low32(histogram.samples()),
-        min_nsec: nanos(histogram.min()),
-        max_nsec: nanos(histogram.max()),
-        avg_nsec: nanos(histogram.mean()),
-        p50_nsec: percentile(500),
-        p90_nsec: percentile(900),
-        p99_nsec: percentile(990),
-    }
-}
-
-/// The low 32 bits: what the kernel's wrapping 32-bit counter would hold.
-fn low32(value: u64) -> u32 {
-    // Truncation is the point: the kernel's counters wrap at 2^32.
-    (value & u64::from(u32::MAX)) as u32
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_wrap_like_the_kernels() {
-        assert_eq!(low32(5), 5);
-        assert_eq!(low32((1 << 32) + 7), 7);
-    }
-
-    #[test]
-    fn latency_summaries_carry_percentiles() {
-        assert_eq!(latency_summary(&LatencyHistogram::default()), Latency::default());
-        let mut histogram = LatencyHistogram::default();
-        for micros in 1..=100u64 {
-            histogram.record(std::time::Duration::from_micros(micros));
-        }
-        let shown = latency_summary(&histogram);
-        assert_eq!((shown.samples, shown.min_nsec, shown.max_nsec), (100, 1_000, 100_000));
-        assert_eq!(shown.avg_nsec, 50_500);
-        // Histogram precision: within a bucket (about 19%) above the exact value.
-        assert!((50_000..=60_000).contains(&shown.p50_nsec), "{shown:?}");
-        assert!((90_000..=100_000).contains(&shown.p90_nsec), "{shown:?}");
-        assert!(shown.p99_nsec <= 100_000 && shown.p99_nsec >= shown.p90_nsec, "{shown:?}");
-    }
 }

@@ -7,7 +7,9 @@
 
 use crate::addr::Nid;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
-use crate::engine::latency::LatencyStats;
+use std::time::Duration;
+
+use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
@@ -185,6 +187,70 @@ impl NiHealthStats {
             HealthStatus::LocalTimeout => self.timeouts += 1,
             HealthStatus::LocalError => self.error += 1,
             _ => {}
+        }
+    }
+}
+
+/// The `statistics:` block of `net show -v` / `peer show -v` as a kernel node shows it: the
+/// counters' low 32 bits and the latency summaries. What the renderer prints and what crosses
+/// the control socket.
+/// lustre: api-ni.c `lnet_fill_ni_info()` / peer.c latency attributes (`<op>_*_nsec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Statistics {
+    pub send_count: u32,
+    pub recv_count: u32,
+    pub drop_count: u32,
+    pub put_egress: Latency,
+    pub get_rtt: Latency,
+    pub put_ack: Latency,
+}
+
+impl Statistics {
+    /// The counters of `stats` and the summaries of `latency`.
+    pub fn new(stats: &ElementStats, latency: &LatencyStats) -> Self {
+        Self {
+            send_count: CounterWidth::wrapped(stats.send_count),
+            recv_count: CounterWidth::wrapped(stats.recv_count),
+            drop_count: CounterWidth::wrapped(stats.drop_count),
+            put_egress: Latency::from(&latency.put_egress),
+            get_rtt: Latency::from(&latency.get_rtt),
+            put_ack: Latency::from(&latency.put_ack),
+        }
+    }
+}
+
+/// One latency summary: what Lustre keeps (samples, min, max, mean) plus ulnet's percentiles
+/// from the engine's histograms; all zero without samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Latency {
+    pub samples: u32,
+    pub min_nsec: u64,
+    pub max_nsec: u64,
+    pub avg_nsec: u64,
+    /// Percentiles from ulnet's latency histograms (not in Lustre); shown only by
+    /// `peer show -v 4` under `latency percentiles`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p50_nsec: u64,
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p90_nsec: u64,
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p99_nsec: u64,
+}
+
+impl From<&LatencyHistogram> for Latency {
+    fn from(histogram: &LatencyHistogram) -> Self {
+        let nanos = |duration: Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let percentile = |per_mille| histogram.percentile(per_mille).map_or(0, nanos);
+        Self {
+            samples: CounterWidth::wrapped(histogram.samples()),
+            min_nsec: nanos(histogram.min()),
+            max_nsec: nanos(histogram.max()),
+            avg_nsec: nanos(histogram.mean()),
+            p50_nsec: percentile(500),
+            p90_nsec: percentile(900),
+            p99_nsec: percentile(990),
         }
     }
 }
@@ -430,6 +496,22 @@ mod tests {
         assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
         let counts = MsgTypeCounts { hello: (1 << 32) + 7, ..Default::default() };
         assert_eq!(MessageCounts::from(&counts).hello, 7);
+    }
+
+    #[test]
+    fn latency_summaries_carry_percentiles() {
+        assert_eq!(Latency::from(&LatencyHistogram::default()), Latency::default());
+        let mut histogram = LatencyHistogram::default();
+        for micros in 1..=100u64 {
+            histogram.record(Duration::from_micros(micros));
+        }
+        let shown = Latency::from(&histogram);
+        assert_eq!((shown.samples, shown.min_nsec, shown.max_nsec), (100, 1_000, 100_000));
+        assert_eq!(shown.avg_nsec, 50_500);
+        // Histogram precision: within a bucket (about 19%) above the exact value.
+        assert!((50_000..=60_000).contains(&shown.p50_nsec), "{shown:?}");
+        assert!((90_000..=100_000).contains(&shown.p90_nsec), "{shown:?}");
+        assert!(shown.p99_nsec <= 100_000 && shown.p99_nsec >= shown.p90_nsec, "{shown:?}");
     }
 
     #[test]
