@@ -13,6 +13,7 @@ use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
+use crate::wire::selftest::LnetCountersCommon;
 
 /// A counter's value at the width the kernel keeps it in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -408,6 +409,27 @@ counters! {
         pub fast_resends,
         /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
         pub duplicates_dropped,
+    }
+}
+
+/// The node's counters as lnet_selftest's QUERY_STAT reply carries them
+/// (`lnet_counters_get_common()`): the kernel's widths, as `stats show` shows them.
+impl From<&GlobalStats> for LnetCountersCommon {
+    fn from(stats: &GlobalStats) -> Self {
+        let shown = StatsShow::from(stats);
+        Self {
+            messages_allocated: shown.msgs_alloc,
+            messages_max: shown.msgs_max,
+            errors: shown.errors,
+            send_count: shown.send_count,
+            receive_count: shown.recv_count,
+            route_count: shown.route_count,
+            drop_count: shown.drop_count,
+            send_length: shown.send_length,
+            receive_length: shown.recv_length,
+            route_length: shown.route_length,
+            drop_length: shown.drop_length,
+        }
     }
 }
 

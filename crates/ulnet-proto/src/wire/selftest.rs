@@ -880,48 +880,106 @@ pub struct StatReply {
     pub lnet: LnetCountersCommon,
 }
 
-/// `struct sfw_counters` (20 bytes, packed). lustre: lnetst.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SfwCounters {
-    /// Milliseconds since the current session started.
-    pub running_ms: u32,
-    pub active_batches: u32,
-    pub zombie_sessions: u32,
-    pub brw_errors: u32,
-    pub ping_errors: u32,
+/// A field of a packed selftest struct, read and written in the message's byte order.
+trait Packed: Copy {
+    fn read(r: &mut Reader<'_>) -> Self;
+    fn write(self, w: &mut Writer<'_>);
 }
 
-/// `struct srpc_counters` (36 bytes, packed). lustre: lnetst.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SrpcCounters {
-    pub errors: u32,
-    pub rpcs_sent: u32,
-    /// `rpcs_rcvd`.
-    pub rpcs_received: u32,
-    pub rpcs_dropped: u32,
-    pub rpcs_expired: u32,
-    pub bulk_get: u64,
-    pub bulk_put: u64,
+impl Packed for u32 {
+    fn read(r: &mut Reader<'_>) -> Self {
+        r.packed_u32()
+    }
+
+    fn write(self, w: &mut Writer<'_>) {
+        w.u32(self);
+    }
 }
 
-/// `struct lnet_counters_common` (60 bytes, packed). lustre: lnet-idl.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct LnetCountersCommon {
-    /// `lcc_msgs_alloc`.
-    pub messages_allocated: u32,
-    /// `lcc_msgs_max`.
-    pub messages_max: u32,
-    pub errors: u32,
-    pub send_count: u32,
-    /// `lcc_recv_count`.
-    pub receive_count: u32,
-    pub route_count: u32,
-    pub drop_count: u32,
-    pub send_length: u64,
-    /// `lcc_recv_length`.
-    pub receive_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
+impl Packed for u64 {
+    fn read(r: &mut Reader<'_>) -> Self {
+        r.packed_u64()
+    }
+
+    fn write(self, w: &mut Writer<'_>) {
+        w.u64(self);
+    }
+}
+
+/// Declares a packed C struct of integer fields once: the struct, and its reader and writer,
+/// which take the fields in declaration order.
+macro_rules! packed_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$field_meta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            fn read(r: &mut Reader<'_>) -> Self {
+                Self { $( $field: Packed::read(r), )* }
+            }
+
+            fn write(&self, w: &mut Writer<'_>) {
+                $( Packed::write(self.$field, w); )*
+            }
+        }
+    };
+}
+
+packed_struct! {
+    /// `struct sfw_counters` (20 bytes, packed). lustre: lnetst.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct SfwCounters {
+        /// Milliseconds since the current session started.
+        pub running_ms: u32,
+        pub active_batches: u32,
+        pub zombie_sessions: u32,
+        pub brw_errors: u32,
+        pub ping_errors: u32,
+    }
+}
+
+packed_struct! {
+    /// `struct srpc_counters` (36 bytes, packed). lustre: lnetst.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct SrpcCounters {
+        pub errors: u32,
+        pub rpcs_sent: u32,
+        /// `rpcs_rcvd`.
+        pub rpcs_received: u32,
+        pub rpcs_dropped: u32,
+        pub rpcs_expired: u32,
+        pub bulk_get: u64,
+        pub bulk_put: u64,
+    }
+}
+
+packed_struct! {
+    /// `struct lnet_counters_common` (60 bytes, packed). lustre: lnet-idl.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct LnetCountersCommon {
+        /// `lcc_msgs_alloc`.
+        pub messages_allocated: u32,
+        /// `lcc_msgs_max`.
+        pub messages_max: u32,
+        pub errors: u32,
+        pub send_count: u32,
+        /// `lcc_recv_count`.
+        pub receive_count: u32,
+        pub route_count: u32,
+        pub drop_count: u32,
+        pub send_length: u64,
+        /// `lcc_recv_length`.
+        pub receive_length: u64,
+        pub route_length: u64,
+        pub drop_length: u64,
+    }
 }
 
 /// `srpc_test_reqst` (70 bytes): add a test to a batch.
@@ -1490,82 +1548,6 @@ impl TestParams {
             }
             Self::Unknown(raw) => w.bytes(&raw),
         }
-    }
-}
-
-impl SfwCounters {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            running_ms: r.packed_u32(),
-            active_batches: r.packed_u32(),
-            zombie_sessions: r.packed_u32(),
-            brw_errors: r.packed_u32(),
-            ping_errors: r.packed_u32(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.running_ms);
-        w.u32(self.active_batches);
-        w.u32(self.zombie_sessions);
-        w.u32(self.brw_errors);
-        w.u32(self.ping_errors);
-    }
-}
-
-impl SrpcCounters {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            errors: r.packed_u32(),
-            rpcs_sent: r.packed_u32(),
-            rpcs_received: r.packed_u32(),
-            rpcs_dropped: r.packed_u32(),
-            rpcs_expired: r.packed_u32(),
-            bulk_get: r.packed_u64(),
-            bulk_put: r.packed_u64(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.errors);
-        w.u32(self.rpcs_sent);
-        w.u32(self.rpcs_received);
-        w.u32(self.rpcs_dropped);
-        w.u32(self.rpcs_expired);
-        w.u64(self.bulk_get);
-        w.u64(self.bulk_put);
-    }
-}
-
-impl LnetCountersCommon {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            messages_allocated: r.packed_u32(),
-            messages_max: r.packed_u32(),
-            errors: r.packed_u32(),
-            send_count: r.packed_u32(),
-            receive_count: r.packed_u32(),
-            route_count: r.packed_u32(),
-            drop_count: r.packed_u32(),
-            send_length: r.packed_u64(),
-            receive_length: r.packed_u64(),
-            route_length: r.packed_u64(),
-            drop_length: r.packed_u64(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.messages_allocated);
-        w.u32(self.messages_max);
-        w.u32(self.errors);
-        w.u32(self.send_count);
-        w.u32(self.receive_count);
-        w.u32(self.route_count);
-        w.u32(self.drop_count);
-        w.u64(self.send_length);
-        w.u64(self.receive_length);
-        w.u64(self.route_length);
-        w.u64(self.drop_length);
     }
 }
 
