@@ -151,9 +151,7 @@ fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Yaml {
                 entries.push(("udsp info", udsp_info(&ni.udsp)));
             }
             if level >= 2 {
-                entries.push(("sent_stats", message_counts(&ni.sent)));
-                entries.push(("received_stats", message_counts(&ni.received)));
-                entries.push(("dropped_stats", message_counts(&ni.dropped)));
+                entries.extend(per_type_counts(&ni.sent, &ni.received, &ni.dropped));
                 let h = &ni.health;
                 entries.push((
                     "health stats",
@@ -255,6 +253,19 @@ fn statistics(s: &Statistics) -> Yaml {
         entries.push((format!("{op}_avg_nsec"), Yaml::int(latency.avg_nsec)));
     }
     Yaml::Map(entries)
+}
+
+/// The `sent_stats`, `received_stats` and `dropped_stats` blocks of a local or peer NI.
+fn per_type_counts(
+    sent: &MessageCounts,
+    received: &MessageCounts,
+    dropped: &MessageCounts,
+) -> [(&'static str, Yaml); 3] {
+    [
+        ("sent_stats", message_counts(sent)),
+        ("received_stats", message_counts(received)),
+        ("dropped_stats", message_counts(dropped)),
+    ]
 }
 
 fn message_counts(c: &MessageCounts) -> Yaml {
@@ -387,9 +398,7 @@ fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Yaml {
         entries.push(("statistics", statistics(&ni.statistics)));
     }
     if level >= 2 {
-        entries.push(("sent_stats", message_counts(&ni.sent)));
-        entries.push(("received_stats", message_counts(&ni.received)));
-        entries.push(("dropped_stats", message_counts(&ni.dropped)));
+        entries.extend(per_type_counts(&ni.sent, &ni.received, &ni.dropped));
         let h = &ni.health;
         entries.push((
             "health stats",
