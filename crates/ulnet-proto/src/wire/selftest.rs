@@ -547,52 +547,14 @@ impl SrpcBody {
     ) -> Result<Self, SrpcParseError> {
         let r = &mut Reader::new(body, order);
         Ok(match kind {
-            SrpcMsgType::MakeSessionRequest => Self::MakeSessionRequest(MakeSessionRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-                force: r.packed_u32() != 0,
-                name: r.name()?,
-            }),
-            SrpcMsgType::MakeSessionReply => Self::MakeSessionReply(MakeSessionReply {
-                status: r.packed_u32(),
-                session: r.session(),
-                timeout_seconds: r.packed_u32(),
-                name: r.name()?,
-            }),
-            SrpcMsgType::RemoveSessionRequest => Self::RemoveSessionRequest(RemoveSessionRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-            }),
-            SrpcMsgType::RemoveSessionReply => Self::RemoveSessionReply(RemoveSessionReply {
-                status: r.packed_u32(),
-                session: r.session(),
-            }),
-            SrpcMsgType::BatchRequest => Self::BatchRequest(BatchRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-                batch: BatchId(r.packed_u64()),
-                opcode: r.packed_u32(),
-                test_index: r.packed_u32(),
-                arg: r.packed_u32(),
-            }),
-            SrpcMsgType::BatchReply => Self::BatchReply(BatchReply {
-                status: r.packed_u32(),
-                session: r.session(),
-                active: r.packed_u32(),
-                time: r.packed_u32(),
-            }),
-            SrpcMsgType::StatRequest => Self::StatRequest(StatRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-                stat_type: r.packed_u32(),
-            }),
-            SrpcMsgType::StatReply => Self::StatReply(StatReply {
-                status: r.packed_u32(),
-                session: r.session(),
-                framework: SfwCounters::read(r),
-                rpc: SrpcCounters::read(r),
-                lnet: LnetCountersCommon::read(r),
-            }),
+            SrpcMsgType::MakeSessionRequest => Self::MakeSessionRequest(Packed::read(r)?),
+            SrpcMsgType::MakeSessionReply => Self::MakeSessionReply(Packed::read(r)?),
+            SrpcMsgType::RemoveSessionRequest => Self::RemoveSessionRequest(Packed::read(r)?),
+            SrpcMsgType::RemoveSessionReply => Self::RemoveSessionReply(Packed::read(r)?),
+            SrpcMsgType::BatchRequest => Self::BatchRequest(Packed::read(r)?),
+            SrpcMsgType::BatchReply => Self::BatchReply(Packed::read(r)?),
+            SrpcMsgType::StatRequest => Self::StatRequest(Packed::read(r)?),
+            SrpcMsgType::StatReply => Self::StatReply(Packed::read(r)?),
             SrpcMsgType::TestRequest => {
                 let reply_match_bits = r.packed_u64();
                 let bulk_match_bits = r.packed_u64();
@@ -619,103 +581,28 @@ impl SrpcBody {
                     params,
                 })
             }
-            SrpcMsgType::TestReply => {
-                Self::TestReply(TestReply { status: r.packed_u32(), session: r.session() })
-            }
-            SrpcMsgType::DebugRequest => Self::DebugRequest(DebugRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-                flags: r.packed_u32(),
-            }),
-            SrpcMsgType::DebugReply => Self::DebugReply(DebugReply {
-                status: r.packed_u32(),
-                session: r.session(),
-                timeout_seconds: r.packed_u32(),
-                batch_count: r.packed_u32(),
-                name: r.name()?,
-            }),
-            SrpcMsgType::BrwRequest => Self::BrwRequest(BrwRequest {
-                reply_match_bits: r.packed_u64(),
-                bulk_match_bits: r.packed_u64(),
-                direction: r.packed_u32(),
-                length: r.packed_u32(),
-                check_mode: r.packed_u32(),
-            }),
-            SrpcMsgType::BrwReply => Self::BrwReply(BrwReply { status: r.packed_u32() }),
-            SrpcMsgType::PingRequest => Self::PingRequest(PingRequest {
-                reply_match_bits: r.packed_u64(),
-                magic: r.packed_u32(),
-                sequence: r.packed_u32(),
-                time_seconds: r.packed_u64(),
-                time_nanoseconds: r.packed_u64(),
-            }),
-            SrpcMsgType::PingReply => Self::PingReply(PingReply {
-                status: r.packed_u32(),
-                magic: r.packed_u32(),
-                sequence: r.packed_u32(),
-            }),
-            SrpcMsgType::JoinRequest => Self::JoinRequest(JoinRequest {
-                reply_match_bits: r.packed_u64(),
-                session: r.session(),
-                group: r.name()?,
-            }),
-            SrpcMsgType::JoinReply => Self::JoinReply(JoinReply {
-                status: r.packed_u32(),
-                session: r.session(),
-                timeout_seconds: r.packed_u32(),
-                session_name: r.name()?,
-            }),
+            SrpcMsgType::TestReply => Self::TestReply(Packed::read(r)?),
+            SrpcMsgType::DebugRequest => Self::DebugRequest(Packed::read(r)?),
+            SrpcMsgType::DebugReply => Self::DebugReply(Packed::read(r)?),
+            SrpcMsgType::BrwRequest => Self::BrwRequest(Packed::read(r)?),
+            SrpcMsgType::BrwReply => Self::BrwReply(Packed::read(r)?),
+            SrpcMsgType::PingRequest => Self::PingRequest(Packed::read(r)?),
+            SrpcMsgType::PingReply => Self::PingReply(Packed::read(r)?),
+            SrpcMsgType::JoinRequest => Self::JoinRequest(Packed::read(r)?),
+            SrpcMsgType::JoinReply => Self::JoinReply(Packed::read(r)?),
         })
     }
 
     fn emit(&self, w: &mut Writer<'_>) {
         match self {
-            Self::MakeSessionRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(u32::from(b.force));
-                w.name(&b.name);
-            }
-            Self::MakeSessionReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.name(&b.name);
-            }
-            Self::RemoveSessionRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-            }
-            Self::RemoveSessionReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-            }
-            Self::BatchRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u64(b.batch.0);
-                w.u32(b.opcode);
-                w.u32(b.test_index);
-                w.u32(b.arg);
-            }
-            Self::BatchReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.active);
-                w.u32(b.time);
-            }
-            Self::StatRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(b.stat_type);
-            }
-            Self::StatReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                b.framework.write(w);
-                b.rpc.write(w);
-                b.lnet.write(w);
-            }
+            Self::MakeSessionRequest(b) => b.write(w),
+            Self::MakeSessionReply(b) => b.write(w),
+            Self::RemoveSessionRequest(b) => b.write(w),
+            Self::RemoveSessionReply(b) => b.write(w),
+            Self::BatchRequest(b) => b.write(w),
+            Self::BatchReply(b) => b.write(w),
+            Self::StatRequest(b) => b.write(w),
+            Self::StatReply(b) => b.write(w),
             Self::TestRequest(b) => {
                 w.u64(b.reply_match_bits);
                 w.u64(b.bulk_match_bits);
@@ -729,190 +616,84 @@ impl SrpcBody {
                 w.u32(b.dest_count);
                 b.params.write(w);
             }
-            Self::TestReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-            }
-            Self::DebugRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(b.flags);
-            }
-            Self::DebugReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.u32(b.batch_count);
-                w.name(&b.name);
-            }
-            Self::BrwRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.u64(b.bulk_match_bits);
-                w.u32(b.direction);
-                w.u32(b.length);
-                w.u32(b.check_mode);
-            }
-            Self::BrwReply(b) => w.u32(b.status),
-            Self::PingRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.u32(b.magic);
-                w.u32(b.sequence);
-                w.u64(b.time_seconds);
-                w.u64(b.time_nanoseconds);
-            }
-            Self::PingReply(b) => {
-                w.u32(b.status);
-                w.u32(b.magic);
-                w.u32(b.sequence);
-            }
-            Self::JoinRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.name(&b.group);
-            }
-            Self::JoinReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.name(&b.session_name);
-            }
+            Self::TestReply(b) => b.write(w),
+            Self::DebugRequest(b) => b.write(w),
+            Self::DebugReply(b) => b.write(w),
+            Self::BrwRequest(b) => b.write(w),
+            Self::BrwReply(b) => b.write(w),
+            Self::PingRequest(b) => b.write(w),
+            Self::PingReply(b) => b.write(w),
+            Self::JoinRequest(b) => b.write(w),
+            Self::JoinReply(b) => b.write(w),
         }
     }
 }
 
-/// `srpc_mksn_reqst` (60 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MakeSessionRequest {
-    /// `mksn_rpyid`.
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `mksn_force`: replace a different existing session. Nonzero is true.
-    pub force: bool,
-    pub name: LstName,
-}
-
-/// `srpc_mksn_reply` (56 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MakeSessionReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `mksn_timeout`: the session's inactivity timeout.
-    pub timeout_seconds: u32,
-    /// The existing session's name when `status` is EBUSY.
-    pub name: LstName,
-}
-
-/// `srpc_rmsn_reqst` (24 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveSessionRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-}
-
-/// `srpc_rmsn_reply` (20 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveSessionReply {
-    pub status: u32,
-    pub session: SessionId,
-}
-
-/// `srpc_debug_reqst` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DebugRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `dbg_flags`: unused by the kernel.
-    pub flags: u32,
-}
-
-/// `srpc_debug_reply` (60 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DebugReply {
-    pub status: u32,
-    pub session: SessionId,
-    pub timeout_seconds: u32,
-    /// `dbg_nbatch`: the kernel leaves it 0.
-    pub batch_count: u32,
-    pub name: LstName,
-}
-
-/// `srpc_batch_reqst` (44 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    pub batch: BatchId,
-    /// `bar_opc`: [`SRPC_BATCH_OPC_RUN`], [`SRPC_BATCH_OPC_STOP`] or [`SRPC_BATCH_OPC_QUERY`].
-    pub opcode: u32,
-    /// `bar_testidx`: for QUERY, 0 for the whole batch or a 1-based test index.
-    pub test_index: u32,
-    /// `bar_arg`: "force" for STOP, a timeout for RUN.
-    pub arg: u32,
-}
-
-/// `srpc_batch_reply` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `bar_active`: active tests (or units) in the batch or test.
-    pub active: u32,
-    /// `bar_time`: remaining time.
-    pub time: u32,
-}
-
-/// `srpc_stat_reqst` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `str_type`: 0.
-    pub stat_type: u32,
-}
-
-/// `srpc_stat_reply` (136 bytes, the largest body).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatReply {
-    pub status: u32,
-    pub session: SessionId,
-    pub framework: SfwCounters,
-    pub rpc: SrpcCounters,
-    pub lnet: LnetCountersCommon,
-}
-
-/// A field of a packed selftest struct, read and written in the message's byte order.
-trait Packed: Copy {
-    fn read(r: &mut Reader<'_>) -> Self;
-    fn write(self, w: &mut Writer<'_>);
+/// A field of a packed selftest struct, or a whole one, read and written in the message's
+/// byte order. Reads of checked-length bodies cannot run out (see [`Reader`]'s packed reads);
+/// only a name without its NUL fails.
+trait Packed: Sized {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError>;
+    fn write(&self, w: &mut Writer<'_>);
 }
 
 impl Packed for u32 {
-    fn read(r: &mut Reader<'_>) -> Self {
-        r.packed_u32()
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.packed_u32())
     }
 
-    fn write(self, w: &mut Writer<'_>) {
-        w.u32(self);
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u32(*self);
     }
 }
 
 impl Packed for u64 {
-    fn read(r: &mut Reader<'_>) -> Self {
-        r.packed_u64()
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.packed_u64())
     }
 
-    fn write(self, w: &mut Writer<'_>) {
-        w.u64(self);
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u64(*self);
     }
 }
 
-/// Declares a packed C struct of integer fields once: the struct, and its reader and writer,
-/// which take the fields in declaration order.
+impl Packed for SessionId {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.session())
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.session(*self);
+    }
+}
+
+impl Packed for BatchId {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(Self(r.packed_u64()))
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u64(self.0);
+    }
+}
+
+impl Packed for LstName {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        r.name()
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.name(self);
+    }
+}
+
+/// Declares a packed C struct once: the struct, and its reading and writing, which take the
+/// fields in declaration order. `flag: bool as u32` is a C integer flag (non-zero is true).
 macro_rules! packed_struct {
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
-            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )*
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty $(as $wire:ty)?, )*
         }
     ) => {
         $(#[$meta])*
@@ -920,16 +701,140 @@ macro_rules! packed_struct {
             $( $(#[$field_meta])* pub $field: $ty, )*
         }
 
-        impl $name {
-            fn read(r: &mut Reader<'_>) -> Self {
-                Self { $( $field: Packed::read(r), )* }
+        impl Packed for $name {
+            fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+                Ok(Self { $( $field: packed_struct!(@read r, $ty $(, $wire)?), )* })
             }
 
             fn write(&self, w: &mut Writer<'_>) {
-                $( Packed::write(self.$field, w); )*
+                $( packed_struct!(@write w, self.$field, $ty $(, $wire)?); )*
             }
         }
     };
+    (@read $r:ident, $ty:ty) => { <$ty as Packed>::read($r)? };
+    (@read $r:ident, $ty:ty, $wire:ty) => { <$wire as Packed>::read($r)? != 0 };
+    (@write $w:ident, $value:expr, $ty:ty) => { Packed::write(&$value, $w) };
+    (@write $w:ident, $value:expr, $ty:ty, $wire:ty) => { Packed::write(&<$wire>::from($value), $w) };
+}
+
+packed_struct! {
+    /// `srpc_mksn_reqst` (60 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MakeSessionRequest {
+        /// `mksn_rpyid`.
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `mksn_force`: replace a different existing session. Nonzero is true.
+        pub force: bool as u32,
+        pub name: LstName,
+    }
+}
+
+packed_struct! {
+    /// `srpc_mksn_reply` (56 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MakeSessionReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `mksn_timeout`: the session's inactivity timeout.
+        pub timeout_seconds: u32,
+        /// The existing session's name when `status` is EBUSY.
+        pub name: LstName,
+    }
+}
+
+packed_struct! {
+    /// `srpc_rmsn_reqst` (24 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RemoveSessionRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+    }
+}
+
+packed_struct! {
+    /// `srpc_rmsn_reply` (20 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RemoveSessionReply {
+        pub status: u32,
+        pub session: SessionId,
+    }
+}
+
+packed_struct! {
+    /// `srpc_debug_reqst` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DebugRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `dbg_flags`: unused by the kernel.
+        pub flags: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_debug_reply` (60 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DebugReply {
+        pub status: u32,
+        pub session: SessionId,
+        pub timeout_seconds: u32,
+        /// `dbg_nbatch`: the kernel leaves it 0.
+        pub batch_count: u32,
+        pub name: LstName,
+    }
+}
+
+packed_struct! {
+    /// `srpc_batch_reqst` (44 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BatchRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        pub batch: BatchId,
+        /// `bar_opc`: [`SRPC_BATCH_OPC_RUN`], [`SRPC_BATCH_OPC_STOP`] or [`SRPC_BATCH_OPC_QUERY`].
+        pub opcode: u32,
+        /// `bar_testidx`: for QUERY, 0 for the whole batch or a 1-based test index.
+        pub test_index: u32,
+        /// `bar_arg`: "force" for STOP, a timeout for RUN.
+        pub arg: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_batch_reply` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BatchReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `bar_active`: active tests (or units) in the batch or test.
+        pub active: u32,
+        /// `bar_time`: remaining time.
+        pub time: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_stat_reqst` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct StatRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `str_type`: 0.
+        pub stat_type: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_stat_reply` (136 bytes, the largest body).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct StatReply {
+        pub status: u32,
+        pub session: SessionId,
+        pub framework: SfwCounters,
+        pub rpc: SrpcCounters,
+        pub lnet: LnetCountersCommon,
+    }
 }
 
 packed_struct! {
@@ -1022,72 +927,86 @@ pub enum TestParams {
     Unknown([u8; 12]),
 }
 
-/// `srpc_test_reply` (20 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestReply {
-    pub status: u32,
-    pub session: SessionId,
+packed_struct! {
+    /// `srpc_test_reply` (20 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TestReply {
+        pub status: u32,
+        pub session: SessionId,
+    }
 }
 
-/// `srpc_ping_reqst` (32 bytes): the PING test's request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PingRequest {
-    pub reply_match_bits: u64,
-    /// [`LST_PING_TEST_MAGIC`], or the server answers EPROTO.
-    pub magic: u32,
-    /// `pnr_seq`, echoed in the reply.
-    pub sequence: u32,
-    /// Sender's wall-clock time.
-    pub time_seconds: u64,
-    pub time_nanoseconds: u64,
+packed_struct! {
+    /// `srpc_ping_reqst` (32 bytes): the PING test's request.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PingRequest {
+        pub reply_match_bits: u64,
+        /// [`LST_PING_TEST_MAGIC`], or the server answers EPROTO.
+        pub magic: u32,
+        /// `pnr_seq`, echoed in the reply.
+        pub sequence: u32,
+        /// Sender's wall-clock time.
+        pub time_seconds: u64,
+        pub time_nanoseconds: u64,
+    }
 }
 
-/// `srpc_ping_reply` (12 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PingReply {
-    pub status: u32,
-    pub magic: u32,
-    pub sequence: u32,
+packed_struct! {
+    /// `srpc_ping_reply` (12 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PingReply {
+        pub status: u32,
+        pub magic: u32,
+        pub sequence: u32,
+    }
 }
 
-/// `srpc_brw_reqst` (28 bytes): the BRW test's request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrwRequest {
-    pub reply_match_bits: u64,
-    /// The client's bulk MD match bits on portal 52.
-    pub bulk_match_bits: u64,
-    /// `brw_rw`: [`LST_BRW_READ`] or [`LST_BRW_WRITE`] (see [`BrwDirection`]).
-    pub direction: u32,
-    /// `brw_len`: bulk bytes.
-    pub length: u32,
-    /// `brw_flags`: an `LST_BRW_CHECK_*` mode (see [`BrwCheck`]).
-    pub check_mode: u32,
+packed_struct! {
+    /// `srpc_brw_reqst` (28 bytes): the BRW test's request.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BrwRequest {
+        pub reply_match_bits: u64,
+        /// The client's bulk MD match bits on portal 52.
+        pub bulk_match_bits: u64,
+        /// `brw_rw`: [`LST_BRW_READ`] or [`LST_BRW_WRITE`] (see [`BrwDirection`]).
+        pub direction: u32,
+        /// `brw_len`: bulk bytes.
+        pub length: u32,
+        /// `brw_flags`: an `LST_BRW_CHECK_*` mode (see [`BrwCheck`]).
+        pub check_mode: u32,
+    }
 }
 
-/// `srpc_brw_reply` (4 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrwReply {
-    pub status: u32,
+packed_struct! {
+    /// `srpc_brw_reply` (4 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BrwReply {
+        pub status: u32,
+    }
 }
 
-/// `srpc_join_reqst` (56 bytes). No kernel registers a JOIN handler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JoinRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `join_group`.
-    pub group: LstName,
+packed_struct! {
+    /// `srpc_join_reqst` (56 bytes). No kernel registers a JOIN handler.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct JoinRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `join_group`.
+        pub group: LstName,
+    }
 }
 
-/// `srpc_join_reply` (56 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JoinReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `join_timeout`: seconds of inactivity before expiry.
-    pub timeout_seconds: u32,
-    /// `join_session`.
-    pub session_name: LstName,
+packed_struct! {
+    /// `srpc_join_reply` (56 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct JoinReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `join_timeout`: seconds of inactivity before expiry.
+        pub timeout_seconds: u32,
+        /// `join_session`.
+        pub session_name: LstName,
+    }
 }
 
 impl MakeSessionRequest {
