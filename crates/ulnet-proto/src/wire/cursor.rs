@@ -3,10 +3,10 @@
 //!
 //! The acceptor connreq, the socklnd hello, the ksock header, the ping buffer and the selftest
 //! RPC messages are sent in the sender's host order; the receiver detects the order from a
-//! magic and swaps (`ksnc_flip`, `lnet_swap_pinginfo()`, `srpc_unpack_msg_hdr()`).
+//! magic and swaps (`ksnc_flip`, `lnet_swap_pinginfo()`, `sfw_unpack_message()`).
 //! lustre: lnet/lnet/acceptor.c `lnet_accept()`, lnet/klnds/socklnd/socklnd_proto.c
-//! `ksocknal_recv_hello_v2()`, lnet/lnet/api-ni.c `lnet_swap_pinginfo()`, lnet/selftest/rpc.c
-//! `srpc_unpack_msg_hdr()`.
+//! `ksocknal_recv_hello_v2()`, lnet/lnet/api-ni.c `lnet_swap_pinginfo()`, lnet/selftest/framework.c
+//! `sfw_unpack_message()`.
 
 /// The byte order a peer revealed through its magic. ulnet itself always sends little-endian.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

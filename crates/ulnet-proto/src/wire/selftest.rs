@@ -714,7 +714,9 @@ macro_rules! packed_struct {
     (@read $r:ident, $ty:ty) => { <$ty as Packed>::read($r)? };
     (@read $r:ident, $ty:ty, $wire:ty) => { <$wire as Packed>::read($r)? != 0 };
     (@write $w:ident, $value:expr, $ty:ty) => { Packed::write(&$value, $w) };
-    (@write $w:ident, $value:expr, $ty:ty, $wire:ty) => { Packed::write(&<$wire>::from($value), $w) };
+    (@write $w:ident, $value:expr, $ty:ty, $wire:ty) => {
+        Packed::write(&<$wire>::from($value), $w)
+    };
 }
 
 packed_struct! {
