@@ -1,14 +1,22 @@
 //! Statistics as plain structs, named after the keys `lnetctl stats show`, `net show -v` and
 //! `peer show -v` print (docs/protocol/cli.md §3.1, §3.2, §3.8).
 //!
+//! Each shape is declared here once: the engine's counters (64 bits, plus counters of its own)
+//! and, beside them, the shapes a kernel node shows them in ([`StatsShow`], [`MessageCounts`],
+//! [`Statistics`], [`Latency`], [`LocalNiHealth`], [`PeerNiHealth`]: the kernel's widths, the
+//! 32-bit counters wrapped) with the conversions. ulnet-config's renderer prints the shown
+//! shapes and ulnet-control carries them over the control socket as they are (serde, under
+//! this crate's `serde` feature); the `counters!` macro writes the plain-counter pairs from
+//! one field list.
+//!
 //! lustre: include/uapi/linux/lnet/lnet-types.h (`struct lnet_counters_common`,
 //! `struct lnet_counters_health`), include/linux/lnet/lib-types.h (`struct lnet_element_stats`),
 //! lnet/lnet/lib-msg.c (`lnet_msg_decommit_tx/rx`, `lnet_incr_hstats`).
 
-use crate::addr::Nid;
-use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use std::time::Duration;
 
+use crate::addr::Nid;
+use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
