@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let (message, rest) = data.split_at(data.len().min(SRPC_MSG_LEN));
     if let Ok((msg, order)) = SrpcMsg::parse(message) {
         assert_eq!(SrpcMsg::parse(&msg.emit_in(order)), Ok((msg.clone(), order)));
-        assert_eq!(SrpcMsg::parse(&msg.emit()), Ok((msg.clone(), ByteOrder::Little)));
+        assert_eq!(SrpcMsg::parse(&msg.emit()), Ok((msg.clone(), ByteOrder::LittleEndian)));
         for service in SrpcService::ALL {
             if service.request_type() == msg.msg_type() {
                 assert_eq!(check_request(message, service), Ok(order));
@@ -35,11 +35,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let count = u32::from_le_bytes(*count);
     let page_size = [4096, 65536, 12, 100, 0][usize::from(selector % 5)];
-    let order = if selector & 0x80 == 0 { ByteOrder::Little } else { ByteOrder::Big };
+    let order = if selector & 0x80 == 0 { ByteOrder::LittleEndian } else { ByteOrder::BigEndian };
     if let Ok(ids) = decode_dest_list(list, count, page_size, order) {
         assert_eq!(ids.len(), count as usize);
         assert!(ids.len() <= max_dest_count(page_size));
-        if order == ByteOrder::Little {
+        if order == ByteOrder::LittleEndian {
             let encoded = encode_dest_list(&ids, page_size).expect("decoded ids re-encode");
             assert_eq!(decode_dest_list(&encoded, count, page_size, order), Ok(ids));
         }

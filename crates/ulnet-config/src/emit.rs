@@ -4,13 +4,13 @@
 //!
 //! - **Dialect N**: libyaml's block emitter (`yaml_emitter_dump`/`yaml_emitter_emit`), used
 //!   with `best_indent = 6` for the netlink-backed commands and with libyaml's default indent 2
-//!   for `ping`/`discover`. [`Node::to_string_n`] and [`Node::to_string_libyaml`] reimplement
+//!   for `ping`/`discover`. [`Yaml::to_string_n`] and [`Yaml::to_string_libyaml`] reimplement
 //!   the parts of libyaml 0.2.5's emitter that those outputs exercise: block mappings and
 //!   sequences (indentless sequences under mapping keys), `[]`/`{}` for empty collections,
 //!   scalar analysis and style choice, quoting, escaping, line folding at column 80, the
 //!   non-specific `!` tag lnetctl's hand-built quoted events get, and explicit `---`/`...`.
 //! - **Dialect C**: cYAML's printer (`lnet/utils/lnetconfig/cyaml.c` `print_value()` and
-//!   friends), 4 spaces per level with sequence items' later keys at +2. [`Node::to_string_c`]
+//!   friends), 4 spaces per level with sequence items' later keys at +2. [`Yaml::to_string_c`]
 //!   reproduces it, including its quirk of dropping the `- ` of a sequence item whose first
 //!   key holds a sequence. cYAML never quotes: a scalar's text is printed as is, so the callers
 //!   put literal quotes in the text where lnetctl does (error `descr` strings).
@@ -22,10 +22,10 @@ use std::fmt::Write as _;
 
 /// A YAML node: scalar, block sequence or block mapping. Mapping keys keep the caller's order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node {
+pub enum Yaml {
     Scalar(Scalar),
-    Seq(Vec<Node>),
-    Map(Vec<(String, Node)>),
+    Seq(Vec<Yaml>),
+    Map(Vec<(String, Yaml)>),
 }
 
 /// A scalar with the presentation the YAML source asked for.
@@ -89,7 +89,7 @@ impl Scalar {
     }
 }
 
-impl Node {
+impl Yaml {
     /// A plain scalar (libyaml quotes it if it cannot be plain).
     pub fn plain(text: impl Into<String>) -> Self {
         Self::Scalar(Scalar::new(text, ScalarStyle::Plain))
@@ -118,12 +118,12 @@ impl Node {
     }
 
     /// A mapping from `(key, value)` pairs, in order.
-    pub fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Node)>) -> Self {
+    pub fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Yaml)>) -> Self {
         Self::Map(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 
     /// A sequence.
-    pub fn seq(items: impl IntoIterator<Item = Node>) -> Self {
+    pub fn seq(items: impl IntoIterator<Item = Yaml>) -> Self {
         Self::Seq(items.into_iter().collect())
     }
 
@@ -203,10 +203,10 @@ const CYAML_INDENT: usize = 4;
 const CYAML_EXTRA_INDENT: usize = 2;
 
 /// lustre: cyaml.c `print_value()`, `print_string()`, `print_object()`, `print_array()`.
-fn cyaml_print(out: &mut String, name: Option<&str>, node: &Node, at: CyamlPosition) {
+fn cyaml_print(out: &mut String, name: Option<&str>, node: &Yaml, at: CyamlPosition) {
     let base = CYAML_INDENT * at.level;
     match node {
-        Node::Scalar(scalar) => {
+        Yaml::Scalar(scalar) => {
             let indent = if at.first_in_seq {
                 pad(out, base);
                 out.push_str("- ");
@@ -230,7 +230,7 @@ fn cyaml_print(out: &mut String, name: Option<&str>, node: &Node, at: CyamlPosit
                 out.push('\n');
             }
         }
-        Node::Map(entries) => {
+        Yaml::Map(entries) => {
             if let Some(name) = name {
                 if at.first_in_seq {
                     pad(out, base);
@@ -251,7 +251,7 @@ fn cyaml_print(out: &mut String, name: Option<&str>, node: &Node, at: CyamlPosit
                 child.first_in_seq = false;
             }
         }
-        Node::Seq(items) => {
+        Yaml::Seq(items) => {
             if let Some(name) = name {
                 // cYAML ignores `array_first_elem` here: a sequence that opens a sequence item
                 // loses its "- " (print_array()); reproduced as lnetctl prints it.
@@ -331,7 +331,7 @@ impl Libyaml {
         }
     }
 
-    fn document(&mut self, root: &Node) {
+    fn document(&mut self, root: &Yaml) {
         if self.style.explicit_start {
             self.write_indent();
             self.write_indicator("---", true, false, false);
@@ -344,13 +344,13 @@ impl Libyaml {
         }
     }
 
-    fn node(&mut self, node: &Node, context: Context) {
+    fn node(&mut self, node: &Yaml, context: Context) {
         match node {
-            Node::Scalar(scalar) => self.scalar(scalar, context),
-            Node::Seq(items) if items.is_empty() => self.empty_flow("[", "]"),
-            Node::Map(entries) if entries.is_empty() => self.empty_flow("{", "}"),
-            Node::Seq(items) => self.block_sequence(items, context),
-            Node::Map(entries) => self.block_mapping(entries),
+            Yaml::Scalar(scalar) => self.scalar(scalar, context),
+            Yaml::Seq(items) if items.is_empty() => self.empty_flow("[", "]"),
+            Yaml::Map(entries) if entries.is_empty() => self.empty_flow("{", "}"),
+            Yaml::Seq(items) => self.block_sequence(items, context),
+            Yaml::Map(entries) => self.block_mapping(entries),
         }
     }
 
@@ -362,7 +362,7 @@ impl Libyaml {
         self.write_indicator(close, false, false, false);
     }
 
-    fn block_sequence(&mut self, items: &[Node], context: Context) {
+    fn block_sequence(&mut self, items: &[Yaml], context: Context) {
         // A sequence that is a mapping value and starts on the key's line is indentless.
         self.increase_indent(false, context.mapping && !self.indention);
         for item in items {
@@ -373,7 +373,7 @@ impl Libyaml {
         self.pop_indent();
     }
 
-    fn block_mapping(&mut self, entries: &[(String, Node)]) {
+    fn block_mapping(&mut self, entries: &[(String, Yaml)]) {
         self.increase_indent(false, false);
         for (key, value) in entries {
             self.write_indent();

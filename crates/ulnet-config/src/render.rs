@@ -12,8 +12,12 @@
 //! `lustre_lnet_show_stats()`, `build_global_yaml_entry()`.
 
 use ulnet_proto::addr::{Net, Nid};
+/// The counter shapes are the engine's (declared once in `ulnet_proto::engine::stats`).
+pub use ulnet_proto::engine::stats::{
+    Counter, Latency, LocalNiHealth, MessageCounts, PeerNiHealth, Statistics, StatsShow,
+};
 
-use crate::emit::{LibyamlStyle, Node, Scalar, ScalarStyle};
+use crate::emit::{LibyamlStyle, Scalar, ScalarStyle, Yaml};
 
 mod error;
 
@@ -75,76 +79,6 @@ pub struct LocalNiEntry {
     pub cpts: Vec<u32>,
 }
 
-/// Message counters and latency summaries (`statistics:`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Statistics {
-    pub send_count: u32,
-    pub recv_count: u32,
-    pub drop_count: u32,
-    pub put_egress: Latency,
-    pub get_rtt: Latency,
-    pub put_ack: Latency,
-}
-
-/// One latency summary; all zero without samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Latency {
-    pub samples: u32,
-    pub min_nsec: u64,
-    pub max_nsec: u64,
-    pub avg_nsec: u64,
-    /// Percentiles from ulnet's latency histograms (not in Lustre); shown only by
-    /// `peer show -v 4` under `latency percentiles`.
-    pub p50_nsec: u64,
-    pub p90_nsec: u64,
-    pub p99_nsec: u64,
-}
-
-/// `sent_stats`, `received_stats`, `dropped_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MessageCounts {
-    pub put: u32,
-    pub get: u32,
-    pub reply: u32,
-    pub ack: u32,
-    pub hello: u32,
-}
-
-/// A local NI's `health stats`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LocalNiHealth {
-    pub fatal_error: i32,
-    pub value: i32,
-    pub interrupts: u32,
-    pub dropped: u32,
-    pub aborted: u32,
-    pub no_route: u32,
-    pub timeouts: u32,
-    pub error: u32,
-    pub ping_count: u32,
-    pub next_ping: u64,
-}
-
-impl Default for LocalNiHealth {
-    fn default() -> Self {
-        Self {
-            fatal_error: 0,
-            value: MAX_HEALTH_VALUE,
-            interrupts: 0,
-            dropped: 0,
-            aborted: 0,
-            no_route: 0,
-            timeouts: 0,
-            error: 0,
-            ping_count: 0,
-            next_ping: 0,
-        }
-    }
-}
-
-/// `LNET_MAX_HEALTH_VALUE` (include/linux/lnet/lib-types.h): the health of a healthy NI.
-pub const MAX_HEALTH_VALUE: i32 = 1000;
-
 /// The net's `tunables:`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetTunables {
@@ -186,29 +120,29 @@ pub struct UdspInfo {
 /// `net show [-v L]`, or the `net:` part of an export. Empty when there are no nets.
 pub fn net_show(nets: &[NetEntry], mode: ShowMode) -> String {
     let level = mode.level(2);
-    let nets: Vec<Node> = nets
+    let nets: Vec<Yaml> = nets
         .iter()
         .filter(|net| !(mode.backup() && net.net == Net::LO))
         .map(|net| {
             let nis = net.nis.iter().map(|ni| local_ni(net.net, ni, level, mode.backup()));
-            Node::map([
-                ("net type", Node::plain(net.net.to_string())),
-                ("local NI(s)", Node::seq(nis)),
+            Yaml::map([
+                ("net type", Yaml::plain(net.net.to_string())),
+                ("local NI(s)", Yaml::seq(nis)),
             ])
         })
         .collect();
     section_n("net", nets)
 }
 
-fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Node {
-    let mut entries: Vec<(&str, Node)> = Vec::new();
+fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Yaml {
+    let mut entries: Vec<(&str, Yaml)> = Vec::new();
     if !backup {
-        entries.push(("nid", Node::plain(ni.nid.to_string())));
+        entries.push(("nid", Yaml::plain(ni.nid.to_string())));
         let up = ni.up || ni.nid == Nid::LO_0;
-        entries.push(("status", Node::plain(if up { "up" } else { "down" })));
+        entries.push(("status", Yaml::plain(if up { "up" } else { "down" })));
     }
     if let Some(interface) = ni.interface.as_ref().filter(|_| ni.nid != Nid::LO_0) {
-        entries.push(("interfaces", Node::map([("0", Node::plain(interface.as_str()))])));
+        entries.push(("interfaces", Yaml::map([("0", Yaml::plain(interface.as_str()))])));
     }
     if level >= 1 {
         if !backup {
@@ -217,23 +151,21 @@ fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Node {
                 entries.push(("udsp info", udsp_info(&ni.udsp)));
             }
             if level >= 2 {
-                entries.push(("sent_stats", message_counts(&ni.sent)));
-                entries.push(("received_stats", message_counts(&ni.received)));
-                entries.push(("dropped_stats", message_counts(&ni.dropped)));
+                entries.extend(per_type_counts(&ni.sent, &ni.received, &ni.dropped));
                 let h = &ni.health;
                 entries.push((
                     "health stats",
-                    Node::map([
-                        ("fatal_error", Node::int(h.fatal_error)),
-                        ("health value", Node::int(h.value)),
-                        ("interrupts", Node::int(h.interrupts)),
-                        ("dropped", Node::int(h.dropped)),
-                        ("aborted", Node::int(h.aborted)),
-                        ("no route", Node::int(h.no_route)),
-                        ("timeouts", Node::int(h.timeouts)),
-                        ("error", Node::int(h.error)),
-                        ("ping_count", Node::int(h.ping_count)),
-                        ("next_ping", Node::int(h.next_ping)),
+                    Yaml::map([
+                        ("fatal_error", Yaml::int(h.fatal_error)),
+                        ("health value", Yaml::int(h.value)),
+                        ("interrupts", Yaml::int(h.interrupts)),
+                        ("dropped", Yaml::int(h.dropped)),
+                        ("aborted", Yaml::int(h.aborted)),
+                        ("no route", Yaml::int(h.no_route)),
+                        ("timeouts", Yaml::int(h.timeouts)),
+                        ("error", Yaml::int(h.error)),
+                        ("ping_count", Yaml::int(h.ping_count)),
+                        ("next_ping", Yaml::int(h.next_ping)),
                     ]),
                 ));
             }
@@ -241,11 +173,11 @@ fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Node {
         let t = &ni.tunables;
         entries.push((
             "tunables",
-            Node::map([
-                ("peer_timeout", Node::int(t.peer_timeout)),
-                ("peer_credits", Node::int(t.peer_credits)),
-                ("peer_buffer_credits", Node::int(t.peer_buffer_credits)),
-                ("credits", Node::int(t.credits)),
+            Yaml::map([
+                ("peer_timeout", Yaml::int(t.peer_timeout)),
+                ("peer_credits", Yaml::int(t.peer_credits)),
+                ("peer_buffer_credits", Yaml::int(t.peer_buffer_credits)),
+                ("credits", Yaml::int(t.credits)),
             ]),
         ));
         if net != Net::LO {
@@ -254,11 +186,11 @@ fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Node {
             }
         }
         if !backup {
-            entries.push(("dev cpt", Node::int(ni.dev_cpt)));
+            entries.push(("dev cpt", Yaml::int(ni.dev_cpt)));
         }
-        entries.push(("CPT", Node::double_quoted(cpt_text(&ni.cpts))));
+        entries.push(("CPT", Yaml::double_quoted(cpt_text(&ni.cpts))));
     }
-    Node::map(entries)
+    Yaml::map(entries)
 }
 
 /// The kernel's `"[0,1]"` CPT string (without the quotes the emitter adds).
@@ -267,15 +199,15 @@ fn cpt_text(cpts: &[u32]) -> String {
     format!("[{}]", list.join(","))
 }
 
-fn lnd_tunables(lnd: &LndTunablesShow, backup: bool) -> Node {
-    let mut entries: Vec<(&str, Node)> = Vec::new();
+fn lnd_tunables(lnd: &LndTunablesShow, backup: bool) -> Yaml {
+    let mut entries: Vec<(&str, Yaml)> = Vec::new();
     match *lnd {
         LndTunablesShow::Socklnd { conns_per_peer, timeout, tos } => {
-            entries.push(("conns_per_peer", Node::int(conns_per_peer)));
+            entries.push(("conns_per_peer", Yaml::int(conns_per_peer)));
             if !backup {
-                entries.push(("timeout", Node::int(timeout)));
+                entries.push(("timeout", Yaml::int(timeout)));
             }
-            entries.push(("tos", Node::int(tos)));
+            entries.push(("tos", Yaml::int(tos)));
         }
         LndTunablesShow::O2iblnd {
             peercredits_hiw,
@@ -289,60 +221,73 @@ fn lnd_tunables(lnd: &LndTunablesShow, backup: bool) -> Node {
             timeout,
             tos,
         } => {
-            entries.push(("peercredits_hiw", Node::int(peercredits_hiw)));
-            entries.push(("map_on_demand", Node::bool(map_on_demand)));
-            entries.push(("concurrent_sends", Node::int(concurrent_sends)));
-            entries.push(("fmr_pool_size", Node::int(fmr_pool_size)));
-            entries.push(("fmr_flush_trigger", Node::int(fmr_flush_trigger)));
-            entries.push(("fmr_cache", Node::int(fmr_cache)));
-            entries.push(("ntx", Node::int(ntx)));
-            entries.push(("conns_per_peer", Node::int(conns_per_peer)));
+            entries.push(("peercredits_hiw", Yaml::int(peercredits_hiw)));
+            entries.push(("map_on_demand", Yaml::bool(map_on_demand)));
+            entries.push(("concurrent_sends", Yaml::int(concurrent_sends)));
+            entries.push(("fmr_pool_size", Yaml::int(fmr_pool_size)));
+            entries.push(("fmr_flush_trigger", Yaml::int(fmr_flush_trigger)));
+            entries.push(("fmr_cache", Yaml::int(fmr_cache)));
+            entries.push(("ntx", Yaml::int(ntx)));
+            entries.push(("conns_per_peer", Yaml::int(conns_per_peer)));
             if !backup {
-                entries.push(("timeout", Node::int(timeout)));
+                entries.push(("timeout", Yaml::int(timeout)));
             }
-            entries.push(("tos", Node::int(tos)));
+            entries.push(("tos", Yaml::int(tos)));
         }
     }
-    Node::map(entries)
+    Yaml::map(entries)
 }
 
-fn statistics(s: &Statistics) -> Node {
+fn statistics(s: &Statistics) -> Yaml {
     let mut entries = vec![
-        ("send_count".to_string(), Node::int(s.send_count)),
-        ("recv_count".to_string(), Node::int(s.recv_count)),
-        ("drop_count".to_string(), Node::int(s.drop_count)),
+        ("send_count".to_string(), Yaml::int(s.send_count)),
+        ("recv_count".to_string(), Yaml::int(s.recv_count)),
+        ("drop_count".to_string(), Yaml::int(s.drop_count)),
     ];
     for (op, latency) in
         [("put_egress", s.put_egress), ("get_rtt", s.get_rtt), ("put_ack", s.put_ack)]
     {
-        entries.push((format!("{op}_samples"), Node::int(latency.samples)));
-        entries.push((format!("{op}_min_nsec"), Node::int(latency.min_nsec)));
-        entries.push((format!("{op}_max_nsec"), Node::int(latency.max_nsec)));
-        entries.push((format!("{op}_avg_nsec"), Node::int(latency.avg_nsec)));
+        entries.push((format!("{op}_samples"), Yaml::int(latency.samples)));
+        entries.push((format!("{op}_min_nsec"), Yaml::int(latency.min_nsec)));
+        entries.push((format!("{op}_max_nsec"), Yaml::int(latency.max_nsec)));
+        entries.push((format!("{op}_avg_nsec"), Yaml::int(latency.avg_nsec)));
     }
-    Node::Map(entries)
+    Yaml::Map(entries)
 }
 
-fn message_counts(c: &MessageCounts) -> Node {
-    Node::map([
-        ("put", Node::int(c.put)),
-        ("get", Node::int(c.get)),
-        ("reply", Node::int(c.reply)),
-        ("ack", Node::int(c.ack)),
-        ("hello", Node::int(c.hello)),
-    ])
+/// The `sent_stats`, `received_stats` and `dropped_stats` blocks of a local or peer NI.
+fn per_type_counts(
+    sent: &MessageCounts,
+    received: &MessageCounts,
+    dropped: &MessageCounts,
+) -> [(&'static str, Yaml); 3] {
+    [
+        ("sent_stats", message_counts(sent)),
+        ("received_stats", message_counts(received)),
+        ("dropped_stats", message_counts(dropped)),
+    ]
 }
 
-fn udsp_info(u: &UdspInfo) -> Node {
+fn message_counts(c: &MessageCounts) -> Yaml {
+    Yaml::map(c.fields().map(|(key, value)| {
+        let value = match value {
+            Counter::U32(count) => Yaml::int(count),
+            Counter::U64(count) => Yaml::int(count),
+        };
+        (key, value)
+    }))
+}
+
+fn udsp_info(u: &UdspInfo) -> Yaml {
     let mut entries = vec![
-        ("net priority".to_string(), Node::int(u.net_priority)),
-        ("nid priority".to_string(), Node::int(u.nid_priority)),
+        ("net priority".to_string(), Yaml::int(u.net_priority)),
+        ("nid priority".to_string(), Yaml::int(u.nid_priority)),
     ];
     let list = |nids: &[Nid]| {
-        Node::Map(
+        Yaml::Map(
             nids.iter()
                 .enumerate()
-                .map(|(i, nid)| (format!("NID-{i}"), Node::plain(nid.to_string())))
+                .map(|(i, nid)| (format!("NID-{i}"), Yaml::plain(nid.to_string())))
                 .collect(),
         )
     };
@@ -353,7 +298,7 @@ fn udsp_info(u: &UdspInfo) -> Node {
     if !u.preferred_sources.is_empty() {
         entries.push(("Preferred source NIDs".to_string(), list(&u.preferred_sources)));
     }
-    Node::Map(entries)
+    Yaml::Map(entries)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,32 +346,6 @@ pub struct PeerNiEntry {
     pub health: PeerNiHealth,
 }
 
-/// A peer NI's `health stats`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerNiHealth {
-    pub value: i32,
-    pub dropped: u32,
-    pub timeout: u32,
-    pub error: u32,
-    pub network_timeout: u32,
-    pub ping_count: u32,
-    pub next_ping: i64,
-}
-
-impl Default for PeerNiHealth {
-    fn default() -> Self {
-        Self {
-            value: MAX_HEALTH_VALUE,
-            dropped: 0,
-            timeout: 0,
-            error: 0,
-            network_timeout: 0,
-            ping_count: 0,
-            next_ping: 0,
-        }
-    }
-}
-
 /// `peer show [-v L]`, or the `peer:` part of an export. Empty without peers; callers leave
 /// out `0@lo`.
 pub fn peer_show(peers: &[PeerEntry], mode: ShowMode) -> String {
@@ -435,26 +354,26 @@ pub fn peer_show(peers: &[PeerEntry], mode: ShowMode) -> String {
         other => other.level(3),
     };
     let backup = mode.backup();
-    let peers: Vec<Node> = peers
+    let peers: Vec<Yaml> = peers
         .iter()
         .map(|peer| {
-            let mut entries: Vec<(&str, Node)> = vec![
-                ("primary nid", Node::plain(peer.primary_nid.to_string())),
-                ("Multi-Rail", Node::bool(peer.multi_rail)),
+            let mut entries: Vec<(&str, Yaml)> = vec![
+                ("primary nid", Yaml::plain(peer.primary_nid.to_string())),
+                ("Multi-Rail", Yaml::bool(peer.multi_rail)),
             ];
             if level >= 3 {
-                entries.push(("peer state", Node::int(peer.state)));
+                entries.push(("peer state", Yaml::int(peer.state)));
             }
             let nis = peer.nis.iter().map(|ni| peer_ni(ni, level, backup));
-            entries.push(("peer ni", Node::seq(nis)));
-            Node::map(entries)
+            entries.push(("peer ni", Yaml::seq(nis)));
+            Yaml::map(entries)
         })
         .collect();
     section_n("peer", peers)
 }
 
-fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Node {
-    let mut entries: Vec<(&str, Node)> = vec![("nid", Node::plain(ni.nid.to_string()))];
+fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Yaml {
+    let mut entries: Vec<(&str, Yaml)> = vec![("nid", Yaml::plain(ni.nid.to_string()))];
     if level >= 4 {
         entries.push(("udsp info", udsp_info(&ni.udsp)));
     }
@@ -464,48 +383,46 @@ fn peer_ni(ni: &PeerNiEntry, level: u32, backup: bool) -> Node {
             PeerNiState::Up => "up",
             PeerNiState::Down => "down",
         };
-        entries.push(("state", Node::plain(state)));
+        entries.push(("state", Yaml::plain(state)));
     }
     if level >= 1 {
         // The attributes are u32: negative credits print as their two's complement.
-        let u32_of = |v: i32| Node::int(v as u32);
-        entries.push(("max_ni_tx_credits", Node::int(ni.max_ni_tx_credits)));
+        let u32_of = |v: i32| Yaml::int(v as u32);
+        entries.push(("max_ni_tx_credits", Yaml::int(ni.max_ni_tx_credits)));
         entries.push(("available_tx_credits", u32_of(ni.available_tx_credits)));
         entries.push(("min_tx_credits", u32_of(ni.min_tx_credits)));
-        entries.push(("tx_q_num_of_buf", Node::int(ni.tx_q_num_of_buf)));
+        entries.push(("tx_q_num_of_buf", Yaml::int(ni.tx_q_num_of_buf)));
         entries.push(("available_rtr_credits", u32_of(ni.available_rtr_credits)));
         entries.push(("min_rtr_credits", u32_of(ni.min_rtr_credits)));
-        entries.push(("refcount", Node::int(ni.refcount)));
+        entries.push(("refcount", Yaml::int(ni.refcount)));
         entries.push(("statistics", statistics(&ni.statistics)));
     }
     if level >= 2 {
-        entries.push(("sent_stats", message_counts(&ni.sent)));
-        entries.push(("received_stats", message_counts(&ni.received)));
-        entries.push(("dropped_stats", message_counts(&ni.dropped)));
+        entries.extend(per_type_counts(&ni.sent, &ni.received, &ni.dropped));
         let h = &ni.health;
         entries.push((
             "health stats",
-            Node::map([
-                ("health value", Node::int(h.value)),
-                ("dropped", Node::int(h.dropped)),
-                ("timeout", Node::int(h.timeout)),
-                ("error", Node::int(h.error)),
-                ("network timeout", Node::int(h.network_timeout)),
-                ("ping_count", Node::int(h.ping_count)),
-                ("next_ping", Node::int(h.next_ping)),
+            Yaml::map([
+                ("health value", Yaml::int(h.value)),
+                ("dropped", Yaml::int(h.dropped)),
+                ("timeout", Yaml::int(h.timeout)),
+                ("error", Yaml::int(h.error)),
+                ("network timeout", Yaml::int(h.network_timeout)),
+                ("ping_count", Yaml::int(h.ping_count)),
+                ("next_ping", Yaml::int(h.next_ping)),
             ]),
         ));
     }
     if level >= 4 && !backup {
         entries.push(("latency percentiles", latency_percentiles(&ni.statistics)));
     }
-    Node::map(entries)
+    Yaml::map(entries)
 }
 
 /// ulnet's own keys (not in lnetctl), at `peer show -v 4` after `health stats`: PUT->ACK and
 /// GET->REPLY round trips from the latency histograms, in microseconds (zero without
 /// samples): `put_ack_p50_usec`, `_p90_usec`, `_p99_usec`, `_max_usec`, then `get_rtt_*`.
-fn latency_percentiles(s: &Statistics) -> Node {
+fn latency_percentiles(s: &Statistics) -> Yaml {
     let mut entries = Vec::new();
     for (op, latency) in [("put_ack", s.put_ack), ("get_rtt", s.get_rtt)] {
         for (name, nsec) in [
@@ -514,16 +431,16 @@ fn latency_percentiles(s: &Statistics) -> Node {
             ("p99", latency.p99_nsec),
             ("max", latency.max_nsec),
         ] {
-            entries.push((format!("{op}_{name}_usec"), Node::int(nsec / 1000)));
+            entries.push((format!("{op}_{name}_usec"), Yaml::int(nsec / 1000)));
         }
     }
-    Node::Map(entries)
+    Yaml::Map(entries)
 }
 
 /// `peer list`: the primary NIDs only. Empty without peers.
 pub fn peer_list(primary_nids: &[Nid]) -> String {
-    let items: Vec<Node> =
-        primary_nids.iter().map(|nid| Node::map([("nid", Node::plain(nid.to_string()))])).collect();
+    let items: Vec<Yaml> =
+        primary_nids.iter().map(|nid| Yaml::map([("nid", Yaml::plain(nid.to_string()))])).collect();
     section_n("peer list", items)
 }
 
@@ -546,23 +463,23 @@ pub struct RouteEntry {
 /// Empty without routes.
 pub fn route_show(routes: &[RouteEntry], mode: ShowMode) -> String {
     let verbose = mode.level(1) >= 1;
-    let routes: Vec<Node> = routes
+    let routes: Vec<Yaml> = routes
         .iter()
         .map(|route| {
-            let mut entries: Vec<(&str, Node)> = vec![
-                ("net", Node::plain(route.net.to_string())),
-                ("gateway", Node::plain(route.gateway.to_string())),
+            let mut entries: Vec<(&str, Yaml)> = vec![
+                ("net", Yaml::plain(route.net.to_string())),
+                ("gateway", Yaml::plain(route.gateway.to_string())),
             ];
             if verbose {
-                entries.push(("hop", Node::int(route.hop)));
-                entries.push(("priority", Node::int(route.priority)));
+                entries.push(("hop", Yaml::int(route.hop)));
+                entries.push(("priority", Yaml::int(route.priority)));
                 if !mode.backup() {
-                    entries.push(("state", Node::plain(if route.up { "up" } else { "down" })));
+                    entries.push(("state", Yaml::plain(if route.up { "up" } else { "down" })));
                     let kind = if route.multi_hop { "multi-hop" } else { "single-hop" };
-                    entries.push(("type", Node::plain(kind)));
+                    entries.push(("type", Yaml::plain(kind)));
                 }
             }
-            Node::map(entries)
+            Yaml::map(entries)
         })
         .collect();
     section_n("route", routes)
@@ -613,19 +530,19 @@ pub fn ping_show(
     replies: &[PingReply],
     failures: &[PingFailure],
 ) -> String {
-    let mut top: Vec<(&str, Node)> = Vec::new();
+    let mut top: Vec<(&str, Yaml)> = Vec::new();
     if !replies.is_empty() {
         let items = replies.iter().map(|reply| {
-            let nis = reply.nids.iter().map(|nid| Node::map([("nid", Node::plain(nid.as_str()))]));
+            let nis = reply.nids.iter().map(|nid| Yaml::map([("nid", Yaml::plain(nid.as_str()))]));
             // An empty nest reaches the parser as a bare `peer_ni:` key, i.e. an empty scalar.
-            let nis = if reply.nids.is_empty() { Node::plain("") } else { Node::seq(nis) };
-            Node::map([
-                ("primary nid", Node::plain(reply.primary_nid.to_string())),
-                ("Multi-Rail", Node::bool(reply.multi_rail)),
+            let nis = if reply.nids.is_empty() { Yaml::plain("") } else { Yaml::seq(nis) };
+            Yaml::map([
+                ("primary nid", Yaml::plain(reply.primary_nid.to_string())),
+                ("Multi-Rail", Yaml::bool(reply.multi_rail)),
                 ("peer_ni", nis),
             ])
         });
-        top.push((command.name(), Node::seq(items)));
+        top.push((command.name(), Yaml::seq(items)));
     }
     if !failures.is_empty() {
         let items = failures.iter().map(|failure| {
@@ -635,19 +552,19 @@ pub fn ping_show(
                 failure.target,
                 strerror(failure.errno.saturating_neg())
             );
-            Node::map([
-                (command.name(), Node::plain("")),
-                ("errno", Node::int(failure.errno)),
+            Yaml::map([
+                (command.name(), Yaml::plain("")),
+                ("errno", Yaml::int(failure.errno)),
                 // lnetctl rebuilds this scalar itself (yaml_lnet_ping_display()).
-                ("descr", Node::Scalar(Scalar::event(descr, ScalarStyle::Plain))),
+                ("descr", Yaml::Scalar(Scalar::event(descr, ScalarStyle::Plain))),
             ])
         });
-        top.push(("manage", Node::seq(items)));
+        top.push(("manage", Yaml::seq(items)));
     }
     if top.is_empty() {
         return String::new();
     }
-    Node::map(top).to_string_libyaml(LibyamlStyle::DEFAULT_INDENT)
+    Yaml::map(top).to_string_libyaml(LibyamlStyle::DEFAULT_INDENT)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -670,8 +587,8 @@ pub fn recovery_show(queue: RecoveryQueue, nids: &[Nid]) -> String {
         RecoveryQueue::Peer => "Peer NI recovery",
     };
     let entries =
-        nids.iter().enumerate().map(|(i, nid)| (format!("nid-{i}"), Node::plain(nid.to_string())));
-    Node::map([(title, Node::map(entries))]).to_string_n()
+        nids.iter().enumerate().map(|(i, nid)| (format!("nid-{i}"), Yaml::plain(nid.to_string())));
+    Yaml::map([(title, Yaml::map(entries))]).to_string_n()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -696,7 +613,7 @@ pub struct GlobalShow {
 }
 
 impl GlobalShow {
-    fn node(&self) -> Node {
+    fn node(&self) -> Yaml {
         let entries = [
             ("numa_range", self.numa_range),
             ("max_interfaces", self.max_interfaces),
@@ -712,83 +629,25 @@ impl GlobalShow {
             ("recovery_limit", self.recovery_limit),
             ("max_recovery_ping_interval", self.max_recovery_ping_interval),
         ];
-        Node::map(entries.map(|(key, value)| (key, Node::c_number(value as f64))))
+        Yaml::map(entries.map(|(key, value)| (key, Yaml::c_number(value as f64))))
     }
 }
 
 /// `global show`.
 pub fn global_show(global: &GlobalShow) -> String {
-    Node::map([("global", global.node())]).to_string_c()
-}
-
-/// The global counters of `stats show`, in its order (docs/protocol/cli.md §3.8).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsShow {
-    pub msgs_alloc: u32,
-    pub msgs_max: u32,
-    pub rst_alloc: u32,
-    pub errors: u32,
-    pub send_count: u32,
-    pub resend_count: u32,
-    pub response_timeout_count: u32,
-    pub local_interrupt_count: u32,
-    pub local_dropped_count: u32,
-    pub local_aborted_count: u32,
-    pub local_no_route_count: u32,
-    pub local_timeout_count: u32,
-    pub local_error_count: u32,
-    pub remote_dropped_count: u32,
-    pub remote_error_count: u32,
-    pub remote_timeout_count: u32,
-    pub network_timeout_count: u32,
-    pub failed_resends: u32,
-    pub successful_resends: u32,
-    pub recv_count: u32,
-    pub route_count: u32,
-    pub drop_count: u32,
-    pub send_length: u64,
-    pub recv_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
+    Yaml::map([("global", global.node())]).to_string_c()
 }
 
 /// `stats show`. The 64-bit lengths go through a double as in lnetctl.
 pub fn stats_show(s: &StatsShow) -> String {
-    let counts = [
-        ("msgs_alloc", s.msgs_alloc),
-        ("msgs_max", s.msgs_max),
-        ("rst_alloc", s.rst_alloc),
-        ("errors", s.errors),
-        ("send_count", s.send_count),
-        ("resend_count", s.resend_count),
-        ("response_timeout_count", s.response_timeout_count),
-        ("local_interrupt_count", s.local_interrupt_count),
-        ("local_dropped_count", s.local_dropped_count),
-        ("local_aborted_count", s.local_aborted_count),
-        ("local_no_route_count", s.local_no_route_count),
-        ("local_timeout_count", s.local_timeout_count),
-        ("local_error_count", s.local_error_count),
-        ("remote_dropped_count", s.remote_dropped_count),
-        ("remote_error_count", s.remote_error_count),
-        ("remote_timeout_count", s.remote_timeout_count),
-        ("network_timeout_count", s.network_timeout_count),
-        ("failed_resends", s.failed_resends),
-        ("successful_resends", s.successful_resends),
-        ("recv_count", s.recv_count),
-        ("route_count", s.route_count),
-        ("drop_count", s.drop_count),
-    ];
-    let lengths = [
-        ("send_length", s.send_length),
-        ("recv_length", s.recv_length),
-        ("route_length", s.route_length),
-        ("drop_length", s.drop_length),
-    ];
-    let entries = counts
-        .iter()
-        .map(|&(key, value)| (key, Node::c_number(value)))
-        .chain(lengths.iter().map(|&(key, value)| (key, Node::c_number(value as f64))));
-    Node::map([("statistics", Node::map(entries))]).to_string_c()
+    let entries = s.fields().map(|(key, value)| {
+        let value = match value {
+            Counter::U32(count) => Yaml::c_number(count),
+            Counter::U64(length) => Yaml::c_number(length as f64),
+        };
+        (key, value)
+    });
+    Yaml::map([("statistics", Yaml::map(entries))]).to_string_c()
 }
 
 /// One router buffer pool of one CPT.
@@ -812,40 +671,40 @@ const POOL_NAMES: [&str; 3] = ["tiny", "small", "large"];
 
 impl RoutingShow {
     /// The `routing:` and `buffers:` entries, or nothing without pools.
-    fn entries(&self, backup: bool) -> Vec<(&'static str, Node)> {
+    fn entries(&self, backup: bool) -> Vec<(&'static str, Yaml)> {
         if self.cpts.is_empty() {
             return Vec::new();
         }
-        let enable = ("enable", Node::c_number(u8::from(self.enabled)));
+        let enable = ("enable", Yaml::c_number(u8::from(self.enabled)));
         let routing = if backup {
-            Node::map([enable])
+            Yaml::map([enable])
         } else {
-            let mut items: Vec<Node> = self
+            let mut items: Vec<Yaml> = self
                 .cpts
                 .iter()
                 .enumerate()
                 .map(|(i, pools)| {
                     let pools = POOL_NAMES.iter().zip(pools).map(|(name, pool)| {
-                        let pool = Node::map([
-                            ("npages", Node::c_number(pool.npages)),
-                            ("nbuffers", Node::c_number(pool.nbuffers)),
-                            ("credits", Node::c_number(pool.credits)),
-                            ("mincredits", Node::c_number(pool.mincredits)),
+                        let pool = Yaml::map([
+                            ("npages", Yaml::c_number(pool.npages)),
+                            ("nbuffers", Yaml::c_number(pool.nbuffers)),
+                            ("credits", Yaml::c_number(pool.credits)),
+                            ("mincredits", Yaml::c_number(pool.mincredits)),
                         ]);
                         (*name, pool)
                     });
-                    Node::map([(format!("cpt[{i}]"), Node::map(pools))])
+                    Yaml::map([(format!("cpt[{i}]"), Yaml::map(pools))])
                 })
                 .collect();
-            items.push(Node::map([enable]));
-            Node::Seq(items)
+            items.push(Yaml::map([enable]));
+            Yaml::Seq(items)
         };
         let totals = (0..3).map(|j| {
             let total: u64 = self.cpts.iter().map(|pools| u64::from(pools[j].nbuffers)).sum();
             // lustre: the totals are C ints summed from u32 counts.
-            (POOL_NAMES[j], Node::c_number(total as f64))
+            (POOL_NAMES[j], Yaml::c_number(total as f64))
         });
-        vec![("routing", routing), ("buffers", Node::map(totals))]
+        vec![("routing", routing), ("buffers", Yaml::map(totals))]
     }
 }
 
@@ -855,7 +714,7 @@ pub fn routing_show(routing: &RoutingShow) -> String {
     if entries.is_empty() {
         return String::new();
     }
-    Node::map(entries).to_string_c()
+    Yaml::map(entries).to_string_c()
 }
 
 /// One UDSP rule of `udsp show`.
@@ -869,18 +728,18 @@ pub struct UdspEntry {
     pub priority: Option<u32>,
 }
 
-fn udsp_items(rules: &[UdspEntry]) -> Node {
-    Node::seq(rules.iter().map(|rule| {
-        let mut entries: Vec<(&str, Node)> = vec![("idx", Node::c_number(rule.idx))];
+fn udsp_items(rules: &[UdspEntry]) -> Yaml {
+    Yaml::seq(rules.iter().map(|rule| {
+        let mut entries: Vec<(&str, Yaml)> = vec![("idx", Yaml::c_number(rule.idx))];
         for (key, value) in [("src", &rule.src), ("dst", &rule.dst), ("rte", &rule.rte)] {
             if let Some(value) = value {
-                entries.push((key, Node::plain(value.as_str())));
+                entries.push((key, Yaml::plain(value.as_str())));
             }
         }
         if let Some(priority) = rule.priority {
-            entries.push(("action", Node::map([("priority", Node::c_number(priority))])));
+            entries.push(("action", Yaml::map([("priority", Yaml::c_number(priority))])));
         }
-        Node::map(entries)
+        Yaml::map(entries)
     }))
 }
 
@@ -889,7 +748,7 @@ pub fn udsp_show(rules: &[UdspEntry]) -> String {
     if rules.is_empty() {
         return String::new();
     }
-    Node::map([("udsp", udsp_items(rules))]).to_string_c()
+    Yaml::map([("udsp", udsp_items(rules))]).to_string_c()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -918,16 +777,16 @@ pub fn export(state: &ExportState, backup: bool) -> String {
     if !state.udsp.is_empty() {
         tail.push(("udsp", udsp_items(&state.udsp)));
     }
-    out.push_str(&Node::map(tail).to_string_c());
+    out.push_str(&Yaml::map(tail).to_string_c());
     out
 }
 
 /// A dialect-N document `<title>:` holding `items`, or nothing when there are none.
-fn section_n(title: &str, items: Vec<Node>) -> String {
+fn section_n(title: &str, items: Vec<Yaml>) -> String {
     if items.is_empty() {
         return String::new();
     }
-    Node::map([(title, Node::Seq(items))]).to_string_n()
+    Yaml::map([(title, Yaml::Seq(items))]).to_string_n()
 }
 
 #[cfg(test)]

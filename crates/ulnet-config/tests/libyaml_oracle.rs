@@ -8,19 +8,19 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use proptest::prelude::*;
-use ulnet_config::emit::{LibyamlStyle, Node, Scalar, ScalarStyle};
+use ulnet_config::emit::{LibyamlStyle, Scalar, ScalarStyle, Yaml};
 
-fn script(node: &Node, out: &mut String) {
+fn script(node: &Yaml, out: &mut String) {
     match node {
-        Node::Scalar(scalar) => scalar_line(scalar, out),
-        Node::Seq(items) => {
+        Yaml::Scalar(scalar) => scalar_line(scalar, out),
+        Yaml::Seq(items) => {
             out.push_str("S\n");
             for item in items {
                 script(item, out);
             }
             out.push_str("s\n");
         }
-        Node::Map(entries) => {
+        Yaml::Map(entries) => {
             out.push_str("M\n");
             for (key, value) in entries {
                 scalar_line(&Scalar::new(key.as_str(), ScalarStyle::Plain), out);
@@ -44,7 +44,7 @@ fn scalar_line(scalar: &Scalar, out: &mut String) {
     out.push('\n');
 }
 
-fn libyaml(oracle: &str, node: &Node, style: LibyamlStyle) -> String {
+fn libyaml(oracle: &str, node: &Yaml, style: LibyamlStyle) -> String {
     let mut input = String::new();
     script(node, &mut input);
     let mut child = Command::new(oracle)
@@ -86,11 +86,11 @@ fn scalar() -> impl Strategy<Value = Scalar> {
         .prop_map(|(text, style, quoted_implicit)| Scalar { text, style, quoted_implicit })
 }
 
-fn tree() -> impl Strategy<Value = Node> {
-    scalar().prop_map(Node::Scalar).prop_recursive(4, 48, 5, |inner| {
+fn tree() -> impl Strategy<Value = Yaml> {
+    scalar().prop_map(Yaml::Scalar).prop_recursive(4, 48, 5, |inner| {
         prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Node::Seq),
-            prop::collection::vec(("[ -~]{0,10}", inner), 0..5).prop_map(Node::Map),
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Yaml::Seq),
+            prop::collection::vec(("[ -~]{0,10}", inner), 0..5).prop_map(Yaml::Map),
         ]
     })
 }

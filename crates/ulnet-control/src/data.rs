@@ -8,11 +8,18 @@
 //!
 //! Structs without NIDs mirror their renderer struct field for field; a macro writes both
 //! conversions with exhaustive destructuring, so a field added on one side and not the other
-//! fails to compile.
+//! fails to compile. The statistics shapes ([`StatsShow`], [`Statistics`], [`Latency`],
+//! [`MessageCounts`], [`LocalNiHealth`], [`PeerNiHealth`]) are not mirrored:
+//! they are declared once, in `ulnet_proto::engine::stats`, and cross the socket as they are.
 
 use serde::{Deserialize, Serialize};
 use ulnet_config::render;
 use ulnet_proto::addr::{Net, Nid};
+/// The counter shapes cross the socket as the engine declares them (ulnet-proto's `serde`
+/// feature), with the kernel's widths.
+pub use ulnet_proto::engine::stats::{
+    Latency, LocalNiHealth, MessageCounts, PeerNiHealth, Statistics, StatsShow,
+};
 
 /// A NID or net in a response that does not parse: the daemon and the CLI disagree about the
 /// text form (a bug on one side).
@@ -83,72 +90,6 @@ pub struct LocalNiEntry {
     pub lnd_tunables: Option<LndTunables>,
     pub dev_cpt: i32,
     pub cpts: Vec<u32>,
-}
-
-mirror! {
-    /// Message counters and latency summaries.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct Statistics mirrors Statistics {
-        pub send_count: u32,
-        pub recv_count: u32,
-        pub drop_count: u32,
-        pub put_egress: Latency,
-        pub get_rtt: Latency,
-        pub put_ack: Latency,
-    }
-}
-
-mirror! {
-    /// One latency summary.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct Latency mirrors Latency {
-        pub samples: u32,
-        pub min_nsec: u64,
-        pub max_nsec: u64,
-        pub avg_nsec: u64,
-        /// ulnet's histogram percentiles (`peer show -v 4`).
-        #[serde(default)]
-        pub p50_nsec: u64,
-        #[serde(default)]
-        pub p90_nsec: u64,
-        #[serde(default)]
-        pub p99_nsec: u64,
-    }
-}
-
-mirror! {
-    /// `sent_stats`, `received_stats`, `dropped_stats`.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct MessageCounts mirrors MessageCounts {
-        pub put: u32,
-        pub get: u32,
-        pub reply: u32,
-        pub ack: u32,
-        pub hello: u32,
-    }
-}
-
-mirror! {
-    /// A local NI's `health stats`.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct LocalNiHealth mirrors LocalNiHealth {
-        pub fatal_error: i32,
-        pub value: i32,
-        pub interrupts: u32,
-        pub dropped: u32,
-        pub aborted: u32,
-        pub no_route: u32,
-        pub timeouts: u32,
-        pub error: u32,
-        pub ping_count: u32,
-        pub next_ping: u64,
-    }
-}
-
-impl Default for LocalNiHealth {
-    fn default() -> Self {
-        render::LocalNiHealth::default().into()
-    }
 }
 
 mirror! {
@@ -236,26 +177,6 @@ pub struct PeerNiEntry {
     pub health: PeerNiHealth,
 }
 
-mirror! {
-    /// A peer NI's `health stats`.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct PeerNiHealth mirrors PeerNiHealth {
-        pub value: i32,
-        pub dropped: u32,
-        pub timeout: u32,
-        pub error: u32,
-        pub network_timeout: u32,
-        pub ping_count: u32,
-        pub next_ping: i64,
-    }
-}
-
-impl Default for PeerNiHealth {
-    fn default() -> Self {
-        render::PeerNiHealth::default().into()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // route show
 
@@ -328,39 +249,6 @@ mirror! {
         pub response_tracking: i64,
         pub recovery_limit: i64,
         pub max_recovery_ping_interval: i64,
-    }
-}
-
-mirror! {
-    /// The global counters of `stats show`.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct StatsShow mirrors StatsShow {
-        pub msgs_alloc: u32,
-        pub msgs_max: u32,
-        pub rst_alloc: u32,
-        pub errors: u32,
-        pub send_count: u32,
-        pub resend_count: u32,
-        pub response_timeout_count: u32,
-        pub local_interrupt_count: u32,
-        pub local_dropped_count: u32,
-        pub local_aborted_count: u32,
-        pub local_no_route_count: u32,
-        pub local_timeout_count: u32,
-        pub local_error_count: u32,
-        pub remote_dropped_count: u32,
-        pub remote_error_count: u32,
-        pub remote_timeout_count: u32,
-        pub network_timeout_count: u32,
-        pub failed_resends: u32,
-        pub successful_resends: u32,
-        pub recv_count: u32,
-        pub route_count: u32,
-        pub drop_count: u32,
-        pub send_length: u64,
-        pub recv_length: u64,
-        pub route_length: u64,
-        pub drop_length: u64,
     }
 }
 
@@ -447,12 +335,12 @@ impl From<&render::LocalNiEntry> for LocalNiEntry {
             nid: ni.nid.to_string(),
             up: ni.up,
             interface: ni.interface.clone(),
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             udsp: UdspInfo::from(&ni.udsp),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
-            health: ni.health.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
+            health: ni.health,
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(LndTunables::from),
             dev_cpt: ni.dev_cpt,
@@ -469,12 +357,12 @@ impl TryFrom<&LocalNiEntry> for render::LocalNiEntry {
             nid: parse_nid("local NI", &ni.nid)?,
             up: ni.up,
             interface: ni.interface.clone(),
-            statistics: ni.statistics.into(),
+            statistics: ni.statistics,
             udsp: render::UdspInfo::try_from(&ni.udsp)?,
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
-            health: ni.health.into(),
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
+            health: ni.health,
             tunables: ni.tunables.into(),
             lnd_tunables: ni.lnd_tunables.map(render::LndTunablesShow::from),
             dev_cpt: ni.dev_cpt,
@@ -630,11 +518,11 @@ impl From<&render::PeerNiEntry> for PeerNiEntry {
             available_rtr_credits: ni.available_rtr_credits,
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
-            statistics: ni.statistics.into(),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
-            health: ni.health.into(),
+            statistics: ni.statistics,
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
+            health: ni.health,
         }
     }
 }
@@ -654,11 +542,11 @@ impl TryFrom<&PeerNiEntry> for render::PeerNiEntry {
             available_rtr_credits: ni.available_rtr_credits,
             min_rtr_credits: ni.min_rtr_credits,
             refcount: ni.refcount,
-            statistics: ni.statistics.into(),
-            sent: ni.sent.into(),
-            received: ni.received.into(),
-            dropped: ni.dropped.into(),
-            health: ni.health.into(),
+            statistics: ni.statistics,
+            sent: ni.sent,
+            received: ni.received,
+            dropped: ni.dropped,
+            health: ni.health,
         })
     }
 }
@@ -939,6 +827,36 @@ mod tests {
         assert_eq!(
             render::PeerEntry::try_from(&peer),
             Err(DataError::BadNid { field: "primary nid", text: "10.0.0.1@nonet".into() })
+        );
+    }
+
+    /// The statistics shapes are the engine's, not mirrors: their JSON is pinned here, so a change
+    /// in `ulnet_proto::engine::stats` that would change the wire fails this test.
+    #[test]
+    fn counter_shapes_keep_their_json() {
+        let stats = StatsShow { msgs_alloc: 1, drop_length: 1 << 40, ..StatsShow::default() };
+        assert_eq!(
+            serde_json::to_string(&stats).unwrap(),
+            "{\"msgs_alloc\":1,\"msgs_max\":0,\"rst_alloc\":0,\"errors\":0,\"send_count\":0,\
+             \"resend_count\":0,\"response_timeout_count\":0,\"local_interrupt_count\":0,\
+             \"local_dropped_count\":0,\"local_aborted_count\":0,\"local_no_route_count\":0,\
+             \"local_timeout_count\":0,\"local_error_count\":0,\"remote_dropped_count\":0,\
+             \"remote_error_count\":0,\"remote_timeout_count\":0,\"network_timeout_count\":0,\
+             \"failed_resends\":0,\"successful_resends\":0,\"recv_count\":0,\"route_count\":0,\
+             \"drop_count\":0,\"send_length\":0,\"recv_length\":0,\"route_length\":0,\
+             \"drop_length\":1099511627776}"
+        );
+        let counts = MessageCounts { put: 1, get: 2, reply: 3, ack: 4, hello: 5 };
+        assert_eq!(
+            serde_json::to_string(&counts).unwrap(),
+            "{\"put\":1,\"get\":2,\"reply\":3,\"ack\":4,\"hello\":5}"
+        );
+        // A daemon from before the percentiles sends summaries without them.
+        let old = "{\"samples\":1,\"min_nsec\":2,\"max_nsec\":3,\"avg_nsec\":4}";
+        let latency: Latency = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            latency,
+            Latency { samples: 1, min_nsec: 2, max_nsec: 3, avg_nsec: 4, ..Default::default() }
         );
     }
 

@@ -6,8 +6,8 @@
 
 use std::net::{Ipv6Addr, SocketAddr};
 
+use ulnet_dump::pcap::{Direction, PcapWriter, TcpFlow};
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::pcap::{Direction, PcapWriter, TcpFlow};
 use ulnet_proto::wire::acceptor::ConnReq;
 use ulnet_proto::wire::header::{Body, Header, WireHandle};
 use ulnet_proto::wire::hello::{ConnType, Hello, LocalIdentity, ProtoVersion};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use ulnet_proto::pcap::{PcapReadError, tcp_segments};
+use ulnet_dump::pcap::{PcapReadError, tcp_segments};
 
 /// Out-of-order segments held per direction while waiting for the gap before them to fill;
 /// beyond this the gap is declared lost and skipped.
@@ -143,7 +143,7 @@ pub fn streams(capture: &[u8], port: u16) -> Result<Vec<Stream>, PcapReadError> 
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, SocketAddrV4};
-    use ulnet_proto::pcap::{Direction, PcapWriter, TcpFlow};
+    use ulnet_dump::pcap::{Direction, PcapWriter, TcpFlow};
 
     #[test]
     fn both_directions_are_rebuilt_with_times() {

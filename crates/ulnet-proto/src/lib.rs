@@ -7,7 +7,6 @@
 pub mod addr;
 pub mod engine;
 pub mod link_model;
-pub mod pcap;
 pub mod rng;
 pub mod socklnd;
 pub mod time;

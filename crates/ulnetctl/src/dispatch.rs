@@ -10,7 +10,7 @@
 
 use crate::Ctx;
 use crate::commands::CMD_LIST;
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 /// A handler: `argv[0]` is the command word as typed; returns lnetctl's `rc`.
 pub(crate) type Handler = fn(&mut Ctx<'_, '_>, Vec<String>) -> i32;

@@ -21,7 +21,6 @@ use std::path::PathBuf;
 mod cnum;
 mod commands;
 mod dispatch;
-pub mod getopt;
 mod report;
 
 use ulnet_control::client::CallError;

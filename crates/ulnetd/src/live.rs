@@ -40,7 +40,9 @@ use ulnet_config::model::{
     self, Config, ExecCommand, GlobalSettings, HostInterface, LocalNiConfig, NetConfig,
 };
 use ulnet_config::render;
-use ulnet_control::data::{self, ExportState, ManageCommand, ManageReply, PingFailure, PingReply};
+use ulnet_control::data::{
+    self, ExportState, ManageCommand, ManageReply, PingFailure, PingReply, StatsShow,
+};
 use ulnet_control::message::{
     DEFAULT_PING_TIMEOUT, ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping,
     SetParam, ShownObjects, errno,
@@ -381,7 +383,7 @@ impl LiveNode {
 
     fn stats_show(&self) -> Result<Response, ControlError> {
         let stats = self.running_node()?.stats();
-        Ok(Response::Stats(view::stats_show(&stats.global).into()))
+        Ok(Response::Stats(StatsShow::from(&stats.global)))
     }
 
     /// `stats reset` (api-ni.c `lnet_reset_stats` via IOC_LIBCFS_RESET_LNET_STATS).

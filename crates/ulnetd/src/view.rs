@@ -3,19 +3,19 @@
 //!
 //! The kernel keeps most counters in 32 bits (`struct lnet_element_stats` atomics,
 //! `struct lnet_counters_common` u32 fields), so they wrap there; the engine counts in 64
-//! bits and the low 32 bits are shown, which is what a kernel node would show.
+//! bits and the low 32 bits are shown, which is what a kernel node would show
+//! (`ulnet_proto::engine::stats`, where the shown shapes are declared with their conversions).
 //! lustre: include/uapi/linux/lnet/lnet-types.h, api-ni.c `lnet_fill_ni_info()`,
 //! peer.c `lnet_peer_ni_info()` (via the netlink dumps).
 
 use ulnet::{NiStats, NodeStats, PeerNiStats};
 use ulnet_config::render::{
-    Latency, LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables,
-    PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, StatsShow, UdspInfo,
+    LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
+    PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
 };
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::engine::{
-    ElementStats, GlobalStats, LatencyHistogram, LatencyStats, MsgTypeCounts, PeerInfo,
-};
+use ulnet_proto::engine::PeerInfo;
+use ulnet_proto::engine::stats::CounterWidth;
 
 use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
@@ -92,38 +92,6 @@ pub fn peer_entries(stats: &NodeStats, info: impl Fn(Nid) -> Option<PeerInfo>) -
     peers
 }
 
-/// `stats show`.
-pub fn stats_show(stats: &GlobalStats) -> StatsShow {
-    StatsShow {
-        msgs_alloc: low32(stats.msgs_alloc),
-        msgs_max: low32(stats.msgs_max),
-        rst_alloc: low32(stats.rst_alloc),
-        errors: low32(stats.errors),
-        send_count: low32(stats.send_count),
-        resend_count: low32(stats.resend_count),
-        response_timeout_count: low32(stats.response_timeout_count),
-        local_interrupt_count: low32(stats.local_interrupt_count),
-        local_dropped_count: low32(stats.local_dropped_count),
-        local_aborted_count: low32(stats.local_aborted_count),
-        local_no_route_count: low32(stats.local_no_route_count),
-        local_timeout_count: low32(stats.local_timeout_count),
-        local_error_count: low32(stats.local_error_count),
-        remote_dropped_count: low32(stats.remote_dropped_count),
-        remote_error_count: low32(stats.remote_error_count),
-        remote_timeout_count: low32(stats.remote_timeout_count),
-        network_timeout_count: low32(stats.network_timeout_count),
-        failed_resends: low32(stats.failed_resends),
-        successful_resends: low32(stats.successful_resends),
-        recv_count: low32(stats.recv_count),
-        route_count: low32(stats.route_count),
-        drop_count: low32(stats.drop_count),
-        send_length: stats.send_length,
-        recv_length: stats.recv_length,
-        route_length: stats.route_length,
-        drop_length: stats.drop_length,
-    }
-}
-
 fn shown_tunables(net: &NetSpec) -> NetTunables {
     let signed = |value: u32| i32::try_from(value).unwrap_or(i32::MAX);
     NetTunables {
@@ -148,23 +116,12 @@ fn local_ni(
         nid: spec.nid,
         up: live.is_some_and(|ni| ni.up),
         interface: spec.interface.clone(),
-        statistics: element_statistics(&statistics, &latency),
+        statistics: Statistics::new(&statistics, &latency),
         udsp: no_udsp(),
-        sent: counts(&statistics.sent_stats),
-        received: counts(&statistics.received_stats),
-        dropped: counts(&statistics.dropped_stats),
-        health: LocalNiHealth {
-            fatal_error: i32::from(health.fatal_error),
-            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
-            interrupts: low32(health.interrupts),
-            dropped: low32(health.dropped),
-            aborted: low32(health.aborted),
-            no_route: low32(health.no_route),
-            timeouts: low32(health.timeouts),
-            error: low32(health.error),
-            ping_count: low32(health.ping_count),
-            next_ping: health.next_ping,
-        },
+        sent: MessageCounts::from(&statistics.sent_stats),
+        received: MessageCounts::from(&statistics.received_stats),
+        dropped: MessageCounts::from(&statistics.dropped_stats),
+        health: LocalNiHealth::from(&health),
         tunables,
         lnd_tunables,
         // The loopback NI sits on CPT 0; network NIs have no device CPT (no NUMA device).
@@ -182,24 +139,16 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
         max_ni_tx_credits: u32::try_from(ni.tx_credits.max).unwrap_or(0),
         available_tx_credits: ni.tx_credits.available,
         min_tx_credits: ni.tx_credits.min,
-        tx_q_num_of_buf: low32(ni.tx_q_num_of_buf),
+        tx_q_num_of_buf: CounterWidth::wrapped(ni.tx_q_num_of_buf),
         available_rtr_credits: ni.rtr_credits.available,
         min_rtr_credits: ni.rtr_credits.min,
         // The peer table's own reference (lustre: peer.c, `lpni_refcount`).
         refcount: 1,
-        statistics: element_statistics(&ni.statistics, &ni.latency),
-        sent: counts(&ni.statistics.sent_stats),
-        received: counts(&ni.statistics.received_stats),
-        dropped: counts(&ni.statistics.dropped_stats),
-        health: PeerNiHealth {
-            value: i32::try_from(ni.health.health_value).unwrap_or(i32::MAX),
-            dropped: low32(ni.health.dropped),
-            timeout: low32(ni.health.timeout),
-            error: low32(ni.health.error),
-            network_timeout: low32(ni.health.network_timeout),
-            ping_count: low32(ni.health.ping_count),
-            next_ping: i64::try_from(ni.health.next_ping).unwrap_or(i64::MAX),
-        },
+        statistics: Statistics::new(&ni.statistics, &ni.latency),
+        sent: MessageCounts::from(&ni.statistics.sent_stats),
+        received: MessageCounts::from(&ni.statistics.received_stats),
+        dropped: MessageCounts::from(&ni.statistics.dropped_stats),
+        health: PeerNiHealth::from(&ni.health),
     }
 }
 
@@ -209,81 +158,4 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
 /// `udsp_info_list` (`NLA_S32`).
 fn no_udsp() -> UdspInfo {
     UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
-}
-
-/// The `statistics:` block: counters and the latency summaries Lustre keeps (samples, min,
-/// max, mean), plus ulnet's percentiles from the engine's histograms.
-/// lustre: api-ni.c `lnet_fill_ni_info()` / peer.c latency attributes (`<op>_*_nsec`).
-fn element_statistics(stats: &ElementStats, latency: &LatencyStats) -> Statistics {
-    Statistics {
-        send_count: low32(stats.send_count),
-        recv_count: low32(stats.recv_count),
-        drop_count: low32(stats.drop_count),
-        put_egress: latency_summary(&latency.put_egress),
-        get_rtt: latency_summary(&latency.get_rtt),
-        put_ack: latency_summary(&latency.put_ack),
-    }
-}
-
-/// One operation's summary; zeros without samples.
-fn latency_summary(histogram: &LatencyHistogram) -> Latency {
-    let nanos =
-        |duration: std::time::Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-    let percentile = |per_mille| histogram.percentile(per_mille).map_or(0, nanos);
-    Latency {
-        samples: low32(histogram.samples()),
-        min_nsec: nanos(histogram.min()),
-        max_nsec: nanos(histogram.max()),
-        avg_nsec: nanos(histogram.mean()),
-        p50_nsec: percentile(500),
-        p90_nsec: percentile(900),
-        p99_nsec: percentile(990),
-    }
-}
-
-fn counts(counts: &MsgTypeCounts) -> MessageCounts {
-    MessageCounts {
-        put: low32(counts.put),
-        get: low32(counts.get),
-        reply: low32(counts.reply),
-        ack: low32(counts.ack),
-        hello: low32(counts.hello),
-    }
-}
-
-/// The low 32 bits: what the kernel's wrapping 32-bit counter would hold.
-fn low32(value: u64) -> u32 {
-    // Truncation is the point: the kernel's counters wrap at 2^32.
-    (value & u64::from(u32::MAX)) as u32
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_wrap_like_the_kernels() {
-        assert_eq!(low32(5), 5);
-        assert_eq!(low32((1 << 32) + 7), 7);
-        let stats =
-            GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
-        let shown = stats_show(&stats);
-        assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
-    }
-
-    #[test]
-    fn latency_summaries_carry_percentiles() {
-        assert_eq!(latency_summary(&LatencyHistogram::default()), Latency::default());
-        let mut histogram = LatencyHistogram::default();
-        for micros in 1..=100u64 {
-            histogram.record(std::time::Duration::from_micros(micros));
-        }
-        let shown = latency_summary(&histogram);
-        assert_eq!((shown.samples, shown.min_nsec, shown.max_nsec), (100, 1_000, 100_000));
-        assert_eq!(shown.avg_nsec, 50_500);
-        // Histogram precision: within a bucket (about 19%) above the exact value.
-        assert!((50_000..=60_000).contains(&shown.p50_nsec), "{shown:?}");
-        assert!((90_000..=100_000).contains(&shown.p90_nsec), "{shown:?}");
-        assert!(shown.p99_nsec <= 100_000 && shown.p99_nsec >= shown.p90_nsec, "{shown:?}");
-    }
 }

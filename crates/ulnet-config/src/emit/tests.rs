@@ -1,23 +1,23 @@
 use super::*;
 use proptest::prelude::*;
 
-fn ni(entries: Vec<(&str, Node)>) -> Node {
-    Node::map(entries)
+fn ni(entries: Vec<(&str, Yaml)>) -> Yaml {
+    Yaml::map(entries)
 }
 
 #[test]
 fn net_show_shape_from_cli_md_section_0() {
     // docs/protocol/cli.md §0.1, dialect N example.
-    let tree = Node::map([(
+    let tree = Yaml::map([(
         "net",
-        Node::seq([ni(vec![
-            ("net type", Node::plain("tcp")),
+        Yaml::seq([ni(vec![
+            ("net type", Yaml::plain("tcp")),
             (
                 "local NI(s)",
-                Node::seq([ni(vec![
-                    ("nid", Node::plain("192.168.1.2@tcp")),
-                    ("status", Node::plain("up")),
-                    ("interfaces", Node::map([("0", Node::plain("eth0"))])),
+                Yaml::seq([ni(vec![
+                    ("nid", Yaml::plain("192.168.1.2@tcp")),
+                    ("status", Yaml::plain("up")),
+                    ("interfaces", Yaml::map([("0", Yaml::plain("eth0"))])),
                 ])]),
             ),
         ])]),
@@ -37,20 +37,20 @@ net:
 #[test]
 fn global_and_udsp_shape_from_cli_md_section_0() {
     // docs/protocol/cli.md §0.1, dialect C example.
-    let tree = Node::map([
+    let tree = Yaml::map([
         (
             "global",
-            Node::map([
-                ("numa_range", Node::c_number(0)),
-                ("max_interfaces", Node::c_number(4096)),
+            Yaml::map([
+                ("numa_range", Yaml::c_number(0)),
+                ("max_interfaces", Yaml::c_number(4096)),
             ]),
         ),
         (
             "udsp",
-            Node::seq([Node::map([
-                ("idx", Node::c_number(0)),
-                ("src", Node::plain("tcp")),
-                ("action", Node::map([("priority", Node::c_number(1))])),
+            Yaml::seq([Yaml::map([
+                ("idx", Yaml::c_number(0)),
+                ("src", Yaml::plain("tcp")),
+                ("action", Yaml::map([("priority", Yaml::c_number(1))])),
             ])]),
         ),
     ]);
@@ -69,13 +69,13 @@ udsp:
 
 #[test]
 fn cyaml_error_shape_from_cli_md_section_2_2() {
-    let tree = Node::map([(
+    let tree = Yaml::map([(
         "add",
-        Node::seq([Node::map([(
+        Yaml::seq([Yaml::map([(
             "numa_range",
-            Node::map([
-                ("errno", Node::c_number(-22)),
-                ("descr", Node::plain("\"cannot configure numa_range to 5: Invalid argument\"")),
+            Yaml::map([
+                ("errno", Yaml::c_number(-22)),
+                ("descr", Yaml::plain("\"cannot configure numa_range to 5: Invalid argument\"")),
             ]),
         )])]),
     )]);
@@ -93,14 +93,14 @@ fn netlink_error_shape_matches_libyaml() {
     // Output of libyaml 0.2.5 for yaml_lnet_print_error()'s events (tests/oracle): explicit
     // document markers, no space after the empty `peer:` value, and the `!` tag libyaml puts
     // before a double-quoted scalar built with quoted_implicit = 0.
-    let tree = Node::map([(
+    let tree = Yaml::map([(
         "add",
-        Node::seq([Node::map([
-            ("peer", Node::plain("")),
-            ("errno", Node::plain("-22")),
+        Yaml::seq([Yaml::map([
+            ("peer", Yaml::plain("")),
+            ("errno", Yaml::plain("-22")),
             (
                 "descr",
-                Node::Scalar(Scalar::event(
+                Yaml::Scalar(Scalar::event(
                     "Unable to parse nidlist: specifies more NIDs than allowed",
                     ScalarStyle::DoubleQuoted,
                 )),
@@ -121,23 +121,23 @@ add:
 #[test]
 fn ping_shape_uses_the_default_indent() {
     // docs/protocol/cli.md §3.5; the failure text is a plain event that needs quotes because of ": ".
-    let tree = Node::map([
+    let tree = Yaml::map([
         (
             "ping",
-            Node::seq([Node::map([
-                ("primary nid", Node::plain("10.0.0.2@tcp")),
-                ("Multi-Rail", Node::bool(true)),
-                ("peer_ni", Node::seq([Node::map([("nid", Node::plain("10.0.0.2@tcp"))])])),
+            Yaml::seq([Yaml::map([
+                ("primary nid", Yaml::plain("10.0.0.2@tcp")),
+                ("Multi-Rail", Yaml::bool(true)),
+                ("peer_ni", Yaml::seq([Yaml::map([("nid", Yaml::plain("10.0.0.2@tcp"))])])),
             ])]),
         ),
         (
             "manage",
-            Node::seq([Node::map([
-                ("ping", Node::plain("")),
-                ("errno", Node::int(-110)),
+            Yaml::seq([Yaml::map([
+                ("ping", Yaml::plain("")),
+                ("errno", Yaml::int(-110)),
                 (
                     "descr",
-                    Node::Scalar(Scalar::event(
+                    Yaml::Scalar(Scalar::event(
                         "failed to ping 10.0.0.9@tcp: Connection timed out",
                         ScalarStyle::Plain,
                     )),
@@ -161,44 +161,44 @@ manage:
 
 #[test]
 fn libyaml_scalar_styles() {
-    let doc = |value: Node| Node::map([("k", value)]).to_string_n();
-    assert_eq!(doc(Node::double_quoted("[0,1]")), "k: \"[0,1]\"\n");
-    assert_eq!(doc(Node::plain("[0,1]")), "k: '[0,1]'\n");
-    assert_eq!(doc(Node::plain("a: b")), "k: 'a: b'\n");
-    assert_eq!(doc(Node::plain("it's: x")), "k: 'it''s: x'\n");
-    assert_eq!(doc(Node::plain("a:b")), "k: a:b\n");
-    assert_eq!(doc(Node::plain("<?>")), "k: <?>\n");
-    assert_eq!(doc(Node::plain("- x")), "k: '- x'\n");
-    assert_eq!(doc(Node::plain("a #b")), "k: 'a #b'\n");
-    assert_eq!(doc(Node::plain(" lead")), "k: ' lead'\n");
-    assert_eq!(doc(Node::plain("tab\there")), "k: \"tab\\there\"\n");
-    assert_eq!(doc(Node::plain("caf\u{e9}")), "k: \"caf\\xE9\"\n");
-    assert_eq!(doc(Node::plain("---x")), "k: '---x'\n");
-    assert_eq!(doc(Node::plain("")), "k:\n");
-    assert_eq!(doc(Node::seq([])), "k: []\n");
-    assert_eq!(doc(Node::map(Vec::<(String, Node)>::new())), "k: {}\n");
+    let doc = |value: Yaml| Yaml::map([("k", value)]).to_string_n();
+    assert_eq!(doc(Yaml::double_quoted("[0,1]")), "k: \"[0,1]\"\n");
+    assert_eq!(doc(Yaml::plain("[0,1]")), "k: '[0,1]'\n");
+    assert_eq!(doc(Yaml::plain("a: b")), "k: 'a: b'\n");
+    assert_eq!(doc(Yaml::plain("it's: x")), "k: 'it''s: x'\n");
+    assert_eq!(doc(Yaml::plain("a:b")), "k: a:b\n");
+    assert_eq!(doc(Yaml::plain("<?>")), "k: <?>\n");
+    assert_eq!(doc(Yaml::plain("- x")), "k: '- x'\n");
+    assert_eq!(doc(Yaml::plain("a #b")), "k: 'a #b'\n");
+    assert_eq!(doc(Yaml::plain(" lead")), "k: ' lead'\n");
+    assert_eq!(doc(Yaml::plain("tab\there")), "k: \"tab\\there\"\n");
+    assert_eq!(doc(Yaml::plain("caf\u{e9}")), "k: \"caf\\xE9\"\n");
+    assert_eq!(doc(Yaml::plain("---x")), "k: '---x'\n");
+    assert_eq!(doc(Yaml::plain("")), "k:\n");
+    assert_eq!(doc(Yaml::seq([])), "k: []\n");
+    assert_eq!(doc(Yaml::map(Vec::<(String, Yaml)>::new())), "k: {}\n");
     // Quoted keys and the `? ` form for keys over 128 bytes.
-    assert_eq!(Node::map([("a: b", Node::plain("v"))]).to_string_n(), "'a: b': v\n");
+    assert_eq!(Yaml::map([("a: b", Yaml::plain("v"))]).to_string_n(), "'a: b': v\n");
     let long = "k".repeat(129);
     assert_eq!(
-        Node::map([(long.as_str(), Node::plain("v"))]).to_string_n(),
+        Yaml::map([(long.as_str(), Yaml::plain("v"))]).to_string_n(),
         format!("? {long}\n: v\n")
     );
 }
 
 #[test]
 fn libyaml_multiline_scalars() {
-    let doc = |value: Node| Node::map([("k", value)]).to_string_n();
+    let doc = |value: Yaml| Yaml::map([("k", value)]).to_string_n();
     // Verified against libyaml 0.2.5 (tests/oracle).
-    assert_eq!(doc(Node::plain("a\nb")), "k: 'a\n\n      b'\n");
-    assert_eq!(doc(Node::double_quoted("a\nb")), "k: \"a\\nb\"\n");
-    assert_eq!(doc(Node::plain("a \nb")), "k: \"a \\nb\"\n");
+    assert_eq!(doc(Yaml::plain("a\nb")), "k: 'a\n\n      b'\n");
+    assert_eq!(doc(Yaml::double_quoted("a\nb")), "k: \"a\\nb\"\n");
+    assert_eq!(doc(Yaml::plain("a \nb")), "k: \"a \\nb\"\n");
 }
 
 #[test]
 fn libyaml_folds_long_plain_scalars_at_column_80() {
     let words = ["alpha"; 20].join(" ");
-    let out = Node::map([("descr", Node::plain(words.as_str()))]).to_string_n();
+    let out = Yaml::map([("descr", Yaml::plain(words.as_str()))]).to_string_n();
     // Verified against libyaml 0.2.5 (tests/oracle): the break happens at the first space past
     // column 80 and the continuation is indented one step.
     let expected = "descr: alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha alpha\n      alpha alpha alpha alpha alpha alpha alpha\n";
@@ -207,42 +207,42 @@ fn libyaml_folds_long_plain_scalars_at_column_80() {
 
 #[test]
 fn root_sequence_and_scalar() {
-    let out = Node::seq([Node::plain("a"), Node::seq([Node::plain("b")])]).to_string_n();
+    let out = Yaml::seq([Yaml::plain("a"), Yaml::seq([Yaml::plain("b")])]).to_string_n();
     assert_eq!(out, "- a\n-     - b\n");
-    assert_eq!(Node::plain("x").to_string_n(), "x\n");
+    assert_eq!(Yaml::plain("x").to_string_n(), "x\n");
 }
 
 #[test]
 fn cyaml_routing_shape_from_cli_md_section_3_6() {
     let pool = |npages: u32, n: u32| {
-        Node::map([
-            ("npages", Node::c_number(npages)),
-            ("nbuffers", Node::c_number(n)),
-            ("credits", Node::c_number(n)),
-            ("mincredits", Node::c_number(n)),
+        Yaml::map([
+            ("npages", Yaml::c_number(npages)),
+            ("nbuffers", Yaml::c_number(n)),
+            ("credits", Yaml::c_number(n)),
+            ("mincredits", Yaml::c_number(n)),
         ])
     };
-    let tree = Node::map([
+    let tree = Yaml::map([
         (
             "routing",
-            Node::seq([
-                Node::map([(
+            Yaml::seq([
+                Yaml::map([(
                     "cpt[0]",
-                    Node::map([
+                    Yaml::map([
                         ("tiny", pool(0, 512)),
                         ("small", pool(1, 4096)),
                         ("large", pool(256, 256)),
                     ]),
                 )]),
-                Node::map([("enable", Node::c_number(1))]),
+                Yaml::map([("enable", Yaml::c_number(1))]),
             ]),
         ),
         (
             "buffers",
-            Node::map([
-                ("tiny", Node::c_number(512)),
-                ("small", Node::c_number(4096)),
-                ("large", Node::c_number(256)),
+            Yaml::map([
+                ("tiny", Yaml::c_number(512)),
+                ("small", Yaml::c_number(4096)),
+                ("large", Yaml::c_number(256)),
             ]),
         ),
     ]);
@@ -276,16 +276,16 @@ buffers:
 #[test]
 fn cyaml_quirks() {
     // A sequence opening a sequence item loses its "- " (cyaml.c print_array()).
-    let tree = Node::map([(
+    let tree = Yaml::map([(
         "a",
-        Node::seq([Node::map([("inner", Node::seq([Node::map([("x", Node::c_number(1))])]))])]),
+        Yaml::seq([Yaml::map([("inner", Yaml::seq([Yaml::map([("x", Yaml::c_number(1))])]))])]),
     )]);
     assert_eq!(tree.to_string_c(), "a:\n      inner:\n        - x: 1\n");
     // Multi-line strings continue under the value.
-    let tree = Node::map([("g", Node::map([("descr", Node::plain("one\ntwo"))]))]);
+    let tree = Yaml::map([("g", Yaml::map([("descr", Yaml::plain("one\ntwo"))]))]);
     assert_eq!(tree.to_string_c(), "g:\n    descr: one\n           two\n");
     // Named empty collections print just the key.
-    let tree = Node::map([("e", Node::seq([])), ("f", Node::map(Vec::<(String, Node)>::new()))]);
+    let tree = Yaml::map([("e", Yaml::seq([])), ("f", Yaml::map(Vec::<(String, Yaml)>::new()))]);
     assert_eq!(tree.to_string_c(), "e:\nf:\n");
 }
 
@@ -301,8 +301,8 @@ fn cyaml_numbers_follow_the_double_rules() {
     assert_eq!(cyaml_number_text(1.5e-7), "1.500000e-07");
     assert_eq!(cyaml_number_text(1.0e70), "1.000000e+70");
     assert_eq!(
-        Node::c_number(18_446_744_073_709_551_615_u64 as f64),
-        Node::plain("18446744073709551616")
+        Yaml::c_number(18_446_744_073_709_551_615_u64 as f64),
+        Yaml::plain("18446744073709551616")
     );
 }
 
@@ -321,11 +321,11 @@ fn plain_safe_text() -> impl Strategy<Value = String> {
     "x[a-zA-Z0-9@._/-]{0,20}"
 }
 
-fn unique_keys(entries: Vec<(String, Node)>) -> Vec<(String, Node)> {
+fn unique_keys(entries: Vec<(String, Yaml)>) -> Vec<(String, Yaml)> {
     entries.into_iter().enumerate().map(|(i, (k, v))| (format!("{k}{i}"), v)).collect()
 }
 
-fn tree_n() -> impl Strategy<Value = Node> {
+fn tree_n() -> impl Strategy<Value = Yaml> {
     let leaf = (
         any_text(),
         prop_oneof![
@@ -334,21 +334,21 @@ fn tree_n() -> impl Strategy<Value = Node> {
             Just(ScalarStyle::DoubleQuoted)
         ],
     )
-        .prop_map(|(text, style)| Node::Scalar(Scalar::new(text, style)));
+        .prop_map(|(text, style)| Yaml::Scalar(Scalar::new(text, style)));
     leaf.prop_recursive(4, 40, 5, |inner| {
         prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Node::Seq),
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Yaml::Seq),
             prop::collection::vec((any_text(), inner), 0..5)
-                .prop_map(|entries| Node::Map(unique_keys(entries))),
+                .prop_map(|entries| Yaml::Map(unique_keys(entries))),
         ]
     })
 }
 
-fn tree_c() -> impl Strategy<Value = Node> {
-    let leaf = plain_safe_text().prop_map(Node::plain);
-    let map_of = |inner: BoxedStrategy<Node>| {
+fn tree_c() -> impl Strategy<Value = Yaml> {
+    let leaf = plain_safe_text().prop_map(Yaml::plain);
+    let map_of = |inner: BoxedStrategy<Yaml>| {
         prop::collection::vec((plain_safe_text(), inner), 1..5)
-            .prop_map(|entries| Node::Map(unique_keys(entries)))
+            .prop_map(|entries| Yaml::Map(unique_keys(entries)))
     };
     leaf.prop_recursive(4, 40, 5, move |inner| {
         // cYAML sequences hold mappings whose first value is not a sequence.
@@ -356,29 +356,29 @@ fn tree_c() -> impl Strategy<Value = Node> {
             prop::collection::vec((plain_safe_text(), inner.clone()), 1..5).prop_map(|entries| {
                 let mut entries = unique_keys(entries);
                 if let Some((_, first)) = entries.first_mut() {
-                    if matches!(first, Node::Seq(_)) {
-                        *first = Node::plain("x");
+                    if matches!(first, Yaml::Seq(_)) {
+                        *first = Yaml::plain("x");
                     }
                 }
-                Node::Map(entries)
+                Yaml::Map(entries)
             });
-        prop_oneof![map_of(inner.boxed()), prop::collection::vec(item, 1..4).prop_map(Node::Seq)]
+        prop_oneof![map_of(inner.boxed()), prop::collection::vec(item, 1..4).prop_map(Yaml::Seq)]
     })
     .prop_map(|node| match node {
-        map @ Node::Map(_) => map,
-        other => Node::map([("root", other)]),
+        map @ Yaml::Map(_) => map,
+        other => Yaml::map([("root", other)]),
     })
 }
 
 /// The tree a parser sees, with every scalar reduced to its text.
-fn from_value(value: &yaml_serde::Value) -> Node {
+fn from_value(value: &yaml_serde::Value) -> Yaml {
     match value {
-        yaml_serde::Value::Null => Node::plain(""),
-        yaml_serde::Value::Bool(b) => Node::plain(b.to_string()),
-        yaml_serde::Value::Number(n) => Node::plain(n.to_string()),
-        yaml_serde::Value::String(s) => Node::plain(s.as_str()),
-        yaml_serde::Value::Sequence(items) => Node::Seq(items.iter().map(from_value).collect()),
-        yaml_serde::Value::Mapping(map) => Node::Map(
+        yaml_serde::Value::Null => Yaml::plain(""),
+        yaml_serde::Value::Bool(b) => Yaml::plain(b.to_string()),
+        yaml_serde::Value::Number(n) => Yaml::plain(n.to_string()),
+        yaml_serde::Value::String(s) => Yaml::plain(s.as_str()),
+        yaml_serde::Value::Sequence(items) => Yaml::Seq(items.iter().map(from_value).collect()),
+        yaml_serde::Value::Mapping(map) => Yaml::Map(
             map.iter()
                 .map(|(k, v)| (k.as_str().unwrap_or_default().to_string(), from_value(v)))
                 .collect(),
@@ -387,12 +387,12 @@ fn from_value(value: &yaml_serde::Value) -> Node {
     }
 }
 
-fn plain_texts(node: &Node) -> Node {
+fn plain_texts(node: &Yaml) -> Yaml {
     match node {
-        Node::Scalar(s) => Node::plain(s.text.as_str()),
-        Node::Seq(items) => Node::Seq(items.iter().map(plain_texts).collect()),
-        Node::Map(entries) => {
-            Node::Map(entries.iter().map(|(k, v)| (k.clone(), plain_texts(v))).collect())
+        Yaml::Scalar(s) => Yaml::plain(s.text.as_str()),
+        Yaml::Seq(items) => Yaml::Seq(items.iter().map(plain_texts).collect()),
+        Yaml::Map(entries) => {
+            Yaml::Map(entries.iter().map(|(k, v)| (k.clone(), plain_texts(v))).collect())
         }
     }
 }

@@ -3,7 +3,7 @@
 //! lustre: lnet/utils/lnetctl.c `yaml_lnet_print_error()`; lnet/utils/lnetconfig/cyaml.c
 //! `cYAML_build_error()`.
 
-use crate::emit::{LibyamlStyle, Node, Scalar, ScalarStyle};
+use crate::emit::{LibyamlStyle, Scalar, ScalarStyle, Yaml};
 
 /// The operation word heading a netlink error report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,14 +59,14 @@ impl NetlinkError {
     /// The report: an explicit YAML document; the description is a double-quoted scalar
     /// event, which libyaml prefixes with a `!` tag.
     pub fn render(&self) -> String {
-        Node::map([(
+        Yaml::map([(
             self.op.name(),
-            Node::seq([Node::map([
-                (self.object.as_str(), Node::plain("")),
-                ("errno", Node::int(self.errno)),
+            Yaml::seq([Yaml::map([
+                (self.object.as_str(), Yaml::plain("")),
+                ("errno", Yaml::int(self.errno)),
                 (
                     "descr",
-                    Node::Scalar(Scalar::event(self.descr.as_str(), ScalarStyle::DoubleQuoted)),
+                    Yaml::Scalar(Scalar::event(self.descr.as_str(), ScalarStyle::DoubleQuoted)),
                 ),
             ])]),
         )])
@@ -109,21 +109,21 @@ pub struct CyamlError {
 
 impl CyamlError {
     pub fn render(&self) -> String {
-        let mut commands: Vec<(&str, Vec<Node>)> = Vec::new();
+        let mut commands: Vec<(&str, Vec<Yaml>)> = Vec::new();
         for entry in &self.entries {
-            let mut fields: Vec<(&str, Node)> = Vec::new();
+            let mut fields: Vec<(&str, Yaml)> = Vec::new();
             if let Some(seq_no) = entry.seq_no {
-                fields.push(("seq_no", Node::c_number(seq_no)));
+                fields.push(("seq_no", Yaml::c_number(seq_no)));
             }
-            fields.push(("errno", Node::c_number(entry.errno)));
-            fields.push(("descr", Node::plain(entry.descr.as_str())));
-            let item = Node::map([(entry.entity.as_str(), Node::map(fields))]);
+            fields.push(("errno", Yaml::c_number(entry.errno)));
+            fields.push(("descr", Yaml::plain(entry.descr.as_str())));
+            let item = Yaml::map([(entry.entity.as_str(), Yaml::map(fields))]);
             match commands.iter_mut().find(|(cmd, _)| *cmd == entry.cmd) {
                 Some((_, items)) => items.push(item),
                 None => commands.push((entry.cmd.as_str(), vec![item])),
             }
         }
-        Node::map(commands.into_iter().map(|(cmd, items)| (cmd, Node::Seq(items)))).to_string_c()
+        Yaml::map(commands.into_iter().map(|(cmd, items)| (cmd, Yaml::Seq(items)))).to_string_c()
     }
 }
 

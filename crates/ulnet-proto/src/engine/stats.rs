@@ -1,26 +1,122 @@
 //! Statistics as plain structs, named after the keys `lnetctl stats show`, `net show -v` and
 //! `peer show -v` print (docs/protocol/cli.md §3.1, §3.2, §3.8).
 //!
+//! Each shape is declared here once: the engine's counters (64 bits, plus counters of its own)
+//! and, beside them, the shapes a kernel node shows them in ([`StatsShow`], [`MessageCounts`],
+//! [`Statistics`], [`Latency`], [`LocalNiHealth`], [`PeerNiHealth`]: the kernel's widths, the
+//! 32-bit counters wrapped) with the conversions. ulnet-config's renderer prints the shown
+//! shapes and ulnet-control carries them over the control socket as they are (serde, under
+//! this crate's `serde` feature); the `counters!` macro writes the plain-counter pairs from
+//! one field list.
+//!
 //! lustre: include/uapi/linux/lnet/lnet-types.h (`struct lnet_counters_common`,
 //! `struct lnet_counters_health`), include/linux/lnet/lib-types.h (`struct lnet_element_stats`),
 //! lnet/lnet/lib-msg.c (`lnet_msg_decommit_tx/rx`, `lnet_incr_hstats`).
 
+use std::time::Duration;
+
 use crate::addr::Nid;
-use crate::engine::health::HealthStatus;
-use crate::engine::latency::LatencyStats;
+use crate::engine::health::{HealthStatus, MAX_HEALTH};
+use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
+use crate::wire::selftest::LnetCountersCommon;
 
-/// Counts per message type: the `put`, `get`, `reply`, `ack`, `hello` keys of
-/// `sent_stats` / `received_stats` / `dropped_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MsgTypeCounts {
-    pub put: u64,
-    pub get: u64,
-    pub reply: u64,
-    pub ack: u64,
-    pub hello: u64,
+/// A counter's value at the width the kernel keeps it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// A 32-bit counter (`struct lnet_element_stats` atomics, most `lnet_counters_common`
+    /// fields): it wraps at 2^32.
+    U32(u32),
+    /// A 64-bit counter (the `*_length` byte counts).
+    U64(u64),
+}
+
+/// The widths a shown counter comes in: the engine counts in 64 bits and a kernel node keeps
+/// most counters in 32, which wrap; the low 32 bits are what a kernel node would show.
+pub trait CounterWidth: Copy {
+    /// The value a kernel counter of this width holds after `count` increments.
+    fn wrapped(count: u64) -> Self;
+    fn counter(self) -> Counter;
+}
+
+impl CounterWidth for u32 {
+    fn wrapped(count: u64) -> Self {
+        // Truncation is the point: the kernel's counters wrap at 2^32.
+        (count & u64::from(u32::MAX)) as u32
+    }
+
+    fn counter(self) -> Counter {
+        Counter::U32(self)
+    }
+}
+
+impl CounterWidth for u64 {
+    fn wrapped(count: u64) -> Self {
+        count
+    }
+
+    fn counter(self) -> Counter {
+        Counter::U64(self)
+    }
+}
+
+/// Declares a set of counters once: the engine's struct (every counter a `u64`, plus the
+/// engine's own counters lnetctl does not show), the shown struct (the kernel's widths, with
+/// `serde` under the `serde` feature, which is what crosses the control socket and what the
+/// renderer prints), the conversion between them and the shown struct's `fields()` in order.
+macro_rules! counters {
+    (
+        $(#[$engine_meta:meta])*
+        pub struct $engine:ident;
+        $(#[$shown_meta:meta])*
+        pub struct $shown:ident {
+            $( $(#[$field_meta:meta])* pub $field:ident : $width:ty, )*
+        }
+        $( engine only { $( $(#[$own_meta:meta])* pub $own:ident, )* } )?
+    ) => {
+        $(#[$engine_meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $engine {
+            $( $(#[$field_meta])* pub $field: u64, )*
+            $( $( $(#[$own_meta])* pub $own: u64, )* )?
+        }
+
+        $(#[$shown_meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        pub struct $shown {
+            $( $(#[$field_meta])* pub $field: $width, )*
+        }
+
+        impl $shown {
+            /// The counters' keys and values, in the order lnetctl prints them.
+            pub fn fields(&self) -> impl Iterator<Item = (&'static str, Counter)> + use<> {
+                [$( (stringify!($field), CounterWidth::counter(self.$field)) ),*].into_iter()
+            }
+        }
+
+        impl From<&$engine> for $shown {
+            fn from(counts: &$engine) -> Self {
+                Self { $( $field: CounterWidth::wrapped(counts.$field), )* }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Counts per message type: the `put`, `get`, `reply`, `ack`, `hello` keys of
+    /// `sent_stats` / `received_stats` / `dropped_stats`.
+    pub struct MsgTypeCounts;
+    /// [`MsgTypeCounts`] as a kernel node shows them (32-bit counters).
+    pub struct MessageCounts {
+        pub put: u32,
+        pub get: u32,
+        pub reply: u32,
+        pub ack: u32,
+        pub hello: u32,
+    }
 }
 
 impl MsgTypeCounts {
@@ -104,6 +200,112 @@ impl NiHealthStats {
     }
 }
 
+/// The `statistics:` block of `net show -v` / `peer show -v` as a kernel node shows it: the
+/// counters' low 32 bits and the latency summaries. What the renderer prints and what crosses
+/// the control socket.
+/// lustre: api-ni.c `lnet_fill_ni_info()` / peer.c latency attributes (`<op>_*_nsec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Statistics {
+    pub send_count: u32,
+    pub recv_count: u32,
+    pub drop_count: u32,
+    pub put_egress: Latency,
+    pub get_rtt: Latency,
+    pub put_ack: Latency,
+}
+
+impl Statistics {
+    /// The counters of `stats` and the summaries of `latency`.
+    pub fn new(stats: &ElementStats, latency: &LatencyStats) -> Self {
+        Self {
+            send_count: CounterWidth::wrapped(stats.send_count),
+            recv_count: CounterWidth::wrapped(stats.recv_count),
+            drop_count: CounterWidth::wrapped(stats.drop_count),
+            put_egress: Latency::from(&latency.put_egress),
+            get_rtt: Latency::from(&latency.get_rtt),
+            put_ack: Latency::from(&latency.put_ack),
+        }
+    }
+}
+
+/// One latency summary: what Lustre keeps (samples, min, max, mean) plus ulnet's percentiles
+/// from the engine's histograms; all zero without samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Latency {
+    pub samples: u32,
+    pub min_nsec: u64,
+    pub max_nsec: u64,
+    pub avg_nsec: u64,
+    /// Percentiles from ulnet's latency histograms (not in Lustre); shown only by
+    /// `peer show -v 4` under `latency percentiles`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p50_nsec: u64,
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p90_nsec: u64,
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub p99_nsec: u64,
+}
+
+impl From<&LatencyHistogram> for Latency {
+    fn from(histogram: &LatencyHistogram) -> Self {
+        let nanos = |duration: Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let percentile = |per_mille| histogram.percentile(per_mille).map_or(0, nanos);
+        Self {
+            samples: CounterWidth::wrapped(histogram.samples()),
+            min_nsec: nanos(histogram.min()),
+            max_nsec: nanos(histogram.max()),
+            avg_nsec: nanos(histogram.mean()),
+            p50_nsec: percentile(500),
+            p90_nsec: percentile(900),
+            p99_nsec: percentile(990),
+        }
+    }
+}
+
+/// A local NI's `health stats` as a kernel node shows them (`net show -v 2`): the kernel's
+/// widths and signs, the counters' low 32 bits. What `net show` renders and what crosses the
+/// control socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LocalNiHealth {
+    pub fatal_error: i32,
+    pub value: i32,
+    pub interrupts: u32,
+    pub dropped: u32,
+    pub aborted: u32,
+    pub no_route: u32,
+    pub timeouts: u32,
+    pub error: u32,
+    pub ping_count: u32,
+    pub next_ping: u64,
+}
+
+/// A healthy NI: `LNET_MAX_HEALTH_VALUE`, nothing counted.
+impl Default for LocalNiHealth {
+    fn default() -> Self {
+        Self::from(&NiHealthStats { health_value: MAX_HEALTH, ..NiHealthStats::default() })
+    }
+}
+
+impl From<&NiHealthStats> for LocalNiHealth {
+    fn from(health: &NiHealthStats) -> Self {
+        Self {
+            fatal_error: i32::from(health.fatal_error),
+            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
+            interrupts: CounterWidth::wrapped(health.interrupts),
+            dropped: CounterWidth::wrapped(health.dropped),
+            aborted: CounterWidth::wrapped(health.aborted),
+            no_route: CounterWidth::wrapped(health.no_route),
+            timeouts: CounterWidth::wrapped(health.timeouts),
+            error: CounterWidth::wrapped(health.error),
+            ping_count: CounterWidth::wrapped(health.ping_count),
+            next_ping: health.next_ping,
+        }
+    }
+}
+
 /// The `health stats` block of a peer NI in `peer show -v 2`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerNiHealthStats {
@@ -130,50 +332,113 @@ impl PeerNiHealthStats {
     }
 }
 
-/// Node-wide counters, in the order `lnetctl stats show` prints them, plus the engine's own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GlobalStats {
-    /// Messages alive now.
-    pub msgs_alloc: u64,
-    /// Most messages ever alive at once.
-    pub msgs_max: u64,
-    /// Response trackers alive now.
-    pub rst_alloc: u64,
-    pub errors: u64,
-    pub send_count: u64,
-    pub resend_count: u64,
-    pub response_timeout_count: u64,
-    pub local_interrupt_count: u64,
-    pub local_dropped_count: u64,
-    pub local_aborted_count: u64,
-    pub local_no_route_count: u64,
-    pub local_timeout_count: u64,
-    pub local_error_count: u64,
-    pub remote_dropped_count: u64,
-    pub remote_error_count: u64,
-    pub remote_timeout_count: u64,
-    pub network_timeout_count: u64,
-    pub failed_resends: u64,
-    pub successful_resends: u64,
-    pub recv_count: u64,
-    pub route_count: u64,
-    pub drop_count: u64,
-    pub send_length: u64,
-    pub recv_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
-    /// ACKs and REPLYs dropped for a stale, unknown or inactive wire handle (not in lnetctl).
-    pub stale_responses: u64,
-    /// Headers refused as protocol errors (the LND closes the connection).
-    pub protocol_errors: u64,
-    /// Events dropped because the event queue was full (EQ overflow).
-    pub events_dropped: u64,
-    /// Peer NIs fast failover suspected of black-holing traffic (not in lnetctl).
-    pub blackhole_suspicions: u64,
-    /// Messages fast failover moved or copied to another path (not in lnetctl).
-    pub fast_resends: u64,
-    /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
-    pub duplicates_dropped: u64,
+/// A peer NI's `health stats` as a kernel node shows them (`peer show -v 2`); see
+/// [`LocalNiHealth`]. Fast failover's suspicions are not shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct PeerNiHealth {
+    pub value: i32,
+    pub dropped: u32,
+    pub timeout: u32,
+    pub error: u32,
+    pub network_timeout: u32,
+    pub ping_count: u32,
+    pub next_ping: i64,
+}
+
+/// A healthy peer NI: `LNET_MAX_HEALTH_VALUE`, nothing counted.
+impl Default for PeerNiHealth {
+    fn default() -> Self {
+        Self::from(&PeerNiHealthStats { health_value: MAX_HEALTH, ..PeerNiHealthStats::default() })
+    }
+}
+
+impl From<&PeerNiHealthStats> for PeerNiHealth {
+    fn from(health: &PeerNiHealthStats) -> Self {
+        Self {
+            value: i32::try_from(health.health_value).unwrap_or(i32::MAX),
+            dropped: CounterWidth::wrapped(health.dropped),
+            timeout: CounterWidth::wrapped(health.timeout),
+            error: CounterWidth::wrapped(health.error),
+            network_timeout: CounterWidth::wrapped(health.network_timeout),
+            ping_count: CounterWidth::wrapped(health.ping_count),
+            next_ping: i64::try_from(health.next_ping).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+counters! {
+    /// Node-wide counters, in the order `lnetctl stats show` prints them, plus the engine's own.
+    pub struct GlobalStats;
+    /// The global counters of `stats show` as a kernel node keeps them, in its order
+    /// (docs/protocol/cli.md §3.8): `struct lnet_counters_common` and
+    /// `struct lnet_counters_health`.
+    pub struct StatsShow {
+        /// Messages alive now.
+        pub msgs_alloc: u32,
+        /// Most messages ever alive at once.
+        pub msgs_max: u32,
+        /// Response trackers alive now.
+        pub rst_alloc: u32,
+        pub errors: u32,
+        pub send_count: u32,
+        pub resend_count: u32,
+        pub response_timeout_count: u32,
+        pub local_interrupt_count: u32,
+        pub local_dropped_count: u32,
+        pub local_aborted_count: u32,
+        pub local_no_route_count: u32,
+        pub local_timeout_count: u32,
+        pub local_error_count: u32,
+        pub remote_dropped_count: u32,
+        pub remote_error_count: u32,
+        pub remote_timeout_count: u32,
+        pub network_timeout_count: u32,
+        pub failed_resends: u32,
+        pub successful_resends: u32,
+        pub recv_count: u32,
+        pub route_count: u32,
+        pub drop_count: u32,
+        pub send_length: u64,
+        pub recv_length: u64,
+        pub route_length: u64,
+        pub drop_length: u64,
+    }
+    engine only {
+        /// ACKs and REPLYs dropped for a stale, unknown or inactive wire handle (not in lnetctl).
+        pub stale_responses,
+        /// Headers refused as protocol errors (the LND closes the connection).
+        pub protocol_errors,
+        /// Events dropped because the event queue was full (EQ overflow).
+        pub events_dropped,
+        /// Peer NIs fast failover suspected of black-holing traffic (not in lnetctl).
+        pub blackhole_suspicions,
+        /// Messages fast failover moved or copied to another path (not in lnetctl).
+        pub fast_resends,
+        /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
+        pub duplicates_dropped,
+    }
+}
+
+/// The node's counters as lnet_selftest's QUERY_STAT reply carries them
+/// (`lnet_counters_get_common()`): the kernel's widths, as `stats show` shows them.
+impl From<&GlobalStats> for LnetCountersCommon {
+    fn from(stats: &GlobalStats) -> Self {
+        let shown = StatsShow::from(stats);
+        Self {
+            messages_allocated: shown.msgs_alloc,
+            messages_max: shown.msgs_max,
+            errors: shown.errors,
+            send_count: shown.send_count,
+            receive_count: shown.recv_count,
+            route_count: shown.route_count,
+            drop_count: shown.drop_count,
+            send_length: shown.send_length,
+            receive_length: shown.recv_length,
+            route_length: shown.route_length,
+            drop_length: shown.drop_length,
+        }
+    }
 }
 
 impl GlobalStats {
@@ -247,4 +512,68 @@ pub struct PeerNiStats {
     pub latency: LatencyStats,
     /// Fast failover's smoothed round trip to this peer NI (zero until measured).
     pub srtt: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_counters_wrap_like_the_kernels() {
+        let stats =
+            GlobalStats { send_count: (1 << 32) + 1, send_length: 1 << 40, ..Default::default() };
+        let shown = StatsShow::from(&stats);
+        assert_eq!((shown.send_count, shown.send_length), (1, 1 << 40));
+        let counts = MsgTypeCounts { hello: (1 << 32) + 7, ..Default::default() };
+        assert_eq!(MessageCounts::from(&counts).hello, 7);
+    }
+
+    #[test]
+    fn latency_summaries_carry_percentiles() {
+        assert_eq!(Latency::from(&LatencyHistogram::default()), Latency::default());
+        let mut histogram = LatencyHistogram::default();
+        for micros in 1..=100u64 {
+            histogram.record(Duration::from_micros(micros));
+        }
+        let shown = Latency::from(&histogram);
+        assert_eq!((shown.samples, shown.min_nsec, shown.max_nsec), (100, 1_000, 100_000));
+        assert_eq!(shown.avg_nsec, 50_500);
+        // Histogram precision: within a bucket (about 19%) above the exact value.
+        assert!((50_000..=60_000).contains(&shown.p50_nsec), "{shown:?}");
+        assert!((90_000..=100_000).contains(&shown.p90_nsec), "{shown:?}");
+        assert!(shown.p99_nsec <= 100_000 && shown.p99_nsec >= shown.p90_nsec, "{shown:?}");
+    }
+
+    #[test]
+    fn health_is_shown_with_the_kernels_widths() {
+        assert_eq!(LocalNiHealth::default().value, 1000);
+        assert_eq!(PeerNiHealth::default().value, 1000);
+        let ni = NiHealthStats {
+            fatal_error: true,
+            health_value: u32::MAX,
+            interrupts: (1 << 32) + 3,
+            next_ping: u64::MAX,
+            ..Default::default()
+        };
+        let shown = LocalNiHealth::from(&ni);
+        assert_eq!(
+            (shown.fatal_error, shown.value, shown.interrupts, shown.next_ping),
+            (1, i32::MAX, 3, u64::MAX)
+        );
+        let peer =
+            PeerNiHealthStats { dropped: 1 << 32, next_ping: u64::MAX, ..Default::default() };
+        let shown = PeerNiHealth::from(&peer);
+        assert_eq!((shown.value, shown.dropped, shown.next_ping), (0, 0, i64::MAX));
+    }
+
+    #[test]
+    fn fields_come_in_lnetctl_order_with_their_widths() {
+        let shown = StatsShow { msgs_alloc: 3, drop_length: 1 << 40, ..Default::default() };
+        let fields: Vec<_> = shown.fields().collect();
+        assert_eq!(fields.len(), 26);
+        assert_eq!(fields.first(), Some(&("msgs_alloc", Counter::U32(3))));
+        assert_eq!(fields.last(), Some(&("drop_length", Counter::U64(1 << 40))));
+        let keys: Vec<_> = MessageCounts::default().fields().map(|(key, _)| key).collect();
+        assert_eq!(keys, ["put", "get", "reply", "ack", "hello"]);
+    }
 }

@@ -334,24 +334,27 @@ pub fn v2_message_checksum(header: &KsockHeader, lnet_header: &[u8], payload: &[
 }
 
 /// Linux `crc32_le`: reflected IEEE polynomial 0xEDB88320, seeded with 0xFFFFFFFF and with
-/// **no** final inversion (= zlib's crc32 XOR 0xFFFFFFFF). Slicing-by-8.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// **no** final inversion (= zlib's crc32 XOR 0xFFFFFFFF). The arithmetic is `crc32fast`'s
+/// (zlib's CRC, resumable): the running value is its finalized value inverted (decision 0014).
+#[derive(Clone, Debug, Default)]
 pub struct Crc32Le {
-    state: u32,
+    zlib: crc32fast::Hasher,
 }
 
-impl Default for Crc32Le {
-    fn default() -> Self {
-        Self::new()
+impl PartialEq for Crc32Le {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
     }
 }
+
+impl Eq for Crc32Le {}
 
 impl Crc32Le {
     /// The socklnd seed (`~0`).
     pub const SEED: u32 = 0xffff_ffff;
 
-    pub const fn new() -> Self {
-        Self { state: Self::SEED }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// One-shot CRC of `data` from the seed.
@@ -362,66 +365,13 @@ impl Crc32Le {
     }
 
     pub fn update(&mut self, data: &[u8]) {
-        let mut crc = self.state;
-        let mut chunks = data.chunks_exact(8);
-        for chunk in &mut chunks {
-            let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
-                continue; // unreachable: chunks_exact(8) yields 8-byte chunks
-            };
-            let low = crc ^ u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            let high = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-            // Each index is masked to 0..=255, within the 256-entry tables.
-            crc = CRC_TABLES[7][(low & 0xff) as usize]
-                ^ CRC_TABLES[6][((low >> 8) & 0xff) as usize]
-                ^ CRC_TABLES[5][((low >> 16) & 0xff) as usize]
-                ^ CRC_TABLES[4][(low >> 24) as usize]
-                ^ CRC_TABLES[3][(high & 0xff) as usize]
-                ^ CRC_TABLES[2][((high >> 8) & 0xff) as usize]
-                ^ CRC_TABLES[1][((high >> 16) & 0xff) as usize]
-                ^ CRC_TABLES[0][(high >> 24) as usize];
-        }
-        for &byte in chunks.remainder() {
-            crc = CRC_TABLES[0][((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8);
-        }
-        self.state = crc;
+        self.zlib.update(data);
     }
 
     /// The running CRC (no final inversion).
-    pub const fn value(&self) -> u32 {
-        self.state
+    pub fn value(&self) -> u32 {
+        !self.zlib.clone().finalize()
     }
-}
-
-const CRC32_POLY_LE: u32 = 0xedb8_8320;
-
-/// Slicing-by-8 tables: `[0]` is the classic byte table; `[k][i]` advances `[k-1][i]` by one
-/// more zero byte.
-static CRC_TABLES: [[u32; 256]; 8] = crc_tables();
-
-const fn crc_tables() -> [[u32; 256]; 8] {
-    let mut tables = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ CRC32_POLY_LE } else { crc >> 1 };
-            bit += 1;
-        }
-        tables[0][i] = crc;
-        i += 1;
-    }
-    let mut k = 1;
-    while k < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = tables[k - 1][i];
-            tables[k][i] = (prev >> 8) ^ tables[0][(prev & 0xff) as usize];
-            i += 1;
-        }
-        k += 1;
-    }
-    tables
 }
 
 #[cfg(test)]
@@ -513,6 +463,10 @@ mod tests {
         assert_eq!(Crc32Le::checksum(b""), Crc32Le::SEED);
     }
 
+    /// The reflected IEEE polynomial.
+    const CRC32_POLY_LE: u32 = 0xedb8_8320;
+
+    /// `crc32_le()` bit by bit, as lib/crc32.c defines it.
     fn bitwise_crc(data: &[u8]) -> u32 {
         let mut crc = Crc32Le::SEED;
         for &byte in data {
@@ -670,7 +624,7 @@ mod tests {
         }
 
         #[test]
-        fn slicing_by_8_matches_bitwise(
+        fn crc32fast_matches_bitwise(
             data in proptest::collection::vec(any::<u8>(), 0..100),
             split in 0usize..100,
         ) {

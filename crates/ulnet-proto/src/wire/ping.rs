@@ -13,6 +13,7 @@
 //! lnet/lnet/peer.c (`ping_iter_next`, `find_primary`, `lnet_discovery_event_reply`).
 
 use crate::addr::{LARGE_NID_LEN, LndType, Nid};
+use crate::wire::cursor::{ByteOrder, Reader, Writer};
 
 /// `LNET_PROTO_PING_MAGIC`, 'ping'.
 pub const LNET_PROTO_PING_MAGIC: u32 = 0x7069_6E67;
@@ -221,7 +222,7 @@ impl PingInfo {
         out.fill(0);
         let features = self.wire_features();
         let info_size = self.info_size();
-        let mut writer = Writer { out, at: 0 };
+        let mut writer = Writer::new(out, ByteOrder::LittleEndian);
         writer.u32(LNET_PROTO_PING_MAGIC);
         writer.u32(features);
         writer.u32(self.pid);
@@ -241,12 +242,11 @@ impl PingInfo {
         }
         for entry in &self.large {
             let stride = large_entry_len(&entry.nid);
-            let start = writer.at;
+            let start = writer.position();
             writer.u32(entry.status);
             let nid = entry.nid.to_large_bytes();
             writer.bytes(nid.get(..entry.nid.wire_len()).unwrap_or(&nid));
-            // The padding up to the stride was zero-filled above.
-            writer.at = start + stride;
+            writer.zeros((start + stride).saturating_sub(writer.position()));
         }
         if self.has_metadata_area(features) {
             // Cannot truncate: bounded by LNET_INTERFACES_MAX above.
@@ -256,6 +256,9 @@ impl PingInfo {
                 writer.bytes(&entry.lnd_data);
             }
         }
+        // `buffer_len()` counts every field written; a mismatch would be a bug here, and the
+        // writer drops what does not fit rather than panicking.
+        debug_assert!(writer.position() <= needed, "ping emit overran buffer_len()");
         Ok(needed)
     }
 
@@ -277,14 +280,12 @@ impl PingInfo {
         if len < LNET_PING_INFO_HDR_SIZE {
             return Err(PingError::HeaderTruncated { len });
         }
-        let swapped = match Reader::new(buf, false).u32(0) {
-            Some(LNET_PROTO_PING_MAGIC) => false,
-            Some(magic) if magic == LNET_PROTO_PING_MAGIC.swap_bytes() => true,
-            Some(magic) => return Err(PingError::BadMagic(magic)),
-            None => return Err(PingError::HeaderTruncated { len }),
-        };
-        let reader = Reader::new(buf, swapped);
-        let header = |at| reader.u32(at).ok_or(PingError::HeaderTruncated { len });
+        let magic = Reader::new(buf, ByteOrder::LittleEndian).u32_at(0);
+        let magic = magic.ok_or(PingError::HeaderTruncated { len })?;
+        let order =
+            ByteOrder::detect(magic, LNET_PROTO_PING_MAGIC).ok_or(PingError::BadMagic(magic))?;
+        let reader = Reader::new(buf, order);
+        let header = |at| reader.u32_at(at).ok_or(PingError::HeaderTruncated { len });
         let features = header(4)?;
         let pid = header(8)?;
         let nnis = header(12)?;
@@ -303,13 +304,13 @@ impl PingInfo {
             return Err(PingError::Truncated { info_size: nid4_end, len });
         }
         let entry0_truncated = PingError::Truncated { info_size: nid4_end, len };
-        let lo = reader.u64(LNET_PING_INFO_HDR_SIZE).ok_or(entry0_truncated)?;
+        let lo = reader.u64_at(LNET_PING_INFO_HDR_SIZE).ok_or(entry0_truncated)?;
         if lo != Nid::LO_0.to_nid4_lossy() {
             return Err(PingError::FirstEntryNotLoopback(lo));
         }
-        let sequence = reader.u32(LNET_PING_INFO_HDR_SIZE + 8).ok_or(entry0_truncated)?;
+        let sequence = reader.u32_at(LNET_PING_INFO_HDR_SIZE + 8).ok_or(entry0_truncated)?;
         let info_size = if large_addr {
-            let msg_size = reader.u32(LNET_PING_INFO_HDR_SIZE + 12).ok_or(entry0_truncated)?;
+            let msg_size = reader.u32_at(LNET_PING_INFO_HDR_SIZE + 12).ok_or(entry0_truncated)?;
             // Widening: usize is at least 32 bits on every target this crate supports.
             let info_size = (msg_size & !3) as usize;
             if info_size < nid4_end {
@@ -327,8 +328,8 @@ impl PingInfo {
         // Bounded: nnis <= LNET_INTERFACES_MAX and the whole table is inside `buf`.
         let mut nids = Vec::with_capacity(nnis as usize - 1);
         for at in (entry0_end..nid4_end).step_by(NI_STATUS_LEN) {
-            let nid = Nid::from_nid4(reader.u64(at).ok_or(truncated)?);
-            let status = reader.u32(at + 8).ok_or(truncated)?;
+            let nid = Nid::from_nid4(reader.u64_at(at).ok_or(truncated)?);
+            let status = reader.u32_at(at + 8).ok_or(truncated)?;
             nids.push(NiStatus { nid, status });
         }
 
@@ -350,7 +351,7 @@ impl PingInfo {
                 };
                 let nid_bytes = usize::from(nid_size) + 8;
                 if nid_bytes <= LARGE_NID_LEN {
-                    let status = reader.u32(at).ok_or(truncated)?;
+                    let status = reader.u32_at(at).ok_or(truncated)?;
                     let mut raw = [0u8; LARGE_NID_LEN];
                     let src = entry.get(4..4 + nid_bytes).ok_or(truncated)?;
                     raw.get_mut(..nid_bytes).ok_or(truncated)?.copy_from_slice(src);
@@ -371,7 +372,7 @@ impl PingInfo {
         let mut info = PingInfo { features, pid, sequence, nids, large, metadata: Vec::new() };
         let mut used = info_size;
         if info.has_metadata_area(features)
-            && let Some(count) = reader.u32(info_size)
+            && let Some(count) = reader.u32_at(info_size)
         {
             if count > LNET_INTERFACES_MAX {
                 return Err(PingError::MetadataCountOutOfRange(count));
@@ -383,9 +384,8 @@ impl PingInfo {
                     .chunks_exact(NID_MD_ENTRY_LEN)
                     .filter_map(|chunk| {
                         let (nid4, lnd_data) = chunk.split_first_chunk::<8>()?;
-                        let nid4 = u64::from_le_bytes(*nid4);
                         Some(NidMetadata {
-                            nid4: if swapped { nid4.swap_bytes() } else { nid4 },
+                            nid4: order.u64_from(*nid4),
                             lnd_data: lnd_data.try_into().ok()?,
                         })
                     })
@@ -445,55 +445,6 @@ fn large_entry_len_raw(nid_size: u8, nid_type: u8) -> usize {
         NI_STATUS_LEN
     } else {
         (4 + usize::from(nid_size) + 8).next_multiple_of(4)
-    }
-}
-
-/// Reads sender-order integers, swapping when the magic was byte-reversed.
-struct Reader<'a> {
-    buf: &'a [u8],
-    swapped: bool,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], swapped: bool) -> Self {
-        Self { buf, swapped }
-    }
-
-    fn u32(&self, at: usize) -> Option<u32> {
-        let value = u32::from_le_bytes(*self.buf.get(at..)?.first_chunk::<4>()?);
-        Some(if self.swapped { value.swap_bytes() } else { value })
-    }
-
-    fn u64(&self, at: usize) -> Option<u64> {
-        let value = u64::from_le_bytes(*self.buf.get(at..)?.first_chunk::<8>()?);
-        Some(if self.swapped { value.swap_bytes() } else { value })
-    }
-}
-
-/// Writes little-endian fields in sequence into a buffer sized by `buffer_len()`.
-struct Writer<'a> {
-    out: &'a mut [u8],
-    at: usize,
-}
-
-impl Writer<'_> {
-    fn bytes(&mut self, value: &[u8]) {
-        let end = self.at + value.len();
-        // The caller sized `out` with `buffer_len()`, which counts every field written; a
-        // mismatch would be a bug here, and is dropped rather than panicking.
-        if let Some(dst) = self.out.get_mut(self.at..end) {
-            dst.copy_from_slice(value);
-        }
-        debug_assert!(end <= self.out.len(), "ping emit overran buffer_len()");
-        self.at = end;
-    }
-
-    fn u32(&mut self, value: u32) {
-        self.bytes(&value.to_le_bytes());
-    }
-
-    fn u64(&mut self, value: u64) {
-        self.bytes(&value.to_le_bytes());
     }
 }
 

@@ -109,14 +109,8 @@ pub mod errno {
 }
 
 /// The byte order a selftest peer used, detected from `msg_magic`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum ByteOrder {
-    /// Ours: every supported Lustre platform.
-    #[default]
-    Little,
-    /// A byte-swapped (big-endian) peer.
-    Big,
-}
+pub use super::cursor::ByteOrder;
+use super::cursor::{Reader, Writer};
 
 /// `enum srpc_service_type`: what a request's match bits name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -407,14 +401,14 @@ impl SrpcMsg {
         let magic_le = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let order = detect_order(magic_le).ok_or(SrpcParseError::BadMagic(magic_le))?;
         let mut header = Reader::new(header, order);
-        let _magic = header.u32();
-        let version = header.u32();
-        let msg_type = header.u32();
-        let _reserved0 = header.u32();
-        let _reserved1 = header.u32();
-        let ses_feats = header.u32();
+        let _magic = header.packed_u32();
+        let version = header.packed_u32();
+        let msg_type = header.packed_u32();
+        let _reserved0 = header.packed_u32();
+        let _reserved1 = header.packed_u32();
+        let ses_feats = header.packed_u32();
         if version != SRPC_MSG_VERSION {
-            let reply_match_bits = Reader::new(body, order).u64();
+            let reply_match_bits = Reader::new(body, order).packed_u64();
             return Err(SrpcParseError::WrongVersion {
                 version,
                 msg_type,
@@ -429,10 +423,10 @@ impl SrpcMsg {
 
     /// Encodes all 160 bytes, little-endian, unused body bytes zero.
     pub fn emit(&self) -> [u8; SRPC_MSG_LEN] {
-        self.emit_in(ByteOrder::Little)
+        self.emit_in(ByteOrder::LittleEndian)
     }
 
-    /// Encodes in the given order; [`ByteOrder::Big`] imitates a byte-swapped peer.
+    /// Encodes in the given order; [`ByteOrder::BigEndian`] imitates a byte-swapped peer.
     pub fn emit_in(&self, order: ByteOrder) -> [u8; SRPC_MSG_LEN] {
         let mut out = [0u8; SRPC_MSG_LEN];
         let (header, body) = out.split_at_mut(SRPC_BODY_OFFSET);
@@ -553,63 +547,25 @@ impl SrpcBody {
     ) -> Result<Self, SrpcParseError> {
         let r = &mut Reader::new(body, order);
         Ok(match kind {
-            SrpcMsgType::MakeSessionRequest => Self::MakeSessionRequest(MakeSessionRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-                force: r.u32() != 0,
-                name: r.name()?,
-            }),
-            SrpcMsgType::MakeSessionReply => Self::MakeSessionReply(MakeSessionReply {
-                status: r.u32(),
-                session: r.session(),
-                timeout_seconds: r.u32(),
-                name: r.name()?,
-            }),
-            SrpcMsgType::RemoveSessionRequest => Self::RemoveSessionRequest(RemoveSessionRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-            }),
-            SrpcMsgType::RemoveSessionReply => Self::RemoveSessionReply(RemoveSessionReply {
-                status: r.u32(),
-                session: r.session(),
-            }),
-            SrpcMsgType::BatchRequest => Self::BatchRequest(BatchRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-                batch: BatchId(r.u64()),
-                opcode: r.u32(),
-                test_index: r.u32(),
-                arg: r.u32(),
-            }),
-            SrpcMsgType::BatchReply => Self::BatchReply(BatchReply {
-                status: r.u32(),
-                session: r.session(),
-                active: r.u32(),
-                time: r.u32(),
-            }),
-            SrpcMsgType::StatRequest => Self::StatRequest(StatRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-                stat_type: r.u32(),
-            }),
-            SrpcMsgType::StatReply => Self::StatReply(StatReply {
-                status: r.u32(),
-                session: r.session(),
-                framework: SfwCounters::read(r),
-                rpc: SrpcCounters::read(r),
-                lnet: LnetCountersCommon::read(r),
-            }),
+            SrpcMsgType::MakeSessionRequest => Self::MakeSessionRequest(Packed::read(r)?),
+            SrpcMsgType::MakeSessionReply => Self::MakeSessionReply(Packed::read(r)?),
+            SrpcMsgType::RemoveSessionRequest => Self::RemoveSessionRequest(Packed::read(r)?),
+            SrpcMsgType::RemoveSessionReply => Self::RemoveSessionReply(Packed::read(r)?),
+            SrpcMsgType::BatchRequest => Self::BatchRequest(Packed::read(r)?),
+            SrpcMsgType::BatchReply => Self::BatchReply(Packed::read(r)?),
+            SrpcMsgType::StatRequest => Self::StatRequest(Packed::read(r)?),
+            SrpcMsgType::StatReply => Self::StatReply(Packed::read(r)?),
             SrpcMsgType::TestRequest => {
-                let reply_match_bits = r.u64();
-                let bulk_match_bits = r.u64();
+                let reply_match_bits = r.packed_u64();
+                let bulk_match_bits = r.packed_u64();
                 let session = r.session();
-                let batch = BatchId(r.u64());
-                let service = r.u32();
-                let loop_count = r.u32();
-                let concurrency = r.u32();
-                let is_client = r.u8() != 0;
-                let stop_on_error = r.u8() != 0;
-                let dest_count = r.u32();
+                let batch = BatchId(r.packed_u64());
+                let service = r.packed_u32();
+                let loop_count = r.packed_u32();
+                let concurrency = r.packed_u32();
+                let is_client = r.packed_u8() != 0;
+                let stop_on_error = r.packed_u8() != 0;
+                let dest_count = r.packed_u32();
                 let params = TestParams::read(r, service, ses_feats);
                 Self::TestRequest(TestRequest {
                     reply_match_bits,
@@ -625,101 +581,28 @@ impl SrpcBody {
                     params,
                 })
             }
-            SrpcMsgType::TestReply => {
-                Self::TestReply(TestReply { status: r.u32(), session: r.session() })
-            }
-            SrpcMsgType::DebugRequest => Self::DebugRequest(DebugRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-                flags: r.u32(),
-            }),
-            SrpcMsgType::DebugReply => Self::DebugReply(DebugReply {
-                status: r.u32(),
-                session: r.session(),
-                timeout_seconds: r.u32(),
-                batch_count: r.u32(),
-                name: r.name()?,
-            }),
-            SrpcMsgType::BrwRequest => Self::BrwRequest(BrwRequest {
-                reply_match_bits: r.u64(),
-                bulk_match_bits: r.u64(),
-                direction: r.u32(),
-                length: r.u32(),
-                check_mode: r.u32(),
-            }),
-            SrpcMsgType::BrwReply => Self::BrwReply(BrwReply { status: r.u32() }),
-            SrpcMsgType::PingRequest => Self::PingRequest(PingRequest {
-                reply_match_bits: r.u64(),
-                magic: r.u32(),
-                sequence: r.u32(),
-                time_seconds: r.u64(),
-                time_nanoseconds: r.u64(),
-            }),
-            SrpcMsgType::PingReply => {
-                Self::PingReply(PingReply { status: r.u32(), magic: r.u32(), sequence: r.u32() })
-            }
-            SrpcMsgType::JoinRequest => Self::JoinRequest(JoinRequest {
-                reply_match_bits: r.u64(),
-                session: r.session(),
-                group: r.name()?,
-            }),
-            SrpcMsgType::JoinReply => Self::JoinReply(JoinReply {
-                status: r.u32(),
-                session: r.session(),
-                timeout_seconds: r.u32(),
-                session_name: r.name()?,
-            }),
+            SrpcMsgType::TestReply => Self::TestReply(Packed::read(r)?),
+            SrpcMsgType::DebugRequest => Self::DebugRequest(Packed::read(r)?),
+            SrpcMsgType::DebugReply => Self::DebugReply(Packed::read(r)?),
+            SrpcMsgType::BrwRequest => Self::BrwRequest(Packed::read(r)?),
+            SrpcMsgType::BrwReply => Self::BrwReply(Packed::read(r)?),
+            SrpcMsgType::PingRequest => Self::PingRequest(Packed::read(r)?),
+            SrpcMsgType::PingReply => Self::PingReply(Packed::read(r)?),
+            SrpcMsgType::JoinRequest => Self::JoinRequest(Packed::read(r)?),
+            SrpcMsgType::JoinReply => Self::JoinReply(Packed::read(r)?),
         })
     }
 
     fn emit(&self, w: &mut Writer<'_>) {
         match self {
-            Self::MakeSessionRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(u32::from(b.force));
-                w.name(&b.name);
-            }
-            Self::MakeSessionReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.name(&b.name);
-            }
-            Self::RemoveSessionRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-            }
-            Self::RemoveSessionReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-            }
-            Self::BatchRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u64(b.batch.0);
-                w.u32(b.opcode);
-                w.u32(b.test_index);
-                w.u32(b.arg);
-            }
-            Self::BatchReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.active);
-                w.u32(b.time);
-            }
-            Self::StatRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(b.stat_type);
-            }
-            Self::StatReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                b.framework.write(w);
-                b.rpc.write(w);
-                b.lnet.write(w);
-            }
+            Self::MakeSessionRequest(b) => b.write(w),
+            Self::MakeSessionReply(b) => b.write(w),
+            Self::RemoveSessionRequest(b) => b.write(w),
+            Self::RemoveSessionReply(b) => b.write(w),
+            Self::BatchRequest(b) => b.write(w),
+            Self::BatchReply(b) => b.write(w),
+            Self::StatRequest(b) => b.write(w),
+            Self::StatReply(b) => b.write(w),
             Self::TestRequest(b) => {
                 w.u64(b.reply_match_bits);
                 w.u64(b.bulk_match_bits);
@@ -733,199 +616,277 @@ impl SrpcBody {
                 w.u32(b.dest_count);
                 b.params.write(w);
             }
-            Self::TestReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-            }
-            Self::DebugRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.u32(b.flags);
-            }
-            Self::DebugReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.u32(b.batch_count);
-                w.name(&b.name);
-            }
-            Self::BrwRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.u64(b.bulk_match_bits);
-                w.u32(b.direction);
-                w.u32(b.length);
-                w.u32(b.check_mode);
-            }
-            Self::BrwReply(b) => w.u32(b.status),
-            Self::PingRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.u32(b.magic);
-                w.u32(b.sequence);
-                w.u64(b.time_seconds);
-                w.u64(b.time_nanoseconds);
-            }
-            Self::PingReply(b) => {
-                w.u32(b.status);
-                w.u32(b.magic);
-                w.u32(b.sequence);
-            }
-            Self::JoinRequest(b) => {
-                w.u64(b.reply_match_bits);
-                w.session(b.session);
-                w.name(&b.group);
-            }
-            Self::JoinReply(b) => {
-                w.u32(b.status);
-                w.session(b.session);
-                w.u32(b.timeout_seconds);
-                w.name(&b.session_name);
-            }
+            Self::TestReply(b) => b.write(w),
+            Self::DebugRequest(b) => b.write(w),
+            Self::DebugReply(b) => b.write(w),
+            Self::BrwRequest(b) => b.write(w),
+            Self::BrwReply(b) => b.write(w),
+            Self::PingRequest(b) => b.write(w),
+            Self::PingReply(b) => b.write(w),
+            Self::JoinRequest(b) => b.write(w),
+            Self::JoinReply(b) => b.write(w),
         }
     }
 }
 
-/// `srpc_mksn_reqst` (60 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MakeSessionRequest {
-    /// `mksn_rpyid`.
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `mksn_force`: replace a different existing session. Nonzero is true.
-    pub force: bool,
-    pub name: LstName,
+/// A field of a packed selftest struct, or a whole one, read and written in the message's
+/// byte order. Reads of checked-length bodies cannot run out (see [`Reader`]'s packed reads);
+/// only a name without its NUL fails.
+trait Packed: Sized {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError>;
+    fn write(&self, w: &mut Writer<'_>);
 }
 
-/// `srpc_mksn_reply` (56 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MakeSessionReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `mksn_timeout`: the session's inactivity timeout.
-    pub timeout_seconds: u32,
-    /// The existing session's name when `status` is EBUSY.
-    pub name: LstName,
+impl Packed for u32 {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.packed_u32())
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u32(*self);
+    }
 }
 
-/// `srpc_rmsn_reqst` (24 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveSessionRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
+impl Packed for u64 {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.packed_u64())
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u64(*self);
+    }
 }
 
-/// `srpc_rmsn_reply` (20 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RemoveSessionReply {
-    pub status: u32,
-    pub session: SessionId,
+impl Packed for SessionId {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(r.session())
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.session(*self);
+    }
 }
 
-/// `srpc_debug_reqst` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DebugRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `dbg_flags`: unused by the kernel.
-    pub flags: u32,
+impl Packed for BatchId {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        Ok(Self(r.packed_u64()))
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u64(self.0);
+    }
 }
 
-/// `srpc_debug_reply` (60 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DebugReply {
-    pub status: u32,
-    pub session: SessionId,
-    pub timeout_seconds: u32,
-    /// `dbg_nbatch`: the kernel leaves it 0.
-    pub batch_count: u32,
-    pub name: LstName,
+impl Packed for LstName {
+    fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+        r.name()
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.name(self);
+    }
 }
 
-/// `srpc_batch_reqst` (44 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    pub batch: BatchId,
-    /// `bar_opc`: [`SRPC_BATCH_OPC_RUN`], [`SRPC_BATCH_OPC_STOP`] or [`SRPC_BATCH_OPC_QUERY`].
-    pub opcode: u32,
-    /// `bar_testidx`: for QUERY, 0 for the whole batch or a 1-based test index.
-    pub test_index: u32,
-    /// `bar_arg`: "force" for STOP, a timeout for RUN.
-    pub arg: u32,
+/// Declares a packed C struct once: the struct, and its reading and writing, which take the
+/// fields in declaration order. `flag: bool as u32` is a C integer flag (non-zero is true).
+macro_rules! packed_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty $(as $wire:ty)?, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$field_meta])* pub $field: $ty, )*
+        }
+
+        impl Packed for $name {
+            fn read(r: &mut Reader<'_>) -> Result<Self, SrpcParseError> {
+                Ok(Self { $( $field: packed_struct!(@read r, $ty $(, $wire)?), )* })
+            }
+
+            fn write(&self, w: &mut Writer<'_>) {
+                $( packed_struct!(@write w, self.$field, $ty $(, $wire)?); )*
+            }
+        }
+    };
+    (@read $r:ident, $ty:ty) => { <$ty as Packed>::read($r)? };
+    (@read $r:ident, $ty:ty, $wire:ty) => { <$wire as Packed>::read($r)? != 0 };
+    (@write $w:ident, $value:expr, $ty:ty) => { Packed::write(&$value, $w) };
+    (@write $w:ident, $value:expr, $ty:ty, $wire:ty) => {
+        Packed::write(&<$wire>::from($value), $w)
+    };
 }
 
-/// `srpc_batch_reply` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `bar_active`: active tests (or units) in the batch or test.
-    pub active: u32,
-    /// `bar_time`: remaining time.
-    pub time: u32,
+packed_struct! {
+    /// `srpc_mksn_reqst` (60 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MakeSessionRequest {
+        /// `mksn_rpyid`.
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `mksn_force`: replace a different existing session. Nonzero is true.
+        pub force: bool as u32,
+        pub name: LstName,
+    }
 }
 
-/// `srpc_stat_reqst` (28 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `str_type`: 0.
-    pub stat_type: u32,
+packed_struct! {
+    /// `srpc_mksn_reply` (56 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MakeSessionReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `mksn_timeout`: the session's inactivity timeout.
+        pub timeout_seconds: u32,
+        /// The existing session's name when `status` is EBUSY.
+        pub name: LstName,
+    }
 }
 
-/// `srpc_stat_reply` (136 bytes, the largest body).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatReply {
-    pub status: u32,
-    pub session: SessionId,
-    pub framework: SfwCounters,
-    pub rpc: SrpcCounters,
-    pub lnet: LnetCountersCommon,
+packed_struct! {
+    /// `srpc_rmsn_reqst` (24 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RemoveSessionRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+    }
 }
 
-/// `struct sfw_counters` (20 bytes, packed). lustre: lnetst.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SfwCounters {
-    /// Milliseconds since the current session started.
-    pub running_ms: u32,
-    pub active_batches: u32,
-    pub zombie_sessions: u32,
-    pub brw_errors: u32,
-    pub ping_errors: u32,
+packed_struct! {
+    /// `srpc_rmsn_reply` (20 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RemoveSessionReply {
+        pub status: u32,
+        pub session: SessionId,
+    }
 }
 
-/// `struct srpc_counters` (36 bytes, packed). lustre: lnetst.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SrpcCounters {
-    pub errors: u32,
-    pub rpcs_sent: u32,
-    /// `rpcs_rcvd`.
-    pub rpcs_received: u32,
-    pub rpcs_dropped: u32,
-    pub rpcs_expired: u32,
-    pub bulk_get: u64,
-    pub bulk_put: u64,
+packed_struct! {
+    /// `srpc_debug_reqst` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DebugRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `dbg_flags`: unused by the kernel.
+        pub flags: u32,
+    }
 }
 
-/// `struct lnet_counters_common` (60 bytes, packed). lustre: lnet-idl.h.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct LnetCountersCommon {
-    /// `lcc_msgs_alloc`.
-    pub messages_allocated: u32,
-    /// `lcc_msgs_max`.
-    pub messages_max: u32,
-    pub errors: u32,
-    pub send_count: u32,
-    /// `lcc_recv_count`.
-    pub receive_count: u32,
-    pub route_count: u32,
-    pub drop_count: u32,
-    pub send_length: u64,
-    /// `lcc_recv_length`.
-    pub receive_length: u64,
-    pub route_length: u64,
-    pub drop_length: u64,
+packed_struct! {
+    /// `srpc_debug_reply` (60 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DebugReply {
+        pub status: u32,
+        pub session: SessionId,
+        pub timeout_seconds: u32,
+        /// `dbg_nbatch`: the kernel leaves it 0.
+        pub batch_count: u32,
+        pub name: LstName,
+    }
+}
+
+packed_struct! {
+    /// `srpc_batch_reqst` (44 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BatchRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        pub batch: BatchId,
+        /// `bar_opc`: [`SRPC_BATCH_OPC_RUN`], [`SRPC_BATCH_OPC_STOP`] or [`SRPC_BATCH_OPC_QUERY`].
+        pub opcode: u32,
+        /// `bar_testidx`: for QUERY, 0 for the whole batch or a 1-based test index.
+        pub test_index: u32,
+        /// `bar_arg`: "force" for STOP, a timeout for RUN.
+        pub arg: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_batch_reply` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BatchReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `bar_active`: active tests (or units) in the batch or test.
+        pub active: u32,
+        /// `bar_time`: remaining time.
+        pub time: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_stat_reqst` (28 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct StatRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `str_type`: 0.
+        pub stat_type: u32,
+    }
+}
+
+packed_struct! {
+    /// `srpc_stat_reply` (136 bytes, the largest body).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct StatReply {
+        pub status: u32,
+        pub session: SessionId,
+        pub framework: SfwCounters,
+        pub rpc: SrpcCounters,
+        pub lnet: LnetCountersCommon,
+    }
+}
+
+packed_struct! {
+    /// `struct sfw_counters` (20 bytes, packed). lustre: lnetst.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct SfwCounters {
+        /// Milliseconds since the current session started.
+        pub running_ms: u32,
+        pub active_batches: u32,
+        pub zombie_sessions: u32,
+        pub brw_errors: u32,
+        pub ping_errors: u32,
+    }
+}
+
+packed_struct! {
+    /// `struct srpc_counters` (36 bytes, packed). lustre: lnetst.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct SrpcCounters {
+        pub errors: u32,
+        pub rpcs_sent: u32,
+        /// `rpcs_rcvd`.
+        pub rpcs_received: u32,
+        pub rpcs_dropped: u32,
+        pub rpcs_expired: u32,
+        pub bulk_get: u64,
+        pub bulk_put: u64,
+    }
+}
+
+packed_struct! {
+    /// `struct lnet_counters_common` (60 bytes, packed). lustre: lnet-idl.h.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct LnetCountersCommon {
+        /// `lcc_msgs_alloc`.
+        pub messages_allocated: u32,
+        /// `lcc_msgs_max`.
+        pub messages_max: u32,
+        pub errors: u32,
+        pub send_count: u32,
+        /// `lcc_recv_count`.
+        pub receive_count: u32,
+        pub route_count: u32,
+        pub drop_count: u32,
+        pub send_length: u64,
+        /// `lcc_recv_length`.
+        pub receive_length: u64,
+        pub route_length: u64,
+        pub drop_length: u64,
+    }
 }
 
 /// `srpc_test_reqst` (70 bytes): add a test to a batch.
@@ -968,72 +929,86 @@ pub enum TestParams {
     Unknown([u8; 12]),
 }
 
-/// `srpc_test_reply` (20 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestReply {
-    pub status: u32,
-    pub session: SessionId,
+packed_struct! {
+    /// `srpc_test_reply` (20 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TestReply {
+        pub status: u32,
+        pub session: SessionId,
+    }
 }
 
-/// `srpc_ping_reqst` (32 bytes): the PING test's request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PingRequest {
-    pub reply_match_bits: u64,
-    /// [`LST_PING_TEST_MAGIC`], or the server answers EPROTO.
-    pub magic: u32,
-    /// `pnr_seq`, echoed in the reply.
-    pub sequence: u32,
-    /// Sender's wall-clock time.
-    pub time_seconds: u64,
-    pub time_nanoseconds: u64,
+packed_struct! {
+    /// `srpc_ping_reqst` (32 bytes): the PING test's request.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PingRequest {
+        pub reply_match_bits: u64,
+        /// [`LST_PING_TEST_MAGIC`], or the server answers EPROTO.
+        pub magic: u32,
+        /// `pnr_seq`, echoed in the reply.
+        pub sequence: u32,
+        /// Sender's wall-clock time.
+        pub time_seconds: u64,
+        pub time_nanoseconds: u64,
+    }
 }
 
-/// `srpc_ping_reply` (12 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PingReply {
-    pub status: u32,
-    pub magic: u32,
-    pub sequence: u32,
+packed_struct! {
+    /// `srpc_ping_reply` (12 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PingReply {
+        pub status: u32,
+        pub magic: u32,
+        pub sequence: u32,
+    }
 }
 
-/// `srpc_brw_reqst` (28 bytes): the BRW test's request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrwRequest {
-    pub reply_match_bits: u64,
-    /// The client's bulk MD match bits on portal 52.
-    pub bulk_match_bits: u64,
-    /// `brw_rw`: [`LST_BRW_READ`] or [`LST_BRW_WRITE`] (see [`BrwDirection`]).
-    pub direction: u32,
-    /// `brw_len`: bulk bytes.
-    pub length: u32,
-    /// `brw_flags`: an `LST_BRW_CHECK_*` mode (see [`BrwCheck`]).
-    pub check_mode: u32,
+packed_struct! {
+    /// `srpc_brw_reqst` (28 bytes): the BRW test's request.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BrwRequest {
+        pub reply_match_bits: u64,
+        /// The client's bulk MD match bits on portal 52.
+        pub bulk_match_bits: u64,
+        /// `brw_rw`: [`LST_BRW_READ`] or [`LST_BRW_WRITE`] (see [`BrwDirection`]).
+        pub direction: u32,
+        /// `brw_len`: bulk bytes.
+        pub length: u32,
+        /// `brw_flags`: an `LST_BRW_CHECK_*` mode (see [`BrwCheck`]).
+        pub check_mode: u32,
+    }
 }
 
-/// `srpc_brw_reply` (4 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrwReply {
-    pub status: u32,
+packed_struct! {
+    /// `srpc_brw_reply` (4 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BrwReply {
+        pub status: u32,
+    }
 }
 
-/// `srpc_join_reqst` (56 bytes). No kernel registers a JOIN handler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JoinRequest {
-    pub reply_match_bits: u64,
-    pub session: SessionId,
-    /// `join_group`.
-    pub group: LstName,
+packed_struct! {
+    /// `srpc_join_reqst` (56 bytes). No kernel registers a JOIN handler.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct JoinRequest {
+        pub reply_match_bits: u64,
+        pub session: SessionId,
+        /// `join_group`.
+        pub group: LstName,
+    }
 }
 
-/// `srpc_join_reply` (56 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JoinReply {
-    pub status: u32,
-    pub session: SessionId,
-    /// `join_timeout`: seconds of inactivity before expiry.
-    pub timeout_seconds: u32,
-    /// `join_session`.
-    pub session_name: LstName,
+packed_struct! {
+    /// `srpc_join_reply` (56 bytes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct JoinReply {
+        pub status: u32,
+        pub session: SessionId,
+        /// `join_timeout`: seconds of inactivity before expiry.
+        pub timeout_seconds: u32,
+        /// `join_session`.
+        pub session_name: LstName,
+    }
 }
 
 impl MakeSessionRequest {
@@ -1209,7 +1184,7 @@ pub fn decode_dest_list(
             return Err(DestListError::Truncated { needed, available: bytes.len() });
         };
         let mut r = Reader::new(slot, order);
-        ids.push(ProcessIdPacked { nid: r.u64(), pid: r.u32() });
+        ids.push(ProcessIdPacked { nid: r.packed_u64(), pid: r.packed_u32() });
     }
     Ok(ids)
 }
@@ -1296,8 +1271,8 @@ pub enum BrwPatternError {
 /// from a byte-swapped peer (lustre: brw_test.c `brw_bulk_ready()`).
 pub const fn brw_magic(order: ByteOrder) -> u64 {
     match order {
-        ByteOrder::Little => BRW_MAGIC,
-        ByteOrder::Big => BRW_MAGIC.swap_bytes(),
+        ByteOrder::LittleEndian => BRW_MAGIC,
+        ByteOrder::BigEndian => BRW_MAGIC.swap_bytes(),
     }
 }
 
@@ -1387,13 +1362,7 @@ pub fn brw_check(
 // ---- helpers ----
 
 fn detect_order(magic_le: u32) -> Option<ByteOrder> {
-    if magic_le == SRPC_MSG_MAGIC {
-        Some(ByteOrder::Little)
-    } else if magic_le == SRPC_MSG_MAGIC.swap_bytes() {
-        Some(ByteOrder::Big)
-    } else {
-        None
-    }
+    ByteOrder::detect(magic_le, SRPC_MSG_MAGIC)
 }
 
 fn dest_offset(index: usize, per_page: usize, page_size: usize) -> usize {
@@ -1461,14 +1430,23 @@ impl TestParams {
         // lustre: framework.c `sfw_unpack_addtest_req()` picks the union member this way.
         if service == SrpcService::Brw.id() {
             if ses_feats & LST_FEAT_BULK_LEN == 0 {
-                Self::BrwV0 { opcode: r.u32(), page_count: r.u32(), flags: r.u32() }
+                Self::BrwV0 {
+                    opcode: r.packed_u32(),
+                    page_count: r.packed_u32(),
+                    flags: r.packed_u32(),
+                }
             } else {
-                Self::BrwV1 { opcode: r.u16(), flags: r.u16(), length: r.u32(), offset: r.u32() }
+                Self::BrwV1 {
+                    opcode: r.packed_u16(),
+                    flags: r.packed_u16(),
+                    length: r.packed_u32(),
+                    offset: r.packed_u32(),
+                }
             }
         } else if service == SrpcService::Ping.id() {
-            Self::Ping { size: r.u32(), flags: r.u32() }
+            Self::Ping { size: r.packed_u32(), flags: r.packed_u32() }
         } else {
-            Self::Unknown(r.bytes())
+            Self::Unknown(r.packed_array())
         }
     }
 
@@ -1494,187 +1472,21 @@ impl TestParams {
     }
 }
 
-impl SfwCounters {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            running_ms: r.u32(),
-            active_batches: r.u32(),
-            zombie_sessions: r.u32(),
-            brw_errors: r.u32(),
-            ping_errors: r.u32(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.running_ms);
-        w.u32(self.active_batches);
-        w.u32(self.zombie_sessions);
-        w.u32(self.brw_errors);
-        w.u32(self.ping_errors);
-    }
-}
-
-impl SrpcCounters {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            errors: r.u32(),
-            rpcs_sent: r.u32(),
-            rpcs_received: r.u32(),
-            rpcs_dropped: r.u32(),
-            rpcs_expired: r.u32(),
-            bulk_get: r.u64(),
-            bulk_put: r.u64(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.errors);
-        w.u32(self.rpcs_sent);
-        w.u32(self.rpcs_received);
-        w.u32(self.rpcs_dropped);
-        w.u32(self.rpcs_expired);
-        w.u64(self.bulk_get);
-        w.u64(self.bulk_put);
-    }
-}
-
-impl LnetCountersCommon {
-    fn read(r: &mut Reader<'_>) -> Self {
-        Self {
-            messages_allocated: r.u32(),
-            messages_max: r.u32(),
-            errors: r.u32(),
-            send_count: r.u32(),
-            receive_count: r.u32(),
-            route_count: r.u32(),
-            drop_count: r.u32(),
-            send_length: r.u64(),
-            receive_length: r.u64(),
-            route_length: r.u64(),
-            drop_length: r.u64(),
-        }
-    }
-
-    fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.messages_allocated);
-        w.u32(self.messages_max);
-        w.u32(self.errors);
-        w.u32(self.send_count);
-        w.u32(self.receive_count);
-        w.u32(self.route_count);
-        w.u32(self.drop_count);
-        w.u64(self.send_length);
-        w.u64(self.receive_length);
-        w.u64(self.route_length);
-        w.u64(self.drop_length);
-    }
-}
-
-/// Sequential reader over a packed C struct in a given byte order. Every struct read is at
-/// most as long as the slice it reads from (const-asserted above), so the zero fallback for
-/// reads past the end never happens.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    order: ByteOrder,
-}
-
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], order: ByteOrder) -> Self {
-        Self { bytes, pos: 0, order }
-    }
-
-    fn bytes<const N: usize>(&mut self) -> [u8; N] {
-        let mut out = [0u8; N];
-        if let Some(src) = self.bytes.get(self.pos..self.pos + N) {
-            out.copy_from_slice(src);
-        }
-        self.pos += N;
-        out
-    }
-
-    fn u8(&mut self) -> u8 {
-        let [b] = self.bytes();
-        b
-    }
-
-    fn u16(&mut self) -> u16 {
-        let b = self.bytes();
-        match self.order {
-            ByteOrder::Little => u16::from_le_bytes(b),
-            ByteOrder::Big => u16::from_be_bytes(b),
-        }
-    }
-
-    fn u32(&mut self) -> u32 {
-        let b = self.bytes();
-        match self.order {
-            ByteOrder::Little => u32::from_le_bytes(b),
-            ByteOrder::Big => u32::from_be_bytes(b),
-        }
-    }
-
-    fn u64(&mut self) -> u64 {
-        let b = self.bytes();
-        match self.order {
-            ByteOrder::Little => u64::from_le_bytes(b),
-            ByteOrder::Big => u64::from_be_bytes(b),
-        }
-    }
-
+/// Selftest's composite fields on the wire cursor. Every struct read is at most as long as the
+/// slice it reads from (const-asserted above), so the packed reads' zero fallback past the end
+/// never happens.
+impl Reader<'_> {
     fn session(&mut self) -> SessionId {
-        SessionId { nid: self.u64(), stamp: self.u64() as i64 }
+        // Bit-for-bit: the kernel's `ses_stamp` is an s64 sent as its 8 bytes.
+        SessionId { nid: self.packed_u64(), stamp: self.packed_u64() as i64 }
     }
 
     fn name(&mut self) -> Result<LstName, SrpcParseError> {
-        LstName::from_wire(&self.bytes()).map_err(|_| SrpcParseError::NameNotTerminated)
+        LstName::from_wire(&self.packed_array()).map_err(|_| SrpcParseError::NameNotTerminated)
     }
 }
 
-/// Sequential writer, the mirror of [`Reader`]; same bounds argument.
-struct Writer<'a> {
-    bytes: &'a mut [u8],
-    pos: usize,
-    order: ByteOrder,
-}
-
-impl<'a> Writer<'a> {
-    fn new(bytes: &'a mut [u8], order: ByteOrder) -> Self {
-        Self { bytes, pos: 0, order }
-    }
-
-    fn bytes(&mut self, src: &[u8]) {
-        if let Some(dst) = self.bytes.get_mut(self.pos..self.pos + src.len()) {
-            dst.copy_from_slice(src);
-        }
-        self.pos += src.len();
-    }
-
-    fn u8(&mut self, value: u8) {
-        self.bytes(&[value]);
-    }
-
-    fn u16(&mut self, value: u16) {
-        match self.order {
-            ByteOrder::Little => self.bytes(&value.to_le_bytes()),
-            ByteOrder::Big => self.bytes(&value.to_be_bytes()),
-        }
-    }
-
-    fn u32(&mut self, value: u32) {
-        match self.order {
-            ByteOrder::Little => self.bytes(&value.to_le_bytes()),
-            ByteOrder::Big => self.bytes(&value.to_be_bytes()),
-        }
-    }
-
-    fn u64(&mut self, value: u64) {
-        match self.order {
-            ByteOrder::Little => self.bytes(&value.to_le_bytes()),
-            ByteOrder::Big => self.bytes(&value.to_be_bytes()),
-        }
-    }
-
+impl Writer<'_> {
     fn session(&mut self, session: SessionId) {
         self.u64(session.nid);
         self.u64(session.stamp as u64);
@@ -1722,7 +1534,7 @@ mod tests {
         }
         assert!(buf[SRPC_BODY_OFFSET + body_len..].iter().all(|&b| b == 0));
         let (msg, order) = SrpcMsg::parse(buf).unwrap();
-        assert_eq!(order, ByteOrder::Little);
+        assert_eq!(order, ByteOrder::LittleEndian);
         assert_eq!(msg.emit(), *buf);
     }
 
@@ -2068,7 +1880,7 @@ mod tests {
         buf[40..48].copy_from_slice(&99u64.to_be_bytes());
         buf[48..56].copy_from_slice(&5u64.to_be_bytes());
         let (msg, order) = SrpcMsg::parse(&buf).unwrap();
-        assert_eq!(order, ByteOrder::Big);
+        assert_eq!(order, ByteOrder::BigEndian);
         let expected = SrpcMsg::new(
             1,
             SrpcBody::PingRequest(PingRequest {
@@ -2080,17 +1892,17 @@ mod tests {
             }),
         );
         assert_eq!(msg, expected);
-        assert_eq!(expected.emit_in(ByteOrder::Big), buf);
+        assert_eq!(expected.emit_in(ByteOrder::BigEndian), buf);
     }
 
     #[test]
     fn swapped_test_request_swaps_u16_params_and_unaligned_ndest() {
         let params = TestParams::BrwV1 { opcode: 1, flags: 3, length: 4096, offset: 16 };
         let msg = SrpcMsg::new(LST_FEAT_BULK_LEN, SrpcBody::TestRequest(test_request(11, params)));
-        let buf = msg.emit_in(ByteOrder::Big);
+        let buf = msg.emit_in(ByteOrder::BigEndian);
         assert_eq!(buf[78..82], [0xa1, 0xb2, 0xc3, 0xd4]);
         assert_eq!(buf[82..86], [0, 1, 0, 3]);
-        assert_eq!(SrpcMsg::parse(&buf), Ok((msg, ByteOrder::Big)));
+        assert_eq!(SrpcMsg::parse(&buf), Ok((msg, ByteOrder::BigEndian)));
     }
 
     #[test]
@@ -2115,7 +1927,7 @@ mod tests {
         let request = DebugRequest { reply_match_bits: 0xfeed, session: SID, flags: 0 };
         let mut msg = SrpcMsg::new(1, SrpcBody::DebugRequest(request));
         msg.version = 2;
-        for order in [ByteOrder::Little, ByteOrder::Big] {
+        for order in [ByteOrder::LittleEndian, ByteOrder::BigEndian] {
             assert_eq!(
                 SrpcMsg::parse(&msg.emit_in(order)),
                 Err(SrpcParseError::WrongVersion {
@@ -2176,17 +1988,17 @@ mod tests {
             check_mode: 1,
         });
         let msg = SrpcMsg::new(1, body);
-        assert_eq!(check_request(&msg.emit(), SrpcService::Brw), Ok(ByteOrder::Little));
-        let swapped = msg.emit_in(ByteOrder::Big);
-        assert_eq!(check_request(&swapped, SrpcService::Brw), Ok(ByteOrder::Big));
+        assert_eq!(check_request(&msg.emit(), SrpcService::Brw), Ok(ByteOrder::LittleEndian));
+        let swapped = msg.emit_in(ByteOrder::BigEndian);
+        assert_eq!(check_request(&swapped, SrpcService::Brw), Ok(ByteOrder::BigEndian));
         // The kernel accepts the type in either order, whatever the magic's order.
         let mut mixed = msg.emit();
         mixed[8..12].copy_from_slice(&12u32.to_be_bytes());
-        assert_eq!(check_request(&mixed, SrpcService::Brw), Ok(ByteOrder::Little));
+        assert_eq!(check_request(&mixed, SrpcService::Brw), Ok(ByteOrder::LittleEndian));
         // A wrong version still passes this check (it gets an EPROTO reply later).
         let mut old = msg.clone();
         old.version = 0;
-        assert_eq!(check_request(&old.emit(), SrpcService::Brw), Ok(ByteOrder::Little));
+        assert_eq!(check_request(&old.emit(), SrpcService::Brw), Ok(ByteOrder::LittleEndian));
     }
 
     #[test]
@@ -2261,7 +2073,7 @@ mod tests {
         assert_eq!(bytes[4092..4096], [0; 4]);
         assert_eq!(u64_at(&bytes, 4096), 0x0002_0000_0A00_0000 | 341);
         assert_eq!(u32_at(&bytes, 4104), 12345);
-        assert_eq!(decode_dest_list(&bytes, 343, PAGE_SIZE_4K, ByteOrder::Little), Ok(ids));
+        assert_eq!(decode_dest_list(&bytes, 343, PAGE_SIZE_4K, ByteOrder::LittleEndian), Ok(ids));
     }
 
     #[test]
@@ -2270,7 +2082,7 @@ mod tests {
         bytes[..8].copy_from_slice(&0x0002_0000_C0A8_0102u64.to_be_bytes());
         bytes[8..].copy_from_slice(&12345u32.to_be_bytes());
         assert_eq!(
-            decode_dest_list(&bytes, 1, PAGE_SIZE_4K, ByteOrder::Big),
+            decode_dest_list(&bytes, 1, PAGE_SIZE_4K, ByteOrder::BigEndian),
             Ok(vec![ProcessIdPacked { nid: 0x0002_0000_C0A8_0102, pid: 12345 }])
         );
     }
@@ -2278,16 +2090,16 @@ mod tests {
     #[test]
     fn dest_list_errors() {
         assert_eq!(
-            decode_dest_list(&[0; 24], 1, 11, ByteOrder::Little),
+            decode_dest_list(&[0; 24], 1, 11, ByteOrder::LittleEndian),
             Err(DestListError::PageTooSmall(11))
         );
         assert_eq!(
-            decode_dest_list(&[], 87_297, PAGE_SIZE_4K, ByteOrder::Little),
+            decode_dest_list(&[], 87_297, PAGE_SIZE_4K, ByteOrder::LittleEndian),
             Err(DestListError::TooManyDestinations { count: 87_297, max: 87_296 })
         );
         // A kernel node's 12 * ndest GET is short of the paged layout past one page.
         assert_eq!(
-            decode_dest_list(&[0; 12 * 342], 342, PAGE_SIZE_4K, ByteOrder::Little),
+            decode_dest_list(&[0; 12 * 342], 342, PAGE_SIZE_4K, ByteOrder::LittleEndian),
             Err(DestListError::Truncated { needed: 4108, available: 4104 })
         );
         let too_many = vec![ProcessIdPacked { nid: 0, pid: 0 }; 257];
@@ -2295,7 +2107,7 @@ mod tests {
             encode_dest_list(&too_many, 12),
             Err(DestListError::TooManyDestinations { count: 257, max: 256 })
         );
-        assert_eq!(decode_dest_list(&[], 0, PAGE_SIZE_4K, ByteOrder::Little), Ok(vec![]));
+        assert_eq!(decode_dest_list(&[], 0, PAGE_SIZE_4K, ByteOrder::LittleEndian), Ok(vec![]));
     }
 
     #[test]
@@ -2336,12 +2148,13 @@ mod tests {
 
     #[test]
     fn brw_swapped_magic() {
-        assert_eq!(brw_magic(ByteOrder::Big), 0xB3EE_B2EE_B1EE_B0EE);
+        assert_eq!(brw_magic(ByteOrder::BigEndian), 0xB3EE_B2EE_B1EE_B0EE);
         let mut fragment = [0u8; 8];
-        brw_fill_fragment(&mut fragment, BrwCheck::Simple, brw_magic(ByteOrder::Big)).unwrap();
+        brw_fill_fragment(&mut fragment, BrwCheck::Simple, brw_magic(ByteOrder::BigEndian))
+            .unwrap();
         // A big-endian peer's host-order BRW_MAGIC.
         assert_eq!(fragment, BRW_MAGIC.to_be_bytes());
-        brw_check_fragment(&fragment, BrwCheck::Full, brw_magic(ByteOrder::Big)).unwrap();
+        brw_check_fragment(&fragment, BrwCheck::Full, brw_magic(ByteOrder::BigEndian)).unwrap();
     }
 
     #[test]
@@ -2586,7 +2399,7 @@ mod tests {
     proptest! {
         #[test]
         fn every_variant_round_trips_in_both_orders(msg in arb_msg()) {
-            for order in [ByteOrder::Little, ByteOrder::Big] {
+            for order in [ByteOrder::LittleEndian, ByteOrder::BigEndian] {
                 let buf = msg.emit_in(order);
                 prop_assert_eq!(SrpcMsg::parse(&buf), Ok((msg.clone(), order)));
                 let service = SrpcService::ALL
@@ -2610,7 +2423,7 @@ mod tests {
             msg_type in 0u32..20,
             big in any::<bool>(),
         ) {
-            let order = if big { ByteOrder::Big } else { ByteOrder::Little };
+            let order = if big { ByteOrder::BigEndian } else { ByteOrder::LittleEndian };
             let header = SrpcMsg::new(0, SrpcBody::BrwReply(BrwReply { status: 0 })).emit_in(order);
             bytes[..8].copy_from_slice(&header[..8]);
             let type_bytes = if big { msg_type.to_be_bytes() } else { msg_type.to_le_bytes() };
@@ -2649,7 +2462,7 @@ mod tests {
                 Ok(bytes) => {
                     let count = u32::try_from(ids.len()).unwrap();
                     prop_assert_eq!(
-                        decode_dest_list(&bytes, count, page_size, ByteOrder::Little),
+                        decode_dest_list(&bytes, count, page_size, ByteOrder::LittleEndian),
                         Ok(ids)
                     );
                 }
@@ -2666,7 +2479,7 @@ mod tests {
             count in any::<u32>(),
             page_size in 0usize..5000,
         ) {
-            let _ = decode_dest_list(&bytes, count, page_size, ByteOrder::Big);
+            let _ = decode_dest_list(&bytes, count, page_size, ByteOrder::BigEndian);
         }
 
         #[test]
@@ -2680,7 +2493,7 @@ mod tests {
             let page_size = page_words * 8;
             let first_offset = (offset_words % page_words) * 8;
             let check = BrwCheck::from_u32(mode).unwrap();
-            let order = if big { ByteOrder::Big } else { ByteOrder::Little };
+            let order = if big { ByteOrder::BigEndian } else { ByteOrder::LittleEndian };
             let mut data = vec![0u8; words * 8];
             brw_fill(&mut data, first_offset, page_size, check, brw_magic(order)).unwrap();
             prop_assert_eq!(brw_check(&data, first_offset, page_size, check, brw_magic(order)), Ok(()));

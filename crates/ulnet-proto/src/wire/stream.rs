@@ -616,7 +616,7 @@ mod tests {
         let (items, error) =
             collect(StreamDecoder::after_hello(&bytes, v3, ByteOrder::LittleEndian));
         assert_eq!(error, None);
-        let selftest = PayloadContent::Selftest(Ok((request, selftest::ByteOrder::Little)));
+        let selftest = PayloadContent::Selftest(Ok((request, selftest::ByteOrder::LittleEndian)));
         assert_eq!(message(&items[0]).content, selftest);
         assert_eq!(message(&items[1]).content, selftest);
         assert_eq!(message(&items[2]).content, PayloadContent::Opaque);

@@ -19,7 +19,7 @@ use ulnet::proto::wire::selftest::{
     BrwCheck, BrwDirection, LST_FEATS_MASK, LST_NAME_SIZE, SrpcBody,
 };
 use ulnet::{Nid, ProcessId};
-use ulnetctl::getopt::{Getopt, HasArg, LongOpt, Opt};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 pub use backend::{Backend, NoConsole};
 

@@ -1017,21 +1017,7 @@ fn add_test_instance(
 /// The node's LNet counters in the form QUERY_STAT carries (`lnet_counters_get_common()`);
 /// the 32-bit fields wrap as the kernel's do.
 fn lnet_counters(core: &RpcCore) -> LnetCountersCommon {
-    let stats = core.node().stats().global;
-    let low = |value: u64| (value & u64::from(u32::MAX)) as u32;
-    LnetCountersCommon {
-        messages_allocated: low(stats.msgs_alloc),
-        messages_max: low(stats.msgs_max),
-        errors: low(stats.errors),
-        send_count: low(stats.send_count),
-        receive_count: low(stats.recv_count),
-        route_count: low(stats.route_count),
-        drop_count: low(stats.drop_count),
-        send_length: stats.send_length,
-        receive_length: stats.recv_length,
-        route_length: stats.route_length,
-        drop_length: stats.drop_length,
-    }
+    LnetCountersCommon::from(&core.node().stats().global)
 }
 
 fn timeout_seconds(timeout: Option<Duration>) -> u32 {

@@ -11,8 +11,8 @@ use ulnet_proto::addr::Nid;
 
 use super::DEBUG_CMDS;
 use crate::dispatch::check_cmd;
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 /// Without `--local` or `--peer` lnetctl fails with -EINVAL and prints nothing; an unknown
 /// option returns 0. An empty queue prints nothing; a failure prints

@@ -7,8 +7,8 @@ use ulnet_control::{Request, Response};
 
 use super::LNET_CMDS;
 use crate::dispatch::check_cmd;
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 pub(crate) fn configure(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =

@@ -13,8 +13,8 @@ use ulnet_proto::addr::{AddressKind, Net, Nid, NidRange, RangeError, RangeParseE
 
 use super::split_top_level;
 use crate::cnum::atol;
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 /// Most targets one command expands to. lnetctl has no limit but memory; this bounds the
 /// request (a /22 of IPv4 addresses fits).

@@ -16,8 +16,8 @@ use super::NET_CMDS;
 use super::split_top_level;
 use crate::cnum::parse_long;
 use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 /// `LNET_MAX_STR_LEN` (include/uapi/linux/lnet/lnet-dlc.h): bound of an interface entry and
 /// of `--traffic-class`.

@@ -13,8 +13,8 @@ use super::PEER_CMDS;
 use super::manage::expand_nidlist;
 use super::net::{SetOptions, set_failed, set_options, verbosity};
 use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 /// The kernel's answer to a dump with no peers, which lnetctl turns into silence.
 const NO_PEERS: &str = "No peers found";

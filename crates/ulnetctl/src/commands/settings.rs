@@ -47,7 +47,7 @@ pub(crate) fn stats_show(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             0
         }
         Ok(Response::Stats(stats)) => {
-            let text = render::stats_show(&stats.into());
+            let text = render::stats_show(&stats);
             ctx.out(&text);
             0
         }

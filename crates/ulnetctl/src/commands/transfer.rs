@@ -10,8 +10,8 @@ use ulnet_config::render::{self, ErrorOp, ShowMode, strerror};
 use ulnet_control::message::{ImportMode, ImportReply, errno};
 use ulnet_control::{ControlError, Request, Response};
 
-use crate::getopt::{Getopt, HasArg, LongOpt, Opt};
 use crate::{Ctx, Failure, report};
+use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
 pub(crate) fn export(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =

@@ -204,7 +204,7 @@ impl State {
             Request::DebugRecovery { .. } => {
                 Ok(Response::Recovery(vec!["192.168.1.2@tcp".into(), "10.1.0.2@tcp1".into()]))
             }
-            Request::StatsShow => Ok(Response::Stats(self.stats.into())),
+            Request::StatsShow => Ok(Response::Stats(self.stats)),
             Request::Export { .. } => Ok(Response::Export(self.export())),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
         }

@@ -1,4 +1,4 @@
-//! GNU `getopt_long()`, as lnetctl's handlers call it.
+//! GNU `getopt_long()`, as the handlers of lnetctl and lst call it (`ulnetctl` and `ulst`).
 //!
 //! lnetctl's option handling is glibc's: arguments are permuted so options may come anywhere
 //! (non-options end up last, in order), `--opt=value` and `--opt value`, unique prefixes of

@@ -23,8 +23,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ulnet_dump::pcap::{Direction, PcapWriter, TcpFlow};
 use ulnet_proto::addr::{Net, Nid};
-use ulnet_proto::pcap::{Direction, PcapWriter, TcpFlow};
 use ulnet_proto::wire::acceptor::ConnReq;
 use ulnet_proto::wire::header::{Body, Header, HeaderForm, WireHandle};
 use ulnet_proto::wire::hello::{ConnType, Hello, LocalIdentity, ProtoVersion, passive_conn_type};

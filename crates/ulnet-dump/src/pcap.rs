@@ -3,9 +3,18 @@
 //!
 //! It synthesizes the IPv4 and TCP framing around each write: a three-way handshake, then one
 //! segment per [`TcpFlow::send`] with correct sequence and acknowledgement numbers. Output goes to
-//! memory; the caller decides where the bytes end up (this crate does no I/O).
+//! memory; the caller decides where the bytes end up (this module does no I/O). [`tcp_segments`]
+//! reads them back, and real captures.
+//!
+//! The pcap file and record framing and the link layers are written here; the IP and TCP
+//! headers are etherparse's, both ways (decision 0014 says why pcap-file is not used).
 
 use std::net::{IpAddr, SocketAddr};
+
+use etherparse::{
+    EtherType, IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, NetSlice, PacketBuilder,
+    SlicedPacket, TransportSlice,
+};
 
 /// `LINKTYPE_RAW`: packets begin with the IP header, no link layer.
 const LINKTYPE_RAW: u32 = 101;
@@ -139,22 +148,17 @@ impl TcpFlow {
                 (self.server, self.client, self.server_next_seq, self.client_next_seq)
             }
         };
-        let ack = if flags & FLAG_ACK != 0 { ack } else { 0 };
-        let mut packet = Vec::with_capacity(60 + payload.len());
-        let tcp_len = 20 + payload.len();
-        let mut pseudo = 0u32;
-        match (src.ip(), dst.ip()) {
+        let builder = match (src.ip(), dst.ip()) {
             (IpAddr::V4(source), IpAddr::V4(destination)) => {
-                packet.extend_from_slice(&[0x45, 0]);
-                packet.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
-                packet.extend_from_slice(&self.ip_id.to_be_bytes());
-                packet.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]); // DF, TTL 64, TCP, checksum
-                packet.extend_from_slice(&source.octets());
-                packet.extend_from_slice(&destination.octets());
-                let checksum = internet_checksum(&packet[..20], 0);
-                packet[10..12].copy_from_slice(&checksum.to_be_bytes());
+                // DF set, TTL 64, numbered datagrams; etherparse sets the lengths and checksums.
+                let Ok(mut ip) =
+                    Ipv4Header::new(0, 64, IpNumber::TCP, source.octets(), destination.octets())
+                else {
+                    return; // unreachable: a zero payload length is in range
+                };
+                ip.identification = self.ip_id;
                 self.ip_id = self.ip_id.wrapping_add(1);
-                pseudo += sum_words(&source.octets()) + sum_words(&destination.octets());
+                PacketBuilder::ip(IpHeaders::Ipv4(ip, Ipv4Extensions::default()))
             }
             (source, destination) => {
                 // IPv6 (a mixed pair is a caller bug; both are written as IPv6 then).
@@ -162,29 +166,25 @@ impl TcpFlow {
                     IpAddr::V4(v4) => v4.to_ipv6_mapped(),
                     IpAddr::V6(v6) => v6,
                 };
-                let (source, destination) = (to_v6(source).octets(), to_v6(destination).octets());
-                packet.extend_from_slice(&[0x60, 0, 0, 0]);
-                packet.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-                packet.extend_from_slice(&[6, 64]); // next header TCP, hop limit
-                packet.extend_from_slice(&source);
-                packet.extend_from_slice(&destination);
-                pseudo += sum_words(&source) + sum_words(&destination);
+                PacketBuilder::ipv6(to_v6(source).octets(), to_v6(destination).octets(), 64)
             }
+        };
+        // TCP header without options, window 65535.
+        let mut tcp = builder.tcp(src.port(), dst.port(), seq, 65_535);
+        if flags & FLAG_SYN != 0 {
+            tcp = tcp.syn();
         }
-        // TCP header, no options.
-        let tcp_start = packet.len();
-        packet.extend_from_slice(&src.port().to_be_bytes());
-        packet.extend_from_slice(&dst.port().to_be_bytes());
-        packet.extend_from_slice(&seq.to_be_bytes());
-        packet.extend_from_slice(&ack.to_be_bytes());
-        packet.extend_from_slice(&[5 << 4, flags]);
-        packet.extend_from_slice(&65_535u16.to_be_bytes()); // window
-        packet.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent pointer
-        packet.extend_from_slice(payload);
-        pseudo += 6 + (packet.len() - tcp_start) as u32;
-        let checksum = internet_checksum(&packet[tcp_start..], pseudo);
-        packet[tcp_start + 16..tcp_start + 18].copy_from_slice(&checksum.to_be_bytes());
-        pcap.record(time_ns, &packet);
+        if flags & FLAG_PSH != 0 {
+            tcp = tcp.psh();
+        }
+        if flags & FLAG_ACK != 0 {
+            tcp = tcp.ack(ack);
+        }
+        let mut packet = Vec::with_capacity(tcp.size(payload.len()));
+        // Cannot fail: MAX_SEGMENT_PAYLOAD keeps the lengths in range and a Vec takes any write.
+        if tcp.write(&mut packet, payload).is_ok() {
+            pcap.record(time_ns, &packet);
+        }
     }
 }
 
@@ -289,64 +289,29 @@ fn parse_packet(link_type: u32, data: &[u8], time_ns: u64) -> Option<TcpSegment<
         113 => (u16::from_be_bytes([*data.get(14)?, *data.get(15)?]), data.get(16..)?),
         _ => (if data.first()? >> 4 == 6 { 0x86dd } else { 0x0800 }, data),
     };
-    let (source_ip, destination_ip, tcp): (std::net::IpAddr, std::net::IpAddr, &[u8]) =
-        match ethertype {
-            0x0800 => {
-                let header_len = usize::from(ip.first()? & 0x0f) * 4;
-                let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
-                let fragment = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
-                if *ip.get(9)? != 6 || fragment & 0x3fff != 0 || header_len < 20 {
-                    return None;
-                }
-                let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
-                let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
-                (src.into(), dst.into(), ip.get(header_len..total.max(header_len))?)
-            }
-            0x86dd => {
-                // Extension headers are not followed: LNet traffic does not use them.
-                if *ip.get(6)? != 6 {
-                    return None;
-                }
-                let payload_len = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
-                let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
-                let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
-                (src.into(), dst.into(), ip.get(40..40 + payload_len)?)
-            }
-            _ => return None,
-        };
-    let data_offset = usize::from(tcp.get(12)? >> 4) * 4;
-    if data_offset < 20 {
+    // IPv4 fragments come back without a transport layer and are skipped; IPv6 extension
+    // headers are followed.
+    let packet = SlicedPacket::from_ether_type(EtherType(ethertype), ip).ok()?;
+    let (source_ip, destination_ip): (IpAddr, IpAddr) = match packet.net? {
+        NetSlice::Ipv4(ip) => {
+            (ip.header().source_addr().into(), ip.header().destination_addr().into())
+        }
+        NetSlice::Ipv6(ip) => {
+            (ip.header().source_addr().into(), ip.header().destination_addr().into())
+        }
+        NetSlice::Arp(_) => return None,
+    };
+    let Some(TransportSlice::Tcp(tcp)) = packet.transport else {
         return None;
-    }
+    };
     Some(TcpSegment {
         time_ns,
-        source: (source_ip, u16::from_be_bytes([tcp[0], tcp[1]])).into(),
-        destination: (destination_ip, u16::from_be_bytes([tcp[2], tcp[3]])).into(),
-        sequence: u32::from_be_bytes(tcp.get(4..8)?.try_into().ok()?),
-        flags: *tcp.get(13)?,
-        payload: tcp.get(data_offset..)?,
+        source: (source_ip, tcp.source_port()).into(),
+        destination: (destination_ip, tcp.destination_port()).into(),
+        sequence: tcp.sequence_number(),
+        flags: *tcp.slice().get(13)?,
+        payload: tcp.payload(),
     })
-}
-
-/// Sum of big-endian 16-bit words (an even-length address).
-fn sum_words(bytes: &[u8]) -> u32 {
-    bytes.chunks_exact(2).map(|pair| u32::from(u16::from_be_bytes([pair[0], pair[1]]))).sum()
-}
-
-/// RFC 1071 one's-complement checksum, with `initial` already-summed words (the pseudo header).
-fn internet_checksum(data: &[u8], initial: u32) -> u16 {
-    let mut sum = initial;
-    let mut chunks = data.chunks_exact(2);
-    for pair in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 #[cfg(test)]
@@ -354,8 +319,24 @@ mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
+    /// RFC 1071 one's-complement checksum: an oracle independent of the packet builder.
+    fn internet_checksum(data: &[u8], initial: u32) -> u16 {
+        let mut sum = initial;
+        let mut chunks = data.chunks_exact(2);
+        for pair in &mut chunks {
+            sum += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
+        }
+        if let [last] = chunks.remainder() {
+            sum += u32::from(*last) << 8;
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
     #[test]
-    fn checksum_matches_rfc1071_example() {
+    fn checksum_oracle_matches_rfc1071_example() {
         // RFC 1071 §3: words 0001 f203 f4f5 f6f7 sum to ddf2, checksum 220d.
         assert_eq!(internet_checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7], 0), 0x220d);
     }
@@ -411,6 +392,19 @@ mod tests {
         assert_eq!(segments.len(), 4);
         assert_eq!(segments[3].payload, b"v6");
         assert_eq!(segments[3].source, server.into());
+    }
+
+    #[test]
+    fn packets_of_an_unknown_ip_version_are_skipped() {
+        let mut pcap = PcapWriter::new();
+        let a = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 1);
+        let mut flow = TcpFlow::open(&mut pcap, a, a, 0);
+        flow.send(&mut pcap, Direction::ClientToServer, b"data", 0);
+        let mut bytes = pcap.into_bytes();
+        assert_eq!(tcp_segments(&bytes).unwrap().count(), 4);
+        // The data segment's version nibble: 4 becomes 5.
+        bytes[24 + 3 * 56 + 16] = 0x55;
+        assert_eq!(tcp_segments(&bytes).unwrap().count(), 3);
     }
 
     #[test]
