@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
+use smallvec::SmallVec;
 use ulnet_proto::engine::PingCompletion;
 
 use super::core::Shared;
@@ -61,33 +62,26 @@ impl Wakes {
 
 /// Distinct `Arc`s (by pointer), in insertion order. The first is kept inline: a turn nearly
 /// always wakes one node or one queue, and a `Vec` would allocate for it on every turn.
-struct ArcSet<T> {
-    first: Option<Arc<T>>,
-    rest: Vec<Arc<T>>,
-}
+struct ArcSet<T>(SmallVec<[Arc<T>; 1]>);
 
 impl<T> Default for ArcSet<T> {
     fn default() -> Self {
-        Self { first: None, rest: Vec::new() }
+        Self(SmallVec::new())
     }
 }
 
 impl<T> ArcSet<T> {
     fn contains(&self, item: &Arc<T>) -> bool {
-        self.first.iter().chain(&self.rest).any(|known| Arc::ptr_eq(known, item))
+        self.0.iter().any(|known| Arc::ptr_eq(known, item))
     }
 
     /// Adds `item` at the end (the caller checked it is not there yet).
     fn insert(&mut self, item: Arc<T>) {
-        if self.first.is_none() {
-            self.first = Some(item);
-        } else {
-            self.rest.push(item);
-        }
+        self.0.push(item);
     }
 
     fn into_items(self) -> impl Iterator<Item = Arc<T>> {
-        self.first.into_iter().chain(self.rest)
+        self.0.into_iter()
     }
 }
 

@@ -18,6 +18,7 @@ use foldhash::HashMap;
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use ulnet_proto::engine::{HealthStatus, TxId};
 use ulnet_proto::socklnd::MessageToken;
@@ -184,55 +185,5 @@ impl Writer {
 /// payload each) fits, so the common write allocates nothing.
 const INLINE_SLICES: usize = 32;
 
-/// The slices of one vectored write: on the stack while few, in a `Vec` beyond that.
-struct IoSlices<'a> {
-    inline: [IoSlice<'a>; INLINE_SLICES],
-    count: usize,
-    spilled: Vec<IoSlice<'a>>,
-}
-
-impl<'a> IoSlices<'a> {
-    fn new() -> Self {
-        Self { inline: [IoSlice::new(&[]); INLINE_SLICES], count: 0, spilled: Vec::new() }
-    }
-
-    fn push(&mut self, slice: IoSlice<'a>) {
-        if let Some(free) = self.inline.get_mut(self.count) {
-            *free = slice;
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.inline);
-            }
-            self.spilled.push(slice);
-        }
-        self.count += 1;
-    }
-
-    fn len(&self) -> usize {
-        self.count
-    }
-
-    fn as_slice(&self) -> &[IoSlice<'a>] {
-        if self.spilled.is_empty() { &self.inline[..self.count] } else { &self.spilled }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slices_keep_order_past_the_inline_room() {
-        let bytes: Vec<[u8; 1]> = (0..=INLINE_SLICES as u8 + 8).map(|i| [i]).collect();
-        for count in [0, 1, INLINE_SLICES, INLINE_SLICES + 1, bytes.len()] {
-            let mut slices = IoSlices::new();
-            for byte in &bytes[..count] {
-                slices.push(IoSlice::new(byte));
-            }
-            assert_eq!(slices.len(), count);
-            let seen: Vec<u8> = slices.as_slice().iter().map(|slice| slice[0]).collect();
-            let expected: Vec<u8> = (0..count as u8).collect();
-            assert_eq!(seen, expected, "{count} slices");
-        }
-    }
-}
+/// The slices of one vectored write: on the stack while few, on the heap beyond that.
+type IoSlices<'a> = SmallVec<[IoSlice<'a>; INLINE_SLICES]>;
