@@ -323,9 +323,20 @@ fn list_commands(ctx: &mut Ctx<'_, '_>) {
     ctx.out(&text);
 }
 
-/// A getopt session for a handler, printing glibc's diagnostics.
-fn options(argv: Vec<String>, shorts: &'static str, longs: &'static [LongOpt]) -> Getopt {
-    Getopt::new(argv, shorts, longs)
+/// A handler's command word and its getopt session (diagnostics print through
+/// [`next_option`]).
+fn options(argv: Vec<String>, shorts: &'static str, longs: &'static [LongOpt]) -> (String, Getopt) {
+    (command_word(&argv), Getopt::new(argv, shorts, longs))
+}
+
+/// [`options`] for a command that needs a session key: `None` after saying none is set.
+fn keyed_options(
+    ctx: &mut Ctx<'_, '_>,
+    argv: Vec<String>,
+    shorts: &'static str,
+    longs: &'static [LongOpt],
+) -> Option<(String, Getopt)> {
+    ctx.need_key().then(|| options(argv, shorts, longs))
 }
 
 /// Reads the next option; `Err(())` after printing getopt's diagnostic.
@@ -347,8 +358,7 @@ fn next_option(ctx: &mut Ctx<'_, '_>, getopt: &mut Getopt) -> Option<Result<(cha
 fn new_session(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =
         &[LongOpt::new("timeout", HasArg::Required, 't'), LongOpt::new("force", HasArg::No, 'f')];
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "ft:", LONGS);
+    let (command, mut getopt) = options(argv, "ft:", LONGS);
     let mut timeout_text = None;
     let mut force = false;
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -481,11 +491,9 @@ fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("nodes", HasArg::Required, 'n'),
         LongOpt::new("timeout", HasArg::Required, 't'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "g:b:n:t:sv", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "g:b:n:t:sv", LONGS);
+    };
     #[derive(PartialEq)]
     enum Kind {
         None,
@@ -708,11 +716,9 @@ fn update_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("clean", HasArg::Required, 'c'),
         LongOpt::new("remove", HasArg::Required, 'r'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "fc:r:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "fc:r:", LONGS);
+    };
     let mut update = None;
     let mut remove_text = String::new();
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -795,11 +801,9 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("unknown", HasArg::No, 'u'),
         LongOpt::new("all", HasArg::No, 'l'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "abdul", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "abdul", LONGS);
+    };
     let (mut verbose, mut all, mut states) = (false, false, 0u32);
     while let Some(found) = next_option(ctx, &mut getopt) {
         let flag = match found {
@@ -910,6 +914,12 @@ fn stat_target(ctx: &mut Ctx<'_, '_>, name: &str) -> Result<StatTarget, ()> {
     Ok(StatTarget { name: name.to_string(), target, previous: None })
 }
 
+/// [`stat_target`] of each operand left after the options, stopping at the first that fails.
+fn stat_targets(ctx: &mut Ctx<'_, '_>, getopt: &mut Getopt) -> Result<Vec<StatTarget>, ()> {
+    let names = getopt.argv.split_off(getopt.optind);
+    names.iter().map(|name| stat_target(ctx, name)).collect()
+}
+
 /// `jt_lst_stat()`.
 fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[
@@ -928,11 +938,9 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("mbs", HasArg::No, 'm'),
         LongOpt::new("json", HasArg::No, 'J'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "t:d:lcbarwgnxm", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "t:d:lcbarwgnxm", LONGS);
+    };
     let (mut timeout, mut delay, mut count, mut lnet) = (5, 5, -1, true);
     let mut format = StatFormat::default();
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -975,14 +983,7 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if count != -1 {
         count += 1;
     }
-    let mut targets = Vec::new();
-    let names = getopt.argv.split_off(getopt.optind);
-    for name in names {
-        match stat_target(ctx, &name) {
-            Ok(target) => targets.push(target),
-            Err(()) => return -1,
-        }
-    }
+    let Ok(mut targets) = stat_targets(ctx, &mut getopt) else { return -1 };
     let live = ctx.io.terminal && !ctx.json;
     let started = Instant::now();
     let mut drawn_lines = 0usize;
@@ -1152,11 +1153,9 @@ fn worst_latency(latency: &[(ProcessId, LatencySummary)]) -> Option<LatencySumma
 fn show_error(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =
         &[LongOpt::new("session", HasArg::No, 's'), LongOpt::new("json", HasArg::No, 'J')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "s", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "s", LONGS);
+    };
     let mut show_rpc = true;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1168,14 +1167,7 @@ fn show_error(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if getopt.optind == getopt.argc() {
         return ctx.usage(&command);
     }
-    let mut targets = Vec::new();
-    let names = getopt.argv.split_off(getopt.optind);
-    for name in names {
-        match stat_target(ctx, &name) {
-            Ok(target) => targets.push(target),
-            Err(()) => return -1,
-        }
-    }
+    let Ok(targets) = stat_targets(ctx, &mut getopt) else { return -1 };
     let mut rc = 0;
     for target in &targets {
         let result = match ctx.backend.stat(ctx.key, &target.target, 10) {
@@ -1283,14 +1275,19 @@ fn batch_name(getopt: &Getopt) -> Option<String> {
     }
 }
 
+/// The node count `run` and `stop` fetch first: `false` after saying why it failed.
+fn batch_exists(ctx: &mut Ctx<'_, '_>, batch: &str) -> bool {
+    let Err(error) = ctx.backend.batch_info(ctx.key, batch, 0) else { return true };
+    ctx.err(&format!("Failed to get count of nodes from {batch}: {}\n", strerror(error.errno())));
+    false
+}
+
 /// `jt_lst_start_batch()`.
 fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[LongOpt::new("timeout", HasArg::Required, 't')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "t:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "t:", LONGS);
+    };
     let mut timeout = 0;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1299,11 +1296,7 @@ fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     let Some(batch) = batch_name(&getopt) else { return ctx.usage(&command) };
-    if let Err(error) = ctx.backend.batch_info(ctx.key, &batch, 0) {
-        ctx.err(&format!(
-            "Failed to get count of nodes from {batch}: {}\n",
-            strerror(error.errno())
-        ));
+    if !batch_exists(ctx, &batch) {
         return -1;
     }
     match ctx.backend.run_batch(ctx.key, &batch, timeout as u32) {
@@ -1325,11 +1318,9 @@ fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
 /// `jt_lst_stop_batch()`: STOP, then query until no client runs the batch.
 fn stop_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[LongOpt::new("force", HasArg::No, 'f')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "f", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "f", LONGS);
+    };
     let mut force = false;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1338,11 +1329,7 @@ fn stop_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     let Some(batch) = batch_name(&getopt) else { return ctx.usage(&command) };
-    if let Err(error) = ctx.backend.batch_info(ctx.key, &batch, 0) {
-        ctx.err(&format!(
-            "Failed to get count of nodes from {batch}: {}\n",
-            strerror(error.errno())
-        ));
+    if !batch_exists(ctx, &batch) {
         return -1;
     }
     let mut result = match ctx.backend.stop_batch(ctx.key, &batch, force) {
@@ -1387,11 +1374,9 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("all", HasArg::No, 'l'),
         LongOpt::new("server", HasArg::No, 's'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "ailst:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "ailst:", LONGS);
+    };
     let (mut verbose, mut active, mut invalid, mut server) = (false, false, false, false);
     let (mut test, mut test_given) = (0, false);
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1510,11 +1495,9 @@ fn query_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("all", HasArg::No, 'l'),
         LongOpt::new("json", HasArg::No, 'J'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "o:d:c:t:saiel", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "o:d:c:t:saiel", LONGS);
+    };
     let (mut timeout, mut delay, mut loops, mut test) = (5, 5, 1, 0);
     let (mut server, mut verbose, mut active, mut idle, mut error) =
         (false, false, false, false, false);
@@ -1650,11 +1633,9 @@ fn add_test(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("to", HasArg::Required, 't'),
         LongOpt::new("loop", HasArg::Required, 'l'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "b:c:d:f:l:t:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "b:c:d:f:l:t:", LONGS);
+    };
     let (mut batch, mut distribute, mut from, mut to) = (None, None, None, None);
     let (mut concurrency, mut loops) = (1, -1);
     while let Some(found) = next_option(ctx, &mut getopt) {
