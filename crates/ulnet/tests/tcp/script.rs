@@ -220,6 +220,12 @@ impl Lnet {
         bytes
     }
 
+    /// A whole frame: a KSOCK_LNET header with no checksum and no ZC cookies, this header in
+    /// nid4 form, then `payload`.
+    pub fn frame(&self, payload: &[u8]) -> Vec<u8> {
+        [ksock(KSOCK_LNET, 0, 0), self.nid4_bytes(), payload.to_vec()].concat()
+    }
+
     pub fn tail(&self, bytes: &mut Vec<u8>) {
         bytes.extend_from_slice(&self.dest_pid.to_le_bytes());
         bytes.extend_from_slice(&self.src_pid.to_le_bytes());
