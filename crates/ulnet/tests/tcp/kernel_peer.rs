@@ -67,27 +67,14 @@ fn peer_type(ctype: u32) -> u32 {
 
 /// A header from the scripted kernel to the node, both pid [`PID`].
 fn to_node(msg_type: u32, payload_length: u32, body: [u8; 40]) -> Lnet {
-    Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type,
-        payload_length,
-        body,
-    }
+    Lnet::new(node_ip(), kernel_ip(), msg_type, payload_length, body)
 }
 
 /// A header from the node (pid [`PID`]) to the kernel's `kernel_pid`.
 fn to_kernel(kernel_pid: u32, msg_type: u32, payload_length: u32, body: [u8; 40]) -> Lnet {
     Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
         dest_pid: kernel_pid,
-        src_pid: PID,
-        msg_type,
-        payload_length,
-        body,
+        ..Lnet::new(kernel_ip(), node_ip(), msg_type, payload_length, body)
     }
 }
 

@@ -202,6 +202,17 @@ pub struct Lnet {
 }
 
 impl Lnet {
+    /// A header between two processes of pid [`PID`].
+    pub fn new(
+        dest: Ipv4Addr,
+        src: Ipv4Addr,
+        msg_type: u32,
+        payload_length: u32,
+        body: [u8; 40],
+    ) -> Lnet {
+        Lnet { dest, src, dest_pid: PID, src_pid: PID, msg_type, payload_length, body }
+    }
+
     /// The 72-byte nid4 form (V2/V3).
     pub fn nid4_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
@@ -506,23 +517,15 @@ fn builders_reproduce_wire_md_vectors() {
         unhex("c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
     );
     // 10.10 ping GET.
-    let get = Lnet {
-        dest: SERVER,
-        src: CLIENT,
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: GET,
-        payload_length: 0,
-        body: get_body(
-            Wmd { interface: KERNEL_COOKIE, object: 0x409 },
-            0x8000_0000_0000_0000,
-            0,
-            0,
-            272,
-        ),
-    };
+    let get = Lnet::new(
+        SERVER,
+        CLIENT,
+        GET,
+        0,
+        get_body(Wmd { interface: KERNEL_COOKIE, object: 0x409 }, 0x8000_0000_0000_0000, 0, 0, 272),
+    );
     assert_eq!(
-        [ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat(),
+        get.frame(&[]),
         unhex(
             "c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
              00 00 00 00 00 00 00 00 01 01 a8 c0 00 00 02 00
@@ -533,17 +536,15 @@ fn builders_reproduce_wire_md_vectors() {
         )
     );
     // 10.13 ACK.
-    let ack = Lnet {
-        dest: CLIENT,
-        src: SERVER,
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: ACK,
-        payload_length: 0,
-        body: ack_body(Wmd { interface: KERNEL_COOKIE, object: 0x40d }, 0x8000_0000_0000_0000, 48),
-    };
+    let ack = Lnet::new(
+        CLIENT,
+        SERVER,
+        ACK,
+        0,
+        ack_body(Wmd { interface: KERNEL_COOKIE, object: 0x40d }, 0x8000_0000_0000_0000, 48),
+    );
     assert_eq!(
-        [ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat(),
+        ack.frame(&[]),
         unhex(
             "c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
              00 00 00 00 00 00 00 00 02 01 a8 c0 00 00 02 00
