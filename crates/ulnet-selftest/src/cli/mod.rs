@@ -259,6 +259,25 @@ pub fn run(args: Vec<String>, env: &Env, backend: &dyn Backend, io: &mut Io<'_>)
     execute(&mut ctx, args)
 }
 
+/// Runs the command `line` (split at white space, after the program name `lst`) against
+/// `backend` with its output captured and nothing cancelling it: lst's return code, standard
+/// output and standard error. `terminal` says whether standard output counts as a terminal.
+pub fn run_captured(
+    line: &str,
+    env: &Env,
+    backend: &dyn Backend,
+    terminal: bool,
+) -> (i32, String, String) {
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let never = || false;
+    let mut io = Io { stdout: &mut stdout, stderr: &mut stderr, terminal, cancelled: &never };
+    let args = std::iter::once("lst").chain(line.split_whitespace()).map(str::to_string).collect();
+    let status = run(args, env, backend, &mut io);
+    // Both streams hold only what was written from `&str`s.
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (status, text(stdout), text(stderr))
+}
+
 /// Runs one command line (`cfs_parser_execarg()`).
 fn execute(ctx: &mut Ctx<'_, '_>, args: Vec<String>) -> i32 {
     let Some(word) = args.first().cloned() else {

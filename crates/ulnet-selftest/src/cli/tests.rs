@@ -198,14 +198,7 @@ fn run_with(backend: &dyn Backend, env: &Env, line: &str) -> (i32, String, Strin
 }
 
 fn run_on(backend: &dyn Backend, env: &Env, line: &str, terminal: bool) -> (i32, String, String) {
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let never = || false;
-    let mut io = Io { stdout: &mut stdout, stderr: &mut stderr, terminal, cancelled: &never };
-    let args: Vec<String> = std::iter::once("lst".to_string())
-        .chain(line.split_whitespace().map(str::to_string))
-        .collect();
-    let rc = run(args, env, backend, &mut io);
-    (rc, String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
+    run_captured(line, env, backend, terminal)
 }
 
 fn keyed() -> Env {
