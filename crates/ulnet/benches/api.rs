@@ -13,9 +13,9 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ulnet::*;
 
-#[path = "support/mod.rs"]
-mod support;
-use support::acked_put;
+#[path = "../tests/support/requests.rs"]
+mod requests;
+use requests::acked_put;
 
 const PORTAL: u32 = 4;
 const TIMEOUT: Duration = Duration::from_secs(30);

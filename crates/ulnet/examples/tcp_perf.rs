@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use ulnet::*;
 
-#[path = "../benches/support/mod.rs"]
-mod support;
-use support::acked_put;
+#[path = "../tests/support/requests.rs"]
+mod requests;
+use requests::acked_put;
 
 const PORTAL: u32 = 20;
 const TIMEOUT: Duration = Duration::from_secs(30);

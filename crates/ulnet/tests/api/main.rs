@@ -11,10 +11,13 @@ mod events;
 mod loopback;
 mod mem;
 mod misuse;
+#[path = "../support/requests.rs"]
+mod requests;
 mod shutdown;
 #[path = "../support/mod.rs"]
 mod support;
 
+pub use requests::acked_put;
 pub use support::*;
 use ulnet::*;
 
@@ -29,4 +32,19 @@ pub fn fabric_nid(index: u8) -> Nid {
 
 pub fn lo_target(node: &Node) -> ProcessId {
     ProcessId::new(Nid::LO_0, node.pid())
+}
+
+/// A PUT of `data` from `node` to `target`'s `portal` (match bits 0), an ACK wanted, from an MD
+/// bound for the SEND and the ACK with its events in `queue`.
+pub fn put_with_ack(
+    node: &Node,
+    target: ProcessId,
+    portal: u32,
+    data: Vec<u8>,
+    queue: &EventQueue,
+) -> MdHandle {
+    let spec = MdSpec::new(Memory::new(data)).threshold(Threshold::Count(2));
+    let md = node.md_bind(spec, UnlinkMode::Unlink, Some(queue)).unwrap();
+    node.put(&acked_put(md, target, portal)).unwrap();
+    md
 }

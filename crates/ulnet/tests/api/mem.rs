@@ -149,25 +149,6 @@ fn a_lost_frame_leaves_the_ack_missing() {
     assert_eq!((a.stats().mds, a.stats().messages), (0, 0));
 }
 
-/// A PUT of `data` from `a` to `b`'s `portal` (match bits 0), an ACK wanted, from an MD bound
-/// for the SEND and the ACK with its events in `sent`.
-fn put_with_ack(a: &Node, b: &Node, portal: u32, data: Vec<u8>, sent: &EventQueue) -> MdHandle {
-    let spec = MdSpec::new(Memory::new(data)).threshold(Threshold::Count(2));
-    let md = a.md_bind(spec, UnlinkMode::Unlink, Some(sent)).unwrap();
-    let request = PutRequest {
-        md,
-        ack: true,
-        target: b.process_id(),
-        portal,
-        match_bits: 0,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    };
-    a.put(&request).unwrap();
-    md
-}
-
 #[test]
 fn lazy_portal_holds_the_connection_until_a_buffer_comes() {
     let fabric = MemFabric::new(LinkConfig::IDEAL);
@@ -178,7 +159,7 @@ fn lazy_portal_holds_the_connection_until_a_buffer_comes() {
     b.post(21, 0, sink(4), &early).unwrap();
     let sent = a.event_queue(16);
     for (portal, byte) in [(20, 1u8), (21, 2u8)] {
-        put_with_ack(&a, &b, portal, vec![byte; 4], &sent);
+        put_with_ack(&a, b.process_id(), portal, vec![byte; 4], &sent);
     }
     // The first PUT is parked on the lazy portal, and the link behind it is not read: the
     // second PUT cannot have arrived, and neither SEND can have completed.
@@ -200,7 +181,7 @@ fn clearing_a_lazy_portal_drops_the_delayed_put() {
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
     b.set_lazy_portal(22).unwrap();
     let sent = a.event_queue(8);
-    let md = put_with_ack(&a, &b, 22, vec![5; 16], &sent);
+    let md = put_with_ack(&a, b.process_id(), 22, vec![5; 16], &sent);
     // Wait until b holds the PUT, then drop it: the sender's SEND completes (the payload was
     // skipped, as a dropped message's is) and no ACK follows.
     let deadline = std::time::Instant::now() + HANG_GUARD;

@@ -1,4 +1,5 @@
-//! What the benchmarks and `examples/tcp_perf.rs` share; each includes it by path.
+//! The request the `api` tests, the benchmarks and `examples/tcp_perf.rs` build; each includes
+//! this file by path.
 
 use ulnet::{MdHandle, ProcessId, PutRequest};
 
