@@ -272,11 +272,7 @@ impl Console {
         target: &Target,
         timeout_seconds: u32,
     ) -> Result<TransResult, ConsoleError> {
-        let calls = self.in_session(key, |app| {
-            let nodes = app.target_nodes(target, true)?;
-            Ok((nodes.clone(), app.debug_calls(&nodes)))
-        })?;
-        let (nodes, calls) = calls;
+        let (nodes, calls) = self.target_calls(key, target, true, ConsoleApp::debug_call)?;
         let result = self.transact(TransOp::SessionQuery, calls, clamp_timeout(timeout_seconds));
         self.endpoint.with(|state| state.app.release_temporary(target, &nodes));
         Ok(result)
@@ -623,28 +619,7 @@ impl Console {
         target: &Target,
         timeout_seconds: u32,
     ) -> Result<TransResult, ConsoleError> {
-        let calls = self.in_session(key, |app| {
-            let nodes = app.target_nodes(target, false)?;
-            let features = app.features();
-            let session = app.session_id();
-            Ok(nodes
-                .iter()
-                .map(|id| Call {
-                    node: *id,
-                    service: SrpcService::QueryStat,
-                    request: SrpcMsg::new(
-                        features,
-                        SrpcBody::StatRequest(StatRequest {
-                            reply_match_bits: 0,
-                            session,
-                            stat_type: 0,
-                        }),
-                    ),
-                    bulk: None,
-                    tail: None,
-                })
-                .collect::<Vec<_>>())
-        })?;
+        let (_, calls) = self.target_calls(key, target, false, ConsoleApp::stat_call)?;
         Ok(self.transact(TransOp::StatQuery, calls, clamp_timeout(timeout_seconds)))
     }
 
@@ -725,6 +700,22 @@ impl Console {
         self.endpoint.with(|state| {
             state.app.enter(key)?;
             f(&mut state.app)
+        })
+    }
+
+    /// The nodes `target` names in the session `key` (see [`ConsoleApp::target_nodes`] for
+    /// `create`), and one `call` to each.
+    fn target_calls(
+        &self,
+        key: u32,
+        target: &Target,
+        create: bool,
+        call: fn(&ConsoleApp, ProcessId) -> Call,
+    ) -> Result<(Vec<ProcessId>, Vec<Call>), ConsoleError> {
+        self.in_session(key, |app| {
+            let nodes = app.target_nodes(target, create)?;
+            let calls = nodes.iter().map(|id| call(app, *id)).collect();
+            Ok((nodes, calls))
         })
     }
 
@@ -1044,10 +1035,6 @@ impl ConsoleApp {
         }
     }
 
-    fn debug_calls(&self, nodes: &[ProcessId]) -> Vec<Call> {
-        nodes.iter().map(|id| self.debug_call(*id)).collect()
-    }
-
     fn debug_call(&self, node: ProcessId) -> Call {
         Call {
             node,
@@ -1062,6 +1049,24 @@ impl ConsoleApp {
             ),
             bulk: None,
             tail: Some((REQUEST_TAIL, LatencyQuery::default().emit().to_vec())),
+        }
+    }
+
+    /// QUERY_STAT for one node (`lstcon_statrpc_prep()`).
+    fn stat_call(&self, node: ProcessId) -> Call {
+        Call {
+            node,
+            service: SrpcService::QueryStat,
+            request: SrpcMsg::new(
+                self.features(),
+                SrpcBody::StatRequest(StatRequest {
+                    reply_match_bits: 0,
+                    session: self.session_id(),
+                    stat_type: 0,
+                }),
+            ),
+            bulk: None,
+            tail: None,
         }
     }
 
