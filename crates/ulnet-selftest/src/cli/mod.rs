@@ -843,18 +843,8 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     }
     let names: Vec<String> = getopt.argv[getopt.optind..].to_vec();
     if names.is_empty() {
-        let groups = match ctx.backend.groups(ctx.key) {
-            Ok(groups) => groups,
-            Err(error) => {
-                ctx.print_error("group", error, "Failed to list group: %s\n");
-                return -1;
-            }
-        };
-        for (index, name) in groups.iter().enumerate() {
-            ctx.out(&format!("{}) {name}\n", index + 1));
-        }
-        ctx.out(&format!("Total {} groups\n", groups.len()));
-        return 0;
+        let groups = ctx.backend.groups(ctx.key);
+        return print_names(ctx, groups, "group", "groups");
     }
     if !verbose {
         ctx.out(NODES_TITLE);
@@ -1409,18 +1399,8 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     if getopt.optind == getopt.argc() {
-        let batches = match ctx.backend.batches(ctx.key) {
-            Ok(batches) => batches,
-            Err(error) => {
-                ctx.print_error("batch", error, "Failed to list batch: %s\n");
-                return -1;
-            }
-        };
-        for (index, name) in batches.iter().enumerate() {
-            ctx.out(&format!("{}) {name}\n", index + 1));
-        }
-        ctx.out(&format!("Total {} batches\n", batches.len()));
-        return 0;
+        let batches = ctx.backend.batches(ctx.key);
+        return print_names(ctx, batches, "batch", "batches");
     }
     if test_given && test <= 0 {
         ctx.err("Invalid test id, test id starts from 1\n");
@@ -1816,6 +1796,28 @@ fn bulk_params(ctx: &mut Ctx<'_, '_>, params: &[String]) -> Option<BrwSpec> {
 }
 
 // -------------------------------------------------------------------------- helpers
+
+/// `list_group`'s and `list_batch`'s answer without a name: the name of every group or batch
+/// (`noun`, `plural`), numbered, then their count.
+fn print_names(
+    ctx: &mut Ctx<'_, '_>,
+    names: Result<Vec<String>, ConsoleError>,
+    noun: &str,
+    plural: &str,
+) -> i32 {
+    let names = match names {
+        Ok(names) => names,
+        Err(error) => {
+            ctx.print_error(noun, error, &format!("Failed to list {noun}: %s\n"));
+            return -1;
+        }
+    };
+    for (index, name) in names.iter().enumerate() {
+        ctx.out(&format!("{}) {name}\n", index + 1));
+    }
+    ctx.out(&format!("Total {} {plural}\n", names.len()));
+    0
+}
 
 /// A handler's `argv[0]`: the command word it was dispatched by.
 fn command_word(argv: &[String]) -> String {
