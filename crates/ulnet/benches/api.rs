@@ -13,6 +13,10 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ulnet::*;
 
+#[path = "../tests/support/requests.rs"]
+mod requests;
+use requests::acked_put;
+
 const PORTAL: u32 = 4;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -30,16 +34,7 @@ fn open_target(node: &Node) {
 fn put_ack_primitives(node: &Node, target: ProcessId, queue: &EventQueue) {
     let spec = MdSpec::new(Memory::empty()).threshold(Threshold::Count(2));
     let md = node.md_bind(spec, UnlinkMode::Unlink, Some(queue)).expect("bind");
-    let request = PutRequest {
-        md,
-        ack: true,
-        target,
-        portal: PORTAL,
-        match_bits: 0,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    };
+    let request = acked_put(md, target, PORTAL);
     node.put(&request).expect("put");
     while !queue.recv_timeout(TIMEOUT).expect("event").unlinked {}
 }

@@ -11,6 +11,10 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ulnet::*;
 
+#[path = "../tests/support/requests.rs"]
+mod requests;
+use requests::acked_put;
+
 const PORTAL: u32 = 4;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -77,16 +81,7 @@ fn tcp(c: &mut Criterion) {
         let queue = a.event_queue(4 * window as usize);
         let source = MdSpec::new(Memory::new(vec![0xa5; size])).threshold(Threshold::Infinite);
         let md = a.md_bind(source, UnlinkMode::Retain, Some(&queue)).expect("bind");
-        let request = PutRequest {
-            md,
-            ack: true,
-            target,
-            portal: PORTAL,
-            match_bits: 0,
-            remote_offset: 0,
-            hdr_data: 0,
-            source: None,
-        };
+        let request = acked_put(md, target, PORTAL);
         group.throughput(if size == 0 {
             Throughput::Elements(count)
         } else {

@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 
 use ulnet::*;
 
+#[path = "../tests/support/requests.rs"]
+mod requests;
+use requests::acked_put;
+
 const PORTAL: u32 = 20;
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the server samples its received-message count.
@@ -148,16 +152,7 @@ fn client(args: &[String]) -> Result<(), String> {
     let source = MdSpec::new(Memory::new(vec![0xa5; size])).threshold(Threshold::Infinite);
     let md =
         node.md_bind(source, UnlinkMode::Retain, Some(&queue)).map_err(|e| e.error.to_string())?;
-    let mut request = PutRequest {
-        md,
-        ack: true,
-        target,
-        portal: PORTAL,
-        match_bits: 0,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    };
+    let mut request = acked_put(md, target, PORTAL);
     let put = |request: &PutRequest| node.put(request).map_err(|e| e.to_string());
     // Waits for the next event of `kind` (ACK: the PUT arrived; SEND: its bytes left).
     let wait = |kind: EventKind| -> Result<(), String> {

@@ -42,6 +42,23 @@ impl std::fmt::Debug for Io<'_> {
     }
 }
 
+/// [`run`] on this process's arguments and standard streams: the `main` of the `ulnetctl`
+/// binary, and of `ulnetd` run under that name.
+pub fn run_process() -> u8 {
+    use std::io::IsTerminal;
+    // Arguments that are not UTF-8 cannot name anything ulnetctl knows; keep them lossily.
+    let args: Vec<String> =
+        std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let stdin = std::io::stdin();
+    let stdin_is_terminal = stdin.is_terminal();
+    let mut stdin = stdin.lock();
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    let mut io =
+        Io { stdout: &mut stdout, stderr: &mut stderr, stdin: &mut stdin, stdin_is_terminal };
+    run(args, &mut io)
+}
+
 /// Runs one `ulnetctl` invocation (`args[0]` is the program path) and returns its exit
 /// status: the handler's return value truncated to 8 bits, as lnetctl's `exit(rc)`.
 pub fn run(args: Vec<String>, io: &mut Io<'_>) -> u8 {

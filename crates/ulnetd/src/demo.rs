@@ -149,20 +149,10 @@ fn selftest(out: &mut dyn Write, fabric: Option<&MemFabric>) -> Result<(), DemoE
     let mut result = Ok(());
     for line in &script {
         writeln!(out, "[console]$ lst {line}")?;
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        let never = || false;
-        let mut io = ulnet_selftest::cli::Io {
-            stdout: &mut stdout,
-            stderr: &mut stderr,
-            terminal: false,
-            cancelled: &never,
-        };
-        let args = std::iter::once("lst".to_string())
-            .chain(line.split_whitespace().map(str::to_string))
-            .collect();
-        let status = ulnet_selftest::cli::run(args, &env, &console, &mut io);
-        out.write_all(&stdout)?;
-        out.write_all(&stderr)?;
+        let (status, stdout, stderr) =
+            ulnet_selftest::cli::run_captured(line, &env, &console, false);
+        out.write_all(stdout.as_bytes())?;
+        out.write_all(stderr.as_bytes())?;
         if status != 0 {
             result = Err(failed(format!("`lst {line}` exited with {status}")));
             break;

@@ -55,26 +55,22 @@ pub fn interface_of(interfaces: &[HostInterface], address: IpAddr) -> Option<Str
     None
 }
 
+/// An interface that is up with `addresses`, for tests.
+#[cfg(test)]
+pub(crate) fn up_interface(name: &str, addresses: &[&str]) -> HostInterface {
+    let addresses = addresses.iter().map(|address| address.parse().expect("test address"));
+    HostInterface { name: name.into(), up: true, addresses: addresses.collect() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::net::Ipv4Addr;
 
     fn host() -> Vec<HostInterface> {
         vec![
-            HostInterface {
-                name: "lo".into(),
-                up: true,
-                addresses: vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)],
-            },
-            HostInterface {
-                name: "eth0".into(),
-                up: true,
-                addresses: vec![
-                    "fe80::1".parse().unwrap(),
-                    IpAddr::V4(Ipv4Addr::new(192, 168, 1, 2)),
-                ],
-            },
+            up_interface("lo", &["127.0.0.1", "::1"]),
+            up_interface("eth0", &["fe80::1", "192.168.1.2"]),
         ]
     }
 

@@ -172,18 +172,5 @@ fn invoked_as_ulnetctl() -> bool {
 
 /// `ulnetctl`'s main, as the ulnetctl binary has it.
 fn ulnetctl_main() -> ExitCode {
-    let args: Vec<String> =
-        std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
-    let stdin = std::io::stdin();
-    let stdin_is_terminal = stdin.is_terminal();
-    let mut stdin = stdin.lock();
-    let mut stdout = std::io::stdout().lock();
-    let mut stderr = std::io::stderr().lock();
-    let mut io = ulnetctl::Io {
-        stdout: &mut stdout,
-        stderr: &mut stderr,
-        stdin: &mut stdin,
-        stdin_is_terminal,
-    };
-    ExitCode::from(ulnetctl::run(args, &mut io))
+    ExitCode::from(ulnetctl::run_process())
 }

@@ -320,26 +320,14 @@ pub fn parse_cpt_text(text: &str) -> Result<ExprList, NetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use crate::interfaces::up_interface;
     use ulnet_config::model::InterfaceConfig;
 
     fn host() -> Vec<HostInterface> {
         vec![
-            HostInterface {
-                name: "lo".into(),
-                up: true,
-                addresses: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
-            },
-            HostInterface {
-                name: "eth0".into(),
-                up: true,
-                addresses: vec![IpAddr::V4(Ipv4Addr::new(192, 168, 1, 2))],
-            },
-            HostInterface {
-                name: "ib0".into(),
-                up: true,
-                addresses: vec!["fe80::2".parse().unwrap()],
-            },
+            up_interface("lo", &["127.0.0.1"]),
+            up_interface("eth0", &["192.168.1.2"]),
+            up_interface("ib0", &["fe80::2"]),
         ]
     }
 

@@ -259,6 +259,25 @@ pub fn run(args: Vec<String>, env: &Env, backend: &dyn Backend, io: &mut Io<'_>)
     execute(&mut ctx, args)
 }
 
+/// Runs the command `line` (split at white space, after the program name `lst`) against
+/// `backend` with its output captured and nothing cancelling it: lst's return code, standard
+/// output and standard error. `terminal` says whether standard output counts as a terminal.
+pub fn run_captured(
+    line: &str,
+    env: &Env,
+    backend: &dyn Backend,
+    terminal: bool,
+) -> (i32, String, String) {
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let never = || false;
+    let mut io = Io { stdout: &mut stdout, stderr: &mut stderr, terminal, cancelled: &never };
+    let args = std::iter::once("lst").chain(line.split_whitespace()).map(str::to_string).collect();
+    let status = run(args, env, backend, &mut io);
+    // Both streams hold only what was written from `&str`s.
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (status, text(stdout), text(stderr))
+}
+
 /// Runs one command line (`cfs_parser_execarg()`).
 fn execute(ctx: &mut Ctx<'_, '_>, args: Vec<String>) -> i32 {
     let Some(word) = args.first().cloned() else {
@@ -323,9 +342,20 @@ fn list_commands(ctx: &mut Ctx<'_, '_>) {
     ctx.out(&text);
 }
 
-/// A getopt session for a handler, printing glibc's diagnostics.
-fn options(argv: Vec<String>, shorts: &'static str, longs: &'static [LongOpt]) -> Getopt {
-    Getopt::new(argv, shorts, longs)
+/// A handler's command word and its getopt session (diagnostics print through
+/// [`next_option`]).
+fn options(argv: Vec<String>, shorts: &'static str, longs: &'static [LongOpt]) -> (String, Getopt) {
+    (command_word(&argv), Getopt::new(argv, shorts, longs))
+}
+
+/// [`options`] for a command that needs a session key: `None` after saying none is set.
+fn keyed_options(
+    ctx: &mut Ctx<'_, '_>,
+    argv: Vec<String>,
+    shorts: &'static str,
+    longs: &'static [LongOpt],
+) -> Option<(String, Getopt)> {
+    ctx.need_key().then(|| options(argv, shorts, longs))
 }
 
 /// Reads the next option; `Err(())` after printing getopt's diagnostic.
@@ -347,8 +377,7 @@ fn next_option(ctx: &mut Ctx<'_, '_>, getopt: &mut Getopt) -> Option<Result<(cha
 fn new_session(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =
         &[LongOpt::new("timeout", HasArg::Required, 't'), LongOpt::new("force", HasArg::No, 'f')];
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "ft:", LONGS);
+    let (command, mut getopt) = options(argv, "ft:", LONGS);
     let mut timeout_text = None;
     let mut force = false;
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -481,11 +510,9 @@ fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("nodes", HasArg::Required, 'n'),
         LongOpt::new("timeout", HasArg::Required, 't'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "g:b:n:t:sv", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "g:b:n:t:sv", LONGS);
+    };
     #[derive(PartialEq)]
     enum Kind {
         None,
@@ -708,11 +735,9 @@ fn update_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("clean", HasArg::Required, 'c'),
         LongOpt::new("remove", HasArg::Required, 'r'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "fc:r:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "fc:r:", LONGS);
+    };
     let mut update = None;
     let mut remove_text = String::new();
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -795,11 +820,9 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("unknown", HasArg::No, 'u'),
         LongOpt::new("all", HasArg::No, 'l'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "abdul", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "abdul", LONGS);
+    };
     let (mut verbose, mut all, mut states) = (false, false, 0u32);
     while let Some(found) = next_option(ctx, &mut getopt) {
         let flag = match found {
@@ -820,18 +843,8 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     }
     let names: Vec<String> = getopt.argv[getopt.optind..].to_vec();
     if names.is_empty() {
-        let groups = match ctx.backend.groups(ctx.key) {
-            Ok(groups) => groups,
-            Err(error) => {
-                ctx.print_error("group", error, "Failed to list group: %s\n");
-                return -1;
-            }
-        };
-        for (index, name) in groups.iter().enumerate() {
-            ctx.out(&format!("{}) {name}\n", index + 1));
-        }
-        ctx.out(&format!("Total {} groups\n", groups.len()));
-        return 0;
+        let groups = ctx.backend.groups(ctx.key);
+        return print_names(ctx, groups, "group", "groups");
     }
     if !verbose {
         ctx.out(NODES_TITLE);
@@ -910,6 +923,12 @@ fn stat_target(ctx: &mut Ctx<'_, '_>, name: &str) -> Result<StatTarget, ()> {
     Ok(StatTarget { name: name.to_string(), target, previous: None })
 }
 
+/// [`stat_target`] of each operand left after the options, stopping at the first that fails.
+fn stat_targets(ctx: &mut Ctx<'_, '_>, getopt: &mut Getopt) -> Result<Vec<StatTarget>, ()> {
+    let names = getopt.argv.split_off(getopt.optind);
+    names.iter().map(|name| stat_target(ctx, name)).collect()
+}
+
 /// `jt_lst_stat()`.
 fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[
@@ -928,11 +947,9 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("mbs", HasArg::No, 'm'),
         LongOpt::new("json", HasArg::No, 'J'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "t:d:lcbarwgnxm", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "t:d:lcbarwgnxm", LONGS);
+    };
     let (mut timeout, mut delay, mut count, mut lnet) = (5, 5, -1, true);
     let mut format = StatFormat::default();
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -975,14 +992,7 @@ fn stat_command(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if count != -1 {
         count += 1;
     }
-    let mut targets = Vec::new();
-    let names = getopt.argv.split_off(getopt.optind);
-    for name in names {
-        match stat_target(ctx, &name) {
-            Ok(target) => targets.push(target),
-            Err(()) => return -1,
-        }
-    }
+    let Ok(mut targets) = stat_targets(ctx, &mut getopt) else { return -1 };
     let live = ctx.io.terminal && !ctx.json;
     let started = Instant::now();
     let mut drawn_lines = 0usize;
@@ -1152,11 +1162,9 @@ fn worst_latency(latency: &[(ProcessId, LatencySummary)]) -> Option<LatencySumma
 fn show_error(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] =
         &[LongOpt::new("session", HasArg::No, 's'), LongOpt::new("json", HasArg::No, 'J')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "s", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "s", LONGS);
+    };
     let mut show_rpc = true;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1168,14 +1176,7 @@ fn show_error(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if getopt.optind == getopt.argc() {
         return ctx.usage(&command);
     }
-    let mut targets = Vec::new();
-    let names = getopt.argv.split_off(getopt.optind);
-    for name in names {
-        match stat_target(ctx, &name) {
-            Ok(target) => targets.push(target),
-            Err(()) => return -1,
-        }
-    }
+    let Ok(targets) = stat_targets(ctx, &mut getopt) else { return -1 };
     let mut rc = 0;
     for target in &targets {
         let result = match ctx.backend.stat(ctx.key, &target.target, 10) {
@@ -1283,14 +1284,19 @@ fn batch_name(getopt: &Getopt) -> Option<String> {
     }
 }
 
+/// The node count `run` and `stop` fetch first: `false` after saying why it failed.
+fn batch_exists(ctx: &mut Ctx<'_, '_>, batch: &str) -> bool {
+    let Err(error) = ctx.backend.batch_info(ctx.key, batch, 0) else { return true };
+    ctx.err(&format!("Failed to get count of nodes from {batch}: {}\n", strerror(error.errno())));
+    false
+}
+
 /// `jt_lst_start_batch()`.
 fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[LongOpt::new("timeout", HasArg::Required, 't')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "t:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "t:", LONGS);
+    };
     let mut timeout = 0;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1299,11 +1305,7 @@ fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     let Some(batch) = batch_name(&getopt) else { return ctx.usage(&command) };
-    if let Err(error) = ctx.backend.batch_info(ctx.key, &batch, 0) {
-        ctx.err(&format!(
-            "Failed to get count of nodes from {batch}: {}\n",
-            strerror(error.errno())
-        ));
+    if !batch_exists(ctx, &batch) {
         return -1;
     }
     match ctx.backend.run_batch(ctx.key, &batch, timeout as u32) {
@@ -1325,11 +1327,9 @@ fn run_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
 /// `jt_lst_stop_batch()`: STOP, then query until no client runs the batch.
 fn stop_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[LongOpt::new("force", HasArg::No, 'f')];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "f", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "f", LONGS);
+    };
     let mut force = false;
     while let Some(found) = next_option(ctx, &mut getopt) {
         match found {
@@ -1338,11 +1338,7 @@ fn stop_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     let Some(batch) = batch_name(&getopt) else { return ctx.usage(&command) };
-    if let Err(error) = ctx.backend.batch_info(ctx.key, &batch, 0) {
-        ctx.err(&format!(
-            "Failed to get count of nodes from {batch}: {}\n",
-            strerror(error.errno())
-        ));
+    if !batch_exists(ctx, &batch) {
         return -1;
     }
     let mut result = match ctx.backend.stop_batch(ctx.key, &batch, force) {
@@ -1387,11 +1383,9 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("all", HasArg::No, 'l'),
         LongOpt::new("server", HasArg::No, 's'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "ailst:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "ailst:", LONGS);
+    };
     let (mut verbose, mut active, mut invalid, mut server) = (false, false, false, false);
     let (mut test, mut test_given) = (0, false);
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1405,18 +1399,8 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         }
     }
     if getopt.optind == getopt.argc() {
-        let batches = match ctx.backend.batches(ctx.key) {
-            Ok(batches) => batches,
-            Err(error) => {
-                ctx.print_error("batch", error, "Failed to list batch: %s\n");
-                return -1;
-            }
-        };
-        for (index, name) in batches.iter().enumerate() {
-            ctx.out(&format!("{}) {name}\n", index + 1));
-        }
-        ctx.out(&format!("Total {} batches\n", batches.len()));
-        return 0;
+        let batches = ctx.backend.batches(ctx.key);
+        return print_names(ctx, batches, "batch", "batches");
     }
     if test_given && test <= 0 {
         ctx.err("Invalid test id, test id starts from 1\n");
@@ -1510,11 +1494,9 @@ fn query_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("all", HasArg::No, 'l'),
         LongOpt::new("json", HasArg::No, 'J'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "o:d:c:t:saiel", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "o:d:c:t:saiel", LONGS);
+    };
     let (mut timeout, mut delay, mut loops, mut test) = (5, 5, 1, 0);
     let (mut server, mut verbose, mut active, mut idle, mut error) =
         (false, false, false, false, false);
@@ -1650,11 +1632,9 @@ fn add_test(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         LongOpt::new("to", HasArg::Required, 't'),
         LongOpt::new("loop", HasArg::Required, 'l'),
     ];
-    if !ctx.need_key() {
+    let Some((command, mut getopt)) = keyed_options(ctx, argv, "b:c:d:f:l:t:", LONGS) else {
         return -1;
-    }
-    let command = command_word(&argv);
-    let mut getopt = options(argv, "b:c:d:f:l:t:", LONGS);
+    };
     let (mut batch, mut distribute, mut from, mut to) = (None, None, None, None);
     let (mut concurrency, mut loops) = (1, -1);
     while let Some(found) = next_option(ctx, &mut getopt) {
@@ -1816,6 +1796,28 @@ fn bulk_params(ctx: &mut Ctx<'_, '_>, params: &[String]) -> Option<BrwSpec> {
 }
 
 // -------------------------------------------------------------------------- helpers
+
+/// `list_group`'s and `list_batch`'s answer without a name: the name of every group or batch
+/// (`noun`, `plural`), numbered, then their count.
+fn print_names(
+    ctx: &mut Ctx<'_, '_>,
+    names: Result<Vec<String>, ConsoleError>,
+    noun: &str,
+    plural: &str,
+) -> i32 {
+    let names = match names {
+        Ok(names) => names,
+        Err(error) => {
+            ctx.print_error(noun, error, &format!("Failed to list {noun}: %s\n"));
+            return -1;
+        }
+    };
+    for (index, name) in names.iter().enumerate() {
+        ctx.out(&format!("{}) {name}\n", index + 1));
+    }
+    ctx.out(&format!("Total {} {plural}\n", names.len()));
+    0
+}
 
 /// A handler's `argv[0]`: the command word it was dispatched by.
 fn command_word(argv: &[String]) -> String {

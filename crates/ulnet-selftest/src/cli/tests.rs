@@ -198,14 +198,13 @@ fn run_with(backend: &dyn Backend, env: &Env, line: &str) -> (i32, String, Strin
 }
 
 fn run_on(backend: &dyn Backend, env: &Env, line: &str, terminal: bool) -> (i32, String, String) {
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let never = || false;
-    let mut io = Io { stdout: &mut stdout, stderr: &mut stderr, terminal, cancelled: &never };
-    let args: Vec<String> = std::iter::once("lst".to_string())
-        .chain(line.split_whitespace().map(str::to_string))
-        .collect();
-    let rc = run(args, env, backend, &mut io);
-    (rc, String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
+    run_captured(line, env, backend, terminal)
+}
+
+/// Runs `line` and checks it fails (-1) with exactly `err` on stderr.
+fn assert_fails(backend: &Recorder, line: &str, err: &str) {
+    let (rc, _, actual) = run_line(backend, line);
+    assert_eq!((rc, actual.as_str()), (-1, err), "lst {line}");
 }
 
 fn keyed() -> Env {
@@ -277,50 +276,72 @@ fn brw_size_suffixes_and_bases() {
 #[test]
 fn bad_size_is_refused_with_lsts_message() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw size=0");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid size 0\nFailed to add test (brw)\n"));
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw size=2M");
-    assert_eq!(rc, -1);
-    assert_eq!(err, "Size exceed limitation: 2097152 bytes\nFailed to add test (brw)\n");
+    assert_fails(
+        &backend,
+        "add_test --from c --to s brw size=0",
+        "Invalid size 0\nFailed to add test (brw)\n",
+    );
+    assert_fails(
+        &backend,
+        "add_test --from c --to s brw size=2M",
+        "Size exceed limitation: 2097152 bytes\nFailed to add test (brw)\n",
+    );
     assert!(backend.test.borrow().is_none());
 }
 
 #[test]
 fn bad_check_and_offset_are_refused() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw check=none");
-    assert_eq!((rc, err.as_str()), (-1, "Unknow flag none\nFailed to add test (brw)\n"));
+    assert_fails(
+        &backend,
+        "add_test --from c --to s brw check=none",
+        "Unknow flag none\nFailed to add test (brw)\n",
+    );
     let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw off=12");
     assert_eq!(rc, -1);
     assert!(
         err.starts_with("Invalid offset 12/12, it should be postive value and multiple of 8\n")
     );
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw check=full skip_rx_copy");
-    assert_eq!(
-        (rc, err.as_str()),
-        (-1, "skip_rx_copy conflicts with check=\nFailed to add test (brw)\n")
+    assert_fails(
+        &backend,
+        "add_test --from c --to s brw check=full skip_rx_copy",
+        "skip_rx_copy conflicts with check=\nFailed to add test (brw)\n",
     );
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s brw bogus");
-    assert_eq!((rc, err.as_str()), (-1, "Unknow parameter: bogus\nFailed to add test (brw)\n"));
+    assert_fails(
+        &backend,
+        "add_test --from c --to s brw bogus",
+        "Unknow parameter: bogus\nFailed to add test (brw)\n",
+    );
 }
 
 #[test]
 fn bad_concurrency_and_distribution() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "add_test --concurrency 2000 --from c --to s ping");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid concurrency of test: 2000\n"));
-    let (rc, _, err) = run_line(&backend, "add_test --distribute 3 --from c --to s ping");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid distribution: 3\n"));
-    let (rc, _, err) = run_line(&backend, "add_test --from c --to s dance");
-    assert_eq!((rc, err.as_str()), (-1, "Unknow test name dance\nFailed to add test (dance)\n"));
+    assert_fails(
+        &backend,
+        "add_test --concurrency 2000 --from c --to s ping",
+        "Invalid concurrency of test: 2000\n",
+    );
+    assert_fails(
+        &backend,
+        "add_test --distribute 3 --from c --to s ping",
+        "Invalid distribution: 3\n",
+    );
+    assert_fails(
+        &backend,
+        "add_test --from c --to s dance",
+        "Unknow test name dance\nFailed to add test (dance)\n",
+    );
 }
 
 #[test]
 fn unknown_group_in_add_test() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "add_test --from nosuch --to s ping");
-    assert_eq!(rc, -1);
-    assert_eq!(err, "Can't get count of nodes from nosuch: No such file or directory\n");
+    assert_fails(
+        &backend,
+        "add_test --from nosuch --to s ping",
+        "Can't get count of nodes from nosuch: No such file or directory\n",
+    );
 }
 
 #[test]
@@ -378,8 +399,7 @@ fn new_session_prints_lsts_line() {
 #[test]
 fn new_session_refuses_bad_input() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "new_session --timeout 0 x");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid timeout value\n"));
+    assert_fails(&backend, "new_session --timeout 0 x", "Invalid timeout value\n");
     let long = "n".repeat(32);
     let (rc, _, err) = run_line(&backend, &format!("new_session {long}"));
     assert_eq!((rc, err.as_str()), (-1, "Name size is limited to 31\n"));
@@ -461,10 +481,8 @@ fn stat_options_and_targets() {
     assert_eq!(targets.len(), 4);
     assert_eq!(targets[0], Target::Group("c".into()));
     assert!(matches!(&targets[1], Target::Nodes(ids) if ids.len() == 2));
-    let (rc, _, err) = run_line(&backend, "stat --delay 0 c");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid timeout or delay value\n"));
-    let (rc, _, err) = run_line(&backend, "stat --count -2 c");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid count value\n"));
+    assert_fails(&backend, "stat --delay 0 c", "Invalid timeout or delay value\n");
+    assert_fails(&backend, "stat --count -2 c", "Invalid count value\n");
 }
 
 #[test]
@@ -476,10 +494,10 @@ fn run_stop_query_default_to_batch() {
     assert_eq!((rc, out.as_str()), (0, "Batch is stopped\n"));
     let (rc, out, _) = run_line(&backend, "query");
     assert_eq!((rc, out.as_str()), (0, "batch [0] is stopped\n"));
-    let (rc, _, err) = run_line(&backend, "run nosuch");
-    assert_eq!(
-        (rc, err.as_str()),
-        (-1, "Failed to get count of nodes from nosuch: No such file or directory\n")
+    assert_fails(
+        &backend,
+        "run nosuch",
+        "Failed to get count of nodes from nosuch: No such file or directory\n",
     );
     assert_eq!(backend.calls.borrow().clone(), ["run batch", "stop batch true"]);
 }
@@ -495,17 +513,16 @@ fn list_batch_tables() {
         "Batch: batch Tests: 0 State: 176\n\tACTIVE\tBUSY\tDOWN\tUNKNOWN\tTOTAL\n\
          client\t0\t0\t0\t0\t0\nserver\t0\t0\t0\t0\t0\n"
     );
-    let (rc, _, err) = run_line(&backend, "list_batch --test 0 batch");
-    assert_eq!((rc, err.as_str()), (-1, "Invalid test id, test id starts from 1\n"));
+    assert_fails(&backend, "list_batch --test 0 batch", "Invalid test id, test id starts from 1\n");
 }
 
 #[test]
 fn dispatcher_words() {
     let backend = Recorder::default();
-    let (rc, _, err) = run_line(&backend, "frobnicate");
-    assert_eq!(
-        (rc, err.as_str()),
-        (-1, "lst: 'frobnicate' is not a valid command. See 'lst --list-commands'.\n")
+    assert_fails(
+        &backend,
+        "frobnicate",
+        "lst: 'frobnicate' is not a valid command. See 'lst --list-commands'.\n",
     );
     let (rc, _, err) = run_line(&backend, "help stat");
     assert_eq!(rc, 0);

@@ -37,7 +37,7 @@ pub use trans::{
     RpcEntry, TRANS_MIN_TIMEOUT_SECONDS, TRANS_TIMEOUT_SECONDS, TransResult, TransStat,
 };
 
-use model::{Batch, Group, NodeEntry, Session, Test};
+use model::{Batch, Group, NodeEntry, Session};
 use trans::{Call, TransOp, Transactions};
 
 /// `LST_PING_INTERVAL`: how often the console looks for idle nodes to ping.
@@ -250,7 +250,7 @@ impl Console {
 
     /// `lstcon_session_end()`: REMOVE_SESSION to every active node, then everything goes.
     pub fn end_session(&self, key: u32) -> Result<TransResult, ConsoleError> {
-        self.endpoint.with(|state| state.app.enter(key))?;
+        self.in_session(key, |_| Ok(()))?;
         Ok(self.end_session_unchecked())
     }
 
@@ -272,12 +272,7 @@ impl Console {
         target: &Target,
         timeout_seconds: u32,
     ) -> Result<TransResult, ConsoleError> {
-        let calls = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-            state.app.enter(key)?;
-            let nodes = state.app.target_nodes(target, true)?;
-            Ok((nodes.clone(), state.app.debug_calls(&nodes)))
-        })?;
-        let (nodes, calls) = calls;
+        let (nodes, calls) = self.target_calls(key, target, true, ConsoleApp::debug_call)?;
         let result = self.transact(TransOp::SessionQuery, calls, clamp_timeout(timeout_seconds));
         self.endpoint.with(|state| state.app.release_temporary(target, &nodes));
         Ok(result)
@@ -285,9 +280,7 @@ impl Console {
 
     /// `lstcon_group_add()`: an empty group.
     pub fn add_group(&self, key: u32, name: &str) -> Result<(), ConsoleError> {
-        self.endpoint.with(|state| {
-            let app = &mut state.app;
-            app.enter(key)?;
+        self.in_session(key, |app| {
             check_name(name)?;
             if app.group(name).is_some() {
                 return Err(ConsoleError::Exists);
@@ -313,13 +306,8 @@ impl Console {
         if ids.is_empty() {
             return Err(ConsoleError::Invalid);
         }
-        let (fresh, calls) = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-            let app = &mut state.app;
-            app.enter(key)?;
-            let index = app.group_index(group)?;
-            if app.groups[index].tests > 0 {
-                return Err(ConsoleError::Busy);
-            }
+        let (fresh, calls) = self.in_session(key, |app| {
+            let index = app.idle_group_index(group)?;
             let mut fresh = Vec::new();
             for id in ids {
                 if app.groups[index].nodes.contains(id) || fresh.contains(id) {
@@ -352,37 +340,15 @@ impl Console {
 
     /// `lstcon_group_del()`: REMOVE_SESSION to the group's active nodes used by no other
     /// group or batch, then the group goes.
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "group indexes come from group_index() on the same vector, under the endpoint lock"
-    )]
     pub fn del_group(&self, key: u32, name: &str) -> Result<TransResult, ConsoleError> {
-        let (nodes, calls) = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-            let app = &mut state.app;
-            app.enter(key)?;
-            let index = app.group_index(name)?;
-            if app.groups[index].tests > 0 {
-                return Err(ConsoleError::Busy);
-            }
+        let (nodes, calls) = self.in_session(key, |app| {
+            let index = app.idle_group_index(name)?;
             let group = app.groups.remove(index);
-            let calls = group
-                .nodes
-                .iter()
-                .filter(|id| {
-                    app.nodes
-                        .get(id)
-                        .is_some_and(|node| node.state == NodeState::Active && node.refs <= 1)
-                })
-                .map(|id| app.session_call(*id, false))
-                .collect::<Vec<_>>();
+            let calls = app.end_session_calls(&group.nodes);
             Ok((group.nodes, calls))
         })?;
         let result = self.transact(TransOp::SessionEnd, calls, TRANS_TIMEOUT_SECONDS);
-        self.endpoint.with(|state| {
-            for id in &nodes {
-                state.app.node_unref(*id);
-            }
-        });
+        self.unref_nodes(&nodes);
         Ok(result)
     }
 
@@ -398,13 +364,8 @@ impl Console {
         update: &GroupUpdate,
     ) -> Result<TransResult, ConsoleError> {
         match update {
-            GroupUpdate::Clean(states) => self.endpoint.with(|state| {
-                let app = &mut state.app;
-                app.enter(key)?;
-                let index = app.group_index(name)?;
-                if app.groups[index].tests > 0 {
-                    return Err(ConsoleError::Busy);
-                }
+            GroupUpdate::Clean(states) => self.in_session(key, |app| {
+                let index = app.idle_group_index(name)?;
                 let keep = 0xF & !states;
                 let (kept, dropped): (Vec<ProcessId>, Vec<ProcessId>) = app.groups[index]
                     .nodes
@@ -420,13 +381,8 @@ impl Console {
                 Ok(TransResult::default())
             }),
             GroupUpdate::Refresh => {
-                let calls = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-                    let app = &mut state.app;
-                    app.enter(key)?;
-                    let index = app.group_index(name)?;
-                    if app.groups[index].tests > 0 {
-                        return Err(ConsoleError::Busy);
-                    }
+                let calls = self.in_session(key, |app| {
+                    let index = app.idle_group_index(name)?;
                     let nodes = app.groups[index].nodes.clone();
                     Ok(nodes
                         .iter()
@@ -440,13 +396,8 @@ impl Console {
                 if ids.is_empty() {
                     return Err(ConsoleError::Invalid);
                 }
-                let (removed, calls) = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-                    let app = &mut state.app;
-                    app.enter(key)?;
-                    let index = app.group_index(name)?;
-                    if app.groups[index].tests > 0 {
-                        return Err(ConsoleError::Busy);
-                    }
+                let (removed, calls) = self.in_session(key, |app| {
+                    let index = app.idle_group_index(name)?;
                     let removed: Vec<ProcessId> = app.groups[index]
                         .nodes
                         .iter()
@@ -454,26 +405,14 @@ impl Console {
                         .copied()
                         .collect();
                     app.groups[index].nodes.retain(|id| !ids.contains(id));
-                    let calls = removed
-                        .iter()
-                        .filter(|id| {
-                            app.nodes.get(id).is_some_and(|node| {
-                                node.state == NodeState::Active && node.refs <= 1
-                            })
-                        })
-                        .map(|id| app.session_call(*id, false))
-                        .collect::<Vec<_>>();
+                    let calls = app.end_session_calls(&removed);
                     if app.groups[index].nodes.is_empty() {
                         app.groups.remove(index);
                     }
                     Ok((removed, calls))
                 })?;
                 let result = self.transact(TransOp::SessionEnd, calls, TRANS_TIMEOUT_SECONDS);
-                self.endpoint.with(|state| {
-                    for id in &removed {
-                        state.app.node_unref(*id);
-                    }
-                });
+                self.unref_nodes(&removed);
                 Ok(result)
             }
         }
@@ -481,10 +420,7 @@ impl Console {
 
     /// Group names in creation order.
     pub fn groups(&self, key: u32) -> Result<Vec<String>, ConsoleError> {
-        self.endpoint.with(|state| {
-            state.app.enter(key)?;
-            Ok(state.app.groups.iter().map(|group| group.name.clone()).collect())
-        })
+        self.in_session(key, |app| Ok(app.groups.iter().map(|group| group.name.clone()).collect()))
     }
 
     /// A group's nodes with their states, in the group's order.
@@ -497,9 +433,7 @@ impl Console {
         key: u32,
         name: &str,
     ) -> Result<Vec<(ProcessId, NodeState)>, ConsoleError> {
-        self.endpoint.with(|state| {
-            let app = &mut state.app;
-            app.enter(key)?;
+        self.in_session(key, |app| {
             let index = app.group_index(name)?;
             Ok(app.groups[index].nodes.iter().map(|id| (*id, app.state_of(*id))).collect())
         })
@@ -507,9 +441,7 @@ impl Console {
 
     /// `lstcon_batch_add()`.
     pub fn add_batch(&self, key: u32, name: &str) -> Result<(), ConsoleError> {
-        self.endpoint.with(|state| {
-            let app = &mut state.app;
-            app.enter(key)?;
+        self.in_session(key, |app| {
             check_name(name)?;
             if app.batch(name).is_some() {
                 return Err(ConsoleError::Exists);
@@ -532,17 +464,12 @@ impl Console {
 
     /// Batch names in creation order.
     pub fn batches(&self, key: u32) -> Result<Vec<String>, ConsoleError> {
-        self.endpoint.with(|state| {
-            state.app.enter(key)?;
-            Ok(state.app.batches.iter().map(|batch| batch.name.clone()).collect())
-        })
+        self.in_session(key, |app| Ok(app.batches.iter().map(|batch| batch.name.clone()).collect()))
     }
 
     /// `lstcon_batch_info()`: a batch (`test` 0) or one of its tests (1-based).
     pub fn batch_info(&self, key: u32, name: &str, test: u32) -> Result<BatchInfo, ConsoleError> {
-        self.endpoint.with(|state| {
-            let app = &mut state.app;
-            app.enter(key)?;
+        self.in_session(key, |app| {
             let (clients, servers, info_test) = app.batch_lists(name, test)?;
             let mut info = BatchInfo {
                 clients: NodeCounts::default(),
@@ -573,9 +500,7 @@ impl Console {
         test: u32,
         server: bool,
     ) -> Result<Vec<(ProcessId, NodeState)>, ConsoleError> {
-        self.endpoint.with(|state| {
-            let app = &mut state.app;
-            app.enter(key)?;
+        self.in_session(key, |app| {
             let (clients, servers, _) = app.batch_lists(name, test)?;
             let list = if server { servers } else { clients };
             Ok(list.into_iter().map(|id| (id, app.state_of(id))).collect())
@@ -599,31 +524,20 @@ impl Console {
                 return Err(ConsoleError::Invalid);
             }
         }
-        let test = Test {
-            kind: spec.kind,
-            loop_count: spec.loop_count,
-            concurrency: spec.concurrency,
-            distribute: spec.distribute,
-            span: spec.span,
-            from: spec.from.clone(),
-            to: spec.to.clone(),
-        };
+        let test = spec.clone();
         // Servers first.
-        let (batch_id, features, calls) =
-            self.endpoint.with(|state| -> Result<_, ConsoleError> {
-                let app = &mut state.app;
-                app.enter(key)?;
-                let batch = app.batch(&spec.batch).ok_or(ConsoleError::NotFound)?;
-                if batch.state != BATCH_IDLE {
-                    return Err(ConsoleError::Invalid);
-                }
-                let batch_id = batch.id;
-                app.verify_group(&spec.from)?;
-                app.verify_group(&spec.to)?;
-                let features = app.features();
-                let calls = app.test_calls(&test, batch_id, features, false)?;
-                Ok((batch_id, features, calls))
-            })?;
+        let (batch_id, features, calls) = self.in_session(key, |app| {
+            let batch = app.batch(&spec.batch).ok_or(ConsoleError::NotFound)?;
+            if batch.state != BATCH_IDLE {
+                return Err(ConsoleError::Invalid);
+            }
+            let batch_id = batch.id;
+            app.verify_group(&spec.from)?;
+            app.verify_group(&spec.to)?;
+            let features = app.features();
+            let calls = app.test_calls(&test, batch_id, features, false)?;
+            Ok((batch_id, features, calls))
+        })?;
         let mut result = self.transact(TransOp::TestServerAdd, calls, TRANS_TIMEOUT_SECONDS);
         if result.lst_rc() == 0 {
             let calls = self
@@ -655,13 +569,7 @@ impl Console {
     ) -> Result<TransResult, ConsoleError> {
         let result =
             self.batch_op(key, name, TransOp::BatchRun, timeout, 0, TRANS_TIMEOUT_SECONDS)?;
-        self.endpoint.with(|state| {
-            if result.stat.op_success() != 0 {
-                if let Some(batch) = state.app.batch_mut(name) {
-                    batch.state = BATCH_RUNNING;
-                }
-            }
-        });
+        self.set_batch_state(name, result.stat.op_success() != 0, BATCH_RUNNING);
         Ok(result)
     }
 
@@ -680,13 +588,7 @@ impl Console {
             0,
             TRANS_TIMEOUT_SECONDS,
         )?;
-        self.endpoint.with(|state| {
-            if result.stat.op_failure() == 0 {
-                if let Some(batch) = state.app.batch_mut(name) {
-                    batch.state = BATCH_IDLE;
-                }
-            }
-        });
+        self.set_batch_state(name, result.stat.op_failure() == 0, BATCH_IDLE);
         Ok(result)
     }
 
@@ -701,13 +603,11 @@ impl Console {
     ) -> Result<TransResult, ConsoleError> {
         let op = if server { TransOp::BatchServerQuery } else { TransOp::BatchClientQuery };
         let result = self.batch_op(key, name, op, 0, test, timeout_seconds)?;
-        self.endpoint.with(|state| {
-            if test == 0 && result.stat.rpc_failure == 0 && result.stat.batch_running() == 0 {
-                if let Some(batch) = state.app.batch_mut(name) {
-                    batch.state = BATCH_IDLE;
-                }
-            }
-        });
+        self.set_batch_state(
+            name,
+            test == 0 && result.stat.rpc_failure == 0 && result.stat.batch_running() == 0,
+            BATCH_IDLE,
+        );
         Ok(result)
     }
 
@@ -719,30 +619,7 @@ impl Console {
         target: &Target,
         timeout_seconds: u32,
     ) -> Result<TransResult, ConsoleError> {
-        let calls = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-            let app = &mut state.app;
-            app.enter(key)?;
-            let nodes = app.target_nodes(target, false)?;
-            let features = app.features();
-            let session = app.session_id();
-            Ok(nodes
-                .iter()
-                .map(|id| Call {
-                    node: *id,
-                    service: SrpcService::QueryStat,
-                    request: SrpcMsg::new(
-                        features,
-                        SrpcBody::StatRequest(StatRequest {
-                            reply_match_bits: 0,
-                            session,
-                            stat_type: 0,
-                        }),
-                    ),
-                    bulk: None,
-                    tail: None,
-                })
-                .collect::<Vec<_>>())
-        })?;
+        let (_, calls) = self.target_calls(key, target, false, ConsoleApp::stat_call)?;
         Ok(self.transact(TransOp::StatQuery, calls, clamp_timeout(timeout_seconds)))
     }
 
@@ -766,9 +643,7 @@ impl Console {
         test: u32,
         timeout_seconds: u32,
     ) -> Result<TransResult, ConsoleError> {
-        let calls = self.endpoint.with(|state| -> Result<_, ConsoleError> {
-            let app = &mut state.app;
-            app.enter(key)?;
+        let calls = self.in_session(key, |app| {
             let (clients, _, _) = app.batch_lists(name, test)?;
             let batch_id = app.batch(name).map_or(0, |batch| batch.id);
             let features = app.features();
@@ -813,6 +688,55 @@ impl Console {
             timeout_seconds.max(TRANS_MIN_TIMEOUT_SECONDS)
         };
         Ok(self.transact(op, calls, timeout))
+    }
+
+    /// Runs `f` on the console's state once `key` names its session (`lstcon_session_*`'s
+    /// key check).
+    fn in_session<T>(
+        &self,
+        key: u32,
+        f: impl FnOnce(&mut ConsoleApp) -> Result<T, ConsoleError>,
+    ) -> Result<T, ConsoleError> {
+        self.endpoint.with(|state| {
+            state.app.enter(key)?;
+            f(&mut state.app)
+        })
+    }
+
+    /// The nodes `target` names in the session `key` (see [`ConsoleApp::target_nodes`] for
+    /// `create`), and one `call` to each.
+    fn target_calls(
+        &self,
+        key: u32,
+        target: &Target,
+        create: bool,
+        call: fn(&ConsoleApp, ProcessId) -> Call,
+    ) -> Result<(Vec<ProcessId>, Vec<Call>), ConsoleError> {
+        self.in_session(key, |app| {
+            let nodes = app.target_nodes(target, create)?;
+            let calls = nodes.iter().map(|id| call(app, *id)).collect();
+            Ok((nodes, calls))
+        })
+    }
+
+    /// Records the batch's `state` when its RPCs' results say it `changed`.
+    fn set_batch_state(&self, name: &str, changed: bool, state: u32) {
+        self.endpoint.with(|locked| {
+            if changed {
+                if let Some(batch) = locked.app.batch_mut(name) {
+                    batch.state = state;
+                }
+            }
+        });
+    }
+
+    /// Drops the references to `nodes` a removed group held, once the RPCs to them are done.
+    fn unref_nodes(&self, nodes: &[ProcessId]) {
+        self.endpoint.with(|state| {
+            for id in nodes {
+                state.app.node_unref(*id);
+            }
+        });
     }
 
     /// `lstcon_rpc_trans_postwait()` and the interpretation that follows.
@@ -994,6 +918,29 @@ impl ConsoleApp {
         self.groups.iter().find(|group| group.name == name)
     }
 
+    /// [`Self::group_index`] of a group no test uses: `Busy` while one does.
+    fn idle_group_index(&self, name: &str) -> Result<usize, ConsoleError> {
+        let index = self.group_index(name)?;
+        if self.groups.get(index).is_some_and(|group| group.tests > 0) {
+            return Err(ConsoleError::Busy);
+        }
+        Ok(index)
+    }
+
+    /// REMOVE_SESSION to those of `nodes` that are active and held by nothing but the group
+    /// they leave.
+    fn end_session_calls(&self, nodes: &[ProcessId]) -> Vec<Call> {
+        nodes
+            .iter()
+            .filter(|id| {
+                self.nodes
+                    .get(id)
+                    .is_some_and(|node| node.state == NodeState::Active && node.refs <= 1)
+            })
+            .map(|id| self.session_call(*id, false))
+            .collect()
+    }
+
     /// The group's index in `groups`. Callers index with it at once, under the same lock and
     /// before `groups` changes, so the index is in bounds.
     fn group_index(&self, name: &str) -> Result<usize, ConsoleError> {
@@ -1088,10 +1035,6 @@ impl ConsoleApp {
         }
     }
 
-    fn debug_calls(&self, nodes: &[ProcessId]) -> Vec<Call> {
-        nodes.iter().map(|id| self.debug_call(*id)).collect()
-    }
-
     fn debug_call(&self, node: ProcessId) -> Call {
         Call {
             node,
@@ -1106,6 +1049,24 @@ impl ConsoleApp {
             ),
             bulk: None,
             tail: Some((REQUEST_TAIL, LatencyQuery::default().emit().to_vec())),
+        }
+    }
+
+    /// QUERY_STAT for one node (`lstcon_statrpc_prep()`).
+    fn stat_call(&self, node: ProcessId) -> Call {
+        Call {
+            node,
+            service: SrpcService::QueryStat,
+            request: SrpcMsg::new(
+                self.features(),
+                SrpcBody::StatRequest(StatRequest {
+                    reply_match_bits: 0,
+                    session: self.session_id(),
+                    stat_type: 0,
+                }),
+            ),
+            bulk: None,
+            tail: None,
         }
     }
 
@@ -1140,7 +1101,7 @@ impl ConsoleApp {
     /// recording them in the batch's lists (`lstcon_testrpc_condition()`).
     fn test_calls(
         &mut self,
-        test: &Test,
+        test: &TestSpec,
         batch_id: u64,
         features: u32,
         client: bool,

@@ -114,22 +114,11 @@ pub(crate) struct Batch {
     pub name: String,
     pub id: u64,
     pub state: u32,
-    pub tests: Vec<Test>,
+    /// `struct lstcon_test` of each test (its `batch` is this batch).
+    pub tests: Vec<TestSpec>,
     /// Nodes running client tests, and server tests, in order of addition.
     pub clients: Vec<ProcessId>,
     pub servers: Vec<ProcessId>,
-}
-
-/// `struct lstcon_test`.
-#[derive(Clone, Debug)]
-pub(crate) struct Test {
-    pub kind: TestKind,
-    pub loop_count: i32,
-    pub concurrency: u32,
-    pub distribute: u32,
-    pub span: u32,
-    pub from: String,
-    pub to: String,
 }
 
 /// What a test does, with its parameters (`lst_test_bulk_param`, `lst_test_ping_param`).

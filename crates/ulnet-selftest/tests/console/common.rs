@@ -88,15 +88,7 @@ pub fn ulst_with(console: &Console, line: &str) -> (i32, String, String) {
 
 /// As [`ulst_with`], with `LST_FEATURES` set to `features`.
 pub fn ulst_env(console: &Console, line: &str, features: Option<&str>) -> (i32, String, String) {
-    use ulnet_selftest::cli::{self, Env, Io};
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let never = || false;
-    let mut io =
-        Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &never };
-    let args = std::iter::once("lst".to_string())
-        .chain(line.split_whitespace().map(str::to_string))
-        .collect();
+    use ulnet_selftest::cli::{self, Env};
     let env = Env { session: Some(KEY.to_string()), features: features.map(str::to_string) };
-    let rc = cli::run(args, &env, console, &mut io);
-    (rc, String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
+    cli::run_captured(line, &env, console, false)
 }

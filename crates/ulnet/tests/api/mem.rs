@@ -15,28 +15,10 @@ fn two_nodes_put_and_get_every_size() {
     assert_eq!(peer.primary_nid, fabric_nid(1));
     let frames_before = fabric.stats().frames_sent;
     let ni_before = a.stats().nis[1];
-    let inbox = b.event_queue(16);
-    for (round, size) in SIZES.into_iter().enumerate() {
-        let bits = round as u64;
-        let data = pattern(size, round as u8);
-        b.post(10, bits, sink(size), &inbox).unwrap();
-        let done = a
-            .put_and_wait_ack(b.process_id(), 10, bits, Memory::new(data.clone()), HANG_GUARD)
-            .unwrap();
-        assert_eq!(done.event.mlength as usize, size);
-        assert_eq!(done.event.source, fabric_nid(1), "the ACK comes from b");
-        let put = recv(&inbox);
-        assert_eq!(put.kind, EventKind::Put);
+    for (put, get) in put_and_get_every_size(&a, &b) {
         assert_eq!(put.initiator, a.process_id());
         assert_eq!((put.source, put.sender), (fabric_nid(0), fabric_nid(0)));
-        assert_eq!(put.memory.unwrap().to_vec(), data);
-
-        let served = pattern(size, 100 + round as u8);
-        b.post(11, bits, source(served.clone()), &inbox).unwrap();
-        let reply = a.get_into(b.process_id(), 11, bits, vec![0; size], HANG_GUARD).unwrap();
-        assert_eq!(reply, served);
-        let get = recv(&inbox);
-        assert_eq!((get.kind, get.initiator), (EventKind::Get, a.process_id()));
+        assert_eq!(get.initiator, a.process_id());
     }
     let stats = fabric.stats();
     assert_eq!(stats.frames_sent, stats.frames_delivered);
@@ -177,24 +159,7 @@ fn lazy_portal_holds_the_connection_until_a_buffer_comes() {
     b.post(21, 0, sink(4), &early).unwrap();
     let sent = a.event_queue(16);
     for (portal, byte) in [(20, 1u8), (21, 2u8)] {
-        let md = a
-            .md_bind(
-                MdSpec::new(Memory::new(vec![byte; 4])).threshold(Threshold::Count(2)),
-                UnlinkMode::Unlink,
-                Some(&sent),
-            )
-            .unwrap();
-        let request = PutRequest {
-            md,
-            ack: true,
-            target: b.process_id(),
-            portal,
-            match_bits: 0,
-            remote_offset: 0,
-            hdr_data: 0,
-            source: None,
-        };
-        a.put(&request).unwrap();
+        put_with_ack(&a, b.process_id(), portal, vec![byte; 4], &sent);
     }
     // The first PUT is parked on the lazy portal, and the link behind it is not read: the
     // second PUT cannot have arrived, and neither SEND can have completed.
@@ -216,24 +181,7 @@ fn clearing_a_lazy_portal_drops_the_delayed_put() {
     let (a, b) = (fabric_node(&fabric, 0), fabric_node(&fabric, 1));
     b.set_lazy_portal(22).unwrap();
     let sent = a.event_queue(8);
-    let md = a
-        .md_bind(
-            MdSpec::new(Memory::new(vec![5; 16])).threshold(Threshold::Count(2)),
-            UnlinkMode::Unlink,
-            Some(&sent),
-        )
-        .unwrap();
-    let request = PutRequest {
-        md,
-        ack: true,
-        target: b.process_id(),
-        portal: 22,
-        match_bits: 0,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    };
-    a.put(&request).unwrap();
+    let md = put_with_ack(&a, b.process_id(), 22, vec![5; 16], &sent);
     // Wait until b holds the PUT, then drop it: the sender's SEND completes (the payload was
     // skipped, as a dropped message's is) and no ACK follows.
     let deadline = std::time::Instant::now() + HANG_GUARD;

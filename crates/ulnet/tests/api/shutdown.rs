@@ -16,24 +16,7 @@ fn put_many(
     portal: u32,
     count: u8,
 ) -> Vec<MdHandle> {
-    (0..count)
-        .map(|index| {
-            let spec = MdSpec::new(Memory::new(vec![index; 32])).threshold(Threshold::Count(2));
-            let md = node.md_bind(spec, UnlinkMode::Unlink, Some(queue)).unwrap();
-            let request = PutRequest {
-                md,
-                ack: true,
-                target,
-                portal,
-                match_bits: 0,
-                remote_offset: 0,
-                hdr_data: 0,
-                source: None,
-            };
-            node.put(&request).unwrap();
-            md
-        })
-        .collect()
+    (0..count).map(|index| put_with_ack(node, target, portal, vec![index; 32], queue)).collect()
 }
 
 /// Reads `queue` to its end and returns, per MD, the event that reported it unlinked.

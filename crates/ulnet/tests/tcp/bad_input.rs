@@ -88,16 +88,9 @@ impl Scene {
 
     /// A PUT header from the bad peer (no ZC request), `payload_length` as given.
     fn put(&self, dest: std::net::Ipv4Addr, payload_length: u32) -> Vec<u8> {
-        let header = Lnet {
-            dest,
-            src: ADDRESSES[BAD],
-            dest_pid: PID,
-            src_pid: PID,
-            msg_type: PUT,
-            payload_length,
-            body: put_body(Wmd::NONE, 1, 0, 9, 0),
-        };
-        [ksock(KSOCK_LNET, 0, 0), header.nid4_bytes()].concat()
+        let header =
+            Lnet::new(dest, ADDRESSES[BAD], PUT, payload_length, put_body(Wmd::NONE, 1, 0, 9, 0));
+        header.frame(&[])
     }
 
     /// Stops the traffic and checks it all went through, over the connections it started on.
@@ -250,16 +243,14 @@ fn garbage_after_the_hello() {
 #[test]
 fn get_with_payload() {
     closes_as_protocol_error(|_, link| {
-        let get = Lnet {
-            dest: ADDRESSES[VICTIM],
-            src: ADDRESSES[BAD],
-            dest_pid: PID,
-            src_pid: PID,
-            msg_type: GET,
-            payload_length: 10,
-            body: get_body(Wmd { interface: 1, object: 2 }, 1, 9, 0, 10),
-        };
-        link.send(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes(), vec![0; 10]].concat());
+        let get = Lnet::new(
+            ADDRESSES[VICTIM],
+            ADDRESSES[BAD],
+            GET,
+            10,
+            get_body(Wmd { interface: 1, object: 2 }, 1, 9, 0, 10),
+        );
+        link.send(&get.frame(&[0; 10]));
     });
 }
 
@@ -303,16 +294,14 @@ fn half_open_connection_times_out() {
     link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     let gets: Vec<u8> = (0..16u64)
         .flat_map(|index| {
-            let get = Lnet {
-                dest: ADDRESSES[VICTIM],
-                src: ADDRESSES[BAD],
-                dest_pid: PID,
-                src_pid: PID,
-                msg_type: GET,
-                payload_length: 0,
-                body: get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 1 << 20),
-            };
-            [ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat()
+            let get = Lnet::new(
+                ADDRESSES[VICTIM],
+                ADDRESSES[BAD],
+                GET,
+                0,
+                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 1 << 20),
+            );
+            get.frame(&[])
         })
         .collect();
     link.send(&gets);

@@ -33,25 +33,49 @@ fn dial_node(node: &Node, port: u16, privileged: bool, ctype: u32, incarnation: 
     let mut link = Link::connect(kernel_ip(), SocketAddrV4::new(node_ip(), port), privileged);
     link.send(&connreq_v1(node_ip()));
     link.send(&Hello::active(kernel_ip(), node_ip(), incarnation, ctype).bytes());
-    let own = match ctype {
-        BULK_IN => BULK_OUT,
-        BULK_OUT => BULK_IN,
-        other => other,
-    };
     // The passive reply: same version, its identity, ours (as it accepted it) as destination,
     // the dst pid and incarnation we sent (0) echoed, its type for the connection.
-    let reply = Hello {
-        version: 3,
+    let reply = node_hello(node, 3, peer_type(ctype));
+    link.expect(&reply.bytes(), "the node's reply hello");
+    link
+}
+
+/// The node's hello in `version` for a connection of its type `ctype`, answering one that
+/// named no pid and no incarnation.
+fn node_hello(node: &Node, version: u32, ctype: u32) -> Hello {
+    Hello {
+        version,
         src: node_ip(),
         dst: kernel_ip(),
         src_pid: PID,
         dst_pid: 0,
         src_incarnation: node.tcp_incarnations()[0],
         dst_incarnation: 0,
-        ctype: own,
-    };
-    link.expect(&reply.bytes(), "the node's reply hello");
-    link
+        ctype,
+    }
+}
+
+/// The type the other end gives a connection of type `ctype`: a kernel's BULK_IN is the node's
+/// BULK_OUT and the other way round.
+fn peer_type(ctype: u32) -> u32 {
+    match ctype {
+        BULK_IN => BULK_OUT,
+        BULK_OUT => BULK_IN,
+        other => other,
+    }
+}
+
+/// A header from the scripted kernel to the node, both pid [`PID`].
+fn to_node(msg_type: u32, payload_length: u32, body: [u8; 40]) -> Lnet {
+    Lnet::new(node_ip(), kernel_ip(), msg_type, payload_length, body)
+}
+
+/// A header from the node (pid [`PID`]) to the kernel's `kernel_pid`.
+fn to_kernel(kernel_pid: u32, msg_type: u32, payload_length: u32, body: [u8; 40]) -> Lnet {
+    Lnet {
+        dest_pid: kernel_pid,
+        ..Lnet::new(kernel_ip(), node_ip(), msg_type, payload_length, body)
+    }
 }
 
 fn kernel_wmd(object: u64) -> Wmd {
@@ -59,37 +83,14 @@ fn kernel_wmd(object: u64) -> Wmd {
 }
 
 /// A PUT from the kernel to the node (portal 9), with a ZC request `cookie` (0 for none).
-fn kernel_put(
-    to_pid: u32,
-    from_pid: u32,
-    cookie: u64,
-    ack: Wmd,
-    bits: u64,
-    data: &[u8],
-) -> Vec<u8> {
-    let header = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: to_pid,
-        src_pid: from_pid,
-        msg_type: PUT,
-        payload_length: data.len() as u32,
-        body: put_body(ack, bits, 0x0123_4567_89ab_cdef, 9, 0),
-    };
+fn kernel_put(cookie: u64, ack: Wmd, bits: u64, data: &[u8]) -> Vec<u8> {
+    let header = to_node(PUT, data.len() as u32, put_body(ack, bits, 0x0123_4567_89ab_cdef, 9, 0));
     [ksock(KSOCK_LNET, cookie, 0), header.nid4_bytes(), data.to_vec()].concat()
 }
 
 /// The ACK the node owes `put` (mlength `length`), piggy-backing `zc_ack`.
 fn node_ack(kernel_pid: u32, zc_ack: u64, ack: Wmd, bits: u64, length: u32) -> Vec<u8> {
-    let header = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: kernel_pid,
-        src_pid: PID,
-        msg_type: ACK,
-        payload_length: 0,
-        body: ack_body(ack, bits, length),
-    };
+    let header = to_kernel(kernel_pid, ACK, 0, ack_body(ack, bits, length));
     [ksock(KSOCK_LNET, 0, zc_ack), header.nid4_bytes()].concat()
 }
 
@@ -100,31 +101,16 @@ fn answer_ping(link: &mut Link, node: &Node) {
     let frame = link.read_frame();
     let wmd = body_wmd(&frame.lnet[32..]);
     assert_eq!(wmd.interface, node.interface_cookie());
-    let get = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: GET,
-        payload_length: 0,
-        body: get_body(wmd, PING_BITS, 0, 0, PING_SINK),
-    };
-    assert_eq!(
-        hex(&frame.bytes()),
-        hex(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat()),
-        "the node's discovery ping"
-    );
+    let get = to_kernel(PID, GET, 0, get_body(wmd, PING_BITS, 0, 0, PING_SINK));
+    assert_eq!(hex(&frame.bytes()), hex(&get.frame(&[])), "the node's discovery ping");
+    link.send(&ping_reply_not_multi_rail(wmd));
+}
+
+/// The kernel's REPLY to the node's ping GET (`wmd`): a ping buffer that says "not
+/// multi-rail".
+fn ping_reply_not_multi_rail(wmd: Wmd) -> Vec<u8> {
     let buffer = ping_buffer(kernel_ip(), 0x06, 1);
-    let reply = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: REPLY,
-        payload_length: buffer.len() as u32,
-        body: reply_body(wmd),
-    };
-    link.send(&[ksock(KSOCK_LNET, 0, 0), reply.nid4_bytes(), buffer].concat());
+    to_node(REPLY, buffer.len() as u32, reply_body(wmd)).frame(&buffer)
 }
 
 /// The kernel pings the node (the §10.10 GET, addressed to it): the REPLY carries the node's
@@ -135,26 +121,10 @@ fn kernel_pings_ulnet() {
     let node = tcp_node(NODE, port);
     let mut link = dial_node(&node, port, false, CONTROL, KERNEL_INCARNATION);
     let kernel_pid = link.pid_seen_by_acceptor();
-    let get = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: GET,
-        payload_length: 0,
-        body: get_body(kernel_wmd(0x409), PING_BITS, 0, 0, PING_SINK),
-    };
-    link.send(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat());
+    let get = to_node(GET, 0, get_body(kernel_wmd(0x409), PING_BITS, 0, 0, PING_SINK));
+    link.send(&get.frame(&[]));
     let frame = link.read_frame();
-    let reply = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: kernel_pid,
-        src_pid: PID,
-        msg_type: REPLY,
-        payload_length: 48,
-        body: reply_body(kernel_wmd(0x409)),
-    };
+    let reply = to_kernel(kernel_pid, REPLY, 48, reply_body(kernel_wmd(0x409)));
     assert_eq!(hex(&frame.ksock), hex(&ksock(KSOCK_LNET, 0, 0)));
     assert_eq!(hex(&frame.lnet), hex(&reply.nid4_bytes()), "REPLY header: 48 bytes served");
     // NI_STATUS | RTE_DISABLED | MULTI_RAIL | DISCOVERY, like a kernel node; the sequence number
@@ -191,7 +161,7 @@ fn kernel_dials_ulnet(privileged: bool) {
     // A small PUT with a ZC request and an ACK wanted: the ACK piggy-backs the cookie.
     let data = pattern(16, 1);
     node.post(9, 0x11, sink(16), &inbox).unwrap();
-    control.send(&kernel_put(PID, PID, 7, kernel_wmd(0x40d), 0x11, &data));
+    control.send(&kernel_put(7, kernel_wmd(0x40d), 0x11, &data));
     control.expect(&node_ack(kernel_pid, 7, kernel_wmd(0x40d), 0x11, 16), "ACK with ZC-ACK 7");
     let put = recv(&inbox);
     assert_eq!(put.kind, EventKind::Put);
@@ -204,7 +174,7 @@ fn kernel_dials_ulnet(privileged: bool) {
     let bulk = pattern(20 << 10, 2);
     node.post(9, 0x12, sink(bulk.len()), &inbox).unwrap();
     let from_pid = bulk_out.pid_seen_by_acceptor();
-    bulk_out.send(&kernel_put(PID, PID, 8, Wmd::NONE, 0x12, &bulk));
+    bulk_out.send(&kernel_put(8, Wmd::NONE, 0x12, &bulk));
     bulk_out.expect(&ksock(KSOCK_NOOP, 0, 8), "NOOP returning ZC cookie 8");
     let put = recv(&inbox);
     assert_eq!(put.initiator.pid, from_pid);
@@ -214,26 +184,10 @@ fn kernel_dials_ulnet(privileged: bool) {
     // when both are one peer; a userspace peer has only the connection it asked on.
     let served = pattern(4096, 3);
     node.post(9, 0x22, source(served.clone()), &inbox).unwrap();
-    let get = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: GET,
-        payload_length: 0,
-        body: get_body(kernel_wmd(0x409), 0x22, 9, 0, 4096),
-    };
-    control.send(&[ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat());
-    let reply = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: kernel_pid,
-        src_pid: PID,
-        msg_type: REPLY,
-        payload_length: 4096,
-        body: reply_body(kernel_wmd(0x409)),
-    };
-    let expected = [ksock(KSOCK_LNET, 0, 0), reply.nid4_bytes(), served].concat();
+    let get = to_node(GET, 0, get_body(kernel_wmd(0x409), 0x22, 9, 0, 4096));
+    control.send(&get.frame(&[]));
+    let reply = to_kernel(kernel_pid, REPLY, 4096, reply_body(kernel_wmd(0x409)));
+    let expected = reply.frame(&served);
     let carrier = if privileged { &mut bulk_in } else { &mut control };
     carrier.expect(&expected, "REPLY with 4 KiB");
     assert_eq!(recv(&inbox).kind, EventKind::Get);
@@ -241,7 +195,7 @@ fn kernel_dials_ulnet(privileged: bool) {
     // Three messages with ZC requests in one write, nothing to answer: every cookie comes back
     // exactly once, in NOOPs (a range when they arrive together).
     let burst: Vec<u8> =
-        (9..12).flat_map(|cookie| kernel_put(PID, PID, cookie, Wmd::NONE, 0x99, &[])).collect();
+        (9..12).flat_map(|cookie| kernel_put(cookie, Wmd::NONE, 0x99, &[])).collect();
     control.send(&burst);
     let mut acked = Vec::new();
     while acked.len() < 3 {
@@ -261,7 +215,7 @@ fn kernel_dials_ulnet(privileged: bool) {
     drop(control);
     wait_until("the node to count the close", || node.tcp_stats().conns_closed >= 1);
     node.post(9, 0x13, sink(4), &inbox).unwrap();
-    bulk_out.send(&kernel_put(PID, PID, 0, Wmd::NONE, 0x13, b"more"));
+    bulk_out.send(&kernel_put(0, Wmd::NONE, 0x13, b"more"));
     assert_eq!(recv(&inbox).memory.unwrap().to_vec(), b"more");
     let stats = node.tcp_stats();
     assert_eq!((stats.conns_accepted, stats.protocol_errors), (3, 0), "{stats:?}");
@@ -307,12 +261,9 @@ fn ulnet_dials_kernel(privileged_ports: bool) {
         assert_eq!(link.privileged, privileged, "source port {}", link.peer_port());
         link.expect(&connreq_v1(kernel_ip()), "connreq v1 for the kernel's NID");
         link.expect(&Hello::active(node_ip(), kernel_ip(), incarnation, ctype).bytes(), "hello");
-        let own = match ctype {
-            BULK_IN => BULK_OUT,
-            BULK_OUT => BULK_IN,
-            other => other,
-        };
-        link.send(&Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, own).bytes());
+        link.send(
+            &Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, peer_type(ctype)).bytes(),
+        );
         link
     };
     let mut control = accept(CONTROL);
@@ -324,41 +275,25 @@ fn ulnet_dials_kernel(privileged_ports: bool) {
     let ack_wmd = body_wmd(&frame.lnet[32..]);
     assert_eq!(ack_wmd.interface, node.interface_cookie());
     assert_ne!(ack_wmd.object, u64::MAX);
-    let put = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: PUT,
-        payload_length: 16,
-        body: put_body(ack_wmd, 0x44, 0, 4, 0),
-    };
+    let put = to_kernel(PID, PUT, 16, put_body(ack_wmd, 0x44, 0, 4, 0));
     assert_eq!(
         hex(&frame.bytes()),
-        hex(&[ksock(KSOCK_LNET, 0, 0), put.nid4_bytes(), data.clone()].concat()),
+        hex(&put.frame(&data)),
         "the node's PUT (no ZC request: ulnet never asks for one)"
     );
     // The node's BULK_IN is the kernel's BULK_OUT, and the other way round.
     let mut kernel_out = accept(BULK_IN);
     let mut kernel_in = accept(BULK_OUT);
 
-    let ack = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: ACK,
-        payload_length: 0,
-        body: ack_body(ack_wmd, 0x44, 16),
-    };
-    control.send(&[ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat());
+    let ack = to_node(ACK, 0, ack_body(ack_wmd, 0x44, 16));
+    control.send(&ack.frame(&[]));
     assert_eq!(sender.join().unwrap().event.mlength, 16);
 
     // A bulk PUT from the kernel with a ZC request, on its BULK_OUT: the NOOP comes back there.
     let inbox = node.event_queue(8);
     let bulk = pattern(20 << 10, 6);
     node.post(9, 0x55, sink(bulk.len()), &inbox).unwrap();
-    kernel_out.send(&kernel_put(PID, PID, 5, Wmd::NONE, 0x55, &bulk));
+    kernel_out.send(&kernel_put(5, Wmd::NONE, 0x55, &bulk));
     kernel_out.expect(&ksock(KSOCK_NOOP, 0, 5), "NOOP returning ZC cookie 5");
     assert_eq!(recv(&inbox).memory.unwrap().to_vec(), bulk);
 
@@ -378,7 +313,7 @@ fn ulnet_dials_kernel(privileged_ports: bool) {
     assert_eq!(hex(&frame.lnet), hex(&put.nid4_bytes()));
     assert!(frame.payload == big, "1 MiB payload intact");
     let ack = Lnet { body: ack_body(ack_wmd, 0x66, 1 << 20), ..ack };
-    control.send(&[ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat());
+    control.send(&ack.frame(&[]));
     assert_eq!(sender.join().unwrap().event.mlength, 1 << 20);
     assert_eq!(node.tcp_stats().conns_dialled, 3);
 }
@@ -396,12 +331,7 @@ fn peer_reboot_tears_down_its_connections() {
         let _connreq = link.read_exact(16);
         let hello = link.read_exact(56);
         let ctype = u32::from_le_bytes(hello[48..52].try_into().unwrap());
-        let own = match ctype {
-            BULK_IN => BULK_OUT,
-            BULK_OUT => BULK_IN,
-            other => other,
-        };
-        link.send(&Hello::active(kernel_ip(), node_ip(), incarnation, own).bytes());
+        link.send(&Hello::active(kernel_ip(), node_ip(), incarnation, peer_type(ctype)).bytes());
         (link, ctype)
     };
     let put = |bits: u64| {
@@ -413,30 +343,12 @@ fn peer_reboot_tears_down_its_connections() {
         let mut frame = link.read_frame();
         if u32::from_le_bytes(frame.lnet[24..28].try_into().unwrap()) == GET {
             let wmd = body_wmd(&frame.lnet[32..]);
-            let buffer = ping_buffer(kernel_ip(), 0x06, 1);
-            let reply = Lnet {
-                dest: node_ip(),
-                src: kernel_ip(),
-                dest_pid: PID,
-                src_pid: PID,
-                msg_type: REPLY,
-                payload_length: buffer.len() as u32,
-                body: reply_body(wmd),
-            };
-            link.send(&[ksock(KSOCK_LNET, 0, 0), reply.nid4_bytes(), buffer].concat());
+            link.send(&ping_reply_not_multi_rail(wmd));
             frame = link.read_frame();
         }
         let ack_wmd = body_wmd(&frame.lnet[32..]);
-        let ack = Lnet {
-            dest: node_ip(),
-            src: kernel_ip(),
-            dest_pid: PID,
-            src_pid: PID,
-            msg_type: ACK,
-            payload_length: 0,
-            body: ack_body(ack_wmd, bits, 0),
-        };
-        link.send(&[ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat());
+        let ack = to_node(ACK, 0, ack_body(ack_wmd, bits, 0));
+        link.send(&ack.frame(&[]));
     };
 
     let first = put(1);
@@ -490,40 +402,15 @@ fn v4_hello_and_nid16_framing() {
     let hello =
         Hello { version: 4, ..Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, CONTROL) };
     link.send(&hello.bytes());
-    let reply = Hello {
-        version: 4,
-        src: node_ip(),
-        dst: kernel_ip(),
-        src_pid: PID,
-        dst_pid: 0,
-        src_incarnation: node.tcp_incarnations()[0],
-        dst_incarnation: 0,
-        ctype: CONTROL,
-    };
+    let reply = node_hello(&node, 4, CONTROL);
     assert_eq!(reply.bytes().len(), 80);
     link.expect(&reply.bytes(), "V4 reply hello");
 
     let inbox = node.event_queue(4);
     node.post(9, 0x77, sink(3), &inbox).unwrap();
-    let put = Lnet {
-        dest: node_ip(),
-        src: kernel_ip(),
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: PUT,
-        payload_length: 3,
-        body: put_body(kernel_wmd(0x41), 0x77, 0, 9, 0),
-    };
+    let put = to_node(PUT, 3, put_body(kernel_wmd(0x41), 0x77, 0, 9, 0));
     link.send(&[ksock(KSOCK_LNET, 3, 0), put.nid16_bytes(), b"abc".to_vec()].concat());
-    let ack = Lnet {
-        dest: kernel_ip(),
-        src: node_ip(),
-        dest_pid: kernel_pid,
-        src_pid: PID,
-        msg_type: ACK,
-        payload_length: 0,
-        body: ack_body(kernel_wmd(0x41), 0x77, 3),
-    };
+    let ack = to_kernel(kernel_pid, ACK, 0, ack_body(kernel_wmd(0x41), 0x77, 3));
     let frame = link.read_frame_form(true);
     assert_eq!(hex(&frame.bytes()), hex(&[ksock(KSOCK_LNET, 0, 3), ack.nid16_bytes()].concat()));
     assert_eq!(recv(&inbox).memory.unwrap().to_vec(), b"abc");
@@ -544,16 +431,7 @@ fn duplicate_connection_refused_with_conn_none() {
     let mut second = Link::connect(kernel_ip(), SocketAddrV4::new(node_ip(), port), true);
     second.send(&connreq_v1(node_ip()));
     second.send(&Hello::active(kernel_ip(), node_ip(), KERNEL_INCARNATION, CONTROL).bytes());
-    let refusal = Hello {
-        version: 3,
-        src: node_ip(),
-        dst: kernel_ip(),
-        src_pid: PID,
-        dst_pid: 0,
-        src_incarnation: node.tcp_incarnations()[0],
-        dst_incarnation: 0,
-        ctype: CONN_NONE,
-    };
+    let refusal = node_hello(&node, 3, CONN_NONE);
     assert_eq!(hex(&second.read_to_close()), hex(&refusal.bytes()));
 }
 

@@ -15,19 +15,16 @@ mod batching;
 mod capture;
 mod kernel_peer;
 mod script;
+#[path = "../support/mod.rs"]
+mod support;
 mod transfer;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
+pub use support::*;
 use ulnet::*;
-
-/// Generous bound on any single wait; only reached if something hangs.
-pub const HANG_GUARD: Duration = Duration::from_secs(60);
-
-/// The payload sizes every transfer test covers.
-pub const SIZES: [usize; 3] = [0, 4096, 1 << 20];
 
 /// The loopback addresses tests put nodes and peers on.
 pub const ADDRESSES: [Ipv4Addr; 6] = [
@@ -54,10 +51,6 @@ pub fn free_port() -> u16 {
     }
 }
 
-pub fn nid(text: &str) -> Nid {
-    text.parse().expect("test NID")
-}
-
 /// The NID of test address `index` on `tcp`.
 pub fn tcp_nid(index: usize) -> Nid {
     Nid::ipv4(Net::TCP, ADDRESSES[index])
@@ -75,27 +68,6 @@ pub fn tcp_node(index: usize, port: u16) -> Node {
 
 pub fn tcp_node_with(index: usize, tunables: SocklndTunables) -> Node {
     Node::builder().tcp_ni(tcp_nid(index), tunables).build().expect("TCP node")
-}
-
-/// Deterministic, position-dependent bytes, so a misplaced copy shows.
-pub fn pattern(length: usize, seed: u8) -> Vec<u8> {
-    (0..length).map(|index| (index as u8).wrapping_mul(31).wrapping_add(seed)).collect()
-}
-
-pub fn recv(queue: &EventQueue) -> Event {
-    queue.recv_timeout(HANG_GUARD).expect("an event before the hang guard")
-}
-
-/// A receive buffer for one PUT (threshold 1, auto-unlink) of `length` bytes.
-pub fn sink(length: usize) -> MdSpec {
-    MdSpec::new(Memory::new(vec![0; length]))
-        .options(MdOptions::OP_PUT)
-        .threshold(Threshold::Count(1))
-}
-
-/// A buffer served to one GET (threshold 1, auto-unlink).
-pub fn source(data: Vec<u8>) -> MdSpec {
-    MdSpec::new(Memory::new(data)).options(MdOptions::OP_GET).threshold(Threshold::Count(1))
 }
 
 /// Waits until `condition` holds, or fails after the hang guard.

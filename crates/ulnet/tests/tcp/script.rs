@@ -202,6 +202,17 @@ pub struct Lnet {
 }
 
 impl Lnet {
+    /// A header between two processes of pid [`PID`].
+    pub fn new(
+        dest: Ipv4Addr,
+        src: Ipv4Addr,
+        msg_type: u32,
+        payload_length: u32,
+        body: [u8; 40],
+    ) -> Lnet {
+        Lnet { dest, src, dest_pid: PID, src_pid: PID, msg_type, payload_length, body }
+    }
+
     /// The 72-byte nid4 form (V2/V3).
     pub fn nid4_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
@@ -218,6 +229,12 @@ impl Lnet {
         bytes.extend_from_slice(&large_nid(self.src));
         self.tail(&mut bytes);
         bytes
+    }
+
+    /// A whole frame: a KSOCK_LNET header with no checksum and no ZC cookies, this header in
+    /// nid4 form, then `payload`.
+    pub fn frame(&self, payload: &[u8]) -> Vec<u8> {
+        [ksock(KSOCK_LNET, 0, 0), self.nid4_bytes(), payload.to_vec()].concat()
     }
 
     pub fn tail(&self, bytes: &mut Vec<u8>) {
@@ -470,83 +487,64 @@ const SERVER: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 1);
 
 #[test]
 fn builders_reproduce_wire_md_vectors() {
-    // 10.1 connreq v1 to the server.
-    assert_eq!(connreq_v1(SERVER), unhex("00 71 ce ac 01 00 00 00 01 01 a8 c0 00 00 02 00"));
-    // 10.4 V3 hello, active, CONTROL.
-    let active = Hello::active(CLIENT, SERVER, KERNEL_COOKIE, CONTROL);
-    assert_eq!(
-        active.bytes(),
-        unhex(
+    let ping_get =
+        get_body(Wmd { interface: KERNEL_COOKIE, object: 0x409 }, 0x8000_0000_0000_0000, 0, 0, 272);
+    let ack_48 =
+        ack_body(Wmd { interface: KERNEL_COOKIE, object: 0x40d }, 0x8000_0000_0000_0000, 48);
+    let vectors = [
+        (
+            "10.1 connreq v1 to the server",
+            connreq_v1(SERVER),
+            "00 71 ce ac 01 00 00 00 01 01 a8 c0 00 00 02 00",
+        ),
+        (
+            "10.4 V3 hello, active, CONTROL",
+            Hello::active(CLIENT, SERVER, KERNEL_COOKIE, CONTROL).bytes(),
             "63 69 72 45 03 00 00 00 02 01 a8 c0 00 00 02 00
              01 01 a8 c0 00 00 02 00 39 30 00 00 00 00 00 00
              00 2a 1d 3b d9 f7 70 18 00 00 00 00 00 00 00 00
-             01 00 00 00 00 00 00 00"
-        )
-    );
-    // 10.5 V3 hello, passive reply.
-    let reply = Hello::active(SERVER, CLIENT, KERNEL_INCARNATION, CONTROL);
-    assert_eq!(
-        reply.bytes(),
-        unhex(
+             01 00 00 00 00 00 00 00",
+        ),
+        (
+            "10.5 V3 hello, passive reply",
+            Hello::active(SERVER, CLIENT, KERNEL_INCARNATION, CONTROL).bytes(),
             "63 69 72 45 03 00 00 00 01 01 a8 c0 00 00 02 00
              02 01 a8 c0 00 00 02 00 39 30 00 00 00 00 00 00
              00 00 00 00 d0 f7 70 18 00 00 00 00 00 00 00 00
-             01 00 00 00 00 00 00 00"
-        )
-    );
-    // 10.8 keepalive NOOP.
-    assert_eq!(
-        ksock(KSOCK_NOOP, 0, 1),
-        unhex("c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
-    );
-    // 10.10 ping GET.
-    let get = Lnet {
-        dest: SERVER,
-        src: CLIENT,
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: GET,
-        payload_length: 0,
-        body: get_body(
-            Wmd { interface: KERNEL_COOKIE, object: 0x409 },
-            0x8000_0000_0000_0000,
-            0,
-            0,
-            272,
+             01 00 00 00 00 00 00 00",
         ),
-    };
-    assert_eq!(
-        [ksock(KSOCK_LNET, 0, 0), get.nid4_bytes()].concat(),
-        unhex(
+        (
+            "10.8 keepalive NOOP",
+            ksock(KSOCK_NOOP, 0, 1),
+            "c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00",
+        ),
+        (
+            "10.10 ping GET",
+            Lnet::new(SERVER, CLIENT, GET, 0, ping_get).frame(&[]),
             "c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
              00 00 00 00 00 00 00 00 01 01 a8 c0 00 00 02 00
              02 01 a8 c0 00 00 02 00 39 30 00 00 39 30 00 00
              02 00 00 00 00 00 00 00 00 2a 1d 3b d9 f7 70 18
              09 04 00 00 00 00 00 00 00 00 00 00 00 00 00 80
-             00 00 00 00 00 00 00 00 10 01 00 00 00 00 00 00"
-        )
-    );
-    // 10.13 ACK.
-    let ack = Lnet {
-        dest: CLIENT,
-        src: SERVER,
-        dest_pid: PID,
-        src_pid: PID,
-        msg_type: ACK,
-        payload_length: 0,
-        body: ack_body(Wmd { interface: KERNEL_COOKIE, object: 0x40d }, 0x8000_0000_0000_0000, 48),
-    };
-    assert_eq!(
-        [ksock(KSOCK_LNET, 0, 0), ack.nid4_bytes()].concat(),
-        unhex(
+             00 00 00 00 00 00 00 00 10 01 00 00 00 00 00 00",
+        ),
+        (
+            "10.13 ACK",
+            Lnet::new(CLIENT, SERVER, ACK, 0, ack_48).frame(&[]),
             "c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
              00 00 00 00 00 00 00 00 02 01 a8 c0 00 00 02 00
              01 01 a8 c0 00 00 02 00 39 30 00 00 39 30 00 00
              00 00 00 00 00 00 00 00 00 2a 1d 3b d9 f7 70 18
              0d 04 00 00 00 00 00 00 00 00 00 00 00 00 00 80
-             30 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
-        )
-    );
-    // §5.2: the large form of 192.168.1.2@tcp.
-    assert_eq!(&large_nid(CLIENT)[..8], &unhex("00 02 00 00 c0 a8 01 02")[..]);
+             30 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
+        ),
+        (
+            "§5.2: the large form of 192.168.1.2@tcp",
+            large_nid(CLIENT)[..8].to_vec(),
+            "00 02 00 00 c0 a8 01 02",
+        ),
+    ];
+    for (what, built, expected) in vectors {
+        assert_eq!(built, unhex(expected), "{what}");
+    }
 }

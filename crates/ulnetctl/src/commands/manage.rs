@@ -23,6 +23,17 @@ pub(crate) const MAX_TARGETS: usize = 1024;
 /// lnetctl's "no timeout given" value (ms): a request carrying it omits the timeout.
 const DEFAULT_TIMEOUT_MS: i32 = 1000;
 
+/// `ping --help`.
+const PING_HELP: &str = "ping nid[,nid,...]\n\
+                         \t --source: source nid\n\
+                         \t --timeout: ping timeout\n\
+                         \t --help: display this help\n";
+
+/// `discover --help`.
+const DISCOVER_HELP: &str = "discover nid[,nid,...]\n\
+                             \t --force: force discovery\n\
+                             \t --help: display this help\n";
+
 pub(crate) fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[
         LongOpt::new("help", HasArg::No, 'h'),
@@ -41,20 +52,7 @@ pub(crate) fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             Opt::Found { val: 't', arg } => {
                 timeout_ms = atol(arg.as_deref().unwrap_or("")).wrapping_mul(1000) as i32;
             }
-            Opt::Found { val: 'h', .. } => {
-                ctx.out(
-                    "ping nid[,nid,...]\n\
-                     \t --source: source nid\n\
-                     \t --timeout: ping timeout\n\
-                     \t --help: display this help\n",
-                );
-                return 0;
-            }
-            Opt::Error { message, .. } => {
-                ctx.err(message.as_deref().unwrap_or(""));
-                return 0;
-            }
-            Opt::Found { .. } => return 0,
+            other => return stop_at(ctx, other, PING_HELP),
         }
     }
     // A source NID that does not parse fails the command silently.
@@ -64,12 +62,9 @@ pub(crate) fn ping(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         None => None,
     };
     let targets = getopt.argv.get(getopt.optind..).unwrap_or_default();
-    let nids = match expand_targets(targets) {
+    let nids = match expand_or_report(ctx, targets, ManageCommand::Ping) {
         Ok(nids) => nids,
-        Err(error) => {
-            report::netlink_raw(ctx, ErrorOp::Manage, "ping", error.errno, error.descr);
-            return -errno::EINVAL;
-        }
+        Err(rc) => return rc,
     };
     // The timeout goes out as "%u" of the int.
     let timeout_ms = (timeout_ms != DEFAULT_TIMEOUT_MS).then_some(timeout_ms as u32);
@@ -84,19 +79,7 @@ pub(crate) fn discover(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     while let Some(opt) = getopt.next() {
         match opt {
             Opt::Found { val: 'f', .. } => force = true,
-            Opt::Found { val: 'h', .. } => {
-                ctx.out(
-                    "discover nid[,nid,...]\n\
-                     \t --force: force discovery\n\
-                     \t --help: display this help\n",
-                );
-                return 0;
-            }
-            Opt::Error { message, .. } => {
-                ctx.err(message.as_deref().unwrap_or(""));
-                return 0;
-            }
-            Opt::Found { .. } => return 0,
+            other => return stop_at(ctx, other, DISCOVER_HELP),
         }
     }
     let targets = getopt.argv.get(getopt.optind..).unwrap_or_default();
@@ -104,14 +87,35 @@ pub(crate) fn discover(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         ctx.out("Missing nid argument\n");
         return -1;
     }
-    let nids = match expand_targets(targets) {
+    let nids = match expand_or_report(ctx, targets, ManageCommand::Discover) {
         Ok(nids) => nids,
-        Err(error) => {
-            report::netlink_raw(ctx, ErrorOp::Manage, "discover", error.errno, error.descr);
-            return -errno::EINVAL;
-        }
+        Err(rc) => return rc,
     };
     manage(ctx, &Request::Discover { nids, force }, ManageCommand::Discover)
+}
+
+/// How `ping` and `discover` stop at anything but their own options: `--help` prints `help`,
+/// a getopt error its message, and either way the command succeeds (as lnetctl's do).
+fn stop_at(ctx: &mut Ctx<'_, '_>, opt: Opt, help: &str) -> i32 {
+    match opt {
+        Opt::Found { val: 'h', .. } => ctx.out(help),
+        Opt::Error { message, .. } => ctx.err(message.as_deref().unwrap_or("")),
+        Opt::Found { .. } => {}
+    }
+    0
+}
+
+/// [`expand_targets`] for `command`; a bad target is reported as lnetctl reports it, and the
+/// error is the command's status.
+fn expand_or_report(
+    ctx: &mut Ctx<'_, '_>,
+    targets: &[String],
+    command: ManageCommand,
+) -> Result<Vec<String>, i32> {
+    expand_targets(targets).map_err(|error| {
+        report::netlink_raw(ctx, ErrorOp::Manage, command.name(), error.errno, error.descr);
+        -errno::EINVAL
+    })
 }
 
 /// Sends a ping or discovery and prints the answers and failures (stdout, libyaml indent 2).

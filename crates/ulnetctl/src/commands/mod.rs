@@ -447,6 +447,26 @@ static FAULT_DELAY_CMDS: &[Command] = &[
     Command { name: "show", action: Run(unsupported), help: "show delay rules\n" },
 ];
 
+/// Prints `show`'s text of what the daemon sent, each item converted for rendering first; an
+/// item that does not convert is reported as an unexpected answer.
+pub(crate) fn print_rendered<'a, S, T>(
+    ctx: &mut Ctx<'_, '_>,
+    items: &'a [S],
+    show: impl FnOnce(&[T]) -> String,
+) -> i32
+where
+    T: TryFrom<&'a S>,
+    T::Error: std::fmt::Display,
+{
+    match items.iter().map(T::try_from).collect::<Result<Vec<T>, _>>() {
+        Ok(items) => {
+            ctx.out(&show(&items));
+            0
+        }
+        Err(error) => crate::report::unexpected(ctx, &error.to_string()),
+    }
+}
+
 /// Splits a comma-separated list at commas outside square brackets (`eth0[0,1],eth1`).
 pub(crate) fn split_top_level(text: &str) -> Vec<&str> {
     let mut parts = Vec::new();

@@ -13,9 +13,9 @@ use ulnet_control::{Request, Response};
 use ulnet_proto::addr::Net;
 
 use super::NET_CMDS;
-use super::split_top_level;
+use super::{print_rendered, split_top_level};
 use crate::cnum::parse_long;
-use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
+use crate::dispatch::{Command, RC_BAD_PARAM, check_cmd, print_help};
 use crate::{Ctx, Failure, report};
 use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 
@@ -209,21 +209,11 @@ pub(crate) fn show(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if rc != 0 {
         return rc;
     }
-    let mut net = None;
-    let mut level = 0;
     let mut getopt = Getopt::new(argv, "n:v", LONGS);
-    while let Some(opt) = getopt.next() {
-        match opt {
-            Opt::Found { val: 'n', arg } => net = arg,
-            Opt::Found { val: 'v', arg } => level = verbosity(&mut getopt, arg.as_deref()),
-            Opt::Error { message, .. } => {
-                ctx.err(message.as_deref().unwrap_or(""));
-                print_help(ctx, NET_CMDS, "net", Some("show"));
-                return 0;
-            }
-            Opt::Found { .. } => return 0,
-        }
-    }
+    let (net, level) = match show_options(ctx, &mut getopt, NET_CMDS, "net") {
+        Ok(options) => options,
+        Err(rc) => return rc,
+    };
     let nets = match ctx.call(&Request::NetShow { net, level }) {
         Ok(response) if ctx.json => {
             ctx.print_json(&response);
@@ -234,16 +224,35 @@ pub(crate) fn show(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         Err(Failure::Reported(rc)) => return rc,
         Err(Failure::Daemon(error)) => return report::netlink(ctx, ErrorOp::Show, "net", &error),
     };
-    let nets: Result<Vec<render::NetEntry>, _> =
-        nets.iter().map(render::NetEntry::try_from).collect();
-    match nets {
-        Ok(nets) => {
-            let text = render::net_show(&nets, ShowMode::Show(level));
-            ctx.out(&text);
-            0
+    print_rendered(ctx, &nets, |nets: &[render::NetEntry]| {
+        render::net_show(nets, ShowMode::Show(level))
+    })
+}
+
+/// The `-n` filter and `-v` level of `net show` and `peer show` (`group`'s, in `table`).
+/// `Err` is the command's status when an option stops it: getopt's message and the command's
+/// help after an error, nothing for an option the command ignores; 0 either way.
+pub(crate) fn show_options(
+    ctx: &mut Ctx<'_, '_>,
+    getopt: &mut Getopt,
+    table: &'static [Command],
+    group: &str,
+) -> Result<(Option<String>, u32), i32> {
+    let (mut filter, mut level) = (None, 0);
+    while let Some(opt) = getopt.next() {
+        match opt {
+            Opt::Found { val: 'n', arg } => filter = arg,
+            Opt::Found { val: 'v', arg } => level = verbosity(getopt, arg.as_deref()),
+            Opt::Error { message, .. } => {
+                ctx.err(message.as_deref().unwrap_or(""));
+                print_help(ctx, table, group, Some("show"));
+                return Err(0);
+            }
+            // Including `peer show`'s 'h', which lnetctl's switch does not handle.
+            Opt::Found { .. } => return Err(0),
         }
-        Err(error) => report::unexpected(ctx, &error.to_string()),
     }
+    Ok((filter, level))
 }
 
 /// lnetctl's `-v`/`--verbose` level: `--verbose=N` (or `-vN` where `v::`) gives 1; otherwise

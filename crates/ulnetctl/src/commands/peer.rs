@@ -9,9 +9,9 @@ use ulnet_control::message::{PeerAdd, PeerDel, PeerSet, errno};
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::Nid;
 
-use super::PEER_CMDS;
 use super::manage::expand_nidlist;
-use super::net::{SetOptions, set_failed, set_options, verbosity};
+use super::net::{SetOptions, set_failed, set_options, show_options};
+use super::{PEER_CMDS, print_rendered};
 use crate::dispatch::{RC_BAD_PARAM, check_cmd, print_help};
 use crate::{Ctx, Failure, report};
 use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
@@ -29,38 +29,20 @@ pub(crate) fn show(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if rc != 0 {
         return rc;
     }
-    let mut nid = None;
-    let mut level = 0;
     let mut getopt = Getopt::new(argv, "hn:v::", LONGS);
-    while let Some(opt) = getopt.next() {
-        match opt {
-            Opt::Found { val: 'n', arg } => nid = arg,
-            Opt::Found { val: 'v', arg } => level = verbosity(&mut getopt, arg.as_deref()),
-            Opt::Error { message, .. } => {
-                ctx.err(message.as_deref().unwrap_or(""));
-                print_help(ctx, PEER_CMDS, "peer", Some("show"));
-                return 0;
-            }
-            // Including 'h', which lnetctl's switch does not handle.
-            Opt::Found { .. } => return 0,
-        }
-    }
+    let (nid, level) = match show_options(ctx, &mut getopt, PEER_CMDS, "peer") {
+        Ok(options) => options,
+        Err(rc) => return rc,
+    };
     let peers = match peer_request(ctx, &Request::PeerShow { nid, level }) {
         Ok(Some(Response::Peers(peers))) => peers,
         Ok(Some(_)) => return report::unexpected(ctx, "not a peer list"),
         Ok(None) => return 0,
         Err(rc) => return rc,
     };
-    let peers: Result<Vec<render::PeerEntry>, _> =
-        peers.iter().map(render::PeerEntry::try_from).collect();
-    match peers {
-        Ok(peers) => {
-            let text = render::peer_show(&peers, ShowMode::Show(level));
-            ctx.out(&text);
-            0
-        }
-        Err(error) => report::unexpected(ctx, &error.to_string()),
-    }
+    print_rendered(ctx, &peers, |peers: &[render::PeerEntry]| {
+        render::peer_show(peers, ShowMode::Show(level))
+    })
 }
 
 pub(crate) fn list(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {

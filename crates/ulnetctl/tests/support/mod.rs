@@ -7,11 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // Test support.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ulnet_config::model::{self, ExecCommand, GlobalSettings, ImportMode as ConfigImportMode};
@@ -26,6 +23,10 @@ use ulnet_control::message::{
 };
 use ulnet_control::{ControlError, Request, Response, Server, listen};
 use ulnet_proto::addr::{LndType, Net, Nid};
+
+mod process;
+use process::run_program;
+pub use process::{Run, TempDir};
 
 /// Host interfaces the node pretends to have.
 const INTERFACES: &[(&str, [u8; 4])] = &[("eth0", [192, 168, 1, 2]), ("eth1", [192, 168, 2, 2])];
@@ -458,26 +459,6 @@ impl State {
     }
 }
 
-/// A fresh directory under the temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("ulnetctl-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A control server over a [`State`] on a socket of its own.
 pub struct Daemon {
     pub dir: TempDir,
@@ -487,7 +468,7 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(state: State) -> Self {
-        let dir = TempDir::new();
+        let dir = TempDir::named("ulnetctl", "d");
         let state = Arc::new(Mutex::new(state));
         let handler_state = Arc::clone(&state);
         let handler = move |request: Request| handler_state.lock().unwrap().handle(request);
@@ -509,48 +490,13 @@ impl Daemon {
     }
 }
 
-/// The outcome of one `ulnetctl` run.
-pub struct Run {
-    pub args: Vec<String>,
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
 impl Run {
     /// What a snapshot records: the command line, exit status, stdout and stderr.
     pub fn transcript(&self) -> String {
-        format!(
-            "$ ulnetctl {}\n--- exit status {}\n--- stdout\n{}--- stderr\n{}--- end",
-            self.args.join(" "),
-            self.code,
-            self.stdout,
-            self.stderr
-        )
+        self.transcript_of(&self.stdout)
     }
 }
 
 pub fn run_ulnetctl(args: &[&str], socket: Option<&std::path::Path>, stdin: &str) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ulnetctl"));
-    command
-        .args(args)
-        .env_remove("POSIXLY_CORRECT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    match socket {
-        Some(path) => command.env("ULNET_SOCKET", path),
-        None => command.env_remove("ULNET_SOCKET"),
-    };
-    let mut child = command.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
-    drop(input);
-    let output = child.wait_with_output().unwrap();
-    Run {
-        args: args.iter().map(|a| a.to_string()).collect(),
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    run_program(Path::new(env!("CARGO_BIN_EXE_ulnetctl")), args, socket, stdin)
 }

@@ -21,9 +21,21 @@ fn config(nid: &str) -> DaemonConfig {
     DaemonConfig::parse(&text, false, &host_interfaces().unwrap()).unwrap()
 }
 
-/// A daemon on `fabric` with one tcp NI, its socket in `dir`.
-fn start(dir: &TempDir, name: &str, nid: &str, fabric: &MemFabric) -> Daemon {
-    Daemon::start(&config(nid), &dir.path(name), Some(fabric.clone())).unwrap()
+/// A test's scratch directory and the in-process fabric its daemons share.
+struct Rig {
+    dir: TempDir,
+    fabric: MemFabric,
+}
+
+impl Rig {
+    fn new(tag: &str) -> Self {
+        Rig { dir: TempDir::new(tag), fabric: MemFabric::new(LinkConfig::IDEAL) }
+    }
+
+    /// A daemon on the fabric with one tcp NI, its socket `name` in the directory.
+    fn start(&self, name: &str, nid: &str) -> Daemon {
+        Daemon::start(&config(nid), &self.dir.path(name), Some(self.fabric.clone())).unwrap()
+    }
 }
 
 fn check(daemon: &Daemon, name: &str, args: &[&str]) {
@@ -38,9 +50,8 @@ fn check_stdin(daemon: &Daemon, name: &str, args: &[&str], stdin: &str) {
 
 #[test]
 fn a_configured_tcp_ni_shows_at_every_level_and_exports() {
-    let dir = TempDir::new("show");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("show");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     assert_eq!(
         daemon.ready_line(),
         format!("ulnetd: ready 0@lo,127.0.0.2@tcp control {}", daemon.socket().display())
@@ -55,9 +66,8 @@ fn a_configured_tcp_ni_shows_at_every_level_and_exports() {
 
 #[test]
 fn net_add_and_del_rebuild_the_node() {
-    let dir = TempDir::new("add");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("add");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let before = daemon.node().unwrap().interface_cookie();
     check(
         &daemon,
@@ -92,11 +102,10 @@ fn net_add_and_del_rebuild_the_node() {
 
 #[test]
 fn a_failed_rebuild_brings_the_previous_configuration_back() {
-    let dir = TempDir::new("fail");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("fail");
+    let a = rig.start("a.sock", "127.0.0.2@tcp");
     // b holds 127.0.0.3@tcp on the fabric: a cannot bring an NI up on it.
-    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let b = rig.start("b.sock", "127.0.0.3@tcp");
     check(&a, "live_net_add_taken", &["net", "add", "--nid", "127.0.0.3@tcp"]);
     check(&a, "live_net_show_after_failed_add", &["net", "show"]);
     a.shutdown();
@@ -105,10 +114,9 @@ fn a_failed_rebuild_brings_the_previous_configuration_back() {
 
 #[test]
 fn two_nodes_move_data_and_show_peers_and_statistics() {
-    let dir = TempDir::new("data");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
-    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let rig = Rig::new("data");
+    let a = rig.start("a.sock", "127.0.0.2@tcp");
+    let b = rig.start("b.sock", "127.0.0.3@tcp");
     let (node_a, node_b) = (a.node().unwrap(), b.node().unwrap());
     let inbox = node_b.event_queue(8);
     let sink = MdSpec::new(Memory::new(vec![0; 4096]))
@@ -141,9 +149,8 @@ fn two_nodes_move_data_and_show_peers_and_statistics() {
 
 #[test]
 fn settings_apply_to_the_running_node() {
-    let dir = TempDir::new("set");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("set");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let node = daemon.node().unwrap();
     assert_eq!(ulnetctl(daemon.socket(), &["set", "transaction_timeout", "20"]).code, 0);
     assert_eq!(ulnetctl(daemon.socket(), &["set", "retry_count", "1"]).code, 0);
@@ -162,9 +169,8 @@ fn settings_apply_to_the_running_node() {
 
 #[test]
 fn import_adds_shows_and_deletes_nets() {
-    let dir = TempDir::new("import");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("import");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let nets = "net:\n    - net type: tcp2\n      local NI(s):\n        - nid: 127.0.2.2@tcp2\n\
                 peer:\n    - primary nid: 10.0.0.9@tcp\n";
     check_stdin(&daemon, "live_import_net", &["import"], nets);
@@ -184,9 +190,8 @@ fn import_adds_shows_and_deletes_nets() {
 
 #[test]
 fn configure_all_brings_back_the_configuration_files_nets() {
-    let dir = TempDir::new("configure");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("configure");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     assert_eq!(ulnetctl(daemon.socket(), &["lnet", "unconfigure"]).code, 0);
     assert!(daemon.node().is_none());
     assert_eq!(ulnetctl(daemon.socket(), &["lnet", "configure"]).code, 0);
@@ -202,9 +207,8 @@ fn configure_all_brings_back_the_configuration_files_nets() {
 
 #[test]
 fn concurrent_clients_get_consistent_answers() {
-    let dir = TempDir::new("many");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("many");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let socket = daemon.socket().to_path_buf();
     let threads: Vec<_> = (0..8)
         .map(|index| {
@@ -237,9 +241,8 @@ fn concurrent_clients_get_consistent_answers() {
 
 #[test]
 fn shutdown_answers_network_down_and_removes_the_socket() {
-    let dir = TempDir::new("down");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("down");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let live = std::sync::Arc::clone(daemon.live());
     let node = daemon.node().unwrap();
     let socket = daemon.socket().to_path_buf();
@@ -258,24 +261,22 @@ fn shutdown_answers_network_down_and_removes_the_socket() {
 
 #[test]
 fn a_second_daemon_on_the_same_socket_is_refused() {
-    let dir = TempDir::new("twice");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let first = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
-    let error =
-        Daemon::start(&config("127.0.0.3@tcp"), first.socket(), Some(fabric.clone())).unwrap_err();
+    let rig = Rig::new("twice");
+    let first = rig.start("a.sock", "127.0.0.2@tcp");
+    let error = Daemon::start(&config("127.0.0.3@tcp"), first.socket(), Some(rig.fabric.clone()))
+        .unwrap_err();
     assert!(matches!(error, StartError::Listen(ulnet_control::ListenError::InUse { .. })));
     // The refused daemon took no NID: 127.0.0.3 is still free on the fabric.
-    let other = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let other = rig.start("b.sock", "127.0.0.3@tcp");
     first.shutdown();
     other.shutdown();
 }
 
 #[test]
 fn stopping_finalizes_messages_in_flight_with_an_error() {
-    let dir = TempDir::new("inflight");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
-    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let rig = Rig::new("inflight");
+    let a = rig.start("a.sock", "127.0.0.2@tcp");
+    let b = rig.start("b.sock", "127.0.0.3@tcp");
     let (node_a, target) = (a.node().unwrap(), b.node().unwrap().process_id());
     // Discovered first, so the GET goes out at once instead of waiting for discovery.
     node_a.discover(target.nid, false).unwrap();
@@ -301,10 +302,9 @@ fn stopping_finalizes_messages_in_flight_with_an_error() {
 
 #[test]
 fn ping_and_discover_between_two_nodes() {
-    let dir = TempDir::new("ping");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
-    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let rig = Rig::new("ping");
+    let a = rig.start("a.sock", "127.0.0.2@tcp");
+    let b = rig.start("b.sock", "127.0.0.3@tcp");
     check(&a, "live_ping", &["ping", "127.0.0.3@tcp"]);
     check(&a, "live_ping_self", &["ping", "127.0.0.2@tcp"]);
     check(&a, "live_ping_lo", &["ping", "0@lo"]);
@@ -323,10 +323,9 @@ fn ping_and_discover_between_two_nodes() {
 
 #[test]
 fn discovery_can_be_turned_off_live() {
-    let dir = TempDir::new("nodisc");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let a = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
-    let b = start(&dir, "b.sock", "127.0.0.3@tcp", &fabric);
+    let rig = Rig::new("nodisc");
+    let a = rig.start("a.sock", "127.0.0.2@tcp");
+    let b = rig.start("b.sock", "127.0.0.3@tcp");
     assert_eq!(ulnetctl(b.socket(), &["set", "discovery", "0"]).code, 0);
     assert!(!b.node().unwrap().tunables().discovery);
     // b no longer advertises discovery: a sees a peer that is not multi-rail.
@@ -337,15 +336,15 @@ fn discovery_can_be_turned_off_live() {
 
 #[test]
 fn lnet_selftest_false_keeps_the_selftest_service_off_across_rebuilds() {
-    let dir = TempDir::new("noselftest");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let hosted = start(&dir, "on.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("noselftest");
+    let hosted = rig.start("on.sock", "127.0.0.2@tcp");
     assert!(hosted.live().hosts_selftest(), "hosted by default");
     let text = "global:\n    lnet_selftest: false\n\
                 net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.0.0.3@tcp\n";
     let config = DaemonConfig::parse(text, false, &host_interfaces().unwrap()).unwrap();
     assert!(!config.selftest);
-    let daemon = Daemon::start(&config, &dir.path("off.sock"), Some(fabric.clone())).unwrap();
+    let daemon =
+        Daemon::start(&config, &rig.dir.path("off.sock"), Some(rig.fabric.clone())).unwrap();
     assert!(!daemon.live().hosts_selftest());
     // A rebuild (net add) brings the node back without it too.
     let run = ulnetctl(daemon.socket(), &["net", "add", "--nid", "127.0.0.13@tcp"]);
@@ -358,9 +357,8 @@ fn lnet_selftest_false_keeps_the_selftest_service_off_across_rebuilds() {
 
 #[test]
 fn ulnetctl_is_served_while_200_idle_clients_hold_the_control_socket() {
-    let dir = TempDir::new("idle");
-    let fabric = MemFabric::new(LinkConfig::IDEAL);
-    let daemon = start(&dir, "a.sock", "127.0.0.2@tcp", &fabric);
+    let rig = Rig::new("idle");
+    let daemon = rig.start("a.sock", "127.0.0.2@tcp");
     let idle: Vec<std::os::unix::net::UnixStream> = (0..200)
         .map(|_| std::os::unix::net::UnixStream::connect(daemon.socket()).unwrap())
         .collect();

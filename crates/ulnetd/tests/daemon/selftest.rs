@@ -6,7 +6,7 @@ use std::net::TcpListener;
 
 use ulnet::{AcceptPolicy, Node, SocklndTunables};
 use ulnet_selftest::Console;
-use ulnet_selftest::cli::{self, Env, Io};
+use ulnet_selftest::cli::{self, Env};
 
 use crate::support::{Process, SIGTERM};
 
@@ -26,18 +26,10 @@ fn daemon(nid: &str, port: u16) -> Process {
 
 /// Runs one `lst` command line through the real command layer; returns (status, stdout).
 fn lst(console: &Console, line: &str) -> (i32, String) {
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let never = || false;
-    let mut io =
-        Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &never };
-    let args = std::iter::once("lst".to_string())
-        .chain(line.split_whitespace().map(str::to_string))
-        .collect();
     let env = Env { session: Some(std::process::id().to_string()), features: None };
-    let status = cli::run(args, &env, console, &mut io);
-    let stderr = String::from_utf8(stderr).unwrap();
+    let (status, stdout, stderr) = cli::run_captured(line, &env, console, false);
     assert!(stderr.is_empty(), "{line}: status {status}: {stderr}");
-    (status, String::from_utf8(stdout).unwrap())
+    (status, stdout)
 }
 
 fn typical_script(block: u8, servers: usize) {

@@ -5,10 +5,9 @@
 //! the binary under that name runs exactly the code of the `ulnetctl` binary
 //! (`ulnetctl::run` on the process's streams), always built from the sources under test.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
@@ -16,18 +15,14 @@ use crate::HANG_GUARD;
 
 pub const ULNETD: &str = env!("CARGO_BIN_EXE_ulnetd");
 
-/// A fresh directory under the test target directory, removed on drop.
-pub struct TempDir(pub PathBuf);
+#[path = "../../../ulnetctl/tests/support/process.rs"]
+mod process;
+pub use process::{Run, TempDir};
 
 impl TempDir {
+    /// A fresh directory for the test part `tag`.
     pub fn new(tag: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        // Short: Unix socket paths are limited to 107 bytes.
-        let dir = std::env::temp_dir().join(format!("uld-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        TempDir::named("uld", tag)
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -39,12 +34,6 @@ impl TempDir {
         let path = self.path(name);
         std::fs::write(&path, text).unwrap();
         path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -64,24 +53,10 @@ pub fn ulnetctl_path() -> &'static Path {
     })
 }
 
-/// The outcome of one `ulnetctl` run.
-pub struct Run {
-    pub args: Vec<String>,
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
 impl Run {
     /// What a snapshot records: the command, exit status, stdout and stderr.
     pub fn transcript(&self) -> String {
-        format!(
-            "$ ulnetctl {}\n--- exit status {}\n--- stdout\n{}--- stderr\n{}--- end",
-            self.args.join(" "),
-            self.code,
-            mask_latency(&self.stdout),
-            self.stderr
-        )
+        self.transcript_of(&mask_latency(&self.stdout))
     }
 }
 
@@ -110,25 +85,7 @@ pub fn ulnetctl(socket: &Path, args: &[&str]) -> Run {
 }
 
 pub fn ulnetctl_with_stdin(socket: &Path, args: &[&str], stdin: &str) -> Run {
-    let mut child = Command::new(ulnetctl_path())
-        .args(args)
-        .env("ULNET_SOCKET", socket)
-        .env_remove("POSIXLY_CORRECT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
-    drop(input);
-    let output = child.wait_with_output().unwrap();
-    Run {
-        args: args.iter().map(|a| a.to_string()).collect(),
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    process::run_program(ulnetctl_path(), args, Some(socket), stdin)
 }
 
 /// A `ulnetd` process.

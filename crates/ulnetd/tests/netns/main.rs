@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use ulnet::proto::wire::ping::LNET_NI_STATUS_UP;
 use ulnet::{AcceptPolicy, Node, SocklndTunables};
 use ulnet_selftest::Console;
-use ulnet_selftest::cli::{self, Env, Io};
+use ulnet_selftest::cli::{self, Env};
 
 use fabric::{Fabric, Side};
 use support::{Process, SIGTERM, TempDir, ULNETD};
@@ -339,17 +339,8 @@ impl Rig {
     }
 
     fn lst(&self, line: &str) -> String {
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        let never = || false;
-        let mut io =
-            Io { stdout: &mut stdout, stderr: &mut stderr, terminal: false, cancelled: &never };
-        let args = std::iter::once("lst".to_string())
-            .chain(line.split_whitespace().map(str::to_string))
-            .collect();
         let env = Env { session: Some(format!("{}", std::process::id())), features: None };
-        let status = cli::run(args, &env, &self.console, &mut io);
-        let (stdout, stderr) =
-            (String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap());
+        let (status, stdout, stderr) = cli::run_captured(line, &env, &self.console, false);
         assert!(status == 0 && stderr.is_empty(), "lst {line}: status {status}: {stdout}{stderr}");
         stdout
     }
