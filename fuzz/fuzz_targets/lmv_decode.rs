@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use ulnet_layout::lmv::getdirstripe::{self, Context, Fields, Options};
 use ulnet_layout::lmv::{
-    DirLayout, ForeignLmv, HashType, LMV_MAX_STRIPE_COUNT, LmvMdsMd, LmvUserMd, LuFid, Placement,
+    DirLayout, Fid, ForeignLmv, HashType, LMV_MAX_STRIPE_COUNT, LmvMdsMd, LmvUserMd, Placement,
     place_name, stripe_index,
 };
 
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(layout) = DirLayout::parse(bytes) {
         assert_eq!(DirLayout::parse(&layout.to_bytes()).as_ref(), Ok(&layout));
         let context = Context {
-            dir_fid: Some(LuFid { seq: 0x2_0000_0400, oid: 1, ver: 0 }),
+            dir_fid: Some(Fid { seq: 0x2_0000_0400, oid: 1, ver: 0 }),
             stripe_mdts: (0..LMV_MAX_STRIPE_COUNT).collect(),
         };
         for fields in [Fields::DEFAULT, Fields::VERBOSE, Fields::HASH_TYPE] {

@@ -699,10 +699,15 @@ impl RoutingShow {
             items.push(Yaml::map([enable]));
             Yaml::Seq(items)
         };
-        let totals = (0..3).map(|j| {
-            let total: u64 = self.cpts.iter().map(|pools| u64::from(pools[j].nbuffers)).sum();
+        let totals = POOL_NAMES.iter().enumerate().map(|(j, name)| {
+            let total: u64 = self
+                .cpts
+                .iter()
+                .filter_map(|pools| pools.get(j))
+                .map(|pool| u64::from(pool.nbuffers))
+                .sum();
             // lustre: the totals are C ints summed from u32 counts.
-            (POOL_NAMES[j], Yaml::c_number(total as f64))
+            (*name, Yaml::c_number(total as f64))
         });
         vec![("routing", routing), ("buffers", Yaml::map(totals))]
     }

@@ -4,6 +4,8 @@
 //! `cc -o /tmp/libyaml_emit tests/oracle/libyaml_emit.c -lyaml` then
 //! `ULNET_LIBYAML_ORACLE=/tmp/libyaml_emit cargo test -p ulnet-config --test libyaml_oracle -- --ignored`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 

@@ -104,11 +104,11 @@ impl Conversation {
     ) {
         let mut bytes = KsockHeader::lnet(0, 0).emit().to_vec();
         let form = self.version.header_form();
-        let at = bytes.len();
-        bytes.resize(at + form.len(), 0);
-        if header.emit(form, &mut bytes[at..]).is_err() {
+        let mut emitted = vec![0; form.len()];
+        if header.emit(form, &mut emitted).is_err() {
             return; // the demo builds only NIDs that fit the form
         }
+        bytes.extend_from_slice(&emitted);
         bytes.extend_from_slice(payload);
         self.time_ns += 50_000;
         self.flow.send(pcap, direction, &bytes, self.time_ns);

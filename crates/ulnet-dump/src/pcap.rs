@@ -226,11 +226,20 @@ impl TcpSegment<'_> {
     }
 }
 
+/// The 32-bit word at `offset` of a header or record already checked to be long enough (0 if
+/// it is not, which those checks rule out).
+fn word_at(bytes: &[u8], offset: usize, big_endian: bool) -> u32 {
+    let Some(&[a, b, c, d]) = bytes.get(offset..).and_then(|rest| rest.first_chunk::<4>()) else {
+        return 0;
+    };
+    if big_endian { u32::from_be_bytes([a, b, c, d]) } else { u32::from_le_bytes([a, b, c, d]) }
+}
+
 /// Reads the TCP segments of a classic pcap file. Non-TCP packets, fragments and packets cut
 /// short by the snap length are skipped; a record that overruns the file ends the iteration.
 pub fn tcp_segments(file: &[u8]) -> Result<impl Iterator<Item = TcpSegment<'_>>, PcapReadError> {
     let header = file.get(..24).ok_or(PcapReadError::TruncatedGlobalHeader)?;
-    let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let magic = word_at(header, 0, false);
     let (big_endian, nanos) = match magic {
         0xa1b2_c3d4 => (false, false),
         0xa1b2_3c4d => (false, true),
@@ -238,11 +247,8 @@ pub fn tcp_segments(file: &[u8]) -> Result<impl Iterator<Item = TcpSegment<'_>>,
         0x4d3c_b2a1 => (true, true),
         other => return Err(PcapReadError::BadMagic(other)),
     };
-    let read_u32 = move |b: &[u8]| {
-        let word = [b[0], b[1], b[2], b[3]];
-        if big_endian { u32::from_be_bytes(word) } else { u32::from_le_bytes(word) }
-    };
-    let link_type = read_u32(&header[20..24]) & 0x0fff_ffff;
+    let read_u32 = move |bytes: &[u8], offset: usize| word_at(bytes, offset, big_endian);
+    let link_type = read_u32(header, 20) & 0x0fff_ffff;
     if !matches!(link_type, 0 | 1 | 101 | 113) {
         return Err(PcapReadError::UnsupportedLinkType(link_type));
     }
@@ -250,7 +256,7 @@ pub fn tcp_segments(file: &[u8]) -> Result<impl Iterator<Item = TcpSegment<'_>>,
     let mut at = 24;
     let mut index = 0;
     while let Some(record) = file.get(at..at + 16) {
-        let claimed = read_u32(&record[8..12]);
+        let claimed = read_u32(record, 8);
         if claimed > MAX_RECORD_LEN {
             return Err(PcapReadError::RecordTooLarge { index, claimed, max: MAX_RECORD_LEN });
         }
@@ -261,10 +267,10 @@ pub fn tcp_segments(file: &[u8]) -> Result<impl Iterator<Item = TcpSegment<'_>>,
     Ok(std::iter::from_fn(move || {
         loop {
             let record = file.get(at..at + 16)?;
-            let seconds = u64::from(read_u32(&record[0..4]));
-            let fraction = u64::from(read_u32(&record[4..8]));
-            let captured = read_u32(&record[8..12]) as usize;
-            let original = read_u32(&record[12..16]) as usize;
+            let seconds = u64::from(read_u32(record, 0));
+            let fraction = u64::from(read_u32(record, 4));
+            let captured = read_u32(record, 8) as usize;
+            let original = read_u32(record, 12) as usize;
             let data = file.get(at + 16..at + 16 + captured)?;
             at += 16 + captured;
             if captured < original {

@@ -84,7 +84,7 @@ pub fn render(streams: &[Stream], hex: bool, out: &mut impl Write) -> io::Result
     }
     lines.sort_by_key(|(time, index, order, _)| (*time, *index, *order));
     for (time, index, _, text) in &lines {
-        let stream = &streams[*index];
+        let Some(stream) = streams.get(*index) else { continue };
         let seconds = time.saturating_sub(start) as f64 / 1e9;
         writeln!(out, "{seconds:10.6} {} > {}  {text}", stream.source, stream.destination)?;
     }
@@ -132,7 +132,9 @@ fn describe(event: &StreamEvent<'_>, hex: bool, summary: &mut Summary) -> String
             format!("NOOP {}", zc_ack(*ack).unwrap_or_else(|| "empty".into()))
         }
         StreamEvent::Message(message) => {
-            summary.messages[message.header.msg_type() as usize] += 1;
+            if let Some(count) = summary.messages.get_mut(message.header.msg_type() as usize) {
+                *count += 1;
+            }
             message_line(message, hex)
         }
     }
@@ -175,7 +177,7 @@ fn message_line(message: &Message<'_>, hex: bool) -> String {
         }
     }
     if hex && !message.payload.is_empty() {
-        let shown = &message.payload[..message.payload.len().min(HEX_PREVIEW)];
+        let shown = message.payload.get(..HEX_PREVIEW).unwrap_or(message.payload);
         let hex: Vec<String> = shown.iter().map(|b| format!("{b:02x}")).collect();
         let _ = write!(text, "\n{:>10} payload {}", "", hex.join(" "));
         if message.payload.len() > HEX_PREVIEW {

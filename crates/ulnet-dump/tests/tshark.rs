@@ -16,7 +16,7 @@
 //! Without tshark the tests are skipped, unless the `CI` environment variable is set.
 
 // Helpers of a test: a failed unwrap is a failed test.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -126,6 +126,11 @@ impl Getopt {
         self.argv.len()
     }
 
+    /// The operands: what is left once options are exhausted (`argv[optind..]`).
+    pub fn operands(&self) -> &[String] {
+        self.argv.get(self.optind..).unwrap_or_default()
+    }
+
     /// The element at `index`, or "" past the end.
     pub fn arg(&self, index: usize) -> &str {
         self.argv.get(index).map_or("", String::as_str)

@@ -8,6 +8,8 @@
 //!
 //! Run: `cargo bench -p ulnet-proto --bench engine`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! Parse and emit of a PUT header in both wire forms: the per-message hot path.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 

@@ -2,6 +2,8 @@
 //! console (`ULST_NID=0@lo`) tests against the selftest service on its own node, so no
 //! network is needed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -8,6 +8,8 @@
 //!
 //! Run: `cargo bench -p ulnet --bench api`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p ulnet --bench tcp`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::net::TcpListener;
 use std::time::Duration;
 

@@ -24,6 +24,8 @@
 //! `--ping`: `Node::ping` (a GET of the server's ping buffer, as `lnetctl ping`) back to back for
 //! `--time` seconds, one at a time; prints `pings=.. seconds=.. pings_per_sec=.. rtt_us=..`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test, bench and example code outside #[test] functions.
+
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

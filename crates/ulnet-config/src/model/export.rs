@@ -225,16 +225,14 @@ fn peer_ni(nid: Nid) -> PeerNiEntry {
 /// Per-CPT pools from the `buffers:` totals (or the defaults): total / ncpts, at least 1.
 fn buffer_pools(config: &Config, ncpts: u32) -> Vec<[BufferPool; 3]> {
     let buffers = config.buffers.unwrap_or_default();
-    let totals = [buffers.tiny, buffers.small, buffers.large];
-    let pool = |j: usize| {
-        let (default_total, npages) = DEFAULT_BUFFERS[j];
-        let total = totals[j]
-            .and_then(|t| u32::try_from(t).ok())
-            .filter(|t| *t > 0)
-            .unwrap_or(default_total);
+    let pool = |total: Option<i64>, (default_total, npages): (u32, u32)| {
+        let total =
+            total.and_then(|t| u32::try_from(t).ok()).filter(|t| *t > 0).unwrap_or(default_total);
         let nbuffers = (total / ncpts).max(1);
         let credits = i32::try_from(nbuffers).unwrap_or(i32::MAX);
         BufferPool { npages, nbuffers, credits, mincredits: credits }
     };
-    (0..ncpts).map(|_| [pool(0), pool(1), pool(2)]).collect()
+    let [tiny, small, large] = DEFAULT_BUFFERS;
+    let pools = [pool(buffers.tiny, tiny), pool(buffers.small, small), pool(buffers.large, large)];
+    (0..ncpts).map(|_| pools).collect()
 }

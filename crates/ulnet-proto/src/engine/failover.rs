@@ -165,11 +165,9 @@ impl Engine {
             Some(heard) => heard.1 = now,
             None => peer_ni.watch.heard.push((ni, now)),
         }
-        let Some(index) = peer_ni.watch.paths.iter().position(|path| path.ni == ni) else {
+        let Some(path) = peer_ni.watch.paths.iter_mut().find(|path| path.ni == ni) else {
             return;
         };
-        // In range: just found.
-        let path = &mut peer_ni.watch.paths[index];
         path.rx_since = now;
         if path.suspect {
             path.suspect = false;

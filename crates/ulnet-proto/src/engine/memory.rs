@@ -144,9 +144,11 @@ impl Memory {
         }
         let mut source = bytes;
         for slice in self.slices_mut(offset, bytes.len()) {
-            // `head` is at most `slice.len()` long, so the range below is in bounds.
             let (head, rest) = source.split_at(slice.len().min(source.len()));
-            slice[..head.len()].copy_from_slice(head);
+            // `head` is at most `slice.len()` long: the zip copies all of it.
+            for (to, from) in slice.iter_mut().zip(head) {
+                *to = *from;
+            }
             source = rest;
         }
         true
@@ -159,9 +161,11 @@ impl Memory {
         }
         let mut target = buffer;
         for slice in self.slices(offset, target.len()) {
-            // `head` is at most `slice.len()` long, so the range below is in bounds.
             let (head, rest) = target.split_at_mut(slice.len().min(target.len()));
-            head.copy_from_slice(&slice[..head.len()]);
+            // `head` is at most `slice.len()` long: the zip fills all of it.
+            for (to, from) in head.iter_mut().zip(slice) {
+                *to = *from;
+            }
             target = rest;
         }
         true

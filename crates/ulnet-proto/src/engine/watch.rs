@@ -97,6 +97,7 @@ impl Watch {
     }
 
     /// The path from `ni`, created if missing.
+    #[expect(clippy::indexing_slicing, reason = "the index was found or pushed just above")]
     pub(crate) fn path_mut(&mut self, ni: NiId) -> &mut PathWatch {
         let index = match self.paths.iter().position(|path| path.ni == ni) {
             Some(index) => index,

@@ -206,6 +206,7 @@ impl ConnReq {
 
 /// The 16-byte answer to an unknown version or a `LNET_PROTO_MAGIC` probe:
 /// {`LNET_PROTO_ACCEPTOR_MAGIC`, version 1, NID 0}. lustre: acceptor.c `lnet_accept()`.
+#[expect(clippy::indexing_slicing, reason = "constant indexes below 8 into 16- and 4-byte arrays")]
 pub const fn downgrade_answer() -> [u8; ConnReq::V1_LEN] {
     let mut out = [0u8; ConnReq::V1_LEN];
     let magic = LNET_PROTO_ACCEPTOR_MAGIC.to_le_bytes();

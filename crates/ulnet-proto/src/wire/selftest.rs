@@ -303,8 +303,10 @@ impl LstName {
             return Err(LstNameError::ContainsNul);
         }
         let mut bytes = [0u8; LST_NAME_SIZE];
-        // Length checked above: name fits in the first MAX_LEN bytes.
-        bytes[..name.len()].copy_from_slice(name);
+        // Length checked above: the whole name fits.
+        for (to, from) in bytes.iter_mut().zip(name) {
+            *to = *from;
+        }
         Ok(Self { len: name.len() as u8, bytes })
     }
 
@@ -312,7 +314,7 @@ impl LstName {
     /// the kernel's C string handling ignores them.
     pub fn from_wire(field: &[u8; LST_NAME_SIZE]) -> Result<Self, LstNameError> {
         let len = field.iter().position(|&b| b == 0).ok_or(LstNameError::NotTerminated)?;
-        Self::new(&field[..len])
+        Self::new(field.get(..len).unwrap_or(field))
     }
 
     /// The NUL-padded wire field.
@@ -322,7 +324,8 @@ impl LstName {
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        // `len` is at most MAX_LEN (checked by `new`).
+        self.bytes.get(..usize::from(self.len)).unwrap_or(&self.bytes)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -398,7 +401,8 @@ impl SrpcMsg {
         let buf: &[u8; SRPC_MSG_LEN] =
             buf.try_into().map_err(|_| SrpcParseError::WrongLength(buf.len()))?;
         let (header, body) = buf.split_at(SRPC_BODY_OFFSET);
-        let magic_le = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let &[m0, m1, m2, m3, ..] = buf;
+        let magic_le = u32::from_le_bytes([m0, m1, m2, m3]);
         let order = detect_order(magic_le).ok_or(SrpcParseError::BadMagic(magic_le))?;
         let mut header = Reader::new(header, order);
         let _magic = header.packed_u32();
@@ -1155,8 +1159,10 @@ pub fn encode_dest_list(
         let at = dest_offset(index, per_page, page_size);
         // `at + 12 <= len` by construction of dest_list_len.
         if let Some(slot) = out.get_mut(at..at + PROCESS_ID_PACKED_LEN) {
-            slot[..8].copy_from_slice(&id.nid.to_le_bytes());
-            slot[8..].copy_from_slice(&id.pid.to_le_bytes());
+            let packed = id.nid.to_le_bytes().into_iter().chain(id.pid.to_le_bytes());
+            for (to, from) in slot.iter_mut().zip(packed) {
+                *to = from;
+            }
         }
     }
     Ok(out)

@@ -395,7 +395,7 @@ fn new_session(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             return -1;
         }
     }
-    let rest = &getopt.argv[getopt.optind..];
+    let rest = getopt.operands();
     let name = match rest {
         [name] => {
             if name.len() >= LST_NAME_SIZE {
@@ -612,11 +612,13 @@ fn add_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    if argv.len() < 3 {
+    let [_, name, expressions @ ..] = argv.as_slice() else {
+        return ctx.usage(&command_word(&argv));
+    };
+    if expressions.is_empty() {
         return ctx.usage(&command_word(&argv));
     }
-    // argv has at least 3 words (checked above).
-    let name = argv[1].clone();
+    let name = name.clone();
     if name.len() >= LST_NAME_SIZE {
         ctx.err(&format!("Name length is limited to {}\n", LST_NAME_SIZE - 1));
         return -1;
@@ -627,7 +629,7 @@ fn add_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     }
     let mut nodes_added = false;
     let mut rc = 0;
-    for expression in &argv[2..] {
+    for expression in expressions {
         let ids = match nids::parse_nids(expression) {
             Ok(ids) => ids,
             Err(error) => {
@@ -721,11 +723,10 @@ fn del_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    if argv.len() != 2 {
+    let [_, name] = argv.as_slice() else {
         return ctx.usage(&command_word(&argv));
-    }
-    // Exactly two words (checked above).
-    del_group_named(ctx, &argv[1])
+    };
+    del_group_named(ctx, name)
 }
 
 /// `jt_lst_update_group()`.
@@ -758,7 +759,7 @@ fn update_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if getopt.optind + 1 != getopt.argc() {
         return ctx.usage(&command);
     }
-    let group = getopt.argv[getopt.optind].clone();
+    let group = getopt.arg(getopt.optind).to_string();
     match &mut update {
         GroupUpdate::Remove(ids) => match nids::parse_nids(&remove_text) {
             Ok(parsed) => *ids = parsed,
@@ -841,7 +842,7 @@ fn list_group(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         all = false;
         states |= flag;
     }
-    let names: Vec<String> = getopt.argv[getopt.optind..].to_vec();
+    let names: Vec<String> = getopt.operands().to_vec();
     if names.is_empty() {
         let groups = ctx.backend.groups(ctx.key);
         return print_names(ctx, groups, "group", "groups");
@@ -1257,11 +1258,9 @@ fn add_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if !ctx.need_key() {
         return -1;
     }
-    if argv.len() != 2 {
+    let [_, name] = argv.as_slice() else {
         return ctx.usage(&command_word(&argv));
-    }
-    // Exactly two words (checked above).
-    let name = &argv[1];
+    };
     if name.len() >= LST_NAME_SIZE {
         ctx.err(&format!("Name length is limited to {}\n", LST_NAME_SIZE - 1));
         return -1;
@@ -1279,7 +1278,7 @@ fn add_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
 fn batch_name(getopt: &Getopt) -> Option<String> {
     match getopt.argc() - getopt.optind {
         0 => Some(DEFAULT_BATCH.to_string()),
-        1 => Some(getopt.argv[getopt.optind].clone()),
+        1 => Some(getopt.arg(getopt.optind).to_string()),
         _ => None,
     }
 }
@@ -1409,7 +1408,7 @@ fn list_batch(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     if getopt.optind + 1 != getopt.argc() {
         return ctx.usage(&command);
     }
-    let batch = getopt.argv[getopt.optind].clone();
+    let batch = getopt.arg(getopt.optind).to_string();
     let mut test = test.max(0) as u32;
     let mut remaining = 0;
     loop {
@@ -1667,8 +1666,8 @@ fn add_test(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             }
         }
     }
-    let test = getopt.argv[getopt.optind].clone();
-    let params = getopt.argv[getopt.optind + 1..].to_vec();
+    let test = getopt.arg(getopt.optind).to_string();
+    let params = getopt.operands().get(1..).unwrap_or_default().to_vec();
     let kind = match test.to_ascii_lowercase().as_str() {
         "ping" => TestKind::Ping,
         "brw" => match bulk_params(ctx, &params) {

@@ -55,7 +55,7 @@ pub(super) fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wa
     let unrouted = targets.iter().filter(|target| target.is_none()).count();
     let first = targets.first().copied().flatten();
     let single = first.filter(|_| unrouted == 0 && targets.iter().all(|target| *target == first));
-    if let Some(queue) = single.map(|index| &queues[index]) {
+    if let Some(queue) = single.and_then(|index| queues.get(index)) {
         if queue.push_all(&mut events) {
             wakes.queue(Arc::clone(queue));
         }
@@ -65,15 +65,15 @@ pub(super) fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wa
         for (event, target) in events.drain(..).zip(targets.iter().copied()) {
             let Some(target) = target else { continue };
             if current != Some(target) {
-                if let Some(previous) = current {
-                    push_run(&queues[previous], &mut run, wakes);
+                if let Some(queue) = current.and_then(|previous| queues.get(previous)) {
+                    push_run(queue, &mut run, wakes);
                 }
                 current = Some(target);
             }
             run.push_back(event);
         }
-        if let Some(last) = current {
-            push_run(&queues[last], &mut run, wakes);
+        if let Some(queue) = current.and_then(|last| queues.get(last)) {
+            push_run(queue, &mut run, wakes);
         }
         core.event_run = run;
     }

@@ -3,7 +3,7 @@
 //! No timing assertions: timeouts here only turn a hang into a failure.
 
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod batch;
 mod concurrency;

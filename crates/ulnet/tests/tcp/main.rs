@@ -8,7 +8,7 @@
 //! process may bind them. No timing assertions: timeouts only turn a hang into a failure.
 
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod bad_input;
 mod batching;

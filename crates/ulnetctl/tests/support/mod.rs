@@ -5,7 +5,7 @@
 //! handlers do closely enough to exercise each output and error path of the CLI. It is not
 //! the daemon's handler: that one sits on a live node.
 
-#![allow(clippy::unwrap_used)] // Test support.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)] // Test support.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

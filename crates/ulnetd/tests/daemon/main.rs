@@ -6,7 +6,7 @@
 //! time and idle RSS are printed (`cargo test -p ulnetd -- --nocapture`).
 
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod cli;
 mod demo;

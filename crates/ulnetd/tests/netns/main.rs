@@ -14,7 +14,7 @@
 //! times are printed (`-- --nocapture`). Needs root, `ip`, `tc` and `nft`; elsewhere every test
 //! prints why it is skipped (and fails under `CI`, where they are installed).
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 #[path = "../daemon/support.rs"]
 #[allow(dead_code)]
