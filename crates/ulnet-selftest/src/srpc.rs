@@ -1299,8 +1299,9 @@ impl RpcCore {
         let peer = ProcessId::new(event.source, event.initiator.pid);
         let self_nid = event.target.nid;
         let mut raw = [0u8; SRPC_MSG_LEN];
-        for (to, from) in raw.iter_mut().zip(received) {
-            *to = *from;
+        let copied = received.len().min(SRPC_MSG_LEN);
+        if let (Some(to), Some(from)) = (raw.get_mut(..copied), received.get(..copied)) {
+            to.copy_from_slice(from);
         }
         let verdict_and_incoming = match parsed {
             Some(Ok((msg, order))) => {

@@ -145,9 +145,9 @@ impl Memory {
         let mut source = bytes;
         for slice in self.slices_mut(offset, bytes.len()) {
             let (head, rest) = source.split_at(slice.len().min(source.len()));
-            // `head` is at most `slice.len()` long: the zip copies all of it.
-            for (to, from) in slice.iter_mut().zip(head) {
-                *to = *from;
+            // `head` is at most `slice.len()` long, so `get_mut` always finds room for it.
+            if let Some(target) = slice.get_mut(..head.len()) {
+                target.copy_from_slice(head);
             }
             source = rest;
         }
@@ -162,9 +162,9 @@ impl Memory {
         let mut target = buffer;
         for slice in self.slices(offset, target.len()) {
             let (head, rest) = target.split_at_mut(slice.len().min(target.len()));
-            // `head` is at most `slice.len()` long: the zip fills all of it.
-            for (to, from) in head.iter_mut().zip(slice) {
-                *to = *from;
+            // `head` is at most `slice.len()` long, so `get` always finds all of it.
+            if let Some(source) = slice.get(..head.len()) {
+                head.copy_from_slice(source);
             }
             target = rest;
         }
