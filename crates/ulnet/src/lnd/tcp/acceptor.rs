@@ -8,12 +8,32 @@
 //! hello (the connection race, duplicates, a rebooted peer) needs the node's state and is taken
 //! in the peer table with the core locked.
 //!
+//! # Bad connections cannot lock good ones out
+//!
+//! A connection that sends nothing, or trickles its handshake a few bytes at a time, costs us a
+//! task and a socket until it ends, so both are bounded:
+//!
+//! * Before its task starts, a connection needs a handshake slot
+//!   ([`admission`](super::admission)): at most
+//!   [`MAX_HANDSHAKES`](super::admission::MAX_HANDSHAKES) in all and
+//!   [`MAX_HANDSHAKES_PER_SOURCE`](super::admission::MAX_HANDSHAKES_PER_SOURCE) per source;
+//!   when all are taken, a newcomer from a quieter source evicts the oldest handshake of the
+//!   busiest one. A connection that gets no slot is closed at once, unanswered.
+//! * The whole handshake, connreq and hello, must end within `accept_timeout` (5 s) of the
+//!   accept. The kernel bounds each of its reads by `accept_timeout` instead (three for the
+//!   connreq, two or three for the hello), so a peer sending one section just before each
+//!   deadline holds a kernel connection for half a minute; an honest peer sends the connreq
+//!   and the hello at once, and the handshake takes one round trip.
+//! * Refusals and evictions are warnings, rate limited ([`crate::log_limit`]); the handshake
+//!   failures of single connections are debug lines, as they were.
+//!
 //! lustre: acceptor.c `lnet_acceptor()`, `lnet_accept()`; socklnd.c `ksocknal_accept()`,
-//! `ksocknal_create_conn()`; socklnd_cb.c `ksocknal_recv_hello()`.
+//! `ksocknal_create_conn()`; socklnd_cb.c `ksocknal_recv_hello()` (the passive hello reads
+//! use `lnet_acceptor_timeout()`, each); lib-socket.c `lnet_sock_read()` (one timeout per
+//! read).
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,11 +41,13 @@ use tokio::net::{TcpListener, TcpStream};
 use ulnet_proto::socklnd::handshake::{PassiveHandshake, PassiveStep};
 use ulnet_proto::wire::hello::Hello;
 
+use super::admission::{Granted, Slot};
 use super::context::Cx;
-use super::ni::{Inner, MAX_HANDSHAKES};
+use super::ni::Inner;
 use super::{connection, deadline_instant, socket};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain};
+use crate::log_limit::warn_limited;
 
 /// Pause after an accept error (out of file descriptors...) before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -35,19 +57,55 @@ pub(super) async fn run(inner: Arc<Inner>, node: Weak<Shared>, listener: TcpList
     loop {
         match listener.accept().await {
             Ok((stream, peer_addr)) => {
-                let busy = inner.handshakes.fetch_add(1, Ordering::Relaxed);
-                if busy >= MAX_HANDSHAKES {
-                    inner.handshakes.fetch_sub(1, Ordering::Relaxed);
-                    inner.count(|c| &c.handshakes_failed);
-                    tracing::warn!(%peer_addr, "too many handshakes under way: connection closed");
+                // Dropping a refused stream closes it: nothing is read or written.
+                let Some(granted) = grant_slot(&inner, peer_addr) else {
                     continue;
-                }
-                tokio::spawn(handshake(Arc::clone(&inner), node.clone(), stream, peer_addr));
+                };
+                tokio::spawn(handshake(
+                    Arc::clone(&inner),
+                    node.clone(),
+                    stream,
+                    peer_addr,
+                    granted,
+                ));
             }
             Err(error) => {
-                tracing::warn!(nid = %inner.identity.nid, %error, "accept failed");
+                let (limit, nid) = (&inner.log_limits.accept, inner.identity.nid);
+                warn_limited!(limit, clock::now(), %nid, %error, "accept failed");
                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
             }
+        }
+    }
+}
+
+/// A handshake slot for a new connection from `peer_addr`, or `None` (counted and logged)
+/// when it gets none.
+fn grant_slot(inner: &Inner, peer_addr: SocketAddr) -> Option<Granted> {
+    let admitted =
+        inner.handshakes.lock().unwrap_or_else(PoisonError::into_inner).admit(peer_addr.ip());
+    let limit = &inner.log_limits.admission;
+    match admitted {
+        Ok(granted) => {
+            if let Some((source, held)) = granted.evicted_from {
+                inner.count(|c| &c.handshakes_failed);
+                inner.count(|c| &c.handshakes_refused);
+                warn_limited!(
+                    limit,
+                    clock::now(),
+                    %source,
+                    held,
+                    for_peer = %peer_addr,
+                    "handshake slots full: the oldest handshake of the busiest source closed"
+                );
+            }
+            Some(granted)
+        }
+        Err(refused) => {
+            inner.count(|c| &c.handshakes_failed);
+            inner.count(|c| &c.handshakes_refused);
+            let message = "connection closed before its handshake";
+            warn_limited!(limit, clock::now(), %peer_addr, %refused, "{message}");
+            None
         }
     }
 }
@@ -58,9 +116,21 @@ async fn handshake(
     node: Weak<Shared>,
     stream: TcpStream,
     peer_addr: SocketAddr,
+    granted: Granted,
 ) {
-    let refusal = admit(&inner, &node, stream, peer_addr).await;
-    inner.handshakes.fetch_sub(1, Ordering::Relaxed);
+    let refusal = {
+        // Held until the verdict; released however this ends.
+        let _slot = Slot::new(&inner.handshakes, &granted);
+        tokio::select! {
+            // Eviction drops the handshake, and with it the socket: closed unanswered. It
+            // only happens while the handshake waits for input; the verdict takes no await.
+            () = granted.evicted.notified() => {
+                tracing::debug!(%peer_addr, "handshake evicted");
+                return;
+            }
+            refusal = admit(&inner, &node, stream, peer_addr) => refusal,
+        }
+    };
     let Some((mut stream, reply)) = refusal else {
         return;
     };
@@ -93,14 +163,21 @@ async fn admit(
         tracing::debug!(%peer_addr, %error, "cannot set socket options");
         return Some((stream, Vec::new()));
     }
+    // The whole handshake must end by then, however the bytes trickle in (module
+    // documentation); the machine's own deadlines, one per read as the kernel's, come later.
+    let give_up = now.saturating_add(inner.tunables.accept_timeout);
     let mut buffer = [0u8; Hello::MAX_LEN];
     let candidate = loop {
         let hint = handshake.read_hint().clamp(1, buffer.len());
-        let deadline = handshake.poll_timeout()?;
+        let deadline = handshake.poll_timeout()?.min(give_up);
         let read = buffer.get_mut(..hint).unwrap_or(&mut []);
         let read = tokio::time::timeout_at(deadline_instant(deadline), stream.read(read)).await;
         let now = clock::now();
         let count = match read {
+            Err(_) if now >= give_up => {
+                tracing::debug!(%peer_addr, "handshake not complete within accept_timeout");
+                return Some((stream, Vec::new()));
+            }
             Err(_) => match handshake.handle_timeout(now) {
                 Ok(()) => continue,
                 Err(error) => {

@@ -12,7 +12,8 @@
 //!   (`TCP_NODELAY`, TCP keepalive, buffer sizes, ToS).
 //! * [`acceptor`]: accepts connections and runs the passive handshake (connreq, hello) on each;
 //!   the verdict (races, duplicates, a rebooted peer) is taken with the core locked, in
-//!   [`table`].
+//!   [`table`]. [`admission`] bounds the handshakes under way, in all and per source, so bad
+//!   connections cannot lock good peers out.
 //! * [`dialer`]: opens a typed connection when messages wait for a peer: connreq and hello out,
 //!   the peer's hello in.
 //! * [`table`]: the peer table. One entry per peer process with its
@@ -72,6 +73,7 @@
 //! lnet/lnet/lib-socket.c.
 
 mod acceptor;
+mod admission;
 mod connection;
 mod context;
 mod dialer;
@@ -100,8 +102,10 @@ use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
+use admission::Slots;
+pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
-use ni::{Counters, Inbox, Inner};
+use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
@@ -113,8 +117,11 @@ pub struct TcpStats {
     /// Established connections closed, for any reason.
     pub conns_closed: u64,
     /// Incoming connections closed during the handshake (bad connreq or hello, insecure port,
-    /// timeout, refused by the peer verdict).
+    /// timeout, refused by the peer verdict, refused or evicted by the handshake slots).
     pub handshakes_failed: u64,
+    /// Of `handshakes_failed`: incoming connections refused or evicted because too many
+    /// handshakes were under way, from their source or in all (`admission`).
+    pub handshakes_refused: u64,
     /// Outgoing connection attempts that failed or were refused.
     pub dials_failed: u64,
     /// Established connections closed for a malformed stream (bad framing, bad header, unknown
@@ -137,6 +144,7 @@ impl TcpStats {
         self.conns_dialled += other.conns_dialled;
         self.conns_closed += other.conns_closed;
         self.handshakes_failed += other.handshakes_failed;
+        self.handshakes_refused += other.handshakes_refused;
         self.dials_failed += other.dials_failed;
         self.protocol_errors += other.protocol_errors;
         self.timeouts += other.timeouts;
@@ -203,9 +211,10 @@ impl TcpLnd {
             node: OnceLock::new(),
             inbox: Mutex::new(Inbox::default()),
             privileged_ports: AtomicBool::new(privileged_ports),
-            handshakes: AtomicU64::new(0),
+            handshakes: Mutex::new(Slots::new(MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE)),
             next_scan: AtomicU64::new(0),
             counters: Counters::default(),
+            log_limits: LogLimits::default(),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -218,6 +227,7 @@ impl TcpLnd {
             conns_dialled: load(&counters.conns_dialled),
             conns_closed: load(&counters.conns_closed),
             handshakes_failed: load(&counters.handshakes_failed),
+            handshakes_refused: load(&counters.handshakes_refused),
             dials_failed: load(&counters.dials_failed),
             protocol_errors: load(&counters.protocol_errors),
             timeouts: load(&counters.timeouts),

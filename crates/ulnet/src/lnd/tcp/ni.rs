@@ -13,7 +13,9 @@ use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::wire::hello::LocalIdentity;
 
+use super::admission::Slots;
 use crate::driver::{Shared, Wakes};
+use crate::log_limit::LogLimit;
 
 /// What the LND's calls and tasks share.
 pub(crate) struct Inner {
@@ -38,17 +40,40 @@ pub(crate) struct Inner {
     pub(super) inbox: Mutex<Inbox>,
     /// Try privileged source ports; cleared for good on the first EACCES.
     pub(super) privileged_ports: AtomicBool,
-    /// Passive handshakes under way, bounded by [`MAX_HANDSHAKES`].
-    pub(super) handshakes: AtomicU64,
+    /// Leaf lock: the passive handshakes under way, bounded in all and per source
+    /// ([`admission`](super::admission)).
+    pub(super) handshakes: Mutex<Slots>,
     /// When [`Lnd::poll`](crate::lnd::Lnd::poll) next scans the peers' timers (nanoseconds
     /// of [`Time`](ulnet_proto::time::Time)).
     pub(super) next_scan: AtomicU64,
     pub(super) counters: Counters,
+    /// Rate limits of the warnings a peer can cause at will.
+    pub(super) log_limits: LogLimits,
 }
 
-/// Most incoming connections in their handshake at once; more are closed at once. The kernel
-/// bounds them with its connd threads and the listen backlog.
-pub const MAX_HANDSHAKES: u64 = 1024;
+/// One rate limit per kind of warning a peer (or a flood of connections) can cause.
+#[derive(Debug)]
+pub(super) struct LogLimits {
+    /// Incoming connections refused or evicted by the handshake slots.
+    pub(super) admission: LogLimit,
+    /// `accept()` failing (out of file descriptors...).
+    pub(super) accept: LogLimit,
+    /// Connections refused because the peer table is full.
+    pub(super) table_full: LogLimit,
+    /// Established connections closed for a protocol error or a timeout.
+    pub(super) conn_errors: LogLimit,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            admission: LogLimit::new("handshake refused"),
+            accept: LogLimit::new("accept failed"),
+            table_full: LogLimit::new("peer table full"),
+            conn_errors: LogLimit::new("connection closed on error"),
+        }
+    }
+}
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -56,6 +81,7 @@ pub(super) struct Counters {
     pub(super) conns_dialled: AtomicU64,
     pub(super) conns_closed: AtomicU64,
     pub(super) handshakes_failed: AtomicU64,
+    pub(super) handshakes_refused: AtomicU64,
     pub(super) dials_failed: AtomicU64,
     pub(super) protocol_errors: AtomicU64,
     pub(super) timeouts: AtomicU64,

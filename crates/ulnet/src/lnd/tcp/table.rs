@@ -36,6 +36,7 @@ use super::reader::{ReadCx, ReadOutcome, Reader};
 use super::socket;
 use super::writer::{Flushed, Writer};
 use crate::lnd::Output;
+use crate::log_limit::warn_limited;
 
 /// Most peers one NI keeps (each costs a few hundred bytes plus its connections).
 pub const MAX_PEERS: usize = 1 << 16;
@@ -366,7 +367,12 @@ impl PeerTable {
         }
         let peer_id = candidate.hello.peer;
         let Some(peer) = peer_entry(&mut self.peers, cx.inner, peer_id) else {
-            tracing::warn!(peer = %peer_id, "peer table full ({MAX_PEERS}): connection refused");
+            warn_limited!(
+                &cx.inner.log_limits.table_full,
+                cx.now,
+                peer = %peer_id,
+                "peer table full ({MAX_PEERS}): connection refused"
+            );
             return Err((stream, Vec::new()));
         };
         let admission = peer.conns.admit_passive(candidate, loopback);
@@ -657,11 +663,13 @@ impl PeerTable {
         match cause {
             _ if cause.is_protocol_error() => {
                 cx.inner.count(|c| &c.protocol_errors);
-                tracing::warn!(peer = %peer_id, %cause, "closing connection");
+                let limit = &cx.inner.log_limits.conn_errors;
+                warn_limited!(limit, cx.now, peer = %peer_id, %cause, "closing connection");
             }
             CloseCause::Timeout(_) | CloseCause::StaleZcRequests => {
                 cx.inner.count(|c| &c.timeouts);
-                tracing::warn!(peer = %peer_id, %cause, "closing connection");
+                let limit = &cx.inner.log_limits.conn_errors;
+                warn_limited!(limit, cx.now, peer = %peer_id, %cause, "closing connection");
             }
             CloseCause::Internal(_) => {
                 tracing::error!(peer = %peer_id, %cause, "closing connection")
