@@ -10,6 +10,7 @@
 // Helpers outside #[test] functions unwrap too: a failure is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod admission;
 mod bad_input;
 mod batching;
 mod capture;
