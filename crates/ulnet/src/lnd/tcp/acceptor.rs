@@ -18,7 +18,8 @@
 //!   [`MAX_HANDSHAKES`](super::admission::MAX_HANDSHAKES) in all and
 //!   [`MAX_HANDSHAKES_PER_SOURCE`](super::admission::MAX_HANDSHAKES_PER_SOURCE) per source;
 //!   when all are taken, a newcomer from a quieter source evicts the oldest handshake of the
-//!   busiest one. A connection that gets no slot is closed at once, unanswered.
+//!   busiest one (or, from a source with none, the oldest of all). A connection that gets no
+//!   slot is closed at once, unanswered.
 //! * The whole handshake, connreq and hello, must end within `accept_timeout` (5 s) of the
 //!   accept. The kernel bounds each of its reads by `accept_timeout` instead (three for the
 //!   connreq, two or three for the hello), so a peer sending one section just before each
@@ -95,7 +96,7 @@ fn grant_slot(inner: &Inner, peer_addr: SocketAddr) -> Option<Granted> {
                     %source,
                     held,
                     for_peer = %peer_addr,
-                    "handshake slots full: the oldest handshake of the busiest source closed"
+                    "handshake slots full: an older handshake closed to make room"
                 );
             }
             Some(granted)

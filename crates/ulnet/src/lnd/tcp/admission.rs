@@ -10,8 +10,10 @@
 //!   closed at once: a source can only lock itself out.
 //! * **Eviction**: when every slot is taken, a connection from a source holding fewer slots
 //!   than the busiest source by two or more takes the busiest source's *oldest* slot (that
-//!   handshake is closed). So a source with no handshake under way is never starved while any
-//!   source holds two; the newcomer is refused only when the slots are spread evenly.
+//!   handshake is closed). When the slots are spread more evenly than that, a connection from
+//!   a source with no handshake under way takes the oldest slot of all (an honest handshake
+//!   takes one round trip, so the oldest is almost surely a stuck one); any other newcomer is
+//!   refused. So a source with no handshake under way is never starved.
 //! * **Time**: each handshake (connreq and hello together) must end within `accept_timeout`
 //!   of its accept, however the peer trickles its bytes (see [`acceptor`](super::acceptor)).
 //!
@@ -103,12 +105,9 @@ impl Slots {
         }
         let mut evicted_from = None;
         if self.total >= self.max_total {
-            let (busiest, most) = self.busiest().ok_or(Refused::Full { total: self.total })?;
-            if most < held + 2 {
-                return Err(Refused::Full { total: self.total });
-            }
-            self.evict_oldest(busiest);
-            evicted_from = Some((busiest, most));
+            let victim = self.victim(held).ok_or(Refused::Full { total: self.total })?;
+            self.evict_oldest(victim.0);
+            evicted_from = Some(victim);
         }
         let serial = self.next_serial;
         self.next_serial += 1;
@@ -138,13 +137,28 @@ impl Slots {
         self.total
     }
 
-    /// The source holding the most slots, and how many. A scan, but only when every slot is
-    /// taken, over at most `max_total` sources.
-    fn busiest(&self) -> Option<(IpAddr, usize)> {
-        self.by_source
+    /// Whose oldest handshake makes room for a newcomer whose source holds `held` slots (and
+    /// how many that source holds): the busiest source's if it holds two more than the
+    /// newcomer's; else, for a newcomer with none, the source of the oldest handshake of all;
+    /// else nobody. A scan, but only when every slot is taken, over at most `max_total`
+    /// sources.
+    fn victim(&self, held: usize) -> Option<(IpAddr, usize)> {
+        let (busiest, most) = self
+            .by_source
             .iter()
             .map(|(source, held)| (*source, held.len()))
-            .max_by_key(|(_, held)| *held)
+            .max_by_key(|(_, held)| *held)?;
+        if most >= held + 2 {
+            return Some((busiest, most));
+        }
+        if held > 0 {
+            return None;
+        }
+        self.by_source
+            .iter()
+            .filter_map(|(source, held)| Some((held.front()?.serial, *source, held.len())))
+            .min_by_key(|(serial, _, _)| *serial)
+            .map(|(_, source, held)| (source, held))
     }
 
     fn evict_oldest(&mut self, source: IpAddr) {
@@ -262,13 +276,19 @@ mod tests {
     }
 
     #[test]
-    fn slots_spread_evenly_refuse_a_newcomer() {
+    fn slots_spread_evenly_go_oldest_first_to_new_sources_only() {
         let mut slots = Slots::new(3, 4);
-        for source in 1..=3 {
-            slots.admit(v4(source)).unwrap();
-        }
-        assert_eq!(slots.admit(v4(4)).unwrap_err(), Refused::Full { total: 3 });
+        let held: Vec<Granted> = (1..=3).map(|source| slots.admit(v4(source)).unwrap()).collect();
+        // A source already holding one cannot take another's.
         assert_eq!(slots.admit(v4(1)).unwrap_err(), Refused::Full { total: 3 });
+        // A new source takes the oldest of all (source 1's), then the next oldest.
+        let d = slots.admit(v4(4)).unwrap();
+        assert_eq!(d.evicted_from, Some((v4(1), 1)));
+        assert!(evicted(&held[0]));
+        let e = slots.admit(v4(5)).unwrap();
+        assert_eq!(e.evicted_from, Some((v4(2), 1)));
+        assert!(evicted(&held[1]));
+        assert!(!evicted(&held[2]) && !evicted(&d));
         assert_eq!(slots.total(), 3);
     }
 
