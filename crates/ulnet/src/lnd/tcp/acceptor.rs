@@ -22,9 +22,9 @@
 //!   slot is closed at once, unanswered.
 //! * The whole handshake, connreq and hello, must end within `accept_timeout` (5 s) of the
 //!   accept. The kernel bounds each of its reads by `accept_timeout` instead (three for the
-//!   connreq, two or three for the hello), so a peer sending one section just before each
-//!   deadline holds a kernel connection for half a minute; an honest peer sends the connreq
-//!   and the hello at once, and the handshake takes one round trip.
+//!   connreq, more for the hello), so a peer sending each piece just before its read's
+//!   deadline holds a kernel connection for several times `accept_timeout`; an honest peer
+//!   sends the connreq and the hello at once, and the handshake takes one round trip.
 //! * Refusals and evictions are warnings, rate limited ([`crate::log_limit`]); the handshake
 //!   failures of single connections are debug lines, as they were.
 //!
