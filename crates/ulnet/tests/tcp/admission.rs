@@ -2,11 +2,12 @@
 //! `MAX_HANDSHAKES_PER_SOURCE` handshakes (the rest are closed at once, unanswered), and a
 //! handshake trickled in small pieces ends at `accept_timeout` in all, not per piece.
 //!
-//! Eviction when every one of the 1024 slots is taken is unit-tested with the slot table
-//! (`lnd/tcp/admission.rs`): filling them here would take thousands of sockets.
+//! With every one of the 1024 slots held (64 sources of 16, from 127.0.1.x), a new source still
+//! gets in by evicting a held handshake; the finer eviction rules are unit-tested with the slot
+//! table (`lnd/tcp/admission.rs`).
 
 use std::io::{ErrorKind, Write};
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::thread;
 use std::time::Duration;
 
@@ -113,4 +114,57 @@ fn a_trickled_handshake_ends_at_accept_timeout() {
     // An honest peer sends its connreq and hello at once and gets in.
     let good = tcp_node(GOOD, port);
     put_and_check(&good, &victim, 8, b"in time");
+}
+
+/// The process's soft limit on open files, from `/proc/self/limits`.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// The trial's lockout: every handshake slot held by stuck connections, from as many sources
+/// as it takes (64 of 16). A peer the node has never seen still connects, evicting one of
+/// them, and completes a PUT.
+#[test]
+fn a_full_acceptor_still_admits_a_new_source() {
+    // Both ends of 1024 connections live in this process.
+    let needed = 2 * MAX_HANDSHAKES as u64 + 512;
+    match open_files_limit() {
+        Some(limit) if limit >= needed => {}
+        limit => {
+            let message = format!("needs {needed} open files, the limit is {limit:?}");
+            assert!(std::env::var_os("CI").is_none(), "{message}");
+            eprintln!("skipped: {message}");
+            return;
+        }
+    }
+    let port = free_port();
+    let victim =
+        tcp_node_with(VICTIM, SocklndTunables { accept_timeout: HANG_GUARD, ..tunables(port) });
+    let address = SocketAddrV4::new(ADDRESSES[VICTIM], port);
+    let sources = MAX_HANDSHAKES / MAX_HANDSHAKES_PER_SOURCE;
+    let links: Vec<Link> = (0..sources)
+        .flat_map(|source| {
+            let ip = Ipv4Addr::new(127, 0, 1, 1 + source as u8);
+            (0..MAX_HANDSHAKES_PER_SOURCE).map(move |_| {
+                let mut link = Link::connect(ip, address, false);
+                link.send(&connreq_v1(ADDRESSES[VICTIM])[..2]);
+                link
+            })
+        })
+        .collect();
+    assert_eq!(links.len(), MAX_HANDSHAKES);
+    assert_eq!(victim.tcp_stats().handshakes_refused, 0, "every stuck connection got a slot");
+
+    // The good peer's connections are accepted after every stuck one (the accept queue is in
+    // order), so they find the slots full.
+    let good = tcp_node(GOOD, port);
+    put_and_check(&good, &victim, 9, &pattern(4096, 9));
+    let refused = victim.tcp_stats().handshakes_refused;
+    assert!(refused >= 1, "the good peer took a held slot");
+    wait_until("the evicted connections to be closed", || {
+        links.iter().filter(|link| closed(link)).count() as u64 >= refused
+    });
+    assert_eq!(links.iter().filter(|link| closed(link)).count() as u64, refused);
 }
