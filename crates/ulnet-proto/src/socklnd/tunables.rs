@@ -171,7 +171,9 @@ pub struct SocklndTunables {
     pub accept: AcceptPolicy,
     /// `accept_port` (988).
     pub accept_port: u16,
-    /// `accept_timeout` (5 s): each connreq read and the passive side's hello read.
+    /// `accept_timeout` (5 s): the kernel's bound on each connreq read and on the passive
+    /// side's hello read; ulnet's acceptor also bounds the whole passive handshake by it
+    /// (decision 0017).
     pub accept_timeout: Duration,
     /// `accept_backlog` (127): listen() backlog.
     pub accept_backlog: u32,
