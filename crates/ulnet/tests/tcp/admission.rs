@@ -116,11 +116,18 @@ fn a_trickled_handshake_ends_at_accept_timeout() {
     put_and_check(&good, &victim, 8, b"in time");
 }
 
-/// The process's soft limit on open files, from `/proc/self/limits`.
-fn open_files_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
+/// The process's soft limit on open files, raised first towards `needed` as far as the hard
+/// limit allows (an unprivileged process may), so that a shell's default 1024 does not skip.
+fn open_files_limit(needed: u64) -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let current = limit.current?;
+    if current < needed {
+        let raised = limit.maximum.map_or(needed, |hard| hard.min(needed));
+        let _ =
+            setrlimit(Resource::Nofile, rustix::process::Rlimit { current: Some(raised), ..limit });
+    }
+    getrlimit(Resource::Nofile).current
 }
 
 /// The trial's lockout: every handshake slot held by stuck connections, from as many sources
@@ -130,7 +137,7 @@ fn open_files_limit() -> Option<u64> {
 fn a_full_acceptor_still_admits_a_new_source() {
     // Both ends of 1024 connections live in this process.
     let needed = 2 * MAX_HANDSHAKES as u64 + 512;
-    match open_files_limit() {
+    match open_files_limit(needed) {
         Some(limit) if limit >= needed => {}
         limit => {
             let message = format!("needs {needed} open files, the limit is {limit:?}");
