@@ -987,3 +987,30 @@ fn ping_reply_moves_a_discovered_peers_nid_as_the_kernel_does() {
     assert_eq!(node.stats().discovery_nids_refused, 0);
     node.check_invariants().unwrap();
 }
+
+#[test]
+fn a_locked_primary_alone_on_its_peer_moves_with_its_lock() {
+    let now = Time::ZERO;
+    let (local, remote, b1) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2), tcp(192, 168, 1, 3));
+    let mut node = single_ni_node(local);
+    // A peer created by traffic, its only NID locked primary (as the upper layer does).
+    let body = Body::Put {
+        ack_wmd: WireHandle::NONE,
+        match_bits: 0,
+        hdr_data: 0,
+        ptl_index: 9,
+        offset: 0,
+    };
+    deliver(&mut node, now, b1, &header(b1, local, 0, body), &[]);
+    let state = node.peer_info(b1).unwrap().state;
+    node.set_peer_state(b1, state | PeerState::LOCK_PRIMARY).unwrap();
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    // lustre: lnet_peer_add_nid(): the NID locked first stays primary; the old peer goes.
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b1]));
+    let merged = node.peer_info(remote).unwrap();
+    assert_eq!((merged.primary_nid, nids_of(&merged)), (b1, vec![b1, remote]));
+    assert!(merged.state.contains(PeerState::LOCK_PRIMARY));
+    assert_eq!(node.peers().count(), 1);
+    node.check_invariants().unwrap();
+}
