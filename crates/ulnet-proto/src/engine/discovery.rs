@@ -23,7 +23,7 @@ use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
 use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
-use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
+use crate::engine::ping::{MAX_PING_SINK, PingCompletion, RefusedNid, RefusedReason};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::Body;
@@ -316,6 +316,25 @@ impl Engine {
         }
     }
 
+    /// The last NID a peer's ping reply or push listed that discovery did not attach to it
+    /// (one of ours, or another peer's that configuration keeps); how many there were is
+    /// [`GlobalStats::discovery_nids_refused`](crate::engine::stats::GlobalStats). For the
+    /// runtime to log (docs/decisions/0016-discovery-nid-ownership.md).
+    pub fn last_refused_nid(&self) -> Option<RefusedNid> {
+        self.discoveries.last_refused
+    }
+
+    /// Counts and records a NID discovery did not attach to the peer whose primary is `peer`.
+    fn refuse_nid(&mut self, peer: Nid, nid: Nid, reason: RefusedReason) {
+        self.stats.discovery_nids_refused += 1;
+        self.discoveries.last_refused = Some(RefusedNid { peer, nid, reason });
+    }
+
+    fn refuse_listed(&mut self, peer: PeerId, nid: Nid, reason: RefusedReason) {
+        let primary = self.peers.peer(peer).map_or(Nid::ANY, |entry| entry.primary_nid);
+        self.refuse_nid(primary, nid, reason);
+    }
+
     /// One of this node's NIDs (`0@lo` included).
     fn is_local_nid(&self, nid: Nid) -> bool {
         nid == Nid::LO_0 || self.ni_for_nid(nid).is_some()
@@ -384,7 +403,7 @@ impl Engine {
         // stays as it is and its messages still go to the NIs it had (as after the kernel's
         // "Primary NID error").
         if self.is_local_nid(primary) || self.is_local_nid(peer_primary) {
-            self.stats.discovery_nids_refused += 1;
+            self.refuse_nid(peer_primary, primary, RefusedReason::LocalPrimary);
             return Ok(Step::Rediscover);
         }
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
@@ -545,13 +564,24 @@ impl Engine {
             match self.add_nid(peer, listed.nid, multi_rail) {
                 Ok(()) => {}
                 Err(AddNidError::NoMemory) => return Err(EventStatus::NoMemory),
-                Err(AddNidError::Local | AddNidError::ConfiguredElsewhere) => {
-                    self.stats.discovery_nids_refused += 1;
+                // The kernel would still apply the listed status to the NID where it is; the
+                // status of a NID that is not the peer's is not the peer's to give.
+                Err(AddNidError::Local) => {
+                    self.refuse_listed(peer, listed.nid, RefusedReason::Local);
+                    continue;
+                }
+                Err(AddNidError::ConfiguredElsewhere) => {
+                    self.refuse_listed(peer, listed.nid, RefusedReason::ConfiguredElsewhere);
                     continue;
                 }
                 Err(AddNidError::NotMultiRail | AddNidError::NotUnique) => continue,
             }
-            if let Some(id) = self.peers.find(listed.nid) {
+            // Not a NID that stayed with another peer (a locked primary: BAD_CONFIG).
+            let owned = self
+                .peers
+                .find(listed.nid)
+                .filter(|id| self.peers.ni(*id).is_some_and(|ni| ni.peer == peer));
+            if let Some(id) = owned {
                 self.update_ni_status(id, listed.status);
             }
         }

@@ -16,7 +16,9 @@ use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{Engine, EngineConfig, PutRequest, RecvAction, Transmit};
 use crate::engine::peer::{PeerInfo, PeerState};
-use crate::engine::ping::{PING_SINK, PingCompletion, PingFailure, PingReply};
+use crate::engine::ping::{
+    PING_SINK, PingCompletion, PingFailure, PingReply, RefusedNid, RefusedReason,
+};
 use crate::link_model::LinkConfig;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
@@ -872,6 +874,8 @@ fn ping_reply_listing_our_own_nid_does_not_attach_it() {
     assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote]));
     assert!(node.peer_info(local2).is_none());
     assert_eq!(node.stats().discovery_nids_refused, 1);
+    let refused = RefusedNid { peer: remote, nid: local2, reason: RefusedReason::Local };
+    assert_eq!(node.last_refused_nid(), Some(refused));
     // The rest of the reply counts: the peer is multi-rail, pushed, and the PUT goes to it.
     assert!(known.multi_rail());
     ack_push(&mut node, now);
@@ -917,6 +921,8 @@ fn push_naming_our_own_nid_primary_cannot_replace_the_peer() {
     assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote, remote2]));
     assert!(node.peer_info(local).is_none());
     assert_eq!(node.stats().discovery_nids_refused, 1);
+    let reason = RefusedReason::LocalPrimary;
+    assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: remote, nid: local, reason }));
     // Traffic to the peer still goes to its own NIDs.
     let hops = put_hops(&mut node, now, remote, 4);
     assert!(hops.iter().all(|hop| *hop == remote || *hop == remote2), "{hops:?}");
@@ -938,6 +944,8 @@ fn ping_reply_cannot_take_a_configured_peers_nid() {
     let configured = node.peer_info(b2).unwrap();
     assert_eq!((configured.primary_nid, nids_of(&configured)), (b1, vec![b1, b2]));
     assert_eq!(node.stats().discovery_nids_refused, 1);
+    let reason = RefusedReason::ConfiguredElsewhere;
+    assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: remote, nid: b2, reason }));
     ack_push(&mut node, now);
     let (put, _) = sent(&mut node, now);
     assert_eq!(put.next_hop, remote);
