@@ -402,8 +402,12 @@ impl Engine {
         // Merging it would make the peer ours, or attach another node's NIDs to ours; the peer
         // stays as it is and its messages still go to the NIs it had (as after the kernel's
         // "Primary NID error").
-        if self.is_local_nid(primary) || self.is_local_nid(peer_primary) {
+        if self.is_local_nid(primary) {
             self.refuse_nid(peer_primary, primary, RefusedReason::LocalPrimary);
+            return Ok(Step::Rediscover);
+        }
+        if self.is_local_nid(peer_primary) {
+            self.refuse_nid(peer_primary, primary, RefusedReason::LocalPeer);
             return Ok(Step::Rediscover);
         }
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;

@@ -328,6 +328,10 @@ pub enum RefusedReason {
     /// One of this node's own NIDs named primary: the whole buffer was refused.
     #[error("it is one of ours, named primary: the whole buffer was refused")]
     LocalPrimary,
+    /// Data for a peer that traffic created for one of our own NIDs (`peer` is ours, `nid` the
+    /// primary the buffer named): the whole buffer was refused.
+    #[error("the peer is one of our own NIDs: the whole buffer was refused")]
+    LocalPeer,
     /// A NID of another peer that configuration owns (the kernel's `-EEXIST`).
     #[error("another peer has it configured")]
     ConfiguredElsewhere,

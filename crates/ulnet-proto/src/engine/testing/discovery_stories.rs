@@ -1022,3 +1022,37 @@ fn a_locked_primary_alone_on_its_peer_moves_with_its_lock() {
     assert_eq!(node.peers().count(), 1);
     node.check_invariants().unwrap();
 }
+
+#[test]
+fn push_into_the_peer_for_our_own_nid_is_refused() {
+    let now = Time::ZERO;
+    let (local, attacker) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 9));
+    let mut node = single_ni_node(local);
+    // A message over the network from our own NID (as a recovery ping of our NI makes) gives
+    // that NID a peer entry.
+    let body = Body::Put {
+        ack_wmd: WireHandle::NONE,
+        match_bits: 0,
+        hdr_data: 0,
+        ptl_index: 9,
+        offset: 0,
+    };
+    deliver(&mut node, now, local, &header(local, local, 0, body), &[]);
+    assert_eq!(nids_of(&node.peer_info(local).unwrap()), [local]);
+    // Pushes claiming to come from it offer another node's NID, ours primary or theirs.
+    let ack_wmd = WireHandle { interface_cookie: 1, object_cookie: 0x40f };
+    let cases = [
+        (3, [local, attacker], local, RefusedReason::LocalPrimary),
+        (4, [attacker, local], attacker, RefusedReason::LocalPeer),
+    ];
+    for (sequence, nids, named, reason) in cases {
+        let hostile = peer_buffer(0x1e, sequence, &nids);
+        let push = push_header(local, local, hostile.len(), ack_wmd);
+        deliver(&mut node, now, local, &push, &hostile);
+        while node.poll_transmit().is_some() {}
+        assert_eq!(nids_of(&node.peer_info(local).unwrap()), [local]);
+        assert!(node.peer_info(attacker).is_none());
+        assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: local, nid: named, reason }));
+    }
+    node.check_invariants().unwrap();
+}
