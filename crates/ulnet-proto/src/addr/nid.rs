@@ -132,6 +132,10 @@ pub enum LargeNidError {
     /// The buffer is shorter than 20 bytes.
     #[error("large NID needs {LARGE_NID_LEN} bytes, got {0}")]
     Truncated(usize),
+    /// Non-zero bytes past the `nid_size + 4` address bytes: the kernel compares all 16
+    /// address bytes (`nid_same`), so such a NID names no NI and no peer.
+    #[error("large NID has non-zero bytes past its {0} address bytes")]
+    JunkPastAddress(u8),
 }
 
 impl Nid {
@@ -194,7 +198,9 @@ impl Nid {
     }
 
     /// Decodes the 20-byte `struct lnet_nid`. Bytes past the address are ignored (and zeroed in
-    /// the result) as readers do; `nid_type` 0xFF is ANY whatever the other fields say.
+    /// the result); `nid_type` 0xFF is ANY whatever the other fields say. Lenient: for ping
+    /// buffers and message headers, where such a NID is at worst one that matches nothing.
+    /// Where the NID identifies a connection, use [`from_large_bytes_exact`](Self::from_large_bytes_exact).
     pub fn from_large_bytes(bytes: &[u8]) -> Result<Self, LargeNidError> {
         let Some(&[size, lnd, net_hi, net_lo, ref address @ ..]) =
             bytes.first_chunk::<LARGE_NID_LEN>()
@@ -215,6 +221,25 @@ impl Nid {
             *to = *from;
         }
         Ok(Self { size, net, addr })
+    }
+
+    /// [`from_large_bytes`](Self::from_large_bytes), refusing non-zero bytes past the address
+    /// ([`LargeNidError::JunkPastAddress`]). The kernel's `nid_same` compares all 16 address
+    /// bytes, so a connection request whose NID carries junk there matches no NI and is
+    /// refused; we cannot keep the junk (our NIDs are normalised), so we refuse it too.
+    /// lustre: lnet/lnet/acceptor.c `lnet_accept()`, include/uapi/linux/lnet/lnet-types.h
+    /// `nid_same()`.
+    pub fn from_large_bytes_exact(bytes: &[u8]) -> Result<Self, LargeNidError> {
+        let nid = Self::from_large_bytes(bytes)?;
+        if nid.is_any() {
+            return Ok(nid);
+        }
+        // nid_size, nid_type and nid_num (4 bytes), then `nid_size + 4` address bytes.
+        let used = 4 + usize::from(nid.size) + 4;
+        if bytes.get(used..LARGE_NID_LEN).is_some_and(|rest| rest.iter().any(|byte| *byte != 0)) {
+            return Err(LargeNidError::JunkPastAddress(nid.size.saturating_add(4)));
+        }
+        Ok(nid)
     }
 
     /// Encodes the 20-byte `struct lnet_nid` (unused address bytes zero).
@@ -363,5 +388,31 @@ mod tests {
         bytes[12] = 0xaa;
         let nid = Nid::from_large_bytes(&bytes).unwrap();
         assert_eq!(nid, Nid::ipv4(Net::TCP, Ipv4Addr::new(10, 0, 0, 1)));
+    }
+
+    #[test]
+    fn the_exact_decoder_refuses_bytes_past_the_address() {
+        // 10.0.0.1@tcp with 0xaa in the first unused byte (offset 8) and in the last (19).
+        for junk_at in [8, 19] {
+            let mut bytes = [0u8; 20];
+            bytes[..8].copy_from_slice(&[0, 2, 0, 0, 10, 0, 0, 1]);
+            bytes[junk_at] = 0xaa;
+            assert_eq!(Nid::from_large_bytes_exact(&bytes), Err(LargeNidError::JunkPastAddress(4)));
+            bytes[junk_at] = 0;
+            let clean = Nid::ipv4(Net::TCP, Ipv4Addr::new(10, 0, 0, 1));
+            assert_eq!(Nid::from_large_bytes_exact(&bytes), Ok(clean));
+        }
+        // IPv6 uses all 16 address bytes: nothing is past them.
+        let ipv6 = Nid::ipv6(Net::TCP, "2001:db8::1".parse().unwrap());
+        assert_eq!(Nid::from_large_bytes_exact(&ipv6.to_large_bytes()), Ok(ipv6));
+        // An 8-byte address (nid_size 4): byte 11 is its last, byte 12 the first unused.
+        let mut eight = [0u8; 20];
+        eight[..12].copy_from_slice(&[4, 2, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(Nid::from_large_bytes_exact(&eight).is_ok());
+        eight[12] = 1;
+        assert_eq!(Nid::from_large_bytes_exact(&eight), Err(LargeNidError::JunkPastAddress(8)));
+        // ANY stays ANY; short buffers are still Truncated.
+        assert_eq!(Nid::from_large_bytes_exact(&[0xff; 20]), Ok(Nid::ANY));
+        assert_eq!(Nid::from_large_bytes_exact(&[0; 12]), Err(LargeNidError::Truncated(12)));
     }
 }

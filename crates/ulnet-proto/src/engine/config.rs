@@ -460,7 +460,7 @@ impl Engine {
                     // lustre: both peers are flagged BAD_CONFIG and the add "succeeds".
                     for id in [peer, other] {
                         if let Some(entry) = self.peers.peer_mut(id) {
-                            entry.state.insert(PeerState(1 << 21));
+                            entry.state.insert(PeerState::BAD_CONFIG);
                         }
                     }
                     return Ok(());

@@ -23,7 +23,7 @@ use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
 use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
-use crate::engine::ping::{MAX_PING_SINK, PingCompletion};
+use crate::engine::ping::{MAX_PING_SINK, PingCompletion, RefusedNid, RefusedReason};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::Body;
@@ -70,6 +70,11 @@ enum AddNidError {
     NotUnique,
     /// `-ENOMEM`: the peer table is full.
     NoMemory,
+    /// `-EEXIST`: the NID belongs to another peer that configuration owns.
+    ConfiguredElsewhere,
+    /// One of this node's own NIDs (ulnet's rule, not the kernel's: see
+    /// docs/decisions/0016-discovery-nid-ownership.md).
+    Local,
 }
 
 impl Engine {
@@ -311,6 +316,30 @@ impl Engine {
         }
     }
 
+    /// The last NID a peer's ping reply or push listed that discovery did not attach to it
+    /// (one of ours, or another peer's that configuration keeps); how many there were is
+    /// [`GlobalStats::discovery_nids_refused`](crate::engine::stats::GlobalStats). For the
+    /// runtime to log (docs/decisions/0016-discovery-nid-ownership.md).
+    pub fn last_refused_nid(&self) -> Option<RefusedNid> {
+        self.discoveries.last_refused
+    }
+
+    /// Counts and records a NID discovery did not attach to the peer whose primary is `peer`.
+    fn refuse_nid(&mut self, peer: Nid, nid: Nid, reason: RefusedReason) {
+        self.stats.discovery_nids_refused += 1;
+        self.discoveries.last_refused = Some(RefusedNid { peer, nid, reason });
+    }
+
+    fn refuse_listed(&mut self, peer: PeerId, nid: Nid, reason: RefusedReason) {
+        let primary = self.peers.peer(peer).map_or(Nid::ANY, |entry| entry.primary_nid);
+        self.refuse_nid(primary, nid, reason);
+    }
+
+    /// One of this node's NIDs (`0@lo` included).
+    fn is_local_nid(&self, nid: Nid) -> bool {
+        nid == Nid::LO_0 || self.ni_for_nid(nid).is_some()
+    }
+
     /// `lnet_peer_clear_discovery_error`: unless discovery is running, forget its last error.
     fn clear_discovery_error(&mut self, peer: PeerId) {
         if let Some(entry) = self.peers.peer_mut(peer) {
@@ -367,6 +396,20 @@ impl Engine {
         let Some(primary) = info.primary_nid() else {
             return Ok(Step::Rediscover);
         };
+        // ulnet: a buffer naming one of our own NIDs its primary is refused whole, whoever sent
+        // it, and so is any buffer for a peer that traffic created for one of our own NIDs
+        // (the kernel has no such check; docs/decisions/0016-discovery-nid-ownership.md).
+        // Merging it would make the peer ours, or attach another node's NIDs to ours; the peer
+        // stays as it is and its messages still go to the NIs it had (as after the kernel's
+        // "Primary NID error").
+        if self.is_local_nid(primary) {
+            self.refuse_nid(peer_primary, primary, RefusedReason::LocalPrimary);
+            return Ok(Step::Rediscover);
+        }
+        if self.is_local_nid(peer_primary) {
+            self.refuse_nid(peer_primary, primary, RefusedReason::LocalPeer);
+            return Ok(Step::Rediscover);
+        }
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
         let listed = info.entries().any(|entry| entry.nid == peer_primary);
         let result = if peer_primary == primary || (listed && self.peer_discovery_disabled(peer)) {
@@ -520,12 +563,29 @@ impl Engine {
             if self.peers.peer_id(listed.nid) == Some(peer) {
                 continue;
             }
+            // lustre: lnet_peer_merge_data() logs the error and goes on with the next NID,
+            // except for -ENOMEM.
             match self.add_nid(peer, listed.nid, multi_rail) {
                 Ok(()) => {}
                 Err(AddNidError::NoMemory) => return Err(EventStatus::NoMemory),
+                // The kernel would still apply the listed status to the NID where it is; the
+                // status of a NID that is not the peer's is not the peer's to give.
+                Err(AddNidError::Local) => {
+                    self.refuse_listed(peer, listed.nid, RefusedReason::Local);
+                    continue;
+                }
+                Err(AddNidError::ConfiguredElsewhere) => {
+                    self.refuse_listed(peer, listed.nid, RefusedReason::ConfiguredElsewhere);
+                    continue;
+                }
                 Err(AddNidError::NotMultiRail | AddNidError::NotUnique) => continue,
             }
-            if let Some(id) = self.peers.find(listed.nid) {
+            // Not a NID that stayed with another peer (a locked primary: BAD_CONFIG).
+            let owned = self
+                .peers
+                .find(listed.nid)
+                .filter(|id| self.peers.ni(*id).is_some_and(|ni| ni.peer == peer));
+            if let Some(id) = owned {
                 self.update_ni_status(id, listed.status);
             }
         }
@@ -559,10 +619,17 @@ impl Engine {
     }
 
     /// `lnet_peer_add_nid` for discovery: the NID joins `peer`, moving from the peer that had
-    /// it. A peer losing its primary keeps its other NIs (Lustre deletes it) and is discovered
-    /// again on next use; a peer losing its last NI is gone and its held messages are sent
-    /// again.
+    /// it, by the kernel's rules: never from a configured peer (`-EEXIST`); never the primary
+    /// of a peer whose primary is locked and that has other NIs (both peers are flagged
+    /// BAD_CONFIG and the NID stays); the locked primary of a single-NI peer moves with its
+    /// lock, and becomes `peer`'s primary unless `peer` has a locked one. A peer losing its
+    /// primary keeps its other NIs (Lustre deletes it) and is discovered again on next use; a
+    /// peer losing its last NI is gone and its held messages are sent again. Our own NIDs are
+    /// never added (ulnet's rule).
     fn add_nid(&mut self, peer: PeerId, nid: Nid, multi_rail: bool) -> Result<(), AddNidError> {
+        if self.is_local_nid(nid) {
+            return Err(AddNidError::Local);
+        }
         let Some(entry) = self.peers.peer_mut(peer) else {
             return Ok(());
         };
@@ -586,6 +653,34 @@ impl Engine {
         };
         if !entry.multi_rail() && entry.nets.iter().any(|net| net.net == nid.net()) {
             return Err(AddNidError::NotUnique);
+        }
+        if let Some(old) = owner {
+            // lustre: lnet/lnet/peer.c lnet_peer_add_nid(), the "peer_ni already exists" case.
+            let Some(other) = self.peers.peer(old) else {
+                return Ok(());
+            };
+            if other.state.contains(PeerState::CONFIGURED) {
+                return Err(AddNidError::ConfiguredElsewhere);
+            }
+            if other.primary_nid == nid && other.state.contains(PeerState::LOCK_PRIMARY) {
+                if other.ni_count() > 1 {
+                    // "Peer %s NID %s is already locked with peer %s": not an error.
+                    for id in [peer, old] {
+                        if let Some(entry) = self.peers.peer_mut(id) {
+                            entry.state.insert(PeerState::BAD_CONFIG);
+                        }
+                    }
+                    return Ok(());
+                }
+                // The NID locked first stays primary. We keep no lock times: a peer with a
+                // locked primary of its own keeps it.
+                if let Some(entry) = self.peers.peer_mut(peer) {
+                    if !entry.state.contains(PeerState::LOCK_PRIMARY) {
+                        entry.primary_nid = nid;
+                        entry.state.insert(PeerState::LOCK_PRIMARY);
+                    }
+                }
+            }
         }
         match self.peers.find(nid) {
             Some(id) => {

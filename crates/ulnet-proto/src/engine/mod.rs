@@ -72,7 +72,10 @@ pub use node::{
 };
 pub use outputs::{MAX_PATH_RESETS, PathReset};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
-pub use ping::{MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult};
+pub use ping::{
+    MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult, RefusedNid,
+    RefusedReason,
+};
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,

@@ -70,6 +70,9 @@ impl PeerState {
     /// The primary NID is locked (`--lock_prim`, or set by the upper layer): deleting the
     /// peer without force keeps it and its primary.
     pub const LOCK_PRIMARY: Self = Self(1 << 20);
+    /// Discovery found a NID of this peer that is the locked primary of another peer with
+    /// other NIs: the configuration is wrong (`lnet_peer_add_nid`).
+    pub const BAD_CONFIG: Self = Self(1 << 21);
 
     pub fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0

@@ -305,6 +305,36 @@ pub(crate) struct Discoveries {
     requests: VecDeque<PeerId>,
     waiters: Vec<DiscoverWaiter>,
     last_id: u64,
+    /// The last NID discovery refused to attach (docs/decisions/0016).
+    pub(crate) last_refused: Option<RefusedNid>,
+}
+
+/// A NID a peer's ping reply or push listed that discovery did not attach to it
+/// ([`Engine::last_refused_nid`](crate::engine::Engine::last_refused_nid)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RefusedNid {
+    /// The primary NID of the peer whose data listed it.
+    pub peer: Nid,
+    pub nid: Nid,
+    pub reason: RefusedReason,
+}
+
+/// Why discovery refused a NID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RefusedReason {
+    /// One of this node's own NIDs.
+    #[error("it is one of ours")]
+    Local,
+    /// One of this node's own NIDs named primary: the whole buffer was refused.
+    #[error("it is one of ours, named primary: the whole buffer was refused")]
+    LocalPrimary,
+    /// Data for a peer that traffic created for one of our own NIDs (`peer` is ours, `nid` the
+    /// primary the buffer named): the whole buffer was refused.
+    #[error("the peer is one of our own NIDs: the whole buffer was refused")]
+    LocalPeer,
+    /// A NID of another peer that configuration owns (the kernel's `-EEXIST`).
+    #[error("another peer has it configured")]
+    ConfiguredElsewhere,
 }
 
 impl Discoveries {

@@ -417,6 +417,10 @@ counters! {
         pub fast_resends,
         /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
         pub duplicates_dropped,
+        /// NIDs a ping reply or push listed that discovery did not attach to the peer: one of
+        /// ours (or a buffer naming one of ours primary, refused whole), or another peer's
+        /// that configuration keeps (not in lnetctl; docs/decisions/0016).
+        pub discovery_nids_refused,
     }
 }
 

@@ -193,7 +193,9 @@ impl ConnReq {
                 let Some(bytes) = reader.array::<20>() else {
                     return Ok(need_more(Self::V2_LEN, buf));
                 };
-                let target = Nid::from_large_bytes(&bytes).map_err(AcceptorError::BadTargetNid)?;
+                // Exact, as the kernel's nid_same() match: junk past the address is refused.
+                let target =
+                    Nid::from_large_bytes_exact(&bytes).map_err(AcceptorError::BadTargetNid)?;
                 ConnReq { version: ConnReqVersion::V2, target }
             }
             other => {
@@ -389,6 +391,25 @@ mod tests {
             ConnReq::parse(&bytes),
             Err(AcceptorError::BadTargetNid(LargeNidError::SizeTooLarge(17)))
         );
+    }
+
+    #[test]
+    fn v2_with_junk_past_the_address_is_refused() {
+        // lustre: acceptor.c lnet_accept() looks the NID up with nid_same(), which compares
+        // all 16 address bytes: 10.0.0.1@tcp with junk in byte 12 of its address matches no NI.
+        let mut nid = [0u8; 20];
+        nid[..8].copy_from_slice(&[0, 2, 0, 0, 10, 0, 0, 1]);
+        nid[16] = 0x01;
+        let mut bytes = LNET_PROTO_ACCEPTOR_MAGIC.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&nid);
+        assert_eq!(
+            ConnReq::parse(&bytes),
+            Err(AcceptorError::BadTargetNid(LargeNidError::JunkPastAddress(4)))
+        );
+        // The same NID clean is taken.
+        bytes[8 + 16] = 0;
+        assert!(matches!(ConnReq::parse(&bytes), Ok(ConnReqParse::Request { .. })));
     }
 
     #[test]

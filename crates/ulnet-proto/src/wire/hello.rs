@@ -624,7 +624,11 @@ fn parse_v4(buf: &[u8], byte_order: ByteOrder) -> Result<Option<(Hello, usize)>,
     };
     let hello = Hello {
         version: ProtoVersion::V4,
-        src_nid: Nid::from_large_bytes(&fixed.src_nid).map_err(HelloError::BadNid)?,
+        // The source NID names the peer: exact, as the kernel's nid_same() when it checks who
+        // answered (ksocknal_recv_hello()); a passive kernel would keep the junk as a NID of
+        // its own, which matches no one and which we cannot represent. The destination NID the
+        // kernel never reads: lenient.
+        src_nid: Nid::from_large_bytes_exact(&fixed.src_nid).map_err(HelloError::BadNid)?,
         dst_nid: Nid::from_large_bytes(&fixed.dst_nid).map_err(HelloError::BadNid)?,
         src_pid: fixed.src_pid,
         dst_pid: fixed.dst_pid,
@@ -839,6 +843,22 @@ mod tests {
         assert_eq!(bytes[8..28], local.nid.to_large_bytes());
         assert_eq!(bytes[28..48], server().nid.to_large_bytes());
         assert_eq!(bytes[72..], [2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(complete(&bytes), (hello, ByteOrder::LittleEndian, 80));
+    }
+
+    #[test]
+    fn v4_source_nid_with_junk_past_its_address_is_refused() {
+        let hello = Hello::active(ProtoVersion::V4, &client(), server().nid, ConnType::CONTROL);
+        let mut bytes = emit(&hello);
+        // kshm_src_nid is bytes 8..28: a 4-byte address at 12..16, then 12 unused bytes.
+        bytes[27] = 0x5a;
+        assert_eq!(
+            Hello::parse(&bytes),
+            Err(HelloError::BadNid(LargeNidError::JunkPastAddress(4)))
+        );
+        // The destination NID, which the kernel never reads, stays lenient.
+        bytes[27] = 0;
+        bytes[47] = 0x5a;
         assert_eq!(complete(&bytes), (hello, ByteOrder::LittleEndian, 80));
     }
 

@@ -107,6 +107,9 @@ pub(crate) struct Core {
     pub(crate) closed: bool,
     /// [`finish`](super::shutdown::finish) ran to the end.
     pub(crate) finished: bool,
+    /// The engine's `discovery_nids_refused` when a refusal was last logged
+    /// (`drain::log_refused_nids`).
+    pub(super) refused_nids_logged: u64,
 }
 
 impl Core {
@@ -129,6 +132,7 @@ impl Core {
             draining: Vec::new(),
             closed: false,
             finished: false,
+            refused_nids_logged: 0,
         }
     }
 

@@ -45,10 +45,32 @@ fn drain_and_flush(
             break;
         }
     }
+    log_refused_nids(core);
     // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
     if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
         core.armed = Time::ZERO;
         wakes.ring(shared);
+    }
+}
+
+/// Logs the NIDs discovery refused to attach to the peer that listed them (one of ours, or a
+/// configured peer's: docs/decisions/0016-discovery-nid-ownership.md): the first, then each
+/// time their count doubles, so a peer that repeats itself cannot flood the log.
+fn log_refused_nids(core: &mut Core) {
+    let count = core.engine.stats().discovery_nids_refused;
+    let logged = core.refused_nids_logged;
+    if count <= logged || (logged > 0 && count < logged.saturating_mul(2)) {
+        return;
+    }
+    core.refused_nids_logged = count;
+    if let Some(refused) = core.engine.last_refused_nid() {
+        tracing::warn!(
+            peer = %refused.peer,
+            nid = %refused.nid,
+            refused = count,
+            "discovery refused a NID the peer listed: {}",
+            refused.reason
+        );
     }
 }
 

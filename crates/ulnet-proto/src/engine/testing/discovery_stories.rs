@@ -16,7 +16,9 @@ use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{Engine, EngineConfig, PutRequest, RecvAction, Transmit};
 use crate::engine::peer::{PeerInfo, PeerState};
-use crate::engine::ping::{PING_SINK, PingCompletion, PingFailure, PingReply};
+use crate::engine::ping::{
+    PING_SINK, PingCompletion, PingFailure, PingReply, RefusedNid, RefusedReason,
+};
 use crate::link_model::LinkConfig;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, WireHandle};
@@ -800,4 +802,257 @@ fn adding_and_removing_nis_rebuilds_the_buffer_and_pushes_it() {
         [(h.nid(0), LNET_NI_STATUS_UP)]
     );
     h.assert_quiescent();
+}
+
+// ---------------------------------------------------------------- hostile buffers
+// A ping reply or push that claims our own NIDs or another peer's (docs/decisions/0016).
+
+fn two_ni_node(first: Nid, second: Nid) -> Engine {
+    let nis = vec![NiConfig::new(first, LndKind::Tcp), NiConfig::new(second, LndKind::Tcp)];
+    Engine::new(EngineConfig::new(0x1870_f7d9_3b1d_2a00, LNET_PID_LUSTRE, nis)).unwrap()
+}
+
+fn nids_of(info: &PeerInfo) -> Vec<Nid> {
+    info.nis.iter().map(|ni| ni.nid).collect()
+}
+
+/// The next transmit must be a discovery push: it is reported sent and ACKed by its target.
+fn ack_push(node: &mut Engine, now: Time) {
+    let (push, payload) = sent(node, now);
+    let Body::Put { ack_wmd, ptl_index: 0, match_bits, .. } = push.header.body else {
+        panic!("not a push: {push:?}");
+    };
+    let acked = Body::Ack { dst_wmd: ack_wmd, match_bits, mlength: payload.len() as u32 };
+    let ack = header(push.next_hop, push.header.src_nid, 0, acked);
+    deliver(node, now, push.next_hop, &ack, &[]);
+}
+
+/// PUTs `count` messages to `target` and returns the next hop each went to.
+fn put_hops(node: &mut Engine, now: Time, target: Nid, count: usize) -> Vec<Nid> {
+    (0..count)
+        .map(|_| {
+            let md = node.md_bind(one_shot(b"data"), UnlinkMode::Unlink).unwrap();
+            node.put(now, &put_to(md, ProcessId::new(target, LNET_PID_LUSTRE))).unwrap();
+            let (put, _) = sent(node, now);
+            assert!(matches!(put.header.body, Body::Put { ptl_index: PORTAL, .. }), "{put:?}");
+            put.next_hop
+        })
+        .collect()
+}
+
+/// A peer `nid` that traffic created (a PUT from it, dropped) and a push from it made
+/// multi-rail with `nids`; our push back is ACKed.
+fn discovered_peer(node: &mut Engine, now: Time, local: Nid, nids: &[Nid]) {
+    let from = nids[0];
+    let body = Body::Put {
+        ack_wmd: WireHandle::NONE,
+        match_bits: 0,
+        hdr_data: 0,
+        ptl_index: 9,
+        offset: 0,
+    };
+    deliver(node, now, from, &header(from, local, 0, body), &[]);
+    let pushed = peer_buffer(0x1e, 1, nids);
+    let ack_wmd = WireHandle { interface_cookie: 1, object_cookie: 0x40d };
+    deliver(node, now, from, &push_header(from, local, pushed.len(), ack_wmd), &pushed);
+    let (ack, _) = sent(node, now);
+    assert!(matches!(ack.header.body, Body::Ack { .. }));
+    ack_push(node, now);
+    assert_eq!(nids_of(&node.peer_info(from).unwrap()), nids);
+}
+
+#[test]
+fn ping_reply_listing_our_own_nid_does_not_attach_it() {
+    let now = Time::ZERO;
+    let (local, local2, remote) = (tcp(192, 168, 1, 1), tcp1(10, 9, 0, 1), tcp(192, 168, 1, 2));
+    let mut node = two_ni_node(local, local2);
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    // The peer claims our second NID as one of its own.
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, local2]));
+    let known = node.peer_info(remote).unwrap();
+    assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote]));
+    assert!(node.peer_info(local2).is_none());
+    assert_eq!(node.stats().discovery_nids_refused, 1);
+    let refused = RefusedNid { peer: remote, nid: local2, reason: RefusedReason::Local };
+    assert_eq!(node.last_refused_nid(), Some(refused));
+    // The rest of the reply counts: the peer is multi-rail, pushed, and the PUT goes to it.
+    assert!(known.multi_rail());
+    ack_push(&mut node, now);
+    let (put, _) = sent(&mut node, now);
+    assert_eq!(put.next_hop, remote);
+    assert_eq!(put_hops(&mut node, now, remote, 4), [remote; 4]);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn ping_reply_naming_our_own_nid_primary_is_refused() {
+    let now = Time::ZERO;
+    let (local, remote) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2));
+    let mut node = single_ni_node(local);
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[local, remote]));
+    // Without the check the peer became ours: primary 192.168.1.1@tcp.
+    let known = node.peer_info(remote).unwrap();
+    assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote]));
+    assert!(node.peer_info(local).is_none());
+    assert_eq!(node.stats().discovery_nids_refused, 1);
+    ack_push(&mut node, now);
+    let (put, _) = sent(&mut node, now);
+    assert_eq!(put.next_hop, remote);
+    assert_eq!(put_hops(&mut node, now, remote, 2), [remote; 2]);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn push_naming_our_own_nid_primary_cannot_replace_the_peer() {
+    let now = Time::ZERO;
+    let (local, remote, remote2) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2), tcp1(10, 9, 0, 2));
+    let mut node = single_ni_node(local);
+    discovered_peer(&mut node, now, local, &[remote, remote2]);
+    // A newer push from the same peer names our NID primary.
+    let hostile = peer_buffer(0x1e, 6, &[local, remote]);
+    let ack_wmd = WireHandle { interface_cookie: 1, object_cookie: 0x40e };
+    deliver(&mut node, now, remote, &push_header(remote, local, hostile.len(), ack_wmd), &hostile);
+    let (ack, _) = sent(&mut node, now);
+    assert!(matches!(ack.header.body, Body::Ack { .. }));
+    let known = node.peer_info(remote).unwrap();
+    assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote, remote2]));
+    assert!(node.peer_info(local).is_none());
+    assert_eq!(node.stats().discovery_nids_refused, 1);
+    let reason = RefusedReason::LocalPrimary;
+    assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: remote, nid: local, reason }));
+    // Traffic to the peer still goes to its own NIDs.
+    let hops = put_hops(&mut node, now, remote, 4);
+    assert!(hops.iter().all(|hop| *hop == remote || *hop == remote2), "{hops:?}");
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn ping_reply_cannot_take_a_configured_peers_nid() {
+    let now = Time::ZERO;
+    let (local, remote) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2));
+    let (b1, b2) = (tcp(192, 168, 1, 3), tcp1(10, 9, 0, 3));
+    let mut node = single_ni_node(local);
+    node.peer_add(now, b1, &[b2], true, false).unwrap();
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    // lustre: lnet_peer_add_nid() answers -EEXIST for a NID configured on another peer.
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b2]));
+    assert_eq!(nids_of(&node.peer_info(remote).unwrap()), [remote]);
+    let configured = node.peer_info(b2).unwrap();
+    assert_eq!((configured.primary_nid, nids_of(&configured)), (b1, vec![b1, b2]));
+    assert_eq!(node.stats().discovery_nids_refused, 1);
+    let reason = RefusedReason::ConfiguredElsewhere;
+    assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: remote, nid: b2, reason }));
+    ack_push(&mut node, now);
+    let (put, _) = sent(&mut node, now);
+    assert_eq!(put.next_hop, remote);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn ping_reply_cannot_take_a_locked_primary_from_a_peer_with_other_nids() {
+    let now = Time::ZERO;
+    let (local, remote) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2));
+    let (b1, b2) = (tcp(192, 168, 1, 3), tcp1(10, 9, 0, 3));
+    let mut node = single_ni_node(local);
+    discovered_peer(&mut node, now, local, &[b1, b2]);
+    let state = node.peer_info(b1).unwrap().state;
+    node.set_peer_state(b1, state | PeerState::LOCK_PRIMARY).unwrap();
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b1]));
+    // lustre: "Peer %s NID %s is already locked with peer %s": both flagged, nothing moves.
+    let attacker = node.peer_info(remote).unwrap();
+    assert_eq!(nids_of(&attacker), [remote]);
+    let locked = node.peer_info(b1).unwrap();
+    assert_eq!((locked.primary_nid, nids_of(&locked)), (b1, vec![b1, b2]));
+    assert!(attacker.state.contains(PeerState::BAD_CONFIG));
+    assert!(locked.state.contains(PeerState::BAD_CONFIG));
+    ack_push(&mut node, now);
+    let (put, _) = sent(&mut node, now);
+    assert_eq!(put.next_hop, remote);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn ping_reply_moves_a_discovered_peers_nid_as_the_kernel_does() {
+    let now = Time::ZERO;
+    let (local, remote) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2));
+    let (b1, b2) = (tcp(192, 168, 1, 3), tcp1(10, 9, 0, 3));
+    let mut node = single_ni_node(local);
+    discovered_peer(&mut node, now, local, &[b1, b2]);
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    // Neither configured nor locked: the NID moves (lustre: lnet_peer_add_nid() detaches it
+    // from the peer that had it), and that peer is discovered again on its next message.
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b2]));
+    assert_eq!(nids_of(&node.peer_info(b2).unwrap()), [remote, b2]);
+    let rest = node.peer_info(b1).unwrap();
+    assert_eq!((rest.primary_nid, nids_of(&rest)), (b1, vec![b1]));
+    assert_eq!(node.stats().discovery_nids_refused, 0);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn a_locked_primary_alone_on_its_peer_moves_with_its_lock() {
+    let now = Time::ZERO;
+    let (local, remote, b1) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2), tcp(192, 168, 1, 3));
+    let mut node = single_ni_node(local);
+    // A peer created by traffic, its only NID locked primary (as the upper layer does).
+    let body = Body::Put {
+        ack_wmd: WireHandle::NONE,
+        match_bits: 0,
+        hdr_data: 0,
+        ptl_index: 9,
+        offset: 0,
+    };
+    deliver(&mut node, now, b1, &header(b1, local, 0, body), &[]);
+    let state = node.peer_info(b1).unwrap().state;
+    node.set_peer_state(b1, state | PeerState::LOCK_PRIMARY).unwrap();
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    // lustre: lnet_peer_add_nid(): the NID locked first stays primary; the old peer goes.
+    answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b1]));
+    let merged = node.peer_info(remote).unwrap();
+    assert_eq!((merged.primary_nid, nids_of(&merged)), (b1, vec![b1, remote]));
+    assert!(merged.state.contains(PeerState::LOCK_PRIMARY));
+    assert_eq!(node.peers().count(), 1);
+    node.check_invariants().unwrap();
+}
+
+#[test]
+fn push_into_the_peer_for_our_own_nid_is_refused() {
+    let now = Time::ZERO;
+    let (local, attacker) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 9));
+    let mut node = single_ni_node(local);
+    // A message over the network from our own NID (as a recovery ping of our NI makes) gives
+    // that NID a peer entry.
+    let body = Body::Put {
+        ack_wmd: WireHandle::NONE,
+        match_bits: 0,
+        hdr_data: 0,
+        ptl_index: 9,
+        offset: 0,
+    };
+    deliver(&mut node, now, local, &header(local, local, 0, body), &[]);
+    assert_eq!(nids_of(&node.peer_info(local).unwrap()), [local]);
+    // Pushes claiming to come from it offer another node's NID, ours primary or theirs.
+    let ack_wmd = WireHandle { interface_cookie: 1, object_cookie: 0x40f };
+    let cases = [
+        (3, [local, attacker], local, RefusedReason::LocalPrimary),
+        (4, [attacker, local], attacker, RefusedReason::LocalPeer),
+    ];
+    for (sequence, nids, named, reason) in cases {
+        let hostile = peer_buffer(0x1e, sequence, &nids);
+        let push = push_header(local, local, hostile.len(), ack_wmd);
+        deliver(&mut node, now, local, &push, &hostile);
+        while node.poll_transmit().is_some() {}
+        assert_eq!(nids_of(&node.peer_info(local).unwrap()), [local]);
+        assert!(node.peer_info(attacker).is_none());
+        assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: local, nid: named, reason }));
+    }
+    node.check_invariants().unwrap();
 }
