@@ -817,6 +817,20 @@ fn nids_of(info: &PeerInfo) -> Vec<Nid> {
 }
 
 /// The next transmit must be a discovery push: it is reported sent and ACKed by its target.
+/// A PUT to `remote` that waits for the discovery the test then answers.
+fn put_held_until_discovered(node: &mut Engine, now: Time, remote: Nid) {
+    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
+    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+}
+
+/// Discovery ends (its push is acknowledged) and the held PUT leaves for `next_hop`.
+fn assert_the_held_put_leaves_for(node: &mut Engine, now: Time, next_hop: Nid) {
+    ack_push(node, now);
+    let (put, _) = sent(node, now);
+    assert_eq!(put.next_hop, next_hop);
+    node.check_invariants().unwrap();
+}
+
 fn ack_push(node: &mut Engine, now: Time) {
     let (push, payload) = sent(node, now);
     let Body::Put { ack_wmd, ptl_index: 0, match_bits, .. } = push.header.body else {
@@ -866,8 +880,7 @@ fn ping_reply_listing_our_own_nid_does_not_attach_it() {
     let now = Time::ZERO;
     let (local, local2, remote) = (tcp(192, 168, 1, 1), tcp1(10, 9, 0, 1), tcp(192, 168, 1, 2));
     let mut node = two_ni_node(local, local2);
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     // The peer claims our second NID as one of its own.
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, local2]));
     let known = node.peer_info(remote).unwrap();
@@ -890,8 +903,7 @@ fn ping_reply_naming_our_own_nid_primary_is_refused() {
     let now = Time::ZERO;
     let (local, remote) = (tcp(192, 168, 1, 1), tcp(192, 168, 1, 2));
     let mut node = single_ni_node(local);
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[local, remote]));
     // Without the check the peer became ours: primary 192.168.1.1@tcp.
     let known = node.peer_info(remote).unwrap();
@@ -936,8 +948,7 @@ fn ping_reply_cannot_take_a_configured_peers_nid() {
     let (b1, b2) = (tcp(192, 168, 1, 3), tcp1(10, 9, 0, 3));
     let mut node = single_ni_node(local);
     node.peer_add(now, b1, &[b2], true, false).unwrap();
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     // lustre: lnet_peer_add_nid() answers -EEXIST for a NID configured on another peer.
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b2]));
     assert_eq!(nids_of(&node.peer_info(remote).unwrap()), [remote]);
@@ -946,10 +957,7 @@ fn ping_reply_cannot_take_a_configured_peers_nid() {
     assert_eq!(node.stats().discovery_nids_refused, 1);
     let reason = RefusedReason::ConfiguredElsewhere;
     assert_eq!(node.last_refused_nid(), Some(RefusedNid { peer: remote, nid: b2, reason }));
-    ack_push(&mut node, now);
-    let (put, _) = sent(&mut node, now);
-    assert_eq!(put.next_hop, remote);
-    node.check_invariants().unwrap();
+    assert_the_held_put_leaves_for(&mut node, now, remote);
 }
 
 #[test]
@@ -961,8 +969,7 @@ fn ping_reply_cannot_take_a_locked_primary_from_a_peer_with_other_nids() {
     discovered_peer(&mut node, now, local, &[b1, b2]);
     let state = node.peer_info(b1).unwrap().state;
     node.set_peer_state(b1, state | PeerState::LOCK_PRIMARY).unwrap();
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b1]));
     // lustre: "Peer %s NID %s is already locked with peer %s": both flagged, nothing moves.
     let attacker = node.peer_info(remote).unwrap();
@@ -971,10 +978,7 @@ fn ping_reply_cannot_take_a_locked_primary_from_a_peer_with_other_nids() {
     assert_eq!((locked.primary_nid, nids_of(&locked)), (b1, vec![b1, b2]));
     assert!(attacker.state.contains(PeerState::BAD_CONFIG));
     assert!(locked.state.contains(PeerState::BAD_CONFIG));
-    ack_push(&mut node, now);
-    let (put, _) = sent(&mut node, now);
-    assert_eq!(put.next_hop, remote);
-    node.check_invariants().unwrap();
+    assert_the_held_put_leaves_for(&mut node, now, remote);
 }
 
 #[test]
@@ -984,8 +988,7 @@ fn ping_reply_moves_a_discovered_peers_nid_as_the_kernel_does() {
     let (b1, b2) = (tcp(192, 168, 1, 3), tcp1(10, 9, 0, 3));
     let mut node = single_ni_node(local);
     discovered_peer(&mut node, now, local, &[b1, b2]);
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     // Neither configured nor locked: the NID moves (lustre: lnet_peer_add_nid() detaches it
     // from the peer that had it), and that peer is discovered again on its next message.
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b2]));
@@ -1012,8 +1015,7 @@ fn a_locked_primary_alone_on_its_peer_moves_with_its_lock() {
     deliver(&mut node, now, b1, &header(b1, local, 0, body), &[]);
     let state = node.peer_info(b1).unwrap().state;
     node.set_peer_state(b1, state | PeerState::LOCK_PRIMARY).unwrap();
-    let md = node.md_bind(one_shot(b"held"), UnlinkMode::Unlink).unwrap();
-    node.put(now, &put_to(md, ProcessId::new(remote, LNET_PID_LUSTRE))).unwrap();
+    put_held_until_discovered(&mut node, now, remote);
     // lustre: lnet_peer_add_nid(): the NID locked first stays primary; the old peer goes.
     answer_ping(&mut node, now, &peer_buffer(0x1e, 1, &[remote, b1]));
     let merged = node.peer_info(remote).unwrap();
