@@ -516,36 +516,15 @@ impl Engine {
         };
         let payload = self.payload_copy(original);
         let mut copy = Message {
-            header: original.header,
-            tx: true,
-            phase: Phase::ResendQueued,
             event: original.event,
             template: original.template,
             md: original.md,
             md_offset: original.md_offset,
-            length: original.length,
-            ni: NiId::LOOPBACK,
-            peer_ni: None,
-            response_ni: None,
-            health: crate::engine::health::HealthStatus::Ok,
             retry_count: original.retry_count + 1,
-            deadline: Time::MAX,
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
-            lo_peer: None,
-            discard: 0,
             no_resend: original.no_resend,
             resent: true,
-            source: None,
-            recovery: false,
-            abandoned: false,
-            orphan: None,
-            tracked_md: None,
             committed_at: original.committed_at,
-            lnd_at: None,
-            delivery: None,
+            ..Message::blank(original.header, original.length)
         };
         flag_wire_handle(&mut copy.header.body);
         let Some(copy_key) = self.alloc_message(copy) else {
@@ -612,36 +591,12 @@ impl Engine {
         flag_wire_handle(&mut header.body);
         let (source, copies) = (request.source, request.copies);
         let message = Message {
-            header,
-            tx: true,
-            phase: Phase::ResendQueued,
-            event: None,
-            template: crate::engine::event::EventTemplate::EMPTY,
-            md: None,
-            md_offset: 0,
-            length,
-            ni: NiId::LOOPBACK,
-            peer_ni: None,
-            response_ni: None,
-            health: crate::engine::health::HealthStatus::Ok,
             retry_count: copies + 1,
-            deadline: Time::MAX,
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
-            lo_peer: None,
-            discard: 0,
-            no_resend: false,
             resent: true,
             source,
-            recovery: false,
-            abandoned: false,
             orphan: Some(Box::new(Memory::new(payload))),
             tracked_md: Some(md_key),
-            committed_at: None,
-            lnd_at: None,
-            delivery: None,
+            ..Message::blank(header, length)
         };
         let Some(key) = self.alloc_message(message) else {
             return;

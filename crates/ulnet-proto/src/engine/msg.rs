@@ -115,6 +115,46 @@ pub(crate) struct Message {
     pub(crate) delivery: Option<u64>,
 }
 
+impl Message {
+    /// A message with nothing attached, charged or pinned yet: queued for path selection as a
+    /// send, on no NI, with no deadline. Each constructor site states only what differs.
+    #[inline]
+    pub(crate) fn blank(header: Header, length: u32) -> Self {
+        Self {
+            header,
+            tx: true,
+            phase: Phase::ResendQueued,
+            event: None,
+            template: EventTemplate::EMPTY,
+            md: None,
+            md_offset: 0,
+            length,
+            ni: NiId::LOOPBACK,
+            peer_ni: None,
+            response_ni: None,
+            health: HealthStatus::Ok,
+            retry_count: 0,
+            deadline: Time::MAX,
+            peer_credit: Credit::None,
+            ni_credit: Credit::None,
+            charged_bytes: 0,
+            ack_to: None,
+            lo_peer: None,
+            discard: 0,
+            no_resend: false,
+            resent: false,
+            source: None,
+            recovery: false,
+            abandoned: false,
+            orphan: None,
+            tracked_md: None,
+            committed_at: None,
+            lnd_at: None,
+            delivery: None,
+        }
+    }
+}
+
 /// Every message alive (sends, receives, delayed PUTs), by key; [`TxId`] and [`RxId`] name
 /// them to the driver.
 #[derive(Debug, Default)]

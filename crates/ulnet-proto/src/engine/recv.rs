@@ -13,7 +13,7 @@ use crate::engine::health::HealthStatus;
 use crate::engine::md::MdHandle;
 use crate::engine::md::MdOptions;
 use crate::engine::me::ProcessId;
-use crate::engine::msg::{Credit, Message, Phase, RxId};
+use crate::engine::msg::{Message, Phase, RxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, RecvAction, Resume, Work};
 use crate::engine::peer::PeerNiId;
@@ -86,36 +86,14 @@ impl Engine {
             ..EventTemplate::EMPTY
         };
         let message = Message {
-            header: *header,
             tx: false,
             phase: Phase::Receiving,
-            event: None,
             template,
-            md: None,
-            md_offset: 0,
-            length: 0,
             ni,
             peer_ni,
-            response_ni: None,
-            health: HealthStatus::Ok,
-            retry_count: 0,
             deadline: self.rx_deadline(ni),
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
             lo_peer: lo_tx,
-            discard: 0,
-            no_resend: false,
-            resent: false,
-            source: None,
-            recovery: false,
-            abandoned: false,
-            orphan: None,
-            tracked_md: None,
-            committed_at: None,
-            lnd_at: None,
-            delivery: None,
+            ..Message::blank(*header, 0)
         };
         let Some(key) = self.alloc_message(message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);

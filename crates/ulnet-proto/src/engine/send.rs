@@ -20,7 +20,6 @@ use crate::engine::node::{Engine, RecvAction, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::select::SelectError;
 use crate::engine::slab::Key;
-use crate::time::Time;
 use crate::wire::header::Header;
 
 /// Bytes the peer NI's queue is charged per message on top of its payload (`lpni_txqnob`
@@ -456,36 +455,12 @@ impl Engine {
         recovery: bool,
     ) -> Result<(), InitiateError> {
         let message = Message {
-            header,
-            tx: true,
-            phase: Phase::ResendQueued,
             event: Some(EventKind::Send),
             template,
             md: Some(md_key),
-            md_offset: 0,
-            length,
-            ni: NiId::LOOPBACK,
-            peer_ni: None,
-            response_ni: None,
-            health: HealthStatus::Ok,
-            retry_count: 0,
-            deadline: Time::MAX,
-            peer_credit: Credit::None,
-            ni_credit: Credit::None,
-            charged_bytes: 0,
-            ack_to: None,
-            lo_peer: None,
-            discard: 0,
-            no_resend: false,
-            resent: false,
             source: source.filter(|nid| !nid.is_any()),
             recovery,
-            abandoned: false,
-            orphan: None,
-            tracked_md: None,
-            committed_at: None,
-            lnd_at: None,
-            delivery: None,
+            ..Message::blank(header, length)
         };
         let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
         if let Some(md) = self.mds.get_mut(md_key) {
