@@ -75,19 +75,13 @@ impl SetstripeError {
     pub fn exit_status(&self) -> u8 {
         match self {
             Self::DomTooBig => 27,
-            Self::PlainStripeSizeTooBig(_) | Self::PlainDom | Self::PlainPoolName(_) => 22,
-            Self::DomNotFirst
-            | Self::UnknownLayout(_)
-            | Self::DomStripeCount(_)
-            | Self::DomStripeSize(_)
-            | Self::DomOstList(_)
-            | Self::DomStripeOffset(_)
-            | Self::DomPool(_)
-            | Self::CountNotListLength(..)
-            | Self::OffsetNotInList(_)
-            | Self::SetStripeSize(_)
-            | Self::PoolName(_)
-            | Self::Sanity(_) => 22,
+            Self::PlainStripeSizeTooBig(_)
+            | Self::PlainDom
+            | Self::PlainPoolName(_)
+            | Self::DomNotFirst
+            | Self::UnknownLayout(_) => 22,
+            // Every failure while building a component is EINVAL.
+            _ if self.reports_invalid_layout() => 22,
             _ => 4,
         }
     }
