@@ -1406,6 +1406,8 @@ impl RpcCore {
         if event.kind == EventKind::Unlink {
             rpc.bulk_error.get_or_insert(RpcError::Interrupted);
         } else if !event.status.is_ok() {
+            tracing::debug!(peer = %rpc.incoming.peer, kind = ?event.kind, status = ?event.status,
+                "selftest server bulk failed");
             rpc.bulk_error.get_or_insert(RpcError::Network(event.status));
         }
         if !event.unlinked {
@@ -1469,6 +1471,9 @@ impl RpcCore {
             rpc.reply_md = None;
         }
         let ok = event.status.is_ok() && event.kind == EventKind::Send;
+        if !ok {
+            tracing::debug!(kind = ?event.kind, status = ?event.status, "selftest reply failed");
+        }
         self.server_done(id, ok);
     }
 

@@ -94,6 +94,35 @@ pub(crate) struct HostAddress {
     pub(crate) ip: IpAddr,
     /// `IFF_RUNNING`: administratively up with carrier.
     pub(crate) running: bool,
+    /// The address's netmask: the directly connected subnet the kernel routes through it.
+    pub(crate) netmask: IpAddr,
+}
+
+impl HostAddress {
+    /// Whether `ip` is in this address's directly connected subnet.
+    pub(crate) fn covers(&self, ip: IpAddr) -> bool {
+        match (self.ip, self.netmask, ip) {
+            (IpAddr::V4(own), IpAddr::V4(mask), IpAddr::V4(ip)) => {
+                let mask = u32::from(mask);
+                u32::from(own) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(own), IpAddr::V6(mask), IpAddr::V6(ip)) => {
+                let mask = u128::from(mask);
+                u128::from(own) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether a peer at `ip` sits behind the link of `down` (a local address whose interface
+/// stopped running): in `down`'s subnet, and in no subnet of a running interface, so the
+/// kernel has no other way to it. Every connection to it, from whichever local address,
+/// went through that link (with rails on separate subnets, the cross paths too).
+pub(crate) fn behind_lost_link(ip: IpAddr, down: &HostAddress, host: &[HostAddress]) -> bool {
+    !ip.is_loopback()
+        && down.covers(ip)
+        && !host.iter().any(|address| address.running && address.covers(ip))
 }
 
 /// Whether an NI on `ip` is fatal on this host: no interface holds its address, or the one
@@ -113,6 +142,10 @@ pub(crate) fn host_addresses() -> std::io::Result<Vec<HostAddress>> {
         .map(|interface| HostAddress {
             ip: interface.ip(),
             running: interface.is_oper_up(),
+            netmask: match &interface.addr {
+                if_addrs::IfAddr::V4(v4) => IpAddr::V4(v4.netmask),
+                if_addrs::IfAddr::V6(v6) => IpAddr::V6(v6.netmask),
+            },
             interface: interface.name,
         })
         .collect())
@@ -206,6 +239,15 @@ pub(crate) fn refresh(shared: &Arc<Shared>) {
                 Ok(()) if fatal => tracing::warn!(?nid, "interface down or address gone: NI fatal"),
                 Ok(()) => tracing::info!(?nid, "interface back: NI fatal flag cleared"),
                 Err(error) => tracing::error!(%error, ?nid, "core refused the link state"),
+            }
+            // Peers behind the lost link are unreachable from every NI, not only this one.
+            let down = nid
+                .and_then(|nid| nid.ip())
+                .and_then(|ip| host.iter().find(|address| address.ip == ip && !address.running));
+            if let Some(down) = down.filter(|_| fatal) {
+                core.engine.links_lost(now, |peer| {
+                    peer.ip().is_some_and(|ip| behind_lost_link(ip, down, &host))
+                });
             }
         }
         driver::drain(shared, &mut core, now, &mut wakes);
@@ -317,7 +359,13 @@ mod tests {
     }
 
     fn address(interface: &str, ip: &str, running: bool) -> HostAddress {
-        HostAddress { interface: interface.into(), ip: ip.parse().unwrap(), running }
+        let netmask = if ip.contains(':') { "ffff:ffff:ffff:ffff::" } else { "255.255.255.0" };
+        HostAddress {
+            interface: interface.into(),
+            ip: ip.parse().unwrap(),
+            running,
+            netmask: netmask.parse().unwrap(),
+        }
     }
 
     #[test]
@@ -329,6 +377,22 @@ mod tests {
         // Address removed, or the interface is gone.
         assert!(is_fatal("10.1.3.1".parse().unwrap(), &host));
         assert!(is_fatal("10.1.1.1".parse().unwrap(), &[]));
+    }
+
+    #[test]
+    fn peers_behind_a_lost_link_are_those_only_its_subnet_reaches() {
+        let down = address("rail2", "10.1.2.1", false);
+        let host = [address("rail1", "10.1.1.1", true), down.clone()];
+        let behind = |ip: &str| behind_lost_link(ip.parse().unwrap(), &down, &host);
+        // The peer's rail-2 address: every path to it crossed the lost link.
+        assert!(behind("10.1.2.2"));
+        // Its rail-1 address, another subnet, loopback: not behind it.
+        assert!(!behind("10.1.1.2"));
+        assert!(!behind("10.9.0.1"));
+        assert!(!behind("127.0.0.1"));
+        // Both rails on one subnet: the kernel still reaches the peer through the other.
+        let shared = [address("rail1", "10.1.2.9", true), down.clone()];
+        assert!(!behind_lost_link("10.1.2.2".parse().unwrap(), &down, &shared));
     }
 
     #[test]

@@ -544,7 +544,9 @@ impl Engine {
                         m.phase,
                         Phase::WaitPeerCredit | Phase::WaitNiCredit | Phase::TxReady
                     )
-                    && (all || (m.source.is_none() && m.response_ni.is_none()))
+                    && (all
+                        || (m.source.is_none() && m.response_ni.is_none())
+                        || self.pin_released(m))
             })
             .map(|(key, _)| key)
             .collect();

@@ -739,6 +739,8 @@ impl Engine {
         if old != status {
             if status == LNET_NI_STATUS_DOWN {
                 self.remote_failure(id);
+                // Not in Lustre: what is on its paths moves now (docs/decisions/0008).
+                self.lose_paths_to(id);
             } else if status == LNET_NI_STATUS_UP {
                 self.reprobe_suspect_paths();
             }

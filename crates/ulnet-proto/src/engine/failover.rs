@@ -31,6 +31,8 @@
 use std::time::Duration;
 
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
+use crate::engine::event::EventKind;
+use crate::engine::health::HealthStatus;
 use crate::engine::md::Threshold;
 use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Message, Phase};
@@ -41,6 +43,7 @@ use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::Body;
+use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_RESERVED_PORTAL};
 
 /// Copies are only sent this soon after the original left, so the target still remembers it.
 pub const COPY_WINDOW: Duration = Duration::from_secs(15);
@@ -118,8 +121,13 @@ impl Engine {
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
+        // The sample is the gap since the path last made progress, when shorter than the
+        // transmit's own time: on a busy path a transmit's time is mostly queueing behind the
+        // others (megabytes of socket buffer, a ZC-ACK after them), while silence is measured
+        // against the gaps between completions.
+        let gap = peer_ni.watch.path(ni).map(|path| now.saturating_duration_since(path.lnd_since));
         if let Some(took) = took {
-            peer_ni.watch.sample(took);
+            peer_ni.watch.sample(gap.map_or(took, |gap| gap.min(took)));
         }
         let path = peer_ni.watch.path_mut(ni);
         path.in_lnd = path.in_lnd.saturating_sub(1);
@@ -147,7 +155,11 @@ impl Engine {
             return;
         };
         if let Some(rtt) = rtt {
-            peer_ni.watch.sample(rtt);
+            // As for transmits: a response's round trip under load is mostly queueing; the
+            // gap since the path last received (its header, at least) bounds it.
+            let now = self.now;
+            let gap = peer_ni.watch.path(ni).map(|p| now.saturating_duration_since(p.rx_since));
+            peer_ni.watch.sample(gap.map_or(rtt, |gap| gap.min(rtt)));
         }
         let path = peer_ni.watch.path_mut(ni);
         path.awaiting = path.awaiting.saturating_sub(1);
@@ -410,14 +422,144 @@ impl Engine {
         }
     }
 
-    /// Whether a message to a suspect peer NI can go elsewhere: not pinned to a source (nor
-    /// a response, which is), to a multi-rail peer, not a recovery ping.
-    fn movable(&self, message: &Message) -> Option<Move> {
-        if message.source.is_some()
-            || message.recovery
-            || message.abandoned
-            || message.response_ni.is_some()
+    /// Whether the path `ni` -> `id` can carry traffic as far as this node knows: the local
+    /// NI is up (no fatal flag), the peer NI is listed and not reported DOWN by its peer, and
+    /// the path is not suspect.
+    pub(super) fn path_usable(&self, ni: NiId, id: PeerNiId) -> bool {
+        let local = self.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
+        local
+            && self.peers.ni(id).is_some_and(|peer_ni| {
+                !peer_ni.vanished
+                    && !peer_ni.deleted
+                    && peer_ni.status != LNET_NI_STATUS_DOWN
+                    && !peer_ni.watch.suspects(ni)
+            })
+    }
+
+    /// Whether a message pinned to its path (a source asked for, or a response, which
+    /// Lustre sends to exactly the request's source from the NI it came in on) may leave it:
+    /// its peer is multi-rail and the path is broken. The other end accepts it from any of
+    /// this node's NIDs (an ACK or REPLY is matched by its wire handle, lustre: lib-move.c
+    /// `lnet_parse_reply()`, `lnet_parse_ack()`).
+    pub(super) fn pin_released(&self, message: &Message) -> bool {
+        let Some(id) = message.peer_ni else {
+            return false;
+        };
+        !keeps_path(message)
+            && self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
+            && !self.path_usable(message.ni, id)
+    }
+
+    /// Every path to the peer NI `id` is broken (its peer reported it DOWN, or the link it
+    /// sits behind went down here): each is suspected at once rather than after its timeout.
+    pub(super) fn lose_paths_to(&mut self, id: PeerNiId) {
+        if !self.failover_enabled() {
+            return;
+        }
+        let Some(net) = self.peers.ni(id).map(|peer_ni| peer_ni.nid.net()) else {
+            return;
+        };
+        let local: Vec<NiId> = self
+            .ni_ids()
+            .filter(|ni| self.nis.get(*ni).is_some_and(|l| l.usable() && l.nid.net() == net))
+            .collect();
+        for ni in local {
+            let already = self.peers.ni(id).is_none_or(|peer_ni| peer_ni.watch.suspects(ni));
+            if !already {
+                self.suspect(id, ni);
+            }
+        }
+    }
+
+    /// The driver saw a link go down: every peer NI whose NID `behind` says is reachable only
+    /// through it loses its paths (see [`Engine::lose_paths_to`]). With rails on separate
+    /// subnets a rail's peer addresses are behind its link whatever local NI sends to them,
+    /// so the cross paths from other NIs fail with it.
+    pub fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
+        self.advance(now);
+        let lost: Vec<PeerNiId> = self
+            .peers
+            .nis()
+            .filter(|(_, peer_ni)| !peer_ni.deleted && behind(peer_ni.nid))
+            .filter(|(_, peer_ni)| self.ni_for_nid(peer_ni.nid).is_none())
+            .map(|(id, _)| id)
+            .collect();
+        for id in lost {
+            self.lose_paths_to(id);
+        }
+        self.run_work();
+    }
+
+    /// Whether the receive `key` (a PUT or REPLY carrying `mlength` bytes) could be waited
+    /// for again if cut off in transit: fast failover on, from a multi-rail peer.
+    pub(super) fn may_await_again(&self, key: Key, mlength: u32) -> bool {
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        let carries = matches!(message.header.body, Body::Put { .. } | Body::Reply { .. });
+        self.failover_enabled()
+            && carries
+            && mlength > 0
+            && message.peer_ni.and_then(|id| self.peers.peer_of(id)).is_some_and(|p| p.multi_rail())
+    }
+
+    /// A PUT or REPLY cut off in transit (its connection died mid-payload) from a multi-rail
+    /// peer: rather than failing the MD, undo the message's claim on it (threshold, reference,
+    /// offset) and wait for it again. Its sender learns of the loss (it asked for a ZC-ACK,
+    /// as ulnet and the kernel do from `zc_min_payload`) and resends it by another path; a
+    /// GET's MD also has its GET copied (`reissue`), and its tracker's deadline still bounds
+    /// the wait. Not in Lustre, where the MD fails with the message. Returns false (fail as
+    /// Lustre does) when this does not apply: the MD took other operations meanwhile, was
+    /// unlinked, or is not waiting for exactly this one.
+    pub(super) fn await_again(&mut self, key: Key, health: HealthStatus) -> bool {
+        if health.is_ok() {
+            return false;
+        }
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        let (Some(md_key), event, start, length) =
+            (message.md, message.event, message.md_offset, message.length)
+        else {
+            return false;
+        };
+        if !matches!(event, Some(EventKind::Put | EventKind::Reply))
+            || !self.may_await_again(key, length)
         {
+            return false;
+        }
+        let restorable = self.mds.get(md_key).is_some_and(|md| {
+            let tracked = md.tracker.as_ref().is_some_and(|tracker| tracker.awaiting.is_some());
+            md.threshold == Threshold::Count(0)
+                && md.refcount == 1
+                && !md.aborted
+                && !md.zombie
+                && (event == Some(EventKind::Put) || tracked)
+        });
+        if !restorable {
+            return false;
+        }
+        self.rx_health(key, health);
+        if let Some(md) = self.mds.get_mut(md_key) {
+            md.detach_unused_operation();
+            if event == Some(EventKind::Put) {
+                md.offset = start;
+            }
+        }
+        self.discard_message(key);
+        self.stats.receives_awaited_again += 1;
+        if event == Some(EventKind::Reply) {
+            self.reissue(md_key);
+        }
+        true
+    }
+
+    /// Whether a message to a suspect peer NI can go elsewhere: to a multi-rail peer, not a
+    /// recovery ping, and not pinned to a source (nor a response, which is) unless its path
+    /// is broken ([`Engine::pin_released`]).
+    fn movable(&self, message: &Message) -> Option<Move> {
+        let pinned = message.source.is_some() || message.response_ni.is_some();
+        if message.recovery || message.abandoned || (pinned && !self.pin_released(message)) {
             return None;
         }
         let multi_rail = message
@@ -566,13 +708,12 @@ impl Engine {
             return;
         };
         let in_window = tracker.sent_at.is_some_and(|at| now < at + COPY_WINDOW);
-        // Like a held message, only a request free to take another path is copied: no source
-        // was asked for, and the peer is multi-rail.
-        let free = request.source.is_none()
-            && tracker
-                .awaiting
-                .and_then(|(id, _)| self.peers.peer_of(id))
-                .is_some_and(|peer| peer.multi_rail());
+        // Like a held message, only a request free to take another path is copied: the peer
+        // is multi-rail, and no source was asked for or the path it pinned is broken.
+        let free = tracker.awaiting.is_some_and(|(id, via)| {
+            self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
+                && (request.source.is_none() || !self.path_usable(via, id))
+        });
         if !single_response || !in_window || !free || request.copies >= retry_limit {
             return;
         }
@@ -642,4 +783,11 @@ pub(crate) fn flag_wire_handle(body: &mut Body) {
             ack_wmd.interface_cookie |= RESEND_COOKIE_FLAG;
         }
     }
+}
+
+/// Messages that test a path never leave it: a recovery ping, and the REPLY to a ping (the
+/// pinger learns from which of its paths the answer came, `watch_rx`).
+pub(super) fn keeps_path(message: &Message) -> bool {
+    message.recovery
+        || (message.response_ni.is_some() && message.template.portal == LNET_RESERVED_PORTAL)
 }

@@ -70,6 +70,9 @@ impl Engine {
     /// `lnet_finalize` for a receive: health, statistics, the MD's event, then the ACK if one
     /// is due (the message is reused for it).
     pub(super) fn finalize_rx(&mut self, key: Key, health: HealthStatus, status: EventStatus) {
+        if self.await_again(key, health) {
+            return;
+        }
         self.rx_health(key, health);
         if health.is_ok() {
             self.count_received(key);

@@ -268,6 +268,15 @@ impl Md {
         self.refcount = self.refcount.saturating_add(1);
         self.threshold.decrement();
     }
+
+    /// Undoes [`Md::attach_operation`] for an operation that never happened (a response cut
+    /// off in transit that fast failover waits for again).
+    pub(crate) fn detach_unused_operation(&mut self) {
+        self.refcount = self.refcount.saturating_sub(1);
+        if let Threshold::Count(left) = &mut self.threshold {
+            *left = left.saturating_add(1);
+        }
+    }
 }
 
 /// Every MD alive, by key. LNet's own MDs (ping and push targets, discovery, pings,

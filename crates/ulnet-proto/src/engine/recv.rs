@@ -333,6 +333,10 @@ impl Engine {
         md.attach_operation();
         let wants_ack = !ack_wmd.is_none() && !md.options.contains(MdOptions::ACK_DISABLE);
         let auto_unlink = md.auto_unlink && md.exhausted();
+        // Not in Lustre: with fast failover on, an MD a PUT's payload exhausts stays linked
+        // until the payload is in (its finalize unlinks it, with the same event), so that a PUT
+        // cut off in transit can give it back for the PUT sent again (`await_again`).
+        let auto_unlink = auto_unlink && !self.may_await_again(key, mlength);
         if let Some(message) = self.msgs.get_mut(key) {
             message.md = Some(md_key);
             message.md_offset = offset;

@@ -28,6 +28,7 @@
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
+use crate::engine::failover::keeps_path;
 use crate::engine::ni::NiId;
 
 use crate::engine::node::Engine;
@@ -106,6 +107,18 @@ impl Engine {
             // destination ("continuing the same RPC").
             (Some(source), true, multi_rail) => {
                 let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
+                // Not in Lustre: with fast failover on, a pinned path the node knows to be
+                // broken is left for the peer's others (docs/decisions/0008).
+                let keeps_path = keeps_path(message);
+                if multi_rail
+                    && !keeps_path
+                    && self.failover_enabled()
+                    && !self.path_usable(ni, destination)
+                {
+                    self.stats.pins_released += 1;
+                    let free = Case { source: None, response: false, ..case };
+                    return self.select_any_multi_rail(destination, peer, &free);
+                }
                 if !multi_rail {
                     self.set_non_mr_preferred(destination, ni, case.response);
                 }

@@ -415,6 +415,12 @@ counters! {
         pub blackhole_suspicions,
         /// Messages fast failover moved or copied to another path (not in lnetctl).
         pub fast_resends,
+        /// Source-specified sends and responses to a multi-rail peer that left their broken
+        /// path for another (not in lnetctl; docs/decisions/0008).
+        pub pins_released,
+        /// PUTs and REPLYs cut off in transit whose MD waited for them again instead of
+        /// failing (not in lnetctl; docs/decisions/0008).
+        pub receives_awaited_again,
         /// Copies of PUTs and GETs recognised and not delivered again (not in lnetctl).
         pub duplicates_dropped,
         /// NIDs a ping reply or push listed that discovery did not attach to the peer: one of

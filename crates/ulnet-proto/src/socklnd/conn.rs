@@ -150,8 +150,9 @@ pub struct Frame {
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameKind {
-    /// An LNet message, with its piggy-backed ZC-ACK cookie or 0.
-    Message { zc_ack: u64 },
+    /// An LNet message, with its piggy-backed ZC-ACK cookie or 0, and the ZC request cookie
+    /// it carries or 0 (then it completes on the peer's ACK, not when written).
+    Message { zc_ack: u64, zc_request: u64 },
     /// A NOOP returning ZC cookies.
     ZcAck(ZcAck),
     /// A keepalive NOOP.
@@ -402,7 +403,8 @@ impl Conn {
     }
 
     /// As [`Conn::queue_message`], asking the peer to acknowledge receipt with a ZC-ACK
-    /// (registered in the peer's `zc`); returns the cookie. Not used by ulnet by default.
+    /// (registered in the peer's `zc`); returns the cookie. The message completes on the
+    /// ACK ([`ZcRequests::poll_acked`]), not when written.
     pub fn queue_message_with_zc_request(
         &mut self,
         now: Time,
@@ -461,7 +463,12 @@ impl Conn {
         } else {
             return None;
         };
-        self.in_flight.push_back(InFlight { token: frame.token, remaining: frame.wire_len() });
+        // A message with a ZC request completes when the peer acknowledges it
+        // (`ZcRequests::poll_acked`), not when its bytes are written.
+        let awaits_ack =
+            matches!(frame.kind, FrameKind::Message { zc_request, .. } if zc_request != 0);
+        let token = frame.token.filter(|_| !awaits_ack);
+        self.in_flight.push_back(InFlight { token, remaining: frame.wire_len() });
         Some(frame)
     }
 
@@ -692,14 +699,14 @@ impl Conn {
             len: 0,
             payload_len: message.payload_len,
             token: Some(message.token),
-            kind: FrameKind::Message { zc_ack: 0 },
+            kind: FrameKind::Message { zc_ack: 0, zc_request: message.zc_request },
         };
         if self.version.has_ksock_header() {
             let zc_ack = self.acks.pop_piggy_back().unwrap_or(0);
             if zc_ack != 0 {
                 self.stats.zc_acks_sent += 1;
             }
-            frame.kind = FrameKind::Message { zc_ack };
+            frame.kind = FrameKind::Message { zc_ack, zc_request: message.zc_request };
             frame.push(&KsockHeader::lnet(message.zc_request, zc_ack).emit());
         }
         frame.push(message.lnet_header.get(..self.form_len()).unwrap_or(&[]));

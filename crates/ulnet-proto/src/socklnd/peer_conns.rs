@@ -464,6 +464,36 @@ impl PeerConns {
         Ok(id)
     }
 
+    /// As [`PeerConns::queue_message`], and a payload of at least `zc_min_payload` bytes asks
+    /// the peer for a ZC-ACK where the connection's protocol has one, so that the message
+    /// completes only once the peer has all of it (and fails, to be resent, if the connection
+    /// dies first). lustre: socklnd_cb.c `ksocknal_launch_packet()`, `ksocknal_check_zc_req()`
+    /// (the kernel asks for payloads of at least `zc_min_payload` it sends zero-copy).
+    pub fn queue_message_acked(
+        &mut self,
+        now: Time,
+        header: &Header,
+        token: MessageToken,
+        zc_min_payload: u32,
+    ) -> Result<ConnId, PeerQueueError> {
+        if header.payload_length < zc_min_payload {
+            return self.queue_message(now, header, token);
+        }
+        let outgoing = Outgoing::Message { payload_len: header.payload_length };
+        let id = self.choose_conn(outgoing).ok_or(PeerQueueError::NoConnection)?;
+        let slot = self.slots.iter_mut().find(|slot| slot.conn.id() == id);
+        let conn = slot.map(|slot| &mut slot.conn).ok_or(PeerQueueError::NoConnection)?;
+        match conn.queue_message_with_zc_request(now, header, token, &mut self.zc) {
+            Ok(_) => Ok(id),
+            // V1 has no ksock header to carry the request; too many outstanding: no request.
+            Err(QueueError::ZcUnsupported | QueueError::TooManyZcRequests(_)) => {
+                conn.queue_message(now, header, token).map_err(PeerQueueError::Queue)?;
+                Ok(id)
+            }
+            Err(error) => Err(PeerQueueError::Queue(error)),
+        }
+    }
+
     // -----------------------------------------------------------------------------------------
     // Timers
 

@@ -7,13 +7,10 @@
 //!   (`ksocknal_finalize_zcreq()`), so returning them on a sibling would be "Unknown ZC-ACK
 //!   cookie" and cost that sibling too.
 //! - [`ZcRequests`]: cookies *we* put in our LNET messages, one set per peer because the ACK may
-//!   come back on any connection. ulnet never makes such requests by default: the kernel asks
-//!   for an ACK only because it sends pages zero-copy and must not release them until the peer
-//!   has them; a userspace sender's `write()` copies into the socket buffer, so the message can
-//!   complete when the write does. Never setting `cookies[0]` is allowed (docs/protocol/wire.md §3.3) and
-//!   means the peer never owes us anything, so every ZC-ACK it sends is unknown, which the
-//!   kernel also treats as a protocol error. The set exists so the rule is enforced in one
-//!   place and so a driver that does defer completion (e.g. `MSG_ZEROCOPY`) can opt in.
+//!   come back on any connection. ulnet asks for them as the kernel does, for payloads of at
+//!   least `zc_min_payload`, and completes such a send on the ACK rather than when written: a
+//!   message is then only complete once the peer has all of it, and one caught in a dying
+//!   connection fails and is resent (docs/decisions/0004-zero-copy-acks.md).
 //!
 //! lustre: socklnd_cb.c `ksocknal_check_zc_req()`, `ksocknal_check_peer_timeouts()`,
 //! socklnd_proto.c (`ksocknal_handle_zcreq()`, `ksocknal_handle_zcack()`,

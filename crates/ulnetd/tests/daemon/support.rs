@@ -119,7 +119,7 @@ impl Process {
         let started = Instant::now();
         let mut child = command
             .env_remove("ULNET_SOCKET")
-            .env("ULNET_LOG", "info")
+            .env("ULNET_LOG", std::env::var("ULNET_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

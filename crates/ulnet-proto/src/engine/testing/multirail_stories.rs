@@ -598,6 +598,26 @@ fn a_rail_lost_mid_transfer_moves_everything_to_the_others_at_once() {
     assert!(h.rail_traffic(rail_nid(0, 0), rail_nid(1, 0)).0 > before);
 }
 
+/// The serving side loses a rail under GETs: the REPLYs Lustre pins to the NI their GET came
+/// in on leave by the other rail instead (docs/decisions/0008), so every GET completes within
+/// seconds rather than at its transaction timeout.
+#[test]
+fn responses_pinned_to_a_lost_rail_leave_by_another() {
+    let mut h = harness(2, RAIL);
+    let mut log = EventLog::default();
+    let first: Vec<Batch> = (0..4).map(|_| start(&mut h, 0, 1, 16, 4096, true)).collect();
+    h.run_for(Duration::from_micros(200));
+    let lost = h.now();
+    h.set_link_down(1, rail_nid(1, 0), true);
+    let batches: Vec<&Batch> = first.iter().collect();
+    let done = run_until_done(&mut h, &mut log, &batches);
+    assert!(done < lost + Duration::from_secs(3), "all done at {done:?}");
+    for batch in batches {
+        assert_complete(&mut h, &mut log, batch);
+    }
+    assert!(h.node(1).stats().pins_released > 0, "REPLYs pinned to the lost rail moved");
+}
+
 #[test]
 fn a_flapping_rail_loses_nothing() {
     let mut h = harness(2, RAIL);

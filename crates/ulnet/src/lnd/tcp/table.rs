@@ -161,7 +161,8 @@ impl PeerTable {
             cx.core.complete_send(now, tx, HealthStatus::LocalError);
             return;
         };
-        match peer.conns.queue_message(now, &transmit.header, token) {
+        let zc_min_payload = cx.inner.tunables.effective_zc_min_payload();
+        match peer.conns.queue_message_acked(now, &transmit.header, token, zc_min_payload) {
             Ok(id) => {
                 self.tokens.insert(token, tx);
                 let mut full = false;
@@ -274,7 +275,14 @@ impl PeerTable {
             parked: &mut self.parked,
             key,
         };
-        match io.reader.receive(&mut read) {
+        let outcome = io.reader.receive(&mut read);
+        // ZC-ACKs that came in complete the messages that asked for them.
+        while let Some(token) = peer.conns.zc_requests().poll_acked() {
+            if let Some(tx) = self.tokens.remove(&token) {
+                cx.core.complete_send(cx.now, tx, HealthStatus::Ok);
+            }
+        }
+        match outcome {
             ReadOutcome::Blocked | ReadOutcome::Parked => Turn::Open { more: false },
             ReadOutcome::Budget => Turn::Open { more: true },
             ReadOutcome::Close(cause) => {
@@ -593,8 +601,14 @@ impl PeerTable {
             }
         }
         let now = cx.now;
+        let zc_min_payload = cx.inner.tunables.effective_zc_min_payload();
         for pending in std::mem::take(&mut peer.pending) {
-            match peer.conns.queue_message(now, &pending.header, pending.token) {
+            match peer.conns.queue_message_acked(
+                now,
+                &pending.header,
+                pending.token,
+                zc_min_payload,
+            ) {
                 Ok(_) => {}
                 Err(PeerQueueError::NoConnection) => peer.pending.push_back(pending),
                 Err(PeerQueueError::Queue(error)) => {

@@ -4,9 +4,9 @@
 //! The framing hands out frames in order ([`Conn::poll_transmit`]); the writer keeps those not
 //! yet fully written, gathers up to [`MAX_BATCH_FRAMES`] of them (headers from the frame, payload
 //! slices from `tx_payload`, never copied) into one `writev`, and reports what the socket took
-//! ([`Conn::on_transmitted`]). A message whose bytes are all in the socket is complete: the
-//! kernel would wait for a ZC-ACK only if it had sent the pages zero-copy, and our write has
-//! copied them (see `ulnet_proto::socklnd::zc`).
+//! ([`Conn::on_transmitted`]). A message whose bytes are all in the socket is complete, unless
+//! it asked the peer for a ZC-ACK (payloads from `zc_min_payload`): then it completes on the
+//! ACK (docs/decisions/0004-zero-copy-acks.md).
 //!
 //! A passive connection's reply hello goes first, as a preamble: it must precede any frame.
 //!
