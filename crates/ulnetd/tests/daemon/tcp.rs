@@ -4,7 +4,8 @@
 //! Each test has its own address block (127.53.<block>.x) and a port the OS just handed out,
 //! so tests run in parallel with each other and with other suites.
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
 
 use crate::support::{Process, SIGTERM};
 
@@ -212,7 +213,21 @@ fn two_nets_on_one_address_answer_pings_on_both() {
     // the NI, so this is a new one).
     assert_eq!(a.ulnetctl(&["net", "add", "--nid", &a_tcp]).code, 0);
     ping(&b, &a_tcp);
-    stop(a);
+    // A connreq for a net a does not have on that address (127.53.7.2@tcp2): closed
+    // unanswered, with the kernel's console message.
+    let mut stranger = std::net::TcpStream::connect(("127.53.7.2", port)).unwrap();
+    let tcp2 = (0x0002_0002u64 << 32) | u64::from(u32::from(Ipv4Addr::new(127, 53, 7, 2)));
+    let connreq = [&0xacce_7100u32.to_le_bytes()[..], &1u32.to_le_bytes(), &tcp2.to_le_bytes()];
+    stranger.write_all(&connreq.concat()).unwrap();
+    let mut answer = Vec::new();
+    stranger.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer, b"", "no matching NI: nothing written");
+    let mut a = a;
+    assert_eq!(a.signal_and_wait(SIGTERM), 0);
+    let log = a.log();
+    let source = stranger.local_addr().unwrap().ip();
+    let refusal = format!("Refusing connection from {source} for 127.53.7.2@tcp2: No matching NI");
+    assert!(log.contains(&refusal), "{log}");
     stop(b);
     stop(c);
 }

@@ -2,11 +2,12 @@
 //! (connreq, then the peer's hello; our reply hello goes out as the connection's first bytes).
 //!
 //! One loop per [`Listener`]: every TCP NI on the listener's address and port shares it, and
-//! the connreq's target NID says which NI a connection is for (see [`listener`](super::listener)).
+//! the connreq's target NID says which of the node's NIs a connection is for (see
+//! [`listener`](super::listener)).
 //! The machine ([`PassiveHandshake`]) checks everything the kernel's acceptor checks, in its
 //! order: the source port under `accept=secure` before reading anything, the connreq magic and
 //! version (answering an unknown version with the downgrade reply), the exact target NID among
-//! the listener's NIs (none: "No matching NI", closed unanswered), the hello (answering an
+//! the node's accepting NIs (none: "No matching NI", closed unanswered), the hello (answering an
 //! unknown hello version with our own, type NONE). The verdict on a good hello (the connection
 //! race, duplicates, a rebooted peer) needs the node's state and is taken in the target NI's
 //! peer table with the core locked.
@@ -178,7 +179,7 @@ async fn admit(
     peer_addr: SocketAddr,
 ) -> Option<Refusal> {
     let now = clock::now();
-    // The NIs on the listener now: the connreq must name one of them exactly.
+    // The node's NIs this listener may hand a connection to: the connreq must name one exactly.
     let config = listener.accept_config();
     let mut handshake = match PassiveHandshake::new(now, &config, peer_addr) {
         Ok(handshake) => handshake,
@@ -248,8 +249,8 @@ async fn admit(
             }
         }
     };
-    // The NI the connreq named, if it is still on the listener (`net del` may have run
-    // meanwhile; it is then refused as if the connreq had come after it).
+    // The NI the connreq named, if it is still there (`net del` may have run meanwhile; it is
+    // then refused as if the connreq had come after it).
     let Some(inner) = listener.member(&candidate.local) else {
         let nid = candidate.local.nid;
         tracing::debug!(%peer_addr, %nid, "the connection's NI was removed during its handshake");

@@ -8,11 +8,13 @@
 //! matching NI" and the socket is released: closed, nothing written. Otherwise the socket goes
 //! to that NI's LND (`lnd_accept`, socklnd's `ksocknal_accept()`). ulnet binds each NI's own
 //! address rather than the wildcard (so several nodes fit on one host's 127.0.0.x), so it has
-//! one acceptor per address and port: the NIs on that address join it, whatever their net
-//! (`10.0.0.1@tcp` and `10.0.0.1@tcp1` share one socket), and the connreq's target picks
-//! among them ([`PassiveHandshake`](ulnet_proto::socklnd::handshake::PassiveHandshake) is
-//! given every member's identity). A connreq for none of them is refused as the kernel
-//! refuses it, with a rate-limited warning ([`acceptor`](super::acceptor)).
+//! one listening socket per address and port: the NIs on that address join it, whatever their
+//! net (`10.0.0.1@tcp` and `10.0.0.1@tcp1` share one socket). The connreq's target picks the
+//! NI among all the node's accepting NIs, as the kernel's lookup does, whichever of the node's
+//! addresses the connection came to
+//! ([`PassiveHandshake`](ulnet_proto::socklnd::handshake::PassiveHandshake) is given their
+//! identities). A connreq for none of them is refused as the kernel refuses it, with a
+//! rate-limited warning ([`acceptor`](super::acceptor)).
 //!
 //! # Lifetime
 //!
@@ -29,8 +31,11 @@
 //!
 //! `accept`, `accept_timeout` and `accept_backlog` belong to the acceptor (in the kernel they
 //! are lnet module parameters, one value per node); the NIs sharing a listener must agree on
-//! them, and one that does not is refused when it is created. An NI with `accept=none` has no
-//! listener: a connreq naming it through another NI's listener is refused (no matching NI).
+//! them, and one that does not is refused when it is created. A listener hands connections
+//! only to NIs with its settings (one on another address with other settings is not offered:
+//! a connection accepted under `all` must not reach an NI that wants `secure`). An NI with
+//! `accept=none` has no listener and is offered by none: a connreq naming it is refused (no
+//! matching NI).
 //! The per-connection socket options (`nagle`, keepalive, buffer sizes, `tos`) are those of the
 //! NI the connreq names, set once it is known.
 //!
@@ -47,7 +52,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -70,8 +75,11 @@ pub(crate) struct Listeners {
 
 #[derive(Default)]
 struct Table {
-    /// Leaf lock but for the members' lock, taken inside it.
+    /// Leaf lock but for `accepting` and a listener's state, taken inside it.
     by_address: Mutex<HashMap<SocketAddr, Arc<Listener>>>,
+    /// Every NI of the node on a listener, whatever its address: a connreq may name any of
+    /// them, as the kernel looks the target up among all the node's NIs.
+    accepting: Arc<Mutex<Vec<Arc<Inner>>>>,
     /// What the listeners count before a connection's NI is known, for the node's whole life
     /// (a closed listener's counts stay).
     counters: Arc<Counters>,
@@ -108,8 +116,10 @@ impl Settings {
 pub(super) struct Listener {
     address: SocketAddr,
     settings: Settings,
-    /// Leaf lock: the NIs a connreq may name.
-    members: Mutex<Vec<Arc<Inner>>>,
+    /// How many NIs are on this listener; changed with the table locked.
+    members: AtomicUsize,
+    /// The node's NIs on any listener (the table's); leaf lock.
+    accepting: Arc<Mutex<Vec<Arc<Inner>>>>,
     state: Mutex<State>,
     /// Leaf lock: the passive handshakes under way, bounded in all and per source.
     pub(super) handshakes: Mutex<Slots>,
@@ -191,7 +201,8 @@ impl Listeners {
                 let listener = Arc::new(Listener {
                     address,
                     settings,
-                    members: Mutex::new(Vec::new()),
+                    members: AtomicUsize::new(0),
+                    accepting: Arc::clone(&self.table.accepting),
                     state: Mutex::new(State::Bound(socket)),
                     handshakes: Mutex::new(Slots::new(MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE)),
                     counters: Arc::clone(&self.table.counters),
@@ -201,7 +212,8 @@ impl Listeners {
                 listener
             }
         };
-        lock(&listener.members).push(Arc::clone(ni));
+        listener.members.fetch_add(1, Ordering::Relaxed);
+        lock(&self.table.accepting).push(Arc::clone(ni));
         Ok(Membership { table: Arc::clone(&self.table), listener, ni: Arc::clone(ni) })
     }
 
@@ -243,12 +255,8 @@ impl Membership {
 impl Drop for Membership {
     fn drop(&mut self) {
         let mut by_address = lock(&self.table.by_address);
-        let empty = {
-            let mut members = lock(&self.listener.members);
-            members.retain(|member| !Arc::ptr_eq(member, &self.ni));
-            members.is_empty()
-        };
-        if !empty {
+        lock(&self.table.accepting).retain(|ni| !Arc::ptr_eq(ni, &self.ni));
+        if self.listener.members.fetch_sub(1, Ordering::Relaxed) > 1 {
             return;
         }
         let address = self.listener.address;
@@ -260,9 +268,15 @@ impl Drop for Membership {
 }
 
 impl Listener {
-    /// What a new connection's handshake may accept: the members' identities.
+    /// What a new connection's handshake may accept: the identities of the node's NIs with
+    /// this listener's settings (a connection accepted under `accept=all` must not reach an NI
+    /// that wants `secure`), on this listener or another.
     pub(super) fn accept_config(&self) -> AcceptConfig {
-        let local_nis = lock(&self.members).iter().map(|member| member.identity).collect();
+        let local_nis = lock(&self.accepting)
+            .iter()
+            .filter(|ni| Settings::of(&ni.tunables) == self.settings)
+            .map(|ni| ni.identity)
+            .collect();
         AcceptConfig {
             policy: self.settings.policy,
             accept_timeout: self.settings.accept_timeout,
@@ -270,10 +284,11 @@ impl Listener {
         }
     }
 
-    /// The member NI with exactly this identity, if it is still there (an NI removed, or
-    /// removed and added back with a new incarnation, during the handshake is not).
+    /// The NI with exactly this identity (one [`accept_config`](Self::accept_config) offered),
+    /// if it is still there (an NI removed, or removed and added back with a new incarnation,
+    /// during the handshake is not).
     pub(super) fn member(&self, local: &LocalIdentity) -> Option<Arc<Inner>> {
-        lock(&self.members).iter().find(|member| member.identity == *local).cloned()
+        lock(&self.accepting).iter().find(|ni| ni.identity == *local).cloned()
     }
 
     pub(super) fn accept_timeout(&self) -> Duration {
@@ -328,7 +343,8 @@ mod tests {
         text.parse().unwrap()
     }
 
-    fn members(lnd: &TcpLnd) -> Vec<Nid> {
+    /// The NIs a connection accepted on `lnd`'s listener may name.
+    fn offered(lnd: &TcpLnd) -> Vec<Nid> {
         let membership = lnd.lock_membership();
         let listener = &membership.as_ref().unwrap().listener;
         listener.accept_config().local_nis.iter().map(|ni| ni.nid).collect()
@@ -345,7 +361,7 @@ mod tests {
         let tcp = new(1, "127.0.0.1@tcp", all.clone()).unwrap();
         let tcp1 = new(2, "127.0.0.1@tcp1", all.clone()).unwrap();
         assert_eq!(listeners.len(), 1, "one socket for both nets");
-        assert_eq!(members(&tcp), [nid("127.0.0.1@tcp"), nid("127.0.0.1@tcp1")]);
+        assert_eq!(offered(&tcp), [nid("127.0.0.1@tcp"), nid("127.0.0.1@tcp1")]);
         // Another acceptor policy cannot share it; nothing changes.
         let Err(crate::error::BuildError::TcpListen { source, .. }) =
             new(3, "127.0.0.1@tcp2", tunables(port, AcceptPolicy::Secure))
@@ -356,18 +372,26 @@ mod tests {
         // accept=none takes no part.
         let none = new(4, "127.0.0.1@tcp3", tunables(port, AcceptPolicy::None)).unwrap();
         assert!(none.lock_membership().is_none());
-        assert_eq!(members(&tcp1).len(), 2);
+        assert_eq!(offered(&tcp1).len(), 2);
+        // Another address has its own socket; a connreq may name its NI on either (as the
+        // kernel's lookup over all NIs), but not one with other settings.
+        let other = new(5, "127.0.0.2@tcp", all.clone()).unwrap();
+        let secure = new(6, "127.0.0.3@tcp", tunables(port, AcceptPolicy::Secure)).unwrap();
+        assert_eq!(listeners.len(), 3);
+        assert_eq!(offered(&tcp1).len(), 3);
+        assert_eq!(offered(&secure), [nid("127.0.0.3@tcp")]);
+        drop((other, secure));
         // One leaves: the other stays on the listener; leaving twice changes nothing.
         tcp.leave_listener();
         tcp.leave_listener();
         assert_eq!(listeners.len(), 1);
-        assert_eq!(members(&tcp1), [nid("127.0.0.1@tcp1")]);
+        assert_eq!(offered(&tcp1), [nid("127.0.0.1@tcp1")]);
         // The last one leaves (dropped without retiring, as after a failed `net add`): closed,
         // and the port is free again at once.
         drop(tcp1);
         assert_eq!(listeners.len(), 0);
-        let again = new(5, "127.0.0.1@tcp", tunables(port, AcceptPolicy::Secure)).unwrap();
-        assert_eq!(members(&again), [nid("127.0.0.1@tcp")]);
+        let again = new(7, "127.0.0.1@tcp", tunables(port, AcceptPolicy::Secure)).unwrap();
+        assert_eq!(offered(&again), [nid("127.0.0.1@tcp")]);
         assert_eq!(listeners.len(), 1);
     }
 }
