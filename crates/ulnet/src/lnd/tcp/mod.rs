@@ -210,16 +210,14 @@ impl TcpLnd {
             log_limits: LogLimits::default(),
         };
         let inner = Arc::new(inner);
-        let membership =
-            match inner.tunables.accept {
-                AcceptPolicy::None => None,
-                AcceptPolicy::Secure | AcceptPolicy::All => {
-                    let joined = listeners.join(&inner).map_err(|source| {
-                        BuildError::TcpListen { nid, port: inner.tunables.accept_port, source }
-                    })?;
-                    Some(joined)
-                }
-            };
+        let port = inner.tunables.accept_port;
+        let membership = match inner.tunables.accept {
+            AcceptPolicy::None => None,
+            AcceptPolicy::Secure | AcceptPolicy::All => {
+                let joined = listeners.join(&inner);
+                Some(joined.map_err(|source| BuildError::TcpListen { nid, port, source })?)
+            }
+        };
         Ok(Self { inner, membership: Mutex::new(membership) })
     }
 
