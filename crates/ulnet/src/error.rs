@@ -25,7 +25,8 @@ pub enum BuildError {
     #[error("NI {0}: a TCP NI needs an IP address NID")]
     TcpNotIp(Nid),
     /// The TCP NI's listener could not be bound (address not local, port in use, no
-    /// privilege for a port below 1024...).
+    /// privilege for a port below 1024...), or the node's listener on its address and port
+    /// has other acceptor settings (`accept`, `accept_timeout`, `accept_backlog`).
     #[error("NI {nid}: cannot listen on port {port}: {source}")]
     TcpListen {
         nid: Nid,

@@ -6,10 +6,12 @@
 //! produces a transmit for an NI the runtime has no LND for, and no LND hands the core input
 //! for an NI it has removed.
 //!
-//! * Adding binds the new NI's listener first (a taken address is an error before anything
-//!   changes), then adds the NI to the core, which rebuilds the ping buffer and pushes it to
-//!   multi-rail peers, and starts the LND's tasks on the I/O thread's runtime. The new NI gets
-//!   its NUMA distance and its link state (fatal flag) as the NIs built with the node do.
+//! * Adding puts the new NI on the node's listener of its address and port first, binding one
+//!   if it is the first NI there (a taken address is an error before anything changes; NIs of
+//!   other nets on the same address share the listener), then adds the NI to the core, which
+//!   rebuilds the ping buffer and pushes it to multi-rail peers, and starts the LND's tasks on
+//!   the I/O thread's runtime. The new NI gets its NUMA distance and its link state (fatal
+//!   flag) as the NIs built with the node do.
 //!   lustre: api-ni.c `lnet_dyn_add_ni()`, `lnet_startup_lndni()`.
 //! * Removing drains the NI first, for [`NI_DRAIN_TIME`]: it is marked fatal, so it is
 //!   selected last here and shows DOWN in the ping buffer pushed to multi-rail peers, who
@@ -18,7 +20,8 @@
 //!   waits for its response until the transaction timeout; the drain avoids that. Then the
 //!   core removes the NI (it is no longer selected or advertised, messages waiting for its
 //!   credits go elsewhere, the new ping buffer is pushed to peers, who drop the NID), and the
-//!   LND stops accepting, writes what it had queued and closes every connection. What it
+//!   LND leaves its listener (which goes on accepting for the other NIs on its address, and
+//!   closes with the last), writes what it had queued and closes every connection. What it
 //!   still held fails with `LOCAL_DROPPED`, which the core resends on another NI when it may
 //!   (docs/protocol/semantics.md §4); the kernel fails those with `LOCAL_ERROR` and resends nothing, and
 //!   the message was never sent, so resending it loses nothing and duplicates nothing. Other
@@ -58,7 +61,8 @@ pub enum AddNiError {
     /// A TCP NI needs an IP NID (`a.b.c.d@tcpN` or an IPv6 address).
     #[error("NI {0}: a TCP NI needs an IP address NID")]
     NotIp(Nid),
-    /// The NI's listener could not be bound (address not local, port in use...).
+    /// The NI's listener could not be bound (address not local, port in use...), or the
+    /// node's listener on its address and port has other acceptor settings.
     #[error("NI {nid}: cannot listen on port {port}: {source}")]
     Listen {
         nid: Nid,
@@ -91,8 +95,10 @@ impl Node {
     /// Adds a TCP NI to the running node (`lnetctl net add`), with its net tunables in
     /// `config` (the LND kind is set to `Tcp` and, when unset, the LND timeout to
     /// `tunables.sock_timeout`, as [`NodeBuilder::tcp_ni_config`](crate::NodeBuilder::tcp_ni_config)
-    /// does) and its socklnd `tunables`. The NI listens on its own address at
-    /// `tunables.accept_port`; its peers learn it from the push of the new ping buffer.
+    /// does) and its socklnd `tunables`. The NI accepts on its own address at
+    /// `tunables.accept_port`, on the listener already there if another NI of the node has the
+    /// same address and port (it must then have the same `accept`, `accept_timeout` and
+    /// `accept_backlog`); its peers learn it from the push of the new ping buffer.
     pub fn add_tcp_ni(
         &self,
         config: NiConfig,
@@ -119,14 +125,15 @@ impl Node {
             // entry per number, so its length is the number the core will give.
             let id = NiId(u16::try_from(core.lnds.len()).unwrap_or(u16::MAX));
             let pid = core.engine.pid();
-            let lnd = TcpLnd::new(id, nid, pid, tunables, self.inner().privileged_ports).map_err(
-                |error| match error {
+            let inner = self.inner();
+            let listeners = &inner.tcp_listeners;
+            let lnd = TcpLnd::new(id, nid, pid, tunables, inner.privileged_ports, listeners)
+                .map_err(|error| match error {
                     BuildError::TcpListen { nid, port, source } => {
                         AddNiError::Listen { nid, port, source }
                     }
                     _ => AddNiError::NotIp(nid),
-                },
-            )?;
+                })?;
             let now = clock::now();
             let added = core.engine.add_ni(now, config).map_err(|error| match error {
                 ConfigError::DuplicateNid(nid) => AddNiError::DuplicateNid(nid),
@@ -164,8 +171,9 @@ impl Node {
 
     /// Removes the NI with `nid` from the running node (`lnetctl net del`): after a drain of
     /// [`NI_DRAIN_TIME`] (advertised DOWN; this call blocks meanwhile) it stops being
-    /// selected and advertised (peers get the new ping buffer by push), its listener and
-    /// connections close, and what it still held is failed for the core to resend on another
+    /// selected and advertised (peers get the new ping buffer by push), it leaves its listener
+    /// (closed if no other NI of the node is on its address), its connections close, and what
+    /// it still held is failed for the core to resend on another
     /// NI where it may. Every other NI's connections, and all peers, are untouched.
     pub fn remove_ni(&self, nid: Nid) -> Result<(), RemoveNiError> {
         self.drain_ni(nid)?;

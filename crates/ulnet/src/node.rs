@@ -23,7 +23,7 @@ use crate::error::{BuildError, DiscoverError, MdError, PingError, ShutDown};
 use crate::event_queue::{EqShared, EventHandler, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
-use crate::lnd::tcp::{TcpLnd, TcpStats};
+use crate::lnd::tcp::{Listeners, TcpLnd, TcpStats};
 
 /// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]): none.
 /// Measured on a 2-vCPU VM (`cargo bench -p ulnet --bench api`), a 0-byte PUT+ACK between two
@@ -333,7 +333,9 @@ impl Node {
 
     /// The TCP LND's counters, summed over the node's TCP NIs (all zero without one).
     pub fn tcp_stats(&self) -> TcpStats {
-        let stats: Vec<TcpStats> = self.inner.tcps().iter().map(|lnd| lnd.stats()).collect();
+        let mut stats: Vec<TcpStats> = self.inner.tcps().iter().map(|lnd| lnd.stats()).collect();
+        // What the listeners counted before a connection's NI was known.
+        stats.push(self.inner.tcp_listeners.stats());
         TcpStats::sum(&stats)
     }
 
@@ -475,7 +477,10 @@ impl NodeBuilder {
     /// both where this NI listens (on its own IP) and where it dials its peers, so every node
     /// of a network must use the same; `accept` is the policy for incoming connections
     /// (`secure` refuses peers whose source port is above 1023). The listener is bound by
-    /// [`build`](Self::build), which fails if it cannot be.
+    /// [`build`](Self::build), which fails if it cannot be; NIs of the node on the same address
+    /// and port (`10.0.0.1@tcp` and `10.0.0.1@tcp1`) share one, the connreq's target NID
+    /// saying which NI a connection is for, as the kernel's one acceptor does (they must then
+    /// agree on `accept`, `accept_timeout` and `accept_backlog`).
     ///
     /// ```no_run
     /// use ulnet::{Node, SocklndTunables, AcceptPolicy};
@@ -543,6 +548,7 @@ impl NodeBuilder {
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
         let mut mems: Vec<Arc<MemLnd>> = Vec::new();
         let mut tcps: Vec<Arc<TcpLnd>> = Vec::new();
+        let tcp_listeners = Listeners::default();
         for (index, (config, spec)) in self.nis.iter().enumerate() {
             // At most MAX_NIS (checked by the core above) plus loopback: fits in u16.
             let ni = NiId(u16::try_from(index + 1).unwrap_or(u16::MAX));
@@ -564,6 +570,7 @@ impl NodeBuilder {
                         self.pid,
                         (**tunables).clone(),
                         self.privileged_ports,
+                        &tcp_listeners,
                     );
                     match tcp {
                         Ok(lnd) => {
@@ -602,6 +609,7 @@ impl NodeBuilder {
                 pid: self.pid,
                 interface_cookie,
                 tcps: Mutex::new(tcps),
+                tcp_listeners,
                 io_cpu: self.io_cpu,
                 privileged_ports: self.privileged_ports,
             }),
@@ -618,6 +626,8 @@ pub(crate) struct Inner {
     /// The TCP NIs' LNDs, for their statistics (removed NIs' too: counters only grow). Leaf
     /// lock.
     pub(crate) tcps: Mutex<Vec<Arc<TcpLnd>>>,
+    /// The TCP NIs' listening sockets, one per address and port, shared by the NIs on it.
+    pub(crate) tcp_listeners: Listeners,
     /// What NIs added live need: the I/O thread's CPU (NUMA distance) and the source-port
     /// policy.
     pub(crate) io_cpu: Option<usize>,

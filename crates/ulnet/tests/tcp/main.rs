@@ -1,6 +1,6 @@
 //! The TCP LND over real sockets on 127.0.0.x (Linux routes all of 127/8 to `lo`): nodes
-//! talking to each other, a scripted kernel peer checking every byte, and bad input against a
-//! live node.
+//! talking to each other, a scripted kernel peer checking every byte, bad input against a live
+//! node, and NIs of several nets sharing one listener.
 //!
 //! Every node of a test shares one port (socklnd dials the peer's `accept_port`, which is ours
 //! too), taken from [`free_port`]; tests run in parallel on distinct ports. Nothing here needs
@@ -16,6 +16,7 @@ mod batching;
 mod capture;
 mod kernel_peer;
 mod script;
+mod shared_listener;
 #[path = "../support/mod.rs"]
 mod support;
 mod transfer;

@@ -4,7 +4,8 @@
 //! Each test has its own address block (127.53.<block>.x) and a port the OS just handed out,
 //! so tests run in parallel with each other and with other suites.
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
 
 use crate::support::{Process, SIGTERM};
 
@@ -167,4 +168,66 @@ fn three_daemons_and_concurrent_pings() {
     for daemon in daemons {
         stop(daemon);
     }
+}
+
+/// Two nets on one address in one daemon (`127.53.7.x@tcp` and `@tcp1`): one listener serves
+/// both NIs, each answers pings on its net, and `net del` of one leaves the other reachable
+/// (issue 19; lustre: acceptor.c `lnet_accept()` picks the NI by the connreq's target NID).
+#[test]
+fn two_nets_on_one_address_answer_pings_on_both() {
+    let port = free_port();
+    let two_nets = |host: u8| {
+        let (tcp, tcp1) = (nid(7, host), nid(7, host).replace("@tcp", "@tcp1"));
+        let config = format!(
+            "global:\n    accept_port: {port}\n    accept: all\n\
+             net:\n    - net type: tcp\n      local NI(s):\n        - nid: {tcp}\n\
+             \x20   - net type: tcp1\n      local NI(s):\n        - nid: {tcp1}\n"
+        );
+        let daemon = Process::spawn(Some(&config), &[]);
+        assert!(daemon.ready.is_some(), "{tcp} and {tcp1} did not start: {}", daemon.log());
+        (daemon, tcp, tcp1)
+    };
+    let ping = |daemon: &Process, target: &str| {
+        let run = daemon.ulnetctl(&["ping", target]);
+        assert_eq!(run.code, 0, "ping {target}: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains(target), "{}", run.stdout);
+    };
+    let (a, a_tcp, a_tcp1) = two_nets(2);
+    let (b, b_tcp, b_tcp1) = two_nets(3);
+    for target in [&b_tcp, &b_tcp1] {
+        ping(&a, target);
+    }
+    for target in [&a_tcp, &a_tcp1] {
+        ping(&b, target);
+    }
+    // a drops its tcp NI: a new peer on tcp1 still gets in through the shared listener.
+    assert_eq!(a.ulnetctl(&["net", "del", "--nid", &a_tcp]).code, 0);
+    let c_tcp1 = nid(7, 4).replace("@tcp", "@tcp1");
+    let c = Process::spawn(
+        Some(&config(&c_tcp1, port).replace("net type: tcp\n", "net type: tcp1\n")),
+        &[],
+    );
+    assert!(c.ready.is_some(), "{c_tcp1} did not start: {}", c.log());
+    ping(&c, &a_tcp1);
+    // ...and the tcp NI added back joins it: b reaches it again (b's old connection went with
+    // the NI, so this is a new one).
+    assert_eq!(a.ulnetctl(&["net", "add", "--nid", &a_tcp]).code, 0);
+    ping(&b, &a_tcp);
+    // A connreq for a net a does not have on that address (127.53.7.2@tcp2): closed
+    // unanswered, with the kernel's console message.
+    let mut stranger = std::net::TcpStream::connect(("127.53.7.2", port)).unwrap();
+    let tcp2 = (0x0002_0002u64 << 32) | u64::from(u32::from(Ipv4Addr::new(127, 53, 7, 2)));
+    let connreq = [&0xacce_7100u32.to_le_bytes()[..], &1u32.to_le_bytes(), &tcp2.to_le_bytes()];
+    stranger.write_all(&connreq.concat()).unwrap();
+    let mut answer = Vec::new();
+    stranger.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer, b"", "no matching NI: nothing written");
+    let mut a = a;
+    assert_eq!(a.signal_and_wait(SIGTERM), 0);
+    let log = a.log();
+    let source = stranger.local_addr().unwrap().ip();
+    let refusal = format!("Refusing connection from {source} for 127.53.7.2@tcp2: No matching NI");
+    assert!(log.contains(&refusal), "{log}");
+    stop(b);
+    stop(c);
 }

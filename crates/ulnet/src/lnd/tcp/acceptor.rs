@@ -1,19 +1,23 @@
 //! Accepting connections: the listener loop, and the passive handshake of each connection
 //! (connreq, then the peer's hello; our reply hello goes out as the connection's first bytes).
 //!
+//! One loop per [`Listener`]: every TCP NI on the listener's address and port shares it, and
+//! the connreq's target NID says which of the node's NIs a connection is for (see
+//! [`listener`](super::listener)).
 //! The machine ([`PassiveHandshake`]) checks everything the kernel's acceptor checks, in its
 //! order: the source port under `accept=secure` before reading anything, the connreq magic and
-//! version (answering an unknown version with the downgrade reply), the exact target NID, the
-//! hello (answering an unknown hello version with our own, type NONE). The verdict on a good
-//! hello (the connection race, duplicates, a rebooted peer) needs the node's state and is taken
-//! in the peer table with the core locked.
+//! version (answering an unknown version with the downgrade reply), the exact target NID among
+//! the node's accepting NIs (none: "No matching NI", closed unanswered), the hello (answering an
+//! unknown hello version with our own, type NONE). The verdict on a good hello (the connection
+//! race, duplicates, a rebooted peer) needs the node's state and is taken in the target NI's
+//! peer table with the core locked.
 //!
 //! # Bad connections cannot lock good ones out
 //!
 //! A connection that sends nothing, or trickles its handshake a few bytes at a time, costs us a
 //! task and a socket until it ends, so both are bounded:
 //!
-//! * Before its task starts, a connection needs a handshake slot
+//! * Before its task starts, a connection needs a handshake slot of its listener
 //!   ([`admission`](super::admission)): at most
 //!   [`MAX_HANDSHAKES`](super::admission::MAX_HANDSHAKES) in all and
 //!   [`MAX_HANDSHAKES_PER_SOURCE`](super::admission::MAX_HANDSHAKES_PER_SOURCE) per source;
@@ -25,8 +29,9 @@
 //!   connreq, more for the hello), so a peer sending each piece just before its read's
 //!   deadline holds a kernel connection for several times `accept_timeout`; an honest peer
 //!   sends the connreq and the hello at once, and the handshake takes one round trip.
-//! * Refusals and evictions are warnings, rate limited ([`crate::log_limit`]); the handshake
-//!   failures of single connections are debug lines, as they were.
+//! * Refusals, evictions and connreqs for no NI of ours are warnings, rate limited
+//!   ([`crate::log_limit`]); the handshake failures of single connections are debug lines, as
+//!   they were.
 //!
 //! lustre: acceptor.c `lnet_acceptor()`, `lnet_accept()`; socklnd.c `ksocknal_accept()`,
 //! `ksocknal_create_conn()`; socklnd_cb.c `ksocknal_recv_hello()` (the passive hello reads
@@ -39,11 +44,12 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use ulnet_proto::socklnd::handshake::{PassiveHandshake, PassiveStep};
+use ulnet_proto::socklnd::handshake::{PassiveError, PassiveHandshake, PassiveStep};
 use ulnet_proto::wire::hello::Hello;
 
 use super::admission::{Granted, Slot};
 use super::context::Cx;
+use super::listener::Listener;
 use super::ni::Inner;
 use super::{connection, deadline_instant, socket};
 use crate::clock;
@@ -53,26 +59,29 @@ use crate::log_limit::warn_limited;
 /// Pause after an accept error (out of file descriptors...) before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
-/// Accepts connections until the runtime stops.
-pub(super) async fn run(inner: Arc<Inner>, node: Weak<Shared>, listener: TcpListener) {
+/// Accepts connections on `socket` until the listener closes (its last NI leaves) or the
+/// runtime stops.
+pub(super) async fn run(listener: Arc<Listener>, node: Weak<Shared>, socket: Arc<TcpListener>) {
     loop {
-        match listener.accept().await {
+        match socket.accept().await {
             Ok((stream, peer_addr)) => {
                 // Dropping a refused stream closes it: nothing is read or written.
-                let Some(granted) = grant_slot(&inner, peer_addr) else {
+                let Some(granted) = grant_slot(&listener, peer_addr) else {
                     continue;
                 };
                 tokio::spawn(handshake(
-                    Arc::clone(&inner),
+                    Arc::clone(&listener),
                     node.clone(),
                     stream,
                     peer_addr,
                     granted,
                 ));
             }
+            // Shut down by `Listener::close`, the abort not yet seen.
+            Err(_) if listener.is_closed() => return,
             Err(error) => {
-                let (limit, nid) = (&inner.log_limits.accept, inner.identity.nid);
-                warn_limited!(limit, clock::now(), %nid, %error, "accept failed");
+                let (limit, address) = (&listener.log_limits.accept, listener.address());
+                warn_limited!(limit, clock::now(), %address, %error, "accept failed");
                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
             }
         }
@@ -81,15 +90,15 @@ pub(super) async fn run(inner: Arc<Inner>, node: Weak<Shared>, listener: TcpList
 
 /// A handshake slot for a new connection from `peer_addr`, or `None` (counted and logged)
 /// when it gets none.
-fn grant_slot(inner: &Inner, peer_addr: SocketAddr) -> Option<Granted> {
+fn grant_slot(listener: &Listener, peer_addr: SocketAddr) -> Option<Granted> {
     let admitted =
-        inner.handshakes.lock().unwrap_or_else(PoisonError::into_inner).admit(peer_addr.ip());
-    let limit = &inner.log_limits.admission;
+        listener.handshakes.lock().unwrap_or_else(PoisonError::into_inner).admit(peer_addr.ip());
+    let limit = &listener.log_limits.admission;
     match admitted {
         Ok(granted) => {
             if let Some((source, held)) = granted.evicted_from {
-                inner.count(|c| &c.handshakes_failed);
-                inner.count(|c| &c.handshakes_refused);
+                listener.count(|c| &c.handshakes_failed);
+                listener.count(|c| &c.handshakes_refused);
                 warn_limited!(
                     limit,
                     clock::now(),
@@ -102,8 +111,8 @@ fn grant_slot(inner: &Inner, peer_addr: SocketAddr) -> Option<Granted> {
             Some(granted)
         }
         Err(refused) => {
-            inner.count(|c| &c.handshakes_failed);
-            inner.count(|c| &c.handshakes_refused);
+            listener.count(|c| &c.handshakes_failed);
+            listener.count(|c| &c.handshakes_refused);
             let message = "connection closed before its handshake";
             warn_limited!(limit, clock::now(), %peer_addr, %refused, "{message}");
             None
@@ -111,9 +120,23 @@ fn grant_slot(inner: &Inner, peer_addr: SocketAddr) -> Option<Granted> {
     }
 }
 
+/// A connection refused during its handshake: the bytes to write before closing it, and the
+/// NI it was for when the handshake got that far (it counts the failure; else the listener).
+struct Refusal {
+    stream: TcpStream,
+    reply: Vec<u8>,
+    ni: Option<Arc<Inner>>,
+}
+
+impl Refusal {
+    fn silent(stream: TcpStream) -> Self {
+        Self { stream, reply: Vec::new(), ni: None }
+    }
+}
+
 /// One incoming connection, from accept to established (or closed).
 async fn handshake(
-    inner: Arc<Inner>,
+    listener: Arc<Listener>,
     node: Weak<Shared>,
     stream: TcpStream,
     peer_addr: SocketAddr,
@@ -121,7 +144,7 @@ async fn handshake(
 ) {
     let refusal = {
         // Held until the verdict; released however this ends.
-        let _slot = Slot::new(&inner.handshakes, &granted);
+        let _slot = Slot::new(&listener.handshakes, &granted);
         tokio::select! {
             // Eviction drops the handshake, and with it the socket: closed unanswered. It
             // only happens while the handshake waits for input; the verdict takes no await.
@@ -129,17 +152,20 @@ async fn handshake(
                 tracing::debug!(%peer_addr, "handshake evicted");
                 return;
             }
-            refusal = admit(&inner, &node, stream, peer_addr) => refusal,
+            refusal = admit(&listener, &node, stream, peer_addr) => refusal,
         }
     };
-    let Some((mut stream, reply)) = refusal else {
+    let Some(Refusal { mut stream, reply, ni }) = refusal else {
         return;
     };
-    inner.count(|c| &c.handshakes_failed);
+    match &ni {
+        Some(ni) => ni.count(|c| &c.handshakes_failed),
+        None => listener.count(|c| &c.handshakes_failed),
+    }
     if !reply.is_empty() {
         // The answer tells the peer what to retry with; it gets accept_timeout to take it.
         let write = stream.write_all(&reply);
-        let _ = tokio::time::timeout(inner.tunables.accept_timeout, write).await;
+        let _ = tokio::time::timeout(listener.accept_timeout(), write).await;
     }
     socket::shut_down(&stream);
 }
@@ -147,26 +173,24 @@ async fn handshake(
 /// Runs the handshake; returns the socket and the bytes to write before closing when the
 /// connection is refused, `None` when it was established (or is already closed).
 async fn admit(
-    inner: &Arc<Inner>,
+    listener: &Listener,
     node: &Weak<Shared>,
     mut stream: TcpStream,
     peer_addr: SocketAddr,
-) -> Option<(TcpStream, Vec<u8>)> {
+) -> Option<Refusal> {
     let now = clock::now();
-    let mut handshake = match PassiveHandshake::new(now, &inner.accept, peer_addr) {
+    // The node's NIs this listener may hand a connection to: the connreq must name one exactly.
+    let config = listener.accept_config();
+    let mut handshake = match PassiveHandshake::new(now, &config, peer_addr) {
         Ok(handshake) => handshake,
         Err(error) => {
             tracing::debug!(%peer_addr, %error, "connection refused");
-            return Some((stream, Vec::new()));
+            return Some(Refusal::silent(stream));
         }
     };
-    if let Err(error) = socket::configure(&stream, &inner.tunables) {
-        tracing::debug!(%peer_addr, %error, "cannot set socket options");
-        return Some((stream, Vec::new()));
-    }
     // The whole handshake must end by then, however the bytes trickle in (module
     // documentation); the machine's own deadlines, one per read as the kernel's, come later.
-    let give_up = now.saturating_add(inner.tunables.accept_timeout);
+    let give_up = now.saturating_add(listener.accept_timeout());
     let mut buffer = [0u8; Hello::MAX_LEN];
     let candidate = loop {
         let hint = handshake.read_hint().clamp(1, buffer.len());
@@ -177,23 +201,23 @@ async fn admit(
         let count = match read {
             Err(_) if now >= give_up => {
                 tracing::debug!(%peer_addr, "handshake not complete within accept_timeout");
-                return Some((stream, Vec::new()));
+                return Some(Refusal::silent(stream));
             }
             Err(_) => match handshake.handle_timeout(now) {
                 Ok(()) => continue,
                 Err(error) => {
                     tracing::debug!(%peer_addr, %error, "handshake failed");
-                    return Some((stream, Vec::new()));
+                    return Some(Refusal::silent(stream));
                 }
             },
             Ok(Err(error)) => {
                 tracing::debug!(%peer_addr, %error, "handshake failed");
-                return Some((stream, Vec::new()));
+                return Some(Refusal::silent(stream));
             }
             Ok(Ok(0)) => {
                 let error = handshake.handle_eof();
                 tracing::debug!(%peer_addr, %error, "handshake failed");
-                return Some((stream, Vec::new()));
+                return Some(Refusal::silent(stream));
             }
             Ok(Ok(count)) => count,
         };
@@ -203,16 +227,40 @@ async fn admit(
             Ok((_, PassiveStep::Decide(candidate))) => break candidate,
             Ok((_, PassiveStep::Rejected(rejection))) => {
                 tracing::debug!(%peer_addr, reason = ?rejection.reason, "connection refused");
-                return Some((stream, rejection.reply));
+                return Some(Refusal { stream, reply: rejection.reply, ni: None });
             }
             // Only `decide` establishes.
-            Ok((_, PassiveStep::Established { .. })) => return Some((stream, Vec::new())),
+            Ok((_, PassiveStep::Established { .. })) => return Some(Refusal::silent(stream)),
+            Err(PassiveError::NoMatchingNi(target)) => {
+                // The kernel's console error, rate limited; closed, nothing written.
+                // lustre: acceptor.c `lnet_accept()` ("No matching NI", -EPERM: the
+                // acceptor releases the socket).
+                let (limit, ip) = (&listener.log_limits.no_matching_ni, peer_addr.ip());
+                warn_limited!(
+                    limit,
+                    now,
+                    "Refusing connection from {ip} for {target}: No matching NI"
+                );
+                return Some(Refusal::silent(stream));
+            }
             Err(error) => {
                 tracing::debug!(%peer_addr, %error, "handshake failed");
-                return Some((stream, Vec::new()));
+                return Some(Refusal::silent(stream));
             }
         }
     };
+    // The NI the connreq named, if it is still there (`net del` may have run meanwhile; it is
+    // then refused as if the connreq had come after it).
+    let Some(inner) = listener.member(&candidate.local) else {
+        let nid = candidate.local.nid;
+        tracing::debug!(%peer_addr, %nid, "the connection's NI was removed during its handshake");
+        return Some(Refusal::silent(stream));
+    };
+    // The NI's own socket options, now that the connection is known to be for it.
+    if let Err(error) = socket::configure(&stream, &inner.tunables) {
+        tracing::debug!(%peer_addr, %error, "cannot set socket options");
+        return Some(Refusal { stream, reply: Vec::new(), ni: Some(inner) });
+    }
     let loopback = stream.local_addr().is_ok_and(|local| local.ip() == peer_addr.ip());
     let node = node.upgrade()?;
     let now = clock::now();
@@ -222,6 +270,7 @@ async fn admit(
         if core.closed {
             return None;
         }
+        let inner = &inner;
         let refusal = {
             let mut cx = Cx { inner, node: &node, core: &mut core, now, wakes: &mut wakes };
             cx.with_table(|table, cx| table.admit(cx, &mut handshake, &candidate, stream, loopback))
@@ -233,7 +282,7 @@ async fn admit(
                 }
                 None
             }
-            Err(refused) => Some(refused),
+            Err((stream, reply)) => Some(Refusal { stream, reply, ni: Some(Arc::clone(inner)) }),
         };
         drain(&node, &mut core, now, &mut wakes);
         refusal

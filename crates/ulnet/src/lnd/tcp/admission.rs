@@ -1,10 +1,12 @@
-//! Who may run a passive handshake: the slots of one NI's acceptor.
+//! Who may run a passive handshake: the slots of one listener (the acceptor shared by the NIs
+//! on one address and port, [`listener`](super::listener)).
 //!
 //! An accepted connection holds a slot from accept until its handshake ends (established,
 //! refused, failed or timed out). The slots are bounded so bad connections cannot hold them
 //! all and lock out good peers:
 //!
-//! * **In all**: at most [`MAX_HANDSHAKES`] at once per NI.
+//! * **In all**: at most [`MAX_HANDSHAKES`] at once per listener. Per listener, not per NI: a
+//!   slot is taken at accept, before the connreq names the NI.
 //! * **Per source**: at most [`MAX_HANDSHAKES_PER_SOURCE`] at once from one source (one IPv4
 //!   address, or one IPv6 /64, which one host usually owns whole). A connection past it is
 //!   closed at once: a source can only lock itself out.
@@ -32,9 +34,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
 
-/// Most passive handshakes under way at once on one NI; more connections are refused or evict
-/// one (module documentation). The kernel bounds them with its connd threads and the listen
-/// backlog.
+/// Most passive handshakes under way at once on one listener (all the NIs of one address and
+/// port); more connections are refused or evict one (module documentation). The kernel bounds
+/// them with its connd threads and the listen backlog.
 pub const MAX_HANDSHAKES: usize = 1024;
 
 /// Most passive handshakes under way at once from one source (an IPv4 address, an IPv6 /64).
@@ -44,7 +46,7 @@ pub const MAX_HANDSHAKES: usize = 1024;
 /// room for several processes (or NATed hosts) behind one address.
 pub const MAX_HANDSHAKES_PER_SOURCE: usize = 16;
 
-/// The slot table of one NI (behind a leaf lock: taken without the core lock, held for a
+/// The slot table of one listener (behind a leaf lock: taken without the core lock, held for a
 /// lookup).
 #[derive(Debug)]
 pub(super) struct Slots {

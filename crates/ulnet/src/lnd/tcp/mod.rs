@@ -7,13 +7,16 @@
 //!
 //! # A tour, in the order bytes flow
 //!
-//! * [`socket`]: the listener on `<NI IP>:accept_port`, outgoing connections from a privileged
-//!   source port (1023 down to 512) when the process may bind one, and the socket options
-//!   (`TCP_NODELAY`, TCP keepalive, buffer sizes, ToS).
+//! * [`socket`]: the listening socket on `<NI IP>:accept_port`, outgoing connections from a
+//!   privileged source port (1023 down to 512) when the process may bind one, and the socket
+//!   options (`TCP_NODELAY`, TCP keepalive, buffer sizes, ToS).
+//! * [`listener`]: one listening socket per address and port, shared by every NI of the node
+//!   on it (`tcp` and `tcp1` on one address, say), open while any of them is.
 //! * [`acceptor`]: accepts connections and runs the passive handshake (connreq, hello) on each;
-//!   the verdict (races, duplicates, a rebooted peer) is taken with the core locked, in
-//!   [`table`]. [`admission`] bounds the handshakes under way, in all and per source, so bad
-//!   connections cannot lock good peers out.
+//!   the connreq's target NID picks the NI, and the verdict (races, duplicates, a rebooted
+//!   peer) is taken with the core locked, in that NI's [`table`]. [`admission`] bounds the
+//!   handshakes under way on a listener, in all and per source, so bad connections cannot lock
+//!   good peers out.
 //! * [`dialer`]: opens a typed connection when messages wait for a peer: connreq and hello out,
 //!   the peer's hello in.
 //! * [`table`]: the peer table. One entry per peer process with its
@@ -77,6 +80,7 @@ mod admission;
 mod connection;
 mod context;
 mod dialer;
+mod listener;
 mod ni;
 mod reader;
 mod socket;
@@ -91,7 +95,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ulnet_proto::addr::Nid;
 use ulnet_proto::engine::{NiId, Resume, Transmit};
-use ulnet_proto::socklnd::handshake::AcceptConfig;
 use ulnet_proto::socklnd::peer_conns::PeerConfig;
 use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 use ulnet_proto::time::Time;
@@ -102,9 +105,10 @@ use crate::driver::{Core, Shared, Wakes, drain};
 use crate::error::BuildError;
 use crate::lnd::{Lnd, Output};
 
-use admission::Slots;
 pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
+pub(crate) use listener::Listeners;
+use listener::Membership;
 use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use table::PeerTables;
 
@@ -117,7 +121,8 @@ pub struct TcpStats {
     /// Established connections closed, for any reason.
     pub conns_closed: u64,
     /// Incoming connections closed during the handshake (bad connreq or hello, insecure port,
-    /// timeout, refused by the peer verdict, refused or evicted by the handshake slots).
+    /// a connreq for no NI of the node, timeout, refused by the peer verdict, refused or
+    /// evicted by the handshake slots).
     pub handshakes_failed: u64,
     /// Of `handshakes_failed`: incoming connections refused or evicted because too many
     /// handshakes were under way, from their source or in all (`admission`).
@@ -164,6 +169,9 @@ impl TcpStats {
 /// The LND of one TCP NI.
 pub(crate) struct TcpLnd {
     inner: Arc<Inner>,
+    /// The NI's place on the listener of its address (none with `accept=none`); taken, and so
+    /// left, when the NI is retired or shut down.
+    membership: Mutex<Option<Membership>>,
 }
 
 /// Longest gap between two scans of the peers' timers. Deadlines are at least `keepalive` or
@@ -171,26 +179,19 @@ pub(crate) struct TcpLnd {
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl TcpLnd {
-    /// The LND for NI `ni` with `nid` (an IPv4 or IPv6 NID); binds the listener unless
-    /// `accept=none`.
+    /// The LND for NI `ni` with `nid` (an IPv4 or IPv6 NID); unless `accept=none`, joins the
+    /// node's listener on its address and `accept_port` (binding it if this is the first NI
+    /// there; one with other acceptor settings is an error).
     pub(crate) fn new(
         ni: NiId,
         nid: Nid,
         pid: u32,
         tunables: SocklndTunables,
         privileged_ports: bool,
+        listeners: &Listeners,
     ) -> Result<Self, BuildError> {
         let ip = nid.ip().ok_or(BuildError::TcpNotIp(nid))?;
         let identity = LocalIdentity { nid, pid, incarnation: next_incarnation() };
-        let listener = match tunables.accept {
-            AcceptPolicy::None => None,
-            AcceptPolicy::Secure | AcceptPolicy::All => {
-                let listener = socket::listen(ip, &tunables).map_err(|source| {
-                    BuildError::TcpListen { nid, port: tunables.accept_port, source }
-                })?;
-                Some(listener)
-            }
-        };
         // Auto follows the interface's link speed; loopback has none, which gives 1.
         let conns_per_peer = tunables.conns_per_peer.resolve(crate::link_speed_mbps(ip));
         let inner = Inner {
@@ -199,24 +200,25 @@ impl TcpLnd {
             ip,
             peer_config: PeerConfig::new(&tunables, conns_per_peer),
             conns_per_peer: AtomicU8::new(conns_per_peer.max(1)),
-            accept: AcceptConfig {
-                policy: tunables.accept,
-                accept_timeout: tunables.accept_timeout,
-                local_nis: vec![identity],
-            },
             tunables,
-            listener: Mutex::new(listener),
-            acceptor: Mutex::new(None),
             runtime: OnceLock::new(),
             node: OnceLock::new(),
             inbox: Mutex::new(Inbox::default()),
             privileged_ports: AtomicBool::new(privileged_ports),
-            handshakes: Mutex::new(Slots::new(MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE)),
             next_scan: AtomicU64::new(0),
             counters: Counters::default(),
             log_limits: LogLimits::default(),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        let inner = Arc::new(inner);
+        let port = inner.tunables.accept_port;
+        let membership = match inner.tunables.accept {
+            AcceptPolicy::None => None,
+            AcceptPolicy::Secure | AcceptPolicy::All => {
+                let joined = listeners.join(&inner);
+                Some(joined.map_err(|source| BuildError::TcpListen { nid, port, source })?)
+            }
+        };
+        Ok(Self { inner, membership: Mutex::new(membership) })
     }
 
     pub(crate) fn stats(&self) -> TcpStats {
@@ -244,6 +246,16 @@ impl TcpLnd {
     pub(crate) fn incarnation(&self) -> u64 {
         self.inner.identity.incarnation
     }
+
+    fn lock_membership(&self) -> std::sync::MutexGuard<'_, Option<Membership>> {
+        self.membership.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Leaves the listener (a no-op the second time); dropping the membership does it.
+    fn leave_listener(&self) {
+        let membership = self.lock_membership().take();
+        drop(membership);
+    }
 }
 
 impl TcpLnd {
@@ -255,12 +267,8 @@ impl TcpLnd {
     /// closed. lustre: api-ni.c `lnet_dyn_del_ni()` -> socklnd.c `ksocknal_shutdown()`.
     pub(crate) fn retire(&self, node: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
         let inner = &self.inner;
-        let acceptor = inner.acceptor.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(acceptor) = acceptor {
-            // The listener closes when the I/O thread next polls the aborted task.
-            acceptor.abort();
-        }
-        drop(inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take());
+        // Off the listener: the NIs left on it go on accepting; the last closes it.
+        self.leave_listener();
         let mut cx = Cx { inner, node, core, now, wakes };
         cx.with_table(|table, cx| {
             let _ = table.flush_queued(cx, false);
@@ -301,19 +309,9 @@ impl Lnd for TcpLnd {
         let inner = &self.inner;
         let _ = inner.runtime.set(tokio::runtime::Handle::current());
         let _ = inner.node.set(Arc::downgrade(node));
-        let listener = inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(listener) = listener {
-            // We are inside the I/O runtime (the contract of `start`), which `from_std` needs.
-            match tokio::net::TcpListener::from_std(listener) {
-                Ok(listener) => {
-                    let task = acceptor::run(Arc::clone(inner), Arc::downgrade(node), listener);
-                    let handle = tokio::spawn(task).abort_handle();
-                    *inner.acceptor.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
-                }
-                Err(error) => {
-                    tracing::error!(nid = %inner.identity.nid, %error, "cannot serve the listener");
-                }
-            }
+        // The first NI of a listener to start serves it; the others find it served.
+        if let Some(membership) = self.lock_membership().as_ref() {
+            membership.start(node);
         }
     }
 
@@ -399,7 +397,7 @@ impl Lnd for TcpLnd {
 
     fn shutdown(&self, node: &Arc<Shared>, now: Time) {
         let inner = &self.inner;
-        drop(inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take());
+        self.leave_listener();
         let mut wakes = Wakes::default();
         {
             let mut core = node.lock();

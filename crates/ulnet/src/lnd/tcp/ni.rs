@@ -1,5 +1,6 @@
 //! The state of one TCP NI that the LND's calls and tasks share ([`Inner`]): its identity and
-//! tunables, the listener, counters, and the inbox of work posted for the I/O thread.
+//! tunables, counters, and the inbox of work posted for the I/O thread. The listener is not
+//! the NI's: the NIs on one address share it ([`listener`](super::listener)).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -8,12 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use tokio::sync::Notify;
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::engine::NiId;
-use ulnet_proto::socklnd::handshake::AcceptConfig;
 use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::wire::hello::LocalIdentity;
 
-use super::admission::Slots;
 use crate::driver::{Shared, Wakes};
 use crate::log_limit::LogLimit;
 
@@ -29,20 +28,12 @@ pub(crate) struct Inner {
     /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
     /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
     pub(super) conns_per_peer: AtomicU8,
-    pub(super) accept: AcceptConfig,
-    /// Bound in `TcpLnd::new` (so a taken port is a build error), served from `start`.
-    pub(super) listener: Mutex<Option<std::net::TcpListener>>,
-    /// The acceptor task, stopped when the NI is removed (`TcpLnd::retire`).
-    pub(super) acceptor: Mutex<Option<tokio::task::AbortHandle>>,
     pub(super) runtime: OnceLock<tokio::runtime::Handle>,
     pub(super) node: OnceLock<Weak<Shared>>,
     /// Leaf lock: work posted for the I/O thread.
     pub(super) inbox: Mutex<Inbox>,
     /// Try privileged source ports; cleared for good on the first EACCES.
     pub(super) privileged_ports: AtomicBool,
-    /// Leaf lock: the passive handshakes under way, bounded in all and per source
-    /// ([`admission`](super::admission)).
-    pub(super) handshakes: Mutex<Slots>,
     /// When [`Lnd::poll`](crate::lnd::Lnd::poll) next scans the peers' timers (nanoseconds
     /// of [`Time`](ulnet_proto::time::Time)).
     pub(super) next_scan: AtomicU64,
@@ -51,13 +42,10 @@ pub(crate) struct Inner {
     pub(super) log_limits: LogLimits,
 }
 
-/// One rate limit per kind of warning a peer (or a flood of connections) can cause.
+/// One rate limit per kind of warning a peer can cause on an NI (the listener has its own for
+/// what happens before a connection's NI is known).
 #[derive(Debug)]
 pub(super) struct LogLimits {
-    /// Incoming connections refused or evicted by the handshake slots.
-    pub(super) admission: LogLimit,
-    /// `accept()` failing (out of file descriptors...).
-    pub(super) accept: LogLimit,
     /// Connections refused because the peer table is full.
     pub(super) table_full: LogLimit,
     /// Established connections closed for a protocol error or a timeout.
@@ -67,8 +55,6 @@ pub(super) struct LogLimits {
 impl Default for LogLimits {
     fn default() -> Self {
         Self {
-            admission: LogLimit::new("handshake refused"),
-            accept: LogLimit::new("accept failed"),
             table_full: LogLimit::new("peer table full"),
             conn_errors: LogLimit::new("connection closed on error"),
         }

@@ -12,8 +12,9 @@ use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
 use ulnet_proto::socklnd::tunables::{MAX_RESERVED_PORT, MIN_RESERVED_PORT, SocklndTunables};
 
-/// A listening socket on `ip:accept_port` (the NI's own address, not the wildcard, as the
-/// kernel binds one listener per NI), non-blocking, ready for tokio.
+/// A listening socket on `ip:accept_port`, non-blocking, ready for tokio. The NI's own address,
+/// not the wildcard the kernel's one acceptor binds, so several nodes fit on one host; the
+/// node's NIs on one address share it ([`listener`](super::listener)).
 pub(super) fn listen(ip: IpAddr, tunables: &SocklndTunables) -> io::Result<std::net::TcpListener> {
     let address = SocketAddr::new(ip, tunables.accept_port);
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, Some(Protocol::TCP))?;
