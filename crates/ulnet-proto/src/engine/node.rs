@@ -403,6 +403,28 @@ impl Engine {
         Ok(id)
     }
 
+    /// Sets the LND timeout of every NI of `lnd` (`lnetctl net set --lnd-timeout`, socklnd's
+    /// `sock_timeout`): what a transmission's deadline is built from from the next send on
+    /// (`None`: the global `lnd_timeout`, as socklnd's 0 means). Returns how many NIs changed.
+    /// lustre: socklnd.h `ksocknal_timeout()`, lib-move.c `lnet_msg_deadline()`.
+    pub fn set_lnd_timeout(&mut self, lnd: LndKind, timeout: Option<std::time::Duration>) -> usize {
+        let mut changed = 0;
+        for index in 0..self.nis.len() {
+            let id = NiId(index as u16);
+            if let Some(ni) = self.nis.get_mut(id).filter(|ni| ni.lnd == lnd && !ni.removed) {
+                ni.lnd_timeout = timeout;
+                changed += 1;
+            }
+        }
+        changed
+    }
+
+    /// The LND timeout in force on `ni`: its own, or the global `lnd_timeout`.
+    pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
+        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
+        Some(ni.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout()))
+    }
+
     /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
     /// received on (its `NiId` is never reused), and the ping buffer is rebuilt. The driver
     /// closes its connections, failing what it still has queued on them.
