@@ -419,10 +419,11 @@ impl Engine {
         changed
     }
 
-    /// The LND timeout in force on `ni`: its own, or the global `lnd_timeout`.
+    /// The LND timeout `ni` was given (by its configuration or
+    /// [`set_lnd_timeout`](Self::set_lnd_timeout)); `None` where it follows the global
+    /// `lnd_timeout`.
     pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
-        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
-        Some(ni.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout()))
+        self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
     }
 
     /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
