@@ -592,6 +592,87 @@ pub fn recovery_show(queue: RecoveryQueue, nids: &[Nid]) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// fault show
+
+/// Which list a fault rule is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Drop,
+    Delay,
+}
+
+/// One rule of `fault drop show` or `fault delay show`, as the kernel's dump carries it
+/// (lnet/lnet/api-ni.c `lnet_fault_show_dump()`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FaultRuleEntry {
+    pub kind: FaultKind,
+    /// `libcfs_nidstr()` of the source: `<?>` for any, `255.255.255.255@net` for a net.
+    pub source: String,
+    pub destination: String,
+    pub portal_mask: u64,
+    pub message_mask: u32,
+    pub rate: u32,
+    pub interval: u32,
+    /// Delay rules only.
+    pub latency: u32,
+    /// `ds_dropped` or `ls_delayed`.
+    pub hits: u64,
+    pub count: u64,
+    pub put: u64,
+    pub ack: u64,
+    pub get: u64,
+    pub reply: u64,
+}
+
+/// `fault drop show` / `fault delay show` (dialect N): a `fault:` sequence, keys in the
+/// kernel's attribute order (`fault_attr_list`). Empty without rules (the kernel answers
+/// `-ENOENT`, which lnetctl takes as "nothing to show").
+/// lustre: lnet/lnet/api-ni.c `fault_attr_list`, `lnet_fault_show_dump()`.
+pub fn fault_show(rules: &[FaultRuleEntry]) -> String {
+    let items = rules
+        .iter()
+        .map(|rule| {
+            let mut entries: Vec<(&str, Yaml)> = vec![
+                (
+                    "rule_type",
+                    Yaml::plain(match rule.kind {
+                        FaultKind::Drop => "drop",
+                        FaultKind::Delay => "delay",
+                    }),
+                ),
+                ("fa_src", Yaml::plain(rule.source.clone())),
+                ("fa_dst", Yaml::plain(rule.destination.clone())),
+                ("fa_ptl_mask", Yaml::int(rule.portal_mask)),
+                ("fa_msg_mask", Yaml::int(rule.message_mask)),
+            ];
+            match rule.kind {
+                FaultKind::Drop => entries.extend([
+                    ("da_rate", Yaml::int(rule.rate)),
+                    ("da_interval", Yaml::int(rule.interval)),
+                    ("ds_dropped", Yaml::int(rule.hits)),
+                ]),
+                FaultKind::Delay => entries.extend([
+                    ("la_rate", Yaml::int(rule.rate)),
+                    ("la_interval", Yaml::int(rule.interval)),
+                    ("la_latency", Yaml::int(rule.latency)),
+                    ("ls_delayed", Yaml::int(rule.hits)),
+                ]),
+            }
+            entries.extend([
+                ("fs_count", Yaml::int(rule.count)),
+                ("fs_put", Yaml::int(rule.put)),
+                ("fs_ack", Yaml::int(rule.ack)),
+                ("fs_get", Yaml::int(rule.get)),
+                ("fs_reply", Yaml::int(rule.reply)),
+            ]);
+            Yaml::map(entries)
+        })
+        .collect();
+    section_n("fault", items)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Dialect C: global show, stats show, routing show, udsp show.
 
 /// Every `global:` key in `global show` order (docs/protocol/cli.md §3.7).

@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use ulnet_config::model::{GlobalError, GlobalKey, ImportError, ImportMode as ConfigImportMode};
 
+pub use ulnet_config::render::{FaultKind, FaultRuleEntry};
+
 use crate::data::{
     ExportState, GlobalShow, ManageCommand, ManageReply, NetEntry, PeerEntry, RouteEntry, StatsShow,
 };
@@ -60,6 +62,49 @@ pub enum Request {
     /// `import [--add|--del|--show|--exec]`: the YAML text, at most
     /// [`ulnet_config::model::MAX_IMPORT_LEN`] bytes.
     Import { mode: ImportMode, text: String },
+    /// `fault drop|delay add|del|reset|show` (lnetctl's `yaml_lnet_fault_rule()`).
+    Fault(Fault),
+}
+
+/// A fault injection request: which list, and what to do with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub op: FaultOp,
+}
+
+/// What to do with the rules (the kernel's `LNET_CTL_DROP_ADD` .. `LNET_CTL_DELAY_LIST`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FaultOp {
+    Add(FaultRuleSpec),
+    /// Remove the rules with these endpoints (`<?>`, the any NID, matches any).
+    Del {
+        source: String,
+        destination: String,
+    },
+    /// Zero every rule's counters.
+    Reset,
+    Show,
+}
+
+/// A rule as lnetctl sends it: NIDs as `libcfs_nidstr()` prints them (`<?>` for any,
+/// `255.255.255.255@net` for a whole net), masks and values as parsed. The node validates.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRuleSpec {
+    pub source: String,
+    pub destination: String,
+    pub local_nid: String,
+    pub portal_mask: u64,
+    pub message_mask: u32,
+    pub rate: u32,
+    pub interval: u32,
+    /// Drop rules: health errors to simulate (`1 << status` bits, all ones for random).
+    pub health_error_mask: u32,
+    pub random: bool,
+    pub drop_all: bool,
+    /// Delay rules: seconds.
+    pub latency: u32,
 }
 
 /// `net add`: lnetctl's NI request (lnetctl.c `yaml_lnet_config_ni()`).
@@ -160,6 +205,13 @@ pub struct NetSet {
     /// `--conns-per-peer`, 0 (auto) to 127.
     #[serde(default)]
     pub conns_per_peer: Option<i64>,
+    /// `--lnd-timeout S` (0 and up, checked by the CLI) with `--net NET`: the LND timeout of
+    /// that net's LND (socklnd's `sock_timeout`); 0 follows the global `lnd_timeout`.
+    #[serde(default)]
+    pub lnd_timeout: Option<i64>,
+    /// `--net`, as typed; only with `lnd_timeout`.
+    #[serde(default)]
+    pub net: Option<String>,
 }
 
 /// Which recovery queue `debug recovery` lists.
@@ -348,6 +400,7 @@ impl Request {
             Self::Set { .. } => "set",
             Self::Export { .. } => "export",
             Self::Import { .. } => "import",
+            Self::Fault(_) => "fault",
         }
     }
 }
@@ -369,6 +422,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 /// | `StatsShow` | `Stats` |
 /// | `Export` | `Export` |
 /// | `Import` | `Import` |
+/// | `Fault` | `Faults` for `show`, `Done` otherwise |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Response {
@@ -382,6 +436,8 @@ pub enum Response {
     Stats(StatsShow),
     Export(ExportState),
     Import(ImportReply),
+    /// `fault ... show`: the rules, newest first.
+    Faults(Vec<FaultRuleEntry>),
 }
 
 /// The outcome of an `import`.

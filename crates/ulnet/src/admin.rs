@@ -144,6 +144,51 @@ impl Node {
         Ok(lnds.iter().filter(|lnd| lnd.set_conns_per_peer(value)).count())
     }
 
+    /// `lnetctl net set --lnd-timeout S --net NET`: the LND's timeout for every NI of `lnd`
+    /// (socklnd's `sock_timeout` is module-wide in the kernel: it applies to all its nets).
+    /// `None` (`0` on the command line) takes the global `lnd_timeout`. The TCP LND uses it
+    /// for connection timeouts from now on, the engine for transmission deadlines from the
+    /// next send on. Returns how many NIs changed.
+    /// lustre: liblnetconfig.c `lustre_lnet_config_lnd_timeout()`, socklnd.h
+    /// `ksocknal_timeout()`.
+    pub fn set_lnd_timeout(
+        &self,
+        lnd: ulnet_proto::engine::LndKind,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<usize, ShutDown> {
+        let lnds = self.locked(|core, _| {
+            if core.closed {
+                return Err(ShutDown);
+            }
+            // 0 takes the global lnd_timeout as it is now (socklnd reads it at each use; here
+            // a later change of transaction_timeout does not reach it).
+            let timeout = timeout.unwrap_or_else(|| core.engine.tunables().lnd_timeout());
+            let changed = core.engine.set_lnd_timeout(lnd, Some(timeout));
+            let nis: Vec<_> = core
+                .engine
+                .ni_ids()
+                .filter(|ni| core.engine.ni_stats(*ni).is_some_and(|stats| stats.lnd == lnd))
+                .collect();
+            let lnds = nis.into_iter().filter_map(|ni| core.lnd(ni)).collect::<Vec<_>>();
+            Ok((lnds, timeout, changed))
+        })?;
+        let (lnds, timeout, changed) = lnds;
+        // The LND's own timeout, where it has one (the in-process fabric has none).
+        for lnd in &lnds {
+            lnd.set_timeout(timeout);
+        }
+        Ok(changed)
+    }
+
+    /// The LND timeout the NI with `nid` was given (what `net show -v` prints as the LND
+    /// tunable `timeout`); `None` for a NID that is not ours or an NI without one of its own.
+    pub fn lnd_timeout(&self, nid: Nid) -> Option<std::time::Duration> {
+        self.locked(|core, _| {
+            let ni = core.engine.ni_for_nid(nid)?;
+            core.engine.ni_lnd_timeout(ni)
+        })
+    }
+
     /// socklnd's `conns_per_peer` in force on the NI with `nid`; `None` for other LNDs and
     /// NIDs that are not ours.
     pub fn conns_per_peer(&self, nid: Nid) -> Option<u8> {

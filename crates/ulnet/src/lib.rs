@@ -66,6 +66,7 @@ mod clock;
 mod driver;
 mod error;
 mod event_queue;
+mod faults;
 mod link_speed;
 mod link_watch;
 mod lnd;
@@ -95,6 +96,7 @@ pub use node::{
 pub use transfer::Transferred;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
 pub use ulnet_proto::engine::tunables::TunablesError;
+pub use ulnet_proto::engine::{DelayRule, DropRule, FaultMatch, FaultRuleError, FaultStats};
 pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
     LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,

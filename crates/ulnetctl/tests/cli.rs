@@ -578,6 +578,7 @@ fn administration_requests() {
                 all: false,
                 health: Some(500),
                 conns_per_peer: None,
+                ..NetSet::default()
             }),
         ),
         (
@@ -587,6 +588,7 @@ fn administration_requests() {
                 all: true,
                 health: Some(1000),
                 conns_per_peer: None,
+                ..NetSet::default()
             }),
         ),
         (
@@ -596,11 +598,20 @@ fn administration_requests() {
                 all: false,
                 health: None,
                 conns_per_peer: Some(4),
+                ..NetSet::default()
             }),
         ),
         (
             vec!["debug", "recovery", "--peer"],
             Request::DebugRecovery { queue: RecoveryQueue::Peer },
+        ),
+        (
+            vec!["net", "set", "--net", "tcp1", "--lnd-timeout", "7"],
+            Request::NetSet(NetSet {
+                lnd_timeout: Some(7),
+                net: Some(s("tcp1")),
+                ..NetSet::default()
+            }),
         ),
     ];
     for (args, expected) in table {
@@ -655,4 +666,139 @@ fn administration_refusals() {
         let _ = d.run(&args);
         assert!(d.state.lock().unwrap().requests.is_empty(), "{args:?} reached the node");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fault
+
+#[test]
+fn fault_rules_add_show_del() {
+    use ulnet_control::Request;
+    use ulnet_control::message::FaultOp;
+    let d = configured();
+    check(
+        &d,
+        "fault_drop_add",
+        &[
+            "fault",
+            "drop",
+            "add",
+            "-s",
+            "*@tcp",
+            "-d",
+            "10.0.0.2@tcp",
+            "-r",
+            "2",
+            "-m",
+            "PUT",
+            "-m",
+            "get",
+            "-p",
+            "4",
+            "-e",
+            "local_timeout",
+        ],
+    );
+    check(
+        &d,
+        "fault_delay_add",
+        &[
+            "fault",
+            "delay",
+            "add",
+            "--source",
+            "*",
+            "--dest",
+            "*",
+            "--interval",
+            "5",
+            "--latency",
+            "3",
+        ],
+    );
+    check(&d, "fault_drop_show", &["fault", "drop", "show"]);
+    check(&d, "fault_delay_show", &["fault", "delay", "show"]);
+    check(&d, "fault_drop_del_missing", &["fault", "drop", "del", "-s", "10.9.9.9@tcp", "-d", "*"]);
+    check(&d, "fault_drop_del_all", &["fault", "drop", "del", "-a"]);
+    check(&d, "fault_drop_show_empty", &["fault", "drop", "show"]);
+    check(&d, "fault_delay_reset", &["fault", "delay", "reset", "x"]);
+    let requests = d.state.lock().unwrap().requests.clone();
+    let Some(Request::Fault(first)) = requests.first() else { panic!("{requests:?}") };
+    let FaultOp::Add(spec) = &first.op else { panic!("{first:?}") };
+    assert_eq!(
+        (spec.source.as_str(), spec.destination.as_str(), spec.local_nid.as_str()),
+        ("255.255.255.255@tcp", "10.0.0.2@tcp", "<?>")
+    );
+    assert_eq!((spec.message_mask, spec.portal_mask, spec.health_error_mask), (6, 16, 1 << 6));
+}
+
+#[test]
+fn fault_option_errors() {
+    let d = configured();
+    for (name, args) in [
+        (
+            "fault_drop_add_rate_and_interval",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-i", "3"],
+        ),
+        ("fault_drop_add_neither", vec!["fault", "drop", "add", "-s", "*", "-d", "*"]),
+        (
+            "fault_drop_add_random_without_interval",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-n"],
+        ),
+        ("fault_drop_add_no_dest", vec!["fault", "drop", "add", "-s", "*", "-r", "2"]),
+        (
+            "fault_drop_add_bad_nid",
+            vec!["fault", "drop", "add", "-s", "frob", "-d", "*", "-r", "2"],
+        ),
+        (
+            "fault_drop_add_bad_net",
+            vec!["fault", "drop", "add", "-s", "*@frob", "-d", "*", "-r", "2"],
+        ),
+        (
+            "fault_drop_add_bad_message",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-m", "HELLO"],
+        ),
+        (
+            "fault_drop_add_bad_portal",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-p", "64"],
+        ),
+        (
+            "fault_drop_add_bad_health",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-e", "frob"],
+        ),
+        (
+            "fault_drop_add_unknown_option",
+            vec!["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "-z"],
+        ),
+        (
+            "fault_delay_add_zero_latency",
+            vec!["fault", "delay", "add", "-s", "*", "-d", "*", "-r", "2"],
+        ),
+        (
+            "fault_delay_add_short_interval",
+            vec!["fault", "delay", "add", "-s", "*", "-d", "*", "-i", "2", "-l", "1"],
+        ),
+        ("fault_drop_add_alone", vec!["fault", "drop", "add"]),
+        ("fault_drop_del_nothing", vec!["fault", "drop", "del", "-s", "*"]),
+        ("fault_drop_del_all_and_source", vec!["fault", "drop", "del", "-a", "-s", "*"]),
+        ("fault_drop_reset_alone", vec!["fault", "drop", "reset"]),
+    ] {
+        check(&d, name, &args);
+    }
+    // lnetctl reports an unknown option and goes on: that rule is the only one sent.
+    let requests = d.state.lock().unwrap().requests.clone();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+}
+
+#[test]
+fn net_set_lnd_timeout() {
+    let d = configured();
+    check(&d, "net_set_lnd_timeout", &["net", "set", "--net", "tcp", "--lnd-timeout", "9"]);
+    check(&d, "net_set_lnd_timeout_o2ib", &["net", "set", "--net", "o2ib", "--lnd-timeout", "9"]);
+    check(&d, "net_set_lnd_timeout_lo", &["net", "set", "--net", "lo", "--lnd-timeout", "9"]);
+    check(
+        &d,
+        "net_set_lnd_timeout_negative",
+        &["net", "set", "--net", "tcp", "--lnd-timeout", "-1"],
+    );
 }

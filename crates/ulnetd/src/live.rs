@@ -56,6 +56,7 @@ use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_ne
 use crate::view;
 
 mod admin;
+mod faults;
 mod nets_live;
 
 /// Which LND serves the node's tcp NIs.
@@ -171,6 +172,7 @@ impl LiveNode {
             Request::StatsReset => self.stats_reset(),
             Request::Export { backup: _ } => self.export().map(Response::Export),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
+            Request::Fault(fault) => self.fault(&fault),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");
@@ -397,7 +399,12 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let stats = node.stats();
         let state = render::ExportState {
-            nets: view::net_entries(&nets, &stats, |nid| node.conns_per_peer(nid)),
+            nets: view::net_entries(
+                &nets,
+                &stats,
+                |nid| node.conns_per_peer(nid),
+                |nid| node.lnd_timeout(nid),
+            ),
             routes: Vec::new(),
             peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
             routing: render::RoutingShow::default(),
@@ -529,12 +536,16 @@ impl LiveNode {
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
-        let nets: Vec<data::NetEntry> =
-            view::net_entries(&nets, &stats, |nid| node.conns_per_peer(nid))
-                .iter()
-                .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
-                .map(data::NetEntry::from)
-                .collect();
+        let nets: Vec<data::NetEntry> = view::net_entries(
+            &nets,
+            &stats,
+            |nid| node.conns_per_peer(nid),
+            |nid| node.lnd_timeout(nid),
+        )
+        .iter()
+        .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
+        .map(data::NetEntry::from)
+        .collect();
         let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
             .iter()
             .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
@@ -584,7 +595,12 @@ impl LiveNode {
 
     fn net_entries(&self) -> Result<Vec<render::NetEntry>, ControlError> {
         let (node, nets, _) = self.snapshot()?;
-        Ok(view::net_entries(&nets, &node.stats(), |nid| node.conns_per_peer(nid)))
+        Ok(view::net_entries(
+            &nets,
+            &node.stats(),
+            |nid| node.conns_per_peer(nid),
+            |nid| node.lnd_timeout(nid),
+        ))
     }
 
     /// Replaces the node with one running `nets`; on failure the previous configuration

@@ -29,6 +29,7 @@ pub fn net_entries(
     nets: &[NetSpec],
     stats: &NodeStats,
     conns_per_peer: impl Fn(Nid) -> Option<u8>,
+    lnd_timeout: impl Fn(Nid) -> Option<std::time::Duration>,
 ) -> Vec<NetEntry> {
     let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
     let mut entries = vec![NetEntry {
@@ -54,7 +55,9 @@ pub fn net_entries(
                 };
                 let lnd = LndTunablesShow::Socklnd {
                     conns_per_peer: in_force.unwrap_or_else(configured),
-                    timeout: SOCK_TIMEOUT_SECONDS,
+                    timeout: lnd_timeout(ni.nid).map_or(SOCK_TIMEOUT_SECONDS, |timeout| {
+                        u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)
+                    }),
                     tos: net.socklnd.tos,
                 };
                 local_ni(ni, live, Some(lnd), tunables)

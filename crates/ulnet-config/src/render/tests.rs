@@ -771,3 +771,61 @@ fn debug_recovery_shapes() {
     );
     assert_eq!(recovery_show(RecoveryQueue::Peer, &[]), "");
 }
+
+#[test]
+fn fault_show_has_the_kernel_key_order() {
+    let drop = FaultRuleEntry {
+        kind: FaultKind::Drop,
+        source: "<?>".into(),
+        destination: "255.255.255.255@tcp".into(),
+        portal_mask: 0,
+        message_mask: 15,
+        rate: 2,
+        interval: 0,
+        latency: 0,
+        hits: 3,
+        count: 6,
+        put: 1,
+        ack: 0,
+        get: 2,
+        reply: 0,
+    };
+    let delay = FaultRuleEntry {
+        kind: FaultKind::Delay,
+        source: "10.0.0.1@tcp".into(),
+        latency: 5,
+        ..drop.clone()
+    };
+    assert_eq!(
+        fault_show(&[drop, delay]),
+        "fault:\n\
+         -     rule_type: drop\n\
+         \x20     fa_src: <?>\n\
+         \x20     fa_dst: 255.255.255.255@tcp\n\
+         \x20     fa_ptl_mask: 0\n\
+         \x20     fa_msg_mask: 15\n\
+         \x20     da_rate: 2\n\
+         \x20     da_interval: 0\n\
+         \x20     ds_dropped: 3\n\
+         \x20     fs_count: 6\n\
+         \x20     fs_put: 1\n\
+         \x20     fs_ack: 0\n\
+         \x20     fs_get: 2\n\
+         \x20     fs_reply: 0\n\
+         -     rule_type: delay\n\
+         \x20     fa_src: 10.0.0.1@tcp\n\
+         \x20     fa_dst: 255.255.255.255@tcp\n\
+         \x20     fa_ptl_mask: 0\n\
+         \x20     fa_msg_mask: 15\n\
+         \x20     la_rate: 2\n\
+         \x20     la_interval: 0\n\
+         \x20     la_latency: 5\n\
+         \x20     ls_delayed: 3\n\
+         \x20     fs_count: 6\n\
+         \x20     fs_put: 1\n\
+         \x20     fs_ack: 0\n\
+         \x20     fs_get: 2\n\
+         \x20     fs_reply: 0\n"
+    );
+    assert_eq!(fault_show(&[]), "");
+}

@@ -206,6 +206,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
                     && message.md.is_none()
                     && node.portals.iter().any(|portal| portal.delayed.contains(&key))
             }
+            Phase::FaultHeld => !message.tx && message.md.is_none() && node.faults.holds(key),
             Phase::DiscoveryWait => {
                 message.tx
                     && message.peer_credit == Credit::None

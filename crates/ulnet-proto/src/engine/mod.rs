@@ -6,7 +6,7 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, `dedupe` the target's delivery log, `outputs` the driver's
+//! `watch` fast failover's state, [`faults`] drop and delay rules, `dedupe` the target's delivery log, `outputs` the driver's
 //! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
@@ -22,6 +22,7 @@ pub mod discovery;
 pub mod error;
 pub mod event;
 mod failover;
+pub mod faults;
 mod finalize;
 pub mod health;
 mod invariants;
@@ -60,6 +61,9 @@ pub use error::{
 };
 pub use event::{Event, EventKind, EventStatus};
 pub use failover::COPY_WINDOW;
+pub use faults::{
+    DelayRule, DropRule, FaultMatch, FaultRuleError, FaultStats, MAX_FAULT_HELD, MAX_FAULT_RULES,
+};
 pub use health::{HealthStatus, MAX_HEALTH};
 pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};

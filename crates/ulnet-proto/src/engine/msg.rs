@@ -47,6 +47,8 @@ pub(crate) enum Phase {
     /// A PUT or GET held on its peer's pending queue until discovery completes
     /// (`LNET_DC_WAIT`), before any credit is taken.
     DiscoveryWait,
+    /// A receive a delay rule holds (faults.rs), its payload unread.
+    FaultHeld,
 }
 
 /// Whether a message holds, waits for, or has no claim on a credit.
@@ -113,6 +115,9 @@ pub(crate) struct Message {
     pub(crate) lnd_at: Option<Time>,
     /// A received PUT with ACK, as the duplicate log knows it.
     pub(crate) delivery: Option<u64>,
+    /// A transmit a delay rule held and released: `poll_transmit` hands it out without
+    /// asking the delay rules again (faults.rs).
+    pub(crate) fault_released: bool,
 }
 
 impl Message {
@@ -151,6 +156,7 @@ impl Message {
             committed_at: None,
             lnd_at: None,
             delivery: None,
+            fault_released: false,
         }
     }
 }

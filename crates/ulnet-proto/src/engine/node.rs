@@ -13,6 +13,9 @@
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
 //! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
 //! * `watch.rs` `Failover`: fast failover's watch queue, held copy bytes, delivery log.
+//! * `faults.rs` `Faults`: drop and delay rules (`lnetctl fault`), the messages delay rules
+//!   hold, and their random generator; consulted by `recv` on arrival and here when the
+//!   driver takes a transmit.
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
@@ -25,7 +28,6 @@
 //!
 //! * Routing: a `routes.rs` part (route table, router buffers and their credits), consulted by
 //!   `select` for remote nets.
-//! * Fault injection: a `faults.rs` part (drop and delay rules), consulted by `send` and `recv`.
 //! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
 //! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
@@ -38,6 +40,7 @@ use crate::engine::error::{
     MeUnlinkError, NiRemoveError, PortalError, Rejected,
 };
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
+use crate::engine::faults::{DelayRule, DropRule, FaultRuleError, FaultStats, Faults, Held};
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{
     MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, Tracker, UnlinkMode,
@@ -271,6 +274,7 @@ pub struct Engine {
     pub(super) discoveries: Discoveries,
     pub(super) recovery: RecoveryQueues,
     pub(super) failover: Failover,
+    pub(super) faults: Faults,
     // The driver's output queues and the work loop (the call protocol above).
     pub(super) outputs: Outputs,
     pub(super) work: VecDeque<Work>,
@@ -324,6 +328,8 @@ impl Engine {
             discoveries: Discoveries::default(),
             recovery: RecoveryQueues::default(),
             failover: Failover::default(),
+            // Fault rules draw from their own generator: deterministic per node.
+            faults: Faults::new(config.interface_cookie),
             outputs: Outputs::default(),
             work: VecDeque::new(),
             stats: GlobalStats::default(),
@@ -395,6 +401,29 @@ impl Engine {
         self.install_ping_target();
         self.run_work();
         Ok(id)
+    }
+
+    /// Sets the LND timeout of every NI of `lnd` (`lnetctl net set --lnd-timeout`, socklnd's
+    /// `sock_timeout`): what a transmission's deadline is built from from the next send on
+    /// (`None`: the global `lnd_timeout`, as socklnd's 0 means). Returns how many NIs changed.
+    /// lustre: socklnd.h `ksocknal_timeout()`, lib-move.c `lnet_msg_deadline()`.
+    pub fn set_lnd_timeout(&mut self, lnd: LndKind, timeout: Option<std::time::Duration>) -> usize {
+        let mut changed = 0;
+        for index in 0..self.nis.len() {
+            let id = NiId(index as u16);
+            if let Some(ni) = self.nis.get_mut(id).filter(|ni| ni.lnd == lnd && !ni.removed) {
+                ni.lnd_timeout = timeout;
+                changed += 1;
+            }
+        }
+        changed
+    }
+
+    /// The LND timeout `ni` was given (by its configuration or
+    /// [`set_lnd_timeout`](Self::set_lnd_timeout)); `None` where it follows the global
+    /// `lnd_timeout`.
+    pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
+        self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
     }
 
     /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
@@ -749,6 +778,19 @@ impl Engine {
             if message.phase != Phase::TxReady {
                 continue;
             }
+            // lustre: lib-move.c lnet_post_send_locked() asks the delay rules once credits
+            // are taken; a released message goes straight on (net_fault.c
+            // delayed_msg_process()).
+            let released = std::mem::take(&mut message.fault_released);
+            if !released && self.faults.has_delay_rules() {
+                let header = message.header;
+                if self.faults.delay(&header, key, true, self.now) {
+                    continue;
+                }
+            }
+            let Some(message) = self.msgs.get_mut(key) else {
+                continue;
+            };
             message.phase = Phase::InLnd;
             message.lnd_at = Some(self.now);
             let transmit = Transmit {
@@ -763,6 +805,15 @@ impl Engine {
             let (peer_ni, ni) = (message.peer_ni, message.ni);
             if self.failover_enabled() {
                 self.note_departure(key, ni, peer_ni);
+            }
+            // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
+            // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
+            // would, and the failure takes the path a real one of that kind takes.
+            if self.faults.has_drop_rules() {
+                if let Some(status) = self.faults.fail_on_send(&transmit.header, self.now) {
+                    let _ = self.handle_send_done(self.now, transmit.tx, status);
+                    continue;
+                }
             }
             return Some(transmit);
         }
@@ -872,7 +923,10 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
         let ping = self.pings.deadline();
-        [tracker, ping, self.recovery.deadline(), self.watch_deadline()].into_iter().flatten().min()
+        [tracker, ping, self.recovery.deadline(), self.watch_deadline(), self.faults.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
@@ -907,9 +961,99 @@ impl Engine {
             self.abort_md(md_key);
         }
         self.expire_pings();
+        self.release_due_faults();
         self.run_watch();
         self.run_recovery();
         self.run_work();
+    }
+
+    // ---------------------------------------------------------------- fault injection
+
+    /// Adds a drop rule (`lnetctl fault drop add`), checked as the kernel checks it; it
+    /// goes first in the list.
+    /// lustre: lnet/lnet/net_fault.c `lnet_drop_rule_add()`.
+    pub fn fault_drop_add(&mut self, now: Time, rule: DropRule) -> Result<(), FaultRuleError> {
+        self.advance(now);
+        self.faults.add_drop(rule, self.now)
+    }
+
+    /// Deletes the drop rules with this source and destination ([`Nid::ANY`]: any); returns
+    /// how many went. lustre: net_fault.c `lnet_drop_rule_del()`.
+    pub fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> usize {
+        self.faults.delete_drops(source, destination)
+    }
+
+    /// Zeroes the drop rules' counters and restarts their windows.
+    /// lustre: net_fault.c `lnet_drop_rule_reset()`.
+    pub fn fault_drop_reset(&mut self, now: Time) {
+        self.advance(now);
+        self.faults.reset_drops(self.now);
+    }
+
+    /// The drop rules, newest first, with their counters.
+    pub fn fault_drop_rules(&self) -> impl Iterator<Item = (DropRule, FaultStats)> + '_ {
+        self.faults.drop_rules()
+    }
+
+    /// Adds a delay rule (`lnetctl fault delay add`).
+    /// lustre: net_fault.c `lnet_delay_rule_add()`.
+    pub fn fault_delay_add(&mut self, now: Time, rule: DelayRule) -> Result<(), FaultRuleError> {
+        self.advance(now);
+        self.faults.add_delay(rule, self.now)
+    }
+
+    /// Deletes delay rules as [`fault_drop_del`](Self::fault_drop_del) does; what they held
+    /// goes on at once (receives resume, transmits leave). Returns how many rules went.
+    /// lustre: net_fault.c `lnet_delay_rule_del()`, `delayed_msg_process()`.
+    pub fn fault_delay_del(&mut self, now: Time, source: Nid, destination: Nid) -> usize {
+        self.advance(now);
+        let mut released = Vec::new();
+        let removed = self.faults.delete_delays(source, destination, &mut released);
+        self.release_held_faults(released);
+        self.run_work();
+        removed
+    }
+
+    /// lustre: net_fault.c `lnet_delay_rule_reset()`.
+    pub fn fault_delay_reset(&mut self, now: Time) {
+        self.advance(now);
+        self.faults.reset_delays(self.now);
+    }
+
+    /// The delay rules, newest first, with their counters.
+    pub fn fault_delay_rules(&self) -> impl Iterator<Item = (DelayRule, FaultStats)> + '_ {
+        self.faults.delay_rules()
+    }
+
+    /// Messages delay rules hold now.
+    pub fn fault_held_count(&self) -> usize {
+        self.faults.held_count()
+    }
+
+    /// Releases what delay rules hold that is due.
+    fn release_due_faults(&mut self) {
+        let mut released = Vec::new();
+        self.faults.take_due(self.now, &mut released);
+        self.release_held_faults(released);
+    }
+
+    /// Sends held transmits on and resumes held receives where they stopped.
+    /// lustre: net_fault.c `delayed_msg_process()`.
+    fn release_held_faults(&mut self, released: Vec<Held>) {
+        for held in released {
+            let Some(message) = self.msgs.get_mut(held.key) else {
+                continue;
+            };
+            if held.tx {
+                if message.tx && message.phase == Phase::TxReady {
+                    message.fault_released = true;
+                    self.outputs.push_transmit(held.key);
+                }
+            } else if !message.tx && message.phase == Phase::FaultHeld {
+                message.phase = Phase::Receiving;
+                self.resume_fault_held(held.key);
+            }
+        }
     }
 
     // ---------------------------------------------------------------- statistics
@@ -965,7 +1109,10 @@ impl Engine {
 
     /// Messages parked on lazy portals (and loopback sends held for them).
     pub fn delayed_message_count(&self) -> usize {
-        self.msgs.iter().filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld)).count()
+        self.msgs
+            .iter()
+            .filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld | Phase::FaultHeld))
+            .count()
     }
 
     /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.

@@ -59,6 +59,13 @@ impl Engine {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
         }
+        // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
+        // the payload is skipped and the sender learns nothing (net_fault.c).
+        if self.faults.has_drop_rules() && self.faults.drop_on_receive(header, local_nid, self.now)
+        {
+            self.count_drop(ni, None, msg_type, payload);
+            return RecvAction::Discard { length: payload };
+        }
         let peer_ni = if lo_tx.is_some() {
             None
         } else {
@@ -110,6 +117,37 @@ impl Engine {
                 None => {}
             }
         }
+        // lustre: lib-move.c lnet_parse() asks the delay rules once the message is
+        // committed: it waits, its payload unread, until the rule lets it go (net_fault.c
+        // delay_rule_match()). Loopback messages are not delayed (the loopback LND's send
+        // would have to wait with them).
+        if lo_tx.is_none()
+            && self.faults.has_delay_rules()
+            && self.faults.delay(header, key, false, self.now)
+        {
+            if let Some(message) = self.msgs.get_mut(key) {
+                message.phase = Phase::FaultHeld;
+            }
+            return RecvAction::Delay { rx: RxId(key) };
+        }
+        self.parse_body(key, header)
+    }
+
+    /// A receive a delay rule held goes on where `parse` left it: its answer reaches the
+    /// driver as a [`Resume`], unless it now waits on a lazy portal (which resumes it later).
+    /// lustre: net_fault.c `delayed_msg_process()` calling lib-move.c `lnet_parse_local()`.
+    pub(super) fn resume_fault_held(&mut self, key: Key) {
+        let Some(header) = self.msgs.get(key).map(|message| message.header) else {
+            return;
+        };
+        match self.parse_body(key, &header) {
+            RecvAction::Delay { .. } => {}
+            action => self.outputs.push_resume(Resume { rx: RxId(key), action }),
+        }
+    }
+
+    /// The per-type part of `lnet_parse_local()`: match and commit message `key`.
+    fn parse_body(&mut self, key: Key, header: &Header) -> RecvAction {
         match header.body {
             Body::Put { ack_wmd, match_bits, hdr_data, ptl_index, .. } => {
                 self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index)

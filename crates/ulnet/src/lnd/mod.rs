@@ -134,4 +134,10 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     fn set_conns_per_peer(&self, _value: ConnsPerPeer) -> bool {
         false
     }
+
+    /// Sets the LND's timeout (socklnd's `sock_timeout`, `lnetctl net set --lnd-timeout`);
+    /// false for LNDs without one.
+    fn set_timeout(&self, _timeout: std::time::Duration) -> bool {
+        false
+    }
 }

@@ -14,6 +14,7 @@ use crate::dispatch::Action::{Group, Run};
 use crate::dispatch::Command;
 
 mod debug;
+mod fault;
 mod lnet;
 mod manage;
 mod net;
@@ -388,10 +389,10 @@ static FAULT_CMDS: &[Command] = &[
     },
 ];
 
-static FAULT_DROP_CMDS: &[Command] = &[
+pub(crate) static FAULT_DROP_CMDS: &[Command] = &[
     Command {
         name: "add",
-        action: Run(unsupported),
+        action: Run(fault::drop_add),
         help: "add LNet drop rule\n\
                \t--source nid:  Drop messages originating from <nid>.\n\
                \t--dest nid:    Drop messages destined for <nid>.\n\
@@ -404,7 +405,7 @@ static FAULT_DROP_CMDS: &[Command] = &[
     },
     Command {
         name: "del",
-        action: Run(unsupported),
+        action: Run(fault::drop_del),
         help: "delete LNet drop rules\n\
                \t--all:         Delete all drop rules\n\
                \t--source nid:  Delete drop rule with specified source NID\n\
@@ -412,16 +413,16 @@ static FAULT_DROP_CMDS: &[Command] = &[
     },
     Command {
         name: "reset",
-        action: Run(unsupported),
+        action: Run(fault::drop_reset),
         help: "reset counters for all drop rules\n",
     },
-    Command { name: "show", action: Run(unsupported), help: "show drop rules\n" },
+    Command { name: "show", action: Run(fault::drop_show), help: "show drop rules\n" },
 ];
 
-static FAULT_DELAY_CMDS: &[Command] = &[
+pub(crate) static FAULT_DELAY_CMDS: &[Command] = &[
     Command {
         name: "add",
-        action: Run(unsupported),
+        action: Run(fault::delay_add),
         help: "add LNet delay rule\n\
                \t--source nid:  Delay messages originating from <nid>.\n\
                \t--dest nid:    Delay messages destined for <nid>.\n\
@@ -433,7 +434,7 @@ static FAULT_DELAY_CMDS: &[Command] = &[
     },
     Command {
         name: "del",
-        action: Run(unsupported),
+        action: Run(fault::delay_del),
         help: "delete LNet delay rules\n\
                \t--all:         Delete all delay rules\n\
                \t--source nid:  Delete delay rule with specified source NID\n\
@@ -441,10 +442,10 @@ static FAULT_DELAY_CMDS: &[Command] = &[
     },
     Command {
         name: "reset",
-        action: Run(unsupported),
+        action: Run(fault::delay_reset),
         help: "reset counters for all delay rules\n",
     },
-    Command { name: "show", action: Run(unsupported), help: "show delay rules\n" },
+    Command { name: "show", action: Run(fault::delay_show), help: "show delay rules\n" },
 ];
 
 /// Prints `show`'s text of what the daemon sent, each item converted for rendering first; an

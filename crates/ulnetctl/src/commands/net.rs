@@ -9,8 +9,8 @@ use ulnet_config::render::{self, ErrorOp, ShowMode};
 use ulnet_control::message::{
     LndTunablesSpec, LocalNiSpec, NetAdd, NetDel, NetSet, TunablesSpec, errno,
 };
-use ulnet_control::{Request, Response};
-use ulnet_proto::addr::Net;
+use ulnet_control::{ControlError, Request, Response};
+use ulnet_proto::addr::{LndType, Net};
 
 use super::NET_CMDS;
 use super::{print_rendered, split_top_level};
@@ -294,12 +294,8 @@ pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     {
         return set_failed(ctx, -errno::EINVAL);
     }
-    if options.lnd_timeout.is_some() {
-        ctx.err(&format!(
-            "{}: 'net set --lnd-timeout' is not supported by ulnetctl yet\n",
-            ctx.program
-        ));
-        return -errno::EOPNOTSUPP;
+    if let (Some(timeout), Some(net)) = (options.lnd_timeout, options.net) {
+        return set_lnd_timeout(ctx, timeout, net);
     }
     if options.health.is_none() && options.conns_per_peer.is_none() {
         return 0;
@@ -309,11 +305,59 @@ pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         all: options.all,
         health: options.health,
         conns_per_peer: options.conns_per_peer,
+        lnd_timeout: None,
+        net: None,
     });
     match acknowledge(ctx, &request, ErrorOp::Set) {
         0 => 0,
         rc => set_failed(ctx, rc),
     }
+}
+
+/// LNDs with a timeout lnetctl can set, and the module parameter it writes.
+/// lustre: liblnetconfig.c `lustre_lnet_config_lnd_timeout()`.
+const LND_TIMEOUT_TYPES: [(LndType, &str); 4] = [
+    (LndType::SOCK, "sock_timeout"),
+    (LndType::O2IB, "timeout"),
+    (LndType::KFI, "kfi_timeout"),
+    (LndType::GNI, "timeout"),
+];
+
+/// `LUSTRE_CFG_RC_NO_MATCH` (-ENOMSG): a module parameter file that is not there.
+const RC_NO_MATCH: i32 = -42;
+
+/// `net set --lnd-timeout S --net NET` (lnetctl's `lustre_lnet_config_lnd_timeout()`): the
+/// timeout belongs to the net's LND, not to the net (socklnd's `sock_timeout` is
+/// module-wide). socklnd's goes to the node; the other LNDs with a timeout are not there
+/// (their module parameter cannot be written), and the rest have none. A failure is reported
+/// under `set: - lnd_timeout:`, then under `net: - set:` as `set_value_helper()` adds.
+fn set_lnd_timeout(ctx: &mut Ctx<'_, '_>, timeout: i64, net: Net) -> i32 {
+    let lnd = Net::new(net.lnd, 0).to_string();
+    let (rc, descr) = if !LND_TIMEOUT_TYPES.iter().any(|(known, _)| *known == net.lnd) {
+        (-errno::EINVAL, format!("\"Net {lnd} does not accept a LND timeout\""))
+    } else if net.lnd != LndType::SOCK {
+        (RC_NO_MATCH, format!("\"Failed to set LND timeout for net {lnd}\""))
+    } else {
+        let request = Request::NetSet(NetSet {
+            lnd_timeout: Some(timeout),
+            net: Some(net.to_string()),
+            ..NetSet::default()
+        });
+        match ctx.call(&request) {
+            Ok(Response::Done) => return 0,
+            Ok(_) => return report::unexpected(ctx, "not an acknowledgement"),
+            Err(Failure::Reported(rc)) => return rc,
+            Err(Failure::Daemon(ControlError::NotConfigured)) => {
+                (RC_NO_MATCH, format!("\"Failed to set LND timeout for net {lnd}\""))
+            }
+            Err(Failure::Daemon(error)) if error.errno() == -errno::ENODEV => {
+                (RC_NO_MATCH, format!("\"Failed to set LND timeout for net {lnd}\""))
+            }
+            Err(Failure::Daemon(error)) => (error.errno(), format!("\"{}\"", error.descr())),
+        }
+    };
+    report::cyaml(ctx, "set", "lnd_timeout", rc, &descr);
+    set_failed(ctx, rc)
 }
 
 /// What `set_value_helper()` parsed. Values that do not parse, and negative health, are

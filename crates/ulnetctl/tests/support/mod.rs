@@ -43,6 +43,8 @@ pub struct State {
     pub stats: render::StatsShow,
     /// Every request received, in order.
     pub requests: Vec<Request>,
+    /// Fault rules, newest first.
+    pub faults: Vec<ulnet_control::message::FaultRuleEntry>,
 }
 
 fn tcp(octets: [u8; 4]) -> Nid {
@@ -146,6 +148,7 @@ impl State {
                 ..Default::default()
             },
             requests: Vec::new(),
+            faults: Vec::new(),
         }
     }
 
@@ -158,6 +161,53 @@ impl State {
         if all && !self.nets.iter().any(|net| net.net == Net::TCP) {
             let ni = local_ni(tcp([192, 168, 1, 2]), Some("eth0"), &self.global);
             self.nets.push(NetEntry { net: Net::TCP, nis: vec![ni] });
+        }
+    }
+
+    /// A kernel-like fault rule table: no validation beyond the kernel's rate/interval check.
+    fn fault(&mut self, fault: ulnet_control::message::Fault) -> Result<Response, ControlError> {
+        use ulnet_control::message::{FaultOp, FaultRuleEntry, errno};
+        let kind = fault.kind;
+        match fault.op {
+            FaultOp::Add(spec) => {
+                if (spec.rate == 0) == (spec.interval == 0) {
+                    return Err(ControlError::refused(errno::EINVAL, ""));
+                }
+                let entry = FaultRuleEntry {
+                    kind,
+                    source: spec.source,
+                    destination: spec.destination,
+                    portal_mask: spec.portal_mask,
+                    message_mask: if spec.message_mask == 0 { 15 } else { spec.message_mask },
+                    rate: spec.rate,
+                    interval: spec.interval,
+                    latency: spec.latency,
+                    hits: 0,
+                    count: 0,
+                    put: 0,
+                    ack: 0,
+                    get: 0,
+                    reply: 0,
+                };
+                self.faults.insert(0, entry);
+                Ok(Response::Done)
+            }
+            FaultOp::Del { source, destination } => {
+                let before = self.faults.len();
+                self.faults.retain(|rule| {
+                    rule.kind != kind
+                        || !(source == "<?>" || rule.source == source)
+                        || !(destination == "<?>" || rule.destination == destination)
+                });
+                if self.faults.len() == before {
+                    return Err(ControlError::refused(errno::ENOENT, ""));
+                }
+                Ok(Response::Done)
+            }
+            FaultOp::Reset => Ok(Response::Done),
+            FaultOp::Show => Ok(Response::Faults(
+                self.faults.iter().filter(|rule| rule.kind == kind).cloned().collect(),
+            )),
         }
     }
 
@@ -208,6 +258,7 @@ impl State {
             Request::StatsShow => Ok(Response::Stats(self.stats)),
             Request::Export { .. } => Ok(Response::Export(self.export())),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
+            Request::Fault(fault) => self.fault(fault),
         }
     }
 

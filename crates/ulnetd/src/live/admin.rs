@@ -134,6 +134,10 @@ impl LiveNode {
                     .map_err(|_| ControlError::refused(errno::EINVAL, "unsupported NID"))?,
             ),
         };
+        // lustre: lnetctl.c yaml_lnet_config_ni_value() does only this when it is asked.
+        if let Some(timeout) = set.lnd_timeout {
+            return self.set_lnd_timeout(&node, set.net.as_deref(), timeout);
+        }
         if let Some(value) = set.conns_per_peer {
             // The kernel's ioctl takes a negative value as 1 (api-ni.c, IOC_LIBCFS_SET_CONNS_PER_PEER).
             let value = u32::try_from(value).unwrap_or(1);
@@ -153,6 +157,43 @@ impl LiveNode {
             }
             Err(AdminError::ShutDown) => Err(ControlError::NotConfigured),
         }
+    }
+
+    /// `net set --lnd-timeout S --net NET`: socklnd's `sock_timeout`, module-wide in the
+    /// kernel, so every tcp NI takes it whatever the net's number; 0 follows the global
+    /// `lnd_timeout`. The CLI has refused other LNDs, negative values and a missing `--net`
+    /// as lnetctl does. No tcp NI at all answers `-ENODEV` (the kernel's socklnd module
+    /// would not be loaded, and lnetctl's write to its parameter fails).
+    /// lustre: liblnetconfig.c `lustre_lnet_config_lnd_timeout()`.
+    fn set_lnd_timeout(
+        &self,
+        node: &Node,
+        net: Option<&str>,
+        timeout: i64,
+    ) -> Result<Response, ControlError> {
+        let net = net
+            .ok_or_else(|| ControlError::refused(errno::EINVAL, "missing --net"))?
+            .parse::<ulnet_proto::addr::Net>()
+            .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse net"))?;
+        if net.lnd != ulnet_proto::addr::LndType::SOCK {
+            return Err(ControlError::refused(
+                errno::EINVAL,
+                format!(
+                    "Net {} does not accept a LND timeout",
+                    ulnet_proto::addr::Net::new(net.lnd, 0)
+                ),
+            ));
+        }
+        let seconds = u64::try_from(timeout)
+            .map_err(|_| ControlError::refused(errno::EINVAL, "negative LND timeout"))?;
+        let timeout = (seconds != 0).then(|| std::time::Duration::from_secs(seconds));
+        let changed = node
+            .set_lnd_timeout(ulnet::LndKind::Tcp, timeout)
+            .map_err(|ShutDown| ControlError::NotConfigured)?;
+        if changed == 0 {
+            return Err(ControlError::refused(errno::ENODEV, "no socklnd NI"));
+        }
+        Ok(Response::Done)
     }
 
     /// `debug recovery --local|--peer`: the queue's NIDs in order.

@@ -10,6 +10,7 @@
 
 mod cli;
 mod demo;
+mod faults;
 mod lifecycle;
 mod live;
 mod peers;

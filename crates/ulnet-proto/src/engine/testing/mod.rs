@@ -912,6 +912,8 @@ fn track_of(spec: &MdSpec) -> MdTrack {
 #[cfg(test)]
 mod discovery_stories;
 #[cfg(test)]
+mod fault_stories;
+#[cfg(test)]
 mod multirail_stories;
 #[cfg(test)]
 mod scenarios;

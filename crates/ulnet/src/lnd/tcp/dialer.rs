@@ -57,7 +57,7 @@ async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Di
     // CONTROL and bulk connections both go to accept_port (ulnet has no accept_port_bulk).
     let address = SocketAddr::new(ip, tunables.accept_port);
     let connect = socket::connect(inner.ip, address, &inner.privileged_ports, tunables);
-    let stream = match tokio::time::timeout(tunables.sock_timeout, connect).await {
+    let stream = match tokio::time::timeout(inner.sock_timeout(), connect).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(source)) => return Err(DialError::Connect { address, source }),
         Err(_) => return Err(DialError::ConnectTimeout(address)),
@@ -70,11 +70,11 @@ async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Di
         peer,
         request.conn_type,
         request.version,
-        tunables.sock_timeout,
+        inner.sock_timeout(),
     )?;
     let mut stream = stream;
     let write = stream.write_all(handshake.initial_bytes());
-    match tokio::time::timeout(tunables.sock_timeout, write).await {
+    match tokio::time::timeout(inner.sock_timeout(), write).await {
         Ok(result) => result?,
         Err(_) => return Err(io::Error::from(io::ErrorKind::TimedOut).into()),
     }

@@ -200,6 +200,9 @@ impl TcpLnd {
             ip,
             peer_config: PeerConfig::new(&tunables, conns_per_peer),
             conns_per_peer: AtomicU8::new(conns_per_peer.max(1)),
+            sock_timeout_ns: AtomicU64::new(
+                u64::try_from(tunables.sock_timeout.as_nanos()).unwrap_or(u64::MAX),
+            ),
             tunables,
             runtime: OnceLock::new(),
             node: OnceLock::new(),
@@ -302,6 +305,12 @@ impl Lnd for TcpLnd {
         // 0 (auto) follows the link speed again, as when the NI started.
         let resolved = value.resolve(crate::link_speed_mbps(self.inner.ip)).max(1);
         self.inner.conns_per_peer.store(resolved, Ordering::Relaxed);
+        true
+    }
+
+    fn set_timeout(&self, timeout: std::time::Duration) -> bool {
+        let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.inner.sock_timeout_ns.store(nanos, Ordering::Relaxed);
         true
     }
 

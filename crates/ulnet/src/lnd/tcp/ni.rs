@@ -28,6 +28,9 @@ pub(crate) struct Inner {
     /// `conns_per_peer` in force (resolved, at least 1): copied into each new peer's
     /// configuration, so `net set --conns-per-peer` applies to peers met from then on.
     pub(super) conns_per_peer: AtomicU8,
+    /// `sock_timeout` in force, in nanoseconds: `tunables.sock_timeout` until `lnetctl net set
+    /// --lnd-timeout` changes it (read through [`Inner::sock_timeout`]).
+    pub(super) sock_timeout_ns: AtomicU64,
     pub(super) runtime: OnceLock<tokio::runtime::Handle>,
     pub(super) node: OnceLock<Weak<Shared>>,
     /// Leaf lock: work posted for the I/O thread.
@@ -82,6 +85,11 @@ pub(super) struct Inbox {
 }
 
 impl Inner {
+    /// `sock_timeout` in force.
+    pub(super) fn sock_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.sock_timeout_ns.load(Ordering::Relaxed))
+    }
+
     /// The configuration a peer met now gets: `conns_per_peer` as currently set.
     pub(super) fn peer_config_now(&self) -> PeerConfig {
         let max_conns_per_type = self.conns_per_peer.load(Ordering::Relaxed).max(1);

@@ -445,7 +445,7 @@ impl PeerTable {
     /// lustre: socklnd_cb.c `ksocknal_check_peer_timeouts()`.
     pub(super) fn scan(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
         let now = cx.now;
-        let sock_timeout = cx.inner.tunables.sock_timeout;
+        let sock_timeout = cx.inner.sock_timeout();
         let ids: Vec<ProcessId> = self.peers.keys().copied().collect();
         let mut next: Option<Time> = None;
         for peer_id in ids {

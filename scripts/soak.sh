@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Soak: two ulnetd nodes in network namespaces joined by RAILS veth rails (each limited with
+# `tc tbf`), mixed `ulst` load between them (brw write and read of 1 MiB and 4 KiB, ping), and
+# a chaos driver that, at random, sets rail links down and up, black-holes rails with nftables,
+# adds and removes LNet drop and delay rules (`ulnetctl fault`), and kills and restarts the
+# server daemon. Root only. Not part of `cargo test`: minutes by hand or in CI, an hour for a
+# real soak.
+#
+#   sudo scripts/soak.sh [SECONDS]            (default 120; SOAK_SEED, RAILS, RATE, EPOCH)
+#
+# Rail 1 is never broken: the console (10.77.1.3@tcp, in node A's namespace) drives both nodes
+# over it. Load runs in epochs of EPOCH seconds, each its own lst session; the chaos acts during
+# the epoch and the rails are repaired before it ends. Checked throughout, and the run fails on
+# the first violation:
+#   * no panic: no daemon log says "panicked", no daemon exited unless the driver killed it;
+#   * no hang: each daemon answers `ulnetctl net show` within 10 s after every action, and
+#     `ulst stop` returns within selftest's RPC expiry (64 s) plus 30 s, so every RPC completed
+#     or failed within its deadline;
+#   * progress: RPCs complete at the end of every epoch without a drop rule or restart;
+#   * memory: each daemon's RSS, once the load has stopped, within 2x its idle RSS.
+# Each epoch also reports the error nodes `ulst show_error` counts: RPCs whose small request,
+# reply or 4 KiB bulk was in a dying rail's socket buffer are lost as in the kernel and fail
+# at selftest's 64 s expiry (docs/decisions/0008-fast-failover.md), so errors are expected
+# after a link down or black hole and are not a failure here. That no PUT is delivered twice
+# is checked exactly where it can be, by the engine's harness (`engine/testing/`, dedupe).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DURATION=${1:-120}
+SEED=${SOAK_SEED:-$$}
+RAILS=${RAILS:-3}
+RATE=${RATE:-200mbit}
+EPOCH=${EPOCH:-30}
+PORT=7988
+BIN="${SOAK_BIN:-$ROOT/target/release}"
+[ "$(id -u)" = 0 ] || { echo "soak.sh: needs root (network namespaces)" >&2; exit 2; }
+for tool in ip tc nft python3; do
+    command -v "$tool" >/dev/null || { echo "soak.sh: needs $tool" >&2; exit 2; }
+done
+if [ -z "${SOAK_BIN:-}" ]; then
+    cargo build --release -q -p ulnetd -p ulnetctl -p ulnet-selftest --manifest-path "$ROOT/Cargo.toml"
+fi
+RANDOM=$SEED
+WORK="$(mktemp -d /tmp/soak.XXXXXX)"
+NS_A=ulsoak-a
+NS_B=ulsoak-b
+declare -A PID
+log() { echo "soak: $(date +%T) $*" >&2; }
+fail() {
+    log "FAILED (seed $SEED): $*"
+    for node in a b; do
+        echo "--- last lines of node $node's log" >&2
+        tail -n 20 "$WORK/$node.log" >&2 || true
+    done
+    exit 1
+}
+
+cleanup() {
+    ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" "$BIN/ulst" end_session \
+        >/dev/null 2>&1 || true
+    for node in a b; do [ -n "${PID[$node]:-}" ] && kill "${PID[$node]}" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del "$NS_A" 2>/dev/null || true
+    ip netns del "$NS_B" 2>/dev/null || true
+    [ -n "${KEEP:-}" ] && echo "soak: logs kept in $WORK" >&2 || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- fabric ------------------------------------------------------------------------------
+ip netns del "$NS_A" 2>/dev/null || true
+ip netns del "$NS_B" 2>/dev/null || true
+ip netns add "$NS_A"
+ip netns add "$NS_B"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+for rail in $(seq "$RAILS"); do
+    ip link add "sa$rail" netns "$NS_A" type veth peer "sb$rail" netns "$NS_B"
+    ip -n "$NS_A" addr add "10.77.$rail.1/24" dev "sa$rail"
+    ip -n "$NS_B" addr add "10.77.$rail.2/24" dev "sb$rail"
+    for end in "$NS_A sa$rail" "$NS_B sb$rail"; do
+        set -- $end
+        ip -n "$1" link set "$2" up
+        tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms
+    done
+done
+ip -n "$NS_A" addr add 10.77.1.3/24 dev sa1
+
+ns_of() { [ "$1" = a ] && echo "$NS_A" || echo "$NS_B"; }
+host_of() { [ "$1" = a ] && echo 1 || echo 2; }
+
+start_node() { # a|b
+    local node=$1 host
+    host=$(host_of "$node")
+    {
+        printf 'global:\n    accept_port: %s\n    accept: all\nnet:\n    - net type: tcp\n      local NI(s):\n' "$PORT"
+        for rail in $(seq "$RAILS"); do printf '        - nid: 10.77.%s.%s@tcp\n' "$rail" "$host"; done
+    } >"$WORK/$node.yaml"
+    ip netns exec "$(ns_of "$node")" "$BIN/ulnetd" --config "$WORK/$node.yaml" \
+        --socket "$WORK/$node.ctl" >>"$WORK/$node.log" 2>&1 &
+    PID[$node]=$!
+    for _ in $(seq 100); do
+        [ -S "$WORK/$node.ctl" ] && ctl "$node" net show >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "node $node did not come up"
+}
+
+ctl() { # node args...: ulnetctl on the node's socket, 10 s at most
+    local node=$1; shift
+    timeout 10 ip netns exec "$(ns_of "$node")" "$BIN/ulnetctl" --socket="$WORK/$node.ctl" "$@"
+}
+
+lst() { # args...: the console in A's namespace
+    ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" ULST_NID=10.77.1.3@tcp \
+        ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" "$@"
+}
+
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/${PID[$1]}/status"; }
+
+check_alive() { # what: every daemon alive, answering, and no panic logged
+    for node in a b; do
+        kill -0 "${PID[$node]}" 2>/dev/null || fail "node $node exited after: $1"
+        ctl "$node" net show >/dev/null || fail "node $node did not answer after: $1"
+    done
+    if grep -q panicked "$WORK/a.log" "$WORK/b.log"; then fail "a panic after: $1"; fi
+}
+
+# --- chaos -------------------------------------------------------------------------------
+FAULTS=0
+start_node a
+start_node b
+if ctl a fault drop show >/dev/null 2>&1; then FAULTS=1; else log "no 'ulnetctl fault': drop and delay rules skipped"; fi
+sleep 2
+IDLE_A=$(rss_kib a)
+IDLE_B=$(rss_kib b)
+log "seed $SEED, $RAILS rails at $RATE, idle RSS a ${IDLE_A} KiB, b ${IDLE_B} KiB"
+
+# One chaos action against a broken rail (2..RAILS) or a node; repaired before it returns.
+# Sets DIRTY when the epoch may legitimately see RPC errors (a drop rule, a restart).
+chaos() {
+    local rail=$((2 + RANDOM % (RAILS - 1))) hold=$((1 + RANDOM % 4)) action=$((RANDOM % 5))
+    case $action in
+        0)
+            log "rail $rail: link down for ${hold}s"
+            ip -n "$NS_A" link set "sa$rail" down
+            sleep "$hold"; check_alive "rail $rail down"
+            ip -n "$NS_A" link set "sa$rail" up ;;
+        1)
+            log "rail $rail: black hole for ${hold}s"
+            printf 'table inet soak {\n chain input { type filter hook input priority 0; iifname "sb%s" drop; }\n chain output { type filter hook output priority 0; oifname "sb%s" drop; }\n}\n' \
+                "$rail" "$rail" >"$WORK/hole.nft"
+            ip netns exec "$NS_B" nft -f "$WORK/hole.nft"
+            sleep "$hold"; check_alive "black hole on rail $rail"
+            ip netns exec "$NS_B" nft delete table inet soak ;;
+        2)
+            [ "$FAULTS" = 1 ] || return 0
+            log "drop rule 1 in 20 for ${hold}s"
+            ctl a fault drop add -s '*@tcp' -d '*@tcp' -r 20 >/dev/null || fail "fault drop add"
+            DIRTY=1
+            sleep "$hold"; check_alive "drop rule"
+            ctl a fault drop del -a >/dev/null || fail "fault drop del" ;;
+        3)
+            [ "$FAULTS" = 1 ] || return 0
+            log "delay rule 1 in 10 by 1 s for ${hold}s"
+            ctl b fault delay add -s '*@tcp' -d '*@tcp' -r 10 -l 1 >/dev/null \
+                || fail "fault delay add"
+            sleep "$hold"; check_alive "delay rule"
+            ctl b fault delay del -a >/dev/null || fail "fault delay del" ;;
+        4)
+            # Rarely: a restart costs the epoch's session.
+            [ $((RANDOM % 4)) = 0 ] || return 0
+            log "node b: SIGKILL and restart"
+            kill -9 "${PID[b]}"; wait "${PID[b]}" 2>/dev/null || true
+            DIRTY=1
+            start_node b
+            sleep 1
+            IDLE_B=$(rss_kib b) ;;
+    esac
+    check_alive "action $action"
+}
+
+# --- epochs ------------------------------------------------------------------------------
+END=$((SECONDS + DURATION))
+epoch=0
+while [ "$SECONDS" -lt "$END" ]; do
+    epoch=$((epoch + 1))
+    DIRTY=0
+    lst new_session --timeout 600 "soak$epoch" >/dev/null
+    lst add_group c 10.77.1.1@tcp >/dev/null
+    lst add_group s 10.77.1.2@tcp >/dev/null
+    lst add_batch load >/dev/null
+    lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s brw write size=1M check=full >/dev/null
+    lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s brw read size=1M check=full >/dev/null
+    lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s brw write size=4k check=full >/dev/null
+    lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s ping >/dev/null
+    lst run load >/dev/null
+    epoch_end=$((SECONDS + EPOCH))
+    while [ "$SECONDS" -lt "$epoch_end" ] && [ "$SECONDS" -lt "$END" ]; do
+        sleep $((1 + RANDOM % 3))
+        chaos
+    done
+    rate=$(lst --json stat --delay 2 --count 1 c 2>/dev/null | tail -1 \
+        | python3 -c "import json,sys; print(json.load(sys.stdin)['rpc_rate']['write']['avg'])" \
+        2>/dev/null || echo 0)
+    started=$SECONDS
+    timeout 94 ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" ULST_NID=10.77.1.3@tcp \
+        ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" stop load >/dev/null \
+        || fail "epoch $epoch: 'ulst stop' did not return within 94 s"
+    errors=$(lst show_error c s 2>&1 | grep -o 'Total [0-9]* error nodes in [cs]' | tr '\n' ' ' || true)
+    log "epoch $epoch: client RPC rate ${rate}/s at its end, stopped in $((SECONDS - started)) s; $errors"
+    python3 -c "import sys; sys.exit(0 if float('$rate') > 0 else 1)" \
+        || [ "$DIRTY" = 1 ] || fail "epoch $epoch: no RPC completed at its end"
+    lst end_session >/dev/null 2>&1 || true
+    check_alive "epoch $epoch"
+done
+
+# --- memory after the load ---------------------------------------------------------------
+sleep 10
+for node in a b; do
+    idle=$([ "$node" = a ] && echo "$IDLE_A" || echo "$IDLE_B")
+    now=$(rss_kib "$node")
+    log "node $node: RSS ${now} KiB after the load (idle ${idle} KiB)"
+    [ "$now" -le $((2 * idle)) ] || fail "node $node holds ${now} KiB, over 2x its idle ${idle} KiB"
+done
+log "passed: $epoch epochs in ${DURATION}s, seed $SEED"
