@@ -178,6 +178,7 @@ impl Engine {
         };
         message.retry_count += 1;
         message.resent = true;
+        message.path_failed = true;
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
         self.stats.resend_count += 1;

@@ -101,6 +101,9 @@ pub(crate) struct Message {
     pub(crate) source: Option<Nid>,
     /// `msg_recovery`: a recovery ping, sent non-multi-rail to exactly its NID, never resent.
     pub(crate) recovery: bool,
+    /// A send on this message's path failed and it is being resent: with fast failover on, a
+    /// pinned message to a multi-rail peer then leaves the path (docs/decisions/0008).
+    pub(crate) path_failed: bool,
     /// Fast failover copied this transmit while the driver held it: its completion only
     /// gives back credits (the copy carries the event).
     pub(crate) abandoned: bool,
@@ -150,6 +153,7 @@ impl Message {
             resent: false,
             source: None,
             recovery: false,
+            path_failed: false,
             abandoned: false,
             orphan: None,
             tracked_md: None,

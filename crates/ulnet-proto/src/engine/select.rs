@@ -109,11 +109,11 @@ impl Engine {
                 let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
                 // Not in Lustre: with fast failover on, a pinned path the node knows to be
                 // broken is left for the peer's others (docs/decisions/0008).
-                let keeps_path = keeps_path(message);
+                let (keeps_path, path_failed) = (keeps_path(message), message.path_failed);
                 if multi_rail
                     && !keeps_path
                     && self.failover_enabled()
-                    && !self.path_usable(ni, destination)
+                    && (path_failed || !self.path_usable(ni, destination))
                 {
                     self.stats.pins_released += 1;
                     let free = Case { source: None, response: false, ..case };
