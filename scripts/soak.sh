@@ -39,6 +39,11 @@ done
 if [ -z "${SOAK_BIN:-}" ]; then
     cargo build --release -q -p ulnetd -p ulnetctl -p ulnet-selftest --manifest-path "$ROOT/Cargo.toml"
 fi
+# glibc raises its mmap threshold each time a large block is freed, after which 1 MiB bulk
+# buffers come from the heap and stay in the process when freed (RSS 20 MiB after a load that
+# leaves 11 MiB with the threshold fixed; BENCHMARKS.md, "Findings"). Fixed here, as a
+# deployment would in ulnetd's environment, so that the memory check sees what ulnet keeps.
+export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072}
 RANDOM=$SEED
 WORK="$(mktemp -d /tmp/soak.XXXXXX)"
 NS_A=ulsoak-a
@@ -113,6 +118,13 @@ lst() { # args...: the console in A's namespace
         ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" "$@"
 }
 
+# Ends the session; its console server exits with it: wait until its socket is gone, so the
+# next command starts a new server rather than reaching the dying one.
+end_session() {
+    lst end_session >/dev/null 2>&1 || true
+    for _ in $(seq 200); do [ -e "$WORK/ulst.sock" ] || return 0; sleep 0.05; done
+}
+
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/${PID[$1]}/status"; }
 
 check_alive() { # what: every daemon alive, answering, and no panic logged
@@ -128,7 +140,20 @@ FAULTS=0
 start_node a
 start_node b
 if ctl a fault drop show >/dev/null 2>&1; then FAULTS=1; else log "no 'ulnetctl fault': drop and delay rules skipped"; fi
-sleep 2
+# Idle size: the nodes with their peers and connections up (a short light session), no load.
+warm_up() {
+    lst new_session --timeout 600 warmup >/dev/null
+    lst add_group c 10.77.1.1@tcp >/dev/null
+    lst add_group s 10.77.1.2@tcp >/dev/null
+    lst add_batch warm >/dev/null
+    lst add_test --batch warm --loop 100 --concurrency 1 --from c --to s ping >/dev/null
+    lst run warm >/dev/null
+    sleep 3
+    lst stop warm >/dev/null
+    end_session
+    sleep 2
+}
+warm_up
 IDLE_A=$(rss_kib a)
 IDLE_B=$(rss_kib b)
 log "seed $SEED, $RAILS rails at $RATE, idle RSS a ${IDLE_A} KiB, b ${IDLE_B} KiB"
@@ -208,7 +233,7 @@ while [ "$SECONDS" -lt "$END" ]; do
     log "epoch $epoch: client RPC rate ${rate}/s at its end, stopped in $((SECONDS - started)) s; $errors"
     python3 -c "import sys; sys.exit(0 if float('$rate') > 0 else 1)" \
         || [ "$DIRTY" = 1 ] || fail "epoch $epoch: no RPC completed at its end"
-    lst end_session >/dev/null 2>&1 || true
+    end_session
     check_alive "epoch $epoch"
 done
 
