@@ -63,16 +63,7 @@ fn kinds(events: &[Event]) -> Vec<(EventKind, EventStatus)> {
 }
 
 fn put_to(md: MdHandle, target: ProcessId) -> PutRequest {
-    PutRequest {
-        md,
-        ack: false,
-        target,
-        portal: PORTAL,
-        match_bits: BITS,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    }
+    super::plain_put(md, target, PORTAL, BITS)
 }
 
 fn one_shot(bytes: &[u8]) -> MdSpec {

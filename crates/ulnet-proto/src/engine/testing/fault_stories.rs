@@ -21,16 +21,7 @@ const PORTAL: u32 = 5;
 const BITS: u64 = 0x77;
 
 fn put_to(md: MdHandle, target: ProcessId) -> PutRequest {
-    PutRequest {
-        md,
-        ack: false,
-        target,
-        portal: PORTAL,
-        match_bits: BITS,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: None,
-    }
+    super::plain_put(md, target, PORTAL, BITS)
 }
 
 fn sink(threshold: u32) -> MdSpec {

@@ -66,6 +66,20 @@ pub fn rail_nid(index: usize, rail: usize) -> Nid {
     Nid::new4(net, address)
 }
 
+/// A PUT of `md` to `target` without ACK, at offset 0 and no header data: the stories' usual one.
+pub fn plain_put(md: MdHandle, target: ProcessId, portal: u32, match_bits: u64) -> PutRequest {
+    PutRequest {
+        md,
+        ack: false,
+        target,
+        portal,
+        match_bits,
+        remote_offset: 0,
+        hdr_data: 0,
+        source: None,
+    }
+}
+
 /// How to build a [`Harness`].
 #[derive(Clone, Debug)]
 pub struct HarnessConfig {
