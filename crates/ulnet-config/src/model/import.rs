@@ -67,6 +67,8 @@ pub struct Imported {
 pub struct UnknownKey {
     pub within: String,
     pub key: String,
+    /// Whether lnetctl's "Ignoring unrecognized key" warning names it.
+    pub warned: bool,
 }
 
 impl std::fmt::Display for UnknownKey {
@@ -577,12 +579,16 @@ impl Walker {
     /// A key lnetctl warns about and skips.
     fn unrecognized(&mut self, within: &str, key: &str) {
         self.warn(format!("Ignoring unrecognized key '{key}' for '{within}'"));
-        self.unknown(within, key);
+        self.skip(within, key, true);
     }
 
     /// A key skipped (without a word, unless [`Self::unrecognized`] gave one).
     fn unknown(&mut self, within: &str, key: &str) {
-        let key = UnknownKey { within: within.to_string(), key: key.to_string() };
+        self.skip(within, key, false);
+    }
+
+    fn skip(&mut self, within: &str, key: &str, warned: bool) {
+        let key = UnknownKey { within: within.to_string(), key: key.to_string(), warned };
         self.imported.unknown_keys.push(key);
     }
 }

@@ -51,7 +51,12 @@ pub(crate) fn export(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         Ok(Response::Export(state)) => state,
         Ok(_) => return report::unexpected(ctx, "not an export"),
         Err(Failure::Reported(rc)) => return rc,
-        Err(Failure::Daemon(error)) => return report::netlink(ctx, ErrorOp::Show, "net", &error),
+        // lnetctl prints each part's error and goes on; its status is 0 (lnetctl.c
+        // jt_export(): a failed show is reported, not returned).
+        Err(Failure::Daemon(error)) => {
+            report::netlink(ctx, ErrorOp::Show, "net", &error);
+            return 0;
+        }
     };
     let text = if ctx.json {
         let mut json = serde_json::to_string_pretty(&Response::Export(state)).unwrap_or_default();
