@@ -39,7 +39,7 @@ use std::path::Path;
 
 use serde::Deserialize as _;
 pub use ulnet::AcceptPolicy;
-use ulnet_config::model::{self, Config, GlobalSettings, HostInterface, ImportMode};
+use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use yaml_serde::Value;
 
 use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
@@ -148,27 +148,21 @@ impl std::fmt::Display for Unsupported {
 /// Why `route:` and `routing:` are refused.
 const NO_ROUTING: &str = "routing is not implemented yet";
 
-/// The blocks of `config` that ulnetd does not implement.
-pub fn unsupported_sections(config: &Config) -> Vec<Unsupported> {
-    let mut found = Vec::new();
-    let mut refuse = |present: bool, what: &str, why: &str| {
-        if present {
-            found.push(Unsupported { what: what.to_string(), why: why.to_string() });
-        }
+/// The blocks of an import that ulnetd does not implement, present even when empty.
+pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
+    let why = |block: &str| match block {
+        "route" | "routing" => Some(NO_ROUTING),
+        "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
+        "udsp" => Some("user-defined selection policies are not implemented yet"),
+        _ => None,
     };
-    refuse(!config.routes.is_empty(), "route", NO_ROUTING);
-    refuse(config.routing.is_some(), "routing", NO_ROUTING);
-    refuse(
-        config.buffers.is_some(),
-        "buffers",
-        "router buffers are not implemented yet (they serve routing)",
-    );
-    refuse(
-        !config.udsp.is_empty(),
-        "udsp",
-        "user-defined selection policies are not implemented yet",
-    );
-    found
+    imported
+        .sections
+        .iter()
+        .filter_map(|block| {
+            why(block).map(|why| Unsupported { what: block.clone(), why: why.to_string() })
+        })
+        .collect()
 }
 
 /// The keys an import skipped (`all`), or only those lnetctl skips without a warning.
@@ -210,7 +204,7 @@ impl DaemonConfig {
         }
         let (text, DaemonKeys { tcp, selftest }) = take_daemon_keys(text, root)?;
         let imported = model::import(&text, ImportMode::Add)?;
-        let mut unsupported = unsupported_sections(&imported.config);
+        let mut unsupported = unsupported_sections(&imported);
         unsupported.extend(unsupported_keys(&imported, true));
         if !unsupported.is_empty() {
             return Err(ConfigError::Unsupported(unsupported));
@@ -480,6 +474,12 @@ mod tests {
                    buffers: {small: 1}\nudsp:\n  - idx: 0\n    src: tcp\n\
                    peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
         assert_eq!(unsupported(all).len(), 5);
+        // Present is enough: an empty block, or UDSP items lnetctl would drop (no `idx`).
+        assert_eq!(unsupported("route: []\n"), ["route: routing is not implemented yet"]);
+        assert_eq!(
+            unsupported("udsp:\n  - src: tcp\n"),
+            ["udsp: user-defined selection policies are not implemented yet"]
+        );
     }
 
     #[test]

@@ -424,7 +424,7 @@ impl LiveNode {
         if matches!(mode, ImportMode::Add | ImportMode::Del) {
             // Refused before anything is applied: what the node cannot honour is never
             // half-done or silently dropped. Keys lnetctl warns about were reported by the CLI.
-            let mut refused = unsupported_sections(&imported.config);
+            let mut refused = unsupported_sections(&imported);
             refused.extend(unsupported_keys(&imported, false));
             if !refused.is_empty() {
                 let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();

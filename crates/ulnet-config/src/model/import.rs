@@ -59,6 +59,9 @@ pub struct Imported {
     /// socklnd `timeout`, ...) are not listed: they describe a node, they configure nothing.
     /// `ulnetd --config` refuses a file that has any.
     pub unknown_keys: Vec<UnknownKey>,
+    /// The top-level blocks of the input, in order, each once: a `udsp:` whose items all
+    /// lack `idx` leaves no rule in the model but is still here.
+    pub sections: Vec<String>,
 }
 
 /// A key [`import`] skipped: `key` inside `within` (`peer`, `peer ni`, `route`, `tunables`,
@@ -256,6 +259,9 @@ impl Walker {
     }
 
     fn section(&mut self, key: &str, value: &Value) -> Result<(), ImportError> {
+        if !self.imported.sections.iter().any(|seen| seen == key) {
+            self.imported.sections.push(key.to_string());
+        }
         let exec = self.mode == ImportMode::Exec;
         match key {
             "net" | "ip2nets" => {

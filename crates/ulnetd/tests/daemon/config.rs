@@ -95,6 +95,37 @@ fn unknown_keys_inside_known_blocks_are_errors() {
     refused("global:\n    retry_cnt: 1\n", &["invalid key 'retry_cnt'"]);
 }
 
+#[test]
+fn import_into_a_running_node_refuses_what_it_cannot_honour_and_applies_nothing() {
+    let port = free_port();
+    let config = format!("global:\n    accept_port: {port}\n    accept: all\n{NET}");
+    let mut daemon = Process::spawn(Some(&config), &[]);
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let before = ok(&daemon, &["export", "--backup"]);
+    let import = |text: &str| support::ulnetctl_with_stdin(&daemon.socket, &["import"], text);
+
+    let route = import(
+        "global:\n    retry_count: 1\nroute:\n    - net: tcp1\n      gateway: 127.55.0.[1-2]@tcp\n",
+    );
+    assert_ne!(route.code, 0);
+    assert!(route.stderr.contains("errno: -95"), "{}", route.stderr);
+    assert!(route.stderr.contains("route: routing is not implemented yet"), "{}", route.stderr);
+    let udsp = import("udsp:\n    - idx: 0\n      src: tcp\n");
+    assert!(udsp.stderr.contains("udsp: user-defined selection policies"), "{}", udsp.stderr);
+    // A key the kernel would skip without a word.
+    let peer = import("peer:\n    - primary nid: 127.55.0.9@tcp\n      colour: red\n");
+    assert!(peer.stderr.contains("peer: unknown key 'colour'"), "{}", peer.stderr);
+    assert_eq!(ok(&daemon, &["export", "--backup"]), before, "nothing applied");
+
+    // A key lnetctl warns about keeps lnetctl's warning there.
+    let warned = import(
+        "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.55.0.5@tcp\n      frob: 1\n",
+    );
+    assert_eq!(warned.code, 0, "{}", warned.stderr);
+    assert!(warned.stderr.contains("Ignoring unrecognized key 'frob' for 'net'"));
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
 fn check(text: &str) -> support::Run {
     let dir = TempDir::new("check");
     let file = dir.file("c.yaml", text);
