@@ -498,6 +498,11 @@ mod tests {
             ["peer: unknown key 'colour'"]
         );
         assert_eq!(unsupported("numa:\n  rnage: 1\n"), ["numa: unknown key 'rnage'"]);
+        // A `nid:` belongs to a local NI; on the net item it would bind nothing.
+        assert_eq!(
+            unsupported("net:\n  - net type: tcp\n    nid: 127.0.0.3@tcp\n"),
+            ["net: unknown key 'nid'"]
+        );
     }
 
     #[test]

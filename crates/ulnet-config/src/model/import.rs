@@ -487,6 +487,8 @@ impl Walker {
                     (slot, _) => *slot = Some(cpts),
                 }
             }
+            // Exports have it on each local NI (read above); on the net it would name no NI.
+            "nid" if within == "net" => self.unknown(within, key),
             key if SHOW_ONLY_NET_KEYS.contains(&key) => {}
             key => self.unrecognized(within, key),
         }
