@@ -257,7 +257,7 @@ fn full_export_then_import_reproduces_the_node() {
 }
 
 #[test]
-fn export_while_lnet_is_down_prints_the_error_and_exits_0() {
+fn export_while_lnet_is_down_or_absent_prints_the_error_and_exits_0() {
     let daemon = Process::spawn(Some("global:\n    retry_count: 1\n"), &[]);
     assert!(daemon.ready.is_some(), "{}", daemon.log());
     ok(&daemon, &["lnet", "unconfigure"]);
@@ -268,4 +268,12 @@ fn export_while_lnet_is_down_prints_the_error_and_exits_0() {
     }
     let mut daemon = daemon;
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+    // No daemon at all: lnetctl without LNet loaded reports and exits 0 too.
+    for args in [&["export"][..], &["export", "--backup"]] {
+        let run = daemon.ulnetctl(args);
+        assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("startup:"), "{args:?}: {}", run.stderr);
+    }
+    // Other commands keep their failure status.
+    assert_ne!(daemon.ulnetctl(&["net", "show"]).code, 0);
 }
