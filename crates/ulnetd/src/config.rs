@@ -29,8 +29,10 @@
 //! route's gateway may be a NID range, which is parsed and then refused the same way), and
 //! every key lnetctl would skip: unknown keys inside a known block (an unknown top-level
 //! block is already lnetctl's `invalid key` error). The read-only keys of `export` output
-//! (`status`, statistics, credits, the socklnd `timeout`, ...) are accepted, so an export
-//! loads as a configuration. `ulnetd --check FILE` runs the same checks without starting.
+//! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
+//! configuration; a full export's socklnd `timeout` (a module parameter, which lnetctl's
+//! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
+//! without starting.
 //!
 //! lustre: lnet/lnet/acceptor.c (`accept_port` 988, `accept` "secure"), lnetctl.c
 //! `jt_import()` (the YAML vocabulary, via ulnet-config).
@@ -96,8 +98,8 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
-    /// lnetctl's warnings about the input that lose nothing (the read-only socklnd
-    /// `timeout` of an export).
+    /// lnetctl's warnings about the input; every one of them names a key that is refused,
+    /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
 }
 
@@ -173,7 +175,14 @@ pub fn unsupported_keys(imported: &model::Imported, all: bool) -> Vec<Unsupporte
         .filter(|key| all || !key.warned)
         .map(|key| Unsupported {
             what: key.within.clone(),
-            why: format!("unknown key '{}'", key.key),
+            why: if key.within == "lnd tunables" && key.key == "timeout" {
+                // A full export's: socklnd's module-wide sock_timeout, not an NI's setting.
+                "'timeout' cannot be configured here (it is socklnd's module-wide timeout; \
+                 `ulnetctl net set --lnd-timeout` sets it on a running node)"
+                    .to_string()
+            } else {
+                format!("unknown key '{}'", key.key)
+            },
         })
         .collect()
 }
@@ -506,19 +515,28 @@ mod tests {
     }
 
     #[test]
-    fn a_full_export_is_a_valid_configuration() {
-        let text = "net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n          status: up\n\
-                    \x20   - net type: tcp\n      local NI(s):\n        - nid: 127.0.0.3@tcp\n          status: up\n\
-                    \x20         interfaces:\n              0: lo\n          statistics: {send_count: 0}\n\
-                    \x20         lnd tunables: {conns_per_peer: 1, timeout: 50, tos: -1}\n          dev cpt: -1\n\
-                    peer:\n    - primary nid: 10.0.0.9@tcp\n      Multi-Rail: true\n      peer state: 0\n\
-                    \x20     peer ni:\n        - nid: 10.0.0.9@tcp\n          state: NA\n\
-                    \x20         health stats: {health value: 1000, dropped: 0, timeout: 0}\n";
-        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+    fn the_read_only_keys_of_an_export_are_accepted_but_not_the_socklnd_timeout() {
+        let export = |lnd: &str| {
+            format!(
+                "net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n          status: up\n\
+                 \x20   - net type: tcp\n      local NI(s):\n        - nid: 127.0.0.3@tcp\n          status: up\n\
+                 \x20         interfaces:\n              0: lo\n          statistics: {{send_count: 0}}\n\
+                 \x20         lnd tunables: {{{lnd}}}\n          dev cpt: -1\n\
+                 peer:\n    - primary nid: 10.0.0.9@tcp\n      Multi-Rail: true\n      peer state: 0\n\
+                 \x20     peer ni:\n        - nid: 10.0.0.9@tcp\n          state: NA\n\
+                 \x20         health stats: {{health value: 1000, dropped: 0, timeout: 0}}\n"
+            )
+        };
+        let config =
+            DaemonConfig::parse(&export("conns_per_peer: 1, tos: -1"), false, &host()).unwrap();
         assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.3@tcp"));
         assert_eq!(config.peers.len(), 1);
-        // lnetctl's warning for the read-only timeout stays a warning: nothing is lost.
-        assert_eq!(config.warnings, ["Ignoring unrecognized key 'timeout' for 'lnd tunables'"]);
+        assert!(config.warnings.is_empty());
+        // A full export's socklnd timeout is the module-wide sock_timeout: not configurable
+        // here, so refused rather than warned about and dropped.
+        let refused = unsupported(&export("conns_per_peer: 1, timeout: 50, tos: -1"));
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].starts_with("lnd tunables: 'timeout' cannot be configured here"));
     }
 
     #[test]

@@ -55,9 +55,10 @@ pub struct Imported {
     pub warnings: Vec<String>,
     /// Keys that were accepted but mean nothing to the model, in input order: the unknown
     /// keys of the warnings above, and those lnetctl (or the kernel) skips without a word.
-    /// Read-only keys of `export` output (`nid`'s `status`, statistics, credits, the
-    /// socklnd `timeout`, ...) are not listed: they describe a node, they configure nothing.
-    /// `ulnetd --config` refuses a file that has any.
+    /// Read-only keys of `export` output (`status`, statistics, credits, ...) are not
+    /// listed: they describe a node, they configure nothing. The socklnd `timeout` of a full
+    /// export is listed (lnetctl warns about it): it is the module-wide `sock_timeout`, which
+    /// an import does not set. `ulnetd --config` refuses a file that has any.
     pub unknown_keys: Vec<UnknownKey>,
     /// The top-level blocks of the input, in order, each once: a `udsp:` whose items all
     /// lack `idx` leaves no rule in the model but is still here.
@@ -570,10 +571,6 @@ impl Walker {
                 "ntx" if lnd == LndType::O2IB => tunables.ntx = Some(number),
                 // o2iblnd ignores the rest without a word.
                 _ if lnd == LndType::O2IB => self.unknown("lnd tunables", &key),
-                // The read-only socklnd timeout of an export: lnetctl warns, nothing is lost.
-                "timeout" => {
-                    self.warn("Ignoring unrecognized key 'timeout' for 'lnd tunables'".into())
-                }
                 _ => self.unrecognized("lnd tunables", &key),
             }
         }

@@ -796,6 +796,7 @@ fn skipped_keys_are_listed() {
         [
             "net: unknown key 'frob'",
             "tunables: unknown key 'bogus'",
+            "lnd tunables: unknown key 'timeout'",
             "peer: unknown key 'colour'",
             "peer ni: unknown key 'mood'",
             "route: unknown key 'weight'",
@@ -805,8 +806,7 @@ fn skipped_keys_are_listed() {
             "udsp: unknown key 'flavour'",
         ]
     );
-    // lnetctl's warnings are unchanged: the read-only socklnd timeout is warned about, not
-    // listed.
+    // lnetctl's warnings are unchanged.
     assert_eq!(
         imported.warnings,
         [
