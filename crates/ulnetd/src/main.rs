@@ -22,7 +22,8 @@ const LOG_ENV: &str = "ULNET_LOG";
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     /// Configuration in lnetctl's import YAML (plus `accept_port`, `accept` and
-    /// `lnet_selftest` in `global:`). Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
+    /// `lnet_selftest` in `global:`); a block or key ulnetd cannot honour is an error.
+    /// Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
     #[arg(long, value_name = "FILE", conflicts_with = "check")]
     config: Option<PathBuf>,
     /// Check the configuration FILE and exit: nothing printed and status 0 when the daemon
