@@ -15,7 +15,7 @@ use crate::render::{CyamlErrorEntry, GlobalShow};
 pub mod export;
 pub mod import;
 
-pub use import::{ImportError, ImportMode, Imported, MAX_IMPORT_LEN, import};
+pub use import::{ImportError, ImportMode, Imported, MAX_IMPORT_LEN, UnknownKey, import};
 
 /// A parsed configuration file (or `lnetctl import` input), in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -136,8 +136,13 @@ pub fn net_show(nets: &[NetEntry], mode: ShowMode) -> String {
 
 fn local_ni(net: Net, ni: &LocalNiEntry, level: u32, backup: bool) -> Yaml {
     let mut entries: Vec<(&str, Yaml)> = Vec::new();
-    if !backup {
+    // ulnet keeps the NID in a backup (lnetctl leaves it out): ulnetd brings an NI up on
+    // exactly this address, where the kernel takes the interface's first one, so without it
+    // an import could not reproduce the node. lnetctl's importer ignores the key.
+    if !backup || ni.nid != Nid::ANY {
         entries.push(("nid", Yaml::plain(ni.nid.to_string())));
+    }
+    if !backup {
         let up = ni.up || ni.nid == Nid::LO_0;
         entries.push(("status", Yaml::plain(if up { "up" } else { "down" })));
     }

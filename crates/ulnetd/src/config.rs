@@ -21,8 +21,18 @@
 //!
 //! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
-//! node is up, as `lnetctl import` adds them. Routes, routing, buffers and UDSP rules are
-//! parsed and ignored with a warning: ulnetd does not implement them yet.
+//! node is up, as `lnetctl import` adds them.
+//!
+//! The file is read strictly: what ulnetd cannot honour is an error that names it, never a
+//! warning, and the daemon does not start ([`Unsupported`]). That is the `route:`,
+//! `routing:`, `buffers:` and `udsp:` blocks (routing and UDSP are not implemented yet; a
+//! route's gateway may be a NID range, which is parsed and then refused the same way), and
+//! every key lnetctl would skip: unknown keys inside a known block (an unknown top-level
+//! block is already lnetctl's `invalid key` error). The read-only keys of `export` output
+//! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
+//! configuration; a full export's socklnd `timeout` (a module parameter, which lnetctl's
+//! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
+//! without starting.
 //!
 //! lustre: lnet/lnet/acceptor.c (`accept_port` 988, `accept` "secure"), lnetctl.c
 //! `jt_import()` (the YAML vocabulary, via ulnet-config).
@@ -31,7 +41,7 @@ use std::path::Path;
 
 use serde::Deserialize as _;
 pub use ulnet::AcceptPolicy;
-use ulnet_config::model::{self, Config, GlobalSettings, HostInterface, ImportMode};
+use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use yaml_serde::Value;
 
 use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
@@ -88,7 +98,8 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
-    /// lnetctl's warnings about the input, and what ulnetd ignores.
+    /// lnetctl's warnings about the input; every one of them names a key that is refused,
+    /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
 }
 
@@ -116,6 +127,64 @@ pub enum ConfigError {
     Net(#[from] NetError),
     #[error("no ip2nets rule matches this host's interfaces: {0}")]
     Ip2nets(String),
+    /// Blocks and keys ulnetd cannot honour, one line each.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Unsupported(Vec<Unsupported>),
+}
+
+/// One block or key of a configuration that ulnetd cannot honour, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The block (`route`, `peer ni`).
+    pub what: String,
+    /// `routing is not implemented yet`, `unknown key 'colour'`.
+    pub why: String,
+}
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.why)
+    }
+}
+
+/// Why `route:` and `routing:` are refused.
+const NO_ROUTING: &str = "routing is not implemented yet";
+
+/// The blocks of an import that ulnetd does not implement, present even when empty.
+pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
+    let why = |block: &str| match block {
+        "route" | "routing" => Some(NO_ROUTING),
+        "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
+        "udsp" => Some("user-defined selection policies are not implemented yet"),
+        _ => None,
+    };
+    imported
+        .sections
+        .iter()
+        .filter_map(|block| {
+            why(block).map(|why| Unsupported { what: block.clone(), why: why.to_string() })
+        })
+        .collect()
+}
+
+/// The keys an import skipped (`all`), or only those lnetctl skips without a warning.
+pub fn unsupported_keys(imported: &model::Imported, all: bool) -> Vec<Unsupported> {
+    imported
+        .unknown_keys
+        .iter()
+        .filter(|key| all || !key.warned)
+        .map(|key| Unsupported {
+            what: key.within.clone(),
+            why: if key.within == "lnd tunables" && key.key == "timeout" {
+                // A full export's: socklnd's module-wide sock_timeout, not an NI's setting.
+                "'timeout' cannot be configured here (it is socklnd's module-wide timeout; \
+                 `ulnetctl net set --lnd-timeout` sets it on a running node)"
+                    .to_string()
+            } else {
+                format!("unknown key '{}'", key.key)
+            },
+        })
+        .collect()
 }
 
 impl DaemonConfig {
@@ -144,9 +213,13 @@ impl DaemonConfig {
         }
         let (text, DaemonKeys { tcp, selftest }) = take_daemon_keys(text, root)?;
         let imported = model::import(&text, ImportMode::Add)?;
-        let mut warnings = imported.warnings;
+        let mut unsupported = unsupported_sections(&imported);
+        unsupported.extend(unsupported_keys(&imported, true));
+        if !unsupported.is_empty() {
+            return Err(ConfigError::Unsupported(unsupported));
+        }
+        let warnings = imported.warnings;
         let config = imported.config;
-        warnings.extend(ignored_sections(&config));
         let mut settings = GlobalSettings::default();
         settings.apply(&config).map_err(|error| ConfigError::Global {
             key: error.key.name(),
@@ -271,21 +344,6 @@ fn accept_policy(value: &Value) -> Result<AcceptPolicy, ConfigError> {
     text.trim().parse().map_err(|_| ConfigError::BadAcceptPolicy(text))
 }
 
-/// Warnings for the sections ulnetd parses but does not apply yet.
-pub(crate) fn ignored_sections(config: &Config) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let mut ignore = |present: bool, what: &str| {
-        if present {
-            warnings.push(format!("ulnetd: ignoring '{what}': not supported yet"));
-        }
-    };
-    ignore(!config.routes.is_empty(), "route");
-    ignore(config.routing.is_some(), "routing");
-    ignore(config.buffers.is_some(), "buffers");
-    ignore(!config.udsp.is_empty(), "udsp");
-    warnings
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,17 +448,95 @@ mod tests {
         assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
     }
 
+    fn unsupported(text: &str) -> Vec<String> {
+        match DaemonConfig::parse(text, false, &host()) {
+            Err(ConfigError::Unsupported(found)) => found.iter().map(ToString::to_string).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
-    fn unsupported_sections_are_warned_about() {
-        let text = "peer:\n  - primary nid: 10.0.0.9@tcp\nrouting:\n  enable: 1\n";
-        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+    fn unsupported_blocks_are_errors_that_name_them() {
         assert_eq!(
-            config.warnings,
-            vec!["ulnetd: ignoring 'routing': not supported yet".to_string()]
+            unsupported("routing:\n  enable: 1\n"),
+            ["routing: routing is not implemented yet"]
         );
-        // Peers are kept for the node to add.
+        assert_eq!(
+            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\n"),
+            ["route: routing is not implemented yet"]
+        );
+        // A gateway range is lnetctl syntax: parsed, then refused for the same reason.
+        assert_eq!(
+            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.[1-5]@tcp\n"),
+            ["route: routing is not implemented yet"]
+        );
+        assert_eq!(
+            unsupported("buffers:\n  tiny: 1024\n"),
+            ["buffers: router buffers are not implemented yet (they serve routing)"]
+        );
+        assert_eq!(
+            unsupported("udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n"),
+            ["udsp: user-defined selection policies are not implemented yet"]
+        );
+        // All of them at once, then the unknown keys.
+        let all = "route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\nrouting: {enable: 0}\n\
+                   buffers: {small: 1}\nudsp:\n  - idx: 0\n    src: tcp\n\
+                   peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
+        assert_eq!(unsupported(all).len(), 5);
+        // Present is enough: an empty block, or UDSP items lnetctl would drop (no `idx`).
+        assert_eq!(unsupported("route: []\n"), ["route: routing is not implemented yet"]);
+        assert_eq!(
+            unsupported("udsp:\n  - src: tcp\n"),
+            ["udsp: user-defined selection policies are not implemented yet"]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_inside_known_blocks_are_errors() {
+        let net = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.3@tcp\n";
+        assert_eq!(
+            unsupported(&format!("{net}        tunables: {{peer_credits: 8, peer_credit: 9}}\n")),
+            ["tunables: unknown key 'peer_credit'"]
+        );
+        assert_eq!(
+            unsupported(&format!("{net}        interface: {{0: lo}}\n")),
+            ["local NI(s): unknown key 'interface'"]
+        );
+        assert_eq!(
+            unsupported("peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n"),
+            ["peer: unknown key 'colour'"]
+        );
+        assert_eq!(unsupported("numa:\n  rnage: 1\n"), ["numa: unknown key 'rnage'"]);
+        // A `nid:` belongs to a local NI; on the net item it would bind nothing.
+        assert_eq!(
+            unsupported("net:\n  - net type: tcp\n    nid: 127.0.0.3@tcp\n"),
+            ["net: unknown key 'nid'"]
+        );
+    }
+
+    #[test]
+    fn the_read_only_keys_of_an_export_are_accepted_but_not_the_socklnd_timeout() {
+        let export = |lnd: &str| {
+            format!(
+                "net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n          status: up\n\
+                 \x20   - net type: tcp\n      local NI(s):\n        - nid: 127.0.0.3@tcp\n          status: up\n\
+                 \x20         interfaces:\n              0: lo\n          statistics: {{send_count: 0}}\n\
+                 \x20         lnd tunables: {{{lnd}}}\n          dev cpt: -1\n\
+                 peer:\n    - primary nid: 10.0.0.9@tcp\n      Multi-Rail: true\n      peer state: 0\n\
+                 \x20     peer ni:\n        - nid: 10.0.0.9@tcp\n          state: NA\n\
+                 \x20         health stats: {{health value: 1000, dropped: 0, timeout: 0}}\n"
+            )
+        };
+        let config =
+            DaemonConfig::parse(&export("conns_per_peer: 1, tos: -1"), false, &host()).unwrap();
+        assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.3@tcp"));
         assert_eq!(config.peers.len(), 1);
-        assert_eq!(config.peers[0].primary_nid, nid("10.0.0.9@tcp"));
+        assert!(config.warnings.is_empty());
+        // A full export's socklnd timeout is the module-wide sock_timeout: not configurable
+        // here, so refused rather than warned about and dropped.
+        let refused = unsupported(&export("conns_per_peer: 1, timeout: 50, tos: -1"));
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].starts_with("lnd tunables: 'timeout' cannot be configured here"));
     }
 
     #[test]

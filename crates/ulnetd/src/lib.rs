@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! ulnetd [--config FILE] [--socket PATH] [--no-selftest]     run one node
+//! ulnetd --check FILE                                        validate a configuration, run nothing
 //! ulnetd demo                                                two nodes, ping, PUT/GET, stats, stop
 //! ```
 //!
@@ -10,7 +11,9 @@
 //!   `lnet_selftest` in `global:` ([`config`] has the keys; `--no-selftest` is the last's flag). A `nid:` key on a local NI brings the NI up on
 //!   exactly that address, so many nodes share one host on 127.0.0.2, 127.0.0.3, ...
 //!   Without `--config`, the embedded [`config::DEFAULT_CONFIG`]: one TCP NI on
-//!   `127.0.0.2@tcp`, port 7988, no root needed.
+//!   `127.0.0.2@tcp`, port 7988, no root needed. The file is read strictly: a block or key
+//!   ulnetd cannot honour (`route:`, `routing:`, `buffers:`, `udsp:`, unknown keys) is an
+//!   error naming it, before anything starts; `--check FILE` runs the same checks only.
 //! * **Control socket**: `--socket`, else `$ULNET_SOCKET`, else `/run/ulnet/ulnetd.sock` for
 //!   root and `$XDG_RUNTIME_DIR/ulnet/ulnetd.sock` otherwise (`ulnet_control::path`).
 //!   `ulnetctl` finds it by the same rules.

@@ -50,7 +50,7 @@ use ulnet_control::message::{
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
 
-use crate::config::{TcpSettings, ignored_sections, ip2net_specs, merge_net};
+use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
 use crate::interfaces::host_interfaces;
 use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
 use crate::view;
@@ -421,6 +421,16 @@ impl LiveNode {
     fn import(&self, mode: ImportMode, text: &str) -> Result<ImportReply, ControlError> {
         let imported =
             model::import(text, mode.into()).map_err(|error| ControlError::from(&error))?;
+        if matches!(mode, ImportMode::Add | ImportMode::Del) {
+            // Refused before anything is applied: what the node cannot honour is never
+            // half-done or silently dropped. Keys lnetctl warns about were reported by the CLI.
+            let mut refused = unsupported_sections(&imported);
+            refused.extend(unsupported_keys(&imported, false));
+            if !refused.is_empty() {
+                let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                return Err(ControlError::refused(errno::EOPNOTSUPP, lines.join("; ")));
+            }
+        }
         let config = imported.config;
         match mode {
             ImportMode::Add => self.import_add(&config),
@@ -468,7 +478,7 @@ impl LiveNode {
             drop(state);
             self.add_peers(&config.peers)?;
         }
-        Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
+        Ok(ImportReply::default())
     }
 
     /// `import --exec`: each `ping:` and `discover:` block in order, as the commands would.
@@ -529,7 +539,7 @@ impl LiveNode {
             drop(state);
             self.delete_peers(&config.peers)?;
         }
-        Ok(ImportReply { warnings: ignored_sections(config), ..ImportReply::default() })
+        Ok(ImportReply::default())
     }
 
     /// `import --show`: the configured nets and peers the input names.

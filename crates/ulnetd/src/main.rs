@@ -22,9 +22,17 @@ const LOG_ENV: &str = "ULNET_LOG";
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     /// Configuration in lnetctl's import YAML (plus `accept_port`, `accept` and
-    /// `lnet_selftest` in `global:`). Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
-    #[arg(long, value_name = "FILE")]
+    /// `lnet_selftest` in `global:`); a block or key ulnetd cannot honour is an error.
+    /// Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
     config: Option<PathBuf>,
+    /// Check the configuration FILE and exit: nothing printed and status 0 when the daemon
+    /// would start with it; otherwise every problem found (including blocks and keys ulnetd
+    /// cannot honour, such as `route:`) on stderr and status 78 (66 when FILE cannot be
+    /// read). Nothing is started and no socket is bound; interfaces are looked up as at
+    /// start-up.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
     /// Do not host the selftest service (as `lnet_selftest: false` in the configuration).
     #[arg(long)]
     no_selftest: bool,
@@ -59,9 +67,10 @@ fn main() -> ExitCode {
         Some(Command::Demo) => init_logging("warn"),
         None => init_logging("info"),
     }
-    match cli.command {
-        Some(Command::Demo) => ExitCode::from(ulnetd::demo::run(&mut std::io::stdout())),
-        None => ExitCode::from(run(&cli, started)),
+    match (&cli.command, &cli.check) {
+        (Some(Command::Demo), _) => ExitCode::from(ulnetd::demo::run(&mut std::io::stdout())),
+        (None, Some(path)) => ExitCode::from(check(path)),
+        (None, None) => ExitCode::from(run(&cli, started)),
     }
 }
 
@@ -70,14 +79,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     let root = ulnet_control::path::effective_uid() == Some(0);
     let mut config = match load_config(cli.config.as_deref(), root) {
         Ok(config) => config,
-        Err(error) => {
-            tracing::error!("{error}");
-            eprintln!("ulnetd: {error}");
-            return match error {
-                ConfigError::Read { .. } => exit::NO_INPUT,
-                _ => exit::CONFIG,
-            };
-        }
+        Err(error) => return config_failure(&error, true),
     };
     for warning in &config.warnings {
         tracing::warn!("{warning}");
@@ -125,6 +127,29 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     daemon.shutdown();
     tracing::info!("stopped");
     exit::OK
+}
+
+/// `--check FILE`: the start-up checks, nothing started.
+fn check(path: &Path) -> u8 {
+    let root = ulnet_control::path::effective_uid() == Some(0);
+    match DaemonConfig::load(path, root) {
+        Ok(_) => exit::OK,
+        Err(error) => config_failure(&error, false),
+    }
+}
+
+/// Reports a refused configuration, one line per problem, and returns the exit status.
+fn config_failure(error: &ConfigError, log: bool) -> u8 {
+    for line in error.to_string().lines() {
+        if log {
+            tracing::error!("{line}");
+        }
+        eprintln!("ulnetd: {line}");
+    }
+    match error {
+        ConfigError::Read { .. } => exit::NO_INPUT,
+        _ => exit::CONFIG,
+    }
 }
 
 fn load_config(path: Option<&Path>, root: bool) -> Result<DaemonConfig, ConfigError> {

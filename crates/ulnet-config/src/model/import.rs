@@ -13,7 +13,7 @@
 //! `lnet_route_cmd()`.
 
 use serde::Deserialize as _;
-use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::addr::{DEFAULT_EXPANSION_LIMIT, LndType, Net, Nid, NidList};
 use yaml_serde::Value;
 
 use super::{
@@ -53,6 +53,32 @@ impl ImportMode {
 pub struct Imported {
     pub config: Config,
     pub warnings: Vec<String>,
+    /// Keys that were accepted but mean nothing to the model, in input order: the unknown
+    /// keys of the warnings above, and those lnetctl (or the kernel) skips without a word.
+    /// Read-only keys of `export` output (`status`, statistics, credits, ...) are not
+    /// listed: they describe a node, they configure nothing. The socklnd `timeout` of a full
+    /// export is listed (lnetctl warns about it): it is the module-wide `sock_timeout`, which
+    /// an import does not set. `ulnetd --config` refuses a file that has any.
+    pub unknown_keys: Vec<UnknownKey>,
+    /// The top-level blocks of the input, in order, each once: a `udsp:` whose items all
+    /// lack `idx` leaves no rule in the model but is still here.
+    pub sections: Vec<String>,
+}
+
+/// A key [`import`] skipped: `key` inside `within` (`peer`, `peer ni`, `route`, `tunables`,
+/// ...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKey {
+    pub within: String,
+    pub key: String,
+    /// Whether lnetctl's "Ignoring unrecognized key" warning names it.
+    pub warned: bool,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: unknown key '{}'", self.within, self.key)
+    }
 }
 
 /// Why an import was refused. The messages are lnetctl's `descr` texts; variants that share
@@ -234,6 +260,9 @@ impl Walker {
     }
 
     fn section(&mut self, key: &str, value: &Value) -> Result<(), ImportError> {
+        if !self.imported.sections.iter().any(|seen| seen == key) {
+            self.imported.sections.push(key.to_string());
+        }
         let exec = self.mode == ImportMode::Exec;
         match key {
             "net" | "ip2nets" => {
@@ -243,12 +272,14 @@ impl Walker {
             }
             "peer" if !exec => {
                 for item in sequence_of_maps(key, value)? {
-                    self.imported.config.peers.push(peer_item(item)?);
+                    let peer = self.peer_item(item)?;
+                    self.imported.config.peers.push(peer);
                 }
             }
             "route" if !exec => {
                 for item in sequence_of_maps(key, value)? {
-                    self.imported.config.routes.push(route_item(item)?);
+                    let routes = self.route_item(item)?;
+                    self.imported.config.routes.extend(routes);
                 }
             }
             "routing" if !exec => {
@@ -257,6 +288,8 @@ impl Walker {
                         let enable =
                             forwarded_int(value).ok_or_else(|| invalid_value(&key, value))?;
                         self.imported.config.routing = Some(enable != 0);
+                    } else {
+                        self.unknown("routing", &key);
                     }
                 }
             }
@@ -267,7 +300,10 @@ impl Walker {
                         "tiny" => &mut buffers.tiny,
                         "small" => &mut buffers.small,
                         "large" => &mut buffers.large,
-                        _ => continue,
+                        _ => {
+                            self.unknown("buffers", &key);
+                            continue;
+                        }
                     };
                     let count = forwarded_int(value).ok_or_else(|| invalid_value(&key, value))?;
                     if count < -1 {
@@ -283,12 +319,18 @@ impl Walker {
                         let range =
                             forwarded_int(value).ok_or_else(|| invalid_value(&key, value))?;
                         self.imported.config.numa_range = Some(range);
+                    } else {
+                        self.unknown("numa", &key);
                     }
                 }
             }
             "udsp" => {
                 for item in sequence_of_maps(key, value)? {
-                    if let Some(rule) = udsp_item(item)? {
+                    let (rule, unknown) = udsp_item(item)?;
+                    for key in unknown {
+                        self.unknown("udsp", &key);
+                    }
+                    if let Some(rule) = rule {
                         self.imported.config.udsp.push(rule);
                     }
                 }
@@ -446,8 +488,10 @@ impl Walker {
                     (slot, _) => *slot = Some(cpts),
                 }
             }
+            // Exports have it on each local NI (read above); on the net it would name no NI.
+            "nid" if within == "net" => self.unknown(within, key),
             key if SHOW_ONLY_NET_KEYS.contains(&key) => {}
-            key => self.warn(format!("Ignoring unrecognized key '{key}' for '{within}'")),
+            key => self.unrecognized(within, key),
         }
         Ok(())
     }
@@ -463,7 +507,7 @@ impl Walker {
                 "peer_credits" => tunables.peer_credits = Some(number),
                 "peer_buffer_credits" => tunables.peer_buffer_credits = Some(number),
                 "credits" => tunables.credits = Some(number),
-                _ => self.warn(format!("Ignoring unrecognized key '{key}' for 'tunables'")),
+                _ => self.unrecognized("tunables", &key),
             }
         }
         Ok(())
@@ -526,8 +570,8 @@ impl Walker {
                 "fmr_cache" if lnd == LndType::O2IB => tunables.fmr_cache = Some(number),
                 "ntx" if lnd == LndType::O2IB => tunables.ntx = Some(number),
                 // o2iblnd ignores the rest without a word.
-                _ if lnd == LndType::O2IB => {}
-                _ => self.warn(format!("Ignoring unrecognized key '{key}' for 'lnd tunables'")),
+                _ if lnd == LndType::O2IB => self.unknown("lnd tunables", &key),
+                _ => self.unrecognized("lnd tunables", &key),
             }
         }
         Ok(())
@@ -536,7 +580,47 @@ impl Walker {
     fn warn(&mut self, warning: String) {
         self.imported.warnings.push(warning);
     }
+
+    /// A key lnetctl warns about and skips.
+    fn unrecognized(&mut self, within: &str, key: &str) {
+        self.warn(format!("Ignoring unrecognized key '{key}' for '{within}'"));
+        self.skip(within, key, true);
+    }
+
+    /// A key skipped (without a word, unless [`Self::unrecognized`] gave one).
+    fn unknown(&mut self, within: &str, key: &str) {
+        self.skip(within, key, false);
+    }
+
+    fn skip(&mut self, within: &str, key: &str, warned: bool) {
+        let key = UnknownKey { within: within.to_string(), key: key.to_string(), warned };
+        self.imported.unknown_keys.push(key);
+    }
 }
+
+/// Read-only keys of a `peer ni` item in `peer show`/`export` output (docs/protocol/cli.md
+/// §3.2): an export imports without them meaning anything.
+const SHOW_ONLY_PEER_NI_KEYS: &[&str] = &[
+    "udsp info",
+    "state",
+    "max_ni_tx_credits",
+    "available_tx_credits",
+    "min_tx_credits",
+    "tx_q_num_of_buf",
+    "available_rtr_credits",
+    "min_rtr_credits",
+    "refcount",
+    "statistics",
+    "sent_stats",
+    "received_stats",
+    "dropped_stats",
+    "latency percentiles",
+];
+
+/// The counters next to `health value` in a peer NI's `health stats` (docs/protocol/cli.md
+/// §3.2), which a full export carries.
+const SHOW_ONLY_PEER_HEALTH_KEYS: &[&str] =
+    &["dropped", "timeout", "error", "network timeout", "ping_count", "next_ping"];
 
 struct NetItem {
     net: Net,
@@ -609,135 +693,160 @@ fn cpt(value: &Value) -> Result<ExprList, ImportError> {
     }
 }
 
-/// One `peer:` item as the kernel reads it.
-fn peer_item(item: &yaml_serde::Mapping) -> Result<PeerConfig, ImportError> {
-    let mut primary = None;
-    let mut peer = PeerConfig { primary_nid: Nid::ANY, multi_rail: None, state: None, nis: None };
-    for (key, value) in item {
-        match scalar_text(key).unwrap_or_default().as_str() {
-            "primary nid" => {
-                let text = scalar_text(value).unwrap_or_default();
-                primary = Some(parse_nid(text.trim()).ok_or(ImportError::BadPrimaryNid(text))?);
+impl Walker {
+    /// One `peer:` item as the kernel reads it.
+    fn peer_item(&mut self, item: &yaml_serde::Mapping) -> Result<PeerConfig, ImportError> {
+        let mut primary = None;
+        let mut peer =
+            PeerConfig { primary_nid: Nid::ANY, multi_rail: None, state: None, nis: None };
+        for (key, value) in item {
+            match scalar_text(key).unwrap_or_default().as_str() {
+                "primary nid" => {
+                    let text = scalar_text(value).unwrap_or_default();
+                    primary = Some(parse_nid(text.trim()).ok_or(ImportError::BadPrimaryNid(text))?);
+                }
+                "Multi-Rail" => {
+                    let flag = forwarded_int(value)
+                        .ok_or_else(|| ImportError::BadMultiRail(text_of(value)))?;
+                    peer.multi_rail = Some(flag != 0);
+                }
+                "peer state" => {
+                    let state = forwarded_int(value)
+                        .ok_or_else(|| ImportError::BadPeerState(text_of(value)))?;
+                    // The kernel stores the s64 into a u32 bitmask.
+                    peer.state = Some(state as u32);
+                }
+                "peer ni" => {
+                    let Value::Sequence(nis) = value else {
+                        return Err(ImportError::PeerNisNotSequence);
+                    };
+                    let parsed =
+                        nis.iter().map(|ni| self.peer_ni(ni)).collect::<Result<Vec<_>, _>>()?;
+                    peer.nis = Some(parsed);
+                }
+                key => self.unknown("peer", key),
             }
-            "Multi-Rail" => {
-                let flag = forwarded_int(value)
-                    .ok_or_else(|| ImportError::BadMultiRail(text_of(value)))?;
-                peer.multi_rail = Some(flag != 0);
-            }
-            "peer state" => {
-                let state = forwarded_int(value)
-                    .ok_or_else(|| ImportError::BadPeerState(text_of(value)))?;
-                // The kernel stores the s64 into a u32 bitmask.
-                peer.state = Some(state as u32);
-            }
-            "peer ni" => {
-                let Value::Sequence(nis) = value else {
-                    return Err(ImportError::PeerNisNotSequence);
-                };
-                let parsed = nis.iter().map(peer_ni).collect::<Result<Vec<_>, _>>()?;
-                peer.nis = Some(parsed);
-            }
-            _ => {}
         }
+        peer.primary_nid = primary.ok_or(ImportError::MissingPrimaryNid)?;
+        Ok(peer)
     }
-    peer.primary_nid = primary.ok_or(ImportError::MissingPrimaryNid)?;
-    Ok(peer)
-}
 
-/// lustre: api-ni.c `lnet_parse_peer_nis()`.
-fn peer_ni(item: &Value) -> Result<PeerNiConfig, ImportError> {
-    let Value::Mapping(map) = item else { return Err(ImportError::PeerNisNotSequence) };
-    let mut ni = PeerNiConfig { nid: None, health_value: None };
-    for (key, value) in map {
-        match scalar_text(key).unwrap_or_default().as_str() {
-            "nid" => {
-                let text = scalar_text(value).unwrap_or_default();
-                ni.nid = Some(parse_nid(text.trim()).ok_or(ImportError::BadPeerNid(text))?);
-            }
-            "health stats" => {
-                let Value::Mapping(health) = value else {
-                    return Err(ImportError::HealthNotMapping);
-                };
-                for (key, value) in health {
-                    let key = scalar_text(key).unwrap_or_default();
-                    if key != "health value" {
-                        return Err(ImportError::WrongHealthKey(key));
+    /// lustre: api-ni.c `lnet_parse_peer_nis()`.
+    fn peer_ni(&mut self, item: &Value) -> Result<PeerNiConfig, ImportError> {
+        let Value::Mapping(map) = item else { return Err(ImportError::PeerNisNotSequence) };
+        let mut ni = PeerNiConfig { nid: None, health_value: None };
+        for (key, value) in map {
+            match scalar_text(key).unwrap_or_default().as_str() {
+                "nid" => {
+                    let text = scalar_text(value).unwrap_or_default();
+                    ni.nid = Some(parse_nid(text.trim()).ok_or(ImportError::BadPeerNid(text))?);
+                }
+                "health stats" => {
+                    let Value::Mapping(health) = value else {
+                        return Err(ImportError::HealthNotMapping);
+                    };
+                    for (key, value) in health {
+                        let key = scalar_text(key).unwrap_or_default();
+                        if SHOW_ONLY_PEER_HEALTH_KEYS.contains(&key.as_str()) {
+                            continue;
+                        }
+                        if key != "health value" {
+                            return Err(ImportError::WrongHealthKey(key));
+                        }
+                        let health = forwarded_int(value)
+                            .ok_or_else(|| ImportError::BadHealthValue(text_of(value)))?;
+                        ni.health_value = Some(health.clamp(0, 1000));
                     }
-                    let health = forwarded_int(value)
-                        .ok_or_else(|| ImportError::BadHealthValue(text_of(value)))?;
-                    ni.health_value = Some(health.clamp(0, 1000));
                 }
+                key if SHOW_ONLY_PEER_NI_KEYS.contains(&key) => {}
+                key => self.unknown("peer ni", key),
             }
-            _ => {}
         }
+        Ok(ni)
     }
-    Ok(ni)
+
+    /// One `route:` item as the kernel reads it (api-ni.c `lnet_route_cmd()`): one route per
+    /// gateway, a gateway written as a NID range (`10.0.0.[1-5]@tcp`, as `route add --gateway`
+    /// takes it) giving one per NID.
+    fn route_item(&mut self, item: &yaml_serde::Mapping) -> Result<Vec<RouteConfig>, ImportError> {
+        let (mut net, mut gateways) = (None, None);
+        let mut route = RouteConfig {
+            net: Net::ANY,
+            gateway: Nid::ANY,
+            hops: None,
+            priority: 0,
+            alive: None,
+            notify_time: None,
+        };
+        for (key, value) in item {
+            match scalar_text(key).unwrap_or_default().as_str() {
+                "net" => {
+                    let text = scalar_text(value).unwrap_or_default();
+                    let parsed = parse_net(&text).ok_or(ImportError::BadRouteNet(text))?;
+                    if parsed == Net::LO {
+                        return Err(ImportError::LoRoute);
+                    }
+                    net = Some(parsed);
+                }
+                "gateway" => {
+                    let text = scalar_text(value).unwrap_or_default();
+                    gateways = Some(gateway_nids(&text)?);
+                }
+                "hop" => {
+                    let hop = forwarded_int(value)
+                        .ok_or_else(|| ImportError::HopNotInteger(text_of(value)))?;
+                    route.hops = match hop {
+                        -1 => None,
+                        1..=255 => u8::try_from(hop).ok(),
+                        _ => return Err(ImportError::HopRange(hop)),
+                    };
+                }
+                "priority" => {
+                    let priority = forwarded_int(value)
+                        .ok_or_else(|| ImportError::PriorityNotInteger(text_of(value)))?;
+                    route.priority = u32::try_from(priority)
+                        .map_err(|_| ImportError::NegativePriority(priority))?;
+                }
+                "state" => {
+                    route.alive = match text_of(value).as_str() {
+                        "up" => Some(true),
+                        "down" => Some(false),
+                        other => return Err(ImportError::BadRouteState(other.to_string())),
+                    };
+                }
+                "notify_time" => {
+                    let when = forwarded_int(value)
+                        .ok_or_else(|| ImportError::BadNotifyTime(text_of(value)))?;
+                    route.notify_time = Some(when);
+                }
+                // `route show -v` and full exports: the kind of route, which is not set.
+                "type" => {}
+                key => self.unknown("route", key),
+            }
+        }
+        route.net = net.ok_or(ImportError::MissingRouteNet)?;
+        let gateways = gateways.ok_or(ImportError::MissingGateway)?;
+        Ok(gateways.into_iter().map(|gateway| RouteConfig { gateway, ..route }).collect())
+    }
 }
 
-/// One `route:` item as the kernel reads it (api-ni.c `lnet_route_cmd()`).
-fn route_item(item: &yaml_serde::Mapping) -> Result<RouteConfig, ImportError> {
-    let (mut net, mut gateway) = (None, None);
-    let mut route = RouteConfig {
-        net: Net::ANY,
-        gateway: Nid::ANY,
-        hops: None,
-        priority: 0,
-        alive: None,
-        notify_time: None,
-    };
-    for (key, value) in item {
-        match scalar_text(key).unwrap_or_default().as_str() {
-            "net" => {
-                let text = scalar_text(value).unwrap_or_default();
-                let parsed = parse_net(&text).ok_or(ImportError::BadRouteNet(text))?;
-                if parsed == Net::LO {
-                    return Err(ImportError::LoRoute);
-                }
-                net = Some(parsed);
-            }
-            "gateway" => {
-                let text = scalar_text(value).unwrap_or_default();
-                gateway = Some(parse_nid(text.trim()).ok_or(ImportError::BadGateway(text))?);
-            }
-            "hop" => {
-                let hop = forwarded_int(value)
-                    .ok_or_else(|| ImportError::HopNotInteger(text_of(value)))?;
-                route.hops = match hop {
-                    -1 => None,
-                    1..=255 => u8::try_from(hop).ok(),
-                    _ => return Err(ImportError::HopRange(hop)),
-                };
-            }
-            "priority" => {
-                let priority = forwarded_int(value)
-                    .ok_or_else(|| ImportError::PriorityNotInteger(text_of(value)))?;
-                route.priority =
-                    u32::try_from(priority).map_err(|_| ImportError::NegativePriority(priority))?;
-            }
-            "state" => {
-                route.alive = match text_of(value).as_str() {
-                    "up" => Some(true),
-                    "down" => Some(false),
-                    other => return Err(ImportError::BadRouteState(other.to_string())),
-                };
-            }
-            "notify_time" => {
-                let when = forwarded_int(value)
-                    .ok_or_else(|| ImportError::BadNotifyTime(text_of(value)))?;
-                route.notify_time = Some(when);
-            }
-            _ => {}
-        }
+/// A route's gateway: one NID, or a NID range of at most [`DEFAULT_EXPANSION_LIMIT`] NIDs.
+fn gateway_nids(text: &str) -> Result<Vec<Nid>, ImportError> {
+    let trimmed = text.trim();
+    if let Some(nid) = parse_nid(trimmed) {
+        return Ok(vec![nid]);
     }
-    route.net = net.ok_or(ImportError::MissingRouteNet)?;
-    route.gateway = gateway.ok_or(ImportError::MissingGateway)?;
-    Ok(route)
+    let bad = || ImportError::BadGateway(text.to_string());
+    let list = NidList::parse(trimmed).map_err(|_| bad())?;
+    let nids = list.expand(DEFAULT_EXPANSION_LIMIT).map_err(|_| bad())?;
+    if nids.is_empty() { Err(bad()) } else { Ok(nids) }
 }
 
 /// One `udsp:` item; `None` without `idx` (lnetctl.c `handle_udsp_sequences()`).
-fn udsp_item(item: &yaml_serde::Mapping) -> Result<Option<UdspConfig>, ImportError> {
+fn udsp_item(item: &yaml_serde::Mapping) -> Result<(Option<UdspConfig>, Vec<String>), ImportError> {
     let mut rule = UdspConfig { idx: -1, src: None, dst: None, rte: None, priority: None };
     let mut has_idx = false;
+    let mut unknown = Vec::new();
     let mut visit = |key: &str, value: &Value| -> Result<(), ImportError> {
         match key {
             "idx" => {
@@ -748,7 +857,8 @@ fn udsp_item(item: &yaml_serde::Mapping) -> Result<Option<UdspConfig>, ImportErr
             "src" => rule.src = Some(text_of(value)),
             "dst" => rule.dst = Some(text_of(value)),
             "rte" => rule.rte = Some(text_of(value)),
-            _ => {}
+            "action" => {}
+            other => unknown.push(other.to_string()),
         }
         Ok(())
     };
@@ -763,7 +873,7 @@ fn udsp_item(item: &yaml_serde::Mapping) -> Result<Option<UdspConfig>, ImportErr
             visit(&key, value)?;
         }
     }
-    Ok(has_idx.then_some(rule))
+    Ok((has_idx.then_some(rule), unknown))
 }
 
 /// `ping: {nids: ..., timeout: ..., source: ...}` or `discover: {nids: ...}`.

@@ -418,12 +418,18 @@ fn peer_errors() {
         ),
         HealthNotMapping
     );
-    // A full export's health stats carry more than `health value`.
+    // A full export's health stats carry read-only counters next to `health value`: they
+    // are skipped so that the export imports back; any other key is still refused.
+    let full = add(
+        "peer:\n- primary nid: 1.1.1.1@tcp\n  peer ni:\n  - nid: 1.1.1.1@tcp\n    state: NA\n    refcount: 1\n    health stats: {health value: 900, dropped: 0, timeout: 0, error: 0, network timeout: 0, ping_count: 0, next_ping: 0}\n",
+    );
+    assert_eq!(full.config.peers[0].nis.as_ref().unwrap()[0].health_value, Some(900));
+    assert!(full.unknown_keys.is_empty(), "{:?}", full.unknown_keys);
     assert_eq!(
         add_err(
-            "peer:\n- primary nid: 1.1.1.1@tcp\n  peer ni:\n  - health stats: {health value: 1000, dropped: 0}\n"
+            "peer:\n- primary nid: 1.1.1.1@tcp\n  peer ni:\n  - health stats: {health value: 1000, sickness: 0}\n"
         ),
-        WrongHealthKey("dropped".into())
+        WrongHealthKey("sickness".into())
     );
     assert_eq!(
         add_err(
@@ -759,4 +765,54 @@ proptest! {
         settings_again.apply(&again.config).unwrap();
         prop_assert_eq!(backup(&again.config, &settings_again, 3), text);
     }
+}
+
+#[test]
+fn a_gateway_range_gives_one_route_per_nid() {
+    let config = add("route:\n- net: tcp1\n  gateway: 10.0.0.[1-3]@tcp\n  hop: 2\n").config;
+    let gateways: Vec<Nid> = config.routes.iter().map(|route| route.gateway).collect();
+    assert_eq!(gateways, vec![tcp(10, 0, 0, 1), tcp(10, 0, 0, 2), tcp(10, 0, 0, 3)]);
+    assert!(config.routes.iter().all(|route| route.hops == Some(2)));
+    let quoted = add("route:\n- net: tcp1\n  gateway: \"[1-5]@gni\"\n").config;
+    assert_eq!(quoted.routes.len(), 5);
+    assert_eq!(
+        add_err("route:\n- net: tcp1\n  gateway: 10.0.0.*@tcp\n"),
+        ImportError::BadGateway("10.0.0.*@tcp".into())
+    );
+}
+
+#[test]
+fn skipped_keys_are_listed() {
+    let text = "net:\n- net type: tcp\n  frob: 1\n  local NI(s):\n  - nid: 10.0.0.1@tcp\n    \
+                tunables: {peer_timeout: 1, bogus: 2}\n    lnd tunables: {timeout: 50}\n\
+                peer:\n- primary nid: 1.1.1.1@tcp\n  colour: red\n  peer ni:\n  - nid: 1.1.1.2@tcp\n    mood: 3\n\
+                route:\n- net: tcp1\n  gateway: 10.0.0.5@tcp\n  type: single-hop\n  weight: 1\n\
+                routing: {enable: 0, fast: 1}\nbuffers: {tiny: 1, huge: 2}\nnuma: {width: 1}\n\
+                udsp:\n- idx: 0\n  src: tcp\n  flavour: x\n";
+    let imported = add(text);
+    let unknown: Vec<String> = imported.unknown_keys.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        unknown,
+        [
+            "net: unknown key 'frob'",
+            "tunables: unknown key 'bogus'",
+            "lnd tunables: unknown key 'timeout'",
+            "peer: unknown key 'colour'",
+            "peer ni: unknown key 'mood'",
+            "route: unknown key 'weight'",
+            "routing: unknown key 'fast'",
+            "buffers: unknown key 'huge'",
+            "numa: unknown key 'width'",
+            "udsp: unknown key 'flavour'",
+        ]
+    );
+    // lnetctl's warnings are unchanged.
+    assert_eq!(
+        imported.warnings,
+        [
+            "Ignoring unrecognized key 'frob' for 'net'",
+            "Ignoring unrecognized key 'bogus' for 'tunables'",
+            "Ignoring unrecognized key 'timeout' for 'lnd tunables'",
+        ]
+    );
 }

@@ -161,7 +161,8 @@ fn net_show_o2ib_lnd_tunables_and_no_nets() {
 net:
 -     net type: o2ib1
       local NI(s):
-      -     interfaces:
+      -     nid: 10.1.0.1@o2ib1
+            interfaces:
                   0: ib0
             tunables:
                   peer_timeout: 180
@@ -512,6 +513,7 @@ pub(crate) fn backup_state() -> ExportState {
     }
 }
 
+/// cli.md §3.10's backup, plus the `nid:` that ulnet keeps (lnetctl leaves it out).
 #[test]
 fn export_backup_from_cli_md_section_3_10() {
     let expected = format!(
@@ -519,7 +521,8 @@ fn export_backup_from_cli_md_section_3_10() {
 net:
 -     net type: tcp
       local NI(s):
-      -     interfaces:
+      -     nid: 10.0.0.1@tcp
+            interfaces:
                   0: eth0
             tunables:
                   peer_timeout: 180

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod cli;
+mod config;
 mod demo;
 mod faults;
 mod lifecycle;
