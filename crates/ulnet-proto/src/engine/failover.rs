@@ -472,7 +472,7 @@ impl Engine {
     }
 
     /// The driver saw a link go down: every peer NI whose NID `behind` says is reachable only
-    /// through it loses its paths (see [`Engine::lose_paths_to`]). With rails on separate
+    /// through it loses its paths (every path to it is suspected at once). With rails on separate
     /// subnets a rail's peer addresses are behind its link whatever local NI sends to them,
     /// so the cross paths from other NIs fail with it.
     pub fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {

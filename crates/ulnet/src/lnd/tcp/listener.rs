@@ -4,7 +4,7 @@
 //! The kernel runs one acceptor for the whole node: `lnet_acceptor()` accepts on
 //! `accept_port`, `lnet_accept()` reads the connreq and looks up the local NI by the connreq's
 //! *destination* NID (`lnet_nid2ni_addref()`, then `nid_same`); no such NI (or one whose LND
-//! takes no IP connections) is refused with "Refusing connection from <ip> for <nid>: No
+//! takes no IP connections) is refused with "Refusing connection from IP for NID: No
 //! matching NI" and the socket is released: closed, nothing written. Otherwise the socket goes
 //! to that NI's LND (`lnd_accept`, socklnd's `ksocknal_accept()`). ulnet binds each NI's own
 //! address rather than the wildcard (so several nodes fit on one host's 127.0.0.x), so it has
