@@ -108,7 +108,8 @@ impl Engine {
             (Some(source), true, multi_rail) => {
                 let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
                 // Not in Lustre: with fast failover on, a pinned path the node knows to be
-                // broken is left for the peer's others (docs/decisions/0008).
+                // broken, or on which this message's last send failed, is left for the peer's
+                // others (docs/decisions/0008).
                 let (keeps_path, path_failed) = (keeps_path(message), message.path_failed);
                 if multi_rail
                     && !keeps_path
