@@ -49,6 +49,8 @@ pub(crate) enum Phase {
     DiscoveryWait,
     /// A receive a delay rule holds (faults.rs), its payload unread.
     FaultHeld,
+    /// A message to forward waiting for a router credit or buffer, its payload unread.
+    RouterWait,
 }
 
 /// Whether a message holds, waits for, or has no claim on a credit.
@@ -121,6 +123,19 @@ pub(crate) struct Message {
     /// A transmit a delay rule held and released: `poll_transmit` hands it out without
     /// asking the delay rules again (faults.rs).
     pub(crate) fault_released: bool,
+    /// `msg_routing`: received for another node and forwarded (routing.rs). The header's
+    /// source and destination stay the originator's.
+    pub(crate) routing: bool,
+    /// `msg_rtr_nid_param`: the router a response goes back through (its request's last hop).
+    pub(crate) router_hint: Option<Nid>,
+    /// The peer NI a forwarded message came from, once it is being sent on.
+    pub(crate) rx_peer: Option<PeerNiId>,
+    /// `msg_peerrtrcredit`: a router credit of the peer NI it came from.
+    pub(crate) router_credit: Credit,
+    /// `msg_rtrcredit`: a router buffer of its size class.
+    pub(crate) buffer_credit: Credit,
+    /// The router buffer the payload was received into and is sent from.
+    pub(crate) router_buffer: Option<Memory>,
 }
 
 impl Message {
@@ -161,6 +176,12 @@ impl Message {
             lnd_at: None,
             delivery: None,
             fault_released: false,
+            routing: false,
+            router_hint: None,
+            rx_peer: None,
+            router_credit: Credit::None,
+            buffer_credit: Credit::None,
+            router_buffer: None,
         }
     }
 }
