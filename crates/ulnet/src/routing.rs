@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(routes.len(), 1);
         assert_eq!((routes[0].net, routes[0].gateway), (remote, gateway));
         assert_eq!((routes[0].hops, routes[0].priority), (Some(2), 3));
-        assert_eq!(node.gateway_alive(gateway).is_some(), true);
+        assert!(node.gateway_alive(gateway).is_some());
         assert_eq!(node.route_del(Some(remote), None), Ok(1));
         assert_eq!(
             node.route_del(Some(remote), None),
