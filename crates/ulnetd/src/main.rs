@@ -104,6 +104,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
             return match error {
                 StartError::Listen(_) => exit::SOCKET,
                 StartError::Node(_) | StartError::Server(_) => exit::NODE,
+                StartError::Routing(_) => exit::CONFIG,
             };
         }
     };
