@@ -102,7 +102,7 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
-    /// The `route:`, `routing:` and `buffers:` blocks, applied after the peers.
+    /// The `route:`, `routing:` and `buffers:` blocks, applied before the peers.
     pub routing: BootRouting,
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
     /// so a loaded configuration has none. Kept for the embedded default and the demo.
@@ -143,7 +143,7 @@ pub enum ConfigError {
 pub struct Unsupported {
     /// The block (`route`, `peer ni`).
     pub what: String,
-    /// `routing is not implemented yet`, `unknown key 'colour'`.
+    /// `user-defined selection policies are not implemented yet`, `unknown key 'colour'`.
     pub why: String,
 }
 

@@ -48,6 +48,12 @@ fn every_unsupported_block_stops_the_daemon_before_it_is_ready() {
             "route: gateway 127.55.0.9@tcp1 is on no local net of this node",
         ],
     );
+    // One the node itself refuses at start: the daemon stops before it is ready too.
+    let route = "    - net: tcp1\n      gateway: 127.55.0.9@tcp\n";
+    refused(
+        &format!("global:\n    accept_port: {}\n{NET}route:\n{route}{route}", free_port()),
+        &["configuration: Route already exists or the specified network is local"],
+    );
 }
 
 #[test]
