@@ -62,7 +62,7 @@ mod nets_live;
 mod routing;
 
 pub use routing::BootRouting;
-use routing::{RoutingSnapshot, route_entries, routing_view};
+use routing::{RoutingSnapshot, route_entries, routing_view, set_peer_states};
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
@@ -334,7 +334,9 @@ impl LiveNode {
     /// `peer show [--nid NID]`: the peer owning the NID, or every peer.
     /// lustre: api-ni.c `lnet_peer_ni_show_start()` ("invalid NID", "cannot find peer").
     fn peer_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
-        let mut peers = peer_entries(&self.running_node()?);
+        let (node, nets, _) = self.snapshot()?;
+        let mut peers = peer_entries(&node);
+        set_peer_states(&node, &nets, &mut peers);
         if let Some(text) = filter {
             let nid: Nid =
                 text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
@@ -428,6 +430,8 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let routing = routing_view(&self.lock(), &node);
         let stats = node.stats();
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        set_peer_states(&node, &nets, &mut peers);
         let state = render::ExportState {
             nets: view::net_entries(
                 &nets,
@@ -436,7 +440,7 @@ impl LiveNode {
                 |nid| node.lnd_timeout(nid),
             ),
             routes: route_entries(&node),
-            peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
+            peers,
             routing,
             global: settings.show(),
             udsp: Vec::new(),
@@ -574,6 +578,8 @@ impl LiveNode {
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        set_peer_states(&node, &nets, &mut peers);
         let nets: Vec<data::NetEntry> = view::net_entries(
             &nets,
             &stats,
@@ -584,7 +590,7 @@ impl LiveNode {
         .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
         .map(data::NetEntry::from)
         .collect();
-        let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
+        let peers: Vec<data::PeerEntry> = peers
             .iter()
             .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
             .map(data::PeerEntry::from)

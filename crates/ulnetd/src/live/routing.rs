@@ -24,8 +24,10 @@ use ulnet_control::data;
 use ulnet_control::message::{RouteSpec, SetParam, errno};
 use ulnet_control::{ControlError, Response};
 use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::wire::ping::LNET_NI_STATUS_UP;
 
 use super::{LiveNode, State};
+use crate::nets::NetSpec;
 
 /// -ENOMEM: the route or peer table is full.
 const ENOMEM: i32 = 12;
@@ -275,6 +277,36 @@ pub(super) fn routing_view(state: &State, node: &Node) -> render::RoutingShow {
         Vec::new()
     };
     render::RoutingShow { cpts, enabled: node.routing_state().enabled() }
+}
+
+/// `peer show`'s `state` of each peer NI: `up` or `down` (the status the peer NI last
+/// reported, `lnet_is_peer_ni_alive()`) for the NIs of a route's gateway, and for every peer
+/// NI while this node forwards on a net whose `peer_timeout` is set
+/// (`lnet_peer_aliveness_enabled()`); `NA` otherwise.
+/// lustre: api-ni.c `lnet_peer_ni_show_dump()`, lib-lnet.h `lnet_is_peer_ni_alive()`.
+pub(super) fn set_peer_states(node: &Node, nets: &[NetSpec], peers: &mut [render::PeerEntry]) {
+    let forwards = node.routing_state().forwards();
+    let aliveness = |net: Net| {
+        forwards && nets.iter().any(|spec| spec.net == net && spec.tunables.peer_timeout > 0)
+    };
+    for peer in peers {
+        let gateway = node.gateway_alive(peer.primary_nid).is_some();
+        let info = node.peer_info(peer.primary_nid);
+        for ni in &mut peer.nis {
+            if !gateway && !aliveness(ni.nid.net()) {
+                continue;
+            }
+            let status = info
+                .as_ref()
+                .and_then(|info| info.nis.iter().find(|known| known.nid == ni.nid))
+                .map(|known| known.status);
+            ni.state = if status == Some(LNET_NI_STATUS_UP) {
+                render::PeerNiState::Up
+            } else {
+                render::PeerNiState::Down
+            };
+        }
+    }
 }
 
 impl RoutingSnapshot {

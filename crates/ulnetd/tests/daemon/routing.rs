@@ -82,6 +82,9 @@ fn routes_and_routing_on_live_daemons() {
     let shown = eventually(&client, &["route", "show", "-v"], "state: up");
     insta::assert_snapshot!("routing_route_show_verbose", shown);
     insta::assert_snapshot!("routing_route_show", ok(&client, &["route", "show"]));
+    // The gateway is a peer whose NIs have a state (`NA` for other peers).
+    let peers = ok(&client, &["peer", "show", "--nid", "127.56.0.3@tcp"]);
+    assert!(peers.contains("state: up") && !peers.contains("state: NA"), "{peers}");
 
     // Refusals keep lnetctl's shapes.
     let again = client.ulnetctl(&add);
