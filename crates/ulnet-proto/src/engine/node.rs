@@ -921,10 +921,21 @@ impl Engine {
         let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
+            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
                     peer_ni.last_alive = Some(self.now);
+                }
+                // lustre: router.c lnet_notify() records the LND's verdict as the peer NI's
+                // status, which is what gateway liveness reads (`auto_down`); ulnet keeps it to
+                // gateways, whose routes it decides.
+                if gateway {
+                    peer_ni.status = if up {
+                        crate::wire::ping::LNET_NI_STATUS_UP
+                    } else {
+                        crate::wire::ping::LNET_NI_STATUS_DOWN
+                    };
                 }
             }
         }

@@ -258,7 +258,7 @@ impl Engine {
         let Some(entry) = self.peers.peer(peer) else {
             return false;
         };
-        if !entry.alive {
+        if !entry.alive || !self.gateway_reachable(peer, route.gateway.net()) {
             return false;
         }
         if self.gateway_discovery_disabled(peer) {
@@ -275,6 +275,29 @@ impl Engine {
             return false;
         }
         entry.state.contains(PeerState::ROUTER_ENABLED)
+    }
+
+    /// Not in Lustre: with fast failover on, a gateway is usable only while one of its NIs on
+    /// `net` has a path from a usable local NI that is neither suspected of black-holing nor
+    /// reported DOWN (docs/decisions/0023-routing.md): a router that stops answering is left
+    /// within the suspicion timeout instead of the router checker's minute.
+    fn gateway_reachable(&self, peer: PeerId, net: Net) -> bool {
+        if !self.failover_enabled() {
+            return true;
+        }
+        let Some(peer_net) =
+            self.peers.peer(peer).and_then(|entry| entry.nets.iter().find(|n| n.net == net))
+        else {
+            return false;
+        };
+        let locals: Vec<NiId> = self
+            .nis
+            .iter()
+            .enumerate()
+            .filter(|(_, ni)| ni.nid.net() == net)
+            .filter_map(|(index, _)| u16::try_from(index).ok().map(NiId))
+            .collect();
+        peer_net.nis.iter().any(|id| locals.iter().any(|ni| self.path_usable(*ni, *id)))
     }
 
     /// `lnet_is_discovery_disabled` toward a gateway.
