@@ -749,11 +749,12 @@ impl Engine {
                 return Err(DriverError::OutOfRange);
             }
             let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-            return if buffer.write_at(offset as usize, bytes) {
-                Ok(())
-            } else {
-                Err(DriverError::OutOfRange)
+            let start = offset as usize;
+            let Some(target) = buffer.get_mut(start..start + bytes.len()) else {
+                return Err(DriverError::OutOfRange);
             };
+            target.copy_from_slice(bytes);
+            return Ok(());
         }
         let (md_key, start, length) = self.receiving(rx)?;
         if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
@@ -869,7 +870,7 @@ impl Engine {
             return Ok(orphan.slices(0, message.length as usize));
         }
         if let Some(buffer) = &message.router_buffer {
-            return Ok(buffer.slices(0, message.length as usize));
+            return Ok(crate::engine::memory::buffer_slices(buffer, message.length as usize));
         }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
@@ -1376,7 +1377,7 @@ impl Engine {
         }
         let length = message.length as usize;
         let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-        Ok(buffer.slices_mut(0, length))
+        Ok(crate::engine::memory::buffer_slices_mut(buffer, length))
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {

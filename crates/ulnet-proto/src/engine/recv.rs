@@ -298,7 +298,7 @@ impl Engine {
         message.phase = Phase::ResendQueued;
         message.response_ni = Some(message.ni);
         // lustre: lnet_parse_get() replies through the GET's last hop (`msg_from`).
-        message.router_hint = Some(message.template.sender);
+        message.router_hint = message.peer_ni;
         message.lo_peer = None;
         // lustre: lib-move.c lnet_parse_get(): the REPLY leaves from the NI the GET came in
         // on, to exactly its source (`lnet_send(&ni->ni_nid, ...)`).

@@ -21,7 +21,6 @@ use crate::addr::{Net, Nid};
 use crate::engine::credits::Acquire;
 use crate::engine::event::EventStatus;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
-use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Phase, RxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, RecvAction, Resume, Work};
@@ -486,14 +485,16 @@ impl Engine {
         &mut self,
         destination: PeerNiId,
         local: Option<NiId>,
-        hint: Option<Nid>,
+        hint: Option<PeerNiId>,
         originating: bool,
     ) -> Option<RoutedPath> {
         // A response goes back through the router its request came through, while that is
         // still a gateway.
         if let Some(hint) = hint {
-            let gateway = self.peers.find(hint).filter(|id| {
-                self.peers.ni(*id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+            let gateway = Some(hint).filter(|id| {
+                self.peers
+                    .ni(*id)
+                    .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
             });
             if let Some(gateway) = gateway {
                 let ni = local.or_else(|| {
@@ -722,9 +723,9 @@ impl Engine {
             message.buffer_credit = Credit::Held;
         }
         let memory = if class == BufferClass::Tiny {
-            Memory::EMPTY
+            Vec::new()
         } else {
-            Memory::new(self.routes.pool_mut(class).take_memory())
+            self.routes.pool_mut(class).take_memory()
         };
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length };
@@ -821,8 +822,7 @@ impl Engine {
         if let Some(class) = BufferClass::for_length(length) {
             match buffer_credit {
                 Credit::Held => {
-                    let memory = buffer.and_then(|memory| memory.into_segments().next());
-                    if let Some(waiter) = self.routes.pool_mut(class).release(memory, forwarding) {
+                    if let Some(waiter) = self.routes.pool_mut(class).release(buffer, forwarding) {
                         self.buffers_granted(vec![waiter]);
                     }
                 }
