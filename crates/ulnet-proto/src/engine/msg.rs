@@ -269,3 +269,22 @@ impl Messages {
         self.slab.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_paths_keep_the_newest_three() {
+        let mut paths = FailedPaths::default();
+        assert!(paths.is_empty());
+        for peer in 0..4 {
+            paths.record(NiId(1), PeerNiId(peer));
+        }
+        paths.record(NiId(1), PeerNiId(3));
+        assert!(!paths.contains(NiId(1), PeerNiId(0)), "the oldest went");
+        assert!((1..4).all(|peer| paths.contains(NiId(1), PeerNiId(peer))));
+        assert!(!paths.contains(NiId(2), PeerNiId(1)));
+        assert!(!paths.is_empty());
+    }
+}
