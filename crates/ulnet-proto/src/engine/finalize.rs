@@ -183,6 +183,9 @@ impl Engine {
         message.retry_count += 1;
         message.resent = true;
         message.path_failed = true;
+        if let Some(peer_ni) = message.peer_ni {
+            message.failed_paths.record(message.ni, peer_ni);
+        }
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
         self.stats.resend_count += 1;
@@ -351,7 +354,7 @@ impl Engine {
         message.lo_peer = None;
         message.response_ni = Some(message.ni);
         // The router hint is the PUT's last hop (`msg_from`).
-        message.router_hint = Some(message.template.sender);
+        message.router_hint = message.peer_ni;
         // lustre: lib-msg.c lnet_complete_msg_locked(): the ACK is sent from the NI the PUT
         // came in on (`msg_ev.target.nid`) to exactly its source.
         let source = (message.ni != NiId::LOOPBACK).then_some(request.dest_nid);

@@ -403,6 +403,7 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
+        self.nis.touch_net(config.nid.net(), self.now);
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -749,11 +750,12 @@ impl Engine {
                 return Err(DriverError::OutOfRange);
             }
             let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-            return if buffer.write_at(offset as usize, bytes) {
-                Ok(())
-            } else {
-                Err(DriverError::OutOfRange)
+            let start = offset as usize;
+            let Some(target) = buffer.get_mut(start..start + bytes.len()) else {
+                return Err(DriverError::OutOfRange);
             };
+            target.copy_from_slice(bytes);
+            return Ok(());
         }
         let (md_key, start, length) = self.receiving(rx)?;
         if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
@@ -869,7 +871,7 @@ impl Engine {
             return Ok(orphan.slices(0, message.length as usize));
         }
         if let Some(buffer) = &message.router_buffer {
-            return Ok(buffer.slices(0, message.length as usize));
+            return Ok(crate::engine::memory::buffer_slices(buffer, message.length as usize));
         }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
@@ -921,10 +923,21 @@ impl Engine {
         let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
+            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
                     peer_ni.last_alive = Some(self.now);
+                }
+                // lustre: router.c lnet_notify() records the LND's verdict as the peer NI's
+                // status, which is what gateway liveness reads (`auto_down`); ulnet keeps it to
+                // gateways, whose routes it decides.
+                if gateway {
+                    peer_ni.status = if up {
+                        crate::wire::ping::LNET_NI_STATUS_UP
+                    } else {
+                        crate::wire::ping::LNET_NI_STATUS_DOWN
+                    };
                 }
             }
         }
@@ -1365,7 +1378,7 @@ impl Engine {
         }
         let length = message.length as usize;
         let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-        Ok(buffer.slices_mut(0, length))
+        Ok(crate::engine::memory::buffer_slices_mut(buffer, length))
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {

@@ -21,7 +21,6 @@ use crate::addr::{Net, Nid};
 use crate::engine::credits::Acquire;
 use crate::engine::event::EventStatus;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
-use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Phase, RxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, RecvAction, Resume, Work};
@@ -192,6 +191,9 @@ impl Engine {
     fn change_routing(&mut self, next: RoutingState) {
         let was = self.routes.state;
         self.routes.state = next;
+        if next.enabled() && !was.enabled() {
+            self.routes.enabled_at = self.now;
+        }
         let waiters = match next {
             RoutingState::Disabled => self.routes.free_pools(),
             _ if !was.forwards() => self.routes.size_pools(),
@@ -258,7 +260,7 @@ impl Engine {
         let Some(entry) = self.peers.peer(peer) else {
             return false;
         };
-        if !entry.alive {
+        if !entry.alive || !self.gateway_reachable(peer, route.gateway.net()) {
             return false;
         }
         if self.gateway_discovery_disabled(peer) {
@@ -275,6 +277,29 @@ impl Engine {
             return false;
         }
         entry.state.contains(PeerState::ROUTER_ENABLED)
+    }
+
+    /// Not in Lustre: with fast failover on, a gateway is usable only while one of its NIs on
+    /// `net` has a path from a usable local NI that is neither suspected of black-holing nor
+    /// reported DOWN (docs/decisions/0023-routing.md): a router that stops answering is left
+    /// within the suspicion timeout instead of the router checker's minute.
+    fn gateway_reachable(&self, peer: PeerId, net: Net) -> bool {
+        if !self.failover_enabled() {
+            return true;
+        }
+        let Some(peer_net) =
+            self.peers.peer(peer).and_then(|entry| entry.nets.iter().find(|n| n.net == net))
+        else {
+            return false;
+        };
+        let locals: Vec<NiId> = self
+            .nis
+            .iter()
+            .enumerate()
+            .filter(|(_, ni)| ni.nid.net() == net)
+            .filter_map(|(index, _)| u16::try_from(index).ok().map(NiId))
+            .collect();
+        peer_net.nis.iter().any(|id| locals.iter().any(|ni| self.path_usable(*ni, *id)))
     }
 
     /// `lnet_is_discovery_disabled` toward a gateway.
@@ -369,6 +394,10 @@ impl Engine {
             }
             _ => None,
         };
+        let state = match (state, self.router_staleness_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let interval = self.tunables.router.alive_router_check_interval;
         if self.routes.is_empty() || interval.is_zero() {
             return state;
@@ -415,6 +444,7 @@ impl Engine {
             }
             _ => {}
         }
+        self.update_router_ni_status();
         if !self.router_checker_active() {
             return;
         }
@@ -453,6 +483,81 @@ impl Engine {
         }
     }
 
+    /// `lnet_parse`'s router half of an incoming LNet ping (a GET on the reserved portal from
+    /// another node): the net it came in on is alive, and its NIs UP again if staleness had
+    /// put them DOWN.
+    pub(super) fn router_ping_received(&mut self, ni: NiId) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
+        self.nis.touch_net(net, self.now);
+        if self.set_net_status(net, LNET_NI_STATUS_UP) {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+    }
+
+    /// `lnet_update_ni_status_locked`: on a router, the NIs of a net that received no LNet ping
+    /// for `router_ping_timeout + alive_router_check_interval` are reported DOWN (its clients
+    /// would otherwise route into a net nobody can reach through it).
+    fn update_router_ni_status(&mut self) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let window = self.tunables.router.routing_transition();
+        let since = self.routes.enabled_at;
+        let stale: Vec<Net> = self
+            .nis
+            .nets()
+            .iter()
+            .filter(|local| {
+                local.net != Net::LO && self.now >= local.last_alive.max(since) + window
+            })
+            .map(|local| local.net)
+            .collect();
+        let mut changed = false;
+        for net in stale {
+            changed |= self.set_net_status(net, LNET_NI_STATUS_DOWN);
+        }
+        if changed {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+    }
+
+    /// When a router net next goes stale (its NIs still UP).
+    fn router_staleness_deadline(&self) -> Option<Time> {
+        if !self.routes.state.enabled() {
+            return None;
+        }
+        let window = self.tunables.router.routing_transition();
+        let since = self.routes.enabled_at;
+        self.nis
+            .nets()
+            .iter()
+            .filter(|local| local.net != Net::LO)
+            .filter(|local| {
+                self.nis.iter().any(|ni| {
+                    ni.usable() && ni.nid.net() == local.net && ni.status == LNET_NI_STATUS_UP
+                })
+            })
+            .map(|local| local.last_alive.max(since) + window)
+            .min()
+    }
+
+    /// Sets the status word of every usable NI on `net`; true when one changed.
+    fn set_net_status(&mut self, net: Net, status: u32) -> bool {
+        let mut changed = false;
+        for ni in self.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
+            if ni.status != status {
+                ni.status = status;
+                changed = true;
+            }
+        }
+        changed
+    }
+
     // ------------------------------------------------------------ route choice
 
     /// `lnet_handle_find_routed_path`: the gateway (and the local NI, when not fixed) for a
@@ -463,14 +568,16 @@ impl Engine {
         &mut self,
         destination: PeerNiId,
         local: Option<NiId>,
-        hint: Option<Nid>,
+        hint: Option<PeerNiId>,
         originating: bool,
     ) -> Option<RoutedPath> {
         // A response goes back through the router its request came through, while that is
         // still a gateway.
         if let Some(hint) = hint {
-            let gateway = self.peers.find(hint).filter(|id| {
-                self.peers.ni(*id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+            let gateway = Some(hint).filter(|id| {
+                self.peers
+                    .ni(*id)
+                    .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
             });
             if let Some(gateway) = gateway {
                 let ni = local.or_else(|| {
@@ -699,9 +806,9 @@ impl Engine {
             message.buffer_credit = Credit::Held;
         }
         let memory = if class == BufferClass::Tiny {
-            Memory::EMPTY
+            Vec::new()
         } else {
-            Memory::new(self.routes.pool_mut(class).take_memory())
+            self.routes.pool_mut(class).take_memory()
         };
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length };
@@ -798,8 +905,7 @@ impl Engine {
         if let Some(class) = BufferClass::for_length(length) {
             match buffer_credit {
                 Credit::Held => {
-                    let memory = buffer.and_then(|memory| memory.into_segments().next());
-                    if let Some(waiter) = self.routes.pool_mut(class).release(memory, forwarding) {
+                    if let Some(waiter) = self.routes.pool_mut(class).release(buffer, forwarding) {
                         self.buffers_granted(vec![waiter]);
                     }
                 }

@@ -23,13 +23,16 @@
 //! from the chosen NI is suspect comes after every other (before health). While a peer has a
 //! suspect path, paths proven alive lately (something arrived on them) come next, before
 //! health: one broken rail can break several paths, and a moved message should not find them
-//! one suspicion timeout at a time. Without suspicions (and with `blackhole_timeout = 0`) the
-//! orders are exactly Lustre's.
+//! one suspicion timeout at a time. A message being resent tries every path its earlier sends
+//! did not fail on before one they did (first in both orders, after the fatal flag). Without
+//! suspicions or failed sends (and with `blackhole_timeout = 0`) the orders are exactly
+//! Lustre's.
 
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
 use crate::engine::failover::keeps_path;
+use crate::engine::msg::FailedPaths;
 use crate::engine::ni::NiId;
 
 use crate::engine::node::Engine;
@@ -43,11 +46,12 @@ use crate::wire::ping::LNET_RESERVED_PORTAL;
 /// local-net priority, peer-net seq, local-net seq.
 type NetOrder = (Reverse<u32>, u32, Reverse<u32>, u32, u64, u64);
 /// A local NI's selection order, compared as a tuple (smaller is better, so "more is better"
-/// fields are reversed): fatal, blocked, unproven, health, priority, distance, credits, seq.
-type NiOrder = (bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
-/// A peer NI's selection order, as [`NiOrder`]: suspect, unproven, health, priority, not
-/// preferred, credits, seq.
-type PeerNiOrder = (bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
+/// fields are reversed): fatal, failed, blocked, unproven, health, priority, distance,
+/// credits, seq.
+type NiOrder = (bool, bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
+/// A peer NI's selection order, as [`NiOrder`]: failed, suspect, unproven, health, priority,
+/// not preferred, credits, seq.
+type PeerNiOrder = (bool, bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
 
 /// The path chosen for a message: the local NI, the peer NI it goes to (a gateway when
 /// routed), and when routed the destination peer NI the header names.
@@ -88,7 +92,9 @@ struct Case {
     /// `msg_routing`: forwarding for another node.
     routing: bool,
     /// The router a response goes back through.
-    hint: Option<Nid>,
+    hint: Option<PeerNiId>,
+    /// Paths this message's sends failed on, avoided while others exist (fast failover).
+    avoid: FailedPaths,
 }
 
 impl Engine {
@@ -128,6 +134,11 @@ impl Engine {
             ),
             routing: message.routing,
             hint: message.router_hint,
+            avoid: if self.failover_enabled() {
+                message.failed_paths
+            } else {
+                FailedPaths::default()
+            },
         };
         match (case.source, case.local, case.multi_rail) {
             // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
@@ -255,8 +266,11 @@ impl Engine {
             return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
         }
         if let Some(net) = self.best_local_net(peer) {
-            let ni = self.best_ni(net, Some(peer)).ok_or(SelectError::HostUnreachable)?;
-            let peer_ni = self.best_peer_ni(ni, peer, net).ok_or(SelectError::HostUnreachable)?;
+            let ni =
+                self.best_ni(net, Some(peer), &case.avoid).ok_or(SelectError::HostUnreachable)?;
+            let peer_ni = self
+                .best_peer_ni(ni, peer, net, &case.avoid)
+                .ok_or(SelectError::HostUnreachable)?;
             return Ok(Path::from((ni, peer_ni)));
         }
         let path = self
@@ -318,12 +332,12 @@ impl Engine {
 
     /// `lnet_get_best_ni`: the best usable NI on `net`.
     pub(super) fn best_ni_on_net(&self, net: Net) -> Option<NiId> {
-        self.best_ni(net, None)
+        self.best_ni(net, None, &FailedPaths::default())
     }
 
     /// `lnet_get_best_ni`, and for a multi-rail `peer`, NIs whose every path to the peer's
     /// NIs on `net` is suspect come last but for fatal ones (see the module documentation).
-    fn best_ni(&self, net: Net, peer: Option<PeerId>) -> Option<NiId> {
+    fn best_ni(&self, net: Net, peer: Option<PeerId>, avoid: &FailedPaths) -> Option<NiId> {
         let range = self.tunables.numa_range;
         let trouble = peer.is_some_and(|peer| self.peer_in_trouble(peer));
         let peer_nis: &[PeerNiId] = peer
@@ -354,9 +368,17 @@ impl Engine {
                             && self.path_proven(*peer_ni, id)
                     })
                 });
+            // Every path from this NI to the peer's NIs here failed this message already.
+            let failed = !avoid.is_empty()
+                && !peer_nis.is_empty()
+                && peer_nis.iter().all(|peer_ni| {
+                    self.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
+                        || id.is_some_and(|id| avoid.contains(id, *peer_ni))
+                });
             let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
             let order = (
                 ni.fatal_error,
+                failed,
                 blocked,
                 unproven,
                 Reverse(ni.health.value()),
@@ -375,7 +397,13 @@ impl Engine {
     }
 
     /// `lnet_select_peer_ni`: the best of the peer's NIs on `net` for sending from `ni`.
-    fn best_peer_ni(&self, ni: NiId, peer: PeerId, net: Net) -> Option<PeerNiId> {
+    fn best_peer_ni(
+        &self,
+        ni: NiId,
+        peer: PeerId,
+        net: Net,
+        avoid: &FailedPaths,
+    ) -> Option<PeerNiId> {
         let local_nid = self.ni_nid(ni);
         let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
         let trouble = self.peer_in_trouble(peer);
@@ -386,6 +414,7 @@ impl Engine {
             };
             let preferred = local_nid.is_some() && lpni.preferred == local_nid;
             let order = (
+                avoid.contains(ni, *id),
                 lpni.watch.suspects(ni),
                 trouble && !self.path_proven(*id, ni),
                 Reverse(lpni.health.value()),

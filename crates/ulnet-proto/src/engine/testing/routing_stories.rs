@@ -36,6 +36,15 @@ struct Layout {
 /// Client 0 on tcp, `routers` routers on tcp and tcp1, then one server on tcp1; every node
 /// has the routes it needs, routers forward. `tunables` for every node.
 fn layout(routers: usize, tunables: Tunables) -> Layout {
+    layout_on(
+        routers,
+        tunables,
+        LinkConfig { latency: Duration::from_micros(20), ..LinkConfig::IDEAL },
+    )
+}
+
+/// [`layout`] over links of `link`.
+fn layout_on(routers: usize, tunables: Tunables, link: LinkConfig) -> Layout {
     let mut node_nids = vec![vec![nid(0, 1)]];
     for router in 0..routers {
         let host = 10 + router as u32;
@@ -46,7 +55,7 @@ fn layout(routers: usize, tunables: Tunables) -> Layout {
         nodes: node_nids.len(),
         node_nids,
         tunables,
-        link: LinkConfig { latency: Duration::from_micros(20), ..LinkConfig::IDEAL },
+        link,
         ..HarnessConfig::default()
     };
     let mut h = Harness::new(config);
@@ -387,4 +396,73 @@ fn a_dead_router_is_left_and_used_again_when_back() {
     }
     l.h.run_for(Duration::from_secs(2));
     assert!(l.h.node(2).stats().route_count > before, "router 2 carries traffic again");
+}
+
+#[test]
+fn bulk_traffic_survives_a_router_dying_under_it() {
+    let tunables = Tunables { transaction_timeout: Duration::from_secs(30), ..Tunables::default() };
+    // 100 MB/s links: the batch takes about 0.15 s through two routers.
+    let link = LinkConfig {
+        latency: Duration::from_micros(20),
+        bandwidth_bytes_per_sec: Some(100_000_000),
+        ..LinkConfig::IDEAL
+    };
+    let mut l = layout_on(2, tunables, link);
+    l.h.run_for(Duration::from_secs(1));
+    let server = l.server();
+    let mut mds = Vec::new();
+    for bits in 0..40 {
+        mds.push(l.put(0, server, 5000 + bits, 256 * 1024));
+        mds.push(l.get(0, server, 6000 + bits, 64 * 1024, 7));
+    }
+    // Let traffic start through both routers, then router 2 vanishes mid-stream.
+    l.h.run_for(Duration::from_millis(30));
+    l.h.set_link_down(2, nid(0, 11), true);
+    l.h.set_link_down(2, nid(1, 11), true);
+    let died = l.h.now();
+    assert!(l.h.node(2).stats().route_count > 0, "router 2 was carrying part of the batch");
+    l.h.run_for(Duration::from_secs(5));
+    // New traffic goes through router 1 alone, at once.
+    assert!(
+        l.h.node(0).routes().iter().any(|r| r.gateway == nid(0, 11) && !r.alive),
+        "the dead gateway's route is down within seconds: {:?}",
+        l.h.node(0).routes()
+    );
+    l.h.run_for(Duration::from_secs(60));
+    let client = l.h.take_events(0);
+    let mut failed = 0;
+    for md in &mds {
+        let events = outcome(&client, *md);
+        if events.last().map(|e| e.1) != Some(EventStatus::Ok) || events.len() != 2 {
+            failed += 1;
+        }
+    }
+    eprintln!("{failed} of {} operations failed after the router died at {died:?}", mds.len());
+    assert_eq!(failed, 0, "every operation completed through the live router");
+    l.h.check();
+}
+
+#[test]
+fn a_router_net_nobody_pings_goes_down_and_comes_back() {
+    let mut l = layout(1, Tunables::default());
+    l.h.run_for(Duration::from_secs(1));
+    assert!(l.h.node(0).routes()[0].alive);
+    // The server is cut off: nobody pings the router on tcp1 any more, so after
+    // router_ping_timeout + alive_router_check_interval (110 s) the router reports its tcp1
+    // NI DOWN and the client's route (single hop, avoid_asym_router_failure) dies.
+    let server = l.server();
+    l.h.with_node(server, |node, now| node.route_del(now, None, None)).unwrap();
+    l.h.set_link_down(server, nid(1, 100), true);
+    l.h.run_for(Duration::from_secs(200));
+    assert!(!l.h.node(1).ni_stats(crate::engine::ni::NiId(2)).unwrap().up);
+    let routes = l.h.node(0).routes();
+    assert!(!routes[0].alive, "{routes:?}");
+    // A route on the server again: its check pings the router, whose NI comes back UP and
+    // tells the client.
+    l.h.set_link_down(server, nid(1, 100), false);
+    let back = RouteConfig { net: net(0), gateway: nid(1, 10), hops: Some(1), priority: 0 };
+    l.h.with_node(server, |node, now| node.route_add(now, back)).unwrap();
+    l.h.run_for(Duration::from_secs(61));
+    let routes = l.h.node(0).routes();
+    assert!(routes[0].alive, "{routes:?}");
 }
