@@ -216,3 +216,34 @@ fn export_with_routes_then_import_and_config_reproduce_them() {
     assert_eq!(ok(&third, &["route", "show"]), "");
     stop(third);
 }
+
+/// A node on the in-process fabric is rebuilt to change its NIs: its routes, forwarding and
+/// buffer counts are carried to the new engine.
+#[test]
+fn routes_and_routing_survive_a_rebuild_of_the_node() {
+    let dir = support::TempDir::new("rebuild");
+    let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.58.0.2@tcp\n\
+                route:\n    - net: tcp1\n      gateway: 127.58.0.3@tcp\n      hop: 3\n\
+                routing:\n    enable: 1\nbuffers:\n    tiny: 700\n";
+    let host = ulnetd::interfaces::host_interfaces().unwrap();
+    let config = ulnetd::DaemonConfig::parse(text, false, &host).unwrap();
+    let fabric = ulnet::MemFabric::new(ulnet::LinkConfig::IDEAL);
+    let daemon = ulnetd::Daemon::start(&config, &dir.path("s"), Some(fabric)).unwrap();
+    let run = |args: &[&str]| {
+        let run = support::ulnetctl(daemon.socket(), args);
+        assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+        run.stdout
+    };
+    let routes = run(&["route", "show", "-v"]);
+    let routing = run(&["routing", "show"]);
+    assert!(
+        routing.contains("    - enable: 1\n") && routing.contains("nbuffers: 700"),
+        "{routing}"
+    );
+    run(&["net", "add", "--nid", "127.58.2.2@tcp2"]);
+    assert!(run(&["net", "show"]).contains("127.58.2.2@tcp2"));
+    let shown = run(&["route", "show", "-v"]);
+    assert!(shown.contains("gateway: 127.58.0.3@tcp\n      hop: 3\n"), "{routes}\n{shown}");
+    assert_eq!(run(&["routing", "show"]), routing);
+    daemon.shutdown();
+}
