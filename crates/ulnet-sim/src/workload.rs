@@ -148,8 +148,8 @@ struct Rpc {
 pub enum Wake {
     /// Start every slot of a workload.
     Start { workload: u16 },
-    /// Fail the client RPC `rpc` (sequence `seq`) if it is still running.
-    Timeout { rpc: u32, seq: u64 },
+    /// A client slot's RPC timer: the RPC it runs fails if its deadline has passed.
+    SlotTimer { workload: u16, node: u32, slot: u32 },
     /// Client `node`'s slot goes on after a failed RPC.
     Restart { workload: u16, node: u32, slot: u32 },
 }
@@ -157,6 +157,17 @@ pub enum Wake {
 /// How long a client slot waits after a failed RPC before its next one, so that an
 /// unreachable server is not retried in a loop at one instant.
 pub const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// A client slot: the RPC it runs (record and sequence), when that RPC times out, and
+/// whether a timer entry for the slot is queued. One entry per slot at most, re-armed when
+/// it fires early, so timers never pile up however many RPCs complete.
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotState {
+    rpc: u32,
+    seq: u64,
+    deadline: Time,
+    armed: bool,
+}
 
 /// The engine and checker of the node an operation runs on.
 #[derive(Debug)]
@@ -177,6 +188,8 @@ pub struct Workloads {
     next_seq: u64,
     /// Per workload, per client: RPCs started (picks the next server).
     issued: Vec<Vec<u32>>,
+    /// Per workload, per client slot: the RPC it runs and its timer.
+    slots: Vec<Vec<SlotState>>,
     sample_interval: Duration,
     samples: usize,
     /// One zeroed buffer per length, shared by every MD of that length.
@@ -193,8 +206,7 @@ pub struct Workloads {
 
 impl Workloads {
     pub fn new(plans: Vec<Plan>, sample_interval: Duration, end: Time) -> Self {
-        let samples =
-            (end.as_nanos() / sample_interval.as_nanos().max(1) as u64).saturating_add(1) as usize;
+        let samples = end.as_nanos().div_ceil(sample_interval.as_nanos().max(1) as u64) as usize;
         let mut buffers = std::collections::BTreeMap::new();
         for length in plans.iter().map(|plan| plan.bulk_len as usize).chain([SRPC_MSG_LEN]) {
             buffers.entry(length).or_insert_with(|| Arc::new(vec![0; length]));
@@ -204,6 +216,10 @@ impl Workloads {
             .map(|_| WorkloadStats { series: vec![0; samples], ..WorkloadStats::default() })
             .collect();
         let issued = plans.iter().map(|plan| vec![0; plan.clients.len()]).collect();
+        let slots = plans
+            .iter()
+            .map(|plan| vec![SlotState::default(); plan.clients.len() * plan.slots_per_client() as usize])
+            .collect();
         Self {
             wakes: plans
                 .iter()
@@ -216,6 +232,7 @@ impl Workloads {
             free: Vec::new(),
             next_seq: 1,
             issued,
+            slots,
             sample_interval,
             samples,
             buffers,
@@ -312,7 +329,15 @@ impl Workloads {
             stats.rpcs_started += 1;
         }
         self.outstanding += 1;
-        self.wakes.push((ctx.now + timeout, Wake::Timeout { rpc: index, seq }));
+        let deadline = ctx.now + timeout;
+        let node = ctx.node;
+        if let Some(state) = self.slot_state(workload, node, slot) {
+            *state = SlotState { rpc: index, seq, deadline, armed: state.armed };
+            if !state.armed {
+                state.armed = true;
+                self.wakes.push((deadline, Wake::SlotTimer { workload, node, slot }));
+            }
+        }
         let reply = self.post(ctx, index, Role::ClientReply, seq << 5, SRPC_MSG_LEN as u32, MdOptions::OP_PUT);
         let mut ok = reply;
         for bulk in 0..bulks {
@@ -358,11 +383,19 @@ impl Workloads {
         if event.unlinked {
             rpc.live = rpc.live.saturating_sub(1);
         }
-        if event.kind == EventKind::Unlink || rpc.done {
+        if rpc.done {
             self.maybe_free(index);
             return;
         }
         let (workload, client_side, replying) = (rpc.workload, rpc.client_side, rpc.replying);
+        if event.kind == EventKind::Unlink {
+            // LNet unlinked an MD the RPC still needed (its response tracker expired).
+            self.fail(ctx, index);
+            if client_side {
+                self.restart_later(ctx.now, index);
+            }
+            return;
+        }
         let expected = matches!(
             (role, event.kind),
             (Role::ClientRequest, EventKind::Send)
@@ -375,7 +408,6 @@ impl Workloads {
             return self.violate(ctx, format!("unexpected {:?} event for {role:?}", event.kind));
         }
         if !event.status.is_ok() {
-            if std::env::var_os("SIMDEBUG").is_some() { eprintln!("{:?} node {} {role:?} {event:?}", ctx.now, ctx.node); }
             self.fail(ctx, index);
             if client_side {
                 self.restart_later(ctx.now, index);
@@ -407,11 +439,14 @@ impl Workloads {
     }
 
     fn count_bytes(&mut self, workload: u16, now: Time, bytes: u64) {
+        // Bytes that land after the end (while the run drains) are not the run's.
         let bucket = (now.as_nanos() / self.sample_interval.as_nanos().max(1) as u64) as usize;
-        let last = self.samples.saturating_sub(1);
+        if bucket >= self.samples {
+            return;
+        }
         if let Some(stats) = self.stats.get_mut(usize::from(workload)) {
             stats.bytes += bytes;
-            if let Some(sample) = stats.series.get_mut(bucket.min(last)) {
+            if let Some(sample) = stats.series.get_mut(bucket) {
                 *sample += bytes;
             }
         }
@@ -425,23 +460,39 @@ impl Workloads {
         }
     }
 
-    /// A timeout came due.
-    pub fn on_timeout(&mut self, ctx: &mut Ctx<'_>, rpc: u32, seq: u64, nids: &[Nid]) {
+    /// A slot's timer fired: its RPC fails if past its deadline, else the timer is re-armed.
+    pub fn on_slot_timer(&mut self, ctx: &mut Ctx<'_>, workload: u16, slot: u32, nids: &[Nid]) {
+        let now = ctx.now;
+        let Some(state) = self.slot_state(workload, ctx.node, slot) else { return };
+        state.armed = false;
+        let SlotState { rpc, seq, deadline, .. } = *state;
         let running = self
             .rpcs
             .get(rpc as usize)
             .and_then(Option::as_ref)
-            .is_some_and(|record| record.seq == seq && !record.done);
+            .is_some_and(|record| record.seq == seq && !record.done && record.client_side);
         if !running {
             return;
         }
-        if let Some(record) = self.rpcs.get(rpc as usize).and_then(Option::as_ref) {
-            if let Some(stats) = self.stats.get_mut(usize::from(record.workload)) {
-                stats.rpcs_timed_out += 1;
+        if deadline > now {
+            if let Some(state) = self.slot_state(workload, ctx.node, slot) {
+                state.armed = true;
             }
+            self.wakes.push((deadline, Wake::SlotTimer { workload, node: ctx.node, slot }));
+            return;
+        }
+        if let Some(stats) = self.stats.get_mut(usize::from(workload)) {
+            stats.rpcs_timed_out += 1;
         }
         self.fail(ctx, rpc);
         self.next(ctx, rpc, nids);
+    }
+
+    fn slot_state(&mut self, workload: u16, node: u32, slot: u32) -> Option<&mut SlotState> {
+        let plan = self.plans.get(usize::from(workload))?;
+        let client = node.checked_sub(plan.clients.start)?;
+        let index = client as usize * plan.slots_per_client() as usize + slot as usize;
+        self.slots.get_mut(usize::from(workload))?.get_mut(index)
     }
 
     /// A slot goes on after its retry delay.

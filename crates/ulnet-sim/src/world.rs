@@ -31,6 +31,10 @@ use crate::scenario::{FaultSpec, NodeSelector, Scenario, ScenarioError, Workload
 use crate::socklnd::{KSOCK_HEADER_BYTES, LNET_HEADER_BYTES, PairId, PairState, Pairs};
 use crate::workload::{Ctx, DEFAULT_RPC_TIMEOUT, Plan, Wake, Workloads};
 
+/// After the end, how long the run may go on (no new RPC starts) for what is in flight to
+/// finish, so that the final checks can see every message finalized.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(600);
+
 /// Steps at one instant before the run is declared a livelock.
 pub const MAX_STEPS_PER_INSTANT: u64 = 10_000_000;
 
@@ -90,6 +94,8 @@ enum Pending {
     SendDone { node: u32, tx: TxId, status: HealthStatus, close: Option<(PairId, u32)> },
     Timer { node: u32 },
     Fault { index: u32 },
+    /// A drop or delay rule's `until`.
+    FaultEnd { index: u32 },
     Keepalive { pair: PairId },
     Workload(Wake),
     /// A cancelled entry (a send completion replaced when its frame was lost on the way).
@@ -298,6 +304,16 @@ impl World {
             world.sequence += 1;
             let slot = alloc(&mut world.pending, &mut world.free, Pending::Fault { index: index as u32 });
             world.queue.push(Reverse((at, world.sequence, slot)));
+            let until = match fault {
+                FaultSpec::DropRule(rule) => rule.until,
+                FaultSpec::DelayRule(rule) => rule.until,
+                _ => None,
+            };
+            if let Some(until) = until {
+                world.sequence += 1;
+                let slot = alloc(&mut world.pending, &mut world.free, Pending::FaultEnd { index: index as u32 });
+                world.queue.push(Reverse((Time::ZERO + until.0, world.sequence, slot)));
+            }
         }
         world.schedule_wakes();
         Ok(world)
@@ -343,6 +359,15 @@ impl World {
         }
         self.now = self.now.max(self.end);
         progress(self.now);
+        if self.options.check_invariants {
+            let limit = self.end + DRAIN_LIMIT;
+            while !self.quiescent() {
+                match self.queue.peek() {
+                    Some(&Reverse((at, _, _))) if at <= limit => self.step()?,
+                    _ => break,
+                }
+            }
+        }
         self.final_checks()
     }
 
@@ -384,12 +409,15 @@ impl World {
                 if let Some(sim) = self.nodes.get_mut(node as usize) {
                     if sim.timer == Some(at) {
                         sim.timer = None;
-                        sim.engine.handle_timeout(now);
+                        if sim.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
+                            sim.engine.handle_timeout(now);
+                        }
                         self.drain(node);
                     }
                 }
             }
             Pending::Fault { index } => self.apply_fault(index as usize)?,
+            Pending::FaultEnd { index } => self.end_fault(index as usize)?,
             Pending::Keepalive { pair } => self.keepalive(pair),
             Pending::Workload(wake) => self.wake(wake),
             Pending::Nothing => {}
@@ -458,16 +486,14 @@ impl World {
             }
         }
         if let Some(sim) = self.nodes.get_mut(node as usize) {
+            // Only an earlier deadline needs a new queue entry: a later one is picked up when
+            // the scheduled entry fires and finds nothing due yet.
             let deadline = sim.engine.poll_timeout().map(|t| t.max(now));
-            if deadline.is_some() && deadline != sim.timer {
-                sim.timer = deadline;
-                if let Some(at) = deadline {
-                    self.sequence += 1;
-                    let slot = alloc(&mut self.pending, &mut self.free, Pending::Timer { node });
-                    self.queue.push(Reverse((at, self.sequence, slot)));
-                }
-            } else if deadline.is_none() {
-                sim.timer = None;
+            if let Some(at) = deadline.filter(|at| sim.timer.is_none_or(|scheduled| *at < scheduled)) {
+                sim.timer = Some(at);
+                self.sequence += 1;
+                let slot = alloc(&mut self.pending, &mut self.free, Pending::Timer { node });
+                self.queue.push(Reverse((at, self.sequence, slot)));
             }
         }
         if self.options.check_invariants && self.touched.last() != Some(&node) {
@@ -824,6 +850,30 @@ impl World {
         Ok(())
     }
 
+    /// Removes a drop or delay rule at its `until` (`lnetctl fault drop del`).
+    fn end_fault(&mut self, index: usize) -> Result<(), RunError> {
+        let Some(fault) = self.faults.get(index).cloned() else { return Ok(()) };
+        let now = self.now;
+        let (node, source, destination, drop) = match &fault {
+            FaultSpec::DropRule(rule) => (&rule.node, &rule.source, &rule.destination, true),
+            FaultSpec::DelayRule(rule) => (&rule.node, &rule.source, &rule.destination, false),
+            _ => return Ok(()),
+        };
+        let matching = self.fault_match(source, destination)?;
+        for node in self.select(node)? {
+            if let Some(sim) = self.nodes.get_mut(node as usize) {
+                if drop {
+                    sim.engine.fault_drop_del(matching.source, matching.destination);
+                } else {
+                    // Held messages are released as the kernel's `fault delay del` does.
+                    sim.engine.fault_delay_del(now, matching.source, matching.destination);
+                }
+            }
+            self.drain(node);
+        }
+        Ok(())
+    }
+
     /// The nodes a selector names.
     fn select(&self, text: &str) -> Result<Vec<u32>, ScenarioError> {
         let selector = NodeSelector::parse(text)?;
@@ -889,10 +939,8 @@ impl World {
                     self.with_ctx(client, |workloads, ctx, nids| workloads.start_rpc(ctx, workload, slot, nids));
                 }
             }
-            Wake::Timeout { rpc, seq } => {
-                if let Some(node) = self.workloads.node_of(rpc) {
-                    self.with_ctx(node, |workloads, ctx, nids| workloads.on_timeout(ctx, rpc, seq, nids));
-                }
+            Wake::SlotTimer { workload, node, slot } => {
+                self.with_ctx(node, |workloads, ctx, nids| workloads.on_slot_timer(ctx, workload, slot, nids));
             }
             Wake::Restart { workload, node, slot } => {
                 self.with_ctx(node, |workloads, ctx, nids| workloads.restart(ctx, workload, slot, nids));
@@ -959,6 +1007,17 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Sizes of the simulator's own tables: queue entries, pending slots, tracked MDs,
+    /// live RPC records (for the bench's memory figures).
+    pub fn table_sizes(&self) -> [usize; 4] {
+        [self.queue.len(), self.pending.len(), self.checker.tracked(), self.workloads.live_rpcs()]
+    }
+
+    /// What is still in flight: frames and send completions, client RPCs, RPC records.
+    pub fn in_flight(&self) -> (u64, u64, usize) {
+        (self.in_flight, self.workloads.outstanding, self.workloads.live_rpcs())
     }
 
     /// Whether anything is left to happen before the end.
