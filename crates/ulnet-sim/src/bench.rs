@@ -59,7 +59,8 @@ workloads:
 pub fn run(options: BenchOptions) -> Result<BenchReport, RunError> {
     let scenario = scenario(options.nodes, options.concurrency)?;
     let build = Instant::now();
-    let mut world = World::new(&scenario, RunOptions { seed: 1, check_invariants: options.check_invariants })?;
+    let mut world =
+        World::new(&scenario, RunOptions { seed: 1, check_invariants: options.check_invariants })?;
     let build_wall_seconds = build.elapsed().as_secs_f64();
     let rss_after_build_bytes = memory_kib("VmRSS").saturating_mul(1024);
     let started = Instant::now();
@@ -81,7 +82,11 @@ pub fn run(options: BenchOptions) -> Result<BenchReport, RunError> {
         simulated_seconds: world.now().as_nanos() as f64 / 1e9,
         build_wall_seconds,
         wall_seconds,
-        messages_per_wall_second: if wall_seconds > 0.0 { messages as f64 / wall_seconds } else { 0.0 },
+        messages_per_wall_second: if wall_seconds > 0.0 {
+            messages as f64 / wall_seconds
+        } else {
+            0.0
+        },
         rss_after_build_bytes,
         peak_rss_bytes: memory_kib("VmHWM").saturating_mul(1024),
         invariant_checks: options.check_invariants,

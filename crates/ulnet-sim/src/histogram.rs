@@ -61,7 +61,11 @@ impl Histogram {
         let us = |nanos: u64| nanos as f64 / 1000.0;
         LatencySummary {
             count: self.count,
-            mean_us: if self.count == 0 { 0.0 } else { (self.sum / u128::from(self.count)) as f64 / 1000.0 },
+            mean_us: if self.count == 0 {
+                0.0
+            } else {
+                (self.sum / u128::from(self.count)) as f64 / 1000.0
+            },
             p50_us: us(self.quantile(0.5)),
             p99_us: us(self.quantile(0.99)),
             max_us: us(self.max),

@@ -12,14 +12,18 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ulnet_proto::time::Time;
 use ulnet_sim::bench::{self, BenchOptions};
+use ulnet_sim::plot;
 use ulnet_sim::results::RunResults;
 use ulnet_sim::scenario::Scenario;
 use ulnet_sim::sweep::{self, Parameter, SweepPoint, SweepResults};
 use ulnet_sim::world::{RunError, RunOptions, World};
-use ulnet_sim::plot;
 
 #[derive(Parser)]
-#[command(name = "ulnet-sim", version, about = "Whole LNet clusters on virtual time, running ulnet's real engines")]
+#[command(
+    name = "ulnet-sim",
+    version,
+    about = "Whole LNet clusters on virtual time, running ulnet's real engines"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -85,16 +89,20 @@ fn main() -> ExitCode {
         Command::Sweep { file, parameters, seed, json, out, no_check } => {
             sweep_command(&file, &parameters, seed, json, &out, !no_check)
         }
-        Command::Bench { nodes, messages, concurrency, check, idle, json } => {
-            bench_command(BenchOptions { nodes, messages, concurrency, check_invariants: check, idle }, json)
-        }
+        Command::Bench { nodes, messages, concurrency, check, idle, json } => bench_command(
+            BenchOptions { nodes, messages, concurrency, check_invariants: check, idle },
+            json,
+        ),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("ulnet-sim: {error:#}");
             let violation = error.chain().any(|cause| {
-                matches!(cause.downcast_ref::<RunError>(), Some(RunError::Violation { .. } | RunError::Livelock { .. }))
+                matches!(
+                    cause.downcast_ref::<RunError>(),
+                    Some(RunError::Violation { .. } | RunError::Livelock { .. })
+                )
             });
             ExitCode::from(if violation { 1 } else { 2 })
         }
@@ -104,7 +112,11 @@ fn main() -> ExitCode {
 fn read(file: &Path) -> anyhow::Result<(String, String)> {
     let metadata = std::fs::metadata(file).with_context(|| format!("{}", file.display()))?;
     if metadata.len() > ulnet_sim::scenario::MAX_SCENARIO_BYTES as u64 {
-        anyhow::bail!("{}: larger than {} bytes", file.display(), ulnet_sim::scenario::MAX_SCENARIO_BYTES);
+        anyhow::bail!(
+            "{}: larger than {} bytes",
+            file.display(),
+            ulnet_sim::scenario::MAX_SCENARIO_BYTES
+        );
     }
     let text = std::fs::read_to_string(file).with_context(|| format!("{}", file.display()))?;
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_owned();
@@ -116,8 +128,11 @@ fn simulate(scenario: &Scenario, name: &str, seed: u64, check: bool) -> anyhow::
     let mut world = World::new(scenario, RunOptions { seed, check_invariants: check })?;
     let end = world.end().as_nanos();
     let bar = if std::io::stdout().is_terminal() {
-        let bar = ProgressBar::with_draw_target(Some(end / 1_000_000), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ms virtual, {elapsed} wall") {
+        let bar =
+            ProgressBar::with_draw_target(Some(end / 1_000_000), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ms virtual, {elapsed} wall")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(name.to_owned());
@@ -140,9 +155,11 @@ fn run(file: &Path, seed: u64, json: bool, out: &Path, check: bool) -> anyhow::R
     let document = serde_json::to_string_pretty(&results)?;
     std::fs::create_dir_all(out).with_context(|| format!("{}", out.display()))?;
     let json_path = out.join(format!("{name}.json"));
-    std::fs::write(&json_path, format!("{document}\n")).with_context(|| format!("{}", json_path.display()))?;
+    std::fs::write(&json_path, format!("{document}\n"))
+        .with_context(|| format!("{}", json_path.display()))?;
     let svg_path = out.join(format!("{name}-bandwidth.svg"));
-    std::fs::write(&svg_path, plot::bandwidth_over_time(&results)?).with_context(|| format!("{}", svg_path.display()))?;
+    std::fs::write(&svg_path, plot::bandwidth_over_time(&results)?)
+        .with_context(|| format!("{}", svg_path.display()))?;
     if json {
         println!("{document}");
     } else {
@@ -152,9 +169,17 @@ fn run(file: &Path, seed: u64, json: bool, out: &Path, check: bool) -> anyhow::R
     Ok(())
 }
 
-fn sweep_command(file: &Path, arguments: &[String], seed: u64, json: bool, out: &Path, check: bool) -> anyhow::Result<()> {
+fn sweep_command(
+    file: &Path,
+    arguments: &[String],
+    seed: u64,
+    json: bool,
+    out: &Path,
+    check: bool,
+) -> anyhow::Result<()> {
     let (text, stem) = read(file)?;
-    let parameters: Vec<Parameter> = arguments.iter().map(|a| Parameter::parse(a)).collect::<Result<_, _>>()?;
+    let parameters: Vec<Parameter> =
+        arguments.iter().map(|a| Parameter::parse(a)).collect::<Result<_, _>>()?;
     let points = sweep::points(&parameters)?;
     let mut results = Vec::new();
     let mut name = stem.clone();
@@ -164,7 +189,11 @@ fn sweep_command(file: &Path, arguments: &[String], seed: u64, json: bool, out: 
         name = scenario.name_or(&stem).to_owned();
         let label = format!("{name} {}", values.join(","));
         let run = simulate(&scenario, &label, seed, check)?;
-        results.push(SweepPoint { values, total_bandwidth_mb_per_s: run.total_bandwidth(), results: run });
+        results.push(SweepPoint {
+            values,
+            total_bandwidth_mb_per_s: run.total_bandwidth(),
+            results: run,
+        });
     }
     let sweep = SweepResults {
         scenario: name.clone(),
@@ -175,9 +204,13 @@ fn sweep_command(file: &Path, arguments: &[String], seed: u64, json: bool, out: 
     let document = serde_json::to_string_pretty(&sweep)?;
     std::fs::create_dir_all(out).with_context(|| format!("{}", out.display()))?;
     let json_path = out.join(format!("{name}-sweep.json"));
-    std::fs::write(&json_path, format!("{document}\n")).with_context(|| format!("{}", json_path.display()))?;
+    std::fs::write(&json_path, format!("{document}\n"))
+        .with_context(|| format!("{}", json_path.display()))?;
     let svg_path = out.join(format!("{name}-sweep.svg"));
-    let title = format!("{name}: bandwidth against {}", sweep.parameters.first().map_or("", String::as_str));
+    let title = format!(
+        "{name}: bandwidth against {}",
+        sweep.parameters.first().map_or("", String::as_str)
+    );
     let parameter = sweep.parameters.first().cloned().unwrap_or_default();
     std::fs::write(&svg_path, plot::sweep(&title, &parameter, &sweep.plot_series())?)
         .with_context(|| format!("{}", svg_path.display()))?;

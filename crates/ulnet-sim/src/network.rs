@@ -185,7 +185,10 @@ impl Network {
 
     /// The propagation delay along `path`.
     pub fn latency(&self, path: &[LinkId]) -> Duration {
-        path.iter().filter_map(|link| self.links.get(*link as usize)).map(|l| l.params.latency).sum()
+        path.iter()
+            .filter_map(|link| self.links.get(*link as usize))
+            .map(|l| l.params.latency)
+            .sum()
     }
 
     /// The slowest link's bandwidth along `path`, bytes per second.
@@ -223,7 +226,8 @@ impl Network {
             let whole = serialization_delay(wire as usize, rate);
             let first_packet = serialization_delay(wire.min(u64::from(params.mtu)) as usize, rate);
             let backlog = link.busy_until.saturating_duration_since(head);
-            let queued = backlog.as_nanos() * u128::from(params.bandwidth_bytes_per_sec) / 1_000_000_000;
+            let queued =
+                backlog.as_nanos() * u128::from(params.bandwidth_bytes_per_sec) / 1_000_000_000;
             if queued > u128::from(params.queue_bytes) {
                 overflowed = true;
             }
@@ -236,13 +240,15 @@ impl Network {
             link.busy_until = tail;
             link.bytes += wire;
             if params.loss_per_million > 0 {
-                let survive = (1.0 - f64::from(params.loss_per_million) / 1e6).powf(segments as f64);
+                let survive =
+                    (1.0 - f64::from(params.loss_per_million) / 1e6).powf(segments as f64);
                 lost_chance = 1.0 - (1.0 - lost_chance) * survive;
             }
             head = begin + first_packet + params.latency;
             previous_tail = tail + params.latency;
         }
-        let lost = lost_chance > 0.0 && (self.rng.below(1 << 30) as f64) < lost_chance * f64::from(1u32 << 30);
+        let lost = lost_chance > 0.0
+            && (self.rng.below(1 << 30) as f64) < lost_chance * f64::from(1u32 << 30);
         if lost {
             self.retransmits += 1;
         }

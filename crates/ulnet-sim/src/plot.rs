@@ -40,7 +40,11 @@ pub fn bandwidth_over_time(results: &RunResults) -> Result<String, PlotError> {
 }
 
 /// Bandwidth against a parameter's values: one line per series (x, MB/s).
-pub fn sweep(title: &str, parameter: &str, series: &[(String, Vec<(f64, f64)>)]) -> Result<String, PlotError> {
+pub fn sweep(
+    title: &str,
+    parameter: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<String, PlotError> {
     let xs = series.iter().flat_map(|(_, points)| points.iter().map(|p| p.0));
     let (low, high) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
     let (low, high) = if low <= high { (low, high.max(low + 1.0)) } else { (0.0, 1.0) };
@@ -71,19 +75,16 @@ fn lines(
             .y_label_area_size(70)
             .build_cartesian_2d(x_min..x_max, 0.0..y_max)
             .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(plot_error)?;
+        chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(plot_error)?;
         for (index, (name, points)) in series.iter().enumerate() {
             let color = Palette99::pick(index).to_rgba();
             chart
                 .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
                 .map_err(plot_error)?
                 .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
+                });
             if points.len() <= 64 {
                 chart
                     .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))

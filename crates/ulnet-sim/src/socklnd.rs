@@ -46,7 +46,9 @@ pub type PairId = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PairState {
     /// Handshakes under way; usable from `ready`.
-    Connecting { ready: Time },
+    Connecting {
+        ready: Time,
+    },
     Up,
     /// No connection (closed, or never opened).
     Down,
@@ -161,7 +163,14 @@ impl Pairs {
         let id = self.pair_of(from, to);
         let mut connected = false;
         let Some(pair) = self.pairs.get_mut(id as usize) else {
-            return Posting { pair: id, start: now, min_first_hop: Duration::ZERO, connected, direction: 0, conn: 0 };
+            return Posting {
+                pair: id,
+                start: now,
+                min_first_hop: Duration::ZERO,
+                connected,
+                direction: 0,
+                conn: 0,
+            };
         };
         match pair.state {
             PairState::Connecting { ready } if ready <= now => pair.state = PairState::Up,
@@ -183,14 +192,28 @@ impl Pairs {
         };
         let direction_index = usize::from(from != pair.ends[0]);
         let Some(direction) = pair.directions.get_mut(direction_index) else {
-            return Posting { pair: id, start: now, min_first_hop: Duration::ZERO, connected, direction: 0, conn: 0 };
+            return Posting {
+                pair: id,
+                start: now,
+                min_first_hop: Duration::ZERO,
+                connected,
+                direction: 0,
+                conn: 0,
+            };
         };
         let conn_index = choose_conn(direction, now, bytes >= u64::from(sender.min_bulk));
         direction.posts += 1;
         let posts = direction.posts;
         let window = sender.tx_buffer.min(receiver.rx_buffer).max(1);
         let Some(conn) = direction.conns.get_mut(conn_index) else {
-            return Posting { pair: id, start: now, min_first_hop: Duration::ZERO, connected, direction: 0, conn: 0 };
+            return Posting {
+                pair: id,
+                start: now,
+                min_first_hop: Duration::ZERO,
+                connected,
+                direction: 0,
+                conn: 0,
+            };
         };
         conn.last_post = posts;
         let start = conn.wait_for_room(ready.max(now), bytes.min(window), window);
@@ -200,7 +223,14 @@ impl Pairs {
         } else {
             Duration::ZERO
         };
-        Posting { pair: id, start, min_first_hop, connected, direction: direction_index, conn: conn_index }
+        Posting {
+            pair: id,
+            start,
+            min_first_hop,
+            connected,
+            direction: direction_index,
+            conn: conn_index,
+        }
     }
 
     /// Records where the frame `posting` placed went: it left the port at `sent` and is

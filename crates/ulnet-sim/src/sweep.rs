@@ -70,19 +70,26 @@ pub fn points(parameters: &[Parameter]) -> Result<Vec<Vec<String>>, SweepError> 
 }
 
 /// The scenario text with each parameter set to its value in `point`.
-pub fn apply(text: &str, parameters: &[Parameter], point: &[String]) -> Result<Scenario, SweepError> {
+pub fn apply(
+    text: &str,
+    parameters: &[Parameter],
+    point: &[String],
+) -> Result<Scenario, SweepError> {
     let mut document: Value =
         yaml_serde::from_str(text).map_err(|error| ScenarioError::Yaml(error.to_string()))?;
     for (parameter, value) in parameters.iter().zip(point) {
-        let scalar: Value = yaml_serde::from_str(value).unwrap_or_else(|_| Value::String(value.clone()));
+        let scalar: Value =
+            yaml_serde::from_str(value).unwrap_or_else(|_| Value::String(value.clone()));
         set(&mut document, &parameter.path, scalar)?;
     }
-    let text = yaml_serde::to_string(&document).map_err(|error| ScenarioError::Yaml(error.to_string()))?;
+    let text =
+        yaml_serde::to_string(&document).map_err(|error| ScenarioError::Yaml(error.to_string()))?;
     Ok(Scenario::from_yaml(&text)?)
 }
 
 fn set(document: &mut Value, path: &str, value: Value) -> Result<(), SweepError> {
-    let error = |reason: &str| SweepError::Path { path: path.to_owned(), reason: reason.to_owned() };
+    let error =
+        |reason: &str| SweepError::Path { path: path.to_owned(), reason: reason.to_owned() };
     let segments: Vec<&str> = path.split('.').collect();
     let Some((last, walk)) = segments.split_last() else { return Err(error("empty path")) };
     let mut at = document;
@@ -134,7 +141,8 @@ fn enter_named(value: &mut Value) -> &mut Value {
         return value;
     }
     match value {
-        Value::Mapping(map) => {
+        Value::Mapping(map) =>
+        {
             #[expect(clippy::expect_used, reason = "`single` says the map holds exactly one value")]
             map.values_mut().next().expect("one value")
         }
@@ -199,9 +207,18 @@ impl SweepResults {
     }
 
     pub fn summary(&self) -> String {
-        let mut text = format!("{}: sweep of {} (seed {})\n", self.scenario, self.parameters.join(", "), self.seed);
+        let mut text = format!(
+            "{}: sweep of {} (seed {})\n",
+            self.scenario,
+            self.parameters.join(", "),
+            self.seed
+        );
         for point in &self.points {
-            text.push_str(&format!("  {}: {:.1} MB/s\n", point.values.join(", "), round(point.total_bandwidth_mb_per_s)));
+            text.push_str(&format!(
+                "  {}: {:.1} MB/s\n",
+                point.values.join(", "),
+                round(point.total_bandwidth_mb_per_s)
+            ));
         }
         text
     }

@@ -218,7 +218,9 @@ impl Workloads {
         let issued = plans.iter().map(|plan| vec![0; plan.clients.len()]).collect();
         let slots = plans
             .iter()
-            .map(|plan| vec![SlotState::default(); plan.clients.len() * plan.slots_per_client() as usize])
+            .map(|plan| {
+                vec![SlotState::default(); plan.clients.len() * plan.slots_per_client() as usize]
+            })
             .collect();
         Self {
             wakes: plans
@@ -338,7 +340,14 @@ impl Workloads {
                 self.wakes.push((deadline, Wake::SlotTimer { workload, node, slot }));
             }
         }
-        let reply = self.post(ctx, index, Role::ClientReply, seq << 5, SRPC_MSG_LEN as u32, MdOptions::OP_PUT);
+        let reply = self.post(
+            ctx,
+            index,
+            Role::ClientReply,
+            seq << 5,
+            SRPC_MSG_LEN as u32,
+            MdOptions::OP_PUT,
+        );
         let mut ok = reply;
         for bulk in 0..bulks {
             if !ok {
@@ -348,7 +357,14 @@ impl Workloads {
                 Operation::Write => MdOptions::OP_GET,
                 Operation::Read => MdOptions::OP_PUT,
             };
-            ok = self.post(ctx, index, Role::ClientBulk, (seq << 5) | u64::from(bulk + 1), bulk_len, options);
+            ok = self.post(
+                ctx,
+                index,
+                Role::ClientBulk,
+                (seq << 5) | u64::from(bulk + 1),
+                bulk_len,
+                options,
+            );
         }
         if ok {
             let request = PutRequest {
@@ -371,7 +387,8 @@ impl Workloads {
     /// One event of node `ctx.node`; `nids` maps nodes to their first NID.
     pub fn on_event(&mut self, ctx: &mut Ctx<'_>, event: &Event, nids: &[Nid]) {
         let Some(role) = Role::from_bits(event.user_ptr & ((1 << ROLE_BITS) - 1)) else {
-            return self.violate(ctx, format!("event of an MD the workloads did not make: {event:?}"));
+            return self
+                .violate(ctx, format!("event of an MD the workloads did not make: {event:?}"));
         };
         let index = (event.user_ptr >> ROLE_BITS) as u32;
         if role == Role::ServerRequestBuffer {
@@ -639,7 +656,14 @@ impl Workloads {
         }
     }
 
-    fn bind(&mut self, ctx: &mut Ctx<'_>, index: u32, role: Role, length: usize, threshold: u32) -> Option<MdHandle> {
+    fn bind(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        index: u32,
+        role: Role,
+        length: usize,
+        threshold: u32,
+    ) -> Option<MdHandle> {
         let spec = MdSpec::new(self.memory(length))
             .threshold(Threshold::Count(threshold))
             .user_ptr(user_ptr(index, role));
@@ -657,7 +681,14 @@ impl Workloads {
         }
     }
 
-    fn bind_and_put(&mut self, ctx: &mut Ctx<'_>, index: u32, role: Role, length: usize, mut request: PutRequest) -> bool {
+    fn bind_and_put(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        index: u32,
+        role: Role,
+        length: usize,
+        mut request: PutRequest,
+    ) -> bool {
         let Some(md) = self.bind(ctx, index, role, length, 1) else { return false };
         request.md = md;
         match ctx.engine.put(ctx.now, &request) {
@@ -672,7 +703,13 @@ impl Workloads {
         }
     }
 
-    fn bind_and_get(&mut self, ctx: &mut Ctx<'_>, index: u32, length: usize, mut request: GetRequest) -> bool {
+    fn bind_and_get(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        index: u32,
+        length: usize,
+        mut request: GetRequest,
+    ) -> bool {
         let Some(md) = self.bind(ctx, index, Role::ServerBulk, length, 2) else { return false };
         request.md = md;
         match ctx.engine.get(ctx.now, &request) {

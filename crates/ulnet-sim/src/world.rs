@@ -91,12 +91,25 @@ enum Pending {
         /// workload payloads, which only have a length.
         bytes: Option<Box<[u8]>>,
     },
-    SendDone { node: u32, tx: TxId, status: HealthStatus, close: Option<(PairId, u32)> },
-    Timer { node: u32 },
-    Fault { index: u32 },
+    SendDone {
+        node: u32,
+        tx: TxId,
+        status: HealthStatus,
+        close: Option<(PairId, u32)>,
+    },
+    Timer {
+        node: u32,
+    },
+    Fault {
+        index: u32,
+    },
     /// A drop or delay rule's `until`.
-    FaultEnd { index: u32 },
-    Keepalive { pair: PairId },
+    FaultEnd {
+        index: u32,
+    },
+    Keepalive {
+        pair: PairId,
+    },
     Workload(Wake),
     /// A cancelled entry (a send completion replaced when its frame was lost on the way).
     Nothing,
@@ -175,7 +188,8 @@ impl World {
     pub fn new(scenario: &Scenario, options: RunOptions) -> Result<Self, ScenarioError> {
         let invalid = |text: String| ScenarioError::Invalid(text);
         // Switches: the declared ones, then one per net for NIs that name none.
-        let mut switch_names: Vec<String> = scenario.switches.iter().map(|s| s.name.clone()).collect();
+        let mut switch_names: Vec<String> =
+            scenario.switches.iter().map(|s| s.name.clone()).collect();
         let mut nets: Vec<Net> = Vec::new();
         for group in &scenario.nodes {
             for ni in &group.nis {
@@ -189,12 +203,14 @@ impl World {
             switch_names.push(format!("net:{net}"));
         }
         let switch_of = |name: &str| switch_names.iter().position(|s| s == name).map(|i| i as u32);
-        let mut network = Network::new(switch_names.len(), options.seed ^ 0x5eed_0f_11e7);
+        let mut network = Network::new(switch_names.len(), options.seed ^ 0x005e_ed0f_11e7);
         let mut trunks = Vec::new();
         for trunk in &scenario.links {
             let params = trunk.link.or(scenario.defaults.link).resolve("link")?;
-            let a = switch_of(&trunk.between[0]).ok_or_else(|| invalid("link: unknown switch".into()))?;
-            let b = switch_of(&trunk.between[1]).ok_or_else(|| invalid("link: unknown switch".into()))?;
+            let a = switch_of(&trunk.between[0])
+                .ok_or_else(|| invalid("link: unknown switch".into()))?;
+            let b = switch_of(&trunk.between[1])
+                .ok_or_else(|| invalid("link: unknown switch".into()))?;
             let (forward, backward, from, to) = network.add_trunk(a, b, params);
             trunks.push((forward, from));
             trunks.push((backward, to));
@@ -246,13 +262,19 @@ impl World {
                     nis: configs,
                     limits: ulnet_proto::engine::Limits::default(),
                 };
-                let engine = Engine::new(config).map_err(|error| invalid(format!("node {index}: {error}")))?;
+                let engine = Engine::new(config)
+                    .map_err(|error| invalid(format!("node {index}: {error}")))?;
                 for &endpoint in &node_endpoints {
                     if let Some(entry) = endpoints.get_mut(endpoint as usize) {
                         entry.ni = engine.ni_for_nid(entry.nid).unwrap_or(NiId(0));
                     }
                 }
-                nodes.push(SimNode { engine, group: group_index as u32, endpoints: node_endpoints, timer: None });
+                nodes.push(SimNode {
+                    engine,
+                    group: group_index as u32,
+                    endpoints: node_endpoints,
+                    timer: None,
+                });
             }
         }
 
@@ -302,7 +324,8 @@ impl World {
         for (index, fault) in world.faults.iter().enumerate() {
             let at = Time::ZERO + fault_time(fault);
             world.sequence += 1;
-            let slot = alloc(&mut world.pending, &mut world.free, Pending::Fault { index: index as u32 });
+            let slot =
+                alloc(&mut world.pending, &mut world.free, Pending::Fault { index: index as u32 });
             world.queue.push(Reverse((at, world.sequence, slot)));
             let until = match fault {
                 FaultSpec::DropRule(rule) => rule.until,
@@ -311,7 +334,11 @@ impl World {
             };
             if let Some(until) = until {
                 world.sequence += 1;
-                let slot = alloc(&mut world.pending, &mut world.free, Pending::FaultEnd { index: index as u32 });
+                let slot = alloc(
+                    &mut world.pending,
+                    &mut world.free,
+                    Pending::FaultEnd { index: index as u32 },
+                );
                 world.queue.push(Reverse((Time::ZERO + until.0, world.sequence, slot)));
             }
         }
@@ -380,7 +407,11 @@ impl World {
         }
         self.steps_at_instant += 1;
         if self.steps_at_instant > MAX_STEPS_PER_INSTANT {
-            return Err(RunError::Livelock { at: self.now, steps: self.steps_at_instant, seed: self.options.seed });
+            return Err(RunError::Livelock {
+                at: self.now,
+                steps: self.steps_at_instant,
+                seed: self.options.seed,
+            });
         }
         self.totals.steps += 1;
         let entry = take(&mut self.pending, &mut self.free, slot);
@@ -399,7 +430,8 @@ impl World {
                 let now = self.now;
                 if let Some(sim) = self.nodes.get_mut(node as usize) {
                     if let Err(error) = sim.engine.handle_send_done(now, tx, status) {
-                        return Err(self.violation(format!("node {node} refused a send completion: {error}")));
+                        return Err(self
+                            .violation(format!("node {node} refused a send completion: {error}")));
                     }
                 }
                 self.drain(node);
@@ -442,11 +474,15 @@ impl World {
         let now = self.now;
         loop {
             let mut progressed = false;
-            while let Some(transmit) = self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_transmit()) {
+            while let Some(transmit) =
+                self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_transmit())
+            {
                 progressed = true;
                 self.transmit(node, transmit);
             }
-            while let Some(resume) = self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_resume()) {
+            while let Some(resume) =
+                self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_resume())
+            {
                 progressed = true;
                 let held = self.delayed.remove(&(node, resume.rx));
                 if let RecvAction::Deliver { rx, .. } = resume.action {
@@ -470,7 +506,8 @@ impl World {
             if !self.events.is_empty() {
                 progressed = true;
                 let events = std::mem::take(&mut self.events);
-                let mut ctx = Ctx { engine: &mut sim.engine, checker: &mut self.checker, now, node };
+                let mut ctx =
+                    Ctx { engine: &mut sim.engine, checker: &mut self.checker, now, node };
                 for event in &events {
                     if let Err(violation) = ctx.checker.record(node as usize, event) {
                         self.workloads.violation.get_or_insert(violation.to_string());
@@ -489,7 +526,9 @@ impl World {
             // Only an earlier deadline needs a new queue entry: a later one is picked up when
             // the scheduled entry fires and finds nothing due yet.
             let deadline = sim.engine.poll_timeout().map(|t| t.max(now));
-            if let Some(at) = deadline.filter(|at| sim.timer.is_none_or(|scheduled| *at < scheduled)) {
+            if let Some(at) =
+                deadline.filter(|at| sim.timer.is_none_or(|scheduled| *at < scheduled))
+            {
                 sim.timer = Some(at);
                 self.sequence += 1;
                 let slot = alloc(&mut self.pending, &mut self.free, Pending::Timer { node });
@@ -506,7 +545,9 @@ impl World {
         if let Some(sim) = self.nodes.get_mut(node as usize) {
             // The payload is not materialised: the MD's memory is left as it is.
             if let Err(error) = sim.engine.handle_recv_done(now, rx, HealthStatus::Ok) {
-                self.workloads.violation.get_or_insert(format!("node {node} refused a receive completion: {error}"));
+                self.workloads
+                    .violation
+                    .get_or_insert(format!("node {node} refused a receive completion: {error}"));
             }
         }
     }
@@ -523,7 +564,11 @@ impl World {
         bytes: Option<Box<[u8]>>,
     ) {
         let from_endpoint = self.nid_index.get(&from).copied();
-        let to_endpoint = self.nodes.get(node as usize).and_then(|n| n.endpoints.get(usize::from(ni.0).saturating_sub(1))).copied();
+        let to_endpoint = self
+            .nodes
+            .get(node as usize)
+            .and_then(|n| n.endpoints.get(usize::from(ni.0).saturating_sub(1)))
+            .copied();
         let cut = match (from_endpoint, to_endpoint) {
             (Some(a), Some(b)) => self.is_cut(a, b),
             _ => true,
@@ -554,7 +599,9 @@ impl World {
             }
             RecvAction::Discard { .. } => {}
             RecvAction::ProtocolError(error) => {
-                self.workloads.violation.get_or_insert(format!("node {node} refused a header: {error:?}"));
+                self.workloads
+                    .violation
+                    .get_or_insert(format!("node {node} refused a header: {error:?}"));
             }
         }
         self.drain(node);
@@ -592,7 +639,12 @@ impl World {
         let to = self.nid_index.get(&transmit.next_hop).copied();
         let refuse = |world: &mut Self| {
             world.totals.sends_refused += 1;
-            let done = Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::RemoteDropped, close: None };
+            let done = Pending::SendDone {
+                node,
+                tx: transmit.tx,
+                status: HealthStatus::RemoteDropped,
+                close: None,
+            };
             world.schedule(now, done);
         };
         let (Some(from), Some(to)) = (from, to) else { return refuse(self) };
@@ -601,7 +653,8 @@ impl World {
         }
         let mut path = std::mem::take(&mut self.path);
         let mut back = std::mem::take(&mut self.back_path);
-        let routed = self.network.path(from, to, &mut path).and(self.network.path(to, from, &mut back));
+        let routed =
+            self.network.path(from, to, &mut path).and(self.network.path(to, from, &mut back));
         if routed.is_none() {
             self.path = path;
             self.back_path = back;
@@ -619,7 +672,9 @@ impl World {
             .ports
             .get(from as usize)
             .and_then(|port| self.network.links.get(port.up as usize))
-            .map_or(0, |link| (link.params.bandwidth_bytes_per_sec / 125_000).min(u64::from(u32::MAX)) as u32);
+            .map_or(0, |link| {
+                (link.params.bandwidth_bytes_per_sec / 125_000).min(u64::from(u32::MAX)) as u32
+            });
         let posting = self.pairs.post(now, from, to, bytes, &sender, &receiver, speed_mbps, rtt);
         let cut = self.is_cut(from, to);
         if posting.connected {
@@ -630,28 +685,55 @@ impl World {
             if cut {
                 // The handshake finds no answer: the connect fails and takes the message.
                 self.pairs.close(posting.pair);
-                let done = Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::RemoteDropped, close: None };
+                let done = Pending::SendDone {
+                    node,
+                    tx: transmit.tx,
+                    status: HealthStatus::RemoteDropped,
+                    close: None,
+                };
                 self.schedule(now + sender.sock_timeout, done);
                 self.path = path;
                 self.back_path = back;
                 return;
             }
         }
-        let transit = self.network.transmit(posting.start, &path, bytes, posting.min_first_hop, rtt);
+        let transit =
+            self.network.transmit(posting.start, &path, bytes, posting.min_first_hop, rtt);
         self.path = path;
         self.back_path = back;
         let zc = payload >= u64::from(sender.zc_min_payload);
         let acked = transit.arrived + back_latency;
-        self.pairs.commit(&posting, bytes, transit.sent, if cut { transit.sent + sender.sock_timeout } else { acked });
+        self.pairs.commit(
+            &posting,
+            bytes,
+            transit.sent,
+            if cut { transit.sent + sender.sock_timeout } else { acked },
+        );
         if cut {
             self.totals.frames_lost += 1;
             let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
             let done = if zc {
                 self.totals.zc_timeouts += 1;
                 let close = Some((posting.pair, generation));
-                (transit.sent + sender.sock_timeout, Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::RemoteTimeout, close })
+                (
+                    transit.sent + sender.sock_timeout,
+                    Pending::SendDone {
+                        node,
+                        tx: transmit.tx,
+                        status: HealthStatus::RemoteTimeout,
+                        close,
+                    },
+                )
             } else {
-                (transit.sent, Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::Ok, close: None })
+                (
+                    transit.sent,
+                    Pending::SendDone {
+                        node,
+                        tx: transmit.tx,
+                        status: HealthStatus::Ok,
+                        close: None,
+                    },
+                )
             };
             self.schedule(done.0, done.1);
             return;
@@ -661,7 +743,10 @@ impl World {
         // The completion is scheduled after the arrival so that a loss on the way can cancel it.
         let arrive_slot = self.schedule(transit.arrived, Pending::Nothing);
         let done_at = if zc { acked } else { transit.sent };
-        let done_slot = self.schedule(done_at, Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::Ok, close: None });
+        let done_slot = self.schedule(
+            done_at,
+            Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::Ok, close: None },
+        );
         let bytes = self.payload_bytes(node, transmit.tx);
         if let Some((entry, _)) = self.pending.get_mut(arrive_slot as usize) {
             *entry = Pending::Arrive {
@@ -690,7 +775,9 @@ impl World {
     /// Whether frames between two endpoints are lost (a link down, a black hole).
     fn is_cut(&self, a: EndpointId, b: EndpointId) -> bool {
         let down = |e: EndpointId| self.endpoints.get(e as usize).is_some_and(|e| e.down);
-        down(a) || down(b) || (!self.blackholes.is_empty() && self.blackholes.contains(&(a.min(b), a.max(b))))
+        down(a)
+            || down(b)
+            || (!self.blackholes.is_empty() && self.blackholes.contains(&(a.min(b), a.max(b))))
     }
 
     fn sock_params(&self, node: u32) -> crate::scenario::tunables::SockParams {
@@ -825,7 +912,9 @@ impl World {
                     };
                     if let Some(sim) = self.nodes.get_mut(node as usize) {
                         if let Err(error) = sim.engine.fault_drop_add(now, rule) {
-                            return Err(RunError::Scenario(ScenarioError::Invalid(format!("drop_rule: {error}"))));
+                            return Err(RunError::Scenario(ScenarioError::Invalid(format!(
+                                "drop_rule: {error}"
+                            ))));
                         }
                     }
                     self.drain(node);
@@ -834,17 +923,26 @@ impl World {
             FaultSpec::DelayRule(spec) => {
                 for node in self.select(&spec.node)? {
                     let matching = self.fault_match(&spec.source, &spec.destination)?;
-                    let rule = DelayRule { matching, rate: spec.rate, interval: spec.interval, latency: spec.latency };
+                    let rule = DelayRule {
+                        matching,
+                        rate: spec.rate,
+                        interval: spec.interval,
+                        latency: spec.latency,
+                    };
                     if let Some(sim) = self.nodes.get_mut(node as usize) {
                         if let Err(error) = sim.engine.fault_delay_add(now, rule) {
-                            return Err(RunError::Scenario(ScenarioError::Invalid(format!("delay_rule: {error}"))));
+                            return Err(RunError::Scenario(ScenarioError::Invalid(format!(
+                                "delay_rule: {error}"
+                            ))));
                         }
                     }
                     self.drain(node);
                 }
             }
             FaultSpec::RouterDown(_) => {
-                return Err(RunError::Scenario(ScenarioError::Routers("fault `router_down`".to_owned())));
+                return Err(RunError::Scenario(ScenarioError::Routers(
+                    "fault `router_down`".to_owned(),
+                )));
             }
         }
         Ok(())
@@ -890,7 +988,10 @@ impl World {
 
     fn endpoint_on(&self, node: u32, net: Net) -> Option<EndpointId> {
         let sim = self.nodes.get(node as usize)?;
-        sim.endpoints.iter().copied().find(|e| self.endpoints.get(*e as usize).is_some_and(|e| e.nid.net() == net))
+        sim.endpoints
+            .iter()
+            .copied()
+            .find(|e| self.endpoints.get(*e as usize).is_some_and(|e| e.nid.net() == net))
     }
 
     fn endpoint_pairs(&self, a: u32, b: u32, net: Option<Net>) -> Vec<(EndpointId, EndpointId)> {
@@ -919,7 +1020,9 @@ impl World {
             let nodes = self.select(text)?;
             match nodes.as_slice() {
                 [node] => Ok(self.first_nids.get(*node as usize).copied().unwrap_or(Nid::ANY)),
-                _ => Err(ScenarioError::Invalid(format!("fault rule: {text:?} names more than one node"))),
+                _ => Err(ScenarioError::Invalid(format!(
+                    "fault rule: {text:?} names more than one node"
+                ))),
             }
         };
         Ok(FaultMatch {
@@ -936,14 +1039,20 @@ impl World {
             Wake::Start { workload } => {
                 let slots: Vec<(u32, u32)> = self.workloads.slots(workload).collect();
                 for (client, slot) in slots {
-                    self.with_ctx(client, |workloads, ctx, nids| workloads.start_rpc(ctx, workload, slot, nids));
+                    self.with_ctx(client, |workloads, ctx, nids| {
+                        workloads.start_rpc(ctx, workload, slot, nids)
+                    });
                 }
             }
             Wake::SlotTimer { workload, node, slot } => {
-                self.with_ctx(node, |workloads, ctx, nids| workloads.on_slot_timer(ctx, workload, slot, nids));
+                self.with_ctx(node, |workloads, ctx, nids| {
+                    workloads.on_slot_timer(ctx, workload, slot, nids)
+                });
             }
             Wake::Restart { workload, node, slot } => {
-                self.with_ctx(node, |workloads, ctx, nids| workloads.restart(ctx, workload, slot, nids));
+                self.with_ctx(node, |workloads, ctx, nids| {
+                    workloads.restart(ctx, workload, slot, nids)
+                });
             }
         }
     }
@@ -1071,13 +1180,17 @@ fn alloc(pending: &mut Vec<(Pending, u32)>, free: &mut Vec<u32>, entry: Pending)
 
 fn take(pending: &mut [(Pending, u32)], free: &mut Vec<u32>, slot: u32) -> Pending {
     free.push(slot);
-    pending.get_mut(slot as usize).map_or(Pending::Nothing, |place| std::mem::replace(&mut place.0, Pending::Nothing))
+    pending
+        .get_mut(slot as usize)
+        .map_or(Pending::Nothing, |place| std::mem::replace(&mut place.0, Pending::Nothing))
 }
 
 fn fault_time(fault: &FaultSpec) -> Duration {
     match fault {
         FaultSpec::LinkDown(spec) | FaultSpec::LinkUp(spec) => spec.at.0,
-        FaultSpec::Blackhole(spec) | FaultSpec::Partition(spec) | FaultSpec::Heal(spec) => spec.at.0,
+        FaultSpec::Blackhole(spec) | FaultSpec::Partition(spec) | FaultSpec::Heal(spec) => {
+            spec.at.0
+        }
         FaultSpec::DropRule(spec) => spec.at.0,
         FaultSpec::DelayRule(spec) => spec.at.0,
         FaultSpec::RouterDown(_) => Duration::ZERO,
@@ -1105,7 +1218,8 @@ fn plans(scenario: &Scenario, end: Time) -> Result<Vec<Plan>, ScenarioError> {
         let (kind, workload) = spec.parts();
         let clients = range(&workload.clients)?;
         let servers = range(&workload.servers)?;
-        let per_client = workload.servers_per_client.unwrap_or(u32::MAX).min(servers.len() as u32).max(1);
+        let per_client =
+            workload.servers_per_client.unwrap_or(u32::MAX).min(servers.len() as u32).max(1);
         let (bulk_len, bulks) = match kind {
             WorkloadKind::Ping => (0, 0),
             WorkloadKind::Brw => (workload.size.map_or(0, |s| s.0) as u32, 1),

@@ -9,8 +9,18 @@ use ulnet_sim::scenario::Scenario;
 use ulnet_sim::world::{RunOptions, World};
 
 fn run(text: &str, seed: u64) -> RunResults {
+    run_with(text, seed, true)
+}
+
+/// The model tests skip the per-step checks (the randomized test and the fault tests keep
+/// them): a node with hundreds of RPCs in flight costs a check linear in them at every step.
+fn run_fast(text: &str, seed: u64) -> RunResults {
+    run_with(text, seed, false)
+}
+
+fn run_with(text: &str, seed: u64, check_invariants: bool) -> RunResults {
     let scenario = Scenario::from_yaml(text).unwrap();
-    let mut world = World::new(&scenario, RunOptions { seed, check_invariants: true }).unwrap();
+    let mut world = World::new(&scenario, RunOptions { seed, check_invariants }).unwrap();
     if let Err(error) = world.run(&mut |_| {}) {
         panic!("{error}\n{text}");
     }
@@ -43,8 +53,9 @@ fn unknown_keys_are_errors_naming_them() {
 fn routers_are_refused_by_name() {
     let error = Scenario::from_yaml(&format!("{PAIR}routers: [{{name: gw}}]\n")).unwrap_err();
     assert!(error.to_string().contains("routers need LNet routing"), "{error}");
-    let error = Scenario::from_yaml(&PAIR.replace("{name: server,", "{name: server, router: true,"))
-        .unwrap_err();
+    let error =
+        Scenario::from_yaml(&PAIR.replace("{name: server,", "{name: server, router: true,"))
+            .unwrap_err();
     assert!(error.to_string().contains("router: true"), "{error}");
 }
 
@@ -60,7 +71,10 @@ fn bounds_and_bad_values_are_refused() {
         (PAIR.replace("servers: server", "servers: 'server[3]'"), "server[3"),
         (PAIR.replace("op: write, ", ""), "op missing"),
         (PAIR.replace("concurrency: 8", "concurrency: 8, max_rpcs_in_flight: 2"), "does not apply"),
-        (PAIR.replace("net: tcp}]}\n  - {name: server", "net: o2ib}]}\n  - {name: server"), "only tcp"),
+        (
+            PAIR.replace("net: tcp}]}\n  - {name: server", "net: o2ib}]}\n  - {name: server"),
+            "only tcp",
+        ),
         (PAIR.replace("10Gbit", "10 parsecs"), "bandwidth"),
     ];
     for (text, expected) in cases {
@@ -112,13 +126,13 @@ workloads:
 #[test]
 fn eight_peer_credits_carry_166_mb_per_s_over_50_ms() {
     // The WAN seed: 8 credits of 1 MiB per 50.5 ms round trip is 166 MB/s.
-    let results = run(WAN, 1);
+    let results = run_fast(WAN, 1);
     let series = &results.workloads[0].bandwidth_series_mb_per_s;
     let eight: f64 = series[10..20].iter().sum::<f64>() / 10.0;
     assert!((145.0..167.0).contains(&eight), "{series:?}");
     // With 64 credits, about eight times as much: less, because the write RPCs' requests
     // queue for the same peer credits as their bulk, which comes a round trip later.
-    let results = run(&WAN.replace("peer_credits: 8", "peer_credits: 64"), 1);
+    let results = run_fast(&WAN.replace("peer_credits: 8", "peer_credits: 64"), 1);
     let series = &results.workloads[0].bandwidth_series_mb_per_s;
     let sixty_four: f64 = series[10..20].iter().sum::<f64>() / 10.0;
     assert!(sixty_four > 6.0 * eight && sixty_four < 1330.0, "{series:?}");
@@ -129,10 +143,11 @@ fn a_small_window_limits_a_long_path() {
     // 4 MiB of window per connection and 4 bulk connections over 50.5 ms: three 1 MiB
     // messages (with their headers) fit in a window, so 12 MiB per round trip, about
     // 250 MB/s, whatever the credits.
-    let text = WAN
-        .replace("peer_credits: 8", "peer_credits: 256")
-        .replace("tx_buffer_size: 2GiB, rx_buffer_size: 2GiB", "tx_buffer_size: 4MiB, rx_buffer_size: 4MiB");
-    let results = run(&text, 1);
+    let text = WAN.replace("peer_credits: 8", "peer_credits: 256").replace(
+        "tx_buffer_size: 2GiB, rx_buffer_size: 2GiB",
+        "tx_buffer_size: 4MiB, rx_buffer_size: 4MiB",
+    );
+    let results = run_fast(&text, 1);
     let series = &results.workloads[0].bandwidth_series_mb_per_s;
     let late: f64 = series[10..20].iter().sum::<f64>() / 10.0;
     assert!((230.0..260.0).contains(&late), "{series:?}");
@@ -153,7 +168,7 @@ workloads:
 faults:
   - link_down: {at: 1s, node: server, net: tcp1}
 ";
-    let results = run(text, 1);
+    let results = run_fast(text, 1);
     let series = &results.workloads[0].bandwidth_series_mb_per_s;
     // Two rails before, one after; never silence for long.
     let before: f64 = series[3..9].iter().sum::<f64>() / 6.0;
@@ -168,7 +183,7 @@ fn a_black_hole_times_rpcs_out_and_healing_restores_them() {
 duration: 4s
 sample_interval: 100ms
 defaults:
-  link: {bandwidth: 10Gbit, latency: 5us}
+  link: {bandwidth: 10Gbit, latency: 1ms}
   tunables: {transaction_timeout: 3s, sock_timeout: 1s}
 nodes:
   - {name: client, nis: [{net: tcp}]}
@@ -183,7 +198,8 @@ faults:
     let results = run(text, 1);
     let ping = &results.workloads[0];
     assert!(ping.rpcs_timed_out > 0, "{ping:?}");
-    assert!(ping.rpcs_completed > 1000, "{ping:?}");
+    // About 250 round trips a second per slot while the path is clear.
+    assert!(ping.rpcs_completed > 800, "{ping:?}");
     assert!(results.totals.frames_lost > 0);
 }
 
@@ -257,8 +273,10 @@ workloads:
 fn random_scenarios_break_no_invariant() {
     // A few seeds here; `ULNET_SIM_SEEDS=10000 cargo test --release -p ulnet-sim --test
     // scenarios random` for many (ULNET_SIM_FIRST_SEED picks where to start).
-    let count: u64 = std::env::var("ULNET_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
-    let first: u64 = std::env::var("ULNET_SIM_FIRST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let count: u64 =
+        std::env::var("ULNET_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let first: u64 =
+        std::env::var("ULNET_SIM_FIRST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     for seed in first..first + count {
         let text = random_scenario(seed);
         let results = run(&text, seed);

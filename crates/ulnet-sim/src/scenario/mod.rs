@@ -492,7 +492,10 @@ impl Scenario {
             return Err(ScenarioError::Routers("`routers:`".to_owned()));
         }
         if let Some(group) = self.nodes.iter().find(|group| group.router) {
-            return Err(ScenarioError::Routers(format!("group {:?} has `router: true`", group.name)));
+            return Err(ScenarioError::Routers(format!(
+                "group {:?} has `router: true`",
+                group.name
+            )));
         }
         if self.faults.iter().any(|fault| matches!(fault, FaultSpec::RouterDown(_))) {
             return Err(ScenarioError::Routers("fault `router_down`".to_owned()));
@@ -641,7 +644,9 @@ impl Scenario {
             }
             if let Some(concurrency) = workload.concurrency {
                 if concurrency == 0 || concurrency > MAX_CONCURRENCY {
-                    return invalid(format!("{what}: concurrency must be in 1..={MAX_CONCURRENCY}"));
+                    return invalid(format!(
+                        "{what}: concurrency must be in 1..={MAX_CONCURRENCY}"
+                    ));
                 }
             }
             if let Some(size) = workload.rpc_size.filter(|s| s.0 == 0 || s.0 > MAX_RPC_SIZE) {
@@ -696,7 +701,9 @@ impl Scenario {
                 }
                 FaultSpec::DropRule(rule) => {
                     NodeSelector::parse(&rule.node)?.count(self)?;
-                    if usize::from(rule.all) + usize::from(rule.rate > 0) + usize::from(rule.interval > 0)
+                    if usize::from(rule.all)
+                        + usize::from(rule.rate > 0)
+                        + usize::from(rule.interval > 0)
                         != 1
                     {
                         return invalid(
@@ -723,9 +730,8 @@ impl Scenario {
 
 /// A net name as LNet writes it; only socket nets are simulated (the LND is socklnd).
 pub fn parse_net(text: &str) -> Result<ulnet_proto::addr::Net, ScenarioError> {
-    let net: ulnet_proto::addr::Net = text
-        .parse()
-        .map_err(|error| ScenarioError::Invalid(format!("net {text:?}: {error}")))?;
+    let net: ulnet_proto::addr::Net =
+        text.parse().map_err(|error| ScenarioError::Invalid(format!("net {text:?}: {error}")))?;
     if net.lnd != ulnet_proto::addr::LndType::SOCK {
         return Err(ScenarioError::Invalid(format!(
             "net {text:?}: only tcp nets are simulated (the simulated LND is socklnd)"
@@ -763,9 +769,16 @@ impl Workload {
             ("size", self.size.is_some(), kind == WorkloadKind::Brw),
             ("concurrency", self.concurrency.is_some(), kind != WorkloadKind::RpcStream),
             ("rpc_size", self.rpc_size.is_some(), kind == WorkloadKind::RpcStream),
-            ("max_rpcs_in_flight", self.max_rpcs_in_flight.is_some(), kind == WorkloadKind::RpcStream),
+            (
+                "max_rpcs_in_flight",
+                self.max_rpcs_in_flight.is_some(),
+                kind == WorkloadKind::RpcStream,
+            ),
         ];
-        set.iter().filter(|(_, present, allowed)| *present && !allowed).map(|(k, _, _)| *k).collect()
+        set.iter()
+            .filter(|(_, present, allowed)| *present && !allowed)
+            .map(|(k, _, _)| *k)
+            .collect()
     }
 
     /// Keys `kind` needs that are not set.
@@ -774,7 +787,11 @@ impl Workload {
             ("op", self.op.is_none(), kind != WorkloadKind::Ping),
             ("size", self.size.is_none(), kind == WorkloadKind::Brw),
             ("rpc_size", self.rpc_size.is_none(), kind == WorkloadKind::RpcStream),
-            ("max_rpcs_in_flight", self.max_rpcs_in_flight.is_none(), kind == WorkloadKind::RpcStream),
+            (
+                "max_rpcs_in_flight",
+                self.max_rpcs_in_flight.is_none(),
+                kind == WorkloadKind::RpcStream,
+            ),
         ];
         needed.iter().filter(|(_, absent, needed)| *absent && *needed).map(|(k, _, _)| *k).collect()
     }

@@ -87,8 +87,12 @@ impl TunableSpec {
             conns_per_peer,
             tx_buffer: buffer(self.tx_buffer_size, LINUX_TCP_WMEM_MAX)?,
             rx_buffer: buffer(self.rx_buffer_size, LINUX_TCP_RMEM_MAX)?,
-            zc_min_payload: small(self.zc_min_payload, sock_defaults.zc_min_payload, "zc_min_payload")?
-                .max(ulnet_proto::socklnd::tunables::MIN_ZC_MIN_PAYLOAD),
+            zc_min_payload: small(
+                self.zc_min_payload,
+                sock_defaults.zc_min_payload,
+                "zc_min_payload",
+            )?
+            .max(ulnet_proto::socklnd::tunables::MIN_ZC_MIN_PAYLOAD),
             min_bulk: small(self.min_bulk, sock_defaults.min_bulk, "min_bulk")?,
             sock_timeout: self.sock_timeout.map_or(sock_defaults.sock_timeout, |span| span.0),
             keepalive: match self.keepalive {
