@@ -40,6 +40,21 @@ workloads:
 ";
 
 #[test]
+fn the_examples_are_valid_scenarios() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sim");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            Scenario::from_yaml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            count += 1;
+        }
+    }
+    assert!(count >= 2);
+}
+
+#[test]
 fn unknown_keys_are_errors_naming_them() {
     let error = Scenario::from_yaml(&PAIR.replace("concurrency: 8", "concurency: 8")).unwrap_err();
     assert!(error.to_string().contains("concurency"), "{error}");
