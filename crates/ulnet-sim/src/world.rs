@@ -173,6 +173,9 @@ pub struct World {
     events: Vec<ulnet_proto::engine::Event>,
     touched: Vec<u32>,
     steps_at_instant: u64,
+    /// Per pair, the send completions waiting for a ZC-ACK (slot and slot generation), so a
+    /// path reset can fail them at once.
+    zc_waiting: HashMap<PairId, Vec<(u32, u32)>, foldhash::fast::FixedState>,
     /// Payload bytes of receives delayed on lazy portals (LNet's push target).
     delayed: std::collections::BTreeMap<(u32, ulnet_proto::engine::RxId), Box<[u8]>>,
 }
@@ -310,6 +313,7 @@ impl World {
             touched: Vec::new(),
             steps_at_instant: 0,
             delayed: std::collections::BTreeMap::new(),
+            zc_waiting: HashMap::with_hasher(foldhash::fast::FixedState::default()),
         };
         let servers: Vec<u32> = {
             let mut list: Vec<u32> =
@@ -474,6 +478,13 @@ impl World {
         let now = self.now;
         loop {
             let mut progressed = false;
+            // Resets first, as the TCP driver does: a probe of the path comes after them.
+            while let Some(reset) =
+                self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_path_reset())
+            {
+                progressed = true;
+                self.reset_path(node, reset);
+            }
             while let Some(transmit) =
                 self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_transmit())
             {
@@ -621,7 +632,7 @@ impl World {
         let generation = self.pairs.get(pair).map_or(0, |p| p.generation);
         self.totals.zc_timeouts += 1;
         let close = Some((pair, generation));
-        let done = Pending::SendDone { node, tx, status: HealthStatus::RemoteTimeout, close };
+        let done = Pending::SendDone { node, tx, status: HealthStatus::LocalTimeout, close };
         self.schedule(self.now + timeout, done);
     }
 
@@ -703,12 +714,10 @@ impl World {
         self.back_path = back;
         let zc = payload >= u64::from(sender.zc_min_payload);
         let acked = transit.arrived + back_latency;
-        self.pairs.commit(
-            &posting,
-            bytes,
-            transit.sent,
-            if cut { transit.sent + sender.sock_timeout } else { acked },
-        );
+        // A lost frame gives its window room back once sent: the model has no retransmission
+        // queue, and holding the room until sock_timeout would stall the connection long
+        // after a fault heals.
+        self.pairs.commit(&posting, bytes, transit.sent, if cut { transit.sent } else { acked });
         if cut {
             self.totals.frames_lost += 1;
             let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
@@ -720,7 +729,7 @@ impl World {
                     Pending::SendDone {
                         node,
                         tx: transmit.tx,
-                        status: HealthStatus::RemoteTimeout,
+                        status: HealthStatus::LocalTimeout,
                         close,
                     },
                 )
@@ -747,6 +756,9 @@ impl World {
             done_at,
             Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::Ok, close: None },
         );
+        if zc {
+            self.wait_for_zc_ack(posting.pair, done_slot);
+        }
         let bytes = self.payload_bytes(node, transmit.tx);
         if let Some((entry, _)) = self.pending.get_mut(arrive_slot as usize) {
             *entry = Pending::Arrive {
@@ -758,6 +770,56 @@ impl World {
                 pair: posting.pair,
                 send_done: zc.then_some(done_slot),
             };
+        }
+    }
+
+    fn wait_for_zc_ack(&mut self, pair: PairId, slot: u32) {
+        let generation = self.pending.get(slot as usize).map_or(0, |entry| entry.1);
+        let pending = &self.pending;
+        let list = self.zc_waiting.entry(pair).or_default();
+        if list.len() >= 64 && list.len().is_power_of_two() {
+            list.retain(|&(slot, generation)| still_waiting(pending, slot, generation));
+        }
+        list.push((slot, generation));
+    }
+
+    /// Fast failover gave up on a path (or an NI went down): close its connections, so that
+    /// the sends still waiting for a ZC-ACK on them fail back to the engine now, as the TCP
+    /// LND does (lustre: socklnd.c `ksocknal_close_conn_locked()`).
+    fn reset_path(&mut self, node: u32, reset: ulnet_proto::engine::PathReset) {
+        let Some(&endpoint) = self
+            .nodes
+            .get(node as usize)
+            .and_then(|n| n.endpoints.get(usize::from(reset.ni.0).saturating_sub(1)))
+        else {
+            return;
+        };
+        let pairs: Vec<PairId> = match reset.peer {
+            Some(peer) => match self.nid_index.get(&peer) {
+                Some(&other) => vec![self.pairs.pair_of(endpoint, other)],
+                None => Vec::new(),
+            },
+            None => self.pairs.pairs_of(endpoint).collect(),
+        };
+        for pair in pairs {
+            self.pairs.close(pair);
+            let waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
+            for (slot, generation) in waiting {
+                if !still_waiting(&self.pending, slot, generation) {
+                    continue;
+                }
+                let Some((entry, _)) = self.pending.get_mut(slot as usize) else { continue };
+                let Pending::SendDone { node, tx, .. } = *entry else { continue };
+                *entry = Pending::Nothing;
+                self.in_flight -= 1;
+                let done = Pending::SendDone {
+                    node,
+                    tx,
+                    status: HealthStatus::RemoteDropped,
+                    close: None,
+                };
+                self.schedule(self.now, done);
+            }
         }
     }
 
@@ -1147,6 +1209,14 @@ impl World {
     pub fn engine(&self, index: usize) -> Option<&Engine> {
         self.nodes.get(index).map(|n| &n.engine)
     }
+}
+
+/// Whether pending `slot` still holds the successful send completion it got at `generation`.
+fn still_waiting(pending: &[(Pending, u32)], slot: u32, generation: u32) -> bool {
+    pending.get(slot as usize).is_some_and(|(entry, current)| {
+        *current == generation
+            && matches!(entry, Pending::SendDone { status: HealthStatus::Ok, close: None, .. })
+    })
 }
 
 /// Reads `bytes` into a `Deliver` receive's MD, as a socket driver would.

@@ -85,7 +85,7 @@ pub struct Scenario {
     /// Each entry is a one-key map: `link_down: {...}`, `blackhole: {...}`, ...
     #[serde(default, with = "yaml_serde::with::singleton_map_recursive")]
     pub faults: Vec<FaultSpec>,
-    /// Routers (LNet gateways): refused until ulnet routes.
+    /// Routers (LNet gateways): refused until the simulator forwards through them.
     #[serde(default)]
     pub routers: Option<yaml_serde::Value>,
 }
@@ -258,7 +258,7 @@ pub struct GroupSpec {
     pub nis: Vec<NiSpec>,
     #[serde(default)]
     pub tunables: TunableSpec,
-    /// A router forwards between nets: refused until ulnet routes.
+    /// A router forwards between nets: refused until the simulator forwards through them.
     #[serde(default)]
     pub router: bool,
 }
@@ -372,7 +372,7 @@ pub enum FaultSpec {
     DropRule(DropRuleSpec),
     /// `lnetctl fault delay add` on the selected nodes.
     DelayRule(DelayRuleSpec),
-    /// A router dies: refused until ulnet routes.
+    /// A router dies: refused until the simulator forwards through routers.
     RouterDown(yaml_serde::Value),
 }
 
@@ -451,7 +451,7 @@ pub enum ScenarioError {
     #[error("{0}")]
     Invalid(String),
     #[error(
-        "{0}: routers need LNet routing, which ulnet does not implement yet (routed \
+        "{0}: routers need LNet routing, which the simulator does not drive yet (routed \
          scenarios are refused, not simulated without the routers)"
     )]
     Routers(String),
