@@ -4,8 +4,10 @@
 //! the event queue, the driver, the invariant checks); [`network`] models links and
 //! switches; [`socklnd`] models the TCP LND's connections; [`workload`] drives lst-style
 //! and Lustre-style RPCs; [`results`] gathers what a run did into JSON; [`plot`] draws it;
-//! [`sweep`] runs a scenario over parameter values; [`bench`](mod@bench) measures the simulator.
+//! [`sweep`] runs a scenario over parameter values; [`advise`] suggests WAN tunables and
+//! checks them by simulation; [`bench`](mod@bench) measures the simulator.
 
+pub mod advise;
 pub mod bench;
 pub mod histogram;
 pub mod network;

@@ -61,6 +61,27 @@ enum Command {
         #[arg(long)]
         no_check: bool,
     },
+    /// Tunables for a long fat link, checked by simulating one client and one server.
+    Advise {
+        /// Bandwidth of each rail (100Gbit, 12.5GB/s).
+        #[arg(long)]
+        bandwidth: String,
+        /// Round trip time (50.5ms).
+        #[arg(long)]
+        rtt: String,
+        #[arg(long, default_value_t = 1)]
+        rails: u32,
+        #[arg(long, default_value_t = 9000)]
+        mtu: u32,
+        /// Routers between client and server: refused, the simulator does not forward yet.
+        #[arg(long)]
+        routers: bool,
+        /// Only compute the advice, do not simulate it.
+        #[arg(long)]
+        no_check: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure the simulator: NODES nodes pinging their neighbours.
     Bench {
         #[arg(long)]
@@ -88,6 +109,9 @@ fn main() -> ExitCode {
         Command::Run { file, seed, json, out, no_check } => run(&file, seed, json, &out, !no_check),
         Command::Sweep { file, parameters, seed, json, out, no_check } => {
             sweep_command(&file, &parameters, seed, json, &out, !no_check)
+        }
+        Command::Advise { bandwidth, rtt, rails, mtu, routers, no_check, json } => {
+            advise_command(&bandwidth, &rtt, rails, mtu, routers, !no_check, json)
         }
         Command::Bench { nodes, messages, concurrency, check, idle, json } => bench_command(
             BenchOptions { nodes, messages, concurrency, check_invariants: check, idle },
@@ -219,6 +243,37 @@ fn sweep_command(
     } else {
         print!("{}", sweep.summary());
         println!("results: {}, plot: {}", json_path.display(), svg_path.display());
+    }
+    Ok(())
+}
+
+fn advise_command(
+    bandwidth: &str,
+    rtt: &str,
+    rails: u32,
+    mtu: u32,
+    routers: bool,
+    check: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    if routers {
+        anyhow::bail!(
+            "--routers: router buffers cannot be advised yet: the simulator does not forward \
+             through routers, so the advice could not be checked"
+        );
+    }
+    let request = ulnet_sim::advise::AdviseRequest {
+        bandwidth: ulnet_sim::scenario::units::Bandwidth::parse(bandwidth)?,
+        rtt: ulnet_sim::scenario::units::Span::parse(rtt)?,
+        rails,
+        mtu,
+        check,
+    };
+    let advice = ulnet_sim::advise::advise(request)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&advice)?);
+    } else {
+        print!("{}", advice.text());
     }
     Ok(())
 }
