@@ -171,6 +171,7 @@ mod tests {
         assert!(changed_keys(&old, &new).is_empty());
         new.set(GlobalKey::RetryCount, 1).unwrap();
         new.set(GlobalKey::Discovery, 0).unwrap();
-        assert_eq!(changed_keys(&old, &new), ["discovery", "retry_count"]);
+        // lnd_timeout follows retry_count (transaction_timeout / (retry_count + 1)).
+        assert_eq!(changed_keys(&old, &new), ["discovery", "retry_count", "lnd_timeout"]);
     }
 }

@@ -519,3 +519,179 @@ fn gauge_f64(
     }
     Ok(())
 }
+
+/// The strict text-format reader the daemon tests use too.
+#[cfg(test)]
+#[path = "../../tests/daemon/promtext.rs"]
+mod promtext;
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ulnet::proto::engine::{CreditStats, NiHealthStats, PeerNiHealthStats};
+    use ulnet::{GlobalStats, LndKind, NetTunables, Nid, RuntimeStats};
+
+    use super::*;
+    use crate::metrics::exposition::promtext;
+
+    fn nid(text: &str) -> Nid {
+        text.parse().unwrap()
+    }
+
+    fn ni(text: &str, latency: LatencyStats) -> NiStats {
+        let mut statistics = ElementStats { send_count: (1 << 32) + 5, ..ElementStats::default() };
+        statistics.sent_stats.put = 7;
+        statistics.sent_bytes.put = 7 << 20;
+        NiStats {
+            nid: nid(text),
+            lnd: LndKind::Tcp,
+            up: true,
+            statistics,
+            health: NiHealthStats { health_value: 900, timeouts: 2, ..NiHealthStats::default() },
+            tunables: NetTunables::default(),
+            // Loopback has no credits.
+            tx_credits: (text != "0@lo").then_some(CreditStats {
+                max: 256,
+                available: -3,
+                min: -10,
+            }),
+            priority: 0,
+            numa_distance: 0,
+            latency,
+        }
+    }
+
+    fn peer_ni(index: u32) -> PeerNiStats {
+        let address = format!("10.0.{}.{}@tcp", index / 250, index % 250 + 1);
+        PeerNiStats {
+            nid: nid(&address),
+            primary_nid: nid(&address),
+            multi_rail: true,
+            tx_credits: CreditStats { max: 8, available: 8, min: 2 },
+            tx_q_num_of_buf: 0,
+            rtr_credits: CreditStats { max: 8, available: 8, min: 8 },
+            statistics: ElementStats { recv_count: u64::from(index), ..ElementStats::default() },
+            health: PeerNiHealthStats { health_value: 1000, ..PeerNiHealthStats::default() },
+            status: 0,
+            priority: 0,
+            preferred: None,
+            latency: LatencyStats::default(),
+            srtt: Duration::from_micros(250),
+        }
+    }
+
+    fn stats(peers: u32) -> NodeStats {
+        let mut latency = LatencyStats::default();
+        for micros in [1u64, 3, 50, 50, 800, 20_000, 90_000_000] {
+            latency.get_rtt.record(Duration::from_micros(micros));
+        }
+        NodeStats {
+            global: GlobalStats {
+                send_count: 1 << 33,
+                send_length: 1 << 40,
+                ..GlobalStats::default()
+            },
+            nis: vec![ni("0@lo", LatencyStats::default()), ni("127.0.0.2@tcp", latency)],
+            peer_nis: (0..peers).map(peer_ni).collect(),
+            messages: 0,
+            mds: 0,
+            mes: 0,
+            runtime: RuntimeStats::default(),
+        }
+    }
+
+    #[test]
+    fn a_node_exports_well_formed_families_at_full_width() {
+        let text = render(Some(&stats(2))).unwrap();
+        let parsed = promtext::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+        assert_eq!(parsed.sum("ulnet_lnet_up", &[]), 1.0);
+        // 64-bit counters, not the 32-bit values lnetctl shows.
+        assert_eq!(
+            parsed.sum("ulnet_messages_total", &[("direction", "sent")]),
+            (1u64 << 33) as f64
+        );
+        assert_eq!(
+            parsed.sum("ulnet_message_bytes_total", &[("direction", "sent")]),
+            (1u64 << 40) as f64
+        );
+        let tcp = [("nid", "127.0.0.2@tcp")];
+        assert_eq!(
+            parsed.sum("ulnet_ni_messages_total", &[tcp[0], ("direction", "sent")]),
+            ((1u64 << 32) + 5) as f64
+        );
+        let put = [tcp[0], ("direction", "sent"), ("type", "put")];
+        assert_eq!(parsed.sum("ulnet_ni_messages_by_type_total", &put), 7.0);
+        assert_eq!(parsed.sum("ulnet_ni_bytes_total", &put), (7 << 20) as f64);
+        assert_eq!(parsed.sum("ulnet_ni_health_value", &tcp), 900.0);
+        assert_eq!(
+            parsed.sum("ulnet_ni_health_events_total", &[tcp[0], ("event", "timeouts")]),
+            2.0
+        );
+        assert_eq!(parsed.sum("ulnet_ni_tx_credits", &tcp), -3.0);
+        assert_eq!(parsed.sum("ulnet_ni_tx_credits_min", &tcp), -10.0);
+        // Series for credits loopback does not have are left out, not zero.
+        assert_eq!(parsed.samples("ulnet_ni_tx_credits", &[("nid", "0@lo")]).count(), 0);
+        assert_eq!(parsed.sum("ulnet_peer_ni_messages_total", &[("direction", "received")]), 1.0);
+        assert_eq!(parsed.sum("ulnet_peer_ni_srtt_seconds", &[("nid", "10.0.0.1@tcp")]), 0.00025);
+        assert_eq!(parsed.sum("ulnet_metrics_peer_nis_omitted", &[]), 0.0);
+        for (name, family) in &parsed.families {
+            assert!(name.starts_with("ulnet_"), "{name}");
+            assert!(!family.help.is_empty(), "{name}");
+            if family.kind == "counter" {
+                assert!(name.ends_with("_total"), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn histograms_carry_the_engines_samples_exactly() {
+        let text = render(Some(&stats(0))).unwrap();
+        let parsed = promtext::parse(&text).unwrap();
+        let family = &parsed.families["ulnet_ni_latency_seconds"];
+        assert_eq!(family.kind, "histogram");
+        // Only the histogram with samples is exported.
+        assert!(family.samples.iter().all(|sample| sample.labels["op"] == "get_rtt"));
+        assert!(family.samples.iter().all(|sample| sample.labels["nid"] == "127.0.0.2@tcp"));
+        let bucket = |le: &str| {
+            parsed.sum("ulnet_ni_latency_seconds_bucket", &[("op", "get_rtt"), ("le", le)])
+        };
+        assert_eq!(bucket("1.023e-6"), 0.0, "no such bound: the encoder spells it its way");
+        let at = |seconds: f64| {
+            family
+                .samples
+                .iter()
+                .filter(|sample| sample.name.ends_with("_bucket"))
+                .find(|sample| sample.labels["le"].parse::<f64>().unwrap() == seconds)
+                .map(|sample| sample.value)
+        };
+        // 1 µs and 3 µs; 50 µs twice; 800 µs; 20 ms; 90 s (beyond the last bound).
+        assert_eq!(at(1023e-9), Some(1.0));
+        assert_eq!(at(4095e-9), Some(2.0));
+        assert_eq!(at(65535e-9), Some(4.0));
+        assert_eq!(at(1_048_575e-9), Some(5.0));
+        assert_eq!(at(67_108_863e-9), Some(6.0));
+        assert_eq!(at(68_719_476_735e-9), Some(6.0));
+        assert_eq!(at(f64::INFINITY), Some(7.0));
+        assert_eq!(parsed.sum("ulnet_ni_latency_seconds_count", &[]), 7.0);
+        let sum = parsed.sum("ulnet_ni_latency_seconds_sum", &[]);
+        assert!((sum - 90.020_904).abs() < 1e-9, "{sum}");
+    }
+
+    #[test]
+    fn peer_nis_beyond_the_bound_are_counted_not_exported() {
+        let peers = u32::try_from(MAX_PEER_NIS).unwrap() + 5;
+        let text = render(Some(&stats(peers))).unwrap();
+        let parsed = promtext::parse(&text).unwrap();
+        assert_eq!(parsed.samples("ulnet_peer_ni_health_value", &[]).count(), MAX_PEER_NIS);
+        assert_eq!(parsed.sum("ulnet_metrics_peer_nis_omitted", &[]), 5.0);
+    }
+
+    #[test]
+    fn a_node_that_is_down_says_so_only() {
+        let text = render(None).unwrap();
+        let parsed = promtext::parse(&text).unwrap();
+        assert_eq!(parsed.families.len(), 1);
+        assert_eq!(parsed.sum("ulnet_lnet_up", &[]), 0.0);
+    }
+}

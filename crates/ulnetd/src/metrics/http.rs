@@ -166,7 +166,9 @@ fn serve(mut stream: TcpStream, content_type: &'static str, source: &Source) {
     };
     let request = parse_request(&head);
     let (status, kind, body, with_body) = match request {
-        Err(()) => (Status::BadRequest, "text/plain", b"bad request\n".to_vec(), true),
+        Err(MalformedRequest) => {
+            (Status::BadRequest, "text/plain", b"bad request\n".to_vec(), true)
+        }
         Ok(Request { method, path }) if method != "GET" && method != "HEAD" => {
             let _ = path;
             (Status::MethodNotAllowed, "text/plain", b"only GET and HEAD\n".to_vec(), true)
@@ -249,19 +251,24 @@ pub struct Request<'a> {
     pub path: &'a str,
 }
 
+/// A request line that is not `METHOD /TARGET HTTP/1.x` (answered `400`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed HTTP request line")]
+pub struct MalformedRequest;
+
 /// Parses the request line of `head`: `METHOD TARGET HTTP/1.x`.
-pub fn parse_request(head: &[u8]) -> Result<Request<'_>, ()> {
-    let text = std::str::from_utf8(head).map_err(|_| ())?;
-    let line = text.lines().next().ok_or(())?;
+pub fn parse_request(head: &[u8]) -> Result<Request<'_>, MalformedRequest> {
+    let text = std::str::from_utf8(head).map_err(|_| MalformedRequest)?;
+    let line = text.lines().next().ok_or(MalformedRequest)?;
     let mut words = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (words.next(), words.next(), words.next(), words.next())
     else {
-        return Err(());
+        return Err(MalformedRequest);
     };
     let token = |word: &str| !word.is_empty() && word.bytes().all(|b| b.is_ascii_uppercase());
     if !token(method) || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
-        return Err(());
+        return Err(MalformedRequest);
     }
     let path = target.split_once('?').map_or(target, |(path, _)| path);
     Ok(Request { method, path })
@@ -377,7 +384,7 @@ mod tests {
             b"GET /metrics HTTP/1.1 extra",
             b"\xff\xfe /metrics HTTP/1.1",
         ] {
-            assert_eq!(parse_request(bad), Err(()), "{bad:?}");
+            assert_eq!(parse_request(bad), Err(MalformedRequest), "{bad:?}");
         }
     }
 
