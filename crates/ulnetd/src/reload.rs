@@ -9,6 +9,11 @@
 //!   `ulnetctl net add` and not in the file go too: the file is the configuration.
 //! * **global settings**: every key takes the file's value, or its default when the file
 //!   does not set it (reverting `ulnetctl set` changes), and reaches the engine at once.
+//! * **routing**: routes the file no longer lists go (also those added by `ulnetctl route
+//!   add`), its new ones come, a route whose hop count or priority changed is replaced;
+//!   forwarding follows `routing:` (off without the block, as at start, with `set
+//!   routing`'s grace period skipped as at start); router buffer counts the file sets are
+//!   applied, the others keep their current values.
 //! * **peers**: the file's peers are added (re-adding what a peer has changes nothing; NIDs
 //!   it lacks are added, a Multi-Rail flag that differs re-creates it); configured peers the
 //!   file no longer lists are deleted. Peers discovered from traffic are left alone, and a
@@ -39,6 +44,10 @@ pub struct ReloadReport {
     pub nis_removed: Vec<Nid>,
     /// The `global show` keys whose value changed.
     pub settings_changed: Vec<&'static str>,
+    /// Routes the file added or no longer lists (`net via gateway`); a route whose hop count
+    /// or priority changed is in both.
+    pub routes_added: Vec<String>,
+    pub routes_removed: Vec<String>,
     /// Configured peers the file added, by primary NID.
     pub peers_added: Vec<Nid>,
     /// Configured peers no longer in the file, deleted.
@@ -52,6 +61,8 @@ impl ReloadReport {
         self.nis_added.is_empty()
             && self.nis_removed.is_empty()
             && self.settings_changed.is_empty()
+            && self.routes_added.is_empty()
+            && self.routes_removed.is_empty()
             && self.peers_added.is_empty()
             && self.peers_removed.is_empty()
     }
@@ -69,6 +80,12 @@ impl fmt::Display for ReloadReport {
         }
         if !self.settings_changed.is_empty() {
             parts.push(format!("settings changed {}", self.settings_changed.join(",")));
+        }
+        if !self.routes_removed.is_empty() {
+            parts.push(format!("routes removed {}", self.routes_removed.join(",")));
+        }
+        if !self.routes_added.is_empty() {
+            parts.push(format!("routes added {}", self.routes_added.join(",")));
         }
         if !self.peers_added.is_empty() {
             parts.push(format!("peers added {}", nids(&self.peers_added)));
@@ -108,6 +125,10 @@ pub enum ReloadError {
     /// The engine refused the new settings after the nets changed.
     #[error("settings not applied: {}", .0.descr())]
     Settings(ControlError),
+    /// The node refused a route or the routing settings after the nets and settings
+    /// changed; the routes before it are applied.
+    #[error("routing not applied: {0}")]
+    Routing(String),
 }
 
 impl Daemon {
@@ -140,6 +161,8 @@ mod tests {
             nis_added: vec![nid("127.0.0.3@tcp"), nid("127.0.1.3@tcp1")],
             nis_removed: vec![nid("127.0.0.2@tcp")],
             settings_changed: vec!["retry_count", "discovery"],
+            routes_added: vec!["tcp1 via 127.0.0.9@tcp".into()],
+            routes_removed: vec![],
             peers_added: vec![nid("127.0.0.9@tcp")],
             peers_removed: vec![],
             peers_refused: vec!["127.0.0.3@tcp: failed to add primary peer".into()],
@@ -148,7 +171,8 @@ mod tests {
         assert_eq!(
             report.to_string(),
             "NIs added 127.0.0.3@tcp,127.0.1.3@tcp1; NIs removed 127.0.0.2@tcp; \
-             settings changed retry_count,discovery; peers added 127.0.0.9@tcp; \
+             settings changed retry_count,discovery; routes added tcp1 via 127.0.0.9@tcp; \
+             peers added 127.0.0.9@tcp; \
              peers refused 127.0.0.3@tcp: failed to add primary peer"
         );
     }

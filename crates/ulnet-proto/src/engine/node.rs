@@ -403,6 +403,7 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
+        self.nis.touch_net(config.nid.net(), self.now);
         self.install_ping_target();
         self.run_work();
         Ok(id)

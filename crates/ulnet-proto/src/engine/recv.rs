@@ -21,6 +21,7 @@ use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
+use crate::wire::ping::LNET_RESERVED_PORTAL;
 
 impl Engine {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
@@ -68,6 +69,13 @@ impl Engine {
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
+        }
+        // lustre: lnet_parse() counts an incoming LNet ping as proof a router's net is alive.
+        if lo_tx.is_none()
+            && matches!(header.body, Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. })
+            && self.ni_for_nid(header.src_nid).is_none()
+        {
+            self.router_ping_received(ni);
         }
         let peer_ni = if lo_tx.is_some() {
             None

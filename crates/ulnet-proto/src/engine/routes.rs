@@ -361,6 +361,8 @@ pub(crate) struct Routes {
     /// Every route; routes to one net keep their relative (randomised) order.
     routes: Vec<Route>,
     pub(crate) state: RoutingState,
+    /// When routing last became Enabled: a net's liveness window starts no earlier.
+    pub(crate) enabled_at: Time,
     /// The counts configuration asked for (0: default).
     pub(crate) counts: BufferCounts,
     pools: [BufferPool; 3],
@@ -373,6 +375,7 @@ impl Routes {
         Self {
             routes: Vec::new(),
             state: RoutingState::Disabled,
+            enabled_at: Time::ZERO,
             counts: BufferCounts::default(),
             pools: BufferClass::ALL.map(BufferPool::new),
             rng: Rng::new(seed),

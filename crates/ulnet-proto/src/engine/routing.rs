@@ -191,6 +191,9 @@ impl Engine {
     fn change_routing(&mut self, next: RoutingState) {
         let was = self.routes.state;
         self.routes.state = next;
+        if next.enabled() && !was.enabled() {
+            self.routes.enabled_at = self.now;
+        }
         let waiters = match next {
             RoutingState::Disabled => self.routes.free_pools(),
             _ if !was.forwards() => self.routes.size_pools(),
@@ -391,6 +394,10 @@ impl Engine {
             }
             _ => None,
         };
+        let state = match (state, self.router_staleness_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let interval = self.tunables.router.alive_router_check_interval;
         if self.routes.is_empty() || interval.is_zero() {
             return state;
@@ -437,6 +444,7 @@ impl Engine {
             }
             _ => {}
         }
+        self.update_router_ni_status();
         if !self.router_checker_active() {
             return;
         }
@@ -473,6 +481,81 @@ impl Engine {
             }
             self.start_discovery(peer);
         }
+    }
+
+    /// `lnet_parse`'s router half of an incoming LNet ping (a GET on the reserved portal from
+    /// another node): the net it came in on is alive, and its NIs UP again if staleness had
+    /// put them DOWN.
+    pub(super) fn router_ping_received(&mut self, ni: NiId) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
+        self.nis.touch_net(net, self.now);
+        if self.set_net_status(net, LNET_NI_STATUS_UP) {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+    }
+
+    /// `lnet_update_ni_status_locked`: on a router, the NIs of a net that received no LNet ping
+    /// for `router_ping_timeout + alive_router_check_interval` are reported DOWN (its clients
+    /// would otherwise route into a net nobody can reach through it).
+    fn update_router_ni_status(&mut self) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let window = self.tunables.router.routing_transition();
+        let since = self.routes.enabled_at;
+        let stale: Vec<Net> = self
+            .nis
+            .nets()
+            .iter()
+            .filter(|local| {
+                local.net != Net::LO && self.now >= local.last_alive.max(since) + window
+            })
+            .map(|local| local.net)
+            .collect();
+        let mut changed = false;
+        for net in stale {
+            changed |= self.set_net_status(net, LNET_NI_STATUS_DOWN);
+        }
+        if changed {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+    }
+
+    /// When a router net next goes stale (its NIs still UP).
+    fn router_staleness_deadline(&self) -> Option<Time> {
+        if !self.routes.state.enabled() {
+            return None;
+        }
+        let window = self.tunables.router.routing_transition();
+        let since = self.routes.enabled_at;
+        self.nis
+            .nets()
+            .iter()
+            .filter(|local| local.net != Net::LO)
+            .filter(|local| {
+                self.nis.iter().any(|ni| {
+                    ni.usable() && ni.nid.net() == local.net && ni.status == LNET_NI_STATUS_UP
+                })
+            })
+            .map(|local| local.last_alive.max(since) + window)
+            .min()
+    }
+
+    /// Sets the status word of every usable NI on `net`; true when one changed.
+    fn set_net_status(&mut self, net: Net, status: u32) -> bool {
+        let mut changed = false;
+        for ni in self.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
+            if ni.status != status {
+                ni.status = status;
+                changed = true;
+            }
+        }
+        changed
     }
 
     // ------------------------------------------------------------ route choice

@@ -2,12 +2,12 @@
 //! applied in place, what may not is refused before anything changes (`crate::reload` has
 //! the rules).
 
-use ulnet::Node;
 use ulnet::proto::engine::PeerState;
-use ulnet_config::model::{GlobalKey, GlobalSettings, PeerConfig};
+use ulnet::{BufferCounts, Node, RouteInfo, RoutingState};
+use ulnet_config::model::{self, Buffers, GlobalKey, GlobalSettings, PeerConfig};
 use ulnet_proto::addr::Nid;
 
-use super::{LiveNode, LndChoice, engine_tunables};
+use super::{BootRouting, LiveNode, LndChoice, engine_tunables};
 use crate::config::{DaemonConfig, Unsupported};
 use crate::nets::NetSpec;
 use crate::reload::{ReloadError, ReloadReport};
@@ -52,10 +52,58 @@ impl LiveNode {
         }
         *self.boot_nets.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             config.nets.clone();
-        // Peer calls take the node handle themselves, as an import's do.
+        state.boot_routing = config.routing.clone();
+        // Routing and peer calls take the node handle themselves, as an import's do; routes
+        // go before peers, as in an import (a gateway's peer is not deleted under a route).
         drop(state);
+        self.reload_routing(&node, &config.routing, &mut report)?;
         self.reload_peers(&node, &config.peers, &mut report);
         Ok(report)
+    }
+
+    /// Routes the file no longer lists (or lists with another hop count or priority) go,
+    /// its new ones come; forwarding follows `routing:` (off without it, as at start);
+    /// buffer counts the file sets are applied, the others keep their values.
+    fn reload_routing(
+        &self,
+        node: &Node,
+        wanted: &BootRouting,
+        report: &mut ReloadReport,
+    ) -> Result<(), ReloadError> {
+        let current = node.routes();
+        for route in
+            current.iter().filter(|route| !wanted.routes.iter().any(|w| same_route(w, route)))
+        {
+            node.route_del(Some(route.net), Some(route.gateway)).map_err(|error| {
+                ReloadError::Routing(format!("route {} via {}: {error}", route.net, route.gateway))
+            })?;
+            report.routes_removed.push(format!("{} via {}", route.net, route.gateway));
+        }
+        let added: Vec<model::RouteConfig> = wanted
+            .routes
+            .iter()
+            .filter(|route| !current.iter().any(|known| same_route(route, known)))
+            .copied()
+            .collect();
+        let buffers =
+            wanted.buffers.filter(|buffers| buffers_differ(buffers, node.router_buffer_counts()));
+        self.apply_routing_blocks(&added, None, buffers, true)
+            .map_err(|error| ReloadError::Routing(error.descr()))?;
+        report
+            .routes_added
+            .extend(added.iter().map(|route| format!("{} via {}", route.net, route.gateway)));
+        let forwarding =
+            matches!(node.routing_state(), RoutingState::Starting { .. } | RoutingState::Enabled);
+        let enable = wanted.enable.unwrap_or(false);
+        if forwarding != enable {
+            self.apply_routing_blocks(&[], Some(enable), None, true)
+                .map_err(|error| ReloadError::Routing(error.descr()))?;
+            report.settings_changed.push("routing");
+        }
+        if buffers.is_some() {
+            report.settings_changed.push("buffers");
+        }
+        Ok(())
     }
 
     /// What `config` would change that a running node cannot take.
@@ -116,6 +164,21 @@ impl LiveNode {
             }
         }
     }
+}
+
+/// Whether a configured route is the route the node has (same net, gateway, hops, priority).
+fn same_route(wanted: &model::RouteConfig, known: &RouteInfo) -> bool {
+    wanted.net == known.net
+        && wanted.gateway == known.gateway
+        && wanted.hops.map(u32::from) == known.hops
+        && wanted.priority == known.priority
+}
+
+/// Whether `buffers` sets a count the node does not have (-1 and unset keep the count).
+fn buffers_differ(buffers: &Buffers, counts: BufferCounts) -> bool {
+    [(buffers.tiny, counts.tiny), (buffers.small, counts.small), (buffers.large, counts.large)]
+        .into_iter()
+        .any(|(wanted, count)| wanted.is_some_and(|value| value != -1 && value != i64::from(count)))
 }
 
 /// The NIDs of `nets` that `other` does not have, in `nets`' order.

@@ -11,6 +11,7 @@
 mod cli;
 mod config;
 mod demo;
+mod dist;
 mod faults;
 mod lifecycle;
 mod live;
@@ -18,6 +19,7 @@ mod metrics;
 mod operations;
 mod peers;
 mod promtext;
+mod routing;
 mod selftest;
 mod support;
 mod tcp;

@@ -441,3 +441,28 @@ fn bulk_traffic_survives_a_router_dying_under_it() {
     assert_eq!(failed, 0, "every operation completed through the live router");
     l.h.check();
 }
+
+#[test]
+fn a_router_net_nobody_pings_goes_down_and_comes_back() {
+    let mut l = layout(1, Tunables::default());
+    l.h.run_for(Duration::from_secs(1));
+    assert!(l.h.node(0).routes()[0].alive);
+    // The server is cut off: nobody pings the router on tcp1 any more, so after
+    // router_ping_timeout + alive_router_check_interval (110 s) the router reports its tcp1
+    // NI DOWN and the client's route (single hop, avoid_asym_router_failure) dies.
+    let server = l.server();
+    l.h.with_node(server, |node, now| node.route_del(now, None, None)).unwrap();
+    l.h.set_link_down(server, nid(1, 100), true);
+    l.h.run_for(Duration::from_secs(200));
+    assert!(!l.h.node(1).ni_stats(crate::engine::ni::NiId(2)).unwrap().up);
+    let routes = l.h.node(0).routes();
+    assert!(!routes[0].alive, "{routes:?}");
+    // A route on the server again: its check pings the router, whose NI comes back UP and
+    // tells the client.
+    l.h.set_link_down(server, nid(1, 100), false);
+    let back = RouteConfig { net: net(0), gateway: nid(1, 10), hops: Some(1), priority: 0 };
+    l.h.with_node(server, |node, now| node.route_add(now, back)).unwrap();
+    l.h.run_for(Duration::from_secs(61));
+    let routes = l.h.node(0).routes();
+    assert!(routes[0].alive, "{routes:?}");
+}
