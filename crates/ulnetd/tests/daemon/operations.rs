@@ -203,3 +203,39 @@ fn logs_take_the_journals_shape_only_when_stderr_is_the_journal() {
         }
     }
 }
+
+#[test]
+fn a_reload_moves_routes_and_forwarding() {
+    let port = free_port();
+    let base = tcp_config(port, &["127.57.4.2@tcp"], "");
+    let route = "route:\n    - net: tcp5\n      gateway: 127.57.4.9@tcp\n";
+    let mut daemon = Managed::spawn(&base);
+    daemon.next();
+    let added = daemon.reload(&format!("{base}{route}routing:\n    enable: 1\n"));
+    assert!(
+        added.ends_with(
+            "configuration reloaded: settings changed routing; routes added tcp5 via 127.57.4.9@tcp"
+        ),
+        "{added}"
+    );
+    let routes = daemon.process.ulnetctl(&["route", "show"]);
+    assert!(routes.stdout.contains("gateway: 127.57.4.9@tcp"), "{}", routes.stdout);
+    let routing = daemon.process.ulnetctl(&["routing", "show"]);
+    assert!(routing.stdout.contains("enable: 1"), "{}", routing.stdout);
+    // A changed hop count replaces the route.
+    let hop = daemon.reload(&format!("{base}{route}      hop: 2\nrouting:\n    enable: 1\n"));
+    assert!(
+        hop.ends_with(
+            "routes removed tcp5 via 127.57.4.9@tcp; routes added tcp5 via 127.57.4.9@tcp"
+        ),
+        "{hop}"
+    );
+    let removed = daemon.reload(&base);
+    assert!(
+        removed.ends_with("settings changed routing; routes removed tcp5 via 127.57.4.9@tcp"),
+        "{removed}"
+    );
+    let routes = daemon.process.ulnetctl(&["route", "show"]);
+    assert!(!routes.stdout.contains("127.57.4.9@tcp"), "{}", routes.stdout);
+    assert_eq!(daemon.process.signal_and_wait(SIGTERM), 0);
+}
