@@ -22,9 +22,10 @@ use ulnet::{NiStats, NodeStats, PeerNiStats};
 /// The `Content-Type` of what [`render`] returns.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
-/// The most peer NIs one scrape exports (about 90 series each): a server with thousands of
-/// clients would otherwise answer with megabytes per scrape.
-pub const MAX_PEER_NIS: usize = 1024;
+/// The most peer NIs one scrape exports. Each is about 80 lines (8 KiB) once its latency
+/// histograms fill: 256 of them make a 2 MiB scrape, where a server with thousands of
+/// clients would otherwise answer with tens of megabytes.
+pub const MAX_PEER_NIS: usize = 256;
 
 /// The exported latency buckets end at `4^k - 1` ns for these k (1 µs to 69 s), then
 /// `+Inf`. The engine's buckets end at `2^n - 1` ns every fourth bucket, so each falls
@@ -62,7 +63,7 @@ impl Collector for Snapshot {
         gauge(
             out,
             "ulnet_metrics_peer_nis_omitted",
-            "Peer NIs left out of this scrape (at most 1024 are exported)",
+            "Peer NIs left out of this scrape (at most 256 are exported)",
             [(labels([]), count(omitted as u64))],
         )
     }
