@@ -373,6 +373,37 @@ fn completions_offer_every_command_and_option() {
     assert_eq!(complete(bash_ulst, "_ulst", &["ulst", "stat", "--de"]), ["--delay"]);
 }
 
+#[test]
+fn zsh_completions_load_the_bash_ones() {
+    if !have("zsh") {
+        return;
+    }
+    // As zsh's bashcompinit calls the function (`compgen -F`); zsh itself then filters the
+    // candidates by the word being completed, so they are checked as a set.
+    let dir = root().join("dist/completions");
+    let script = format!(
+        "autoload -U compinit && compinit -u\n\
+         export ULNET_BASH_COMPLETIONS='{dir}'\n\
+         source '{dir}/_ulnetctl'\n\
+         try() {{\n\
+           local -a COMP_WORDS COMPREPLY; local COMP_CWORD\n\
+           words=(\"$@\"); CURRENT=$#; (( COMP_CWORD = CURRENT - 1 ))\n\
+           COMP_WORDS=( \"${{words[@]}}\" )\n\
+           print -r -- \"$(compgen -F _ulnetctl -- ${{words[CURRENT]}} | tr '\\n' ' ')\"\n\
+         }}\n\
+         try ulnetctl net a\n\
+         try ulnetctl peer add --prim_nid 1@tcp --no\n",
+        dir = dir.display()
+    );
+    let out = Command::new("zsh").arg("-f").arg("-c").arg(&script).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> =
+        text.lines().map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(lines.len(), 2, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines[0], ["add", "del", "show", "set"]);
+    assert!(lines[1].contains(&"--non_mr") && lines[1].iter().all(|word| word.starts_with("--")));
+}
+
 // ------------------------------------------------------------------------ container
 
 #[test]
