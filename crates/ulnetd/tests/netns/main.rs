@@ -584,7 +584,16 @@ fn routed_ping_and_bulk_cross_two_routers() {
         return;
     }
     let rig = RoutedRig::new("routed", 2);
+    // tshark on router 1, both sides, while the first routed pings cross.
+    let captures: Vec<RouterCapture> =
+        ["eth0", "eth1"].map(|name| RouterCapture::start(&rig.fabric.routers[0], name)).into();
     rig.ping_both_ways();
+    for _ in 0..3 {
+        assert_eq!(rig.client.ulnetctl(&["ping", Routed::SERVER]).code, 0);
+    }
+    for capture in captures {
+        capture.check_end_to_end_nids();
+    }
     rig.start_bulk("routed");
     rig.wait_routers_carry(&[1, 2]);
     rig.finish_bulk();
@@ -793,6 +802,68 @@ fn routed_daemon(
     let process = Process::spawn_command(command, dir, socket);
     assert!(process.ready.is_some(), "{ns} did not start: {}", process.log());
     process
+}
+
+/// tshark capturing one interface of a router namespace.
+struct RouterCapture {
+    child: std::process::Child,
+    path: std::path::PathBuf,
+    interface: String,
+}
+
+impl RouterCapture {
+    fn start(ns: &str, interface: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("{ns}-{interface}.pcap"));
+        let _ = std::fs::remove_file(&path);
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "tshark", "-i", interface, "-q", "-F", "pcap", "-w"])
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("tshark (installed by .ci/run)");
+        // tshark needs a moment before it captures.
+        wait_until("tshark capturing", || path.exists());
+        std::thread::sleep(Duration::from_millis(300));
+        RouterCapture { child, path, interface: interface.to_string() }
+    }
+
+    /// Stops the capture and checks that LNet messages on this side of the router carry the
+    /// client's and the server's NIDs (the originator's source and final destination, kept
+    /// by the router), decoded by tshark's LNet dissector.
+    fn check_end_to_end_nids(mut self) {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").arg("-INT").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let output = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&self.path)
+            .args(["-d", &format!("tcp.port=={PORT},lnet")])
+            .args([
+                "-T",
+                "fields",
+                "-E",
+                "separator=|",
+                "-e",
+                "lnet.msg_type",
+                "-e",
+                "lnet.nid.addr",
+            ])
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&self.path);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let text = String::from_utf8(output.stdout).unwrap();
+        let end_to_end = text.lines().filter(|line| {
+            let addresses = line.split('|').nth(1).unwrap_or("");
+            addresses.contains("10.2.0.1") && addresses.contains("10.3.0.100")
+        });
+        assert!(
+            end_to_end.count() >= 2,
+            "{}: no routed message with both end NIDs in:\n{text}",
+            self.interface
+        );
+    }
 }
 
 /// Runs `f` on a thread inside namespace `ns`.
