@@ -11,10 +11,14 @@
 mod cli;
 mod config;
 mod demo;
+mod dist;
 mod faults;
 mod lifecycle;
 mod live;
+mod metrics;
+mod operations;
 mod peers;
+mod promtext;
 mod routing;
 mod selftest;
 mod support;
