@@ -6,7 +6,7 @@
 # command's usage (`ulst help COMMAND`): a command added to ulst must be added here.
 
 declare -gA _ulst_words=(
-    ["ulst"]="--nid --port --socket --json --list-commands --version help new_session end_session show_session ping add_group del_group update_group list_group stat show_error add_batch run stop list_batch query add_test"
+    ["ulst"]="--nid --port --socket --config --json --list-commands --version help new_session end_session show_session ping add_group del_group update_group list_group stat show_error add_batch run stop list_batch query add_test"
     ["ulst new_session"]="--timeout --force"
     ["ulst end_session"]=""
     ["ulst show_session"]=""

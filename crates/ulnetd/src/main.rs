@@ -42,6 +42,11 @@ struct Cli {
     /// a free port, named in the ready line).
     #[arg(long, value_name = "ADDR", conflicts_with = "check")]
     metrics: Option<SocketAddr>,
+    /// Serve an lst console on PATH over this node instead of waiting for signals, and stop
+    /// when the console server does (`ulst --config FILE` starts ulnetd so; the console then
+    /// has the file's NIs, routes and settings).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["check", "metrics"])]
+    lst_console: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -110,6 +115,9 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     };
     let (socket, _) = ulnet_control::path::socket_path(cli.socket.clone());
     let daemon = match Daemon::start(&config, &socket, None) {
+        Ok(daemon) if cli.lst_console.is_some() => {
+            return serve_console(daemon, cli.lst_console.as_deref().unwrap_or(&socket));
+        }
         Ok(daemon) => daemon,
         Err(error) => {
             tracing::error!("{error}");
@@ -165,6 +173,36 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     daemon.shutdown();
     tracing::info!("stopped");
     exit::OK
+}
+
+/// `--lst-console PATH`: an lst console server over the daemon's node, until it stops (its
+/// idle timeout or `end_session`); then the daemon stops.
+fn serve_console(daemon: Daemon, path: &Path) -> u8 {
+    let Some(node) = daemon.node() else {
+        eprintln!("ulnetd: the console's node is not up");
+        daemon.shutdown();
+        return exit::NODE;
+    };
+    let console = match ulnet_selftest::Console::new(&node) {
+        Ok(console) => console,
+        Err(error) => {
+            eprintln!("ulnetd: starting the console: {error}");
+            daemon.shutdown();
+            return exit::NODE;
+        }
+    };
+    tracing::info!(console = %path.display(), "{}", daemon.ready_line());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let status = match ulnet_selftest::serve::serve(console, path, &stop) {
+        Ok(()) => exit::OK,
+        Err(error) => {
+            eprintln!("ulnetd: serving the console on {}: {error}", path.display());
+            exit::SOCKET
+        }
+    };
+    drop(node);
+    daemon.shutdown();
+    status
 }
 
 /// `--check FILE`: the start-up checks, nothing started.

@@ -92,6 +92,86 @@ fn the_client_router_server_examples_route_a_ping() {
     }
 }
 
+#[test]
+fn a_ulst_console_configured_by_file_drives_nodes_across_the_router() {
+    // `ulst` is another package's binary: built by `cargo test --workspace` (README's
+    // command), maybe not by `cargo test -p ulnetd`.
+    let ulst = Path::new(ULNETD).with_file_name("ulst");
+    if !ulst.exists() {
+        eprintln!("{} is not built: skipped (cargo test --workspace builds it)", ulst.display());
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let local = |name: &str| {
+        read(&format!("examples/{name}.yaml"))
+            .replace("accept_port: 7988", &format!("accept_port: {port}"))
+            .replace("127.0.1.", "127.59.1.")
+            .replace("127.0.2.", "127.59.2.")
+    };
+    let mut daemons: Vec<Process> = ["router", "server", "client"]
+        .iter()
+        .map(|name| {
+            let process = Process::spawn(Some(&local(name)), &[]);
+            assert!(process.ready.is_some(), "{name}: {}", process.log());
+            process
+        })
+        .collect();
+    // The console: the client's configuration on an address of its own.
+    let dir = TempDir::new("ulstcfg");
+    let config =
+        dir.file("console.yaml", &local("client").replace("127.59.1.2@tcp", "127.59.1.3@tcp"));
+    let ulst = |line: &str| {
+        let out = Command::new(&ulst)
+            .args(line.split_whitespace())
+            .env("ULST_CONFIG", &config)
+            .env("ULST_SOCKET", dir.path("console.sock"))
+            .env("ULNETD", ULNETD)
+            .env("LST_SESSION", std::process::id().to_string())
+            .env_remove("ULST_NID")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "ulst {line}: {text}");
+        text
+    };
+    ulst("new_session routed");
+    ulst("add_group c 127.59.1.2@tcp");
+    ulst("add_group s 127.59.2.2@tcp1");
+    ulst("add_batch bulk");
+    ulst(
+        "add_test --batch bulk --loop 40 --concurrency 4 --from c --to s brw write size=64K check=full",
+    );
+    ulst(
+        "add_test --batch bulk --loop 40 --concurrency 4 --from c --to s brw read size=64K check=full",
+    );
+    ulst("run bulk");
+    let finished = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ulst("query bulk").ends_with("is stopped\n")
+    });
+    assert!(finished, "the routed batch ends");
+    assert_eq!(
+        ulst("show_error c s"),
+        "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n"
+    );
+    ulst("end_session");
+    // The console reached the server, and the client the server, through the router.
+    let stats = daemons[0].ulnetctl(&["stats", "show"]).stdout;
+    let routed: u64 = stats
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("route_count: "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0);
+    assert!(routed > 160, "the router forwarded the batch: {stats}");
+    for daemon in &mut daemons {
+        assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+    }
+}
+
 // ------------------------------------------------------------------------ systemd
 
 /// The unit's `Key=value` lines by section.
