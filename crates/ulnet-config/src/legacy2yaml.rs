@@ -68,7 +68,8 @@ impl Converter {
     /// A `-m` file's text: the values of its `options` lines that mention `lnet`.
     pub fn add_modprobe(&mut self, file: &str, text: &str) -> Result<(), Failure> {
         let found = params::extract_modprobe(text);
-        self.add_found(&found).map_err(|e| Failure::new(format!("Error in modprobe file {file}: {e}")))
+        self.add_found(&found)
+            .map_err(|e| Failure::new(format!("Error in modprobe file {file}: {e}")))
     }
 
     /// A `-i` file's text.

@@ -107,7 +107,7 @@ pub struct Located<T> {
 
 /// ksocklnd's parameters: what every TCP connection runs with, and the defaults of every
 /// tcp net.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SocklndModule {
     /// The LND-wide settings. `accept` and `accept_port` are lnet's, kept in
     /// [`ModuleParameters`]; a `sock_timeout` of zero stands for LNet's `lnd_timeout`.
@@ -117,12 +117,6 @@ pub struct SocklndModule {
     pub net: Tunables,
     pub conns_per_peer: Option<i64>,
     pub tos: Option<i64>,
-}
-
-impl Default for SocklndModule {
-    fn default() -> Self {
-        Self { lnd: SocklndTunables::default(), net: Tunables::default(), conns_per_peer: None, tos: None }
-    }
 }
 
 /// Router tunables without a YAML key (lnetctl sets them through sysfs): `None` unset.
@@ -199,7 +193,8 @@ fn foreign_lnd(module: &str) -> Option<&'static str> {
 
 impl Reader {
     fn source(&mut self, source: &Source<'_>) {
-        let origin = |line: usize, what: String| Origin { file: source.name.to_string(), line, what };
+        let origin =
+            |line: usize, what: String| Origin { file: source.name.to_string(), line, what };
         if source.text.len() > MAX_MODPROBE_LEN {
             self.problems.push(Problem {
                 origin: origin(0, "file".into()),
@@ -252,7 +247,8 @@ impl Reader {
             Ok(words) => words,
             Err(syntax::WordError::UnterminatedQuote(rest)) => {
                 let why = format!("a quote opens in '{rest}' and never closes");
-                self.problems.push(Problem { origin: origin(format!("options {module_name}")), why });
+                self.problems
+                    .push(Problem { origin: origin(format!("options {module_name}")), why });
                 return;
             }
             Err(syntax::WordError::Comment(rest)) => {
@@ -260,7 +256,8 @@ impl Reader {
                     "'{rest}': modprobe passes the rest of the line to the module, which takes \
                      '#' for a parameter; write comments on lines of their own"
                 );
-                self.problems.push(Problem { origin: origin(format!("options {module_name}")), why });
+                self.problems
+                    .push(Problem { origin: origin(format!("options {module_name}")), why });
                 return;
             }
         };
@@ -285,7 +282,9 @@ impl Reader {
                 None => format!("options {module_name} {}", word.name),
             };
             let origin = origin(shown);
-            if let Err(why) = self.param(module, module_name, &word.name, word.value.as_deref(), &origin) {
+            if let Err(why) =
+                self.param(module, module_name, &word.name, word.value.as_deref(), &origin)
+            {
                 self.problems.push(Problem { origin, why });
             }
         }
@@ -328,17 +327,17 @@ impl Reader {
                 set_global(&mut self.params.settings, GlobalKey::Discovery, i64::from(value == 0))
             }
             Target::Accept => {
-                let policy = text
-                    .parse()
-                    .map_err(|_| format!("Can't parse 'accept=\"{text}\"'"))?;
+                let policy =
+                    text.parse().map_err(|_| format!("Can't parse 'accept=\"{text}\"'"))?;
                 self.params.accept = Some(policy);
                 Ok(())
             }
             Target::AcceptPort => {
                 let port = number(param, text)?;
-                let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
-                    format!("{port} is not a port number (1-65535)")
-                })?;
+                let port = u16::try_from(port)
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("{port} is not a port number (1-65535)"))?;
                 self.params.accept_port = Some(port);
                 Ok(())
             }
@@ -389,9 +388,7 @@ impl Reader {
                     RouterKey::AvoidAsymRouterFailure => &mut router.avoid_asym_router_failure,
                     RouterKey::DeadRouterCheckInterval => &mut router.dead_router_check_interval,
                     RouterKey::LiveRouterCheckInterval => &mut router.live_router_check_interval,
-                    RouterKey::AliveRouterCheckInterval => {
-                        &mut router.alive_router_check_interval
-                    }
+                    RouterKey::AliveRouterCheckInterval => &mut router.alive_router_check_interval,
                     RouterKey::RouterPingTimeout => &mut router.router_ping_timeout,
                 } = value;
                 self.params.blocks.push((block, origin.clone()));
@@ -506,14 +503,21 @@ impl Reader {
         let value = number(param, text)?;
         let lnd = &mut self.params.socklnd.lnd;
         let non_negative = || {
-            u32::try_from(value).map_err(|_| format!("{value} is negative: {} counts from 0", param.name))
+            u32::try_from(value)
+                .map_err(|_| format!("{value} is negative: {} counts from 0", param.name))
         };
         let seconds = |v: i32| Duration::from_secs(u64::try_from(v).unwrap_or(0));
         match key {
             // 0: LNet's lnd_timeout (lustre: socklnd.h ksocknal_timeout()).
-            SocklndKey::SockTimeout => lnd.sock_timeout = Duration::from_secs(u64::from(non_negative()?)),
-            SocklndKey::MinReconnectMs => lnd.min_reconnect = Duration::from_millis(u64::from(non_negative()?)),
-            SocklndKey::MaxReconnectMs => lnd.max_reconnect = Duration::from_millis(u64::from(non_negative()?)),
+            SocklndKey::SockTimeout => {
+                lnd.sock_timeout = Duration::from_secs(u64::from(non_negative()?))
+            }
+            SocklndKey::MinReconnectMs => {
+                lnd.min_reconnect = Duration::from_millis(u64::from(non_negative()?))
+            }
+            SocklndKey::MaxReconnectMs => {
+                lnd.max_reconnect = Duration::from_millis(u64::from(non_negative()?))
+            }
             SocklndKey::TypedConns => lnd.typed_conns = value != 0,
             SocklndKey::MinBulk => lnd.min_bulk = non_negative()?,
             SocklndKey::TxBufferSize => lnd.tx_buffer_size = non_negative()?,
@@ -530,7 +534,9 @@ impl Reader {
             SocklndKey::AcceptBacklog => lnd.accept_backlog = non_negative()?,
             SocklndKey::AcceptTimeout => {
                 if value <= 0 {
-                    return Err(format!("{value}: the acceptor's timeout must be at least 1 second"));
+                    return Err(format!(
+                        "{value}: the acceptor's timeout must be at least 1 second"
+                    ));
                 }
                 lnd.accept_timeout = seconds(value);
             }
@@ -631,7 +637,7 @@ fn invalid(param: &Param, text: &str) -> String {
 /// A numeric value read as the parameter's kernel type, within `int` (what the settings
 /// hold; an `unsigned long` beyond it would be cut to 32 bits by the kernel).
 fn number(param: &Param, text: &str) -> Result<i32, String> {
-    let read = match param.kind {
+    match param.kind {
         Kind::Int | Kind::Long(_) => value::int(text).map_err(|_| invalid(param, text)),
         Kind::Uint => value::uint(text).map_err(|_| invalid(param, text)).and_then(|v| {
             i32::try_from(v).map_err(|_| format!("{v} is too large (at most {})", i32::MAX))
@@ -640,8 +646,7 @@ fn number(param: &Param, text: &str) -> Result<i32, String> {
             i32::try_from(v).map_err(|_| format!("{v} is too large (at most {})", i32::MAX))
         }),
         Kind::Text | Kind::Any => Err(invalid(param, text)),
-    };
-    read
+    }
 }
 
 /// For numeric parameters, the kernel's parse error before anything else.

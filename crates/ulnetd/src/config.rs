@@ -34,6 +34,12 @@
 //! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
 //! without starting.
 //!
+//! Module parameters (modprobe.d files, [`crate::modprobe`]) come first, as a kernel node
+//! loads its modules with them before `lnetctl import` reads its file: the YAML's
+//! `global:` keys and ulnetd's own keys then replace what they set, its nets are added to
+//! theirs (a NID in both is refused), and what ulnetd cannot honour in either is refused
+//! the same way, in one report (decision 0020).
+//!
 //! lustre: lnet/lnet/acceptor.c (`accept_port` 988, `accept` "secure"), lnetctl.c
 //! `jt_import()` (the YAML vocabulary, via ulnet-config).
 
@@ -42,9 +48,11 @@ use std::path::Path;
 use serde::Deserialize as _;
 pub use ulnet::AcceptPolicy;
 use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
+use ulnet_config::modprobe::{ModuleParameters, SocklndModule};
 use yaml_serde::Value;
 
-use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
+use crate::modprobe::{ModprobeFile, Modules};
+use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net, with_lnd_defaults};
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
 pub const DEFAULT_ACCEPT_PORT: u16 = ulnet::proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
@@ -80,11 +88,28 @@ pub fn default_accept_policy(root: bool) -> AcceptPolicy {
 pub struct TcpSettings {
     pub accept_port: u16,
     pub accept: AcceptPolicy,
+    /// ksocklnd's module parameters: every connection's settings, the defaults of every
+    /// tcp net (a `net add` without tunables gets them too).
+    pub socklnd: SocklndModule,
 }
 
 impl TcpSettings {
     pub fn default_for(root: bool) -> Self {
-        Self { accept_port: DEFAULT_ACCEPT_PORT, accept: default_accept_policy(root) }
+        Self::new(DEFAULT_ACCEPT_PORT, default_accept_policy(root))
+    }
+
+    /// `accept_port` and `accept`, socklnd's defaults for the rest.
+    pub fn new(accept_port: u16, accept: AcceptPolicy) -> Self {
+        Self { accept_port, accept, socklnd: SocklndModule::default() }
+    }
+
+    /// What the module parameters set, the defaults (by `root`) for the rest.
+    fn from_modules(params: &ModuleParameters, root: bool) -> Self {
+        Self {
+            accept_port: params.accept_port.unwrap_or(DEFAULT_ACCEPT_PORT),
+            accept: params.accept.unwrap_or_else(|| default_accept_policy(root)),
+            socklnd: params.socklnd,
+        }
     }
 }
 
@@ -101,6 +126,9 @@ pub struct DaemonConfig {
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
     /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
+    /// Lines of the modprobe.d files that are not LNet's (other modules, module loading),
+    /// for the log.
+    pub notes: Vec<String>,
 }
 
 /// Why a configuration was refused.
@@ -150,19 +178,26 @@ impl std::fmt::Display for Unsupported {
 /// Why `route:` and `routing:` are refused.
 const NO_ROUTING: &str = "routing is not implemented yet";
 
-/// The blocks of an import that ulnetd does not implement, present even when empty.
-pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
-    let why = |block: &str| match block {
+/// Why ulnetd refuses a block of the configuration model (`None`: it honours it). The one
+/// place that decides, for the YAML's blocks and for the module parameters that fill them
+/// (`routes=`, `forwarding=`, router buffers and tunables).
+pub fn block_refusal(block: &str) -> Option<&'static str> {
+    match block {
         "route" | "routing" => Some(NO_ROUTING),
         "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
         "udsp" => Some("user-defined selection policies are not implemented yet"),
         _ => None,
-    };
+    }
+}
+
+/// The blocks of an import that ulnetd does not implement, present even when empty.
+pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
     imported
         .sections
         .iter()
         .filter_map(|block| {
-            why(block).map(|why| Unsupported { what: block.clone(), why: why.to_string() })
+            block_refusal(block)
+                .map(|why| Unsupported { what: block.clone(), why: why.to_string() })
         })
         .collect()
 }
@@ -188,17 +223,24 @@ pub fn unsupported_keys(imported: &model::Imported, all: bool) -> Vec<Unsupporte
 }
 
 impl DaemonConfig {
-    /// Reads and resolves the file at `path`.
+    /// Reads and resolves the configuration file at `path` (no module parameters).
     pub fn load(path: &Path, root: bool) -> Result<Self, ConfigError> {
-        let read_error = |source| ConfigError::Read { path: path.display().to_string(), source };
-        let length = std::fs::metadata(path).map_err(read_error)?.len();
-        if length > MAX_CONFIG_LEN as u64 {
-            return Err(ConfigError::TooLarge(length));
-        }
-        let text = std::fs::read_to_string(path).map_err(read_error)?;
+        Self::load_all(Some(path), &[], root)
+    }
+
+    /// Reads the configuration file `config` (if any) and the modprobe.d files `modprobe`,
+    /// and resolves them against the host. With neither: the embedded default.
+    pub fn load_all(
+        config: Option<&Path>,
+        modprobe: &[&Path],
+        root: bool,
+    ) -> Result<Self, ConfigError> {
+        let text = config.map(read_config).transpose()?;
+        let files =
+            modprobe.iter().map(|path| ModprobeFile::read(path)).collect::<Result<Vec<_>, _>>()?;
         let host = crate::interfaces::host_interfaces()
             .map_err(|error| NetError::HostInterfaces(error.to_string()))?;
-        Self::parse(&text, root, &host)
+        Self::from_sources(text.as_deref(), &files, root, &host)
     }
 
     /// The embedded default ([`DEFAULT_CONFIG`]), its NI's interface looked up in `host`.
@@ -206,25 +248,54 @@ impl DaemonConfig {
         Self::parse(DEFAULT_CONFIG, root, host)
     }
 
-    /// Parses `text` and resolves its NIs against `host`.
+    /// Parses configuration `text` and resolves its NIs against `host`.
     pub fn parse(text: &str, root: bool, host: &[HostInterface]) -> Result<Self, ConfigError> {
+        Self::from_sources(Some(text), &[], root, host)
+    }
+
+    /// Module parameters from `modprobe`, then the configuration `text` on top of them
+    /// (module doc), resolved against `host`. Neither: the embedded default.
+    pub fn from_sources(
+        text: Option<&str>,
+        modprobe: &[ModprobeFile],
+        root: bool,
+        host: &[HostInterface],
+    ) -> Result<Self, ConfigError> {
+        // Module parameters alone configure the node as the kernel's do at load: without
+        // a net named, the kernel's `networks=tcp`.
+        let kernel_default_net = text.is_none() && !modprobe.is_empty();
+        let text = match (text, modprobe.is_empty()) {
+            (None, true) => DEFAULT_CONFIG,
+            (text, _) => text.unwrap_or(""),
+        };
         if text.len() > MAX_CONFIG_LEN {
             return Err(ConfigError::TooLarge(text.len() as u64));
         }
-        let (text, DaemonKeys { tcp, selftest }) = take_daemon_keys(text, root)?;
+        let modules = Modules::read(modprobe);
+        let base = TcpSettings::from_modules(&modules.params, root);
+        let (text, DaemonKeys { mut tcp, selftest }) = take_daemon_keys(text, base)?;
         let imported = model::import(&text, ImportMode::Add)?;
-        let mut unsupported = unsupported_sections(&imported);
+        let mut unsupported = modules.refusals();
+        unsupported.extend(unsupported_sections(&imported));
         unsupported.extend(unsupported_keys(&imported, true));
+        let warnings = imported.warnings;
+        let config = imported.config;
+        let mut settings = modules.params.settings;
+        let applied = settings.apply(&config);
+        // The module parameters' nets, problems named by parameter.
+        let module_nets = modules.nets(host, kernel_default_net, &mut unsupported);
         if !unsupported.is_empty() {
             return Err(ConfigError::Unsupported(unsupported));
         }
-        let warnings = imported.warnings;
-        let config = imported.config;
-        let mut settings = GlobalSettings::default();
-        settings.apply(&config).map_err(|error| ConfigError::Global {
+        applied.map_err(|error| ConfigError::Global {
             key: error.key.name(),
             descr: error.descr.clone(),
         })?;
+        // socklnd's 0 is LNet's lnd_timeout (lustre: socklnd.h ksocknal_timeout()).
+        if tcp.socklnd.lnd.sock_timeout.is_zero() {
+            let seconds = u64::try_from(settings.lnd_timeout()).unwrap_or(1);
+            tcp.socklnd.lnd.sock_timeout = std::time::Duration::from_secs(seconds);
+        }
         let mut nets: Vec<NetSpec> = Vec::new();
         let mut items = config.nets.clone();
         if !config.ip2nets.is_empty() {
@@ -232,11 +303,22 @@ impl DaemonConfig {
                 .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
             items.extend(resolved);
         }
-        for item in &items {
-            merge_net(&mut nets, resolve_net(item, host)?)?;
+        for item in module_nets.iter().chain(&items) {
+            merge_net(&mut nets, resolve_net(&with_lnd_defaults(item, &tcp.socklnd), host)?)?;
         }
-        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), warnings })
+        let notes = modules.params.notes.iter().map(ToString::to_string).collect();
+        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), warnings, notes })
     }
+}
+
+/// The configuration file's text, bounded by [`MAX_CONFIG_LEN`].
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    let read_error = |source| ConfigError::Read { path: path.display().to_string(), source };
+    let length = std::fs::metadata(path).map_err(read_error)?.len();
+    if length > MAX_CONFIG_LEN as u64 {
+        return Err(ConfigError::TooLarge(length));
+    }
+    std::fs::read_to_string(path).map_err(read_error)
 }
 
 /// Adds `spec` to `nets`: a net named again gets the new NIs (a NID twice is refused).
@@ -253,9 +335,17 @@ pub fn merge_net(nets: &mut Vec<NetSpec>, spec: NetSpec) -> Result<(), NetError>
     Ok(())
 }
 
-/// Resolves `ip2net` text from a `net add --ip2net` request.
-pub fn ip2net_specs(text: &str, host: &[HostInterface]) -> Result<Vec<NetSpec>, NetError> {
-    resolve_ip2net(text, host)?.iter().map(|item| resolve_net(item, host)).collect()
+/// Resolves `ip2net` text from a `net add --ip2net` request, its nets taking ksocklnd's
+/// defaults from `socklnd`.
+pub fn ip2net_specs(
+    text: &str,
+    host: &[HostInterface],
+    socklnd: &SocklndModule,
+) -> Result<Vec<NetSpec>, NetError> {
+    resolve_ip2net(text, host)?
+        .iter()
+        .map(|item| resolve_net(&with_lnd_defaults(item, socklnd), host))
+        .collect()
 }
 
 /// ulnetd's own keys, as [`take_daemon_keys`] found them.
@@ -265,10 +355,10 @@ struct DaemonKeys {
 }
 
 /// Takes `accept_port`, `accept` and `lnet_selftest` out of every document's `global:`
-/// mapping. The text is returned untouched when none is present, else re-emitted without
-/// them.
-fn take_daemon_keys(text: &str, root: bool) -> Result<(String, DaemonKeys), ConfigError> {
-    let mut tcp = TcpSettings::default_for(root);
+/// mapping, on top of `tcp`. The text is returned untouched when none is present, else
+/// re-emitted without them.
+fn take_daemon_keys(text: &str, tcp: TcpSettings) -> Result<(String, DaemonKeys), ConfigError> {
+    let mut tcp = tcp;
     let mut selftest = true;
     let mut documents = Vec::new();
     let mut changed = false;
@@ -375,10 +465,7 @@ mod tests {
         assert_eq!(config.nets.len(), 1);
         assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.2@tcp"));
         assert_eq!(config.nets[0].nis[0].interface.as_deref(), Some("lo"));
-        assert_eq!(
-            config.tcp,
-            TcpSettings { accept_port: UNPRIVILEGED_PORT, accept: AcceptPolicy::All }
-        );
+        assert_eq!(config.tcp, TcpSettings::new(UNPRIVILEGED_PORT, AcceptPolicy::All));
         assert_eq!(config.settings, GlobalSettings::default());
         assert!(config.warnings.is_empty());
     }
@@ -388,7 +475,7 @@ mod tests {
         let text = "global:\n  accept_port: 7000\n  accept: secure\n  retry_count: 1\n\
                     net:\n  - net type: tcp\n    local NI(s):\n      - nid: 127.0.0.3@tcp\n";
         let config = DaemonConfig::parse(text, false, &host()).unwrap();
-        assert_eq!(config.tcp, TcpSettings { accept_port: 7000, accept: AcceptPolicy::Secure });
+        assert_eq!(config.tcp, TcpSettings::new(7000, AcceptPolicy::Secure));
         assert_eq!(config.settings.retry_count, 1);
         assert_eq!(config.nets[0].nis[0].nid, nid("127.0.0.3@tcp"));
     }
@@ -421,7 +508,7 @@ mod tests {
     fn without_daemon_keys_the_defaults_depend_on_root() {
         let text = "net:\n  - net type: tcp\n    interfaces:\n      0: eth0\n";
         let user = DaemonConfig::parse(text, false, &host()).unwrap();
-        assert_eq!(user.tcp, TcpSettings { accept_port: 988, accept: AcceptPolicy::All });
+        assert_eq!(user.tcp, TcpSettings::new(988, AcceptPolicy::All));
         assert_eq!(user.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
         let root = DaemonConfig::parse(text, true, &host()).unwrap();
         assert_eq!(root.tcp.accept, AcceptPolicy::Secure);
@@ -575,5 +662,170 @@ mod tests {
         assert!(matches!(parse(ip2nets), ConfigError::Ip2nets(_)));
         let huge = "#".repeat(MAX_CONFIG_LEN + 1);
         assert!(matches!(parse(&huge), ConfigError::TooLarge(_)));
+    }
+
+    // ------------------------------------------------------------ module parameters
+
+    fn modprobe(text: &str) -> Vec<ModprobeFile> {
+        vec![ModprobeFile { path: "lustre.conf".into(), text: text.into() }]
+    }
+
+    fn with_modules(yaml: Option<&str>, modules: &str) -> Result<DaemonConfig, ConfigError> {
+        DaemonConfig::from_sources(yaml, &modprobe(modules), false, &host())
+    }
+
+    #[test]
+    fn module_parameters_alone_configure_the_node() {
+        let config = with_modules(
+            None,
+            "options lnet networks=tcp(eth0) accept_port=7000 lnet_transaction_timeout=200\n\
+             options ksocklnd peer_credits=32 sock_timeout=100 conns_per_peer=2 keepalive=0\n",
+        )
+        .unwrap();
+        assert_eq!(config.nets.len(), 1);
+        assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
+        assert_eq!(config.nets[0].tunables.peer_credits, 32);
+        assert_eq!(config.nets[0].tunables.credits, 256);
+        assert_eq!(config.nets[0].socklnd.conns_per_peer, 2);
+        assert_eq!((config.tcp.accept_port, config.tcp.accept), (7000, AcceptPolicy::All));
+        assert_eq!(config.tcp.socklnd.lnd.sock_timeout, std::time::Duration::from_secs(100));
+        assert_eq!(config.tcp.socklnd.lnd.keepalive, None);
+        assert_eq!(config.settings.transaction_timeout, 200);
+        // Without a net named, the kernel's networks=tcp: the first UP non-loopback one.
+        let config = with_modules(None, "options lnet lnet_retry_count=1\n").unwrap();
+        assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));
+        assert_eq!(config.tcp.accept_port, DEFAULT_ACCEPT_PORT);
+        // ip2nets with the kernel's meaning.
+        let config =
+            with_modules(None, "options lnet ip2nets=\"tcp1 10.1.0.*; tcp2 192.0.2.*\"\n").unwrap();
+        assert_eq!(config.nets.len(), 1);
+        assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp1"));
+    }
+
+    #[test]
+    fn the_configuration_file_applies_on_top_of_the_module_parameters() {
+        let modules = "options lnet networks=tcp(eth0) accept_port=7000 accept=secure \
+                       lnet_transaction_timeout=200 lnet_retry_count=3\n\
+                       options ksocklnd peer_credits=32 tos=16\n";
+        let yaml = "global:\n  transaction_timeout: 300\n  accept_port: 7100\n\
+                    net:\n  - net type: tcp1\n    local NI(s):\n      - nid: 127.0.1.2@tcp1\n\
+                    \x20 - net type: tcp2\n    local NI(s):\n      - nid: 127.0.2.2@tcp2\n\
+                    \x20   tunables:\n      peer_credits: 16\n";
+        let config = with_modules(Some(yaml), modules).unwrap();
+        // The YAML's global keys replace the parameters'; the others stay.
+        assert_eq!(config.settings.transaction_timeout, 300);
+        assert_eq!(config.settings.retry_count, 3);
+        assert_eq!(config.tcp.accept_port, 7100);
+        assert_eq!(config.tcp.accept, AcceptPolicy::Secure);
+        // Nets add up, the module's first; ksocklnd's defaults fill what an item leaves.
+        let nets: Vec<String> = config.nets.iter().map(|net| net.net.to_string()).collect();
+        assert_eq!(nets, ["tcp", "tcp1", "tcp2"]);
+        assert_eq!(config.nets[1].tunables.peer_credits, 32);
+        assert_eq!(config.nets[1].socklnd.tos, 16);
+        assert_eq!(config.nets[2].tunables.peer_credits, 16);
+        // With a configuration file, no net is added for the module's default.
+        let config =
+            with_modules(Some("global:\n  retry_count: 1\n"), "options lnet lnet_retry_count=2\n")
+                .unwrap();
+        assert!(config.nets.is_empty());
+        assert_eq!(config.settings.retry_count, 1);
+        // A NID in both is refused.
+        let twice = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.1.0.2@tcp\n";
+        assert!(matches!(
+            with_modules(Some(twice), "options lnet networks=tcp(eth0)\n").unwrap_err(),
+            ConfigError::Net(NetError::DuplicateNid(_))
+        ));
+    }
+
+    #[test]
+    fn socklnd_zero_timeout_is_lnets_lnd_timeout_and_peer_credits_stop_at_credits() {
+        let config = with_modules(
+            None,
+            "options lnet networks=tcp(eth0) lnet_transaction_timeout=61 lnet_retry_count=2\n\
+             options ksocklnd sock_timeout=0 credits=4 peer_credits=8\n",
+        )
+        .unwrap();
+        assert_eq!(config.tcp.socklnd.lnd.sock_timeout, std::time::Duration::from_secs(20));
+        assert_eq!(config.nets[0].tunables.credits, 4);
+        assert_eq!(config.nets[0].tunables.peer_credits, 4);
+    }
+
+    fn refused_with_modules(yaml: Option<&str>, modules: &str) -> Vec<String> {
+        match with_modules(yaml, modules) {
+            Err(ConfigError::Unsupported(found)) => found.iter().map(ToString::to_string).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn routing_parameters_are_refused_as_the_yaml_blocks_are() {
+        let refused = refused_with_modules(
+            Some("routing:\n  enable: 1\n"),
+            "options lnet networks=tcp(eth0) routes=\"tcp1 10.1.0.9@tcp\" forwarding=enabled\n\
+             options lnet tiny_router_buffers=512 check_routers_before_use=1\n",
+        );
+        assert_eq!(
+            refused,
+            [
+                "lustre.conf:1: options lnet routes=tcp1 10.1.0.9@tcp: routing is not implemented yet",
+                "lustre.conf:1: options lnet forwarding=enabled: routing is not implemented yet",
+                "lustre.conf:2: options lnet tiny_router_buffers=512: router buffers are not \
+                 implemented yet (they serve routing)",
+                "lustre.conf:2: options lnet check_routers_before_use=1: routing is not implemented yet",
+                "routing: routing is not implemented yet",
+            ]
+        );
+    }
+
+    /// The seeds' client options: every parameter ulnetd cannot honour, by name, at once.
+    #[test]
+    fn the_seeds_options_are_refused_parameter_by_parameter() {
+        let refused = refused_with_modules(
+            None,
+            "options lnet networks=ptlf(0) routes='o2ib [1,2,3,4,5]@ptlf' \
+             lnet_peer_discovery_disabled=1 lnet_health_sensitivity=0 check_router_before_use=1 \
+             live_router_check_interval=107 dead_router_check_interval=50\n\
+             options kptl4lnd peer_credits=32 ntx=8192\n\
+             options libcfs cpu_pattern=\"0[0-15] 1[18-33] 2[34-49] 3[50-65]\"\n",
+        );
+        let line1 = "lustre.conf:1: options lnet";
+        assert_eq!(
+            refused,
+            [
+                format!(
+                    "{line1} check_router_before_use=1: unknown parameter (did you mean \
+                         check_routers_before_use?): lnet has no such parameter (the kernel \
+                         ignores it with a warning)"
+                ),
+                "lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive the \
+                 kptl4lnd LND: its networks (ptlf, bxi3f) need Portals 4 hardware"
+                    .to_string(),
+                "lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] 3[50-65]: \
+                 CPU partitions are not implemented yet: ulnet runs one partition (only \"N\" or \
+                 \"\" is accepted)"
+                    .to_string(),
+                format!("{line1} routes=o2ib [1,2,3,4,5]@ptlf: routing is not implemented yet"),
+                format!("{line1} live_router_check_interval=107: routing is not implemented yet"),
+                format!("{line1} dead_router_check_interval=50: routing is not implemented yet"),
+                format!(
+                    "{line1} networks=ptlf(0): net ptlf: LND type not supported by ulnetd \
+                         (only tcp)"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_module_net_that_cannot_run_is_named_by_its_parameter() {
+        assert_eq!(
+            refused_with_modules(None, "options lnet networks=tcp(eth7)\n"),
+            ["lustre.conf:1: options lnet networks=tcp(eth7): no interface 'eth7' on this host"]
+        );
+        assert_eq!(
+            refused_with_modules(None, "options lnet ip2nets=\"tcp 192.0.2.*\"\n"),
+            [
+                "lustre.conf:1: options lnet ip2nets=tcp 192.0.2.*: no ip2nets rule matches this host"
+            ]
+        );
     }
 }

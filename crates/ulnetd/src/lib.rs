@@ -37,6 +37,7 @@ pub mod daemon;
 pub mod demo;
 pub mod interfaces;
 pub mod live;
+pub mod modprobe;
 pub mod nets;
 mod view;
 

@@ -140,7 +140,7 @@ impl Reader<'_> {
                 Kind::Option(opt @ Opt::Short(_), attached) => {
                     let value = match attached {
                         Some(value) => value,
-                        None => match self.args.get(index).filter(|next| takes_as_value(next)) {
+                        None => match self.args.get(index).filter(takes_as_value) {
                             Some(next) => {
                                 index += 1;
                                 next.clone()
@@ -158,7 +158,7 @@ impl Reader<'_> {
                 Kind::Option(Opt::DefaultHop, attached) => {
                     let value = match attached {
                         Some(value) => Some(value),
-                        None => match self.args.get(index).filter(|next| takes_as_value(next)) {
+                        None => match self.args.get(index).filter(takes_as_value) {
                             Some(next) => {
                                 index += 1;
                                 Some(next.clone())
@@ -430,7 +430,10 @@ mod tests {
             "lnet_legacy2yaml: error: unrecognized arguments: b -- c"
         );
         assert_eq!(error(&["a", "--", "c"]), "lnet_legacy2yaml: error: unrecognized arguments: c");
-        assert_eq!(error(&["--zz", "-x"]), "lnet_legacy2yaml: error: unrecognized arguments: --zz -x");
+        assert_eq!(
+            error(&["--zz", "-x"]),
+            "lnet_legacy2yaml: error: unrecognized arguments: --zz -x"
+        );
         assert_eq!(
             error(&["-i"]),
             "lnet_legacy2yaml: error: argument -i/--ip2nets: expected one argument"

@@ -328,7 +328,8 @@ fn alternative_parts(line: &str) -> Option<(&str, &str, Option<&str>)> {
     let rest = rest.trim_start_matches(is_space).strip_prefix('{')?;
     let rest = rest.trim_start_matches(is_space).strip_prefix("gateway:")?;
     let rest = rest.trim_start_matches(is_space);
-    let gateway_len = rest.find(|c: char| is_space(c) || c == ',' || c == '}').unwrap_or(rest.len());
+    let gateway_len =
+        rest.find(|c: char| is_space(c) || c == ',' || c == '}').unwrap_or(rest.len());
     if gateway_len == 0 {
         return None;
     }
@@ -364,7 +365,11 @@ impl Rule {
 
 /// A pattern starting with `*` would read as a YAML alias: it is double-quoted.
 fn quote_leading_star(token: &str) -> String {
-    if token.starts_with('*') { format!("\"{}\"", token.replace('"', "\\\"")) } else { token.into() }
+    if token.starts_with('*') {
+        format!("\"{}\"", token.replace('"', "\\\""))
+    } else {
+        token.into()
+    }
 }
 
 impl Network {

@@ -73,7 +73,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0(eth0,eth1) 10.0.0.*; o2ib0 192.168.[1-2].*"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.[1-2].*\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.[1-2].*\n",
+        ),
     },
     Case {
         name: "sanity_601_routes",
@@ -93,7 +95,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("routes='tcp0 2 10.0.0.1@o2ib0:7'"),
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 2\n    priority: 7\n"),
+        expected: Ok(
+            "route:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 2\n    priority: 7\n",
+        ),
     },
     Case {
         name: "sanity_603_default_hop",
@@ -133,7 +137,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.1.0.*\nroute:\n  - net: tcp0\n    gateway: 10.1.0.1@o2ib0\n    hop: 1\n    priority: 9\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.1.0.*\nroute:\n  - net: tcp0\n    gateway: 10.1.0.1@o2ib0\n    hop: 1\n    priority: 9\n",
+        ),
     },
     Case {
         name: "sanity_607_options_line",
@@ -143,7 +149,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet 'ip2nets=\"tcp0 10.0.0.*\" routes=\"tcp0 1 10.0.0.2@o2ib0\"'"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.2@o2ib0\n    hop: 1\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.2@o2ib0\n    hop: 1\n",
+        ),
     },
     Case {
         name: "sanity_608_missing_pattern",
@@ -163,7 +171,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some(""),
         default_hop: None,
-        expected: Err((1, "Error: no ip2nets, routes, or networks data provided (use -m/-i/-r, inline arg, or stdin)")),
+        expected: Err((
+            1,
+            "Error: no ip2nets, routes, or networks data provided (use -m/-i/-r, inline arg, or stdin)",
+        )),
     },
     Case {
         name: "sanity_610_order",
@@ -173,7 +184,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("routes='o2ib0 1 192.168.0.1@tcp0'"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n  - net: o2ib0\n    gateway: 192.168.0.1@tcp0\n    hop: 1\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n  - net: o2ib0\n    gateway: 192.168.0.1@tcp0\n    hop: 1\n",
+        ),
     },
     Case {
         name: "sanity_611_hop_zero",
@@ -183,7 +196,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("routes='tcp0 0 10.0.0.1@o2ib0'"),
         default_hop: None,
-        expected: Err((2, "Error: routes: hopcount 0 out of range 1-255 in 'tcp0 0 10.0.0.1@o2ib0'")),
+        expected: Err((
+            2,
+            "Error: routes: hopcount 0 out of range 1-255 in 'tcp0 0 10.0.0.1@o2ib0'",
+        )),
     },
     Case {
         name: "sanity_612_bad_pattern",
@@ -193,7 +209,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0 10.0.0"),
         default_hop: None,
-        expected: Err((2, "Error: Invalid-looking IP pattern token '10.0.0' in rule: 'tcp0 10.0.0'")),
+        expected: Err((
+            2,
+            "Error: Invalid-looking IP pattern token '10.0.0' in rule: 'tcp0 10.0.0'",
+        )),
     },
     Case {
         name: "sanity_613_patterns",
@@ -203,7 +222,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0 10.0.0.* 10.0.1.*"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n         1: 10.0.1.*\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n         1: 10.0.1.*\n",
+        ),
     },
     Case {
         name: "sanity_614_interfaces_and_patterns",
@@ -213,27 +234,37 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0(eth0,eth1) 10.0.0.* 10.0.1.*"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 10.0.0.*\n         1: 10.0.1.*\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 10.0.0.*\n         1: 10.0.1.*\n",
+        ),
     },
     Case {
         name: "sanity_615_modprobe",
-        modprobe: &["# Modprobe configuration file for LNet\noptions lnet ip2nets=\"tcp0(eth0) 10.1.0.*\"\n\n# Routes configuration\noptions lnet routes=\"tcp0 1 10.1.0.1@o2ib0:9\"\n\n# Line continuation test\noptions lnet \\\n  ip2nets=\"o2ib0 192.168.1.*\"\n"],
+        modprobe: &[
+            "# Modprobe configuration file for LNet\noptions lnet ip2nets=\"tcp0(eth0) 10.1.0.*\"\n\n# Routes configuration\noptions lnet routes=\"tcp0 1 10.1.0.1@o2ib0:9\"\n\n# Line continuation test\noptions lnet \\\n  ip2nets=\"o2ib0 192.168.1.*\"\n",
+        ],
         ip2nets: &[],
         routes: &[],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n    ip-range:\n         0: 10.1.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.1.*\nroute:\n  - net: tcp0\n    gateway: 10.1.0.1@o2ib0\n    hop: 1\n    priority: 9\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n    ip-range:\n         0: 10.1.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.1.*\nroute:\n  - net: tcp0\n    gateway: 10.1.0.1@o2ib0\n    hop: 1\n    priority: 9\n",
+        ),
     },
     Case {
         name: "sanity_616_modprobe_and_file",
-        modprobe: &["options lnet ip2nets=\"tcp0 10.0.0.*\"\noptions lnet routes=\"tcp0 1 10.0.0.1@o2ib0\"\n"],
+        modprobe: &[
+            "options lnet ip2nets=\"tcp0 10.0.0.*\"\noptions lnet routes=\"tcp0 1 10.0.0.1@o2ib0\"\n",
+        ],
         ip2nets: &["o2ib0 192.168.0.*\n"],
         routes: &[],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib0\n    ip-range:\n         0: 192.168.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n",
+        ),
     },
     Case {
         name: "sanity_618_alternative_route",
@@ -243,27 +274,37 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n"),
+        expected: Ok(
+            "route:\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n",
+        ),
     },
     Case {
         name: "sanity_619_alternative_routes",
         modprobe: &[],
         ip2nets: &[],
-        routes: &["# Alternative route format examples\ntcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }  # High priority route\n# This is a comment line\ntcp4: { gateway: 10.3.3.4@tcp }\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp7: { gateway: 10.3.3.[6-12]@tcp, priority: 20, hop: 8 }\n"],
+        routes: &[
+            "# Alternative route format examples\ntcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }  # High priority route\n# This is a comment line\ntcp4: { gateway: 10.3.3.4@tcp }\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp7: { gateway: 10.3.3.[6-12]@tcp, priority: 20, hop: 8 }\n",
+        ],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp4\n    gateway: 10.3.3.4@tcp\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n"),
+        expected: Ok(
+            "route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp4\n    gateway: 10.3.3.4@tcp\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n",
+        ),
     },
     Case {
         name: "sanity_620_mixed_routes",
         modprobe: &[],
         ip2nets: &[],
-        routes: &["# Mixed route formats\ntcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }\ntcp0 1 10.2.2.3@tcp1\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp2 2 10.4.4.5@tcp0:7\n"],
+        routes: &[
+            "# Mixed route formats\ntcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }\ntcp0 1 10.2.2.3@tcp1\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp2 2 10.4.4.5@tcp0:7\n",
+        ],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp0\n    gateway: 10.2.2.3@tcp1\n    hop: 1\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp2\n    gateway: 10.4.4.5@tcp0\n    hop: 2\n    priority: 7\n"),
+        expected: Ok(
+            "route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp0\n    gateway: 10.2.2.3@tcp1\n    hop: 1\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp2\n    gateway: 10.4.4.5@tcp0\n    hop: 2\n    priority: 7\n",
+        ),
     },
     Case {
         name: "sanity_621_alternative_hop_zero",
@@ -273,7 +314,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in routes file r0.conf: routes: hopcount 0 out of range 1-255 in 'tcp0: { gateway: 10.0.0.1@o2ib0, hop: 0 }'")),
+        expected: Err((
+            2,
+            "Error in routes file r0.conf: routes: hopcount 0 out of range 1-255 in 'tcp0: { gateway: 10.0.0.1@o2ib0, hop: 0 }'",
+        )),
     },
     Case {
         name: "sanity_622_alternative_default_hop",
@@ -303,7 +347,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet networks=tcp0(eth0)"),
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n",
+        ),
     },
     Case {
         name: "sanity_625_networks_several",
@@ -313,17 +359,23 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet networks=tcp0(eth0),o2ib(ib0)"),
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n",
+        ),
     },
     Case {
         name: "sanity_626_modprobe_mixed",
-        modprobe: &["options lnet networks=tcp0(eth0),o2ib(ib0)\noptions lnet ip2nets=\"tcp1(eth1) 192.168.1.*\"\noptions lnet routes=\"tcp0 1 10.0.0.1@o2ib0\"\n"],
+        modprobe: &[
+            "options lnet networks=tcp0(eth0),o2ib(ib0)\noptions lnet ip2nets=\"tcp1(eth1) 192.168.1.*\"\noptions lnet routes=\"tcp0 1 10.0.0.1@o2ib0\"\n",
+        ],
         ip2nets: &[],
         routes: &[],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\nip2nets:\n  - net-spec: tcp1\n    interfaces:\n         0: eth1\n    ip-range:\n         0: 192.168.1.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\nip2nets:\n  - net-spec: tcp1\n    interfaces:\n         0: eth1\n    ip-range:\n         0: 192.168.1.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n",
+        ),
     },
     Case {
         name: "sanity_627_bad_networks",
@@ -343,7 +395,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0(eth0) 10.0.0.* tcp1(eth1) 192.168.1.*"),
         default_hop: None,
-        expected: Err((2, "Error: Detected what looks like a second network specification 'tcp1(eth1)' in rule: 'tcp0(eth0) 10.0.0.* tcp1(eth1) 192.168.1.*'. Multiple network rules must be separated by semicolons (;).")),
+        expected: Err((
+            2,
+            "Error: Detected what looks like a second network specification 'tcp1(eth1)' in rule: 'tcp0(eth0) 10.0.0.* tcp1(eth1) 192.168.1.*'. Multiple network rules must be separated by semicolons (;).",
+        )),
     },
     Case {
         name: "sanity_629_several_gateways",
@@ -353,7 +408,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet routes=\"tcp0 1 10.0.0.1@o2ib0 10.0.0.2@o2ib0\""),
         default_hop: None,
-        expected: Err((2, "Error: routes: multiple gateway specifications found in single rule 'tcp0 1 10.0.0.1@o2ib0 10.0.0.2@o2ib0'. If you intended multiple routes, separate them with semicolons (;). Found gateways: 10.0.0.1@o2ib0, 10.0.0.2@o2ib0")),
+        expected: Err((
+            2,
+            "Error: routes: multiple gateway specifications found in single rule 'tcp0 1 10.0.0.1@o2ib0 10.0.0.2@o2ib0'. If you intended multiple routes, separate them with semicolons (;). Found gateways: 10.0.0.1@o2ib0, 10.0.0.2@o2ib0",
+        )),
     },
     Case {
         name: "man_networks",
@@ -363,7 +421,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet networks=\"tcp0(eth0),o2ib(ib0)\""),
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n",
+        ),
     },
     Case {
         name: "man_options_line",
@@ -373,7 +433,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("options lnet ip2nets=\"tcp0 10.0.0.*\" routes=\"tcp0 1 10.0.0.1@o2ib0\""),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\nroute:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 1\n",
+        ),
     },
     Case {
         name: "man_doc_ip2nets",
@@ -383,17 +445,23 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp(eth0) 192.168.0.[2,4]; tcp 192.168.0.*"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp\n    interfaces:\n         0: eth0\n    ip-range:\n         0: 192.168.0.[2,4]\n  - net-spec: tcp\n    ip-range:\n         0: 192.168.0.*\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp\n    interfaces:\n         0: eth0\n    ip-range:\n         0: 192.168.0.[2,4]\n  - net-spec: tcp\n    ip-range:\n         0: 192.168.0.*\n",
+        ),
     },
     Case {
         name: "man_routes_conf",
         modprobe: &[],
         ip2nets: &[],
-        routes: &["tcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }\ntcp4: { gateway: 10.3.3.4@tcp }\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp7: { gateway: 10.3.3.[6-12]@tcp, priority: 20, hop: 8 }\n"],
+        routes: &[
+            "tcp1: { gateway: 10.1.1.2@tcp0, priority: 3 }\ntcp4: { gateway: 10.3.3.4@tcp }\ntcp6: { gateway: 10.3.3.6@tcp, hop: 2, priority: 5 }\ntcp7: { gateway: 10.3.3.[6-12]@tcp, priority: 20, hop: 8 }\n",
+        ],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp4\n    gateway: 10.3.3.4@tcp\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n"),
+        expected: Ok(
+            "route:\n  - net: tcp1\n    gateway: 10.1.1.2@tcp0\n    priority: 3\n  - net: tcp4\n    gateway: 10.3.3.4@tcp\n  - net: tcp6\n    gateway: 10.3.3.6@tcp\n    hop: 2\n    priority: 5\n  - net: tcp7\n    gateway: 10.3.3.[6-12]@tcp\n    hop: 8\n    priority: 20\n",
+        ),
     },
     Case {
         name: "man_files_default_hop",
@@ -403,17 +471,23 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: Some("2"),
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 192.168.0.[2,4]\n  - net-spec: o2ib0\n    ip-range:\n         0: 132.6.[1-3].[2-8/2]\nroute:\n  - net: tcp0\n    gateway: 10.0.0.[1-2]@o2ib0\n    hop: 2\n    priority: 5\n  - net: tcp0\n    gateway: 10.0.0.[3-4]@o2ib0\n    hop: 2\n    priority: 10\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    interfaces:\n         0: eth0\n         1: eth1\n    ip-range:\n         0: 192.168.0.[2,4]\n  - net-spec: o2ib0\n    ip-range:\n         0: 132.6.[1-3].[2-8/2]\nroute:\n  - net: tcp0\n    gateway: 10.0.0.[1-2]@o2ib0\n    hop: 2\n    priority: 5\n  - net: tcp0\n    gateway: 10.0.0.[3-4]@o2ib0\n    hop: 2\n    priority: 10\n",
+        ),
     },
     Case {
         name: "seeds_client",
-        modprobe: &["options lnet networks=ptlf(0) routes='o2ib [1,2,3,4,5]@ptlf' lnet_peer_discovery_disabled=1 lnet_health_sensitivity=0 check_router_before_use=1 live_router_check_interval=107 dead_router_check_interval=50\noptions kptl4lnd peer_credits=32 ntx=8192\noptions libcfs cpu_pattern=\"0[0-15] 1[18-33] 2[34-49] 3[50-65]\"\n"],
+        modprobe: &[
+            "options lnet networks=ptlf(0) routes='o2ib [1,2,3,4,5]@ptlf' lnet_peer_discovery_disabled=1 lnet_health_sensitivity=0 check_router_before_use=1 live_router_check_interval=107 dead_router_check_interval=50\noptions kptl4lnd peer_credits=32 ntx=8192\noptions libcfs cpu_pattern=\"0[0-15] 1[18-33] 2[34-49] 3[50-65]\"\n",
+        ],
         ip2nets: &[],
         routes: &[],
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("net:\n-     net type: ptlf\n      local NI(s):\n      -     interfaces:\n                  0: 0\nroute:\n  - net: o2ib\n    gateway: [1,2,3,4,5]@ptlf\n"),
+        expected: Ok(
+            "net:\n-     net type: ptlf\n      local NI(s):\n      -     interfaces:\n                  0: 0\nroute:\n  - net: o2ib\n    gateway: [1,2,3,4,5]@ptlf\n",
+        ),
     },
     Case {
         name: "comments_semicolons_and_continuations",
@@ -423,7 +497,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0 10.0.0.* # first\\\n ; o2ib 10.1.*.* ;; # gone; tcp2 1.2.3.4\n"),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib\n    ip-range:\n         0: 10.1.*.*\n  - net-spec: tcp2\n    ip-range:\n         0: 1.2.3.4\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: o2ib\n    ip-range:\n         0: 10.1.*.*\n  - net-spec: tcp2\n    ip-range:\n         0: 1.2.3.4\n",
+        ),
     },
     Case {
         name: "default_hop_keeps_explicit",
@@ -433,7 +509,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: Some("9"),
-        expected: Ok("route:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 9\n  - net: tcp1\n    gateway: 10.0.0.2@o2ib0\n    hop: 4\n"),
+        expected: Ok(
+            "route:\n  - net: tcp0\n    gateway: 10.0.0.1@o2ib0\n    hop: 9\n  - net: tcp1\n    gateway: 10.0.0.2@o2ib0\n    hop: 4\n",
+        ),
     },
     Case {
         name: "default_hop_out_of_range",
@@ -463,7 +541,10 @@ const CASES: &[Case] = &[
         networks: &["tcp0(eth0)\no2ib\n"],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in networks file n0.conf: Invalid network specification: 'tcp0(eth0)\no2ib'")),
+        expected: Err((
+            2,
+            "Error in networks file n0.conf: Invalid network specification: 'tcp0(eth0)\no2ib'",
+        )),
     },
     Case {
         name: "networks_file_commas",
@@ -473,7 +554,9 @@ const CASES: &[Case] = &[
         networks: &["tcp0(eth0), o2ib(ib0,ib1) ,tcp1\n"],
         inline: None,
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n                  1: ib1\n-     net type: tcp1\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp0\n      local NI(s):\n      -     interfaces:\n                  0: eth0\n-     net type: o2ib\n      local NI(s):\n      -     interfaces:\n                  0: ib0\n                  1: ib1\n-     net type: tcp1\n",
+        ),
     },
     Case {
         name: "route_incomplete",
@@ -483,7 +566,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in routes file r0.conf: routes: incomplete route specification 'tcp0'")),
+        expected: Err((
+            2,
+            "Error in routes file r0.conf: routes: incomplete route specification 'tcp0'",
+        )),
     },
     Case {
         name: "route_missing_gateway",
@@ -493,7 +579,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in routes file r0.conf: routes: missing gateway specs in 'tcp0 3'")),
+        expected: Err((
+            2,
+            "Error in routes file r0.conf: routes: missing gateway specs in 'tcp0 3'",
+        )),
     },
     Case {
         name: "alternative_bad_priority",
@@ -503,7 +592,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in routes file r0.conf: routes: invalid priority value 'x' in 'tcp0: { gateway: a@b, priority: x }'")),
+        expected: Err((
+            2,
+            "Error in routes file r0.conf: routes: invalid priority value 'x' in 'tcp0: { gateway: a@b, priority: x }'",
+        )),
     },
     Case {
         name: "alternative_bad_hop",
@@ -513,7 +605,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in routes file r0.conf: routes: invalid hop value 'two' in 'tcp0: { gateway: a@b, hop: two }'")),
+        expected: Err((
+            2,
+            "Error in routes file r0.conf: routes: invalid hop value 'two' in 'tcp0: { gateway: a@b, hop: two }'",
+        )),
     },
     Case {
         name: "priority_needs_an_at_sign",
@@ -523,7 +618,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("route:\n  - net: tcp0\n    gateway: 10.0.0.1:7\n    hop: 1\n  - net: tcp0\n    gateway: a@b\n    hop: 1\n    priority: 7\n  - net: tcp0\n    gateway: a@b:x\n    hop: 1\n"),
+        expected: Ok(
+            "route:\n  - net: tcp0\n    gateway: 10.0.0.1:7\n    hop: 1\n  - net: tcp0\n    gateway: a@b\n    hop: 1\n    priority: 7\n  - net: tcp0\n    gateway: a@b:x\n    hop: 1\n",
+        ),
     },
     Case {
         name: "second_net_spec",
@@ -533,7 +630,10 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("tcp0 10.0.0.* tcp1"),
         default_hop: None,
-        expected: Err((2, "Error: Detected what looks like a second network specification 'tcp1' in rule: 'tcp0 10.0.0.* tcp1'. Multiple network rules must be separated by semicolons (;).")),
+        expected: Err((
+            2,
+            "Error: Detected what looks like a second network specification 'tcp1' in rule: 'tcp0 10.0.0.* tcp1'. Multiple network rules must be separated by semicolons (;).",
+        )),
     },
     Case {
         name: "rule_header_error",
@@ -553,7 +653,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: Some("ip2nets=\"tcp0 10.0.0.*\ntcp1 10.1.0.*\""),
         default_hop: None,
-        expected: Ok("ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: tcp1\n    ip-range:\n         0: 10.1.0.*\n"),
+        expected: Ok(
+            "ip2nets:\n  - net-spec: tcp0\n    ip-range:\n         0: 10.0.0.*\n  - net-spec: tcp1\n    ip-range:\n         0: 10.1.0.*\n",
+        ),
     },
     Case {
         name: "modprobe_files_in_order",
@@ -563,7 +665,9 @@ const CASES: &[Case] = &[
         networks: &[],
         inline: None,
         default_hop: None,
-        expected: Ok("net:\n-     net type: tcp\nip2nets:\n  - net-spec: tcp\n    ip-range:\n         0: 1.2.3.4\nroute:\n  - net: tcp0\n    gateway: a@b\n"),
+        expected: Ok(
+            "net:\n-     net type: tcp\nip2nets:\n  - net-spec: tcp\n    ip-range:\n         0: 1.2.3.4\nroute:\n  - net: tcp0\n    gateway: a@b\n",
+        ),
     },
     Case {
         name: "error_in_modprobe",
@@ -593,6 +697,9 @@ const CASES: &[Case] = &[
         networks: &["tcp(eth0\n"],
         inline: None,
         default_hop: None,
-        expected: Err((2, "Error in networks file n0.conf: Invalid network specification: 'tcp(eth0'")),
+        expected: Err((
+            2,
+            "Error in networks file n0.conf: Invalid network specification: 'tcp(eth0'",
+        )),
     },
 ];

@@ -179,7 +179,10 @@ pub(super) const PARAMS: &[Param] = &[
         "use_tcp_bonding",
         Int,
         "0",
-        Only(&["0"], "use_tcp_bonding has been removed. Use Multi-Rail and Dynamic Discovery instead"),
+        Only(
+            &["0"],
+            "use_tcp_bonding has been removed. Use Multi-Rail and Dynamic Discovery instead",
+        ),
     ),
     // lnet: global settings (api-ni.c setters).
     row(Lnet, "lnet_numa_range", Uint, "0", Global(GlobalKey::NumaRange)),
@@ -440,7 +443,9 @@ pub(super) const PARAMS: &[Param] = &[
         "skip_mr_route_setup",
         Uint,
         "0",
-        NoEffect("ulnetd installs no Linux routes for multi-rail (as net add --skip-mr-route-setup)"),
+        NoEffect(
+            "ulnetd installs no Linux routes for multi-rail (as net add --skip-mr-route-setup)",
+        ),
     ),
     row(Ksocklnd, "tos", Int, "-1", NetDefault(NetKey::Tos)),
     // lnet_selftest (framework.c, brw_test.c, ping_test.c).
@@ -484,11 +489,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
         let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        for (cb, pair) in b.iter().zip(previous.windows(2)) {
+            let &[diagonal, up] = pair else { continue };
+            let left = current.last().copied().unwrap_or(0);
+            current.push((diagonal + usize::from(ca != *cb)).min(up + 1).min(left + 1));
         }
         previous = current;
     }
-    previous[b.len()]
+    previous.last().copied().unwrap_or(0)
 }

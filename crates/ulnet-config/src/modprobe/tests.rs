@@ -99,18 +99,45 @@ fn setters_check_in_the_order_parameters_come() {
 #[test]
 fn the_kernels_refusals_and_their_texts() {
     let cases = [
-        ("options lnet lnet_transaction_timeout=0", "Invalid value for lnet_transaction_timeout (0). Has to be greater than lnet_retry_count (2)"),
-        ("options lnet lnet_transaction_timeout=-5", "Invalid module parameter value for 'lnet_transaction_timeout'"),
-        ("options lnet lnet_health_sensitivity=1001", "Invalid health value. Maximum: 1000 value = 1001"),
-        ("options lnet lnet_health_sensitivity=lots", "Invalid module parameter value for 'lnet_health_sensitivity'"),
-        ("options lnet lnet_max_recovery_ping_interval=0", "Invalid max ping timeout. Must be strictly positive"),
+        (
+            "options lnet lnet_transaction_timeout=0",
+            "Invalid value for lnet_transaction_timeout (0). Has to be greater than lnet_retry_count (2)",
+        ),
+        (
+            "options lnet lnet_transaction_timeout=-5",
+            "Invalid module parameter value for 'lnet_transaction_timeout'",
+        ),
+        (
+            "options lnet lnet_health_sensitivity=1001",
+            "Invalid health value. Maximum: 1000 value = 1001",
+        ),
+        (
+            "options lnet lnet_health_sensitivity=lots",
+            "Invalid module parameter value for 'lnet_health_sensitivity'",
+        ),
+        (
+            "options lnet lnet_max_recovery_ping_interval=0",
+            "Invalid max ping timeout. Must be strictly positive",
+        ),
         ("options lnet lnet_response_tracking=4", "Invalid value (4) for 'lnet_response_tracking'"),
         ("options lnet lnet_response_tracking=x", "Invalid value for 'lnet_response_tracking'"),
-        ("options lnet router_sensitivity_percentage=101", "Invalid value: 101 for 'router_sensitivity_percentage'"),
-        ("options lnet lnet_interfaces_max=4k", "Invalid module parameter value for 'lnet_interfaces_max'"),
+        (
+            "options lnet router_sensitivity_percentage=101",
+            "Invalid value: 101 for 'router_sensitivity_percentage'",
+        ),
+        (
+            "options lnet lnet_interfaces_max=4k",
+            "Invalid module parameter value for 'lnet_interfaces_max'",
+        ),
         ("options lnet lnet_numa_range=-1", "`-1' invalid for parameter `lnet_numa_range'"),
-        ("options lnet lnet_recovery_limit=5000000000", "`5000000000' invalid for parameter `lnet_recovery_limit'"),
-        ("options lnet lnet_drop_asym_route=3000000000", "3000000000 is too large (at most 2147483647)"),
+        (
+            "options lnet lnet_recovery_limit=5000000000",
+            "`5000000000' invalid for parameter `lnet_recovery_limit'",
+        ),
+        (
+            "options lnet lnet_drop_asym_route=3000000000",
+            "3000000000 is too large (at most 2147483647)",
+        ),
         ("options lnet accept=maybe", "Can't parse 'accept=\"maybe\"'"),
         ("options lnet accept_port=0", "0 is not a port number (1-65535)"),
         ("options lnet accept_port=65536", "65536 is not a port number (1-65535)"),
@@ -120,32 +147,69 @@ fn the_kernels_refusals_and_their_texts() {
         ("options lnet networks=tcp(eth0", "interface list at 4 has no closing ')'"),
         ("options lnet networks=foo", "unrecognised network type 'foo' at 0"),
         ("options lnet routes=\"tcp1 10.0.0.1@nonet\"", "bad gateway NID '10.0.0.1@nonet' at 5"),
-        ("options lnet ip2nets=\"tcp 10.0.0.300\"", "bad IP range '10.0.0.300' at 4: 300 is outside 0..=255"),
-        ("options lnet use_tcp_bonding=1", "use_tcp_bonding has been removed. Use Multi-Rail and Dynamic Discovery instead (only \"0\" is accepted)"),
+        (
+            "options lnet ip2nets=\"tcp 10.0.0.300\"",
+            "bad IP range '10.0.0.300' at 4: 300 is outside 0..=255",
+        ),
+        (
+            "options lnet use_tcp_bonding=1",
+            "use_tcp_bonding has been removed. Use Multi-Rail and Dynamic Discovery instead (only \"0\" is accepted)",
+        ),
         ("options ksocklnd tos=256", "`256' invalid for parameter `tos'"),
         ("options ksocklnd tos=-2", "`-2' invalid for parameter `tos'"),
         ("options ksocklnd credits=0", "0: credits must be at least 1"),
         ("options ksocklnd peer_credits=-8", "-8: peer_credits must be at least 1"),
         ("options ksocklnd peer_buffer_credits=-1", "-1: peer_buffer_credits must not be negative"),
-        ("options ksocklnd conns_per_peer=128", "128: ulnet opens at most 127 connections per peer (lnetctl's range 0-127)"),
+        (
+            "options ksocklnd conns_per_peer=128",
+            "128: ulnet opens at most 127 connections per peer (lnetctl's range 0-127)",
+        ),
         ("options ksocklnd conns_per_peer=-1", "`-1' invalid for parameter `conns_per_peer'"),
         ("options ksocklnd sock_timeout=-1", "-1 is negative: sock_timeout counts from 0"),
         ("options ksocklnd min_reconnectms=1s", "`1s' invalid for parameter `min_reconnectms'"),
-        ("options ksocklnd nscheds=4", "ulnet's TCP LND runs on the node's one I/O thread, not scheduler threads (only \"0\" is accepted)"),
-        ("options ksocklnd enable_csum=1", "sending message checksums is not implemented (received ones are checked) (only \"0\" is accepted)"),
-        ("options ksocklnd backoff_init=3", "unknown parameter: it exists only in kernels built with SOCKNAL_BACKOFF"),
+        (
+            "options ksocklnd nscheds=4",
+            "ulnet's TCP LND runs on the node's one I/O thread, not scheduler threads (only \"0\" is accepted)",
+        ),
+        (
+            "options ksocklnd enable_csum=1",
+            "sending message checksums is not implemented (received ones are checked) (only \"0\" is accepted)",
+        ),
+        (
+            "options ksocklnd backoff_init=3",
+            "unknown parameter: it exists only in kernels built with SOCKNAL_BACKOFF",
+        ),
         ("options ksocklnd zc_recv=yes", "`yes' invalid for parameter `zc_recv'"),
-        ("options libcfs libcfs_debug=0", "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs with tracing, filtered by ULNET_LOG"),
-        ("options libcfs cpu_npartitions=4", "CPU partitions are not implemented yet: ulnet runs one partition (only \"0\" or \"1\" is accepted)"),
-        ("options lnet portal_rotor=1", "CPU partitions are not implemented yet: ulnet runs one partition (only \"3\" is accepted)"),
-        ("options lnet_selftest rpc_timeout=30", "the selftest service's parameters are not configurable in ulnetd yet (only \"64\" is accepted)"),
-        ("options lnet colour=red", "unknown parameter: lnet has no such parameter (the kernel ignores it with a warning)"),
-        ("options ksocklnd peer_credit=16", "unknown parameter (did you mean peer_credits?): ksocklnd has no such parameter (the kernel ignores it with a warning)"),
+        (
+            "options libcfs libcfs_debug=0",
+            "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs with tracing, filtered by ULNET_LOG",
+        ),
+        (
+            "options libcfs cpu_npartitions=4",
+            "CPU partitions are not implemented yet: ulnet runs one partition (only \"0\" or \"1\" is accepted)",
+        ),
+        (
+            "options lnet portal_rotor=1",
+            "CPU partitions are not implemented yet: ulnet runs one partition (only \"3\" is accepted)",
+        ),
+        (
+            "options lnet_selftest rpc_timeout=30",
+            "the selftest service's parameters are not configurable in ulnetd yet (only \"64\" is accepted)",
+        ),
+        (
+            "options lnet colour=red",
+            "unknown parameter: lnet has no such parameter (the kernel ignores it with a warning)",
+        ),
+        (
+            "options ksocklnd peer_credit=16",
+            "unknown parameter (did you mean peer_credits?): ksocklnd has no such parameter (the kernel ignores it with a warning)",
+        ),
     ];
     let mut wrong = Vec::new();
     for (line, why) in cases {
         let (_, problems) = read(&format!("{line}\n"));
-        let got: Vec<String> = problems.iter().map(|p| p.splitn(3, ": ").nth(2).unwrap_or("").to_string()).collect();
+        let got: Vec<String> =
+            problems.iter().map(|p| p.splitn(3, ": ").nth(2).unwrap_or("").to_string()).collect();
         if got != [why] {
             wrong.push(format!("{line}\n  got      {got:?}\n  expected {why:?}"));
         }
@@ -155,7 +219,8 @@ fn the_kernels_refusals_and_their_texts() {
 
 #[test]
 fn values_the_kernel_reads_the_same_are_the_same() {
-    let params = ok("options lnet lnet_transaction_timeout=+0x96 cpu_npartitions=1 cpu_pattern=\"\"\n\
+    let params =
+        ok("options lnet lnet_transaction_timeout=+0x96 cpu_npartitions=1 cpu_pattern=\"\"\n\
                      options libcfs cpu_pattern=N cpu_npartitions=0x0\n\
                      options lnet config_on_load=1 lnet_recovery_interval lnet_interfaces_max=8\n\
                      options ksocklnd skip_mr_route_setup=1 nonblk_zcack=01\n");
@@ -186,7 +251,10 @@ fn routing_parameters_fill_the_routing_model_and_name_their_block() {
         blocks,
         ["route", "routing", "buffers", "buffers", "routing", "routing", "buffers", "route"]
     );
-    assert_eq!(params.blocks[0].1.to_string(), "lustre.conf:1: options lnet routes=o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp");
+    assert_eq!(
+        params.blocks[0].1.to_string(),
+        "lustre.conf:1: options lnet routes=o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp"
+    );
     // Empty text forms are the defaults: nothing given.
     assert!(ok("options lnet routes=\"\" forwarding=\"\"\n").blocks.is_empty());
 }
@@ -236,7 +304,10 @@ fn modprobe_syntax_problems_are_named() {
         "lustre.conf:3: option: not a modprobe.d command (options, alias, blacklist, install, \
          remove, softdep, weakdep)"
     );
-    assert_eq!(problem("options lnet\n"), "lustre.conf:1: options: needs a module name and parameters");
+    assert_eq!(
+        problem("options lnet\n"),
+        "lustre.conf:1: options: needs a module name and parameters"
+    );
     assert_eq!(
         problem("install lnet /sbin/modprobe --ignore-install lnet && lnetctl lnet configure\n"),
         "lustre.conf:1: install lnet: the command stands in for loading the module, which \
@@ -246,7 +317,8 @@ fn modprobe_syntax_problems_are_named() {
 
 #[test]
 fn other_modules_and_commands_are_notes() {
-    let params = ok("options ptlrpc at_max=600\nalias lustre-fs lustre\nsoftdep lnet pre: libcfs\n\
+    let params =
+        ok("options ptlrpc at_max=600\nalias lustre-fs lustre\nsoftdep lnet pre: libcfs\n\
                      install osc /bin/true\n");
     let notes: Vec<String> = params.notes.iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -316,7 +388,10 @@ fn the_seeds_options_lines() {
 #[test]
 fn a_file_too_large_is_refused() {
     let huge = "#".repeat(MAX_MODPROBE_LEN + 1);
-    assert_eq!(problem(&huge), format!("lustre.conf:0: file: {} bytes, at most {MAX_MODPROBE_LEN} are read", huge.len()));
+    assert_eq!(
+        problem(&huge),
+        format!("lustre.conf:0: file: {} bytes, at most {MAX_MODPROBE_LEN} are read", huge.len())
+    );
     let long = format!("options lnet networks=\"{}\"\n", "t".repeat(MAX_STRING_PARAM_LEN + 1));
     assert!(problem(&long).ends_with("string parameter too long (1025 bytes, at most 1024)"));
 }

@@ -46,7 +46,9 @@ pub(super) fn uint(text: &str) -> Result<u32, NumberError> {
 fn digits(text: &str) -> Result<u64, NumberError> {
     let bytes = text.as_bytes();
     let (radix, body) = match bytes {
-        [b'0', b'x' | b'X', third, ..] if third.is_ascii_hexdigit() => (16, &bytes[2..]),
+        [b'0', b'x' | b'X', rest @ ..] if rest.first().is_some_and(u8::is_ascii_hexdigit) => {
+            (16, rest)
+        }
         [b'0', ..] => (8, bytes),
         _ => (10, bytes),
     };
@@ -60,7 +62,7 @@ fn digits(text: &str) -> Result<u64, NumberError> {
             .ok_or(NumberError::Range)?;
         count += 1;
     }
-    let rest = &body[count..];
+    let rest = body.get(count..).unwrap_or_default();
     if count == 0 {
         return Err(NumberError::Invalid);
     }
