@@ -2,14 +2,14 @@
 //! ...`, `options libcfs ...`) mapped onto what ulnet runs, with the kernel's names,
 //! defaults, checks and messages.
 //!
-//! * **Syntax** ([`syntax`](self)): modprobe.d as kmod reads it (comments, backslash
+//! * **Syntax** (`syntax.rs`): modprobe.d as kmod reads it (comments, backslash
 //!   continuations, several `options` lines for one module adding up in file order, `-`
 //!   and `_` alike in names), values quoted with `"` or `'`.
 //! * **Order**: parameters are set one after the other, as the kernel sets them at module
 //!   load, so a later value replaces an earlier one and the setters' cross-checks
 //!   (`lnet_retry_count` against `lnet_transaction_timeout`, ...) see the values set
 //!   before them.
-//! * **What each becomes**: one table ([`table`](self)): lnet's global tunables go to
+//! * **What each becomes**: one table (`table.rs`): lnet's global tunables go to
 //!   [`GlobalSettings`] through the kernel's setter checks; `accept`/`accept_port` and the
 //!   socklnd parameters to the TCP LND's settings; `credits`, `peer_credits`,
 //!   `peer_timeout`, `peer_buffer_credits`, `conns_per_peer` and `tos` become the defaults

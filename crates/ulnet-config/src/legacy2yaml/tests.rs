@@ -703,3 +703,43 @@ const CASES: &[Case] = &[
         )),
     },
 ];
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                "[ -~\n]{0,6}",
+                Just("routes=".to_string()),
+                Just("ip2nets=".to_string()),
+                Just("networks=".to_string()),
+                Just("options lnet ".to_string()),
+                Just("tcp1: { gateway: ".to_string()),
+                Just("10.0.0.*".to_string()),
+                Just("\\\n".to_string()),
+            ],
+            0..20,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn conversions_never_panic_and_end_lines(inline in text(), file in text()) {
+            let mut converter = Converter::new();
+            let added = converter
+                .add_modprobe("m", &file)
+                .and_then(|()| converter.add_ip2nets("i", &file))
+                .and_then(|()| converter.add_routes("r", &file))
+                .and_then(|()| converter.add_networks("n", &file))
+                .and_then(|()| converter.add_inline(&inline));
+            if added.is_ok() {
+                if let Ok(yaml) = converter.finish(Some("2")) {
+                    prop_assert!(yaml.ends_with('\n'));
+                }
+            }
+        }
+    }
+}

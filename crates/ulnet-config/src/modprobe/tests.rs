@@ -395,3 +395,44 @@ fn a_file_too_large_is_refused() {
     let long = format!("options lnet networks=\"{}\"\n", "t".repeat(MAX_STRING_PARAM_LEN + 1));
     assert!(problem(&long).ends_with("string parameter too long (1025 bytes, at most 1024)"));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces modprobe.d text is made of, good and bad.
+    fn piece() -> impl Strategy<Value = String> {
+        let names: Vec<String> = table::PARAMS.iter().map(|p| p.name.to_string()).collect();
+        prop_oneof![
+            Just("options lnet ".to_string()),
+            Just("options ksocklnd ".to_string()),
+            Just("options libcfs ".to_string()),
+            Just("options ko2iblnd ".to_string()),
+            Just("install lnet x\n".to_string()),
+            prop::sample::select(names),
+            Just("=".to_string()),
+            Just("\"".to_string()),
+            Just("'".to_string()),
+            Just("\\\n".to_string()),
+            Just("#".to_string()),
+            Just("\n".to_string()),
+            Just(" ".to_string()),
+            "[ -~]{0,8}",
+            "-?(0x)?[0-9]{1,12}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_reads_without_panic_and_problems_name_real_lines(
+            pieces in prop::collection::vec(piece(), 0..40)
+        ) {
+            let text: String = pieces.concat();
+            let (_, problems) = parse(&[Source { name: "f", text: &text }]);
+            let lines = text.split('\n').count();
+            for problem in problems {
+                prop_assert!(problem.origin.line >= 1 && problem.origin.line <= lines, "{problem}");
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! Exit status: 0 converted; 1 no entries in any source; 2 a usage error, an unreadable
 //! source, a malformed entry or an unwritable output. Files and stdin are read as UTF-8
 //! text with `\r\n` and `\r` taken for newlines, at most
-//! [`MAX_INPUT_LEN`](ulnet_config::legacy2yaml::MAX_INPUT_LEN) bytes each.
+//! [`MAX_INPUT_LEN`] bytes each.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
