@@ -49,6 +49,27 @@ fn every_parameters_default_is_accepted_and_changes_nothing() {
 }
 
 #[test]
+fn every_numeric_parameter_refuses_a_non_number_with_the_kernels_text() {
+    for param in table::PARAMS.iter().filter(|p| !matches!(p.kind, Kind::Text | Kind::Any)) {
+        let module = match param.module {
+            Module::Lnet => "lnet",
+            Module::Libcfs => "libcfs",
+            Module::Ksocklnd => "ksocklnd",
+            Module::LnetSelftest => "lnet_selftest",
+        };
+        let line = format!("options {module} {}=12abc\n", param.name);
+        let expected = match param.kind {
+            Kind::Ulong(text) | Kind::Long(text) => text.to_string(),
+            _ => format!("`12abc' invalid for parameter `{}'", param.name),
+        };
+        assert_eq!(
+            problem(&line),
+            format!("lustre.conf:1: options {module} {}=12abc: {expected}", param.name)
+        );
+    }
+}
+
+#[test]
 fn the_kernels_names_defaults_and_lines_merge() {
     let params = ok("# LNet\n\
                      options lnet lnet_transaction_timeout=200 \\\n\
