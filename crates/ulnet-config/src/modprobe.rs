@@ -14,9 +14,11 @@
 //!   socklnd parameters to the TCP LND's settings; `credits`, `peer_credits`,
 //!   `peer_timeout`, `peer_buffer_credits`, `conns_per_peer` and `tos` become the defaults
 //!   of every tcp net; `networks=` and `ip2nets=` keep the kernel's syntax and meaning;
-//!   `routes=`, `forwarding=`, the router buffers and the router tunables fill the same
-//!   `route`, `routing` and `buffers` blocks of the model as lnetctl's YAML, so whatever
-//!   the daemon does with those blocks applies to them alike.
+//!   `routes=`, `forwarding=` and the router buffers fill the same `route`, `routing` and
+//!   `buffers` blocks of the model as lnetctl's YAML, so whatever the daemon does with
+//!   those blocks applies to them alike; the router tunables no YAML key carries
+//!   (`check_routers_before_use`, `alive_router_check_interval`, ...) fill a `router` block
+//!   when given other than their defaults.
 //! * **What cannot be honoured is an error naming it**: an unknown parameter (the kernel
 //!   ignores it with a warning), a value the kernel refuses, a value of a parameter ulnet
 //!   has no behaviour for other than its default (CPU partitions, scheduler threads,
@@ -122,13 +124,10 @@ pub struct SocklndModule {
 /// Router tunables without a YAML key (lnetctl sets them through sysfs): `None` unset.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RouterTunables {
-    pub rnet_htable_size: Option<i64>,
     pub peer_buffer_credits: Option<i64>,
     pub auto_down: Option<i64>,
     pub check_routers_before_use: Option<i64>,
     pub avoid_asym_router_failure: Option<i64>,
-    pub dead_router_check_interval: Option<i64>,
-    pub live_router_check_interval: Option<i64>,
     pub alive_router_check_interval: Option<i64>,
     pub router_ping_timeout: Option<i64>,
 }
@@ -150,7 +149,8 @@ pub struct ModuleParameters {
     pub routing: Config,
     pub router: RouterTunables,
     /// Every routing parameter given, with the model block it fills (`route`, `routing`,
-    /// `buffers`), in file order: the daemon treats each as it treats that block.
+    /// `buffers`; `router` for a router tunable off its default), in file order: the daemon
+    /// treats each as it treats that block.
     pub blocks: Vec<(&'static str, Origin)>,
     /// Lines that are not LNet's.
     pub notes: Vec<Note>,
@@ -367,7 +367,12 @@ impl Reader {
             Target::Routes => self.routes(text, origin),
             Target::Forwarding => self.forwarding(text, origin),
             Target::Buffers(pool) => {
-                let count = Some(i64::from(number(param, text)?));
+                let count = number(param, text)?;
+                // lustre: router.c lnet_nrb_*_calculate().
+                if count < 0 {
+                    return Err(format!("{}={count} invalid when routing enabled", param.name));
+                }
+                let count = Some(i64::from(count));
                 let buffers = self.params.routing.buffers.get_or_insert_with(Buffers::default);
                 match pool {
                     Pool::Tiny => buffers.tiny = count,
@@ -377,21 +382,20 @@ impl Reader {
                 self.params.blocks.push(("buffers", origin.clone()));
                 Ok(())
             }
-            Target::Router(key, block) => {
-                let value = Some(i64::from(number(param, text)?));
+            Target::Router(key) => {
+                let value = number(param, text)?;
                 let router = &mut self.params.router;
                 *match key {
-                    RouterKey::RnetHtableSize => &mut router.rnet_htable_size,
                     RouterKey::PeerBufferCredits => &mut router.peer_buffer_credits,
                     RouterKey::AutoDown => &mut router.auto_down,
                     RouterKey::CheckRoutersBeforeUse => &mut router.check_routers_before_use,
                     RouterKey::AvoidAsymRouterFailure => &mut router.avoid_asym_router_failure,
-                    RouterKey::DeadRouterCheckInterval => &mut router.dead_router_check_interval,
-                    RouterKey::LiveRouterCheckInterval => &mut router.live_router_check_interval,
                     RouterKey::AliveRouterCheckInterval => &mut router.alive_router_check_interval,
                     RouterKey::RouterPingTimeout => &mut router.router_ping_timeout,
-                } = value;
-                self.params.blocks.push((block, origin.clone()));
+                } = Some(i64::from(value));
+                if !same_value(param, text, param.default) {
+                    self.params.blocks.push(("router", origin.clone()));
+                }
                 Ok(())
             }
             Target::Socklnd(key) => self.socklnd(param, key, text),
@@ -412,7 +416,10 @@ impl Reader {
                     Err(format!("{why} (only {} is accepted)", quoted_list(values)))
                 }
             }
-            Target::Refused(why) => Err(why.to_string()),
+            Target::Refused(why) => {
+                number_if_numeric(param, text)?;
+                Err(why.to_string())
+            }
         }
     }
 

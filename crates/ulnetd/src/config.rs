@@ -21,14 +21,17 @@
 //!
 //! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
-//! node is up, as `lnetctl import` adds them.
+//! node is up, as `lnetctl import` adds them. `route:`, `routing:` and `buffers:` are the
+//! kernel's module parameters `routes=`, `forwarding=` and `*_router_buffers=`: applied when
+//! the node is up (`routing: {enable: 1}` takes effect at once, as `forwarding=enabled`
+//! does, where `ulnetctl set routing 1` waits as lnetctl's does); a route's gateway may be a
+//! NID range, one route per NID. A route whose net is one of the file's own nets, or whose
+//! gateway is on none of them, is refused here; one the node refuses at start stops it.
 //!
 //! The file is read strictly: what ulnetd cannot honour is an error that names it, never a
-//! warning, and the daemon does not start ([`Unsupported`]). That is the `route:`,
-//! `routing:`, `buffers:` and `udsp:` blocks (routing and UDSP are not implemented yet; a
-//! route's gateway may be a NID range, which is parsed and then refused the same way), and
-//! every key lnetctl would skip: unknown keys inside a known block (an unknown top-level
-//! block is already lnetctl's `invalid key` error). The read-only keys of `export` output
+//! warning, and the daemon does not start ([`Unsupported`]). That is the `udsp:` block
+//! (UDSP is not implemented yet) and every key lnetctl would skip: unknown keys inside a
+//! known block (an unknown top-level block is already lnetctl's `invalid key` error). The read-only keys of `export` output
 //! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
 //! configuration; a full export's socklnd `timeout` (a module parameter, which lnetctl's
 //! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
@@ -51,6 +54,7 @@ use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use ulnet_config::modprobe::{ModuleParameters, SocklndModule};
 use yaml_serde::Value;
 
+use crate::live::BootRouting;
 use crate::modprobe::{ModprobeFile, Modules};
 use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net, with_lnd_defaults};
 
@@ -123,6 +127,8 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
+    /// The `route:`, `routing:` and `buffers:` blocks, applied before the peers.
+    pub routing: BootRouting,
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
     /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
@@ -165,7 +171,7 @@ pub enum ConfigError {
 pub struct Unsupported {
     /// The block (`route`, `peer ni`).
     pub what: String,
-    /// `routing is not implemented yet`, `unknown key 'colour'`.
+    /// `user-defined selection policies are not implemented yet`, `unknown key 'colour'`.
     pub why: String,
 }
 
@@ -175,17 +181,20 @@ impl std::fmt::Display for Unsupported {
     }
 }
 
-/// Why `route:` and `routing:` are refused.
-const NO_ROUTING: &str = "routing is not implemented yet";
-
 /// Why ulnetd refuses a block of the configuration model (`None`: it honours it). The one
-/// place that decides, for the YAML's blocks and for the module parameters that fill them
-/// (`routes=`, `forwarding=`, router buffers and tunables).
+/// place that decides, for the YAML's blocks and for the module parameters that fill them:
+/// `routes=`, `forwarding=` and the router buffers fill `route`, `routing` and `buffers`;
+/// `router` stands for the router tunables no YAML key carries (`check_routers_before_use`,
+/// `alive_router_check_interval`, ...), given other than their defaults.
 pub fn block_refusal(block: &str) -> Option<&'static str> {
     match block {
-        "route" | "routing" => Some(NO_ROUTING),
-        "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
         "udsp" => Some("user-defined selection policies are not implemented yet"),
+        "router" => Some(
+            "router tunables are not configurable in ulnetd yet: it routes with the kernel's \
+             defaults (check_routers_before_use 0, avoid_asym_router_failure 1, \
+             alive_router_check_interval 60, router_ping_timeout 50, auto_down 1, \
+             peer_buffer_credits 0)",
+        ),
         _ => None,
     }
 }
@@ -284,30 +293,34 @@ impl DaemonConfig {
         let applied = settings.apply(&config);
         // The module parameters' nets, problems named by parameter.
         let module_nets = modules.nets(host, kernel_default_net, &mut unsupported);
+        // socklnd's 0 is LNet's lnd_timeout (lustre: socklnd.h ksocknal_timeout()).
+        if tcp.socklnd.lnd.sock_timeout.is_zero() {
+            let seconds = u64::try_from(settings.lnd_timeout()).unwrap_or(1);
+            tcp.socklnd.lnd.sock_timeout = std::time::Duration::from_secs(seconds);
+        }
+        let nets = resolve_nets(&module_nets, &config, host, &tcp.socklnd);
         if !unsupported.is_empty() {
+            // The routes too, where the nets resolve: every problem in one report.
+            if let Ok(nets) = &nets {
+                unsupported.extend(modules.refused_routes(nets));
+                unsupported.extend(refused_routes(&config.routes, nets, "route"));
+            }
             return Err(ConfigError::Unsupported(unsupported));
         }
         applied.map_err(|error| ConfigError::Global {
             key: error.key.name(),
             descr: error.descr.clone(),
         })?;
-        // socklnd's 0 is LNet's lnd_timeout (lustre: socklnd.h ksocknal_timeout()).
-        if tcp.socklnd.lnd.sock_timeout.is_zero() {
-            let seconds = u64::try_from(settings.lnd_timeout()).unwrap_or(1);
-            tcp.socklnd.lnd.sock_timeout = std::time::Duration::from_secs(seconds);
+        let nets = nets?;
+        let mut refused = modules.refused_routes(&nets);
+        refused.extend(refused_routes(&config.routes, &nets, "route"));
+        if !refused.is_empty() {
+            return Err(ConfigError::Unsupported(refused));
         }
-        let mut nets: Vec<NetSpec> = Vec::new();
-        let mut items = config.nets.clone();
-        if !config.ip2nets.is_empty() {
-            let resolved = model::resolve_ip2nets(&config.ip2nets, host)
-                .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
-            items.extend(resolved);
-        }
-        for item in module_nets.iter().chain(&items) {
-            merge_net(&mut nets, resolve_net(&with_lnd_defaults(item, &tcp.socklnd), host)?)?;
-        }
+        let routing = modules.boot_routing(&config, &nets);
+        let peers = config.peers.clone();
         let notes = modules.params.notes.iter().map(ToString::to_string).collect();
-        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), warnings, notes })
+        Ok(Self { nets, settings, tcp, selftest, peers, routing, warnings, notes })
     }
 }
 
@@ -319,6 +332,50 @@ fn read_config(path: &Path) -> Result<String, ConfigError> {
         return Err(ConfigError::TooLarge(length));
     }
     std::fs::read_to_string(path).map_err(read_error)
+}
+
+/// The module parameters' nets, then the `net:` and `ip2nets:` items of `config`, with
+/// ksocklnd's parameters in what they leave unset, resolved against `host` and merged by net.
+fn resolve_nets(
+    module_nets: &[model::NetConfig],
+    config: &model::Config,
+    host: &[HostInterface],
+    socklnd: &SocklndModule,
+) -> Result<Vec<NetSpec>, ConfigError> {
+    let mut nets: Vec<NetSpec> = Vec::new();
+    let mut items = config.nets.clone();
+    if !config.ip2nets.is_empty() {
+        let resolved = model::resolve_ip2nets(&config.ip2nets, host)
+            .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
+        items.extend(resolved);
+    }
+    for item in module_nets.iter().chain(&items) {
+        merge_net(&mut nets, resolve_net(&with_lnd_defaults(item, socklnd), host)?)?;
+    }
+    Ok(nets)
+}
+
+/// The routes a node running `nets` would refuse whatever else it has: to one of its own
+/// nets (`-EEXIST`), or through a gateway on none of them (`-EHOSTUNREACH`); `what` names
+/// where they come from. lustre: router.c `lnet_add_route()`.
+pub fn refused_routes(
+    routes: &[model::RouteConfig],
+    nets: &[NetSpec],
+    what: &str,
+) -> Vec<Unsupported> {
+    let local = |net| nets.iter().any(|spec| spec.net == net);
+    let mut refused = Vec::new();
+    for route in routes {
+        let why = if local(route.net) {
+            format!("net {} is a local net of this node", route.net)
+        } else if !local(route.gateway.net()) {
+            format!("gateway {} is on no local net of this node", route.gateway)
+        } else {
+            continue;
+        };
+        refused.push(Unsupported { what: what.to_string(), why });
+    }
+    refused
 }
 
 /// Adds `spec` to `nets`: a net named again gets the new NIs (a NID twice is refused).
@@ -543,39 +600,43 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_blocks_are_errors_that_name_them() {
+    fn routing_blocks_are_kept_and_routes_checked_against_the_nets() {
+        let net = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.1.0.2@tcp\n";
+        let text = format!(
+            "{net}route:\n  - net: tcp1\n    gateway: 10.1.0.[8-9]@tcp\n    hop: 2\n\
+             routing: {{enable: 1}}\nbuffers: {{tiny: 600}}\n"
+        );
+        let config = DaemonConfig::parse(&text, false, &host()).unwrap();
+        let gateways: Vec<String> =
+            config.routing.routes.iter().map(|route| route.gateway.to_string()).collect();
+        assert_eq!(gateways, ["10.1.0.8@tcp", "10.1.0.9@tcp"]);
+        assert_eq!(config.routing.routes[0].hops, Some(2));
+        assert_eq!(config.routing.enable, Some(true));
+        assert_eq!(config.routing.buffers.and_then(|buffers| buffers.tiny), Some(600));
         assert_eq!(
-            unsupported("routing:\n  enable: 1\n"),
-            ["routing: routing is not implemented yet"]
+            unsupported(&format!("{net}route:\n  - net: tcp\n    gateway: 10.1.0.9@tcp\n")),
+            ["route: net tcp is a local net of this node"]
         );
         assert_eq!(
-            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\n"),
-            ["route: routing is not implemented yet"]
+            unsupported(&format!("{net}route:\n  - net: tcp2\n    gateway: 10.9.0.9@tcp1\n")),
+            ["route: gateway 10.9.0.9@tcp1 is on no local net of this node"]
         );
-        // A gateway range is lnetctl syntax: parsed, then refused for the same reason.
-        assert_eq!(
-            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.[1-5]@tcp\n"),
-            ["route: routing is not implemented yet"]
-        );
-        assert_eq!(
-            unsupported("buffers:\n  tiny: 1024\n"),
-            ["buffers: router buffers are not implemented yet (they serve routing)"]
-        );
+    }
+
+    #[test]
+    fn udsp_is_an_error_that_names_it() {
         assert_eq!(
             unsupported("udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n"),
             ["udsp: user-defined selection policies are not implemented yet"]
         );
-        // All of them at once, then the unknown keys.
-        let all = "route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\nrouting: {enable: 0}\n\
-                   buffers: {small: 1}\nudsp:\n  - idx: 0\n    src: tcp\n\
-                   peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
-        assert_eq!(unsupported(all).len(), 5);
-        // Present is enough: an empty block, or UDSP items lnetctl would drop (no `idx`).
-        assert_eq!(unsupported("route: []\n"), ["route: routing is not implemented yet"]);
+        // Present is enough: UDSP items lnetctl would drop (no `idx`), then the unknown keys.
         assert_eq!(
             unsupported("udsp:\n  - src: tcp\n"),
             ["udsp: user-defined selection policies are not implemented yet"]
         );
+        let both = "udsp:\n  - idx: 0\n    src: tcp\n\
+                    peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
+        assert_eq!(unsupported(both).len(), 2);
     }
 
     #[test]
@@ -758,22 +819,58 @@ mod tests {
     }
 
     #[test]
-    fn routing_parameters_are_refused_as_the_yaml_blocks_are() {
-        let refused = refused_with_modules(
-            Some("routing:\n  enable: 1\n"),
-            "options lnet networks=tcp(eth0) routes=\"tcp1 10.1.0.9@tcp\" forwarding=enabled\n\
-             options lnet tiny_router_buffers=512 check_routers_before_use=1\n",
-        );
+    fn routing_parameters_join_the_yamls_routing() {
+        let modules = "options lnet networks=tcp(eth0) forwarding=disabled \
+                       routes=\"tcp1 10.1.0.9@tcp; tcp3 10.1.0.2@tcp\"\n\
+                       options lnet tiny_router_buffers=512 small_router_buffers=4096 \
+                       avoid_asym_router_failure=1\n";
+        let yaml = "route:\n  - net: tcp2\n    gateway: 10.1.0.8@tcp\nbuffers:\n  small: 8192\n";
+        let config = with_modules(Some(yaml), modules).unwrap();
+        let routes: Vec<String> = config
+            .routing
+            .routes
+            .iter()
+            .map(|route| format!("{} via {}", route.net, route.gateway))
+            .collect();
+        // The route through this node's own NID adds none (it makes the node a router).
+        assert_eq!(routes, ["tcp1 via 10.1.0.9@tcp", "tcp2 via 10.1.0.8@tcp"]);
+        assert_eq!(config.routing.enable, Some(false), "forwarding=disabled says so");
         assert_eq!(
-            refused,
+            config.routing.buffers,
+            Some(model::Buffers { tiny: Some(512), small: Some(8192), large: None })
+        );
+        // Without forwarding=, a route through one of our NIDs turns forwarding on; the
+        // YAML's routing block has the last word.
+        let router = "options lnet networks=tcp(eth0) routes=\"tcp3 10.1.0.2@tcp\"\n";
+        assert_eq!(with_modules(None, router).unwrap().routing.enable, Some(true));
+        let off = with_modules(Some("routing:\n  enable: 0\n"), router).unwrap();
+        assert_eq!(off.routing.enable, Some(false));
+        // A route the node would refuse is refused by the parameter's name (the kernel
+        // skips it without a word).
+        assert_eq!(
+            refused_with_modules(
+                None,
+                "options lnet networks=tcp(eth0) routes=\"tcp 10.1.0.9@tcp\"\n"
+            ),
             [
-                "lustre.conf:1: options lnet routes=tcp1 10.1.0.9@tcp: routing is not implemented yet",
-                "lustre.conf:1: options lnet forwarding=enabled: routing is not implemented yet",
-                "lustre.conf:2: options lnet tiny_router_buffers=512: router buffers are not \
-                 implemented yet (they serve routing)",
-                "lustre.conf:2: options lnet check_routers_before_use=1: routing is not implemented yet",
-                "routing: routing is not implemented yet",
+                "lustre.conf:1: options lnet routes=tcp 10.1.0.9@tcp: net tcp is a local net of this node"
             ]
+        );
+    }
+
+    #[test]
+    fn router_tunables_other_than_their_defaults_are_refused_by_name() {
+        let refused = refused_with_modules(
+            None,
+            "options lnet networks=tcp(eth0) check_routers_before_use=1 router_ping_timeout=50\n",
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with(
+                "lustre.conf:1: options lnet check_routers_before_use=1: router tunables are not \
+                 configurable in ulnetd yet"
+            ),
+            "{refused:?}"
         );
     }
 
@@ -789,30 +886,36 @@ mod tests {
              options libcfs cpu_pattern=\"0[0-15] 1[18-33] 2[34-49] 3[50-65]\"\n",
         );
         let line1 = "lustre.conf:1: options lnet";
-        assert_eq!(
-            refused,
-            [
-                format!(
-                    "{line1} check_router_before_use=1: unknown parameter (did you mean \
-                         check_routers_before_use?): lnet has no such parameter (the kernel \
-                         ignores it with a warning)"
-                ),
-                "lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive the \
-                 kptl4lnd LND: its networks (ptlf, bxi3f) need Portals 4 hardware"
-                    .to_string(),
-                "lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] 3[50-65]: \
-                 CPU partitions are not implemented yet: ulnet runs one partition (only \"N\" or \
-                 \"\" is accepted)"
-                    .to_string(),
-                format!("{line1} routes=o2ib [1,2,3,4,5]@ptlf: routing is not implemented yet"),
-                format!("{line1} live_router_check_interval=107: routing is not implemented yet"),
-                format!("{line1} dead_router_check_interval=50: routing is not implemented yet"),
-                format!(
-                    "{line1} networks=ptlf(0): net ptlf: LND type not supported by ulnetd \
-                         (only tcp)"
-                ),
-            ]
-        );
+        let deprecated = "live_router_check_interval and dead_router_check_interval have been \
+                          deprecated. Use alive_router_check_interval instead. Ignoring these \
+                          deprecated parameters (ulnetd refuses what it would ignore)";
+        let mut expected = vec![
+            format!(
+                "{line1} check_router_before_use=1: unknown parameter (did you mean \
+                 check_routers_before_use?): lnet has no such parameter (the kernel ignores it \
+                 with a warning)"
+            ),
+            format!("{line1} live_router_check_interval=107: {deprecated}"),
+            format!("{line1} dead_router_check_interval=50: {deprecated}"),
+            "lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive the kptl4lnd \
+             LND: its networks (ptlf, bxi3f) need Portals 4 hardware"
+                .to_string(),
+            "lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] 3[50-65]: CPU \
+             partitions are not implemented yet: ulnet runs one partition (only \"N\" or \"\" is \
+             accepted)"
+                .to_string(),
+            format!(
+                "{line1} networks=ptlf(0): net ptlf: LND type not supported by ulnetd (only tcp)"
+            ),
+        ];
+        // Without the ptlf net, no gateway of the route is on a net of this node.
+        for gateway in 1..=5 {
+            expected.push(format!(
+                "{line1} routes=o2ib [1,2,3,4,5]@ptlf: gateway {gateway}@ptlf is on no local net \
+                 of this node"
+            ));
+        }
+        assert_eq!(refused, expected);
     }
 
     #[test]

@@ -185,6 +185,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         tcp: TcpSettings::new(DEMO_PORT, AcceptPolicy::All),
         selftest: true,
         peers: Vec::new(),
+        routing: crate::live::BootRouting::default(),
         warnings: Vec::new(),
         notes: Vec::new(),
     }

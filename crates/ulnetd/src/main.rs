@@ -35,7 +35,7 @@ struct Cli {
     modprobe: Vec<PathBuf>,
     /// Check the configuration FILE (and the module parameters) and exit: nothing printed
     /// and status 0 when the daemon would start with them; otherwise every problem found
-    /// (including blocks, keys and parameters ulnetd cannot honour, such as `route:`) on
+    /// (including blocks, keys and parameters ulnetd cannot honour, such as `udsp:`) on
     /// stderr and status 78 (66 when a file cannot be read). Without FILE, the module
     /// parameters alone. Nothing is started and no socket is bound; interfaces are looked
     /// up as at start-up.
@@ -115,6 +115,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
             return match error {
                 StartError::Listen(_) => exit::SOCKET,
                 StartError::Node(_) | StartError::Server(_) => exit::NODE,
+                StartError::Routing(_) => exit::CONFIG,
             };
         }
     };

@@ -11,18 +11,24 @@
 //!   interface takes the first UP non-loopback IPv4 interface; every matching ip2nets rule
 //!   adds its nets). Module parameters without a configuration file stand for a kernel
 //!   node configured at load: no net named means the kernel's `networks=tcp`.
-//! * **Refusals**: the parameters' problems, and the routing parameters through
-//!   [`block_refusal`] exactly as the YAML's `route:`, `routing:` and `buffers:` blocks,
-//!   each named by file, line and parameter.
+//! * **Routing**: `routes=`, `forwarding=` and the router buffers join the YAML's
+//!   `route:`, `routing:` and `buffers:` (the YAML's `routing` and buffer counts win where
+//!   both set them). As in the kernel, a `routes=` gateway that is one of this node's NIDs
+//!   adds no route but makes the node a router (forwarding on, unless `forwarding=` or the
+//!   YAML says otherwise); a route the node would refuse (to one of its own nets, or through
+//!   a gateway on none) is refused by name, where the kernel would skip it without a word.
+//! * **Refusals**: the parameters' problems, and every block the daemon refuses
+//!   ([`block_refusal`]), as the YAML's blocks are, each named by file, line and parameter.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ulnet_config::model::{HostInterface, NetConfig};
+use ulnet_config::model::{Buffers, Config, HostInterface, NetConfig, RouteConfig};
 use ulnet_config::modprobe::{self, MAX_MODPROBE_LEN, ModuleParameters, Problem, Source};
 
-use crate::config::{ConfigError, Unsupported, block_refusal};
-use crate::nets::{NetError, net_configs, resolve_ip2net_rules, resolve_net};
+use crate::config::{ConfigError, Unsupported, block_refusal, refused_routes};
+use crate::live::BootRouting;
+use crate::nets::{NetError, NetSpec, net_configs, resolve_ip2net_rules, resolve_net};
 
 /// The file read when no `--modprobe` is given, if it exists.
 pub const DEFAULT_MODPROBE: &str = "/etc/ulnet/modprobe.conf";
@@ -129,5 +135,43 @@ impl Modules {
                 Vec::new()
             }
         }
+    }
+
+    /// The routes `routes=` adds on a node running `nets`: those whose gateway is one of
+    /// its NIDs add none (lustre: config.c `lnet_parse_route()`, `im_a_router`).
+    fn routes(&self, nets: &[NetSpec]) -> (Vec<RouteConfig>, bool) {
+        let local = |route: &&RouteConfig| {
+            nets.iter().flat_map(|net| net.nis.iter()).any(|ni| ni.nid == route.gateway)
+        };
+        let routes = &self.params.routing.routes;
+        let router = routes.iter().any(|route| local(&route));
+        (routes.iter().filter(|route| !local(route)).copied().collect(), router)
+    }
+
+    /// The routes of `routes=` the node would refuse, named by the parameter.
+    pub fn refused_routes(&self, nets: &[NetSpec]) -> Vec<Unsupported> {
+        let Some((_, origin)) =
+            self.params.blocks.iter().rev().find(|(block, _)| *block == "route")
+        else {
+            return Vec::new();
+        };
+        refused_routes(&self.routes(nets).0, nets, &origin.to_string())
+    }
+
+    /// The routing a node running `nets` boots with: the parameters', then the YAML's.
+    /// lustre: router.c `lnet_rtrpools_alloc()` (`forwarding`, `im_a_router`).
+    pub fn boot_routing(&self, config: &Config, nets: &[NetSpec]) -> BootRouting {
+        let (mut routes, router) = self.routes(nets);
+        routes.extend(config.routes.iter().copied());
+        let forwarding = self.params.routing.routing.or(router.then_some(true));
+        let buffers = match (self.params.routing.buffers, config.buffers) {
+            (Some(module), Some(file)) => Some(Buffers {
+                tiny: file.tiny.or(module.tiny),
+                small: file.small.or(module.small),
+                large: file.large.or(module.large),
+            }),
+            (module, file) => file.or(module),
+        };
+        BootRouting { routes, enable: config.routing.or(forwarding), buffers }
     }
 }

@@ -1,9 +1,9 @@
 //! Every module parameter of lnet, libcfs, ksocklnd and lnet_selftest, one row each: the
 //! kernel's name, how the kernel reads its value, its default, and what it becomes in
 //! ulnet. Changing what ulnet does with a parameter is changing its row's target; the
-//! routing parameters already fill the configuration model's `route`, `routing` and
-//! `buffers` blocks (and the router tunables no YAML key carries), so honouring them is a
-//! matter for whoever reads those blocks.
+//! routing parameters fill the configuration model's `route`, `routing` and `buffers`
+//! blocks, and the router tunables no YAML key carries fill a `router` block of their own,
+//! so honouring them is a matter for whoever reads those blocks.
 //!
 //! lustre: lnet/lnet/api-ni.c, router.c, acceptor.c, module.c, lib-move.c, lib-ptl.c (the
 //! `module_param()`s and their setters); lnet/libcfs/module.c, debug.c;
@@ -65,11 +65,11 @@ pub(super) enum Target {
     Networks,
     Ip2nets,
     /// The routing model: `routes=` (route block), `forwarding=` (routing block), router
-    /// buffers (buffers block), router tunables (the block named).
+    /// buffers (buffers block), router tunables (router block, when not the default).
     Routes,
     Forwarding,
     Buffers(Pool),
-    Router(RouterKey, &'static str),
+    Router(RouterKey),
     /// socklnd settings for every connection (`ulnet_proto::socklnd::tunables`).
     Socklnd(SocklndKey),
     /// The defaults of a tcp net's tunables and LND tunables.
@@ -92,13 +92,10 @@ pub(super) enum Pool {
 /// Router tunables: lnetctl has no YAML key for them (it sets them through sysfs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum RouterKey {
-    RnetHtableSize,
     PeerBufferCredits,
     AutoDown,
     CheckRoutersBeforeUse,
     AvoidAsymRouterFailure,
-    DeadRouterCheckInterval,
-    LiveRouterCheckInterval,
     AliveRouterCheckInterval,
     RouterPingTimeout,
 }
@@ -161,9 +158,11 @@ use Target::{Global, NetDefault, NoEffect, Only, Refused, Router, Socklnd};
 const CPT: &str = "CPU partitions are not implemented yet: ulnet runs one partition";
 const DEBUG_LOG: &str = "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs \
                          with tracing, filtered by ULNET_LOG";
-const ROUTING: &str = "routing";
-const BUFFERS: &str = "buffers";
-const ROUTE: &str = "route";
+/// The kernel's warning for the two deprecated intervals, which it then ignores.
+const DEPRECATED_INTERVALS: &str = "live_router_check_interval and dead_router_check_interval \
+                                    have been deprecated. Use alive_router_check_interval \
+                                    instead. Ignoring these deprecated parameters (ulnetd \
+                                    refuses what it would ignore)";
 const SELFTEST: &str = "the selftest service's parameters are not configurable in ulnetd yet";
 
 /// The parameters, by module. lnet's and libcfs's `cpu_npartitions`/`cpu_pattern` are the
@@ -173,7 +172,13 @@ pub(super) const PARAMS: &[Param] = &[
     row(Lnet, "networks", Text, "", Target::Networks),
     row(Lnet, "ip2nets", Text, "", Target::Ip2nets),
     row(Lnet, "routes", Text, "", Target::Routes),
-    row(Lnet, "rnet_htable_size", Int, "128", Router(RouterKey::RnetHtableSize, ROUTE)),
+    row(
+        Lnet,
+        "rnet_htable_size",
+        Int,
+        "128",
+        NoEffect("the size of the remote-net hash changes no behaviour"),
+    ),
     row(
         Lnet,
         "use_tcp_bonding",
@@ -289,44 +294,20 @@ pub(super) const PARAMS: &[Param] = &[
     row(Lnet, "tiny_router_buffers", Int, "0", Target::Buffers(Pool::Tiny)),
     row(Lnet, "small_router_buffers", Int, "0", Target::Buffers(Pool::Small)),
     row(Lnet, "large_router_buffers", Int, "0", Target::Buffers(Pool::Large)),
-    row(Lnet, "peer_buffer_credits", Int, "0", Router(RouterKey::PeerBufferCredits, BUFFERS)),
-    row(Lnet, "auto_down", Int, "1", Router(RouterKey::AutoDown, ROUTING)),
-    row(
-        Lnet,
-        "check_routers_before_use",
-        Int,
-        "0",
-        Router(RouterKey::CheckRoutersBeforeUse, ROUTING),
-    ),
-    row(
-        Lnet,
-        "avoid_asym_router_failure",
-        Int,
-        "1",
-        Router(RouterKey::AvoidAsymRouterFailure, ROUTING),
-    ),
-    row(
-        Lnet,
-        "dead_router_check_interval",
-        Int,
-        "-2147483648",
-        Router(RouterKey::DeadRouterCheckInterval, ROUTING),
-    ),
-    row(
-        Lnet,
-        "live_router_check_interval",
-        Int,
-        "-2147483648",
-        Router(RouterKey::LiveRouterCheckInterval, ROUTING),
-    ),
+    row(Lnet, "peer_buffer_credits", Int, "0", Router(RouterKey::PeerBufferCredits)),
+    row(Lnet, "auto_down", Int, "1", Router(RouterKey::AutoDown)),
+    row(Lnet, "check_routers_before_use", Int, "0", Router(RouterKey::CheckRoutersBeforeUse)),
+    row(Lnet, "avoid_asym_router_failure", Int, "1", Router(RouterKey::AvoidAsymRouterFailure)),
+    row(Lnet, "dead_router_check_interval", Int, "-2147483648", Refused(DEPRECATED_INTERVALS)),
+    row(Lnet, "live_router_check_interval", Int, "-2147483648", Refused(DEPRECATED_INTERVALS)),
     row(
         Lnet,
         "alive_router_check_interval",
         Int,
         "60",
-        Router(RouterKey::AliveRouterCheckInterval, ROUTING),
+        Router(RouterKey::AliveRouterCheckInterval),
     ),
-    row(Lnet, "router_ping_timeout", Int, "50", Router(RouterKey::RouterPingTimeout, ROUTING)),
+    row(Lnet, "router_ping_timeout", Int, "50", Router(RouterKey::RouterPingTimeout)),
     // lnet: the acceptor (acceptor.c).
     row(Lnet, "accept", Text, "secure", Target::Accept),
     row(Lnet, "accept_port", Int, "988", Target::AcceptPort),

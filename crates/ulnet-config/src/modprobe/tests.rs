@@ -40,9 +40,9 @@ fn every_parameters_default_is_accepted_and_changes_nothing() {
         assert_eq!(params.socklnd.lnd, defaults.lnd, "{line}");
         assert_eq!(params.networks, None, "{line}");
         assert_eq!(params.ip2nets, None, "{line}");
-        // A routing parameter names its block, whatever its value; a default text one
-        // (routes="", forwarding="") sets nothing.
-        let routing = matches!(param.target, Target::Buffers(_) | Target::Router(..));
+        // A router buffer count names its block, whatever its value; a router tunable at
+        // its default, or a default text one (routes="", forwarding=""), sets nothing.
+        let routing = matches!(param.target, Target::Buffers(_));
         assert_eq!(params.blocks.len(), usize::from(routing), "{line}");
         assert_eq!(params.routing.routes, Vec::new(), "{line}");
     }
@@ -165,6 +165,14 @@ fn the_kernels_refusals_and_their_texts() {
         ("options lnet accept_port", "`' invalid for parameter `accept_port'"),
         ("options lnet accept_timeout=0", "0: the acceptor's timeout must be at least 1 second"),
         ("options lnet forwarding=on", "forwarding='on' not set to either 'enabled' or 'disabled'"),
+        (
+            "options lnet small_router_buffers=-1",
+            "small_router_buffers=-1 invalid when routing enabled",
+        ),
+        (
+            "options lnet dead_router_check_interval=50",
+            "live_router_check_interval and dead_router_check_interval have been deprecated. Use alive_router_check_interval instead. Ignoring these deprecated parameters (ulnetd refuses what it would ignore)",
+        ),
         ("options lnet networks=tcp(eth0", "interface list at 4 has no closing ')'"),
         ("options lnet networks=foo", "unrecognised network type 'foo' at 0"),
         ("options lnet routes=\"tcp1 10.0.0.1@nonet\"", "bad gateway NID '10.0.0.1@nonet' at 5"),
@@ -255,7 +263,7 @@ fn routing_parameters_fill_the_routing_model_and_name_their_block() {
     let params = ok("options lnet routes=\"o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp\" \
                      forwarding=enabled tiny_router_buffers=1024 large_router_buffers=64\n\
                      options lnet check_routers_before_use=1 alive_router_check_interval=30 \
-                     peer_buffer_credits=16 rnet_htable_size=256\n");
+                     peer_buffer_credits=16 rnet_htable_size=256 router_ping_timeout=50\n");
     assert_eq!(params.routing.routes.len(), 3);
     assert_eq!(params.routing.routes[0].hops, Some(1));
     assert_eq!(params.routing.routes[1].priority, 5);
@@ -267,11 +275,11 @@ fn routing_parameters_fill_the_routing_model_and_name_their_block() {
     assert_eq!(params.router.check_routers_before_use, Some(1));
     assert_eq!(params.router.alive_router_check_interval, Some(30));
     assert_eq!(params.router.peer_buffer_credits, Some(16));
+    assert_eq!(params.router.router_ping_timeout, Some(50));
+    // Router tunables off their defaults fill the router block; the one at its default
+    // (router_ping_timeout) and the hash size (no behaviour) fill none.
     let blocks: Vec<&str> = params.blocks.iter().map(|(block, _)| *block).collect();
-    assert_eq!(
-        blocks,
-        ["route", "routing", "buffers", "buffers", "routing", "routing", "buffers", "route"]
-    );
+    assert_eq!(blocks, ["route", "routing", "buffers", "buffers", "router", "router", "router"]);
     assert_eq!(
         params.blocks[0].1.to_string(),
         "lustre.conf:1: options lnet routes=o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp"
@@ -384,6 +392,12 @@ fn the_seeds_options_lines() {
             "lustre.conf:1: options lnet check_router_before_use=1: unknown parameter (did you \
              mean check_routers_before_use?): lnet has no such parameter (the kernel ignores it \
              with a warning)",
+            "lustre.conf:1: options lnet live_router_check_interval=107: live_router_check_interval \
+             and dead_router_check_interval have been deprecated. Use alive_router_check_interval \
+             instead. Ignoring these deprecated parameters (ulnetd refuses what it would ignore)",
+            "lustre.conf:1: options lnet dead_router_check_interval=50: live_router_check_interval \
+             and dead_router_check_interval have been deprecated. Use alive_router_check_interval \
+             instead. Ignoring these deprecated parameters (ulnetd refuses what it would ignore)",
             "lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive the kptl4lnd \
              LND: its networks (ptlf, bxi3f) need Portals 4 hardware",
             "lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] 3[50-65]: CPU \
@@ -392,18 +406,16 @@ fn the_seeds_options_lines() {
         ]
     );
     // What maps: discovery off, health off (which takes the retry count to 0), the net as
-    // the kernel parses it, the route and the two deprecated router intervals in the
-    // routing model, for the daemon to treat as it treats those blocks.
+    // the kernel parses it, the routes in the routing model's route block, for the daemon
+    // to treat as it treats that block.
     assert!(!params.settings.discovery);
     assert_eq!(params.settings.health_sensitivity, 0);
     assert_eq!(params.settings.retry_count, 0);
     assert_eq!(params.networks.as_ref().unwrap().value[0].net.to_string(), "ptlf");
     assert_eq!(params.routing.routes.len(), 5);
     assert_eq!(params.routing.routes[4].gateway.to_string(), "5@ptlf");
-    assert_eq!(params.router.live_router_check_interval, Some(107));
-    assert_eq!(params.router.dead_router_check_interval, Some(50));
     let blocks: Vec<&str> = params.blocks.iter().map(|(block, _)| *block).collect();
-    assert_eq!(blocks, ["route", "routing", "routing"]);
+    assert_eq!(blocks, ["route"]);
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod lifecycle;
 mod live;
 mod modprobe;
 mod peers;
+mod routing;
 mod selftest;
 mod support;
 mod tcp;

@@ -50,7 +50,8 @@ fn module_parameters_take_effect_on_the_running_node() {
     let modules = format!(
         "# A site's file: several lines per module, a continuation, quoted values.\n\
          options lnet networks=\"tcp(lo)\" accept=all \\\n    accept_port={port}\n\
-         options lnet lnet_transaction_timeout=200 lnet-retry-count=1\n\
+         options lnet lnet_transaction_timeout=200 lnet-retry-count=1 \
+         routes='tcp9 1 127.0.0.9@tcp'\n\
          options ksocklnd peer_credits=32 credits=512 sock_timeout=77 conns_per_peer=2\n\
          options ptlrpc at_max=600\n"
     );
@@ -67,6 +68,9 @@ fn module_parameters_take_effect_on_the_running_node() {
     assert_eq!(value(&net, "conns_per_peer"), 2, "{net}");
     // socklnd's sock_timeout is the LND tunable `timeout` net show reports.
     assert_eq!(value(&net, "timeout"), 77, "{net}");
+    // routes= is a route, as the YAML's route: block.
+    let routes = ok(&daemon, &["route", "show"]);
+    assert!(routes.contains("net: tcp9") && routes.contains("gateway: 127.0.0.9@tcp"), "{routes}");
     // A net added later gets ksocklnd's parameters too, as in the kernel.
     ok(&daemon, &["net", "add", "--net", "tcp1", "--if", "lo"]);
     let added = ok(&daemon, &["net", "show", "-v", "--net", "tcp1"]);
@@ -112,12 +116,12 @@ fn parameters_that_cannot_be_honoured_stop_the_daemon_each_named() {
          the kptl4lnd LND",
         "ulnetd: <dir>/lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] \
          3[50-65]: CPU partitions are not implemented yet",
-        "ulnetd: <dir>/lustre.conf:1: options lnet routes=o2ib [1,2,3,4,5]@ptlf: routing is \
-         not implemented yet",
-        "ulnetd: <dir>/lustre.conf:1: options lnet live_router_check_interval=107: routing is \
-         not implemented yet",
-        "ulnetd: <dir>/lustre.conf:1: options lnet dead_router_check_interval=50: routing is \
-         not implemented yet",
+        "ulnetd: <dir>/lustre.conf:1: options lnet routes=o2ib [1,2,3,4,5]@ptlf: gateway \
+         5@ptlf is on no local net of this node",
+        "ulnetd: <dir>/lustre.conf:1: options lnet live_router_check_interval=107: \
+         live_router_check_interval and dead_router_check_interval have been deprecated",
+        "ulnetd: <dir>/lustre.conf:1: options lnet dead_router_check_interval=50: \
+         live_router_check_interval and dead_router_check_interval have been deprecated",
         "ulnetd: <dir>/lustre.conf:1: options lnet networks=ptlf(0): net ptlf: LND type not \
          supported by ulnetd (only tcp)",
     ] {
