@@ -11,12 +11,16 @@
 mod cli;
 mod config;
 mod demo;
+mod dist;
 mod faults;
 mod legacy2yaml;
 mod lifecycle;
 mod live;
+mod metrics;
 mod modprobe;
+mod operations;
 mod peers;
+mod promtext;
 mod routing;
 mod selftest;
 mod support;

@@ -3,7 +3,7 @@
 //! honoured stopping the daemon with every parameter named; `--check` of both.
 //!
 //! The module's own nets come up on lo's first address (127.0.0.1, the kernel's choice for
-//! `networks=tcp(lo)`), on a port of the OS's; other addresses are in 127.57.x.
+//! `networks=tcp(lo)`), on a port of the OS's; other addresses are in 127.64.x.
 
 use std::net::TcpListener;
 use std::process::Command;
@@ -89,7 +89,7 @@ fn the_configuration_file_applies_on_top_of_the_module_parameters() {
                    options ksocklnd peer_credits=32\n";
     let config = format!(
         "global:\n    transaction_timeout: 300\n    accept_port: {port}\n    accept: all\n\
-         net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.57.0.1@tcp\n"
+         net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.64.0.1@tcp\n"
     );
     let (mut daemon, _dir) = spawn(modules, Some(&config));
     assert!(daemon.ready.is_some(), "{}", daemon.log());
@@ -97,7 +97,7 @@ fn the_configuration_file_applies_on_top_of_the_module_parameters() {
     assert_eq!(value(&global, "transaction_timeout"), 300, "the file's value replaces it");
     assert_eq!(value(&global, "retry_count"), 1, "the parameter's value stays");
     let net = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
-    assert!(net.contains("nid: 127.57.0.1@tcp"), "{net}");
+    assert!(net.contains("nid: 127.64.0.1@tcp"), "{net}");
     assert!(!net.contains("127.0.0.1@tcp"), "no module net without networks=: {net}");
     assert_eq!(value(&net, "peer_credits"), 32, "{net}");
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
