@@ -169,3 +169,71 @@ fn check_reads_the_module_parameters_too() {
     let missing = check(&["--modprobe", "/nonexistent/lustre.conf"]);
     assert_eq!(missing.code, 66, "{}", missing.stderr);
 }
+
+/// Waits (bounded) until the daemon's log holds `text` `count` times.
+fn wait_for_log(daemon: &Process, text: &str, count: usize) -> String {
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    loop {
+        let log = daemon.log();
+        if log.matches(text).count() >= count {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {text:?} in {log}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_reload_reads_the_module_parameters_again_and_keeps_socklnds() {
+    let port = free_port();
+    let dir = TempDir::new("modprobe-reload");
+    let modules = dir.file(
+        "lustre.conf",
+        "options lnet lnet_transaction_timeout=200\noptions ksocklnd peer_credits=32\n",
+    );
+    let config = |retry: u8| {
+        format!(
+            "global:\n    accept_port: {port}\n    accept: all\n    retry_count: {retry}\n\
+             net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.64.1.1@tcp\n"
+        )
+    };
+    let config_file = dir.file("ulnetd.yaml", &config(1));
+    let mut daemon = Process::spawn_command(
+        {
+            let mut command = Command::new(support::ULNETD);
+            command
+                .arg("--config")
+                .arg(&config_file)
+                .arg("--modprobe")
+                .arg(&modules)
+                .arg("--socket")
+                .arg(dir.path("ulnetd.sock"));
+            command
+        },
+        TempDir::new("modprobe-reload-d"),
+        dir.path("ulnetd.sock"),
+    );
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+
+    // The file changes: its value is applied, the parameter's stays under it.
+    std::fs::write(&config_file, config(2)).unwrap();
+    daemon.signal(support::SIGHUP);
+    wait_for_log(&daemon, "configuration reloaded", 1);
+    let global = ok(&daemon, &["global", "show"]);
+    assert_eq!(value(&global, "retry_count"), 2);
+    assert_eq!(value(&global, "transaction_timeout"), 200);
+
+    // ksocklnd's parameters are fixed at load: refused by name, nothing applied.
+    std::fs::write(
+        &modules,
+        "options lnet lnet_transaction_timeout=200\noptions ksocklnd peer_credits=64\n",
+    )
+    .unwrap();
+    std::fs::write(&config_file, config(1)).unwrap();
+    daemon.signal(support::SIGHUP);
+    let log = wait_for_log(&daemon, "reload refused", 1);
+    assert!(log.contains("ksocklnd module parameters: cannot change on a running node"), "{log}");
+    assert_eq!(value(&ok(&daemon, &["global", "show"]), "retry_count"), 2);
+    assert_eq!(value(&ok(&daemon, &["net", "show", "-v", "--net", "tcp"]), "peer_credits"), 32);
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
