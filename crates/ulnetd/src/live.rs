@@ -54,7 +54,9 @@ use ulnet_proto::addr::{Net, Nid};
 
 use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
 use crate::interfaces::host_interfaces;
-use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
+use crate::nets::{
+    NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net, with_lnd_defaults,
+};
 use crate::view;
 
 mod admin;
@@ -68,6 +70,10 @@ use routing::{RoutingSnapshot, route_entries, routing_view, set_peer_states};
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per daemon, made once at start-up: boxing the TCP settings buys nothing"
+)]
 pub enum LndChoice {
     /// socklnd over real TCP sockets.
     Tcp(TcpSettings),
@@ -130,6 +136,14 @@ impl LiveNode {
                 stopping: false,
             }),
         })
+    }
+
+    /// ksocklnd's module parameters (the in-process fabric has none: socklnd's defaults).
+    fn socklnd_module(&self) -> ulnet_config::modprobe::SocklndModule {
+        match &self.lnd {
+            LndChoice::Tcp(tcp) => tcp.socklnd,
+            LndChoice::Mem(_) => ulnet_config::modprobe::SocklndModule::default(),
+        }
     }
 
     /// Whether the selftest service runs on the node now (configured on, LNet up, started).
@@ -290,10 +304,14 @@ impl LiveNode {
     fn net_add(&self, add: &NetAdd) -> Result<Response, ControlError> {
         let mut state = self.lock_running()?;
         let host = host()?;
+        let socklnd = self.socklnd_module();
         let specs = match &add.ip2net {
-            Some(rule) => ip2net_specs(rule, &host).map_err(|error| error.to_control())?,
+            Some(rule) => {
+                ip2net_specs(rule, &host, &socklnd).map_err(|error| error.to_control())?
+            }
             None => {
                 let config = net_config_of(add).map_err(|error| error.to_control())?;
+                let config = with_lnd_defaults(&config, &socklnd);
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
@@ -494,8 +512,10 @@ impl LiveNode {
                     .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
                 items.extend(resolved);
             }
+            let socklnd = self.socklnd_module();
             for item in &items {
-                let spec = resolve_net(item, &host).map_err(|error| import_error(&error))?;
+                let item = with_lnd_defaults(item, &socklnd);
+                let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
             }
         }
@@ -881,16 +901,17 @@ fn tcp_ni(
     builder.tcp_ni_config(config, tcp_tunables(socklnd, tcp))
 }
 
-/// The TCP LND's tunables for a net's socklnd tunables and the node-wide acceptor settings.
+/// The TCP LND's tunables for a net's socklnd tunables and the node-wide settings (the
+/// acceptor's, and ksocklnd's module parameters for the rest).
 fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTunables {
     ulnet::SocklndTunables {
         accept_port: tcp.accept_port,
         accept: tcp.accept,
-        // In range: the importer and the CLI check 0..=127.
+        // In range: the importer, the CLI and the module parameters check 0..=127.
         conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),
         // -1 is "not set".
         tos: u8::try_from(socklnd.tos).ok(),
-        ..ulnet::SocklndTunables::default()
+        ..tcp.socklnd.lnd
     }
 }
 
