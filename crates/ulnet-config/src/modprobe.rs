@@ -393,8 +393,25 @@ impl Reader {
                     RouterKey::AliveRouterCheckInterval => &mut router.alive_router_check_interval,
                     RouterKey::RouterPingTimeout => &mut router.router_ping_timeout,
                 } = Some(i64::from(value));
-                if !same_value(param, text, param.default) {
-                    self.params.blocks.push(("router", origin.clone()));
+                let value = i64::from(value);
+                let settings = &mut self.params.settings.router;
+                match key {
+                    RouterKey::CheckRoutersBeforeUse => {
+                        settings.check_routers_before_use = value != 0
+                    }
+                    RouterKey::AvoidAsymRouterFailure => {
+                        settings.avoid_asym_router_failure = value != 0
+                    }
+                    RouterKey::AliveRouterCheckInterval => {
+                        settings.alive_router_check_interval = value
+                    }
+                    RouterKey::RouterPingTimeout => settings.router_ping_timeout = value,
+                    // Not honoured: refused below unless at the default.
+                    RouterKey::PeerBufferCredits | RouterKey::AutoDown => {
+                        if !same_value(param, text, param.default) {
+                            self.params.blocks.push(("router", origin.clone()));
+                        }
+                    }
                 }
                 Ok(())
             }

@@ -190,10 +190,9 @@ pub fn block_refusal(block: &str) -> Option<&'static str> {
     match block {
         "udsp" => Some("user-defined selection policies are not implemented yet"),
         "router" => Some(
-            "router tunables are not configurable in ulnetd yet: it routes with the kernel's \
-             defaults (check_routers_before_use 0, avoid_asym_router_failure 1, \
-             alive_router_check_interval 60, router_ping_timeout 50, auto_down 1, \
-             peer_buffer_credits 0)",
+            "not honoured by ulnetd: auto_down is always 1 (a closed connection marks a \
+             gateway's NI down), and router credits come from each net's \
+             peer_buffer_credits or peer_credits",
         ),
         _ => None,
     }
@@ -859,17 +858,21 @@ mod tests {
     }
 
     #[test]
-    fn router_tunables_other_than_their_defaults_are_refused_by_name() {
-        let refused = refused_with_modules(
+    fn router_tunables_reach_the_engine_and_the_unhonoured_ones_are_refused() {
+        let config = with_modules(
             None,
-            "options lnet networks=tcp(eth0) check_routers_before_use=1 router_ping_timeout=50\n",
-        );
+            "options lnet networks=tcp(eth0) check_routers_before_use=1 \
+             alive_router_check_interval=7 router_ping_timeout=9 avoid_asym_router_failure=0\n",
+        )
+        .unwrap();
+        let router = crate::live::engine_tunables(&config.settings).router;
+        assert!(router.check_routers_before_use && !router.avoid_asym_router_failure);
+        assert_eq!(router.alive_router_check_interval, std::time::Duration::from_secs(7));
+        assert_eq!(router.router_ping_timeout, std::time::Duration::from_secs(9));
+        let refused = refused_with_modules(None, "options lnet networks=tcp(eth0) auto_down=0\n");
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert!(
-            refused[0].starts_with(
-                "lustre.conf:1: options lnet check_routers_before_use=1: router tunables are not \
-                 configurable in ulnetd yet"
-            ),
+            refused[0].starts_with("lustre.conf:1: options lnet auto_down=0: not honoured"),
             "{refused:?}"
         );
     }

@@ -941,7 +941,14 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         ),
         router: RouterTunables {
             drop_asym_route: settings.drop_asym_route,
-            ..RouterTunables::default()
+            check_routers_before_use: settings.router.check_routers_before_use,
+            avoid_asym_router_failure: settings.router.avoid_asym_router_failure,
+            alive_router_check_interval: Duration::from_secs(
+                u64::try_from(settings.router.alive_router_check_interval).unwrap_or(0),
+            ),
+            router_ping_timeout: Duration::from_secs(
+                u64::try_from(settings.router.router_ping_timeout).unwrap_or(0),
+            ),
         },
         ..Tunables::default()
     }

@@ -276,10 +276,14 @@ fn routing_parameters_fill_the_routing_model_and_name_their_block() {
     assert_eq!(params.router.alive_router_check_interval, Some(30));
     assert_eq!(params.router.peer_buffer_credits, Some(16));
     assert_eq!(params.router.router_ping_timeout, Some(50));
-    // Router tunables off their defaults fill the router block; the one at its default
-    // (router_ping_timeout) and the hash size (no behaviour) fill none.
+    // The router checker's tunables reach the settings; only the ones ulnetd does not
+    // honour (peer_buffer_credits, auto_down) off their defaults fill the refused router
+    // block, and the hash size (no behaviour) fills none.
+    assert!(params.settings.router.check_routers_before_use);
+    assert_eq!(params.settings.router.alive_router_check_interval, 30);
+    assert_eq!(params.settings.router.router_ping_timeout, 50);
     let blocks: Vec<&str> = params.blocks.iter().map(|(block, _)| *block).collect();
-    assert_eq!(blocks, ["route", "routing", "buffers", "buffers", "router", "router", "router"]);
+    assert_eq!(blocks, ["route", "routing", "buffers", "buffers", "router"]);
     assert_eq!(
         params.blocks[0].1.to_string(),
         "lustre.conf:1: options lnet routes=o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp"

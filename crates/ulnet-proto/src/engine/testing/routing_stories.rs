@@ -470,11 +470,8 @@ fn a_router_net_nobody_pings_goes_down_and_comes_back() {
 #[test]
 fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
     // The router has two NIs on tcp; the client's route names the first.
-    let node_nids = vec![
-        vec![nid(0, 1)],
-        vec![nid(0, 10), nid(0, 20), nid(1, 10)],
-        vec![nid(1, 100)],
-    ];
+    let node_nids =
+        vec![vec![nid(0, 1)], vec![nid(0, 10), nid(0, 20), nid(1, 10)], vec![nid(1, 100)]];
     let link = LinkConfig {
         latency: Duration::from_micros(20),
         bandwidth_bytes_per_sec: Some(100_000_000),
