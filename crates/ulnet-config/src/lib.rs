@@ -5,6 +5,8 @@
 //! Everything here parses strings and produces strings; the daemon fills the plain input
 //! structs of [`render`] from live state. Reference: docs/protocol/cli.md.
 //!
+//! - [`cpu_partitions`]: libcfs's `cpu_pattern`/`cpu_npartitions` and the partition table they
+//!   give over a [`cpu_partitions::Topology`].
 //! - [`emit`]: a YAML tree and the two printers lnetctl uses (libyaml's emitter, "dialect N",
 //!   and cYAML's, "dialect C"), byte for byte.
 //! - [`grammar`]: range expressions, `networks=`, `ip2nets=`, `routes=`.
@@ -16,6 +18,7 @@
 //!   `global show`, `stats show`, `routing show`, `udsp show`, `debug recovery`, `export`, and
 //!   the error reports of both dialects with lnetctl's exit statuses.
 
+pub mod cpu_partitions;
 pub mod emit;
 pub mod grammar;
 pub mod legacy2yaml;

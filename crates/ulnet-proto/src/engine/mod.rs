@@ -16,6 +16,7 @@
 //! interface state. [`testing`] is the deterministic harness and fuzz driver.
 
 pub mod config;
+pub mod cpt;
 pub mod credits;
 mod dedupe;
 pub mod discovery;
