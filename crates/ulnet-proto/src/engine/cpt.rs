@@ -93,6 +93,61 @@ pub fn nid_cpt_hash(nid: &Nid, number: u32) -> u32 {
     h.wrapping_add(val).wrapping_add(val >> 1) % number
 }
 
+/// The CPTs an NI is bound to, as the kernel stores them (`ni_cpts`): in the order written,
+/// duplicates kept, or empty for "all partitions". Fixed-size so that `NiConfig` stays `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CptList {
+    len: u16,
+    cpts: [u8; MAX_CPTS as usize],
+}
+
+impl Default for CptList {
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
+impl std::fmt::Debug for CptList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_all() { f.write_str("CptList(all)") } else { write!(f, "CptList({:?})", self.values()) }
+    }
+}
+
+impl CptList {
+    /// Bound to every partition (the kernel's `ni_cpts == NULL`).
+    pub const ALL: Self = Self { len: 0, cpts: [0; MAX_CPTS as usize] };
+
+    /// A list of the given CPTs, unchecked against any node (see [`Partitions::bind`]).
+    pub fn new(values: &[u32]) -> Result<Self, CptError> {
+        if values.is_empty() {
+            return Err(CptError::EmptyList);
+        }
+        if values.len() > MAX_CPTS as usize {
+            return Err(CptError::TooMany { values: values.len(), count: MAX_CPTS });
+        }
+        let mut list = Self::ALL;
+        for (slot, &cpt) in list.cpts.iter_mut().zip(values) {
+            *slot = u8::try_from(cpt)
+                .map_err(|_| CptError::OutOfRange { cpt, count: MAX_CPTS })?;
+        }
+        list.len = values.len() as u16;
+        Ok(list)
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CPTs in order; empty when bound to all.
+    pub fn values(&self) -> Vec<u32> {
+        self.cpts[..usize::from(self.len)].iter().map(|&c| u32::from(c)).collect()
+    }
+
+    fn slice(&self) -> &[u8] {
+        &self.cpts[..usize::from(self.len)]
+    }
+}
+
 /// The node's partitions: their number and the NID → CPT mapping over them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partitions {
@@ -141,6 +196,35 @@ impl Partitions {
                 Err(CptError::TooMany { values: cpts.len(), count: self.count })
             }
         }
+    }
+
+    /// [`Self::check_ni_cpts`] for an NI's [`CptList`]: the list the NI keeps.
+    pub fn bind(&self, list: CptList) -> Result<CptList, CptError> {
+        if list.is_all() {
+            return Ok(CptList::ALL);
+        }
+        match self.check_ni_cpts(Some(&list.values()))? {
+            None => Ok(CptList::ALL),
+            Some(_) => Ok(list),
+        }
+    }
+
+    /// The CPTs an NI with `list` covers, as `net show` prints them: the list, or all of
+    /// `0..count` when unbound.
+    pub fn covered(&self, list: &CptList) -> Vec<u32> {
+        if list.is_all() { (0..self.count).collect() } else { list.values() }
+    }
+
+    /// [`Self::cpt_of_nid`] for an NI's [`CptList`].
+    pub fn cpt_of_nid_for(&self, nid: &Nid, list: &CptList) -> u32 {
+        if self.count == 1 {
+            return 0;
+        }
+        let slice = list.slice();
+        if slice.is_empty() {
+            return nid_cpt_hash(nid, self.count);
+        }
+        u32::from(slice[nid_cpt_hash(nid, slice.len() as u32) as usize % slice.len()])
     }
 
     /// `lnet_cpt_of_nid_locked()` with an NI: the partition that serialises all traffic
@@ -275,6 +359,26 @@ mod tests {
         assert_eq!(parts.cpt_of_nid(&peer, Some(&[1, 2, 3])), 2);
         assert_eq!(parts.cpt_of_nid(&peer, None), 1);
         assert_eq!(parts.cpt_of_nid(&peer, Some(&[3])), 3);
+    }
+
+    #[test]
+    fn cpt_lists_bind_like_the_kernel() {
+        let parts = Partitions::new(4).unwrap();
+        let peer = nid("192.168.1.10@tcp");
+        let subset = CptList::new(&[1, 2, 3]).unwrap();
+        assert_eq!(parts.bind(subset), Ok(subset));
+        assert_eq!(parts.cpt_of_nid_for(&peer, &subset), 2);
+        assert_eq!(parts.cpt_of_nid_for(&peer, &CptList::ALL), 1);
+        assert_eq!(parts.covered(&CptList::ALL), [0, 1, 2, 3]);
+        assert_eq!(parts.covered(&subset), [1, 2, 3]);
+        assert!(parts.bind(CptList::new(&[0, 1, 2, 3]).unwrap()).unwrap().is_all());
+        assert_eq!(
+            parts.bind(CptList::new(&[4]).unwrap()),
+            Err(CptError::OutOfRange { cpt: 4, count: 4 })
+        );
+        assert_eq!(CptList::new(&[256]), Err(CptError::OutOfRange { cpt: 256, count: 256 }));
+        assert_eq!(CptList::new(&[]), Err(CptError::EmptyList));
+        assert_eq!(format!("{subset:?}"), "CptList([1, 2, 3])");
     }
 
     #[test]

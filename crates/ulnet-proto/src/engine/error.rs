@@ -27,6 +27,8 @@ pub enum ConfigError {
     LoopbackLnd(Nid),
     #[error("more NIs than a node supports")]
     TooManyNis,
+    #[error("NI {nid:?}: {error}")]
+    Cpt { nid: Nid, error: crate::engine::cpt::CptError },
 }
 
 /// `LNetMEAttach`.

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::addr::{Net, Nid};
+use crate::engine::cpt::CptList;
 use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
@@ -48,11 +49,13 @@ pub struct NiConfig {
     /// The LND's own timeout (socklnd `sock_timeout`); `None` to use LNet's derived
     /// `lnet_lnd_timeout`. Drives the per-transmission deadline (docs/protocol/semantics.md §4.4).
     pub lnd_timeout: Option<Duration>,
+    /// The CPTs the NI is bound to (`net add --cpt`, `CPT:`); [`CptList::ALL`] when unbound.
+    pub cpts: CptList,
 }
 
 impl NiConfig {
     pub fn new(nid: Nid, lnd: LndKind) -> Self {
-        Self { nid, lnd, tunables: NetTunables::default(), lnd_timeout: None }
+        Self { nid, lnd, tunables: NetTunables::default(), lnd_timeout: None, cpts: CptList::ALL }
     }
 }
 
@@ -62,7 +65,9 @@ pub(crate) struct Ni {
     pub(crate) lnd: LndKind,
     pub(crate) tunables: NetTunables,
     pub(crate) lnd_timeout: Option<Duration>,
-    /// NI tx credits (one CPT); `None` for loopback.
+    /// The CPTs it is bound to, checked against the node's partitions (`ni_cpts`).
+    pub(crate) cpts: CptList,
+    /// NI tx credits, one pool for all its CPTs (decision 0026); `None` for loopback.
     pub(crate) credits: Option<CreditPool>,
     pub(crate) health: Health,
     pub(crate) stats: ElementStats,
@@ -92,6 +97,7 @@ impl Ni {
             lnd: LndKind::Lo,
             tunables: NetTunables::LO,
             lnd_timeout: None,
+            cpts: CptList::ALL,
             credits: None,
             health: Health::FULL,
             stats: ElementStats::default(),
@@ -113,6 +119,7 @@ impl Ni {
             lnd: config.lnd,
             tunables: config.tunables,
             lnd_timeout: config.lnd_timeout,
+            cpts: config.cpts,
             credits: Some(CreditPool::new(config.tunables.credits)),
             health: Health::FULL,
             stats: ElementStats::default(),

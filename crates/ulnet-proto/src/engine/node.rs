@@ -34,6 +34,7 @@
 use std::collections::VecDeque;
 
 use crate::addr::Nid;
+use crate::engine::cpt::Partitions;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::error::{
     ConfigError, DriverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
@@ -117,6 +118,8 @@ pub struct EngineConfig {
     /// Network NIs; `0@lo` is always present as NI 0 and is not listed here.
     pub nis: Vec<NiConfig>,
     pub limits: Limits,
+    /// The node's CPU partitions (libcfs's table; one by default).
+    pub partitions: Partitions,
 }
 
 impl EngineConfig {
@@ -127,6 +130,7 @@ impl EngineConfig {
             tunables: Tunables::default(),
             nis,
             limits: Limits::default(),
+            partitions: Partitions::default(),
         }
     }
 }
@@ -262,6 +266,7 @@ pub struct Engine {
     pub(super) pid: u32,
     pub(super) tunables: Tunables,
     pub(super) limits: Limits,
+    pub(super) partitions: Partitions,
     pub(super) now: Time,
     // The parts.
     pub(super) nis: Nis,
@@ -307,7 +312,11 @@ impl Engine {
             if nis.iter().any(|existing| existing.nid == ni.nid) {
                 return Err(ConfigError::DuplicateNid(ni.nid));
             }
-            nis.push(Ni::from_config(ni)).ok_or(ConfigError::TooManyNis)?;
+            let cpts = config
+                .partitions
+                .bind(ni.cpts)
+                .map_err(|error| ConfigError::Cpt { nid: ni.nid, error })?;
+            nis.push(Ni::from_config(&NiConfig { cpts, ..*ni })).ok_or(ConfigError::TooManyNis)?;
         }
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
@@ -318,6 +327,7 @@ impl Engine {
             pid: config.pid,
             tunables: config.tunables,
             limits,
+            partitions: config.partitions,
             now: Time::ZERO,
             nis,
             peers: PeerTable::default(),
@@ -398,6 +408,11 @@ impl Engine {
         if self.ni_for_nid(config.nid).is_some() {
             return Err(ConfigError::DuplicateNid(config.nid));
         }
+        let cpts = self
+            .partitions
+            .bind(config.cpts)
+            .map_err(|error| ConfigError::Cpt { nid: config.nid, error })?;
+        let config = NiConfig { cpts, ..config };
         // Removed NIs keep their slot, so the bound counts them too.
         if self.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
@@ -429,6 +444,27 @@ impl Engine {
     /// The LND timeout `ni` was given (by its configuration or
     /// [`set_lnd_timeout`](Self::set_lnd_timeout)); `None` where it follows the global
     /// `lnd_timeout`.
+    /// The node's CPU partitions.
+    pub fn partitions(&self) -> Partitions {
+        self.partitions
+    }
+
+    /// The CPTs `ni` covers, as `net show` prints them (all of them when unbound).
+    pub fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
+        self.nis.get(ni).map(|n| self.partitions.covered(&n.cpts))
+    }
+
+    /// `lnet_cpt_of_nid(nid, ni)`: the partition that serialises traffic between `ni` and the
+    /// peer NID `nid`, both ways (a transmit's [`Transmit::cpt`], and the receive CPT of a
+    /// message from `nid` on `ni`). An unknown NI hashes over all partitions, as the kernel
+    /// does without one. lustre: api-ni.c `lnet_cpt_of_nid_locked()`.
+    pub fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
+        match self.nis.get(ni) {
+            Some(n) => self.partitions.cpt_of_nid_for(nid, &n.cpts),
+            None => self.partitions.cpt_of_nid(nid, None),
+        }
+    }
+
     pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
         self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
     }
@@ -819,14 +855,20 @@ impl Engine {
             };
             message.phase = Phase::InLnd;
             message.lnd_at = Some(self.now);
+            let next_hop = message
+                .peer_ni
+                .and_then(|id| self.peers.ni(id))
+                .map_or(message.header.dest_nid, |p| p.nid);
+            let (ni, header) = (message.ni, message.header);
             let transmit = Transmit {
                 tx: TxId(key),
-                ni: message.ni,
-                next_hop: message
-                    .peer_ni
-                    .and_then(|id| self.peers.ni(id))
-                    .map_or(message.header.dest_nid, |p| p.nid),
-                header: message.header,
+                ni,
+                next_hop,
+                cpt: self.cpt_of_nid(&next_hop, ni),
+                header,
+            };
+            let Some(message) = self.msgs.get(key) else {
+                continue;
             };
             let (peer_ni, ni) = (message.peer_ni, message.ni);
             if self.failover_enabled() {

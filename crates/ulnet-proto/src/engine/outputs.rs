@@ -52,6 +52,9 @@ pub struct Transmit {
     pub ni: NiId,
     /// The peer NI to send to (the connection's remote NID).
     pub next_hop: Nid,
+    /// The CPT the kernel would run this message on (`msg_tx_cpt`, the hash of `next_hop`
+    /// over the NI's partitions): what a driver shards by.
+    pub cpt: u32,
     pub header: Header,
 }
 

@@ -77,6 +77,9 @@ pub fn drive_arbitrary(data: &[u8]) {
         check_invariants: true,
         keep_events: false,
         second_ni: false,
+        // From the seed, not the input, so existing corpora keep their meaning.
+        partitions: crate::engine::cpt::Partitions::new(1 + (seed % 3) as u32)
+            .expect("1..=3 partitions"),
         node_nids: Vec::new(),
         rails: 1 + usize::from(input.byte() % 3),
     };

@@ -30,6 +30,7 @@ pub use checker::{EventChecker, EventViolation, Tracking};
 pub use fuzz::drive_arbitrary;
 
 use crate::addr::{Net, Nid};
+use crate::engine::cpt::Partitions;
 use crate::engine::discovery::DiscoveryId;
 use crate::engine::error::{
     DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
@@ -105,6 +106,8 @@ pub struct HarnessConfig {
     pub node_nids: Vec<Vec<Nid>>,
     /// Rails per node (each its own net, see [`rail_nid`]) when `node_nids` is empty.
     pub rails: usize,
+    /// Every node's CPU partitions (its NIs unbound: they cover all of them).
+    pub partitions: Partitions,
 }
 
 impl Default for HarnessConfig {
@@ -122,6 +125,7 @@ impl Default for HarnessConfig {
             second_ni: false,
             node_nids: Vec::new(),
             rails: 1,
+            partitions: Partitions::default(),
         }
     }
 }
@@ -154,6 +158,8 @@ pub struct Harness {
     completions: Vec<Vec<PingCompletion>>,
     /// Headers each node handed to its driver, in order (kept with `keep_events`).
     transmitted: Vec<Vec<Header>>,
+    /// Each node's transmits as (next hop, CPT), in order (kept with `keep_events`).
+    transmit_cpts: Vec<Vec<(Nid, u32)>>,
     /// The NIDs frames reach each node on.
     fabric_nids: Vec<Vec<Nid>>,
     /// Each NID's fabric endpoint (a short list: harnesses have a handful of NIDs).
@@ -197,6 +203,7 @@ impl Harness {
                     tunables: config.tunables,
                     nis,
                     limits: config.limits,
+                    partitions: config.partitions,
                 };
                 match Engine::new(node_config) {
                     Ok(node) => node,
@@ -215,6 +222,7 @@ impl Harness {
             events: vec![Vec::new(); count],
             completions: vec![Vec::new(); count],
             transmitted: vec![Vec::new(); count],
+            transmit_cpts: vec![Vec::new(); count],
             fabric_nids,
             endpoints: Vec::new(),
             down: BTreeSet::new(),
@@ -523,6 +531,11 @@ impl Harness {
         std::mem::take(&mut self.transmitted[node])
     }
 
+    /// Takes the (next hop, CPT) of each transmit `node` made so far.
+    pub fn take_transmit_cpts(&mut self, node: usize) -> Vec<(Nid, u32)> {
+        std::mem::take(&mut self.transmit_cpts[node])
+    }
+
     /// Takes the pings and discoveries `node` finished so far.
     pub fn take_completions(&mut self, node: usize) -> Vec<PingCompletion> {
         std::mem::take(&mut self.completions[node])
@@ -765,8 +778,14 @@ impl Harness {
             transmit.header.payload_length as usize,
             "payload length disagrees with the header"
         );
+        assert!(
+            transmit.cpt < self.nodes[from].partitions().count(),
+            "transmit CPT {} past the node's partitions",
+            transmit.cpt
+        );
         if self.config.keep_events {
             self.transmitted[from].push(transmit.header);
+            self.transmit_cpts[from].push((transmit.next_hop, transmit.cpt));
         }
         let source = self.nodes[from].ni_nid(transmit.ni).and_then(|nid| self.endpoint(nid));
         let destination = self.endpoint(transmit.next_hop);
@@ -888,6 +907,8 @@ impl Harness {
     }
 }
 
+#[cfg(test)]
+mod cpt_stories;
 #[cfg(test)]
 mod discovery_stories;
 #[cfg(test)]
