@@ -148,6 +148,11 @@ pub struct ModuleParameters {
     /// `routing:` and `buffers:` blocks put them.
     pub routing: Config,
     pub router: RouterTunables,
+    /// libcfs's (and lnet's) `cpu_pattern` and `cpu_npartitions`, the last one given; the
+    /// daemon builds the partition table from them over the host's topology
+    /// ([`crate::cpu_partitions::build`]).
+    pub cpu_pattern: Option<Located<String>>,
+    pub cpu_npartitions: Option<Located<i32>>,
     /// Every routing parameter given, with the model block it fills (`route`, `routing`,
     /// `buffers`; `router` for a router tunable off its default), in file order: the daemon
     /// treats each as it treats that block.
@@ -413,6 +418,23 @@ impl Reader {
                         }
                     }
                 }
+                Ok(())
+            }
+            Target::CpuPattern => {
+                if text.len() > crate::cpu_partitions::MAX_PATTERN_LEN {
+                    return Err(format!(
+                        "cpu_pattern is {} bytes, at most {} are read",
+                        text.len(),
+                        crate::cpu_partitions::MAX_PATTERN_LEN
+                    ));
+                }
+                self.params.cpu_pattern =
+                    Some(Located { value: text.to_string(), origin: origin.clone() });
+                Ok(())
+            }
+            Target::CpuNpartitions => {
+                let value = number(param, text)?;
+                self.params.cpu_npartitions = Some(Located { value, origin: origin.clone() });
                 Ok(())
             }
             Target::Socklnd(key) => self.socklnd(param, key, text),

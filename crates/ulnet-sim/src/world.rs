@@ -264,6 +264,7 @@ impl World {
                     tunables: tunables.engine,
                     nis: configs,
                     limits: ulnet_proto::engine::Limits::default(),
+                    partitions: ulnet_proto::engine::cpt::Partitions::default(),
                 };
                 let engine = Engine::new(config)
                     .map_err(|error| invalid(format!("node {index}: {error}")))?;

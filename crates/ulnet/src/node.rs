@@ -117,6 +117,7 @@ pub struct NodeBuilder {
     interface_cookie: Option<u64>,
     tunables: Tunables,
     limits: Limits,
+    partitions: ulnet_proto::engine::cpt::Partitions,
     nis: Vec<(NiConfig, LndSpec)>,
     io_cpu: Option<usize>,
     spin: Duration,
@@ -258,6 +259,11 @@ impl Node {
     /// The global tunables in force.
     pub fn tunables(&self) -> Tunables {
         self.locked(|core, _| *core.engine.tunables())
+    }
+
+    /// The node's CPU partitions, fixed when it was built.
+    pub fn partitions(&self) -> ulnet_proto::engine::cpt::Partitions {
+        self.locked(|core, _| core.engine.partitions())
     }
 
     /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it
@@ -429,6 +435,7 @@ impl NodeBuilder {
             interface_cookie: None,
             tunables: Tunables::default(),
             limits: Limits::default(),
+            partitions: ulnet_proto::engine::cpt::Partitions::default(),
             nis: Vec::new(),
             io_cpu: None,
             spin: DEFAULT_SPIN,
@@ -456,6 +463,13 @@ impl NodeBuilder {
 
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The node's CPU partitions (libcfs's table): NIs are bound to them and every message is
+    /// labelled with one. One I/O thread still serves them all (decision 0026).
+    pub fn partitions(mut self, partitions: ulnet_proto::engine::cpt::Partitions) -> Self {
+        self.partitions = partitions;
         self
     }
 
@@ -541,6 +555,7 @@ impl NodeBuilder {
             tunables: self.tunables,
             nis: self.nis.iter().map(|(config, _)| *config).collect(),
             limits: self.limits,
+            partitions: self.partitions,
         };
         let mut engine = ulnet_proto::engine::Engine::new(config)?;
         crate::numa::apply(&mut engine, self.io_cpu);

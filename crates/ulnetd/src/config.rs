@@ -56,7 +56,10 @@ use yaml_serde::Value;
 
 use crate::live::BootRouting;
 use crate::modprobe::{ModprobeFile, Modules};
-use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net, with_lnd_defaults};
+use crate::nets::{
+    NetError, NetSpec, bind_cpts, resolve_ip2net, resolve_net, with_lnd_defaults,
+};
+use ulnet_proto::engine::cpt::Partitions;
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
 pub const DEFAULT_ACCEPT_PORT: u16 = ulnet::proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
@@ -135,6 +138,10 @@ pub struct DaemonConfig {
     /// Lines of the modprobe.d files that are not LNet's (other modules, module loading),
     /// for the log.
     pub notes: Vec<String>,
+    /// The CPU partitions (libcfs's `cpu_pattern`/`cpu_npartitions` over the host's CPUs).
+    pub partitions: Partitions,
+    /// Their table as `lctl get_param cpu_partition_table` prints it, for the log.
+    pub cpu_table: String,
 }
 
 /// Why a configuration was refused.
@@ -284,6 +291,14 @@ impl DaemonConfig {
         let (text, DaemonKeys { mut tcp, selftest }) = take_daemon_keys(text, base)?;
         let imported = model::import(&text, ImportMode::Add)?;
         let mut unsupported = modules.refusals();
+        let (partitions, cpu_table) =
+            match modules.partitions(crate::cpu_topology::read(std::path::Path::new("/"))) {
+                Ok(table) => table,
+                Err(refusal) => {
+                    unsupported.push(refusal);
+                    (Partitions::default(), String::new())
+                }
+            };
         unsupported.extend(unsupported_sections(&imported));
         unsupported.extend(unsupported_keys(&imported, true));
         let warnings = imported.warnings;
@@ -297,7 +312,10 @@ impl DaemonConfig {
             let seconds = u64::try_from(settings.lnd_timeout()).unwrap_or(1);
             tcp.socklnd.lnd.sock_timeout = std::time::Duration::from_secs(seconds);
         }
-        let nets = resolve_nets(&module_nets, &config, host, &tcp.socklnd);
+        let nets = resolve_nets(&module_nets, &config, host, &tcp.socklnd).and_then(|mut nets| {
+            bind_cpts(&mut nets, partitions)?;
+            Ok(nets)
+        });
         if !unsupported.is_empty() {
             // The routes too, where the nets resolve: every problem in one report.
             if let Ok(nets) = &nets {
@@ -319,7 +337,18 @@ impl DaemonConfig {
         let routing = modules.boot_routing(&config, &nets);
         let peers = config.peers.clone();
         let notes = modules.params.notes.iter().map(ToString::to_string).collect();
-        Ok(Self { nets, settings, tcp, selftest, peers, routing, warnings, notes })
+        Ok(Self {
+            nets,
+            settings,
+            tcp,
+            selftest,
+            peers,
+            routing,
+            warnings,
+            notes,
+            partitions,
+            cpu_table,
+        })
     }
 }
 

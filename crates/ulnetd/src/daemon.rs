@@ -52,8 +52,20 @@ impl Daemon {
             Some(fabric) => LndChoice::Mem(fabric),
             None => LndChoice::Tcp(config.tcp),
         };
-        let live = match LiveNode::start(lnd, config.nets.clone(), config.settings, config.selftest)
-        {
+        if !config.cpu_table.is_empty() {
+            tracing::info!(
+                partitions = config.partitions.count(),
+                table = %config.cpu_table.trim_end().replace('\n', "; "),
+                "CPU partitions"
+            );
+        }
+        let live = match LiveNode::start(
+            lnd,
+            config.partitions,
+            config.nets.clone(),
+            config.settings,
+            config.selftest,
+        ) {
             Ok(live) => Arc::new(live),
             Err(error) => {
                 drop(listener);

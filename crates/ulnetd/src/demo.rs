@@ -188,6 +188,8 @@ fn node_config(nid: &str) -> DaemonConfig {
         routing: crate::live::BootRouting::default(),
         warnings: Vec::new(),
         notes: Vec::new(),
+        partitions: ulnet_proto::engine::cpt::Partitions::default(),
+        cpu_table: String::new(),
     }
 }
 

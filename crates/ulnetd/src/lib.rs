@@ -47,6 +47,7 @@
 //! `ulnet_config::legacy2yaml`.
 
 pub mod config;
+pub mod cpu_topology;
 pub mod daemon;
 pub mod demo;
 pub mod interfaces;

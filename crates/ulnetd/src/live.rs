@@ -55,8 +55,10 @@ use ulnet_proto::addr::{Net, Nid};
 use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
 use crate::interfaces::host_interfaces;
 use crate::nets::{
-    NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net, with_lnd_defaults,
+    NetError, NetSpec, SocklndTunables, bind_cpts, cpt_list, parse_cpt_text, resolve_net,
+    with_lnd_defaults,
 };
+use ulnet_proto::engine::cpt::Partitions;
 use crate::view;
 
 mod admin;
@@ -85,6 +87,8 @@ pub enum LndChoice {
 #[derive(Debug)]
 pub struct LiveNode {
     lnd: LndChoice,
+    /// The CPU partitions, fixed at start as the kernel's are at module load.
+    partitions: Partitions,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
     /// brings up its `networks=` module parameter (a reload replaces them).
     boot_nets: Mutex<Vec<NetSpec>>,
@@ -116,14 +120,16 @@ impl LiveNode {
     /// Builds the node with `nets` and `settings`, hosting the selftest service if `selftest`.
     pub fn start(
         lnd: LndChoice,
+        partitions: Partitions,
         nets: Vec<NetSpec>,
         settings: GlobalSettings,
         selftest: bool,
     ) -> Result<Self, BuildError> {
-        let node = build_node(&lnd, &nets, &settings)?;
+        let node = build_node(&lnd, partitions, &nets, &settings)?;
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
+            partitions,
             boot_nets: Mutex::new(nets.clone()),
             selftest,
             state: Mutex::new(State {
@@ -305,7 +311,7 @@ impl LiveNode {
         let mut state = self.lock_running()?;
         let host = host()?;
         let socklnd = self.socklnd_module();
-        let specs = match &add.ip2net {
+        let mut specs = match &add.ip2net {
             Some(rule) => {
                 ip2net_specs(rule, &host, &socklnd).map_err(|error| error.to_control())?
             }
@@ -315,6 +321,7 @@ impl LiveNode {
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
+        bind_cpts(&mut specs, self.partitions).map_err(|error| error.to_control())?;
         let mut nets = state.nets.clone();
         for spec in specs {
             merge_net(&mut nets, spec).map_err(|error| error.to_control())?;
@@ -459,6 +466,7 @@ impl LiveNode {
                 &stats,
                 |nid| node.conns_per_peer(nid),
                 |nid| node.lnd_timeout(nid),
+                node.partitions().count(),
             ),
             routes: route_entries(&node),
             peers,
@@ -516,6 +524,9 @@ impl LiveNode {
             for item in &items {
                 let item = with_lnd_defaults(item, &socklnd);
                 let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
+                let mut specs = [spec];
+                bind_cpts(&mut specs, self.partitions).map_err(|error| import_error(&error))?;
+                let [spec] = specs;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
             }
         }
@@ -608,6 +619,7 @@ impl LiveNode {
             &stats,
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            node.partitions().count(),
         )
         .iter()
         .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
@@ -674,6 +686,7 @@ impl LiveNode {
             &node.stats(),
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            node.partitions().count(),
         ))
     }
 
@@ -694,7 +707,7 @@ impl LiveNode {
                 routing.restore(node);
             }
         };
-        match build_node(&self.lnd, &nets, &state.settings) {
+        match build_node(&self.lnd, self.partitions, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 restore(&node);
@@ -705,7 +718,7 @@ impl LiveNode {
             }
             Err(error) => {
                 tracing::warn!(%error, "the new configuration failed to start");
-                match build_node(&self.lnd, &state.nets, &state.settings) {
+                match build_node(&self.lnd, self.partitions, &state.nets, &state.settings) {
                     Ok(node) => {
                         restore(&node);
                         state.selftest = host_selftest(&node, self.selftest);
@@ -869,10 +882,12 @@ const ENOMEM: i32 = 12;
 /// Builds a node running `nets` with `settings`.
 pub fn build_node(
     lnd: &LndChoice,
+    partitions: Partitions,
     nets: &[NetSpec],
     settings: &GlobalSettings,
 ) -> Result<Node, BuildError> {
-    let mut builder = Node::builder().tunables(engine_tunables(settings));
+    let mut builder =
+        Node::builder().tunables(engine_tunables(settings)).partitions(partitions);
     for net in nets {
         for ni in &net.nis {
             let config = NiConfig {
@@ -880,6 +895,7 @@ pub fn build_node(
                 lnd: LndKind::Tcp,
                 tunables: net.tunables,
                 lnd_timeout: None,
+                cpts: cpt_list(ni.cpts.as_deref()),
             };
             builder = match lnd {
                 LndChoice::Tcp(tcp) => tcp_ni(builder, config, net.socklnd, *tcp),

@@ -24,7 +24,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ulnet_config::model::{Buffers, Config, HostInterface, NetConfig, RouteConfig};
+use ulnet_config::cpu_partitions::{self, DEFAULT_CPU_PATTERN, Topology};
 use ulnet_config::modprobe::{self, MAX_MODPROBE_LEN, ModuleParameters, Problem, Source};
+use ulnet_proto::engine::cpt::Partitions;
+
+use crate::cpu_topology::TopologyReadError;
 
 use crate::config::{ConfigError, Unsupported, block_refusal, refused_routes};
 use crate::live::BootRouting;
@@ -73,6 +77,43 @@ impl Modules {
             files.iter().map(|file| Source { name: &file.path, text: &file.text }).collect();
         let (params, problems) = modprobe::parse(&sources);
         Self { params, problems }
+    }
+
+    /// The CPU partitions libcfs's `cpu_pattern` and `cpu_npartitions` (defaults "N" and 0)
+    /// give over `topology`, and the table as `cpu_partition_table` prints it. A pattern the
+    /// kernel would refuse is a refusal naming the parameter, with the kernel's message. A
+    /// host whose topology cannot be read gets one partition unless a parameter was given.
+    pub fn partitions(
+        &self,
+        topology: Result<Topology, TopologyReadError>,
+    ) -> Result<(Partitions, String), Unsupported> {
+        let pattern = self.params.cpu_pattern.as_ref();
+        let npartitions = self.params.cpu_npartitions.as_ref();
+        let what = || {
+            pattern
+                .map(|p| p.origin.to_string())
+                .or_else(|| npartitions.map(|n| n.origin.to_string()))
+                .unwrap_or_else(|| "cpu_pattern=N (the kernel's default)".to_string())
+        };
+        let topology = match topology {
+            Ok(topology) => topology,
+            Err(error) if pattern.is_none() && npartitions.is_none() => {
+                tracing::warn!(%error, "CPU topology unreadable: one CPU partition");
+                return Ok((Partitions::default(), String::new()));
+            }
+            Err(error) => return Err(Unsupported { what: what(), why: error.to_string() }),
+        };
+        let pattern_text = pattern.map_or(DEFAULT_CPU_PATTERN, |p| p.value.as_str());
+        let count = npartitions.map_or(0, |n| n.value);
+        let table = cpu_partitions::build(pattern_text, count, &topology).map_err(|error| {
+            Unsupported { what: what(), why: format!("{}: rc = {}", error.message, error.rc) }
+        })?;
+        if let Some(warning) = table.warning() {
+            tracing::warn!("{warning}");
+        }
+        let partitions = Partitions::new(table.count() as u32)
+            .map_err(|error| Unsupported { what: what(), why: error.to_string() })?;
+        Ok((partitions, table.render()))
     }
 
     /// What ulnetd cannot honour: each problem, and each routing parameter whose block it

@@ -17,11 +17,9 @@ use ulnet_config::modprobe::SocklndModule;
 use ulnet_control::ControlError;
 use ulnet_control::message::errno;
 use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::engine::cpt::{CptError, CptList, MAX_CPTS, Partitions};
 
 use crate::interfaces::{interface_address, interface_of};
-
-/// CPU partitions a ulnetd node has: one I/O thread, one partition. NIs may only name CPT 0.
-pub const CPT_COUNT: u32 = 1;
 
 /// One configured net as the node runs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,8 +100,8 @@ pub enum NetError {
     InterfaceWithoutIpv4(String),
     #[error("no UP interface with an IPv4 address for net {0}")]
     NoDefaultInterface(Net),
-    #[error("CPT {0} does not exist: ulnetd has {CPT_COUNT} CPT")]
-    CptOutOfRange(u32),
+    #[error("CPT {cpt} does not exist: the node has {count} CPT")]
+    CptOutOfRange { cpt: u32, count: u32 },
     #[error("cannot parse CPT expression '{0}'")]
     BadCpt(String),
     #[error("NI {0} is configured twice")]
@@ -135,7 +133,7 @@ impl NetError {
             | Self::InterfaceWithoutIpv4(_)
             | Self::NoDefaultInterface(_)
             | Self::HostInterfaces(_) => (errno::ENODEV, "cannot add LNet NI"),
-            Self::CptOutOfRange(_) => (errno::ERANGE, "invalid CPT value"),
+            Self::CptOutOfRange { .. } => (errno::ERANGE, "invalid CPT value"),
             Self::BadCpt(_) => (errno::EINVAL, "invalid CPT config"),
             Self::DuplicateNid(_) => (errno::EEXIST, "cannot add LNet NI"),
             Self::BadIp2net(_) | Self::NoIp2netsMatch => (errno::EINVAL, "cannot setup ip2nets"),
@@ -335,20 +333,32 @@ fn resolve_local_ni(
     Ok(())
 }
 
-/// A CPT expression's values, each checked against [`CPT_COUNT`] (the kernel refuses a CPT
-/// at or above `LNET_CPT_NUMBER` with -ERANGE).
+/// A CPT expression's values in the order written, duplicates kept, as the kernel's
+/// `cfs_expr_list_values()` gives them; checked against the node by [`bind_cpts`].
 fn cpt_values(list: &ExprList) -> Result<Vec<u32>, NetError> {
-    // Bounded: at most CPT_COUNT distinct values pass the check, so stop at the first bad one.
-    let mut values = Vec::new();
-    for value in list.values() {
-        if value >= CPT_COUNT {
-            return Err(NetError::CptOutOfRange(value));
-        }
-        if !values.contains(&value) {
-            values.push(value);
-        }
+    // Bounded: more values than a node can have partitions is refused before expanding.
+    if list.value_count() > u64::from(MAX_CPTS) {
+        return Err(NetError::BadCpt(list.to_string()));
     }
-    Ok(values)
+    Ok(list.values().collect())
+}
+
+/// Checks every NI's CPTs against the node's `partitions` and stores them as the kernel does
+/// (`None` when they name as many CPTs as the node has). A CPT at or past the count is
+/// refused with -ERANGE ("invalid CPT value"). lustre: config.c `lnet_ni_alloc()`.
+pub fn bind_cpts(nets: &mut [NetSpec], partitions: Partitions) -> Result<(), NetError> {
+    for ni in nets.iter_mut().flat_map(|net| net.nis.iter_mut()) {
+        ni.cpts = partitions.check_ni_cpts(ni.cpts.as_deref()).map_err(|error| match error {
+            CptError::OutOfRange { cpt, count } => NetError::CptOutOfRange { cpt, count },
+            other => NetError::BadCpt(other.to_string()),
+        })?;
+    }
+    Ok(())
+}
+
+/// The engine's form of an NI's (bound) CPT list.
+pub fn cpt_list(cpts: Option<&[u32]>) -> CptList {
+    cpts.and_then(|cpts| CptList::new(cpts).ok()).unwrap_or(CptList::ALL)
 }
 
 /// Parses a `--cpt` expression from a `net add` request.
@@ -475,7 +485,20 @@ mod tests {
         );
         let mut cpts = tcp_net(vec![by_nid("127.0.0.2@tcp")]);
         cpts.cpts = Some(parse_cpt_text("[0,1]").unwrap());
-        assert_eq!(resolve_net(&cpts, &h), Err(NetError::CptOutOfRange(1)));
+        let mut specs = vec![resolve_net(&cpts, &h).unwrap()];
+        assert_eq!(specs[0].nis[0].cpts, Some(vec![0, 1]));
+        assert_eq!(
+            bind_cpts(&mut specs.clone(), Partitions::default()),
+            Err(NetError::CptOutOfRange { cpt: 1, count: 1 })
+        );
+        // Naming every CPT is stored as unbound; a subset is kept as written.
+        bind_cpts(&mut specs, Partitions::new(2).unwrap()).unwrap();
+        assert_eq!(specs[0].nis[0].cpts, None);
+        let mut specs = vec![resolve_net(&cpts, &h).unwrap()];
+        bind_cpts(&mut specs, Partitions::new(3).unwrap()).unwrap();
+        assert_eq!(specs[0].nis[0].cpts, Some(vec![0, 1]));
+        assert_eq!(cpt_list(Some(&[0, 1])).values(), [0, 1]);
+        assert!(cpt_list(None).is_all());
         assert_eq!(parse_cpt_text("[x"), Err(NetError::BadCpt("[x".into())));
     }
 
@@ -495,7 +518,7 @@ mod tests {
         assert_eq!(control.errno(), -17);
         assert_eq!(control.descr(), "cannot add LNet NI");
         assert_eq!(NetError::LoopbackNet.to_control().descr(), "setting @lo not allowed");
-        assert_eq!(NetError::CptOutOfRange(3).to_control().errno(), -34);
+        assert_eq!(NetError::CptOutOfRange { cpt: 3, count: 1 }.to_control().errno(), -34);
     }
 
     #[test]

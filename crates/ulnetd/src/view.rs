@@ -17,7 +17,7 @@ use ulnet_proto::addr::{Net, Nid};
 use ulnet_proto::engine::PeerInfo;
 use ulnet_proto::engine::stats::CounterWidth;
 
-use crate::nets::{CPT_COUNT, NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
+use crate::nets::{NetSpec, NiSpec, SOCK_TIMEOUT_SECONDS};
 
 /// `LNET_PEER_MULTI_RAIL`, bit 0 of the peer state (include/linux/lnet/lib-types.h).
 pub const PEER_MULTI_RAIL: u32 = 1 << 0;
@@ -30,6 +30,7 @@ pub fn net_entries(
     stats: &NodeStats,
     conns_per_peer: impl Fn(Nid) -> Option<u8>,
     lnd_timeout: impl Fn(Nid) -> Option<std::time::Duration>,
+    cpt_count: u32,
 ) -> Vec<NetEntry> {
     let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
     let mut entries = vec![NetEntry {
@@ -39,6 +40,7 @@ pub fn net_entries(
             lo,
             None,
             NetTunables::default(),
+            cpt_count,
         )],
     }];
     for net in nets {
@@ -60,7 +62,7 @@ pub fn net_entries(
                     }),
                     tos: net.socklnd.tos,
                 };
-                local_ni(ni, live, Some(lnd), tunables)
+                local_ni(ni, live, Some(lnd), tunables, cpt_count)
             })
             .collect();
         entries.push(NetEntry { net: net.net, nis });
@@ -110,6 +112,7 @@ fn local_ni(
     live: Option<&NiStats>,
     lnd_tunables: Option<LndTunablesShow>,
     tunables: NetTunables,
+    cpt_count: u32,
 ) -> LocalNiEntry {
     let statistics = live.map(|ni| ni.statistics).unwrap_or_default();
     let latency = live.map(|ni| ni.latency).unwrap_or_default();
@@ -129,7 +132,7 @@ fn local_ni(
         lnd_tunables,
         // The loopback NI sits on CPT 0; network NIs have no device CPT (no NUMA device).
         dev_cpt: if lo { 0 } else { -1 },
-        cpts: spec.cpts.clone().unwrap_or_else(|| (0..CPT_COUNT).collect()),
+        cpts: spec.cpts.clone().unwrap_or_else(|| (0..cpt_count).collect()),
     }
 }
 

@@ -74,6 +74,10 @@ pub(super) enum Target {
     Socklnd(SocklndKey),
     /// The defaults of a tcp net's tunables and LND tunables.
     NetDefault(NetKey),
+    /// libcfs's partition table: the pattern (checked against the host's CPUs when the daemon
+    /// starts) and the partition count.
+    CpuPattern,
+    CpuNpartitions,
     /// Read and checked; the kernel's behaviour is ulnet's whatever the value: why.
     NoEffect(&'static str),
     /// Only these values (the default first) are accepted; why others cannot be honoured.
@@ -155,7 +159,8 @@ use Kind::{Any, Int, Text, Uint, Ulong};
 use Module::{Ksocklnd, Libcfs, Lnet, LnetSelftest};
 use Target::{Global, NetDefault, NoEffect, Only, Refused, Router, Socklnd};
 
-const CPT: &str = "CPU partitions are not implemented yet: ulnet runs one partition";
+const ROTOR: &str = "ulnet keeps one match table per portal, not one per CPU partition: the \
+                     rotor that spreads PUTs over them has nothing to choose";
 const DEBUG_LOG: &str = "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs \
                          with tracing, filtered by ULNET_LOG";
 /// The kernel's warning for the two deprecated intervals, which it then ignores.
@@ -272,7 +277,7 @@ pub(super) const PARAMS: &[Param] = &[
         "1",
         Only(&["1"], "ulnet has no LNetDist() whose answer for local NIDs it would change"),
     ),
-    row(Lnet, "portal_rotor", Int, "3", Only(&["3"], CPT)),
+    row(Lnet, "portal_rotor", Int, "3", Only(&["3"], ROTOR)),
     row(
         Lnet,
         "config_on_load",
@@ -287,8 +292,8 @@ pub(super) const PARAMS: &[Param] = &[
         "0",
         Only(&["0"], "ulnetd does not tune sysctls (lnetctl setup-sysctl)"),
     ),
-    row(Lnet, "cpu_npartitions", Int, "0", Only(&["0", "1"], CPT)),
-    row(Lnet, "cpu_pattern", Text, "N", Only(&["N", ""], CPT)),
+    row(Lnet, "cpu_npartitions", Int, "0", Target::CpuNpartitions),
+    row(Lnet, "cpu_pattern", Text, "N", Target::CpuPattern),
     // lnet: routing and router buffers (router.c).
     row(Lnet, "forwarding", Text, "", Target::Forwarding),
     row(Lnet, "tiny_router_buffers", Int, "0", Target::Buffers(Pool::Tiny)),
@@ -315,8 +320,8 @@ pub(super) const PARAMS: &[Param] = &[
     row(Lnet, "accept_backlog", Int, "127", Socklnd(SocklndKey::AcceptBacklog)),
     row(Lnet, "accept_timeout", Int, "5", Socklnd(SocklndKey::AcceptTimeout)),
     // libcfs (module.c, debug.c).
-    row(Libcfs, "cpu_npartitions", Int, "0", Only(&["0", "1"], CPT)),
-    row(Libcfs, "cpu_pattern", Text, "N", Only(&["N", ""], CPT)),
+    row(Libcfs, "cpu_npartitions", Int, "0", Target::CpuNpartitions),
+    row(Libcfs, "cpu_pattern", Text, "N", Target::CpuPattern),
     row(Libcfs, "libcfs_debug", Any, "", Refused(DEBUG_LOG)),
     row(Libcfs, "libcfs_subsystem_debug", Any, "", Refused(DEBUG_LOG)),
     row(Libcfs, "libcfs_debug_mb", Any, "", Refused(DEBUG_LOG)),

@@ -213,13 +213,10 @@ fn the_kernels_refusals_and_their_texts() {
             "options libcfs libcfs_debug=0",
             "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs with tracing, filtered by ULNET_LOG",
         ),
-        (
-            "options libcfs cpu_npartitions=4",
-            "CPU partitions are not implemented yet: ulnet runs one partition (only \"0\" or \"1\" is accepted)",
-        ),
+        ("options libcfs cpu_npartitions=four", "`four' invalid for parameter `cpu_npartitions'"),
         (
             "options lnet portal_rotor=1",
-            "CPU partitions are not implemented yet: ulnet runs one partition (only \"3\" is accepted)",
+            "ulnet keeps one match table per portal, not one per CPU partition: the rotor that spreads PUTs over them has nothing to choose (only \"3\" is accepted)",
         ),
         (
             "options lnet_selftest rpc_timeout=30",
@@ -256,6 +253,9 @@ fn values_the_kernel_reads_the_same_are_the_same() {
     assert_eq!(params.settings.transaction_timeout, 150);
     // Below 16, the kernel takes its default back.
     assert_eq!(params.settings.max_interfaces, 4096);
+    // lnet's and libcfs's are one variable: the last given wins.
+    assert_eq!(params.cpu_pattern.unwrap().value, "N");
+    assert_eq!(params.cpu_npartitions.unwrap().value, 0);
 }
 
 #[test]
@@ -404,11 +404,12 @@ fn the_seeds_options_lines() {
              instead. Ignoring these deprecated parameters (ulnetd refuses what it would ignore)",
             "lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive the kptl4lnd \
              LND: its networks (ptlf, bxi3f) need Portals 4 hardware",
-            "lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] 3[50-65]: CPU \
-             partitions are not implemented yet: ulnet runs one partition (only \"N\" or \"\" is \
-             accepted)",
         ]
     );
+    // The pattern is kept for the daemon, which builds the table over the host's CPUs.
+    let pattern = params.cpu_pattern.as_ref().unwrap();
+    assert_eq!(pattern.value, "0[0-15] 1[18-33] 2[34-49] 3[50-65]");
+    assert_eq!(pattern.origin.line, 3);
     // What maps: discovery off, health off (which takes the retry count to 0), the net as
     // the kernel parses it, the routes in the routing model's route block, for the daemon
     // to treat as it treats that block.

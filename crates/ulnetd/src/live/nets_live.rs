@@ -36,6 +36,9 @@ impl LiveNode {
                 lnd: LndKind::Tcp,
                 tunables: net.tunables,
                 lnd_timeout: None,
+                cpts: crate::nets::cpt_list(
+                    net.nis.iter().find(|ni| ni.nid == *nid).and_then(|ni| ni.cpts.as_deref()),
+                ),
             };
             match node.add_tcp_ni(config, tcp_tunables(net.socklnd, *tcp)) {
                 Ok(nid) => added.push(nid),
