@@ -458,6 +458,16 @@ impl Walker {
                 }
                 "interfaces" => local.interfaces.extend(interfaces(value)?),
                 "ip-range" => return Err(ImportError::IpRangeInNet),
+                // The kernel reads an NI's CPT list with that NI (lustre: api-ni.c
+                // lnet_genl_parse_local_ni()): it binds the NI's interfaces that have none
+                // of their own. An NI named by NID alone has no interface to carry it and
+                // keeps the net-level meaning.
+                "CPT" if !local.interfaces.is_empty() => {
+                    let cpts = cpt(value)?;
+                    for interface in &mut local.interfaces {
+                        interface.cpts.get_or_insert_with(|| cpts.clone());
+                    }
+                }
                 _ => self.net_setting(state, &key, value, "local NI(s)")?,
             }
         }

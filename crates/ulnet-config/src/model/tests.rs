@@ -68,7 +68,9 @@ fn backup_from_cli_md_round_trips() {
     let config = &imported.config;
     assert_eq!(config.nets.len(), 1);
     assert_eq!(config.nets[0].nis[0].interfaces[0].name, "eth0");
-    assert_eq!(config.nets[0].cpts, parse_cpts("[0,1]").ok());
+    // An NI's CPT binds that NI (its interfaces), not the net.
+    assert_eq!(config.nets[0].cpts, None);
+    assert_eq!(config.nets[0].nis[0].interfaces[0].cpts, parse_cpts("[0,1]").ok());
     assert_eq!(config.routes[0].gateway, tcp(10, 0, 0, 5));
     assert_eq!(config.routes[0].hops, None);
     assert_eq!(config.peers[0].multi_rail, Some(false));

@@ -368,3 +368,39 @@ fn ulnetctl_is_served_while_200_idle_clients_hold_the_control_socket() {
     drop(idle);
     daemon.shutdown();
 }
+
+/// A node with two CPU partitions (what `cpu_npartitions=2` gives): `net add --cpt [1]` binds
+/// the NI to CPT 1, a CPT past the node's is refused with -ERANGE, `net show -v` prints each
+/// NI's CPTs as lnetctl does, and an export imports back into a node with the same
+/// partitions unchanged.
+#[test]
+fn partitions_bind_nis_and_round_trip_through_export() {
+    let rig = Rig::new("cpt");
+    let mut two = config("127.0.0.2@tcp");
+    two.partitions = ulnet_proto::engine::cpt::Partitions::new(2).unwrap();
+    let a = Daemon::start(&two, &rig.dir.path("a.sock"), Some(rig.fabric.clone())).unwrap();
+    let add = ulnetctl(a.socket(), &["net", "add", "--nid", "127.0.0.13@tcp", "--cpt", "[1]"]);
+    assert_eq!(add.code, 0, "{}", add.transcript());
+    let bad = ulnetctl(a.socket(), &["net", "add", "--nid", "127.0.0.14@tcp", "--cpt", "[2]"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.transcript().contains("invalid CPT value"), "{}", bad.transcript());
+    let show = ulnetctl(a.socket(), &["net", "show", "-v"]).stdout;
+    // lo and the unbound NI cover both partitions; the bound one only CPT 1.
+    assert_eq!(show.matches("CPT: \"[0,1]\"").count(), 2, "{show}");
+    assert_eq!(show.matches("CPT: \"[1]\"").count(), 1, "{show}");
+    let export = ulnetctl(a.socket(), &["export", "--backup"]).stdout;
+    assert!(export.contains("CPT: \"[1]\""), "{export}");
+
+    let mut two_b = config("127.0.0.3@tcp");
+    two_b.partitions = two.partitions;
+    let b = Daemon::start(&two_b, &rig.dir.path("b.sock"), Some(rig.fabric.clone())).unwrap();
+    let del = ulnetctl(b.socket(), &["net", "del", "--net", "tcp"]);
+    assert_eq!(del.code, 0, "{}", del.transcript());
+    let text = export.replace("127.0.0.2@tcp", "127.0.0.3@tcp").replace("127.0.0.13@tcp", "127.0.0.23@tcp");
+    let import = ulnetctl_with_stdin(b.socket(), &["import"], &text);
+    assert_eq!(import.code, 0, "{}", import.transcript());
+    let again = ulnetctl(b.socket(), &["export", "--backup"]).stdout;
+    assert_eq!(again, text);
+    a.shutdown();
+    b.shutdown();
+}

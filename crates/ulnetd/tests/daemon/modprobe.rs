@@ -114,8 +114,6 @@ fn parameters_that_cannot_be_honoured_stop_the_daemon_each_named() {
          (did you mean check_routers_before_use?)",
         "ulnetd: <dir>/lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive \
          the kptl4lnd LND",
-        "ulnetd: <dir>/lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] \
-         3[50-65]: CPU partitions are not implemented yet",
         "ulnetd: <dir>/lustre.conf:1: options lnet routes=o2ib [1,2,3,4,5]@ptlf: gateway \
          5@ptlf is on no local net of this node",
         "ulnetd: <dir>/lustre.conf:1: options lnet live_router_check_interval=107: \
@@ -236,4 +234,35 @@ fn a_reload_reads_the_module_parameters_again_and_keeps_socklnds() {
     assert_eq!(value(&ok(&daemon, &["global", "show"]), "retry_count"), 2);
     assert_eq!(value(&ok(&daemon, &["net", "show", "-v", "--net", "tcp"]), "peer_credits"), 32);
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+/// libcfs's parameters shape the node's partitions: a pattern with two partitions binds the
+/// module net's NI to both, and `net add --cpt [1]` binds a new one to the second.
+#[test]
+fn cpu_pattern_gives_the_node_its_partitions() {
+    let port = free_port();
+    let modules = format!(
+        "options libcfs cpu_pattern=\"0[0] 1[1]\"\n\
+         options lnet networks=\"tcp(lo)\" accept=all accept_port={port}\n"
+    );
+    let (mut daemon, _dir) = spawn(&modules, None);
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let net = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
+    assert!(net.contains("CPT: \"[0,1]\""), "{net}");
+    ok(&daemon, &["net", "add", "--net", "tcp1", "--if", "lo", "--cpt", "[1]"]);
+    let added = ok(&daemon, &["net", "show", "-v", "--net", "tcp1"]);
+    assert!(added.contains("CPT: \"[1]\""), "{added}");
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+/// A pattern the kernel refuses stops the daemon with the kernel's message and code.
+#[test]
+fn a_bad_cpu_pattern_is_refused_with_the_kernels_message() {
+    let (mut daemon, dir) = spawn("options libcfs cpu_pattern=\"0[0] 0[1]\"\n", None);
+    assert_eq!(daemon.ready, None);
+    assert_eq!(daemon.wait(), 78);
+    let log = support::mask(&daemon.log(), &dir.0);
+    let message = "ulnetd: <dir>/lustre.conf:1: options libcfs cpu_pattern=0[0] 0[1]: Partition 0 \
+                   has already been set.: rc = -1";
+    assert!(log.contains(message), "{log}");
 }
