@@ -596,6 +596,18 @@ pub fn recovery_show(queue: RecoveryQueue, nids: &[Nid]) -> String {
     Yaml::map([(title, Yaml::map(entries))]).to_string_n()
 }
 
+/// `cpt-of-nid`: each NID and its CPT, in dialect N (the kernel's reply dumped by libyaml).
+/// lustre: lnetctl.c `yaml_lnet_cpt_of_nid_display()`, api-ni.c `cpt_of_nid_props_list`.
+pub fn cpt_of_nid_show(entries: &[(Nid, u32)]) -> String {
+    if entries.is_empty() {
+        return String::new();
+    }
+    let items = entries.iter().map(|(nid, cpt)| {
+        Yaml::map([("nid", Yaml::plain(nid.to_string())), ("cpt", Yaml::int(*cpt))])
+    });
+    Yaml::map([("cpt-of-nid", Yaml::seq(items))]).to_string_n()
+}
+
 // ---------------------------------------------------------------------------------------------
 // fault show
 

@@ -75,6 +75,19 @@ pub enum Request {
     RouteShow { filter: RouteSpec, verbose: bool },
     /// `routing show`: the router buffer pools and whether routing is enabled.
     RoutingShow,
+    /// `cpt-of-nid NID...`: the NIDs as typed, at most [`MAX_CPT_OF_NID`].
+    CptOfNid { nids: Vec<String> },
+}
+
+/// Most NIDs one `cpt-of-nid` carries (a command line's worth).
+pub const MAX_CPT_OF_NID: usize = 4096;
+
+/// One NID's partition, as `cpt-of-nid` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NidCpt {
+    /// The NID as the kernel prints it (`libcfs_nidstr()`).
+    pub nid: String,
+    pub cpt: u32,
 }
 
 /// Routes as `route add|del|show` send them (lnetctl.c `yaml_lnet_route()`): the net as
@@ -427,6 +440,7 @@ impl Request {
             Self::RouteDel(_) => "route del",
             Self::RouteShow { .. } => "route show",
             Self::RoutingShow => "routing show",
+            Self::CptOfNid { .. } => "cpt-of-nid",
         }
     }
 }
@@ -451,6 +465,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 /// | `Export` | `Export` |
 /// | `Import` | `Import` |
 /// | `Fault` | `Faults` for `show`, `Done` otherwise |
+/// | `CptOfNid` | `CptOfNid` (in request order) |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Response {
@@ -470,6 +485,8 @@ pub enum Response {
     Routes(Vec<RouteEntry>),
     /// `routing show`: the pools (none when never allocated) and the routing switch.
     Routing(RoutingShow),
+    /// `cpt-of-nid`: each NID's partition.
+    CptOfNid(Vec<NidCpt>),
 }
 
 /// The outcome of an `import`.

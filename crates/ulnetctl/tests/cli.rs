@@ -58,7 +58,7 @@ fn unknown_words() {
     check(&d, "group_help_option", &["peer", "-h"]);
     check(&d, "subcommand_help_option", &["net", "show", "--help"]);
     check(&d, "subcommand_help_prefix", &["net", "show", "--he"]);
-    check(&d, "unsupported_command", &["cpt-of-nid", "192.168.1.2@tcp"]);
+    check(&d, "unsupported_command", &["setup-sysctl"]);
 }
 
 #[test]

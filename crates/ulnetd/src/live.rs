@@ -144,6 +144,34 @@ impl LiveNode {
         })
     }
 
+    /// `cpt-of-nid`: the kernel's hash of each NID over all the node's partitions (no NI
+    /// involved). lustre: api-ni.c `lnet_cpt_of_nid_show_start()`,
+    /// `lnet_cpt_of_nid_show_dump()`.
+    fn cpt_of_nid(&self, nids: &[String]) -> Result<Response, ControlError> {
+        if self.lock().node.is_none() {
+            return Err(ControlError::NotConfigured);
+        }
+        if nids.is_empty() {
+            return Err(ControlError::refused(errno::ENOENT, "Missing NID argument(s)"));
+        }
+        if nids.len() > ulnet_control::message::MAX_CPT_OF_NID {
+            return Err(ControlError::refused(errno::EINVAL, "too many NIDs"));
+        }
+        let count = self.partitions.count();
+        let answers = nids
+            .iter()
+            .map(|text| {
+                let nid: Nid = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
+                let cpt = ulnet_proto::engine::cpt::nid_cpt_hash(&nid, count);
+                Ok(ulnet_control::message::NidCpt { nid: nid.to_string(), cpt })
+            })
+            .collect::<Result<Vec<_>, ControlError>>()?;
+        Ok(Response::CptOfNid(answers))
+    }
+
     /// ksocklnd's module parameters (the in-process fabric has none: socklnd's defaults).
     fn socklnd_module(&self) -> ulnet_config::modprobe::SocklndModule {
         match &self.lnd {
@@ -211,6 +239,7 @@ impl LiveNode {
             Request::RouteDel(spec) => self.route_del(&spec),
             Request::RouteShow { filter, verbose: _ } => self.route_show(&filter),
             Request::RoutingShow => self.routing_show(),
+            Request::CptOfNid { nids } => self.cpt_of_nid(&nids),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");

@@ -76,7 +76,7 @@ pub(crate) static CMD_LIST: &[Command] = &[
     },
     Command {
         name: "cpt-of-nid",
-        action: Run(unsupported),
+        action: Run(manage::cpt_of_nid),
         help: "Calculate the CPTs associated with NIDs\n usage:\n\tlnetctl cpt-of-nid nid[ nid ...]\n",
     },
 ];

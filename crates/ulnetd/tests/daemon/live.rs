@@ -401,6 +401,16 @@ fn partitions_bind_nis_and_round_trip_through_export() {
     assert_eq!(import.code, 0, "{}", import.transcript());
     let again = ulnetctl(b.socket(), &["export", "--backup"]).stdout;
     assert_eq!(again, text);
+    // cpt-of-nid hashes over all the node's partitions: 192.168.1.10@tcp's NID bytes sum to
+    // 373 (odd: CPT 1), 10.0.0.1@tcp1's to 14 (CPT 0).
+    let cpts = ulnetctl(a.socket(), &["cpt-of-nid", "192.168.1.10@tcp", "10.0.0.1@tcp1"]);
+    assert_eq!(
+        cpts.stdout,
+        "cpt-of-nid:\n-     nid: 192.168.1.10@tcp\n      cpt: 1\n-     nid: 10.0.0.1@tcp1\n      \
+         cpt: 0\n"
+    );
+    let bad = ulnetctl(a.socket(), &["cpt-of-nid", "nonsense"]);
+    assert!(bad.transcript().contains("invalid NID"), "{}", bad.transcript());
     a.shutdown();
     b.shutdown();
 }
