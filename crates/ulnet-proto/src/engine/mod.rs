@@ -6,7 +6,7 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, `dedupe` the target's delivery log, `outputs` the driver's
+//! `watch` fast failover's state, [`cpt`] CPU partitions and the NID-to-CPT hash, [`faults`] drop and delay rules, [`routes`] routes and router buffers, `dedupe` the target's delivery log, `outputs` the driver's
 //! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the

@@ -17,6 +17,8 @@
 //!   hold, and their random generator; consulted by `recv` on arrival and here when the
 //!   driver takes a transmit.
 //! * `routes.rs` `Routes`: the route table, the routing state and the router buffer pools.
+//! * `cpt.rs` `Partitions`: the CPU partition count and the NID-to-CPT hash; each NI keeps its
+//!   CPT list, and every transmit carries its CPT (decision 0026).
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
@@ -29,7 +31,7 @@
 //! Where the next parts go, each a field of [`Engine`] beside these:
 //!
 //! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
-//! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
+//! * Per-partition state (item 2 of issue 23): NI credit pools split per CPT, in `cpt.rs`.
 
 use std::collections::VecDeque;
 
