@@ -61,6 +61,17 @@ fn unknown_words() {
     check(&d, "unsupported_command", &["setup-sysctl"]);
 }
 
+/// `cpt-of-nid`: the byte sums 373 (192.168.1.10@tcp) and 14 (10.0.0.1@tcp1) over the fake
+/// node's two partitions give CPTs 1 and 0; a NID that does not parse is the kernel's
+/// "invalid NID"; no NID prints the help.
+#[test]
+fn cpt_of_nid() {
+    let d = configured();
+    check(&d, "cpt_of_nid", &["cpt-of-nid", "192.168.1.10@tcp", "10.0.0.1@tcp1"]);
+    check(&d, "cpt_of_nid_bad", &["cpt-of-nid", "nonsense"]);
+    check(&d, "cpt_of_nid_none", &["cpt-of-nid"]);
+}
+
 #[test]
 fn script_on_stdin() {
     let d = configured();

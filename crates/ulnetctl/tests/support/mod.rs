@@ -279,6 +279,18 @@ impl State {
                     .collect(),
             )),
             Request::RoutingShow => Ok(Response::Routing((&self.routing).into())),
+            // The fake node has two partitions (its NIs show `CPT: "[0,1]"`).
+            Request::CptOfNid { nids } => nids
+                .iter()
+                .map(|text| {
+                    let nid: ulnet_proto::addr::Nid = text
+                        .parse()
+                        .map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
+                    let cpt = ulnet_proto::engine::cpt::nid_cpt_hash(&nid, 2);
+                    Ok(ulnet_control::message::NidCpt { nid: nid.to_string(), cpt })
+                })
+                .collect::<Result<Vec<_>, ControlError>>()
+                .map(Response::CptOfNid),
         }
     }
 
