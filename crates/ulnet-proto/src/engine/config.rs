@@ -476,7 +476,10 @@ impl Engine {
                 }
                 self.delete_peer(other);
             } else {
-                if let Some(emptied) = self.peers.attach(id, peer) {
+                let new_net = !self.peer_has_net(peer, nid.net());
+                let emptied = self.peers.attach(id, peer);
+                self.apply_policies_on_attached(id, new_net);
+                if let Some(emptied) = emptied {
                     self.remove_empty_peer(emptied);
                 }
                 self.peers.put_primary_first(peer);
@@ -485,9 +488,12 @@ impl Engine {
         }
         let credits = self.nis.peer_credits_for(nid);
         self.make_peer_ni_room();
-        self.peers
+        let new_net = !self.peer_has_net(peer, nid.net());
+        let id = self
+            .peers
             .create_for(peer, nid, credits, self.limits.peer_nis)
             .map_err(|_| PeerAddError::TooManyPeers)?;
+        self.apply_policies_on_attached(id, new_net);
         self.peers.put_primary_first(peer);
         Ok(())
     }

@@ -16,6 +16,8 @@
 //! * `faults.rs` `Faults`: drop and delay rules (`lnetctl fault`), the messages delay rules
 //!   hold, and their random generator; consulted by `recv` on arrival and here when the
 //!   driver takes a transmit.
+//! * `policies.rs` `UdspRules`: the UDSP rules (`lnetctl udsp`), stamped onto the nets, NIs,
+//!   peer nets and peer NIs whose priorities and preferred lists `select` reads.
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
@@ -28,7 +30,6 @@
 //!
 //! * Routing: a `routes.rs` part (route table, router buffers and their credits), consulted by
 //!   `select` for remote nets.
-//! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
 //! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
 use std::collections::VecDeque;
@@ -52,6 +53,7 @@ use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::outputs::Outputs;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
+use crate::engine::policies::UdspRules;
 use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
@@ -275,6 +277,7 @@ pub struct Engine {
     pub(super) recovery: RecoveryQueues,
     pub(super) failover: Failover,
     pub(super) faults: Faults,
+    pub(super) policies: UdspRules,
     // The driver's output queues and the work loop (the call protocol above).
     pub(super) outputs: Outputs,
     pub(super) work: VecDeque<Work>,
@@ -330,6 +333,7 @@ impl Engine {
             failover: Failover::default(),
             // Fault rules draw from their own generator: deterministic per node.
             faults: Faults::new(config.interface_cookie),
+            policies: UdspRules::default(),
             outputs: Outputs::default(),
             work: VecDeque::new(),
             stats: GlobalStats::default(),
@@ -398,6 +402,7 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
+        self.apply_policies_on_new_ni(config.nid.net());
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -1356,7 +1361,7 @@ impl Engine {
             },
             status: peer_ni.status,
             priority: peer_ni.priority,
-            preferred: peer_ni.preferred,
+            preferred: peer_ni.preferred.first(),
             latency: peer_ni.latency.snapshot(),
             srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
         })
@@ -1368,9 +1373,15 @@ impl Engine {
         nid: Nid,
         credits: u32,
     ) -> Result<PeerNiId, PeerTableFull> {
+        if let Some(id) = self.peers.find(nid) {
+            return Ok(id);
+        }
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)
+        let id = self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)?;
+        // A new peer with a new peer net (peer.c lnet_peer_attach_peer_ni()).
+        self.apply_policies_on_attached(id, true);
+        Ok(id)
     }
 
     /// Reclaims deleted peer NI slots if the table is full.
