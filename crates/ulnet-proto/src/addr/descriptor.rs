@@ -122,9 +122,11 @@ impl NidDescriptor {
         match nid.lnd().address_kind() {
             AddressKind::Ip => {
                 self.address.len() == 4
-                    && self.address.iter().zip(address.to_be_bytes()).all(|(octet, value)| {
-                        octet.matches(u32::from(value))
-                    })
+                    && self
+                        .address
+                        .iter()
+                        .zip(address.to_be_bytes())
+                        .all(|(octet, value)| octet.matches(u32::from(value)))
             }
             AddressKind::Numeric | AddressKind::Loopback => {
                 self.address.first().is_some_and(|numbers| numbers.matches(address))

@@ -82,8 +82,8 @@ pub use ping::{
     RefusedReason,
 };
 pub use policies::{
-    MAX_SHOWN_PREFERRED, MAX_UDSP_RULES, UdspAction, UdspAddError, UdspConstructInfo,
-    UdspNotFound, UdspRule, UdspRuleKind, UdspRules, UdspSpecError,
+    MAX_SHOWN_PREFERRED, MAX_UDSP_RULES, UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound,
+    UdspRule, UdspRuleKind, UdspRules, UdspSpecError,
 };
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use stats::{

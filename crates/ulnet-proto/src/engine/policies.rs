@@ -206,7 +206,9 @@ impl UdspRule {
             (_, Some(_), None) | (Some(_), None, _) => {
                 UdspRuleKind::Inert("a priority rule without a priority (\"Bad action type\")")
             }
-            (None, None, _) => UdspRuleKind::Inert("no source or destination (\"Bad UDSP policy\")"),
+            (None, None, _) => {
+                UdspRuleKind::Inert("no source or destination (\"Bad UDSP policy\")")
+            }
         }
     }
 
@@ -353,7 +355,11 @@ impl Engine {
     /// rule is applied again, last to first.
     /// lustre: api-ni.c `IOC_LIBCFS_ADD_UDSP`, udsp.c `lnet_udsp_add_policy()`,
     /// `lnet_udsp_apply_policies()`.
-    pub fn udsp_add(&mut self, rule: UdspRule, index: Option<usize>) -> Result<usize, UdspAddError> {
+    pub fn udsp_add(
+        &mut self,
+        rule: UdspRule,
+        index: Option<usize>,
+    ) -> Result<usize, UdspAddError> {
         let at = self.policies.add(rule, index)?;
         let gateways = self.route_gateways();
         let Self { policies, nis, peers, .. } = self;
@@ -391,7 +397,10 @@ impl Engine {
         if !remote {
             let ni = self.nis.get(self.nis.for_nid(nid)?)?;
             return Some(UdspConstructInfo {
-                net_priority: self.nis.net(nid.net()).map_or(MAX_SELECTION_PRIORITY, |net| net.priority),
+                net_priority: self
+                    .nis
+                    .net(nid.net())
+                    .map_or(MAX_SELECTION_PRIORITY, |net| net.priority),
                 nid_priority: ni.priority,
                 // `net_rtr_pref_nids`: no rule fills a local net's list.
                 preferred_gateways: Vec::new(),
@@ -429,7 +438,8 @@ impl Engine {
     pub(super) fn apply_policies_on_new_ni(&mut self, net: Net) {
         let Self { policies, nis, .. } = self;
         for rule in policies.iter().rev() {
-            let Some(src) = rule.src.as_ref().filter(|_| rule.kind() == UdspRuleKind::LocalPriority)
+            let Some(src) =
+                rule.src.as_ref().filter(|_| rule.kind() == UdspRuleKind::LocalPriority)
             else {
                 continue;
             };
@@ -588,10 +598,15 @@ fn apply_on_peer_ni(
     gateways: &[Nid],
 ) {
     let kind = rule.kind();
-    let (Some(dst), true) = (&rule.dst, matches!(
-        kind,
-        UdspRuleKind::PeerPriority | UdspRuleKind::PreferredSources | UdspRuleKind::PreferredRouters
-    )) else {
+    let (Some(dst), true) = (
+        &rule.dst,
+        matches!(
+            kind,
+            UdspRuleKind::PeerPriority
+                | UdspRuleKind::PreferredSources
+                | UdspRuleKind::PreferredRouters
+        ),
+    ) else {
         return;
     };
     let Some((nid, peer)) = peers.ni(id).map(|lpni| (lpni.nid, lpni.peer)) else { return };
@@ -658,15 +673,27 @@ mod tests {
     fn lnetctl_checks_and_default_actions() {
         use UdspSpecError::*;
         assert_eq!(UdspRule::from_lnetctl(None, None, None, Some(1)), Err(Missing));
-        assert_eq!(UdspRule::from_lnetctl(Some("tcp"), Some("tcp"), Some("tcp"), None), Err(AllThree));
-        assert_eq!(UdspRule::from_lnetctl(Some("tcp"), None, Some("tcp"), None), Err(SourceAndRouter));
+        assert_eq!(
+            UdspRule::from_lnetctl(Some("tcp"), Some("tcp"), Some("tcp"), None),
+            Err(AllThree)
+        );
+        assert_eq!(
+            UdspRule::from_lnetctl(Some("tcp"), None, Some("tcp"), None),
+            Err(SourceAndRouter)
+        );
         assert!(matches!(UdspRule::from_lnetctl(Some("x"), None, None, None), Err(Source(_))));
         assert!(matches!(UdspRule::from_lnetctl(None, Some("x"), None, None), Err(Destination(_))));
-        assert!(matches!(UdspRule::from_lnetctl(None, Some("tcp"), Some("x"), None), Err(Router(_))));
+        assert!(matches!(
+            UdspRule::from_lnetctl(None, Some("tcp"), Some("x"), None),
+            Err(Router(_))
+        ));
         // A lone src or dst without a priority is a priority-0 rule.
         assert_eq!(rule(Some("tcp"), None, None, None).action, UdspAction::Priority(0));
         assert_eq!(rule(None, Some("tcp"), None, None).action, UdspAction::Priority(0));
-        assert_eq!(rule(Some("1.1.1.1@tcp"), Some("tcp"), None, None).action, UdspAction::Preferred);
+        assert_eq!(
+            rule(Some("1.1.1.1@tcp"), Some("tcp"), None, None).action,
+            UdspAction::Preferred
+        );
         assert_eq!(rule(None, None, Some("tcp"), None).action, UdspAction::Preferred);
     }
 
@@ -699,7 +726,10 @@ mod tests {
         // The same criteria: a new priority updates in place, the same one is -EALREADY.
         assert_eq!(rules.add(rule(Some("tcp"), None, None, Some(5)), Some(0)), Ok(1));
         assert_eq!(rules.get(1).and_then(UdspRule::priority), Some(5));
-        assert_eq!(rules.add(rule(Some("tcp"), None, None, Some(5)), None), Err(UdspAddError::Exists));
+        assert_eq!(
+            rules.add(rule(Some("tcp"), None, None, Some(5)), None),
+            Err(UdspAddError::Exists)
+        );
         let pair = rule(Some("1.1.1.1@tcp"), Some("tcp"), None, None);
         assert_eq!(rules.add(pair.clone(), None), Ok(3));
         assert_eq!(rules.add(pair, None), Err(UdspAddError::Exists));
@@ -710,7 +740,38 @@ mod tests {
         for number in 0..MAX_UDSP_RULES {
             full.add(rule(Some(&format!("tcp{number}")), None, None, None), None).unwrap();
         }
-        assert_eq!(full.add(rule(Some("o2ib"), None, None, None), None), Err(UdspAddError::TooMany));
+        assert_eq!(
+            full.add(rule(Some("o2ib"), None, None, None), None),
+            Err(UdspAddError::TooMany)
+        );
+    }
+
+    /// Router rules, given gateways (the route table routing will supply): each matching
+    /// gateway's primary NID once, newest first; non-matching gateways leave the list alone;
+    /// reverting clears it.
+    #[test]
+    fn router_rules_fill_preferred_routers_from_gateways() {
+        let mut peers = PeerTable::default();
+        let remote = Nid::new4(Net::new(LndType::O2IB, 0), 0x0a00_0007);
+        let id = peers.find_or_create(remote, 8, 16).unwrap();
+        let rule = rule(None, Some("*.*.*.*@o2ib"), Some("10.9.0.*@tcp"), None);
+        assert_eq!(rule.kind(), UdspRuleKind::PreferredRouters);
+        let (g1, g2) = (Nid::new4(Net::TCP, 0x0a09_0001), Nid::new4(Net::TCP, 0x0a09_0002));
+        let elsewhere = Nid::new4(Net::TCP, 0x0a08_0001);
+        let routers = |peers: &PeerTable| peers.ni(id).unwrap().preferred_routers.clone();
+        apply_on_peer_ni(&rule, false, id, None, &[], &mut peers, &[elsewhere]);
+        assert!(routers(&peers).is_empty());
+        apply_on_peer_ni(&rule, false, id, None, &[], &mut peers, &[g1, elsewhere, g2, g1]);
+        assert_eq!(routers(&peers), [g2, g1]);
+        // Applied again: cleared at the first match and filled the same way.
+        apply_on_peer_ni(&rule, false, id, None, &[], &mut peers, &[g2]);
+        assert_eq!(routers(&peers), [g2]);
+        apply_on_peer_ni(&rule, true, id, None, &[], &mut peers, &[g2]);
+        assert!(routers(&peers).is_empty());
+        // A peer NI the destination does not name is left alone.
+        let other = peers.find_or_create(Nid::new4(Net::TCP, 5), 8, 16).unwrap();
+        apply_on_peer_ni(&rule, false, other, None, &[], &mut peers, &[g1]);
+        assert!(peers.ni(other).unwrap().preferred_routers.is_empty());
     }
 
     #[test]

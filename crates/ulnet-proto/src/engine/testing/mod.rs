@@ -930,4 +930,6 @@ mod fault_stories;
 #[cfg(test)]
 mod multirail_stories;
 #[cfg(test)]
+mod policy_stories;
+#[cfg(test)]
 mod scenarios;
