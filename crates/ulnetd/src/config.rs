@@ -21,14 +21,15 @@
 //!
 //! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
-//! node is up, as `lnetctl import` adds them.
+//! node is up, as `lnetctl import` adds them, then the `udsp:` rules (checked here: each
+//! must be a rule `udsp add` would accept, with no two equal).
 //!
 //! The file is read strictly: what ulnetd cannot honour is an error that names it, never a
 //! warning, and the daemon does not start ([`Unsupported`]). That is the `route:`,
-//! `routing:`, `buffers:` and `udsp:` blocks (routing and UDSP are not implemented yet; a
-//! route's gateway may be a NID range, which is parsed and then refused the same way), and
-//! every key lnetctl would skip: unknown keys inside a known block (an unknown top-level
-//! block is already lnetctl's `invalid key` error). The read-only keys of `export` output
+//! `routing:` and `buffers:` blocks (routing is not implemented yet; a route's gateway may be
+//! a NID range, which is parsed and then refused the same way), and every key lnetctl would
+//! skip: unknown keys inside a known block (an unknown top-level block is already lnetctl's
+//! `invalid key` error) and `udsp:` items without `idx`. The read-only keys of `export` output
 //! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
 //! configuration; a full export's socklnd `timeout` (a module parameter, which lnetctl's
 //! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
@@ -41,6 +42,7 @@ use std::path::Path;
 
 use serde::Deserialize as _;
 pub use ulnet::AcceptPolicy;
+use ulnet::proto::engine::{UdspRule, UdspRules};
 use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use yaml_serde::Value;
 
@@ -98,6 +100,8 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
+    /// The `udsp:` rules and the index each goes in at, added after the peers.
+    pub udsp: Vec<(UdspRule, usize)>,
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
     /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
@@ -127,6 +131,9 @@ pub enum ConfigError {
     Net(#[from] NetError),
     #[error("no ip2nets rule matches this host's interfaces: {0}")]
     Ip2nets(String),
+    /// A `udsp:` item that is not a rule `udsp add` would accept, or one equal to another.
+    #[error("udsp: idx {idx}: {descr}")]
+    Udsp { idx: i64, descr: String },
     /// Blocks and keys ulnetd cannot honour, one line each.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Unsupported(Vec<Unsupported>),
@@ -155,7 +162,6 @@ pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
     let why = |block: &str| match block {
         "route" | "routing" => Some(NO_ROUTING),
         "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
-        "udsp" => Some("user-defined selection policies are not implemented yet"),
         _ => None,
     };
     imported
@@ -175,7 +181,10 @@ pub fn unsupported_keys(imported: &model::Imported, all: bool) -> Vec<Unsupporte
         .filter(|key| all || !key.warned)
         .map(|key| Unsupported {
             what: key.within.clone(),
-            why: if key.within == "lnd tunables" && key.key == "timeout" {
+            why: if key.within == "udsp" && key.key == model::UDSP_ITEM_WITHOUT_IDX {
+                // lnetctl's importer skips such an item without a word.
+                "an item without 'idx' (lnetctl skips it)".to_string()
+            } else if key.within == "lnd tunables" && key.key == "timeout" {
                 // A full export's: socklnd's module-wide sock_timeout, not an NI's setting.
                 "'timeout' cannot be configured here (it is socklnd's module-wide timeout; \
                  `ulnetctl net set --lnd-timeout` sets it on a running node)"
@@ -235,8 +244,23 @@ impl DaemonConfig {
         for item in &items {
             merge_net(&mut nets, resolve_net(item, host)?)?;
         }
-        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), warnings })
+        let udsp = udsp_rules(&config.udsp)?;
+        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), udsp, warnings })
     }
+}
+
+/// The `udsp:` items as rules, added to an empty list as the node will add them, so an
+/// item the node would refuse (an equal rule, too many) stops the configuration here.
+fn udsp_rules(items: &[model::UdspConfig]) -> Result<Vec<(UdspRule, usize)>, ConfigError> {
+    let mut rules = UdspRules::default();
+    let mut added = Vec::new();
+    for item in items {
+        let refused = |descr: String| ConfigError::Udsp { idx: item.idx, descr };
+        let (rule, index) = item.rule().map_err(|error| refused(error.to_string()))?;
+        rules.add(rule.clone(), Some(index)).map_err(|error| refused(error.to_string()))?;
+        added.push((rule, index));
+    }
+    Ok(added)
 }
 
 /// Adds `spec` to `nets`: a net named again gets the new NIs (a NID twice is refused).
@@ -474,20 +498,45 @@ mod tests {
             unsupported("buffers:\n  tiny: 1024\n"),
             ["buffers: router buffers are not implemented yet (they serve routing)"]
         );
-        assert_eq!(
-            unsupported("udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n"),
-            ["udsp: user-defined selection policies are not implemented yet"]
-        );
         // All of them at once, then the unknown keys.
         let all = "route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\nrouting: {enable: 0}\n\
                    buffers: {small: 1}\nudsp:\n  - idx: 0\n    src: tcp\n\
                    peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
-        assert_eq!(unsupported(all).len(), 5);
-        // Present is enough: an empty block, or UDSP items lnetctl would drop (no `idx`).
+        assert_eq!(unsupported(all).len(), 4);
+        // Present is enough: an empty block.
         assert_eq!(unsupported("route: []\n"), ["route: routing is not implemented yet"]);
+        // A UDSP item lnetctl would drop (no `idx`) is refused by name.
         assert_eq!(
             unsupported("udsp:\n  - src: tcp\n"),
-            ["udsp: user-defined selection policies are not implemented yet"]
+            ["udsp: an item without 'idx' (lnetctl skips it)"]
+        );
+    }
+
+    #[test]
+    fn udsp_items_are_checked_rules() {
+        let text = concat!(
+            "udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n",
+            "  - idx: 0\n    src: 10.0.0.1@tcp\n    dst: tcp1\n",
+        );
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        let shown: Vec<String> =
+            config.udsp.iter().map(|(rule, at)| format!("{at} {rule}")).collect();
+        assert_eq!(shown, ["0 src: tcp priority: 1", "0 src: 10.0.0.1@tcp dst: tcp1"]);
+        let refused = |text: &str| match DaemonConfig::parse(text, false, &host()) {
+            Err(error @ ConfigError::Udsp { .. }) => error.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: '*@tcp'\n"),
+            "udsp: idx 0: failed to parse src parameter"
+        );
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: tcp\n  - idx: 1\n    src: tcp\n"),
+            "udsp: idx 1: an equal rule exists"
+        );
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: tcp\n    rte: 1.1.1.1@tcp\n"),
+            "udsp: idx 0: src and rte cannot be combined"
         );
     }
 

@@ -58,6 +58,7 @@ use crate::view;
 mod admin;
 mod faults;
 mod nets_live;
+mod policies;
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
@@ -173,6 +174,7 @@ impl LiveNode {
             Request::Export { backup: _ } => self.export().map(Response::Export),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
             Request::Fault(fault) => self.fault(&fault),
+            Request::Udsp(udsp) => self.udsp(&udsp),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");
@@ -404,12 +406,22 @@ impl LiveNode {
                 &stats,
                 |nid| node.conns_per_peer(nid),
                 |nid| node.lnd_timeout(nid),
+                |nid, remote| node.udsp_info(nid, remote),
             ),
             routes: Vec::new(),
-            peers: view::peer_entries(&stats, |nid| node.peer_info(nid)),
+            peers: view::peer_entries(
+                &stats,
+                |nid| node.peer_info(nid),
+                |nid, remote| node.udsp_info(nid, remote),
+            ),
             routing: render::RoutingShow::default(),
             global: settings.show(),
-            udsp: Vec::new(),
+            udsp: node
+                .udsp_rules()
+                .iter()
+                .enumerate()
+                .map(|(at, rule)| render::UdspEntry::new(at, rule))
+                .collect(),
         };
         Ok(ExportState::from(&state))
     }
@@ -441,6 +453,7 @@ impl LiveNode {
     }
 
     fn import_add(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        policies::check_udsp_items(&config.udsp)?;
         let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         settings.apply(config).map_err(|error| ControlError::from(&error))?;
@@ -477,6 +490,12 @@ impl LiveNode {
             // Peer calls take the node handle themselves; the state lock is not needed.
             drop(state);
             self.add_peers(&config.peers)?;
+        } else {
+            drop(state);
+        }
+        // Last, as in an export: rules reach the peers just added.
+        if !config.udsp.is_empty() {
+            self.import_udsp(&config.udsp)?;
         }
         Ok(ImportReply::default())
     }
@@ -538,6 +557,11 @@ impl LiveNode {
             }
             drop(state);
             self.delete_peers(&config.peers)?;
+        } else {
+            drop(state);
+        }
+        if !config.udsp.is_empty() {
+            self.import_del_udsp(&config.udsp)?;
         }
         Ok(ImportReply::default())
     }
@@ -551,18 +575,26 @@ impl LiveNode {
             &stats,
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            |nid, remote| node.udsp_info(nid, remote),
         )
         .iter()
         .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
         .map(data::NetEntry::from)
         .collect();
-        let peers: Vec<data::PeerEntry> = view::peer_entries(&stats, |nid| node.peer_info(nid))
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let peers: Vec<data::PeerEntry> =
+            view::peer_entries(&stats, |nid| node.peer_info(nid), udsp)
+                .iter()
+                .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
+                .map(data::PeerEntry::from)
+                .collect();
+        let udsp = config
+            .udsp
             .iter()
-            .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
-            .map(data::PeerEntry::from)
+            .flat_map(|item| policies::shown_rules(&node, u32::try_from(item.idx).ok()))
             .collect();
         Ok(ImportReply {
-            shown: ShownObjects { nets, routes: Vec::new(), peers },
+            shown: ShownObjects { nets, routes: Vec::new(), peers, udsp },
             ..ImportReply::default()
         })
     }
@@ -610,6 +642,7 @@ impl LiveNode {
             &node.stats(),
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            |nid, remote| node.udsp_info(nid, remote),
         ))
     }
 
@@ -617,15 +650,17 @@ impl LiveNode {
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
         state.selftest = None;
-        let mut peers = Vec::new();
+        let (mut peers, mut rules) = (Vec::new(), Vec::new());
         if let Some(old) = state.node.take() {
             peers = admin::configured_peers(&old);
+            rules = old.udsp_rules();
             old.shutdown();
         }
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 admin::restore_peers(&node, &peers);
+                policies::restore_rules(&node, &rules);
                 state.selftest = host_selftest(&node, self.selftest);
                 state.node = Some(node);
                 state.nets = nets;
@@ -636,6 +671,7 @@ impl LiveNode {
                 match build_node(&self.lnd, &state.nets, &state.settings) {
                     Ok(node) => {
                         admin::restore_peers(&node, &peers);
+                        policies::restore_rules(&node, &rules);
                         state.selftest = host_selftest(&node, self.selftest);
                         state.node = Some(node);
                     }
@@ -667,7 +703,11 @@ fn host_selftest(node: &Node, enabled: bool) -> Option<ulnet_selftest::SelftestS
 
 /// The node's peers with their discovery state.
 fn peer_entries(node: &Node) -> Vec<render::PeerEntry> {
-    view::peer_entries(&node.stats(), |nid| node.peer_info(nid))
+    view::peer_entries(
+        &node.stats(),
+        |nid| node.peer_info(nid),
+        |nid, remote| node.udsp_info(nid, remote),
+    )
 }
 
 /// The most targets one `ping` or `discover` expands to (ulnetctl's bound too).

@@ -103,7 +103,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
             eprintln!("ulnetd: {error}");
             return match error {
                 StartError::Listen(_) => exit::SOCKET,
-                StartError::Node(_) | StartError::Server(_) => exit::NODE,
+                StartError::Node(_) | StartError::Server(_) | StartError::Udsp(_) => exit::NODE,
             };
         }
     };

@@ -43,10 +43,8 @@ fn every_unsupported_block_stops_the_daemon_before_it_is_ready() {
         "buffers:\n    tiny: 512\n    small: 4096\n    large: 256\n",
         &["buffers: router buffers are not implemented yet (they serve routing)"],
     );
-    refused(
-        "udsp:\n    - idx: 0\n      src: tcp\n      action:\n          priority: 1\n",
-        &["udsp: user-defined selection policies are not implemented yet"],
-    );
+    refused("udsp:\n    - src: tcp\n", &["udsp: an item without 'idx' (lnetctl skips it)"]);
+    refused("udsp:\n    - idx: 0\n      dst: bogus\n", &["udsp: idx 0: failed to parse dst"]);
     // All problems are reported, not just the first.
     refused(
         "routing:\n    enable: 1\nbuffers:\n    tiny: 512\n",
@@ -110,8 +108,10 @@ fn import_into_a_running_node_refuses_what_it_cannot_honour_and_applies_nothing(
     assert_ne!(route.code, 0);
     assert!(route.stderr.contains("errno: -95"), "{}", route.stderr);
     assert!(route.stderr.contains("route: routing is not implemented yet"), "{}", route.stderr);
-    let udsp = import("udsp:\n    - idx: 0\n      src: tcp\n");
-    assert!(udsp.stderr.contains("udsp: user-defined selection policies"), "{}", udsp.stderr);
+    let udsp = import("udsp:\n    - src: tcp\n");
+    assert!(udsp.stderr.contains("udsp: an item without 'idx'"), "{}", udsp.stderr);
+    let udsp = import("udsp:\n    - idx: 0\n      src: tcp\n      rte: 1.1.1.1@tcp\n");
+    assert!(udsp.stderr.contains("src and rte cannot be combined"), "{}", udsp.stderr);
     // A key the kernel would skip without a word.
     let peer = import("peer:\n    - primary nid: 127.55.0.9@tcp\n      colour: red\n");
     assert!(peer.stderr.contains("peer: unknown key 'colour'"), "{}", peer.stderr);
@@ -148,15 +148,16 @@ fn check_is_silent_on_a_valid_file_and_lists_the_problems_of_an_invalid_one() {
     let valid = check(&format!("global:\n    accept_port: 7999\n    retry_count: 1\n{NET}"));
     assert_eq!((valid.code, valid.stdout.as_str(), valid.stderr.as_str()), (0, "", ""));
 
-    let invalid =
-        check(&format!("{NET}routing:\n    enable: 1\nudsp:\n    - idx: 0\n      src: tcp\n"));
+    let invalid = check(&format!("{NET}routing:\n    enable: 1\nudsp:\n    - src: tcp\n"));
     assert_eq!(invalid.code, 78);
     assert_eq!(invalid.stdout, "");
     assert_eq!(
         invalid.stderr,
         "ulnetd: routing: routing is not implemented yet\n\
-         ulnetd: udsp: user-defined selection policies are not implemented yet\n"
+         ulnetd: udsp: an item without 'idx' (lnetctl skips it)\n"
     );
+    let rules = check(&format!("{NET}udsp:\n    - idx: 0\n      src: tcp\n"));
+    assert_eq!((rules.code, rules.stderr.as_str()), (0, ""));
     let yaml = check("net: [\n");
     assert_eq!(yaml.code, 78);
     assert!(yaml.stderr.starts_with("ulnetd: invalid YAML"), "{}", yaml.stderr);

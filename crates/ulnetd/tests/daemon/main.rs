@@ -15,6 +15,7 @@ mod faults;
 mod lifecycle;
 mod live;
 mod peers;
+mod policies;
 mod selftest;
 mod support;
 mod tcp;
