@@ -20,8 +20,8 @@
 //! the in-process fabric (fixed at build), a net whose tunables would change, and
 //! `lnet configure`, which starts LNet. A rebuild shuts the old node down (its messages in
 //! flight are finalized with an error, its connections close) and starts a new one with a
-//! new interface cookie and zeroed counters, carrying configured peers over; a failed one
-//! brings the previous configuration back up. Global settings change live
+//! new interface cookie and zeroed counters, carrying configured peers and UDSP rules over; a
+//! failed one brings the previous configuration back up. Global settings change live
 //! ([`Node::set_tunables`]).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -218,7 +218,8 @@ impl Engine {
         Ok(())
     }
 
-    /// UDSP material: a peer NI's selection priority (lower is preferred).
+    /// Sets a peer NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
     pub fn set_peer_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), PeerSetError> {
         let id = self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
         if let Some(ni) = self.peers.ni_mut(id) {
@@ -300,7 +301,8 @@ impl Engine {
         Ok(())
     }
 
-    /// UDSP material: a local NI's selection priority (lower is preferred).
+    /// Sets a local NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
     pub fn set_ni_priority(&mut self, ni: NiId, priority: u32) -> Result<(), NiSetError> {
         self.settable_ni(ni)?.priority = priority;
         Ok(())

@@ -38,7 +38,7 @@
 //! kept and shown ([`UdspRuleKind::Inert`]).
 //!
 //! Router rules: ulnet has no route table yet. The application is written against the
-//! gateways' primary NIDs ([`Engine::route_gateways`], empty without routes), so a
+//! gateways' primary NIDs (`Engine::route_gateways`, empty without routes), so a
 //! `--dst --rte` rule is stored, shown and applied as on a kernel node without routes: it
 //! changes nothing. Routing hooks its table into that one function.
 //!
