@@ -1,7 +1,8 @@
 //! UDSP rules on real `ulnetd` processes over loopback TCP: a rule from the configuration
 //! file and rules added with `ulnetctl udsp add` show in the priorities `net show -v` and
 //! `peer show -v` print (read as sanity-lnet.sh's `check_udsp_prio()` reads them), steer
-//! which NI traffic leaves from, and are exported and deleted.
+//! which NI traffic leaves from, are shown and deleted by `import --show|--del`, deleted,
+//! and exported then imported into a fresh daemon and loaded as its configuration.
 //!
 //! Addresses 127.57.<block>.x, a port the OS just handed out.
 
@@ -121,6 +122,18 @@ fn rules_show_in_net_and_peer_show_and_choose_the_source_ni() {
     // An equal rule is -EALREADY, as lnetctl reports it.
     let again = a.ulnetctl(&["udsp", "add", "--src", &a2, "--priority", "0"]);
     assert_eq!(again.code, 114, "{}", again.stderr);
+
+    // `import --show` and `--del` name rules by index.
+    let import = |mode: &str, text: &str| {
+        let run = crate::support::ulnetctl_with_stdin(&a.socket, &["import", mode], text);
+        assert_eq!(run.code, 0, "{mode}: {}", run.stderr);
+        run.stdout
+    };
+    let second = "udsp:\n    - idx: 1\n      dst: tcp\n      action:\n          priority: 1\n";
+    assert_eq!(import("--show", "udsp:\n    - idx: 1\n"), second);
+    import("--del", "udsp:\n    - idx: 1\n");
+    assert_eq!(ok(&a, &["udsp", "show", "--idx", "1"]), "");
+    assert_eq!(priorities(&ok(&a, &["peer", "show", "-v", "4"])), [(b1.clone(), -1, -1)]);
 
     // Deleting reverts what the rules stamped.
     ok(&a, &["udsp", "del", "--all"]);
