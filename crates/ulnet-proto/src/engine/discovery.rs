@@ -273,6 +273,7 @@ impl Engine {
         entry.discovery.queue = DiscoveryQueue::None;
         entry.discovery.soft_failures = 0;
         let pending = std::mem::take(&mut entry.discovery.pending);
+        self.router_discovery_complete(peer, error);
         for key in pending {
             match error {
                 Some(error) => self.fail_held(key, error),
@@ -280,6 +281,13 @@ impl Engine {
             }
         }
         self.settle_discover_waiters();
+    }
+
+    /// `lnet_discover_peer_locked`, non-blocking: the peer is queued for discovery (the router
+    /// checker's forced checks, a gateway used with the checker off).
+    pub(super) fn start_discovery(&mut self, peer: PeerId) {
+        self.clear_discovery_error(peer);
+        self.queue_for_discovery(peer);
     }
 
     fn fail_held(&mut self, key: Key, error: EventStatus) {
@@ -528,6 +536,14 @@ impl Engine {
     /// lists are deleted (the primary is only marked DOWN).
     /// With discovery off toward the peer only statuses change.
     fn merge_data(&mut self, peer: PeerId, info: &PingInfo) -> Result<(), EventStatus> {
+        let result = self.merge_peer_data(peer, info);
+        // lustre: lnet_peer_merge_data() ends by telling the router code what a gateway's
+        // buffer says of its routes (lnet_router_discovery_ping_reply()).
+        self.router_ping_reply(peer, info);
+        result
+    }
+
+    fn merge_peer_data(&mut self, peer: PeerId, info: &PingInfo) -> Result<(), EventStatus> {
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
         let Some(entry) = self.peers.peer_mut(peer) else {
             return Ok(());

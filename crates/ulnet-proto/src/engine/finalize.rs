@@ -70,6 +70,10 @@ impl Engine {
     /// `lnet_finalize` for a receive: health, statistics, the MD's event, then the ACK if one
     /// is due (the message is reused for it).
     pub(super) fn finalize_rx(&mut self, key: Key, health: HealthStatus, status: EventStatus) {
+        if self.msgs.get(key).is_some_and(|message| message.routing) {
+            self.forward_received(key, health);
+            return;
+        }
         if self.await_again(key, health) {
             return;
         }
@@ -179,6 +183,9 @@ impl Engine {
         message.retry_count += 1;
         message.resent = true;
         message.path_failed = true;
+        if let Some(peer_ni) = message.peer_ni {
+            message.failed_paths.record(message.ni, peer_ni);
+        }
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
         self.stats.resend_count += 1;
@@ -187,6 +194,10 @@ impl Engine {
 
     /// The send is over: statistics, credits back, the MD's event, and the message freed.
     fn complete_tx(&mut self, key: Key, status: EventStatus) {
+        if self.msgs.get(key).is_some_and(|message| message.routing) {
+            self.complete_forward(key, status);
+            return;
+        }
         self.return_credits(key);
         let tracked = self.tracked_md_of(key);
         // What the rest needs is copied out and the message dropped where it lies: it is
@@ -342,6 +353,8 @@ impl Engine {
         message.ack_to = None;
         message.lo_peer = None;
         message.response_ni = Some(message.ni);
+        // The router hint is the PUT's last hop (`msg_from`).
+        message.router_hint = message.peer_ni;
         // lustre: lib-msg.c lnet_complete_msg_locked(): the ACK is sent from the NI the PUT
         // came in on (`msg_ev.target.nid`) to exactly its source.
         let source = (message.ni != NiId::LOOPBACK).then_some(request.dest_nid);

@@ -16,6 +16,7 @@ pub(crate) fn check(node: &Engine) -> Result<(), String> {
     check_mds(node)?;
     check_messages(node)?;
     check_recovery(node)?;
+    node.check_routing()?;
     check_failover(node)
 }
 
@@ -200,7 +201,15 @@ fn check_messages(node: &Engine) -> Result<(), String> {
                     && message.peer_credit == Credit::None
                     && message.ni_credit == Credit::None
             }
-            Phase::Receiving => !message.tx && message.md.is_some(),
+            Phase::Receiving => {
+                !message.tx && (message.md.is_some() || message.router_buffer.is_some())
+            }
+            Phase::RouterWait => {
+                !message.tx
+                    && message.routing
+                    && (message.router_credit == Credit::Waiting
+                        || message.buffer_credit == Credit::Waiting)
+            }
             Phase::Delayed => {
                 !message.tx
                     && message.md.is_none()

@@ -218,6 +218,16 @@ impl Iterator for IntoSegments {
     }
 }
 
+/// Slices of `length` bytes of one buffer (a router buffer, which is not an MD's memory).
+pub(crate) fn buffer_slices(buffer: &Vec<u8>, length: usize) -> Slices<'_> {
+    Slices { segments: std::slice::from_ref(buffer).iter(), skip: 0, remaining: length }
+}
+
+/// Mutable slices of `length` bytes of one buffer.
+pub(crate) fn buffer_slices_mut(buffer: &mut Vec<u8>, length: usize) -> SlicesMut<'_> {
+    SlicesMut { segments: std::slice::from_mut(buffer).iter_mut(), skip: 0, remaining: length }
+}
+
 /// Iterator over shared slices of a [`Memory`] range.
 #[derive(Debug)]
 pub struct Slices<'a> {

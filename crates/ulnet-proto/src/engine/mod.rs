@@ -6,13 +6,13 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, [`faults`] drop and delay rules, [`policies`] UDSP rules, `dedupe` the target's delivery log, `outputs` the driver's
+//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, [`policies`] UDSP rules, `dedupe` the target's delivery log, `outputs` the driver's
 //! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
 //! message lifecycle and multi-rail path selection (lib-move.c, lib-msg.c), `reserved` LNet's
 //! use of portal 0 (targets, pings), [`discovery`] dynamic discovery (peer.c), `monitor` the
-//! recovery passes, `failover` fast failover (beyond Lustre), [`config`] configured peers and
+//! recovery passes, `failover` fast failover (beyond Lustre), `routing` route choice, forwarding and the router checker (router.c), [`config`] configured peers and
 //! interface state. [`testing`] is the deterministic harness and fuzz driver.
 
 pub mod config;
@@ -42,6 +42,8 @@ pub mod portal;
 mod recovery;
 mod recv;
 mod reserved;
+pub mod routes;
+mod routing;
 mod select;
 mod send;
 pub mod slab;
@@ -86,6 +88,11 @@ pub use policies::{
     UdspRule, UdspRuleKind, UdspRules, UdspSpecError,
 };
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
+pub use routes::{
+    BufferClass, BufferCounts, BufferPoolStats, MAX_HOPS, MAX_ROUTES, RouteConfig, RouteError,
+    RouteInfo, RoutingState,
+};
+pub use routing::RoutingError;
 pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,
     PeerNiHealthStats, PeerNiStats,

@@ -49,6 +49,43 @@ pub(crate) enum Phase {
     DiscoveryWait,
     /// A receive a delay rule holds (faults.rs), its payload unread.
     FaultHeld,
+    /// A message to forward waiting for a router credit or buffer, its payload unread.
+    RouterWait,
+}
+
+/// The paths (local NI, peer NI) a message's last sends failed on, newest last: with fast
+/// failover on, selection tries every other path before one of these again
+/// (docs/decisions/0008). Holds as many as `retry_count` can make.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FailedPaths {
+    /// Each path packed as `1 << 48 | ni << 32 | peer NI` (0: none), to keep messages small.
+    paths: [u64; FailedPaths::CAPACITY],
+}
+
+impl FailedPaths {
+    const CAPACITY: usize = 3;
+
+    fn pack(ni: NiId, peer_ni: PeerNiId) -> u64 {
+        1 << 48 | u64::from(ni.0) << 32 | u64::from(peer_ni.0)
+    }
+
+    pub(crate) fn record(&mut self, ni: NiId, peer_ni: PeerNiId) {
+        if self.contains(ni, peer_ni) {
+            return;
+        }
+        self.paths.rotate_left(1);
+        if let Some(last) = self.paths.last_mut() {
+            *last = Self::pack(ni, peer_ni);
+        }
+    }
+
+    pub(crate) fn contains(&self, ni: NiId, peer_ni: PeerNiId) -> bool {
+        self.paths.contains(&Self::pack(ni, peer_ni))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.paths.iter().all(|path| *path == 0)
+    }
 }
 
 /// Whether a message holds, waits for, or has no claim on a credit.
@@ -104,6 +141,8 @@ pub(crate) struct Message {
     /// A send on this message's path failed and it is being resent: with fast failover on, a
     /// pinned message to a multi-rail peer then leaves the path (docs/decisions/0008).
     pub(crate) path_failed: bool,
+    /// The paths its failed sends took.
+    pub(crate) failed_paths: FailedPaths,
     /// Fast failover copied this transmit while the driver held it: its completion only
     /// gives back credits (the copy carries the event).
     pub(crate) abandoned: bool,
@@ -121,6 +160,20 @@ pub(crate) struct Message {
     /// A transmit a delay rule held and released: `poll_transmit` hands it out without
     /// asking the delay rules again (faults.rs).
     pub(crate) fault_released: bool,
+    /// `msg_routing`: received for another node and forwarded (routing.rs). The header's
+    /// source and destination stay the originator's.
+    pub(crate) routing: bool,
+    /// `msg_rtr_nid_param`: the router a response goes back through (its request's last hop,
+    /// as the peer NI it came from).
+    pub(crate) router_hint: Option<PeerNiId>,
+    /// The peer NI a forwarded message came from, once it is being sent on.
+    pub(crate) rx_peer: Option<PeerNiId>,
+    /// `msg_peerrtrcredit`: a router credit of the peer NI it came from.
+    pub(crate) router_credit: Credit,
+    /// `msg_rtrcredit`: a router buffer of its size class.
+    pub(crate) buffer_credit: Credit,
+    /// The router buffer the payload was received into and is sent from (empty for tiny).
+    pub(crate) router_buffer: Option<Vec<u8>>,
 }
 
 impl Message {
@@ -154,6 +207,7 @@ impl Message {
             source: None,
             recovery: false,
             path_failed: false,
+            failed_paths: FailedPaths::default(),
             abandoned: false,
             orphan: None,
             tracked_md: None,
@@ -161,6 +215,12 @@ impl Message {
             lnd_at: None,
             delivery: None,
             fault_released: false,
+            routing: false,
+            router_hint: None,
+            rx_peer: None,
+            router_credit: Credit::None,
+            buffer_credit: Credit::None,
+            router_buffer: None,
         }
     }
 }
@@ -207,5 +267,24 @@ impl Messages {
 
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_paths_keep_the_newest_three() {
+        let mut paths = FailedPaths::default();
+        assert!(paths.is_empty());
+        for peer in 0..4 {
+            paths.record(NiId(1), PeerNiId(peer));
+        }
+        paths.record(NiId(1), PeerNiId(3));
+        assert!(!paths.contains(NiId(1), PeerNiId(0)), "the oldest went");
+        assert!((1..4).all(|peer| paths.contains(NiId(1), PeerNiId(peer))));
+        assert!(!paths.contains(NiId(2), PeerNiId(1)));
+        assert!(!paths.is_empty());
     }
 }

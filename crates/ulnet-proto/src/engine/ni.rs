@@ -13,6 +13,7 @@ use crate::engine::latency::LatencySlot;
 use crate::engine::recovery::Recovery;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
+use crate::time::Time;
 use crate::wire::ping::LNET_NI_STATUS_UP;
 
 /// `LNET_MAX_SELECTION_PRIORITY`: the default (lowest) UDSP priority of NIs, nets, peer NIs
@@ -146,11 +147,14 @@ pub(crate) struct LocalNet {
     pub(crate) seq: u64,
     /// `net_sel_priority`.
     pub(crate) priority: u32,
+    /// `net_last_alive`: when a router last received an LNet ping on this net (or the net
+    /// came up); a router's NIs on a net nobody pings go DOWN (routing.rs).
+    pub(crate) last_alive: Time,
 }
 
 impl LocalNet {
     pub(crate) fn new(net: Net) -> Self {
-        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY }
+        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY, last_alive: Time::ZERO }
     }
 }
 
@@ -237,6 +241,18 @@ impl Nis {
     pub(crate) fn set_net_priority(&mut self, net: Net, priority: u32) {
         if let Some(local) = self.nets.iter_mut().find(|local| local.net == net) {
             local.priority = priority;
+        }
+    }
+
+    /// Every local net ever configured.
+    pub(crate) fn nets(&self) -> &[LocalNet] {
+        &self.nets
+    }
+
+    /// Records that net `net` is alive at `now` (`net_last_alive`).
+    pub(crate) fn touch_net(&mut self, net: Net, now: Time) {
+        if let Some(local) = self.nets.iter_mut().find(|local| local.net == net) {
+            local.last_alive = local.last_alive.max(now);
         }
     }
 

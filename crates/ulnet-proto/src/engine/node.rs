@@ -16,6 +16,7 @@
 //! * `faults.rs` `Faults`: drop and delay rules (`lnetctl fault`), the messages delay rules
 //!   hold, and their random generator; consulted by `recv` on arrival and here when the
 //!   driver takes a transmit.
+//! * `routes.rs` `Routes`: the route table, the routing state and the router buffer pools.
 //! * `policies.rs` `UdspRules`: the UDSP rules (`lnetctl udsp`), stamped onto the nets, NIs,
 //!   peer nets and peer NIs whose priorities and preferred lists `select` reads.
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
@@ -24,12 +25,11 @@
 //! What spans parts is an `impl Engine` that borrows the fields it needs, here (the public
 //! call protocol, allocation, trackers, the work loop) or in the file of the flow it belongs
 //! to: `send`, `select`, `recv`, `finalize` (the message lifecycle), `reserved` (portal 0:
-//! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`.
+//! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`,
+//! `routing` (route choice, forwarding, the router checker).
 //!
 //! Where the next parts go, each a field of [`Engine`] beside these:
 //!
-//! * Routing: a `routes.rs` part (route table, router buffers and their credits), consulted by
-//!   `select` for remote nets.
 //! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
 use std::collections::VecDeque;
@@ -57,6 +57,7 @@ use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTar
 use crate::engine::policies::UdspRules;
 use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
+use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::Trackers;
@@ -172,6 +173,8 @@ pub(super) enum Work {
     LoDeliver(Key),
     /// Discovery of the message's peer completed: send it (`lnet_peer_discovery_complete`).
     Release(Key),
+    /// A message to forward was granted its router credit or buffer (routing.rs).
+    RoutedRecv(Key),
 }
 
 /// One LNet node's message engine, with no I/O.
@@ -277,6 +280,7 @@ pub struct Engine {
     pub(super) recovery: RecoveryQueues,
     pub(super) failover: Failover,
     pub(super) faults: Faults,
+    pub(super) routes: Routes,
     pub(super) policies: UdspRules,
     // The driver's output queues and the work loop (the call protocol above).
     pub(super) outputs: Outputs,
@@ -333,6 +337,7 @@ impl Engine {
             failover: Failover::default(),
             // Fault rules draw from their own generator: deterministic per node.
             faults: Faults::new(config.interface_cookie),
+            routes: Routes::new(config.interface_cookie.rotate_left(17)),
             policies: UdspRules::default(),
             outputs: Outputs::default(),
             work: VecDeque::new(),
@@ -402,6 +407,7 @@ impl Engine {
             return Err(ConfigError::TooManyNis);
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
+        self.nis.touch_net(config.nid.net(), self.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.install_ping_target();
         self.run_work();
@@ -730,6 +736,10 @@ impl Engine {
 
     /// Mutable slices of MD memory for a `Deliver` receive, covering exactly its `length`.
     pub fn rx_segments_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
+        let routed = self.msgs.get(rx.0).is_some_and(|m| m.router_buffer.is_some());
+        if routed {
+            return self.router_buffer_mut(rx);
+        }
         let (md_key, offset, length) = self.receiving(rx)?;
         let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
         Ok(md.memory.slices_mut(offset as usize, length as usize))
@@ -737,6 +747,21 @@ impl Engine {
 
     /// Writes payload bytes at `offset` within a `Deliver` receive.
     pub fn rx_write(&mut self, rx: RxId, offset: u32, bytes: &[u8]) -> Result<(), DriverError> {
+        if let Some(message) = self.msgs.get_mut(rx.0).filter(|m| m.router_buffer.is_some()) {
+            if message.tx || message.phase != Phase::Receiving {
+                return Err(DriverError::WrongState);
+            }
+            if u64::from(offset) + bytes.len() as u64 > u64::from(message.length) {
+                return Err(DriverError::OutOfRange);
+            }
+            let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
+            let start = offset as usize;
+            let Some(target) = buffer.get_mut(start..start + bytes.len()) else {
+                return Err(DriverError::OutOfRange);
+            };
+            target.copy_from_slice(bytes);
+            return Ok(());
+        }
         let (md_key, start, length) = self.receiving(rx)?;
         if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
             return Err(DriverError::OutOfRange);
@@ -850,6 +875,9 @@ impl Engine {
         if let Some(orphan) = &message.orphan {
             return Ok(orphan.slices(0, message.length as usize));
         }
+        if let Some(buffer) = &message.router_buffer {
+            return Ok(crate::engine::memory::buffer_slices(buffer, message.length as usize));
+        }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
             return Ok(slices);
@@ -900,10 +928,21 @@ impl Engine {
         let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
+            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
                     peer_ni.last_alive = Some(self.now);
+                }
+                // lustre: router.c lnet_notify() records the LND's verdict as the peer NI's
+                // status, which is what gateway liveness reads (`auto_down`); ulnet keeps it to
+                // gateways, whose routes it decides.
+                if gateway {
+                    peer_ni.status = if up {
+                        crate::wire::ping::LNET_NI_STATUS_UP
+                    } else {
+                        crate::wire::ping::LNET_NI_STATUS_DOWN
+                    };
                 }
             }
         }
@@ -928,10 +967,17 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         let tracker = self.trackers.front().map(|(deadline, _)| deadline);
         let ping = self.pings.deadline();
-        [tracker, ping, self.recovery.deadline(), self.watch_deadline(), self.faults.deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            tracker,
+            ping,
+            self.recovery.deadline(),
+            self.watch_deadline(),
+            self.faults.deadline(),
+            self.router_checker_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
@@ -969,6 +1015,7 @@ impl Engine {
         self.release_due_faults();
         self.run_watch();
         self.run_recovery();
+        self.run_router_checker();
         self.run_work();
     }
 
@@ -1328,6 +1375,17 @@ impl Engine {
         pushed
     }
 
+    /// The router buffer a forwarded message is being received into, if it is one.
+    fn router_buffer_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving {
+            return Err(DriverError::WrongState);
+        }
+        let length = message.length as usize;
+        let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
+        Ok(crate::engine::memory::buffer_slices_mut(buffer, length))
+    }
+
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving {
@@ -1347,7 +1405,12 @@ impl Engine {
             multi_rail: peer.multi_rail(),
             tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
             tx_q_num_of_buf: peer_ni.queued_bytes,
-            rtr_credits: CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
+            rtr_credits: match &peer_ni.router_credits {
+                Some(router) => {
+                    CreditStats { max: router.max(), available: router.value(), min: router.min() }
+                }
+                None => CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
+            },
             statistics: peer_ni.stats,
             health: crate::engine::stats::PeerNiHealthStats {
                 health_value: peer_ni.health.value(),
@@ -1412,6 +1475,7 @@ impl Engine {
                     Work::Resend(key) => self.resend(key),
                     Work::LoDeliver(key) => self.lo_deliver(key),
                     Work::Release(key) => self.release_held(key),
+                    Work::RoutedRecv(key) => self.resume_routed_recv(key),
                 }
                 continue;
             }

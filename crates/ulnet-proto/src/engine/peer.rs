@@ -65,6 +65,10 @@ impl PeerState {
     pub const PUSH_FAILED: Self = Self(1 << 12);
     pub const FORCE_PING: Self = Self(1 << 13);
     pub const FORCE_PUSH: Self = Self(1 << 14);
+    /// The router checker is discovering this gateway.
+    pub const RTR_DISCOVERY: Self = Self(1 << 16);
+    /// The router checker has discovered this gateway at least once.
+    pub const RTR_DISCOVERED: Self = Self(1 << 17);
     /// The peer turned discovery off after being discovered: its state is reset and it is
     /// discovered again from scratch (Lustre deletes and re-creates it).
     pub const MARK_DELETION: Self = Self(1 << 18);
@@ -147,6 +151,10 @@ pub(crate) struct Peer {
     pub(crate) discovery: Discovery,
     /// `lp_send_seq`: stamps the peer net and peer NI each commit uses (round robin).
     pub(crate) send_seq: u64,
+    /// `lp_alive`: a gateway answered its last router check (routing.rs).
+    pub(crate) alive: bool,
+    /// `lp_disc_net_id`: the net the router checker pinged this gateway on last.
+    pub(crate) router_net: Option<Net>,
 }
 
 impl Peer {
@@ -217,11 +225,13 @@ pub(crate) struct PeerNet {
     pub(crate) seq: u64,
     /// `lpn_sel_priority` (UDSP; lower is preferred).
     pub(crate) priority: u32,
+    /// `lpn_next_ping`: when the router checker next pings a gateway on this net.
+    pub(crate) next_ping: Time,
 }
 
 impl PeerNet {
     fn new(net: Net, nis: Vec<PeerNiId>) -> Self {
-        Self { net, nis, seq: 0, priority: MAX_SELECTION_PRIORITY }
+        Self { net, nis, seq: 0, priority: MAX_SELECTION_PRIORITY, next_ping: Time::ZERO }
     }
 }
 
@@ -232,6 +242,9 @@ pub(crate) struct PeerNi {
     pub(crate) peer: PeerId,
     /// Peer tx credits (`lpni_txcredits`, `lpni_mintxcredits`, `lpni_txq`).
     pub(crate) credits: CreditPool,
+    /// Router credits (`lpni_rtrcredits`): messages from this peer NI a router may hold in
+    /// its buffers at once; made on the first message it forwards for it.
+    pub(crate) router_credits: Option<CreditPool>,
     /// `lpni_txqnob`: bytes of messages holding a peer credit (length + header).
     pub(crate) queued_bytes: u64,
     pub(crate) health: Health,
@@ -361,6 +374,8 @@ impl PeerTable {
             nets: vec![PeerNet::new(nid.net(), vec![id])],
             discovery: Discovery::default(),
             send_seq: 0,
+            alive: true,
+            router_net: None,
         };
         let Some(key) = self.peers.insert(peer) else {
             return Err(PeerTableFull);
@@ -585,6 +600,7 @@ impl PeerNi {
             nid,
             peer: PeerId(Key { index: u32::MAX, generation: u32::MAX }),
             credits: CreditPool::new(peer_credits),
+            router_credits: None,
             queued_bytes: 0,
             health: Health::FULL,
             last_alive: None,

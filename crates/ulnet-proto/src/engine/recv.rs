@@ -21,6 +21,7 @@ use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
+use crate::wire::ping::LNET_RESERVED_PORTAL;
 
 impl Engine {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
@@ -44,7 +45,8 @@ impl Engine {
         }
         let msg_type = header.body.msg_type();
         let payload = header.payload_length;
-        if header.dest_nid != local_nid {
+        let for_me = header.dest_nid == local_nid;
+        if !for_me {
             if header.dest_nid.net() == local_nid.net() {
                 self.stats.protocol_errors += 1;
                 return RecvAction::ProtocolError(ParseError::ShouldHaveBeenDirect(
@@ -55,9 +57,11 @@ impl Engine {
                 self.stats.protocol_errors += 1;
                 return RecvAction::ProtocolError(ParseError::WrongLocalNi(header.dest_nid));
             }
-            // Not for us and we do not route: drop, payload skipped ("routing not enabled").
-            self.count_drop(ni, None, msg_type, payload);
-            return RecvAction::Discard { length: payload };
+            if !self.routes.state.forwards() {
+                // "Dropping message for NID (routing not enabled)": payload skipped.
+                self.count_drop(ni, None, msg_type, payload);
+                return RecvAction::Discard { length: payload };
+            }
         }
         // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
         // the payload is skipped and the sender learns nothing (net_fault.c).
@@ -65,6 +69,13 @@ impl Engine {
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
+        }
+        // lustre: lnet_parse() counts an incoming LNet ping as proof a router's net is alive.
+        if lo_tx.is_none()
+            && matches!(header.body, Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. })
+            && self.ni_for_nid(header.src_nid).is_none()
+        {
+            self.router_ping_received(ni);
         }
         let peer_ni = if lo_tx.is_some() {
             None
@@ -77,9 +88,22 @@ impl Engine {
                 }
             }
         };
+        // lustre: lnet_parse() checks a message that came through a gateway (its source on
+        // another net): a dead gateway lives again, and an asymmetric route may be refused.
+        if let Some(from_ni) = peer_ni {
+            if header.src_nid.net() != from.net()
+                && self.check_asymmetric_route(from_ni, header.src_nid, for_me)
+            {
+                self.count_drop(ni, peer_ni, msg_type, payload);
+                return RecvAction::Discard { length: payload };
+            }
+        }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.last_alive = Some(self.now);
             peer.alive = true;
+            // lustre: a message from a peer NI says it is UP (`lpni_ns_status`); only gateway
+            // liveness reads it here.
+            peer.status = crate::wire::ping::LNET_NI_STATUS_UP;
         }
         if let Some(peer_ni) = peer_ni.filter(|_| self.failover_enabled()) {
             self.watch_rx(peer_ni, ni);
@@ -100,13 +124,14 @@ impl Engine {
             peer_ni,
             deadline: self.rx_deadline(ni),
             lo_peer: lo_tx,
+            routing: !for_me,
             ..Message::blank(*header, 0)
         };
         let Some(key) = self.alloc_message(message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);
             return RecvAction::Discard { length: payload };
         };
-        if lo_tx.is_none() && self.failover_enabled() {
+        if lo_tx.is_none() && for_me && self.failover_enabled() {
             match self.failover.deliveries().arrive(self.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
@@ -146,8 +171,16 @@ impl Engine {
         }
     }
 
-    /// The per-type part of `lnet_parse_local()`: match and commit message `key`.
+    /// The per-type part of `lnet_parse_local()`: match and commit message `key`; a message
+    /// for another node is forwarded instead (`lnet_parse_forward_locked`).
     fn parse_body(&mut self, key: Key, header: &Header) -> RecvAction {
+        if self.msgs.get(key).is_some_and(|message| message.routing) {
+            if !self.routes.state.forwards() {
+                self.drop_rx(key);
+                return RecvAction::Discard { length: header.payload_length };
+            }
+            return self.post_routed_recv(key);
+        }
         match header.body {
             Body::Put { ack_wmd, match_bits, hdr_data, ptl_index, .. } => {
                 self.parse_put(key, ack_wmd, match_bits, hdr_data, ptl_index)
@@ -272,6 +305,8 @@ impl Engine {
         message.tx = true;
         message.phase = Phase::ResendQueued;
         message.response_ni = Some(message.ni);
+        // lustre: lnet_parse_get() replies through the GET's last hop (`msg_from`).
+        message.router_hint = message.peer_ni;
         message.lo_peer = None;
         // lustre: lib-move.c lnet_parse_get(): the REPLY leaves from the NI the GET came in
         // on, to exactly its source (`lnet_send(&ni->ni_nid, ...)`).

@@ -158,8 +158,11 @@ impl Engine {
     /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
     /// nid4 NI net by net in configuration order, then the large ones.
     fn build_ping_info(&self, sequence: u32) -> PingInfo {
-        let mut features =
-            LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL | LNET_PING_FEAT_RTE_DISABLED;
+        let mut features = LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL;
+        // A router advertises itself only once routing is Enabled (router.c).
+        if !self.routes.state.enabled() {
+            features |= LNET_PING_FEAT_RTE_DISABLED;
+        }
         if self.tunables.discovery {
             features |= LNET_PING_FEAT_DISCOVERY;
         }

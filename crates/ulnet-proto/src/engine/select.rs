@@ -4,8 +4,9 @@
 //! the eight case handlers, `lnet_find_best_ni_on_local_net`, `lnet_get_best_ni`,
 //! `lnet_select_peer_ni`, `lnet_find_existing_preferred_best_ni`,
 //! `lnet_select_preferred_best_ni`, `lnet_set_non_mr_pref_nid`, `lnet_handle_send`),
-//! docs/protocol/semantics.md §3. Routing is not implemented, so every case that would look for a route
-//! fails with `-EHOSTUNREACH` as Lustre does when no route exists.
+//! docs/protocol/semantics.md §3. The routed cases (`lnet_handle_spec_router_dst`,
+//! `lnet_handle_any_router_nmr_dst`, the routed half of `lnet_handle_any_mr_dst`) find their
+//! gateway in `routing.rs`; without a live route they fail with `-EHOSTUNREACH` as Lustre's do.
 //!
 //! Key orders, exactly as Lustre compares (health higher is better, priority lower, credits
 //! higher, sequence lower = least recently used):
@@ -22,13 +23,16 @@
 //! from the chosen NI is suspect comes after every other (before health). While a peer has a
 //! suspect path, paths proven alive lately (something arrived on them) come next, before
 //! health: one broken rail can break several paths, and a moved message should not find them
-//! one suspicion timeout at a time. Without suspicions (and with `blackhole_timeout = 0`) the
-//! orders are exactly Lustre's.
+//! one suspicion timeout at a time. A message being resent tries every path its earlier sends
+//! did not fail on before one they did (first in both orders, after the fatal flag). Without
+//! suspicions or failed sends (and with `blackhole_timeout = 0`) the orders are exactly
+//! Lustre's.
 
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
 use crate::engine::failover::keeps_path;
+use crate::engine::msg::FailedPaths;
 use crate::engine::ni::NiId;
 
 use crate::engine::node::Engine;
@@ -42,11 +46,27 @@ use crate::wire::ping::LNET_RESERVED_PORTAL;
 /// local-net priority, peer-net seq, local-net seq.
 type NetOrder = (Reverse<u32>, u32, Reverse<u32>, u32, u64, u64);
 /// A local NI's selection order, compared as a tuple (smaller is better, so "more is better"
-/// fields are reversed): fatal, blocked, unproven, health, priority, distance, credits, seq.
-type NiOrder = (bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
-/// A peer NI's selection order, as [`NiOrder`]: suspect, unproven, health, priority, not
-/// preferred, credits, seq.
-type PeerNiOrder = (bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
+/// fields are reversed): fatal, failed, blocked, unproven, health, priority, distance,
+/// credits, seq.
+type NiOrder = (bool, bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
+/// A peer NI's selection order, as [`NiOrder`]: failed, suspect, unproven, health, priority,
+/// not preferred, credits, seq.
+type PeerNiOrder = (bool, bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
+
+/// The path chosen for a message: the local NI, the peer NI it goes to (a gateway when
+/// routed), and when routed the destination peer NI the header names.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Path {
+    pub(super) ni: NiId,
+    pub(super) peer_ni: PeerNiId,
+    pub(super) routed_to: Option<PeerNiId>,
+}
+
+impl From<(NiId, PeerNiId)> for Path {
+    fn from((ni, peer_ni): (NiId, PeerNiId)) -> Self {
+        Self { ni, peer_ni, routed_to: None }
+    }
+}
 
 /// Why no path was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +89,12 @@ struct Case {
     response: bool,
     /// A PUT or GET on the reserved portal (`lnet_reserved_msg`).
     reserved: bool,
+    /// `msg_routing`: forwarding for another node.
+    routing: bool,
+    /// The router a response goes back through.
+    hint: Option<PeerNiId>,
+    /// Paths this message's sends failed on, avoided while others exist (fast failover).
+    avoid: FailedPaths,
 }
 
 impl Engine {
@@ -80,7 +106,7 @@ impl Engine {
         key: Key,
         destination: PeerNiId,
         source: Option<Nid>,
-    ) -> Result<(NiId, PeerNiId), SelectError> {
+    ) -> Result<Path, SelectError> {
         let (Some(message), Some(dst)) = (self.msgs.get(key), self.peers.ni(destination)) else {
             return Err(SelectError::HostUnreachable);
         };
@@ -90,17 +116,29 @@ impl Engine {
             Some(source) => source.net() == dst_nid.net(),
             None => self.is_local_net(dst_nid.net()),
         };
+        // lustre: a router on the final hop keeps the originator's choice of NI unless MR
+        // forwarding is allowed (lnet_mr_forwarding_allowed()).
+        let final_hop = message.routing && local;
+        let keep_choice =
+            final_hop && !self.mr_forwarding_allowed(destination, message.header.src_nid);
         let case = Case {
             source,
             local,
             // lustre: recovery pings are sent NMR to exactly the NID being recovered.
-            multi_rail: multi_rail && !message.recovery,
+            multi_rail: multi_rail && !message.recovery && !keep_choice,
             response: matches!(message.header.body, Body::Ack { .. } | Body::Reply { .. }),
             reserved: matches!(
                 message.header.body,
                 Body::Put { ptl_index: LNET_RESERVED_PORTAL, .. }
                     | Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. }
             ),
+            routing: message.routing,
+            hint: message.router_hint,
+            avoid: if self.failover_enabled() {
+                message.failed_paths
+            } else {
+                FailedPaths::default()
+            },
         };
         match (case.source, case.local, case.multi_rail) {
             // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
@@ -123,10 +161,29 @@ impl Engine {
                 if !multi_rail {
                     self.set_non_mr_preferred(destination, ni, case.response);
                 }
-                Ok((ni, destination))
+                Ok(Path::from((ni, destination)))
             }
-            // lnet_handle_spec_router_dst, lnet_handle_any_router_nmr_dst: a route is needed.
-            (Some(_), false, _) | (None, false, false) => Err(SelectError::HostUnreachable),
+            // lnet_handle_spec_router_dst: exactly the source, through a gateway.
+            (Some(source), false, multi_rail) => {
+                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
+                let path = self
+                    .find_routed_path(destination, Some(ni), case.hint, false)
+                    .ok_or(SelectError::HostUnreachable)?;
+                if !multi_rail {
+                    self.set_non_mr_preferred(path.destination, ni, case.response);
+                }
+                Ok(Path { ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
+            }
+            // lnet_handle_any_router_nmr_dst: the NI the peer prefers, if any, and a gateway.
+            (None, false, false) => {
+                let preferred = self.existing_preferred(destination);
+                let originating = !case.routing;
+                let path = self
+                    .find_routed_path(destination, preferred, case.hint, originating)
+                    .ok_or(SelectError::HostUnreachable)?;
+                self.set_non_mr_preferred(path.destination, path.ni, case.response);
+                Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
+            }
             (None, true, false) => self.select_any_local_non_mr(destination, &case),
             (None, _, true) => self.select_any_multi_rail(destination, peer, &case),
         }
@@ -135,6 +192,13 @@ impl Engine {
     /// `lnet_handle_send`'s round-robin bookkeeping: the peer's send sequence stamps the
     /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
     pub(super) fn stamp_path(&mut self, ni: NiId, peer_ni: PeerNiId) {
+        self.stamp_destination(peer_ni);
+        self.nis.stamp(ni);
+    }
+
+    /// The peer side of [`Self::stamp_path`]; a routed message's final destination is
+    /// stamped too, so a multi-rail destination is round-robined across routed nets.
+    pub(super) fn stamp_destination(&mut self, peer_ni: PeerNiId) {
         if let Some((peer, net)) = self.peers.ni(peer_ni).map(|p| (p.peer, p.nid.net())) {
             if let Some(entry) = self.peers.peer_mut(peer) {
                 entry.send_seq += 1;
@@ -147,7 +211,6 @@ impl Engine {
                 }
             }
         }
-        self.nis.stamp(ni);
     }
 
     /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
@@ -162,37 +225,58 @@ impl Engine {
         &mut self,
         destination: PeerNiId,
         case: &Case,
-    ) -> Result<(NiId, PeerNiId), SelectError> {
+    ) -> Result<Path, SelectError> {
         let net =
             self.peers.ni(destination).map(|p| p.nid.net()).ok_or(SelectError::HostUnreachable)?;
+        // lustre: a router forwarding to its final hop may use any NI on that net.
+        if case.routing {
+            let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
+            return Ok(Path::from((ni, destination)));
+        }
         let preferred = if case.reserved { None } else { self.existing_preferred(destination) };
         let ni =
             preferred.or_else(|| self.best_ni_on_net(net)).ok_or(SelectError::HostUnreachable)?;
         self.set_non_mr_preferred(destination, ni, case.response);
-        Ok((ni, destination))
+        Ok(Path::from((ni, destination)))
     }
 
-    /// `lnet_handle_any_mr_dst` without routes: a response goes to exactly its destination
-    /// from the best NI on that net; a fresh PUT or GET picks the best local net among the
-    /// peer's, the best NI on it, and the best of the peer's NIs on it.
+    /// `lnet_handle_any_mr_dst`: a response goes to exactly its destination, from the best NI
+    /// on that net or through a gateway; a fresh PUT or GET picks the best local net among
+    /// the peer's, the best NI on it, and the best of the peer's NIs on it, and when the peer
+    /// has no local net, the best of its routed nets and a gateway to it.
     fn select_any_multi_rail(
         &mut self,
         destination: PeerNiId,
         peer: PeerId,
         case: &Case,
-    ) -> Result<(NiId, PeerNiId), SelectError> {
+    ) -> Result<Path, SelectError> {
         if case.response {
             if !case.local {
-                return Err(SelectError::HostUnreachable);
+                let path = self
+                    .find_routed_path(destination, None, case.hint, false)
+                    .ok_or(SelectError::HostUnreachable)?;
+                return Ok(Path {
+                    ni: path.ni,
+                    peer_ni: path.gateway,
+                    routed_to: Some(path.destination),
+                });
             }
             let net = self.peers.ni(destination).map(|p| p.nid.net());
             let ni = net.and_then(|net| self.best_ni_on_net(net));
-            return ni.map(|ni| (ni, destination)).ok_or(SelectError::HostUnreachable);
+            return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
         }
-        let net = self.best_local_net(peer).ok_or(SelectError::HostUnreachable)?;
-        let ni = self.best_ni(net, Some(peer)).ok_or(SelectError::HostUnreachable)?;
-        let peer_ni = self.best_peer_ni(ni, peer, net).ok_or(SelectError::HostUnreachable)?;
-        Ok((ni, peer_ni))
+        if let Some(net) = self.best_local_net(peer) {
+            let ni =
+                self.best_ni(net, Some(peer), &case.avoid).ok_or(SelectError::HostUnreachable)?;
+            let peer_ni = self
+                .best_peer_ni(ni, peer, net, &case.avoid)
+                .ok_or(SelectError::HostUnreachable)?;
+            return Ok(Path::from((ni, peer_ni)));
+        }
+        let path = self
+            .find_routed_path(destination, None, case.hint, !case.routing)
+            .ok_or(SelectError::HostUnreachable)?;
+        Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
     }
 
     /// `lnet_find_best_ni_on_local_net`'s net choice: over the peer's nets that are local and
@@ -248,12 +332,12 @@ impl Engine {
 
     /// `lnet_get_best_ni`: the best usable NI on `net`.
     pub(super) fn best_ni_on_net(&self, net: Net) -> Option<NiId> {
-        self.best_ni(net, None)
+        self.best_ni(net, None, &FailedPaths::default())
     }
 
     /// `lnet_get_best_ni`, and for a multi-rail `peer`, NIs whose every path to the peer's
     /// NIs on `net` is suspect come last but for fatal ones (see the module documentation).
-    fn best_ni(&self, net: Net, peer: Option<PeerId>) -> Option<NiId> {
+    fn best_ni(&self, net: Net, peer: Option<PeerId>, avoid: &FailedPaths) -> Option<NiId> {
         let range = self.tunables.numa_range;
         let trouble = peer.is_some_and(|peer| self.peer_in_trouble(peer));
         let peer_nis: &[PeerNiId] = peer
@@ -284,9 +368,17 @@ impl Engine {
                             && self.path_proven(*peer_ni, id)
                     })
                 });
+            // Every path from this NI to the peer's NIs here failed this message already.
+            let failed = !avoid.is_empty()
+                && !peer_nis.is_empty()
+                && peer_nis.iter().all(|peer_ni| {
+                    self.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
+                        || id.is_some_and(|id| avoid.contains(id, *peer_ni))
+                });
             let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
             let order = (
                 ni.fatal_error,
+                failed,
                 blocked,
                 unproven,
                 Reverse(ni.health.value()),
@@ -305,7 +397,13 @@ impl Engine {
     }
 
     /// `lnet_select_peer_ni`: the best of the peer's NIs on `net` for sending from `ni`.
-    fn best_peer_ni(&self, ni: NiId, peer: PeerId, net: Net) -> Option<PeerNiId> {
+    fn best_peer_ni(
+        &self,
+        ni: NiId,
+        peer: PeerId,
+        net: Net,
+        avoid: &FailedPaths,
+    ) -> Option<PeerNiId> {
         let local_nid = self.ni_nid(ni);
         let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
         let trouble = self.peer_in_trouble(peer);
@@ -318,6 +416,7 @@ impl Engine {
             // `--src --dst` rules, or the NI a non-multi-rail peer NI is pinned to).
             let preferred = local_nid.is_some_and(|nid| lpni.preferred.contains(nid));
             let order = (
+                avoid.contains(ni, *id),
                 lpni.watch.suspects(ni),
                 trouble && !self.path_proven(*id, ni),
                 Reverse(lpni.health.value()),

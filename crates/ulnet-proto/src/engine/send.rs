@@ -17,8 +17,7 @@ use crate::engine::memory::copy_between;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::{LndKind, NiId};
 use crate::engine::node::{Engine, RecvAction, Work};
-use crate::engine::peer::PeerNiId;
-use crate::engine::select::SelectError;
+use crate::engine::select::{Path, SelectError};
 use crate::engine::slab::Key;
 use crate::wire::header::Header;
 
@@ -39,8 +38,9 @@ impl Engine {
         // Our own NIDs go through the loopback LND, except a recovery ping (which exercises
         // the NI through the network, as the kernel's does) and the response to a message
         // that came in over the network.
-        let over_network =
-            message.recovery || message.response_ni.is_some_and(|ni| ni != NiId::LOOPBACK);
+        let over_network = message.recovery
+            || message.routing
+            || message.response_ni.is_some_and(|ni| ni != NiId::LOOPBACK);
         if dest == Nid::LO_0 || (!over_network && self.ni_for_nid(dest).is_some()) {
             self.commit_lo(key);
             return;
@@ -56,7 +56,7 @@ impl Engine {
             return;
         }
         let selected = self.select_path(key, destination, source);
-        let (ni, peer_ni) = match selected {
+        let path = match selected {
             Ok(path) => path,
             Err(SelectError::HostUnreachable) => {
                 // lustre: selection failure -EHOSTUNREACH (reported in the SEND event).
@@ -73,17 +73,23 @@ impl Engine {
                 return;
             }
         };
-        self.commit(key, ni, peer_ni);
+        self.commit(key, path);
         self.post_send(key);
     }
 
     /// `lnet_handle_send`: round-robin stamps, the message's NI and peer NI, header NIDs
-    /// (the destination becomes the chosen peer NI), deadline, the tracker's next hop.
-    fn commit(&mut self, key: Key, ni: NiId, peer_ni: PeerNiId) {
+    /// (the destination becomes the chosen peer NI, or the final one when routed; a forwarded
+    /// message keeps its originator's source), deadline, the tracker's next hop.
+    fn commit(&mut self, key: Key, path: Path) {
+        let (ni, peer_ni) = (path.ni, path.peer_ni);
         self.stamp_path(ni, peer_ni);
+        if let Some(final_dst) = path.routed_to {
+            self.stamp_destination(final_dst);
+        }
         let deadline = self.now + self.transmission_timeout(ni);
+        let destination = path.routed_to.unwrap_or(peer_ni);
         let (Some(local_nid), Some(peer_nid)) =
-            (self.ni_nid(ni), self.peers.ni(peer_ni).map(|p| p.nid))
+            (self.ni_nid(ni), self.peers.ni(destination).map(|p| p.nid))
         else {
             return;
         };
@@ -91,7 +97,9 @@ impl Engine {
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
-        message.header.src_nid = local_nid;
+        if !message.routing {
+            message.header.src_nid = local_nid;
+        }
         message.header.dest_nid = peer_nid;
         // Only an initiator's own PUT/GET reports us as initiator; a REPLY keeps the GET event
         // built from the request (lustre: lib-move.c lnet_parse_get(), lnet_build_msg_event()).
@@ -127,8 +135,14 @@ impl Engine {
             self.record_violation(|| format!("post of missing message {key:?}"));
             return;
         };
-        if self.now > message.deadline {
+        // lustre: lnet_check_message_drop(): routers ignore deadlines (they cannot know the
+        // upper layers' timeouts) but drop what goes to a peer NI that is not UP.
+        if !message.routing && self.now > message.deadline {
             self.finalize_tx(key, HealthStatus::NetworkTimeout, EventStatus::TimedOut, true);
+            return;
+        }
+        if message.routing && self.routed_peer_dead(key) {
+            self.finalize_tx(key, HealthStatus::RemoteDropped, EventStatus::HostUnreachable, true);
             return;
         }
         if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {

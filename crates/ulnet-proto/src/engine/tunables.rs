@@ -60,6 +60,50 @@ pub struct Tunables {
     /// other paths. Zero restores the kernel's behaviour exactly (failures are noticed only
     /// through the LND's and the transaction timeouts).
     pub blackhole_timeout: Duration,
+    /// The router tunables (`router.c` module parameters).
+    pub router: RouterTunables,
+}
+
+/// The routing module parameters the engine uses (lustre: lnet/lnet/router.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterTunables {
+    /// `alive_router_check_interval` (60 s): how often each gateway is pinged on each of its
+    /// local nets; zero turns the router checker off (gateways are then discovered when a
+    /// message first uses them).
+    pub alive_router_check_interval: Duration,
+    /// `router_ping_timeout` (50 s): with the check interval, how long a router's net may go
+    /// without an incoming ping before its NIs are reported DOWN, and the delay before
+    /// `set routing` takes effect.
+    pub router_ping_timeout: Duration,
+    /// `check_routers_before_use` (off): gateways start dead and routes unusable until the
+    /// gateway answers a ping.
+    pub check_routers_before_use: bool,
+    /// `avoid_asym_router_failure` (on): a single-hop route is alive only while its gateway
+    /// has an NI UP on the remote net.
+    pub avoid_asym_router_failure: bool,
+    /// `lnet_drop_asym_route` (off): drop messages for this node that came through a gateway
+    /// we would not use to reach their source's net.
+    pub drop_asym_route: bool,
+}
+
+impl Default for RouterTunables {
+    fn default() -> Self {
+        Self {
+            alive_router_check_interval: Duration::from_secs(60),
+            router_ping_timeout: Duration::from_secs(50),
+            check_routers_before_use: false,
+            avoid_asym_router_failure: true,
+            drop_asym_route: false,
+        }
+    }
+}
+
+impl RouterTunables {
+    /// The delay before `set routing 1|0` takes effect (`alive_router_check_interval +
+    /// router_ping_timeout`, 110 s by default).
+    pub fn routing_transition(&self) -> Duration {
+        self.alive_router_check_interval + self.router_ping_timeout
+    }
 }
 
 impl Default for Tunables {
@@ -74,6 +118,7 @@ impl Default for Tunables {
             recovery_limit: Duration::ZERO,
             max_recovery_ping_interval: Duration::from_secs(900),
             blackhole_timeout: DEFAULT_BLACKHOLE_TIMEOUT,
+            router: RouterTunables::default(),
         }
     }
 }

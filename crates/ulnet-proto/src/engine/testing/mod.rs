@@ -722,10 +722,22 @@ impl Harness {
             if self.is_cut(delivery.from, delivery.to) {
                 continue;
             }
-            // Without routing the header's source is the sending NI.
-            let from = delivery.frame.header.src_nid;
+            // The connection's peer NID is the sending NI's (the header's source is the
+            // originator's, a router's when forwarded).
+            let from = self
+                .endpoints
+                .iter()
+                .find(|(_, endpoint)| *endpoint == delivery.from)
+                .map_or(delivery.frame.header.src_nid, |(nid, _)| *nid);
             let to = delivery.to % self.nodes.len();
-            self.deliver(from, to, delivery.frame);
+            // The NI the frame arrives on is the one owning the NID it was sent to (a routed
+            // frame's header names its final destination, not this hop).
+            let local = self
+                .endpoints
+                .iter()
+                .find(|(_, endpoint)| *endpoint == delivery.to)
+                .map(|(nid, _)| *nid);
+            self.deliver_on(from, to, local, delivery.frame);
         }
         for node in &mut self.nodes {
             if node.poll_timeout().is_some_and(|deadline| deadline <= now) {
@@ -835,9 +847,16 @@ impl Harness {
 
     /// Hands a frame from the peer NID `from` to node `to`, as its driver would.
     fn deliver(&mut self, from: Nid, to: usize, frame: Frame) {
+        self.deliver_on(from, to, None, frame);
+    }
+
+    /// [`Self::deliver`] on the NI owning `local` when given.
+    fn deliver_on(&mut self, from: Nid, to: usize, local: Option<Nid>, frame: Frame) {
         let now = self.now;
-        // The NI that owns the destination NID, else the first (misaddressed frames).
-        let ni = Some(frame.header.dest_nid)
+        // The NI that owns the NID it was sent to, else the destination NID's, else the first
+        // (misaddressed frames).
+        let ni = local
+            .or(Some(frame.header.dest_nid))
             .filter(|nid| self.fabric_nids[to].contains(nid))
             .and_then(|nid| self.nodes[to].ni_for_nid(nid))
             .unwrap_or(FABRIC_NI);
@@ -931,5 +950,7 @@ mod fault_stories;
 mod multirail_stories;
 #[cfg(test)]
 mod policy_stories;
+#[cfg(test)]
+mod routing_stories;
 #[cfg(test)]
 mod scenarios;
