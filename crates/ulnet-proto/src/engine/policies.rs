@@ -37,10 +37,11 @@
 //! but never applies (a priority on a `--src --dst` or `--dst --rte` rule, `--rte` alone) are
 //! kept and shown ([`UdspRuleKind::Inert`]).
 //!
-//! Router rules: ulnet has no route table yet. The application is written against the
-//! gateways' primary NIDs (`Engine::route_gateways`, empty without routes), so a
-//! `--dst --rte` rule is stored, shown and applied as on a kernel node without routes: it
-//! changes nothing. Routing hooks its table into that one function.
+//! Router rules match the primary NIDs of the route table's gateways
+//! (`Engine::route_gateways`); route choice (`routing.rs`) prefers a gateway on the
+//! destination peer NI's list before comparing route priorities (`Engine::prefers_router`).
+//! As in the kernel, adding a route applies no rule: the next `udsp add`, or a new peer NI,
+//! does.
 //!
 //! lustre: lnet/lnet/udsp.c (`lnet_udsp_add_policy()`, `lnet_udsp_del_policy()`,
 //! `lnet_udsp_apply_policies()`, `lnet_udsp_apply_rule_on_ni()`, `_on_nis()`,
@@ -424,12 +425,20 @@ impl Engine {
         })
     }
 
-    /// The primary NIDs of the gateways of every route, in route-table order: what a
-    /// `--rte` criterion is matched against (`ln_remote_nets_hash`, `lr_gateway`). ulnet has
-    /// no route table yet, so there are none and router rules change nothing, as on a
-    /// kernel node without routes. Routing supplies its gateways here.
+    /// The primary NIDs of the gateways of every route (`lr_gateway->lp_primary_nid`), in
+    /// route-table order (the kernel walks its remote-net hash: the same set, so the same
+    /// lists but for their order): what a `--rte` criterion is matched against.
     pub(super) fn route_gateways(&self) -> Vec<Nid> {
-        Vec::new()
+        self.routes.iter().map(|route| self.peers.primary_nid(route.gateway)).collect()
+    }
+
+    /// Whether the peer NI `destination` prefers the gateway whose NID is `gateway` (by its
+    /// peer's primary NID): route choice compares this first.
+    /// lustre: peer.c `lnet_peer_is_pref_rtr_locked()`, lib-move.c `lnet_find_route_locked()`.
+    pub(super) fn prefers_router(&self, destination: PeerNiId, gateway: Nid) -> bool {
+        let Some(lpni) = self.peers.ni(destination) else { return false };
+        !lpni.preferred_routers.is_empty()
+            && lpni.preferred_routers.contains(&self.peers.primary_nid(gateway))
     }
 
     /// A local NI came up (`net add`): its net, if new, takes the source net rules, and

@@ -285,3 +285,88 @@ fn inert_and_router_rules_change_nothing_without_routes() {
     assert!(h.node(0).udsp_info(Nid::LO_0, false).is_some());
     assert_eq!(Net::TCP, a[0].net());
 }
+
+/// `10.<number>.0.<host>@tcp<number>`, as the routing stories name nodes.
+fn routed_nid(number: u16, host: u32) -> Nid {
+    let net = Net::new(crate::addr::LndType::SOCK, number);
+    Nid::new4(net, 0x0a00_0000 | (u32::from(number) << 16) | host)
+}
+
+/// Router rules: client 0 on tcp, routers 10, 11 and 12 on tcp and tcp1, server 100 on
+/// tcp1; the client's route through router 11 has the worse priority, so the client sends
+/// nothing through it. A
+/// `--dst <server> --rte <router 11>` rule makes the server's peer NI prefer router 11, and
+/// a preferred gateway comes before route priority: everything goes through it, until the
+/// rule is deleted.
+#[test]
+fn router_rules_choose_the_gateway() {
+    use crate::engine::routes::RouteConfig;
+    use std::time::Duration;
+    let hosts = [10u32, 11, 12];
+    let mut node_nids = vec![vec![routed_nid(0, 1)]];
+    node_nids.extend(hosts.iter().map(|host| vec![routed_nid(0, *host), routed_nid(1, *host)]));
+    node_nids.push(vec![routed_nid(1, 100)]);
+    let server_nid = routed_nid(1, 100);
+    let config = HarnessConfig { nodes: node_nids.len(), node_nids, ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    let server = hosts.len() + 1;
+    for (index, host) in hosts.iter().enumerate() {
+        let router = index + 1;
+        h.with_node(router, |node, now| node.set_routing(now, true, true)).unwrap();
+        let priority = u32::from(*host == 11);
+        let to_servers = RouteConfig {
+            net: routed_nid(1, 0).net(),
+            gateway: routed_nid(0, *host),
+            hops: Some(1),
+            priority,
+        };
+        h.with_node(0, |node, now| node.route_add(now, to_servers)).unwrap();
+        // The server's own traffic (its discovery push, whose ACK follows it back) goes
+        // through router 11.
+        let to_clients = RouteConfig {
+            net: Net::TCP,
+            gateway: routed_nid(1, *host),
+            hops: Some(1),
+            priority: u32::from(*host != 11),
+        };
+        h.with_node(server, |node, now| node.route_add(now, to_clients)).unwrap();
+    }
+    h.run_for(Duration::from_secs(1));
+    let mut log = EventLog::default();
+    // Frames the client sent to each router's tcp NI while 12 PUTs went to the server.
+    let sent = |h: &Harness| -> Vec<u64> {
+        hosts.iter().map(|host| h.rail_traffic(routed_nid(0, 1), routed_nid(0, *host)).0).collect()
+    };
+    let through = |h: &mut Harness, log: &mut EventLog| -> Vec<u64> {
+        let before = sent(h);
+        let batch = start(h, 0, server, 12, 64, false);
+        h.run_for(Duration::from_secs(1));
+        assert_complete(h, log, &batch);
+        sent(h).iter().zip(before).map(|(after, before)| after - before).collect()
+    };
+
+    // Before any traffic: the rule stamps the server's peer NI when it is created.
+    let rule = UdspRule::from_lnetctl(None, Some("10.1.0.100@tcp1"), Some("10.0.0.11@tcp"), None);
+    h.with_node(0, |node, _| node.udsp_add(rule.unwrap(), None)).unwrap();
+    let shares = through(&mut h, &mut log);
+    assert_eq!(shares[0] + shares[2], 0, "{shares:?}");
+    assert!(shares[1] >= 12, "{shares:?}");
+    let info = h.node(0).udsp_info(server_nid, true).unwrap();
+    assert_eq!(info.preferred_gateways, [routed_nid(0, 11)]);
+
+    // Deleted: the route priorities decide again.
+    del(&mut h, Some(0));
+    assert!(h.node(0).udsp_info(server_nid, true).unwrap().preferred_gateways.is_empty());
+    let shares = through(&mut h, &mut log);
+    assert_eq!(shares[1], 0, "{shares:?}");
+    assert!(shares[0] > 0 && shares[2] > 0, "{shares:?}");
+
+    // Added again with the peer NI in place, matching any router on tcp: the list names
+    // every gateway once, and route priority orders the preferred ones.
+    let rule = UdspRule::from_lnetctl(None, Some("tcp1"), Some("10.0.0.*@tcp"), None);
+    h.with_node(0, |node, _| node.udsp_add(rule.unwrap(), None)).unwrap();
+    let mut gateways = h.node(0).udsp_info(server_nid, true).unwrap().preferred_gateways;
+    gateways.sort_by(Nid::cmp_wire);
+    assert_eq!(gateways, hosts.map(|host| routed_nid(0, host)));
+    assert_eq!(through(&mut h, &mut log)[1], 0);
+}
