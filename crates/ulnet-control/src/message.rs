@@ -15,7 +15,7 @@ pub use ulnet_config::render::{FaultKind, FaultRuleEntry};
 
 use crate::data::{
     ExportState, GlobalShow, ManageCommand, ManageReply, NetEntry, PeerEntry, RouteEntry,
-    StatsShow, UdspEntry,
+    RoutingShow, StatsShow, UdspEntry,
 };
 
 /// A command for the node.
@@ -65,6 +65,16 @@ pub enum Request {
     Import { mode: ImportMode, text: String },
     /// `fault drop|delay add|del|reset|show` (lnetctl's `yaml_lnet_fault_rule()`).
     Fault(Fault),
+    /// `route add --net NET --gateway LIST [--hop N] [--priority P]`: one route per gateway,
+    /// added in order; the first refusal stops the rest (the kernel's `lnet_route_cmd()`).
+    RouteAdd(RouteSpec),
+    /// `route del --net NET --gateway LIST`: the routes to the net through each gateway.
+    RouteDel(RouteSpec),
+    /// `route show [--net] [--gateway] [--hop] [--priority] [-v]`: the routes matching the
+    /// filter; `verbose` only changes what the CLI prints.
+    RouteShow { filter: RouteSpec, verbose: bool },
+    /// `routing show`: the router buffer pools and whether routing is enabled.
+    RoutingShow,
     /// `udsp add|del|show` (lnetctl's `jt_add_udsp()`, `jt_del_udsp()`, `jt_show_udsp()`).
     Udsp(Udsp),
 }
@@ -92,6 +102,17 @@ pub struct UdspAdd {
     pub rte: Option<String>,
     pub priority: Option<u32>,
     pub idx: Option<u32>,
+}
+
+/// Routes as `route add|del|show` send them (lnetctl.c `yaml_lnet_route()`): the net as
+/// typed, the `--gateway` nidlist expanded by the CLI (canonical NIDs), hop and priority as
+/// parsed (`None` where lnetctl sends nothing: not given, not a number, or -1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteSpec {
+    pub net: Option<String>,
+    pub gateways: Vec<String>,
+    pub hop: Option<i64>,
+    pub priority: Option<i64>,
 }
 
 /// A fault injection request: which list, and what to do with it.
@@ -429,6 +450,10 @@ impl Request {
             Self::Export { .. } => "export",
             Self::Import { .. } => "import",
             Self::Fault(_) => "fault",
+            Self::RouteAdd(_) => "route add",
+            Self::RouteDel(_) => "route del",
+            Self::RouteShow { .. } => "route show",
+            Self::RoutingShow => "routing show",
             Self::Udsp(_) => "udsp",
         }
     }
@@ -441,7 +466,9 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 ///
 /// | request | response |
 /// |---|---|
-/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset` | `Done` |
+/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset`, `RouteAdd`, `RouteDel` | `Done` |
+/// | `RouteShow` | `Routes` (empty: nothing printed) |
+/// | `RoutingShow` | `Routing` (no pools: nothing printed) |
 /// | `DebugRecovery` | `Recovery` (NIDs in queue order; empty: nothing printed) |
 /// | `NetShow` | `Nets` (empty: nothing printed) |
 /// | `PeerShow` | `Peers` (empty: nothing printed) |
@@ -468,6 +495,10 @@ pub enum Response {
     Import(ImportReply),
     /// `fault ... show`: the rules, newest first.
     Faults(Vec<FaultRuleEntry>),
+    /// `route show`: the matching routes.
+    Routes(Vec<RouteEntry>),
+    /// `routing show`: the pools (none when never allocated) and the routing switch.
+    Routing(RoutingShow),
     /// `udsp show`: the rules, in index order.
     Udsp(Vec<UdspEntry>),
 }

@@ -215,8 +215,36 @@ fn exchanges() -> Vec<(Request, Result<Response, ControlError>)> {
         ),
         (
             Request::Set { param: SetParam::Routing, value: 1 },
-            Err(ControlError::Unsupported { what: "routing".into() }),
+            Err(ControlError::refused(
+                errno::EBUSY,
+                "Cannot enable routing while it is being stopped",
+            )),
         ),
+        (
+            Request::RouteAdd(RouteSpec {
+                net: Some("tcp1".into()),
+                gateways: vec!["10.0.0.5@tcp".into(), "10.0.0.6@tcp".into()],
+                hop: Some(2),
+                priority: Some(1),
+            }),
+            Ok(Response::Done),
+        ),
+        (
+            Request::RouteDel(RouteSpec {
+                net: Some("tcp9".into()),
+                gateways: vec!["10.0.0.5@tcp".into()],
+                ..RouteSpec::default()
+            }),
+            Err(ControlError::refused(errno::ENOENT, "failed to delete route")),
+        ),
+        (
+            Request::RouteShow {
+                filter: RouteSpec { net: Some("tcp1".into()), ..RouteSpec::default() },
+                verbose: true,
+            },
+            Ok(Response::Routes(export_state().routes)),
+        ),
+        (Request::RoutingShow, Ok(Response::Routing(export_state().routing))),
         (Request::Export { backup: false }, Ok(Response::Export(export_state()))),
         (
             Request::Import {

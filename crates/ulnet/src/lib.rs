@@ -75,6 +75,7 @@ mod ni_live;
 mod node;
 mod numa;
 mod policies;
+mod routing;
 mod transfer;
 
 pub use ulnet_proto as proto;
@@ -97,6 +98,10 @@ pub use node::{
 pub use transfer::Transferred;
 pub use ulnet_proto::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, Net, Nid, ProcessId};
 pub use ulnet_proto::engine::tunables::TunablesError;
+pub use ulnet_proto::engine::{
+    BufferClass, BufferCounts, BufferPoolStats, RouteConfig, RouteError, RouteInfo, RoutingError,
+    RoutingState,
+};
 pub use ulnet_proto::engine::{DelayRule, DropRule, FaultMatch, FaultRuleError, FaultStats};
 pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,

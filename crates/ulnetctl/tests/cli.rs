@@ -58,7 +58,7 @@ fn unknown_words() {
     check(&d, "group_help_option", &["peer", "-h"]);
     check(&d, "subcommand_help_option", &["net", "show", "--help"]);
     check(&d, "subcommand_help_prefix", &["net", "show", "--he"]);
-    check(&d, "unsupported_command", &["route", "show"]);
+    check(&d, "unsupported_command", &["cpt-of-nid", "192.168.1.2@tcp"]);
 }
 
 #[test]
@@ -236,11 +236,60 @@ fn set_errors() {
     check(&d, "set_transaction_timeout_below_retries", &["set", "transaction_timeout", "1"]);
     check(&d, "set_response_tracking_range", &["set", "response_tracking", "4"]);
     check(&d, "set_routing_2", &["set", "routing", "2"]);
-    check(&d, "set_routing_unsupported", &["set", "routing", "1"]);
     check(&d, "set_without_value", &["set", "numa_range"]);
     check(&d, "set_max_recovery_without_value", &["set", "max_recovery_ping_interval"]);
     check(&d, "set_help", &["set", "discovery", "-h"]);
     check(&d, "set_unknown_parameter", &["set", "lnd_timeout", "5"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// route, routing and the router buffers.
+
+#[test]
+fn routes() {
+    let d = configured();
+    check(&d, "route_show_none", &["route", "show", "-v"]);
+    let range = ["route", "add", "--net", "tcp1", "--gateway", "192.168.1.[5-6]@tcp"];
+    check(&d, "route_add_range", &[&range[..], &["--hop", "2", "--prio", "1"]].concat());
+    check(&d, "route_add", &["route", "add", "-n", "o2ib", "-g", "192.168.1.7@tcp"]);
+    check(&d, "route_show", &["route", "show"]);
+    check(&d, "route_show_verbose", &["route", "show", "-v"]);
+    check(&d, "route_show_net_hop", &["route", "show", "--net", "tcp1", "--hop", "2"]);
+    check(&d, "route_show_hop_alone_filters_nothing", &["route", "show", "--hop", "7"]);
+    check(&d, "route_show_no_match", &["route", "show", "--net", "tcp7"]);
+    check(&d, "route_add_missing_gateway", &["route", "add", "--net", "tcp1"]);
+    check(&d, "route_add_missing_both", &["route", "add"]);
+    let non_local = ["route", "add", "--net", "tcp", "--gateway", "1@gni"];
+    check(&d, "route_add_gateway_not_local", &non_local);
+    check(&d, "route_add_exists", &["route", "add", "--net", "o2ib", "-g", "192.168.1.7@tcp"]);
+    check(&d, "route_add_bad_gateway", &["route", "add", "--net", "tcp1", "-g", "1.2.3@tcp"]);
+    let many = ["route", "add", "--net", "tcp1", "-g", "10.0.[0-1].[0-255]@tcp"];
+    check(&d, "route_add_too_many_gateways", &many);
+    check(&d, "route_add_unknown_option", &["route", "add", "--health_sensitivity", "3"]);
+    check(&d, "export_backup_with_routes", &["export", "--backup"]);
+    let del = ["route", "del", "--net", "tcp1", "--gateway", "192.168.1.5@tcp"];
+    check(&d, "route_del", &del);
+    check(&d, "route_del_no_route", &["route", "del", "--net", "tcp9", "-g", "192.168.1.5@tcp"]);
+    check(&d, "route_del_missing_net", &["route", "del", "--gateway", "192.168.1.5@tcp"]);
+    check(&d, "route_show_after_del", &["route", "show", "-v"]);
+}
+
+#[test]
+fn routing_and_buffers() {
+    let d = configured();
+    check(&d, "routing_show_never_enabled", &["routing", "show"]);
+    check(&d, "set_routing_1", &["set", "routing", "1"]);
+    check(&d, "set_tiny_buffers", &["set", "tiny_buffers", "600"]);
+    check(&d, "set_small_buffers_below_minus_one", &["set", "small_buffers", "-2"]);
+    check(&d, "routing_show", &["routing", "show"]);
+    check(&d, "set_routing_0", &["set", "routing", "0"]);
+    check(&d, "routing_show_disabled", &["routing", "show"]);
+    check(&d, "export_backup_with_routing", &["export", "--backup"]);
+    let down = Daemon::start(State::unconfigured());
+    check(&down, "set_routing_network_down", &["set", "routing", "1"]);
+    check(&down, "set_buffers_network_down", &["set", "large_buffers", "512"]);
+    check(&down, "routing_show_network_down", &["routing", "show"]);
+    check(&down, "route_show_network_down", &["route", "show"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -462,6 +511,52 @@ fn argv_to_request_table() {
                 nis: vec![LocalNiSpec::Nid { nid: "192.168.2.2@tcp1".into() }],
             }),
         ),
+        (
+            vec!["route", "add", "--net", "tcp1", "-g", "192.168.1.[5-6]@tcp", "--hop-c", "2"],
+            Request::RouteAdd(RouteSpec {
+                net: Some("tcp1".into()),
+                gateways: vec!["192.168.1.5@tcp".into(), "192.168.1.6@tcp".into()],
+                hop: Some(2),
+                priority: None,
+            }),
+        ),
+        (
+            // A hop or priority that does not parse, or -1, is not sent.
+            vec!["route", "add", "-n", "o2ib", "-g", "192.168.1.5@tcp", "-c", "x", "-p", "-1"],
+            Request::RouteAdd(RouteSpec {
+                net: Some("o2ib".into()),
+                gateways: vec!["192.168.1.5@tcp".into()],
+                ..RouteSpec::default()
+            }),
+        ),
+        (
+            vec!["route", "del", "--net", "o2ib", "--gateway", "192.168.1.5@tcp"],
+            Request::RouteDel(RouteSpec {
+                net: Some("o2ib".into()),
+                gateways: vec!["192.168.1.5@tcp".into()],
+                ..RouteSpec::default()
+            }),
+        ),
+        (
+            vec!["route", "show", "--prio", "0x3", "-v"],
+            Request::RouteShow { filter: RouteSpec::default(), verbose: true },
+        ),
+        (
+            vec!["route", "show", "--gateway", "192.168.1.5@tcp", "--hop", "2"],
+            Request::RouteShow {
+                filter: RouteSpec {
+                    gateways: vec!["192.168.1.5@tcp".into()],
+                    hop: Some(2),
+                    ..RouteSpec::default()
+                },
+                verbose: false,
+            },
+        ),
+        (vec!["routing", "show"], Request::RoutingShow),
+        (
+            vec!["set", "large_buffers", "-1"],
+            Request::Set { param: SetParam::LargeBuffers, value: -1 },
+        ),
     ];
     for (args, expected) in table {
         d.state.lock().unwrap().requests.clear();
@@ -485,6 +580,13 @@ fn refused_before_the_node() {
         vec!["discover"],
         vec!["set", "numa_range", "x"],
         vec!["set", "routing", "3"],
+        vec!["set", "tiny_buffers", "-2"],
+        vec!["route", "add", "--net", "tcp1"],
+        vec!["route", "add", "--gateway", "192.168.1.5@tcp"],
+        vec!["route", "del", "--net", "tcp1"],
+        vec!["route", "add", "--net", "tcp1", "--gateway", "1.2.3@tcp"],
+        vec!["route", "add", "--net", "tcp1", "--gateway", "10.0.[0-1].[0-255]@tcp"],
+        vec!["route", "show", "--frobnicate"],
         vec!["import", "/nonexistent"],
         vec!["export", "--frobnicate"],
     ] {

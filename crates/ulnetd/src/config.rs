@@ -22,12 +22,16 @@
 //! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
 //! node is up, as `lnetctl import` adds them, then the `udsp:` rules (checked here: each
-//! must be a rule `udsp add` would accept, with no two equal).
+//! must be a rule `udsp add` would accept, with no two equal). `route:`, `routing:` and
+//! `buffers:` are the kernel's module parameters `routes=`, `forwarding=` and
+//! `*_router_buffers=`: applied when the node is up (`routing: {enable: 1}` takes effect at
+//! once, as `forwarding=enabled` does, where `ulnetctl set routing 1` waits as lnetctl's
+//! does); a route's gateway may be a NID range, one route per NID. A route whose net is one
+//! of the file's own nets, or whose gateway is on none of them, is refused here; one the
+//! node refuses at start stops it.
 //!
 //! The file is read strictly: what ulnetd cannot honour is an error that names it, never a
-//! warning, and the daemon does not start ([`Unsupported`]). That is the `route:`,
-//! `routing:` and `buffers:` blocks (routing is not implemented yet; a route's gateway may be
-//! a NID range, which is parsed and then refused the same way), and every key lnetctl would
+//! warning, and the daemon does not start ([`Unsupported`]). That is every key lnetctl would
 //! skip: unknown keys inside a known block (an unknown top-level block is already lnetctl's
 //! `invalid key` error) and `udsp:` items without `idx`. The read-only keys of `export` output
 //! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
@@ -46,6 +50,7 @@ use ulnet::proto::engine::{UdspRule, UdspRules};
 use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use yaml_serde::Value;
 
+use crate::live::BootRouting;
 use crate::nets::{NetError, NetSpec, resolve_ip2net, resolve_net};
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
@@ -100,6 +105,8 @@ pub struct DaemonConfig {
     pub selftest: bool,
     /// The `peer:` items, added after the node starts.
     pub peers: Vec<model::PeerConfig>,
+    /// The `route:`, `routing:` and `buffers:` blocks, applied before the peers.
+    pub routing: BootRouting,
     /// The `udsp:` rules and the index each goes in at, added after the peers.
     pub udsp: Vec<(UdspRule, usize)>,
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
@@ -144,7 +151,7 @@ pub enum ConfigError {
 pub struct Unsupported {
     /// The block (`route`, `peer ni`).
     pub what: String,
-    /// `routing is not implemented yet`, `unknown key 'colour'`.
+    /// `user-defined selection policies are not implemented yet`, `unknown key 'colour'`.
     pub why: String,
 }
 
@@ -152,25 +159,6 @@ impl std::fmt::Display for Unsupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.what, self.why)
     }
-}
-
-/// Why `route:` and `routing:` are refused.
-const NO_ROUTING: &str = "routing is not implemented yet";
-
-/// The blocks of an import that ulnetd does not implement, present even when empty.
-pub fn unsupported_sections(imported: &model::Imported) -> Vec<Unsupported> {
-    let why = |block: &str| match block {
-        "route" | "routing" => Some(NO_ROUTING),
-        "buffers" => Some("router buffers are not implemented yet (they serve routing)"),
-        _ => None,
-    };
-    imported
-        .sections
-        .iter()
-        .filter_map(|block| {
-            why(block).map(|why| Unsupported { what: block.clone(), why: why.to_string() })
-        })
-        .collect()
 }
 
 /// The keys an import skipped (`all`), or only those lnetctl skips without a warning.
@@ -222,30 +210,38 @@ impl DaemonConfig {
         }
         let (text, DaemonKeys { tcp, selftest }) = take_daemon_keys(text, root)?;
         let imported = model::import(&text, ImportMode::Add)?;
-        let mut unsupported = unsupported_sections(&imported);
-        unsupported.extend(unsupported_keys(&imported, true));
+        let mut unsupported = unsupported_keys(&imported, true);
+        let config = &imported.config;
         if !unsupported.is_empty() {
+            // The routes too, where the nets resolve: every problem in one report.
+            if let Ok(nets) = resolve_nets(config, host) {
+                unsupported.extend(refused_routes(&config.routes, &nets));
+            }
             return Err(ConfigError::Unsupported(unsupported));
         }
-        let warnings = imported.warnings;
-        let config = imported.config;
         let mut settings = GlobalSettings::default();
-        settings.apply(&config).map_err(|error| ConfigError::Global {
+        settings.apply(config).map_err(|error| ConfigError::Global {
             key: error.key.name(),
             descr: error.descr.clone(),
         })?;
-        let mut nets: Vec<NetSpec> = Vec::new();
-        let mut items = config.nets.clone();
-        if !config.ip2nets.is_empty() {
-            let resolved = model::resolve_ip2nets(&config.ip2nets, host)
-                .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
-            items.extend(resolved);
+        let nets = resolve_nets(config, host)?;
+        let routing = BootRouting::of(config);
+        let refused = refused_routes(&routing.routes, &nets);
+        if !refused.is_empty() {
+            return Err(ConfigError::Unsupported(refused));
         }
-        for item in &items {
-            merge_net(&mut nets, resolve_net(item, host)?)?;
-        }
+        let peers = config.peers.clone();
         let udsp = udsp_rules(&config.udsp)?;
-        Ok(Self { nets, settings, tcp, selftest, peers: config.peers.clone(), udsp, warnings })
+        Ok(Self {
+            nets,
+            settings,
+            tcp,
+            selftest,
+            peers,
+            routing,
+            udsp,
+            warnings: imported.warnings,
+        })
     }
 }
 
@@ -261,6 +257,43 @@ fn udsp_rules(items: &[model::UdspConfig]) -> Result<Vec<(UdspRule, usize)>, Con
         added.push((rule, index));
     }
     Ok(added)
+}
+
+/// The `net:` and `ip2nets:` items of `config` resolved against `host`, merged by net.
+fn resolve_nets(
+    config: &model::Config,
+    host: &[HostInterface],
+) -> Result<Vec<NetSpec>, ConfigError> {
+    let mut nets: Vec<NetSpec> = Vec::new();
+    let mut items = config.nets.clone();
+    if !config.ip2nets.is_empty() {
+        let resolved = model::resolve_ip2nets(&config.ip2nets, host)
+            .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
+        items.extend(resolved);
+    }
+    for item in &items {
+        merge_net(&mut nets, resolve_net(item, host)?)?;
+    }
+    Ok(nets)
+}
+
+/// The routes a node running `nets` would refuse whatever else it has: to one of its own
+/// nets (`-EEXIST`), or through a gateway on none of them (`-EHOSTUNREACH`).
+/// lustre: router.c `lnet_add_route()`.
+fn refused_routes(routes: &[model::RouteConfig], nets: &[NetSpec]) -> Vec<Unsupported> {
+    let local = |net| nets.iter().any(|spec| spec.net == net);
+    let mut refused = Vec::new();
+    for route in routes {
+        let why = if local(route.net) {
+            format!("net {} is a local net of this node", route.net)
+        } else if !local(route.gateway.net()) {
+            format!("gateway {} is on no local net of this node", route.gateway)
+        } else {
+            continue;
+        };
+        refused.push(Unsupported { what: "route".to_string(), why });
+    }
+    refused
 }
 
 /// Adds `spec` to `nets`: a net named again gets the new NIs (a NID twice is refused).
@@ -480,31 +513,27 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_blocks_are_errors_that_name_them() {
+    fn routing_blocks_are_kept_and_routes_checked_against_the_nets() {
+        let net = "net:\n  - net type: tcp\n    local NI(s):\n      - nid: 10.1.0.2@tcp\n";
+        let text = format!(
+            "{net}route:\n  - net: tcp1\n    gateway: 10.1.0.[8-9]@tcp\n    hop: 2\n\
+             routing: {{enable: 1}}\nbuffers: {{tiny: 600}}\n"
+        );
+        let config = DaemonConfig::parse(&text, false, &host()).unwrap();
+        let gateways: Vec<String> =
+            config.routing.routes.iter().map(|route| route.gateway.to_string()).collect();
+        assert_eq!(gateways, ["10.1.0.8@tcp", "10.1.0.9@tcp"]);
+        assert_eq!(config.routing.routes[0].hops, Some(2));
+        assert_eq!(config.routing.enable, Some(true));
+        assert_eq!(config.routing.buffers.and_then(|buffers| buffers.tiny), Some(600));
         assert_eq!(
-            unsupported("routing:\n  enable: 1\n"),
-            ["routing: routing is not implemented yet"]
+            unsupported(&format!("{net}route:\n  - net: tcp\n    gateway: 10.1.0.9@tcp\n")),
+            ["route: net tcp is a local net of this node"]
         );
         assert_eq!(
-            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\n"),
-            ["route: routing is not implemented yet"]
+            unsupported(&format!("{net}route:\n  - net: tcp2\n    gateway: 10.9.0.9@tcp1\n")),
+            ["route: gateway 10.9.0.9@tcp1 is on no local net of this node"]
         );
-        // A gateway range is lnetctl syntax: parsed, then refused for the same reason.
-        assert_eq!(
-            unsupported("route:\n  - net: tcp1\n    gateway: 10.1.0.[1-5]@tcp\n"),
-            ["route: routing is not implemented yet"]
-        );
-        assert_eq!(
-            unsupported("buffers:\n  tiny: 1024\n"),
-            ["buffers: router buffers are not implemented yet (they serve routing)"]
-        );
-        // All of them at once, then the unknown keys.
-        let all = "route:\n  - net: tcp1\n    gateway: 10.1.0.9@tcp\nrouting: {enable: 0}\n\
-                   buffers: {small: 1}\nudsp:\n  - idx: 0\n    src: tcp\n\
-                   peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
-        assert_eq!(unsupported(all).len(), 4);
-        // Present is enough: an empty block.
-        assert_eq!(unsupported("route: []\n"), ["route: routing is not implemented yet"]);
         // A UDSP item lnetctl would drop (no `idx`) is refused by name.
         assert_eq!(
             unsupported("udsp:\n  - src: tcp\n"),
@@ -538,6 +567,9 @@ mod tests {
             refused("udsp:\n  - idx: 0\n    src: tcp\n    rte: 1.1.1.1@tcp\n"),
             "udsp: idx 0: src and rte cannot be combined"
         );
+        let both = "udsp:\n  - idx: 0\n    src: tcp\n\
+                    peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
+        assert_eq!(unsupported(both), ["peer: unknown key 'colour'"]);
     }
 
     #[test]

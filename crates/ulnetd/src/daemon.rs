@@ -34,6 +34,9 @@ pub enum StartError {
     Node(#[from] BuildError),
     #[error("control server: {0}")]
     Server(#[source] std::io::Error),
+    /// The node refused a route, or the routing or buffers settings, of the configuration.
+    #[error("configuration: {0}")]
+    Routing(ulnet_control::ControlError),
     #[error("udsp: {0}")]
     Udsp(ulnet_control::ControlError),
 }
@@ -60,6 +63,13 @@ impl Daemon {
                 return Err(error.into());
             }
         };
+        // Routes are strict (decision 0019): a node that does not route as its file says
+        // does not start. They go first, as `route:` comes before `peer:` in an export.
+        if let Err(error) = live.apply_boot_routing(config.routing.clone()) {
+            live.shutdown();
+            remove_socket(socket);
+            return Err(StartError::Routing(error));
+        }
         // A peer the node refuses is reported and left out, as `lnetctl import` reports a
         // refused item of `lnet.conf` and the service still starts.
         if let Err(error) = live.add_peers(&config.peers) {

@@ -185,6 +185,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         tcp: TcpSettings { accept_port: DEMO_PORT, accept: AcceptPolicy::All },
         selftest: true,
         peers: Vec::new(),
+        routing: crate::live::BootRouting::default(),
         udsp: Vec::new(),
         warnings: Vec::new(),
     }

@@ -20,14 +20,16 @@
 //! the in-process fabric (fixed at build), a net whose tunables would change, and
 //! `lnet configure`, which starts LNet. A rebuild shuts the old node down (its messages in
 //! flight are finalized with an error, its connections close) and starts a new one with a
-//! new interface cookie and zeroed counters, carrying configured peers and UDSP rules over; a
-//! failed one brings the previous configuration back up. Global settings change live
+//! new interface cookie and zeroed counters, carrying configured peers, routes, the routing
+//! state (`live/routing.rs`) and UDSP rules (`live/policies.rs`) over; a failed one brings
+//! the previous configuration back up. Global settings change live
 //! ([`Node::set_tunables`]).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ulnet::proto::addr::NidRange;
+use ulnet::proto::engine::tunables::RouterTunables;
 use ulnet::proto::engine::{
     DiscoverError as EngineDiscoverError, PingFailure as EnginePingFailure,
     PingReply as EnginePingReply, PingStartError,
@@ -50,7 +52,7 @@ use ulnet_control::message::{
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
 
-use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
+use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys};
 use crate::interfaces::host_interfaces;
 use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
 use crate::view;
@@ -59,6 +61,10 @@ mod admin;
 mod faults;
 mod nets_live;
 mod policies;
+mod routing;
+
+pub use routing::BootRouting;
+use routing::{RoutingSnapshot, route_entries, routing_view, set_peer_states};
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
@@ -91,6 +97,11 @@ struct State {
     selftest: Option<ulnet_selftest::SelftestService>,
     nets: Vec<NetSpec>,
     settings: GlobalSettings,
+    /// Whether the router buffer pools exist: from the first time routing is enabled until
+    /// `lnet unconfigure` (`ln_rtrpools`; `routing show` prints nothing without them).
+    pools_allocated: bool,
+    /// The configuration file's routing blocks, applied again when LNet starts.
+    boot_routing: BootRouting,
     /// Set by [`LiveNode::shutdown`]: no more changes.
     stopping: bool,
 }
@@ -114,6 +125,8 @@ impl LiveNode {
                 node: Some(node),
                 nets,
                 settings,
+                pools_allocated: false,
+                boot_routing: BootRouting::default(),
                 stopping: false,
             }),
         })
@@ -174,6 +187,10 @@ impl LiveNode {
             Request::Export { backup: _ } => self.export().map(Response::Export),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
             Request::Fault(fault) => self.fault(&fault),
+            Request::RouteAdd(spec) => self.route_add(&spec),
+            Request::RouteDel(spec) => self.route_del(&spec),
+            Request::RouteShow { filter, verbose: _ } => self.route_show(&filter),
+            Request::RoutingShow => self.routing_show(),
             Request::Udsp(udsp) => self.udsp(&udsp),
         };
         if let Err(error) = &result {
@@ -185,10 +202,14 @@ impl LiveNode {
     // ------------------------------------------------------------------------ lnet
 
     /// `lnet configure [--all]`: brings LNet up with `lo` only, or with the configuration
-    /// file's nets; on a running node `--all` adds those of them that are missing.
-    /// lustre: api-ni.c `lnet_configure()`, `lnet_net_conf_cmd()`.
+    /// file's nets; on a running node `--all` adds those of them that are missing. Starting
+    /// LNet applies the configuration file's buffers and routing again, and with `--all` its
+    /// routes, as the kernel reads its module parameters.
+    /// lustre: api-ni.c `lnet_configure()`, `lnet_net_conf_cmd()`; router.c
+    /// `lnet_rtrpools_alloc()`.
     fn configure(&self, all: bool) -> Result<Response, ControlError> {
         let mut state = self.lock_unless_stopping()?;
+        let starting = state.node.is_none();
         let mut nets = if state.node.is_some() { state.nets.clone() } else { Vec::new() };
         if all {
             for net in &self.boot_nets {
@@ -203,6 +224,14 @@ impl LiveNode {
             return Ok(Response::Done);
         }
         self.rebuild(&mut state, nets)?;
+        if starting {
+            let mut boot = state.boot_routing.clone();
+            drop(state);
+            if !all {
+                boot.routes.clear();
+            }
+            self.apply_routing_blocks(&boot.routes, boot.enable, boot.buffers, true)?;
+        }
         Ok(Response::Done)
     }
 
@@ -213,6 +242,7 @@ impl LiveNode {
             let mut state = self.lock_unless_stopping()?;
             state.nets.clear();
             state.selftest = None;
+            state.pools_allocated = false;
             state.node.take()
         };
         if let Some(node) = node {
@@ -229,11 +259,11 @@ impl LiveNode {
     /// `retry_count`, `health_sensitivity`, `response_tracking`, `discovery`, `numa_range`,
     /// `recovery_limit`, `max_recovery_ping_interval`). Keys the engine has no behaviour for
     /// (`max_interfaces`, `drop_asym_route`, `router_sensitivity`, the deprecated
-    /// `recovery_interval`) are kept and shown, as the kernel keeps its module parameters;
-    /// routing and router buffers are refused.
+    /// `recovery_interval`) are kept and shown, as the kernel keeps its module parameters.
+    /// Routing and the router buffers go to the engine's routing (`live/routing.rs`).
     fn set(&self, param: SetParam, value: i64) -> Result<Response, ControlError> {
         let Some(key) = param.global_key() else {
-            return Err(ControlError::Unsupported { what: param.name().to_string() });
+            return self.set_routing_param(param, value);
         };
         let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
@@ -307,7 +337,9 @@ impl LiveNode {
     /// `peer show [--nid NID]`: the peer owning the NID, or every peer.
     /// lustre: api-ni.c `lnet_peer_ni_show_start()` ("invalid NID", "cannot find peer").
     fn peer_show(&self, filter: Option<&str>) -> Result<Response, ControlError> {
-        let mut peers = peer_entries(&self.running_node()?);
+        let (node, nets, _) = self.snapshot()?;
+        let mut peers = peer_entries(&node);
+        set_peer_states(&node, &nets, &mut peers);
         if let Some(text) = filter {
             let nid: Nid =
                 text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
@@ -399,22 +431,22 @@ impl LiveNode {
     /// `export`: everything live; `--backup` filtering is the renderer's.
     fn export(&self) -> Result<ExportState, ControlError> {
         let (node, nets, settings) = self.snapshot()?;
+        let routing = routing_view(&self.lock(), &node);
         let stats = node.stats();
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
+        set_peer_states(&node, &nets, &mut peers);
         let state = render::ExportState {
             nets: view::net_entries(
                 &nets,
                 &stats,
                 |nid| node.conns_per_peer(nid),
                 |nid| node.lnd_timeout(nid),
-                |nid, remote| node.udsp_info(nid, remote),
+                udsp,
             ),
-            routes: Vec::new(),
-            peers: view::peer_entries(
-                &stats,
-                |nid| node.peer_info(nid),
-                |nid, remote| node.udsp_info(nid, remote),
-            ),
-            routing: render::RoutingShow::default(),
+            routes: route_entries(&node),
+            peers,
+            routing,
             global: settings.show(),
             udsp: node
                 .udsp_rules()
@@ -436,8 +468,7 @@ impl LiveNode {
         if matches!(mode, ImportMode::Add | ImportMode::Del) {
             // Refused before anything is applied: what the node cannot honour is never
             // half-done or silently dropped. Keys lnetctl warns about were reported by the CLI.
-            let mut refused = unsupported_sections(&imported);
-            refused.extend(unsupported_keys(&imported, false));
+            let refused = unsupported_keys(&imported, false);
             if !refused.is_empty() {
                 let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
                 return Err(ControlError::refused(errno::EOPNOTSUPP, lines.join("; ")));
@@ -483,15 +514,12 @@ impl LiveNode {
         if wants_nets {
             self.change_nets(&mut state, nets)?;
         }
+        // Routing and peer calls take the node handle themselves; the state lock is not
+        // needed. Routes go first, as `route:` comes before `peer:` in an export.
+        drop(state);
+        self.import_routing(config, false)?;
         if !config.peers.is_empty() {
-            if state.node.is_none() {
-                return Err(ControlError::NotConfigured);
-            }
-            // Peer calls take the node handle themselves; the state lock is not needed.
-            drop(state);
             self.add_peers(&config.peers)?;
-        } else {
-            drop(state);
         }
         // Last, as in an export: rules reach the peers just added.
         if !config.udsp.is_empty() {
@@ -551,14 +579,11 @@ impl LiveNode {
             }
             self.change_nets(&mut state, nets)?;
         }
+        drop(state);
+        // Routes go before peers: a gateway's peer cannot be deleted while a route uses it.
+        self.import_routing(config, true)?;
         if !config.peers.is_empty() {
-            if state.node.is_none() {
-                return Err(ControlError::NotConfigured);
-            }
-            drop(state);
             self.delete_peers(&config.peers)?;
-        } else {
-            drop(state);
         }
         if !config.udsp.is_empty() {
             self.import_del_udsp(&config.udsp)?;
@@ -566,37 +591,46 @@ impl LiveNode {
         Ok(ImportReply::default())
     }
 
-    /// `import --show`: the configured nets and peers the input names.
+    /// `import --show`: the configured nets, routes and peers the input names.
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
+        set_peer_states(&node, &nets, &mut peers);
         let nets: Vec<data::NetEntry> = view::net_entries(
             &nets,
             &stats,
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
-            |nid, remote| node.udsp_info(nid, remote),
+            udsp,
         )
         .iter()
         .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
         .map(data::NetEntry::from)
         .collect();
-        let udsp = |nid, remote| node.udsp_info(nid, remote);
-        let peers: Vec<data::PeerEntry> =
-            view::peer_entries(&stats, |nid| node.peer_info(nid), udsp)
-                .iter()
-                .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
-                .map(data::PeerEntry::from)
-                .collect();
+        let peers: Vec<data::PeerEntry> = peers
+            .iter()
+            .filter(|peer| config.peers.iter().any(|item| item.primary_nid == peer.primary_nid))
+            .map(data::PeerEntry::from)
+            .collect();
+        let routes: Vec<data::RouteEntry> = route_entries(&node)
+            .iter()
+            .filter(|route| {
+                config
+                    .routes
+                    .iter()
+                    .any(|item| item.net == route.net && item.gateway == route.gateway)
+            })
+            .map(data::RouteEntry::from)
+            .collect();
         let udsp = config
             .udsp
             .iter()
             .flat_map(|item| policies::shown_rules(&node, u32::try_from(item.idx).ok()))
             .collect();
-        Ok(ImportReply {
-            shown: ShownObjects { nets, routes: Vec::new(), peers, udsp },
-            ..ImportReply::default()
-        })
+        let shown = ShownObjects { nets, routes, peers, udsp };
+        Ok(ImportReply { shown, ..ImportReply::default() })
     }
 
     // ------------------------------------------------------------------------ internals
@@ -650,17 +684,25 @@ impl LiveNode {
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
         state.selftest = None;
-        let (mut peers, mut rules) = (Vec::new(), Vec::new());
+        let (mut peers, mut routing, mut rules) = (Vec::new(), None, Vec::new());
         if let Some(old) = state.node.take() {
             peers = admin::configured_peers(&old);
+            routing = Some(RoutingSnapshot::of(&old));
             rules = old.udsp_rules();
             old.shutdown();
         }
+        let restore = |node: &Node| {
+            admin::restore_peers(node, &peers);
+            if let Some(routing) = &routing {
+                routing.restore(node);
+            }
+            // After routes and peers, so router rules find their gateways.
+            policies::restore_rules(node, &rules);
+        };
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
-                admin::restore_peers(&node, &peers);
-                policies::restore_rules(&node, &rules);
+                restore(&node);
                 state.selftest = host_selftest(&node, self.selftest);
                 state.node = Some(node);
                 state.nets = nets;
@@ -670,14 +712,14 @@ impl LiveNode {
                 tracing::warn!(%error, "the new configuration failed to start");
                 match build_node(&self.lnd, &state.nets, &state.settings) {
                     Ok(node) => {
-                        admin::restore_peers(&node, &peers);
-                        policies::restore_rules(&node, &rules);
+                        restore(&node);
                         state.selftest = host_selftest(&node, self.selftest);
                         state.node = Some(node);
                     }
                     Err(again) => {
                         tracing::error!(error = %again, "the previous configuration failed to restart: LNet is down");
                         state.nets.clear();
+                        state.pools_allocated = false;
                     }
                 }
                 Err(build_error(&error))
@@ -883,9 +925,10 @@ fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTun
 
 /// The engine's tunables for `settings`. The values are in range: `GlobalSettings` checks
 /// them (timeout > 0, counts >= 0, response tracking 0..=3, ping interval > 0). The engine
-/// has no behaviour for `max_interfaces`, `drop_asym_route` (no routing yet),
-/// `router_sensitivity` (deprecated in Lustre too) or `recovery_interval` (deprecated and
-/// ignored by the kernel): ulnetd keeps those in its settings and `global show` reports them.
+/// has no behaviour for `max_interfaces`, `router_sensitivity` (deprecated in Lustre too) or
+/// `recovery_interval` (deprecated and ignored by the kernel): ulnetd keeps those in its
+/// settings and `global show` reports them. The other router tunables are the kernel's
+/// module parameters, which lnetctl cannot set: their defaults.
 pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
     let seconds = u64::try_from(settings.transaction_timeout).unwrap_or(1);
     Tunables {
@@ -904,6 +947,10 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         max_recovery_ping_interval: Duration::from_secs(
             u64::try_from(settings.max_recovery_ping_interval).unwrap_or(1).max(1),
         ),
+        router: RouterTunables {
+            drop_asym_route: settings.drop_asym_route,
+            ..RouterTunables::default()
+        },
         ..Tunables::default()
     }
 }

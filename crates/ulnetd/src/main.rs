@@ -28,7 +28,7 @@ struct Cli {
     config: Option<PathBuf>,
     /// Check the configuration FILE and exit: nothing printed and status 0 when the daemon
     /// would start with it; otherwise every problem found (including blocks and keys ulnetd
-    /// cannot honour, such as `route:`) on stderr and status 78 (66 when FILE cannot be
+    /// cannot honour, such as `udsp:`) on stderr and status 78 (66 when FILE cannot be
     /// read). Nothing is started and no socket is bound; interfaces are looked up as at
     /// start-up.
     #[arg(long, value_name = "FILE")]
@@ -103,7 +103,8 @@ fn run(cli: &Cli, started: Instant) -> u8 {
             eprintln!("ulnetd: {error}");
             return match error {
                 StartError::Listen(_) => exit::SOCKET,
-                StartError::Node(_) | StartError::Server(_) | StartError::Udsp(_) => exit::NODE,
+                StartError::Node(_) | StartError::Server(_) => exit::NODE,
+                StartError::Routing(_) | StartError::Udsp(_) => exit::CONFIG,
             };
         }
     };

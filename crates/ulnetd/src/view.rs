@@ -145,7 +145,8 @@ fn peer_ni(ni: &PeerNiStats, udsp: UdspInfo) -> PeerNiEntry {
     PeerNiEntry {
         nid: ni.nid,
         udsp,
-        // `NA` unless the peer is a router or this node routes (docs/protocol/cli.md §3.2): no routing yet.
+        // `NA` unless the peer is a router or this node routes (docs/protocol/cli.md §3.2):
+        // `live/routing.rs` `set_peer_states()` says which.
         state: PeerNiState::NotApplicable,
         max_ni_tx_credits: u32::try_from(ni.tx_credits.max).unwrap_or(0),
         available_tx_credits: ni.tx_credits.available,

@@ -286,12 +286,12 @@ impl Walker {
                 }
             }
             "routing" if !exec => {
-                for (key, value) in mapping(key, value)? {
+                for (key, value) in routing_entries(key, value)? {
                     if key == "enable" {
                         let enable =
                             forwarded_int(value).ok_or_else(|| invalid_value(&key, value))?;
                         self.imported.config.routing = Some(enable != 0);
-                    } else {
+                    } else if !is_cpt_pools(&key) {
                         self.unknown("routing", &key);
                     }
                 }
@@ -991,6 +991,32 @@ fn mapping<'v>(key: &str, value: &'v Value) -> Result<Vec<(String, &'v Value)>, 
         Value::Tagged(tagged) => mapping(key, &tagged.value),
         _ => Err(ImportError::ExpectedMapping(key.to_string())),
     }
+}
+
+/// A `routing:` block: `{enable: N}` (what `export --backup` writes and lnetctl's users
+/// write), or the sequence a full export and `routing show` print: one `cpt[N]:` item of pool
+/// statistics per partition, then `- enable: N`. Its entries, in order.
+fn routing_entries<'v>(
+    key: &str,
+    value: &'v Value,
+) -> Result<Vec<(String, &'v Value)>, ImportError> {
+    match value {
+        Value::Sequence(_) => {
+            let mut entries = Vec::new();
+            for item in sequence_of_maps(key, value)? {
+                entries.extend(item.iter().map(|(k, v)| (scalar_text(k).unwrap_or_default(), v)));
+            }
+            Ok(entries)
+        }
+        _ => mapping(key, value),
+    }
+}
+
+/// `cpt[N]`: a partition's pool statistics in a full export, read-only.
+fn is_cpt_pools(key: &str) -> bool {
+    key.strip_prefix("cpt[")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .is_some_and(|number| !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn sequence_of_maps<'v>(

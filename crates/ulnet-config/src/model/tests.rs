@@ -830,6 +830,24 @@ fn skipped_keys_are_listed() {
 }
 
 #[test]
+fn a_full_exports_routing_sequence_imports_its_switch() {
+    let text = "routing:\n    - cpt[0]:\n          tiny:\n              npages: 0\n              \
+                nbuffers: 512\n              credits: 512\n              mincredits: 500\n    \
+                - cpt[1]:\n          tiny: {npages: 0}\n    - enable: 1\n\
+                buffers:\n    tiny: 1024\n";
+    let imported = add(text);
+    assert_eq!(imported.config.routing, Some(true));
+    assert_eq!(imported.config.buffers.and_then(|buffers| buffers.tiny), Some(1024));
+    assert!(imported.unknown_keys.is_empty(), "{:?}", imported.unknown_keys);
+    // Anything else in the sequence is still an unknown key; a scalar is still refused.
+    let odd = add("routing:\n    - cpt[x]: 1\n    - enable: 0\n");
+    assert_eq!(odd.config.routing, Some(false));
+    let unknown: Vec<String> = odd.unknown_keys.iter().map(ToString::to_string).collect();
+    assert_eq!(unknown, ["routing: unknown key 'cpt[x]'"]);
+    assert_eq!(add_err("routing:\n    - 1\n"), ImportError::ExpectedMapping("routing".into()));
+}
+
+#[test]
 fn udsp_items_become_the_rules_udsp_add_makes() {
     use ulnet_proto::engine::{UdspAction, UdspSpecError};
     let item = |src: Option<&str>, dst: Option<&str>, priority: Option<i64>| UdspConfig {

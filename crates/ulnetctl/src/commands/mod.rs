@@ -19,6 +19,7 @@ mod lnet;
 mod manage;
 mod net;
 mod peer;
+mod route;
 mod settings;
 mod transfer;
 mod udsp;
@@ -95,7 +96,7 @@ pub(crate) static LNET_CMDS: &[Command] = &[
 static ROUTE_CMDS: &[Command] = &[
     Command {
         name: "add",
-        action: Run(unsupported),
+        action: Run(route::add),
         help: "add a route\n\
                \t--net: net name (e.g. tcp0)\n\
                \t--gateway: gateway nid (e.g. 10.1.1.2@tcp)\n\
@@ -105,14 +106,14 @@ static ROUTE_CMDS: &[Command] = &[
     },
     Command {
         name: "del",
-        action: Run(unsupported),
+        action: Run(route::del),
         help: "delete a route\n\
                \t--net: net name (e.g. tcp0)\n\
                \t--gateway: gateway nid (e.g. 10.1.1.2@tcp)\n",
     },
     Command {
         name: "show",
-        action: Run(unsupported),
+        action: Run(route::show),
         help: "show routes\n\
                \t--net: net name (e.g. tcp0) to filter on\n\
                \t--gateway: gateway nid (e.g. 10.1.1.2@tcp) to filter on\n\
@@ -171,8 +172,11 @@ pub(crate) static NET_CMDS: &[Command] = &[
     },
 ];
 
-static ROUTING_CMDS: &[Command] =
-    &[Command { name: "show", action: Run(unsupported), help: "show routing information\n" }];
+static ROUTING_CMDS: &[Command] = &[Command {
+    name: "show",
+    action: Run(route::routing_show),
+    help: "show routing information\n",
+}];
 
 pub(crate) static STATS_CMDS: &[Command] = &[
     Command { name: "show", action: Run(settings::stats_show), help: "show LNET statistics\n" },

@@ -4,7 +4,7 @@
 //! liblnetconfig.c `lustre_lnet_show_stats()`, `lustre_lnet_config_*()`.
 
 use ulnet_config::render::{self, strerror};
-use ulnet_control::message::SetParam;
+use ulnet_control::message::{SetParam, errno};
 use ulnet_control::{ControlError, Request, Response};
 
 use super::{GLOBAL_CMDS, SET_CMDS, STATS_CMDS};
@@ -109,10 +109,33 @@ pub(crate) fn set(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             return -1;
         }
     };
+    let buffers =
+        matches!(param, SetParam::TinyBuffers | SetParam::SmallBuffers | SetParam::LargeBuffers);
+    if buffers && value < -1 {
+        // lustre: liblnetconfig.c `lustre_lnet_config_buffers()`, -1 meaning "unchanged".
+        let descr = "tiny, small and large must be >= 0";
+        report::cyaml_quoted(ctx, "add", "buf", -errno::ERANGE, descr);
+        return -errno::ERANGE;
+    }
     match ctx.call(&Request::Set { param, value }) {
         Ok(Response::Done) => 0,
         Ok(_) => report::unexpected(ctx, "not an acknowledgement"),
         Err(Failure::Reported(rc)) => rc,
+        Err(Failure::Daemon(error)) if param == SetParam::Routing => {
+            // lustre: `lustre_lnet_config_routing()`: "cannot %s routing %s", under `add` or
+            // `del` as it enables or disables.
+            let (cmd, verb) = if value == 1 { ("add", "enable") } else { ("del", "disable") };
+            let descr =
+                format!("cannot {verb} routing {}", strerror(error.errno().saturating_neg()));
+            report::cyaml_quoted(ctx, cmd, "routing", error.errno(), &descr);
+            error.errno()
+        }
+        Err(Failure::Daemon(error)) if buffers => {
+            let descr =
+                format!("cannot configure buffers: {}", strerror(error.errno().saturating_neg()));
+            report::cyaml_quoted(ctx, "add", "buf", error.errno(), &descr);
+            error.errno()
+        }
         Err(Failure::Daemon(error)) => {
             let entity = match &error {
                 ControlError::Global { entity, .. } => entity.clone(),

@@ -47,6 +47,9 @@ pub struct State {
     pub requests: Vec<Request>,
     /// Fault rules, newest first.
     pub faults: Vec<ulnet_control::message::FaultRuleEntry>,
+    pub routes: Vec<render::RouteEntry>,
+    /// The router buffer pools, once routing was enabled.
+    pub routing: render::RoutingShow,
     /// UDSP rules, kept by the engine's rule list (not applied: there are no NIs here).
     pub udsp: UdspRules,
 }
@@ -153,6 +156,8 @@ impl State {
             },
             requests: Vec::new(),
             faults: Vec::new(),
+            routes: Vec::new(),
+            routing: render::RoutingShow::default(),
             udsp: UdspRules::default(),
         }
     }
@@ -264,6 +269,21 @@ impl State {
             Request::Export { .. } => Ok(Response::Export(self.export())),
             Request::Import { mode, text } => self.import(mode, &text).map(Response::Import),
             Request::Fault(fault) => self.fault(fault),
+            Request::RouteAdd(spec) => self.route_add(&spec),
+            Request::RouteDel(spec) => self.route_del(&spec),
+            Request::RouteShow { filter, .. } => Ok(Response::Routes(
+                self.routes
+                    .iter()
+                    .filter(|route| {
+                        filter.net.as_deref().is_none_or(|net| route.net.to_string() == net)
+                            && (filter.gateways.is_empty()
+                                || filter.gateways.contains(&route.gateway.to_string()))
+                            && filter.hop.is_none_or(|hop| i64::from(route.hop) == hop)
+                    })
+                    .map(data::RouteEntry::from)
+                    .collect(),
+            )),
+            Request::RoutingShow => Ok(Response::Routing((&self.routing).into())),
             Request::Udsp(op) => self.udsp(op),
         }
     }
@@ -300,11 +320,96 @@ impl State {
         }
     }
 
+    /// Routes as the kernel checks them: a remote net, a gateway on a local net, no twice.
+    fn route_add(
+        &mut self,
+        spec: &ulnet_control::message::RouteSpec,
+    ) -> Result<Response, ControlError> {
+        let net: Net = spec
+            .net
+            .as_deref()
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| ControlError::refused(errno::ENODEV, "cannot parse remote net"))?;
+        for text in &spec.gateways {
+            let gateway: Nid = text.parse().unwrap();
+            let local_nets: Vec<Net> = self.nets.iter().map(|entry| entry.net).collect();
+            if !local_nets.contains(&gateway.net()) {
+                return Err(ControlError::refused(
+                    errno::EHOSTUNREACH,
+                    "No interface configured on the same net as gateway",
+                ));
+            }
+            let exists = self.routes.iter().any(|r| r.net == net && r.gateway == gateway);
+            if local_nets.contains(&net) || exists {
+                return Err(ControlError::refused(
+                    errno::EEXIST,
+                    "Route already exists or the specified network is local",
+                ));
+            }
+            self.routes.push(render::RouteEntry {
+                net,
+                gateway,
+                hop: spec.hop.map_or(-1, |hop| hop as i32),
+                priority: spec.priority.unwrap_or(0) as u32,
+                up: true,
+                multi_hop: false,
+            });
+        }
+        Ok(Response::Done)
+    }
+
+    fn route_del(
+        &mut self,
+        spec: &ulnet_control::message::RouteSpec,
+    ) -> Result<Response, ControlError> {
+        let net = spec.net.as_deref().unwrap_or("");
+        if !self.routes.iter().any(|route| route.net.to_string() == net) {
+            return Err(ControlError::refused(errno::ENOENT, "failed to delete route"));
+        }
+        self.routes.retain(|route| {
+            route.net.to_string() != net || !spec.gateways.contains(&route.gateway.to_string())
+        });
+        Ok(Response::Done)
+    }
+
     fn set(&mut self, param: SetParam, value: i64) -> Result<Response, ControlError> {
         let Some(key) = param.global_key() else {
-            return Err(ControlError::Unsupported { what: param.name().to_string() });
+            return self.set_routing(param, value);
         };
         self.global.set(key, value).map_err(|error| ControlError::from(&error))?;
+        Ok(Response::Done)
+    }
+
+    /// Routing allocates one CPT's pools; buffer counts resize them while it is on.
+    fn set_routing(&mut self, param: SetParam, value: i64) -> Result<Response, ControlError> {
+        if !self.configured {
+            return Err(ControlError::NotConfigured);
+        }
+        let index = match param {
+            SetParam::Routing => {
+                if self.routing.cpts.is_empty() {
+                    let pool = |npages, nbuffers: u32| render::BufferPool {
+                        npages,
+                        nbuffers,
+                        credits: nbuffers as i32,
+                        mincredits: nbuffers as i32,
+                    };
+                    self.routing.cpts = vec![[pool(0, 2048), pool(1, 16384), pool(256, 1024)]];
+                }
+                self.routing.enabled = value == 1;
+                return Ok(Response::Done);
+            }
+            SetParam::TinyBuffers => 0,
+            SetParam::SmallBuffers => 1,
+            _ => 2,
+        };
+        if value > 0 && self.routing.enabled {
+            let pool = &mut self.routing.cpts[0][index];
+            pool.nbuffers = value as u32;
+            pool.credits = value as i32;
+            pool.mincredits = value as i32;
+        }
         Ok(Response::Done)
     }
 
@@ -476,9 +581,9 @@ impl State {
     fn export(&self) -> ExportState {
         let state = render::ExportState {
             nets: self.nets.clone(),
-            routes: Vec::new(),
+            routes: self.routes.clone(),
             peers: self.peers.clone(),
-            routing: render::RoutingShow::default(),
+            routing: self.routing.clone(),
             global: self.global.show(),
             udsp: self
                 .udsp

@@ -32,36 +32,25 @@ fn refused(text: &str, messages: &[&str]) {
 
 #[test]
 fn every_unsupported_block_stops_the_daemon_before_it_is_ready() {
-    refused(
-        &format!("{NET}route:\n    - net: tcp1\n      gateway: 127.55.0.9@tcp\n"),
-        &["route: routing is not implemented yet"],
-    );
-    refused("routing:\n    enable: 1\n", &["routing: routing is not implemented yet"]);
-    // `enable: 0` asks for nothing ulnetd does not do either, but it is still not honoured.
-    refused("routing:\n    enable: 0\n", &["routing: routing is not implemented yet"]);
-    refused(
-        "buffers:\n    tiny: 512\n    small: 4096\n    large: 256\n",
-        &["buffers: router buffers are not implemented yet (they serve routing)"],
-    );
     refused("udsp:\n    - src: tcp\n", &["udsp: an item without 'idx' (lnetctl skips it)"]);
     refused("udsp:\n    - idx: 0\n      dst: bogus\n", &["udsp: idx 0: failed to parse dst"]);
-    // All problems are reported, not just the first.
+    // A route the node could never take: all problems are reported, not just the first.
     refused(
-        "routing:\n    enable: 1\nbuffers:\n    tiny: 512\n",
-        &["routing: routing is not implemented yet", "buffers: router buffers"],
+        &format!(
+            "{NET}route:\n    - net: tcp\n      gateway: 127.55.0.9@tcp\n\
+             \x20   - net: tcp2\n      gateway: 127.55.0.[8-9]@tcp1\n"
+        ),
+        &[
+            "route: net tcp is a local net of this node",
+            "route: gateway 127.55.0.8@tcp1 is on no local net of this node",
+            "route: gateway 127.55.0.9@tcp1 is on no local net of this node",
+        ],
     );
-}
-
-#[test]
-fn a_gateway_range_is_parsed_then_refused_like_any_route() {
-    // lnetctl syntax for several gateways; it used to stop ulnetd with a parse error.
+    // One the node itself refuses at start: the daemon stops before it is ready too.
+    let route = "    - net: tcp1\n      gateway: 127.55.0.9@tcp\n";
     refused(
-        &format!("{NET}route:\n    - net: tcp1\n      gateway: 127.55.0.[1-5]@tcp\n"),
-        &["route: routing is not implemented yet"],
-    );
-    refused(
-        "route:\n    - net: tcp1\n      gateway: \"[1-5]@gni\"\n      hop: 2\n",
-        &["route: routing is not implemented yet"],
+        &format!("global:\n    accept_port: {}\n{NET}route:\n{route}{route}", free_port()),
+        &["configuration: Route already exists or the specified network is local"],
     );
 }
 
@@ -102,13 +91,9 @@ fn import_into_a_running_node_refuses_what_it_cannot_honour_and_applies_nothing(
     let before = ok(&daemon, &["export", "--backup"]);
     let import = |text: &str| support::ulnetctl_with_stdin(&daemon.socket, &["import"], text);
 
-    let route = import(
-        "global:\n    retry_count: 1\nroute:\n    - net: tcp1\n      gateway: 127.55.0.[1-2]@tcp\n",
-    );
-    assert_ne!(route.code, 0);
-    assert!(route.stderr.contains("errno: -95"), "{}", route.stderr);
-    assert!(route.stderr.contains("route: routing is not implemented yet"), "{}", route.stderr);
-    let udsp = import("udsp:\n    - src: tcp\n");
+    let udsp = import("global:\n    retry_count: 1\nudsp:\n    - src: tcp\n");
+    assert_ne!(udsp.code, 0);
+    assert!(udsp.stderr.contains("errno: -95"), "{}", udsp.stderr);
     assert!(udsp.stderr.contains("udsp: an item without 'idx'"), "{}", udsp.stderr);
     let udsp = import("udsp:\n    - idx: 0\n      src: tcp\n      rte: 1.1.1.1@tcp\n");
     assert!(udsp.stderr.contains("src and rte cannot be combined"), "{}", udsp.stderr);
@@ -148,13 +133,20 @@ fn check_is_silent_on_a_valid_file_and_lists_the_problems_of_an_invalid_one() {
     let valid = check(&format!("global:\n    accept_port: 7999\n    retry_count: 1\n{NET}"));
     assert_eq!((valid.code, valid.stdout.as_str(), valid.stderr.as_str()), (0, "", ""));
 
-    let invalid = check(&format!("{NET}routing:\n    enable: 1\nudsp:\n    - src: tcp\n"));
+    let routing = "routing:\n    enable: 1\nbuffers:\n    tiny: 512\n";
+    let routes = "route:\n    - net: tcp1\n      gateway: 127.55.0.[8-9]@tcp\n      hop: 2\n";
+    let valid = check(&format!("{NET}{routing}{routes}udsp:\n    - idx: 0\n      src: tcp\n"));
+    assert_eq!((valid.code, valid.stdout.as_str(), valid.stderr.as_str()), (0, "", ""));
+
+    let invalid = check(&format!(
+        "{NET}udsp:\n    - src: tcp\nroute:\n    - net: tcp1\n      gateway: 1@gni\n"
+    ));
     assert_eq!(invalid.code, 78);
     assert_eq!(invalid.stdout, "");
     assert_eq!(
         invalid.stderr,
-        "ulnetd: routing: routing is not implemented yet\n\
-         ulnetd: udsp: an item without 'idx' (lnetctl skips it)\n"
+        "ulnetd: udsp: an item without 'idx' (lnetctl skips it)\n\
+         ulnetd: route: gateway 1@gni is on no local net of this node\n"
     );
     let rules = check(&format!("{NET}udsp:\n    - idx: 0\n      src: tcp\n"));
     assert_eq!((rules.code, rules.stderr.as_str()), (0, ""));

@@ -16,6 +16,7 @@ mod lifecycle;
 mod live;
 mod peers;
 mod policies;
+mod routing;
 mod selftest;
 mod support;
 mod tcp;

@@ -204,6 +204,9 @@ impl Drop for Process {
 
 pub const SIGINT: i32 = 2;
 pub const SIGTERM: i32 = 15;
+/// Used by the netns tests (a router killed under load).
+#[allow(dead_code)]
+pub const SIGKILL: i32 = 9;
 
 /// Replaces every occurrence of `path` with `<dir>` (snapshots must not hold temp names).
 pub fn mask(text: &str, dir: &Path) -> String {
