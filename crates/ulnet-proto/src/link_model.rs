@@ -147,7 +147,8 @@ impl LinkModel {
     }
 }
 
-fn serialization_delay(length: usize, bandwidth_bytes_per_sec: Option<u64>) -> Duration {
+/// How long `length` bytes take to leave at `bandwidth_bytes_per_sec` (none: instantly), rounded up.
+pub fn serialization_delay(length: usize, bandwidth_bytes_per_sec: Option<u64>) -> Duration {
     match bandwidth_bytes_per_sec {
         Some(rate) if rate > 0 => {
             let nanos = (length as u128 * 1_000_000_000).div_ceil(u128::from(rate));

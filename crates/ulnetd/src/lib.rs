@@ -2,7 +2,7 @@
 //! `ulnetctl` (lnetctl's commands) over a control socket.
 //!
 //! ```text
-//! ulnetd [--config FILE] [--socket PATH] [--no-selftest]     run one node
+//! ulnetd [--config FILE] [--socket PATH] [--no-selftest] [--metrics ADDR]   run one node
 //! ulnetd --check FILE                                        validate a configuration, run nothing
 //! ulnetd demo                                                two nodes, ping, PUT/GET, stats, stop
 //! ```
@@ -18,11 +18,17 @@
 //!   root and `$XDG_RUNTIME_DIR/ulnet/ulnetd.sock` otherwise (`ulnet_control::path`).
 //!   `ulnetctl` finds it by the same rules.
 //! * **Readiness**: once the node is up and the socket serves, one line on stdout:
-//!   `ulnetd: ready <nid>,<nid>,... control <socket>`; the startup time is logged.
+//!   `ulnetd: ready <nid>,<nid>,... control <socket>` (then `metrics <address>` with
+//!   `--metrics`); the startup time is logged; under systemd (`$NOTIFY_SOCKET`), `READY=1`
+//!   ([`notify`]).
 //! * **Signals**: SIGTERM or SIGINT shut down gracefully ([`daemon`] has the order): messages
 //!   in flight finalized with an error, connections closed, the socket file removed; exit 0.
+//!   SIGHUP reloads the `--config` file into the running node ([`reload`]).
+//! * **Metrics**: `--metrics ADDR` serves Prometheus's text format on `http://ADDR/metrics`
+//!   ([`metrics`]).
 //! * **Logs**: `tracing` to stderr, filtered by `$ULNET_LOG` (`info` by default; e.g.
-//!   `ULNET_LOG=ulnetd=debug,ulnet=trace`).
+//!   `ULNET_LOG=ulnetd=debug,ulnet=trace`); in the systemd journal's shape when stderr is
+//!   the journal ([`logging`]).
 //! * **Exit status**: 0 after a signal; 2 bad arguments; 66 configuration file unreadable;
 //!   78 configuration invalid; 73 control socket in use or not creatable; 1 the node failed
 //!   to start (e.g. its address is taken).
@@ -30,14 +36,19 @@
 //!   and tests run the CLI from it).
 //!
 //! Modules: [`config`] (the file), [`nets`] (NIs resolved to exact NIDs), [`live`] (the node
-//! and every control request), [`daemon`] (socket, server, shutdown order), [`demo`].
+//! and every control request), [`daemon`] (socket, server, shutdown order), [`reload`],
+//! [`metrics`], [`notify`], [`logging`], [`demo`].
 
 pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod interfaces;
 pub mod live;
+pub mod logging;
+pub mod metrics;
 pub mod nets;
+pub mod notify;
+pub mod reload;
 mod view;
 
 pub use config::{AcceptPolicy, ConfigError, DaemonConfig, TcpSettings};
@@ -54,7 +65,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// `EX_NOINPUT`: the configuration file cannot be read.
     pub const NO_INPUT: u8 = 66;
-    /// `EX_CANTCREAT`: the control socket is in use or cannot be created.
+    /// `EX_CANTCREAT`: the control socket (or the `--metrics` address) is in use or cannot
+    /// be created.
     pub const SOCKET: u8 = 73;
     /// `EX_CONFIG`: the configuration is invalid.
     pub const CONFIG: u8 = 78;

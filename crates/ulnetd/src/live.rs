@@ -61,6 +61,7 @@ mod admin;
 mod faults;
 mod nets_live;
 mod policies;
+mod reload;
 mod routing;
 
 pub use routing::BootRouting;
@@ -80,8 +81,8 @@ pub enum LndChoice {
 pub struct LiveNode {
     lnd: LndChoice,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
-    /// brings up its `networks=` module parameter.
-    boot_nets: Vec<NetSpec>,
+    /// brings up its `networks=` module parameter (a reload replaces them).
+    boot_nets: Mutex<Vec<NetSpec>>,
     /// Whether the node hosts the selftest service (`lnet_selftest` in the configuration).
     selftest: bool,
     state: Mutex<State>,
@@ -118,7 +119,7 @@ impl LiveNode {
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
-            boot_nets: nets.clone(),
+            boot_nets: Mutex::new(nets.clone()),
             selftest,
             state: Mutex::new(State {
                 selftest: host_selftest(&node, selftest),
@@ -212,7 +213,8 @@ impl LiveNode {
         let starting = state.node.is_none();
         let mut nets = if state.node.is_some() { state.nets.clone() } else { Vec::new() };
         if all {
-            for net in &self.boot_nets {
+            let boot_nets = self.boot_nets.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            for net in &boot_nets {
                 let mut missing = net.clone();
                 missing.nis.retain(|ni| !has_nid(&nets, ni.nid));
                 if !missing.nis.is_empty() {

@@ -339,6 +339,7 @@ impl Engine {
             self.reset_failover_state();
         }
         self.recompute_recovery_deadline();
+        self.refresh_router_deadline();
         self.run_work();
         Ok(())
     }

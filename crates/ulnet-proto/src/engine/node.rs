@@ -409,6 +409,7 @@ impl Engine {
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
         self.nis.touch_net(config.nid.net(), self.now);
         self.apply_policies_on_new_ni(config.nid.net());
+        self.refresh_router_deadline();
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -973,7 +974,8 @@ impl Engine {
             self.recovery.deadline(),
             self.watch_deadline(),
             self.faults.deadline(),
-            self.router_checker_deadline(),
+            self.routes.next_check,
+            self.router_staleness_deadline(),
         ]
         .into_iter()
         .flatten()

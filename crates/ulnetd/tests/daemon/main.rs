@@ -11,11 +11,15 @@
 mod cli;
 mod config;
 mod demo;
+mod dist;
 mod faults;
 mod lifecycle;
 mod live;
+mod metrics;
+mod operations;
 mod peers;
 mod policies;
+mod promtext;
 mod routing;
 mod selftest;
 mod support;

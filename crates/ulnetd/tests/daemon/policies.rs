@@ -4,7 +4,7 @@
 //! which NI traffic leaves from, are shown and deleted by `import --show|--del`, deleted,
 //! and exported then imported into a fresh daemon and loaded as its configuration.
 //!
-//! Addresses 127.57.<block>.x, a port the OS just handed out.
+//! Addresses 127.71.<block>.x, a port the OS just handed out.
 
 use std::net::TcpListener;
 
@@ -15,7 +15,7 @@ fn free_port() -> u16 {
 }
 
 fn nid(block: u8, host: u8) -> String {
-    format!("127.57.{block}.{host}@tcp")
+    format!("127.71.{block}.{host}@tcp")
 }
 
 /// A daemon with one tcp NI per NID and `extra` appended to its configuration.
@@ -116,7 +116,7 @@ fn rules_show_in_net_and_peer_show_and_choose_the_source_ni() {
     assert!(grew(&a2) >= 4, "{before:?} {after:?}");
 
     let export = ok(&a, &["export", "--backup"]);
-    let rules = "udsp:\n    - idx: 0\n      src: 127.57.1.2@tcp\n      action:\n          priority: 0\n\
+    let rules = "udsp:\n    - idx: 0\n      src: 127.71.1.2@tcp\n      action:\n          priority: 0\n\
                  \x20   - idx: 1\n      dst: tcp\n      action:\n          priority: 1\n";
     assert!(export.ends_with(rules), "{export}");
     // An equal rule is -EALREADY, as lnetctl reports it.

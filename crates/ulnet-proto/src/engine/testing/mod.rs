@@ -20,11 +20,13 @@
 // assertions (a livelock, a broken invariant), so it indexes its own tables directly.
 #![allow(clippy::expect_used, clippy::indexing_slicing)]
 
+mod checker;
 mod fuzz;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+pub use checker::{EventChecker, EventViolation, Tracking};
 pub use fuzz::drive_arbitrary;
 
 use crate::addr::{Net, Nid};
@@ -33,9 +35,9 @@ use crate::engine::error::{
     DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
     PingStartError, PortalError, Rejected,
 };
-use crate::engine::event::{Event, EventKind};
+use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
-use crate::engine::md::{MdHandle, MdSpec, Threshold, UnlinkMode};
+use crate::engine::md::{MdHandle, MdSpec, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, MeHandle, ProcessId};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
@@ -138,15 +140,6 @@ struct SendDone {
     status: HealthStatus,
 }
 
-/// What the checker knows about an MD created through the harness.
-#[derive(Clone, Copy, Debug)]
-struct MdTrack {
-    threshold: Option<u32>,
-    operations: u32,
-    unlinked: bool,
-    events: bool,
-}
-
 /// N nodes, a fabric, and virtual time.
 #[derive(Debug)]
 pub struct Harness {
@@ -174,9 +167,7 @@ pub struct Harness {
     /// Frames and bytes sent per directed endpoint pair.
     rail_traffic: BTreeMap<(EndpointId, EndpointId), (u64, u64)>,
     injected_failures: Vec<VecDeque<HealthStatus>>,
-    mds: BTreeMap<(usize, u64), MdTrack>,
-    initiated: Vec<u64>,
-    sends: Vec<u64>,
+    checker: EventChecker,
     config: HarnessConfig,
     steps: u64,
     /// Headers a node refused as protocol errors.
@@ -231,9 +222,7 @@ impl Harness {
             one_way: BTreeSet::new(),
             rail_traffic: BTreeMap::new(),
             injected_failures: vec![VecDeque::new(); count],
-            mds: BTreeMap::new(),
-            initiated: vec![0; count],
-            sends: vec![0; count],
+            checker: EventChecker::new(count, Tracking::Lenient),
             config,
             steps: 0,
             protocol_errors: 0,
@@ -445,10 +434,10 @@ impl Harness {
         spec: MdSpec,
         unlink: UnlinkMode,
     ) -> Result<MdHandle, Rejected<MdAttachError>> {
-        let track = track_of(&spec);
+        let (threshold, events) = (spec.threshold, spec.events);
         let now = self.now;
         let handle = self.nodes[node].md_attach(now, me, spec, unlink)?;
-        self.mds.insert((node, handle.0), track);
+        self.checker.track(node, handle, threshold, events);
         self.flush();
         Ok(handle)
     }
@@ -459,9 +448,9 @@ impl Harness {
         spec: MdSpec,
         unlink: UnlinkMode,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
-        let track = track_of(&spec);
+        let (threshold, events) = (spec.threshold, spec.events);
         let handle = self.nodes[node].md_bind(spec, unlink)?;
-        self.mds.insert((node, handle.0), track);
+        self.checker.track(node, handle, threshold, events);
         Ok(handle)
     }
 
@@ -670,22 +659,9 @@ impl Harness {
         assert_eq!(self.fabric.in_flight(), 0, "frames still in flight");
         assert!(self.send_dones.is_empty(), "sends still in progress");
         for (index, node) in self.nodes.iter().enumerate() {
-            assert_eq!(
-                node.message_count(),
-                node.delayed_message_count(),
-                "node {index} has unfinished messages"
-            );
-            let held = node
-                .pending_sends()
-                .filter(|md| self.mds.get(&(index, md.0)).is_some_and(|track| track.events))
-                .count() as u64;
-            assert_eq!(
-                self.initiated[index],
-                self.sends[index] + held,
-                "node {index}: {} puts/gets, {} SEND events, {held} held",
-                self.initiated[index],
-                self.sends[index]
-            );
+            if let Err(violation) = self.checker.check_quiescent(index, node) {
+                panic!("{violation}");
+            }
         }
     }
 
@@ -898,48 +874,18 @@ impl Harness {
     }
 
     fn count_initiated(&mut self, node: usize, md: MdHandle) {
-        if self.mds.get(&(node, md.0)).is_some_and(|track| track.events) {
-            self.initiated[node] += 1;
-        }
+        self.checker.initiated(node, md);
     }
 
     /// The event-level checkers.
     fn record(&mut self, node: usize, event: Event) {
-        if let Some(track) = self.mds.get_mut(&(node, event.md.0)) {
-            assert!(
-                !track.unlinked,
-                "node {node}: event after the unlinked event (seed {}): {event:?}",
-                self.config.seed
-            );
-            if event.kind != EventKind::Unlink {
-                track.operations += 1;
-                if let Some(threshold) = track.threshold {
-                    assert!(
-                        track.operations <= threshold,
-                        "node {node}: MD {:?} saw {} operations, threshold {threshold} (seed {})",
-                        event.md,
-                        track.operations,
-                        self.config.seed
-                    );
-                }
-            }
-            track.unlinked = event.unlinked;
-            if event.kind == EventKind::Send && track.events {
-                self.sends[node] += 1;
-            }
+        if let Err(violation) = self.checker.record(node, &event) {
+            panic!("{violation} (seed {})", self.config.seed);
         }
         if self.config.keep_events {
             self.events[node].push(event);
         }
     }
-}
-
-fn track_of(spec: &MdSpec) -> MdTrack {
-    let threshold = match spec.threshold {
-        Threshold::Infinite => None,
-        Threshold::Count(count) => Some(count),
-    };
-    MdTrack { threshold, operations: 0, unlinked: false, events: spec.events }
 }
 
 #[cfg(test)]

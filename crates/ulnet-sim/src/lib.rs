@@ -1,0 +1,20 @@
+//! ulnet-sim: whole LNet clusters on virtual time, running the real `ulnet-proto` engines.
+//!
+//! Map: [`scenario`] reads and checks scenario files; [`world`] is the simulation (nodes,
+//! the event queue, the driver, the invariant checks); [`network`] models links and
+//! switches; [`socklnd`] models the TCP LND's connections; [`workload`] drives lst-style
+//! and Lustre-style RPCs; [`results`] gathers what a run did into JSON; [`plot`] draws it;
+//! [`sweep`] runs a scenario over parameter values; [`advise`] suggests WAN tunables and
+//! checks them by simulation; [`bench`](mod@bench) measures the simulator.
+
+pub mod advise;
+pub mod bench;
+pub mod histogram;
+pub mod network;
+pub mod plot;
+pub mod results;
+pub mod scenario;
+pub mod socklnd;
+pub mod sweep;
+pub mod workload;
+pub mod world;
