@@ -139,7 +139,7 @@ fn what_cannot_change_live_is_refused_and_the_node_runs_on() {
     let broken = daemon.reload("net: [\n");
     assert!(broken.contains("reload refused, running as before: invalid YAML"), "{broken}");
     let unsupported = daemon.reload(&format!("{first}udsp:\n  - src: tcp\n"));
-    assert!(unsupported.contains("udsp: user-defined selection policies"), "{unsupported}");
+    assert!(unsupported.contains("udsp: an item without 'idx'"), "{unsupported}");
     // Nothing of the refused files was applied: the first NI still serves, no new one.
     let nets = daemon.process.ulnetctl(&["net", "show"]);
     assert!(nets.stdout.contains("nid: 127.57.2.2@tcp"), "{}", nets.stdout);
