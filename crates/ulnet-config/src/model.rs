@@ -326,6 +326,31 @@ pub struct GlobalSettings {
     pub response_tracking: i64,
     pub recovery_limit: i64,
     pub max_recovery_ping_interval: i64,
+    /// Router module parameters no YAML key carries (set from modprobe.d files): never
+    /// shown by `global show`, which prints only lnetctl's keys.
+    pub router: RouterSettings,
+}
+
+/// `check_routers_before_use`, `avoid_asym_router_failure`, `alive_router_check_interval`
+/// and `router_ping_timeout` (lnet/lnet/router.c), with the kernel's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterSettings {
+    pub check_routers_before_use: bool,
+    pub avoid_asym_router_failure: bool,
+    /// Seconds; 0 or less turns the router checker off.
+    pub alive_router_check_interval: i64,
+    pub router_ping_timeout: i64,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        Self {
+            check_routers_before_use: false,
+            avoid_asym_router_failure: true,
+            alive_router_check_interval: 60,
+            router_ping_timeout: 50,
+        }
+    }
 }
 
 impl Default for GlobalSettings {
@@ -342,6 +367,7 @@ impl Default for GlobalSettings {
             response_tracking: 3,
             recovery_limit: 0,
             max_recovery_ping_interval: 900,
+            router: RouterSettings::default(),
         }
     }
 }

@@ -52,9 +52,11 @@ use ulnet_control::message::{
 use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
 
-use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys};
+use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
 use crate::interfaces::host_interfaces;
-use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
+use crate::nets::{
+    NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net, with_lnd_defaults,
+};
 use crate::view;
 
 mod admin;
@@ -69,6 +71,10 @@ use routing::{RoutingSnapshot, route_entries, routing_view, set_peer_states};
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per daemon, made once at start-up: boxing the TCP settings buys nothing"
+)]
 pub enum LndChoice {
     /// socklnd over real TCP sockets.
     Tcp(TcpSettings),
@@ -131,6 +137,14 @@ impl LiveNode {
                 stopping: false,
             }),
         })
+    }
+
+    /// ksocklnd's module parameters (the in-process fabric has none: socklnd's defaults).
+    fn socklnd_module(&self) -> ulnet_config::modprobe::SocklndModule {
+        match &self.lnd {
+            LndChoice::Tcp(tcp) => tcp.socklnd,
+            LndChoice::Mem(_) => ulnet_config::modprobe::SocklndModule::default(),
+        }
     }
 
     /// Whether the selftest service runs on the node now (configured on, LNet up, started).
@@ -292,10 +306,14 @@ impl LiveNode {
     fn net_add(&self, add: &NetAdd) -> Result<Response, ControlError> {
         let mut state = self.lock_running()?;
         let host = host()?;
+        let socklnd = self.socklnd_module();
         let specs = match &add.ip2net {
-            Some(rule) => ip2net_specs(rule, &host).map_err(|error| error.to_control())?,
+            Some(rule) => {
+                ip2net_specs(rule, &host, &socklnd).map_err(|error| error.to_control())?
+            }
             None => {
                 let config = net_config_of(add).map_err(|error| error.to_control())?;
+                let config = with_lnd_defaults(&config, &socklnd);
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
@@ -470,7 +488,8 @@ impl LiveNode {
         if matches!(mode, ImportMode::Add | ImportMode::Del) {
             // Refused before anything is applied: what the node cannot honour is never
             // half-done or silently dropped. Keys lnetctl warns about were reported by the CLI.
-            let refused = unsupported_keys(&imported, false);
+            let mut refused = unsupported_sections(&imported);
+            refused.extend(unsupported_keys(&imported, false));
             if !refused.is_empty() {
                 let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
                 return Err(ControlError::refused(errno::EOPNOTSUPP, lines.join("; ")));
@@ -503,8 +522,10 @@ impl LiveNode {
                     .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
                 items.extend(resolved);
             }
+            let socklnd = self.socklnd_module();
             for item in &items {
-                let spec = resolve_net(item, &host).map_err(|error| import_error(&error))?;
+                let item = with_lnd_defaults(item, &socklnd);
+                let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
             }
         }
@@ -912,16 +933,17 @@ fn tcp_ni(
     builder.tcp_ni_config(config, tcp_tunables(socklnd, tcp))
 }
 
-/// The TCP LND's tunables for a net's socklnd tunables and the node-wide acceptor settings.
+/// The TCP LND's tunables for a net's socklnd tunables and the node-wide settings (the
+/// acceptor's, and ksocklnd's module parameters for the rest).
 fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTunables {
     ulnet::SocklndTunables {
         accept_port: tcp.accept_port,
         accept: tcp.accept,
-        // In range: the importer and the CLI check 0..=127.
+        // In range: the importer, the CLI and the module parameters check 0..=127.
         conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),
         // -1 is "not set".
         tos: u8::try_from(socklnd.tos).ok(),
-        ..ulnet::SocklndTunables::default()
+        ..tcp.socklnd.lnd
     }
 }
 
@@ -951,7 +973,14 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         ),
         router: RouterTunables {
             drop_asym_route: settings.drop_asym_route,
-            ..RouterTunables::default()
+            check_routers_before_use: settings.router.check_routers_before_use,
+            avoid_asym_router_failure: settings.router.avoid_asym_router_failure,
+            alive_router_check_interval: Duration::from_secs(
+                u64::try_from(settings.router.alive_router_check_interval).unwrap_or(0),
+            ),
+            router_ping_timeout: Duration::from_secs(
+                u64::try_from(settings.router.router_ping_timeout).unwrap_or(0),
+            ),
         },
         ..Tunables::default()
     }

@@ -21,16 +21,24 @@ use ulnetd::{Daemon, StartError, exit};
 struct Cli {
     /// Configuration in lnetctl's import YAML (plus `accept_port`, `accept` and
     /// `lnet_selftest` in `global:`); a block or key ulnetd cannot honour is an error.
-    /// Without it: one TCP NI on 127.0.0.2@tcp, port 7988.
+    /// Applied on top of the module parameters. Without it and without module parameters:
+    /// one TCP NI on 127.0.0.2@tcp, port 7988.
     #[arg(long, value_name = "FILE", conflicts_with = "check")]
     config: Option<PathBuf>,
-    /// Check the configuration FILE and exit: nothing printed and status 0 when the daemon
-    /// would start with it; otherwise every problem found (including blocks and keys ulnetd
-    /// cannot honour, such as `udsp:`) on stderr and status 78 (66 when FILE cannot be
-    /// read). Nothing is started and no socket is bound; interfaces are looked up as at
-    /// start-up.
+    /// Kernel module parameters in a modprobe.d file (`options lnet ...`, `options ksocklnd
+    /// ...`, `options libcfs ...`), set before the configuration file is applied. May be
+    /// repeated. Without it: /etc/ulnet/modprobe.conf when it exists (`--modprobe
+    /// /dev/null` reads none). A parameter ulnetd cannot honour is an error.
     #[arg(long, value_name = "FILE")]
-    check: Option<PathBuf>,
+    modprobe: Vec<PathBuf>,
+    /// Check the configuration FILE (and the module parameters) and exit: nothing printed
+    /// and status 0 when the daemon would start with them; otherwise every problem found
+    /// (including blocks, keys and parameters ulnetd cannot honour, such as `udsp:`) on
+    /// stderr and status 78 (66 when a file cannot be read). Without FILE, the module
+    /// parameters alone. Nothing is started and no socket is bound; interfaces are looked
+    /// up as at start-up.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    check: Option<Option<PathBuf>>,
     /// Do not host the selftest service (as `lnet_selftest: false` in the configuration).
     #[arg(long)]
     no_selftest: bool,
@@ -76,7 +84,7 @@ fn main() -> ExitCode {
     }
     match (&cli.command, &cli.check) {
         (Some(Command::Demo), _) => ExitCode::from(ulnetd::demo::run(&mut std::io::stdout())),
-        (None, Some(path)) => ExitCode::from(check(path)),
+        (None, Some(path)) => ExitCode::from(check(path.as_deref(), &cli.modprobe)),
         (None, None) => ExitCode::from(run(&cli, started)),
     }
 }
@@ -84,12 +92,15 @@ fn main() -> ExitCode {
 /// Runs one daemon until SIGTERM or SIGINT (SIGHUP reloads); returns the exit status.
 fn run(cli: &Cli, started: Instant) -> u8 {
     let root = ulnet_control::path::effective_uid() == Some(0);
-    let mut config = match load_config(cli.config.as_deref(), root) {
+    let mut config = match load_config(cli.config.as_deref(), &cli.modprobe, root) {
         Ok(config) => config,
         Err(error) => return config_failure(&error, true),
     };
     for warning in &config.warnings {
         tracing::warn!("{warning}");
+    }
+    for note in &config.notes {
+        tracing::info!("modprobe: {note}");
     }
     if cli.no_selftest {
         config.selftest = false;
@@ -205,10 +216,12 @@ fn serve_console(daemon: Daemon, path: &Path) -> u8 {
     status
 }
 
-/// `--check FILE`: the start-up checks, nothing started.
-fn check(path: &Path) -> u8 {
+/// `--check [FILE]`: the start-up checks, nothing started.
+fn check(path: Option<&Path>, modprobe: &[PathBuf]) -> u8 {
     let root = ulnet_control::path::effective_uid() == Some(0);
-    match DaemonConfig::load(path, root) {
+    let modprobe = ulnetd::modprobe::files_to_read(modprobe);
+    let modprobe: Vec<&Path> = modprobe.iter().map(PathBuf::as_path).collect();
+    match DaemonConfig::load_all(path, &modprobe, root) {
         Ok(_) => exit::OK,
         Err(error) => config_failure(&error, false),
     }
@@ -228,14 +241,23 @@ fn config_failure(error: &ConfigError, log: bool) -> u8 {
     }
 }
 
-fn load_config(path: Option<&Path>, root: bool) -> Result<DaemonConfig, ConfigError> {
-    match path {
-        Some(path) => DaemonConfig::load(path, root),
-        None => {
-            let host = ulnetd::interfaces::host_interfaces().unwrap_or_default();
-            DaemonConfig::embedded_default(root, &host)
-        }
+/// The configuration file and the module parameters (`--modprobe`, else the default
+/// file); with neither, the embedded default.
+fn load_config(
+    path: Option<&Path>,
+    modprobe: &[PathBuf],
+    root: bool,
+) -> Result<DaemonConfig, ConfigError> {
+    let modprobe = ulnetd::modprobe::files_to_read(modprobe);
+    if path.is_none() && modprobe.is_empty() {
+        let host = ulnetd::interfaces::host_interfaces().unwrap_or_default();
+        return DaemonConfig::embedded_default(root, &host);
     }
+    for file in &modprobe {
+        tracing::info!(file = %file.display(), "module parameters");
+    }
+    let modprobe: Vec<&Path> = modprobe.iter().map(PathBuf::as_path).collect();
+    DaemonConfig::load_all(path, &modprobe, root)
 }
 
 /// Registers the SIGTERM, SIGINT and SIGHUP handlers, calls `ready` (so a signal sent as
@@ -274,7 +296,9 @@ fn reload(cli: &Cli, daemon: &Daemon, notifier: &Option<Notifier>) {
         }
         Some(path) => {
             let root = ulnet_control::path::effective_uid() == Some(0);
-            match daemon.reload(path, root, cli.no_selftest) {
+            let modprobe = ulnetd::modprobe::files_to_read(&cli.modprobe);
+            let modprobe: Vec<&Path> = modprobe.iter().map(PathBuf::as_path).collect();
+            match daemon.reload(path, &modprobe, root, cli.no_selftest) {
                 Ok(report) => {
                     tracing::info!(file = %path.display(), "configuration reloaded: {report}");
                     format!("ready; configuration reloaded: {report}")

@@ -25,8 +25,10 @@
 //!   and not in the file go too.
 //! * **what `lnet configure --all` brings up** becomes the file's nets.
 //!
-//! What cannot change on a running node is refused by name and nothing is applied:
+//! The module parameters (`--modprobe`, decision 0020) are read again too, as a restart
+//! would. What cannot change on a running node is refused by name and nothing is applied:
 //! `accept_port` and `accept` (every TCP NI's acceptor and the port peers are dialled on),
+//! ksocklnd's module parameters (every connection's settings, fixed at module load),
 //! `lnet_selftest` (restart the daemon), a file that no longer loads, settings the engine
 //! refuses together (`retry_count` not below `transaction_timeout`), and a reload while
 //! LNet is unconfigured (`ulnetctl lnet configure --all` starts it from the file as it was
@@ -147,15 +149,17 @@ pub enum ReloadError {
 }
 
 impl Daemon {
-    /// Reads `path` again and applies it (see the module documentation). `no_selftest` is
-    /// the command line's `--no-selftest`, which overrides the file as at start-up.
+    /// Reads `path` again, on top of the modprobe.d files `modprobe` as at start-up, and
+    /// applies it (see the module documentation). `no_selftest` is the command line's
+    /// `--no-selftest`, which overrides the file as at start-up.
     pub fn reload(
         &self,
         path: &Path,
+        modprobe: &[&Path],
         root: bool,
         no_selftest: bool,
     ) -> Result<ReloadReport, ReloadError> {
-        let mut config = DaemonConfig::load(path, root)?;
+        let mut config = DaemonConfig::load_all(Some(path), modprobe, root)?;
         if no_selftest {
             config.selftest = false;
         }

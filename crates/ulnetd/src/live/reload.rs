@@ -133,19 +133,21 @@ impl LiveNode {
     /// What `config` would change that a running node cannot take.
     fn unchangeable(&self, config: &DaemonConfig) -> Vec<Unsupported> {
         let mut refused = Vec::new();
-        let mut refuse = |key: &str| {
-            refused.push(Unsupported { what: format!("global {key}"), why: RESTART.to_string() })
-        };
+        let mut refuse =
+            |what: &str| refused.push(Unsupported { what: what.into(), why: RESTART.into() });
         if let LndChoice::Tcp(tcp) = &self.lnd {
             if tcp.accept_port != config.tcp.accept_port {
-                refuse("accept_port");
+                refuse("global accept_port");
             }
             if tcp.accept != config.tcp.accept {
-                refuse("accept");
+                refuse("global accept");
+            }
+            if tcp.socklnd != config.tcp.socklnd {
+                refuse("ksocklnd module parameters");
             }
         }
         if self.selftest != config.selftest {
-            refuse("lnet_selftest");
+            refuse("global lnet_selftest");
         }
         // GlobalSettings checked each key; the engine also checks them together.
         if let Err(error) = engine_tunables(&config.settings).validate() {

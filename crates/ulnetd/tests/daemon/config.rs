@@ -177,7 +177,8 @@ fn check_of_a_missing_file_is_exit_status_66() {
 fn help_documents_check() {
     let output = Command::new(support::ULNETD).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
-    assert!(help.contains("--check <FILE>"), "{help}");
+    assert!(help.contains("--check [<FILE>]"), "{help}");
+    assert!(help.contains("--modprobe <FILE>"), "{help}");
 }
 
 // ------------------------------------------------------------------------ round trips

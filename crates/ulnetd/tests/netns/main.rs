@@ -223,8 +223,7 @@ fn failover(tag: &str, broken: Break) {
             SocklndTunables { accept_port: PORT, accept: AcceptPolicy::All, ..Default::default() };
         let mut builder = Node::builder();
         for rail in 1..=rails {
-            builder =
-                builder.tcp_ni(format!("10.1.{rail}.4@tcp").parse().unwrap(), tunables.clone());
+            builder = builder.tcp_ni(format!("10.1.{rail}.4@tcp").parse().unwrap(), tunables);
         }
         builder.build().unwrap()
     });
