@@ -21,7 +21,8 @@
 //!
 //! These keys are taken out before the rest goes to [`ulnet_config::model::import()`], so
 //! they are accepted only here, not by `ulnetctl import`. `peer:` items are added once the
-//! node is up, as `lnetctl import` adds them. `route:`, `routing:` and `buffers:` are the
+//! node is up, as `lnetctl import` adds them, then the `udsp:` rules (checked here: each
+//! must be a rule `udsp add` would accept, with no two equal). `route:`, `routing:` and `buffers:` are the
 //! kernel's module parameters `routes=`, `forwarding=` and `*_router_buffers=`: applied when
 //! the node is up (`routing: {enable: 1}` takes effect at once, as `forwarding=enabled`
 //! does, where `ulnetctl set routing 1` waits as lnetctl's does); a route's gateway may be a
@@ -29,9 +30,9 @@
 //! gateway is on none of them, is refused here; one the node refuses at start stops it.
 //!
 //! The file is read strictly: what ulnetd cannot honour is an error that names it, never a
-//! warning, and the daemon does not start ([`Unsupported`]). That is the `udsp:` block
-//! (UDSP is not implemented yet) and every key lnetctl would skip: unknown keys inside a
-//! known block (an unknown top-level block is already lnetctl's `invalid key` error). The read-only keys of `export` output
+//! warning, and the daemon does not start ([`Unsupported`]). That is every key lnetctl would
+//! skip: unknown keys inside a known block (an unknown top-level block is already lnetctl's
+//! `invalid key` error) and `udsp:` items without `idx`. The read-only keys of `export` output
 //! (`status`, statistics, credits, ...) are accepted, so an `export --backup` loads as a
 //! configuration; a full export's socklnd `timeout` (a module parameter, which lnetctl's
 //! import warns about and skips) is refused. `ulnetd --check FILE` runs the same checks
@@ -50,6 +51,7 @@ use std::path::Path;
 
 use serde::Deserialize as _;
 pub use ulnet::AcceptPolicy;
+use ulnet::proto::engine::{UdspRule, UdspRules};
 use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use ulnet_config::modprobe::{ModuleParameters, SocklndModule};
 use yaml_serde::Value;
@@ -132,6 +134,8 @@ pub struct DaemonConfig {
     pub peers: Vec<model::PeerConfig>,
     /// The `route:`, `routing:` and `buffers:` blocks, applied before the peers.
     pub routing: BootRouting,
+    /// The `udsp:` rules and the index each goes in at, added after the peers.
+    pub udsp: Vec<(UdspRule, usize)>,
     /// lnetctl's warnings about the input; every one of them names a key that is refused,
     /// so a loaded configuration has none. Kept for the embedded default and the demo.
     pub warnings: Vec<String>,
@@ -168,6 +172,9 @@ pub enum ConfigError {
     Net(#[from] NetError),
     #[error("no ip2nets rule matches this host's interfaces: {0}")]
     Ip2nets(String),
+    /// A `udsp:` item that is not a rule `udsp add` would accept, or one equal to another.
+    #[error("udsp: idx {idx}: {descr}")]
+    Udsp { idx: i64, descr: String },
     /// Blocks and keys ulnetd cannot honour, one line each.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Unsupported(Vec<Unsupported>),
@@ -195,7 +202,6 @@ impl std::fmt::Display for Unsupported {
 /// `alive_router_check_interval`, ...), given other than their defaults.
 pub fn block_refusal(block: &str) -> Option<&'static str> {
     match block {
-        "udsp" => Some("user-defined selection policies are not implemented yet"),
         "router" => Some(
             "not honoured by ulnetd: auto_down is always 1 (a closed connection marks a \
              gateway's NI down), and router credits come from each net's \
@@ -225,7 +231,10 @@ pub fn unsupported_keys(imported: &model::Imported, all: bool) -> Vec<Unsupporte
         .filter(|key| all || !key.warned)
         .map(|key| Unsupported {
             what: key.within.clone(),
-            why: if key.within == "lnd tunables" && key.key == "timeout" {
+            why: if key.within == "udsp" && key.key == model::UDSP_ITEM_WITHOUT_IDX {
+                // lnetctl's importer skips such an item without a word.
+                "an item without 'idx' (lnetctl skips it)".to_string()
+            } else if key.within == "lnd tunables" && key.key == "timeout" {
                 // A full export's: socklnd's module-wide sock_timeout, not an NI's setting.
                 "'timeout' cannot be configured here (it is socklnd's module-wide timeout; \
                  `ulnetctl net set --lnd-timeout` sets it on a running node)"
@@ -336,6 +345,7 @@ impl DaemonConfig {
         }
         let routing = modules.boot_routing(&config, &nets);
         let peers = config.peers.clone();
+        let udsp = udsp_rules(&config.udsp)?;
         let notes = modules.params.notes.iter().map(ToString::to_string).collect();
         Ok(Self {
             nets,
@@ -344,12 +354,27 @@ impl DaemonConfig {
             selftest,
             peers,
             routing,
+            udsp,
             warnings,
             notes,
             partitions,
             cpu_table,
         })
     }
+}
+
+/// The `udsp:` items as rules, added to an empty list as the node will add them, so an
+/// item the node would refuse (an equal rule, too many) stops the configuration here.
+fn udsp_rules(items: &[model::UdspConfig]) -> Result<Vec<(UdspRule, usize)>, ConfigError> {
+    let mut rules = UdspRules::default();
+    let mut added = Vec::new();
+    for item in items {
+        let refused = |descr: String| ConfigError::Udsp { idx: item.idx, descr };
+        let (rule, index) = item.rule().map_err(|error| refused(error.to_string()))?;
+        rules.add(rule.clone(), Some(index)).map_err(|error| refused(error.to_string()))?;
+        added.push((rule, index));
+    }
+    Ok(added)
 }
 
 /// The configuration file's text, bounded by [`MAX_CONFIG_LEN`].
@@ -652,19 +677,42 @@ mod tests {
     }
 
     #[test]
-    fn udsp_is_an_error_that_names_it() {
-        assert_eq!(
-            unsupported("udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n"),
-            ["udsp: user-defined selection policies are not implemented yet"]
-        );
-        // Present is enough: UDSP items lnetctl would drop (no `idx`), then the unknown keys.
+    fn a_udsp_item_without_idx_is_an_error_that_names_it() {
         assert_eq!(
             unsupported("udsp:\n  - src: tcp\n"),
-            ["udsp: user-defined selection policies are not implemented yet"]
+            ["udsp: an item without 'idx' (lnetctl skips it)"]
+        );
+    }
+
+    #[test]
+    fn udsp_items_are_checked_rules() {
+        let text = concat!(
+            "udsp:\n  - idx: 0\n    src: tcp\n    action: {priority: 1}\n",
+            "  - idx: 0\n    src: 10.0.0.1@tcp\n    dst: tcp1\n",
+        );
+        let config = DaemonConfig::parse(text, false, &host()).unwrap();
+        let shown: Vec<String> =
+            config.udsp.iter().map(|(rule, at)| format!("{at} {rule}")).collect();
+        assert_eq!(shown, ["0 src: tcp priority: 1", "0 src: 10.0.0.1@tcp dst: tcp1"]);
+        let refused = |text: &str| match DaemonConfig::parse(text, false, &host()) {
+            Err(error @ ConfigError::Udsp { .. }) => error.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: '*@tcp'\n"),
+            "udsp: idx 0: failed to parse src parameter"
+        );
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: tcp\n  - idx: 1\n    src: tcp\n"),
+            "udsp: idx 1: an equal rule exists"
+        );
+        assert_eq!(
+            refused("udsp:\n  - idx: 0\n    src: tcp\n    rte: 1.1.1.1@tcp\n"),
+            "udsp: idx 0: src and rte cannot be combined"
         );
         let both = "udsp:\n  - idx: 0\n    src: tcp\n\
                     peer:\n  - primary nid: 10.0.0.9@tcp\n    colour: red\n";
-        assert_eq!(unsupported(both).len(), 2);
+        assert_eq!(unsupported(both), ["peer: unknown key 'colour'"]);
     }
 
     #[test]

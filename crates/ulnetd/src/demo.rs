@@ -186,6 +186,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         selftest: true,
         peers: Vec::new(),
         routing: crate::live::BootRouting::default(),
+        udsp: Vec::new(),
         warnings: Vec::new(),
         notes: Vec::new(),
         partitions: ulnet_proto::engine::cpt::Partitions::default(),

@@ -20,9 +20,9 @@
 //! the in-process fabric (fixed at build), a net whose tunables would change, and
 //! `lnet configure`, which starts LNet. A rebuild shuts the old node down (its messages in
 //! flight are finalized with an error, its connections close) and starts a new one with a
-//! new interface cookie and zeroed counters, carrying configured peers, routes and the
-//! routing state over (`live/routing.rs`); a failed one
-//! brings the previous configuration back up. Global settings change live
+//! new interface cookie and zeroed counters, carrying configured peers, routes, the routing
+//! state (`live/routing.rs`) and UDSP rules (`live/policies.rs`) over; a failed one brings
+//! the previous configuration back up. Global settings change live
 //! ([`Node::set_tunables`]).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -64,6 +64,7 @@ use crate::view;
 mod admin;
 mod faults;
 mod nets_live;
+mod policies;
 mod reload;
 mod routing;
 
@@ -239,6 +240,7 @@ impl LiveNode {
             Request::RouteDel(spec) => self.route_del(&spec),
             Request::RouteShow { filter, verbose: _ } => self.route_show(&filter),
             Request::RoutingShow => self.routing_show(),
+            Request::Udsp(udsp) => self.udsp(&udsp),
             Request::CptOfNid { nids } => self.cpt_of_nid(&nids),
         };
         if let Err(error) = &result {
@@ -487,7 +489,8 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let routing = routing_view(&self.lock(), &node);
         let stats = node.stats();
-        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
         set_peer_states(&node, &nets, &mut peers);
         let state = render::ExportState {
             nets: view::net_entries(
@@ -495,13 +498,19 @@ impl LiveNode {
                 &stats,
                 |nid| node.conns_per_peer(nid),
                 |nid| node.lnd_timeout(nid),
+                udsp,
                 node.partitions().count(),
             ),
             routes: route_entries(&node),
             peers,
             routing,
             global: settings.show(),
-            udsp: Vec::new(),
+            udsp: node
+                .udsp_rules()
+                .iter()
+                .enumerate()
+                .map(|(at, rule)| render::UdspEntry::new(at, rule))
+                .collect(),
         };
         Ok(ExportState::from(&state))
     }
@@ -533,6 +542,7 @@ impl LiveNode {
     }
 
     fn import_add(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        policies::check_udsp_items(&config.udsp)?;
         let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         settings.apply(config).map_err(|error| ControlError::from(&error))?;
@@ -573,6 +583,10 @@ impl LiveNode {
         self.import_routing(config, false)?;
         if !config.peers.is_empty() {
             self.add_peers(&config.peers)?;
+        }
+        // Last, as in an export: rules reach the peers just added.
+        if !config.udsp.is_empty() {
+            self.import_udsp(&config.udsp)?;
         }
         Ok(ImportReply::default())
     }
@@ -634,6 +648,9 @@ impl LiveNode {
         if !config.peers.is_empty() {
             self.delete_peers(&config.peers)?;
         }
+        if !config.udsp.is_empty() {
+            self.import_del_udsp(&config.udsp)?;
+        }
         Ok(ImportReply::default())
     }
 
@@ -641,13 +658,15 @@ impl LiveNode {
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
-        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
         set_peer_states(&node, &nets, &mut peers);
         let nets: Vec<data::NetEntry> = view::net_entries(
             &nets,
             &stats,
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            udsp,
             node.partitions().count(),
         )
         .iter()
@@ -669,7 +688,13 @@ impl LiveNode {
             })
             .map(data::RouteEntry::from)
             .collect();
-        Ok(ImportReply { shown: ShownObjects { nets, routes, peers }, ..ImportReply::default() })
+        let udsp = config
+            .udsp
+            .iter()
+            .flat_map(|item| policies::shown_rules(&node, u32::try_from(item.idx).ok()))
+            .collect();
+        let shown = ShownObjects { nets, routes, peers, udsp };
+        Ok(ImportReply { shown, ..ImportReply::default() })
     }
 
     // ------------------------------------------------------------------------ internals
@@ -715,6 +740,7 @@ impl LiveNode {
             &node.stats(),
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            |nid, remote| node.udsp_info(nid, remote),
             node.partitions().count(),
         ))
     }
@@ -723,11 +749,11 @@ impl LiveNode {
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
         state.selftest = None;
-        let mut peers = Vec::new();
-        let mut routing = None;
+        let (mut peers, mut routing, mut rules) = (Vec::new(), None, Vec::new());
         if let Some(old) = state.node.take() {
             peers = admin::configured_peers(&old);
             routing = Some(RoutingSnapshot::of(&old));
+            rules = old.udsp_rules();
             old.shutdown();
         }
         let restore = |node: &Node| {
@@ -735,6 +761,8 @@ impl LiveNode {
             if let Some(routing) = &routing {
                 routing.restore(node);
             }
+            // After routes and peers, so router rules find their gateways.
+            policies::restore_rules(node, &rules);
         };
         match build_node(&self.lnd, self.partitions, &nets, &state.settings) {
             Ok(node) => {
@@ -782,7 +810,11 @@ fn host_selftest(node: &Node, enabled: bool) -> Option<ulnet_selftest::SelftestS
 
 /// The node's peers with their discovery state.
 fn peer_entries(node: &Node) -> Vec<render::PeerEntry> {
-    view::peer_entries(&node.stats(), |nid| node.peer_info(nid))
+    view::peer_entries(
+        &node.stats(),
+        |nid| node.peer_info(nid),
+        |nid, remote| node.udsp_info(nid, remote),
+    )
 }
 
 /// The most targets one `ping` or `discover` expands to (ulnetctl's bound too).

@@ -136,7 +136,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
             return match error {
                 StartError::Listen(_) => exit::SOCKET,
                 StartError::Node(_) | StartError::Server(_) => exit::NODE,
-                StartError::Routing(_) => exit::CONFIG,
+                StartError::Routing(_) | StartError::Udsp(_) => exit::CONFIG,
             };
         }
     };

@@ -19,6 +19,10 @@
 //!   file no longer lists are deleted. Peers discovered from traffic are left alone, and a
 //!   configured peer's NIDs are never removed (discovery adds NIDs too; `ulnetctl peer del
 //!   --nid` removes one).
+//! * **UDSP rules**: when the file's `udsp:` rules (in the order they would be added) are not
+//!   the node's, every rule is deleted (reverting what it stamped) and the file's are added
+//!   in order, as `udsp del --all` then `import` would: rules added by `ulnetctl udsp add`
+//!   and not in the file go too.
 //! * **what `lnet configure --all` brings up** becomes the file's nets.
 //!
 //! The module parameters (`--modprobe`, decision 0020) are read again too, as a restart
@@ -56,6 +60,9 @@ pub struct ReloadReport {
     pub peers_removed: Vec<Nid>,
     /// Peers of the file the node refused (`<primary>: <why>`), as a start-up logs them.
     pub peers_refused: Vec<String>,
+    /// The number of UDSP rules the node has after replacing its rules with the file's;
+    /// `None` when they were the file's already.
+    pub udsp_replaced: Option<usize>,
 }
 
 impl ReloadReport {
@@ -67,6 +74,7 @@ impl ReloadReport {
             && self.routes_removed.is_empty()
             && self.peers_added.is_empty()
             && self.peers_removed.is_empty()
+            && self.udsp_replaced.is_none()
     }
 }
 
@@ -97,6 +105,9 @@ impl fmt::Display for ReloadReport {
         }
         if !self.peers_refused.is_empty() {
             parts.push(format!("peers refused {}", self.peers_refused.join(", ")));
+        }
+        if let Some(count) = self.udsp_replaced {
+            parts.push(format!("udsp rules replaced ({count} now)"));
         }
         if parts.is_empty() {
             return f.write_str("no change");
@@ -131,6 +142,10 @@ pub enum ReloadError {
     /// changed; the routes before it are applied.
     #[error("routing not applied: {0}")]
     Routing(String),
+    /// The node refused one of the file's UDSP rules (checked when the file was read, so not
+    /// expected); the rules before it are in place.
+    #[error("udsp rules not applied: {}", .0.descr())]
+    Udsp(ControlError),
 }
 
 impl Daemon {
@@ -170,6 +185,7 @@ mod tests {
             peers_added: vec![nid("127.0.0.9@tcp")],
             peers_removed: vec![],
             peers_refused: vec!["127.0.0.3@tcp: failed to add primary peer".into()],
+            udsp_replaced: Some(2),
         };
         assert!(!report.changed_nothing());
         assert_eq!(
@@ -177,7 +193,8 @@ mod tests {
             "NIs added 127.0.0.3@tcp,127.0.1.3@tcp1; NIs removed 127.0.0.2@tcp; \
              settings changed retry_count,discovery; routes added tcp1 via 127.0.0.9@tcp; \
              peers added 127.0.0.9@tcp; \
-             peers refused 127.0.0.3@tcp: failed to add primary peer"
+             peers refused 127.0.0.3@tcp: failed to add primary peer; \
+             udsp rules replaced (2 now)"
         );
     }
 }

@@ -608,7 +608,7 @@ impl Engine {
             self.peers.ni(destination)?.nid.net()
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
-        let (route, gateway) = self.best_route(remote_net, source_net)?;
+        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
         let gateway_peer = self.peers.ni(gateway)?.peer;
         if self.tunables.router.alive_router_check_interval.is_zero() {
             // lustre: the gateway is discovered on use when the router checker is off.
@@ -671,16 +671,23 @@ impl Engine {
     }
 
     /// `lnet_find_route_locked`: the best alive route to `net` and its gateway NI on the
-    /// source net (any local net when `None`).
-    fn best_route(&self, net: Net, source_net: Option<Net>) -> Option<(usize, PeerNiId)> {
-        type RouteOrder = (u32, u32);
+    /// source net (any local net when `None`). A gateway `destination` prefers (UDSP
+    /// `--dst --rte`, `policies.rs`) comes first (`lnet_compare_routes`).
+    fn best_route(
+        &self,
+        net: Net,
+        source_net: Option<Net>,
+        destination: PeerNiId,
+    ) -> Option<(usize, PeerNiId)> {
+        type RouteOrder = (bool, u32, u32);
         let mut best: Option<(usize, PeerNiId, RouteOrder)> = None;
         for index in self.routes.to_net(net) {
             if !self.route_alive(index) {
                 continue;
             }
             let Some(route) = self.routes.get(index) else { continue };
-            let order = (route.priority, route.hops.unwrap_or(1));
+            let preferred = self.prefers_router(destination, route.gateway);
+            let order = (!preferred, route.priority, route.hops.unwrap_or(1));
             if best.is_some_and(|(_, _, current)| order > current) {
                 continue;
             }

@@ -3,6 +3,7 @@
 //! the rules).
 
 use ulnet::proto::engine::PeerState;
+use ulnet::proto::engine::{UdspRule, UdspRules};
 use ulnet::{BufferCounts, Node, RouteInfo, RoutingState};
 use ulnet_config::model::{self, Buffers, GlobalKey, GlobalSettings, PeerConfig};
 use ulnet_proto::addr::Nid;
@@ -16,8 +17,8 @@ use crate::reload::{ReloadError, ReloadReport};
 const RESTART: &str = "cannot change on a running node (restart ulnetd to change it)";
 
 impl LiveNode {
-    /// Applies `config`, read again from the daemon's file: nets, global settings, peers,
-    /// and the nets `lnet configure --all` brings up.
+    /// Applies `config`, read again from the daemon's file: nets, global settings, routing,
+    /// peers, UDSP rules, and the nets `lnet configure --all` brings up.
     pub fn reload(&self, config: &DaemonConfig) -> Result<ReloadReport, ReloadError> {
         let mut state = self.lock();
         if state.stopping {
@@ -58,7 +59,30 @@ impl LiveNode {
         drop(state);
         self.reload_routing(&node, &config.routing, &mut report)?;
         self.reload_peers(&node, &config.peers, &mut report);
+        // Last, as at start: rules reach the peers and routes just set up.
+        self.reload_udsp(&node, &config.udsp, &mut report)?;
         Ok(report)
+    }
+
+    /// The node's UDSP rules become the file's: replaced as a whole when they differ.
+    fn reload_udsp(
+        &self,
+        node: &Node,
+        wanted: &[(UdspRule, usize)],
+        report: &mut ReloadReport,
+    ) -> Result<(), ReloadError> {
+        let mut expected = UdspRules::default();
+        for (rule, index) in wanted {
+            // Checked when the file was read: every rule goes in.
+            let _ = expected.add(rule.clone(), Some(*index));
+        }
+        if expected.iter().eq(node.udsp_rules().iter()) {
+            return Ok(());
+        }
+        let _ = node.udsp_del(None);
+        self.add_udsp_rules(wanted).map_err(ReloadError::Udsp)?;
+        report.udsp_replaced = Some(expected.len());
+        Ok(())
     }
 
     /// Routes the file no longer lists (or lists with another hop count or priority) go,

@@ -20,6 +20,7 @@ mod metrics;
 mod modprobe;
 mod operations;
 mod peers;
+mod policies;
 mod promtext;
 mod routing;
 mod selftest;

@@ -139,7 +139,7 @@ fn what_cannot_change_live_is_refused_and_the_node_runs_on() {
     let broken = daemon.reload("net: [\n");
     assert!(broken.contains("reload refused, running as before: invalid YAML"), "{broken}");
     let unsupported = daemon.reload(&format!("{first}udsp:\n  - src: tcp\n"));
-    assert!(unsupported.contains("udsp: user-defined selection policies"), "{unsupported}");
+    assert!(unsupported.contains("udsp: an item without 'idx'"), "{unsupported}");
     // Nothing of the refused files was applied: the first NI still serves, no new one.
     let nets = daemon.process.ulnetctl(&["net", "show"]);
     assert!(nets.stdout.contains("nid: 127.57.2.2@tcp"), "{}", nets.stdout);
@@ -237,5 +237,33 @@ fn a_reload_moves_routes_and_forwarding() {
     );
     let routes = daemon.process.ulnetctl(&["route", "show"]);
     assert!(!routes.stdout.contains("127.57.4.9@tcp"), "{}", routes.stdout);
+    assert_eq!(daemon.process.signal_and_wait(SIGTERM), 0);
+}
+
+#[test]
+fn a_reload_replaces_udsp_rules() {
+    let port = free_port();
+    let base = tcp_config(port, &["127.71.2.2@tcp"], "");
+    let rule = "udsp:\n    - idx: 0\n      src: tcp\n      action:\n          priority: 2\n";
+    let mut daemon = Managed::spawn(&format!("{base}{rule}"));
+    daemon.next();
+    let show = |daemon: &Managed| daemon.process.ulnetctl(&["udsp", "show"]).stdout;
+    assert!(show(&daemon).contains("src: tcp"), "{}", show(&daemon));
+    let again = daemon.reload(&format!("{base}{rule}"));
+    assert!(again.ends_with("configuration reloaded: no change"), "{again}");
+    // A rule added at run time and not in the file goes; the file's stay.
+    let added = daemon.process.ulnetctl(&["udsp", "add", "--dst", "tcp", "--priority", "1"]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    let replaced = daemon.reload(&format!("{base}{rule}"));
+    assert!(
+        replaced.ends_with("configuration reloaded: udsp rules replaced (1 now)"),
+        "{replaced}"
+    );
+    assert!(!show(&daemon).contains("dst: tcp"), "{}", show(&daemon));
+    let removed = daemon.reload(&base);
+    assert!(removed.ends_with("udsp rules replaced (0 now)"), "{removed}");
+    assert_eq!(show(&daemon), "");
+    let net = daemon.process.ulnetctl(&["net", "show", "-v", "4", "--net", "tcp"]).stdout;
+    assert!(net.contains("net priority: -1"), "{net}");
     assert_eq!(daemon.process.signal_and_wait(SIGTERM), 0);
 }
