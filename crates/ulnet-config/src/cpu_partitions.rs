@@ -339,7 +339,11 @@ pub fn build(pattern: &str, npartitions: i32, topo: &Topology) -> Result<CptTabl
             format!("cpu_pattern is longer than {MAX_PATTERN_LEN} bytes"),
         ));
     }
-    if pattern.is_empty() { create(npartitions, topo) } else { create_pattern(pattern, npartitions, topo) }
+    if pattern.is_empty() {
+        create(npartitions, topo)
+    } else {
+        create_pattern(pattern, npartitions, topo)
+    }
 }
 
 /// `cfs_cpt_table_create()`: `ncpt` partitions (the estimate when ≤ 0), filled node by node
@@ -411,8 +415,7 @@ fn choose_ncpus(
             topo.socket(first).intersection(node_mask).copied().collect();
         let mut cpu = first;
         while !socket_mask.is_empty() {
-            let core_mask: Vec<u32> =
-                topo.siblings(cpu).intersection(node_mask).copied().collect();
+            let core_mask: Vec<u32> = topo.siblings(cpu).intersection(node_mask).copied().collect();
             for i in core_mask {
                 socket_mask.remove(&i);
                 node_mask.remove(&i);
@@ -582,10 +585,7 @@ pub fn create_pattern(
             };
             cpt = value;
             if cpt < 0 || cpt >= ncpt as i64 {
-                return err(
-                    EINVAL,
-                    format!("Invalid partition id {cpt}, total partitions {ncpt}"),
-                );
+                return err(EINVAL, format!("Invalid partition id {cpt}, total partitions {ncpt}"));
             }
             if !table.parts[cpt as usize].is_empty() {
                 return err(EPERM, format!("Partition {cpt} has already been set."));
@@ -602,10 +602,7 @@ pub fn create_pattern(
             text = trimmed;
         }
         let Some(close) = text.find(']') else {
-            return err(
-                EINVAL,
-                format!("Missing right bracket for partition {cpt} in '{text}'"),
-            );
+            return err(EINVAL, format!("Missing right bracket for partition {cpt} in '{text}'"));
         };
         let Ok(list) = ExprList::parse(&text[..=close], 0, high) else {
             return err(ERANGE, format!("Can't parse number range in '{text}'"));

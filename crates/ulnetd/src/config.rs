@@ -58,9 +58,7 @@ use yaml_serde::Value;
 
 use crate::live::BootRouting;
 use crate::modprobe::{ModprobeFile, Modules};
-use crate::nets::{
-    NetError, NetSpec, bind_cpts, resolve_ip2net, resolve_net, with_lnd_defaults,
-};
+use crate::nets::{NetError, NetSpec, bind_cpts, resolve_ip2net, resolve_net, with_lnd_defaults};
 use ulnet_proto::engine::cpt::Partitions;
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.

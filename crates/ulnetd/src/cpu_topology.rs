@@ -67,7 +67,8 @@ pub fn read(root: &Path) -> Result<Topology, TopologyReadError> {
 
 fn read_text(path: &Path) -> Result<String, TopologyReadError> {
     use std::io::Read;
-    let error = |reason: String| TopologyReadError::Read { path: path.display().to_string(), reason };
+    let error =
+        |reason: String| TopologyReadError::Read { path: path.display().to_string(), reason };
     let file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
     let mut text = String::new();
     file.take(MAX_ATTRIBUTE_LEN).read_to_string(&mut text).map_err(|e| error(e.to_string()))?;

@@ -58,8 +58,8 @@ use crate::nets::{
     NetError, NetSpec, SocklndTunables, bind_cpts, cpt_list, parse_cpt_text, resolve_net,
     with_lnd_defaults,
 };
-use ulnet_proto::engine::cpt::Partitions;
 use crate::view;
+use ulnet_proto::engine::cpt::Partitions;
 
 mod admin;
 mod faults;
@@ -947,8 +947,7 @@ pub fn build_node(
     nets: &[NetSpec],
     settings: &GlobalSettings,
 ) -> Result<Node, BuildError> {
-    let mut builder =
-        Node::builder().tunables(engine_tunables(settings)).partitions(partitions);
+    let mut builder = Node::builder().tunables(engine_tunables(settings)).partitions(partitions);
     for net in nets {
         for ni in &net.nis {
             let config = NiConfig {

@@ -23,8 +23,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ulnet_config::model::{Buffers, Config, HostInterface, NetConfig, RouteConfig};
 use ulnet_config::cpu_partitions::{self, DEFAULT_CPU_PATTERN, Topology};
+use ulnet_config::model::{Buffers, Config, HostInterface, NetConfig, RouteConfig};
 use ulnet_config::modprobe::{self, MAX_MODPROBE_LEN, ModuleParameters, Problem, Source};
 use ulnet_proto::engine::cpt::Partitions;
 

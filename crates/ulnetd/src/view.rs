@@ -65,14 +65,7 @@ pub fn net_entries(
                     }),
                     tos: net.socklnd.tos,
                 };
-                local_ni(
-                    ni,
-                    live,
-                    Some(lnd),
-                    tunables,
-                    udsp_info(udsp(ni.nid, false)),
-                    cpt_count,
-                )
+                local_ni(ni, live, Some(lnd), tunables, udsp_info(udsp(ni.nid, false)), cpt_count)
             })
             .collect();
         entries.push(NetEntry { net: net.net, nis });

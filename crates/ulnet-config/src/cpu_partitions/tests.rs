@@ -29,7 +29,10 @@ fn empty_pattern_gives_the_estimated_layout() {
     // 16 CPUs, 2 threads a core: 16 > 2 × 2 × n until n = 4; 4 divides 16.
     let topo = machine(1, 16, true);
     assert_eq!(estimate_partitions(&topo), 4);
-    assert_eq!(table("", 0, &topo), "0\t: 0 1 2 3\n1\t: 4 5 6 7\n2\t: 8 9 10 11\n3\t: 12 13 14 15\n");
+    assert_eq!(
+        table("", 0, &topo),
+        "0\t: 0 1 2 3\n1\t: 4 5 6 7\n2\t: 8 9 10 11\n3\t: 12 13 14 15\n"
+    );
 }
 
 #[test]
@@ -37,10 +40,7 @@ fn npartitions_splits_cpus_as_evenly_as_possible() {
     // num = 5, rem = 1: the first partition takes 6 CPUs (three whole cores), the second 5
     // (two cores and half of the third), the third the 5 left.
     let topo = machine(1, 16, true);
-    assert_eq!(
-        table("", 3, &topo),
-        "0\t: 0 1 2 3 4 5\n1\t: 6 7 8 9 10\n2\t: 11 12 13 14 15\n"
-    );
+    assert_eq!(table("", 3, &topo), "0\t: 0 1 2 3 4 5\n1\t: 6 7 8 9 10\n2\t: 11 12 13 14 15\n");
 }
 
 #[test]
@@ -54,7 +54,10 @@ fn layout_spans_nodes_when_the_count_does_not_match() {
 #[test]
 fn n_gives_one_partition_per_numa_node() {
     let topo = machine(4, 4, false);
-    assert_eq!(table("N", 0, &topo), "0\t: 0 1 2 3\n1\t: 4 5 6 7\n2\t: 8 9 10 11\n3\t: 12 13 14 15\n");
+    assert_eq!(
+        table("N", 0, &topo),
+        "0\t: 0 1 2 3\n1\t: 4 5 6 7\n2\t: 8 9 10 11\n3\t: 12 13 14 15\n"
+    );
     assert_eq!(table("n", 0, &topo), table("N", 0, &topo));
     // A non-zero cpu_npartitions with a bare "N" takes the generic layout.
     assert_eq!(table("N", 2, &topo), "0\t: 0 1 2 3 4 5 6 7\n1\t: 8 9 10 11 12 13 14 15\n");
@@ -112,10 +115,7 @@ fn exclusions() {
     assert_eq!(table("N C[0,1]", 0, &topo), "0\t: 2 3\n1\t: 6 7\n2\t: 10 11\n3\t: 14 15\n");
     // "X[0]" with 3 partitions: the 3-way layout, then CPU 0 removed.
     let topo = machine(1, 16, true);
-    assert_eq!(
-        table("X[0]", 3, &topo),
-        "0\t: 1 2 3 4 5\n1\t: 6 7 8 9 10\n2\t: 11 12 13 14 15\n"
-    );
+    assert_eq!(table("X[0]", 3, &topo), "0\t: 1 2 3 4 5\n1\t: 6 7 8 9 10\n2\t: 11 12 13 14 15\n");
     // "C[0]" alone: one partition (one bracket), its first CPU dropped.
     assert_eq!(table("C[0]", 0, &topo), "0\t: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n");
 }
@@ -164,7 +164,10 @@ fn refusals_carry_the_kernels_messages() {
         refused("N 0[0] 1[1]", 0, &machine(1, 4, false)),
         (-22, "Invalid partition id 1, total partitions 1".into())
     );
-    assert_eq!(refused("", 17, &topo), (-22, "libcfs: CPU partition count 17 > cores 16: rc = -22".into()));
+    assert_eq!(
+        refused("", 17, &topo),
+        (-22, "libcfs: CPU partition count 17 > cores 16: rc = -22".into())
+    );
     assert_eq!(refused("0[0]", -1, &topo).0, -12, "a negative count fails to allocate");
 }
 
@@ -179,18 +182,33 @@ fn a_node_without_cpus_gives_an_offline_partition() {
 
 #[test]
 fn estimates() {
-    for (cpus, ht, expected) in [(2, false, 1), (4, false, 1), (6, false, 3), (7, false, 1), (10, false, 5), (12, true, 3), (66, false, 33)] {
+    for (cpus, ht, expected) in [
+        (2, false, 1),
+        (4, false, 1),
+        (6, false, 3),
+        (7, false, 1),
+        (10, false, 5),
+        (12, true, 3),
+        (66, false, 33),
+    ] {
         assert_eq!(estimate_partitions(&machine(1, cpus, ht)), expected, "{cpus} CPUs");
     }
     // 7 CPUs estimate 1 partition; 5 is more than 4 times that.
     let big = build("", 5, &machine(1, 7, false)).unwrap();
-    assert!(big.warning().unwrap().starts_with("CPU partition number 5 is larger than suggested value (1)"));
+    assert!(
+        big.warning()
+            .unwrap()
+            .starts_with("CPU partition number 5 is larger than suggested value (1)")
+    );
     assert_eq!(build("", 4, &machine(1, 7, false)).unwrap().warning(), None);
 }
 
 #[test]
 fn cpulists() {
-    assert_eq!(parse_cpulist("0-3,8,10-11\n").unwrap().into_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 8, 10, 11]);
+    assert_eq!(
+        parse_cpulist("0-3,8,10-11\n").unwrap().into_iter().collect::<Vec<_>>(),
+        [0, 1, 2, 3, 8, 10, 11]
+    );
     assert_eq!(parse_cpulist("").unwrap().len(), 0);
     assert_eq!(parse_cpulist("3-1"), None);
     assert_eq!(parse_cpulist("0-9000"), None);
@@ -200,7 +218,10 @@ fn cpulists() {
 #[test]
 fn topology_is_checked() {
     let cpu = Cpu { id: 0, node: 1, package: 0, core: 0 };
-    assert_eq!(Topology::new([cpu], [0], 1, 1), Err(TopologyError::NodeOffline { cpu: 0, node: 1 }));
+    assert_eq!(
+        Topology::new([cpu], [0], 1, 1),
+        Err(TopologyError::NodeOffline { cpu: 0, node: 1 })
+    );
     assert_eq!(Topology::new([], [0], 1, 1), Err(TopologyError::NoCpu));
     assert_eq!(build(&"0[0]".repeat(2000), 0, &machine(1, 2, false)).unwrap_err().rc, -22);
 }

@@ -109,7 +109,11 @@ impl Default for CptList {
 
 impl std::fmt::Debug for CptList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_all() { f.write_str("CptList(all)") } else { write!(f, "CptList({:?})", self.values()) }
+        if self.is_all() {
+            f.write_str("CptList(all)")
+        } else {
+            write!(f, "CptList({:?})", self.values())
+        }
     }
 }
 
@@ -127,8 +131,7 @@ impl CptList {
         }
         let mut list = Self::ALL;
         for (slot, &cpt) in list.cpts.iter_mut().zip(values) {
-            *slot = u8::try_from(cpt)
-                .map_err(|_| CptError::OutOfRange { cpt, count: MAX_CPTS })?;
+            *slot = u8::try_from(cpt).map_err(|_| CptError::OutOfRange { cpt, count: MAX_CPTS })?;
         }
         list.len = values.len() as u16;
         Ok(list)

@@ -396,7 +396,9 @@ fn partitions_bind_nis_and_round_trip_through_export() {
     let b = Daemon::start(&two_b, &rig.dir.path("b.sock"), Some(rig.fabric.clone())).unwrap();
     let del = ulnetctl(b.socket(), &["net", "del", "--net", "tcp"]);
     assert_eq!(del.code, 0, "{}", del.transcript());
-    let text = export.replace("127.0.0.2@tcp", "127.0.0.3@tcp").replace("127.0.0.13@tcp", "127.0.0.23@tcp");
+    let text = export
+        .replace("127.0.0.2@tcp", "127.0.0.3@tcp")
+        .replace("127.0.0.13@tcp", "127.0.0.23@tcp");
     let import = ulnetctl_with_stdin(b.socket(), &["import"], &text);
     assert_eq!(import.code, 0, "{}", import.transcript());
     let again = ulnetctl(b.socket(), &["export", "--backup"]).stdout;

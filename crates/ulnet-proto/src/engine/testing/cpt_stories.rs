@@ -38,7 +38,8 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
                 .threshold(Threshold::Count(1))
                 .options(MdOptions::OP_PUT);
             h.post(node, PORTAL, BITS, sink);
-            let md = h.bind(0, MdSpec::new(Memory::new(vec![round; 8])).threshold(Threshold::Count(2)));
+            let md =
+                h.bind(0, MdSpec::new(Memory::new(vec![round; 8])).threshold(Threshold::Count(2)));
             let request = PutRequest {
                 md,
                 ack: true,
@@ -83,10 +84,12 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
 /// → CPT 2; node 2 (15) → index 1 → CPT 0. Out-of-range and over-long lists are refused.
 #[test]
 fn a_bound_ni_uses_its_own_partitions() {
-    let config = HarnessConfig { partitions: Partitions::new(3).unwrap(), ..HarnessConfig::default() };
+    let config =
+        HarnessConfig { partitions: Partitions::new(3).unwrap(), ..HarnessConfig::default() };
     let mut h = Harness::new(config);
     let nid = "10.9.0.1@tcp9".parse().unwrap();
-    let bound = NiConfig { cpts: CptList::new(&[2, 0]).unwrap(), ..NiConfig::new(nid, LndKind::Fabric) };
+    let bound =
+        NiConfig { cpts: CptList::new(&[2, 0]).unwrap(), ..NiConfig::new(nid, LndKind::Fabric) };
     let ni = h.node_mut(0).add_ni(Time::ZERO, bound).unwrap();
     assert_eq!(h.node(0).ni_cpts(ni), Some(vec![2, 0]));
     assert_eq!(h.node(0).cpt_of_nid(&node_nid(1), ni), 2);
