@@ -231,13 +231,22 @@ impl CptTable {
 
     /// `cfs_cpt_add_cpu()`: no check, the mapping follows the last partition.
     fn add_cpu(&mut self, cpt: usize, cpu: u32) {
-        self.cpu2cpt.insert(cpu, cpt);
-        self.parts[cpt].insert(cpu);
+        if let Some(part) = self.parts.get_mut(cpt) {
+            self.cpu2cpt.insert(cpu, cpt);
+            part.insert(cpu);
+        }
+    }
+
+    /// `cfs_cpt_weight()`: how many CPUs partition `cpt` has (0 past the table).
+    fn weight(&self, cpt: usize) -> usize {
+        self.parts.get(cpt).map_or(0, BTreeSet::len)
     }
 
     /// `cfs_cpt_del_cpu()`.
     fn del_cpu(&mut self, cpt: usize, cpu: u32) {
-        self.parts[cpt].remove(&cpu);
+        if let Some(part) = self.parts.get_mut(cpt) {
+            part.remove(&cpu);
+        }
         self.cpu2cpt.remove(&cpu);
     }
 
@@ -286,7 +295,8 @@ impl CptTable {
     /// `cfs_unset_cpt_core()`: the same relative to the first CPU of each partition.
     fn unset_cpt_core(&mut self, lo: u32, hi: u32) {
         for cpt in 0..self.parts.len() {
-            let cpus: Vec<u32> = self.parts[cpt].iter().copied().collect();
+            let cpus: Vec<u32> =
+                self.parts.get(cpt).map(|part| part.iter().copied().collect()).unwrap_or_default();
             let Some(&offset) = cpus.first() else { continue };
             for cpu in cpus {
                 if lo + offset <= cpu && cpu <= hi + offset {
@@ -381,10 +391,10 @@ pub fn create(ncpt: i32, topo: &Topology) -> Result<CptTable, CptTableError> {
     for node in topo.online_nodes.iter().copied() {
         let mut node_mask = topo.cpus_of_node(node);
         while cpt < ncpt && !node_mask.is_empty() {
-            let have = table.parts[cpt].len();
+            let have = table.weight(cpt);
             let want = usize::from(rem > 0) + num - have;
             choose_ncpus(&mut table, topo, cpt, &mut node_mask, want).map_err(failed)?;
-            if table.parts[cpt].len() == num + usize::from(rem > 0) {
+            if table.weight(cpt) == num + usize::from(rem > 0) {
                 cpt += 1;
                 rem -= 1;
             }
@@ -467,7 +477,7 @@ fn scan_int(text: &str) -> Option<(i64, usize)> {
         }
         _ => false,
     };
-    let digits = bytes[index..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = bytes.get(index..)?.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
         return None;
     }
@@ -531,8 +541,7 @@ pub fn create_pattern(
 
     if exclude || node < 0 {
         if node != 0 {
-            let mut cpt = 0;
-            for n in topo.nodes_with_cpus().collect::<Vec<_>>() {
+            for (cpt, n) in topo.nodes_with_cpus().collect::<Vec<_>>().into_iter().enumerate() {
                 // The kernel writes past its table when cpu_npartitions is below the node
                 // count; refused here instead.
                 if cpt >= ncpt {
@@ -542,7 +551,6 @@ pub fn create_pattern(
                     );
                 }
                 table.set_node(topo, cpt, n);
-                cpt += 1;
                 if relative {
                     let count = topo.cpus_of_node(n).len() as u32;
                     if high == 0 || count < high {
@@ -587,7 +595,7 @@ pub fn create_pattern(
             if cpt < 0 || cpt >= ncpt as i64 {
                 return err(EINVAL, format!("Invalid partition id {cpt}, total partitions {ncpt}"));
             }
-            if !table.parts[cpt as usize].is_empty() {
+            if table.weight(cpt as usize) != 0 {
                 return err(EPERM, format!("Partition {cpt} has already been set."));
             }
             // The number must be followed (after spaces) by this very bracket.
@@ -646,7 +654,7 @@ pub fn create_pattern(
                     format!("All cores are excluded on partition {empty}: rc={}", -ENODEV),
                 );
             }
-        } else if table.parts[cpt as usize].is_empty() {
+        } else if table.weight(cpt as usize) == 0 {
             return err(ENODEV, format!("No online CPU is found on partition {cpt}"));
         }
         text = strim(&text[close + 1..]);

@@ -82,9 +82,10 @@ pub fn nid_cpt_hash(nid: &Nid, number: u32) -> u32 {
     // loads them (x86_64 and aarch64, the platforms Lustre ships for).
     let addr = nid.to_large_bytes();
     let mut h: u32 = 0;
-    for word in addr[4..20].chunks_exact(4) {
-        let word = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-        h = hash_32(word ^ h, 32);
+    // The address words follow the 4-byte type/number/size header of `struct lnet_nid`.
+    for word in addr.get(4..20).unwrap_or_default().chunks_exact(4) {
+        let word: [u8; 4] = word.try_into().unwrap_or_default();
+        h = hash_32(u32::from_le_bytes(word) ^ h, 32);
     }
     let val = hash_32(nid.net().to_u32() ^ h, bits);
     if val < number {
@@ -143,11 +144,11 @@ impl CptList {
 
     /// The CPTs in order; empty when bound to all.
     pub fn values(&self) -> Vec<u32> {
-        self.cpts[..usize::from(self.len)].iter().map(|&c| u32::from(c)).collect()
+        self.slice().iter().map(|&c| u32::from(c)).collect()
     }
 
     fn slice(&self) -> &[u8] {
-        &self.cpts[..usize::from(self.len)]
+        self.cpts.get(..usize::from(self.len)).unwrap_or_default()
     }
 }
 
@@ -227,7 +228,8 @@ impl Partitions {
         if slice.is_empty() {
             return nid_cpt_hash(nid, self.count);
         }
-        u32::from(slice[nid_cpt_hash(nid, slice.len() as u32) as usize % slice.len()])
+        let index = nid_cpt_hash(nid, slice.len() as u32) as usize % slice.len();
+        slice.get(index).map_or(0, |&cpt| u32::from(cpt))
     }
 
     /// `lnet_cpt_of_nid_locked()` with an NI: the partition that serialises all traffic
@@ -239,7 +241,8 @@ impl Partitions {
         }
         match ni_cpts {
             Some(list) if !list.is_empty() => {
-                list[nid_cpt_hash(nid, list.len() as u32) as usize % list.len()]
+                let index = nid_cpt_hash(nid, list.len() as u32) as usize % list.len();
+                list.get(index).copied().unwrap_or(0)
             }
             _ => nid_cpt_hash(nid, self.count),
         }

@@ -237,6 +237,41 @@ fn resolve_nid(text: &str) -> Result<Nid, ()> {
         .ok_or(())
 }
 
+/// `cpt-of-nid NID...`: the partition the node's hash gives each NID (no NI involved).
+/// lustre: lnetctl.c `jt_calc_cpt_of_nid()`, `yaml_lnet_cpt_of_nid()`.
+pub(crate) fn cpt_of_nid(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    static LONGS: &[LongOpt] = &[LongOpt::new("help", HasArg::No, 'h')];
+    let rc = check_cmd(ctx, super::CMD_LIST, "", Some("cpt-of-nid"), 2, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let mut getopt = Getopt::new(argv, "h", LONGS);
+    if getopt.next().is_some() {
+        // lnetctl prints the help for -h and for an unknown option, then returns 0.
+        crate::dispatch::print_help(ctx, super::CMD_LIST, "", Some("cpt-of-nid"));
+        return 0;
+    }
+    let nids = getopt.argv.get(getopt.optind..).unwrap_or_default().to_vec();
+    match ctx.call(&Request::CptOfNid { nids }) {
+        Ok(response) if ctx.json => {
+            ctx.print_json(&response);
+            0
+        }
+        Ok(Response::CptOfNid(answers)) => {
+            let parsed: Result<Vec<(Nid, u32)>, _> =
+                answers.iter().map(|a| a.nid.parse::<Nid>().map(|nid| (nid, a.cpt))).collect();
+            let Ok(parsed) = parsed else {
+                return report::unexpected(ctx, "a NID of the answer does not parse");
+            };
+            ctx.out(&render::cpt_of_nid_show(&parsed));
+            0
+        }
+        Ok(_) => report::unexpected(ctx, "not a CPT list"),
+        Err(Failure::Reported(rc)) => rc,
+        Err(Failure::Daemon(error)) => report::netlink(ctx, ErrorOp::Show, "cpt-of-nid", &error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,40 +324,5 @@ mod tests {
         assert_eq!(resolve_nid("localhost@tcp"), Ok("127.0.0.1@tcp".parse().unwrap()));
         assert_eq!(resolve_nid("localhost@gni"), Err(()));
         assert_eq!(resolve_nid("1localhost@tcp"), Err(()));
-    }
-}
-
-/// `cpt-of-nid NID...`: the partition the node's hash gives each NID (no NI involved).
-/// lustre: lnetctl.c `jt_calc_cpt_of_nid()`, `yaml_lnet_cpt_of_nid()`.
-pub(crate) fn cpt_of_nid(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
-    static LONGS: &[LongOpt] = &[LongOpt::new("help", HasArg::No, 'h')];
-    let rc = check_cmd(ctx, super::CMD_LIST, "", Some("cpt-of-nid"), 2, &argv);
-    if rc != 0 {
-        return rc;
-    }
-    let mut getopt = Getopt::new(argv, "h", LONGS);
-    if getopt.next().is_some() {
-        // lnetctl prints the help for -h and for an unknown option, then returns 0.
-        crate::dispatch::print_help(ctx, super::CMD_LIST, "", Some("cpt-of-nid"));
-        return 0;
-    }
-    let nids = getopt.argv.get(getopt.optind..).unwrap_or_default().to_vec();
-    match ctx.call(&Request::CptOfNid { nids }) {
-        Ok(response) if ctx.json => {
-            ctx.print_json(&response);
-            0
-        }
-        Ok(Response::CptOfNid(answers)) => {
-            let parsed: Result<Vec<(Nid, u32)>, _> =
-                answers.iter().map(|a| a.nid.parse::<Nid>().map(|nid| (nid, a.cpt))).collect();
-            let Ok(parsed) = parsed else {
-                return report::unexpected(ctx, "a NID of the answer does not parse");
-            };
-            ctx.out(&render::cpt_of_nid_show(&parsed));
-            0
-        }
-        Ok(_) => report::unexpected(ctx, "not a CPT list"),
-        Err(Failure::Reported(rc)) => rc,
-        Err(Failure::Daemon(error)) => report::netlink(ctx, ErrorOp::Show, "cpt-of-nid", &error),
     }
 }
