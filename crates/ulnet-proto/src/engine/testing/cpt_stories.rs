@@ -73,7 +73,7 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
         assert!(acks.iter().all(|&(hop, cpt)| hop == node_nid(0) && cpt == 1), "{acks:?}");
         assert_eq!(h.node(node).cpt_of_nid(&node_nid(0), NiId(1)), 1);
     }
-    // Credits are whole again on every NI and peer.
+    // Every NI's tx credits are whole again.
     for node in 0..4 {
         let credits = h.node(node).ni_stats(NiId(1)).unwrap().tx_credits.unwrap();
         assert_eq!((credits.available, credits.max), (2, 2), "node {node}");
