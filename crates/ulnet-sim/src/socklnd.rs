@@ -41,6 +41,9 @@ pub const MAX_WINDOW_ENTRIES: usize = 1024;
 
 /// Index of a pair in [`Pairs`].
 pub type PairId = u32;
+/// One connection of a pair in one direction: the direction (0 from the lower endpoint) in
+/// the high half, the connection index (0 CONTROL, then BULK) in the low half.
+pub type Lane = u32;
 
 /// The connection state of two NIs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +102,13 @@ pub struct Posting {
     pub connected: bool,
     direction: usize,
     conn: usize,
+}
+
+impl Posting {
+    /// The connection the frame goes on, one direction of it.
+    pub fn lane(&self) -> Lane {
+        ((self.direction as u32) << 16) | (self.conn as u32 & 0xffff)
+    }
 }
 
 /// Every pair of NIs that ever talked.

@@ -10,6 +10,13 @@
 //! node: its own invariants ([`Engine::check_invariants`]) and the event-level ones
 //! ([`EventChecker`]). Only the nodes a step touched are checked, so a step costs the same
 //! whatever the cluster's size.
+//!
+//! Routers are nodes like the others with routing on: a frame is delivered on the NI owning
+//! the NID it was sent to (a routed frame's header names its final destination), a routed
+//! receive waits for router credits and buffers through `RecvAction::Delay` with its
+//! connection's reader parked ([`lanes`](crate::lanes)), and the forward is an ordinary
+//! transmit. Nodes can lose every link (`node_down`) or stop and start again as a fresh
+//! process (`node_stop`, `node_start`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -19,15 +26,17 @@ use ulnet_proto::addr::{Net, Nid};
 use ulnet_proto::engine::faults::{DelayRule, DropRule, FaultMatch};
 use ulnet_proto::engine::testing::{EventChecker, Tracking};
 use ulnet_proto::engine::{
-    Engine, EngineConfig, HealthStatus, LNET_PID_LUSTRE, LndKind, NiConfig, NiId, PingCompletion,
-    RecvAction, Transmit, TxId,
+    BufferClass, DriverError, Engine, EngineConfig, HealthStatus, LNET_PID_LUSTRE, LndKind,
+    NiConfig, NiId, PingCompletion, RecvAction, RouteConfig, RxId, Transmit, TxId,
 };
 use ulnet_proto::time::Time;
-use ulnet_proto::wire::header::Header;
 
+use crate::lanes::{Arrival, Held, LaneKey, Lanes, Parked};
 use crate::network::{EndpointId, LinkId, Network};
 use crate::scenario::tunables::NodeTunables;
-use crate::scenario::{FaultSpec, NodeSelector, Scenario, ScenarioError, WorkloadKind, parse_net};
+use crate::scenario::{
+    FaultSpec, Gateway, NodeSelector, Scenario, ScenarioError, WorkloadKind, parse_net,
+};
 use crate::socklnd::{KSOCK_HEADER_BYTES, LNET_HEADER_BYTES, PairId, PairState, Pairs};
 use crate::workload::{Ctx, DEFAULT_RPC_TIMEOUT, Plan, Wake, Workloads};
 
@@ -37,6 +46,9 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(600);
 
 /// Steps at one instant before the run is declared a livelock.
 pub const MAX_STEPS_PER_INSTANT: u64 = 10_000_000;
+/// Size of the table of forwarded payload bytes at which entries of messages a router
+/// dropped are pruned (only LNet's own payloads, ping buffers and pushes, are kept there).
+const FORWARD_BYTES_PRUNE: usize = 1024;
 
 /// How to run.
 #[derive(Clone, Copy, Debug)]
@@ -75,27 +87,30 @@ struct SimNode {
     endpoints: Vec<EndpointId>,
     /// The engine timer scheduled in the queue.
     timer: Option<Time>,
+    /// The process is stopped (`node_stop`): it does nothing, and nothing reaches it.
+    stopped: bool,
+    /// Starts so far: a completion meant for an earlier process is dropped.
+    incarnation: u32,
 }
 
 /// Something that happens at a time.
 #[derive(Clone, Debug)]
 enum Pending {
     Arrive {
-        node: u32,
-        ni: NiId,
-        from: Nid,
-        header: Header,
-        pair: PairId,
+        arrival: Arrival,
+        /// The sender's completion when it waits for this frame's ZC-ACK.
         send_done: Option<u32>,
-        /// The payload's bytes, for LNet's own messages (ping buffers, pushes); `None` for
-        /// workload payloads, which only have a length.
-        bytes: Option<Box<[u8]>>,
     },
     SendDone {
         node: u32,
+        incarnation: u32,
         tx: TxId,
         status: HealthStatus,
         close: Option<(PairId, u32)>,
+    },
+    /// A parked reader was resumed: read the frames that waited behind it.
+    Unblock {
+        key: LaneKey,
     },
     Timer {
         node: u32,
@@ -139,6 +154,13 @@ pub struct Totals {
     pub steps: u64,
     pub invariant_checks: u64,
     pub faults_applied: u64,
+    /// Messages routers forwarded (their `route_count`, summed at the end).
+    pub forwarded: u64,
+    /// Receives the engines delayed (router credits or buffers, lazy portals, delay rules),
+    /// each parking its connection's reader.
+    pub receives_delayed: u64,
+    /// Frames that waited unread behind a parked reader.
+    pub frames_held_unread: u64,
 }
 
 /// The running simulation.
@@ -176,8 +198,14 @@ pub struct World {
     /// Per pair, the send completions waiting for a ZC-ACK (slot and slot generation), so a
     /// path reset can fail them at once.
     zc_waiting: HashMap<PairId, Vec<(u32, u32)>, foldhash::fast::FixedState>,
-    /// Payload bytes of receives delayed on lazy portals (LNet's push target).
-    delayed: std::collections::BTreeMap<(u32, ulnet_proto::engine::RxId), Box<[u8]>>,
+    /// Connection readers parked on delayed receives, and what waits behind them.
+    lanes: Lanes,
+    /// Payload bytes routers received (LNet's own messages), to send on with the forward.
+    forward_bytes: HashMap<(u32, TxId), Box<[u8]>, foldhash::fast::FixedState>,
+    /// Each group's routes, gateways resolved to NIDs.
+    group_routes: Vec<Vec<RouteConfig>>,
+    /// Nodes stopped now.
+    stopped_nodes: u32,
 }
 
 impl std::fmt::Debug for World {
@@ -229,6 +257,7 @@ impl World {
         for (group_index, group) in scenario.nodes.iter().enumerate() {
             let tunables = group.tunables.or(scenario.defaults.tunables).resolve(&group.name)?;
             group_tunables.push(tunables);
+            // One plan per NI: its net, switch, link and rail on that net.
             let mut ni_plans = Vec::new();
             for ni in &group.nis {
                 let net = parse_net(&ni.net)?;
@@ -238,35 +267,24 @@ impl World {
                     None => switch_of(&format!("net:{net}")),
                 }
                 .ok_or_else(|| invalid(format!("group {:?}: unknown switch", group.name)))?;
-                ni_plans.push((net, switch, params));
+                for rail in 0..ni.rails {
+                    ni_plans.push((net, switch, params, rail));
+                }
             }
             for _ in 0..group.count {
                 let index = nodes.len() as u32;
-                let address = (10u32 << 24) | (index + 1);
-                let mut configs = Vec::new();
+                let mut nids = Vec::with_capacity(ni_plans.len());
                 let mut node_endpoints = Vec::new();
-                for (net, switch, params) in &ni_plans {
-                    let nid = Nid::new4(*net, address);
-                    configs.push(NiConfig {
-                        tunables: tunables.net,
-                        lnd_timeout: Some(tunables.sock.sock_timeout),
-                        ..NiConfig::new(nid, LndKind::Fabric)
-                    });
+                for (net, switch, params, rail) in &ni_plans {
+                    let nid = Nid::new4(*net, node_address(index, *rail));
+                    nids.push(nid);
                     let endpoint = network.add_port(*switch, *params);
                     endpoints.push(Endpoint { node: index, ni: NiId(0), nid, down: false });
                     nid_index.insert(nid, endpoint);
                     node_endpoints.push(endpoint);
                 }
-                first_nids.push(configs.first().map_or(Nid::ANY, |c| c.nid));
-                let config = EngineConfig {
-                    interface_cookie: 0x5100_0000_0000 + u64::from(index),
-                    pid: LNET_PID_LUSTRE,
-                    tunables: tunables.engine,
-                    nis: configs,
-                    limits: ulnet_proto::engine::Limits::default(),
-                };
-                let engine = Engine::new(config)
-                    .map_err(|error| invalid(format!("node {index}: {error}")))?;
+                first_nids.push(nids.first().copied().unwrap_or(Nid::ANY));
+                let engine = build_engine(index, 0, &tunables, &nids)?;
                 for &endpoint in &node_endpoints {
                     if let Some(entry) = endpoints.get_mut(endpoint as usize) {
                         entry.ni = engine.ni_for_nid(entry.nid).unwrap_or(NiId(0));
@@ -277,6 +295,8 @@ impl World {
                     group: group_index as u32,
                     endpoints: node_endpoints,
                     timer: None,
+                    stopped: false,
+                    incarnation: 0,
                 });
             }
         }
@@ -312,9 +332,16 @@ impl World {
             events: Vec::new(),
             touched: Vec::new(),
             steps_at_instant: 0,
-            delayed: std::collections::BTreeMap::new(),
             zc_waiting: HashMap::with_hasher(foldhash::fast::FixedState::default()),
+            lanes: Lanes::default(),
+            forward_bytes: HashMap::with_hasher(foldhash::fast::FixedState::default()),
+            group_routes: Vec::new(),
+            stopped_nodes: 0,
         };
+        world.group_routes = world.resolve_routes()?;
+        for node in 0..world.nodes.len() as u32 {
+            world.configure_routing(node)?;
+        }
         let servers: Vec<u32> = {
             let mut list: Vec<u32> =
                 world.workloads.plans.iter().flat_map(|plan| plan.servers.clone()).collect();
@@ -420,30 +447,36 @@ impl World {
         self.totals.steps += 1;
         let entry = take(&mut self.pending, &mut self.free, slot);
         match entry {
-            Pending::Arrive { node, ni, from, header, pair, send_done, bytes } => {
+            Pending::Arrive { arrival, send_done } => {
                 self.in_flight -= 1;
-                self.arrive(node, ni, from, &header, pair, send_done, bytes);
+                self.arrive(arrival, send_done);
             }
-            Pending::SendDone { node, tx, status, close } => {
+            Pending::SendDone { node, incarnation, tx, status, close } => {
                 self.in_flight -= 1;
                 if let Some((pair, generation)) = close {
                     if self.pairs.get(pair).is_some_and(|p| p.generation == generation) {
-                        self.pairs.close(pair);
+                        self.close_pair(pair);
                     }
                 }
                 let now = self.now;
-                if let Some(sim) = self.nodes.get_mut(node as usize) {
+                // A completion for a process that has stopped since goes nowhere.
+                let live = self
+                    .nodes
+                    .get(node as usize)
+                    .is_some_and(|sim| !sim.stopped && sim.incarnation == incarnation);
+                if let Some(sim) = self.nodes.get_mut(node as usize).filter(|_| live) {
                     if let Err(error) = sim.engine.handle_send_done(now, tx, status) {
                         return Err(self
                             .violation(format!("node {node} refused a send completion: {error}")));
                     }
+                    self.drain(node);
                 }
-                self.drain(node);
             }
+            Pending::Unblock { key } => self.unblock(key),
             Pending::Timer { node } => {
                 let now = self.now;
                 if let Some(sim) = self.nodes.get_mut(node as usize) {
-                    if sim.timer == Some(at) {
+                    if sim.timer == Some(at) && !sim.stopped {
                         sim.timer = None;
                         if sim.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
                             sim.engine.handle_timeout(now);
@@ -476,6 +509,9 @@ impl World {
     /// Carries out everything node `node` wants done, until it wants nothing more.
     fn drain(&mut self, node: u32) {
         let now = self.now;
+        if self.stopped_nodes > 0 && self.nodes.get(node as usize).is_some_and(|n| n.stopped) {
+            return;
+        }
         loop {
             let mut progressed = false;
             // Resets first, as the TCP driver does: a probe of the path comes after them.
@@ -495,13 +531,7 @@ impl World {
                 self.nodes.get_mut(node as usize).and_then(|n| n.engine.poll_resume())
             {
                 progressed = true;
-                let held = self.delayed.remove(&(node, resume.rx));
-                if let RecvAction::Deliver { rx, .. } = resume.action {
-                    if let (Some(bytes), Some(sim)) = (held, self.nodes.get_mut(node as usize)) {
-                        fill(&mut sim.engine, rx, &bytes);
-                    }
-                    self.receive_done(node, rx);
-                }
+                self.resume(node, resume);
             }
             let Some(sim) = self.nodes.get_mut(node as usize) else { return };
             while let Some(event) = sim.engine.poll_event() {
@@ -551,6 +581,18 @@ impl World {
         }
     }
 
+    /// A delayed receive whose connection closed before it could be read.
+    fn receive_failed(&mut self, node: u32, rx: RxId) {
+        let now = self.now;
+        if let Some(sim) = self.nodes.get_mut(node as usize) {
+            if let Err(error) = sim.engine.handle_recv_done(now, rx, HealthStatus::RemoteDropped) {
+                self.workloads
+                    .violation
+                    .get_or_insert(format!("node {node} refused a receive failure: {error}"));
+            }
+        }
+    }
+
     fn receive_done(&mut self, node: u32, rx: ulnet_proto::engine::RxId) {
         let now = self.now;
         if let Some(sim) = self.nodes.get_mut(node as usize) {
@@ -563,22 +605,14 @@ impl World {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn arrive(
-        &mut self,
-        node: u32,
-        ni: NiId,
-        from: Nid,
-        header: &Header,
-        pair: PairId,
-        send_done: Option<u32>,
-        bytes: Option<Box<[u8]>>,
-    ) {
-        let from_endpoint = self.nid_index.get(&from).copied();
+    /// A frame reaches its receiver: lost if its path is cut, queued unread if its
+    /// connection's reader is parked, else read.
+    fn arrive(&mut self, arrival: Arrival, send_done: Option<u32>) {
+        let from_endpoint = self.nid_index.get(&arrival.from).copied();
         let to_endpoint = self
             .nodes
-            .get(node as usize)
-            .and_then(|n| n.endpoints.get(usize::from(ni.0).saturating_sub(1)))
+            .get(arrival.node as usize)
+            .and_then(|n| n.endpoints.get(usize::from(arrival.ni.0).saturating_sub(1)))
             .copied();
         let cut = match (from_endpoint, to_endpoint) {
             (Some(a), Some(b)) => self.is_cut(a, b),
@@ -587,28 +621,49 @@ impl World {
         if cut {
             // Lost on the way: a large send waiting for its ZC-ACK fails after sock_timeout.
             self.totals.frames_lost += 1;
-            self.fail_pending_send(send_done, pair);
+            self.fail_pending_send(send_done, arrival.pair);
             return;
         }
         self.totals.frames_delivered += 1;
-        if let Some(entry) = self.pairs.get_mut(pair) {
+        if let Some(entry) = self.pairs.get_mut(arrival.pair) {
             entry.last_alive = self.now;
         }
+        if self.lanes.is_blocked(&arrival.key()) {
+            // The reader is parked: the frame waits in the socket, and so does its ZC-ACK.
+            let held = self.hold_completion(send_done, arrival.back);
+            self.totals.frames_held_unread += 1;
+            self.in_flight += 1;
+            self.lanes.queue(arrival, held);
+            return;
+        }
+        self.read_frame(arrival, Completion::Scheduled(send_done));
+    }
+
+    /// The receiver reads a frame's header and hands it to its engine; the payload goes
+    /// where the engine says, now or when it resumes the receive.
+    fn read_frame(&mut self, arrival: Arrival, completion: Completion) {
+        let node = arrival.node;
         let now = self.now;
+        let routed = !self.is_local(node, arrival.header.dest_nid);
         let Some(sim) = self.nodes.get_mut(node as usize) else { return };
-        match sim.engine.handle_header(now, ni, from, header) {
+        match sim.engine.handle_header(now, arrival.ni, arrival.from, &arrival.header) {
             RecvAction::Deliver { rx, .. } => {
-                if let Some(bytes) = bytes {
-                    fill(&mut sim.engine, rx, &bytes);
-                }
+                self.place_payload(node, rx, arrival.bytes, routed);
                 self.receive_done(node, rx);
+                self.release_completion(completion);
             }
             RecvAction::Delay { rx } => {
-                if let Some(bytes) = bytes {
-                    self.delayed.insert((node, rx), bytes);
-                }
+                self.totals.receives_delayed += 1;
+                let held = match completion {
+                    Completion::Scheduled(slot) => self.hold_completion(slot, arrival.back),
+                    Completion::Held(held) => held,
+                };
+                self.in_flight += 1;
+                let key = arrival.key();
+                let frame = Parked { bytes: arrival.bytes, held };
+                self.lanes.park(key, node, rx, routed, frame);
             }
-            RecvAction::Discard { .. } => {}
+            RecvAction::Discard { .. } => self.release_completion(completion),
             RecvAction::ProtocolError(error) => {
                 self.workloads
                     .violation
@@ -618,12 +673,126 @@ impl World {
         self.drain(node);
     }
 
+    /// The engine resumed a delayed receive: read its payload (or skip it), let its sender's
+    /// ZC-ACK go, and read what waited behind it.
+    fn resume(&mut self, node: u32, resume: ulnet_proto::engine::Resume) {
+        let Some(resumed) = self.lanes.resume(node, resume.rx) else {
+            // Not parked by this driver (never in practice): complete it as read.
+            if let RecvAction::Deliver { rx, .. } = resume.action {
+                self.receive_done(node, rx);
+            }
+            return;
+        };
+        self.in_flight -= 1;
+        if resumed.closed {
+            // The connection closed meanwhile: its payload is gone (the TCP LND's answer).
+            if let RecvAction::Deliver { rx, .. } = resume.action {
+                self.receive_failed(node, rx);
+            }
+            return;
+        }
+        if let RecvAction::Deliver { rx, .. } = resume.action {
+            self.place_payload(node, rx, resumed.bytes, resumed.routed);
+            self.receive_done(node, rx);
+        }
+        self.release_completion(Completion::Held(resumed.held));
+        if resumed.queued {
+            self.schedule(self.now, Pending::Unblock { key: resumed.key });
+        }
+    }
+
+    /// Reads the frames that waited behind a resumed reader, until one parks it again.
+    fn unblock(&mut self, key: LaneKey) {
+        let mut queue = self.lanes.take_queue(&key);
+        while let Some((arrival, held)) = queue.pop_front() {
+            self.in_flight -= 1;
+            self.read_frame(arrival, Completion::Held(held));
+            if self.lanes.is_blocked(&key) {
+                self.lanes.requeue(&key, queue);
+                return;
+            }
+        }
+    }
+
+    /// Takes a scheduled ZC completion out of the queue, to let it go when the payload is read.
+    fn hold_completion(&mut self, slot: Option<u32>, back: Duration) -> Option<Held> {
+        let slot = slot?;
+        let (entry, _) = self.pending.get_mut(slot as usize)?;
+        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
+            *entry
+        else {
+            return None;
+        };
+        *entry = Pending::Nothing;
+        self.in_flight -= 1;
+        Some(Held { node, incarnation, tx, back })
+    }
+
+    /// A read payload's ZC-ACK goes back: a held completion is due one way later.
+    fn release_completion(&mut self, completion: Completion) {
+        if let Completion::Held(Some(held)) = completion {
+            let done = Pending::SendDone {
+                node: held.node,
+                incarnation: held.incarnation,
+                tx: held.tx,
+                status: HealthStatus::Ok,
+                close: None,
+            };
+            self.schedule(self.now + held.back, done);
+        }
+    }
+
+    /// Completions whose connection closed before their payload was read fail now.
+    fn fail_held(&mut self, held: Vec<Held>) {
+        for held in held {
+            let done = Pending::SendDone {
+                node: held.node,
+                incarnation: held.incarnation,
+                tx: held.tx,
+                status: HealthStatus::RemoteDropped,
+                close: None,
+            };
+            self.schedule(self.now, done);
+        }
+    }
+
+    /// Where a delivered payload's bytes go: into the MD, or (a router's) kept for the
+    /// forward, so that the router buffer is never written.
+    fn place_payload(&mut self, node: u32, rx: RxId, bytes: Option<Box<[u8]>>, routed: bool) {
+        let Some(bytes) = bytes else { return };
+        if routed {
+            if self.forward_bytes.len() >= FORWARD_BYTES_PRUNE
+                && self.forward_bytes.len().is_power_of_two()
+            {
+                let nodes = &self.nodes;
+                self.forward_bytes.retain(|(node, tx), _| {
+                    nodes.get(*node as usize).is_some_and(|sim| {
+                        !matches!(sim.engine.tx_payload(*tx), Err(DriverError::UnknownTx))
+                    })
+                });
+            }
+            self.forward_bytes.insert((node, rx.as_tx()), bytes);
+        } else if let Some(sim) = self.nodes.get_mut(node as usize) {
+            fill(&mut sim.engine, rx, &bytes);
+        }
+    }
+
+    /// Whether `nid` is one of `node`'s.
+    fn is_local(&self, node: u32, nid: Nid) -> bool {
+        self.nid_index
+            .get(&nid)
+            .and_then(|e| self.endpoints.get(*e as usize))
+            .is_some_and(|e| e.node == node)
+    }
+
     /// Replaces the pending completion `slot` (a large send waiting for its ZC-ACK) of a
     /// frame lost in flight by a failure after `sock_timeout`.
     fn fail_pending_send(&mut self, slot: Option<u32>, pair: PairId) {
         let Some(slot) = slot else { return };
         let Some((entry, _)) = self.pending.get_mut(slot as usize) else { return };
-        let Pending::SendDone { node, tx, status: HealthStatus::Ok, close: None } = *entry else {
+        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
+            *entry
+        else {
             return;
         };
         *entry = Pending::Nothing;
@@ -632,13 +801,16 @@ impl World {
         let generation = self.pairs.get(pair).map_or(0, |p| p.generation);
         self.totals.zc_timeouts += 1;
         let close = Some((pair, generation));
-        let done = Pending::SendDone { node, tx, status: HealthStatus::LocalTimeout, close };
+        let status = HealthStatus::LocalTimeout;
+        let done = Pending::SendDone { node, incarnation, tx, status, close };
         self.schedule(self.now + timeout, done);
     }
 
     /// Hands a transmit to the modelled socklnd and network.
     fn transmit(&mut self, node: u32, transmit: Transmit) {
         let now = self.now;
+        let incarnation = self.nodes.get(node as usize).map_or(0, |n| n.incarnation);
+        let done = |tx, status, close| Pending::SendDone { node, incarnation, tx, status, close };
         self.totals.lnet_messages += 1;
         let payload = u64::from(transmit.header.payload_length);
         self.totals.payload_bytes += payload;
@@ -650,16 +822,11 @@ impl World {
         let to = self.nid_index.get(&transmit.next_hop).copied();
         let refuse = |world: &mut Self| {
             world.totals.sends_refused += 1;
-            let done = Pending::SendDone {
-                node,
-                tx: transmit.tx,
-                status: HealthStatus::RemoteDropped,
-                close: None,
-            };
-            world.schedule(now, done);
+            world.schedule(now, done(transmit.tx, HealthStatus::RemoteDropped, None));
         };
         let (Some(from), Some(to)) = (from, to) else { return refuse(self) };
-        if self.partitions.contains(&(from.min(to), from.max(to))) {
+        // A partition, or a stopped process whose host refuses connections.
+        if self.partitions.contains(&(from.min(to), from.max(to))) || self.endpoint_stopped(to) {
             return refuse(self);
         }
         let mut path = std::mem::take(&mut self.path);
@@ -695,14 +862,9 @@ impl World {
             }
             if cut {
                 // The handshake finds no answer: the connect fails and takes the message.
-                self.pairs.close(posting.pair);
-                let done = Pending::SendDone {
-                    node,
-                    tx: transmit.tx,
-                    status: HealthStatus::RemoteDropped,
-                    close: None,
-                };
-                self.schedule(now + sender.sock_timeout, done);
+                self.close_pair(posting.pair);
+                let failed = done(transmit.tx, HealthStatus::RemoteDropped, None);
+                self.schedule(now + sender.sock_timeout, failed);
                 self.path = path;
                 self.back_path = back;
                 return;
@@ -721,30 +883,15 @@ impl World {
         if cut {
             self.totals.frames_lost += 1;
             let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
-            let done = if zc {
+            let (at, completion) = if zc {
                 self.totals.zc_timeouts += 1;
                 let close = Some((posting.pair, generation));
-                (
-                    transit.sent + sender.sock_timeout,
-                    Pending::SendDone {
-                        node,
-                        tx: transmit.tx,
-                        status: HealthStatus::LocalTimeout,
-                        close,
-                    },
-                )
+                let failed = done(transmit.tx, HealthStatus::LocalTimeout, close);
+                (transit.sent + sender.sock_timeout, failed)
             } else {
-                (
-                    transit.sent,
-                    Pending::SendDone {
-                        node,
-                        tx: transmit.tx,
-                        status: HealthStatus::Ok,
-                        close: None,
-                    },
-                )
+                (transit.sent, done(transmit.tx, HealthStatus::Ok, None))
             };
-            self.schedule(done.0, done.1);
+            self.schedule(at, completion);
             return;
         }
         let Some(endpoint) = self.endpoints.get(to as usize).copied() else { return };
@@ -752,22 +899,25 @@ impl World {
         // The completion is scheduled after the arrival so that a loss on the way can cancel it.
         let arrive_slot = self.schedule(transit.arrived, Pending::Nothing);
         let done_at = if zc { acked } else { transit.sent };
-        let done_slot = self.schedule(
-            done_at,
-            Pending::SendDone { node, tx: transmit.tx, status: HealthStatus::Ok, close: None },
-        );
+        let done_slot = self.schedule(done_at, done(transmit.tx, HealthStatus::Ok, None));
         if zc {
             self.wait_for_zc_ack(posting.pair, done_slot);
         }
-        let bytes = self.payload_bytes(node, transmit.tx);
+        let bytes = self.payload_bytes(node, &transmit);
+        let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
         if let Some((entry, _)) = self.pending.get_mut(arrive_slot as usize) {
             *entry = Pending::Arrive {
-                bytes,
-                node: endpoint.node,
-                ni: endpoint.ni,
-                from: from_nid,
-                header: transmit.header,
-                pair: posting.pair,
+                arrival: Arrival {
+                    node: endpoint.node,
+                    ni: endpoint.ni,
+                    from: from_nid,
+                    header: transmit.header,
+                    pair: posting.pair,
+                    generation,
+                    lane: posting.lane(),
+                    back: back_latency,
+                    bytes,
+                },
                 send_done: zc.then_some(done_slot),
             };
         }
@@ -802,31 +952,50 @@ impl World {
             None => self.pairs.pairs_of(endpoint).collect(),
         };
         for pair in pairs {
-            self.pairs.close(pair);
-            let waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
-            for (slot, generation) in waiting {
-                if !still_waiting(&self.pending, slot, generation) {
-                    continue;
-                }
-                let Some((entry, _)) = self.pending.get_mut(slot as usize) else { continue };
-                let Pending::SendDone { node, tx, .. } = *entry else { continue };
-                *entry = Pending::Nothing;
-                self.in_flight -= 1;
-                let done = Pending::SendDone {
-                    node,
-                    tx,
-                    status: HealthStatus::RemoteDropped,
-                    close: None,
-                };
-                self.schedule(self.now, done);
-            }
+            self.reset_pair(pair);
         }
     }
 
-    /// The bytes of a transmit's payload, unless it comes from a workload's shared buffer.
-    fn payload_bytes(&self, node: u32, tx: TxId) -> Option<Box<[u8]>> {
+    /// Closes a pair's connections and fails at once the sends waiting for a ZC-ACK on them.
+    fn reset_pair(&mut self, pair: PairId) {
+        self.close_pair(pair);
+        let waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
+        for (slot, generation) in waiting {
+            if !still_waiting(&self.pending, slot, generation) {
+                continue;
+            }
+            let Some((entry, _)) = self.pending.get_mut(slot as usize) else { continue };
+            let Pending::SendDone { node, incarnation, tx, .. } = *entry else { continue };
+            *entry = Pending::Nothing;
+            self.in_flight -= 1;
+            let status = HealthStatus::RemoteDropped;
+            let done = Pending::SendDone { node, incarnation, tx, status, close: None };
+            self.schedule(self.now, done);
+        }
+    }
+
+    /// Closes a pair's connections: what waited unread on them is lost, and the sends whose
+    /// ZC-ACK waited with it fail.
+    fn close_pair(&mut self, pair: PairId) {
+        self.pairs.close(pair);
+        let dropped = self.lanes.close(pair);
+        self.in_flight -= dropped.frames;
+        self.totals.frames_lost += dropped.frames;
+        self.fail_held(dropped.held);
+    }
+
+    /// The bytes of a transmit's payload: a forward's are those its router received; none
+    /// for a workload's shared buffer.
+    fn payload_bytes(&mut self, node: u32, transmit: &Transmit) -> Option<Box<[u8]>> {
+        if transmit.header.payload_length == 0 {
+            return None;
+        }
+        if !self.is_local(node, transmit.header.src_nid) {
+            // A forward: never copied out of the router buffer, which holds nothing written.
+            return self.forward_bytes.remove(&(node, transmit.tx));
+        }
         let sim = self.nodes.get(node as usize)?;
-        let mut slices = sim.engine.tx_payload(tx).ok()?.peekable();
+        let mut slices = sim.engine.tx_payload(transmit.tx).ok()?.peekable();
         let first = slices.peek()?;
         if self.workloads.is_virtual(first.as_ptr()) {
             return None;
@@ -840,6 +1009,18 @@ impl World {
         down(a)
             || down(b)
             || (!self.blackholes.is_empty() && self.blackholes.contains(&(a.min(b), a.max(b))))
+            || self.endpoint_stopped(a)
+            || self.endpoint_stopped(b)
+    }
+
+    /// Whether the node owning `endpoint` is stopped.
+    fn endpoint_stopped(&self, endpoint: EndpointId) -> bool {
+        self.stopped_nodes > 0
+            && self
+                .endpoints
+                .get(endpoint as usize)
+                .and_then(|e| self.nodes.get(e.node as usize))
+                .is_some_and(|n| n.stopped)
     }
 
     fn sock_params(&self, node: u32) -> crate::scenario::tunables::SockParams {
@@ -892,7 +1073,7 @@ impl World {
             return self.arm_keepalive(pair_id, last_alive + keepalive);
         }
         if now.saturating_duration_since(last_alive) >= keepalive + sock.sock_timeout {
-            self.pairs.close(pair_id);
+            self.close_pair(pair_id);
             return;
         }
         self.totals.keepalives += 2;
@@ -1001,11 +1182,193 @@ impl World {
                     self.drain(node);
                 }
             }
-            FaultSpec::RouterDown(_) => {
-                return Err(RunError::Scenario(ScenarioError::Routers(
-                    "fault `router_down`".to_owned(),
-                )));
+            FaultSpec::NodeDown(spec) | FaultSpec::NodeUp(spec) => {
+                let down = matches!(self.faults.get(index), Some(FaultSpec::NodeDown(_)));
+                for node in self.select(&spec.node)? {
+                    self.set_node_links(node, down);
+                }
             }
+            FaultSpec::NodeStop(spec) => {
+                for node in self.select(&spec.node)? {
+                    self.stop_node(node);
+                }
+            }
+            FaultSpec::NodeStart(spec) => {
+                for node in self.select(&spec.node)? {
+                    self.start_node(node)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every NI of `node` loses its link (`down`) or gets it back; the node is told, as
+    /// netlink would tell it.
+    fn set_node_links(&mut self, node: u32, down: bool) {
+        let now = self.now;
+        let endpoints = self.nodes.get(node as usize).map(|n| n.endpoints.clone());
+        for endpoint in endpoints.unwrap_or_default() {
+            let Some(entry) = self.endpoints.get_mut(endpoint as usize) else { continue };
+            entry.down = down;
+            let ni = entry.ni;
+            if let Some(sim) = self.nodes.get_mut(node as usize).filter(|n| !n.stopped) {
+                let _ = sim.engine.set_ni_fatal(now, ni, down);
+            }
+        }
+        if !self.nodes.get(node as usize).is_some_and(|n| n.stopped) {
+            self.drain(node);
+        }
+    }
+
+    /// `node`'s process stops: it does nothing more, what it was reading is lost, and its
+    /// connections are reset, which each peer's LND reports to its engine (`lnet_notify`).
+    fn stop_node(&mut self, node: u32) {
+        let now = self.now;
+        let Some(sim) = self.nodes.get_mut(node as usize).filter(|n| !n.stopped) else { return };
+        sim.stopped = true;
+        sim.timer = None;
+        let endpoints = sim.endpoints.clone();
+        self.stopped_nodes += 1;
+        let dropped = self.lanes.forget_node(node);
+        self.in_flight -= dropped.parked + dropped.frames;
+        self.totals.frames_lost += dropped.frames;
+        self.fail_held(dropped.held);
+        self.forward_bytes.retain(|(owner, _), _| *owner != node);
+        for endpoint in endpoints {
+            let nid = self.endpoints.get(endpoint as usize).map_or(Nid::ANY, |e| e.nid);
+            let pairs: Vec<PairId> = self.pairs.pairs_of(endpoint).collect();
+            for pair in pairs {
+                let Some(entry) = self.pairs.get(pair) else { continue };
+                let connected = entry.state != PairState::Down;
+                let other = if entry.ends[0] == endpoint { entry.ends[1] } else { entry.ends[0] };
+                self.reset_pair(pair);
+                let Some(peer) = self.endpoints.get(other as usize).copied() else { continue };
+                if !connected || peer.node == node {
+                    continue;
+                }
+                if let Some(sim) = self.nodes.get_mut(peer.node as usize).filter(|n| !n.stopped) {
+                    let _ = sim.engine.handle_connection(now, peer.ni, nid, false);
+                    self.drain(peer.node);
+                }
+            }
+        }
+    }
+
+    /// A stopped node starts again: a fresh engine (a new process) with its group's
+    /// configuration; NIs whose link is down are reported so.
+    fn start_node(&mut self, node: u32) -> Result<(), RunError> {
+        let now = self.now;
+        let Some(sim) = self.nodes.get(node as usize).filter(|n| n.stopped) else { return Ok(()) };
+        let incarnation = sim.incarnation + 1;
+        let tunables = self
+            .group_tunables
+            .get(sim.group as usize)
+            .copied()
+            .ok_or_else(|| self.violation(format!("node {node} has no group")))?;
+        let links: Vec<(Nid, bool)> = sim
+            .endpoints
+            .iter()
+            .filter_map(|e| self.endpoints.get(*e as usize))
+            .map(|e| (e.nid, e.down))
+            .collect();
+        let nids: Vec<Nid> = links.iter().map(|(nid, _)| *nid).collect();
+        let mut engine = build_engine(node, incarnation, &tunables, &nids)?;
+        for (nid, down) in links {
+            if let Some(ni) = engine.ni_for_nid(nid).filter(|_| down) {
+                let _ = engine.set_ni_fatal(now, ni, true);
+            }
+        }
+        if let Some(sim) = self.nodes.get_mut(node as usize) {
+            sim.engine = engine;
+            sim.stopped = false;
+            sim.incarnation = incarnation;
+            sim.timer = None;
+        }
+        self.stopped_nodes -= 1;
+        self.configure_routing(node)?;
+        self.drain(node);
+        Ok(())
+    }
+
+    /// Each group's routes with their gateways resolved: a NID as written, or each selected
+    /// node's NID on the `@` net, else on the first net of the group it has.
+    fn resolve_routes(&self) -> Result<Vec<Vec<RouteConfig>>, ScenarioError> {
+        let mut all = Vec::with_capacity(self.scenario.nodes.len());
+        for group in &self.scenario.nodes {
+            let group_nets: Vec<Net> =
+                group.nis.iter().map(|ni| parse_net(&ni.net)).collect::<Result<_, _>>()?;
+            let mut routes = Vec::new();
+            for route in &group.routes {
+                let net = parse_net(&route.net)?;
+                let config = |gateway| RouteConfig {
+                    net,
+                    gateway,
+                    hops: route.hops,
+                    priority: route.priority,
+                };
+                match Gateway::parse(&route.gateway)? {
+                    Gateway::Nid(nid) => routes.push(config(nid)),
+                    Gateway::Nodes { selector, net: on } => {
+                        let text = match selector.range {
+                            Some((low, high)) => format!("{}[{low}-{high}]", selector.group),
+                            None => selector.group.clone(),
+                        };
+                        for gateway in self.select(&text)? {
+                            let nid = group_nets
+                                .iter()
+                                .filter(|net| on.is_none_or(|on| on == **net))
+                                .find_map(|net| self.endpoint_on(gateway, *net))
+                                .and_then(|e| self.endpoints.get(e as usize))
+                                .map(|e| e.nid)
+                                .ok_or_else(|| {
+                                    ScenarioError::Invalid(format!(
+                                        "group {:?}: route to {}: gateway node {gateway} shares \
+                                         no net with the group",
+                                        group.name, route.net
+                                    ))
+                                })?;
+                            routes.push(config(nid));
+                        }
+                    }
+                }
+            }
+            all.push(routes);
+        }
+        Ok(all)
+    }
+
+    /// Router buffers, routing and routes on `node`, as its group says (`lnetctl set
+    /// *_buffers`, `set routing 1`, `route add`).
+    fn configure_routing(&mut self, node: u32) -> Result<(), ScenarioError> {
+        let now = self.now;
+        let Some(sim) = self.nodes.get_mut(node as usize) else { return Ok(()) };
+        let group = sim.group as usize;
+        let Some(spec) = self.scenario.nodes.get(group) else { return Ok(()) };
+        let buffers = self.group_tunables.get(group).map_or([0; 3], |t| t.router_buffers);
+        let mut configured = false;
+        for (class, count) in BufferClass::ALL.into_iter().zip(buffers) {
+            if count > 0 {
+                sim.engine.set_router_buffers(now, class, count);
+                configured = true;
+            }
+        }
+        if spec.routing {
+            sim.engine.set_routing(now, true, true).map_err(|error| {
+                ScenarioError::Invalid(format!("group {:?}: routing: {error}", spec.name))
+            })?;
+            configured = true;
+        }
+        for route in self.group_routes.get(group).map_or(&[][..], Vec::as_slice) {
+            sim.engine.route_add(now, *route).map_err(|error| {
+                ScenarioError::Invalid(format!(
+                    "group {:?}: route to {} through {}: {error}",
+                    spec.name, route.net, route.gateway
+                ))
+            })?;
+            configured = true;
+        }
+        if configured {
+            self.drain(node);
         }
         Ok(())
     }
@@ -1162,6 +1525,7 @@ impl World {
         self.totals.retransmits = self.network.retransmits;
         self.totals.queue_overflows = self.network.queue_overflows;
         self.totals.engine_calls_refused = self.workloads.refused;
+        self.totals.forwarded = self.nodes.iter().map(|n| n.engine.stats().route_count).sum();
         if !self.options.check_invariants {
             return Ok(());
         }
@@ -1171,7 +1535,8 @@ impl World {
             }
         }
         if self.quiescent() {
-            for (index, sim) in self.nodes.iter().enumerate() {
+            // A stopped process is frozen as it was, messages in flight included.
+            for (index, sim) in self.nodes.iter().enumerate().filter(|(_, n)| !n.stopped) {
                 if let Err(violation) = self.checker.check_quiescent(index, &sim.engine) {
                     return Err(self.violation(violation.to_string()));
                 }
@@ -1211,6 +1576,14 @@ impl World {
     }
 }
 
+/// A read frame's sender completion: still in the queue (at its ZC-ACK's time), or held
+/// while the frame waited unread.
+#[derive(Clone, Copy, Debug)]
+enum Completion {
+    Scheduled(Option<u32>),
+    Held(Option<Held>),
+}
+
 /// Whether pending `slot` still holds the successful send completion it got at `generation`.
 fn still_waiting(pending: &[(Pending, u32)], slot: u32, generation: u32) -> bool {
     pending.get(slot as usize).is_some_and(|(entry, current)| {
@@ -1230,6 +1603,38 @@ fn fill(engine: &mut Engine, rx: ulnet_proto::engine::RxId, bytes: &[u8]) {
         }
         source = rest;
     }
+}
+
+/// Node `index`'s address on rail `rail` of a net: `10.0.0.0 + (rail << 20) + index + 1`
+/// (the scenario bounds keep both fields apart: nodes below 2^20, rails below 16).
+fn node_address(index: u32, rail: u32) -> u32 {
+    (10u32 << 24) | (rail << 20) | (index + 1)
+}
+
+/// A node's engine: its NIs on `nids`, its group's tunables. A restarted node (`incarnation`
+/// above 0) gets a new interface cookie, as a new process would.
+fn build_engine(
+    index: u32,
+    incarnation: u32,
+    tunables: &NodeTunables,
+    nids: &[Nid],
+) -> Result<Engine, ScenarioError> {
+    let nis = nids
+        .iter()
+        .map(|nid| NiConfig {
+            tunables: tunables.net,
+            lnd_timeout: Some(tunables.sock.sock_timeout),
+            ..NiConfig::new(*nid, LndKind::Fabric)
+        })
+        .collect();
+    let config = EngineConfig {
+        interface_cookie: 0x5100_0000_0000 + u64::from(index) + (u64::from(incarnation) << 24),
+        pid: LNET_PID_LUSTRE,
+        tunables: tunables.engine,
+        nis,
+        limits: ulnet_proto::engine::Limits::default(),
+    };
+    Engine::new(config).map_err(|error| ScenarioError::Invalid(format!("node {index}: {error}")))
 }
 
 fn alloc(pending: &mut Vec<(Pending, u32)>, free: &mut Vec<u32>, entry: Pending) -> u32 {
@@ -1263,7 +1668,10 @@ fn fault_time(fault: &FaultSpec) -> Duration {
         }
         FaultSpec::DropRule(spec) => spec.at.0,
         FaultSpec::DelayRule(spec) => spec.at.0,
-        FaultSpec::RouterDown(_) => Duration::ZERO,
+        FaultSpec::NodeDown(spec)
+        | FaultSpec::NodeUp(spec)
+        | FaultSpec::NodeStop(spec)
+        | FaultSpec::NodeStart(spec) => spec.at.0,
     }
 }
 
