@@ -112,6 +112,11 @@ enum Pending {
     Unblock {
         key: LaneKey,
     },
+    /// A pair's connections are up (handshakes done): both LNDs tell their engines.
+    ConnUp {
+        pair: PairId,
+        generation: u32,
+    },
     Timer {
         node: u32,
     },
@@ -473,6 +478,11 @@ impl World {
                 }
             }
             Pending::Unblock { key } => self.unblock(key),
+            Pending::ConnUp { pair, generation } => {
+                if self.pairs.get(pair).is_some_and(|p| p.generation == generation) {
+                    self.notify_connection(pair, true);
+                }
+            }
             Pending::Timer { node } => {
                 let now = self.now;
                 if let Some(sim) = self.nodes.get_mut(node as usize) {
@@ -860,6 +870,13 @@ impl World {
             if let Some(keepalive) = sender.keepalive {
                 self.arm_keepalive(posting.pair, posting.start + keepalive);
             }
+            if !cut {
+                let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
+                self.sequence += 1;
+                let up = Pending::ConnUp { pair: posting.pair, generation };
+                let slot = alloc(&mut self.pending, &mut self.free, up);
+                self.queue.push(Reverse((posting.start, self.sequence, slot)));
+            }
             if cut {
                 // The handshake finds no answer: the connect fails and takes the message.
                 self.close_pair(posting.pair);
@@ -977,11 +994,34 @@ impl World {
     /// Closes a pair's connections: what waited unread on them is lost, and the sends whose
     /// ZC-ACK waited with it fail.
     fn close_pair(&mut self, pair: PairId) {
+        let connected = self.pairs.get(pair).is_some_and(|p| p.state != PairState::Down);
         self.pairs.close(pair);
+        if connected {
+            self.notify_connection(pair, false);
+        }
         let dropped = self.lanes.close(pair);
         self.in_flight -= dropped.frames;
         self.totals.frames_lost += dropped.frames;
         self.fail_held(dropped.held);
+    }
+
+    /// Both ends' LNDs tell their engines that their connections to the other came up or all
+    /// went (`lnet_notify`, which sets a gateway NI's status), as the TCP LND does.
+    fn notify_connection(&mut self, pair: PairId, up: bool) {
+        let now = self.now;
+        let Some(ends) = self.pairs.get(pair).map(|p| p.ends) else { return };
+        for (end, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
+            let (Some(at), Some(peer)) =
+                (self.endpoints.get(end as usize).copied(), self.endpoints.get(other as usize))
+            else {
+                continue;
+            };
+            let peer_nid = peer.nid;
+            if let Some(sim) = self.nodes.get_mut(at.node as usize).filter(|n| !n.stopped) {
+                let _ = sim.engine.handle_connection(now, at.ni, peer_nid, up);
+                self.drain(at.node);
+            }
+        }
     }
 
     /// The bytes of a transmit's payload: a forward's are those its router received; none
@@ -1223,7 +1263,6 @@ impl World {
     /// `node`'s process stops: it does nothing more, what it was reading is lost, and its
     /// connections are reset, which each peer's LND reports to its engine (`lnet_notify`).
     fn stop_node(&mut self, node: u32) {
-        let now = self.now;
         let Some(sim) = self.nodes.get_mut(node as usize).filter(|n| !n.stopped) else { return };
         sim.stopped = true;
         sim.timer = None;
@@ -1234,22 +1273,11 @@ impl World {
         self.totals.frames_lost += dropped.frames;
         self.fail_held(dropped.held);
         self.forward_bytes.retain(|(owner, _), _| *owner != node);
+        // The resets reach the peers at once; their LNDs report the connections gone.
         for endpoint in endpoints {
-            let nid = self.endpoints.get(endpoint as usize).map_or(Nid::ANY, |e| e.nid);
             let pairs: Vec<PairId> = self.pairs.pairs_of(endpoint).collect();
             for pair in pairs {
-                let Some(entry) = self.pairs.get(pair) else { continue };
-                let connected = entry.state != PairState::Down;
-                let other = if entry.ends[0] == endpoint { entry.ends[1] } else { entry.ends[0] };
                 self.reset_pair(pair);
-                let Some(peer) = self.endpoints.get(other as usize).copied() else { continue };
-                if !connected || peer.node == node {
-                    continue;
-                }
-                if let Some(sim) = self.nodes.get_mut(peer.node as usize).filter(|n| !n.stopped) {
-                    let _ = sim.engine.handle_connection(now, peer.ni, nid, false);
-                    self.drain(peer.node);
-                }
             }
         }
     }
