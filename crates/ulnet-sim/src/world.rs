@@ -54,7 +54,8 @@ const FORWARD_BYTES_PRUNE: usize = 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct RunOptions {
     pub seed: u64,
-    /// Check invariants after every step (on for `run`, off for `bench` unless asked).
+    /// Check invariants after every step (on for `run`, off for `bench` unless asked); the
+    /// final checks, after the run has drained, are made either way.
     pub check_invariants: bool,
 }
 
@@ -422,13 +423,11 @@ impl World {
         }
         self.now = self.now.max(self.end);
         progress(self.now);
-        if self.options.check_invariants {
-            let limit = self.end + DRAIN_LIMIT;
-            while !self.quiescent() {
-                match self.queue.peek() {
-                    Some(&Reverse((at, _, _))) if at <= limit => self.step()?,
-                    _ => break,
-                }
+        let limit = self.end + DRAIN_LIMIT;
+        while !self.quiescent() {
+            match self.queue.peek() {
+                Some(&Reverse((at, _, _))) if at <= limit => self.step()?,
+                _ => break,
             }
         }
         self.final_checks()
@@ -1554,9 +1553,6 @@ impl World {
         self.totals.queue_overflows = self.network.queue_overflows;
         self.totals.engine_calls_refused = self.workloads.refused;
         self.totals.forwarded = self.nodes.iter().map(|n| n.engine.stats().route_count).sum();
-        if !self.options.check_invariants {
-            return Ok(());
-        }
         for (index, sim) in self.nodes.iter().enumerate() {
             if let Err(what) = sim.engine.check_invariants() {
                 return Err(self.violation(format!("node {index}: {what}")));
