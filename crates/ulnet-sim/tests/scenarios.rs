@@ -323,6 +323,37 @@ faults:
 }
 
 #[test]
+fn rails_on_one_net_add_up() {
+    // A server with `rails` NIs on one net and as many single-rail clients: each rail is a
+    // 1 Gb/s link, so the writes scale with the rails.
+    let text = "
+duration: 1s
+sample_interval: 100ms
+defaults:
+  link: {bandwidth: 1Gbit, latency: 5us, mtu: 9000}
+nodes:
+  - {name: server, nis: [{net: tcp, rails: 3}]}
+  - {name: client, count: 3, nis: [{net: tcp}]}
+workloads:
+  - brw: {name: write, clients: client, servers: server, op: write, size: 1MiB, concurrency: 8}
+";
+    let (world, results) = run_world(text, 1);
+    let steady = mean(&results.workloads[0].bandwidth_series_mb_per_s, 2..10);
+    assert!((335.0..375.0).contains(&steady), "{:?}", results.workloads[0]);
+    // The rails are 10.0.0.1, 10.1.0.1 and 10.2.0.1 on tcp, and each received its share.
+    let server = world.engine(0).unwrap();
+    let received: Vec<u64> = server
+        .ni_ids()
+        .filter_map(|ni| server.ni_stats(ni))
+        .filter(|stats| stats.nid.net().to_string() == "tcp")
+        .map(|stats| stats.statistics.recv_count)
+        .collect();
+    assert_eq!(received.len(), 3, "{received:?}");
+    let total: u64 = received.iter().sum();
+    assert!(received.iter().all(|count| *count * 4 > total), "{received:?}");
+}
+
+#[test]
 fn a_black_hole_times_rpcs_out_and_healing_restores_them() {
     let text = "
 duration: 4s
