@@ -88,6 +88,9 @@ pub struct Pair {
     pub keepalive_armed: bool,
     /// Bumped at every close, so that stale completions can tell.
     pub generation: u32,
+    /// Both LNDs have reported the connections up to their engines (and will report their
+    /// loss).
+    pub announced: bool,
 }
 
 /// Where and when a frame goes.
@@ -150,6 +153,7 @@ impl Pairs {
                 last_alive: Time::ZERO,
                 keepalive_armed: false,
                 generation: 0,
+                announced: false,
             });
             next
         })
@@ -266,6 +270,7 @@ impl Pairs {
         if let Some(pair) = self.pairs.get_mut(pair as usize) {
             if pair.state != PairState::Down {
                 pair.state = PairState::Down;
+                pair.announced = false;
                 pair.generation = pair.generation.wrapping_add(1);
                 pair.directions = [Direction::default(), Direction::default()];
                 self.closes += 1;

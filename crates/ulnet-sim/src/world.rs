@@ -459,7 +459,8 @@ impl World {
                 self.in_flight -= 1;
                 if let Some((pair, generation)) = close {
                     if self.pairs.get(pair).is_some_and(|p| p.generation == generation) {
-                        self.close_pair(pair);
+                        let closer = self.end_of(pair, node);
+                        self.close_pair(pair, closer);
                     }
                 }
                 let now = self.now;
@@ -478,8 +479,13 @@ impl World {
             }
             Pending::Unblock { key } => self.unblock(key),
             Pending::ConnUp { pair, generation } => {
-                if self.pairs.get(pair).is_some_and(|p| p.generation == generation) {
-                    self.notify_connection(pair, true);
+                if let Some(entry) =
+                    self.pairs.get_mut(pair).filter(|p| p.generation == generation && !p.announced)
+                {
+                    entry.announced = true;
+                    let ends = entry.ends;
+                    self.notify_connection(ends[0], ends[1], true);
+                    self.notify_connection(ends[1], ends[0], true);
                 }
             }
             Pending::Timer { node } => {
@@ -878,7 +884,7 @@ impl World {
             }
             if cut {
                 // The handshake finds no answer: the connect fails and takes the message.
-                self.close_pair(posting.pair);
+                self.close_pair(posting.pair, Some(from));
                 let failed = done(transmit.tx, HealthStatus::RemoteDropped, None);
                 self.schedule(now + sender.sock_timeout, failed);
                 self.path = path;
@@ -968,13 +974,14 @@ impl World {
             None => self.pairs.pairs_of(endpoint).collect(),
         };
         for pair in pairs {
-            self.reset_pair(pair);
+            self.reset_pair(pair, endpoint);
         }
     }
 
-    /// Closes a pair's connections and fails at once the sends waiting for a ZC-ACK on them.
-    fn reset_pair(&mut self, pair: PairId) {
-        self.close_pair(pair);
+    /// `closer` closes a pair's connections: the sends waiting for a ZC-ACK on them fail at
+    /// once.
+    fn reset_pair(&mut self, pair: PairId, closer: EndpointId) {
+        self.close_pair(pair, Some(closer));
         let waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
         for (slot, generation) in waiting {
             if !still_waiting(&self.pending, slot, generation) {
@@ -990,13 +997,20 @@ impl World {
         }
     }
 
-    /// Closes a pair's connections: what waited unread on them is lost, and the sends whose
-    /// ZC-ACK waited with it fail.
-    fn close_pair(&mut self, pair: PairId) {
-        let connected = self.pairs.get(pair).is_some_and(|p| p.state != PairState::Down);
+    /// Closes a pair's connections, at `closer`'s end (or both ends, timing out together):
+    /// what waited unread on them is lost, and the sends whose ZC-ACK waited with it fail.
+    /// Connections that had come up are reported gone by the closer's LND, and by the other
+    /// end's when the close reaches it (no link down or black hole between them).
+    fn close_pair(&mut self, pair: PairId, closer: Option<EndpointId>) {
+        let announced = self.pairs.get(pair).filter(|p| p.announced).map(|p| p.ends);
         self.pairs.close(pair);
-        if connected {
-            self.notify_connection(pair, false);
+        if let Some([a, b]) = announced {
+            let dark = self.path_dark(a, b);
+            for (end, other) in [(a, b), (b, a)] {
+                if closer.is_none_or(|closer| closer == end) || !dark {
+                    self.notify_connection(end, other, false);
+                }
+            }
         }
         let dropped = self.lanes.close(pair);
         self.in_flight -= dropped.frames;
@@ -1004,23 +1018,35 @@ impl World {
         self.fail_held(dropped.held);
     }
 
-    /// Both ends' LNDs tell their engines that their connections to the other came up or all
-    /// went (`lnet_notify`, which sets a gateway NI's status), as the TCP LND does.
-    fn notify_connection(&mut self, pair: PairId, up: bool) {
+    /// `end`'s LND tells its engine that its connections to `other` came up or all went
+    /// (`lnet_notify`, which sets a gateway NI's status), as the TCP LND does.
+    fn notify_connection(&mut self, end: EndpointId, other: EndpointId, up: bool) {
         let now = self.now;
-        let Some(ends) = self.pairs.get(pair).map(|p| p.ends) else { return };
-        for (end, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
-            let (Some(at), Some(peer)) =
-                (self.endpoints.get(end as usize).copied(), self.endpoints.get(other as usize))
-            else {
-                continue;
-            };
-            let peer_nid = peer.nid;
-            if let Some(sim) = self.nodes.get_mut(at.node as usize).filter(|n| !n.stopped) {
-                let _ = sim.engine.handle_connection(now, at.ni, peer_nid, up);
-                self.drain(at.node);
-            }
+        let (Some(at), Some(peer)) =
+            (self.endpoints.get(end as usize).copied(), self.endpoints.get(other as usize))
+        else {
+            return;
+        };
+        let peer_nid = peer.nid;
+        if let Some(sim) = self.nodes.get_mut(at.node as usize).filter(|n| !n.stopped) {
+            let _ = sim.engine.handle_connection(now, at.ni, peer_nid, up);
+            self.drain(at.node);
         }
+    }
+
+    /// The end of `pair` that belongs to `node`.
+    fn end_of(&self, pair: PairId, node: u32) -> Option<EndpointId> {
+        let ends = self.pairs.get(pair)?.ends;
+        ends.into_iter().find(|e| self.endpoints.get(*e as usize).is_some_and(|e| e.node == node))
+    }
+
+    /// Whether nothing gets through between two endpoints (a link down, a black hole): a
+    /// stopped process's host still answers, so it does not count.
+    fn path_dark(&self, a: EndpointId, b: EndpointId) -> bool {
+        let down = |e: EndpointId| self.endpoints.get(e as usize).is_some_and(|e| e.down);
+        down(a)
+            || down(b)
+            || (!self.blackholes.is_empty() && self.blackholes.contains(&(a.min(b), a.max(b))))
     }
 
     /// The bytes of a transmit's payload: a forward's are those its router received; none
@@ -1044,10 +1070,7 @@ impl World {
 
     /// Whether frames between two endpoints are lost (a link down, a black hole).
     fn is_cut(&self, a: EndpointId, b: EndpointId) -> bool {
-        let down = |e: EndpointId| self.endpoints.get(e as usize).is_some_and(|e| e.down);
-        down(a)
-            || down(b)
-            || (!self.blackholes.is_empty() && self.blackholes.contains(&(a.min(b), a.max(b))))
+        self.path_dark(a, b)
             || self.endpoint_stopped(a)
             || self.endpoint_stopped(b)
     }
@@ -1112,7 +1135,7 @@ impl World {
             return self.arm_keepalive(pair_id, last_alive + keepalive);
         }
         if now.saturating_duration_since(last_alive) >= keepalive + sock.sock_timeout {
-            self.close_pair(pair_id);
+            self.close_pair(pair_id, None);
             return;
         }
         self.totals.keepalives += 2;
@@ -1276,7 +1299,7 @@ impl World {
         for endpoint in endpoints {
             let pairs: Vec<PairId> = self.pairs.pairs_of(endpoint).collect();
             for pair in pairs {
-                self.reset_pair(pair);
+                self.reset_pair(pair, endpoint);
             }
         }
     }
