@@ -979,10 +979,34 @@ impl World {
     }
 
     /// `closer` closes a pair's connections: the sends waiting for a ZC-ACK on them fail at
-    /// once.
+    /// once. When nothing gets through to the other end (the closer's link is down), the
+    /// other end never hears of it: its connections stay up for it, and only the closer's
+    /// sends fail and its engine is told.
     fn reset_pair(&mut self, pair: PairId, closer: EndpointId) {
-        self.close_pair(pair, Some(closer));
-        let waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
+        let Some(ends) = self.pairs.get(pair).map(|p| p.ends) else { return };
+        let other = if ends[0] == closer { ends[1] } else { ends[0] };
+        let closer_node = self.endpoints.get(closer as usize).map(|e| e.node);
+        let half = self.path_dark(closer, other);
+        if half {
+            if self.pairs.get(pair).is_some_and(|p| p.announced) {
+                self.notify_connection(closer, other, false);
+            }
+        } else {
+            self.close_pair(pair, Some(closer));
+        }
+        let mut waiting = self.zc_waiting.remove(&pair).unwrap_or_default();
+        if half {
+            // The other end's sends still wait for their ZC-ACKs.
+            let pending = &self.pending;
+            let (mine, theirs): (Vec<_>, Vec<_>) = waiting.into_iter().partition(|(slot, _)| {
+                matches!(pending.get(*slot as usize), Some((Pending::SendDone { node, .. }, _))
+                    if Some(*node) == closer_node)
+            });
+            if !theirs.is_empty() {
+                self.zc_waiting.insert(pair, theirs);
+            }
+            waiting = mine;
+        }
         for (slot, generation) in waiting {
             if !still_waiting(&self.pending, slot, generation) {
                 continue;
