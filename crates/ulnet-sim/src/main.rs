@@ -73,7 +73,7 @@ enum Command {
         rails: u32,
         #[arg(long, default_value_t = 9000)]
         mtu: u32,
-        /// Routers between client and server: refused, the simulator does not forward yet.
+        /// Routers between client and server: refused, router buffers are not advised yet.
         #[arg(long)]
         routers: bool,
         /// Only compute the advice, do not simulate it.
@@ -258,8 +258,8 @@ fn advise_command(
 ) -> anyhow::Result<()> {
     if routers {
         anyhow::bail!(
-            "--routers: router buffers cannot be advised yet: the simulator does not forward \
-             through routers, so the advice could not be checked"
+            "--routers: router buffers and router credits are not advised yet (no rules for \
+             them are written; the simulator could check them)"
         );
     }
     let request = ulnet_sim::advise::AdviseRequest {
