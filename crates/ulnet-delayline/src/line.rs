@@ -102,9 +102,10 @@ fn write_loop(to: &dyn Port, start: Instant, input: &mpsc::Receiver<(Duration, V
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        // A full or vanished device drops the packet, as a wire would.
+        // A full device, or one not up yet (EIO), drops the packet, as a wire would.
         if let Err(error) = to.send(&packet) {
-            if error.kind() != io::ErrorKind::WouldBlock {
+            let quiet = error.kind() == io::ErrorKind::WouldBlock || error.raw_os_error() == Some(5);
+            if !quiet {
                 eprintln!("ulnet-delayline: write: {error}");
             }
         }
