@@ -3,11 +3,16 @@
 # simulator's prediction for the same link (issue 22, item 6); needs root, ip and python3.
 #
 #   scripts/bench-delayline.sh [RATE] [DELAY] [CREDITS...]
-#       (defaults: 2Gbit 25ms 1 2 4 8 16 32; BENCH_SECONDS=12, BENCH_CONCURRENCY=64)
+#       (defaults: 2Gbit 25ms 1 2 4 8 16 32; BENCH_SECONDS=12, BENCH_CONCURRENCY=64,
+#        BENCH_INITCWND=1000)
 #
 # Two network namespaces joined by ulnet-delayline (RATE each way, DELAY one way, 38 bytes of
 # Ethernet framing a packet, a drop-tail queue of two bandwidth-delay products, MTU 9000),
-# TCP buffers up to 128 MiB in both (the window is not the limit), ulnetd in each
+# TCP buffers up to 128 MiB in both (the window is not the limit), no slow start after idle
+# (tcp_slow_start_after_idle=0) and an initial congestion window of BENCH_INITCWND segments on
+# the route (0: the kernel's 10), since the simulator has no congestion window: with few
+# credits each 1 MiB leaves alone after a pause, and a window grown again from 10 segments
+# costs it about half a round trip here. Then ulnetd in each
 # (10.250.0.1@tcp, 10.250.0.2@tcp; peer_credits C, conns_per_peer 1) and a ulst console beside
 # the first (10.250.0.3@tcp): brw write 1 MiB at BENCH_CONCURRENCY from the first to the
 # second, the server's receive rate averaged from 3 s to BENCH_SECONDS. Then ulnet-sim runs
@@ -77,12 +82,19 @@ for side in A B; do
     ip -n "${!ns}" link set lo up
     ip link set "${!dev}" netns "${!ns}"
     ip -n "${!ns}" link set "${!dev}" mtu 9000 up
+    # Large buffers, and no slow start again after each idle moment (WAN tuning): the
+    # simulator models neither the window's growth nor congestion control.
     ip netns exec "${!ns}" sysctl -qw net.ipv4.tcp_rmem="4096 131072 134217728" \
-        net.ipv4.tcp_wmem="4096 16384 134217728"
+        net.ipv4.tcp_wmem="4096 16384 134217728" net.ipv4.tcp_slow_start_after_idle=0
 done
 ip -n "$NS_A" addr add 10.250.0.1/24 dev "$DEV_A"
 ip -n "$NS_A" addr add 10.250.0.3/24 dev "$DEV_A"
 ip -n "$NS_B" addr add 10.250.0.2/24 dev "$DEV_B"
+INITCWND="${BENCH_INITCWND:-1000}"
+if [ "$INITCWND" != 0 ]; then
+    ip -n "$NS_A" route change 10.250.0.0/24 dev "$DEV_A" initcwnd "$INITCWND" initrwnd "$INITCWND"
+    ip -n "$NS_B" route change 10.250.0.0/24 dev "$DEV_B" initcwnd "$INITCWND" initrwnd "$INITCWND"
+fi
 
 start_node() { # ns name nid credits
     cat >"$WORK/$2.yaml" <<EOF
@@ -155,7 +167,7 @@ EOF
         | python3 -c "import json,sys; s=json.load(sys.stdin)['workloads'][0]['bandwidth_series_mb_per_s'][$WARMUP:]; print(round(sum(s)/len(s), 1))"
 }
 
-echo "link: $RATE each way, $DELAY one way, queue $QUEUE bytes; brw write 1 MiB, concurrency $CONCURRENCY"
+echo "link: $RATE each way, $DELAY one way, queue $QUEUE bytes, initcwnd ${INITCWND}; brw write 1 MiB, concurrency $CONCURRENCY"
 echo "| peer_credits | real MB/s | simulated MB/s | real / simulated |"
 echo "|---|---|---|---|"
 for credits in "${CREDITS[@]}"; do
