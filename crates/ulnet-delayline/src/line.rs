@@ -104,7 +104,8 @@ fn write_loop(to: &dyn Port, start: Instant, input: &mpsc::Receiver<(Duration, V
         }
         // A full device, or one not up yet (EIO), drops the packet, as a wire would.
         if let Err(error) = to.send(&packet) {
-            let quiet = error.kind() == io::ErrorKind::WouldBlock || error.raw_os_error() == Some(5);
+            let quiet =
+                error.kind() == io::ErrorKind::WouldBlock || error.raw_os_error() == Some(5);
             if !quiet {
                 eprintln!("ulnet-delayline: write: {error}");
             }

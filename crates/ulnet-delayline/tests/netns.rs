@@ -112,7 +112,8 @@ impl Setup {
         }
         let _ = server.kill();
         let _ = server.wait();
-        let report: serde_json::Value = serde_json::from_slice(&output.expect("iperf3 ran")).unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&output.expect("iperf3 ran")).unwrap();
         let end = &report["end"];
         let bits = end["sum_received"]["bits_per_second"].as_f64().unwrap();
         let rtt = end["streams"][0]["sender"]["min_rtt"].as_f64().unwrap();
@@ -165,7 +166,10 @@ fn tcp_across_the_line_sees_its_delay_and_never_beats_its_rate() {
     // No packet crosses sooner than the delay: the round trip is at least 40 ms (the
     // machine's noise can only add to it).
     assert!(min_rtt_us >= 40_000.0, "round trip {min_rtt_us} us through a 2 x 20 ms line");
-    assert!(min_rtt_us < 400_000.0, "round trip {min_rtt_us} us: the line holds packets far too long");
+    assert!(
+        min_rtt_us < 400_000.0,
+        "round trip {min_rtt_us} us: the line holds packets far too long"
+    );
     // Nor faster than the rate: 100 Mbit/s on the wire is less in TCP payload.
     assert!(bits > 0.0 && bits <= 100e6, "{bits} bit/s through a 100 Mbit/s line");
 }

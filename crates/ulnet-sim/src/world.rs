@@ -1094,9 +1094,7 @@ impl World {
 
     /// Whether frames between two endpoints are lost (a link down, a black hole).
     fn is_cut(&self, a: EndpointId, b: EndpointId) -> bool {
-        self.path_dark(a, b)
-            || self.endpoint_stopped(a)
-            || self.endpoint_stopped(b)
+        self.path_dark(a, b) || self.endpoint_stopped(a) || self.endpoint_stopped(b)
     }
 
     /// Whether the node owning `endpoint` is stopped.

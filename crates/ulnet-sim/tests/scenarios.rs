@@ -186,14 +186,35 @@ fn router_buffers_running_out_hold_the_senders_back_and_lose_nothing() {
 #[test]
 fn routes_and_router_faults_are_checked() {
     let cases = [
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp, gateway: router}"), "local net"),
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: server}"), "shares no net"),
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router@tcp1'}"), "shares no net"),
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 10.0.0.9@tcp1}"), "not on a net"),
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: router, hops: 0}"), "hops"),
-        (ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router[7]'}"), "router[7"),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp, gateway: router}"),
+            "local net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: server}"),
+            "shares no net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router@tcp1'}"),
+            "shares no net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 10.0.0.9@tcp1}"),
+            "not on a net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: router, hops: 0}"),
+            "hops",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router[7]'}"),
+            "router[7",
+        ),
         (ROUTED.replace("routing: true", "routing: true, router: true"), "router"),
-        (format!("{ROUTED}faults:\n  - node_stop: {{at: 1s, node: 'server[0]'}}\n"), "workload write"),
+        (
+            format!("{ROUTED}faults:\n  - node_stop: {{at: 1s, node: 'server[0]'}}\n"),
+            "workload write",
+        ),
         (format!("{ROUTED}faults:\n  - router_down: {{at: 1s, node: router}}\n"), "router_down"),
     ];
     for (text, expected) in cases {
@@ -393,8 +414,9 @@ fn random_scenario(seed: u64) -> String {
     let routers = if pick(&mut routing_rng, 3) == 0 { 1 + pick(&mut routing_rng, 3) } else { 0 };
     let nis = if rails == 1 { "[{net: tcp}]" } else { "[{net: tcp}, {net: tcp1}]" };
     let (client_extra, server_nis, server_extra, router_group) = if routers > 0 {
-        let buffers = ["", ", tunables: {large_buffers: 2, small_buffers: 4, peer_buffer_credits: 1}"]
-            [pick(&mut routing_rng, 2) as usize];
+        let buffers =
+            ["", ", tunables: {large_buffers: 2, small_buffers: 4, peer_buffer_credits: 1}"]
+                [pick(&mut routing_rng, 2) as usize];
         (
             ", routes: [{net: tcp9, gateway: router}]",
             "[{net: tcp9}]",
