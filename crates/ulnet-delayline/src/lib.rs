@@ -5,7 +5,8 @@
 //! so: random loss, a drop-tail queue in front of a rate limit, then a fixed delay, each
 //! direction on its own (mahimahi's `mm-loss`, `mm-link`, `mm-delay`). Put each device in a
 //! network namespace with an address, and the two namespaces talk over a link with real
-//! latency: [`line`] runs it over any pair of [`line::Port`]s, the binary over TUN devices.
+//! latency: [`line`](mod@line) runs it over any pair of [`line::Port`]s, the binary over TUN
+//! devices.
 
 pub mod line;
 pub mod link;
