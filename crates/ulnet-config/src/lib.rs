@@ -8,6 +8,8 @@
 //! - [`emit`]: a YAML tree and the two printers lnetctl uses (libyaml's emitter, "dialect N",
 //!   and cYAML's, "dialect C"), byte for byte.
 //! - [`grammar`]: range expressions, `networks=`, `ip2nets=`, `routes=`.
+//! - [`legacy2yaml`]: Lustre's `lnet_legacy2yaml` converter, byte for byte.
+//! - [`modprobe`]: kernel module parameters from modprobe.d files, mapped onto the model.
 //! - [`model`]: [`model::Config`], the `import` parser, global settings with Lustre's defaults
 //!   and checks, interface matching for `net:`/`ip2nets:`, and `export --backup` of a model.
 //! - [`render`]: `net show`, `peer show`, `peer list`, `route show`, `ping`/`discover`,
@@ -16,7 +18,9 @@
 
 pub mod emit;
 pub mod grammar;
+pub mod legacy2yaml;
 pub mod model;
+pub mod modprobe;
 pub mod render;
 
 mod nid_text;

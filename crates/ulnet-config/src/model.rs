@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 
 use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::engine::{UdspRule, UdspSpecError};
 
 use crate::grammar::{ExprList, IpPattern};
 use crate::render::{CyamlErrorEntry, GlobalShow};
@@ -15,7 +16,9 @@ use crate::render::{CyamlErrorEntry, GlobalShow};
 pub mod export;
 pub mod import;
 
-pub use import::{ImportError, ImportMode, Imported, MAX_IMPORT_LEN, UnknownKey, import};
+pub use import::{
+    ImportError, ImportMode, Imported, MAX_IMPORT_LEN, UDSP_ITEM_WITHOUT_IDX, UnknownKey, import,
+};
 
 /// A parsed configuration file (or `lnetctl import` input), in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -144,7 +147,8 @@ pub struct Buffers {
     pub large: Option<i64>,
 }
 
-/// One `udsp:` item (items without `idx` are dropped, as lnetctl drops them).
+/// One `udsp:` item (items without `idx` are dropped, as lnetctl drops them, and listed in
+/// [`Imported::unknown_keys`] as [`UDSP_ITEM_WITHOUT_IDX`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UdspConfig {
     pub idx: i64,
@@ -152,6 +156,44 @@ pub struct UdspConfig {
     pub dst: Option<String>,
     pub rte: Option<String>,
     pub priority: Option<i64>,
+}
+
+/// Why a `udsp:` item is not a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UdspItemError {
+    #[error("idx {0} is negative")]
+    NegativeIndex(i64),
+    #[error("priority {0} is not between 0 and 4294967295")]
+    BadPriority(i64),
+    #[error("{0}")]
+    Rule(#[from] UdspSpecError),
+}
+
+impl UdspConfig {
+    /// The rule this item adds and the index it goes in at, as `udsp add` would make it:
+    /// without a priority, a lone `src` or `dst` is a priority-0 rule and anything else a
+    /// preferred-list rule, so an `export` (which prints `action` for priority rules only)
+    /// imports back to the same rules. lnetctl's importer differs (decision 0021): it sends
+    /// every item as a priority rule, of priority -1 when it has none, and fails on a
+    /// priority of 0. lustre: lnetctl.c `handle_udsp_sequences()`, liblnetconfig_udsp.c
+    /// `lustre_lnet_add_udsp()`.
+    pub fn rule(&self) -> Result<(UdspRule, usize), UdspItemError> {
+        let index =
+            usize::try_from(self.idx).map_err(|_| UdspItemError::NegativeIndex(self.idx))?;
+        let priority = self
+            .priority
+            .map(|priority| {
+                u32::try_from(priority).map_err(|_| UdspItemError::BadPriority(priority))
+            })
+            .transpose()?;
+        let rule = UdspRule::from_lnetctl(
+            self.src.as_deref(),
+            self.dst.as_deref(),
+            self.rte.as_deref(),
+            priority,
+        )?;
+        Ok((rule, index))
+    }
 }
 
 /// A `ping:` or `discover:` block of `import --exec` (docs/protocol/cli.md §4.6). NIDs are kept as
@@ -284,6 +326,31 @@ pub struct GlobalSettings {
     pub response_tracking: i64,
     pub recovery_limit: i64,
     pub max_recovery_ping_interval: i64,
+    /// Router module parameters no YAML key carries (set from modprobe.d files): never
+    /// shown by `global show`, which prints only lnetctl's keys.
+    pub router: RouterSettings,
+}
+
+/// `check_routers_before_use`, `avoid_asym_router_failure`, `alive_router_check_interval`
+/// and `router_ping_timeout` (lnet/lnet/router.c), with the kernel's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterSettings {
+    pub check_routers_before_use: bool,
+    pub avoid_asym_router_failure: bool,
+    /// Seconds; 0 or less turns the router checker off.
+    pub alive_router_check_interval: i64,
+    pub router_ping_timeout: i64,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        Self {
+            check_routers_before_use: false,
+            avoid_asym_router_failure: true,
+            alive_router_check_interval: 60,
+            router_ping_timeout: 50,
+        }
+    }
 }
 
 impl Default for GlobalSettings {
@@ -300,6 +367,7 @@ impl Default for GlobalSettings {
             response_tracking: 3,
             recovery_limit: 0,
             max_recovery_ping_interval: 900,
+            router: RouterSettings::default(),
         }
     }
 }

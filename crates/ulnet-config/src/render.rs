@@ -819,12 +819,32 @@ pub struct UdspEntry {
     pub priority: Option<u32>,
 }
 
+impl UdspEntry {
+    /// The rule at `idx` as `udsp show` prints it: each criterion in its shown form, the
+    /// action only for a priority rule. lustre: liblnetconfig_udsp.c `lustre_lnet_show_udsp()`.
+    pub fn new(idx: usize, rule: &ulnet_proto::engine::UdspRule) -> Self {
+        Self {
+            idx: u32::try_from(idx).unwrap_or(u32::MAX),
+            src: rule.src.as_ref().map(ToString::to_string),
+            dst: rule.dst.as_ref().map(ToString::to_string),
+            rte: rule.rte.as_ref().map(ToString::to_string),
+            priority: rule.priority(),
+        }
+    }
+}
+
 fn udsp_items(rules: &[UdspEntry]) -> Yaml {
     Yaml::seq(rules.iter().map(|rule| {
         let mut entries: Vec<(&str, Yaml)> = vec![("idx", Yaml::c_number(rule.idx))];
         for (key, value) in [("src", &rule.src), ("dst", &rule.dst), ("rte", &rule.rte)] {
-            if let Some(value) = value {
-                entries.push((key, Yaml::plain(value.as_str())));
+            // cYAML prints strings raw, so lnetctl's `[0-255].*...` would read back as a
+            // broken flow sequence: ulnet quotes such a value (decision 0021).
+            match value {
+                Some(value) if value.starts_with('[') => {
+                    entries.push((key, Yaml::double_quoted(value.as_str())));
+                }
+                Some(value) => entries.push((key, Yaml::plain(value.as_str()))),
+                None => {}
             }
         }
         if let Some(priority) = rule.priority {

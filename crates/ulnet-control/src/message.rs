@@ -15,7 +15,7 @@ pub use ulnet_config::render::{FaultKind, FaultRuleEntry};
 
 use crate::data::{
     ExportState, GlobalShow, ManageCommand, ManageReply, NetEntry, PeerEntry, RouteEntry,
-    RoutingShow, StatsShow,
+    RoutingShow, StatsShow, UdspEntry,
 };
 
 /// A command for the node.
@@ -75,6 +75,33 @@ pub enum Request {
     RouteShow { filter: RouteSpec, verbose: bool },
     /// `routing show`: the router buffer pools and whether routing is enabled.
     RoutingShow,
+    /// `udsp add|del|show` (lnetctl's `jt_add_udsp()`, `jt_del_udsp()`, `jt_show_udsp()`).
+    Udsp(Udsp),
+}
+
+/// A UDSP request: what lnetctl's ioctls ask of the kernel's rule list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Udsp {
+    /// `udsp add` (`IOC_LIBCFS_ADD_UDSP`).
+    Add(UdspAdd),
+    /// `udsp del --idx N`, or every rule with `--all` (`None`; `IOC_LIBCFS_DEL_UDSP`).
+    Del { idx: Option<u32> },
+    /// `udsp show [--idx N]`: every rule, or the one at `idx` (none when there is no such
+    /// rule, as lnetctl's loop ends at `-ENOENT`).
+    Show { idx: Option<u32> },
+}
+
+/// `udsp add`: the criteria as typed (the node parses them as lnetctl did: lnetctl sends
+/// them parsed, and the CLI has checked they parse), the priority if one was given, and the
+/// index to insert at (appended without one).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdspAdd {
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub rte: Option<String>,
+    pub priority: Option<u32>,
+    pub idx: Option<u32>,
 }
 
 /// Routes as `route add|del|show` send them (lnetctl.c `yaml_lnet_route()`): the net as
@@ -427,6 +454,7 @@ impl Request {
             Self::RouteDel(_) => "route del",
             Self::RouteShow { .. } => "route show",
             Self::RoutingShow => "routing show",
+            Self::Udsp(_) => "udsp",
         }
     }
 }
@@ -451,6 +479,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 /// | `Export` | `Export` |
 /// | `Import` | `Import` |
 /// | `Fault` | `Faults` for `show`, `Done` otherwise |
+/// | `Udsp` | `Udsp` for `show` (empty: nothing printed), `Done` otherwise |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Response {
@@ -470,6 +499,8 @@ pub enum Response {
     Routes(Vec<RouteEntry>),
     /// `routing show`: the pools (none when never allocated) and the routing switch.
     Routing(RoutingShow),
+    /// `udsp show`: the rules, in index order.
+    Udsp(Vec<UdspEntry>),
 }
 
 /// The outcome of an `import`.
@@ -490,6 +521,9 @@ pub struct ShownObjects {
     pub nets: Vec<NetEntry>,
     pub routes: Vec<RouteEntry>,
     pub peers: Vec<PeerEntry>,
+    /// The rules at the `idx` of each `udsp:` item.
+    #[serde(default)]
+    pub udsp: Vec<UdspEntry>,
 }
 
 /// One executed `ping:` or `discover:` block.
@@ -506,10 +540,12 @@ pub mod errno {
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
     pub const EAGAIN: i32 = 11;
+    pub const ENOMEM: i32 = 12;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;
     pub const ENODEV: i32 = 19;
     pub const EINVAL: i32 = 22;
+    pub const ENOSPC: i32 = 28;
     pub const ERANGE: i32 = 34;
     pub const ENODATA: i32 = 61;
     pub const EPROTO: i32 = 71;
@@ -519,6 +555,7 @@ pub mod errno {
     pub const ECONNRESET: i32 = 104;
     pub const ETIMEDOUT: i32 = 110;
     pub const EHOSTUNREACH: i32 = 113;
+    pub const EALREADY: i32 = 114;
 }
 
 /// Why the node did not do what was asked. Every variant has a negative errno

@@ -257,6 +257,7 @@ fn exchanges() -> Vec<(Request, Result<Response, ControlError>)> {
                     nets: vec![NetEntry { net: "tcp".into(), nis: vec![] }],
                     routes: export_state().routes,
                     peers: vec![peer()],
+                    udsp: export_state().udsp,
                 },
                 exec: vec![ExecReply { command: ManageCommand::Ping, reply: manage() }],
             })),
@@ -266,6 +267,17 @@ fn exchanges() -> Vec<(Request, Result<Response, ControlError>)> {
             Err(ControlError::Import { errno: -22, descr: "'net' must be a sequence".into() }),
         ),
         (Request::Export { backup: true }, Err(ControlError::BadRequest { reason: "x".into() })),
+        (
+            Request::Udsp(Udsp::Add(UdspAdd {
+                src: Some("10.0.0.[1-2]@tcp".into()),
+                dst: Some("o2ib1".into()),
+                idx: Some(3),
+                ..UdspAdd::default()
+            })),
+            Err(ControlError::refused(errno::EALREADY, "")),
+        ),
+        (Request::Udsp(Udsp::Del { idx: None }), Ok(Response::Done)),
+        (Request::Udsp(Udsp::Show { idx: Some(0) }), Ok(Response::Udsp(export_state().udsp))),
         (
             Request::PeerShow { nid: None, level: 0 },
             Err(ControlError::VersionMismatch { server: 1, client: 2 }),

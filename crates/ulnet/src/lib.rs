@@ -74,6 +74,7 @@ mod log_limit;
 mod ni_live;
 mod node;
 mod numa;
+mod policies;
 mod routing;
 mod transfer;
 
@@ -106,6 +107,9 @@ pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
     LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,
     PeerNiStats, PutRequest, Rejected, ResponseTracking, Threshold, Tunables, UnlinkMode,
+};
+pub use ulnet_proto::engine::{
+    UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound, UdspRule, UdspRuleKind,
 };
 pub use ulnet_proto::link_model::LinkConfig;
 pub use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};

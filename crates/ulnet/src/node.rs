@@ -568,7 +568,7 @@ impl NodeBuilder {
                         ni,
                         config.nid,
                         self.pid,
-                        (**tunables).clone(),
+                        **tunables,
                         self.privileged_ports,
                         &tcp_listeners,
                     );

@@ -904,3 +904,68 @@ fn net_set_lnd_timeout() {
         &["net", "set", "--net", "tcp", "--lnd-timeout", "-1"],
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// udsp
+
+/// sanity-lnet.sh test 403's rules, then indexes, an equal rule (-EALREADY), the pair and
+/// router forms, deletion by index and of everything.
+#[test]
+fn udsp_add_show_del() {
+    let d = configured();
+    // Test 403: `udsp add --src|--dst <net|nid> --prio 1`, shown at index 0 (abbreviated
+    // option, as the test writes it).
+    check(&d, "udsp_add_src_net", &["udsp", "add", "--src", "tcp", "--prio", "1"]);
+    check(&d, "udsp_show_src_net", &["udsp", "show"]);
+    check(&d, "udsp_del_idx_0", &["udsp", "del", "--idx", "0"]);
+    check(&d, "udsp_show_none", &["udsp", "show"]);
+    check(&d, "udsp_add_dst_nid", &["udsp", "add", "--dst", "1.1.1.1@tcp", "--prio", "1"]);
+    check(&d, "udsp_add_same_again", &["udsp", "add", "--dst", "1.1.1.1@tcp", "--priority", "1"]);
+    let _ = d.run(&["udsp", "add", "--src", "10.0.[1-4/2].*@tcp1", "--dst", "o2ib[1-3]"]);
+    let _ = d.run(&["udsp", "add", "--dst", "tcp", "--rte", "*.*.*.*@tcp", "--idx", "0"]);
+    let _ = d.run(&["udsp", "add", "-s", "o2ib", "--idx", "99"]);
+    check(&d, "udsp_show_all", &["udsp", "show"]);
+    check(&d, "udsp_show_idx", &["udsp", "show", "--idx", "1"]);
+    check(&d, "udsp_show_missing_idx", &["udsp", "show", "--idx", "7"]);
+    check(&d, "udsp_export", &["export"]);
+    check(&d, "udsp_del_missing", &["udsp", "del", "--idx", "7"]);
+    check(&d, "udsp_del_all", &["udsp", "del", "--all"]);
+    assert!(d.state.lock().unwrap().udsp.is_empty());
+    let _ = d.run(&["udsp", "add", "--src", "tcp"]);
+    let _ = d.run(&["udsp", "del", "--idx", "-1"]);
+    assert!(d.state.lock().unwrap().udsp.is_empty(), "--idx -1 deletes every rule");
+}
+
+/// lnetctl's option and combination errors, none of which reaches the node.
+#[test]
+fn udsp_errors() {
+    let d = configured();
+    for (name, args) in [
+        ("udsp_add_nothing", &["udsp", "add"][..]),
+        ("udsp_add_bad_priority", &["udsp", "add", "--src", "tcp", "--priority", "-1"]),
+        ("udsp_add_bad_index", &["udsp", "add", "--src", "tcp", "--idx", "x"]),
+        ("udsp_add_all_three", &["udsp", "add", "--src", "tcp", "--dst", "tcp", "--rte", "tcp"]),
+        ("udsp_add_src_and_rte", &["udsp", "add", "--src", "tcp", "--rte", "1.1.1.1@tcp"]),
+        ("udsp_add_bad_src", &["udsp", "add", "--src", "*@tcp"]),
+        ("udsp_add_bad_dst", &["udsp", "add", "--dst", "foo1"]),
+        ("udsp_add_unknown_option", &["udsp", "add", "--colour", "red"]),
+        ("udsp_del_nothing", &["udsp", "del"]),
+        ("udsp_del_all_and_idx", &["udsp", "del", "--all", "--idx", "0"]),
+        ("udsp_del_bad_index", &["udsp", "del", "--idx", "-2"]),
+        ("udsp_show_bad_index", &["udsp", "show", "--idx", "x"]),
+        ("udsp_show_unknown_option", &["udsp", "show", "-x"]),
+        ("udsp_add_help", &["udsp", "add", "-h"]),
+    ] {
+        d.state.lock().unwrap().requests.clear();
+        check(&d, name, args);
+        assert!(d.state.lock().unwrap().requests.is_empty(), "{args:?} reached the node");
+    }
+}
+
+#[test]
+fn udsp_when_lnet_is_down() {
+    let d = Daemon::start(State::unconfigured());
+    check(&d, "udsp_add_unconfigured", &["udsp", "add", "--src", "tcp"]);
+    check(&d, "udsp_del_unconfigured", &["udsp", "del", "--all"]);
+    check(&d, "udsp_show_unconfigured", &["udsp", "show"]);
+}

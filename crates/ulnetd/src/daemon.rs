@@ -37,6 +37,8 @@ pub enum StartError {
     /// The node refused a route, or the routing or buffers settings, of the configuration.
     #[error("configuration: {0}")]
     Routing(ulnet_control::ControlError),
+    #[error("udsp: {0}")]
+    Udsp(ulnet_control::ControlError),
 }
 
 impl Daemon {
@@ -72,6 +74,13 @@ impl Daemon {
         // refused item of `lnet.conf` and the service still starts.
         if let Err(error) = live.add_peers(&config.peers) {
             tracing::warn!(%error, "configuration: peer not added");
+        }
+        // Checked when the configuration was read: a refusal here is a bug, and the daemon
+        // does not serve a node that differs from its file.
+        if let Err(error) = live.add_udsp_rules(&config.udsp) {
+            live.shutdown();
+            remove_socket(socket);
+            return Err(StartError::Udsp(error));
         }
         let handler_live = Arc::clone(&live);
         let handler = move |request| handler_live.handle(request);

@@ -182,11 +182,13 @@ fn node_config(nid: &str) -> DaemonConfig {
             socklnd: SocklndTunables::default(),
         }],
         settings: GlobalSettings::default(),
-        tcp: TcpSettings { accept_port: DEMO_PORT, accept: AcceptPolicy::All },
+        tcp: TcpSettings::new(DEMO_PORT, AcceptPolicy::All),
         selftest: true,
         peers: Vec::new(),
         routing: crate::live::BootRouting::default(),
+        udsp: Vec::new(),
         warnings: Vec::new(),
+        notes: Vec::new(),
     }
 }
 

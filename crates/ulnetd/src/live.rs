@@ -20,9 +20,9 @@
 //! the in-process fabric (fixed at build), a net whose tunables would change, and
 //! `lnet configure`, which starts LNet. A rebuild shuts the old node down (its messages in
 //! flight are finalized with an error, its connections close) and starts a new one with a
-//! new interface cookie and zeroed counters, carrying configured peers, routes and the
-//! routing state over (`live/routing.rs`); a failed one
-//! brings the previous configuration back up. Global settings change live
+//! new interface cookie and zeroed counters, carrying configured peers, routes, the routing
+//! state (`live/routing.rs`) and UDSP rules (`live/policies.rs`) over; a failed one brings
+//! the previous configuration back up. Global settings change live
 //! ([`Node::set_tunables`]).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -54,12 +54,16 @@ use ulnet_proto::addr::{Net, Nid};
 
 use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
 use crate::interfaces::host_interfaces;
-use crate::nets::{NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net};
+use crate::nets::{
+    NetError, NetSpec, SocklndTunables, parse_cpt_text, resolve_net, with_lnd_defaults,
+};
 use crate::view;
 
 mod admin;
 mod faults;
 mod nets_live;
+mod policies;
+mod reload;
 mod routing;
 
 pub use routing::BootRouting;
@@ -67,6 +71,10 @@ use routing::{RoutingSnapshot, route_entries, routing_view, set_peer_states};
 
 /// Which LND serves the node's tcp NIs.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per daemon, made once at start-up: boxing the TCP settings buys nothing"
+)]
 pub enum LndChoice {
     /// socklnd over real TCP sockets.
     Tcp(TcpSettings),
@@ -79,8 +87,8 @@ pub enum LndChoice {
 pub struct LiveNode {
     lnd: LndChoice,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
-    /// brings up its `networks=` module parameter.
-    boot_nets: Vec<NetSpec>,
+    /// brings up its `networks=` module parameter (a reload replaces them).
+    boot_nets: Mutex<Vec<NetSpec>>,
     /// Whether the node hosts the selftest service (`lnet_selftest` in the configuration).
     selftest: bool,
     state: Mutex<State>,
@@ -117,7 +125,7 @@ impl LiveNode {
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
-            boot_nets: nets.clone(),
+            boot_nets: Mutex::new(nets.clone()),
             selftest,
             state: Mutex::new(State {
                 selftest: host_selftest(&node, selftest),
@@ -129,6 +137,14 @@ impl LiveNode {
                 stopping: false,
             }),
         })
+    }
+
+    /// ksocklnd's module parameters (the in-process fabric has none: socklnd's defaults).
+    fn socklnd_module(&self) -> ulnet_config::modprobe::SocklndModule {
+        match &self.lnd {
+            LndChoice::Tcp(tcp) => tcp.socklnd,
+            LndChoice::Mem(_) => ulnet_config::modprobe::SocklndModule::default(),
+        }
     }
 
     /// Whether the selftest service runs on the node now (configured on, LNet up, started).
@@ -190,6 +206,7 @@ impl LiveNode {
             Request::RouteDel(spec) => self.route_del(&spec),
             Request::RouteShow { filter, verbose: _ } => self.route_show(&filter),
             Request::RoutingShow => self.routing_show(),
+            Request::Udsp(udsp) => self.udsp(&udsp),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");
@@ -210,7 +227,8 @@ impl LiveNode {
         let starting = state.node.is_none();
         let mut nets = if state.node.is_some() { state.nets.clone() } else { Vec::new() };
         if all {
-            for net in &self.boot_nets {
+            let boot_nets = self.boot_nets.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            for net in &boot_nets {
                 let mut missing = net.clone();
                 missing.nis.retain(|ni| !has_nid(&nets, ni.nid));
                 if !missing.nis.is_empty() {
@@ -288,10 +306,14 @@ impl LiveNode {
     fn net_add(&self, add: &NetAdd) -> Result<Response, ControlError> {
         let mut state = self.lock_running()?;
         let host = host()?;
+        let socklnd = self.socklnd_module();
         let specs = match &add.ip2net {
-            Some(rule) => ip2net_specs(rule, &host).map_err(|error| error.to_control())?,
+            Some(rule) => {
+                ip2net_specs(rule, &host, &socklnd).map_err(|error| error.to_control())?
+            }
             None => {
                 let config = net_config_of(add).map_err(|error| error.to_control())?;
+                let config = with_lnd_defaults(&config, &socklnd);
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
@@ -431,7 +453,8 @@ impl LiveNode {
         let (node, nets, settings) = self.snapshot()?;
         let routing = routing_view(&self.lock(), &node);
         let stats = node.stats();
-        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
         set_peer_states(&node, &nets, &mut peers);
         let state = render::ExportState {
             nets: view::net_entries(
@@ -439,12 +462,18 @@ impl LiveNode {
                 &stats,
                 |nid| node.conns_per_peer(nid),
                 |nid| node.lnd_timeout(nid),
+                udsp,
             ),
             routes: route_entries(&node),
             peers,
             routing,
             global: settings.show(),
-            udsp: Vec::new(),
+            udsp: node
+                .udsp_rules()
+                .iter()
+                .enumerate()
+                .map(|(at, rule)| render::UdspEntry::new(at, rule))
+                .collect(),
         };
         Ok(ExportState::from(&state))
     }
@@ -476,6 +505,7 @@ impl LiveNode {
     }
 
     fn import_add(&self, config: &Config) -> Result<ImportReply, ControlError> {
+        policies::check_udsp_items(&config.udsp)?;
         let mut state = self.lock_unless_stopping()?;
         let mut settings = state.settings;
         settings.apply(config).map_err(|error| ControlError::from(&error))?;
@@ -492,8 +522,10 @@ impl LiveNode {
                     .map_err(|error| ControlError::refused(errno::EINVAL, error.to_string()))?;
                 items.extend(resolved);
             }
+            let socklnd = self.socklnd_module();
             for item in &items {
-                let spec = resolve_net(item, &host).map_err(|error| import_error(&error))?;
+                let item = with_lnd_defaults(item, &socklnd);
+                let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
             }
         }
@@ -511,6 +543,10 @@ impl LiveNode {
         self.import_routing(config, false)?;
         if !config.peers.is_empty() {
             self.add_peers(&config.peers)?;
+        }
+        // Last, as in an export: rules reach the peers just added.
+        if !config.udsp.is_empty() {
+            self.import_udsp(&config.udsp)?;
         }
         Ok(ImportReply::default())
     }
@@ -572,6 +608,9 @@ impl LiveNode {
         if !config.peers.is_empty() {
             self.delete_peers(&config.peers)?;
         }
+        if !config.udsp.is_empty() {
+            self.import_del_udsp(&config.udsp)?;
+        }
         Ok(ImportReply::default())
     }
 
@@ -579,13 +618,15 @@ impl LiveNode {
     fn import_show(&self, config: &Config) -> Result<ImportReply, ControlError> {
         let (node, nets, _) = self.snapshot()?;
         let stats = node.stats();
-        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid));
+        let udsp = |nid, remote| node.udsp_info(nid, remote);
+        let mut peers = view::peer_entries(&stats, |nid| node.peer_info(nid), udsp);
         set_peer_states(&node, &nets, &mut peers);
         let nets: Vec<data::NetEntry> = view::net_entries(
             &nets,
             &stats,
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            udsp,
         )
         .iter()
         .filter(|entry| config.nets.iter().any(|item| item.net == entry.net))
@@ -606,7 +647,13 @@ impl LiveNode {
             })
             .map(data::RouteEntry::from)
             .collect();
-        Ok(ImportReply { shown: ShownObjects { nets, routes, peers }, ..ImportReply::default() })
+        let udsp = config
+            .udsp
+            .iter()
+            .flat_map(|item| policies::shown_rules(&node, u32::try_from(item.idx).ok()))
+            .collect();
+        let shown = ShownObjects { nets, routes, peers, udsp };
+        Ok(ImportReply { shown, ..ImportReply::default() })
     }
 
     // ------------------------------------------------------------------------ internals
@@ -652,6 +699,7 @@ impl LiveNode {
             &node.stats(),
             |nid| node.conns_per_peer(nid),
             |nid| node.lnd_timeout(nid),
+            |nid, remote| node.udsp_info(nid, remote),
         ))
     }
 
@@ -659,11 +707,11 @@ impl LiveNode {
     /// comes back up (or, failing that too, LNet stays down).
     fn rebuild(&self, state: &mut State, nets: Vec<NetSpec>) -> Result<(), ControlError> {
         state.selftest = None;
-        let mut peers = Vec::new();
-        let mut routing = None;
+        let (mut peers, mut routing, mut rules) = (Vec::new(), None, Vec::new());
         if let Some(old) = state.node.take() {
             peers = admin::configured_peers(&old);
             routing = Some(RoutingSnapshot::of(&old));
+            rules = old.udsp_rules();
             old.shutdown();
         }
         let restore = |node: &Node| {
@@ -671,6 +719,8 @@ impl LiveNode {
             if let Some(routing) = &routing {
                 routing.restore(node);
             }
+            // After routes and peers, so router rules find their gateways.
+            policies::restore_rules(node, &rules);
         };
         match build_node(&self.lnd, &nets, &state.settings) {
             Ok(node) => {
@@ -718,7 +768,11 @@ fn host_selftest(node: &Node, enabled: bool) -> Option<ulnet_selftest::SelftestS
 
 /// The node's peers with their discovery state.
 fn peer_entries(node: &Node) -> Vec<render::PeerEntry> {
-    view::peer_entries(&node.stats(), |nid| node.peer_info(nid))
+    view::peer_entries(
+        &node.stats(),
+        |nid| node.peer_info(nid),
+        |nid, remote| node.udsp_info(nid, remote),
+    )
 }
 
 /// The most targets one `ping` or `discover` expands to (ulnetctl's bound too).
@@ -879,16 +933,17 @@ fn tcp_ni(
     builder.tcp_ni_config(config, tcp_tunables(socklnd, tcp))
 }
 
-/// The TCP LND's tunables for a net's socklnd tunables and the node-wide acceptor settings.
+/// The TCP LND's tunables for a net's socklnd tunables and the node-wide settings (the
+/// acceptor's, and ksocklnd's module parameters for the rest).
 fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTunables {
     ulnet::SocklndTunables {
         accept_port: tcp.accept_port,
         accept: tcp.accept,
-        // In range: the importer and the CLI check 0..=127.
+        // In range: the importer, the CLI and the module parameters check 0..=127.
         conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),
         // -1 is "not set".
         tos: u8::try_from(socklnd.tos).ok(),
-        ..ulnet::SocklndTunables::default()
+        ..tcp.socklnd.lnd
     }
 }
 
@@ -918,7 +973,14 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
         ),
         router: RouterTunables {
             drop_asym_route: settings.drop_asym_route,
-            ..RouterTunables::default()
+            check_routers_before_use: settings.router.check_routers_before_use,
+            avoid_asym_router_failure: settings.router.avoid_asym_router_failure,
+            alive_router_check_interval: Duration::from_secs(
+                u64::try_from(settings.router.alive_router_check_interval).unwrap_or(0),
+            ),
+            router_ping_timeout: Duration::from_secs(
+                u64::try_from(settings.router.router_ping_timeout).unwrap_or(0),
+            ),
         },
         ..Tunables::default()
     }

@@ -9,10 +9,11 @@
 use std::net::IpAddr;
 
 use ulnet::NetTunables;
-use ulnet_config::grammar::ExprList;
+use ulnet_config::grammar::{self, ExprList, Ip2netsRule, parse_ip2nets, resolve_ip2nets};
 use ulnet_config::model::{
     self, DEFAULT_TOS, HostInterface, LndTunables, LocalNiConfig, NetConfig, Tunables,
 };
+use ulnet_config::modprobe::SocklndModule;
 use ulnet_control::ControlError;
 use ulnet_control::message::errno;
 use ulnet_proto::addr::{LndType, Net, Nid};
@@ -180,8 +181,15 @@ pub fn default_interface(net: Net, host: &[HostInterface]) -> Result<String, Net
 /// Resolves an `--ip2net` rule string (kernel `ip2nets=` syntax) to net items.
 /// lustre: api-ni.c `lnet_handle_legacy_ip2nets()`, config.c `lnet_parse_ip2nets()`.
 pub fn resolve_ip2net(text: &str, host: &[HostInterface]) -> Result<Vec<NetConfig>, NetError> {
-    use ulnet_config::grammar::{parse_ip2nets, resolve_ip2nets};
     let rules = parse_ip2nets(text).map_err(|error| NetError::BadIp2net(error.to_string()))?;
+    resolve_ip2net_rules(&rules, host)
+}
+
+/// The nets of the kernel's `ip2nets=` rules that match this host's IPv4 addresses.
+pub fn resolve_ip2net_rules(
+    rules: &[Ip2netsRule],
+    host: &[HostInterface],
+) -> Result<Vec<NetConfig>, NetError> {
     let local: Vec<std::net::Ipv4Addr> = host
         .iter()
         .filter(|interface| interface.up)
@@ -192,10 +200,20 @@ pub fn resolve_ip2net(text: &str, host: &[HostInterface]) -> Result<Vec<NetConfi
         })
         .collect();
     let specs =
-        resolve_ip2nets(&rules, &local).map_err(|error| NetError::BadIp2net(error.to_string()))?;
+        resolve_ip2nets(rules, &local).map_err(|error| NetError::BadIp2net(error.to_string()))?;
     if specs.is_empty() {
         return Err(NetError::NoIp2netsMatch);
     }
+    net_configs(specs, host)
+}
+
+/// Nets in the kernel's `networks=` form as net items: an NI without an interface takes
+/// the default one ([`default_interface`]), a net without NIs one NI on it.
+/// lustre: config.c `lnet_parse_networks()`, socklnd.c `ksocknal_startup()`.
+pub fn net_configs(
+    specs: Vec<grammar::NetSpec>,
+    host: &[HostInterface],
+) -> Result<Vec<NetConfig>, NetError> {
     let mut nets = Vec::new();
     for spec in specs {
         let mut nis = Vec::new();
@@ -223,15 +241,36 @@ pub fn resolve_ip2net(text: &str, host: &[HostInterface]) -> Result<Vec<NetConfi
     Ok(nets)
 }
 
+/// `item` with ksocklnd's module parameters in the tunables it leaves unset, as the
+/// kernel's socklnd fills a net's -1s from them. Other LNDs' items are returned as they
+/// are. lustre: socklnd_modparams.c `ksocknal_tunables_setup()`.
+pub fn with_lnd_defaults(item: &NetConfig, socklnd: &SocklndModule) -> NetConfig {
+    let mut item = item.clone();
+    if item.net.lnd == LndType::SOCK {
+        let (tunables, defaults) = (&mut item.tunables, &socklnd.net);
+        tunables.credits = tunables.credits.or(defaults.credits);
+        tunables.peer_credits = tunables.peer_credits.or(defaults.peer_credits);
+        tunables.peer_buffer_credits =
+            tunables.peer_buffer_credits.or(defaults.peer_buffer_credits);
+        tunables.peer_timeout = tunables.peer_timeout.or(defaults.peer_timeout);
+        let lnd = &mut item.lnd_tunables;
+        lnd.conns_per_peer = lnd.conns_per_peer.or(socklnd.conns_per_peer);
+        lnd.tos = lnd.tos.or(socklnd.tos);
+    }
+    item
+}
+
 /// The net's common tunables: configured values where LNet keeps them, the LND's defaults
 /// otherwise. lustre: api-ni.c `lnet_genl_parse_tunables()`, `lnet_set_tune_defaults()`.
 pub fn net_tunables(lnd: LndType, tunables: &Tunables) -> NetTunables {
     let shown = model::export::effective_tunables(lnd, tunables);
     // effective_tunables keeps only non-negative values.
     let unsigned = |value: i32| u32::try_from(value).unwrap_or(0);
+    let credits = unsigned(shown.credits);
     NetTunables {
-        credits: unsigned(shown.credits),
-        peer_credits: unsigned(shown.peer_credits),
+        credits,
+        // lustre: socklnd_modparams.c ksocknal_tunables_setup(): at most the NI's credits.
+        peer_credits: unsigned(shown.peer_credits).min(credits),
         peer_buffer_credits: unsigned(shown.peer_buffer_credits),
         peer_timeout: unsigned(shown.peer_timeout),
     }

@@ -8,7 +8,7 @@
 //! lustre: include/uapi/linux/lnet/lnet-types.h, api-ni.c `lnet_fill_ni_info()`,
 //! peer.c `lnet_peer_ni_info()` (via the netlink dumps).
 
-use ulnet::{NiStats, NodeStats, PeerNiStats};
+use ulnet::{NiStats, NodeStats, PeerNiStats, UdspConstructInfo};
 use ulnet_config::render::{
     LndTunablesShow, LocalNiEntry, LocalNiHealth, MessageCounts, NetEntry, NetTunables, PeerEntry,
     PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
@@ -24,12 +24,14 @@ pub const PEER_MULTI_RAIL: u32 = 1 << 0;
 
 /// `net show`: `lo` first, then the configured nets in configuration order. `conns_per_peer`
 /// gives the count in force on a live NI (changed by `net set --conns-per-peer`); NIs it does
-/// not know show what the configuration resolves to.
+/// not know show what the configuration resolves to. `udsp` gives the UDSP stamps of a local
+/// NI (`false`) or peer NI (`true`).
 pub fn net_entries(
     nets: &[NetSpec],
     stats: &NodeStats,
     conns_per_peer: impl Fn(Nid) -> Option<u8>,
     lnd_timeout: impl Fn(Nid) -> Option<std::time::Duration>,
+    udsp: impl Fn(Nid, bool) -> Option<UdspConstructInfo>,
 ) -> Vec<NetEntry> {
     let lo = stats.nis.iter().find(|ni| ni.nid == Nid::LO_0);
     let mut entries = vec![NetEntry {
@@ -39,6 +41,7 @@ pub fn net_entries(
             lo,
             None,
             NetTunables::default(),
+            udsp_info(udsp(Nid::LO_0, false)),
         )],
     }];
     for net in nets {
@@ -60,7 +63,7 @@ pub fn net_entries(
                     }),
                     tos: net.socklnd.tos,
                 };
-                local_ni(ni, live, Some(lnd), tunables)
+                local_ni(ni, live, Some(lnd), tunables, udsp_info(udsp(ni.nid, false)))
             })
             .collect();
         entries.push(NetEntry { net: net.net, nis });
@@ -71,10 +74,14 @@ pub fn net_entries(
 /// `peer show`: one entry per peer (by primary NID, in the order the node learnt them), its
 /// NIs in the peer's order (primary net first, primary NI first in its net) when `info`
 /// knows the peer. Loopback peers (ourselves through `0@lo`) are never shown.
-pub fn peer_entries(stats: &NodeStats, info: impl Fn(Nid) -> Option<PeerInfo>) -> Vec<PeerEntry> {
+pub fn peer_entries(
+    stats: &NodeStats,
+    info: impl Fn(Nid) -> Option<PeerInfo>,
+    udsp: impl Fn(Nid, bool) -> Option<UdspConstructInfo>,
+) -> Vec<PeerEntry> {
     let mut peers: Vec<PeerEntry> = Vec::new();
     for ni in stats.peer_nis.iter().filter(|ni| ni.nid.net() != Net::LO) {
-        let entry = peer_ni(ni);
+        let entry = peer_ni(ni, udsp_info(udsp(ni.nid, true)));
         match peers.iter_mut().find(|peer| peer.primary_nid == ni.primary_nid) {
             Some(peer) => peer.nis.push(entry),
             None => peers.push(PeerEntry {
@@ -110,6 +117,7 @@ fn local_ni(
     live: Option<&NiStats>,
     lnd_tunables: Option<LndTunablesShow>,
     tunables: NetTunables,
+    udsp: UdspInfo,
 ) -> LocalNiEntry {
     let statistics = live.map(|ni| ni.statistics).unwrap_or_default();
     let latency = live.map(|ni| ni.latency).unwrap_or_default();
@@ -120,7 +128,7 @@ fn local_ni(
         up: live.is_some_and(|ni| ni.up),
         interface: spec.interface.clone(),
         statistics: Statistics::new(&statistics, &latency),
-        udsp: no_udsp(),
+        udsp,
         sent: MessageCounts::from(&statistics.sent_stats),
         received: MessageCounts::from(&statistics.received_stats),
         dropped: MessageCounts::from(&statistics.dropped_stats),
@@ -133,10 +141,10 @@ fn local_ni(
     }
 }
 
-fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
+fn peer_ni(ni: &PeerNiStats, udsp: UdspInfo) -> PeerNiEntry {
     PeerNiEntry {
         nid: ni.nid,
-        udsp: no_udsp(),
+        udsp,
         // `NA` unless the peer is a router or this node routes (docs/protocol/cli.md §3.2):
         // `live/routing.rs` `set_peer_states()` says which.
         state: PeerNiState::NotApplicable,
@@ -156,10 +164,24 @@ fn peer_ni(ni: &PeerNiStats) -> PeerNiEntry {
     }
 }
 
-/// `udsp info` without UDSP rules: both priorities at `LNET_MAX_SELECTION_PRIORITY`
-/// (`u32::MAX`), which the netlink dump sends as an s32, -1.
-/// lustre: config.c `lnet_ni_alloc()`, peer.c `lnet_peer_ni_alloc()`, api-ni.c
-/// `udsp_info_list` (`NLA_S32`).
-fn no_udsp() -> UdspInfo {
-    UdspInfo { net_priority: -1, nid_priority: -1, ..UdspInfo::default() }
+/// `udsp info` (levels 4 and up): both priorities as the netlink dump sends them, s32, so
+/// the default `LNET_MAX_SELECTION_PRIORITY` (`u32::MAX`) shows as -1; the preferred
+/// routers of a peer NI. The kernel's dump sends no other list (no rule fills a local net's
+/// routers, and `lnet_udsp_info_send()` leaves a peer NI's preferred sources out), so
+/// neither does this. A construct that went away meanwhile shows the defaults.
+/// lustre: api-ni.c `lnet_udsp_info_send()`, `udsp_info_list` (`NLA_S32`); config.c
+/// `lnet_ni_alloc()`, peer.c `lnet_peer_ni_alloc()`.
+fn udsp_info(info: Option<UdspConstructInfo>) -> UdspInfo {
+    let info = info.unwrap_or(UdspConstructInfo {
+        net_priority: u32::MAX,
+        nid_priority: u32::MAX,
+        ..UdspConstructInfo::default()
+    });
+    let shown = |priority: u32| i32::from_ne_bytes(priority.to_ne_bytes());
+    UdspInfo {
+        net_priority: shown(info.net_priority),
+        nid_priority: shown(info.nid_priority),
+        preferred_gateways: info.preferred_gateways,
+        preferred_sources: Vec::new(),
+    }
 }

@@ -60,10 +60,13 @@ pub struct Imported {
     /// export is listed (lnetctl warns about it): it is the module-wide `sock_timeout`, which
     /// an import does not set. `ulnetd --config` refuses a file that has any.
     pub unknown_keys: Vec<UnknownKey>,
-    /// The top-level blocks of the input, in order, each once: a `udsp:` whose items all
-    /// lack `idx` leaves no rule in the model but is still here.
+    /// The top-level blocks of the input, in order, each once.
     pub sections: Vec<String>,
 }
+
+/// The [`UnknownKey::key`] of a `udsp:` item without `idx`, which lnetctl skips whole
+/// (lnetctl.c `handle_udsp_sequences()` acts at the end of an item only when it had one).
+pub const UDSP_ITEM_WITHOUT_IDX: &str = "<item without idx>";
 
 /// A key [`import`] skipped: `key` inside `within` (`peer`, `peer ni`, `route`, `tunables`,
 /// ...).
@@ -330,8 +333,9 @@ impl Walker {
                     for key in unknown {
                         self.unknown("udsp", &key);
                     }
-                    if let Some(rule) = rule {
-                        self.imported.config.udsp.push(rule);
+                    match rule {
+                        Some(rule) => self.imported.config.udsp.push(rule),
+                        None => self.unknown("udsp", UDSP_ITEM_WITHOUT_IDX),
                     }
                 }
             }

@@ -144,6 +144,12 @@ udsp:
       src: tcp1
       action:
           priority: 1
+    - idx: 1
+      src: 10.0.0.[1-2]@tcp1
+      dst: o2ib
+    - idx: 2
+      dst: tcp
+      rte: \"[0-255].[0-255].[0-255].[0-255]@tcp\"
 ";
     let imported = add(text);
     assert_eq!(imported.warnings, Vec::<String>::new());
@@ -482,7 +488,13 @@ fn route_errors() {
 #[test]
 fn routing_buffers_numa_udsp() {
     use ImportError::*;
-    let config = add("routing: {enable: yes}\nbuffers: {tiny: 512, small: -1}\nnuma: {range: 3}\nudsp:\n- src: tcp\n- idx: 1\n  dst: o2ib\n  priority: 4\n").config;
+    let imported = add(
+        "routing: {enable: yes}\nbuffers: {tiny: 512, small: -1}\nnuma: {range: 3}\nudsp:\n- src: tcp\n- idx: 1\n  dst: o2ib\n  priority: 4\n",
+    );
+    // The item without idx is dropped, as lnetctl drops it, and listed as skipped.
+    let skipped: Vec<String> = imported.unknown_keys.iter().map(ToString::to_string).collect();
+    assert_eq!(skipped, [format!("udsp: unknown key '{UDSP_ITEM_WITHOUT_IDX}'")]);
+    let config = imported.config;
     assert_eq!(config.routing, Some(true));
     assert_eq!(config.buffers, Some(Buffers { tiny: Some(512), small: None, large: None }));
     assert_eq!(config.numa_range, Some(3));
@@ -833,4 +845,31 @@ fn a_full_exports_routing_sequence_imports_its_switch() {
     let unknown: Vec<String> = odd.unknown_keys.iter().map(ToString::to_string).collect();
     assert_eq!(unknown, ["routing: unknown key 'cpt[x]'"]);
     assert_eq!(add_err("routing:\n    - 1\n"), ImportError::ExpectedMapping("routing".into()));
+}
+
+#[test]
+fn udsp_items_become_the_rules_udsp_add_makes() {
+    use ulnet_proto::engine::{UdspAction, UdspSpecError};
+    let item = |src: Option<&str>, dst: Option<&str>, priority: Option<i64>| UdspConfig {
+        idx: 2,
+        src: src.map(Into::into),
+        dst: dst.map(Into::into),
+        rte: None,
+        priority,
+    };
+    let (rule, index) = item(Some("tcp"), None, None).rule().unwrap();
+    assert_eq!((rule.action, index), (UdspAction::Priority(0), 2));
+    let (rule, _) = item(Some("tcp"), None, Some(0)).rule().unwrap();
+    assert_eq!(rule.action, UdspAction::Priority(0));
+    let (rule, _) = item(Some("1.1.1.1@tcp"), Some("tcp"), None).rule().unwrap();
+    assert_eq!(rule.action, UdspAction::Preferred);
+    assert_eq!(item(Some("tcp"), None, Some(-1)).rule(), Err(UdspItemError::BadPriority(-1)));
+    assert_eq!(
+        UdspConfig { idx: -3, ..item(Some("tcp"), None, None) }.rule(),
+        Err(UdspItemError::NegativeIndex(-3))
+    );
+    assert!(matches!(
+        item(Some("bogus"), None, None).rule(),
+        Err(UdspItemError::Rule(UdspSpecError::Source(_)))
+    ));
 }

@@ -1,10 +1,13 @@
-//! Addresses: LND types, nets, NIDs, process ids, and NID range expressions.
+//! Addresses: LND types, nets, NIDs, process ids, NID range expressions, and the NID
+//! descriptors of selection policies.
 
+mod descriptor;
 mod nid;
 mod process_id;
 mod range;
 mod text;
 
+pub use descriptor::{DescriptorParseError, NidDescriptor};
 pub use nid::{AddressKind, LARGE_NID_LEN, LargeNidError, LndType, Net, Nid};
 pub use process_id::{
     LNET_PID_ANY, LNET_PID_LUSTRE, LNET_PID_RESERVED, LNET_PID_USERFLAG, ProcessId,

@@ -541,7 +541,7 @@ fn parse_prefix_len(text: &str, max: u8) -> Result<u8, RangeParseError> {
 }
 
 /// lustre: nidstrings.c `cfs_expr_list_parse()`.
-fn parse_expr_list(text: &str, max: u32) -> Result<ExprList, RangeParseError> {
+pub(crate) fn parse_expr_list(text: &str, max: u32) -> Result<ExprList, RangeParseError> {
     let Some(inner) = text.strip_prefix('[') else {
         if text.ends_with(']') {
             return Err(RangeParseError::BadBracket);

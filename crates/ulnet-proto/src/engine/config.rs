@@ -218,7 +218,8 @@ impl Engine {
         Ok(())
     }
 
-    /// UDSP material: a peer NI's selection priority (lower is preferred).
+    /// Sets a peer NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
     pub fn set_peer_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), PeerSetError> {
         let id = self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
         if let Some(ni) = self.peers.ni_mut(id) {
@@ -300,7 +301,8 @@ impl Engine {
         Ok(())
     }
 
-    /// UDSP material: a local NI's selection priority (lower is preferred).
+    /// Sets a local NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
     pub fn set_ni_priority(&mut self, ni: NiId, priority: u32) -> Result<(), NiSetError> {
         self.settable_ni(ni)?.priority = priority;
         Ok(())
@@ -337,6 +339,7 @@ impl Engine {
             self.reset_failover_state();
         }
         self.recompute_recovery_deadline();
+        self.refresh_router_deadline();
         self.run_work();
         Ok(())
     }
@@ -476,7 +479,10 @@ impl Engine {
                 }
                 self.delete_peer(other);
             } else {
-                if let Some(emptied) = self.peers.attach(id, peer) {
+                let new_net = !self.peer_has_net(peer, nid.net());
+                let emptied = self.peers.attach(id, peer);
+                self.apply_policies_on_attached(id, new_net);
+                if let Some(emptied) = emptied {
                     self.remove_empty_peer(emptied);
                 }
                 self.peers.put_primary_first(peer);
@@ -485,9 +491,12 @@ impl Engine {
         }
         let credits = self.nis.peer_credits_for(nid);
         self.make_peer_ni_room();
-        self.peers
+        let new_net = !self.peer_has_net(peer, nid.net());
+        let id = self
+            .peers
             .create_for(peer, nid, credits, self.limits.peer_nis)
             .map_err(|_| PeerAddError::TooManyPeers)?;
+        self.apply_policies_on_attached(id, new_net);
         self.peers.put_primary_first(peer);
         Ok(())
     }

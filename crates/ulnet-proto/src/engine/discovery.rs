@@ -698,9 +698,12 @@ impl Engine {
                 }
             }
         }
+        let new_net = !self.peer_has_net(peer, nid.net());
         match self.peers.find(nid) {
             Some(id) => {
-                if let Some(emptied) = self.peers.attach(id, peer) {
+                let emptied = self.peers.attach(id, peer);
+                self.apply_policies_on_attached(id, new_net);
+                if let Some(emptied) = emptied {
                     self.remove_empty_peer(emptied);
                 } else if let Some(old) = owner {
                     // lnet_peer_detach_peer_ni_locked(): a discovered peer takes another look.
@@ -714,10 +717,12 @@ impl Engine {
             None => {
                 let credits = self.nis.peer_credits_for(nid);
                 self.make_peer_ni_room();
-                self.peers
+                let id = self
+                    .peers
                     .create_for(peer, nid, credits, self.limits.peer_nis)
-                    .map(|_| ())
-                    .map_err(|_| AddNidError::NoMemory)
+                    .map_err(|_| AddNidError::NoMemory)?;
+                self.apply_policies_on_attached(id, new_net);
+                Ok(())
             }
         }
     }

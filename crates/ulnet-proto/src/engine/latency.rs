@@ -76,6 +76,11 @@ impl LatencyHistogram {
         Duration::from_nanos(self.max_ns)
     }
 
+    /// The samples added up (saturating), for exporters that report a sum.
+    pub fn sum(&self) -> Duration {
+        Duration::from_nanos(self.sum_ns)
+    }
+
     /// `<op>_avg_nsec` (zero without samples).
     pub fn mean(&self) -> Duration {
         Duration::from_nanos(self.sum_ns.checked_div(self.samples).unwrap_or(0))
@@ -213,6 +218,7 @@ mod tests {
         assert_eq!(histogram.min(), Duration::from_micros(10));
         assert_eq!(histogram.max(), Duration::from_micros(30));
         assert_eq!(histogram.mean(), Duration::from_micros(20));
+        assert_eq!(histogram.sum(), Duration::from_micros(60));
     }
 
     #[test]

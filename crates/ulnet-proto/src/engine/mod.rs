@@ -6,7 +6,7 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, `dedupe` the target's delivery log, `outputs` the driver's
+//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, [`policies`] UDSP rules, `dedupe` the target's delivery log, `outputs` the driver's
 //! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
@@ -37,6 +37,7 @@ pub mod node;
 mod outputs;
 pub mod peer;
 pub mod ping;
+pub mod policies;
 pub mod portal;
 mod recovery;
 mod recv;
@@ -81,6 +82,10 @@ pub use peer::{PeerInfo, PeerNiInfo, PeerState};
 pub use ping::{
     MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult, RefusedNid,
     RefusedReason,
+};
+pub use policies::{
+    MAX_SHOWN_PREFERRED, MAX_UDSP_RULES, UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound,
+    UdspRule, UdspRuleKind, UdspRules, UdspSpecError,
 };
 pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
 pub use routes::{

@@ -159,8 +159,8 @@ impl LocalNet {
 }
 
 /// The local NIs, indexed by [`NiId`] (NI 0 is loopback; removed NIs keep their slot so ids
-/// stay stable), their nets (`ln_nets`), and the round-robin counter stamping both
-/// (`ln_net_seq`).
+/// stay stable), their nets (`ln_nets`, `lo` first), and the round-robin counter stamping
+/// both (`ln_net_seq`).
 #[derive(Debug)]
 pub(crate) struct Nis {
     nis: Vec<Ni>,
@@ -171,7 +171,7 @@ pub(crate) struct Nis {
 impl Nis {
     /// Just loopback.
     pub(crate) fn new() -> Self {
-        Self { nis: vec![Ni::loopback()], nets: Vec::new(), net_seq: 0 }
+        Self { nis: vec![Ni::loopback()], nets: vec![LocalNet::new(Net::LO)], net_seq: 0 }
     }
 
     pub(crate) fn get(&self, id: NiId) -> Option<&Ni> {
@@ -196,13 +196,18 @@ impl Nis {
         self.nis.len()
     }
 
-    /// Appends a network NI, and its net if new; `None` when ids are exhausted.
+    /// Appends a network NI, and its net if new; `None` when ids are exhausted. A net whose
+    /// NIs were all removed comes back with the default priority, as the kernel's net is
+    /// freed with its last NI and allocated afresh (`lnet_net_alloc()`).
     pub(crate) fn push(&mut self, ni: Ni) -> Option<NiId> {
         let id = NiId(u16::try_from(self.nis.len()).ok()?);
         let net = ni.nid.net();
+        let revived = !self.nis.iter().any(|other| !other.removed && other.nid.net() == net);
         self.nis.push(ni);
-        if !self.nets.iter().any(|local| local.net == net) {
-            self.nets.push(LocalNet::new(net));
+        match self.nets.iter_mut().find(|local| local.net == net) {
+            Some(local) if revived => local.priority = MAX_SELECTION_PRIORITY,
+            Some(_) => {}
+            None => self.nets.push(LocalNet::new(net)),
         }
         Some(id)
     }
@@ -210,6 +215,33 @@ impl Nis {
     /// The local net `net`, if an NI was ever configured on it.
     pub(crate) fn net(&self, net: Net) -> Option<&LocalNet> {
         self.nets.iter().find(|local| local.net == net)
+    }
+
+    /// The nets with an NI up, `lo` first, in the order they came up.
+    pub(crate) fn live_nets(&self) -> Vec<Net> {
+        let live = |net: Net| self.nis.iter().any(|ni| !ni.removed && ni.nid.net() == net);
+        self.nets.iter().map(|local| local.net).filter(|net| live(*net)).collect()
+    }
+
+    /// The NIDs of the NIs up, net by net in [`live_nets`](Self::live_nets) order, each
+    /// net's NIs in the order they came up (`ln_nets`, `net_ni_list`).
+    pub(crate) fn local_nids(&self) -> Vec<Nid> {
+        self.live_nets()
+            .into_iter()
+            .flat_map(|net| {
+                self.nis
+                    .iter()
+                    .filter(move |ni| !ni.removed && ni.nid.net() == net)
+                    .map(|ni| ni.nid)
+            })
+            .collect()
+    }
+
+    /// Sets a local net's UDSP priority (`net_sel_priority`).
+    pub(crate) fn set_net_priority(&mut self, net: Net, priority: u32) {
+        if let Some(local) = self.nets.iter_mut().find(|local| local.net == net) {
+            local.priority = priority;
+        }
     }
 
     /// Every local net ever configured.

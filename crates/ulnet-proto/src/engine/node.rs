@@ -17,6 +17,8 @@
 //!   hold, and their random generator; consulted by `recv` on arrival and here when the
 //!   driver takes a transmit.
 //! * `routes.rs` `Routes`: the route table, the routing state and the router buffer pools.
+//! * `policies.rs` `UdspRules`: the UDSP rules (`lnetctl udsp`), stamped onto the nets, NIs,
+//!   peer nets and peer NIs whose priorities and preferred lists `select` reads.
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
@@ -28,7 +30,6 @@
 //!
 //! Where the next parts go, each a field of [`Engine`] beside these:
 //!
-//! * UDSP: a `policies.rs` part (selection rules), applied to the priorities `select` reads.
 //! * CPU partitions: a `cpt.rs` part (per-partition state and the NI/peer-to-CPT map).
 
 use std::collections::VecDeque;
@@ -53,6 +54,7 @@ use crate::engine::outputs::Outputs;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
+use crate::engine::policies::UdspRules;
 use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
@@ -279,6 +281,7 @@ pub struct Engine {
     pub(super) failover: Failover,
     pub(super) faults: Faults,
     pub(super) routes: Routes,
+    pub(super) policies: UdspRules,
     // The driver's output queues and the work loop (the call protocol above).
     pub(super) outputs: Outputs,
     pub(super) work: VecDeque<Work>,
@@ -335,6 +338,7 @@ impl Engine {
             // Fault rules draw from their own generator: deterministic per node.
             faults: Faults::new(config.interface_cookie),
             routes: Routes::new(config.interface_cookie.rotate_left(17)),
+            policies: UdspRules::default(),
             outputs: Outputs::default(),
             work: VecDeque::new(),
             stats: GlobalStats::default(),
@@ -404,6 +408,8 @@ impl Engine {
         }
         let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
         self.nis.touch_net(config.nid.net(), self.now);
+        self.apply_policies_on_new_ni(config.nid.net());
+        self.refresh_router_deadline();
         self.install_ping_target();
         self.run_work();
         Ok(id)
@@ -968,7 +974,8 @@ impl Engine {
             self.recovery.deadline(),
             self.watch_deadline(),
             self.faults.deadline(),
-            self.router_checker_deadline(),
+            self.routes.next_check,
+            self.router_staleness_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1419,7 +1426,7 @@ impl Engine {
             },
             status: peer_ni.status,
             priority: peer_ni.priority,
-            preferred: peer_ni.preferred,
+            preferred: peer_ni.preferred.first(),
             latency: peer_ni.latency.snapshot(),
             srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
         })
@@ -1431,9 +1438,15 @@ impl Engine {
         nid: Nid,
         credits: u32,
     ) -> Result<PeerNiId, PeerTableFull> {
+        if let Some(id) = self.peers.find(nid) {
+            return Ok(id);
+        }
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)
+        let id = self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)?;
+        // A new peer with a new peer net (peer.c lnet_peer_attach_peer_ni()).
+        self.apply_policies_on_attached(id, true);
+        Ok(id)
     }
 
     /// Reclaims deleted peer NI slots if the table is full.

@@ -21,6 +21,7 @@ use crate::engine::event::EventStatus;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
 use crate::engine::ni::MAX_SELECTION_PRIORITY;
+use crate::engine::policies::PreferredNids;
 use crate::engine::recovery::Recovery;
 use crate::engine::slab::{Key, Slab};
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
@@ -259,8 +260,12 @@ pub(crate) struct PeerNi {
     pub(crate) seq: u64,
     /// `lpni_sel_priority` (UDSP; lower is preferred).
     pub(crate) priority: u32,
-    /// `lpni_pref`: the local NID a non-multi-rail peer NI is always reached from.
-    pub(crate) preferred: Option<Nid>,
+    /// `lpni_pref`: the local NIDs preferred for reaching it (UDSP `--src --dst` rules), or
+    /// the one a non-multi-rail peer NI is always reached from.
+    pub(crate) preferred: PreferredNids,
+    /// `lpni_rtr_pref_nids`: the routers preferred for reaching it (UDSP `--dst --rte`
+    /// rules), newest first; at most one entry per route gateway.
+    pub(crate) preferred_routers: Vec<Nid>,
     /// No longer listed in the peer's ping buffer (Lustre deletes such NIs): never selected.
     pub(crate) vanished: bool,
     /// Deleted by configuration (`peer del`): detached from every peer and from the NID
@@ -575,7 +580,7 @@ impl PeerTable {
     }
 
     /// `lnet_peer_clr_non_mr_pref_nids`: a peer that became multi-rail forgets the local NIs
-    /// its NIs were pinned to.
+    /// its NIs were pinned to by traffic (not those UDSP rules prefer).
     pub(crate) fn clear_non_mr_preferred(&mut self, peer: PeerId) {
         let Some(entry) = self.peers.get(peer.0) else {
             return;
@@ -583,7 +588,7 @@ impl PeerTable {
         let ids: Vec<PeerNiId> = entry.ni_ids().collect();
         for id in ids {
             if let Some(ni) = self.nis.get_mut(id.0 as usize) {
-                ni.preferred = None;
+                ni.preferred.clear_from_traffic();
             }
         }
     }
@@ -605,7 +610,8 @@ impl PeerNi {
             health_stats: PeerNiHealthStats::default(),
             seq: 0,
             priority: MAX_SELECTION_PRIORITY,
-            preferred: None,
+            preferred: PreferredNids::default(),
+            preferred_routers: Vec::new(),
             vanished: false,
             deleted: false,
             recovery: Recovery::default(),

@@ -363,6 +363,9 @@ pub(crate) struct Routes {
     pub(crate) state: RoutingState,
     /// When routing last became Enabled: a net's liveness window starts no earlier.
     pub(crate) enabled_at: Time,
+    /// When the router checker next has work (`poll_timeout` reads it; recomputed whenever
+    /// what it depends on changes, so the per-call path allocates nothing).
+    pub(crate) next_check: Option<Time>,
     /// The counts configuration asked for (0: default).
     pub(crate) counts: BufferCounts,
     pools: [BufferPool; 3],
@@ -376,6 +379,7 @@ impl Routes {
             routes: Vec::new(),
             state: RoutingState::Disabled,
             enabled_at: Time::ZERO,
+            next_check: None,
             counts: BufferCounts::default(),
             pools: BufferClass::ALL.map(BufferPool::new),
             rng: Rng::new(seed),

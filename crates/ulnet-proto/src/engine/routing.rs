@@ -112,6 +112,7 @@ impl Engine {
             (Some(_), Some(peer)) => peers.peer_id(nid) == Some(peer),
             (Some(gateway), None) => nid == gateway,
         });
+        self.refresh_router_deadline();
         Ok(removed)
     }
 
@@ -158,6 +159,7 @@ impl Engine {
             (false, _) => RoutingState::Stopping { since: self.now },
         };
         self.change_routing(next);
+        self.refresh_router_deadline();
         self.run_work();
         Ok(())
     }
@@ -360,6 +362,7 @@ impl Engine {
             entry.state.insert(PeerState::RTR_DISCOVERED);
             entry.alive = error.is_none();
         }
+        self.refresh_router_deadline();
         if error.is_none() {
             return;
         }
@@ -382,9 +385,14 @@ impl Engine {
                 && !self.tunables.router.alive_router_check_interval.is_zero())
     }
 
-    /// When the router checker next has work: a routing transition, or a gateway net due for
-    /// its ping.
-    pub(super) fn router_checker_deadline(&self) -> Option<Time> {
+    /// Recomputes [`Routes::next_check`](crate::engine::routes::Routes).
+    pub(super) fn refresh_router_deadline(&mut self) {
+        self.routes.next_check = self.router_checker_deadline();
+    }
+
+    /// When the router checker next has work: a routing transition or a gateway net due for
+    /// its ping (a router net going stale is [`Self::router_staleness_deadline`]).
+    fn router_checker_deadline(&self) -> Option<Time> {
         let transition = self.tunables.router.routing_transition();
         let state = match self.routes.state {
             RoutingState::Starting { since } => Some(since + transition),
@@ -393,10 +401,6 @@ impl Engine {
                 Some((since + transition).max(self.now + std::time::Duration::from_secs(1)))
             }
             _ => None,
-        };
-        let state = match (state, self.router_staleness_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         };
         let interval = self.tunables.router.alive_router_check_interval;
         if self.routes.is_empty() || interval.is_zero() {
@@ -431,6 +435,11 @@ impl Engine {
     /// One pass of `lnet_check_routers`: routing transitions that are due, then each gateway
     /// not being checked has its next local net that is due pinged (a forced discovery).
     pub(super) fn run_router_checker(&mut self) {
+        self.router_check_pass();
+        self.refresh_router_deadline();
+    }
+
+    fn router_check_pass(&mut self) {
         let transition = self.tunables.router.routing_transition();
         match self.routes.state {
             RoutingState::Starting { since } if self.now >= since + transition => {
@@ -496,6 +505,7 @@ impl Engine {
             self.install_ping_target();
             self.force_push_to_peers();
         }
+        self.refresh_router_deadline();
     }
 
     /// `lnet_update_ni_status_locked`: on a router, the NIs of a net that received no LNet ping
@@ -526,8 +536,9 @@ impl Engine {
         }
     }
 
-    /// When a router net next goes stale (its NIs still UP).
-    fn router_staleness_deadline(&self) -> Option<Time> {
+    /// When a router net next goes stale (its NIs still UP). Computed on each call (no
+    /// allocation), since other flows change NI status.
+    pub(super) fn router_staleness_deadline(&self) -> Option<Time> {
         if !self.routes.state.enabled() {
             return None;
         }
@@ -597,7 +608,7 @@ impl Engine {
             self.peers.ni(destination)?.nid.net()
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
-        let (route, gateway) = self.best_route(remote_net, source_net)?;
+        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
         let gateway_peer = self.peers.ni(gateway)?.peer;
         if self.tunables.router.alive_router_check_interval.is_zero() {
             // lustre: the gateway is discovered on use when the router checker is off.
@@ -660,16 +671,23 @@ impl Engine {
     }
 
     /// `lnet_find_route_locked`: the best alive route to `net` and its gateway NI on the
-    /// source net (any local net when `None`).
-    fn best_route(&self, net: Net, source_net: Option<Net>) -> Option<(usize, PeerNiId)> {
-        type RouteOrder = (u32, u32);
+    /// source net (any local net when `None`). A gateway `destination` prefers (UDSP
+    /// `--dst --rte`, `policies.rs`) comes first (`lnet_compare_routes`).
+    fn best_route(
+        &self,
+        net: Net,
+        source_net: Option<Net>,
+        destination: PeerNiId,
+    ) -> Option<(usize, PeerNiId)> {
+        type RouteOrder = (bool, u32, u32);
         let mut best: Option<(usize, PeerNiId, RouteOrder)> = None;
         for index in self.routes.to_net(net) {
             if !self.route_alive(index) {
                 continue;
             }
             let Some(route) = self.routes.get(index) else { continue };
-            let order = (route.priority, route.hops.unwrap_or(1));
+            let preferred = self.prefers_router(destination, route.gateway);
+            let order = (!preferred, route.priority, route.hops.unwrap_or(1));
             if best.is_some_and(|(_, _, current)| order > current) {
                 continue;
             }
@@ -1027,8 +1045,20 @@ impl Engine {
         self.routes.spare_bytes()
     }
 
-    /// Checks the router pools and credits against the messages holding them.
+    /// Checks the router pools and credits against the messages holding them, and that the
+    /// router checker's cached deadline is not later than its work (earlier is a harmless
+    /// wake-up).
     pub(super) fn check_routing(&self) -> Result<(), String> {
+        let computed = self.router_checker_deadline();
+        let cached = self.routes.next_check;
+        let late = match (cached, computed) {
+            (None, Some(_)) => true,
+            (Some(cached), Some(computed)) => cached > computed,
+            _ => false,
+        };
+        if late {
+            return Err(format!("router checker deadline {cached:?} later than {computed:?}"));
+        }
         for class in BufferClass::ALL {
             let holders = self
                 .msgs

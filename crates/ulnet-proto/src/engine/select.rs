@@ -412,7 +412,9 @@ impl Engine {
             let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
                 continue;
             };
-            let preferred = local_nid.is_some() && lpni.preferred == local_nid;
+            // lustre: lnet_peer_is_pref_nid_locked(): on the peer NI's preferred list (UDSP
+            // `--src --dst` rules, or the NI a non-multi-rail peer NI is pinned to).
+            let preferred = local_nid.is_some_and(|nid| lpni.preferred.contains(nid));
             let order = (
                 avoid.contains(ni, *id),
                 lpni.watch.suspects(ni),
@@ -441,7 +443,7 @@ impl Engine {
             .nis
             .iter()
             .filter_map(|id| self.peers.ni(*id))
-            .find_map(|lpni| lpni.preferred)?;
+            .find_map(|lpni| lpni.preferred.first())?;
         self.ni_for_nid(preferred)
     }
 
@@ -455,8 +457,8 @@ impl Engine {
             return;
         };
         if let Some(lpni) = self.peers.ni_mut(destination) {
-            if !multi_rail && lpni.preferred.is_none() {
-                lpni.preferred = Some(nid);
+            if !multi_rail {
+                lpni.preferred.set_from_traffic(nid);
             }
         }
     }

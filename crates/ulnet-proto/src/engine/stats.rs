@@ -516,7 +516,8 @@ pub struct PeerNiStats {
     pub status: u32,
     /// `lpni_sel_priority`.
     pub priority: u32,
-    /// The local NID a non-multi-rail peer NI is pinned to (`lpni_pref`).
+    /// The first of its preferred local NIDs (`lpni_pref`): the one a non-multi-rail peer NI
+    /// is pinned to. `Engine::udsp_info` lists them all.
     pub preferred: Option<crate::addr::Nid>,
     /// PUT egress, GET and PUT-ACK round trips to this peer NI, with percentiles.
     pub latency: LatencyStats,

@@ -126,7 +126,7 @@ pub fn auto_conns_per_peer(link_speed_mbps: Option<u32>) -> u8 {
 }
 
 /// The socklnd tunables, defaulting to Lustre's values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SocklndTunables {
     /// `sock_timeout` (50 s): the active hello read, stuck receives and sends, stale ZC requests.
     pub sock_timeout: Duration,

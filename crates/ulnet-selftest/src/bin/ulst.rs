@@ -15,6 +15,11 @@
 //! * `--port PORT` (or `$ULST_PORT`): the TCP port of the network's acceptors (988, as the
 //!   kernel's `accept_port`); the console listens on it too and dials nodes on it.
 //! * `--socket PATH` (or `$ULST_SOCKET`): the console server's socket.
+//! * `--config FILE` (or `$ULST_CONFIG`): the console's node is configured by FILE, in
+//!   ulnetd's YAML (NIs, routes, settings), instead of `--nid`: `new_session` then starts
+//!   `ulnetd --config FILE --lst-console SOCKET` (the `ulnetd` beside `ulst`, or `$ULNETD`),
+//!   so a console on one net reaches test nodes on others through routers. The node's
+//!   control socket is `ulnetd.sock` beside the console's socket, for `ulnetctl --socket`.
 //! * `--json`: results as JSON lines.
 
 use std::io::{self, BufRead, Write};
@@ -32,6 +37,8 @@ use ulnet_selftest::{Console, SelftestService};
 const NID_ENV: &str = "ULST_NID";
 /// The environment variable naming the network's TCP port.
 const PORT_ENV: &str = "ULST_PORT";
+/// The environment variable naming the console node's configuration file.
+const CONFIG_ENV: &str = "ULST_CONFIG";
 /// How long `new_session` waits for a console server it started.
 const SERVER_START: Duration = Duration::from_secs(10);
 
@@ -40,6 +47,7 @@ struct Options {
     nid: Option<String>,
     port: Option<String>,
     socket: Option<PathBuf>,
+    config: Option<PathBuf>,
     /// The command line for the command layer: program, then `--json` and the command.
     args: Vec<String>,
 }
@@ -61,8 +69,14 @@ fn main() -> ExitCode {
 fn parse_options(argv: Vec<String>) -> Result<Options, String> {
     let mut iter = argv.into_iter();
     let program = iter.next().unwrap_or_else(|| "ulst".to_string());
-    let mut options =
-        Options { serve: false, nid: None, port: None, socket: None, args: vec![program] };
+    let mut options = Options {
+        serve: false,
+        nid: None,
+        port: None,
+        socket: None,
+        config: None,
+        args: vec![program],
+    };
     let mut rest: Vec<String> = iter.collect();
     while let Some(first) = rest.first().cloned() {
         let (name, inline) = match first.split_once('=') {
@@ -79,7 +93,7 @@ fn parse_options(argv: Vec<String>) -> Result<Options, String> {
             "--json" => {
                 options.args.push(rest.remove(0));
             }
-            "--nid" | "--port" | "--socket" => {
+            "--nid" | "--port" | "--socket" | "--config" => {
                 rest.remove(0);
                 let value = match inline {
                     Some(value) => value,
@@ -89,6 +103,7 @@ fn parse_options(argv: Vec<String>) -> Result<Options, String> {
                 match name.as_str() {
                     "--nid" => options.nid = Some(value),
                     "--port" => options.port = Some(value),
+                    "--config" => options.config = Some(PathBuf::from(value)),
                     _ => options.socket = Some(PathBuf::from(value)),
                 }
             }
@@ -101,6 +116,10 @@ fn parse_options(argv: Vec<String>) -> Result<Options, String> {
     }
     if options.port.is_none() {
         options.port = std::env::var(PORT_ENV).ok().filter(|value| !value.is_empty());
+    }
+    if options.config.is_none() {
+        options.config =
+            std::env::var_os(CONFIG_ENV).filter(|value| !value.is_empty()).map(PathBuf::from);
     }
     Ok(options)
 }
@@ -201,14 +220,9 @@ fn no_server(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused)
 }
 
-/// Starts `ulst --serve` in the background and waits until it answers.
+/// Starts `ulst --serve` (or, with a configuration, `ulnetd --lst-console`) in the background
+/// and waits until it answers.
 fn start_server(options: &Options, socket: &Path) -> Result<(), String> {
-    let Some(nid) = options.nid.clone() else {
-        return Err(format!(
-            "no NID for the console: set {NID_ENV} or give --nid (a NID of this host, e.g. \
-             192.168.1.5@tcp; 0@lo runs a loopback console with its own test node)"
-        ));
-    };
     let dir = socket.parent().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
     if !dir.exists() {
         use std::os::unix::fs::DirBuilderExt;
@@ -222,11 +236,37 @@ fn start_server(options: &Options, socket: &Path) -> Result<(), String> {
     let log = std::fs::File::create(&log_path)
         .map_err(|error| format!("creating {}: {error}", log_path.display()))?;
     let exe = std::env::current_exe().map_err(|error| format!("finding ulst: {error}"))?;
-    let mut command = Command::new(exe);
-    command.arg("--serve").arg("--socket").arg(socket).arg("--nid").arg(&nid);
-    if let Some(port) = &options.port {
-        command.arg("--port").arg(port);
-    }
+    let mut command = match (&options.config, &options.nid) {
+        (Some(config), _) => {
+            let ulnetd = std::env::var_os("ULNETD")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| exe.with_file_name("ulnetd"));
+            let mut command = Command::new(ulnetd);
+            command
+                .arg("--config")
+                .arg(config)
+                .arg("--socket")
+                .arg(dir.join("ulnetd.sock"))
+                .arg("--lst-console")
+                .arg(socket);
+            command
+        }
+        (None, Some(nid)) => {
+            let mut command = Command::new(exe);
+            command.arg("--serve").arg("--socket").arg(socket).arg("--nid").arg(nid);
+            if let Some(port) = &options.port {
+                command.arg("--port").arg(port);
+            }
+            command
+        }
+        (None, None) => {
+            return Err(format!(
+                "no NID for the console: set {NID_ENV} or give --nid (a NID of this host, e.g. \
+                 192.168.1.5@tcp; 0@lo runs a loopback console with its own test node), or a \
+                 configuration with {CONFIG_ENV} or --config"
+            ));
+        }
+    };
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -136,7 +136,7 @@ fn builder_errors() {
     assert!(matches!(taken, BuildError::FabricNidTaken(nid) if nid == fabric_nid(0)));
     // 192.0.2.0/24 is TEST-NET-1: never a local address, so the listener cannot bind.
     let tunables = SocklndTunables { accept_port: 7988, ..SocklndTunables::default() };
-    let tcp = Node::builder().tcp_ni(nid("192.0.2.1@tcp"), tunables.clone()).build().unwrap_err();
+    let tcp = Node::builder().tcp_ni(nid("192.0.2.1@tcp"), tunables).build().unwrap_err();
     assert!(matches!(tcp, BuildError::TcpListen { port: 7988, .. }), "{tcp:?}");
     let numeric = Node::builder().tcp_ni(nid("5@gni"), tunables).build().unwrap_err();
     assert!(matches!(numeric, BuildError::TcpNotIp(_)), "{numeric:?}");

@@ -217,7 +217,7 @@ fn privileged_source_ports_pass_accept_secure() {
     }
     let port = free_port();
     let secure = SocklndTunables { accept: AcceptPolicy::Secure, ..tunables(port) };
-    let (a, b) = (tcp_node_with(0, secure.clone()), tcp_node_with(1, secure));
+    let (a, b) = (tcp_node_with(0, secure), tcp_node_with(1, secure));
     let inbox = b.event_queue(4);
     b.post(10, 1, sink(2), &inbox).unwrap();
     a.put_and_wait_ack(b.process_id(), 10, 1, Memory::new(b"ok".to_vec()), HANG_GUARD).unwrap();

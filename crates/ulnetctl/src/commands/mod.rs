@@ -22,6 +22,7 @@ mod peer;
 mod route;
 mod settings;
 mod transfer;
+mod udsp;
 
 /// The top-level words.
 pub(crate) static CMD_LIST: &[Command] = &[
@@ -345,10 +346,10 @@ pub(crate) static PEER_CMDS: &[Command] = &[
     },
 ];
 
-static UDSP_CMDS: &[Command] = &[
+pub(crate) static UDSP_CMDS: &[Command] = &[
     Command {
         name: "add",
-        action: Run(unsupported),
+        action: Run(udsp::add),
         help: "add a udsp\n\
                \t--src nid|net: ip2nets syntax specifying the local NID or network to match.\n\
                \t--dst nid:     ip2nets syntax specifying the remote NID to match.\n\
@@ -360,12 +361,12 @@ static UDSP_CMDS: &[Command] = &[
     },
     Command {
         name: "del",
-        action: Run(unsupported),
+        action: Run(udsp::del),
         help: "delete a udsp\n\t--all:   Delete all rules.\n\t--idx n: Delete the rule at index n.\n",
     },
     Command {
         name: "show",
-        action: Run(unsupported),
+        action: Run(udsp::show),
         help: "show udsps\n\
                \t--idx n: Show the rule at at index n.\n\
                \t         By default, all rules are shown.\n",

@@ -179,7 +179,8 @@ fn exec_rc(reply: &ImportReply) -> i32 {
     if reply.exec.iter().any(|exec| !exec.reply.failures.is_empty()) { -1 } else { 0 }
 }
 
-/// `--show` objects (dialect N, basic level) and `--exec` results, in that order.
+/// `--show` objects (dialect N, basic level; rules as `udsp show` prints them) and `--exec`
+/// results, in that order.
 fn render_reply(reply: &ImportReply) -> Result<String, ulnet_control::data::DataError> {
     let shown = &reply.shown;
     let nets: Vec<render::NetEntry> =
@@ -188,9 +189,12 @@ fn render_reply(reply: &ImportReply) -> Result<String, ulnet_control::data::Data
         shown.routes.iter().map(render::RouteEntry::try_from).collect::<Result<_, _>>()?;
     let peers: Vec<render::PeerEntry> =
         shown.peers.iter().map(render::PeerEntry::try_from).collect::<Result<_, _>>()?;
+    let udsp: Vec<render::UdspEntry> =
+        shown.udsp.iter().cloned().map(render::UdspEntry::from).collect();
     let mut text = render::net_show(&nets, ShowMode::Show(0));
     text.push_str(&render::route_show(&routes, ShowMode::Show(0)));
     text.push_str(&render::peer_show(&peers, ShowMode::Show(0)));
+    text.push_str(&render::udsp_show(&udsp));
     for exec in &reply.exec {
         let (replies, failures) = exec.reply.to_render()?;
         text.push_str(&render::ping_show(exec.command.into(), &replies, &failures));

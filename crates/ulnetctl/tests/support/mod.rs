@@ -17,12 +17,14 @@ use ulnet_config::render::{
     PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
 };
 use ulnet_control::data::{self, ExportState, ManageReply, PingFailure, PingReply};
+use ulnet_control::message::Udsp;
 use ulnet_control::message::{
     ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping, SetParam, ShownObjects,
     errno,
 };
 use ulnet_control::{ControlError, Request, Response, Server, listen};
 use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::engine::{UdspRule, UdspRules};
 
 mod process;
 use process::run_program;
@@ -48,6 +50,8 @@ pub struct State {
     pub routes: Vec<render::RouteEntry>,
     /// The router buffer pools, once routing was enabled.
     pub routing: render::RoutingShow,
+    /// UDSP rules, kept by the engine's rule list (not applied: there are no NIs here).
+    pub udsp: UdspRules,
 }
 
 fn tcp(octets: [u8; 4]) -> Nid {
@@ -154,6 +158,7 @@ impl State {
             faults: Vec::new(),
             routes: Vec::new(),
             routing: render::RoutingShow::default(),
+            udsp: UdspRules::default(),
         }
     }
 
@@ -279,6 +284,39 @@ impl State {
                     .collect(),
             )),
             Request::RoutingShow => Ok(Response::Routing((&self.routing).into())),
+            Request::Udsp(op) => self.udsp(op),
+        }
+    }
+
+    /// The kernel's rule list: `-EALREADY` for an equal rule, `-ENOENT` for a missing index.
+    fn udsp(&mut self, op: Udsp) -> Result<Response, ControlError> {
+        match op {
+            Udsp::Add(add) => {
+                let (src, dst, rte) = (add.src.as_deref(), add.dst.as_deref(), add.rte.as_deref());
+                let rule = UdspRule::from_lnetctl(src, dst, rte, add.priority)
+                    .map_err(|_| ControlError::refused(errno::EINVAL, ""))?;
+                let index = add.idx.map(|idx| idx as usize);
+                self.udsp
+                    .add(rule, index)
+                    .map_err(|_| ControlError::refused(errno::EALREADY, ""))?;
+                Ok(Response::Done)
+            }
+            Udsp::Del { idx: None } => {
+                self.udsp.take_all();
+                Ok(Response::Done)
+            }
+            Udsp::Del { idx: Some(idx) } => match self.udsp.remove(idx as usize) {
+                Some(_) => Ok(Response::Done),
+                None => Err(ControlError::refused(errno::ENOENT, "")),
+            },
+            Udsp::Show { idx } => {
+                let rules = self.udsp.iter().enumerate().filter(|(at, _)| match idx {
+                    Some(idx) => *at == idx as usize,
+                    None => true,
+                });
+                let entries = rules.map(|(at, rule)| render::UdspEntry::new(at, rule).into());
+                Ok(Response::Udsp(entries.collect()))
+            }
         }
     }
 
@@ -547,7 +585,12 @@ impl State {
             peers: self.peers.clone(),
             routing: self.routing.clone(),
             global: self.global.show(),
-            udsp: Vec::new(),
+            udsp: self
+                .udsp
+                .iter()
+                .enumerate()
+                .map(|(at, rule)| render::UdspEntry::new(at, rule))
+                .collect(),
         };
         ExportState::from(&state)
     }
@@ -598,6 +641,7 @@ impl State {
                     nets: nets.map(data::NetEntry::from).collect(),
                     routes: Vec::new(),
                     peers: peers.map(data::PeerEntry::from).collect(),
+                    udsp: Vec::new(),
                 };
             }
             ImportMode::Exec => {

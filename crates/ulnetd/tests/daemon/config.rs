@@ -32,10 +32,8 @@ fn refused(text: &str, messages: &[&str]) {
 
 #[test]
 fn every_unsupported_block_stops_the_daemon_before_it_is_ready() {
-    refused(
-        "udsp:\n    - idx: 0\n      src: tcp\n      action:\n          priority: 1\n",
-        &["udsp: user-defined selection policies are not implemented yet"],
-    );
+    refused("udsp:\n    - src: tcp\n", &["udsp: an item without 'idx' (lnetctl skips it)"]);
+    refused("udsp:\n    - idx: 0\n      dst: bogus\n", &["udsp: idx 0: failed to parse dst"]);
     // A route the node could never take: all problems are reported, not just the first.
     refused(
         &format!(
@@ -93,10 +91,12 @@ fn import_into_a_running_node_refuses_what_it_cannot_honour_and_applies_nothing(
     let before = ok(&daemon, &["export", "--backup"]);
     let import = |text: &str| support::ulnetctl_with_stdin(&daemon.socket, &["import"], text);
 
-    let udsp = import("global:\n    retry_count: 1\nudsp:\n    - idx: 0\n      src: tcp\n");
+    let udsp = import("global:\n    retry_count: 1\nudsp:\n    - src: tcp\n");
     assert_ne!(udsp.code, 0);
     assert!(udsp.stderr.contains("errno: -95"), "{}", udsp.stderr);
-    assert!(udsp.stderr.contains("udsp: user-defined selection policies"), "{}", udsp.stderr);
+    assert!(udsp.stderr.contains("udsp: an item without 'idx'"), "{}", udsp.stderr);
+    let udsp = import("udsp:\n    - idx: 0\n      src: tcp\n      rte: 1.1.1.1@tcp\n");
+    assert!(udsp.stderr.contains("src and rte cannot be combined"), "{}", udsp.stderr);
     // A key the kernel would skip without a word.
     let peer = import("peer:\n    - primary nid: 127.55.0.9@tcp\n      colour: red\n");
     assert!(peer.stderr.contains("peer: unknown key 'colour'"), "{}", peer.stderr);
@@ -135,19 +135,21 @@ fn check_is_silent_on_a_valid_file_and_lists_the_problems_of_an_invalid_one() {
 
     let routing = "routing:\n    enable: 1\nbuffers:\n    tiny: 512\n";
     let routes = "route:\n    - net: tcp1\n      gateway: 127.55.0.[8-9]@tcp\n      hop: 2\n";
-    let valid = check(&format!("{NET}{routing}{routes}"));
+    let valid = check(&format!("{NET}{routing}{routes}udsp:\n    - idx: 0\n      src: tcp\n"));
     assert_eq!((valid.code, valid.stdout.as_str(), valid.stderr.as_str()), (0, "", ""));
 
     let invalid = check(&format!(
-        "{NET}udsp:\n    - idx: 0\n      src: tcp\nroute:\n    - net: tcp1\n      gateway: 1@gni\n"
+        "{NET}udsp:\n    - src: tcp\nroute:\n    - net: tcp1\n      gateway: 1@gni\n"
     ));
     assert_eq!(invalid.code, 78);
     assert_eq!(invalid.stdout, "");
     assert_eq!(
         invalid.stderr,
-        "ulnetd: udsp: user-defined selection policies are not implemented yet\n\
+        "ulnetd: udsp: an item without 'idx' (lnetctl skips it)\n\
          ulnetd: route: gateway 1@gni is on no local net of this node\n"
     );
+    let rules = check(&format!("{NET}udsp:\n    - idx: 0\n      src: tcp\n"));
+    assert_eq!((rules.code, rules.stderr.as_str()), (0, ""));
     let yaml = check("net: [\n");
     assert_eq!(yaml.code, 78);
     assert!(yaml.stderr.starts_with("ulnetd: invalid YAML"), "{}", yaml.stderr);
@@ -175,7 +177,8 @@ fn check_of_a_missing_file_is_exit_status_66() {
 fn help_documents_check() {
     let output = Command::new(support::ULNETD).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
-    assert!(help.contains("--check <FILE>"), "{help}");
+    assert!(help.contains("--check [<FILE>]"), "{help}");
+    assert!(help.contains("--modprobe <FILE>"), "{help}");
 }
 
 // ------------------------------------------------------------------------ round trips

@@ -11,10 +11,17 @@
 mod cli;
 mod config;
 mod demo;
+mod dist;
 mod faults;
+mod legacy2yaml;
 mod lifecycle;
 mod live;
+mod metrics;
+mod modprobe;
+mod operations;
 mod peers;
+mod policies;
+mod promtext;
 mod routing;
 mod selftest;
 mod support;

@@ -164,13 +164,18 @@ impl Process {
 
     /// Sends `signal` (by number) and waits for the exit status.
     pub fn signal_and_wait(&mut self, signal: i32) -> i32 {
+        self.signal(signal);
+        self.wait()
+    }
+
+    /// Sends `signal` (by number).
+    pub fn signal(&self, signal: i32) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
             .status()
             .unwrap();
         assert!(status.success());
-        self.wait()
     }
 
     /// Waits (bounded) for the exit status.
@@ -202,6 +207,7 @@ impl Drop for Process {
     }
 }
 
+pub const SIGHUP: i32 = 1;
 pub const SIGINT: i32 = 2;
 pub const SIGTERM: i32 = 15;
 /// Used by the netns tests (a router killed under load).

@@ -194,21 +194,7 @@ impl Fabric {
     /// Runs `f` on a thread inside `side`'s namespace: sockets (and threads) it creates stay
     /// there.
     pub fn inside<R: Send>(&self, side: Side, f: impl FnOnce() -> R + Send) -> R {
-        let path = format!("/var/run/netns/{}", self.ns(side));
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let ns = File::open(&path).unwrap();
-                    rustix::thread::move_into_link_name_space(
-                        std::os::fd::AsFd::as_fd(&ns),
-                        Some(rustix::thread::LinkNameSpaceType::Network),
-                    )
-                    .unwrap();
-                    f()
-                })
-                .join()
-                .unwrap()
-        })
+        inside(self.ns(side), f)
     }
 }
 
@@ -220,11 +206,11 @@ impl Drop for Fabric {
     }
 }
 
-fn ip(args: &[&str]) -> Output {
+pub fn ip(args: &[&str]) -> Output {
     run("ip", args)
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
+pub fn run(program: &str, args: &[&str]) -> Output {
     let output = Command::new(program).args(args).output().unwrap();
     assert!(
         output.status.success(),
@@ -233,6 +219,25 @@ fn run(program: &str, args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Runs `f` on a thread inside namespace `ns`: sockets (and threads) it creates stay there.
+pub fn inside<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let ns = File::open(&path).unwrap();
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&ns),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .unwrap();
+                f()
+            })
+            .join()
+            .unwrap()
+    })
 }
 
 /// Namespaces of earlier runs whose process is gone.

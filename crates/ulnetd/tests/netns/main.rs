@@ -223,8 +223,7 @@ fn failover(tag: &str, broken: Break) {
             SocklndTunables { accept_port: PORT, accept: AcceptPolicy::All, ..Default::default() };
         let mut builder = Node::builder();
         for rail in 1..=rails {
-            builder =
-                builder.tcp_ni(format!("10.1.{rail}.4@tcp").parse().unwrap(), tunables.clone());
+            builder = builder.tcp_ni(format!("10.1.{rail}.4@tcp").parse().unwrap(), tunables);
         }
         builder.build().unwrap()
     });
@@ -446,46 +445,22 @@ impl Rig {
         Rig { console, console_node, a, b, fabric }
     }
 
-    /// What lst printed (both streams) whatever its status: `show_error` details errors on
-    /// stderr.
     fn lst_output(&self, line: &str) -> String {
-        let env = Env { session: Some(format!("{}", std::process::id())), features: None };
-        let (_, stdout, stderr) = cli::run_captured(line, &env, &self.console, false);
-        stdout + &stderr
+        lst_output(&self.console, line)
     }
 
     fn lst(&self, line: &str) -> String {
-        let env = Env { session: Some(format!("{}", std::process::id())), features: None };
-        let (status, stdout, stderr) = cli::run_captured(line, &env, &self.console, false);
-        assert!(status == 0 && stderr.is_empty(), "lst {line}: status {status}: {stdout}{stderr}");
-        stdout
+        lst(&self.console, line)
     }
 
     /// brw write and read of 1 MiB, 8 in flight each, until stopped.
     fn start_bulk(&self) {
-        self.lst("new_session multirail");
-        self.lst(&format!("add_group c {}", Fabric::nid(Side::A, 1)));
-        self.lst(&format!("add_group s {}", Fabric::nid(Side::B, 1)));
-        self.lst("add_batch bulk");
-        for op in ["write", "read"] {
-            self.lst(&format!(
-                "add_test --batch bulk --loop 1000000 --concurrency 8 --from c --to s brw {op} size=1M check=full"
-            ));
-        }
-        self.lst("run bulk");
+        start_bulk(&self.console, "multirail", &Fabric::nid(Side::A, 1), &Fabric::nid(Side::B, 1));
     }
 
     /// Stops the batch and checks that no RPC failed on either side: nothing was lost.
     fn finish_bulk(&self) {
-        assert!(self.lst("stop bulk").ends_with("Batch is stopped\n"));
-        assert_eq!(
-            self.lst("show_error c s"),
-            "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n",
-            "A: {}\nB: {}",
-            self.a.log(),
-            self.b.log()
-        );
-        self.lst("end_session");
+        finish_bulk(&self.console, || format!("A: {}\nB: {}", self.a.log(), self.b.log()));
     }
 
     fn wait_all_rails_used(&self) {
@@ -539,6 +514,52 @@ impl Drop for Rig {
             }
         }
     }
+}
+
+/// What lst printed (both streams) whatever its status: `show_error` details errors on stderr.
+fn lst_output(console: &Console, line: &str) -> String {
+    let env = Env { session: Some(format!("{}", std::process::id())), features: None };
+    let (_, stdout, stderr) = cli::run_captured(line, &env, console, false);
+    stdout + &stderr
+}
+
+/// Runs an lst command that must succeed; its stdout.
+fn lst(console: &Console, line: &str) -> String {
+    let env = Env { session: Some(format!("{}", std::process::id())), features: None };
+    let (status, stdout, stderr) = cli::run_captured(line, &env, console, false);
+    assert!(status == 0 && stderr.is_empty(), "lst {line}: status {status}: {stdout}{stderr}");
+    stdout
+}
+
+/// A session `tag` with brw write and read of 1 MiB with `check=full`, 8 in flight each, from
+/// `client` to `server`, running until stopped.
+fn start_bulk(console: &Console, tag: &str, client: &str, server: &str) {
+    lst(console, &format!("new_session {tag}"));
+    lst(console, &format!("add_group c {client}"));
+    lst(console, &format!("add_group s {server}"));
+    lst(console, "add_batch bulk");
+    for op in ["write", "read"] {
+        lst(
+            console,
+            &format!(
+                "add_test --batch bulk --loop 1000000 --concurrency 8 --from c --to s brw {op} size=1M check=full"
+            ),
+        );
+    }
+    lst(console, "run bulk");
+}
+
+/// Stops the batch, checks that no RPC failed on either side (nothing was lost; `logs` says
+/// why otherwise) and ends the session.
+fn finish_bulk(console: &Console, logs: impl Fn() -> String) {
+    assert!(lst(console, "stop bulk").ends_with("Batch is stopped\n"));
+    assert_eq!(
+        lst_output(console, "show_error c s"),
+        "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n",
+        "{}",
+        logs()
+    );
+    lst(console, "end_session");
 }
 
 /// `ulnetd` in `side`'s namespace with one NI per rail.
@@ -666,7 +687,7 @@ impl RoutedRig {
             &gateways_tcp1.iter().map(|gw| ("tcp", gw.as_str())).collect::<Vec<_>>(),
             false,
         );
-        let (console_node, console) = fabric_inside(&fabric.client, || {
+        let (console_node, console) = fabric::inside(&fabric.client, || {
             let tunables = SocklndTunables {
                 accept_port: PORT,
                 accept: AcceptPolicy::All,
@@ -704,42 +725,21 @@ impl RoutedRig {
     }
 
     fn lst(&self, line: &str) -> String {
-        let env = Env { session: Some(format!("{}", std::process::id())), features: None };
-        let (status, stdout, stderr) = cli::run_captured(line, &env, &self.console, false);
-        assert!(status == 0 && stderr.is_empty(), "lst {line}: status {status}: {stdout}{stderr}");
-        stdout
+        lst(&self.console, line)
     }
 
     fn lst_output(&self, line: &str) -> String {
-        let env = Env { session: Some(format!("{}", std::process::id())), features: None };
-        let (_, stdout, stderr) = cli::run_captured(line, &env, &self.console, false);
-        stdout + &stderr
+        lst_output(&self.console, line)
     }
 
-    /// brw write and read of 1 MiB with `check=full`, 8 in flight each, until stopped.
     fn start_bulk(&self, tag: &str) {
-        self.lst(&format!("new_session {tag}"));
-        self.lst(&format!("add_group c {}", Routed::CLIENT));
-        self.lst(&format!("add_group s {}", Routed::SERVER));
-        self.lst("add_batch bulk");
-        for op in ["write", "read"] {
-            self.lst(&format!(
-                "add_test --batch bulk --loop 1000000 --concurrency 8 --from c --to s brw {op} size=1M check=full"
-            ));
-        }
-        self.lst("run bulk");
+        start_bulk(&self.console, tag, Routed::CLIENT, Routed::SERVER);
     }
 
     fn finish_bulk(&self) {
-        assert!(self.lst("stop bulk").ends_with("Batch is stopped\n"));
-        assert_eq!(
-            self.lst_output("show_error c s"),
-            "c:\nTotal 0 error nodes in c\ns:\nTotal 0 error nodes in s\n",
-            "client: {}\nserver: {}",
-            self.client.log(),
-            self.server.log()
-        );
-        self.lst("end_session");
+        finish_bulk(&self.console, || {
+            format!("client: {}\nserver: {}", self.client.log(), self.server.log())
+        });
     }
 
     /// Waits until each of `routers` forwards more than a MiB a second toward the server.
@@ -864,25 +864,6 @@ impl RouterCapture {
             self.interface
         );
     }
-}
-
-/// Runs `f` on a thread inside namespace `ns`.
-fn fabric_inside<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> R {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let file = std::fs::File::open(&path).unwrap();
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&file),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .unwrap();
-                f()
-            })
-            .join()
-            .unwrap()
-    })
 }
 
 /// Routed `ulst brw write` 1 MiB at concurrency 8 through one router, against iperf3's bytes

@@ -5,7 +5,9 @@
 //! Addresses: `tcp` is 10.2.0.0/24 (client .1, its lst console .3, router K .1K), `tcp1` is
 //! 10.3.0.0/24 (router K .1K, server .100). Every link may be limited with `tc tbf`.
 
-use std::process::{Command, Output};
+use std::process::Command;
+
+use super::fabric::{ip, run};
 
 /// The namespaces of one routed fabric.
 pub struct Routed {
@@ -129,19 +131,4 @@ impl Drop for Routed {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
-}
-
-fn ip(args: &[&str]) -> Output {
-    run("ip", args)
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{program} {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }

@@ -895,6 +895,8 @@ mod fault_stories;
 #[cfg(test)]
 mod multirail_stories;
 #[cfg(test)]
+mod policy_stories;
+#[cfg(test)]
 mod routing_stories;
 #[cfg(test)]
 mod scenarios;

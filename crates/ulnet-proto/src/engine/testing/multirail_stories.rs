@@ -23,7 +23,7 @@ use crate::time::Time;
 use crate::wire::header::{Body, Header};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
-const PORTAL: u32 = 9;
+pub(super) const PORTAL: u32 = 9;
 /// GETs read from one wildcard MD on its own portal, which serves any offset any number of
 /// times (a copy of a GET whose REPLY was lost is served again).
 const GET_PORTAL: u32 = 10;
@@ -67,12 +67,12 @@ fn add_get_source(h: &mut Harness, node: usize) {
     h.md_attach(node, me, source, UnlinkMode::Retain).unwrap();
 }
 
-fn tcp_nid(address: u32) -> Nid {
+pub(super) fn tcp_nid(address: u32) -> Nid {
     Nid::new4(Net::TCP, address)
 }
 
 /// A batch of operations from one node to another, each with its own match bits and MDs.
-struct Batch {
+pub(super) struct Batch {
     from: usize,
     to: usize,
     /// The initiator's MD of each operation, by match bits.
@@ -82,7 +82,14 @@ struct Batch {
 
 /// Sends `count` PUTs with ACK of `size` bytes (each into a one-shot buffer posted on `to`)
 /// or GETs (from `to`'s GET source) from `from`, each with match bits of its own.
-fn start(h: &mut Harness, from: usize, to: usize, count: u64, size: usize, get: bool) -> Batch {
+pub(super) fn start(
+    h: &mut Harness,
+    from: usize,
+    to: usize,
+    count: u64,
+    size: usize,
+    get: bool,
+) -> Batch {
     let first = NEXT_BITS.fetch_add(count, Ordering::Relaxed);
     let mut batch = Batch { from, to, mds: BTreeMap::new(), get };
     let target = h.process(to);
@@ -133,7 +140,7 @@ type Seen = (EventKind, EventStatus, bool);
 /// Every event the harness delivered, indexed (taking events is destructive; stories keep
 /// them here to check batches one at a time).
 #[derive(Default)]
-struct EventLog {
+pub(super) struct EventLog {
     /// (node, MD) -> (kind, status, unlinked) in order.
     by_md: std::collections::HashMap<(usize, u64), Vec<Seen>>,
     /// (node, kind, match bits) -> how many.
@@ -186,7 +193,7 @@ fn run_until_done(h: &mut Harness, log: &mut EventLog, batches: &[&Batch]) -> Ti
 /// Checks a finished batch: every operation completed once at the initiator (SEND then the
 /// ACK or REPLY, all OK, the last unlinked) and every PUT was delivered exactly once at the
 /// target (a GET at least once: a copy of one whose REPLY was lost is served again).
-fn assert_complete(h: &mut Harness, log: &mut EventLog, batch: &Batch) {
+pub(super) fn assert_complete(h: &mut Harness, log: &mut EventLog, batch: &Batch) {
     log.collect(h);
     let response = if batch.get { EventKind::Reply } else { EventKind::Ack };
     for (bits, md) in &batch.mds {
@@ -205,7 +212,7 @@ fn assert_complete(h: &mut Harness, log: &mut EventLog, batch: &Batch) {
 }
 
 /// How many PUTs went from (or to, with `to`) each NID, in first-seen order.
-fn tally(headers: &[Header], to: bool) -> Vec<(Nid, usize)> {
+pub(super) fn tally(headers: &[Header], to: bool) -> Vec<(Nid, usize)> {
     let mut counts: Vec<(Nid, usize)> = Vec::new();
     for header in headers.iter().filter(|header| matches!(header.body, Body::Put { .. })) {
         let nid = if to { header.dest_nid } else { header.src_nid };
@@ -217,7 +224,7 @@ fn tally(headers: &[Header], to: bool) -> Vec<(Nid, usize)> {
     counts
 }
 
-fn nids_of(counts: &[(Nid, usize)]) -> Vec<Nid> {
+pub(super) fn nids_of(counts: &[(Nid, usize)]) -> Vec<Nid> {
     counts.iter().map(|(nid, _)| *nid).collect()
 }
 

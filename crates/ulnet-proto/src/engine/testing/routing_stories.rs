@@ -466,3 +466,52 @@ fn a_router_net_nobody_pings_goes_down_and_comes_back() {
     let routes = l.h.node(0).routes();
     assert!(routes[0].alive, "{routes:?}");
 }
+
+#[test]
+fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
+    // The router has two NIs on tcp; the client's route names the first.
+    let node_nids =
+        vec![vec![nid(0, 1)], vec![nid(0, 10), nid(0, 20), nid(1, 10)], vec![nid(1, 100)]];
+    let link = LinkConfig {
+        latency: Duration::from_micros(20),
+        bandwidth_bytes_per_sec: Some(100_000_000),
+        ..LinkConfig::IDEAL
+    };
+    let config = HarnessConfig { nodes: 3, node_nids, link, ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    h.with_node(1, |node, now| node.set_routing(now, true, true)).unwrap();
+    let to_servers = RouteConfig { net: net(1), gateway: nid(0, 10), hops: Some(1), priority: 0 };
+    h.with_node(0, |node, now| node.route_add(now, to_servers)).unwrap();
+    let to_clients = RouteConfig { net: net(0), gateway: nid(1, 10), hops: Some(1), priority: 0 };
+    h.with_node(2, |node, now| node.route_add(now, to_clients)).unwrap();
+    h.run_for(Duration::from_secs(1));
+    let mut l = Layout { h };
+    // Both of the gateway's tcp NIs carry traffic.
+    for bits in 0..20 {
+        l.put(0, 2, 7000 + bits, 64 * 1024);
+    }
+    l.h.run_for(Duration::from_secs(1));
+    let (to_first, _) = l.h.rail_traffic(nid(0, 1), nid(0, 10));
+    let (to_second, _) = l.h.rail_traffic(nid(0, 1), nid(0, 20));
+    assert!(to_first > 0 && to_second > 0, "frames to each gateway NI: {to_first} / {to_second}");
+    l.h.take_events(0);
+    // The NI the route names goes away mid-stream: the gateway's other NI carries on.
+    let mut mds = Vec::new();
+    for bits in 0..40 {
+        mds.push(l.put(0, 2, 8000 + bits, 64 * 1024));
+    }
+    l.h.run_for(Duration::from_millis(5));
+    l.h.set_link_down(1, nid(0, 10), true);
+    l.h.run_for(Duration::from_secs(30));
+    let client = l.h.take_events(0);
+    for md in mds {
+        assert_eq!(
+            outcome(&client, md),
+            [(EventKind::Send, EventStatus::Ok), (EventKind::Ack, EventStatus::Ok)]
+        );
+    }
+    assert!(l.h.node(0).routes()[0].alive);
+    let (after, _) = l.h.rail_traffic(nid(0, 1), nid(0, 20));
+    assert!(after > to_second, "the second NI carried the traffic");
+    l.h.check();
+}

@@ -358,8 +358,8 @@ mod tests {
         let new = |ni: u16, text: &str, tunables: SocklndTunables| {
             TcpLnd::new(NiId(ni), nid(text), 12345, tunables, false, &listeners)
         };
-        let tcp = new(1, "127.0.0.1@tcp", all.clone()).unwrap();
-        let tcp1 = new(2, "127.0.0.1@tcp1", all.clone()).unwrap();
+        let tcp = new(1, "127.0.0.1@tcp", all).unwrap();
+        let tcp1 = new(2, "127.0.0.1@tcp1", all).unwrap();
         assert_eq!(listeners.len(), 1, "one socket for both nets");
         assert_eq!(offered(&tcp), [nid("127.0.0.1@tcp"), nid("127.0.0.1@tcp1")]);
         // Another acceptor policy cannot share it; nothing changes.
@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(offered(&tcp1).len(), 2);
         // Another address has its own socket; a connreq may name its NI on either (as the
         // kernel's lookup over all NIs), but not one with other settings.
-        let other = new(5, "127.0.0.2@tcp", all.clone()).unwrap();
+        let other = new(5, "127.0.0.2@tcp", all).unwrap();
         let secure = new(6, "127.0.0.3@tcp", tunables(port, AcceptPolicy::Secure)).unwrap();
         assert_eq!(listeners.len(), 3);
         assert_eq!(offered(&tcp1).len(), 3);

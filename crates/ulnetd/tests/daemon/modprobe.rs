@@ -1,0 +1,239 @@
+//! Module parameters from a modprobe.d file (`--modprobe`): the kernel's names on a real
+//! daemon, seen through `ulnetctl`; the configuration file on top of them; what cannot be
+//! honoured stopping the daemon with every parameter named; `--check` of both.
+//!
+//! The module's own nets come up on lo's first address (127.0.0.1, the kernel's choice for
+//! `networks=tcp(lo)`), on a port of the OS's; other addresses are in 127.64.x.
+
+use std::net::TcpListener;
+use std::process::Command;
+
+use crate::support::{self, Process, SIGTERM, TempDir};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn ok(daemon: &Process, args: &[&str]) -> String {
+    let run = daemon.ulnetctl(args);
+    assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+/// The value of `key: N` in a `show` output (the first one).
+fn value(text: &str, key: &str) -> i64 {
+    let prefix = format!("{key}: ");
+    let line = text.lines().map(str::trim).find(|line| line.starts_with(&prefix));
+    line.and_then(|line| line[prefix.len()..].parse().ok())
+        .unwrap_or_else(|| panic!("{key}: {text}"))
+}
+
+/// Starts `ulnetd --modprobe FILE [--config CONFIG]` with `modules` in FILE.
+fn spawn(modules: &str, config: Option<&str>) -> (Process, TempDir) {
+    let dir = TempDir::new("modprobe");
+    let file = dir.file("lustre.conf", modules);
+    let daemon = Process::spawn(config, &["--modprobe", file.to_str().unwrap()]);
+    (daemon, dir)
+}
+
+/// The seeds' client and router options.
+const SEEDS: &str = "options lnet networks=ptlf(0) routes='o2ib [1,2,3,4,5]@ptlf' \
+                     lnet_peer_discovery_disabled=1 lnet_health_sensitivity=0 \
+                     check_router_before_use=1 live_router_check_interval=107 \
+                     dead_router_check_interval=50\n\
+                     options kptl4lnd peer_credits=32 ntx=8192\n\
+                     options libcfs cpu_pattern=\"0[0-15] 1[18-33] 2[34-49] 3[50-65]\"\n";
+
+#[test]
+fn module_parameters_take_effect_on_the_running_node() {
+    let port = free_port();
+    let modules = format!(
+        "# A site's file: several lines per module, a continuation, quoted values.\n\
+         options lnet networks=\"tcp(lo)\" accept=all \\\n    accept_port={port}\n\
+         options lnet lnet_transaction_timeout=200 lnet-retry-count=1 \
+         routes='tcp9 1 127.0.0.9@tcp'\n\
+         options ksocklnd peer_credits=32 credits=512 sock_timeout=77 conns_per_peer=2\n\
+         options ptlrpc at_max=600\n"
+    );
+    let (mut daemon, _dir) = spawn(&modules, None);
+    let ready = daemon.ready.clone().unwrap_or_else(|| panic!("{}", daemon.log()));
+    assert!(ready.starts_with("ulnetd: ready 0@lo,127.0.0.1@tcp "), "{ready}");
+
+    let global = ok(&daemon, &["global", "show"]);
+    assert_eq!(value(&global, "transaction_timeout"), 200);
+    assert_eq!(value(&global, "retry_count"), 1);
+    let net = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
+    assert_eq!(value(&net, "peer_credits"), 32, "{net}");
+    assert_eq!(value(&net, "credits"), 512, "{net}");
+    assert_eq!(value(&net, "conns_per_peer"), 2, "{net}");
+    // socklnd's sock_timeout is the LND tunable `timeout` net show reports.
+    assert_eq!(value(&net, "timeout"), 77, "{net}");
+    // routes= is a route, as the YAML's route: block.
+    let routes = ok(&daemon, &["route", "show"]);
+    assert!(routes.contains("net: tcp9") && routes.contains("gateway: 127.0.0.9@tcp"), "{routes}");
+    // A net added later gets ksocklnd's parameters too, as in the kernel.
+    ok(&daemon, &["net", "add", "--net", "tcp1", "--if", "lo"]);
+    let added = ok(&daemon, &["net", "show", "-v", "--net", "tcp1"]);
+    assert_eq!(value(&added, "peer_credits"), 32, "{added}");
+    // Another module's line is left alone, and said so.
+    let log = daemon.log();
+    assert!(log.contains("options ptlrpc: not an LNet module: left to the kernel"), "{log}");
+    assert!(!log.contains("WARN"), "{log}");
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+#[test]
+fn the_configuration_file_applies_on_top_of_the_module_parameters() {
+    let port = free_port();
+    let modules = "options lnet lnet_transaction_timeout=200 lnet_retry_count=1 accept_port=1\n\
+                   options ksocklnd peer_credits=32\n";
+    let config = format!(
+        "global:\n    transaction_timeout: 300\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.64.0.1@tcp\n"
+    );
+    let (mut daemon, _dir) = spawn(modules, Some(&config));
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let global = ok(&daemon, &["global", "show"]);
+    assert_eq!(value(&global, "transaction_timeout"), 300, "the file's value replaces it");
+    assert_eq!(value(&global, "retry_count"), 1, "the parameter's value stays");
+    let net = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
+    assert!(net.contains("nid: 127.64.0.1@tcp"), "{net}");
+    assert!(!net.contains("127.0.0.1@tcp"), "no module net without networks=: {net}");
+    assert_eq!(value(&net, "peer_credits"), 32, "{net}");
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+#[test]
+fn parameters_that_cannot_be_honoured_stop_the_daemon_each_named() {
+    let (mut daemon, dir) = spawn(SEEDS, None);
+    assert_eq!(daemon.ready, None);
+    assert_eq!(daemon.wait(), 78);
+    let log = support::mask(&daemon.log(), &dir.0);
+    for message in [
+        "ulnetd: <dir>/lustre.conf:1: options lnet check_router_before_use=1: unknown parameter \
+         (did you mean check_routers_before_use?)",
+        "ulnetd: <dir>/lustre.conf:2: options kptl4lnd peer_credits ntx: ulnet cannot drive \
+         the kptl4lnd LND",
+        "ulnetd: <dir>/lustre.conf:3: options libcfs cpu_pattern=0[0-15] 1[18-33] 2[34-49] \
+         3[50-65]: CPU partitions are not implemented yet",
+        "ulnetd: <dir>/lustre.conf:1: options lnet routes=o2ib [1,2,3,4,5]@ptlf: gateway \
+         5@ptlf is on no local net of this node",
+        "ulnetd: <dir>/lustre.conf:1: options lnet live_router_check_interval=107: \
+         live_router_check_interval and dead_router_check_interval have been deprecated",
+        "ulnetd: <dir>/lustre.conf:1: options lnet dead_router_check_interval=50: \
+         live_router_check_interval and dead_router_check_interval have been deprecated",
+        "ulnetd: <dir>/lustre.conf:1: options lnet networks=ptlf(0): net ptlf: LND type not \
+         supported by ulnetd (only tcp)",
+    ] {
+        assert!(log.contains(message), "{message}\n{log}");
+    }
+    assert!(!log.contains("WARN"), "a refusal, not a warning: {log}");
+    assert!(!daemon.socket.exists());
+}
+
+fn check(args: &[&str]) -> support::Run {
+    let output = Command::new(support::ULNETD)
+        .arg("--check")
+        .args(args)
+        .env_remove("ULNET_LOG")
+        .output()
+        .unwrap();
+    support::Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        args: Vec::new(),
+    }
+}
+
+#[test]
+fn check_reads_the_module_parameters_too() {
+    let dir = TempDir::new("modprobe-check");
+    let good = dir.file("good.conf", "options lnet networks=tcp(lo) accept_port=7999\n");
+    let bad = dir.file("bad.conf", "options lnet lnet_transaction_timeout=0\n");
+    let config = dir.file("c.yaml", "global:\n    retry_count: 1\n");
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+
+    let valid = check(&["--modprobe", &path(&good)]);
+    assert_eq!((valid.code, valid.stdout.as_str(), valid.stderr.as_str()), (0, "", ""));
+    let with_file = check(&[&path(&config), "--modprobe", &path(&good)]);
+    assert_eq!(with_file.code, 0, "{}", with_file.stderr);
+
+    let invalid = check(&[&path(&config), "--modprobe", &path(&bad)]);
+    assert_eq!(invalid.code, 78);
+    assert_eq!(
+        support::mask(&invalid.stderr, &dir.0),
+        "ulnetd: <dir>/bad.conf:1: options lnet lnet_transaction_timeout=0: Invalid value for \
+         lnet_transaction_timeout (0). Has to be greater than lnet_retry_count (2)\n"
+    );
+    let missing = check(&["--modprobe", "/nonexistent/lustre.conf"]);
+    assert_eq!(missing.code, 66, "{}", missing.stderr);
+}
+
+/// Waits (bounded) until the daemon's log holds `text` `count` times.
+fn wait_for_log(daemon: &Process, text: &str, count: usize) -> String {
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    loop {
+        let log = daemon.log();
+        if log.matches(text).count() >= count {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {text:?} in {log}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_reload_reads_the_module_parameters_again_and_keeps_socklnds() {
+    let port = free_port();
+    let dir = TempDir::new("modprobe-reload");
+    let modules = dir.file(
+        "lustre.conf",
+        "options lnet lnet_transaction_timeout=200\noptions ksocklnd peer_credits=32\n",
+    );
+    let config = |retry: u8| {
+        format!(
+            "global:\n    accept_port: {port}\n    accept: all\n    retry_count: {retry}\n\
+             net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.64.1.1@tcp\n"
+        )
+    };
+    let config_file = dir.file("ulnetd.yaml", &config(1));
+    let mut daemon = Process::spawn_command(
+        {
+            let mut command = Command::new(support::ULNETD);
+            command
+                .arg("--config")
+                .arg(&config_file)
+                .arg("--modprobe")
+                .arg(&modules)
+                .arg("--socket")
+                .arg(dir.path("ulnetd.sock"));
+            command
+        },
+        TempDir::new("modprobe-reload-d"),
+        dir.path("ulnetd.sock"),
+    );
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+
+    // The file changes: its value is applied, the parameter's stays under it.
+    std::fs::write(&config_file, config(2)).unwrap();
+    daemon.signal(support::SIGHUP);
+    wait_for_log(&daemon, "configuration reloaded", 1);
+    let global = ok(&daemon, &["global", "show"]);
+    assert_eq!(value(&global, "retry_count"), 2);
+    assert_eq!(value(&global, "transaction_timeout"), 200);
+
+    // ksocklnd's parameters are fixed at load: refused by name, nothing applied.
+    std::fs::write(
+        &modules,
+        "options lnet lnet_transaction_timeout=200\noptions ksocklnd peer_credits=64\n",
+    )
+    .unwrap();
+    std::fs::write(&config_file, config(1)).unwrap();
+    daemon.signal(support::SIGHUP);
+    let log = wait_for_log(&daemon, "reload refused", 1);
+    assert!(log.contains("ksocklnd module parameters: cannot change on a running node"), "{log}");
+    assert_eq!(value(&ok(&daemon, &["global", "show"]), "retry_count"), 2);
+    assert_eq!(value(&ok(&daemon, &["net", "show", "-v", "--net", "tcp"]), "peer_credits"), 32);
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}

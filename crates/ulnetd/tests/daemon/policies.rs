@@ -1,0 +1,165 @@
+//! UDSP rules on real `ulnetd` processes over loopback TCP: a rule from the configuration
+//! file and rules added with `ulnetctl udsp add` show in the priorities `net show -v` and
+//! `peer show -v` print (read as sanity-lnet.sh's `check_udsp_prio()` reads them), steer
+//! which NI traffic leaves from, are shown and deleted by `import --show|--del`, deleted,
+//! and exported then imported into a fresh daemon and loaded as its configuration.
+//!
+//! Addresses 127.71.<block>.x, a port the OS just handed out.
+
+use std::net::TcpListener;
+
+use crate::support::{Process, SIGTERM};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn nid(block: u8, host: u8) -> String {
+    format!("127.71.{block}.{host}@tcp")
+}
+
+/// A daemon with one tcp NI per NID and `extra` appended to its configuration.
+fn spawn(nids: &[&str], port: u16, extra: &str) -> Process {
+    let mut config = format!(
+        "global:\n    accept_port: {port}\n    accept: all\n\
+         net:\n    - net type: tcp\n      local NI(s):\n"
+    );
+    for nid in nids {
+        config.push_str(&format!("        - nid: {nid}\n"));
+    }
+    config.push_str(extra);
+    let daemon = Process::spawn(Some(&config), &[]);
+    assert!(daemon.ready.is_some(), "{nids:?} did not start: {}", daemon.log());
+    daemon
+}
+
+fn ok(daemon: &Process, args: &[&str]) -> String {
+    let run = daemon.ulnetctl(args);
+    assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+/// `(nid, net priority, nid priority)` of every NI listed, in order: sanity-lnet.sh's
+/// `check_udsp_prio()` pairs the `- nid:` lines with the `net priority:` and `nid
+/// priority:` lines the same way.
+fn priorities(shown: &str) -> Vec<(String, i64, i64)> {
+    let value = |line: &str| line.rsplit(' ').next().unwrap_or_default().to_string();
+    // awk's /-\s+nid:/: a sequence item whose key is `nid` (not `primary nid`).
+    let is_nid = |line: &&str| {
+        let item = line.trim_start().strip_prefix('-').map(str::trim_start);
+        item.is_some_and(|rest| rest.starts_with("nid: "))
+    };
+    let nids: Vec<String> = shown.lines().filter(is_nid).map(value).collect();
+    let numbers = |key: &str| -> Vec<i64> {
+        let lines = shown.lines().filter(|line| line.contains(key));
+        lines.map(|line| value(line).parse().unwrap()).collect()
+    };
+    let (net, nid) = (numbers("net priority:"), numbers("nid priority:"));
+    assert_eq!((nids.len(), net.len()), (nid.len(), nid.len()), "{shown}");
+    nids.into_iter().zip(net).zip(nid).map(|((n, a), b)| (n, a, b)).collect()
+}
+
+/// The `send_count` of each local NI, from `net show -v`.
+fn send_counts(daemon: &Process) -> Vec<(String, u64)> {
+    let shown = ok(daemon, &["net", "show", "-v"]);
+    let mut counts = Vec::new();
+    let mut current = None;
+    for line in shown.lines() {
+        if let Some(nid) = line.trim_start().strip_prefix("-     nid: ") {
+            current = Some(nid.to_string());
+        } else if let Some(count) = line.trim_start().strip_prefix("send_count: ") {
+            if let Some(nid) = current.take() {
+                counts.push((nid, count.parse().unwrap()));
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn rules_show_in_net_and_peer_show_and_choose_the_source_ni() {
+    let port = free_port();
+    let (a1, a2, b1) = (nid(1, 1), nid(1, 2), nid(1, 10));
+    // sanity-lnet.sh test 401: a peer net rule, then a peer discovered later.
+    let rule = "udsp:\n    - idx: 0\n      dst: tcp\n      action:\n          priority: 1\n";
+    let a = spawn(&[&a1, &a2], port, rule);
+    let b = spawn(&[&b1], port, "");
+    assert_eq!(
+        ok(&a, &["udsp", "show"]),
+        "udsp:\n    - idx: 0\n      dst: tcp\n      action:\n          priority: 1\n"
+    );
+
+    // A source NI rule, inserted first: the NI's nid priority, its net untouched.
+    ok(&a, &["udsp", "add", "--src", &a2, "--prio", "0", "--idx", "0"]);
+    let local = priorities(&ok(&a, &["net", "show", "-v", "5"]));
+    assert_eq!(
+        local,
+        [("0@lo".into(), -1, -1), (a1.clone(), -1, -1), (a2.clone(), -1, 0)],
+        "{local:?}"
+    );
+
+    ok(&a, &["discover", &b1]);
+    let remote = priorities(&ok(&a, &["peer", "show", "-v", "5"]));
+    assert_eq!(remote, [(b1.clone(), 1, -1)]);
+
+    // Every ping leaves from the preferred NI.
+    let before = send_counts(&a);
+    for _ in 0..4 {
+        ok(&a, &["ping", &b1]);
+    }
+    let after = send_counts(&a);
+    let grew = |nid: &str| {
+        let count = |counts: &[(String, u64)]| counts.iter().find(|(n, _)| n == nid).unwrap().1;
+        count(&after) - count(&before)
+    };
+    assert_eq!(grew(&a1), 0, "{before:?} {after:?}");
+    assert!(grew(&a2) >= 4, "{before:?} {after:?}");
+
+    let export = ok(&a, &["export", "--backup"]);
+    let rules = "udsp:\n    - idx: 0\n      src: 127.71.1.2@tcp\n      action:\n          priority: 0\n\
+                 \x20   - idx: 1\n      dst: tcp\n      action:\n          priority: 1\n";
+    assert!(export.ends_with(rules), "{export}");
+    // An equal rule is -EALREADY, as lnetctl reports it.
+    let again = a.ulnetctl(&["udsp", "add", "--src", &a2, "--priority", "0"]);
+    assert_eq!(again.code, 114, "{}", again.stderr);
+
+    // `import --show` and `--del` name rules by index.
+    let import = |mode: &str, text: &str| {
+        let run = crate::support::ulnetctl_with_stdin(&a.socket, &["import", mode], text);
+        assert_eq!(run.code, 0, "{mode}: {}", run.stderr);
+        run.stdout
+    };
+    let second = "udsp:\n    - idx: 1\n      dst: tcp\n      action:\n          priority: 1\n";
+    assert_eq!(import("--show", "udsp:\n    - idx: 1\n"), second);
+    import("--del", "udsp:\n    - idx: 1\n");
+    assert_eq!(ok(&a, &["udsp", "show", "--idx", "1"]), "");
+    assert_eq!(priorities(&ok(&a, &["peer", "show", "-v", "4"])), [(b1.clone(), -1, -1)]);
+
+    // Deleting reverts what the rules stamped.
+    ok(&a, &["udsp", "del", "--all"]);
+    assert_eq!(ok(&a, &["udsp", "show"]), "");
+    let local = priorities(&ok(&a, &["net", "show", "-v", "4"]));
+    assert!(local.iter().all(|(_, net, nid)| (*net, *nid) == (-1, -1)), "{local:?}");
+    assert_eq!(priorities(&ok(&a, &["peer", "show", "-v", "4"])), [(b1.clone(), -1, -1)]);
+    let mut a = a;
+    assert_eq!(a.signal_and_wait(SIGTERM), 0, "{}", a.log());
+
+    // The backup imports into a fresh node (only `lo`) with its rules, which stamp the NIs
+    // the same import brings up; as a configuration file it does the same.
+    let daemon_keys = format!("global:\n    accept_port: {port}\n    accept: all\n");
+    let mut fresh = Process::spawn(Some(&daemon_keys), &[]);
+    assert!(fresh.ready.is_some(), "{}", fresh.log());
+    let import = crate::support::ulnetctl_with_stdin(&fresh.socket, &["import"], &export);
+    assert_eq!(import.code, 0, "{}", import.stderr);
+    assert!(ok(&fresh, &["export", "--backup"]).ends_with(rules));
+    let local = priorities(&ok(&fresh, &["net", "show", "-v", "4"]));
+    assert!(local.contains(&(a2.clone(), -1, 0)), "{local:?}");
+    assert_eq!(fresh.signal_and_wait(SIGTERM), 0);
+    let mut third = Process::spawn(Some(&format!("{daemon_keys}---\n{export}")), &[]);
+    assert!(third.ready.is_some(), "{}", third.log());
+    assert!(ok(&third, &["export", "--backup"]).ends_with(rules));
+    assert_eq!(priorities(&ok(&third, &["peer", "show", "-v", "4"])), [(b1, 1, -1)]);
+    assert_eq!(third.signal_and_wait(SIGTERM), 0);
+    let mut b = b;
+    assert_eq!(b.signal_and_wait(SIGTERM), 0);
+}
