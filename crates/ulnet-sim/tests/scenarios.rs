@@ -532,6 +532,7 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
         rtt: Span::parse("50ms").unwrap(),
         rails: 1,
         mtu: 9000,
+        routers: false,
         check: true,
     };
     let advice = advise(request).unwrap();
@@ -545,4 +546,13 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     assert!(fraction > 0.85 && fraction <= 1.0, "{advice:?}");
     let bad = AdviseRequest { rails: 0, ..request };
     assert!(advise(bad).is_err());
+    // Through a router: its credits and large buffers cover what the ends keep in flight, and
+    // the routed pair is checked the same way (the router forwards every message).
+    let routed = advise(AdviseRequest { routers: true, ..request }).unwrap();
+    let router = routed.router.unwrap();
+    assert!(router.peer_buffer_credits >= routed.peer_credits, "{routed:?}");
+    assert!(router.large_buffers >= 2 * routed.peer_credits, "{routed:?}");
+    let fraction = routed.simulated_fraction.unwrap();
+    assert!(fraction > 0.8 && fraction <= 1.0, "{routed:?}");
+    assert!(advise(AdviseRequest { routers: true, rails: 2, ..request }).is_err());
 }
