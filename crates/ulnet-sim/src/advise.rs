@@ -14,7 +14,12 @@
 //! * every bulk connection keeps at most its socket buffer in flight: buffers of 1.25
 //!   bandwidth-delay products over `conns_per_peer` (the kernel's `net.core.wmem_max` and
 //!   `rmem_max` must allow them);
-//! * NI `credits` at least twice `peer_credits`, so a second peer still finds credits.
+//! * NI `credits` at least twice `peer_credits`, so a second peer still finds credits;
+//! * with a router between client and server (`--routers`; one rail), the router's own
+//!   `peer_credits` and its router credits per peer NI (`peer_buffer_credits`) are the ends'
+//!   `peer_credits`, and it keeps a large buffer for every 1 MiB message the ends may have in
+//!   flight through it (a forwarded message holds its buffer from its arrival until the next
+//!   hop's ZC-ACK): `large_buffers` twice `peer_credits`, never fewer than the kernel's 1024.
 
 use std::time::Duration;
 
@@ -36,6 +41,8 @@ pub struct AdviseRequest {
     pub rtt: Span,
     pub rails: u32,
     pub mtu: u32,
+    /// A router between client and server, half the round trip on each side.
+    pub routers: bool,
     /// Simulate the advice (else only compute it).
     pub check: bool,
 }
@@ -55,6 +62,8 @@ pub struct Advice {
     pub max_rpcs_in_flight: u32,
     pub rpc_size: u64,
     pub mtu: u32,
+    /// The router's settings, with `--routers`.
+    pub router: Option<RouterAdvice>,
     /// Fraction of the rails' total bandwidth reached in simulation (steady state, payload
     /// bytes), when checked.
     pub simulated_fraction: Option<f64>,
@@ -62,11 +71,22 @@ pub struct Advice {
     pub notes: Vec<String>,
 }
 
+/// A router's tunables (`lnetctl set large_buffers`, the router's NIs' tunables).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RouterAdvice {
+    pub peer_credits: u32,
+    pub peer_buffer_credits: u32,
+    pub large_buffers: u32,
+    pub small_buffers: u32,
+}
+
 /// Why no advice.
 #[derive(Debug, thiserror::Error)]
 pub enum AdviseError {
     #[error("--rails must be 1 to 16")]
     Rails,
+    #[error("--routers is advised for one rail only (a router per rail is not modelled yet)")]
+    RoutedRails,
     #[error("--rtt must be positive and at most 10 s")]
     Rtt,
     #[error(transparent)]
@@ -79,6 +99,9 @@ pub enum AdviseError {
 pub fn advise(request: AdviseRequest) -> Result<Advice, AdviseError> {
     if request.rails == 0 || request.rails > 16 {
         return Err(AdviseError::Rails);
+    }
+    if request.routers && request.rails != 1 {
+        return Err(AdviseError::RoutedRails);
     }
     let rtt = request.rtt.0;
     if rtt.is_zero() || rtt > Duration::from_secs(10) {
@@ -112,6 +135,12 @@ pub fn advise(request: AdviseRequest) -> Result<Advice, AdviseError> {
     let per_rail = (max_rpcs_in_flight * messages_per_rpc).div_ceil(request.rails);
     let peer_credits = per_rail.max((2.0 * bdp / BULK).ceil() as u32).max(8);
     let credits = (2 * peer_credits).max(256);
+    let router = request.routers.then(|| RouterAdvice {
+        peer_credits,
+        peer_buffer_credits: peer_credits,
+        large_buffers: (2 * peer_credits).max(1024),
+        small_buffers: (2 * peer_credits).max(16_384),
+    });
     notes.push(format!(
         "socket buffers of {} MiB need net.core.wmem_max and net.core.rmem_max at least as large",
         buffer >> 20
@@ -135,6 +164,7 @@ pub fn advise(request: AdviseRequest) -> Result<Advice, AdviseError> {
         max_rpcs_in_flight,
         rpc_size,
         mtu: request.mtu,
+        router,
         simulated_fraction: None,
         simulated_mb_per_s: None,
         notes,
@@ -147,9 +177,14 @@ pub fn advise(request: AdviseRequest) -> Result<Advice, AdviseError> {
     Ok(advice)
 }
 
-/// The two-node scenario the advice is checked on: one client and one server, a net per rail,
-/// the round trip split over the four port links of each path, 1 MiB-bulk write RPCs.
+/// The scenario the advice is checked on: one client and one server, a net per rail, the
+/// round trip split over the four port links of each path, 1 MiB-bulk write RPCs; with a
+/// router, client and server on two nets and the router between them, the round trip split
+/// over the eight port links of each path.
 pub fn scenario(advice: &Advice, rtt: Duration) -> Result<Scenario, ScenarioError> {
+    if let Some(router) = advice.router {
+        return routed_scenario(advice, &router, rtt);
+    }
     let quarter = rtt.as_nanos() / 4;
     // Long enough for the start-up (discovery, connections: a few round trips) and then
     // twenty round trips of steady state.
@@ -191,6 +226,53 @@ workloads:
     ))
 }
 
+fn routed_scenario(
+    advice: &Advice,
+    router: &RouterAdvice,
+    rtt: Duration,
+) -> Result<Scenario, ScenarioError> {
+    let eighth = rtt.as_nanos() / 8;
+    let duration = (rtt * 30).max(Duration::from_millis(200));
+    Scenario::from_yaml(&format!(
+        "name: advice
+duration: {}ns
+sample_interval: {}ns
+defaults:
+  link: {{bandwidth: {}, latency: {eighth}ns, mtu: {}, queue: 16GiB}}
+  tunables:
+    peer_credits: {}
+    credits: {}
+    conns_per_peer: {}
+    tx_buffer_size: {}
+    rx_buffer_size: {}
+nodes:
+  - {{name: client, nis: [{{net: tcp}}], routes: [{{net: tcp1, gateway: router}}]}}
+  - name: router
+    nis: [{{net: tcp}}, {{net: tcp1}}]
+    routing: true
+    tunables: {{peer_credits: {}, peer_buffer_credits: {}, large_buffers: {}, small_buffers: {}}}
+  - {{name: server, nis: [{{net: tcp1}}], routes: [{{net: tcp, gateway: router}}]}}
+workloads:
+  - rpc_stream: {{name: stream, clients: client, servers: server, op: write, rpc_size: {}, max_rpcs_in_flight: {}}}
+",
+        duration.as_nanos(),
+        (duration / 30).as_nanos(),
+        advice.bandwidth_per_rail_bytes_per_s,
+        advice.mtu,
+        advice.peer_credits,
+        advice.credits,
+        advice.conns_per_peer,
+        advice.tx_buffer_size,
+        advice.rx_buffer_size,
+        router.peer_credits,
+        router.peer_buffer_credits,
+        router.large_buffers,
+        router.small_buffers,
+        advice.rpc_size,
+        advice.max_rpcs_in_flight,
+    ))
+}
+
 /// Simulates the advice: the payload bandwidth over the second half of the run, and its
 /// fraction of the rails' total.
 fn simulate(advice: &Advice, rtt: Duration) -> Result<(f64, f64), AdviseError> {
@@ -227,9 +309,20 @@ impl Advice {
             self.rpc_size / 4096,
             self.rpc_size >> 20,
         );
-        if let (Some(fraction), Some(mb)) = (self.simulated_fraction, self.simulated_mb_per_s) {
+        if let Some(router) = &self.router {
             text.push_str(&format!(
-                "simulated (one client, one server, 1 MiB-bulk writes): {mb:.0} MB/s, {:.1}% of the link\n",
+                "router (lnetctl set / its NIs' tunables):\n  peer_credits {}\n  peer_buffer_credits {}\n  \
+                 large_buffers {}\n  small_buffers {}\n",
+                router.peer_credits,
+                router.peer_buffer_credits,
+                router.large_buffers,
+                router.small_buffers
+            ));
+        }
+        if let (Some(fraction), Some(mb)) = (self.simulated_fraction, self.simulated_mb_per_s) {
+            let through = if self.router.is_some() { ", through one router" } else { "" };
+            text.push_str(&format!(
+                "simulated (one client, one server{through}, 1 MiB-bulk writes): {mb:.0} MB/s, {:.1}% of the link\n",
                 fraction * 100.0
             ));
         }

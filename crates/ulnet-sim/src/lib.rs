@@ -10,6 +10,7 @@
 pub mod advise;
 pub mod bench;
 pub mod histogram;
+pub mod lanes;
 pub mod network;
 pub mod plot;
 pub mod results;

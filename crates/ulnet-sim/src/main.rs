@@ -73,7 +73,7 @@ enum Command {
         rails: u32,
         #[arg(long, default_value_t = 9000)]
         mtu: u32,
-        /// Routers between client and server: refused, the simulator does not forward yet.
+        /// A router between client and server (one rail): its credits and buffers too.
         #[arg(long)]
         routers: bool,
         /// Only compute the advice, do not simulate it.
@@ -256,17 +256,12 @@ fn advise_command(
     check: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    if routers {
-        anyhow::bail!(
-            "--routers: router buffers cannot be advised yet: the simulator does not forward \
-             through routers, so the advice could not be checked"
-        );
-    }
     let request = ulnet_sim::advise::AdviseRequest {
         bandwidth: ulnet_sim::scenario::units::Bandwidth::parse(bandwidth)?,
         rtt: ulnet_sim::scenario::units::Span::parse(rtt)?,
         rails,
         mtu,
+        routers,
         check,
     };
     let advice = ulnet_sim::advise::advise(request)?;

@@ -42,6 +42,9 @@ pub struct WorkloadResults {
     pub latency: LatencySummary,
     /// MB/s in each sample interval from 0.
     pub bandwidth_series_mb_per_s: Vec<f64>,
+    /// RPCs that failed in each sample interval (those after the end are only in
+    /// `rpcs_failed`).
+    pub failures_series: Vec<u64>,
 }
 
 impl RunResults {
@@ -77,6 +80,7 @@ impl RunResults {
                         .take(samples)
                         .map(|bytes| round(*bytes as f64 / interval / 1e6))
                         .collect(),
+                    failures_series: stats.failures.iter().take(samples).copied().collect(),
                 }
             })
             .collect();

@@ -41,6 +41,9 @@ pub const MAX_WINDOW_ENTRIES: usize = 1024;
 
 /// Index of a pair in [`Pairs`].
 pub type PairId = u32;
+/// One connection of a pair in one direction: the direction (0 from the lower endpoint) in
+/// the high half, the connection index (0 CONTROL, then BULK) in the low half.
+pub type Lane = u32;
 
 /// The connection state of two NIs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +88,9 @@ pub struct Pair {
     pub keepalive_armed: bool,
     /// Bumped at every close, so that stale completions can tell.
     pub generation: u32,
+    /// Both LNDs have reported the connections up to their engines (and will report their
+    /// loss).
+    pub announced: bool,
 }
 
 /// Where and when a frame goes.
@@ -99,6 +105,13 @@ pub struct Posting {
     pub connected: bool,
     direction: usize,
     conn: usize,
+}
+
+impl Posting {
+    /// The connection the frame goes on, one direction of it.
+    pub fn lane(&self) -> Lane {
+        ((self.direction as u32) << 16) | (self.conn as u32 & 0xffff)
+    }
 }
 
 /// Every pair of NIs that ever talked.
@@ -140,6 +153,7 @@ impl Pairs {
                 last_alive: Time::ZERO,
                 keepalive_armed: false,
                 generation: 0,
+                announced: false,
             });
             next
         })
@@ -256,6 +270,7 @@ impl Pairs {
         if let Some(pair) = self.pairs.get_mut(pair as usize) {
             if pair.state != PairState::Down {
                 pair.state = PairState::Down;
+                pair.announced = false;
                 pair.generation = pair.generation.wrapping_add(1);
                 pair.directions = [Direction::default(), Direction::default()];
                 self.closes += 1;

@@ -5,7 +5,9 @@
 //! A path walks maps by key and sequences by index or by an element's `name` (a workload's
 //! name is inside its `brw:`/`ping:`/`rpc_stream:` map, which the path enters by itself):
 //! `defaults.tunables.peer_credits`, `nodes.client.tunables.conns_per_peer`,
-//! `workloads.stream.max_rpcs_in_flight`, `links.0.link.latency`.
+//! `workloads.stream.max_rpcs_in_flight`, `links.0.link.latency`. Paths joined by `+` take
+//! the same value together: `nodes.server.nis.0.rails+nodes.client.count=1,2,4,8` scales a
+//! server's rails and its clients in step.
 
 use serde::Serialize;
 use yaml_serde::{Mapping, Value};
@@ -16,7 +18,10 @@ use crate::scenario::{MAX_SWEEP_POINTS, Scenario, ScenarioError};
 /// One `PARAM=V1,V2,...` argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Parameter {
+    /// As written (`a+b` for tied paths).
     pub path: String,
+    /// The dotted paths that take each value.
+    pub paths: Vec<String>,
     pub values: Vec<String>,
 }
 
@@ -38,10 +43,11 @@ impl Parameter {
         let syntax = || SweepError::Syntax(text.to_owned());
         let (path, values) = text.split_once('=').ok_or_else(syntax)?;
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_owned()).collect();
-        if path.is_empty() || values.iter().any(String::is_empty) {
+        let paths: Vec<String> = path.split('+').map(|p| p.trim().to_owned()).collect();
+        if paths.iter().any(String::is_empty) || values.iter().any(String::is_empty) {
             return Err(syntax());
         }
-        Ok(Self { path: path.to_owned(), values })
+        Ok(Self { path: path.to_owned(), paths, values })
     }
 }
 
@@ -80,7 +86,9 @@ pub fn apply(
     for (parameter, value) in parameters.iter().zip(point) {
         let scalar: Value =
             yaml_serde::from_str(value).unwrap_or_else(|_| Value::String(value.clone()));
-        set(&mut document, &parameter.path, scalar)?;
+        for path in &parameter.paths {
+            set(&mut document, path, scalar.clone())?;
+        }
     }
     let text =
         yaml_serde::to_string(&document).map_err(|error| ScenarioError::Yaml(error.to_string()))?;
@@ -248,6 +256,9 @@ workloads:
         assert_eq!(all[5], ["16", "4"]);
         assert!(Parameter::parse("nothing").is_err());
         assert!(Parameter::parse("a=1,,2").is_err());
+        assert!(Parameter::parse("a+=1").is_err());
+        let tied = Parameter::parse("a.b+c.d=1,2").unwrap();
+        assert_eq!(tied.paths, ["a.b", "c.d"]);
     }
 
     #[test]
@@ -261,6 +272,10 @@ workloads:
         assert_eq!(scenario.defaults.tunables.peer_credits, Some(32));
         assert_eq!(scenario.workloads[0].parts().1.max_rpcs_in_flight, Some(4));
         assert_eq!(scenario.nodes[0].tunables.conns_per_peer, Some(2));
+        // Tied paths take one value: a server's rails and its clients' count in step.
+        let tied = [Parameter::parse("nodes.client.nis.0.rails+nodes.client.count=4").unwrap()];
+        let scenario = apply(TEXT, &tied, &["4".into()]).unwrap();
+        assert_eq!((scenario.nodes[0].nis[0].rails, scenario.nodes[0].count), (4, 4));
         // A misspelt key is refused by the scenario reader, naming it.
         let bad = [Parameter::parse("defaults.tunables.peer_credit=32").unwrap()];
         let error = apply(TEXT, &bad, &["32".into()]).unwrap_err().to_string();

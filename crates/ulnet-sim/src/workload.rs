@@ -118,6 +118,9 @@ pub struct WorkloadStats {
     /// Bulk bytes delivered per sample interval.
     #[serde(skip)]
     pub series: Vec<u64>,
+    /// Client RPCs that failed (timeouts included) per sample interval.
+    #[serde(skip)]
+    pub failures: Vec<u64>,
 }
 
 /// An RPC in flight, on its client or its server.
@@ -213,7 +216,11 @@ impl Workloads {
         }
         let stats = plans
             .iter()
-            .map(|_| WorkloadStats { series: vec![0; samples], ..WorkloadStats::default() })
+            .map(|_| WorkloadStats {
+                series: vec![0; samples],
+                failures: vec![0; samples],
+                ..WorkloadStats::default()
+            })
             .collect();
         let issued = plans.iter().map(|plan| vec![0; plan.clients.len()]).collect();
         let slots = plans
@@ -757,8 +764,12 @@ impl Workloads {
         rpc.failed = true;
         if rpc.client_side {
             self.outstanding -= 1;
+            let bucket = ctx.now.as_nanos() / self.sample_interval.as_nanos().max(1) as u64;
             if let Some(stats) = self.stats.get_mut(usize::from(rpc.workload)) {
                 stats.rpcs_failed += 1;
+                if let Some(sample) = stats.failures.get_mut(bucket as usize) {
+                    *sample += 1;
+                }
             }
         }
         let mds: Vec<MdHandle> = rpc.mds.iter().take(usize::from(rpc.md_count)).copied().collect();

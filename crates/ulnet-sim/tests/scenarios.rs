@@ -64,14 +64,166 @@ fn unknown_keys_are_errors_naming_them() {
     assert!(error.to_string().contains("color"), "{error}");
 }
 
+const ROUTED: &str = "
+duration: 2s
+sample_interval: 100ms
+defaults:
+  link: {bandwidth: 1Gbit, latency: 5us, mtu: 9000}
+  tunables: {alive_router_check_interval: 1s, transaction_timeout: 10s}
+nodes:
+  - name: client
+    count: 3
+    nis: [{net: tcp}]
+    routes: [{net: tcp1, gateway: router}]
+  - name: router
+    count: 3
+    nis: [{net: tcp}, {net: tcp1}]
+    routing: true
+  - name: server
+    count: 2
+    nis: [{net: tcp1}]
+    routes: [{net: tcp, gateway: router}]
+workloads:
+  - brw: {name: write, clients: client, servers: server, op: write, size: 1MiB, concurrency: 4, rpc_timeout: 1s}
+  - ping: {name: ping, clients: client, servers: server, concurrency: 1, rpc_timeout: 1s}
+";
+
+/// A run of `text` with the world kept, for its engines.
+fn run_world(text: &str, seed: u64) -> (World, RunResults) {
+    let scenario = Scenario::from_yaml(text).unwrap();
+    let mut world = World::new(&scenario, RunOptions { seed, check_invariants: true }).unwrap();
+    if let Err(error) = world.run(&mut |_| {}) {
+        panic!("{error}\n{text}");
+    }
+    let results = RunResults::from_world(&world, "test", seed);
+    (world, results)
+}
+
+/// Mean of a bandwidth series between two sample indices.
+fn mean(series: &[f64], range: std::ops::Range<usize>) -> f64 {
+    let slice = &series[range];
+    slice.iter().sum::<f64>() / slice.len() as f64
+}
+
 #[test]
-fn routers_are_refused_by_name() {
-    let error = Scenario::from_yaml(&format!("{PAIR}routers: [{{name: gw}}]\n")).unwrap_err();
-    assert!(error.to_string().contains("routers need LNet routing"), "{error}");
-    let error =
-        Scenario::from_yaml(&PAIR.replace("{name: server,", "{name: server, router: true,"))
-            .unwrap_err();
-    assert!(error.to_string().contains("router: true"), "{error}");
+fn a_routed_scenario_replays_exactly_through_its_routers() {
+    let (world, first) = run_world(ROUTED, 3);
+    let second = run(ROUTED, 3);
+    assert_eq!(serde_json::to_string(&first).unwrap(), serde_json::to_string(&second).unwrap());
+    assert!(first.quiescent, "every RPC drained");
+    let write = &first.workloads[0];
+    assert_eq!(write.rpcs_failed, 0, "{write:?}");
+    // Two servers behind 1 Gb/s links bound the writes: 250 MB/s less framing and start-up.
+    let steady = mean(&write.bandwidth_series_mb_per_s, 5..20);
+    assert!((225.0..250.0).contains(&steady), "{:?}", write.bandwidth_series_mb_per_s);
+    // Every router forwarded a share; clients and servers forwarded nothing.
+    let routed: Vec<u64> = (3..6).map(|n| world.engine(n).unwrap().stats().route_count).collect();
+    assert!(routed.iter().all(|count| *count > 500), "{routed:?}");
+    assert_eq!(first.totals.forwarded, routed.iter().sum::<u64>());
+    assert!(first.totals.invariant_checks > 1000, "{:?}", first.totals);
+}
+
+#[test]
+fn traffic_moves_to_the_live_routers_when_one_loses_its_links() {
+    let text = format!("{ROUTED}faults:\n  - node_down: {{at: 500ms, node: 'router[1]'}}\n")
+        .replace("duration: 2s", "duration: 5s");
+    let (world, results) = run_world(&text, 1);
+    let write = &results.workloads[0];
+    let series = &write.bandwidth_series_mb_per_s;
+    // The router's peers hear nothing: their connections to it stay up, what they send it is
+    // lost, and their RPC slots stall there one after the other (each retried after its 1 s
+    // timeout) until fast failover finds the gateway silent and its routes dead.
+    let before = mean(series, 2..5);
+    let stalled = series[6..30].iter().cloned().fold(f64::MAX, f64::min);
+    let after = mean(series, 40..50);
+    assert!(before > 200.0 && stalled < 50.0 && after > 150.0, "{series:?}");
+    assert!(write.rpcs_timed_out > 0, "RPCs sent into the dead router time out: {write:?}");
+    // The clients hold the dead gateway's route down; the live ones are up.
+    let routes = world.engine(0).unwrap().routes();
+    let dead: Vec<String> =
+        routes.iter().filter(|r| !r.alive).map(|r| r.gateway.to_string()).collect();
+    assert_eq!(dead, ["10.0.0.5@tcp"], "{routes:?}");
+    assert!(results.totals.frames_lost > 0);
+}
+
+#[test]
+fn a_stopped_router_is_left_at_once_and_used_again_once_started() {
+    let text = format!(
+        "{ROUTED}faults:\n  - node_stop: {{at: 500ms, node: 'router[1]'}}\n  - node_start: {{at: 1s, node: 'router[1]'}}\n"
+    );
+    let (world, results) = run_world(&text, 1);
+    let write = &results.workloads[0];
+    let series = &write.bandwidth_series_mb_per_s;
+    // The peers' connections were reset: they knew at once, so only the RPCs caught in the
+    // router are lost (until their 1 s timeout), and the writes are whole again after.
+    assert!(series[5..20].iter().all(|mb| *mb > 100.0), "{series:?}");
+    assert!(mean(series, 16..20) > 200.0, "{series:?}");
+    // The restarted router (a new process, counters from zero) carries traffic again once the
+    // router checker has seen it alive (a check a second).
+    let restarted = world.engine(4).unwrap().stats().route_count;
+    assert!(restarted > 100, "router[1] forwarded {restarted} after its restart");
+    assert!(world.engine(0).unwrap().routes().iter().all(|r| r.alive));
+    assert!(results.quiescent);
+}
+
+#[test]
+fn router_buffers_running_out_hold_the_senders_back_and_lose_nothing() {
+    let text = ROUTED.replace(
+        "    routing: true\n",
+        "    routing: true\n    tunables: {large_buffers: 2, peer_buffer_credits: 2}\n",
+    );
+    let results = run(&text, 1);
+    let write = &results.workloads[0];
+    assert_eq!(write.rpcs_failed, 0, "{write:?}");
+    // Routed receives waited for buffers and credits, their connections unread meanwhile.
+    assert!(results.totals.receives_delayed > 100, "{:?}", results.totals);
+    assert!(results.quiescent);
+    // Two 1 MiB buffers per router still move the data, more slowly.
+    let steady = mean(&write.bandwidth_series_mb_per_s, 5..20);
+    assert!(steady > 50.0, "{:?}", write.bandwidth_series_mb_per_s);
+}
+
+#[test]
+fn routes_and_router_faults_are_checked() {
+    let cases = [
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp, gateway: router}"),
+            "local net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: server}"),
+            "shares no net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router@tcp1'}"),
+            "shares no net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 10.0.0.9@tcp1}"),
+            "not on a net",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: router, hops: 0}"),
+            "hops",
+        ),
+        (
+            ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 'router[7]'}"),
+            "router[7",
+        ),
+        (ROUTED.replace("routing: true", "routing: true, router: true"), "router"),
+        (
+            format!("{ROUTED}faults:\n  - node_stop: {{at: 1s, node: 'server[0]'}}\n"),
+            "workload write",
+        ),
+        (format!("{ROUTED}faults:\n  - router_down: {{at: 1s, node: router}}\n"), "router_down"),
+    ];
+    for (text, expected) in cases {
+        let error = Scenario::from_yaml(&text).unwrap_err().to_string();
+        assert!(error.contains(expected), "expected {expected:?} in: {error}");
+    }
+    // A NID gateway on the group's net is taken as written.
+    let nid = ROUTED.replace("{net: tcp1, gateway: router}", "{net: tcp1, gateway: 10.0.0.4@tcp}");
+    Scenario::from_yaml(&nid).unwrap();
 }
 
 #[test]
@@ -193,6 +345,37 @@ faults:
 }
 
 #[test]
+fn rails_on_one_net_add_up() {
+    // A server with `rails` NIs on one net and as many single-rail clients: each rail is a
+    // 1 Gb/s link, so the writes scale with the rails.
+    let text = "
+duration: 1s
+sample_interval: 100ms
+defaults:
+  link: {bandwidth: 1Gbit, latency: 5us, mtu: 9000}
+nodes:
+  - {name: server, nis: [{net: tcp, rails: 3}]}
+  - {name: client, count: 3, nis: [{net: tcp}]}
+workloads:
+  - brw: {name: write, clients: client, servers: server, op: write, size: 1MiB, concurrency: 8}
+";
+    let (world, results) = run_world(text, 1);
+    let steady = mean(&results.workloads[0].bandwidth_series_mb_per_s, 2..10);
+    assert!((335.0..375.0).contains(&steady), "{:?}", results.workloads[0]);
+    // The rails are 10.0.0.1, 10.1.0.1 and 10.2.0.1 on tcp, and each received its share.
+    let server = world.engine(0).unwrap();
+    let received: Vec<u64> = server
+        .ni_ids()
+        .filter_map(|ni| server.ni_stats(ni))
+        .filter(|stats| stats.nid.net().to_string() == "tcp")
+        .map(|stats| stats.statistics.recv_count)
+        .collect();
+    assert_eq!(received.len(), 3, "{received:?}");
+    let total: u64 = received.iter().sum();
+    assert!(received.iter().all(|count| *count * 4 > total), "{received:?}");
+}
+
+#[test]
 fn a_black_hole_times_rpcs_out_and_healing_restores_them() {
     let text = "
 duration: 4s
@@ -219,12 +402,32 @@ faults:
 }
 
 /// A random small scenario: a few nodes with one or two rails, lossy links, mixed workloads
-/// and faults.
+/// and faults; one in three puts the servers on another net behind routers (with few
+/// router buffers sometimes), which may lose their links or stop and start again.
 fn random_scenario(seed: u64) -> String {
     let mut rng = Rng::new(seed);
+    // The routing choices draw from their own generator: a seed's scenario without routers
+    // is the one it always was.
+    let mut routing_rng = Rng::new(seed ^ 0x7007_e500);
     let pick = |rng: &mut Rng, n: u64| rng.below(n);
     let rails = 1 + pick(&mut rng, 2);
+    let routers = if pick(&mut routing_rng, 3) == 0 { 1 + pick(&mut routing_rng, 3) } else { 0 };
     let nis = if rails == 1 { "[{net: tcp}]" } else { "[{net: tcp}, {net: tcp1}]" };
+    let (client_extra, server_nis, server_extra, router_group) = if routers > 0 {
+        let buffers =
+            ["", ", tunables: {large_buffers: 2, small_buffers: 4, peer_buffer_credits: 1}"]
+                [pick(&mut routing_rng, 2) as usize];
+        (
+            ", routes: [{net: tcp9, gateway: router}]",
+            "[{net: tcp9}]",
+            ", routes: [{net: tcp, gateway: router}]",
+            format!(
+                "  - {{name: router, count: {routers}, nis: [{{net: tcp}}, {{net: tcp9}}], routing: true{buffers}}}\n"
+            ),
+        )
+    } else {
+        ("", nis, "", String::new())
+    };
     let clients = 1 + pick(&mut rng, 4);
     let servers = 1 + pick(&mut rng, 2);
     let loss = [0.0, 0.0001, 0.01][pick(&mut rng, 3) as usize];
@@ -235,10 +438,10 @@ fn random_scenario(seed: u64) -> String {
 sample_interval: 100ms
 defaults:
   link: {{bandwidth: 1Gbit, latency: {latency}, loss: {loss}, mtu: 1500}}
-  tunables: {{peer_credits: {credits}, transaction_timeout: 3s, sock_timeout: 1s, keepalive: 500ms}}
+  tunables: {{peer_credits: {credits}, transaction_timeout: 3s, sock_timeout: 1s, keepalive: 500ms, alive_router_check_interval: 1s}}
 nodes:
-  - {{name: client, count: {clients}, nis: {nis}}}
-  - {{name: server, count: {servers}, nis: {nis}}}
+  - {{name: client, count: {clients}, nis: {nis}{client_extra}}}
+{router_group}  - {{name: server, count: {servers}, nis: {server_nis}{server_extra}}}
 workloads:
 "
     );
@@ -267,6 +470,16 @@ workloads:
         let at = pick(&mut rng, 1500);
         let client = pick(&mut rng, clients);
         let net = if rails == 2 && pick(&mut rng, 2) == 1 { "tcp1" } else { "tcp" };
+        if routers > 0 && pick(&mut routing_rng, 2) == 0 {
+            let router = pick(&mut routing_rng, routers);
+            let (down, up) = [("node_down", "node_up"), ("node_stop", "node_start")]
+                [pick(&mut routing_rng, 2) as usize];
+            text.push_str(&format!(
+                "  - {down}: {{at: {at}ms, node: 'router[{router}]'}}\n  - {up}: {{at: {}ms, node: 'router[{router}]'}}\n",
+                at + 400
+            ));
+            continue;
+        }
         match pick(&mut rng, 5) {
             0 => text.push_str(&format!(
                 "  - link_down: {{at: {at}ms, node: 'client[{client}]', net: {net}}}\n  - link_up: {{at: {}ms, node: 'client[{client}]', net: {net}}}\n",
@@ -286,15 +499,25 @@ workloads:
 
 #[test]
 fn random_scenarios_break_no_invariant() {
-    // A few seeds here; `ULNET_SIM_SEEDS=10000 cargo test --release -p ulnet-sim --test
-    // scenarios random` for many (ULNET_SIM_FIRST_SEED picks where to start).
-    let count: u64 =
-        std::env::var("ULNET_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    // A few seeds here (7 to 10 put routers in); `ULNET_SIM_SEEDS=10000 cargo test --release
+    // -p ulnet-sim --test scenarios random` for many (ULNET_SIM_FIRST_SEED picks where to
+    // start, ULNET_SIM_PRINT shows each scenario and its counters).
+    let count: Option<u64> = std::env::var("ULNET_SIM_SEEDS").ok().and_then(|v| v.parse().ok());
     let first: u64 =
         std::env::var("ULNET_SIM_FIRST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    for seed in first..first + count {
+    let seeds: Vec<u64> = match count {
+        Some(count) => (first..first + count).collect(),
+        None => vec![0, 1, 2, 3, 7, 8, 9, 10],
+    };
+    for seed in seeds {
         let text = random_scenario(seed);
+        if std::env::var("ULNET_SIM_PRINT").is_ok() {
+            eprintln!("{text}");
+        }
         let results = run(&text, seed);
+        if std::env::var("ULNET_SIM_PRINT").is_ok() {
+            eprintln!("{}", serde_json::to_string(&results.totals).unwrap());
+        }
         // Every workload stopped before the end: everything must have drained.
         assert!(results.quiescent, "seed {seed}: not quiescent at the end\n{text}");
     }
@@ -309,6 +532,7 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
         rtt: Span::parse("50ms").unwrap(),
         rails: 1,
         mtu: 9000,
+        routers: false,
         check: true,
     };
     let advice = advise(request).unwrap();
@@ -322,4 +546,13 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     assert!(fraction > 0.85 && fraction <= 1.0, "{advice:?}");
     let bad = AdviseRequest { rails: 0, ..request };
     assert!(advise(bad).is_err());
+    // Through a router: its credits and large buffers cover what the ends keep in flight, and
+    // the routed pair is checked the same way (the router forwards every message).
+    let routed = advise(AdviseRequest { routers: true, ..request }).unwrap();
+    let router = routed.router.unwrap();
+    assert!(router.peer_buffer_credits >= routed.peer_credits, "{routed:?}");
+    assert!(router.large_buffers >= 2 * routed.peer_credits, "{routed:?}");
+    let fraction = routed.simulated_fraction.unwrap();
+    assert!(fraction > 0.8 && fraction <= 1.0, "{routed:?}");
+    assert!(advise(AdviseRequest { routers: true, rails: 2, ..request }).is_err());
 }

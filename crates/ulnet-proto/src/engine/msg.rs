@@ -23,6 +23,16 @@ pub struct TxId(pub(crate) Key);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RxId(pub(crate) Key);
 
+impl RxId {
+    /// The transmit this received message becomes if the engine sends it on: a message a
+    /// router receives into a router buffer is forwarded as the same message (decision 0023),
+    /// so a driver that keeps something per receive (bytes it did not write into the buffer)
+    /// finds it again when the forward is handed to it.
+    pub fn as_tx(self) -> TxId {
+        TxId(self.0)
+    }
+}
+
 /// Where a message is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {

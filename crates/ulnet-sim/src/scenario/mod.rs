@@ -5,8 +5,9 @@
 //! ping tests, Lustre-style RPC streams) and faults on a timeline. [`Scenario::from_yaml`]
 //! reads one strictly: an unknown key is an error naming it, every count and size a file can
 //! make the simulator allocate has a named bound below, and what the simulator cannot honour
-//! yet (routers) is refused by name. See `examples/sim/` for complete files and
-//! `docs/simulator.md` for every key.
+//! is refused by name. Routers are groups with `routing: true` and NIs on several nets; the
+//! other groups reach remote nets through their `routes:`. See `examples/sim/` for complete
+//! files and `docs/simulator.md` for every key.
 
 mod select;
 pub mod tunables;
@@ -26,8 +27,14 @@ pub const MAX_SCENARIO_BYTES: usize = 16 << 20;
 pub const MAX_NODES: u64 = 1_000_000;
 /// Most node groups.
 pub const MAX_GROUPS: usize = 10_000;
-/// Most NIs per node (the engine allows more; a simulated node needs no more rails).
+/// Most NIs per node, rails included (the engine allows more; a simulated node needs no
+/// more rails).
 pub const MAX_NIS_PER_NODE: usize = 16;
+/// Most routes one group lists (a selector gateway counts once per node it names).
+pub const MAX_ROUTES_PER_GROUP: usize = 1024;
+/// Most router buffers of one size a group may ask for (`tiny_buffers`, ...): buffers are
+/// counted first and get memory only when lent, but the count is still bounded.
+pub const MAX_ROUTER_BUFFERS: u32 = 1 << 20;
 /// Most distinct nets.
 pub const MAX_NETS: usize = 64;
 /// Most switches (the route table is switches squared).
@@ -85,9 +92,6 @@ pub struct Scenario {
     /// Each entry is a one-key map: `link_down: {...}`, `blackhole: {...}`, ...
     #[serde(default, with = "yaml_serde::with::singleton_map_recursive")]
     pub faults: Vec<FaultSpec>,
-    /// Routers (LNet gateways): refused until the simulator forwards through them.
-    #[serde(default)]
-    pub routers: Option<yaml_serde::Value>,
 }
 
 fn default_sample_interval() -> Span {
@@ -208,6 +212,28 @@ pub struct TunableSpec {
     pub sock_timeout: Option<Span>,
     /// socklnd `keepalive` (0: off).
     pub keepalive: Option<Span>,
+    /// Router credits per peer NI on a router (`peer_buffer_credits`; 0: `peer_credits`).
+    pub peer_buffer_credits: Option<u32>,
+    /// Seconds without news before a router drops what it would forward to a peer NI not
+    /// UP (`peer_timeout`, socklnd's 180; 0: never).
+    pub peer_timeout: Option<u32>,
+    /// Router buffers of 0, 1 and 256 pages (`tiny_buffers`, `small_buffers`,
+    /// `large_buffers` as `lnetctl set`; 0: the kernel's 2048, 16384, 1024).
+    pub tiny_buffers: Option<u32>,
+    pub small_buffers: Option<u32>,
+    pub large_buffers: Option<u32>,
+    /// How often every gateway is pinged (`alive_router_check_interval`, 60 s; 0: off).
+    pub alive_router_check_interval: Option<Span>,
+    /// `router_ping_timeout` (50 s).
+    pub router_ping_timeout: Option<Span>,
+    /// Routes start dead until their gateway answers (`check_routers_before_use`).
+    pub check_routers_before_use: Option<bool>,
+    /// A single-hop route is alive only while its gateway's far NI is UP
+    /// (`avoid_asym_router_failure`, on).
+    pub avoid_asym_router_failure: Option<bool>,
+    /// Drop what comes through a gateway this node would not route back through
+    /// (`lnet_drop_asym_route`, off).
+    pub drop_asym_route: Option<bool>,
 }
 
 impl TunableSpec {
@@ -228,6 +254,22 @@ impl TunableSpec {
             min_bulk: self.min_bulk.or(base.min_bulk),
             sock_timeout: self.sock_timeout.or(base.sock_timeout),
             keepalive: self.keepalive.or(base.keepalive),
+            peer_buffer_credits: self.peer_buffer_credits.or(base.peer_buffer_credits),
+            peer_timeout: self.peer_timeout.or(base.peer_timeout),
+            tiny_buffers: self.tiny_buffers.or(base.tiny_buffers),
+            small_buffers: self.small_buffers.or(base.small_buffers),
+            large_buffers: self.large_buffers.or(base.large_buffers),
+            alive_router_check_interval: self
+                .alive_router_check_interval
+                .or(base.alive_router_check_interval),
+            router_ping_timeout: self.router_ping_timeout.or(base.router_ping_timeout),
+            check_routers_before_use: self
+                .check_routers_before_use
+                .or(base.check_routers_before_use),
+            avoid_asym_router_failure: self
+                .avoid_asym_router_failure
+                .or(base.avoid_asym_router_failure),
+            drop_asym_route: self.drop_asym_route.or(base.drop_asym_route),
         }
     }
 }
@@ -258,9 +300,30 @@ pub struct GroupSpec {
     pub nis: Vec<NiSpec>,
     #[serde(default)]
     pub tunables: TunableSpec,
-    /// A router forwards between nets: refused until the simulator forwards through them.
+    /// The nodes forward between their nets (`lnetctl set routing 1`, `forwarding=enabled`).
     #[serde(default)]
-    pub router: bool,
+    pub routing: bool,
+    /// Routes to remote nets (`lnetctl route add`).
+    #[serde(default)]
+    pub routes: Vec<RouteSpec>,
+}
+
+/// `lnetctl route add --net NET --gateway GW [--hop H] [--priority P]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// The remote net.
+    pub net: String,
+    /// A NID (`10.0.0.3@tcp`), or a node selector (`router`, `'router[0-2]'`) naming every
+    /// gateway: each selected node's NID on the first net of this group it has, or on the net
+    /// after an `@` (`router@tcp1`).
+    pub gateway: String,
+    /// 1..=255; unset is lnetctl's undefined (counted as 1).
+    #[serde(default)]
+    pub hops: Option<u32>,
+    /// 0 is the highest.
+    #[serde(default)]
+    pub priority: u32,
 }
 
 fn one() -> u64 {
@@ -279,6 +342,14 @@ pub struct NiSpec {
     /// The link to the switch (over `defaults.link`).
     #[serde(default)]
     pub link: LinkSpec,
+    /// This many NIs on the net (multi-rail on one net), each with its own link: rail `r` of
+    /// node `i` has address `10.0.0.0 + (r << 20) + i + 1`. Default 1.
+    #[serde(default = "one_rail")]
+    pub rails: u32,
+}
+
+fn one_rail() -> u32 {
+    1
 }
 
 /// What moves data: `brw:`, `ping:` or `rpc_stream:` followed by a [`Workload`].
@@ -372,8 +443,24 @@ pub enum FaultSpec {
     DropRule(DropRuleSpec),
     /// `lnetctl fault delay add` on the selected nodes.
     DelayRule(DelayRuleSpec),
-    /// A router dies: refused until the simulator forwards through routers.
-    RouterDown(yaml_serde::Value),
+    /// Every NI of the selected nodes loses its link (every cable pulled): the node is told,
+    /// its peers hear nothing.
+    NodeDown(NodeFault),
+    /// Every NI of the selected nodes gets its link back.
+    NodeUp(NodeFault),
+    /// The selected nodes' processes stop (killed): their connections are reset, so their
+    /// peers know at once, and new connections are refused until `node_start`. Only for
+    /// nodes no workload uses (routers, bystanders).
+    NodeStop(NodeFault),
+    /// A stopped node starts again: a fresh process with the same configuration.
+    NodeStart(NodeFault),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeFault {
+    pub at: Span,
+    pub node: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -450,11 +537,6 @@ pub enum ScenarioError {
     Yaml(String),
     #[error("{0}")]
     Invalid(String),
-    #[error(
-        "{0}: routers need LNet routing, which the simulator does not drive yet (routed \
-         scenarios are refused, not simulated without the routers)"
-    )]
-    Routers(String),
     #[error("{0}")]
     Select(#[from] SelectError),
 }
@@ -488,18 +570,6 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), ScenarioError> {
         let invalid = |text: String| Err(ScenarioError::Invalid(text));
-        if self.routers.is_some() {
-            return Err(ScenarioError::Routers("`routers:`".to_owned()));
-        }
-        if let Some(group) = self.nodes.iter().find(|group| group.router) {
-            return Err(ScenarioError::Routers(format!(
-                "group {:?} has `router: true`",
-                group.name
-            )));
-        }
-        if self.faults.iter().any(|fault| matches!(fault, FaultSpec::RouterDown(_))) {
-            return Err(ScenarioError::Routers("fault `router_down`".to_owned()));
-        }
         if self.duration.0.is_zero() || self.duration.0 > MAX_DURATION {
             return invalid(format!("duration must be in (0, {MAX_DURATION:?}]"));
         }
@@ -552,18 +622,29 @@ impl Scenario {
                 ));
             }
             let mut group_nets = BTreeSet::new();
+            let mut rails: u64 = 0;
             for ni in &group.nis {
-                parse_net(&ni.net)?;
-                if !group_nets.insert(ni.net.as_str()) {
+                let net = parse_net(&ni.net)?;
+                if !group_nets.insert(net) {
                     return invalid(format!(
-                        "group {:?}: two NIs on net {} (one NI per net per node)",
+                        "group {:?}: two NIs on net {} (one entry per net: `rails` puts \
+                         several NIs on it)",
                         group.name, ni.net
+                    ));
+                }
+                rails += u64::from(ni.rails);
+                if ni.rails == 0 || rails > MAX_NIS_PER_NODE as u64 {
+                    return invalid(format!(
+                        "group {:?}: rails must be at least 1, and 1 to {MAX_NIS_PER_NODE} NIs \
+                         per node in all",
+                        group.name
                     ));
                 }
                 nets.insert(ni.net.as_str());
                 ni.link.or(self.defaults.link).resolve(&format!("group {:?} NI", group.name))?;
             }
             group.tunables.or(self.defaults.tunables).resolve(&group.name)?;
+            self.validate_routes(group, &group_nets)?;
         }
         if nets.len() > MAX_NETS {
             return invalid(format!("{} nets, more than {MAX_NETS}", nets.len()));
@@ -602,6 +683,68 @@ impl Scenario {
                 }
             }
             trunk.link.or(self.defaults.link).resolve("link")?;
+        }
+        Ok(())
+    }
+
+    /// A group's routes: remote nets, gateways that resolve to NIDs on a net of the group.
+    fn validate_routes(
+        &self,
+        group: &GroupSpec,
+        nets: &BTreeSet<ulnet_proto::addr::Net>,
+    ) -> Result<(), ScenarioError> {
+        let bad = |text: String| ScenarioError::Invalid(format!("group {:?}: {text}", group.name));
+        if group.routes.len() > MAX_ROUTES_PER_GROUP {
+            return Err(bad(format!("more than {MAX_ROUTES_PER_GROUP} routes")));
+        }
+        let mut total: u64 = 0;
+        for route in &group.routes {
+            let net = parse_net(&route.net)?;
+            if nets.contains(&net) {
+                return Err(bad(format!("route to {}: a local net needs no route", route.net)));
+            }
+            if route.hops.is_some_and(|hops| !(1..=255).contains(&hops)) {
+                return Err(bad(format!("route to {}: hops must be in 1..=255", route.net)));
+            }
+            let gateways = match Gateway::parse(&route.gateway)? {
+                Gateway::Nid(nid) => {
+                    if !nets.contains(&nid.net()) {
+                        return Err(bad(format!(
+                            "route to {}: gateway {nid} is not on a net of the group",
+                            route.net
+                        )));
+                    }
+                    1
+                }
+                Gateway::Nodes { selector, net } => {
+                    let count = selector.count(self)?;
+                    let gateway_group = self
+                        .nodes
+                        .iter()
+                        .find(|g| g.name == selector.group)
+                        .ok_or_else(|| SelectError::UnknownGroup(selector.group.clone()))?;
+                    let shared = gateway_group
+                        .nis
+                        .iter()
+                        .filter_map(|ni| parse_net(&ni.net).ok())
+                        .find(|gateway_net| {
+                            nets.contains(gateway_net) && net.is_none_or(|net| net == *gateway_net)
+                        });
+                    if shared.is_none() {
+                        return Err(bad(format!(
+                            "route to {}: gateway group {:?} shares no net with the group{}",
+                            route.net,
+                            selector.group,
+                            net.map(|net| format!(" on {net}")).unwrap_or_default()
+                        )));
+                    }
+                    count
+                }
+            };
+            total = total.saturating_add(gateways);
+            if total > MAX_ROUTES_PER_GROUP as u64 {
+                return Err(bad(format!("more than {MAX_ROUTES_PER_GROUP} routes")));
+            }
         }
         Ok(())
     }
@@ -721,10 +864,74 @@ impl Scenario {
                         );
                     }
                 }
-                FaultSpec::RouterDown(_) => {}
+                FaultSpec::NodeDown(node) | FaultSpec::NodeUp(node) => {
+                    NodeSelector::parse(&node.node)?.count(self)?;
+                }
+                FaultSpec::NodeStop(node) | FaultSpec::NodeStart(node) => {
+                    let selector = NodeSelector::parse(&node.node)?;
+                    selector.count(self)?;
+                    if let Some(workload) = self.workload_using(&selector)? {
+                        return invalid(format!(
+                            "node_stop/node_start {:?}: workload {workload} runs on it (only \
+                             nodes no workload uses can be stopped)",
+                            node.node
+                        ));
+                    }
+                }
             }
         }
         Ok(())
+    }
+
+    /// The label of a workload whose clients or servers overlap `selector`, if any.
+    fn workload_using(&self, selector: &NodeSelector) -> Result<Option<String>, ScenarioError> {
+        let span = |selector: &NodeSelector| -> Result<(u64, u64), ScenarioError> {
+            let count = selector.count(self)?;
+            let group = self.nodes.iter().find(|g| g.name == selector.group);
+            let size = group.map_or(count, |g| g.count);
+            Ok(selector.range.unwrap_or((0, size.saturating_sub(1))))
+        };
+        let (low, high) = span(selector)?;
+        for (index, spec) in self.workloads.iter().enumerate() {
+            let (_, workload) = spec.parts();
+            for text in [&workload.clients, &workload.servers] {
+                let other = NodeSelector::parse(text)?;
+                if other.group != selector.group {
+                    continue;
+                }
+                let (first, last) = span(&other)?;
+                if first <= high && low <= last {
+                    return Ok(Some(spec.label(index)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A route's gateway as written: a NID, or the nodes of a selector (on a net, after `@`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gateway {
+    Nid(ulnet_proto::addr::Nid),
+    Nodes { selector: NodeSelector, net: Option<ulnet_proto::addr::Net> },
+}
+
+impl Gateway {
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        if let Ok(nid) = text.parse::<ulnet_proto::addr::Nid>() {
+            return Ok(Self::Nid(nid));
+        }
+        let (selector, net) = match text.rsplit_once('@') {
+            Some((selector, net)) => (selector, Some(parse_net(net)?)),
+            None => (text, None),
+        };
+        let selector = NodeSelector::parse(selector).map_err(|_| {
+            ScenarioError::Invalid(format!(
+                "gateway {text:?} is neither a NID nor a node selector (router, router[0-2], \
+                 router@tcp1)"
+            ))
+        })?;
+        Ok(Self::Nodes { selector, net })
     }
 }
 

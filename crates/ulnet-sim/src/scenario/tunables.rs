@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ulnet_proto::engine::tunables::RouterTunables;
 use ulnet_proto::engine::{NetTunables, Tunables};
 use ulnet_proto::socklnd::tunables::{ConnsPerPeer, SocklndTunables};
 
@@ -40,6 +41,8 @@ pub struct NodeTunables {
     pub engine: Tunables,
     pub net: NetTunables,
     pub sock: SockParams,
+    /// Router buffers asked for: tiny, small, large (0: the kernel's default).
+    pub router_buffers: [u32; 3],
 }
 
 impl TunableSpec {
@@ -57,6 +60,21 @@ impl TunableSpec {
             blackhole_timeout: self
                 .blackhole_timeout
                 .map_or(defaults.blackhole_timeout, |span| span.0),
+            router: RouterTunables {
+                alive_router_check_interval: self
+                    .alive_router_check_interval
+                    .map_or(defaults.router.alive_router_check_interval, |span| span.0),
+                router_ping_timeout: self
+                    .router_ping_timeout
+                    .map_or(defaults.router.router_ping_timeout, |span| span.0),
+                check_routers_before_use: self
+                    .check_routers_before_use
+                    .unwrap_or(defaults.router.check_routers_before_use),
+                avoid_asym_router_failure: self
+                    .avoid_asym_router_failure
+                    .unwrap_or(defaults.router.avoid_asym_router_failure),
+                drop_asym_route: self.drop_asym_route.unwrap_or(defaults.router.drop_asym_route),
+            },
             ..defaults
         };
         engine.validate().map_err(|error| bad(error.to_string()))?;
@@ -67,6 +85,22 @@ impl TunableSpec {
             if value == 0 || value > MAX_CREDITS {
                 return Err(bad(format!("{name} {value} is not in 1..={MAX_CREDITS}")));
             }
+        }
+        net.peer_buffer_credits = self.peer_buffer_credits.unwrap_or(net.peer_buffer_credits);
+        if net.peer_buffer_credits > MAX_CREDITS {
+            return Err(bad(format!(
+                "peer_buffer_credits {} is not in 0..={MAX_CREDITS}",
+                net.peer_buffer_credits
+            )));
+        }
+        net.peer_timeout = self.peer_timeout.unwrap_or(net.peer_timeout);
+        let router_buffers =
+            [self.tiny_buffers, self.small_buffers, self.large_buffers].map(|n| n.unwrap_or(0));
+        if let Some(count) = router_buffers.iter().find(|n| **n > super::MAX_ROUTER_BUFFERS) {
+            return Err(bad(format!(
+                "{count} router buffers of one size, more than {}",
+                super::MAX_ROUTER_BUFFERS
+            )));
         }
         let sock_defaults = SocklndTunables::default();
         let conns_per_peer = ConnsPerPeer::new(self.conns_per_peer.unwrap_or(0))
@@ -104,7 +138,7 @@ impl TunableSpec {
         if sock.sock_timeout.is_zero() {
             return Err(bad("sock_timeout must be positive".to_owned()));
         }
-        Ok(NodeTunables { engine, net, sock })
+        Ok(NodeTunables { engine, net, sock, router_buffers })
     }
 }
 
