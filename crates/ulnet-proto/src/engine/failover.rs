@@ -218,15 +218,22 @@ impl Engine {
         }
     }
 
+    /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
+    /// it is a gateway (other routes; decision 0023).
+    fn has_alternative(&self, id: PeerNiId) -> bool {
+        self.peers.peer_ni_count(id) > 1
+            || self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+    }
+
     /// Puts the path `ni` -> `id` in the watch queue at its due time if it has work
-    /// outstanding. A peer with one NI is not watched: there is no other path to move its
-    /// traffic to.
+    /// outstanding. A peer with one NI is not watched unless it is a gateway: there is no
+    /// other path to move its traffic to.
     fn arm_watch(&mut self, id: PeerNiId, ni: NiId) {
         let armed = self
             .peers
             .ni(id)
             .is_none_or(|peer_ni| peer_ni.watch.path(ni).is_some_and(|p| p.armed.is_some()));
-        if armed || !self.failover_enabled() || self.peers.peer_ni_count(id) <= 1 {
+        if armed || !self.failover_enabled() || !self.has_alternative(id) {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.watch.prune();
             }
@@ -324,7 +331,7 @@ impl Engine {
     fn suspect(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
         self.stats.blackhole_suspicions += 1;
-        let single = self.peers.peer_ni_count(id) <= 1;
+        let single = !self.has_alternative(id);
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -334,7 +341,8 @@ impl Engine {
         // The clocks restart: a path that stays silent is suspected again a timeout later.
         path.lnd_since = now;
         path.rx_since = now;
-        // As for remote health (docs/protocol/semantics.md §4.2): with one NI there is nowhere else to go.
+        // As for remote health (docs/protocol/semantics.md §4.2): with one NI there is nowhere
+        // else to go (but for a gateway, decision 0023).
         if single {
             return;
         }
@@ -566,7 +574,12 @@ impl Engine {
             .peer_ni
             .and_then(|id| self.peers.peer_of(id))
             .is_some_and(|peer| peer.multi_rail());
-        if !multi_rail {
+        // A message sent through a gateway can take another route (decision 0023).
+        let via_gateway = message
+            .peer_ni
+            .and_then(|id| self.peers.ni(id))
+            .is_some_and(|ni| ni.nid != message.header.dest_nid);
+        if !multi_rail && !via_gateway {
             return None;
         }
         match message.phase {
@@ -709,9 +722,11 @@ impl Engine {
         };
         let in_window = tracker.sent_at.is_some_and(|at| now < at + COPY_WINDOW);
         // Like a held message, only a request free to take another path is copied: the peer
-        // is multi-rail, and no source was asked for or the path it pinned is broken.
+        // is multi-rail or a gateway (another route), and no source was asked for or the
+        // path it pinned is broken.
         let free = tracker.awaiting.is_some_and(|(id, via)| {
-            self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
+            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
+            (gateway || self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail()))
                 && (request.source.is_none() || !self.path_usable(via, id))
         });
         if !single_response || !in_window || !free || request.copies >= retry_limit {

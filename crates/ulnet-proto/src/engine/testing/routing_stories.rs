@@ -515,3 +515,42 @@ fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
     assert!(after > to_second, "the second NI carried the traffic");
     l.h.check();
 }
+
+#[test]
+fn a_silent_router_is_left_within_seconds_with_discovery_off() {
+    // Discovery off: each gateway is known by one NID (not multi-rail), as at the seeds' sites.
+    let tunables = Tunables { discovery: false, ..Tunables::default() };
+    let link = LinkConfig {
+        latency: Duration::from_micros(20),
+        bandwidth_bytes_per_sec: Some(100_000_000),
+        ..LinkConfig::IDEAL
+    };
+    let mut l = layout_on(2, tunables, link);
+    l.h.run_for(Duration::from_secs(1));
+    let server = l.server();
+    // The server is known (its first-contact ping answered) before the router goes.
+    let first = l.put(0, server, 8999, 1024);
+    l.h.run_for(Duration::from_secs(1));
+    assert_eq!(outcome(&l.h.take_events(0), first).len(), 2);
+    // Router 2 goes silent (its links drop everything; nobody is told).
+    l.h.set_link_down(2, nid(0, 11), true);
+    l.h.set_link_down(2, nid(1, 11), true);
+    let mut mds = Vec::new();
+    for bits in 0..40 {
+        mds.push(l.put(0, server, 9000 + bits, 64 * 1024));
+    }
+    l.h.run_for(Duration::from_secs(5));
+    let routes = l.h.node(0).routes();
+    assert!(
+        routes.iter().any(|r| r.gateway == nid(0, 11) && !r.alive),
+        "the silent router's route is down within seconds: {routes:?}"
+    );
+    l.h.run_for(Duration::from_secs(60));
+    let client = l.h.take_events(0);
+    let done = mds
+        .iter()
+        .filter(|md| outcome(&client, **md).last() == Some(&(EventKind::Ack, EventStatus::Ok)))
+        .count();
+    assert_eq!(done, mds.len(), "every PUT completed through the live router");
+    l.h.check();
+}
