@@ -10,7 +10,10 @@
 # headers): iperf3 (1 MiB writes) relayed by socat, then by haproxy in TCP mode, both on the
 # router; then ulst brw write 1 MiB at concurrency 8 from a console beside the client through
 # ulnetd on the router. Prints each rate and ulnet's ratio to each relay (targets: >= 1.0 socat,
-# >= 0.9 haproxy). With RATE, every link is limited by `tc tbf` to it.
+# >= 0.9 haproxy). With RATE, every link is limited by `tc tbf` to it. Then three routers
+# whose links toward the server are each limited to $ULNET_BENCH_LINK (200mbit by default):
+# routed brw write at concurrency 16 through all three against the sum of iperf3's rate over
+# each router's link (target >= 0.95).
 # Built in release mode.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -974,3 +974,73 @@ fn bench_routed() {
         println!("BENCH routed ratio ulnet/{name}: {:.2}", ulnet / rate);
     }
 }
+
+/// Three routers whose links toward the servers are each limited with `tc tbf`: routed
+/// `ulst brw write` (1 MiB, concurrency 16) through all three against the sum of what iperf3
+/// (1 MiB writes) carries over each router's limited link from the router itself. Run by
+/// scripts/bench-routed.sh.
+#[test]
+#[ignore = "benchmark, run by scripts/bench-routed.sh"]
+fn bench_routed_aggregate() {
+    if fabric::skip("benchagg") {
+        return;
+    }
+    let seconds: u64 =
+        std::env::var("ULNET_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let rate = std::env::var("ULNET_BENCH_LINK").ok().unwrap_or_else(|| "200mbit".into());
+    let fabric = Routed::new("benchagg", 3, None);
+    for ns in &fabric.routers {
+        fabric::run(
+            "tc",
+            &[
+                "-n", ns, "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", &rate, "burst",
+                "256kb", "latency", "100ms",
+            ],
+        );
+    }
+    let forwarded = |fabric: &Routed| -> u64 { (1..=3).map(|k| fabric.router_tx_bytes(k)).sum() };
+    // Each router's capacity toward the server: iperf3 from the router over its link.
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &fabric.server, "iperf3", "-s", "-B", "10.3.0.100", "-p", "5201"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut capacity = 0.0;
+    for ns in &fabric.routers {
+        let before = forwarded(&fabric);
+        let status = Command::new("ip")
+            .args(["netns", "exec", ns, "iperf3", "-c", "10.3.0.100", "-p", "5201", "-l", "1M"])
+            .args(["-t", &seconds.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        capacity += (forwarded(&fabric) - before) as f64 / seconds as f64;
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let rig = RoutedRig::on(fabric, 3);
+    rig.ping_both_ways();
+    rig.lst("new_session agg");
+    rig.lst(&format!("add_group c {}", Routed::CLIENT));
+    rig.lst(&format!("add_group s {}", Routed::SERVER));
+    rig.lst("add_batch bulk");
+    rig.lst(
+        "add_test --batch bulk --loop 1000000 --concurrency 16 --from c --to s brw write size=1M",
+    );
+    rig.lst("run bulk");
+    std::thread::sleep(Duration::from_secs(3));
+    let before = forwarded(&rig.fabric);
+    std::thread::sleep(Duration::from_secs(seconds));
+    let ulnet = (forwarded(&rig.fabric) - before) as f64 / seconds as f64;
+    rig.lst("stop bulk");
+    rig.lst("end_session");
+    println!("BENCH routed aggregate: 3 routers, {rate} each toward the server");
+    println!(
+        "BENCH routed aggregate iperf3 capacity (sum over routers): {:.1} MB/s",
+        capacity / 1e6
+    );
+    println!("BENCH routed aggregate ulnet: {:.1} MB/s", ulnet / 1e6);
+    println!("BENCH routed aggregate ratio: {:.3}", ulnet / capacity);
+}
