@@ -26,7 +26,8 @@ pub enum RecvAction {
     Deliver { rx: RxId, length: u32, discard: u32 },
     /// The core is done with this message: skip `length` payload bytes. Nothing else to call.
     Discard { length: u32 },
-    /// No buffer yet (lazy portal): leave the payload unread and stop reading this connection
+    /// No buffer yet (a lazy portal, or a router credit or buffer for a message to forward):
+    /// leave the payload unread and stop reading this connection
     /// (back-pressure) until [`Engine::poll_resume`](crate::engine::Engine::poll_resume) names this
     /// `rx`.
     Delay { rx: RxId },

@@ -591,11 +591,8 @@ impl Engine {
                     .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
             });
             if let Some(gateway) = gateway {
-                let ni = local.or_else(|| {
-                    let net = self.peers.ni(gateway)?.nid.net();
-                    let peer = self.peers.ni(gateway)?.peer;
-                    self.best_gateway_local_ni(net, peer)
-                })?;
+                let ni =
+                    local.or_else(|| self.best_ni_on_net(self.peers.ni(gateway)?.nid.net()))?;
                 return Some(RoutedPath { ni, gateway, destination });
             }
         }
@@ -621,7 +618,7 @@ impl Engine {
             Some(ni) => ni,
             None => {
                 let net = self.peers.ni(gateway)?.nid.net();
-                self.best_gateway_local_ni(net, gateway_peer)?
+                self.best_ni_on_net(net)?
             }
         };
         // The round robin among routes that tie.
@@ -636,10 +633,6 @@ impl Engine {
             route.seq = highest + 1;
         }
         Some(RoutedPath { ni, gateway, destination })
-    }
-
-    fn best_gateway_local_ni(&self, net: Net, _gateway: PeerId) -> Option<NiId> {
-        self.best_ni_on_net(net)
     }
 
     /// The destination peer's net that a route reaches, by peer-net health, priority and

@@ -63,17 +63,19 @@ fn every_example_configuration_passes_check() {
     }
 }
 
-#[test]
-fn the_client_router_server_examples_route_a_ping() {
-    // The examples as written, on addresses and a port of this test's own.
+/// The router, server and client examples as written, on `prefix`.1.x / `prefix`.2.x and a
+/// port of the test's own, started in that order; also the function that localises an
+/// example's text the same way.
+fn start_examples(prefix: &str) -> (Vec<Process>, impl Fn(&str) -> String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let local = |name: &str| {
+    let prefix = prefix.to_string();
+    let local = move |name: &str| {
         read(&format!("examples/{name}.yaml"))
             .replace("accept_port: 7988", &format!("accept_port: {port}"))
-            .replace("127.0.1.", "127.58.1.")
-            .replace("127.0.2.", "127.58.2.")
+            .replace("127.0.1.", &format!("{prefix}.1."))
+            .replace("127.0.2.", &format!("{prefix}.2."))
     };
-    let mut daemons: Vec<Process> = ["router", "server", "client"]
+    let daemons = ["router", "server", "client"]
         .iter()
         .map(|name| {
             let process = Process::spawn(Some(&local(name)), &[]);
@@ -81,6 +83,12 @@ fn the_client_router_server_examples_route_a_ping() {
             process
         })
         .collect();
+    (daemons, local)
+}
+
+#[test]
+fn the_client_router_server_examples_route_a_ping() {
+    let (mut daemons, _) = start_examples("127.58");
     let client = &daemons[2];
     let ping = client.ulnetctl(&["ping", "127.58.2.2@tcp1"]);
     assert_eq!(ping.code, 0, "{}", ping.transcript());
@@ -101,21 +109,7 @@ fn a_ulst_console_configured_by_file_drives_nodes_across_the_router() {
         eprintln!("{} is not built: skipped (cargo test --workspace builds it)", ulst.display());
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let local = |name: &str| {
-        read(&format!("examples/{name}.yaml"))
-            .replace("accept_port: 7988", &format!("accept_port: {port}"))
-            .replace("127.0.1.", "127.59.1.")
-            .replace("127.0.2.", "127.59.2.")
-    };
-    let mut daemons: Vec<Process> = ["router", "server", "client"]
-        .iter()
-        .map(|name| {
-            let process = Process::spawn(Some(&local(name)), &[]);
-            assert!(process.ready.is_some(), "{name}: {}", process.log());
-            process
-        })
-        .collect();
+    let (mut daemons, local) = start_examples("127.59");
     // The console: the client's configuration on an address of its own.
     let dir = TempDir::new("ulstcfg");
     let config =
