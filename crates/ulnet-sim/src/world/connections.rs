@@ -82,10 +82,9 @@ impl World {
             }
             if !cut {
                 let generation = self.pairs.get(posting.pair).map_or(0, |p| p.generation);
-                self.sequence += 1;
                 let up = Pending::ConnUp { pair: posting.pair, generation };
                 let slot = alloc(&mut self.pending, &mut self.free, up);
-                self.queue.push(Reverse((posting.start, self.sequence, slot)));
+                self.queue.push(posting.start, slot);
             }
             if cut {
                 // The handshake finds no answer: the connect fails and takes the message.
@@ -325,9 +324,8 @@ impl World {
             if let Some(entry) = self.pairs.get_mut(pair) {
                 entry.keepalive_armed = true;
             }
-            self.sequence += 1;
             let slot = alloc(&mut self.pending, &mut self.free, Pending::Keepalive { pair });
-            self.queue.push(Reverse((at, self.sequence, slot)));
+            self.queue.push(at, slot);
         }
     }
 

@@ -22,8 +22,7 @@
 //! into the engines, `connections` is the modelled socklnd's side (transmits, completions,
 //! closes, keepalives), `faults` the timeline, `setup` the nodes' engines and routing.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use ulnet_proto::addr::{Net, Nid};
@@ -37,6 +36,7 @@ use ulnet_proto::time::Time;
 
 use crate::lanes::{Arrival, Held, LaneKey, Lanes, Parked};
 use crate::network::{EndpointId, LinkId, Network};
+use crate::queue::EventQueue;
 use crate::scenario::tunables::NodeTunables;
 use crate::scenario::{
     FaultSpec, Gateway, NodeSelector, Scenario, ScenarioError, WorkloadKind, parse_net,
@@ -200,10 +200,9 @@ pub struct World {
     partitions: HashSet<(EndpointId, EndpointId), foldhash::fast::FixedState>,
     faults: Vec<FaultSpec>,
     scenario: Scenario,
-    queue: BinaryHeap<Reverse<(Time, u64, u32)>>,
+    queue: EventQueue,
     pending: Vec<(Pending, u32)>,
     free: Vec<u32>,
-    sequence: u64,
     in_flight: u64,
     workloads: Workloads,
     checker: EventChecker,
@@ -338,10 +337,9 @@ impl World {
             partitions: HashSet::with_hasher(foldhash::fast::FixedState::default()),
             faults: scenario.faults.clone(),
             scenario: scenario.clone(),
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             pending: Vec::new(),
             free: Vec::new(),
-            sequence: 0,
             in_flight: 0,
             workloads: Workloads::new(plans, scenario.sample_interval.0, end),
             totals: Totals::default(),
@@ -372,23 +370,21 @@ impl World {
         }
         for (index, fault) in world.faults.iter().enumerate() {
             let at = Time::ZERO + fault_time(fault);
-            world.sequence += 1;
             let slot =
                 alloc(&mut world.pending, &mut world.free, Pending::Fault { index: index as u32 });
-            world.queue.push(Reverse((at, world.sequence, slot)));
+            world.queue.push(at, slot);
             let until = match fault {
                 FaultSpec::DropRule(rule) => rule.until,
                 FaultSpec::DelayRule(rule) => rule.until,
                 _ => None,
             };
             if let Some(until) = until {
-                world.sequence += 1;
                 let slot = alloc(
                     &mut world.pending,
                     &mut world.free,
                     Pending::FaultEnd { index: index as u32 },
                 );
-                world.queue.push(Reverse((Time::ZERO + until.0, world.sequence, slot)));
+                world.queue.push(Time::ZERO + until.0, slot);
             }
         }
         world.schedule_wakes();
@@ -422,7 +418,7 @@ impl World {
     /// Runs to the end, calling `progress` now and then with the virtual time reached.
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) -> Result<(), RunError> {
         let mut since_progress = 0u32;
-        while let Some(&Reverse((at, _, _))) = self.queue.peek() {
+        while let Some(at) = self.queue.peek() {
             if at > self.end {
                 break;
             }
@@ -438,7 +434,7 @@ impl World {
         let limit = self.end + DRAIN_LIMIT;
         while !self.quiescent() {
             match self.queue.peek() {
-                Some(&Reverse((at, _, _))) if at <= limit => self.step()?,
+                Some(at) if at <= limit => self.step()?,
                 _ => break,
             }
         }
@@ -447,7 +443,7 @@ impl World {
 
     /// Processes one queue entry.
     pub fn step(&mut self) -> Result<(), RunError> {
-        let Some(Reverse((at, _, slot))) = self.queue.pop() else { return Ok(()) };
+        let Some((at, slot)) = self.queue.pop() else { return Ok(()) };
         if at > self.now {
             self.now = at;
             self.steps_at_instant = 0;
@@ -598,9 +594,8 @@ impl World {
                 deadline.filter(|at| sim.timer.is_none_or(|scheduled| *at < scheduled))
             {
                 sim.timer = Some(at);
-                self.sequence += 1;
                 let slot = alloc(&mut self.pending, &mut self.free, Pending::Timer { node });
-                self.queue.push(Reverse((at, self.sequence, slot)));
+                self.queue.push(at, slot);
             }
         }
         if self.options.check_invariants && self.touched.last() != Some(&node) {
@@ -613,9 +608,8 @@ impl World {
         if matches!(entry, Pending::Arrive { .. } | Pending::SendDone { .. } | Pending::Nothing) {
             self.in_flight += 1;
         }
-        self.sequence += 1;
         let slot = alloc(&mut self.pending, &mut self.free, entry);
-        self.queue.push(Reverse((at, self.sequence, slot)));
+        self.queue.push(at, slot);
         slot
     }
 
@@ -647,9 +641,8 @@ impl World {
     fn schedule_wakes(&mut self) {
         let wakes = std::mem::take(&mut self.workloads.wakes);
         for (at, wake) in &wakes {
-            self.sequence += 1;
             let slot = alloc(&mut self.pending, &mut self.free, Pending::Workload(*wake));
-            self.queue.push(Reverse((*at, self.sequence, slot)));
+            self.queue.push(*at, slot);
         }
         self.workloads.wakes = wakes;
         self.workloads.wakes.clear();
@@ -716,8 +709,9 @@ impl World {
     }
 
     /// Whether anything is left to happen before the end.
-    pub fn has_work(&self) -> bool {
-        self.queue.peek().is_some_and(|Reverse((at, _, _))| *at <= self.end)
+    pub fn has_work(&mut self) -> bool {
+        let end = self.end;
+        self.queue.peek().is_some_and(|at| at <= end)
     }
 
     /// Nothing in flight: no frame, no send completion, no RPC.
