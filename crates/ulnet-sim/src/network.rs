@@ -11,6 +11,17 @@
 //! one extra round trip (TCP's fast retransmit); frames themselves are never lost to loss,
 //! since the LND is TCP. What loses frames is a fault: a link down, a black hole, a partition.
 //!
+//! A sender's own port is not one FIFO for all its connections: a host keeps each TCP
+//! connection's backlog in its socket and lets only a little of it into the device queue
+//! (Linux's TCP small queues), and its default queueing discipline (fq_codel) serves a sparse
+//! flow before the backlog of a bulk one. So a small message on socklnd's CONTROL connection
+//! leaves its port as soon as the port's other small messages allow, its time on the wire
+//! taken from the bulk frames queued there, instead of waiting behind all of them. Those
+//! frames are reserved on the later links of the path too (at the times they will pass), so
+//! there the small message is not held behind them either: it waits for what the link holds
+//! less the backlog it passed at the port. Switch ports are otherwise FIFO for everyone (as
+//! the delay line's queue is): a backlog built at a switch is waited for.
+//!
 //! Routes between switches are shortest paths in hops, computed once (breadth first, ties
 //! to the lower-numbered link, so they are deterministic).
 
@@ -42,6 +53,8 @@ pub struct Link {
     pub busy_until: Time,
     /// Payload-and-header bytes carried, for utilisation.
     pub bytes: u64,
+    /// When the small messages let ahead of the backlog (a sender's port) have left.
+    pub sparse_until: Time,
 }
 
 /// An NI's port: the link up to its switch and the link down from it.
@@ -111,7 +124,12 @@ impl Network {
     }
 
     fn add_link(&mut self, params: LinkParams, target: u32) -> LinkId {
-        self.links.push(Link { params, busy_until: Time::ZERO, bytes: 0 });
+        self.links.push(Link {
+            params,
+            busy_until: Time::ZERO,
+            bytes: 0,
+            sparse_until: Time::ZERO,
+        });
         self.link_target.push(target);
         (self.links.len() - 1) as LinkId
     }
@@ -202,7 +220,9 @@ impl Network {
 
     /// Reserves a frame of `bytes` (LND headers and payload) on `path`, starting no earlier
     /// than `start` and taking at least `min_first_hop` on the first link (a TCP window
-    /// smaller than the frame); `rtt` is what a retransmission costs.
+    /// smaller than the frame); `rtt` is what a retransmission costs. A `sparse` frame (a
+    /// small message on a CONTROL connection) passes the bulk backlog of the first link, the
+    /// sender's port, and pushes that backlog back by its own time on the wire.
     pub fn transmit(
         &mut self,
         start: Time,
@@ -210,12 +230,15 @@ impl Network {
         bytes: u64,
         min_first_hop: Duration,
         rtt: Duration,
+        sparse: bool,
     ) -> Transit {
         let mut head = start;
         let mut previous_tail = start;
         let mut sent = start;
         let mut lost_chance: f64 = 0.0;
         let mut overflowed = false;
+        // What a sparse frame passed at its sender's port.
+        let mut passed = Duration::ZERO;
         for (hop, link_id) in path.iter().enumerate() {
             let Some(link) = self.links.get_mut(*link_id as usize) else { continue };
             let params = link.params;
@@ -225,19 +248,35 @@ impl Network {
             let rate = Some(params.bandwidth_bytes_per_sec);
             let whole = serialization_delay(wire as usize, rate);
             let first_packet = serialization_delay(wire.min(u64::from(params.mtu)) as usize, rate);
-            let backlog = link.busy_until.saturating_duration_since(head);
-            let queued =
-                backlog.as_nanos() * u128::from(params.bandwidth_bytes_per_sec) / 1_000_000_000;
-            if queued > u128::from(params.queue_bytes) {
-                overflowed = true;
-            }
-            let begin = head.max(link.busy_until);
+            let begin = if sparse && hop == 0 {
+                // Its own queue is the socket's: only other small messages are before it.
+                let begin = head.max(link.sparse_until);
+                passed = link.busy_until.saturating_duration_since(begin);
+                begin
+            } else if sparse {
+                // The frames passed at the port are reserved here behind what was here.
+                head.max(link.busy_until.saturating_sub(passed)).max(link.sparse_until)
+            } else {
+                let backlog = link.busy_until.saturating_duration_since(head);
+                let queued =
+                    backlog.as_nanos() * u128::from(params.bandwidth_bytes_per_sec) / 1_000_000_000;
+                if queued > u128::from(params.queue_bytes) {
+                    overflowed = true;
+                }
+                head.max(link.busy_until)
+            };
             let mut tail = (begin + whole).max(previous_tail + first_packet);
             if hop == 0 {
                 tail = tail.max(begin + min_first_hop);
                 sent = tail;
             }
-            link.busy_until = tail;
+            if sparse {
+                link.sparse_until = tail;
+                // The bulk queued here leaves that much later.
+                link.busy_until = link.busy_until.max(begin) + whole;
+            } else {
+                link.busy_until = tail;
+            }
             link.bytes += wire;
             if params.loss_per_million > 0 {
                 let survive =
@@ -303,15 +342,25 @@ mod tests {
         let mut path = Vec::new();
         network.path(a, b, &mut path).unwrap();
         let bytes = 1 << 20;
-        let first = network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO);
+        let first =
+            network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO, false);
         // About 0.85 ms to serialize 1 MiB plus overhead at 10 Gb/s; the second link adds one
         // packet and the two latencies, not a second full serialization.
         let serialize = first.sent.as_nanos();
         assert!((840_000..860_000).contains(&serialize), "{serialize}");
         let trip = first.arrived.as_nanos() - serialize;
         assert!((10_000..20_000).contains(&trip), "{trip}");
-        let second = network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO);
+        let second =
+            network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO, false);
         assert_eq!(second.sent.as_nanos(), 2 * serialize);
+        // A small message on CONTROL passes that backlog at the sender's port and delays it
+        // by its own time on the wire; a bulk frame after it waits behind everything.
+        let small = network.transmit(Time::ZERO, &path, 200, Duration::ZERO, Duration::ZERO, true);
+        let small_wire = serialization_delay(200 + 90, Some(1_250_000_000)).as_nanos() as u64;
+        assert_eq!(small.sent.as_nanos(), small_wire);
+        let third =
+            network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO, false);
+        assert_eq!(third.sent.as_nanos(), 3 * serialize + small_wire);
     }
 
     #[test]

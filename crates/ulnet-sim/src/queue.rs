@@ -146,7 +146,8 @@ mod tests {
                 heap.push(Reverse((now + ahead, sequence, round)));
             }
             if rng.below(3) > 0 {
-                let expected = heap.pop().map(|Reverse((at, _, slot))| (Time::from_nanos(at), slot));
+                let expected =
+                    heap.pop().map(|Reverse((at, _, slot))| (Time::from_nanos(at), slot));
                 assert_eq!(queue.peek(), expected.map(|(at, _)| at));
                 assert_eq!(queue.pop(), expected);
                 if let Some((at, _)) = expected {

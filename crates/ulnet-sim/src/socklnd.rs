@@ -112,6 +112,11 @@ impl Posting {
     pub fn lane(&self) -> Lane {
         ((self.direction as u32) << 16) | (self.conn as u32 & 0xffff)
     }
+
+    /// Whether the frame goes on the CONTROL connection (messages under `min_bulk`).
+    pub fn is_control(&self) -> bool {
+        self.conn == 0
+    }
 }
 
 /// Every pair of NIs that ever talked.

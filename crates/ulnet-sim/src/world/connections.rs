@@ -96,8 +96,9 @@ impl World {
                 return;
             }
         }
+        let sparse = posting.is_control() && bytes < u64::from(sender.min_bulk);
         let transit =
-            self.network.transmit(posting.start, &path, bytes, posting.min_first_hop, rtt);
+            self.network.transmit(posting.start, &path, bytes, posting.min_first_hop, rtt, sparse);
         self.path = path;
         self.back_path = back;
         let zc = payload >= u64::from(sender.zc_min_payload);

@@ -165,10 +165,7 @@ impl EventChecker {
                 engine.message_count() - engine.delayed_message_count()
             ));
         }
-        let held = engine
-            .pending_sends()
-            .filter(|md| self.has_events(node, *md))
-            .count() as u64;
+        let held = engine.pending_sends().filter(|md| self.has_events(node, *md)).count() as u64;
         let initiated = self.initiated.get(node).copied().unwrap_or(0);
         let sends = self.sends.get(node).copied().unwrap_or(0);
         if initiated != sends + held {
