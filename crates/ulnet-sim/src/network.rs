@@ -12,15 +12,15 @@
 //! since the LND is TCP. What loses frames is a fault: a link down, a black hole, a partition.
 //!
 //! A sender's own port is not one FIFO for all its connections: a host keeps each TCP
-//! connection's backlog in its socket and lets only a little of it into the device queue
-//! (Linux's TCP small queues), and its default queueing discipline (fq_codel) serves a sparse
-//! flow before the backlog of a bulk one. So a small message on socklnd's CONTROL connection
-//! leaves its port as soon as the port's other small messages allow, its time on the wire
-//! taken from the bulk frames queued there, instead of waiting behind all of them. Those
-//! frames are reserved on the later links of the path too (at the times they will pass), so
-//! there the small message is not held behind them either: it waits for what the link holds
-//! less the backlog it passed at the port. Switch ports are otherwise FIFO for everyone (as
-//! the delay line's queue is): a backlog built at a switch is waited for.
+//! connection's backlog in its socket and lets at most [`DEVICE_QUEUE_BYTES`] of it into the
+//! device queue (Linux's TCP small queues). So a small message on socklnd's CONTROL
+//! connection waits at its port for the port's other small messages and for at most that much
+//! of the bulk backlog, and its time on the wire is taken from the bulk frames queued behind
+//! it, instead of waiting for all of them. Those frames are reserved on the later links of the
+//! path too (at the times they will pass), so there the small message is not held behind them
+//! either: it waits for what the link holds less the backlog it passed at the port. Switch
+//! ports are otherwise FIFO for everyone (as the delay line's queue is): a backlog built at a
+//! switch is waited for.
 //!
 //! Routes between switches are shortest paths in hops, computed once (breadth first, ties
 //! to the lower-numbered link, so they are deterministic).
@@ -44,6 +44,18 @@ const NO_ROUTE: u32 = u32::MAX;
 pub const TCP_IP_OVERHEAD: u64 = 52;
 /// Ethernet bytes per segment on the wire (header 14, FCS 4, preamble 8, inter-frame gap 12).
 pub const ETHERNET_OVERHEAD: u64 = 38;
+
+/// What of a bulk backlog is already in a sender's device queue, in front of a small message:
+/// TCP small queues let a socket put up to `tcp_limit_output_bytes` (Linux's default, 1 MiB)
+/// there; the rest waits in the socket.
+pub const DEVICE_QUEUE_BYTES: u64 = 1 << 20;
+
+/// Segments and bytes on the wire of a frame of `bytes` (LND headers and payload) at `mtu`.
+fn on_the_wire(bytes: u64, mtu: u32) -> (u64, u64) {
+    let mss = u64::from(mtu).saturating_sub(TCP_IP_OVERHEAD).max(1);
+    let segments = bytes.div_ceil(mss).max(1);
+    (segments, bytes + segments * (TCP_IP_OVERHEAD + ETHERNET_OVERHEAD))
+}
 
 /// One direction of a link.
 #[derive(Clone, Debug)]
@@ -222,7 +234,8 @@ impl Network {
     /// than `start` and taking at least `min_first_hop` on the first link (a TCP window
     /// smaller than the frame); `rtt` is what a retransmission costs. A `sparse` frame (a
     /// small message on a CONTROL connection) passes the bulk backlog of the first link, the
-    /// sender's port, and pushes that backlog back by its own time on the wire.
+    /// sender's port, beyond [`DEVICE_QUEUE_BYTES`], and pushes it back by its own time on the
+    /// wire.
     pub fn transmit(
         &mut self,
         start: Time,
@@ -242,15 +255,16 @@ impl Network {
         for (hop, link_id) in path.iter().enumerate() {
             let Some(link) = self.links.get_mut(*link_id as usize) else { continue };
             let params = link.params;
-            let mss = u64::from(params.mtu).saturating_sub(TCP_IP_OVERHEAD).max(1);
-            let segments = bytes.div_ceil(mss).max(1);
-            let wire = bytes + segments * (TCP_IP_OVERHEAD + ETHERNET_OVERHEAD);
+            let (segments, wire) = on_the_wire(bytes, params.mtu);
             let rate = Some(params.bandwidth_bytes_per_sec);
             let whole = serialization_delay(wire as usize, rate);
             let first_packet = serialization_delay(wire.min(u64::from(params.mtu)) as usize, rate);
             let begin = if sparse && hop == 0 {
-                // Its own queue is the socket's: only other small messages are before it.
-                let begin = head.max(link.sparse_until);
+                // Its own queue is the socket's: before it are the other small messages and
+                // what the bulk sockets already put in the device queue.
+                let device = on_the_wire(DEVICE_QUEUE_BYTES, params.mtu).1;
+                let device = serialization_delay(device as usize, rate);
+                let begin = head.max(link.sparse_until).max(link.busy_until.min(head + device));
                 passed = link.busy_until.saturating_duration_since(begin);
                 begin
             } else if sparse {
@@ -353,11 +367,13 @@ mod tests {
         let second =
             network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO, false);
         assert_eq!(second.sent.as_nanos(), 2 * serialize);
-        // A small message on CONTROL passes that backlog at the sender's port and delays it
-        // by its own time on the wire; a bulk frame after it waits behind everything.
+        // A small message on CONTROL waits for what the device queue holds (the first 1 MiB),
+        // passes the rest of the backlog at the sender's port and on the next link, and
+        // delays it by its own time on the wire; a bulk frame after it waits for everything.
         let small = network.transmit(Time::ZERO, &path, 200, Duration::ZERO, Duration::ZERO, true);
         let small_wire = serialization_delay(200 + 90, Some(1_250_000_000)).as_nanos() as u64;
-        assert_eq!(small.sent.as_nanos(), small_wire);
+        assert_eq!(small.sent.as_nanos(), serialize + small_wire);
+        assert!(small.arrived < second.arrived, "{small:?} {second:?}");
         let third =
             network.transmit(Time::ZERO, &path, bytes, Duration::ZERO, Duration::ZERO, false);
         assert_eq!(third.sent.as_nanos(), 3 * serialize + small_wire);

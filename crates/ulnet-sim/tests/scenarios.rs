@@ -541,9 +541,10 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     assert!(advice.peer_credits >= 24, "{advice:?}");
     assert!(u64::from(advice.max_rpcs_in_flight) * advice.rpc_size >= 4 * 12_500_000, "{advice:?}");
     assert!(advice.tx_buffer_size * u64::from(advice.conns_per_peer) >= 12_500_000, "{advice:?}");
-    // Checked by simulation: far above what the defaults reach (8 credits: 166 MB/s is 66%).
+    // Checked by simulation: far above what the defaults reach (8 credits: 166 MB/s is 66%),
+    // at the target (the requests pass the bulk queued at the client's port).
     let fraction = advice.simulated_fraction.unwrap();
-    assert!(fraction > 0.85 && fraction <= 1.0, "{advice:?}");
+    assert!(fraction >= 0.95 && fraction <= 1.0, "{advice:?}");
     let bad = AdviseRequest { rails: 0, ..request };
     assert!(advise(bad).is_err());
     // Through a router: its credits and large buffers cover what the ends keep in flight, and
@@ -553,6 +554,6 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     assert!(router.peer_buffer_credits >= routed.peer_credits, "{routed:?}");
     assert!(router.large_buffers >= 2 * routed.peer_credits, "{routed:?}");
     let fraction = routed.simulated_fraction.unwrap();
-    assert!(fraction > 0.8 && fraction <= 1.0, "{routed:?}");
+    assert!(fraction >= 0.95 && fraction <= 1.0, "{routed:?}");
     assert!(advise(AdviseRequest { routers: true, rails: 2, ..request }).is_err());
 }
