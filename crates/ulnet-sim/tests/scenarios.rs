@@ -544,7 +544,7 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     // Checked by simulation: far above what the defaults reach (8 credits: 166 MB/s is 66%),
     // at the target (the requests pass the bulk queued at the client's port).
     let fraction = advice.simulated_fraction.unwrap();
-    assert!(fraction >= 0.95 && fraction <= 1.0, "{advice:?}");
+    assert!((0.95..=1.0).contains(&fraction), "{advice:?}");
     let bad = AdviseRequest { rails: 0, ..request };
     assert!(advise(bad).is_err());
     // Through a router: its credits and large buffers cover what the ends keep in flight, and
@@ -554,6 +554,6 @@ fn the_advisor_sizes_credits_rpcs_and_buffers_from_the_bandwidth_delay_product()
     assert!(router.peer_buffer_credits >= routed.peer_credits, "{routed:?}");
     assert!(router.large_buffers >= 2 * routed.peer_credits, "{routed:?}");
     let fraction = routed.simulated_fraction.unwrap();
-    assert!(fraction >= 0.95 && fraction <= 1.0, "{routed:?}");
+    assert!((0.95..=1.0).contains(&fraction), "{routed:?}");
     assert!(advise(AdviseRequest { routers: true, rails: 2, ..request }).is_err());
 }
