@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{Harness, HarnessConfig};
 use crate::addr::{LndType, Net, Nid};
+use crate::engine::config::{PeerAddError, PeerDelError};
 use crate::engine::event::{EventKind, EventStatus};
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold};
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
@@ -225,6 +226,29 @@ fn routes_are_checked_as_lnetctl_checks_them() {
     );
     assert_eq!(l.h.with_node(0, |node, now| node.route_del(now, None, Some(nid(0, 10)))), Ok(2));
     assert!(l.h.node(0).routes().is_empty());
+}
+
+#[test]
+fn a_gateway_peer_cannot_be_replaced_or_deleted() {
+    // sanity-lnet 105 and 106: the route made the gateway a peer; `peer add` would replace
+    // it and `peer del` delete it, and both answer EBUSY while the route exists.
+    let mut l = layout(1, Tunables::default());
+    let gateway = nid(0, 10);
+    let add =
+        |h: &mut Harness| h.with_node(0, |node, now| node.peer_add(now, gateway, &[], true, false));
+    let del = |h: &mut Harness, force| {
+        h.with_node(0, |node, now| node.peer_del(now, gateway, &[], force))
+    };
+    assert_eq!(add(&mut l.h), Err(PeerAddError::Gateway(gateway)));
+    assert_eq!(del(&mut l.h, false), Err(PeerDelError::Gateway(gateway)));
+    assert_eq!(del(&mut l.h, true), Err(PeerDelError::Gateway(gateway)));
+    assert!(l.h.node(0).peer_info(gateway).is_some(), "the refusals lost the gateway");
+    assert_eq!(l.h.node(0).routes().len(), 1);
+    // Without the route it is an ordinary peer again.
+    assert_eq!(l.h.with_node(0, |node, now| node.route_del(now, None, Some(gateway))), Ok(1));
+    assert_eq!(add(&mut l.h), Ok(()));
+    assert_eq!(del(&mut l.h, false), Ok(()));
+    assert!(l.h.node(0).peer_info(gateway).is_none());
 }
 
 #[test]
