@@ -13,7 +13,8 @@
 //! * Routing (issue 19): a client on `tcp`, two routers, a server on `tcp1`, the nets being two
 //!   bridges (`routed.rs`): routed `ulnetctl ping` both ways and brw write and read with
 //!   `check=full` through the routers with no error node; a router killed with SIGKILL under
-//!   that load, traffic through the other within seconds, the router restarted and used again.
+//!   that load, traffic through the other within seconds, the router restarted and used again;
+//!   and one segment with a router whose two NIs share one interface and address.
 //!
 //! No timing assertions: deadlines are generous and only turn a hang into a failure; observed
 //! times are printed (`-- --nocapture`). Needs root, `ip`, `tc` and `nft`; elsewhere every test
