@@ -577,6 +577,36 @@ fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
 }
 
 #[test]
+fn a_discovery_ping_through_a_router_gone_silent_is_copied() {
+    // Discovery on: the first PUTs to the server wait for its discovery ping. The router that
+    // ping goes through falls silent (either of the two, one layout each); fast failover
+    // copies the ping through the other router, so the held PUTs complete within seconds,
+    // not at the ping's transaction timeout.
+    for silent in [1, 2] {
+        let link = LinkConfig {
+            latency: Duration::from_micros(20),
+            bandwidth_bytes_per_sec: Some(100_000_000),
+            ..LinkConfig::IDEAL
+        };
+        let mut l = layout_on(2, Tunables::default(), link);
+        l.h.run_for(Duration::from_secs(1));
+        let server = l.server();
+        let host = 9 + silent as u32;
+        l.h.set_link_down(silent, nid(0, host), true);
+        l.h.set_link_down(silent, nid(1, host), true);
+        let mds: Vec<MdHandle> = (0..8).map(|bits| l.put(0, server, 7000 + bits, 4096)).collect();
+        l.h.run_for(Duration::from_secs(8));
+        let client = l.h.take_events(0);
+        let done = mds
+            .iter()
+            .filter(|md| outcome(&client, **md).last() == Some(&(EventKind::Ack, EventStatus::Ok)))
+            .count();
+        assert_eq!(done, mds.len(), "router {silent} silent: PUTs still held after 8 s");
+        l.h.check();
+    }
+}
+
+#[test]
 fn a_silent_router_is_left_within_seconds_with_discovery_off() {
     // Discovery off: each gateway is known by one NID (not multi-rail), as at the seeds' sites.
     let tunables = Tunables { discovery: false, ..Tunables::default() };
