@@ -68,9 +68,11 @@ pub fn run(args: Vec<String>, io: &mut Io<'_>) -> u8 {
         .map(|path| path.rsplit('/').next().unwrap_or(path).to_string())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "ulnetctl".to_string());
+    let program_path = args.first().cloned().unwrap_or_default();
     let mut ctx = Ctx {
         io,
         program,
+        program_path,
         socket: options.socket,
         json: options.json,
         client: None,
@@ -124,6 +126,8 @@ pub(crate) struct Ctx<'a, 'io> {
     pub io: &'a mut Io<'io>,
     /// `program_invocation_short_name`.
     pub program: String,
+    /// `argv[0]` as given: how to run this program again (its binary may serve other names).
+    pub program_path: String,
     pub socket: Option<PathBuf>,
     pub json: bool,
     client: Option<Client>,

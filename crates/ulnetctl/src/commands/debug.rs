@@ -1,4 +1,4 @@
-//! `debug recovery --local|--peer`.
+//! `debug recovery --local|--peer` and `debug nidlist`.
 //!
 //! lustre: lnet/utils/lnetctl.c `jt_show_recovery()`, `yaml_debug_recovery()`; api-ni.c
 //! `lnet_dbg_recov_show_dump()` (`nid-0`, `nid-1`, ... under `Local NI recovery` or
@@ -7,7 +7,9 @@
 use ulnet_config::render::{self, RecoveryQueue as ShownQueue};
 use ulnet_control::message::{RecoveryQueue, errno};
 use ulnet_control::{Request, Response};
-use ulnet_proto::addr::Nid;
+use ulnet_proto::addr::{Nid, NidList};
+
+use crate::dispatch::RC_BAD_PARAM;
 
 use super::DEBUG_CMDS;
 use crate::dispatch::check_cmd;
@@ -58,6 +60,39 @@ pub(crate) fn recovery(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         RecoveryQueue::Peer => ShownQueue::Peer,
     };
     let text = render::recovery_show(shown, &nids);
+    ctx.out(&text);
+    0
+}
+
+/// `debug nidlist NIDLIST [NID]`: the nidlist as parsed, and whether NID matches it.
+/// lustre: lnetctl.c `jt_debug_nidlist()`; liblnetconfig.c `lustre_lnet_debug_nidlist()`.
+pub(crate) fn nidlist(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    let (list_text, match_text) = match argv.as_slice() {
+        [_] | [] => {
+            ctx.err("Missing nidlist argument\n");
+            return -errno::EINVAL;
+        }
+        [_, list] => (list, None),
+        [_, list, nid] => (list, Some(nid)),
+        _ => {
+            ctx.err("Too many arguments\n");
+            return -errno::EINVAL;
+        }
+    };
+    let Ok(list) = NidList::parse(list_text) else {
+        ctx.err(&format!("Unable to parse nidlist from: {list_text}\n"));
+        return RC_BAD_PARAM;
+    };
+    let mut text = format!("nidlist parsed to: {list}\n");
+    if let Some(nid_text) = match_text {
+        let Ok(nid) = nid_text.parse::<Nid>() else {
+            ctx.out(&text);
+            ctx.err(&format!("Invalid nid for matching {nid_text}\n"));
+            return RC_BAD_PARAM;
+        };
+        let verdict = if list.matches(&nid) { "matches" } else { "does not match" };
+        text.push_str(&format!("{nid_text} {verdict} nidlist {list_text}\n"));
+    }
     ctx.out(&text);
     0
 }

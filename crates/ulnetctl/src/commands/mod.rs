@@ -15,6 +15,8 @@ use crate::dispatch::Command;
 
 mod debug;
 mod fault;
+mod host;
+mod lctl;
 mod lnet;
 mod manage;
 mod net;
@@ -60,25 +62,41 @@ pub(crate) static CMD_LIST: &[Command] = &[
     Command { name: "discover", action: Run(manage::discover), help: "discover nid[,nid,...]" },
     Command {
         name: "service-id",
-        action: Run(unsupported),
+        action: Run(host::service_id),
         help: "Calculate IB Lustre service ID\n",
     },
     Command { name: "udsp", action: Group(UDSP_CMDS), help: "udsp {add | del | help}" },
     Command { name: "fault", action: Group(FAULT_CMDS), help: "{drop | delay | help}" },
     Command {
         name: "setup-mrrouting",
-        action: Run(unsupported),
+        action: Run(host::setup_mrrouting),
         help: "setup linux routing tables\n",
     },
     Command {
         name: "setup-sysctl",
-        action: Run(unsupported),
+        action: Run(host::setup_sysctl),
         help: "setup linux sysctl parameter for large systems\n",
     },
     Command {
         name: "cpt-of-nid",
         action: Run(manage::cpt_of_nid),
         help: "Calculate the CPTs associated with NIDs\n usage:\n\tlnetctl cpt-of-nid nid[ nid ...]\n",
+    },
+    // lctl's LNet queries (lustre/utils/lctl.c `cmdlist`), which lnetctl lacks.
+    Command {
+        name: "list_nids",
+        action: Run(lctl::list_nids),
+        help: "list local NIDs\nusage: list_nids [all]",
+    },
+    Command {
+        name: "which_nid",
+        action: Run(lctl::which_nid),
+        help: "choose a NID\nusage: which_nid NID [NID...]",
+    },
+    Command {
+        name: "conn_list",
+        action: Run(lctl::conn_list),
+        help: "print all the remote LNet connections\nusage: conn_list [--net NET]",
     },
 ];
 
@@ -196,7 +214,7 @@ pub(crate) static DEBUG_CMDS: &[Command] = &[
         action: Run(unsupported),
         help: "show peer debug info\n\t--nid: peer's NID\n",
     },
-    Command { name: "nidlist", action: Run(unsupported), help: "debug nidlist parsing\n" },
+    Command { name: "nidlist", action: Run(debug::nidlist), help: "debug nidlist parsing\n" },
 ];
 
 pub(crate) static GLOBAL_CMDS: &[Command] = &[Command {
