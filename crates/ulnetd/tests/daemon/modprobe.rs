@@ -266,3 +266,34 @@ fn a_bad_cpu_pattern_is_refused_with_the_kernels_message() {
                    has already been set.: rc = -1";
     assert!(log.contains(message), "{log}");
 }
+
+/// `enable_sysctl_setup=1` reaches `setup-sysctl`, which then reads the host's
+/// `/etc/lnet-sysctl.conf`: on a host without one (a test host), lnetctl's report of the
+/// missing file, and nothing written. At 0 (the default), with no backup, nothing to do.
+#[test]
+fn enable_sysctl_setup_reaches_setup_sysctl() {
+    if std::path::Path::new("/etc/lnet-sysctl.conf").exists()
+        || std::path::Path::new("/etc/lnet-sysctl.bak").exists()
+    {
+        eprintln!("skipped: this host has an LNet sysctl file");
+        return;
+    }
+    let port = free_port();
+    let modules = format!("options lnet enable_sysctl_setup=1 accept_port={port}\n");
+    let (mut daemon, _dir) = spawn(&modules, None);
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let run = daemon.ulnetctl(&["setup-sysctl"]);
+    assert_eq!(run.code, 254, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "manage:\n    - setup-sysctl:\n          errno: -2\n          \
+         descr: \"failed to execute lnet-sysctl-config : No such file or directory\"\n"
+    );
+    assert!(!std::path::Path::new("/etc/lnet-sysctl.bak").exists());
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+
+    let (mut daemon, _dir) = spawn(&format!("options lnet accept_port={port}\n"), None);
+    let run = daemon.ulnetctl(&["setup-sysctl"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}

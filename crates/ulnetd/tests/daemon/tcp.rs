@@ -231,3 +231,72 @@ fn two_nets_on_one_address_answer_pings_on_both() {
     stop(b);
     stop(c);
 }
+
+/// lctl's queries on a live node: `list_nids`, `which_nid` (a local NID beats a peer on a
+/// local net, which beats an unreachable one), and `conn_list` with the typed connections a
+/// ping opened (CONTROL, BULK_IN and BULK_OUT at `conns_per_peer` 1), from A's address to
+/// B's acceptor port, and B's side of them.
+#[test]
+fn lctl_queries_see_nids_distances_and_connections() {
+    let port = free_port();
+    let (a_nid, b_nid) = (nid(8, 2), nid(8, 3));
+    let a = spawn(&a_nid, port);
+    let b = spawn(&b_nid, port);
+    let run = a.ulnetctl(&["list_nids"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{a_nid}\n").as_str()));
+    let run = a.ulnetctl(&["list_nids", "all"]);
+    assert_eq!(run.stdout, format!("0@lo\n{a_nid}\n"));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid, &a_nid]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{a_nid}\n").as_str()));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid]);
+    assert_eq!(run.stdout, format!("{b_nid}\n"));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9"]);
+    assert_eq!((run.code, run.stderr.as_str()), (255, "No reachable NID\n"));
+
+    let run = a.ulnetctl(&["conn_list"]);
+    assert_eq!(run.stdout, "<no connections>\n");
+    assert_eq!(a.ulnetctl(&["ping", &b_nid]).code, 0);
+    // The bulk connections are dialled once the CONTROL one is up: wait for all three.
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    let lines = loop {
+        let run = a.ulnetctl(&["conn_list", "--net", "tcp"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let lines: Vec<String> = run.stdout.lines().map(str::to_string).collect();
+        if lines.len() >= 3 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (a_ip, b_ip) = (a_nid.trim_end_matches("@tcp"), b_nid.trim_end_matches("@tcp"));
+    let mut kinds: Vec<&str> = Vec::new();
+    for line in &lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 4, "{line}");
+        assert_eq!(fields[0], format!("12345-{b_nid}"), "{line}");
+        let (kind, rest) = fields[1].split_at(1);
+        assert_eq!(rest, format!("[0]{a_ip}->{b_ip}:{port}"), "{line}");
+        kinds.push(kind);
+        let (tx, rx) = fields[2].split_once('/').unwrap();
+        assert!(tx.parse::<u32>().unwrap() > 0 && rx.parse::<u32>().unwrap() > 0, "{line}");
+        assert_eq!(fields[3], "nonagle", "{line}");
+    }
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["C", "I", "O"], "{lines:?}");
+    // B accepted them: its view has the types inverted and A's source ports.
+    let run = b.ulnetctl(&["conn_list"]);
+    let mut kinds: Vec<&str> = run
+        .stdout
+        .lines()
+        .map(|line| {
+            assert!(line.starts_with(&format!("12345-{a_nid}")), "{line}");
+            assert!(line.contains(&format!("]{b_ip}->{a_ip}:")), "{line}");
+            &line[21..22]
+        })
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["C", "I", "O"], "{}", run.stdout);
+    let run = a.ulnetctl(&["conn_list", "--net", "tcp1"]);
+    assert_eq!(run.stdout, "<no connections>\n");
+    stop(a);
+    stop(b);
+}
