@@ -15,10 +15,14 @@ use ulnet_control::{ControlError, Request, Response};
 use ulnet_getopt::{Getopt, HasArg, LongOpt, Opt};
 use ulnet_proto::addr::{LndType, Net, Nid, ProcessId};
 
+use crate::dispatch::check_cmd;
 use crate::{Ctx, Failure, report};
 
 /// `list_nids [all]`: the node's NIDs, one a line, `0@lo` only with `all`.
 pub(crate) fn list_nids(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    if let rc @ 1.. = help(ctx, "list_nids", &argv) {
+        return rc;
+    }
     let all = argv.len() == 2 && argv.get(1).is_some_and(|word| word == "all");
     if argv.len() > 2 {
         let usage = format!("usage: {} [all]\n", argv.first().map_or("", String::as_str));
@@ -46,6 +50,12 @@ pub(crate) fn list_nids(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     0
 }
 
+/// `-h`/`--help` alone prints the command's help and returns 1, as lnetctl's commands do
+/// (lctl has no such option: there they are arguments).
+fn help(ctx: &mut Ctx<'_, '_>, name: &str, argv: &[String]) -> i32 {
+    check_cmd(ctx, super::CMD_LIST, "", Some(name), 0, argv)
+}
+
 /// lctl's report when the node cannot list its NIs (`IOC_LIBCFS_GET_NI` failed).
 fn get_ni_error(ctx: &mut Ctx<'_, '_>, error: &ControlError) -> i32 {
     let code = -error.errno();
@@ -56,6 +66,9 @@ fn get_ni_error(ctx: &mut Ctx<'_, '_>, error: &ControlError) -> i32 {
 /// `which_nid NID...`: the NID the node reaches best (least distance, then least order; the
 /// first of equals), unreachable ones passed over. `*` stands for `<?>`, which no NID is.
 pub(crate) fn which_nid(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    if let rc @ 1.. = help(ctx, "which_nid", &argv) {
+        return rc;
+    }
     let Some((program, words)) = argv.split_first() else {
         return 0;
     };
@@ -112,6 +125,9 @@ pub(crate) fn which_nid(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
 /// `<no connections>`.
 pub(crate) fn conn_list(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     static LONGS: &[LongOpt] = &[LongOpt::new("net", HasArg::Required, 'n')];
+    if let rc @ 1.. = help(ctx, "conn_list", &argv) {
+        return rc;
+    }
     let command = argv.first().cloned().unwrap_or_default();
     let mut net = None;
     let mut getopt = Getopt::new(argv, "n:", LONGS);
