@@ -80,6 +80,8 @@ fn lctl_queries() {
     check(&d, "list_nids", &["list_nids"]);
     check(&d, "list_nids_all", &["list_nids", "all"]);
     check(&d, "list_nids_usage", &["list_nids", "a", "b"]);
+    check(&d, "list_nids_help", &["list_nids", "-h"]);
+    check(&d, "conn_list_help", &["conn_list", "--help"]);
     check(&d, "which_nid_prefers_local", &["which_nid", "192.168.1.9@tcp", "192.168.1.2@tcp"]);
     check(&d, "which_nid_first_of_equals", &["which_nid", "192.168.1.9@tcp", "192.168.1.8@tcp"]);
     check(&d, "which_nid_unreachable", &["which_nid", "10.0.0.1@tcp7", "0@lo"]);

@@ -234,9 +234,8 @@ fn apply(paths: &SysctlPaths, text: &str) -> Result<(), i32> {
                     Some(key) => (key, true),
                     None => (key, false),
                 };
-                let written = sysctl_file(paths, key).and_then(|path| {
-                    std::fs::write(path, format!("{value}\n")).map_err(|error| os_errno(&error))
-                });
+                let written =
+                    sysctl_file(paths, key).and_then(|path| write_value(&path, value));
                 if optional { Ok(()) } else { written }
             }
         };
@@ -258,6 +257,18 @@ fn sysctl_file(paths: &SysctlPaths, key: &str) -> Result<PathBuf, i32> {
         path.push(part);
     }
     Ok(path)
+}
+
+/// Writes an existing sysctl file (never creates one: a key sysctl does not know is
+/// `ENOENT`).
+fn write_value(path: &Path, value: &str) -> Result<(), i32> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|error| os_errno(&error))?;
+    file.write_all(format!("{value}\n").as_bytes()).map_err(|error| os_errno(&error))
 }
 
 fn read_value(path: &Path) -> Result<String, i32> {
