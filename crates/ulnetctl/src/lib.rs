@@ -21,6 +21,7 @@ use std::path::PathBuf;
 mod cnum;
 mod commands;
 mod dispatch;
+mod namespace;
 mod report;
 
 use ulnet_control::client::CallError;
@@ -183,6 +184,12 @@ impl Ctx<'_, '_> {
                 }
             }
         };
+        // Interfaces are the daemon's namespace's: refuse before a different one is named.
+        if namespace::names_interfaces(request) {
+            if let Some(refusal) = client.server_pid().and_then(namespace::mismatch) {
+                return Err(Failure::Daemon(refusal));
+            }
+        }
         match client.call(request) {
             Ok(response) => Ok(response),
             Err(CallError::Daemon(error)) => Err(Failure::Daemon(error)),

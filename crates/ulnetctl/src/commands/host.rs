@@ -234,8 +234,7 @@ fn apply(paths: &SysctlPaths, text: &str) -> Result<(), i32> {
                     Some(key) => (key, true),
                     None => (key, false),
                 };
-                let written =
-                    sysctl_file(paths, key).and_then(|path| write_value(&path, value));
+                let written = sysctl_file(paths, key).and_then(|path| write_value(&path, value));
                 if optional { Ok(()) } else { written }
             }
         };

@@ -300,3 +300,44 @@ fn lctl_queries_see_nids_distances_and_connections() {
     stop(a);
     stop(b);
 }
+
+/// ulnetd resolves interface names in its own network namespace: a ulnetctl in another one
+/// (`unshare --net`, root only) is refused a `net add --if` or `--ip2net` before anything is
+/// sent, naming both namespaces; requests without interface names still work from there.
+#[test]
+fn interfaces_are_refused_from_another_network_namespace() {
+    let probe = std::process::Command::new("unshare").args(["--net", "true"]).status();
+    if !probe.is_ok_and(|status| status.success()) {
+        eprintln!("skipped: cannot unshare a network namespace here (needs root)");
+        return;
+    }
+    let port = free_port();
+    let a_nid = nid(9, 2);
+    let a = spawn(&a_nid, port);
+    let elsewhere = |args: &[&str]| {
+        let out = std::process::Command::new("unshare")
+            .arg("--net")
+            .arg(crate::support::ulnetctl_path())
+            .arg("--socket")
+            .arg(&a.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    for args in [
+        &["net", "add", "--net", "tcp5", "--if", "lo"][..],
+        &["net", "add", "--net", "tcp5", "--ip2net", "tcp5 127.*.*.*"][..],
+    ] {
+        let (code, _, stderr) = elsewhere(args);
+        assert_ne!(code, Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains("ulnetd resolves interfaces in its network namespace (net:["));
+        assert!(stderr.contains("not in this process's (net:["), "{stderr}");
+    }
+    let (code, stdout, stderr) = elsewhere(&["list_nids"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), format!("{a_nid}\n").as_str()), "{stderr}");
+    let run = a.ulnetctl(&["net", "show", "--net", "tcp5"]);
+    assert!(!run.stdout.contains("tcp5"), "nothing was added: {}", run.stdout);
+    stop(a);
+}
