@@ -85,6 +85,9 @@ pub enum Request {
     /// `conn_list`: the TCP LND's established connections, on `net` (lctl's `--net`) or
     /// every tcp net.
     ConnList { net: Option<String> },
+    /// `debug peer --nid NID`: the node writes what its TCP LND holds for that peer (each
+    /// connection) to its log, as the kernel writes socklnd's peer dump to its debug log.
+    DebugPeer { nid: String },
     /// `setup-sysctl`: whether the node's `enable_sysctl_setup` module parameter asks for the
     /// host's sysctls to be tuned (the CLI does the writing, as lnetctl's script does).
     SysctlSetup,
@@ -520,6 +523,7 @@ impl Request {
             Self::CptOfNid { .. } => "cpt-of-nid",
             Self::PeerDist { .. } => "which_nid",
             Self::ConnList { .. } => "conn_list",
+            Self::DebugPeer { .. } => "debug peer",
             Self::SysctlSetup => "setup-sysctl",
         }
     }
@@ -532,7 +536,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 ///
 /// | request | response |
 /// |---|---|
-/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset`, `RouteAdd`, `RouteDel` | `Done` |
+/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset`, `RouteAdd`, `RouteDel`, `DebugPeer` | `Done` |
 /// | `RouteShow` | `Routes` (empty: nothing printed) |
 /// | `RoutingShow` | `Routing` (no pools: nothing printed) |
 /// | `DebugRecovery` | `Recovery` (NIDs in queue order; empty: nothing printed) |

@@ -58,7 +58,6 @@ fn unknown_words() {
     check(&d, "group_help_option", &["peer", "-h"]);
     check(&d, "subcommand_help_option", &["net", "show", "--help"]);
     check(&d, "subcommand_help_prefix", &["net", "show", "--he"]);
-    check(&d, "unsupported_command", &["debug", "peer", "--nid", "192.168.1.3@tcp"]);
 }
 
 /// `cpt-of-nid`: the byte sums 373 (192.168.1.10@tcp) and 14 (10.0.0.1@tcp1) over the fake
@@ -95,6 +94,17 @@ fn lctl_queries() {
     check(&down, "list_nids_down", &["list_nids"]);
     check(&down, "which_nid_down", &["which_nid", "192.168.1.9@tcp"]);
     check(&down, "conn_list_down", &["conn_list"]);
+}
+
+/// `debug peer`: nothing printed when the node dumped the peer to its log; lnetctl's reports
+/// otherwise.
+#[test]
+fn debug_peer() {
+    let d = configured();
+    check(&d, "debug_peer", &["debug", "peer", "--nid", "192.168.1.3@tcp"]);
+    check(&d, "debug_peer_unknown", &["debug", "peer", "--nid", "192.168.1.9@tcp"]);
+    check(&d, "debug_peer_missing_nid", &["debug", "peer"]);
+    check(&d, "debug_peer_bad_nid", &["debug", "peer", "--nid", "nonsense"]);
 }
 
 /// `debug nidlist`, `service-id`, `setup-mrrouting`: computed or run on this host.

@@ -254,6 +254,7 @@ impl LiveNode {
             Request::CptOfNid { nids } => self.cpt_of_nid(&nids),
             Request::PeerDist { nids } => self.peer_dist(&nids),
             Request::ConnList { net } => self.conn_list(net.as_deref()),
+            Request::DebugPeer { nid } => self.debug_peer(&nid),
             Request::SysctlSetup => Ok(self.sysctl_setup()),
         };
         if let Err(error) = &result {

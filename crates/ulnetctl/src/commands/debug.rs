@@ -1,4 +1,4 @@
-//! `debug recovery --local|--peer` and `debug nidlist`.
+//! `debug recovery --local|--peer`, `debug peer --nid NID` and `debug nidlist`.
 //!
 //! lustre: lnet/utils/lnetctl.c `jt_show_recovery()`, `yaml_debug_recovery()`; api-ni.c
 //! `lnet_dbg_recov_show_dump()` (`nid-0`, `nid-1`, ... under `Local NI recovery` or
@@ -95,4 +95,45 @@ pub(crate) fn nidlist(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     }
     ctx.out(&text);
     0
+}
+
+/// `debug peer --nid NID`: the node writes its TCP LND's state for the peer to its log, as the
+/// kernel writes socklnd's peer dump to its debug log; nothing is printed on success. Without
+/// `--nid`, or with a NID that does not parse, lnetctl's report and -EINVAL; when the node
+/// cannot dump the peer, lnetctl's report of a failed ioctl (`errno: -1`, `Error`) and -1.
+/// lustre: lnetctl.c `jt_show_peer_debug_info()`; liblnetconfig.c
+/// `lustre_lnet_show_peer_debug_info()`.
+pub(crate) fn peer(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    static LONGS: &[LongOpt] = &[LongOpt::new("nid", HasArg::Required, 'k')];
+    let rc = check_cmd(ctx, DEBUG_CMDS, "debug", Some("peer"), 0, &argv);
+    if rc != 0 {
+        return rc;
+    }
+    let mut nid = None;
+    let mut getopt = Getopt::new(argv, "k", LONGS);
+    while let Some(opt) = getopt.next() {
+        match opt {
+            Opt::Found { val: 'k', arg } => nid = arg,
+            Opt::Found { .. } | Opt::Error { .. } => return 0,
+        }
+    }
+    let Some(text) = nid else {
+        report::cyaml(ctx, "debug", "peer", RC_BAD_PARAM, "--nid must be specified");
+        return RC_BAD_PARAM;
+    };
+    let Ok(parsed) = text.parse::<Nid>() else {
+        let descr = format!("badly formatted primary NID: {text}");
+        report::cyaml_quoted(ctx, "debug", "peer", RC_BAD_PARAM, &descr);
+        return RC_BAD_PARAM;
+    };
+    match ctx.call(&Request::DebugPeer { nid: parsed.to_string() }) {
+        Ok(Response::Done) => 0,
+        Ok(_) => report::unexpected(ctx, "not an acknowledgement"),
+        Err(Failure::Reported(rc)) => rc,
+        Err(Failure::Daemon(_)) => {
+            // l_ioctl()'s -1; the reason is in the node's log.
+            report::cyaml(ctx, "debug", "peer", -1, "Error");
+            -1
+        }
+    }
 }

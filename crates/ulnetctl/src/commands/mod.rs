@@ -1,13 +1,9 @@
-//! lnetctl's command tables with their help texts, and the handlers behind them.
-//!
-//! Commands this version does not carry to the node yet are listed (so help, word lookup and
-//! `--list-commands` match lnetctl) and answer with [`unsupported`].
+//! lnetctl's command tables with their help texts, and the handlers behind them, with lctl's
+//! LNet queries (`list_nids`, `which_nid`, `conn_list`) added at the end of the top level.
 //!
 //! lustre: lnet/utils/lnetctl.c `cmd_list`, `lnet_cmds`, `route_cmds`, `net_cmds`,
 //! `routing_cmds`, `stats_cmds`, `debug_cmds`, `global_cmds`, `set_cmds`, `peer_cmds`,
 //! `udsp_cmds`, `fault_cmds`, `fault_drop_cmds`, `fault_delay_cmds`.
-
-use ulnet_control::message::errno;
 
 use crate::Ctx;
 use crate::dispatch::Action::{Group, Run};
@@ -211,7 +207,7 @@ pub(crate) static DEBUG_CMDS: &[Command] = &[
     },
     Command {
         name: "peer",
-        action: Run(unsupported),
+        action: Run(debug::peer),
         help: "show peer debug info\n\t--nid: peer's NID\n",
     },
     Command { name: "nidlist", action: Run(debug::nidlist), help: "debug nidlist parsing\n" },
@@ -509,13 +505,4 @@ pub(crate) fn split_top_level(text: &str) -> Vec<&str> {
     }
     parts.push(&text[start..]);
     parts
-}
-
-/// A command ulnetctl lists but does not carry to the node yet: says so on stderr and
-/// fails with -EOPNOTSUPP.
-fn unsupported(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
-    let word = argv.first().map_or("", String::as_str);
-    let text = format!("{}: '{word}' is not supported by ulnetctl yet\n", ctx.program);
-    ctx.err(&text);
-    -errno::EOPNOTSUPP
 }

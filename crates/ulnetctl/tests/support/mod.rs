@@ -300,6 +300,12 @@ impl State {
             Request::PeerDist { nids } => self.peer_dist(&nids),
             Request::ConnList { net } => self.conn_list(net.as_deref()),
             Request::SysctlSetup => Ok(Response::SysctlSetup { enabled: false }),
+            // Connections to 192.168.1.3@tcp only (as `conn_list`).
+            Request::DebugPeer { nid } => match nid.as_str() {
+                _ if !self.configured => Err(ControlError::NotConfigured),
+                "192.168.1.3@tcp" => Ok(Response::Done),
+                _ => Err(ControlError::refused(errno::ENOENT, "no connection to the peer")),
+            },
         }
     }
 

@@ -1,9 +1,11 @@
 //! The kernel's part of lctl's queries that `ulnetctl` carries: `which_nid` (the distance and
-//! order of NIDs, `LNetDist()`), `conn_list` (the TCP LND's established connections), and the
+//! order of NIDs, `LNetDist()`), `conn_list` (the TCP LND's established connections); and of
+//! lnetctl's `debug peer` (the TCP LND's state for a peer, written to the log) and the
 //! `enable_sysctl_setup` switch `setup-sysctl` reads.
 //!
 //! lustre: lnet/lnet/lib-move.c `LNetDist()`; api-ni.c `lnet_peer_dist_show_dump()`;
-//! lnet/klnds/socklnd/socklnd.c `ksocknal_ctl()` (`IOC_LIBCFS_GET_CONN`).
+//! lnet/klnds/socklnd/socklnd.c `ksocknal_ctl()` (`IOC_LIBCFS_GET_CONN`,
+//! `IOC_LIBCFS_GET_PEER`), `ksocknal_get_peer_info()`, `ksocknal_dump_peer_debug_info()`.
 
 use ulnet::proto::wire::hello::ConnType;
 use ulnet::{Node, RouteInfo, TcpConnection};
@@ -60,6 +62,43 @@ impl LiveNode {
             None => None,
         };
         Ok(Response::Conns(connections(&node, net)))
+    }
+
+    /// `debug peer --nid NID`: each TCP connection to the peer with NID `nid`, written to the
+    /// log (the kernel dumps socklnd's peer state to its debug log; lnetctl prints nothing).
+    /// A NID on no local net is `-EINVAL` (no LND to ask), a peer with no connection
+    /// `-ENOENT`.
+    pub(super) fn debug_peer(&self, nid: &str) -> Result<Response, ControlError> {
+        let Some(node) = self.node() else {
+            return Err(ControlError::NotConfigured);
+        };
+        let nid: Nid =
+            nid.trim().parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
+        if !node.nids().iter().any(|local| local.net() == nid.net()) {
+            return Err(ControlError::refused(errno::EINVAL, "no local NI on the peer's net"));
+        }
+        let conns: Vec<TcpConnection> = node
+            .tcp_connections()
+            .into_iter()
+            .filter(|(_, conn)| conn.peer.nid == nid)
+            .map(|(_, conn)| conn)
+            .collect();
+        if conns.is_empty() {
+            return Err(ControlError::refused(errno::ENOENT, "no connection to the peer"));
+        }
+        for conn in &conns {
+            tracing::info!(
+                peer = %conn.peer,
+                conn_type = conn.conn_type.0,
+                local = %conn.local,
+                remote = %conn.remote,
+                sndbuf = conn.send_buffer,
+                rcvbuf = conn.recv_buffer,
+                nagle = conn.nagle,
+                "debug peer"
+            );
+        }
+        Ok(Response::Done)
     }
 
     /// `setup-sysctl`: whether `enable_sysctl_setup` is 1.

@@ -235,7 +235,7 @@ fn two_nets_on_one_address_answer_pings_on_both() {
 /// lctl's queries on a live node: `list_nids`, `which_nid` (a local NID beats a peer on a
 /// local net, which beats an unreachable one), and `conn_list` with the typed connections a
 /// ping opened (CONTROL, BULK_IN and BULK_OUT at `conns_per_peer` 1), from A's address to
-/// B's acceptor port, and B's side of them.
+/// B's acceptor port, and B's side of them; `debug peer` writing those to A's log.
 #[test]
 fn lctl_queries_see_nids_distances_and_connections() {
     let port = free_port();
@@ -297,6 +297,16 @@ fn lctl_queries_see_nids_distances_and_connections() {
     assert_eq!(kinds, ["C", "I", "O"], "{}", run.stdout);
     let run = a.ulnetctl(&["conn_list", "--net", "tcp1"]);
     assert_eq!(run.stdout, "<no connections>\n");
+    // debug peer: nothing printed, the connections in the node's log.
+    let run = a.ulnetctl(&["debug", "peer", "--nid", &b_nid]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""));
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    while !a.log().contains("debug peer") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(a.log().contains(&format!("peer=12345-{b_nid}")), "{}", a.log());
+    let run = a.ulnetctl(&["debug", "peer", "--nid", "127.53.8.9@tcp"]);
+    assert_eq!(run.code, 255, "{}", run.stderr);
     stop(a);
     stop(b);
 }
