@@ -43,7 +43,7 @@ pub(crate) fn mismatch(daemon_pid: u32) -> Option<ControlError> {
     (ours != theirs).then(|| {
         ControlError::refused(
             errno::EINVAL,
-            &format!(
+            format!(
                 "ulnetd resolves interfaces in its network namespace ({}), not in this \
                  process's ({}): run ulnetctl in ulnetd's namespace",
                 theirs.display(),
