@@ -6,8 +6,8 @@
 //! `enable_sysctl_setup` at 1, it saves the current value of every key of
 //! `/etc/lnet-sysctl.conf` to `/etc/lnet-sysctl.bak` and applies the file (`sysctl -p`); at 0
 //! it applies the backup, if there is one, and removes it. The writing is this process's, as
-//! it is lnetctl's: run it as root, in the network namespace the node's sockets live in (the
-//! ARP table sizes it sets are per namespace).
+//! it is lnetctl's: run it as root. The neighbour table sizes the shipped file sets are
+//! host-wide (Linux shows them in the initial network namespace only).
 //!
 //! `setup-mrrouting` runs the script lnetctl runs, Lustre's `ksocklnd-config` (from
 //! `$KSOCKLND_CONFIG` when that path ends in `/ksocklnd-config`, else
