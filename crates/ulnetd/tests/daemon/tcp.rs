@@ -235,7 +235,8 @@ fn two_nets_on_one_address_answer_pings_on_both() {
 /// lctl's queries on a live node: `list_nids`, `which_nid` (a local NID beats a peer on a
 /// local net, which beats an unreachable one), and `conn_list` with the typed connections a
 /// ping opened (CONTROL, BULK_IN and BULK_OUT at `conns_per_peer` 1), from A's address to
-/// B's acceptor port, and B's side of them; `debug peer` writing those to A's log.
+/// B's acceptor port, and B's side of them; `debug peer` writing those to A's log; a routed
+/// NID reachable but farther than one on a local net.
 #[test]
 fn lctl_queries_see_nids_distances_and_connections() {
     let port = free_port();
@@ -307,6 +308,13 @@ fn lctl_queries_see_nids_distances_and_connections() {
     assert!(a.log().contains(&format!("peer=12345-{b_nid}")), "{}", a.log());
     let run = a.ulnetctl(&["debug", "peer", "--nid", "127.53.8.9@tcp"]);
     assert_eq!(run.code, 255, "{}", run.stderr);
+    // Through a route: reachable, farther than a local net.
+    let run = a.ulnetctl(&["route", "add", "--net", "tcp9", "--gateway", &b_nid]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9"]);
+    assert_eq!(run.stdout, "10.9.9.9@tcp9\n", "{}", run.stderr);
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid]);
+    assert_eq!(run.stdout, format!("{b_nid}\n"));
     stop(a);
     stop(b);
 }
