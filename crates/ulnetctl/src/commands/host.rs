@@ -74,8 +74,8 @@ pub(crate) fn service_id(ctx: &mut Ctx<'_, '_>, _argv: Vec<String>) -> i32 {
 /// the errno of the failure to read it.
 fn read_service_port(path: &Path) -> Result<u32, i32> {
     let mut text = String::new();
-    let file = std::fs::File::open(path).map_err(|error| error.raw_os_error().unwrap_or(0))?;
-    file.take(64).read_to_string(&mut text).map_err(|error| error.raw_os_error().unwrap_or(0))?;
+    let file = std::fs::File::open(path).map_err(|error| os_errno(&error))?;
+    file.take(64).read_to_string(&mut text).map_err(|error| os_errno(&error))?;
     let digits: String = text.trim_start().chars().take_while(char::is_ascii_digit).collect();
     Ok(digits.parse().unwrap_or(0))
 }
@@ -114,7 +114,8 @@ fn ksocklnd_config() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/usr/sbin/ksocklnd-config"))
 }
 
-/// `setup-mrrouting`: runs `ksocklnd-config` against this node; its output is the script's.
+/// `setup-mrrouting`: runs `ksocklnd-config` against this node; what it prints goes straight
+/// to this process's standard streams.
 pub(crate) fn setup_mrrouting(ctx: &mut Ctx<'_, '_>, _argv: Vec<String>) -> i32 {
     let script = ksocklnd_config();
     let mut command = std::process::Command::new(&script);
@@ -124,14 +125,13 @@ pub(crate) fn setup_mrrouting(ctx: &mut Ctx<'_, '_>, _argv: Vec<String>) -> i32 
     if let Some(socket) = &ctx.socket {
         command.env(ulnet_control::path::SOCKET_ENV, socket);
     }
-    let rc = match command.output() {
-        Ok(output) => {
-            ctx.out(&String::from_utf8_lossy(&output.stdout));
-            ctx.err(&String::from_utf8_lossy(&output.stderr));
-            if output.status.success() {
+    // The script writes to this process's streams, as under lnetctl's `system()`.
+    let rc = match command.status() {
+        Ok(status) => {
+            if status.success() {
                 return 0;
             }
-            let descr = match output.status.code() {
+            let descr = match status.code() {
                 Some(code) => format!("exit status {code}"),
                 None => "killed by a signal".to_string(),
             };

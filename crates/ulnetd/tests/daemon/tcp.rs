@@ -359,3 +359,37 @@ fn interfaces_are_refused_from_another_network_namespace() {
     assert!(!run.stdout.contains("tcp5"), "nothing was added: {}", run.stdout);
     stop(a);
 }
+
+/// `setup-mrrouting` runs `$KSOCKLND_CONFIG` (a stand-in for Lustre's script, which reads the
+/// node's interfaces with `$LNETCTL net show`) with `LNETCTL` naming ulnetctl and the socket
+/// passed on; its exit status decides ulnetctl's.
+#[test]
+fn setup_mrrouting_runs_the_script_against_this_node() {
+    use std::os::unix::fs::PermissionsExt;
+    let port = free_port();
+    let a_nid = nid(10, 2);
+    let a = spawn(&a_nid, port);
+    let dir = crate::support::TempDir::new("mrrouting");
+    let script = dir.file("ksocklnd-config", "#!/bin/sh\n\"$LNETCTL\" list_nids\nexit $FAIL\n");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |fail: &str| {
+        let out = std::process::Command::new(crate::support::ulnetctl_path())
+            .args(["--socket", a.socket.to_str().unwrap(), "setup-mrrouting"])
+            .env("KSOCKLND_CONFIG", &script)
+            .env("FAIL", fail)
+            .env_remove("ULNET_SOCKET")
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(run("0"), (Some(0), format!("{a_nid}\n"), String::new()));
+    let (code, stdout, stderr) = run("3");
+    assert_eq!((code, stdout), (Some(251), format!("{a_nid}\n")));
+    assert_eq!(
+        stderr,
+        "manage:\n    - setup-mrrouting:\n          errno: -5\n          \
+         descr: \"failed to execute ksocklnd-config : exit status 3\"\n"
+    );
+    stop(a);
+}
