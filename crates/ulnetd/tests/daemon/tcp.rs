@@ -365,13 +365,20 @@ fn interfaces_are_refused_from_another_network_namespace() {
 /// passed on; its exit status decides ulnetctl's.
 #[test]
 fn setup_mrrouting_runs_the_script_against_this_node() {
-    use std::os::unix::fs::PermissionsExt;
     let port = free_port();
     let a_nid = nid(10, 2);
     let a = spawn(&a_nid, port);
     let dir = crate::support::TempDir::new("mrrouting");
-    let script = dir.file("ksocklnd-config", "#!/bin/sh\n\"$LNETCTL\" list_nids\nexit $FAIL\n");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.path("ksocklnd-config");
+    // Written by a child process: no descriptor open for writing in this one, which a
+    // concurrent fork could carry into the exec (ETXTBSY).
+    let written = std::process::Command::new("sh")
+        .args(["-c", "printf '#!/bin/sh\\n\"$LNETCTL\" list_nids\\nexit $FAIL\\n' > \"$1\" && chmod 755 \"$1\""])
+        .arg("sh")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(written.success());
     let run = |fail: &str| {
         let out = std::process::Command::new(crate::support::ulnetctl_path())
             .args(["--socket", a.socket.to_str().unwrap(), "setup-mrrouting"])
