@@ -68,7 +68,7 @@ impl Daemon {
             config.settings,
             config.selftest,
         ) {
-            Ok(live) => Arc::new(live),
+            Ok(live) => Arc::new(live.with_sysctl_setup(config.enable_sysctl_setup)),
             Err(error) => {
                 drop(listener);
                 remove_socket(socket);
