@@ -607,14 +607,6 @@ impl Engine {
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
         let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
-        let gateway_peer = self.peers.ni(gateway)?.peer;
-        if self.tunables.router.alive_router_check_interval.is_zero() {
-            // lustre: the gateway is discovered on use when the router checker is off.
-            let uptodate = self.peer_is_uptodate(gateway_peer);
-            if !uptodate {
-                self.start_discovery(gateway_peer);
-            }
-        }
         let ni = match local {
             Some(ni) => ni,
             None => {

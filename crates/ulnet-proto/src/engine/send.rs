@@ -73,6 +73,14 @@ impl Engine {
                 return;
             }
         };
+        // lustre: lnet_handle_find_routed_path(): with the router checker off, the gateway
+        // is discovered on use, and the message waits for it as for its destination.
+        if path.routed_to.is_some()
+            && self.tunables.router.alive_router_check_interval.is_zero()
+            && self.hold_for_discovery(key, path.peer_ni)
+        {
+            return;
+        }
         self.commit(key, path);
         self.post_send(key);
     }
