@@ -73,7 +73,7 @@ pub(crate) struct FailedPaths {
 }
 
 impl FailedPaths {
-    const CAPACITY: usize = 3;
+    pub(crate) const CAPACITY: usize = 3;
 
     fn pack(ni: NiId, peer_ni: PeerNiId) -> u64 {
         1 << 48 | u64::from(ni.0) << 32 | u64::from(peer_ni.0)
