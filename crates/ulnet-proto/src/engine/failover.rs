@@ -675,10 +675,11 @@ impl Engine {
             self.record_violation(|| format!("withdrawing message {key:?} in phase {phase:?}"));
             return;
         }
-        let (ni, peer_ni) = (message.ni, message.peer_ni);
+        let (ni, peer_ni, cpt) = (message.ni, message.peer_ni, message.tx_cpt);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
+            let queues = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut());
+            if let Some(pool) = queues.and_then(|queues| queues.pool_mut(cpt)) {
                 pool.remove(key);
             }
         }

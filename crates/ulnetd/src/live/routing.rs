@@ -307,16 +307,21 @@ pub(super) fn route_entries(node: &Node) -> Vec<render::RouteEntry> {
         .collect()
 }
 
-/// The pools and switch `routing show` and `export` print: one partition, or none when the
-/// pools were never allocated.
+/// The pools and switch `routing show` and `export` print: one `cpt[N]` set per partition,
+/// or none when the pools were never allocated.
 pub(super) fn routing_view(state: &State, node: &Node) -> render::RoutingShow {
     let cpts = if state.pools_allocated {
-        vec![node.router_pools().map(|pool| render::BufferPool {
-            npages: pool.pages,
-            nbuffers: pool.buffers,
-            credits: pool.credits,
-            mincredits: pool.min_credits,
-        })]
+        node.router_pools()
+            .into_iter()
+            .map(|set| {
+                set.map(|pool| render::BufferPool {
+                    npages: pool.pages,
+                    nbuffers: pool.buffers,
+                    credits: pool.credits,
+                    mincredits: pool.min_credits,
+                })
+            })
+            .collect()
     } else {
         Vec::new()
     };

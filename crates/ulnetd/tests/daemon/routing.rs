@@ -78,8 +78,11 @@ fn routes_and_routing_on_live_daemons() {
     assert_eq!(ok(&client, &["routing", "show"]), "", "no pools before routing is enabled");
     let add = ["route", "add", "--net", "tcp1", "--gateway", "127.56.0.3@tcp"];
     ok(&client, &[&add[..], &["--hop", "1", "--priority", "2"]].concat());
-    // The router checker pings the gateway at once; its ping buffer lists a tcp1 NID.
-    let shown = eventually(&client, &["route", "show", "-v"], "state: up");
+    // The router checker pings the gateway at once; its ping buffer lists a tcp1 NID. The
+    // route may show up before that reply sets its type (a new route is multi-hop until
+    // then, as the kernel's `lr_single_hop` starts false), so wait for both.
+    eventually(&client, &["route", "show", "-v"], "state: up");
+    let shown = eventually(&client, &["route", "show", "-v"], "type: single-hop");
     insta::assert_snapshot!("routing_route_show_verbose", shown);
     insta::assert_snapshot!("routing_route_show", ok(&client, &["route", "show"]));
     // The gateway is a peer whose NIs have a state (`NA` for other peers).
