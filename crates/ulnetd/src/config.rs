@@ -144,6 +144,8 @@ pub struct DaemonConfig {
     pub partitions: Partitions,
     /// Their table as `lctl get_param cpu_partition_table` prints it, for the log.
     pub cpu_table: String,
+    /// lnet's `enable_sysctl_setup` is 1: `setup-sysctl` applies the sysctl file.
+    pub enable_sysctl_setup: bool,
 }
 
 /// Why a configuration was refused.
@@ -357,6 +359,7 @@ impl DaemonConfig {
             notes,
             partitions,
             cpu_table,
+            enable_sysctl_setup: modules.params.enable_sysctl_setup,
         })
     }
 }
