@@ -436,7 +436,10 @@ impl World {
         self.now = self.now.max(self.end);
         progress(self.now);
         let limit = self.end + DRAIN_LIMIT;
-        while !self.quiescent() {
+        // Engines may still hold messages that only their timers finish: a router's forwarded
+        // PUT waiting for its destination's discovery, whose push lost its ACK, fails when the
+        // push's transaction times out. The drain runs them out too.
+        while !self.quiescent() || self.engines_hold_messages() {
             match self.queue.peek() {
                 Some(at) if at <= limit => self.step()?,
                 _ => break,
@@ -716,6 +719,14 @@ impl World {
     pub fn has_work(&mut self) -> bool {
         let end = self.end;
         self.queue.peek().is_some_and(|at| at <= end)
+    }
+
+    /// Whether a running node's engine holds a message that is not parked on a lazy portal.
+    fn engines_hold_messages(&self) -> bool {
+        self.nodes
+            .iter()
+            .filter(|node| !node.stopped)
+            .any(|node| node.engine.message_count() != node.engine.delayed_message_count())
     }
 
     /// Nothing in flight: no frame, no send completion, no RPC.

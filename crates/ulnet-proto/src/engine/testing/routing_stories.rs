@@ -13,7 +13,6 @@ use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold};
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::node::{GetRequest, PutRequest};
-use crate::engine::peer::PeerState;
 use crate::engine::routes::{BufferClass, RouteConfig, RouteError, RoutingState};
 use crate::engine::tunables::Tunables;
 use crate::link_model::LinkConfig;
@@ -47,22 +46,12 @@ fn layout(routers: usize, tunables: Tunables) -> Layout {
 
 /// [`layout`] over links of `link`.
 fn layout_on(routers: usize, tunables: Tunables, link: LinkConfig) -> Layout {
-    layout_with_server(routers, tunables, link, vec![nid(1, 100)])
-}
-
-/// [`layout_on`] with a server on the NIDs `server_nids` (all on tcp1).
-fn layout_with_server(
-    routers: usize,
-    tunables: Tunables,
-    link: LinkConfig,
-    server_nids: Vec<Nid>,
-) -> Layout {
     let mut node_nids = vec![vec![nid(0, 1)]];
     for router in 0..routers {
         let host = 10 + router as u32;
         node_nids.push(vec![nid(0, host), nid(1, host)]);
     }
-    node_nids.push(server_nids);
+    node_nids.push(vec![nid(1, 100)]);
     let config = HarnessConfig {
         nodes: node_nids.len(),
         node_nids,
@@ -260,31 +249,6 @@ fn a_gateway_peer_cannot_be_replaced_or_deleted() {
     assert_eq!(add(&mut l.h), Ok(()));
     assert_eq!(del(&mut l.h, false), Ok(()));
     assert!(l.h.node(0).peer_info(gateway).is_none());
-}
-
-#[test]
-fn a_router_discovers_the_destination_of_what_it_forwards() {
-    // lustre: lnet_msg_discovery() holds for a forwarded PUT too: the router discovers the
-    // multi-rail server before its first hop to it, and learns the server's second NID.
-    // The router checker is off, so no gateway check pushes the server's NIDs to the router.
-    let mut tunables = Tunables::default();
-    tunables.router.alive_router_check_interval = Duration::ZERO;
-    let server_nids = vec![nid(1, 100), nid(1, 101)];
-    let link = LinkConfig { latency: Duration::from_micros(20), ..LinkConfig::IDEAL };
-    let mut l = layout_with_server(1, tunables, link, server_nids);
-    let server = l.server();
-    assert!(l.h.node(1).peer_info(nid(1, 100)).is_none());
-    let md = l.put(0, server, 7, 4096);
-    l.h.run_for(Duration::from_secs(1));
-    let events = l.h.take_events(0);
-    assert_eq!(
-        outcome(&events, md),
-        vec![(EventKind::Send, EventStatus::Ok), (EventKind::Ack, EventStatus::Ok)]
-    );
-    let learned = l.h.node(1).peer_info(nid(1, 100)).expect("the router knows the server");
-    assert!(learned.state.contains(PeerState::NIDS_UPTODATE), "{learned:?}");
-    let nids: Vec<Nid> = learned.nis.iter().map(|ni| ni.nid).collect();
-    assert_eq!(nids, vec![nid(1, 100), nid(1, 101)]);
 }
 
 #[test]
