@@ -23,7 +23,7 @@ use crate::error::{BuildError, DiscoverError, MdError, PingError, ShutDown};
 use crate::event_queue::{EqShared, EventHandler, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
-use crate::lnd::tcp::{Listeners, TcpLnd, TcpStats};
+use crate::lnd::tcp::{Listeners, Placement, TcpLnd, TcpStats};
 
 /// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]): none.
 /// Measured on a 2-vCPU VM (`cargo bench -p ulnet --bench api`), a 0-byte PUT+ACK between two
@@ -120,6 +120,8 @@ pub struct NodeBuilder {
     partitions: ulnet_proto::engine::cpt::Partitions,
     nis: Vec<(NiConfig, LndSpec)>,
     io_cpu: Option<usize>,
+    /// Each partition's CPUs, by CPT, for pinning its I/O thread; empty: unpinned.
+    partition_cpus: Vec<Vec<usize>>,
     spin: Duration,
     privileged_ports: bool,
 }
@@ -345,6 +347,12 @@ impl Node {
         TcpStats::sum(&stats)
     }
 
+    /// The TCP connection tasks running now, by the CPU partition whose I/O thread runs them
+    /// (index = CPT): each connection runs on the partition its peer's NID hashes to.
+    pub fn connections_by_partition(&self) -> Vec<u64> {
+        self.inner.shared.conn_tasks.iter().map(|count| count.load(Ordering::Relaxed)).collect()
+    }
+
     /// The incarnation of each TCP NI (the `src_incarnation` its hellos carry: wall-clock
     /// nanoseconds when the NI was started, unique in the process), in the order the NIs were
     /// added (removed ones included).
@@ -438,6 +446,7 @@ impl NodeBuilder {
             partitions: ulnet_proto::engine::cpt::Partitions::default(),
             nis: Vec::new(),
             io_cpu: None,
+            partition_cpus: Vec::new(),
             spin: DEFAULT_SPIN,
             privileged_ports: true,
         }
@@ -466,10 +475,21 @@ impl NodeBuilder {
         self
     }
 
-    /// The node's CPU partitions (libcfs's table): NIs are bound to them and every message is
-    /// labelled with one. One I/O thread still serves them all (decision 0026).
+    /// The node's CPU partitions (libcfs's table): NIs are bound to them, every message is
+    /// labelled with one, and each has an I/O thread of its own that runs the TCP connections
+    /// whose peer hashes to it (decisions 0026, 0029).
     pub fn partitions(mut self, partitions: ulnet_proto::engine::cpt::Partitions) -> Self {
         self.partitions = partitions;
+        self
+    }
+
+    /// Each partition's CPUs, by CPT (libcfs's `cfs_cpt_cpumask()`): partition `i`'s I/O
+    /// thread is pinned to `cpus[i]` as far as the process's own affinity mask allows, as the
+    /// kernel binds its schedulers with `cfs_cpt_bind()`. A thread that cannot be pinned is
+    /// logged once and runs unpinned. Without this (the default) the threads are not pinned.
+    /// [`io_cpu`](Self::io_cpu) overrides partition 0's.
+    pub fn partition_cpus(mut self, cpus: Vec<Vec<usize>>) -> Self {
+        self.partition_cpus = cpus;
         self
     }
 
@@ -579,6 +599,7 @@ impl NodeBuilder {
                     }
                 },
                 LndSpec::Tcp(tunables) => {
+                    let placement = Placement::new(self.partitions, config.cpts);
                     let tcp = TcpLnd::new(
                         ni,
                         config.nid,
@@ -586,6 +607,7 @@ impl NodeBuilder {
                         **tunables,
                         self.privileged_ports,
                         &tcp_listeners,
+                        placement,
                     );
                     match tcp {
                         Ok(lnd) => {
@@ -607,7 +629,8 @@ impl NodeBuilder {
             core: Mutex::new(Core::new(engine, lnds.into())),
             doorbell: Doorbell::default(),
             closing: Default::default(),
-            runtime: OnceLock::new(),
+            runtimes: OnceLock::new(),
+            conn_tasks: (0..self.partitions.count()).map(|_| Default::default()).collect(),
             queues: Mutex::new(Vec::new()),
             counters: Counters::default(),
             spin: self.spin,
@@ -616,11 +639,40 @@ impl NodeBuilder {
         for lnd in &mems {
             lnd.set_node(Arc::downgrade(&shared));
         }
-        let thread = start_io_thread(&shared, self.io_cpu)?;
+        // The other partitions' threads first: partition 0's starts the LNDs, which may place
+        // connections on any of them.
+        let mut partition_threads = Vec::new();
+        let mut runtimes = Vec::new();
+        for cpt in 1..self.partitions.count() {
+            let cpus = self.partition_cpus.get(cpt as usize).cloned().unwrap_or_default();
+            match driver::partitions::start(shared.id, cpt, cpus) {
+                Ok((runtime, thread)) => {
+                    runtimes.push(runtime);
+                    partition_threads.push(thread);
+                }
+                Err(error) => {
+                    drop(partition_threads);
+                    driver::finish(&shared);
+                    return Err(error);
+                }
+            }
+        }
+        let pin = IoPin {
+            cpu: self.io_cpu,
+            cpus: self.partition_cpus.first().cloned().unwrap_or_default(),
+        };
+        let thread = match start_io_thread(&shared, pin, runtimes) {
+            Ok(thread) => thread,
+            Err(error) => {
+                drop(partition_threads);
+                return Err(error);
+            }
+        };
         Ok(Node {
             inner: Arc::new(Inner {
                 shared,
                 thread: Mutex::new(Some(thread)),
+                partition_threads: Mutex::new(partition_threads),
                 pid: self.pid,
                 interface_cookie,
                 tcps: Mutex::new(tcps),
@@ -636,6 +688,8 @@ impl NodeBuilder {
 pub(crate) struct Inner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The I/O threads of partitions 1 and up.
+    partition_threads: Mutex<Vec<driver::partitions::PartitionThread>>,
     pid: u32,
     interface_cookie: u64,
     /// The TCP NIs' LNDs, for their statistics (removed NIs' too: counters only grow). Leaf
@@ -658,6 +712,11 @@ impl Inner {
         let shared = &self.shared;
         shared.closing.store(true, Ordering::Release);
         shared.doorbell.ring(&shared.counters.io_wakeups);
+        // The other partitions' threads first, as partition 0's runtime is dropped before the
+        // shutdown sequence: their connection tasks go with their runtimes.
+        let partition_threads =
+            std::mem::take(&mut *self.partition_threads.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(partition_threads);
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread {
             // The I/O thread runs `finish` itself as it leaves its loop.
@@ -676,13 +735,25 @@ impl Drop for Inner {
     }
 }
 
-/// Starts the I/O thread and waits until it runs (or reports why it cannot).
-fn start_io_thread(shared: &Arc<Shared>, cpu: Option<usize>) -> Result<JoinHandle<()>, BuildError> {
+/// Where partition 0's I/O thread runs: `cpu` (an error if it cannot) or else `cpus` (a
+/// warning if it cannot).
+struct IoPin {
+    cpu: Option<usize>,
+    cpus: Vec<usize>,
+}
+
+/// Starts the I/O thread and waits until it runs (or reports why it cannot). `others` are the
+/// runtimes of partitions 1 and up.
+fn start_io_thread(
+    shared: &Arc<Shared>,
+    pin: IoPin,
+    others: Vec<tokio::runtime::Handle>,
+) -> Result<JoinHandle<()>, BuildError> {
     let (ready, started) = mpsc::sync_channel(1);
     let thread_shared = Arc::clone(shared);
     let spawned = thread::Builder::new()
         .name(format!("ulnet-io-{}", shared.id))
-        .spawn(move || io_thread(&thread_shared, cpu, &ready));
+        .spawn(move || io_thread(&thread_shared, &pin, others, &ready));
     let thread = match spawned {
         Ok(thread) => thread,
         Err(error) => {
@@ -702,16 +773,20 @@ fn start_io_thread(shared: &Arc<Shared>, cpu: Option<usize>) -> Result<JoinHandl
 /// The I/O thread: pin, build the runtime, start the LNDs, loop, then shut down.
 fn io_thread(
     shared: &Arc<Shared>,
-    cpu: Option<usize>,
+    pin: &IoPin,
+    others: Vec<tokio::runtime::Handle>,
     ready: &mpsc::SyncSender<Result<(), BuildError>>,
 ) {
-    if let Some(cpu) = cpu {
+    driver::partitions::enter(0);
+    if let Some(cpu) = pin.cpu {
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);
         if let Err(errno) = rustix::thread::sched_setaffinity(None, &set) {
             let _ = ready.send(Err(BuildError::Pin { cpu, source: errno.into() }));
             return;
         }
+    } else {
+        driver::partitions::pin(0, &pin.cpus);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -720,7 +795,9 @@ fn io_thread(
             return;
         }
     };
-    let _ = shared.runtime.set(runtime.handle().clone());
+    let runtimes: Box<[tokio::runtime::Handle]> =
+        std::iter::once(runtime.handle().clone()).chain(others).collect();
+    let _ = shared.runtimes.set(runtimes);
     runtime.block_on(async {
         for lnd in shared.lnds().iter().flatten() {
             lnd.start(shared);

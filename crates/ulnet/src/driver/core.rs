@@ -35,8 +35,12 @@ pub(crate) struct Shared {
     pub(crate) spin: Duration,
     /// Whether output made on callers' threads is held back ([`super::hold`]).
     pub(crate) output_hold: OutputHold,
-    /// The I/O thread's runtime, once it runs: an NI added live starts its LND tasks there.
-    pub(crate) runtime: OnceLock<tokio::runtime::Handle>,
+    /// Each partition's I/O runtime, by CPT, once the I/O threads run
+    /// ([`super::partitions`]); partition 0's is the node's I/O thread, where an NI added live
+    /// starts its LND tasks.
+    pub(crate) runtimes: OnceLock<Box<[tokio::runtime::Handle]>>,
+    /// Connection tasks running now, by the partition whose I/O thread runs them.
+    pub(crate) conn_tasks: Box<[AtomicU64]>,
 }
 
 /// The LNDs of a node's NIs, indexed by `NiId` (see [`Core::lnds`]).
@@ -180,6 +184,13 @@ impl Shared {
         // The core never panics on any input (its contract); recover rather than cascade if a
         // runtime bug ever poisoned the lock.
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The I/O runtime of partition `cpt` (partition 0's for a CPT the node does not have),
+    /// once the I/O threads run.
+    pub(crate) fn runtime(&self, cpt: u32) -> Option<&tokio::runtime::Handle> {
+        let runtimes = self.runtimes.get()?;
+        runtimes.get(usize::try_from(cpt).unwrap_or(0)).or(runtimes.first())
     }
 
     /// The LNDs now (a snapshot, for callers that must not hold the core lock).

@@ -110,6 +110,7 @@ use context::Cx;
 pub(crate) use listener::Listeners;
 use listener::Membership;
 use ni::{Counters, Inbox, Inner, LogLimits};
+pub(crate) use ni::Placement;
 pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
@@ -189,6 +190,7 @@ impl TcpLnd {
         tunables: SocklndTunables,
         privileged_ports: bool,
         listeners: &Listeners,
+        placement: Placement,
     ) -> Result<Self, BuildError> {
         let ip = nid.ip().ok_or(BuildError::TcpNotIp(nid))?;
         let identity = LocalIdentity { nid, pid, incarnation: next_incarnation() };
@@ -204,7 +206,7 @@ impl TcpLnd {
                 u64::try_from(tunables.sock_timeout.as_nanos()).unwrap_or(u64::MAX),
             ),
             tunables,
-            runtime: OnceLock::new(),
+            placement,
             node: OnceLock::new(),
             inbox: Mutex::new(Inbox::default()),
             privileged_ports: AtomicBool::new(privileged_ports),
@@ -279,8 +281,8 @@ impl TcpLnd {
         });
     }
 
-    /// Wakes what [`retire`](Self::retire) left waiting (connection tasks, so they see their
-    /// socket closed and leave). No lock held.
+    /// Carries out what [`retire`](Self::retire) left posted (dials, which find the table
+    /// closed); its wake-ups already told the connection tasks to leave. No lock held.
     pub(crate) fn finish_retire(&self, node: &Arc<Shared>) {
         self.inner.run_inbox(node);
     }
@@ -316,7 +318,6 @@ impl Lnd for TcpLnd {
 
     fn start(&self, node: &Arc<Shared>) {
         let inner = &self.inner;
-        let _ = inner.runtime.set(tokio::runtime::Handle::current());
         let _ = inner.node.set(Arc::downgrade(node));
         // The first NI of a listener to start serves it; the others find it served.
         if let Some(membership) = self.lock_membership().as_ref() {
@@ -417,24 +418,19 @@ impl Lnd for TcpLnd {
             drain(node, &mut core, now, &mut wakes);
         }
         wakes.finish();
-        let mut inbox = inner.lock_inbox();
-        inbox.dials.clear();
-        inbox.nudges.clear();
+        inner.lock_inbox().dials.clear();
     }
 }
 
 impl Inner {
-    /// Carries out the posted work; on the I/O thread.
+    /// Carries out the posted work; on the I/O thread. A dial runs on the thread of the
+    /// peer's partition, so the connection it makes is registered with that runtime.
     fn run_inbox(self: &Arc<Self>, node: &Arc<Shared>) {
-        let (dials, nudges) = {
-            let mut inbox = self.lock_inbox();
-            (std::mem::take(&mut inbox.dials), std::mem::take(&mut inbox.nudges))
-        };
-        for nudge in nudges {
-            nudge.notify_one();
-        }
+        let dials = std::mem::take(&mut self.lock_inbox().dials);
         for (peer, dial) in dials {
-            self.spawn(dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial));
+            let cpt = self.placement.cpt_of(&peer.nid);
+            let task = dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial);
+            self.spawn(node, cpt, task);
         }
     }
 }
