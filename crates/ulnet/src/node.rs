@@ -714,8 +714,9 @@ impl Inner {
         shared.doorbell.ring(&shared.counters.io_wakeups);
         // The other partitions' threads first, as partition 0's runtime is dropped before the
         // shutdown sequence: their connection tasks go with their runtimes.
-        let partition_threads =
-            std::mem::take(&mut *self.partition_threads.lock().unwrap_or_else(PoisonError::into_inner));
+        let partition_threads = std::mem::take(
+            &mut *self.partition_threads.lock().unwrap_or_else(PoisonError::into_inner),
+        );
         drop(partition_threads);
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread {

@@ -169,9 +169,8 @@ mod tests {
         .unwrap();
         assert_eq!(pinned, (true, 1));
         // No CPU the process may use: left as it was, not an error.
-        let outside = thread::spawn(|| pin(0, &[rustix::thread::CpuSet::MAX_CPU + 1]))
-            .join()
-            .unwrap();
+        let outside =
+            thread::spawn(|| pin(0, &[rustix::thread::CpuSet::MAX_CPU + 1])).join().unwrap();
         assert!(!outside);
     }
 }

@@ -109,8 +109,8 @@ pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
 pub(crate) use listener::Listeners;
 use listener::Membership;
-use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use ni::Placement;
+use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use table::PeerTables;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
