@@ -2,6 +2,7 @@
 # ulst against peer tools, measured in one run (issue 6, "Targets"); prints a table of ratios.
 #
 #   scripts/bench-selftest.sh [--quick] [--no-build] [--pinned-only | --unpinned-only]
+#                             [--partitions "1 2"] [--small]
 #
 # BENCH_BIN=DIR takes ulnetd and ulst from DIR instead of target/release (and skips the build),
 # to compare two builds in turns under the same load.
@@ -27,6 +28,14 @@
 # RPC rates come from the RPC counts of the client's latency histograms over the sampling
 # window. Peer tools: Debian packages iperf3 and ucx-utils; a missing tool gives "n/a".
 # Benchmarks are not tests: nothing here fails on a slow machine.
+#
+# --partitions "1 2" runs every round once per CPU partition count (`options libcfs
+# cpu_npartitions=N` for both nodes, fresh nodes each time) and adds, per measure, the rate
+# with N partitions against the rate with the first count in the same round. Pinned then
+# means: with one partition, each node under taskset as above; with more, no taskset, each
+# partition's I/O thread pinned by ulnetd to its partition's CPUs (one CPU each on a 2-CPU
+# host). Unpinned: no taskset and `ulnetd --no-cpu-bind`. --small keeps only the small-RPC
+# rates at concurrency 64 against the socket floor (no bandwidth, no UCX).
 
 set -euo pipefail
 
@@ -34,13 +43,19 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 QUICK=0
 BUILD=1
 MODES="pinned unpinned"
-for arg in "$@"; do
+PARTITIONS=""
+SMALL=0
+while [ $# -gt 0 ]; do
+    arg=$1
+    shift
     case "$arg" in
+        --partitions) PARTITIONS="$1"; shift ;;
+        --small) SMALL=1 ;;
         --quick) QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --pinned-only) MODES="pinned" ;;
         --unpinned-only) MODES="unpinned" ;;
-        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only] [--partitions \"1 2\"] [--small]" >&2; exit 2 ;;
     esac
 done
 SECONDS_PER_POINT=$([ "$QUICK" = 1 ] && echo 3 || echo 10)
@@ -77,7 +92,15 @@ export ULST_PORT=$PORT
 # pin CPU: the taskset prefix for a pinned run, nothing for an unpinned one.
 pin() { [ "$MODE" = pinned ] && echo "taskset -c $1" || true; }
 
-start_node() { # name nid cpu
+start_node() { # name nid cpu [partitions]
+    local prefix flags=()
+    prefix=$(pin "$3")
+    if [ -n "${4:-}" ]; then
+        echo "options libcfs cpu_npartitions=$4" >"$WORK/$1.modprobe"
+        flags=(--modprobe "$WORK/$1.modprobe")
+        [ "$MODE" = pinned ] && [ "$4" != 1 ] && prefix=""
+        [ "$MODE" = pinned ] || flags+=(--no-cpu-bind)
+    fi
     cat > "$WORK/$1.yaml" <<EOF
 global:
     accept_port: $PORT
@@ -87,7 +110,7 @@ net:
       local NI(s):
         - nid: $2
 EOF
-    $(pin "$3") "$BIN/ulnetd" --config "$WORK/$1.yaml" --socket "$WORK/$1.ctl" \
+    $prefix "$BIN/ulnetd" --config "$WORK/$1.yaml" --socket "$WORK/$1.ctl" "${flags[@]}" \
         >"$WORK/$1.log" 2>&1 &
     PIDS+=($!)
 }
@@ -161,22 +184,56 @@ floor_mbs() { # write|read concurrency -> MB/s (10^6) of the socket floor moving
 # One measure: the ulst figure and, right after it on the same CPUs, its peer's; kept as
 # "mode|measure|target|ulst|peer" lines in $RESULTS and summarised at the end.
 record() { # measure target ulst peer
-    printf '%s|%s|%s|%s|%s\n' "$MODE" "$1" "$2" "$3" "$4" >>"$RESULTS"
+    printf '%s|%s|%s|%s|%s\n' "$MODE$LABEL" "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
+
+# The small-RPC rates of the partition runs: with --partitions, one round's rate with each
+# count against the first count's.
+small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
+    local value
+    value=$(ulst_rpc_rate "small64_$1" 64 brw write size=4k)
+    SMALL_VALUES[brw]=$value
+    record "brw write 4 KiB, concurrency 64 (RPC/s) vs socket floor" "-" \
+        "$value" "$(floor_rate brw 64)"
+    value=$(ulst_rpc_rate "pings64_$1" 64 ping)
+    SMALL_VALUES[ping]=$value
+    record "ping, concurrency 64 (RPC/s) vs socket floor" ">= 0.6" \
+        "$value" "$(floor_rate ping 64)"
+}
+declare -A SMALL_VALUES FIRST_VALUES
 
 RESULTS="$WORK/results"
 : >"$RESULTS"
+LABEL=""
 for MODE in $MODES; do
     for round in $(seq "$ROUNDS"); do
-        echo "$MODE round $round of $ROUNDS" >&2
+      first=""
+      for partitions in ${PARTITIONS:-default}; do
+        echo "$MODE round $round of $ROUNDS ($partitions partitions)" >&2
+        [ -n "$PARTITIONS" ] && LABEL=", $partitions CPT" || partitions=""
         # Fresh nodes every round: a round's connections keep whatever speed the host gave
         # them (BENCHMARKS.md, "Host effects").
-        start_node a 127.0.0.2@tcp 0
-        start_node b 127.0.0.3@tcp 1
+        start_node a 127.0.0.2@tcp 0 "$partitions"
+        start_node b 127.0.0.3@tcp 1 "$partitions"
         sleep 1
         "$BIN/ulst" new_session --timeout 600 bench >/dev/null
         "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
         "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
+        if [ "$SMALL" = 1 ]; then
+            small_rpcs "${round}_${partitions:-1}"
+            if [ -z "$first" ]; then
+                first=$partitions
+                FIRST_VALUES[brw]=${SMALL_VALUES[brw]}
+                FIRST_VALUES[ping]=${SMALL_VALUES[ping]}
+            elif [ -n "$PARTITIONS" ]; then
+                record "brw write 4 KiB, concurrency 64 (RPC/s) vs $first CPT" "-" \
+                    "${SMALL_VALUES[brw]}" "${FIRST_VALUES[brw]}"
+                record "ping, concurrency 64 (RPC/s) vs $first CPT" "-" \
+                    "${SMALL_VALUES[ping]}" "${FIRST_VALUES[ping]}"
+            fi
+            stop_selftest_nodes "$PORT"
+            continue
+        fi
         for direction in write read; do
             for concurrency in 1 8 32; do
                 value=$(ulst_bandwidth "$direction" "$concurrency")
@@ -212,6 +269,7 @@ for MODE in $MODES; do
         record "ping, concurrency 8 (RPC/s) vs tag_lat 8 B (round trips/s)" "-" \
             "$(ulst_rpc_rate "pingl_$round" 8 ping)" "$(ucx_rate tag_lat 200000 2)"
         stop_selftest_nodes "$PORT"
+      done
     done
 done
 

@@ -163,6 +163,10 @@ pub struct RuntimeStats {
     /// Write system calls on LND sockets: against the messages sent, how well output is
     /// batched.
     pub socket_writes: u64,
+    /// Times a thread (an API caller, an I/O thread) found the node's core lock held and had
+    /// to wait for it: how much the partitions' I/O threads and the callers contend for the
+    /// one lock on the message path (decision 0029).
+    pub core_lock_waits: u64,
 }
 
 impl Node {
@@ -334,6 +338,7 @@ impl Node {
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
+                    core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
                 },
             }
         })

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::time::Duration;
 
 use ulnet_proto::engine::{Event, HealthStatus, MdHandle, NiId, PingCompletion, RxId, TxId};
@@ -64,6 +64,8 @@ pub(crate) struct Counters {
     pub(crate) transmits_failed_locally: AtomicU64,
     /// Write system calls on LND sockets.
     pub(crate) socket_writes: AtomicU64,
+    /// Times a thread found the core lock held and waited for it.
+    pub(crate) core_lock_waits: AtomicU64,
 }
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
@@ -183,7 +185,16 @@ impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
         // The core never panics on any input (its contract); recover rather than cascade if a
         // runtime bug ever poisoned the lock.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        // `try_lock` first: the same one atomic operation when the lock is free, and a count
+        // of the times it was not (how much the partitions' threads contend for the core).
+        match self.core.try_lock() {
+            Ok(core) => core,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.counters.core_lock_waits.fetch_add(1, Ordering::Relaxed);
+                self.core.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
     }
 
     /// The I/O runtime of partition `cpt` (partition 0's for a CPT the node does not have),
