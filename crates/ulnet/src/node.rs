@@ -1,4 +1,4 @@
-//! [`Node`]: one LNet node, its I/O thread, and the public API (LNet's `LNetMEAttach`,
+//! [`Node`]: one LNet node, its I/O threads, and the public API (LNet's `LNetMEAttach`,
 //! `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`, `LNetPut`, `LNetGet`, lazy portals, statistics).
 
 use std::fmt;
@@ -44,18 +44,19 @@ pub const PING_REPLY_POLL: Duration = Duration::from_micros(20);
 /// Longest spin [`NodeBuilder::spin`] accepts; longer requests are clamped.
 pub const MAX_SPIN: Duration = Duration::from_millis(1);
 
-/// One LNet node: the core, its NIs and LNDs, and an I/O thread.
+/// One LNet node: the core, its NIs and LNDs, and an I/O thread per CPU partition.
 ///
 /// A `Node` is a cheap handle (`Clone`, `Send`, `Sync`); every clone drives the same node. API
 /// calls run on the caller's thread: they lock the core, make the call, hand whatever it
-/// produced to the LNDs and event queues, and return. The node's one I/O thread runs a tokio
-/// current-thread runtime for the LNDs' socket I/O and timers, and is woken only when an LND
-/// needs it (the crate documentation has the whole threading model).
+/// produced to the LNDs and event queues, and return. Each CPU partition's I/O thread runs a
+/// tokio current-thread runtime for the LNDs' socket I/O (partition 0's also for the timers),
+/// and is woken only when an LND needs it (the crate documentation has the whole threading
+/// model).
 ///
 /// The node shuts down on [`shutdown`](Self::shutdown) or when the last handle is dropped:
 /// every message in flight is finalized with an error, every MD with an event queue is
 /// unlinked (its final event hands the memory back), the event queues close, and the I/O
-/// thread is joined.
+/// threads are joined.
 ///
 /// # Example
 ///
@@ -365,7 +366,7 @@ impl Node {
         self.inner.tcps().iter().map(|lnd| lnd.incarnation()).collect()
     }
 
-    /// Shuts the node down (see the type's documentation) and joins its I/O thread. Blocks
+    /// Shuts the node down (see the type's documentation) and joins its I/O threads. Blocks
     /// until done; later calls return at once. Other handles stay valid, but their calls fail
     /// with a `ShutDown` error.
     pub fn shutdown(&self) {
@@ -566,7 +567,7 @@ impl NodeBuilder {
         self
     }
 
-    /// Builds the node, attaches its NIs and starts its I/O thread.
+    /// Builds the node, attaches its NIs and starts its I/O threads.
     pub fn build(self) -> Result<Node, BuildError> {
         if let Some(cpu) = self.io_cpu {
             if cpu >= rustix::thread::CpuSet::MAX_CPU {

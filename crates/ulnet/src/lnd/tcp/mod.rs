@@ -38,14 +38,18 @@
 //!
 //! # Threads and locks
 //!
-//! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
-//! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
+//! Everything here runs either on the node's I/O threads (the tasks, [`Lnd::poll`]) or on an
+//! API caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked.
+//! A connection's task, and the dial that opens it, run on the I/O thread of the partition its
+//! peer's NID hashes to (`ni::Placement`, the kernel's `lnet_cpt_of_nid()`); the listener and
+//! the passive handshakes run on partition 0's, which hands each accepted socket to its
+//! partition's runtime before the peer table's verdict (the socket must be registered with the
+//! runtime whose thread waits on it). Wake-ups of a connection's task go straight to its thread. The
 //! peer table lives with the core (`Core::tcp_tables`, through `Cx::with_table`), so the
 //! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
 //! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
-//! leaf lock: work
-//! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
-//! up by [`Lnd::poll`] after a doorbell ring.
+//! leaf lock: dials to start, posted from any thread, picked up by partition 0's [`Lnd::poll`]
+//! after a doorbell ring, which starts each on its peer's partition.
 //!
 //! A transmit queues its message on a connection; the end of the drain that produced it writes
 //! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
