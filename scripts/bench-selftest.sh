@@ -35,7 +35,13 @@
 # means: with one partition, each node under taskset as above; with more, no taskset, each
 # partition's I/O thread pinned by ulnetd to its partition's CPUs (one CPU each on a 2-CPU
 # host). Unpinned: no taskset and `ulnetd --no-cpu-bind`. --small keeps only the small-RPC
-# rates at concurrency 64 against the socket floor (no bandwidth, no UCX).
+# rates at concurrency 64 against the socket floor (no bandwidth, no UCX), and adds what each
+# RPC costs the two daemons over the same window: CPU time (us per RPC, from
+# /proc/PID/stat, with the kernel's share) and the times a thread waited for a node's core lock
+# (`ulnet_runtime_events_total{event="core_lock_wait"}` from each node's metrics endpoint,
+# 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# CPU 0 when pinned) and the one server: with two partitions the server's connections to
+# them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 
 set -euo pipefail
 
@@ -95,9 +101,10 @@ pin() { [ "$MODE" = pinned ] && echo "taskset -c $1" || true; }
 start_node() { # name nid cpu [partitions]
     local prefix flags=()
     prefix=$(pin "$3")
+    [ "$SMALL" = 1 ] && flags+=(--metrics "127.0.0.1:$((19109 + ${#PIDS[@]}))")
     if [ -n "${4:-}" ]; then
         echo "options libcfs cpu_npartitions=$4" >"$WORK/$1.modprobe"
-        flags=(--modprobe "$WORK/$1.modprobe")
+        flags+=(--modprobe "$WORK/$1.modprobe")
         [ "$MODE" = pinned ] && [ "$4" != 1 ] && prefix=""
         [ "$MODE" = pinned ] || flags+=(--no-cpu-bind)
     fi
@@ -170,7 +177,16 @@ floor_rate() { # brw|read|ping concurrency [size] -> RPC/s of two plain epoll lo
     [ -x "$FLOOR" ] || { echo n/a; return; }
     local pin_flag=""
     [ "$MODE" = pinned ] && pin_flag=--pin
-    "$FLOOR" "$1" --concurrency "$2" --size "${3:-4k}" --seconds "$SECONDS_PER_POINT" $pin_flag
+    # Its CPU time (user and system seconds) for --small's cost per RPC.
+    /usr/bin/time -f '%U %S' -o "$WORK/floor.time" \
+        "$FLOOR" "$1" --concurrency "$2" --size "${3:-4k}" --seconds "$SECONDS_PER_POINT" $pin_flag
+}
+
+floor_cost() { # rate -> the CPU us per RPC of the last floor_rate run
+    [[ "$1" =~ ^[0-9.]+$ ]] || { echo n/a; return; }
+    python3 -c "
+u, s = map(float, open('$WORK/floor.time').read().split()[-2:])
+print(round((u + s) * 1e6 / max($1 * $SECONDS_PER_POINT, 1), 2))"
 }
 
 floor_mbs() { # write|read concurrency -> MB/s (10^6) of the socket floor moving 1 MiB bulks
@@ -187,18 +203,71 @@ record() { # measure target ulst peer
     printf '%s|%s|%s|%s|%s\n' "$MODE$LABEL" "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
 
-# The small-RPC rates of the partition runs: with --partitions, one round's rate with each
-# count against the first count's.
+# The daemons' CPU ticks (user, system) and core lock waits, summed over both nodes.
+daemon_costs() {
+    local ticks waits=0 pid index
+    ticks=$(for pid in "${PIDS[@]}"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done \
+        | awk '{ u += $1; s += $2 } END { print u, s }')
+    for index in "${!PIDS[@]}"; do
+        waits=$((waits + $(curl -s "http://127.0.0.1:$((19109 + index))/metrics" \
+            | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { print $2 }')))
+    done
+    echo "$ticks $waits"
+}
+
+# A small-RPC point with its costs: the rate (RPC/s) as ulst_rpc_rate counts it, then the
+# CPU us and the core lock waits per RPC over the sampling window (COST_CPU, COST_SYS,
+# COST_WAITS).
+small_point() { # clients batch test-args...
+    local clients=$1 batch=$2 first second before after; shift 2
+    "$BIN/ulst" add_batch "$batch" >/dev/null
+    "$BIN/ulst" add_test --batch "$batch" --concurrency 64 --from "$clients" --to b "$@" \
+        >/dev/null
+    "$BIN/ulst" run "$batch" >/dev/null
+    first=$("$BIN/ulst" --json stat --delay 1 --count 1 "$clients" | tail -1 | json "d['latency_us']['worst']['count']")
+    before=$(daemon_costs)
+    second=$(ulst_sample "$clients" | json "d['latency_us']['worst']['count']")
+    after=$(daemon_costs)
+    "$BIN/ulst" stop "$batch" >/dev/null
+    read -r RATE COST_CPU COST_SYS COST_WAITS < <(python3 -c "
+b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
+rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
+cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
+print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
+      round((a[1] - b[1]) / max(a[0] + a[1] - b[0] - b[1], 1), 2), round((a[2] - b[2]) / rpcs, 3))")
+}
+
+# The small-RPC rates of the partition runs, and their costs: with --partitions, one round's
+# figures with each count against the first count's.
 small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
-    local value
-    value=$(ulst_rpc_rate "small64_$1" 64 brw write size=4k)
-    SMALL_VALUES[brw]=$value
-    record "brw write 4 KiB, concurrency 64 (RPC/s) vs socket floor" "-" \
-        "$value" "$(floor_rate brw 64)"
-    value=$(ulst_rpc_rate "pings64_$1" 64 ping)
-    SMALL_VALUES[ping]=$value
-    record "ping, concurrency 64 (RPC/s) vs socket floor" ">= 0.6" \
-        "$value" "$(floor_rate ping 64)"
+    local test floor
+    for test in brw ping brw2 ping2; do
+        case $test in
+            brw)
+                small_point a "small64_$1" brw write size=4k
+                floor=$(floor_rate brw 64)
+                record "brw write 4 KiB, concurrency 64 (RPC/s) vs socket floor" "-" \
+                    "$RATE" "$floor" ;;
+            ping)
+                small_point a "pings64_$1" ping
+                floor=$(floor_rate ping 64)
+                record "ping, concurrency 64 (RPC/s) vs socket floor" ">= 0.6" \
+                    "$RATE" "$floor" ;;
+            brw2) small_point a2 "small64x2_$1" brw write size=4k ;;
+            ping2) small_point a2 "pings64x2_$1" ping ;;
+        esac
+        [ "${test%2}" = "$test" ] || record "$test: 2 clients, 1 server (RPC/s)" "-" "$RATE" "-"
+        SMALL_VALUES[$test]=$RATE
+        SMALL_VALUES[$test.cpu]=$COST_CPU
+        if [ "${test%2}" = "$test" ]; then
+            record "$test concurrency 64: daemons' CPU us per RPC vs socket floor's" "-" \
+                "$COST_CPU" "$(floor_cost "$floor")"
+        else
+            record "$test concurrency 64: daemons' CPU us per RPC" "-" "$COST_CPU" "-"
+        fi
+        record "$test concurrency 64: daemons' kernel share of CPU" "-" "$COST_SYS" "-"
+        record "$test concurrency 64: core lock waits per RPC" "-" "$COST_WAITS" "-"
+    done
 }
 declare -A SMALL_VALUES FIRST_VALUES
 
@@ -215,21 +284,24 @@ for MODE in $MODES; do
         # them (BENCHMARKS.md, "Host effects").
         start_node a 127.0.0.2@tcp 0 "$partitions"
         start_node b 127.0.0.3@tcp 1 "$partitions"
+        [ "$SMALL" = 1 ] && start_node c 127.0.0.5@tcp 0 "$partitions"
         sleep 1
         "$BIN/ulst" new_session --timeout 600 bench >/dev/null
         "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
         "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
         if [ "$SMALL" = 1 ]; then
+            "$BIN/ulst" add_group a2 127.0.0.2@tcp 127.0.0.5@tcp >/dev/null
             small_rpcs "${round}_${partitions:-1}"
             if [ -z "$first" ]; then
                 first=$partitions
-                FIRST_VALUES[brw]=${SMALL_VALUES[brw]}
-                FIRST_VALUES[ping]=${SMALL_VALUES[ping]}
+                for key in "${!SMALL_VALUES[@]}"; do FIRST_VALUES[$key]=${SMALL_VALUES[$key]}; done
             elif [ -n "$PARTITIONS" ]; then
-                record "brw write 4 KiB, concurrency 64 (RPC/s) vs $first CPT" "-" \
-                    "${SMALL_VALUES[brw]}" "${FIRST_VALUES[brw]}"
-                record "ping, concurrency 64 (RPC/s) vs $first CPT" "-" \
-                    "${SMALL_VALUES[ping]}" "${FIRST_VALUES[ping]}"
+                for test in brw ping brw2 ping2; do
+                    record "$test concurrency 64 (RPC/s) vs $first CPT" "-" \
+                        "${SMALL_VALUES[$test]}" "${FIRST_VALUES[$test]}"
+                    record "$test concurrency 64: CPU us per RPC vs $first CPT" "-" \
+                        "${SMALL_VALUES[$test.cpu]}" "${FIRST_VALUES[$test.cpu]}"
+                done
             fi
             stop_selftest_nodes "$PORT"
             continue
@@ -291,7 +363,8 @@ for (mode, measure, target), pairs in rows.items():
     ulst = [v for v in (num(u) for u, _ in pairs) if v is not None]
     peer = [v for v in (num(p) for _, p in pairs) if v is not None]
     ratios = [num(u) / num(p) for u, p in pairs if num(u) is not None and num(p)]
-    med = lambda xs: "n/a" if not xs else f"{statistics.median(xs):.0f}"
+    fmt = lambda v: f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    med = lambda xs: "n/a" if not xs else fmt(statistics.median(xs))
     ratio = "n/a" if not ratios else (
         f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
     print(f"| {mode} | {measure} | {med(ulst)} | {med(peer)} | {ratio} | {target} |")

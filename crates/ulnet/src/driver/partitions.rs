@@ -81,6 +81,12 @@ impl PartitionThread {
         // A permit is kept if the thread is not waiting yet.
         self.stop.notify_one();
         if let Some(thread) = self.thread.take() {
+            // Stopped from its own thread (the node's last handle dropped by a task or an
+            // event handler running there): it leaves when this task returns; joining itself
+            // would deadlock.
+            if thread.thread().id() == thread::current().id() {
+                return;
+            }
             if thread.join().is_err() {
                 tracing::error!("a partition's I/O thread panicked");
             }
