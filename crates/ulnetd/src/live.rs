@@ -768,7 +768,8 @@ impl LiveNode {
             // After routes and peers, so router rules find their gateways.
             policies::restore_rules(node, &rules);
         };
-        match build_node(&self.lnd, (self.partitions, &self.partition_cpus), &nets, &state.settings) {
+        match build_node(&self.lnd, (self.partitions, &self.partition_cpus), &nets, &state.settings)
+        {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 restore(&node);
@@ -779,7 +780,12 @@ impl LiveNode {
             }
             Err(error) => {
                 tracing::warn!(%error, "the new configuration failed to start");
-                match build_node(&self.lnd, (self.partitions, &self.partition_cpus), &state.nets, &state.settings) {
+                match build_node(
+                    &self.lnd,
+                    (self.partitions, &self.partition_cpus),
+                    &state.nets,
+                    &state.settings,
+                ) {
                     Ok(node) => {
                         restore(&node);
                         state.selftest = host_selftest(&node, self.selftest);

@@ -103,7 +103,7 @@ fn brw_check_full_over_two_partitions_loses_nothing() {
         TestKind::Ping,
     ];
     for kind in &kinds {
-        let mut test = TestSpec::new(kind.clone(), "c", "s");
+        let mut test = TestSpec::new(*kind, "c", "s");
         test.batch = "b".into();
         test.loop_count = LOOPS;
         test.concurrency = CONCURRENCY;
@@ -128,7 +128,7 @@ fn brw_check_full_over_two_partitions_loses_nothing() {
             .entries
             .iter()
             .map(|entry| match &entry.reply {
-                Some(SrpcBody::StatReply(stat)) => stat.clone(),
+                Some(SrpcBody::StatReply(stat)) => *stat,
                 other => panic!("{other:?}"),
             })
             .collect();
