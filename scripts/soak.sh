@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Soak: two ulnetd nodes in network namespaces joined by RAILS veth rails (each limited with
-# `tc tbf`), mixed `ulst` load between them (brw write and read of 1 MiB and 4 KiB, ping), and
-# a chaos driver that, at random, sets rail links down and up, black-holes rails with nftables,
-# adds and removes LNet drop and delay rules (`ulnetctl fault`), and kills and restarts the
-# server daemon. Root only. Not part of `cargo test`: minutes by hand or in CI, an hour for a
-# real soak.
+# `tc tbf`), and a third node C on another LNet net reached from A through ROUTERS router
+# daemons; mixed `ulst` load (brw write and read of 1 MiB and 4 KiB, ping from A to B, brw
+# write 1 MiB and read 4 KiB from A to C through the routers), and a chaos driver that, at
+# random, sets rail links down and up, black-holes rails with nftables, adds and removes LNet
+# drop and delay rules (`ulnetctl fault`), kills and restarts the server daemon or a router,
+# and takes a router's link down. Root only. Not part of `cargo test`: minutes by hand or in
+# CI, an hour for a real soak.
 #
-#   sudo scripts/soak.sh [SECONDS]            (default 120; SOAK_SEED, RAILS, RATE, EPOCH)
+#   sudo scripts/soak.sh [SECONDS]   (default 120; SOAK_SEED, RAILS, ROUTERS, RATE, EPOCH)
+#
+# The routed side: A's tcp2 NI 10.78.0.1 and router K's 10.78.0.1K share bridge brr, router K's
+# tcp3 NI 10.79.0.1K and C's 10.79.0.100 share bridge brc (bridges in their own namespace).
+# ROUTERS=0 leaves it out.
 #
 # Rail 1 is never broken: the console (10.77.1.3@tcp, in node A's namespace) drives both nodes
 # over it. Load runs in epochs of EPOCH seconds, each its own lst session; the chaos acts during
@@ -28,6 +34,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DURATION=${1:-120}
 SEED=${SOAK_SEED:-$$}
 RAILS=${RAILS:-3}
+ROUTERS=${ROUTERS:-2}
 RATE=${RATE:-200mbit}
 EPOCH=${EPOCH:-30}
 PORT=7988
@@ -48,11 +55,16 @@ RANDOM=$SEED
 WORK="$(mktemp -d /tmp/soak.XXXXXX)"
 NS_A=ulsoak-a
 NS_B=ulsoak-b
+NS_C=ulsoak-c
+NS_SW=ulsoak-sw
+ROUTER_NODES=$(for k in $(seq "$ROUTERS"); do printf 'r%s ' "$k"; done)
+NODES="a b"
+if [ "$ROUTERS" -gt 0 ]; then NODES="a b c $ROUTER_NODES"; fi
 declare -A PID
 log() { echo "soak: $(date +%T) $*" >&2; }
 fail() {
     log "FAILED (seed $SEED): $*"
-    for node in a b; do
+    for node in $NODES; do
         echo "--- last lines of node $node's log" >&2
         tail -n 20 "$WORK/$node.log" >&2 || true
     done
@@ -62,10 +74,11 @@ fail() {
 cleanup() {
     ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" "$BIN/ulst" end_session \
         >/dev/null 2>&1 || true
-    for node in a b; do [ -n "${PID[$node]:-}" ] && kill "${PID[$node]}" 2>/dev/null || true; done
+    for node in $NODES; do [ -n "${PID[$node]:-}" ] && kill "${PID[$node]}" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    ip netns del "$NS_A" 2>/dev/null || true
-    ip netns del "$NS_B" 2>/dev/null || true
+    for ns in "$NS_A" "$NS_B" "$NS_C" "$NS_SW" $(for r in $ROUTER_NODES; do echo "ulsoak-$r"; done); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
     [ -n "${KEEP:-}" ] && echo "soak: logs kept in $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -88,15 +101,66 @@ for rail in $(seq "$RAILS"); do
 done
 ip -n "$NS_A" addr add 10.77.1.3/24 dev sa1
 
-ns_of() { [ "$1" = a ] && echo "$NS_A" || echo "$NS_B"; }
+# The routed side: a veth from NS to bridge BRIDGE in the switch namespace, limited to RATE.
+attach() { # ns name bridge address/len port
+    ip link add "$2" netns "$1" type veth peer "$5" netns "$NS_SW"
+    ip -n "$NS_SW" link set "$5" master "$3"
+    ip -n "$NS_SW" link set "$5" up
+    ip -n "$1" addr add "$4" dev "$2"
+    ip -n "$1" link set "$2" up
+    tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms
+}
+if [ "$ROUTERS" -gt 0 ]; then
+    for ns in "$NS_SW" "$NS_C" $(for r in $ROUTER_NODES; do echo "ulsoak-$r"; done); do
+        ip netns del "$ns" 2>/dev/null || true
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+    done
+    for bridge in brr brc; do
+        ip -n "$NS_SW" link add "$bridge" type bridge
+        ip -n "$NS_SW" link set "$bridge" up
+    done
+    attach "$NS_A" sar brr 10.78.0.1/24 pa
+    ip -n "$NS_A" addr add 10.78.0.3/24 dev sar
+    attach "$NS_C" eth0 brc 10.79.0.100/24 pc
+    for k in $(seq "$ROUTERS"); do
+        attach "ulsoak-r$k" eth0 brr "10.78.0.1$k/24" "pr${k}a"
+        attach "ulsoak-r$k" eth1 brc "10.79.0.1$k/24" "pr${k}c"
+    done
+fi
+GATEWAYS_TCP2="10.78.0.[11-1$ROUTERS]@tcp2"
+GATEWAYS_TCP3="10.79.0.[11-1$ROUTERS]@tcp3"
+
+ns_of() {
+    case $1 in a) echo "$NS_A" ;; b) echo "$NS_B" ;; c) echo "$NS_C" ;; *) echo "ulsoak-$1" ;; esac
+}
 host_of() { [ "$1" = a ] && echo 1 || echo 2; }
 
-start_node() { # a|b
+# A net item with one NI, and a route item.
+net_item() { printf '    - net type: %s\n      local NI(s):\n        - nid: %s\n' "$1" "$2"; }
+route_item() { printf '    - net: %s\n      gateway: %s\n' "$1" "$2"; }
+
+start_node() { # a|b|c|rK
     local node=$1 host
-    host=$(host_of "$node")
     {
-        printf 'global:\n    accept_port: %s\n    accept: all\nnet:\n    - net type: tcp\n      local NI(s):\n' "$PORT"
-        for rail in $(seq "$RAILS"); do printf '        - nid: 10.77.%s.%s@tcp\n' "$rail" "$host"; done
+        printf 'global:\n    accept_port: %s\n    accept: all\nnet:\n' "$PORT"
+        case $node in
+            a|b)
+                host=$(host_of "$node")
+                printf '    - net type: tcp\n      local NI(s):\n'
+                for rail in $(seq "$RAILS"); do printf '        - nid: 10.77.%s.%s@tcp\n' "$rail" "$host"; done
+                if [ "$node" = a ] && [ "$ROUTERS" -gt 0 ]; then
+                    net_item tcp2 10.78.0.1@tcp2
+                    printf 'route:\n'; route_item tcp3 "$GATEWAYS_TCP2"
+                fi ;;
+            c)
+                net_item tcp3 10.79.0.100@tcp3
+                printf 'route:\n'; route_item tcp2 "$GATEWAYS_TCP3" ;;
+            r*)
+                net_item tcp2 "10.78.0.1${node#r}@tcp2"
+                net_item tcp3 "10.79.0.1${node#r}@tcp3"
+                printf 'routing:\n    enable: 1\n' ;;
+        esac
     } >"$WORK/$node.yaml"
     ip netns exec "$(ns_of "$node")" "$BIN/ulnetd" --config "$WORK/$node.yaml" \
         --socket "$WORK/$node.ctl" >>"$WORK/$node.log" 2>&1 &
@@ -113,10 +177,24 @@ ctl() { # node args...: ulnetctl on the node's socket, 10 s at most
     timeout 10 ip netns exec "$(ns_of "$node")" "$BIN/ulnetctl" --socket="$WORK/$node.ctl" "$@"
 }
 
-lst() { # args...: the console in A's namespace
-    ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" ULST_NID=10.77.1.3@tcp \
+# The console in A's namespace: on tcp only, or (with routers) a node of its own on tcp and
+# tcp2 with a route to tcp3 (`ulst --config`).
+if [ "$ROUTERS" -gt 0 ]; then
+    {
+        printf 'global:\n    accept_port: %s\n    accept: all\nnet:\n' "$PORT"
+        net_item tcp 10.77.1.3@tcp
+        net_item tcp2 10.78.0.3@tcp2
+        printf 'route:\n'; route_item tcp3 "$GATEWAYS_TCP2"
+    } >"$WORK/console.yaml"
+    CONSOLE="ULST_CONFIG=$WORK/console.yaml"
+else
+    CONSOLE=ULST_NID=10.77.1.3@tcp
+fi
+ulst() { # args...: ulst in A's namespace, without a time limit
+    ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" "$CONSOLE" ULNETD="$BIN/ulnetd" \
         ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" "$@"
 }
+lst() { ulst "$@"; }
 
 # Ends the session; its console server exits with it: wait until its socket is gone, so the
 # next command starts a new server rather than reaching the dying one.
@@ -128,17 +206,19 @@ end_session() {
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/${PID[$1]}/status"; }
 
 check_alive() { # what: every daemon alive, answering, and no panic logged
-    for node in a b; do
+    for node in $NODES; do
         kill -0 "${PID[$node]}" 2>/dev/null || fail "node $node exited after: $1"
         ctl "$node" net show >/dev/null || fail "node $node did not answer after: $1"
     done
-    if grep -q panicked "$WORK/a.log" "$WORK/b.log"; then fail "a panic after: $1"; fi
+    for node in $NODES; do
+        if grep -q panicked "$WORK/$node.log"; then fail "a panic in node $node after: $1"; fi
+    done
 }
 
 # --- chaos -------------------------------------------------------------------------------
 FAULTS=0
-start_node a
-start_node b
+for node in $ROUTER_NODES; do start_node "$node"; done
+for node in $NODES; do case $node in r*) ;; *) start_node "$node" ;; esac; done
 if ctl a fault drop show >/dev/null 2>&1; then FAULTS=1; else log "no 'ulnetctl fault': drop and delay rules skipped"; fi
 # Idle size: the nodes with their peers and connections up (a short light session), no load.
 warm_up() {
@@ -147,6 +227,10 @@ warm_up() {
     lst add_group s 10.77.1.2@tcp >/dev/null
     lst add_batch warm >/dev/null
     lst add_test --batch warm --loop 100 --concurrency 1 --from c --to s ping >/dev/null
+    if [ "$ROUTERS" -gt 0 ]; then
+        lst add_group r 10.79.0.100@tcp3 >/dev/null
+        lst add_test --batch warm --loop 100 --concurrency 1 --from c --to r ping >/dev/null
+    fi
     lst run warm >/dev/null
     sleep 3
     lst stop warm >/dev/null
@@ -154,14 +238,16 @@ warm_up() {
     sleep 2
 }
 warm_up
-IDLE_A=$(rss_kib a)
-IDLE_B=$(rss_kib b)
-log "seed $SEED, $RAILS rails at $RATE, idle RSS a ${IDLE_A} KiB, b ${IDLE_B} KiB"
+declare -A IDLE
+for node in $NODES; do IDLE[$node]=$(rss_kib "$node"); done
+log "seed $SEED, $RAILS rails and $ROUTERS routers at $RATE, idle RSS (KiB):$(for node in $NODES; do printf ' %s %s' "$node" "${IDLE[$node]}"; done)"
 
 # One chaos action against a broken rail (2..RAILS) or a node; repaired before it returns.
 # Sets DIRTY when the epoch may legitimately see RPC errors (a drop rule, a restart).
 chaos() {
-    local rail=$((2 + RANDOM % (RAILS - 1))) hold=$((1 + RANDOM % 4)) action=$((RANDOM % 5))
+    local rail=$((2 + RANDOM % (RAILS - 1))) hold=$((1 + RANDOM % 4)) action
+    local router=$((1 + RANDOM % (ROUTERS > 0 ? ROUTERS : 1)))
+    action=$((RANDOM % (ROUTERS > 0 ? 7 : 5)))
     case $action in
         0)
             log "rail $rail: link down for ${hold}s"
@@ -197,7 +283,23 @@ chaos() {
             DIRTY=1
             start_node b
             sleep 1
-            IDLE_B=$(rss_kib b) ;;
+            IDLE[b]=$(rss_kib b) ;;
+        5)
+            # Rarely: RPCs inside the router when it dies are lost (LNet delivers to the
+            # next hop), so the epoch may see errors.
+            [ $((RANDOM % 3)) = 0 ] || return 0
+            log "router $router: SIGKILL, restart after ${hold}s"
+            kill -9 "${PID[r$router]}"; wait "${PID[r$router]}" 2>/dev/null || true
+            DIRTY=1
+            sleep "$hold"
+            start_node "r$router"
+            IDLE[r$router]=$(rss_kib "r$router") ;;
+        6)
+            log "router $router: tcp3 link down for ${hold}s"
+            ip -n "ulsoak-r$router" link set eth1 down
+            DIRTY=1
+            sleep "$hold"; check_alive "router $router link down"
+            ip -n "ulsoak-r$router" link set eth1 up ;;
     esac
     check_alive "action $action"
 }
@@ -216,6 +318,11 @@ while [ "$SECONDS" -lt "$END" ]; do
     lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s brw read size=1M check=full >/dev/null
     lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s brw write size=4k check=full >/dev/null
     lst add_test --batch load --loop 100000000 --concurrency 8 --from c --to s ping >/dev/null
+    if [ "$ROUTERS" -gt 0 ]; then
+        lst add_group r 10.79.0.100@tcp3 >/dev/null
+        lst add_test --batch load --loop 100000000 --concurrency 4 --from c --to r brw write size=1M check=full >/dev/null
+        lst add_test --batch load --loop 100000000 --concurrency 4 --from c --to r brw read size=4k check=full >/dev/null
+    fi
     lst run load >/dev/null
     epoch_end=$((SECONDS + EPOCH))
     while [ "$SECONDS" -lt "$epoch_end" ] && [ "$SECONDS" -lt "$END" ]; do
@@ -226,10 +333,12 @@ while [ "$SECONDS" -lt "$END" ]; do
         | python3 -c "import json,sys; print(json.load(sys.stdin)['rpc_rate']['write']['avg'])" \
         2>/dev/null || echo 0)
     started=$SECONDS
-    timeout 94 ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" ULST_NID=10.77.1.3@tcp \
-        ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" stop load >/dev/null \
+    timeout 94 ip netns exec "$NS_A" env ULST_SOCKET="$WORK/ulst.sock" "$CONSOLE" \
+        ULNETD="$BIN/ulnetd" ULST_PORT=$PORT LST_SESSION=$$ "$BIN/ulst" stop load >/dev/null \
         || fail "epoch $epoch: 'ulst stop' did not return within 94 s"
-    errors=$(lst show_error c s 2>&1 | grep -o 'Total [0-9]* error nodes in [cs]' | tr '\n' ' ' || true)
+    groups="c s"
+    if [ "$ROUTERS" -gt 0 ]; then groups="c s r"; fi
+    errors=$(lst show_error $groups 2>&1 | grep -o 'Total [0-9]* error nodes in [csr]' | tr '\n' ' ' || true)
     log "epoch $epoch: client RPC rate ${rate}/s at its end, stopped in $((SECONDS - started)) s; $errors"
     python3 -c "import sys; sys.exit(0 if float('$rate') > 0 else 1)" \
         || [ "$DIRTY" = 1 ] || fail "epoch $epoch: no RPC completed at its end"
@@ -239,8 +348,8 @@ done
 
 # --- memory after the load ---------------------------------------------------------------
 sleep 10
-for node in a b; do
-    idle=$([ "$node" = a ] && echo "$IDLE_A" || echo "$IDLE_B")
+for node in $NODES; do
+    idle=${IDLE[$node]}
     now=$(rss_kib "$node")
     log "node $node: RSS ${now} KiB after the load (idle ${idle} KiB)"
     [ "$now" -le $((2 * idle)) ] || fail "node $node holds ${now} KiB, over 2x its idle ${idle} KiB"

@@ -7,7 +7,7 @@
 # ulnetctl must be added here.
 
 declare -gA _ulnetctl_words=(
-    ["ulnetctl"]="--socket --list-commands --version help lnet route net routing set import export stats debug global peer ping discover service-id udsp fault setup-mrrouting setup-sysctl cpt-of-nid"
+    ["ulnetctl"]="--socket --list-commands --version help lnet route net routing set import export stats debug global peer ping discover service-id udsp fault setup-mrrouting setup-sysctl cpt-of-nid list_nids which_nid conn_list"
     ["ulnetctl lnet"]="configure unconfigure"
     ["ulnetctl lnet configure"]="--all --large"
     ["ulnetctl lnet unconfigure"]=""
@@ -77,6 +77,9 @@ declare -gA _ulnetctl_words=(
     ["ulnetctl setup-mrrouting"]=""
     ["ulnetctl setup-sysctl"]=""
     ["ulnetctl cpt-of-nid"]=""
+    ["ulnetctl list_nids"]="all"
+    ["ulnetctl which_nid"]=""
+    ["ulnetctl conn_list"]="--net"
 )
 
 # Options whose value is a file or a directory path.

@@ -626,9 +626,12 @@ pub fn match_interfaces(
     Ok(interfaces.to_vec())
 }
 
-/// lnetctl's `ip2nets:` handling: each rule that matches this host becomes a net; a later
-/// rule for a net already configured is skipped (first match wins); no rule matching at all
-/// is an error.
+/// lnetctl's `ip2nets:` handling: each rule that matches this host configures its
+/// interfaces on its net, as one `net add` would; rules naming one net are merged into it
+/// (the first rule's tunables stay, as the kernel keeps a net's tunables when NIs join it),
+/// and an interface an earlier rule configured is not added twice. No rule matching at all is
+/// an error. lustre: liblnetconfig.c `handle_yaml_config_ip2nets()`,
+/// `lustre_lnet_config_ip2nets()` (one NI configuration per rule).
 pub fn resolve_ip2nets(
     rules: &[Ip2netsConfig],
     host: &[HostInterface],
@@ -639,7 +642,15 @@ pub fn resolve_ip2nets(
         else {
             continue;
         };
-        if nets.iter().any(|n| n.net == rule.net) {
+        if let Some(net) = nets.iter_mut().find(|n| n.net == rule.net) {
+            let known = |wanted: &InterfaceConfig| {
+                net.nis.iter().flat_map(|ni| &ni.interfaces).any(|i| i.name == wanted.name)
+            };
+            let new: Vec<InterfaceConfig> =
+                interfaces.into_iter().filter(|wanted| !known(wanted)).collect();
+            if !new.is_empty() {
+                net.nis.push(LocalNiConfig { nid: None, interfaces: new });
+            }
             continue;
         }
         nets.push(NetConfig {

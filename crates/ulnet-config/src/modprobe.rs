@@ -148,6 +148,9 @@ pub struct ModuleParameters {
     /// `routing:` and `buffers:` blocks put them.
     pub routing: Config,
     pub router: RouterTunables,
+    /// lnet's `enable_sysctl_setup` is 1: `lnetctl setup-sysctl` applies the host's LNet
+    /// sysctl file rather than restoring what it replaced.
+    pub enable_sysctl_setup: bool,
     /// libcfs's (and lnet's) `cpu_pattern` and `cpu_npartitions`, the last one given; the
     /// daemon builds the partition table from them over the host's topology
     /// ([`crate::cpu_partitions::build`]).
@@ -344,6 +347,11 @@ impl Reader {
                     .filter(|p| *p > 0)
                     .ok_or_else(|| format!("{port} is not a port number (1-65535)"))?;
                 self.params.accept_port = Some(port);
+                Ok(())
+            }
+            Target::EnableSysctlSetup => {
+                // An int parameter; the setup script acts on 1 alone.
+                self.params.enable_sysctl_setup = number(param, text)? == 1;
                 Ok(())
             }
             Target::AcceptPortBulk => {

@@ -96,6 +96,12 @@ impl Client {
         &self.path
     }
 
+    /// The pid of the process serving the socket (`SO_PEERCRED`), when the kernel tells.
+    pub fn server_pid(&self) -> Option<u32> {
+        let credentials = rustix::net::sockopt::socket_peercred(&self.stream).ok()?;
+        u32::try_from(credentials.pid.as_raw_nonzero().get()).ok()
+    }
+
     /// Sends `request` and waits for the answer: the response, or the daemon's error as
     /// [`CallError::Daemon`].
     pub fn call(&mut self, request: &Request) -> Result<Response, CallError> {

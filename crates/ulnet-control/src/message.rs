@@ -79,6 +79,18 @@ pub enum Request {
     Udsp(Udsp),
     /// `cpt-of-nid NID...`: the NIDs as typed, at most [`MAX_CPT_OF_NID`].
     CptOfNid { nids: Vec<String> },
+    /// `which_nid NID...`: the kernel's distance and order of each NID as typed, at most
+    /// [`MAX_CPT_OF_NID`].
+    PeerDist { nids: Vec<String> },
+    /// `conn_list`: the TCP LND's established connections, on `net` (lctl's `--net`) or
+    /// every tcp net.
+    ConnList { net: Option<String> },
+    /// `debug peer --nid NID`: the node writes what its TCP LND holds for that peer (each
+    /// connection) to its log, as the kernel writes socklnd's peer dump to its debug log.
+    DebugPeer { nid: String },
+    /// `setup-sysctl`: whether the node's `enable_sysctl_setup` module parameter asks for the
+    /// host's sysctls to be tuned (the CLI does the writing, as lnetctl's script does).
+    SysctlSetup,
 }
 
 /// Most NIDs one `cpt-of-nid` carries (a command line's worth).
@@ -90,6 +102,46 @@ pub struct NidCpt {
     /// The NID as the kernel prints it (`libcfs_nidstr()`).
     pub nid: String,
     pub cpt: u32,
+}
+
+/// One reachable NID's distance, as the kernel's `LNetDist()` gives it (`which_nid`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NidDist {
+    /// The NID as the kernel prints it (`libcfs_nidstr()`).
+    pub nid: String,
+    /// 0 for a local NID, 1 for a NID on a local net, hops + 1 through a router.
+    pub distance: u32,
+    /// Ties between equal distances: lower is preferred.
+    pub order: u32,
+}
+
+/// The type of a socklnd connection, as `conn_list` prints it (`A`, `C`, `I`, `O`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnKind {
+    Any,
+    Control,
+    BulkIn,
+    BulkOut,
+}
+
+/// One established TCP LND connection (lctl `conn_list`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnEntry {
+    /// The peer process: its NID and pid.
+    pub peer_nid: String,
+    pub peer_pid: u32,
+    pub kind: ConnKind,
+    /// The I/O thread serving the connection (the kernel's scheduler index).
+    pub scheduler: u32,
+    pub local_ip: std::net::IpAddr,
+    pub remote_ip: std::net::IpAddr,
+    pub remote_port: u16,
+    /// The socket's send and receive buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`).
+    pub tx_buffer: u32,
+    pub rx_buffer: u32,
+    /// Nagle's algorithm on (`TCP_NODELAY` off).
+    pub nagle: bool,
 }
 
 /// A UDSP request: what lnetctl's ioctls ask of the kernel's rule list.
@@ -469,6 +521,10 @@ impl Request {
             Self::RoutingShow => "routing show",
             Self::Udsp(_) => "udsp",
             Self::CptOfNid { .. } => "cpt-of-nid",
+            Self::PeerDist { .. } => "which_nid",
+            Self::ConnList { .. } => "conn_list",
+            Self::DebugPeer { .. } => "debug peer",
+            Self::SysctlSetup => "setup-sysctl",
         }
     }
 }
@@ -480,7 +536,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 ///
 /// | request | response |
 /// |---|---|
-/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset`, `RouteAdd`, `RouteDel` | `Done` |
+/// | `Configure`, `Unconfigure`, `NetAdd`, `NetDel`, `Set`, `PeerAdd`, `PeerDel`, `PeerSet`, `NetSet`, `StatsReset`, `RouteAdd`, `RouteDel`, `DebugPeer` | `Done` |
 /// | `RouteShow` | `Routes` (empty: nothing printed) |
 /// | `RoutingShow` | `Routing` (no pools: nothing printed) |
 /// | `DebugRecovery` | `Recovery` (NIDs in queue order; empty: nothing printed) |
@@ -495,6 +551,9 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 /// | `Fault` | `Faults` for `show`, `Done` otherwise |
 /// | `Udsp` | `Udsp` for `show` (empty: nothing printed), `Done` otherwise |
 /// | `CptOfNid` | `CptOfNid` (in request order) |
+/// | `PeerDist` | `PeerDist` (reachable NIDs, in request order) |
+/// | `ConnList` | `Conns` (empty: none) |
+/// | `SysctlSetup` | `SysctlSetup` |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Response {
@@ -518,6 +577,14 @@ pub enum Response {
     Udsp(Vec<UdspEntry>),
     /// `cpt-of-nid`: each NID's partition.
     CptOfNid(Vec<NidCpt>),
+    /// `which_nid`: the distance of each reachable NID.
+    PeerDist(Vec<NidDist>),
+    /// `conn_list`: the connections, by peer.
+    Conns(Vec<ConnEntry>),
+    /// `setup-sysctl`: the node's `enable_sysctl_setup`.
+    SysctlSetup {
+        enabled: bool,
+    },
 }
 
 /// The outcome of an `import`.

@@ -359,6 +359,16 @@ impl Node {
         self.inner.shared.conn_tasks.iter().map(|count| count.load(Ordering::Relaxed)).collect()
     }
 
+    /// The TCP LND's established connections, each with the NID of its NI (`conn_list`).
+    pub fn tcp_connections(&self) -> Vec<(Nid, crate::TcpConnection)> {
+        self.locked(|core, _| {
+            let list = core.tcp_tables.connections();
+            list.into_iter()
+                .filter_map(|(ni, conn)| core.engine.ni_nid(ni).map(|nid| (nid, conn)))
+                .collect()
+        })
+    }
+
     /// The incarnation of each TCP NI (the `src_incarnation` its hellos carry: wall-clock
     /// nanoseconds when the NI was started, unique in the process), in the order the NIs were
     /// added (removed ones included).

@@ -79,8 +79,9 @@ impl Node {
         self.locked(|core, _| core.engine.router_buffer_counts())
     }
 
-    /// `lnetctl routing show`: the tiny, small and large pools of the one partition.
-    pub fn router_pools(&self) -> [BufferPoolStats; 3] {
+    /// `lnetctl routing show`: the tiny, small and large pools of each partition, in CPT
+    /// order.
+    pub fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
         self.locked(|core, _| core.engine.router_pools())
     }
 
@@ -135,12 +136,12 @@ mod tests {
     #[test]
     fn routing_and_buffers_change_the_pools() {
         let node = Node::loopback().unwrap();
-        assert!(node.router_pools().iter().all(|pool| pool.buffers == 0));
+        assert!(node.router_pools().iter().flatten().all(|pool| pool.buffers == 0));
         node.set_router_buffers(BufferClass::Tiny, 600).unwrap();
         assert_eq!(node.router_buffer_counts().tiny, 600);
         node.set_routing(true, true).unwrap();
         assert!(node.routing_state().enabled());
-        assert_eq!(node.router_pools()[0].buffers, 600);
+        assert_eq!(node.router_pools()[0][0].buffers, 600);
         node.set_routing(false, true).unwrap();
         assert_eq!(node.routing_state(), RoutingState::Disabled);
         node.shutdown();

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 mod cnum;
 mod commands;
 mod dispatch;
+mod namespace;
 mod report;
 
 use ulnet_control::client::CallError;
@@ -68,9 +69,11 @@ pub fn run(args: Vec<String>, io: &mut Io<'_>) -> u8 {
         .map(|path| path.rsplit('/').next().unwrap_or(path).to_string())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "ulnetctl".to_string());
+    let program_path = args.first().cloned().unwrap_or_default();
     let mut ctx = Ctx {
         io,
         program,
+        program_path,
         socket: options.socket,
         json: options.json,
         client: None,
@@ -124,6 +127,8 @@ pub(crate) struct Ctx<'a, 'io> {
     pub io: &'a mut Io<'io>,
     /// `program_invocation_short_name`.
     pub program: String,
+    /// `argv[0]` as given: how to run this program again (its binary may serve other names).
+    pub program_path: String,
     pub socket: Option<PathBuf>,
     pub json: bool,
     client: Option<Client>,
@@ -179,6 +184,12 @@ impl Ctx<'_, '_> {
                 }
             }
         };
+        // Interfaces are the daemon's namespace's: refuse before a different one is named.
+        if namespace::names_interfaces(request) {
+            if let Some(refusal) = client.server_pid().and_then(namespace::mismatch) {
+                return Err(Failure::Daemon(refusal));
+            }
+        }
         match client.call(request) {
             Ok(response) => Ok(response),
             Err(CallError::Daemon(error)) => Err(Failure::Daemon(error)),

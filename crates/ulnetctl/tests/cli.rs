@@ -58,7 +58,6 @@ fn unknown_words() {
     check(&d, "group_help_option", &["peer", "-h"]);
     check(&d, "subcommand_help_option", &["net", "show", "--help"]);
     check(&d, "subcommand_help_prefix", &["net", "show", "--he"]);
-    check(&d, "unsupported_command", &["setup-sysctl"]);
 }
 
 /// `cpt-of-nid`: the byte sums 373 (192.168.1.10@tcp) and 14 (10.0.0.1@tcp1) over the fake
@@ -70,6 +69,78 @@ fn cpt_of_nid() {
     check(&d, "cpt_of_nid", &["cpt-of-nid", "192.168.1.10@tcp", "10.0.0.1@tcp1"]);
     check(&d, "cpt_of_nid_bad", &["cpt-of-nid", "nonsense"]);
     check(&d, "cpt_of_nid_none", &["cpt-of-nid"]);
+}
+
+/// lctl's `list_nids`, `which_nid` and `conn_list`: the fake node has `0@lo` and
+/// 192.168.1.2@tcp, no routes, and two connections to 192.168.1.3@tcp.
+#[test]
+fn lctl_queries() {
+    let d = configured();
+    check(&d, "list_nids", &["list_nids"]);
+    check(&d, "list_nids_all", &["list_nids", "all"]);
+    check(&d, "list_nids_usage", &["list_nids", "a", "b"]);
+    check(&d, "list_nids_help", &["list_nids", "-h"]);
+    check(&d, "conn_list_help", &["conn_list", "--help"]);
+    check(&d, "which_nid_prefers_local", &["which_nid", "192.168.1.9@tcp", "192.168.1.2@tcp"]);
+    check(&d, "which_nid_first_of_equals", &["which_nid", "192.168.1.9@tcp", "192.168.1.8@tcp"]);
+    check(&d, "which_nid_unreachable", &["which_nid", "10.0.0.1@tcp7", "0@lo"]);
+    check(&d, "which_nid_bad", &["which_nid", "192.168.1.9@tcp", "*"]);
+    check(&d, "which_nid_usage", &["which_nid"]);
+    check(&d, "conn_list", &["conn_list"]);
+    check(&d, "conn_list_other_net", &["conn_list", "--net", "tcp1"]);
+    check(&d, "conn_list_incompatible", &["conn_list", "--net", "ptlf"]);
+    check(&d, "conn_list_bad_net", &["conn_list", "--net", "nonsense"]);
+    let down = Daemon::start(State::unconfigured());
+    check(&down, "list_nids_down", &["list_nids"]);
+    check(&down, "which_nid_down", &["which_nid", "192.168.1.9@tcp"]);
+    check(&down, "conn_list_down", &["conn_list"]);
+}
+
+/// `debug peer`: nothing printed when the node dumped the peer to its log; lnetctl's reports
+/// otherwise.
+#[test]
+fn debug_peer() {
+    let d = configured();
+    check(&d, "debug_peer", &["debug", "peer", "--nid", "192.168.1.3@tcp"]);
+    check(&d, "debug_peer_unknown", &["debug", "peer", "--nid", "192.168.1.9@tcp"]);
+    check(&d, "debug_peer_missing_nid", &["debug", "peer"]);
+    check(&d, "debug_peer_bad_nid", &["debug", "peer", "--nid", "nonsense"]);
+}
+
+/// `debug nidlist`, `service-id`, `setup-mrrouting`: computed or run on this host.
+#[test]
+fn host_commands() {
+    let d = configured();
+    check(&d, "debug_nidlist", &["debug", "nidlist", "192.168.[1-3].*@tcp [8-12/2]@gni"]);
+    check(
+        &d,
+        "debug_nidlist_match",
+        &["debug", "nidlist", "192.168.[1-3].*@tcp", "192.168.2.7@tcp"],
+    );
+    check(&d, "debug_nidlist_no_match", &["debug", "nidlist", "[8-12/2]@gni", "9@gni"]);
+    check(&d, "debug_nidlist_bad_list", &["debug", "nidlist", "192.168.[3-1].1@tcp"]);
+    check(&d, "debug_nidlist_bad_nid", &["debug", "nidlist", "*@tcp", "x@y@z"]);
+    check(&d, "debug_nidlist_missing", &["debug", "nidlist"]);
+    check(&d, "debug_nidlist_too_many", &["debug", "nidlist", "a", "b", "c"]);
+    // No ko2iblnd module on a test host: lnetctl's report and -ENOMSG.
+    if !std::path::Path::new("/sys/module/ko2iblnd").exists() {
+        check(&d, "service_id_without_ko2iblnd", &["service-id"]);
+    }
+    // No Lustre scripts on a test host.
+    if !std::path::Path::new("/usr/sbin/ksocklnd-config").exists() {
+        check(&d, "setup_mrrouting_without_script", &["setup-mrrouting"]);
+    }
+}
+
+/// `setup-sysctl` with the fake node's `enable_sysctl_setup` at 0 and no backup to restore:
+/// nothing to do (the file work is unit-tested in the crate).
+#[test]
+fn setup_sysctl_disabled() {
+    if std::path::Path::new("/etc/lnet-sysctl.bak").exists() {
+        return;
+    }
+    let d = configured();
+    check(&d, "setup_sysctl_disabled", &["setup-sysctl"]);
 }
 
 #[test]

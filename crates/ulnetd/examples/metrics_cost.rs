@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use ulnet::proto::engine::{
-    CreditStats, ElementStats, LatencyStats, NiHealthStats, PeerNiHealthStats,
+    CptCredits, CreditStats, ElementStats, LatencyStats, NiHealthStats, PeerNiHealthStats,
 };
 use ulnet::{GlobalStats, LndKind, NetTunables, NiStats, NodeStats, PeerNiStats, RuntimeStats};
 
@@ -27,6 +27,10 @@ fn main() {
         health: NiHealthStats::default(),
         tunables: NetTunables::default(),
         tx_credits: Some(CreditStats { max: 256, available: 256, min: 200 }),
+        tx_queues: vec![CptCredits {
+            cpt: 0,
+            credits: CreditStats { max: 256, available: 256, min: 200 },
+        }],
         priority: 0,
         numa_distance: 0,
         latency,

@@ -147,6 +147,8 @@ pub struct DaemonConfig {
     /// Each partition's CPUs, by CPT, where its I/O thread is pinned (empty: unpinned; the
     /// command line's `--no-cpu-bind` empties it).
     pub partition_cpus: Vec<Vec<usize>>,
+    /// lnet's `enable_sysctl_setup` is 1: `setup-sysctl` applies the sysctl file.
+    pub enable_sysctl_setup: bool,
 }
 
 /// Why a configuration was refused.
@@ -361,6 +363,7 @@ impl DaemonConfig {
             partitions,
             cpu_table,
             partition_cpus,
+            enable_sysctl_setup: modules.params.enable_sysctl_setup,
         })
     }
 }

@@ -69,7 +69,7 @@ impl Daemon {
             config.settings,
             config.selftest,
         ) {
-            Ok(live) => Arc::new(live),
+            Ok(live) => Arc::new(live.with_sysctl_setup(config.enable_sysctl_setup)),
             Err(error) => {
                 drop(listener);
                 remove_socket(socket);
@@ -95,6 +95,7 @@ impl Daemon {
             remove_socket(socket);
             return Err(StartError::Udsp(error));
         }
+        live.wait_router_start();
         let handler_live = Arc::clone(&live);
         let handler = move |request| handler_live.handle(request);
         let server = match Server::spawn(listener, handler) {

@@ -63,6 +63,7 @@ use ulnet_proto::engine::cpt::Partitions;
 
 mod admin;
 mod faults;
+mod lctl;
 mod nets_live;
 mod policies;
 mod reload;
@@ -97,6 +98,8 @@ pub struct LiveNode {
     boot_nets: Mutex<Vec<NetSpec>>,
     /// Whether the node hosts the selftest service (`lnet_selftest` in the configuration).
     selftest: bool,
+    /// lnet's `enable_sysctl_setup` module parameter is 1: `setup-sysctl` tunes the host.
+    enable_sysctl_setup: bool,
     state: Mutex<State>,
 }
 
@@ -137,6 +140,7 @@ impl LiveNode {
             partition_cpus,
             boot_nets: Mutex::new(nets.clone()),
             selftest,
+            enable_sysctl_setup: false,
             state: Mutex::new(State {
                 selftest: host_selftest(&node, selftest),
                 node: Some(node),
@@ -147,6 +151,12 @@ impl LiveNode {
                 stopping: false,
             }),
         })
+    }
+
+    /// Sets what `enable_sysctl_setup` said (module parameters are read once, at start).
+    pub fn with_sysctl_setup(mut self, enabled: bool) -> Self {
+        self.enable_sysctl_setup = enabled;
+        self
     }
 
     /// `cpt-of-nid`: the kernel's hash of each NID over all the node's partitions (no NI
@@ -246,6 +256,10 @@ impl LiveNode {
             Request::RoutingShow => self.routing_show(),
             Request::Udsp(udsp) => self.udsp(&udsp),
             Request::CptOfNid { nids } => self.cpt_of_nid(&nids),
+            Request::PeerDist { nids } => self.peer_dist(&nids),
+            Request::ConnList { net } => self.conn_list(net.as_deref()),
+            Request::DebugPeer { nid } => self.debug_peer(&nid),
+            Request::SysctlSetup => Ok(self.sysctl_setup()),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");

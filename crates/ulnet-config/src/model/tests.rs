@@ -693,7 +693,7 @@ fn interface_matching_rules() {
 }
 
 #[test]
-fn ip2nets_rules_first_match_wins() {
+fn ip2nets_rules_for_one_net_are_merged() {
     let text = "\
 ip2nets:
 - net-spec: tcp
@@ -716,6 +716,9 @@ ip2nets:
     let nets = resolve_ip2nets(&config.ip2nets, &host()).unwrap();
     assert_eq!(nets.len(), 2);
     assert_eq!(nets[0].nis[0].interfaces, [iface("eth0")]);
+    // The third rule adds ib0 to tcp.
+    assert_eq!(nets[0].nis[1].interfaces, [iface("ib0")]);
+    assert_eq!(nets[0].nis.len(), 2);
     assert_eq!(nets[1].net, Net::new(LndType::O2IB, 0));
     assert_eq!(nets[1].nis[0].interfaces, [iface("ib0")]);
     assert_eq!(nets[1].tunables.peer_credits, Some(32));
@@ -723,6 +726,13 @@ ip2nets:
         resolve_ip2nets(&config.ip2nets[..1], &host()),
         Err(MatchError::NoIp2netsRulesApplied)
     );
+    // A rule repeating an interface an earlier one configured changes nothing (sanity-lnet
+    // test 151, "Additional rules for same net should not change config").
+    let mut repeated = config.ip2nets[1..2].to_vec();
+    repeated.extend_from_slice(&config.ip2nets[1..3]);
+    let nets = resolve_ip2nets(&repeated, &host()).unwrap();
+    assert_eq!(nets.len(), 1);
+    assert_eq!(nets[0].nis.len(), 2, "{nets:?}");
 }
 
 #[test]

@@ -61,6 +61,8 @@ pub(super) enum Target {
     Accept,
     AcceptPort,
     AcceptPortBulk,
+    /// `enable_sysctl_setup`: what `lnetctl setup-sysctl` does.
+    EnableSysctlSetup,
     /// `networks=` and `ip2nets=`, in the kernel's syntax and meaning.
     Networks,
     Ip2nets,
@@ -285,13 +287,7 @@ pub(super) const PARAMS: &[Param] = &[
         "0",
         NoEffect("ulnetd configures LNet when it starts, whatever the value"),
     ),
-    row(
-        Lnet,
-        "enable_sysctl_setup",
-        Int,
-        "0",
-        Only(&["0"], "ulnetd does not tune sysctls (lnetctl setup-sysctl)"),
-    ),
+    row(Lnet, "enable_sysctl_setup", Int, "0", Target::EnableSysctlSetup),
     row(Lnet, "cpu_npartitions", Int, "0", Target::CpuNpartitions),
     row(Lnet, "cpu_pattern", Text, "N", Target::CpuPattern),
     // lnet: routing and router buffers (router.c).

@@ -474,3 +474,12 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn enable_sysctl_setup_is_an_int_acted_on_at_one() {
+    assert!(!ok("options lnet enable_sysctl_setup=0\n").enable_sysctl_setup);
+    assert!(ok("options lnet enable_sysctl_setup=1\n").enable_sysctl_setup);
+    // The script compares the text with "1": other numbers leave the host alone.
+    assert!(!ok("options lnet enable_sysctl_setup=2\n").enable_sysctl_setup);
+    assert!(problem("options lnet enable_sysctl_setup=yes\n").contains("enable_sysctl_setup"));
+}

@@ -55,6 +55,10 @@ pub enum PeerAddError {
     /// `-ENOMEM`: the peer table is full.
     #[error("the peer table is full")]
     TooManyPeers,
+    /// `-EBUSY`: a route goes through the peer that would be replaced (lustre: peer.c
+    /// `lnet_peer_ni_del_locked()` refuses to delete a gateway's peer NI).
+    #[error("peer {0:?} is a gateway")]
+    Gateway(Nid),
 }
 
 /// `lnetctl peer del` (`lnet_del_peer_ni`).
@@ -75,6 +79,10 @@ pub enum PeerDelError {
     /// `-ECHILD`: the NID belongs to another peer.
     #[error("{0:?} belongs to another peer")]
     NotOwned(Nid),
+    /// `-EBUSY`: a route goes through the peer (lustre: peer.c `lnet_del_peer_ni()`, "is a
+    /// router. Can not be deleted").
+    #[error("{0:?} is a router. Can not be deleted")]
+    Gateway(Nid),
 }
 
 /// `lnetctl peer set`.
@@ -159,6 +167,9 @@ impl Engine {
             .ok_or(PeerDelError::NoSuchPeer(primary))?;
         if actual != primary {
             return Err(PeerDelError::NotPrimary { nid: primary, primary: actual });
+        }
+        if self.peer_is_router(peer, None) {
+            return Err(PeerDelError::Gateway(primary));
         }
         let result = if nids.is_empty() || nids.contains(&primary) {
             if !force && state.contains(PeerState::LOCK_PRIMARY) {
@@ -419,6 +430,10 @@ impl Engine {
             }
             if state.contains(PeerState::LOCK_PRIMARY) {
                 return Err(PeerAddError::PrimaryLocked { nid, primary });
+            }
+            // Replacing the peer deletes its peer NIs, which a route holds.
+            if self.peer_is_router(peer, None) {
+                return Err(PeerAddError::Gateway(nid));
             }
             self.delete_peer(peer);
         }

@@ -125,8 +125,9 @@ impl Engine {
         let Some(message) = self.msgs.get(key) else {
             return false;
         };
-        let triggers = message.tx
-            && message.event == Some(EventKind::Send)
+        // lustre: lnet_msg_discovery(): every PUT and GET but the reserved portal's, a
+        // router's forwarded ones included (the router discovers their final destination).
+        let triggers = (message.routing || (message.tx && message.event == Some(EventKind::Send)))
             && matches!(
                 message.header.body,
                 Body::Put { ptl_index, .. } | Body::Get { ptl_index, .. }

@@ -65,6 +65,48 @@ impl Engine {
         !self.tunables.blackhole_timeout.is_zero()
     }
 
+    /// Whether `message`, whose last send failed, may be sent again. Lustre allows
+    /// `lnet_retry_count` resends. With fast failover on, a message past that count may
+    /// still go, up to as many more times as it remembers failed paths, while its peer has a
+    /// usable path it has not failed on: under a black hole on one of two rails, three of the
+    /// four paths between two nodes are broken in at least one direction, and a message that
+    /// met them one after another would otherwise fail with the good one untried (decision
+    /// 0008). Resends stay off when Lustre turns them off (`lnet_health_sensitivity = 0`).
+    pub(super) fn may_try_again(&self, message: &Message) -> bool {
+        let base = self.tunables.effective_retry_count();
+        if message.retry_count < base {
+            return true;
+        }
+        let extra = crate::engine::msg::FailedPaths::CAPACITY as u32;
+        base > 0
+            && self.failover_enabled()
+            && message.retry_count < base + extra
+            && message.peer_ni.is_some_and(|id| self.has_untried_path(message, id))
+    }
+
+    /// Whether the peer of `id` has a usable path, other than `message`'s last one (its NI
+    /// to `id`) and those it remembers failing on.
+    fn has_untried_path(&self, message: &Message, id: PeerNiId) -> bool {
+        let Some(peer) = self.peers.peer_of(id) else {
+            return false;
+        };
+        peer.ni_ids().any(|peer_ni| {
+            let Some(net) = self.peers.ni(peer_ni).map(|ni| ni.nid.net()) else {
+                return false;
+            };
+            self.nis.iter().enumerate().any(|(index, local)| {
+                let Ok(ni) = u16::try_from(index).map(NiId) else {
+                    return false;
+                };
+                ni != NiId::LOOPBACK
+                    && local.nid.net() == net
+                    && (ni, peer_ni) != (message.ni, id)
+                    && !message.failed_paths.contains(ni, peer_ni)
+                    && self.path_usable(ni, peer_ni)
+            })
+        })
+    }
+
     /// The suspicion (and probe) timeout of a peer NI.
     pub(super) fn failover_timeout(&self, id: PeerNiId) -> Duration {
         let floor = self.tunables.blackhole_timeout;
@@ -610,7 +652,7 @@ impl Engine {
         request
             && single_response
             && message.event.is_some()
-            && message.retry_count < self.tunables.effective_retry_count()
+            && self.may_try_again(message)
             && left.is_some_and(|at| self.now < at + COPY_WINDOW)
             && self.failover.can_hold(u64::from(message.length))
     }
@@ -633,10 +675,11 @@ impl Engine {
             self.record_violation(|| format!("withdrawing message {key:?} in phase {phase:?}"));
             return;
         }
-        let (ni, peer_ni) = (message.ni, message.peer_ni);
+        let (ni, peer_ni, cpt) = (message.ni, message.peer_ni, message.tx_cpt);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
+            let queues = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut());
+            if let Some(pool) = queues.and_then(|queues| queues.pool_mut(cpt)) {
                 pool.remove(key);
             }
         }

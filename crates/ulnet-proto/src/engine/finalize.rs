@@ -161,7 +161,7 @@ impl Engine {
         if message.recovery
             || message.abandoned
             || message.no_resend
-            || message.retry_count >= self.tunables.effective_retry_count()
+            || !self.may_try_again(message)
         {
             return false;
         }

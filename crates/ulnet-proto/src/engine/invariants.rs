@@ -89,14 +89,18 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
 }
 
 fn check_credits(node: &Engine) -> Result<(), String> {
-    // One pass over the messages: holders per NI, holders and charged bytes per peer NI.
-    let mut ni_holders = vec![0usize; node.nis.len()];
+    // One pass over the messages: holders per (NI, CPT), holders and charged bytes per peer
+    // NI.
+    let mut ni_holders = vec![Vec::<(u32, usize)>::new(); node.nis.len()];
     let mut peer_holders = vec![0usize; node.peers.ni_slots()];
     let mut peer_charged = vec![0u64; node.peers.ni_slots()];
     for (_, message) in node.msgs.iter() {
         if message.ni_credit == Credit::Held {
-            if let Some(count) = ni_holders.get_mut(usize::from(message.ni.0)) {
-                *count += 1;
+            if let Some(counts) = ni_holders.get_mut(usize::from(message.ni.0)) {
+                match counts.iter_mut().find(|(cpt, _)| *cpt == message.tx_cpt) {
+                    Some((_, count)) => *count += 1,
+                    None => counts.push((message.tx_cpt, 1)),
+                }
             }
         }
         if let Some(index) = message.peer_ni.map(|id| id.0 as usize) {
@@ -114,10 +118,21 @@ fn check_credits(node: &Engine) -> Result<(), String> {
     }
     for (ni, holders) in node.nis.iter().zip(ni_holders) {
         match &ni.credits {
-            Some(pool) => {
-                pool.check(holders).map_err(|error| format!("NI {:?}: {error}", ni.nid))?
+            Some(queues) => {
+                if let Some((cpt, _)) =
+                    holders.iter().find(|(cpt, _)| queues.iter().all(|(at, _)| at != *cpt))
+                {
+                    return Err(format!("NI {:?}: a credit held on CPT {cpt} it lacks", ni.nid));
+                }
+                for (cpt, pool) in queues.iter() {
+                    let held = holders.iter().find(|(at, _)| *at == cpt).map_or(0, |(_, n)| *n);
+                    pool.check(held)
+                        .map_err(|error| format!("NI {:?} CPT {cpt}: {error}", ni.nid))?;
+                }
             }
-            None if holders > 0 => return Err(format!("loopback NI has {holders} credit holders")),
+            None if !holders.is_empty() => {
+                return Err(format!("loopback NI has {} credit holders", holders.len()));
+            }
             None => {}
         }
     }

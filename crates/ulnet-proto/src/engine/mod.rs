@@ -6,7 +6,7 @@
 //! NIs and nets, [`peer`] peers and peer NIs, [`portal`], [`me`], [`md`] and [`memory`] the
 //! Portals objects (lib-ptl.c, lib-me.c, lib-md.c), [`msg`] the message table, `tracker`
 //! response trackers, [`ping`] ping, push and discovery state, `recovery` the recovery queues,
-//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, [`policies`] UDSP rules, [`cpt`] CPU partitions and the NID-to-CPT hash, `dedupe` the target's delivery log, `outputs` the driver's
+//! `watch` fast failover's state, [`faults`] drop and delay rules, [`routes`] routes and router buffers, [`policies`] UDSP rules, [`cpt`] CPU partitions and the NID-to-CPT hash, [`tx_queues`] an NI's tx credits per partition, `dedupe` the target's delivery log, `outputs` the driver's
 //! queues; [`credits`], [`health`],
 //! [`latency`], [`tunables`], [`event`], [`stats`] and [`slab`] are their building blocks.
 //! Flows, each an `impl Engine` over the parts: `send`, `select`, `recv` and `finalize` the
@@ -52,6 +52,7 @@ pub mod stats;
 pub mod testing;
 mod tracker;
 pub mod tunables;
+pub mod tx_queues;
 mod watch;
 
 pub use config::{MAX_NIDS_PER_PEER, NiSetError, PeerAddError, PeerDelError, PeerSetError};
@@ -99,4 +100,5 @@ pub use stats::{
     PeerNiHealthStats, PeerNiStats,
 };
 pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};
+pub use tx_queues::{CptCredits, tq_credits};
 pub use watch::MAX_FAILOVER_BYTES;

@@ -73,7 +73,7 @@ pub(crate) struct FailedPaths {
 }
 
 impl FailedPaths {
-    const CAPACITY: usize = 3;
+    pub(crate) const CAPACITY: usize = 3;
 
     fn pack(ni: NiId, peer_ni: PeerNiId) -> u64 {
         1 << 48 | u64::from(ni.0) << 32 | u64::from(peer_ni.0)
@@ -131,6 +131,12 @@ pub(crate) struct Message {
     pub(crate) deadline: Time,
     pub(crate) peer_credit: Credit,
     pub(crate) ni_credit: Credit,
+    /// `msg_tx_cpt`: the partition whose tx queue of `ni` the NI credit is charged to, set
+    /// when it is charged (the CPT of the next hop on `ni`).
+    pub(crate) tx_cpt: u32,
+    /// `msg_rx_cpt` of a message to forward: the partition (of the previous hop on the
+    /// receiving NI) whose router buffer pools it takes its buffer from.
+    pub(crate) rx_cpt: u32,
     /// Bytes charged to the peer NI's queue while holding a peer credit.
     pub(crate) charged_bytes: u32,
     /// An rx PUT whose initiator wants an ACK (and the MD allows it): the ACK's wire handle.
@@ -208,6 +214,8 @@ impl Message {
             deadline: Time::MAX,
             peer_credit: Credit::None,
             ni_credit: Credit::None,
+            tx_cpt: 0,
+            rx_cpt: 0,
             charged_bytes: 0,
             ack_to: None,
             lo_peer: None,

@@ -7,13 +7,13 @@
 use std::time::Duration;
 
 use crate::addr::{Net, Nid};
-use crate::engine::cpt::CptList;
-use crate::engine::credits::CreditPool;
+use crate::engine::cpt::{CptList, Partitions};
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
 use crate::engine::recovery::Recovery;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
+use crate::engine::tx_queues::TxQueues;
 use crate::time::Time;
 use crate::wire::ping::LNET_NI_STATUS_UP;
 
@@ -67,8 +67,8 @@ pub(crate) struct Ni {
     pub(crate) lnd_timeout: Option<Duration>,
     /// The CPTs it is bound to, checked against the node's partitions (`ni_cpts`).
     pub(crate) cpts: CptList,
-    /// NI tx credits, one pool for all its CPTs (decision 0026); `None` for loopback.
-    pub(crate) credits: Option<CreditPool>,
+    /// NI tx credits, one pool per CPT it covers (`ni_tx_queues`); `None` for loopback.
+    pub(crate) credits: Option<TxQueues>,
     pub(crate) health: Health,
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: NiHealthStats,
@@ -113,14 +113,20 @@ impl Ni {
         }
     }
 
-    pub(crate) fn from_config(config: &NiConfig) -> Self {
+    /// A network NI; `config.cpts` is already checked against `partitions`.
+    pub(crate) fn from_config(config: &NiConfig, partitions: Partitions) -> Self {
         Self {
             nid: config.nid,
             lnd: config.lnd,
             tunables: config.tunables,
             lnd_timeout: config.lnd_timeout,
             cpts: config.cpts,
-            credits: Some(CreditPool::new(config.tunables.credits)),
+            credits: Some(TxQueues::new(
+                config.tunables.credits,
+                config.tunables.peer_credits,
+                &config.cpts,
+                partitions,
+            )),
             health: Health::FULL,
             stats: ElementStats::default(),
             health_stats: NiHealthStats::default(),

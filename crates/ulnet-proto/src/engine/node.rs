@@ -20,7 +20,8 @@
 //! * `policies.rs` `UdspRules`: the UDSP rules (`lnetctl udsp`), stamped onto the nets, NIs,
 //!   peer nets and peer NIs whose priorities and preferred lists `select` reads.
 //! * `cpt.rs` `Partitions`: the CPU partition count and the NID-to-CPT hash; each NI keeps its
-//!   CPT list, and every transmit carries its CPT (decision 0026).
+//!   CPT list and its tx credits per partition (`tx_queues.rs`), and every transmit carries
+//!   its CPT (decision 0026).
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
@@ -29,10 +30,6 @@
 //! to: `send`, `select`, `recv`, `finalize` (the message lifecycle), `reserved` (portal 0:
 //! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`,
 //! `routing` (route choice, forwarding, the router checker).
-//!
-//! Where the next parts go, each a field of [`Engine`] beside these:
-//!
-//! * Per-partition state (item 2 of issue 23): NI credit pools split per CPT, in `cpt.rs`.
 
 use std::collections::VecDeque;
 
@@ -321,7 +318,8 @@ impl Engine {
                 .partitions
                 .bind(ni.cpts)
                 .map_err(|error| ConfigError::Cpt { nid: ni.nid, error })?;
-            nis.push(Ni::from_config(&NiConfig { cpts, ..*ni })).ok_or(ConfigError::TooManyNis)?;
+            nis.push(Ni::from_config(&NiConfig { cpts, ..*ni }, config.partitions))
+                .ok_or(ConfigError::TooManyNis)?;
         }
         let mut limits = config.limits;
         limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
@@ -349,7 +347,7 @@ impl Engine {
             failover: Failover::default(),
             // Fault rules draw from their own generator: deterministic per node.
             faults: Faults::new(config.interface_cookie),
-            routes: Routes::new(config.interface_cookie.rotate_left(17)),
+            routes: Routes::new(config.interface_cookie.rotate_left(17), config.partitions.count()),
             policies: UdspRules::default(),
             outputs: Outputs::default(),
             work: VecDeque::new(),
@@ -423,7 +421,10 @@ impl Engine {
         if self.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let id = self.nis.push(Ni::from_config(&config)).ok_or(ConfigError::TooManyNis)?;
+        let id = self
+            .nis
+            .push(Ni::from_config(&config, self.partitions))
+            .ok_or(ConfigError::TooManyNis)?;
         self.nis.touch_net(config.nid.net(), self.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
@@ -1179,11 +1180,8 @@ impl Engine {
                 ..ni.health_stats
             },
             tunables: ni.tunables,
-            tx_credits: ni.credits.as_ref().map(|pool| CreditStats {
-                max: pool.max(),
-                available: pool.value(),
-                min: pool.min(),
-            }),
+            tx_credits: ni.credits.as_ref().map(|queues| queues.totals()),
+            tx_queues: ni.credits.as_ref().map_or_else(Vec::new, |queues| queues.per_cpt()),
             priority: ni.priority,
             numa_distance: ni.numa_distance,
             latency: ni.latency.snapshot(),

@@ -1,5 +1,7 @@
 //! Routing state (`Routes`): the route table, whether this node forwards, and the router
-//! buffer pools that forwarded messages are received into.
+//! buffer pools that forwarded messages are received into: one set of tiny, small and large
+//! pools per CPU partition, each sized with the partition's share of the node-wide counts,
+//! and a message takes its buffer from the set of the partition it was received on.
 //!
 //! lustre: lnet/lnet/router.c (`lnet_add_route`, `lnet_add_route_to_rnet`, `lnet_del_route`,
 //! `lnet_get_route`, `lnet_rtrpools_alloc`, `lnet_rtrpool_adjust_bufs`, `lnet_rtrpools_enable`,
@@ -185,8 +187,7 @@ impl BufferCounts {
         }
     }
 
-    /// The count one partition gets (`lnet_nrb_*_calculate` with one partition): the
-    /// parameter, or the default when it is 0, at least 1.
+    /// The node-wide count: the parameter, or the default when it is 0.
     pub fn effective(self, class: BufferClass) -> u32 {
         let requested = self.get(class);
         let count = if requested > 0 {
@@ -199,6 +200,12 @@ impl BufferCounts {
             }
         };
         count.max(1)
+    }
+
+    /// The count each of `partitions` partitions gets (`lnet_nrb_*_calculate`): the
+    /// node-wide count divided among them, at least 1.
+    pub fn per_partition(self, class: BufferClass, partitions: u32) -> u32 {
+        (self.effective(class) / partitions.max(1)).max(1)
     }
 }
 
@@ -366,22 +373,24 @@ pub(crate) struct Routes {
     /// When the router checker next has work (`poll_timeout` reads it; recomputed whenever
     /// what it depends on changes, so the per-call path allocates nothing).
     pub(crate) next_check: Option<Time>,
-    /// The counts configuration asked for (0: default).
+    /// The counts configuration asked for (0: default), node-wide.
     pub(crate) counts: BufferCounts,
-    pools: [BufferPool; 3],
+    /// `ln_rtrpools`: tiny, small and large pools for each partition, indexed by CPT.
+    pools: Vec<[BufferPool; 3]>,
     /// Places new routes at a random position among their net's (`lnet_add_route_to_rnet`).
     rng: Rng,
 }
 
 impl Routes {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// No routes, routing off, and empty pools for each of `partitions` partitions.
+    pub(crate) fn new(seed: u64, partitions: u32) -> Self {
         Self {
             routes: Vec::new(),
             state: RoutingState::Disabled,
             enabled_at: Time::ZERO,
             next_check: None,
             counts: BufferCounts::default(),
-            pools: BufferClass::ALL.map(BufferPool::new),
+            pools: (0..partitions.max(1)).map(|_| BufferClass::ALL.map(BufferPool::new)).collect(),
             rng: Rng::new(seed),
         }
     }
@@ -471,62 +480,73 @@ impl Routes {
         before - self.routes.len()
     }
 
-    pub(crate) fn pool(&self, class: BufferClass) -> &BufferPool {
-        let [tiny, small, large] = &self.pools;
-        match class {
-            BufferClass::Tiny => tiny,
-            BufferClass::Small => small,
-            BufferClass::Large => large,
-        }
+    /// How many partitions have pools.
+    pub(crate) fn partitions(&self) -> u32 {
+        self.pools.len() as u32
     }
 
-    pub(crate) fn pool_mut(&mut self, class: BufferClass) -> &mut BufferPool {
-        let [tiny, small, large] = &mut self.pools;
-        match class {
-            BufferClass::Tiny => tiny,
-            BufferClass::Small => small,
-            BufferClass::Large => large,
-        }
+    /// The `class` pool of partition `cpt` (`lnet_msg2bufpool`); a CPT past the table (which
+    /// the NID hash never gives) uses partition 0's.
+    pub(crate) fn pool(&self, cpt: u32, class: BufferClass) -> Option<&BufferPool> {
+        let set = self.pools.get(cpt as usize).or_else(|| self.pools.first())?;
+        set.iter().find(|pool| pool.class == class)
     }
 
-    /// Sizes every pool from `counts` (`lnet_rtrpools_alloc`, `lnet_rtrpools_adjust`);
-    /// returns the waiters that now hold a buffer.
+    pub(crate) fn pool_mut(&mut self, cpt: u32, class: BufferClass) -> Option<&mut BufferPool> {
+        let at = if (cpt as usize) < self.pools.len() { cpt as usize } else { 0 };
+        self.pools.get_mut(at)?.iter_mut().find(|pool| pool.class == class)
+    }
+
+    /// Sizes every pool of every partition from `counts` (`lnet_rtrpools_alloc`,
+    /// `lnet_rtrpools_adjust`); returns the waiters that now hold a buffer.
     pub(crate) fn size_pools(&mut self) -> Vec<Key> {
-        let counts = self.counts;
         let mut granted = Vec::new();
         for class in BufferClass::ALL {
-            granted.extend(self.pool_mut(class).adjust(counts.effective(class)));
+            granted.extend(self.resize(class));
         }
         granted
     }
 
-    /// Sets one class's requested count and resizes it when routing is on.
+    /// Sets one class's requested node-wide count and resizes its pools when routing is on
+    /// (`lnet_rtrpools_adjust_helper()`).
     pub(crate) fn set_count(&mut self, class: BufferClass, count: u32) -> Vec<Key> {
         self.counts.set(class, count);
         if !self.state.forwards() {
             return Vec::new();
         }
-        let effective = self.counts.effective(class);
-        self.pool_mut(class).adjust(effective)
+        self.resize(class)
+    }
+
+    /// Each partition's `class` pool to its share of the requested count.
+    fn resize(&mut self, class: BufferClass) -> Vec<Key> {
+        let share = self.counts.per_partition(class, self.partitions());
+        let mut granted = Vec::new();
+        for set in &mut self.pools {
+            for pool in set.iter_mut().filter(|pool| pool.class == class) {
+                granted.extend(pool.adjust(share));
+            }
+        }
+        granted
     }
 
     /// Frees every buffer (`lnet_rtrpools_free`); returns the messages that were waiting.
     pub(crate) fn free_pools(&mut self) -> Vec<Key> {
-        self.pools.iter_mut().flat_map(BufferPool::free_all).collect()
+        self.pools.iter_mut().flatten().flat_map(BufferPool::free_all).collect()
     }
 
     /// Whether every buffer is back (`lnet_rtrpools_are_free`).
     pub(crate) fn pools_idle(&self) -> bool {
-        self.pools.iter().all(|pool| pool.lent() == 0)
+        self.pools.iter().flatten().all(|pool| pool.lent() == 0)
     }
 
-    pub(crate) fn pool_stats(&self) -> [BufferPoolStats; 3] {
-        BufferClass::ALL.map(|class| self.pool(class).stats())
+    /// Each partition's tiny, small and large pools, in CPT order.
+    pub(crate) fn pool_stats(&self) -> Vec<[BufferPoolStats; 3]> {
+        self.pools.iter().map(|set| set.each_ref().map(BufferPool::stats)).collect()
     }
 
     /// Bytes of buffer memory held free for reuse.
     pub(crate) fn spare_bytes(&self) -> usize {
-        self.pools.iter().map(BufferPool::spare_bytes).sum()
+        self.pools.iter().flatten().map(BufferPool::spare_bytes).sum()
     }
 }
 
@@ -558,6 +578,47 @@ mod tests {
         let set = BufferCounts { tiny: 3, small: 0, large: 1 };
         assert_eq!(set.effective(BufferClass::Tiny), 3);
         assert_eq!(set.effective(BufferClass::Large), 1);
+    }
+
+    /// `lnet_nrb_*_calculate()`: the node-wide count (or default) divided among the
+    /// partitions, at least one each: 2048 / 3 = 682, 16384 / 3 = 5461, 1024 / 3 = 341.
+    #[test]
+    fn counts_are_divided_among_partitions() {
+        let counts = BufferCounts::default();
+        let shares = |partitions| BufferClass::ALL.map(|c| counts.per_partition(c, partitions));
+        assert_eq!(shares(1), [2048, 16_384, 1024]);
+        assert_eq!(shares(2), [1024, 8192, 512]);
+        assert_eq!(shares(3), [682, 5461, 341]);
+        assert_eq!(shares(4), [512, 4096, 256]);
+        let set = BufferCounts { tiny: 3, small: 0, large: 600 };
+        assert_eq!(set.per_partition(BufferClass::Tiny, 4), 1, "3 / 4 = 0, raised to 1");
+        assert_eq!(set.per_partition(BufferClass::Large, 4), 150);
+    }
+
+    #[test]
+    fn each_partition_has_its_own_pools() {
+        let mut routes = Routes::new(1, 2);
+        routes.state = RoutingState::Enabled;
+        assert!(routes.size_pools().is_empty());
+        let buffers = |routes: &Routes| {
+            routes.pool_stats().iter().map(|set| set.map(|pool| pool.buffers)).collect::<Vec<_>>()
+        };
+        assert_eq!(buffers(&routes), [[1024, 8192, 512], [1024, 8192, 512]]);
+        routes.set_count(BufferClass::Small, 10);
+        assert_eq!(buffers(&routes), [[1024, 5, 512], [1024, 5, 512]]);
+        // A buffer lent on partition 1 leaves partition 0's pool whole.
+        let lend = |routes: &mut Routes, cpt, index| {
+            routes.pool_mut(cpt, BufferClass::Small).unwrap().acquire(key(index))
+        };
+        for index in 0..5 {
+            assert!(lend(&mut routes, 1, index));
+        }
+        assert!(!lend(&mut routes, 1, 5), "partition 1 is out of small buffers");
+        assert!(lend(&mut routes, 0, 6));
+        let credits = routes.pool_stats().iter().map(|set| set[1].credits).collect::<Vec<_>>();
+        assert_eq!(credits, [4, -1]);
+        assert!(!routes.pools_idle());
+        assert_eq!(routes.free_pools(), [key(5)]);
     }
 
     #[test]
@@ -616,7 +677,7 @@ mod tests {
         ] {
             assert_eq!(Routes::validate(&bad), Err(RouteError::Invalid), "{bad:?}");
         }
-        let mut routes = Routes::new(1);
+        let mut routes = Routes::new(1, 1);
         routes.insert(&good, true, |_| false).unwrap();
         assert_eq!(routes.insert(&good, true, |nid| nid == gateway), Err(RouteError::Exists));
         assert!(routes.reaches(tcp1));

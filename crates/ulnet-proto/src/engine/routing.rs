@@ -178,8 +178,9 @@ impl Engine {
         self.routes.counts
     }
 
-    /// The pools `routing show` prints (one partition): tiny, small, large.
-    pub fn router_pools(&self) -> [BufferPoolStats; 3] {
+    /// The pools `routing show` prints: tiny, small and large for each partition, in CPT
+    /// order (`cpt[0]`, `cpt[1]`, ...).
+    pub fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
         self.routes.pool_stats()
     }
 
@@ -606,14 +607,6 @@ impl Engine {
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
         let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
-        let gateway_peer = self.peers.ni(gateway)?.peer;
-        if self.tunables.router.alive_router_check_interval.is_zero() {
-            // lustre: the gateway is discovered on use when the router checker is off.
-            let uptodate = self.peer_is_uptodate(gateway_peer);
-            if !uptodate {
-                self.start_discovery(gateway_peer);
-            }
-        }
         let ni = match local {
             Some(ni) => ni,
             None => {
@@ -805,10 +798,22 @@ impl Engine {
             return RecvAction::Discard { length };
         };
         if message.buffer_credit == Credit::None {
-            let granted = self.routes.pool_mut(class).acquire(key);
+            // lustre: lnet_msg2bufpool() picks the pools of `msg_rx_cpt`, the partition of
+            // the previous hop on the receiving NI (lnet_parse(): lnet_nid2cpt(from_nid, ni)).
+            let from = message
+                .peer_ni
+                .and_then(|id| self.peers.ni(id))
+                .map_or(message.header.src_nid, |peer| peer.nid);
+            let cpt = self.cpt_of_nid(&from, message.ni);
+            let Some(pool) = self.routes.pool_mut(cpt, class) else {
+                self.drop_rx(key);
+                return RecvAction::Discard { length };
+            };
+            let granted = pool.acquire(key);
             let Some(message) = self.msgs.get_mut(key) else {
                 return RecvAction::Discard { length };
             };
+            message.rx_cpt = cpt;
             if !granted {
                 message.buffer_credit = Credit::Waiting;
                 message.phase = Phase::RouterWait;
@@ -816,10 +821,12 @@ impl Engine {
             }
             message.buffer_credit = Credit::Held;
         }
-        let memory = if class == BufferClass::Tiny {
-            Vec::new()
-        } else {
-            self.routes.pool_mut(class).take_memory()
+        let Some(cpt) = self.msgs.get(key).map(|m| m.rx_cpt) else {
+            return RecvAction::Discard { length };
+        };
+        let memory = match self.routes.pool_mut(cpt, class) {
+            Some(pool) if class != BufferClass::Tiny => pool.take_memory(),
+            _ => Vec::new(),
         };
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length };
@@ -911,17 +918,19 @@ impl Engine {
         let buffer_credit = std::mem::replace(&mut message.buffer_credit, Credit::None);
         let router_credit = std::mem::replace(&mut message.router_credit, Credit::None);
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
-        let length = message.header.payload_length;
+        let (length, cpt) = (message.header.payload_length, message.rx_cpt);
         let forwarding = self.routes.state.forwards();
-        if let Some(class) = BufferClass::for_length(length) {
+        let pool =
+            BufferClass::for_length(length).and_then(|class| self.routes.pool_mut(cpt, class));
+        if let Some(pool) = pool {
             match buffer_credit {
                 Credit::Held => {
-                    if let Some(waiter) = self.routes.pool_mut(class).release(buffer, forwarding) {
+                    if let Some(waiter) = pool.release(buffer, forwarding) {
                         self.buffers_granted(vec![waiter]);
                     }
                 }
                 Credit::Waiting => {
-                    self.routes.pool_mut(class).remove_waiter(key);
+                    pool.remove_waiter(key);
                 }
                 Credit::None => {}
             }
@@ -1052,16 +1061,21 @@ impl Engine {
         if late {
             return Err(format!("router checker deadline {cached:?} later than {computed:?}"));
         }
-        for class in BufferClass::ALL {
-            let holders = self
-                .msgs
-                .iter()
-                .filter(|(_, m)| {
-                    m.buffer_credit == Credit::Held
-                        && BufferClass::for_length(m.header.payload_length) == Some(class)
-                })
-                .count();
-            self.routes.pool(class).check(holders)?;
+        for cpt in 0..self.routes.partitions() {
+            for class in BufferClass::ALL {
+                let holders = self
+                    .msgs
+                    .iter()
+                    .filter(|(_, m)| {
+                        m.buffer_credit == Credit::Held
+                            && m.rx_cpt == cpt
+                            && BufferClass::for_length(m.header.payload_length) == Some(class)
+                    })
+                    .count();
+                if let Some(pool) = self.routes.pool(cpt, class) {
+                    pool.check(holders).map_err(|error| format!("CPT {cpt}: {error}"))?;
+                }
+            }
         }
         for (id, lpni) in self.peers.nis() {
             let Some(pool) = &lpni.router_credits else { continue };

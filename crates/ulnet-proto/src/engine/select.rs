@@ -48,7 +48,7 @@ type NetOrder = (Reverse<u32>, u32, Reverse<u32>, u32, u64, u64);
 /// A local NI's selection order, compared as a tuple (smaller is better, so "more is better"
 /// fields are reversed): fatal, failed, blocked, unproven, health, priority, distance,
 /// credits, seq.
-type NiOrder = (bool, bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i32>, u64);
+type NiOrder = (bool, bool, bool, bool, Reverse<u32>, u32, u32, Reverse<i64>, u64);
 /// A peer NI's selection order, as [`NiOrder`]: failed, suspect, unproven, health, priority,
 /// not preferred, credits, seq.
 type PeerNiOrder = (bool, bool, bool, Reverse<u32>, u32, bool, Reverse<i32>, u64);
@@ -375,7 +375,8 @@ impl Engine {
                     self.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
                         || id.is_some_and(|id| avoid.contains(id, *peer_ni))
                 });
-            let credits = ni.credits.as_ref().map_or(0, |pool| pool.value());
+            // lustre: lnet_get_best_ni() reads `ni_tx_credits`, the sum over the partitions.
+            let credits = ni.credits.as_ref().map_or(0, |queues| queues.available());
             let order = (
                 ni.fatal_error,
                 failed,

@@ -73,6 +73,14 @@ impl Engine {
                 return;
             }
         };
+        // lustre: lnet_handle_find_routed_path(): with the router checker off, the gateway
+        // is discovered on use, and the message waits for it as for its destination.
+        if path.routed_to.is_some()
+            && self.tunables.router.alive_router_check_interval.is_zero()
+            && self.hold_for_discovery(key, path.peer_ni)
+        {
+            return;
+        }
         self.commit(key, path);
         self.post_send(key);
     }
@@ -172,11 +180,19 @@ impl Engine {
             return;
         };
         if message.ni_credit == Credit::None {
-            if let Some(pool) = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut()) {
+            // lustre: the queue is `ni->ni_tx_queues[msg->msg_tx_cpt]`, the partition of the
+            // next hop on this NI (lib-move.c lnet_handle_send(): lnet_cpt_of_nid_locked()).
+            let next_hop = peer_ni
+                .and_then(|id| self.peers.ni(id))
+                .map_or(message.header.dest_nid, |peer| peer.nid);
+            let cpt = self.cpt_of_nid(&next_hop, ni);
+            let pool = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut());
+            if let Some(pool) = pool.and_then(|queues| queues.pool_mut(cpt)) {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
                     return;
                 };
+                message.tx_cpt = cpt;
                 if granted {
                     message.ni_credit = Credit::Held;
                 } else {
@@ -210,7 +226,7 @@ impl Engine {
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
-        let (ni, peer_ni) = (message.ni, message.peer_ni);
+        let (ni, peer_ni, cpt) = (message.ni, message.peer_ni, message.tx_cpt);
         let ni_credit = std::mem::replace(&mut message.ni_credit, Credit::None);
         let peer_credit = std::mem::replace(&mut message.peer_credit, Credit::None);
         let charged = std::mem::take(&mut message.charged_bytes);
@@ -224,6 +240,7 @@ impl Engine {
                 .nis
                 .get_mut(ni)
                 .and_then(|ni| ni.credits.as_mut())
+                .and_then(|queues| queues.pool_mut(cpt))
                 .and_then(|pool| pool.release());
             if let Some(waiter) = next {
                 self.grant(waiter, true);

@@ -479,7 +479,7 @@ pub struct CreditStats {
 }
 
 /// One local NI, as `net show -v` reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NiStats {
     pub nid: Nid,
     pub lnd: LndKind,
@@ -488,8 +488,13 @@ pub struct NiStats {
     pub statistics: ElementStats,
     pub health: NiHealthStats,
     pub tunables: NetTunables,
-    /// NI tx credits; `None` for loopback, which has none.
+    /// NI tx credits over all its partitions: `max` and `available` as the kernel's
+    /// `ni_tx_credits` counts them (what selection compares), `min` the sum of the
+    /// partitions' low-water marks; `None` for loopback, which has none.
     pub tx_credits: Option<CreditStats>,
+    /// The tx credits of each partition the NI covers, in CPT order (the kernel's `nis`
+    /// file: one line per NI and CPT); empty for loopback.
+    pub tx_queues: Vec<crate::engine::tx_queues::CptCredits>,
     /// `ni_sel_priority` (UDSP `net priority`/`nid priority` material).
     pub priority: u32,
     /// The NUMA distance the driver reported for the NI's device (`dev cpt` material).

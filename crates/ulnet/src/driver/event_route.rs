@@ -23,6 +23,12 @@ pub(super) fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wa
     // Where each event goes, as an index into `queues` (None: nowhere). A cached queue whose
     // last handle was dropped is dead, as a failed upgrade would find it; a long list is
     // rebuilt rather than searched.
+    // A failed operation is rare and what an administrator chasing lost RPCs needs to see.
+    for event in events.iter().filter(|event| !event.status.is_ok()) {
+        tracing::debug!(kind = ?event.kind, status = ?event.status, target = %event.target.nid,
+            initiator = %event.initiator.nid, sender = %event.sender, portal = event.portal,
+            rlength = event.rlength, "operation failed");
+    }
     let mut queues = std::mem::take(&mut core.event_queues);
     if queues.len() > MAX_CACHED_QUEUES {
         queues.clear();

@@ -14,7 +14,7 @@ fn two_nodes_put_and_get_every_size() {
     let peer = a.discover(fabric_nid(1), false).unwrap();
     assert_eq!(peer.primary_nid, fabric_nid(1));
     let frames_before = fabric.stats().frames_sent;
-    let ni_before = a.stats().nis[1];
+    let ni_before = a.stats().nis[1].clone();
     for (put, get) in put_and_get_every_size(&a, &b) {
         assert_eq!(put.initiator, a.process_id());
         assert_eq!((put.source, put.sender), (fabric_nid(0), fabric_nid(0)));

@@ -1,13 +1,9 @@
-//! lnetctl's command tables with their help texts, and the handlers behind them.
-//!
-//! Commands this version does not carry to the node yet are listed (so help, word lookup and
-//! `--list-commands` match lnetctl) and answer with [`unsupported`].
+//! lnetctl's command tables with their help texts, and the handlers behind them, with lctl's
+//! LNet queries (`list_nids`, `which_nid`, `conn_list`) added at the end of the top level.
 //!
 //! lustre: lnet/utils/lnetctl.c `cmd_list`, `lnet_cmds`, `route_cmds`, `net_cmds`,
 //! `routing_cmds`, `stats_cmds`, `debug_cmds`, `global_cmds`, `set_cmds`, `peer_cmds`,
 //! `udsp_cmds`, `fault_cmds`, `fault_drop_cmds`, `fault_delay_cmds`.
-
-use ulnet_control::message::errno;
 
 use crate::Ctx;
 use crate::dispatch::Action::{Group, Run};
@@ -15,6 +11,8 @@ use crate::dispatch::Command;
 
 mod debug;
 mod fault;
+mod host;
+mod lctl;
 mod lnet;
 mod manage;
 mod net;
@@ -60,25 +58,41 @@ pub(crate) static CMD_LIST: &[Command] = &[
     Command { name: "discover", action: Run(manage::discover), help: "discover nid[,nid,...]" },
     Command {
         name: "service-id",
-        action: Run(unsupported),
+        action: Run(host::service_id),
         help: "Calculate IB Lustre service ID\n",
     },
     Command { name: "udsp", action: Group(UDSP_CMDS), help: "udsp {add | del | help}" },
     Command { name: "fault", action: Group(FAULT_CMDS), help: "{drop | delay | help}" },
     Command {
         name: "setup-mrrouting",
-        action: Run(unsupported),
+        action: Run(host::setup_mrrouting),
         help: "setup linux routing tables\n",
     },
     Command {
         name: "setup-sysctl",
-        action: Run(unsupported),
+        action: Run(host::setup_sysctl),
         help: "setup linux sysctl parameter for large systems\n",
     },
     Command {
         name: "cpt-of-nid",
         action: Run(manage::cpt_of_nid),
         help: "Calculate the CPTs associated with NIDs\n usage:\n\tlnetctl cpt-of-nid nid[ nid ...]\n",
+    },
+    // lctl's LNet queries (lustre/utils/lctl.c `cmdlist`), which lnetctl lacks.
+    Command {
+        name: "list_nids",
+        action: Run(lctl::list_nids),
+        help: "list local NIDs\nusage: list_nids [all]",
+    },
+    Command {
+        name: "which_nid",
+        action: Run(lctl::which_nid),
+        help: "choose a NID\nusage: which_nid NID [NID...]",
+    },
+    Command {
+        name: "conn_list",
+        action: Run(lctl::conn_list),
+        help: "print all the remote LNet connections\nusage: conn_list [--net NET]",
     },
 ];
 
@@ -193,10 +207,10 @@ pub(crate) static DEBUG_CMDS: &[Command] = &[
     },
     Command {
         name: "peer",
-        action: Run(unsupported),
+        action: Run(debug::peer),
         help: "show peer debug info\n\t--nid: peer's NID\n",
     },
-    Command { name: "nidlist", action: Run(unsupported), help: "debug nidlist parsing\n" },
+    Command { name: "nidlist", action: Run(debug::nidlist), help: "debug nidlist parsing\n" },
 ];
 
 pub(crate) static GLOBAL_CMDS: &[Command] = &[Command {
@@ -491,13 +505,4 @@ pub(crate) fn split_top_level(text: &str) -> Vec<&str> {
     }
     parts.push(&text[start..]);
     parts
-}
-
-/// A command ulnetctl lists but does not carry to the node yet: says so on stderr and
-/// fails with -EOPNOTSUPP.
-fn unsupported(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
-    let word = argv.first().map_or("", String::as_str);
-    let text = format!("{}: '{word}' is not supported by ulnetctl yet\n", ctx.program);
-    ctx.err(&text);
-    -errno::EOPNOTSUPP
 }

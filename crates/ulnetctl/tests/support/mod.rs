@@ -17,7 +17,7 @@ use ulnet_config::render::{
     PeerEntry, PeerNiEntry, PeerNiHealth, PeerNiState, Statistics, UdspInfo,
 };
 use ulnet_control::data::{self, ExportState, ManageReply, PingFailure, PingReply};
-use ulnet_control::message::Udsp;
+use ulnet_control::message::{ConnEntry, ConnKind, NidDist, Udsp};
 use ulnet_control::message::{
     ExecReply, ImportMode, ImportReply, LocalNiSpec, NetAdd, NetDel, Ping, SetParam, ShownObjects,
     errno,
@@ -297,7 +297,72 @@ impl State {
                 })
                 .collect::<Result<Vec<_>, ControlError>>()
                 .map(Response::CptOfNid),
+            Request::PeerDist { nids } => self.peer_dist(&nids),
+            Request::ConnList { net } => self.conn_list(net.as_deref()),
+            Request::SysctlSetup => Ok(Response::SysctlSetup { enabled: false }),
+            // Connections to 192.168.1.3@tcp only (as `conn_list`).
+            Request::DebugPeer { nid } => match nid.as_str() {
+                _ if !self.configured => Err(ControlError::NotConfigured),
+                "192.168.1.3@tcp" => Ok(Response::Done),
+                _ => Err(ControlError::refused(errno::ENOENT, "no connection to the peer")),
+            },
         }
+    }
+
+    /// `LNetDist()` without routes: 0 (order 1) for a local NID, 1 for one on a local net
+    /// (order 2 + the index of its first NI, `0@lo` counting), unreachable ones left out.
+    fn peer_dist(&self, nids: &[String]) -> Result<Response, ControlError> {
+        if !self.configured {
+            return Err(ControlError::NotConfigured);
+        }
+        let local = self.local_nids();
+        let mut answers = Vec::new();
+        for text in nids {
+            let nid: Nid =
+                text.parse().map_err(|_| ControlError::refused(errno::EINVAL, "invalid NID"))?;
+            let found = if local.contains(&nid) {
+                Some((0, 1))
+            } else {
+                local.iter().position(|ni| ni.net() == nid.net()).map(|at| (1, at as u32 + 2))
+            };
+            if let (Some((distance, order)), false) = (found, nid == Nid::LO_0) {
+                answers.push(NidDist { nid: nid.to_string(), distance, order });
+            }
+        }
+        Ok(Response::PeerDist(answers))
+    }
+
+    /// Two connections to 192.168.1.3@tcp, on the tcp NI.
+    fn conn_list(&self, net: Option<&str>) -> Result<Response, ControlError> {
+        if !self.configured {
+            return Err(ControlError::NotConfigured);
+        }
+        let net: Option<Net> = match net {
+            Some(text) => Some(
+                text.parse()
+                    .map_err(|_| ControlError::refused(errno::EINVAL, "cannot parse net"))?,
+            ),
+            None => None,
+        };
+        if net.is_some_and(|net| net != Net::TCP) {
+            return Ok(Response::Conns(Vec::new()));
+        }
+        let conn = |kind, remote_port, nagle| ConnEntry {
+            peer_nid: "192.168.1.3@tcp".into(),
+            peer_pid: 12345,
+            kind,
+            scheduler: 0,
+            local_ip: Ipv4Addr::new(192, 168, 1, 2).into(),
+            remote_ip: Ipv4Addr::new(192, 168, 1, 3).into(),
+            remote_port,
+            tx_buffer: 2_626_560,
+            rx_buffer: 1_061_296,
+            nagle,
+        };
+        Ok(Response::Conns(vec![
+            conn(ConnKind::Control, 988, false),
+            conn(ConnKind::BulkIn, 1022, true),
+        ]))
     }
 
     /// The kernel's rule list: `-EALREADY` for an equal rule, `-ENOENT` for a missing index.

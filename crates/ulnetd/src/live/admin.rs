@@ -212,8 +212,17 @@ impl LiveNode {
     /// what the file says, so an exported non-multi-rail peer comes back as it was).
     /// `peer state` is not written raw: only its `LOCK_PRIMARY` bit is honoured (the other
     /// bits are discovery state that the new node must find out itself).
+    ///
+    /// A gateway that a route created (not configured) and that already has every NID the
+    /// item lists is left as the route made it: an export lists routes before peers, and
+    /// the kernel's import answers `-EBUSY` for such a peer (peer.c `lnet_peer_add()` must
+    /// delete it, `lnet_peer_ni_del_locked()` refuses for a gateway), which would make a
+    /// node with routes impossible to restore from its own export.
     pub fn add_peers(&self, peers: &[PeerConfig]) -> Result<(), ControlError> {
         for peer in peers {
+            if self.is_route_made_gateway(peer) {
+                continue;
+            }
             let lock_primary =
                 peer.state.is_some_and(|state| PeerState(state).contains(PeerState::LOCK_PRIMARY));
             let add = PeerAdd {
@@ -225,6 +234,19 @@ impl LiveNode {
             self.peer_add(&add)?;
         }
         Ok(())
+    }
+
+    /// Whether `peer` names a gateway peer that only a route created, NIDs included.
+    fn is_route_made_gateway(&self, peer: &PeerConfig) -> bool {
+        let Some(node) = self.node() else { return false };
+        let Some(info) = node.peer_info(peer.primary_nid) else { return false };
+        let routed = node.routes().iter().any(|route| {
+            node.peer_info(route.gateway).is_some_and(|gw| gw.primary_nid == info.primary_nid)
+        });
+        routed
+            && info.primary_nid == peer.primary_nid
+            && !info.state.contains(PeerState::CONFIGURED)
+            && peer_ni_nids(peer).iter().all(|nid| info.nis.iter().any(|ni| ni.nid == *nid))
     }
 
     /// `import --del` of `peer:` items: the whole peer when no `peer ni` list is given or it
@@ -318,7 +340,8 @@ fn add_error_nid(error: &PeerAddError) -> Option<Nid> {
         | PeerAddError::PrimaryLocked { nid, .. }
         | PeerAddError::MultiRailMismatch(nid)
         | PeerAddError::NidConfiguredElsewhere(nid)
-        | PeerAddError::NotUnique(nid) => Some(*nid),
+        | PeerAddError::NotUnique(nid)
+        | PeerAddError::Gateway(nid) => Some(*nid),
         PeerAddError::AnyNid
         | PeerAddError::LoopbackNid
         | PeerAddError::TooManyNids(_)
@@ -339,6 +362,7 @@ fn add_errno(error: &PeerAddError) -> i32 {
         PeerAddError::MultiRailMismatch(_) => errno::EPERM,
         PeerAddError::NotUnique(_) => ENOTUNIQ,
         PeerAddError::TooManyPeers => ENOMEM,
+        PeerAddError::Gateway(_) => errno::EBUSY,
     }
 }
 
@@ -349,6 +373,7 @@ fn del_errno(error: &PeerDelError) -> i32 {
         PeerDelError::NoSuchPeer(_) | PeerDelError::NoSuchNid(_) => errno::ENOENT,
         PeerDelError::NotPrimary { .. } => errno::ENODEV,
         PeerDelError::NotOwned(_) => ECHILD,
+        PeerDelError::Gateway(_) => errno::EBUSY,
     }
 }
 
@@ -392,6 +417,8 @@ mod tests {
         assert_eq!(del_errno(&PeerDelError::NotPrimary { nid: a, primary: a }), -19);
         assert_eq!(del_errno(&PeerDelError::NotOwned(a)), -10);
         assert_eq!(del_errno(&PeerDelError::AnyNid), -22);
+        assert_eq!(del_errno(&PeerDelError::Gateway(a)), -16);
+        assert_eq!(add_errno(&PeerAddError::Gateway(a)), -16);
         assert_eq!(add_errno(&PeerAddError::TooManyNids(200)), -7);
         assert_eq!(add_errno(&PeerAddError::NidConfiguredElsewhere(a)), -17);
         assert_eq!(add_errno(&PeerAddError::MultiRailMismatch(a)), -1);

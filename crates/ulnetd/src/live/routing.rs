@@ -14,10 +14,13 @@
 //! (`IOC_LIBCFS_CONFIG_RTR`, `IOC_LIBCFS_ADD_BUF`, `IOC_LIBCFS_GET_BUF`); router.c
 //! `lnet_rtrpools_alloc()`, `lnet_rtrpools_enable()`, `lnet_get_rtr_pool_cfg()`.
 
+use std::time::{Duration, Instant};
 use ulnet::{
     AdminError, BufferClass, BufferCounts, Node, RouteConfig, RouteError, RouteInfo, RoutingError,
     RoutingState,
 };
+
+use ulnet::proto::engine::PeerState;
 use ulnet_config::model::{self, Buffers, Config};
 use ulnet_config::render;
 use ulnet_control::data;
@@ -170,6 +173,47 @@ impl LiveNode {
         self.apply_routing_blocks(&boot.routes, boot.enable, boot.buffers, true)
     }
 
+    /// `check_routers_before_use`: the node is not ready until the router checker has heard
+    /// from, or given up on, every gateway once, so that the first routed send knows which
+    /// routes are alive. The kernel waits without a limit, polling every second; ulnetd
+    /// polls faster and stops waiting after `router_ping_timeout + alive_router_check_interval`
+    /// (when a gateway the checker cannot reach is dead anyway), with a warning. With the
+    /// checker off (`alive_router_check_interval` <= 0) nothing would ever answer, so
+    /// there is no wait. lustre: router.c `lnet_wait_router_start()`,
+    /// `lnet_wait_known_routerstate()`.
+    pub fn wait_router_start(&self) {
+        let router = self.lock().settings.router;
+        if !router.check_routers_before_use || router.alive_router_check_interval <= 0 {
+            return;
+        }
+        let Some(node) = self.node() else { return };
+        let limit = router.router_ping_timeout.max(0) + router.alive_router_check_interval;
+        let deadline = Instant::now() + Duration::from_secs(limit.unsigned_abs());
+        loop {
+            let unknown: Vec<Nid> = node
+                .routes()
+                .iter()
+                .map(|route| route.gateway)
+                .filter(|gateway| {
+                    !node
+                        .peer_info(*gateway)
+                        .is_some_and(|peer| peer.state.contains(PeerState::RTR_DISCOVERED))
+                })
+                .collect();
+            if unknown.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    gateways = ?unknown,
+                    "check_routers_before_use: gateways still unchecked after {limit} s; starting"
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `route:`, `routing:` and `buffers:` of an import (`import --del` deletes the routes;
     /// the kernel's routing and buffers handlers ignore the operation, so both apply the
     /// same way). `routing:` goes through the delayed path of `lnetctl set routing`.
@@ -263,16 +307,21 @@ pub(super) fn route_entries(node: &Node) -> Vec<render::RouteEntry> {
         .collect()
 }
 
-/// The pools and switch `routing show` and `export` print: one partition, or none when the
-/// pools were never allocated.
+/// The pools and switch `routing show` and `export` print: one `cpt[N]` set per partition,
+/// or none when the pools were never allocated.
 pub(super) fn routing_view(state: &State, node: &Node) -> render::RoutingShow {
     let cpts = if state.pools_allocated {
-        vec![node.router_pools().map(|pool| render::BufferPool {
-            npages: pool.pages,
-            nbuffers: pool.buffers,
-            credits: pool.credits,
-            mincredits: pool.min_credits,
-        })]
+        node.router_pools()
+            .into_iter()
+            .map(|set| {
+                set.map(|pool| render::BufferPool {
+                    npages: pool.pages,
+                    nbuffers: pool.buffers,
+                    credits: pool.credits,
+                    mincredits: pool.min_credits,
+                })
+            })
+            .collect()
     } else {
         Vec::new()
     };

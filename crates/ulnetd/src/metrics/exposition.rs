@@ -245,24 +245,38 @@ fn ni_metrics(out: &mut DescriptorEncoder<'_>, nis: &[NiStats]) -> fmt::Result {
         "Recovery pings sent from the local NI (ping_count)",
         nis.iter().map(|ni| (id(ni), ni.health.ping_count)),
     )?;
-    let credited: Vec<_> =
-        nis.iter().filter_map(|ni| ni.tx_credits.map(|credits| (id(ni), credits))).collect();
+    // One series per NI and partition, as the kernel's `nis` file has one line per NI and CPT
+    // (lnet_debugfs.c proc_lnet_nis(): max, tx, min of `ni_tx_queues[cpt]`).
+    let credited: Vec<_> = nis
+        .iter()
+        .flat_map(|ni| {
+            ni.tx_queues.iter().map(|queue| {
+                let labels = labels([("nid", ni.nid.to_string()), ("cpt", queue.cpt.to_string())]);
+                (labels, queue.credits)
+            })
+        })
+        .collect();
     let credit = |pick: fn(&ulnet::proto::engine::CreditStats) -> i32| {
         credited.iter().map(move |(labels, credits)| (labels.clone(), i64::from(pick(credits))))
     };
     gauge(
         out,
         "ulnet_ni_tx_credits",
-        "Local NI send credits available now; negative: messages queued",
+        "Local NI send credits of a CPU partition available now; negative: messages queued",
         credit(|c| c.available),
     )?;
     gauge(
         out,
         "ulnet_ni_tx_credits_max",
-        "Local NI send credits configured (credits)",
+        "Local NI send credits of a CPU partition (credits divided among the NI's partitions)",
         credit(|c| c.max),
     )?;
-    gauge(out, "ulnet_ni_tx_credits_min", "Lowest local NI send credits seen", credit(|c| c.min))?;
+    gauge(
+        out,
+        "ulnet_ni_tx_credits_min",
+        "Lowest local NI send credits of a CPU partition seen",
+        credit(|c| c.min),
+    )?;
     latency_metrics(
         out,
         "ulnet_ni_latency_seconds",
@@ -544,7 +558,7 @@ mod promtext;
 mod tests {
     use std::time::Duration;
 
-    use ulnet::proto::engine::{CreditStats, NiHealthStats, PeerNiHealthStats};
+    use ulnet::proto::engine::{CptCredits, CreditStats, NiHealthStats, PeerNiHealthStats};
     use ulnet::{GlobalStats, LndKind, NetTunables, Nid, RuntimeStats};
 
     use super::*;
@@ -565,12 +579,26 @@ mod tests {
             statistics,
             health: NiHealthStats { health_value: 900, timeouts: 2, ..NiHealthStats::default() },
             tunables: NetTunables::default(),
-            // Loopback has no credits.
+            // Loopback has no credits; the TCP NI two partitions of 128.
             tx_credits: (text != "0@lo").then_some(CreditStats {
                 max: 256,
-                available: -3,
-                min: -10,
+                available: 125,
+                min: 90,
             }),
+            tx_queues: if text == "0@lo" {
+                Vec::new()
+            } else {
+                vec![
+                    CptCredits {
+                        cpt: 0,
+                        credits: CreditStats { max: 128, available: -3, min: -10 },
+                    },
+                    CptCredits {
+                        cpt: 1,
+                        credits: CreditStats { max: 128, available: 128, min: 100 },
+                    },
+                ]
+            },
             priority: 0,
             numa_distance: 0,
             latency,
@@ -643,8 +671,11 @@ mod tests {
             parsed.sum("ulnet_ni_health_events_total", &[tcp[0], ("event", "timeouts")]),
             2.0
         );
-        assert_eq!(parsed.sum("ulnet_ni_tx_credits", &tcp), -3.0);
-        assert_eq!(parsed.sum("ulnet_ni_tx_credits_min", &tcp), -10.0);
+        let cpt0 = [tcp[0], ("cpt", "0")];
+        assert_eq!(parsed.sum("ulnet_ni_tx_credits", &cpt0), -3.0);
+        assert_eq!(parsed.sum("ulnet_ni_tx_credits_min", &cpt0), -10.0);
+        assert_eq!(parsed.sum("ulnet_ni_tx_credits", &[tcp[0], ("cpt", "1")]), 128.0);
+        assert_eq!(parsed.samples("ulnet_ni_tx_credits_max", &tcp).count(), 2);
         // Series for credits loopback does not have are left out, not zero.
         assert_eq!(parsed.samples("ulnet_ni_tx_credits", &[("nid", "0@lo")]).count(), 0);
         assert_eq!(parsed.sum("ulnet_peer_ni_messages_total", &[("direction", "received")]), 1.0);

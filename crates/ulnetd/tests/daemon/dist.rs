@@ -282,9 +282,12 @@ fn long_options(text: &str) -> Vec<String> {
     found
 }
 
+/// The man pages in dist/man, one per program an administrator runs.
+const PAGES: [&str; 4] = ["ulnetd", "ulnetctl", "ulst", "ulnet-legacy2yaml"];
+
 #[test]
 fn man_pages_render_cleanly_and_name_every_option_and_command() {
-    for page in ["ulnetd", "ulnetctl", "ulst"] {
+    for page in PAGES {
         let text = read(&format!("dist/man/{page}.8"));
         for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO"] {
             assert!(text.contains(&format!("\n.SH {section}\n")), "{page}.8 lacks {section}");
@@ -307,10 +310,19 @@ fn man_pages_render_cleanly_and_name_every_option_and_command() {
     for command in listed(&ulst("--list-commands")) {
         assert!(ulst_page.contains(&command), "ulst.8 does not name {command}");
     }
+    let converter = env!("CARGO_BIN_EXE_ulnet-legacy2yaml");
+    let converter_help =
+        String::from_utf8(Command::new(converter).arg("--help").output().unwrap().stdout).unwrap();
+    let converter_page = plain("ulnet-legacy2yaml");
+    let options = long_options(&converter_help);
+    assert!(options.contains(&"--default-hop".to_string()), "{converter_help}");
+    for option in options {
+        assert!(converter_page.contains(&option), "ulnet-legacy2yaml.8 does not name {option}");
+    }
     if !have("groff") {
         return;
     }
-    for page in ["ulnetd", "ulnetctl", "ulst"] {
+    for page in PAGES {
         let out = Command::new("groff")
             .args(["-man", "-Tutf8", "-ww", "-z"])
             .arg(root().join(format!("dist/man/{page}.8")))

@@ -413,6 +413,30 @@ fn partitions_bind_nis_and_round_trip_through_export() {
     );
     let bad = ulnetctl(a.socket(), &["cpt-of-nid", "nonsense"]);
     assert!(bad.transcript().contains("invalid NID"), "{}", bad.transcript());
+    // Router buffers per partition: the node-wide defaults (2048 tiny, 16384 small, 1024
+    // large) halved into `cpt[0]` and `cpt[1]` (router.c lnet_nrb_*_calculate()).
+    let routing = ulnetctl(a.socket(), &["set", "routing", "1"]);
+    assert_eq!(routing.code, 0, "{}", routing.transcript());
+    let show = ulnetctl(a.socket(), &["routing", "show"]).stdout;
+    let pool = |npages: u32, count: u32| {
+        format!(
+            "              npages: {npages}\n              nbuffers: {count}\n              \
+             credits: {count}\n              mincredits: {count}\n"
+        )
+    };
+    let cpt = |index: u32| {
+        format!(
+            "    - cpt[{index}]:\n          tiny:\n{}          small:\n{}          large:\n{}",
+            pool(0, 1024),
+            pool(1, 8192),
+            pool(256, 512)
+        )
+    };
+    assert!(show.starts_with(&format!("routing:\n{}{}", cpt(0), cpt(1))), "{show}");
+    assert!(
+        show.ends_with("buffers:\n    tiny: 2048\n    small: 16384\n    large: 1024\n"),
+        "{show}"
+    );
     a.shutdown();
     b.shutdown();
 }

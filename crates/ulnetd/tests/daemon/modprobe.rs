@@ -266,3 +266,97 @@ fn a_bad_cpu_pattern_is_refused_with_the_kernels_message() {
                    has already been set.: rc = -1";
     assert!(log.contains(message), "{log}");
 }
+
+/// `enable_sysctl_setup=1` reaches `setup-sysctl`, which then reads the host's
+/// `/etc/lnet-sysctl.conf`: on a host without one (a test host), lnetctl's report of the
+/// missing file, and nothing written. At 0 (the default), with no backup, nothing to do.
+#[test]
+fn enable_sysctl_setup_reaches_setup_sysctl() {
+    if std::path::Path::new("/etc/lnet-sysctl.conf").exists()
+        || std::path::Path::new("/etc/lnet-sysctl.bak").exists()
+    {
+        eprintln!("skipped: this host has an LNet sysctl file");
+        return;
+    }
+    let port = free_port();
+    let modules = format!("options lnet enable_sysctl_setup=1 accept_port={port}\n");
+    let (mut daemon, _dir) = spawn(&modules, None);
+    assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let run = daemon.ulnetctl(&["setup-sysctl"]);
+    assert_eq!(run.code, 254, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "manage:\n    - setup-sysctl:\n          errno: -2\n          \
+         descr: \"failed to execute lnet-sysctl-config : No such file or directory\"\n"
+    );
+    assert!(!std::path::Path::new("/etc/lnet-sysctl.bak").exists());
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+
+    let (mut daemon, _dir) = spawn(&format!("options lnet accept_port={port}\n"), None);
+    let run = daemon.ulnetctl(&["setup-sysctl"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""));
+    assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+}
+
+/// `setup-sysctl` end to end, in a private mount namespace (root only) so that the host is
+/// left alone: a tmpfs over `/etc` holds the shipped `dist/sysctl/lnet-sysctl.conf`, tmpfs
+/// directories over `/proc/sys/net/ipv{4,6}/neigh/default` hold `gc_thresh1..3` at Linux's
+/// defaults. A daemon with `enable_sysctl_setup=1` applies the file (the values change, the
+/// old ones go to the backup); one with 0 restores them and removes the backup.
+#[test]
+fn setup_sysctl_applies_and_restores_the_shipped_file() {
+    let probe = Command::new("unshare").args(["--mount", "true"]).status();
+    if !probe.is_ok_and(|status| status.success()) {
+        eprintln!("skipped: cannot unshare a mount namespace here (needs root)");
+        return;
+    }
+    // Two daemons on the default NID: a port each.
+    let modules = |enabled: u8| {
+        let port = free_port();
+        format!("options lnet enable_sysctl_setup={enabled} accept_port={port}\n")
+    };
+    let (mut on, _on_dir) = spawn(&modules(1), None);
+    let (mut off, _off_dir) = spawn(&modules(0), None);
+    assert!(on.ready.is_some() && off.ready.is_some(), "{}{}", on.log(), off.log());
+    let conf =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/sysctl/lnet-sysctl.conf");
+    let script = format!(
+        "set -e\n\
+         mount -t tmpfs ulnet-test-etc /etc\n\
+         cp '{conf}' /etc/lnet-sysctl.conf\n\
+         for v in 4 6; do\n\
+           d=/proc/sys/net/ipv$v/neigh/default\n\
+           mount -t tmpfs ulnet-test-neigh $d\n\
+           echo 128 > $d/gc_thresh1; echo 512 > $d/gc_thresh2; echo 1024 > $d/gc_thresh3\n\
+         done\n\
+         show() {{ echo $1 $(cat /proc/sys/net/ipv4/neigh/default/gc_thresh*) \
+           $(cat /proc/sys/net/ipv6/neigh/default/gc_thresh*); }}\n\
+         '{ctl}' --socket '{on}' setup-sysctl\n\
+         show applied\n\
+         cat /etc/lnet-sysctl.bak\n\
+         '{ctl}' --socket '{off}' setup-sysctl\n\
+         show restored\n\
+         test -e /etc/lnet-sysctl.bak && echo backup kept || echo backup removed\n",
+        conf = conf.display(),
+        ctl = support::ulnetctl_path().display(),
+        on = on.socket.display(),
+        off = off.socket.display(),
+    );
+    let out = Command::new("unshare").args(["--mount", "sh", "-c", &script]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{stdout}{stderr}");
+    let expected = "applied 1024 2048 4096 1024 2048 4096\n\
+                    # Generated backup for original lnet-sysctl.conf parameters\n\
+                    net.ipv4.neigh.default.gc_thresh1=128\n\
+                    net.ipv4.neigh.default.gc_thresh2=512\n\
+                    net.ipv4.neigh.default.gc_thresh3=1024\n\
+                    net.ipv6.neigh.default.gc_thresh1=128\n\
+                    net.ipv6.neigh.default.gc_thresh2=512\n\
+                    net.ipv6.neigh.default.gc_thresh3=1024\n\
+                    restored 128 512 1024 128 512 1024\n\
+                    backup removed\n";
+    assert_eq!(stdout, expected);
+    assert_eq!(on.signal_and_wait(SIGTERM), 0);
+    assert_eq!(off.signal_and_wait(SIGTERM), 0);
+}

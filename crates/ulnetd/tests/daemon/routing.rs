@@ -78,8 +78,11 @@ fn routes_and_routing_on_live_daemons() {
     assert_eq!(ok(&client, &["routing", "show"]), "", "no pools before routing is enabled");
     let add = ["route", "add", "--net", "tcp1", "--gateway", "127.56.0.3@tcp"];
     ok(&client, &[&add[..], &["--hop", "1", "--priority", "2"]].concat());
-    // The router checker pings the gateway at once; its ping buffer lists a tcp1 NID.
-    let shown = eventually(&client, &["route", "show", "-v"], "state: up");
+    // The router checker pings the gateway at once; its ping buffer lists a tcp1 NID. The
+    // route may show up before that reply sets its type (a new route is multi-hop until
+    // then, as the kernel's `lr_single_hop` starts false), so wait for both.
+    eventually(&client, &["route", "show", "-v"], "state: up");
+    let shown = eventually(&client, &["route", "show", "-v"], "type: single-hop");
     insta::assert_snapshot!("routing_route_show_verbose", shown);
     insta::assert_snapshot!("routing_route_show", ok(&client, &["route", "show"]));
     // The gateway is a peer whose NIs have a state (`NA` for other peers).
@@ -138,6 +141,58 @@ fn a_ping_crosses_a_router_daemon() {
     let back = ok(&server, &["ping", "127.56.1.2@tcp"]);
     assert!(back.contains("- nid: 127.56.1.2@tcp"), "{back}");
     stop(server);
+    stop(client);
+    stop(router);
+}
+
+/// `check_routers_before_use=1`: the client is ready only once the router checker has heard
+/// from, or given up on, each gateway (the `RTR_DISCOVERED` bit of `peer state`): a live
+/// router, and a black hole that accepts connections and never answers, so its check lasts
+/// the transaction timeout. Then sanity-lnet 105 and 106: while a route goes through the
+/// gateway, `peer add` of it (which would replace the peer) and `peer del` answer -EBUSY and
+/// lose nothing; without the route both work.
+#[test]
+fn gateways_are_known_at_readiness_and_busy_as_peers() {
+    const RTR_DISCOVERED: u64 = 1 << 17;
+    let port = free_port();
+    let router = router(port, 4);
+    let black_hole = TcpListener::bind(("127.56.4.9", port)).unwrap();
+    let dir = support::TempDir::new("crbu");
+    let modprobe = dir.file(
+        "lustre.conf",
+        "options lnet check_routers_before_use=1 lnet_retry_count=0 lnet_transaction_timeout=2\n",
+    );
+    let config = format!(
+        "{}net:\n{}route:\n    - net: tcp1\n      gateway: 127.56.4.3@tcp\n    - net: tcp2\n      \
+         gateway: 127.56.4.9@tcp\n",
+        global(port),
+        net("tcp", "127.56.4.2@tcp")
+    );
+    let client = Process::spawn(Some(&config), &["--modprobe", modprobe.to_str().unwrap()]);
+    assert!(client.ready.is_some(), "{}", client.log());
+    for gateway in ["127.56.4.3@tcp", "127.56.4.9@tcp"] {
+        let shown = ok(&client, &["peer", "show", "-v", "3", "--nid", gateway]);
+        let state: u64 = shown
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("peer state: "))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no peer state: {shown}"));
+        assert_ne!(state & RTR_DISCOVERED, 0, "ready before {gateway} was checked: {shown}");
+    }
+    let routes = ok(&client, &["route", "show", "-v"]);
+    assert_eq!(routes.matches("state: up").count(), 1, "{routes}");
+    drop(black_hole);
+
+    let gateway = "127.56.4.3@tcp";
+    let add = client.ulnetctl(&["peer", "add", "--prim_nid", gateway]);
+    insta::assert_snapshot!("routing_peer_add_gateway", add.transcript());
+    let del = client.ulnetctl(&["peer", "del", "--prim_nid", gateway]);
+    insta::assert_snapshot!("routing_peer_del_gateway", del.transcript());
+    assert!(ok(&client, &["peer", "show", "--nid", gateway]).contains(gateway));
+    assert!(ok(&client, &["route", "show"]).contains(gateway));
+    ok(&client, &["route", "del", "--net", "tcp1", "--gateway", gateway]);
+    ok(&client, &["peer", "add", "--prim_nid", gateway]);
+    ok(&client, &["peer", "del", "--prim_nid", gateway]);
     stop(client);
     stop(router);
 }

@@ -231,3 +231,172 @@ fn two_nets_on_one_address_answer_pings_on_both() {
     stop(b);
     stop(c);
 }
+
+/// lctl's queries on a live node: `list_nids`, `which_nid` (a local NID beats a peer on a
+/// local net, which beats an unreachable one), and `conn_list` with the typed connections a
+/// ping opened (CONTROL, BULK_IN and BULK_OUT at `conns_per_peer` 1), from A's address to
+/// B's acceptor port, and B's side of them; `debug peer` writing those to A's log; a routed
+/// NID reachable but farther than one on a local net.
+#[test]
+fn lctl_queries_see_nids_distances_and_connections() {
+    let port = free_port();
+    let (a_nid, b_nid) = (nid(8, 2), nid(8, 3));
+    let a = spawn(&a_nid, port);
+    let b = spawn(&b_nid, port);
+    let run = a.ulnetctl(&["list_nids"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{a_nid}\n").as_str()));
+    let run = a.ulnetctl(&["list_nids", "all"]);
+    assert_eq!(run.stdout, format!("0@lo\n{a_nid}\n"));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid, &a_nid]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{a_nid}\n").as_str()));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid]);
+    assert_eq!(run.stdout, format!("{b_nid}\n"));
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9"]);
+    assert_eq!((run.code, run.stderr.as_str()), (255, "No reachable NID\n"));
+
+    let run = a.ulnetctl(&["conn_list"]);
+    assert_eq!(run.stdout, "<no connections>\n");
+    assert_eq!(a.ulnetctl(&["ping", &b_nid]).code, 0);
+    // The bulk connections are dialled once the CONTROL one is up: wait for all three.
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    let lines = loop {
+        let run = a.ulnetctl(&["conn_list", "--net", "tcp"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let lines: Vec<String> = run.stdout.lines().map(str::to_string).collect();
+        if lines.len() >= 3 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (a_ip, b_ip) = (a_nid.trim_end_matches("@tcp"), b_nid.trim_end_matches("@tcp"));
+    let mut kinds: Vec<&str> = Vec::new();
+    for line in &lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 4, "{line}");
+        assert_eq!(fields[0], format!("12345-{b_nid}"), "{line}");
+        let (kind, rest) = fields[1].split_at(1);
+        assert_eq!(rest, format!("[0]{a_ip}->{b_ip}:{port}"), "{line}");
+        kinds.push(kind);
+        let (tx, rx) = fields[2].split_once('/').unwrap();
+        assert!(tx.parse::<u32>().unwrap() > 0 && rx.parse::<u32>().unwrap() > 0, "{line}");
+        assert_eq!(fields[3], "nonagle", "{line}");
+    }
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["C", "I", "O"], "{lines:?}");
+    // B accepted them: its view has the types inverted and A's source ports.
+    let run = b.ulnetctl(&["conn_list"]);
+    let mut kinds: Vec<&str> = run
+        .stdout
+        .lines()
+        .map(|line| {
+            assert!(line.starts_with(&format!("12345-{a_nid}")), "{line}");
+            assert!(line.contains(&format!("]{b_ip}->{a_ip}:")), "{line}");
+            &line[21..22]
+        })
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["C", "I", "O"], "{}", run.stdout);
+    let run = a.ulnetctl(&["conn_list", "--net", "tcp1"]);
+    assert_eq!(run.stdout, "<no connections>\n");
+    // debug peer: nothing printed, the connections in the node's log.
+    let run = a.ulnetctl(&["debug", "peer", "--nid", &b_nid]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (0, "", ""));
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    while !a.log().contains("debug peer") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(a.log().contains(&format!("peer=12345-{b_nid}")), "{}", a.log());
+    let run = a.ulnetctl(&["debug", "peer", "--nid", "127.53.8.9@tcp"]);
+    assert_eq!(run.code, 255, "{}", run.stderr);
+    // Through a route: reachable, farther than a local net.
+    let run = a.ulnetctl(&["route", "add", "--net", "tcp9", "--gateway", &b_nid]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9"]);
+    assert_eq!(run.stdout, "10.9.9.9@tcp9\n", "{}", run.stderr);
+    let run = a.ulnetctl(&["which_nid", "10.9.9.9@tcp9", &b_nid]);
+    assert_eq!(run.stdout, format!("{b_nid}\n"));
+    stop(a);
+    stop(b);
+}
+
+/// ulnetd resolves interface names in its own network namespace: a ulnetctl in another one
+/// (`unshare --net`, root only) is refused a `net add --if` or `--ip2net` before anything is
+/// sent, naming both namespaces; requests without interface names still work from there.
+#[test]
+fn interfaces_are_refused_from_another_network_namespace() {
+    let probe = std::process::Command::new("unshare").args(["--net", "true"]).status();
+    if !probe.is_ok_and(|status| status.success()) {
+        eprintln!("skipped: cannot unshare a network namespace here (needs root)");
+        return;
+    }
+    let port = free_port();
+    let a_nid = nid(9, 2);
+    let a = spawn(&a_nid, port);
+    let elsewhere = |args: &[&str]| {
+        let out = std::process::Command::new("unshare")
+            .arg("--net")
+            .arg(crate::support::ulnetctl_path())
+            .arg("--socket")
+            .arg(&a.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    for args in [
+        &["net", "add", "--net", "tcp5", "--if", "lo"][..],
+        &["net", "add", "--net", "tcp5", "--ip2net", "tcp5 127.*.*.*"][..],
+    ] {
+        let (code, _, stderr) = elsewhere(args);
+        assert_ne!(code, Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains("ulnetd resolves interfaces in its network namespace (net:["));
+        assert!(stderr.contains("not in this process's (net:["), "{stderr}");
+    }
+    let (code, stdout, stderr) = elsewhere(&["list_nids"]);
+    assert_eq!((code, stdout.as_str()), (Some(0), format!("{a_nid}\n").as_str()), "{stderr}");
+    let run = a.ulnetctl(&["net", "show", "--net", "tcp5"]);
+    assert!(!run.stdout.contains("tcp5"), "nothing was added: {}", run.stdout);
+    stop(a);
+}
+
+/// `setup-mrrouting` runs `$KSOCKLND_CONFIG` (a stand-in for Lustre's script, which reads the
+/// node's interfaces with `$LNETCTL net show`) with `LNETCTL` naming ulnetctl and the socket
+/// passed on; its exit status decides ulnetctl's.
+#[test]
+fn setup_mrrouting_runs_the_script_against_this_node() {
+    let port = free_port();
+    let a_nid = nid(10, 2);
+    let a = spawn(&a_nid, port);
+    let dir = crate::support::TempDir::new("mrrouting");
+    let script = dir.path("ksocklnd-config");
+    // Written by a child process: no descriptor open for writing in this one, which a
+    // concurrent fork could carry into the exec (ETXTBSY).
+    let written = std::process::Command::new("sh")
+        .args(["-c", "printf '#!/bin/sh\\n\"$LNETCTL\" list_nids\\nexit $FAIL\\n' > \"$1\" && chmod 755 \"$1\""])
+        .arg("sh")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(written.success());
+    let run = |fail: &str| {
+        let out = std::process::Command::new(crate::support::ulnetctl_path())
+            .args(["--socket", a.socket.to_str().unwrap(), "setup-mrrouting"])
+            .env("KSOCKLND_CONFIG", &script)
+            .env("FAIL", fail)
+            .env_remove("ULNET_SOCKET")
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(run("0"), (Some(0), format!("{a_nid}\n"), String::new()));
+    let (code, stdout, stderr) = run("3");
+    assert_eq!((code, stdout), (Some(251), format!("{a_nid}\n")));
+    assert_eq!(
+        stderr,
+        "manage:\n    - setup-mrrouting:\n          errno: -5\n          \
+         descr: \"failed to execute ksocklnd-config : exit status 3\"\n"
+    );
+    stop(a);
+}

@@ -4,6 +4,11 @@
 //!
 //! Addresses: `tcp` is 10.2.0.0/24 (client .1, its lst console .3, router K .1K), `tcp1` is
 //! 10.3.0.0/24 (router K .1K, server .100). Every link may be limited with `tc tbf`.
+//!
+//! [`Routed::one_segment`] is the other common layout: one Ethernet segment, and one router
+//! whose two NIs share one interface and one address (`networks="tcp(eth0),tcp1(eth0)"`):
+//! 10.2.0.11@tcp and 10.2.0.11@tcp1. The server's address is on 10.3.0.0/24 and each end
+//! node has an IP route to the router only, so nothing but LNet routing joins them.
 
 use std::process::Command;
 
@@ -15,6 +20,8 @@ pub struct Routed {
     pub client: String,
     pub routers: Vec<String>,
     pub server: String,
+    /// Both of each router's NIs on its one interface `eth0`, one address.
+    pub one_interface: bool,
 }
 
 impl Routed {
@@ -27,12 +34,9 @@ impl Routed {
             client: format!("{base}-c"),
             routers: (1..=routers).map(|k| format!("{base}-r{k}")).collect(),
             server: format!("{base}-s"),
+            one_interface: false,
         };
-        for ns in fabric.namespaces() {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            ip(&["netns", "add", ns]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
+        fabric.add_namespaces();
         for bridge in ["br0", "br1"] {
             ip(&["-n", &fabric.switch, "link", "add", bridge, "type", "bridge"]);
             ip(&["-n", &fabric.switch, "link", "set", bridge, "up"]);
@@ -40,36 +44,7 @@ impl Routed {
         let mut port = 0;
         let mut attach = |ns: &str, name: &str, bridge: &str, addresses: &[String]| {
             port += 1;
-            let outside = format!("p{port}");
-            ip(&[
-                "-n",
-                ns,
-                "link",
-                "add",
-                name,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &outside,
-                "netns",
-                &fabric.switch,
-            ]);
-            ip(&["-n", &fabric.switch, "link", "set", &outside, "master", bridge]);
-            ip(&["-n", &fabric.switch, "link", "set", &outside, "up"]);
-            for address in addresses {
-                ip(&["-n", ns, "addr", "add", address, "dev", name]);
-            }
-            ip(&["-n", ns, "link", "set", name, "up"]);
-            if let Some(rate) = rate {
-                run(
-                    "tc",
-                    &[
-                        "-n", ns, "qdisc", "add", "dev", name, "root", "tbf", "rate", rate,
-                        "burst", "256kb", "latency", "100ms",
-                    ],
-                );
-            }
+            fabric.attach(port, ns, name, bridge, addresses, rate);
         };
         attach(&fabric.client, "eth0", "br0", &["10.2.0.1/24".into(), "10.2.0.3/24".into()]);
         for (index, ns) in fabric.routers.iter().enumerate() {
@@ -82,6 +57,82 @@ impl Routed {
         fabric
     }
 
+    /// One segment (bridge `br0`): client and console as in [`Routed::new`], one router
+    /// with both NIs on `eth0` at 10.2.0.11, the server at 10.3.0.100; no link limits.
+    pub fn one_segment(tag: &str) -> Self {
+        let base = format!("ulnet-test-{}-{tag}", std::process::id());
+        let fabric = Routed {
+            switch: format!("{base}-sw"),
+            client: format!("{base}-c"),
+            routers: vec![format!("{base}-r1")],
+            server: format!("{base}-s"),
+            one_interface: true,
+        };
+        fabric.add_namespaces();
+        ip(&["-n", &fabric.switch, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &fabric.switch, "link", "set", "br0", "up"]);
+        let client = ["10.2.0.1/24".to_string(), "10.2.0.3/24".to_string()];
+        fabric.attach(1, &fabric.client, "eth0", "br0", &client, None);
+        fabric.attach(2, &fabric.routers[0], "eth0", "br0", &["10.2.0.11/24".into()], None);
+        fabric.attach(3, &fabric.server, "eth0", "br0", &["10.3.0.100/24".into()], None);
+        // On-link routes between the router and the server only.
+        ip(&["-n", &fabric.routers[0], "route", "add", "10.3.0.0/24", "dev", "eth0"]);
+        ip(&["-n", &fabric.server, "route", "add", "10.2.0.11/32", "dev", "eth0"]);
+        fabric.wait_operational();
+        fabric
+    }
+
+    fn add_namespaces(&self) {
+        for ns in self.namespaces() {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            ip(&["netns", "add", ns]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+    }
+
+    /// A veth `name` in `ns` with `addresses`, its other end `p<port>` on `bridge`, limited
+    /// to `rate` inside `ns` when given.
+    fn attach(
+        &self,
+        port: usize,
+        ns: &str,
+        name: &str,
+        bridge: &str,
+        addresses: &[String],
+        rate: Option<&str>,
+    ) {
+        let outside = format!("p{port}");
+        ip(&[
+            "-n",
+            ns,
+            "link",
+            "add",
+            name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &outside,
+            "netns",
+            &self.switch,
+        ]);
+        ip(&["-n", &self.switch, "link", "set", &outside, "master", bridge]);
+        ip(&["-n", &self.switch, "link", "set", &outside, "up"]);
+        for address in addresses {
+            ip(&["-n", ns, "addr", "add", address, "dev", name]);
+        }
+        ip(&["-n", ns, "link", "set", name, "up"]);
+        if let Some(rate) = rate {
+            run(
+                "tc",
+                &[
+                    "-n", ns, "qdisc", "add", "dev", name, "root", "tbf", "rate", rate, "burst",
+                    "256kb", "latency", "100ms",
+                ],
+            );
+        }
+    }
+
     fn namespaces(&self) -> impl Iterator<Item = &String> {
         [&self.switch, &self.client, &self.server].into_iter().chain(&self.routers)
     }
@@ -92,7 +143,9 @@ impl Routed {
         let mut ends: Vec<(&str, &str)> = vec![(&self.client, "eth0"), (&self.server, "eth0")];
         for ns in &self.routers {
             ends.push((ns, "eth0"));
-            ends.push((ns, "eth1"));
+            if !self.one_interface {
+                ends.push((ns, "eth1"));
+            }
         }
         for (ns, name) in ends {
             loop {
@@ -107,17 +160,19 @@ impl Routed {
     }
 
     /// Router `k`'s (1-based) NIDs on `tcp` and `tcp1`.
-    pub fn router_nids(k: usize) -> (String, String) {
-        (format!("10.2.0.{}@tcp", 10 + k), format!("10.3.0.{}@tcp1", 10 + k))
+    pub fn router_nids(&self, k: usize) -> (String, String) {
+        let tcp1_subnet = if self.one_interface { 2 } else { 3 };
+        (format!("10.2.0.{}@tcp", 10 + k), format!("10.{tcp1_subnet}.0.{}@tcp1", 10 + k))
     }
 
     pub const CLIENT: &'static str = "10.2.0.1@tcp";
     pub const CONSOLE: &'static str = "10.2.0.3@tcp";
     pub const SERVER: &'static str = "10.3.0.100@tcp1";
 
-    /// Bytes router `k` sent on its `tcp1` side.
+    /// Bytes router `k` sent on its `tcp1` side (its one interface when it has one).
     pub fn router_tx_bytes(&self, k: usize) -> u64 {
-        let output = ip(&["-n", &self.routers[k - 1], "-s", "-o", "link", "show", "eth1"]);
+        let side = if self.one_interface { "eth0" } else { "eth1" };
+        let output = ip(&["-n", &self.routers[k - 1], "-s", "-o", "link", "show", side]);
         let text = String::from_utf8_lossy(&output.stdout);
         let fields: Vec<&str> = text.split('\\').map(str::trim).collect();
         let tx = fields.iter().position(|field| field.starts_with("TX:")).unwrap();

@@ -1,7 +1,12 @@
 //! CPU partition stories: messages land on the partition the kernel's NID hash gives, over
-//! the node's partitions or an NI's subset of them, and credits come back whole.
+//! the node's partitions or an NI's subset of them; NI tx credits and router buffers are
+//! split per partition as the kernel splits them, a message waits on its own partition's
+//! queue, and credits come back whole.
+
+use std::time::Duration;
 
 use super::{Harness, HarnessConfig, node_nid};
+use crate::addr::{LndType, Net, Nid};
 use crate::engine::cpt::{CptError, CptList, Partitions};
 use crate::engine::error::ConfigError;
 use crate::engine::md::{MdOptions, MdSpec, Threshold};
@@ -9,7 +14,11 @@ use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::PutRequest;
-use crate::engine::tunables::NetTunables;
+use crate::engine::routes::{BufferClass, RouteConfig};
+use crate::engine::stats::CreditStats;
+use crate::engine::tunables::{NetTunables, Tunables};
+use crate::engine::tx_queues::CptCredits;
+use crate::link_model::LinkConfig;
 use crate::time::Time;
 
 const PORTAL: u32 = 5;
@@ -73,10 +82,15 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
         assert!(acks.iter().all(|&(hop, cpt)| hop == node_nid(0) && cpt == 1), "{acks:?}");
         assert_eq!(h.node(node).cpt_of_nid(&node_nid(0), NiId(1)), 1);
     }
-    // Every NI's tx credits are whole again.
+    // Every NI's tx credits are whole again: 2 per partition (2 / 3 = 0, raised to
+    // 8 x 1 = 8, capped at 2), 6 in all.
     for node in 0..4 {
-        let credits = h.node(node).ni_stats(NiId(1)).unwrap().tx_credits.unwrap();
-        assert_eq!((credits.available, credits.max), (2, 2), "node {node}");
+        let stats = h.node(node).ni_stats(NiId(1)).unwrap();
+        let credits = stats.tx_credits.unwrap();
+        assert_eq!((credits.available, credits.max), (6, 6), "node {node}");
+        let queues: Vec<_> =
+            stats.tx_queues.iter().map(|q| (q.cpt, q.credits.max, q.credits.available)).collect();
+        assert_eq!(queues, [(0, 2, 2), (1, 2, 2), (2, 2, 2)], "node {node}");
     }
 }
 
@@ -110,4 +124,181 @@ fn a_bound_ni_uses_its_own_partitions() {
     };
     let ni = h.node_mut(0).add_ni(Time::ZERO, all).unwrap();
     assert_eq!(h.node(0).cpt_of_nid(&node_nid(1), ni), 14 % 3);
+}
+
+/// A PUT with ACK of `size` bytes from `from` to the first NID of `to`.
+fn put(h: &mut Harness, from: usize, to: Nid, bits: u64, size: usize) {
+    let to_node = (0..h.node_count()).find(|node| h.nids(*node).contains(&to)).unwrap();
+    let sink = MdSpec::new(Memory::new(vec![0; size]))
+        .threshold(Threshold::Count(1))
+        .options(MdOptions::OP_PUT);
+    h.post(to_node, PORTAL, bits, sink);
+    let md = h.bind(from, MdSpec::new(Memory::new(vec![1; size])).threshold(Threshold::Count(2)));
+    let request = PutRequest {
+        md,
+        ack: true,
+        target: ProcessId::new(to, LNET_PID_LUSTRE),
+        portal: PORTAL,
+        match_bits: bits,
+        remote_offset: 0,
+        hdr_data: 0,
+        source: None,
+    };
+    h.put(from, &request).unwrap();
+}
+
+/// The (CPT, max, available, min) of each tx queue of NI 1 of `node`.
+fn queues(h: &Harness, node: usize) -> Vec<(u32, i32, i32, i32)> {
+    let stats = h.node(node).ni_stats(NiId(1)).unwrap();
+    stats
+        .tx_queues
+        .iter()
+        .map(|CptCredits { cpt, credits }| (*cpt, credits.max, credits.available, credits.min))
+        .collect()
+}
+
+/// `lnet_ni_tq_credits()` on 1, 2 and 4 partitions with socklnd's 256 credits: 256, 128
+/// and 64 per partition; with 16 peer credits the floor 8 x 16 = 128 lifts the 4-partition
+/// share from 64 to 128 (512 in all, more than the NI's 256, as on a kernel node).
+#[test]
+fn ni_credits_are_split_per_partition() {
+    let cases = [(1, 8, 256), (2, 8, 128), (4, 8, 64), (4, 16, 128), (2, 64, 256)];
+    for (partitions, peer_credits, share) in cases {
+        let config = HarnessConfig {
+            nodes: 1,
+            partitions: Partitions::new(partitions).unwrap(),
+            net_tunables: NetTunables { credits: 256, peer_credits, ..NetTunables::SOCKLND },
+            ..HarnessConfig::default()
+        };
+        let h = Harness::new(config);
+        let expected: Vec<_> = (0..partitions).map(|cpt| (cpt, share, share, share)).collect();
+        assert_eq!(queues(&h, 0), expected, "{partitions} CPTs, peer_credits {peer_credits}");
+        let total = share * partitions as i32;
+        let stats = h.node(0).ni_stats(NiId(1)).unwrap();
+        assert_eq!(
+            stats.tx_credits,
+            Some(CreditStats { max: total, available: total, min: total })
+        );
+        assert!(h.node(0).ni_stats(NiId::LOOPBACK).unwrap().tx_queues.is_empty());
+    }
+    // An NI bound to one of four partitions has one queue with all its credits.
+    let config =
+        HarnessConfig { nodes: 1, partitions: Partitions::new(4).unwrap(), ..Default::default() };
+    let mut h = Harness::new(config);
+    let bound = NiConfig {
+        cpts: CptList::new(&[2]).unwrap(),
+        tunables: NetTunables { credits: 256, peer_credits: 8, ..NetTunables::SOCKLND },
+        ..NiConfig::new("10.9.0.1@tcp9".parse().unwrap(), LndKind::Fabric)
+    };
+    let ni = h.node_mut(0).add_ni(Time::ZERO, bound).unwrap();
+    let stats = h.node(0).ni_stats(ni).unwrap();
+    let shown: Vec<_> = stats.tx_queues.iter().map(|q| (q.cpt, q.credits.max)).collect();
+    assert_eq!(shown, [(2, 256)]);
+}
+
+/// Two partitions, 2 credits each (256 credits would take many messages; 2 / 2 = 1 raised to
+/// 8 x 8 = 64, capped at the NI's 2). Node 1 (sum 14) hashes to CPT 0 and node 2 (15) to CPT 1. Three PUTs
+/// to node 1 fill CPT 0's queue and the third waits on it, while CPT 1's queue is untouched;
+/// a PUT to node 2 then goes at once on CPT 1 (lib-move.c lnet_post_send_locked() with
+/// `ni->ni_tx_queues[msg->msg_tx_cpt]`). Everything completes, and each queue's low-water
+/// mark says which waited.
+#[test]
+fn a_message_waits_on_its_partitions_queue_while_another_is_free() {
+    let config = HarnessConfig {
+        nodes: 3,
+        partitions: Partitions::new(2).unwrap(),
+        net_tunables: NetTunables { credits: 2, peer_credits: 8, ..NetTunables::SOCKLND },
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    h.take_transmit_cpts(0);
+    // (CPT, max, available) of each queue; the low-water marks are checked at the end.
+    let available = |h: &Harness| {
+        queues(h, 0).into_iter().map(|(cpt, max, now, _)| (cpt, max, now)).collect::<Vec<_>>()
+    };
+    assert_eq!(h.node(0).cpt_of_nid(&node_nid(1), NiId(1)), 0);
+    assert_eq!(h.node(0).cpt_of_nid(&node_nid(2), NiId(1)), 1);
+    assert_eq!(available(&h), [(0, 2, 2), (1, 2, 2)]);
+    for bits in 0..3 {
+        put(&mut h, 0, node_nid(1), 100 + bits, 64);
+    }
+    assert_eq!(available(&h), [(0, 2, -1), (1, 2, 2)], "one PUT waits on CPT 0");
+    assert_eq!(h.node(0).ni_stats(NiId(1)).unwrap().tx_credits.unwrap().available, 1);
+    put(&mut h, 0, node_nid(2), 200, 64);
+    assert_eq!(available(&h), [(0, 2, -1), (1, 2, 1)], "CPT 1 sends at once");
+    let sent = h.take_transmit_cpts(0);
+    assert_eq!(sent, [(node_nid(1), 0), (node_nid(1), 0), (node_nid(2), 1)]);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(
+        h.take_transmit_cpts(0),
+        [(node_nid(1), 0)],
+        "the waiter went once a credit came back"
+    );
+    let lows: Vec<_> =
+        queues(&h, 0).into_iter().map(|(cpt, _, now, min)| (cpt, now, min)).collect();
+    assert_eq!(lows[0], (0, 2, -1), "CPT 0 had a waiter: {lows:?}");
+    assert!(lows[1].1 == 2 && lows[1].2 >= 0, "CPT 1 never had one: {lows:?}");
+}
+
+fn tcp(number: u16) -> Net {
+    Net::new(LndType::SOCK, number)
+}
+
+/// `10.<number>.0.<host>@tcp<number>`.
+fn routed_nid(number: u16, host: u32) -> Nid {
+    Nid::new4(tcp(number), 0x0a00_0000 | (u32::from(number) << 16) | host)
+}
+
+/// A router with two partitions between clients on tcp and a server on tcp1. Its pools are
+/// the node-wide counts halved (`lnet_nrb_*_calculate()`): 2048 / 2 tiny, 2 / 2 small (set
+/// below), 1024 / 2 large. Client 10.0.0.1 (bytes sum 13) hashes to CPT 1 and client
+/// 10.0.0.2 (14) to CPT 0 on the router: each client's PUTs take their buffers from their
+/// own partition's pools (`lnet_msg2bufpool()` with `msg_rx_cpt`), so client 1's PUTs queue
+/// for partition 1's one small buffer and never for partition 0's (which only carries what
+/// the server, sum 114, sends back: discovery's ping replies, ACKs).
+#[test]
+fn routed_messages_take_buffers_of_their_partition() {
+    let (client, other, router, server) =
+        (routed_nid(0, 1), routed_nid(0, 2), routed_nid(0, 10), routed_nid(1, 100));
+    let config = HarnessConfig {
+        nodes: 4,
+        node_nids: vec![vec![client], vec![other], vec![router, routed_nid(1, 10)], vec![server]],
+        partitions: Partitions::new(2).unwrap(),
+        tunables: Tunables::default(),
+        link: LinkConfig { latency: Duration::from_micros(20), ..LinkConfig::IDEAL },
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.with_node(2, |node, now| {
+        node.set_routing(now, true, true).unwrap();
+        node.set_router_buffers(now, BufferClass::Small, 2);
+    });
+    let pools = h.node(2).router_pools();
+    let sizes: Vec<_> = pools.iter().map(|set| set.map(|pool| pool.buffers)).collect();
+    assert_eq!(sizes, [[1024, 1, 512], [1024, 1, 512]]);
+    for node in [0, 1] {
+        let to_server = RouteConfig { net: tcp(1), gateway: router, hops: Some(1), priority: 0 };
+        h.with_node(node, |engine, now| engine.route_add(now, to_server)).unwrap();
+    }
+    let to_clients =
+        RouteConfig { net: tcp(0), gateway: routed_nid(1, 10), hops: Some(1), priority: 0 };
+    h.with_node(3, |engine, now| engine.route_add(now, to_clients)).unwrap();
+    assert_eq!(h.node(2).cpt_of_nid(&client, NiId(1)), 1);
+    assert_eq!(h.node(2).cpt_of_nid(&other, NiId(1)), 0);
+    h.run_for(Duration::from_secs(1));
+    for bits in 0..8 {
+        put(&mut h, 0, server, 300 + bits, 1000);
+    }
+    h.run_for(Duration::from_secs(5));
+    let events = h.take_events(0);
+    let acked = events.iter().filter(|e| e.kind == crate::engine::event::EventKind::Ack).count();
+    assert_eq!(acked, 8, "every PUT was forwarded and acknowledged");
+    let pools = h.node(2).router_pools();
+    let small: Vec<_> = pools.iter().map(|set| (set[1].credits, set[1].min_credits)).collect();
+    assert!(small[1].1 < 0, "client 1's PUTs waited for partition 1's buffer: {small:?}");
+    assert!(small[0].1 >= 0, "nothing queued for partition 0's small buffer: {small:?}");
+    assert_eq!((small[0].0, small[1].0), (1, 1), "both buffers are back");
+    h.check();
 }

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use super::{Harness, HarnessConfig};
 use crate::addr::{LndType, Net, Nid};
+use crate::engine::config::{PeerAddError, PeerDelError};
 use crate::engine::event::{EventKind, EventStatus};
 use crate::engine::md::{MdHandle, MdOptions, MdSpec, Threshold};
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::node::{GetRequest, PutRequest};
+use crate::engine::peer::PeerState;
 use crate::engine::routes::{BufferClass, RouteConfig, RouteError, RoutingState};
 use crate::engine::tunables::Tunables;
 use crate::link_model::LinkConfig;
@@ -45,12 +47,22 @@ fn layout(routers: usize, tunables: Tunables) -> Layout {
 
 /// [`layout`] over links of `link`.
 fn layout_on(routers: usize, tunables: Tunables, link: LinkConfig) -> Layout {
+    layout_with_server(routers, tunables, link, vec![nid(1, 100)])
+}
+
+/// [`layout_on`] with a server on the NIDs `server_nids` (all on tcp1).
+fn layout_with_server(
+    routers: usize,
+    tunables: Tunables,
+    link: LinkConfig,
+    server_nids: Vec<Nid>,
+) -> Layout {
     let mut node_nids = vec![vec![nid(0, 1)]];
     for router in 0..routers {
         let host = 10 + router as u32;
         node_nids.push(vec![nid(0, host), nid(1, host)]);
     }
-    node_nids.push(vec![nid(1, 100)]);
+    node_nids.push(server_nids);
     let config = HarnessConfig {
         nodes: node_nids.len(),
         node_nids,
@@ -171,7 +183,7 @@ fn puts_and_gets_cross_a_router_both_ways() {
     l.h.check();
     // Every buffer is back, and the large one is kept for the next message.
     let pools = l.h.node(1).router_pools();
-    assert!(pools.iter().all(|pool| pool.credits == pool.buffers as i32), "{pools:?}");
+    assert!(pools.iter().flatten().all(|pool| pool.credits == pool.buffers as i32), "{pools:?}");
     assert_eq!(l.h.node(1).router_spare_bytes() % 4096, 0);
 }
 
@@ -225,6 +237,54 @@ fn routes_are_checked_as_lnetctl_checks_them() {
     );
     assert_eq!(l.h.with_node(0, |node, now| node.route_del(now, None, Some(nid(0, 10)))), Ok(2));
     assert!(l.h.node(0).routes().is_empty());
+}
+
+#[test]
+fn a_gateway_peer_cannot_be_replaced_or_deleted() {
+    // sanity-lnet 105 and 106: the route made the gateway a peer; `peer add` would replace
+    // it and `peer del` delete it, and both answer EBUSY while the route exists.
+    let mut l = layout(1, Tunables::default());
+    let gateway = nid(0, 10);
+    let add =
+        |h: &mut Harness| h.with_node(0, |node, now| node.peer_add(now, gateway, &[], true, false));
+    let del = |h: &mut Harness, force| {
+        h.with_node(0, |node, now| node.peer_del(now, gateway, &[], force))
+    };
+    assert_eq!(add(&mut l.h), Err(PeerAddError::Gateway(gateway)));
+    assert_eq!(del(&mut l.h, false), Err(PeerDelError::Gateway(gateway)));
+    assert_eq!(del(&mut l.h, true), Err(PeerDelError::Gateway(gateway)));
+    assert!(l.h.node(0).peer_info(gateway).is_some(), "the refusals lost the gateway");
+    assert_eq!(l.h.node(0).routes().len(), 1);
+    // Without the route it is an ordinary peer again.
+    assert_eq!(l.h.with_node(0, |node, now| node.route_del(now, None, Some(gateway))), Ok(1));
+    assert_eq!(add(&mut l.h), Ok(()));
+    assert_eq!(del(&mut l.h, false), Ok(()));
+    assert!(l.h.node(0).peer_info(gateway).is_none());
+}
+
+#[test]
+fn a_router_discovers_the_destination_of_what_it_forwards() {
+    // lustre: lnet_msg_discovery() holds for a forwarded PUT too: the router discovers the
+    // multi-rail server before its first hop to it, and learns the server's second NID.
+    // The router checker is off, so no gateway check pushes the server's NIDs to the router.
+    let mut tunables = Tunables::default();
+    tunables.router.alive_router_check_interval = Duration::ZERO;
+    let server_nids = vec![nid(1, 100), nid(1, 101)];
+    let link = LinkConfig { latency: Duration::from_micros(20), ..LinkConfig::IDEAL };
+    let mut l = layout_with_server(1, tunables, link, server_nids);
+    let server = l.server();
+    assert!(l.h.node(1).peer_info(nid(1, 100)).is_none());
+    let md = l.put(0, server, 7, 4096);
+    l.h.run_for(Duration::from_secs(1));
+    let events = l.h.take_events(0);
+    assert_eq!(
+        outcome(&events, md),
+        vec![(EventKind::Send, EventStatus::Ok), (EventKind::Ack, EventStatus::Ok)]
+    );
+    let learned = l.h.node(1).peer_info(nid(1, 100)).expect("the router knows the server");
+    assert!(learned.state.contains(PeerState::NIDS_UPTODATE), "{learned:?}");
+    let nids: Vec<Nid> = learned.nis.iter().map(|ni| ni.nid).collect();
+    assert_eq!(nids, vec![nid(1, 100), nid(1, 101)]);
 }
 
 #[test]
@@ -291,7 +351,7 @@ fn exhausted_router_buffers_queue_and_lose_nothing() {
             [(EventKind::Send, EventStatus::Ok), (EventKind::Ack, EventStatus::Ok)]
         );
     }
-    let pools = l.h.node(1).router_pools();
+    let pools = l.h.node(1).router_pools()[0];
     let large = pools[2];
     assert_eq!(large.buffers, 2);
     assert!(large.min_credits < 0, "messages waited for a large buffer: {large:?}");
@@ -514,6 +574,36 @@ fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
     let (after, _) = l.h.rail_traffic(nid(0, 1), nid(0, 20));
     assert!(after > to_second, "the second NI carried the traffic");
     l.h.check();
+}
+
+#[test]
+fn a_discovery_ping_through_a_router_gone_silent_is_copied() {
+    // Discovery on: the first PUTs to the server wait for its discovery ping. The router that
+    // ping goes through falls silent (either of the two, one layout each); fast failover
+    // copies the ping through the other router, so the held PUTs complete within seconds,
+    // not at the ping's transaction timeout.
+    for silent in [1, 2] {
+        let link = LinkConfig {
+            latency: Duration::from_micros(20),
+            bandwidth_bytes_per_sec: Some(100_000_000),
+            ..LinkConfig::IDEAL
+        };
+        let mut l = layout_on(2, Tunables::default(), link);
+        l.h.run_for(Duration::from_secs(1));
+        let server = l.server();
+        let host = 9 + silent as u32;
+        l.h.set_link_down(silent, nid(0, host), true);
+        l.h.set_link_down(silent, nid(1, host), true);
+        let mds: Vec<MdHandle> = (0..8).map(|bits| l.put(0, server, 7000 + bits, 4096)).collect();
+        l.h.run_for(Duration::from_secs(8));
+        let client = l.h.take_events(0);
+        let done = mds
+            .iter()
+            .filter(|md| outcome(&client, **md).last() == Some(&(EventKind::Ack, EventStatus::Ok)))
+            .count();
+        assert_eq!(done, mds.len(), "router {silent} silent: PUTs still held after 8 s");
+        l.h.check();
+    }
 }
 
 #[test]

@@ -116,6 +116,7 @@ use listener::Membership;
 pub(crate) use ni::Placement;
 use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use table::PeerTables;
+pub use table::TcpConnection;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

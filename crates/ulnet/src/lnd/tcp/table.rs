@@ -14,6 +14,7 @@
 //! `ksocknal_check_peer_timeouts()`, `ksocknal_txlist_done()`).
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use ulnet_proto::socklnd::peer_conns::{
 use ulnet_proto::socklnd::{ConnId, MessageToken};
 use ulnet_proto::time::Time;
 use ulnet_proto::wire::header::Header;
+use ulnet_proto::wire::hello::ConnType;
 
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
@@ -80,6 +82,69 @@ impl PeerTables {
         if let Some(slot) = self.0.get_mut(index) {
             *slot = Some(table);
         }
+    }
+}
+
+impl PeerTables {
+    /// Every established connection of every NI's table, with the NI each belongs to, for
+    /// `conn_list`. lustre: socklnd.c `ksocknal_get_conn_by_idx()`, `ksocknal_ctl()`
+    /// (`IOC_LIBCFS_GET_CONN`).
+    pub(crate) fn connections(&self) -> Vec<(NiId, TcpConnection)> {
+        let mut list = Vec::new();
+        for (index, table) in self.0.iter().enumerate() {
+            let (Some(table), Ok(index)) = (table, u16::try_from(index)) else {
+                continue;
+            };
+            for peer in table.peers.values() {
+                for io in &peer.io {
+                    if let Some(conn) = peer.conns.conn(io.id) {
+                        if let Some(shown) = TcpConnection::of(peer.conns.peer(), conn, &io.stream)
+                        {
+                            list.push((NiId(index), shown));
+                        }
+                    }
+                }
+            }
+        }
+        list
+    }
+}
+
+/// One established connection as `conn_list` shows it: its peer, type and socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpConnection {
+    pub peer: ProcessId,
+    /// Our view of the connection's type (`BULK_IN`: we receive bulk on it).
+    pub conn_type: ConnType,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// `SO_SNDBUF` and `SO_RCVBUF` as the kernel reports them.
+    pub send_buffer: u32,
+    pub recv_buffer: u32,
+    /// Nagle's algorithm on (`TCP_NODELAY` off).
+    pub nagle: bool,
+}
+
+impl TcpConnection {
+    /// `None` for a socket already shut down (its addresses are gone).
+    fn of(
+        peer: ProcessId,
+        conn: &ulnet_proto::socklnd::conn::Conn,
+        stream: &TcpStream,
+    ) -> Option<Self> {
+        let sock = socket2::SockRef::from(stream);
+        let size = |value: std::io::Result<usize>| {
+            value.ok().and_then(|size| u32::try_from(size).ok()).unwrap_or(0)
+        };
+        Some(Self {
+            peer,
+            conn_type: conn.conn_type(),
+            local: stream.local_addr().ok()?,
+            remote: stream.peer_addr().ok()?,
+            send_buffer: size(sock.send_buffer_size()),
+            recv_buffer: size(sock.recv_buffer_size()),
+            nagle: !stream.nodelay().unwrap_or(true),
+        })
     }
 }
 

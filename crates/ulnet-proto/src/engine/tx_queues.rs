@@ -1,0 +1,166 @@
+//! An NI's tx credits split per CPU partition: one credit pool and queue per partition the
+//! NI covers (`ni_tx_queues[cpt]`), each with the share `lnet_ni_tq_credits()` gives it. A
+//! message takes, waits on and gives back the credit of its own partition's pool (the CPT of
+//! its next hop on that NI), so one partition's queue can be full while another's is idle,
+//! exactly as on a kernel node (docs/protocol/semantics.md §7.3, decision 0026).
+//!
+//! lustre: lnet/lnet/api-ni.c `lnet_ni_tq_credits()`, `lnet_startup_lndni()` (every queue
+//! starts at the share, `ni_tx_credits` at share × `ni_ncpts`); config.c `lnet_ni_alloc()`;
+//! lib-move.c `lnet_post_send_locked()`, `lnet_return_tx_credits_locked()`;
+//! lnet_debugfs.c `proc_lnet_nis()` (the queues shown: the partitions in the NI's list).
+
+use crate::engine::cpt::{CptList, Partitions};
+use crate::engine::credits::CreditPool;
+use crate::engine::stats::CreditStats;
+
+/// `lnet_ni_tq_credits()`: the tx credits each partition's queue of an NI gets. With one CPT
+/// the NI's `credits`; otherwise `credits / ncpts`, raised to `8 × peer_credits` so that a
+/// partition can still fill a few peers' windows, and never above `credits`. `ncpts` is the
+/// length of the NI's CPT list as written (duplicates counted, as the kernel's `ni_ncpts`),
+/// or the node's partition count for an unbound NI.
+pub fn tq_credits(credits: u32, peer_credits: u32, ncpts: u32) -> u32 {
+    if ncpts <= 1 {
+        return credits;
+    }
+    (credits / ncpts).max(peer_credits.saturating_mul(8)).min(credits)
+}
+
+/// The tx credits of one of an NI's partitions, as the kernel's `nis` file lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CptCredits {
+    pub cpt: u32,
+    /// `max`, `tx`, `min`: the queue's share, its credits now, and their low-water mark.
+    pub credits: CreditStats,
+}
+
+/// One NI's per-partition tx queues.
+#[derive(Debug, Clone)]
+pub(crate) struct TxQueues {
+    /// `(cpt, pool)` for each distinct partition the NI covers, in CPT order.
+    queues: Vec<(u32, CreditPool)>,
+    /// `ni_tx_credits` at start: the share × `ni_ncpts` (duplicated CPTs counted twice, as the
+    /// kernel counts them; only distinct partitions have a queue).
+    initial_total: i64,
+}
+
+impl TxQueues {
+    /// The queues of an NI with `credits` and `peer_credits` bound to `cpts` on a node with
+    /// `partitions` (the list is already checked against them).
+    pub(crate) fn new(
+        credits: u32,
+        peer_credits: u32,
+        cpts: &CptList,
+        partitions: Partitions,
+    ) -> Self {
+        let ncpts = if cpts.is_all() { partitions.count() } else { cpts.values().len() as u32 };
+        let share = tq_credits(credits, peer_credits, ncpts);
+        let mut covered = partitions.covered(cpts);
+        covered.sort_unstable();
+        covered.dedup();
+        let queues = covered.into_iter().map(|cpt| (cpt, CreditPool::new(share))).collect();
+        let initial_total = i64::from(share.min(i32::MAX as u32)) * i64::from(ncpts);
+        Self { queues, initial_total }
+    }
+
+    /// The pool of partition `cpt`; `None` when the NI does not cover it.
+    pub(crate) fn pool_mut(&mut self, cpt: u32) -> Option<&mut CreditPool> {
+        self.queues.iter_mut().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)
+    }
+
+    /// Each partition's pool, in CPT order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &CreditPool)> {
+        self.queues.iter().map(|(cpt, pool)| (*cpt, pool))
+    }
+
+    /// `ni_tx_credits`: the NI-wide count selection compares (`lnet_get_best_ni()`), the
+    /// initial total less every credit charged on any partition.
+    pub(crate) fn available(&self) -> i64 {
+        let charged: i64 = self
+            .queues
+            .iter()
+            .map(|(_, pool)| i64::from(pool.max()) - i64::from(pool.value()))
+            .sum();
+        self.initial_total - charged
+    }
+
+    /// NI-wide totals: `max` and `available` as `ni_tx_credits` counts them, `min` the sum
+    /// of the partitions' low-water marks (the NI's own with one partition).
+    pub(crate) fn totals(&self) -> CreditStats {
+        let clamp = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
+        let min: i64 = self.queues.iter().map(|(_, pool)| i64::from(pool.min())).sum();
+        CreditStats {
+            max: clamp(self.initial_total),
+            available: clamp(self.available()),
+            min: clamp(min),
+        }
+    }
+
+    /// Each partition's credits, in CPT order.
+    pub(crate) fn per_cpt(&self) -> Vec<CptCredits> {
+        self.iter()
+            .map(|(cpt, pool)| CptCredits {
+                cpt,
+                credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::credits::Acquire;
+    use crate::engine::slab::Key;
+
+    /// Worked examples of `lnet_ni_tq_credits()`: socklnd's defaults are 256 credits and 8
+    /// peer credits, so the floor 8 × 8 = 64 binds from 5 partitions on (256 / 4 = 64).
+    #[test]
+    fn the_share_is_the_kernels() {
+        assert_eq!(tq_credits(256, 8, 1), 256, "one CPT: the NI's credits");
+        assert_eq!(tq_credits(256, 8, 2), 128);
+        assert_eq!(tq_credits(256, 8, 4), 64, "256 / 4 = 64 = 8 x 8");
+        assert_eq!(tq_credits(256, 8, 8), 64, "256 / 8 = 32 raised to 8 x 8");
+        assert_eq!(tq_credits(256, 16, 4), 128, "256 / 4 = 64 raised to 8 x 16");
+        assert_eq!(tq_credits(100, 32, 2), 100, "8 x 32 = 256 capped at the NI's 100");
+        assert_eq!(tq_credits(1000, 8, 3), 333, "integer division");
+    }
+
+    #[test]
+    fn queues_cover_the_nis_partitions() {
+        let four = Partitions::new(4).unwrap();
+        let all = TxQueues::new(256, 8, &CptList::ALL, four);
+        assert_eq!(
+            all.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(),
+            [(0, 64), (1, 64), (2, 64), (3, 64)]
+        );
+        assert_eq!(all.available(), 256);
+        // Bound to [3, 1]: two queues of 256 / 2 = 128, listed in CPT order.
+        let pair = TxQueues::new(256, 8, &CptList::new(&[3, 1]).unwrap(), four);
+        assert_eq!(
+            pair.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(),
+            [(1, 128), (3, 128)]
+        );
+        // [1, 1]: the kernel divides by the list's length (2) but only CPT 1 has traffic.
+        let dup = TxQueues::new(256, 8, &CptList::new(&[1, 1]).unwrap(), four);
+        assert_eq!(dup.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(), [(1, 128)]);
+        assert_eq!(dup.available(), 256, "ni_tx_credits = 128 x 2");
+        let one = TxQueues::new(256, 8, &CptList::ALL, Partitions::default());
+        assert_eq!(one.totals(), CreditStats { max: 256, available: 256, min: 256 });
+    }
+
+    #[test]
+    fn a_partition_waits_while_another_is_free() {
+        let mut queues = TxQueues::new(16, 8, &CptList::ALL, Partitions::new(2).unwrap());
+        let key = |index| Key { index, generation: 0 };
+        for index in 0..16 {
+            assert_eq!(queues.pool_mut(0).unwrap().acquire(key(index)), Acquire::Granted);
+        }
+        assert_eq!(queues.pool_mut(0).unwrap().acquire(key(16)), Acquire::Queued);
+        assert_eq!(queues.pool_mut(1).unwrap().acquire(key(17)), Acquire::Granted);
+        assert!(queues.pool_mut(2).is_none());
+        // Each queue has 16 (8 x 8 = 64 capped at 16): 32 in all, 18 charged.
+        assert_eq!(queues.totals(), CreditStats { max: 32, available: 14, min: 14 });
+        assert_eq!(queues.per_cpt()[0].credits, CreditStats { max: 16, available: -1, min: -1 });
+        assert_eq!(queues.pool_mut(0).unwrap().release(), Some(key(16)));
+    }
+}
