@@ -209,8 +209,10 @@ daemon_costs() {
     ticks=$(for pid in "${PIDS[@]}"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done \
         | awk '{ u += $1; s += $2 } END { print u, s }')
     for index in "${!PIDS[@]}"; do
+        # A build without the counter (BENCH_BIN) counts none.
         waits=$((waits + $(curl -s "http://127.0.0.1:$((19109 + index))/metrics" \
-            | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { print $2 }')))
+            | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { n = $2 }
+                   END { print n + 0 }')))
     done
     echo "$ticks $waits"
 }
