@@ -274,9 +274,11 @@ mod tests {
         let local = nid("10.0.1.1@tcp");
         let node = node(&fabric, &["10.0.1.1@tcp"]);
         assert_eq!(
-            node.peer_add(local, &[], true, false),
-            Err(AdminError::Refused(PeerAddError::LocalNid(local)))
+            node.peer_add(Nid::LO_0, &[], true, false),
+            Err(AdminError::Refused(PeerAddError::LoopbackNid))
         );
+        // One of the node's own NIDs is a peer like any other (a self peer).
+        assert_eq!(node.peer_add(local, &[], true, false), Ok(()));
         assert_eq!(
             node.set_peer_ni_health(Some(nid("10.0.1.7@tcp")), 5),
             Err(AdminError::Refused(PeerSetError::NoSuchPeerNi(nid("10.0.1.7@tcp"))))

@@ -32,9 +32,6 @@ pub enum PeerAddError {
     /// `0@lo` is never a peer.
     #[error("0@lo is not a peer NID")]
     LoopbackNid,
-    /// One of our own NIDs.
-    #[error("{0:?} is a local NID")]
-    LocalNid(Nid),
     #[error("{0} NIDs, at most 128 per peer")]
     TooManyNids(usize),
     /// `-EEXIST`: the NID belongs to a configured peer with another primary.
@@ -403,9 +400,7 @@ impl Engine {
         if nid == Nid::LO_0 {
             return Err(PeerAddError::LoopbackNid);
         }
-        if self.ni_for_nid(nid).is_some() {
-            return Err(PeerAddError::LocalNid(nid));
-        }
+        // lustre: lnet_add_peer_ni() takes one of the node's own NIDs too (a self peer).
         Ok(())
     }
 

@@ -91,7 +91,9 @@ impl Engine {
         if nid.is_any() {
             return Err(DiscoverError::AnyNid);
         }
-        if nid == Nid::LO_0 || self.ni_for_nid(nid).is_some() {
+        // Our own network NIDs are discovered like any peer's (a self peer, as the kernel's);
+        // 0@lo is not a peer.
+        if nid == Nid::LO_0 {
             return Err(DiscoverError::LocalNid(nid));
         }
         if self.discoveries.waiter_count() >= MAX_DISCOVERIES {
@@ -405,17 +407,21 @@ impl Engine {
         let Some(primary) = info.primary_nid() else {
             return Ok(Step::Rediscover);
         };
-        // ulnet: a buffer naming one of our own NIDs its primary is refused whole, whoever sent
-        // it, and so is any buffer for a peer that traffic created for one of our own NIDs
-        // (the kernel has no such check; docs/decisions/0016-discovery-nid-ownership.md).
-        // Merging it would make the peer ours, or attach another node's NIDs to ours; the peer
-        // stays as it is and its messages still go to the NIs it had (as after the kernel's
-        // "Primary NID error").
-        if self.is_local_nid(primary) {
+        // ulnet: a buffer naming one of our own NIDs its primary is refused whole for any
+        // other peer, and a peer for one of our own NIDs (the self peer that traffic to
+        // ourselves makes) takes only a buffer that lists nothing but our own NIDs (the kernel
+        // has no such check; docs/decisions/0016-discovery-nid-ownership.md). Merging anything
+        // else would make a peer ours, or attach another node's NIDs to ours; the peer stays as
+        // it is and its messages still go to the NIs it had (as after the kernel's "Primary
+        // NID error").
+        let self_peer = self.is_local_nid(peer_primary);
+        if self.is_local_nid(primary) && !self_peer {
             self.refuse_nid(peer_primary, primary, RefusedReason::LocalPrimary);
             return Ok(Step::Rediscover);
         }
-        if self.is_local_nid(peer_primary) {
+        if self_peer
+            && !info.entries().all(|entry| entry.nid == Nid::LO_0 || self.is_local_nid(entry.nid))
+        {
             self.refuse_nid(peer_primary, primary, RefusedReason::LocalPeer);
             return Ok(Step::Rediscover);
         }
@@ -642,9 +648,11 @@ impl Engine {
     /// lock, and becomes `peer`'s primary unless `peer` has a locked one. A peer losing its
     /// primary keeps its other NIs (Lustre deletes it) and is discovered again on next use; a
     /// peer losing its last NI is gone and its held messages are sent again. Our own NIDs are
-    /// never added (ulnet's rule).
+    /// never added to another node's peer, only to the self peer (ulnet's rule, decision 0016).
     fn add_nid(&mut self, peer: PeerId, nid: Nid, multi_rail: bool) -> Result<(), AddNidError> {
-        if self.is_local_nid(nid) {
+        let self_peer =
+            self.peers.peer(peer).is_some_and(|entry| self.ni_for_nid(entry.primary_nid).is_some());
+        if nid == Nid::LO_0 || (self.is_local_nid(nid) && !self_peer) {
             return Err(AddNidError::Local);
         }
         let Some(entry) = self.peers.peer_mut(peer) else {

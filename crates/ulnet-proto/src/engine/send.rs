@@ -35,13 +35,10 @@ impl Engine {
             return;
         };
         let dest = message.header.dest_nid;
-        // Our own NIDs go through the loopback LND, except a recovery ping (which exercises
-        // the NI through the network, as the kernel's does) and the response to a message
-        // that came in over the network.
-        let over_network = message.recovery
-            || message.routing
-            || message.response_ni.is_some_and(|ni| ni != NiId::LOOPBACK);
-        if dest == Nid::LO_0 || (!over_network && self.ni_for_nid(dest).is_some()) {
+        // lustre: lnet_select_pathway() shortcuts only 0@lo through the loopback LND. A
+        // message to one of our own network NIDs goes through that NI's LND to ourselves,
+        // with a peer for the NID (a "self peer"), as the kernel's does.
+        if dest == Nid::LO_0 {
             self.commit_lo(key);
             return;
         }

@@ -335,17 +335,29 @@ impl MemLnd {
             link.frames.clear();
             return;
         };
+        let mut wakes = Wakes::default();
         if Arc::ptr_eq(&sender, node) {
-            // The core loops our own NIDs back, so this cannot happen; refuse rather than
-            // alias the core.
-            tracing::error!(nid = %self.nid, "fabric frame from this node to itself");
+            // To one of our own NIDs (a self peer): one core sends and receives.
             let mut core = node.lock();
-            for frame in link.frames.drain(..) {
-                core.complete_send(now, frame.tx, HealthStatus::LocalError);
+            while let Some(frame) = link.frames.front() {
+                if frame.at > now {
+                    break;
+                }
+                match self.deliver_to_self(&mut core, frame, now) {
+                    Delivered::Done => {
+                        link.frames.pop_front();
+                    }
+                    Delivered::Parked(rx) => {
+                        link.parked = Some(rx);
+                        break;
+                    }
+                }
             }
+            drain(node, &mut core, now, &mut wakes);
+            drop(core);
+            wakes.finish();
             return;
         }
-        let mut wakes = Wakes::default();
         {
             let (mut receiver, mut sender_core) = lock_pair(node, &sender);
             while let Some(frame) = link.frames.front() {
@@ -409,6 +421,37 @@ impl MemLnd {
         }
     }
 
+    /// [`Self::deliver`] when the sender is this node: the payload goes through a copy, as
+    /// the sender's MD and the receiver's are in the same core.
+    fn deliver_to_self(&self, core: &mut Core, frame: &Frame, now: Time) -> Delivered {
+        if core.closed {
+            return Delivered::Done;
+        }
+        self.fabric.counters.delivered.fetch_add(1, Ordering::Relaxed);
+        match core.engine.handle_header(now, self.ni, frame.from_nid, &frame.header) {
+            RecvAction::Deliver { rx, length, .. } => {
+                let status = copy_within(core, frame.tx, rx, length);
+                core.complete_recv(now, rx, status);
+                core.complete_send(now, frame.tx, HealthStatus::Ok);
+                Delivered::Done
+            }
+            RecvAction::Discard { .. } => {
+                core.complete_send(now, frame.tx, HealthStatus::Ok);
+                Delivered::Done
+            }
+            RecvAction::Delay { rx } => {
+                core.delayed.insert(rx, self.ni);
+                Delivered::Parked(rx)
+            }
+            RecvAction::ProtocolError(error) => {
+                self.fabric.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%error, from = %frame.from_nid, "fabric frame refused");
+                core.complete_send(now, frame.tx, HealthStatus::RemoteError);
+                Delivered::Done
+            }
+        }
+    }
+
     /// A delayed receive has its answer: finish the parked head frame and unpark its link.
     fn resume_link(&self, node: &Arc<Shared>, link: &mut Link, resume: Resume, now: Time) {
         link.parked = None;
@@ -416,7 +459,23 @@ impl MemLnd {
             return;
         };
         let mut wakes = Wakes::default();
-        match frame.sender.upgrade().filter(|sender| !Arc::ptr_eq(sender, node)) {
+        match frame.sender.upgrade() {
+            Some(sender) if Arc::ptr_eq(&sender, node) => {
+                let mut core = node.lock();
+                if !core.closed {
+                    match resume.action {
+                        RecvAction::Deliver { rx, length, .. } => {
+                            let status = copy_within(&mut core, frame.tx, rx, length);
+                            core.complete_recv(now, rx, status);
+                            core.complete_send(now, frame.tx, HealthStatus::Ok);
+                        }
+                        _ => {
+                            core.complete_send(now, frame.tx, HealthStatus::Ok);
+                        }
+                    }
+                    drain(node, &mut core, now, &mut wakes);
+                }
+            }
             Some(sender) => {
                 let (mut receiver, mut sender_core) = lock_pair(node, &sender);
                 let live = !sender_core.closed;
@@ -597,6 +656,27 @@ fn copy_payload(
     let Ok(target) = receiver.engine.rx_segments_mut(rx) else {
         return HealthStatus::LocalError;
     };
+    fill(source, target, length)
+}
+
+/// [`copy_payload`] within one core (a message to ourselves): the payload is read out first.
+fn copy_within(core: &mut Core, tx: TxId, rx: RxId, length: u32) -> HealthStatus {
+    let Ok(source) = core.engine.tx_payload(tx) else {
+        return HealthStatus::RemoteDropped;
+    };
+    let bytes: Vec<u8> = source.flat_map(|slice| slice.iter().copied()).collect();
+    let Ok(target) = core.engine.rx_segments_mut(rx) else {
+        return HealthStatus::LocalError;
+    };
+    fill(std::iter::once(bytes.as_slice()), target, length)
+}
+
+/// Copies `source`'s slices into `target`'s, in order; Ok when `length` bytes went.
+fn fill<'s, 't>(
+    source: impl Iterator<Item = &'s [u8]>,
+    target: impl IntoIterator<Item = &'t mut [u8]>,
+    length: u32,
+) -> HealthStatus {
     let mut source = source;
     let mut current: &[u8] = &[];
     let mut copied = 0usize;

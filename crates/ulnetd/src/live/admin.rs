@@ -335,8 +335,7 @@ fn shown_health(value: i64) -> u32 {
 /// The NID an add error is about, when it names one.
 fn add_error_nid(error: &PeerAddError) -> Option<Nid> {
     match error {
-        PeerAddError::LocalNid(nid)
-        | PeerAddError::PrimaryMismatch { nid, .. }
+        PeerAddError::PrimaryMismatch { nid, .. }
         | PeerAddError::PrimaryLocked { nid, .. }
         | PeerAddError::MultiRailMismatch(nid)
         | PeerAddError::NidConfiguredElsewhere(nid)
@@ -352,9 +351,7 @@ fn add_error_nid(error: &PeerAddError) -> Option<Nid> {
 /// lustre: peer.c `lnet_user_add_peer_ni()`, `lnet_add_peer_ni()`, `lnet_peer_add_nid()`.
 fn add_errno(error: &PeerAddError) -> i32 {
     -match error {
-        PeerAddError::AnyNid | PeerAddError::LoopbackNid | PeerAddError::LocalNid(_) => {
-            errno::EINVAL
-        }
+        PeerAddError::AnyNid | PeerAddError::LoopbackNid => errno::EINVAL,
         PeerAddError::TooManyNids(_) => E2BIG,
         PeerAddError::PrimaryMismatch { .. }
         | PeerAddError::PrimaryLocked { .. }
@@ -424,7 +421,7 @@ mod tests {
         assert_eq!(add_errno(&PeerAddError::MultiRailMismatch(a)), -1);
         assert_eq!(add_errno(&PeerAddError::NotUnique(a)), -76);
         assert_eq!(add_errno(&PeerAddError::TooManyPeers), -12);
-        assert_eq!(add_error_nid(&PeerAddError::LocalNid(a)), Some(a));
+        assert_eq!(add_error_nid(&PeerAddError::NotUnique(a)), Some(a));
         assert_eq!(add_error_nid(&PeerAddError::TooManyPeers), None);
     }
 

@@ -103,10 +103,9 @@ fn peer_errors_match_lnetctl() {
     let run = a.ulnetctl(&["peer", "add", "--prim_nid", "127.54.2.300@tcp"]);
     assert_eq!(run.code, 234);
     assert!(run.stderr.contains("\"unsupported primary NID\""), "{}", run.stderr);
-    let run = a.ulnetctl(&["peer", "add", "--prim_nid", &local]);
-    assert_eq!(run.code, 234);
-    assert!(run.stderr.contains("errno: -22"), "{}", run.stderr);
-    assert!(run.stderr.contains("failed to add primary peer"), "{}", run.stderr);
+    // The node's own NID is a peer like any other (lnet_add_peer_ni() takes it: a self peer).
+    ok(&a, &["peer", "add", "--prim_nid", &local]);
+    ok(&a, &["peer", "del", "--prim_nid", &local]);
     // A secondary NID is not the primary: -ENODEV.
     ok(&a, &["peer", "add", "--prim_nid", &nid(2, 10), "--nid", &nid(2, 11)]);
     let run = a.ulnetctl(&["peer", "del", "--prim_nid", &nid(2, 11)]);
@@ -280,5 +279,38 @@ fn stats_reset_zeroes_the_counters() {
     assert!(send_count(&a) > 0);
     ok(&a, &["stats", "reset"]);
     assert_eq!(send_count(&a), 0);
+    stop(a);
+}
+
+/// A node's own NIDs are peers like any other's (sanity-lnet tests 210, 230 and 475): a ping
+/// of its own NID goes through the TCP LND to itself, with `conns_per_peer` typed connections
+/// each way as lctl's `conn_list` counts them (2 + 2 x conns_per_peer lines name the NID), and
+/// `discover` of itself makes a multi-rail self peer with the node's NIDs and statistics.
+#[test]
+fn a_node_pings_and_discovers_itself() {
+    let port = free_port();
+    let (first, second) = (nid(9, 1), nid(9, 2));
+    let a = spawn(&[&first, &second], port);
+    ok(&a, &["net", "set", "--all", "--conns-per-peer", "2"]);
+    ok(&a, &["ping", &first]);
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    loop {
+        let conns = ok(&a, &["conn_list"]);
+        let named =
+            conns.lines().filter(|line| line.starts_with(&format!("12345-{first} "))).count();
+        if named == 2 + 2 * 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{named} connections to itself:\n{conns}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let found = ok(&a, &["discover", &first]);
+    assert!(
+        found.contains(&format!("- nid: {first}")) && found.contains(&format!("- nid: {second}"))
+    );
+    let shown = ok(&a, &["peer", "show", "-v", "--nid", &first]);
+    assert!(shown.contains("Multi-Rail: true"), "{shown}");
+    assert!(shown.contains(&format!("nid: {second}")), "{shown}");
+    assert!(!shown.contains("send_count: 0\n"), "the self peer counts its traffic: {shown}");
     stop(a);
 }

@@ -728,10 +728,32 @@ fn peers_created_by_traffic_are_merged_when_discovery_links_them() {
 }
 
 #[test]
+fn a_node_discovers_itself() {
+    // sanity-lnet's "discover myself": the node's own NID is discovered through its NI like
+    // any peer's, and the self peer lists the node's NIDs.
+    let config = HarnessConfig {
+        node_nids: vec![vec![tcp(10, 0, 0, 1), tcp(10, 0, 1, 1)], vec![tcp(10, 0, 0, 2)]],
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    let own = h.nid(0);
+    let id = h.discover(0, own, false).unwrap();
+    h.drive();
+    let completions = h.take_completions(0);
+    let PingCompletion::Discovery(result) = &completions[0] else { panic!("not a discovery") };
+    assert_eq!((result.id, result.nid), (id, own));
+    let learned = result.outcome.clone().unwrap();
+    assert_eq!(learned.primary_nid, own);
+    let nids: Vec<Nid> = learned.nis.iter().map(|ni| ni.nid).collect();
+    assert_eq!(nids, [tcp(10, 0, 0, 1), tcp(10, 0, 1, 1)]);
+    assert!(learned.multi_rail());
+    h.check();
+}
+
+#[test]
 fn discover_api_reports_what_was_learned() {
     let mut h = Harness::pair();
     assert_eq!(h.discover(0, Nid::ANY, false), Err(DiscoverError::AnyNid));
-    assert_eq!(h.discover(0, h.nid(0), false), Err(DiscoverError::LocalNid(h.nid(0))));
     assert_eq!(h.discover(0, Nid::LO_0, false), Err(DiscoverError::LocalNid(Nid::LO_0)));
     let id = h.discover(0, h.nid(1), false).unwrap();
     h.drive();
@@ -1032,10 +1054,11 @@ fn push_into_the_peer_for_our_own_nid_is_refused() {
     };
     deliver(&mut node, now, local, &header(local, local, 0, body), &[]);
     assert_eq!(nids_of(&node.peer_info(local).unwrap()), [local]);
-    // Pushes claiming to come from it offer another node's NID, ours primary or theirs.
+    // Pushes claiming to come from it offer another node's NID, ours primary or theirs: a
+    // self peer takes only our own NIDs.
     let ack_wmd = WireHandle { interface_cookie: 1, object_cookie: 0x40f };
     let cases = [
-        (3, [local, attacker], local, RefusedReason::LocalPrimary),
+        (3, [local, attacker], local, RefusedReason::LocalPeer),
         (4, [attacker, local], attacker, RefusedReason::LocalPeer),
     ];
     for (sequence, nids, named, reason) in cases {
