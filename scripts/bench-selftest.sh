@@ -2,6 +2,7 @@
 # ulst against peer tools, measured in one run (issue 6, "Targets"); prints a table of ratios.
 #
 #   scripts/bench-selftest.sh [--quick] [--no-build] [--pinned-only | --unpinned-only]
+#                             [--partitions "1 2"] [--small]
 #
 # BENCH_BIN=DIR takes ulnetd and ulst from DIR instead of target/release (and skips the build),
 # to compare two builds in turns under the same load.
@@ -27,6 +28,20 @@
 # RPC rates come from the RPC counts of the client's latency histograms over the sampling
 # window. Peer tools: Debian packages iperf3 and ucx-utils; a missing tool gives "n/a".
 # Benchmarks are not tests: nothing here fails on a slow machine.
+#
+# --partitions "1 2" runs every round once per CPU partition count (`options libcfs
+# cpu_npartitions=N` for both nodes, fresh nodes each time) and adds, per measure, the rate
+# with N partitions against the rate with the first count in the same round. Pinned then
+# means: with one partition, each node under taskset as above; with more, no taskset, each
+# partition's I/O thread pinned by ulnetd to its partition's CPUs (one CPU each on a 2-CPU
+# host). Unpinned: no taskset and `ulnetd --no-cpu-bind`. --small keeps only the small-RPC
+# rates at concurrency 64 against the socket floor (no bandwidth, no UCX), and adds what each
+# RPC costs the two daemons over the same window: CPU time (us per RPC, from
+# /proc/PID/stat, with the kernel's share) and the times a thread waited for a node's core lock
+# (`ulnet_runtime_events_total{event="core_lock_wait"}` from each node's metrics endpoint,
+# 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# CPU 0 when pinned) and the one server: with two partitions the server's connections to
+# them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 
 set -euo pipefail
 
@@ -34,13 +49,19 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 QUICK=0
 BUILD=1
 MODES="pinned unpinned"
-for arg in "$@"; do
+PARTITIONS=""
+SMALL=0
+while [ $# -gt 0 ]; do
+    arg=$1
+    shift
     case "$arg" in
+        --partitions) PARTITIONS="$1"; shift ;;
+        --small) SMALL=1 ;;
         --quick) QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --pinned-only) MODES="pinned" ;;
         --unpinned-only) MODES="unpinned" ;;
-        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only] [--partitions \"1 2\"] [--small]" >&2; exit 2 ;;
     esac
 done
 SECONDS_PER_POINT=$([ "$QUICK" = 1 ] && echo 3 || echo 10)
@@ -77,7 +98,16 @@ export ULST_PORT=$PORT
 # pin CPU: the taskset prefix for a pinned run, nothing for an unpinned one.
 pin() { [ "$MODE" = pinned ] && echo "taskset -c $1" || true; }
 
-start_node() { # name nid cpu
+start_node() { # name nid cpu [partitions]
+    local prefix flags=()
+    prefix=$(pin "$3")
+    [ "$SMALL" = 1 ] && flags+=(--metrics "127.0.0.1:$((19109 + ${#PIDS[@]}))")
+    if [ -n "${4:-}" ]; then
+        echo "options libcfs cpu_npartitions=$4" >"$WORK/$1.modprobe"
+        flags+=(--modprobe "$WORK/$1.modprobe")
+        [ "$MODE" = pinned ] && [ "$4" != 1 ] && prefix=""
+        [ "$MODE" = pinned ] || flags+=(--no-cpu-bind)
+    fi
     cat > "$WORK/$1.yaml" <<EOF
 global:
     accept_port: $PORT
@@ -87,7 +117,7 @@ net:
       local NI(s):
         - nid: $2
 EOF
-    $(pin "$3") "$BIN/ulnetd" --config "$WORK/$1.yaml" --socket "$WORK/$1.ctl" \
+    $prefix "$BIN/ulnetd" --config "$WORK/$1.yaml" --socket "$WORK/$1.ctl" "${flags[@]}" \
         >"$WORK/$1.log" 2>&1 &
     PIDS+=($!)
 }
@@ -147,7 +177,16 @@ floor_rate() { # brw|read|ping concurrency [size] -> RPC/s of two plain epoll lo
     [ -x "$FLOOR" ] || { echo n/a; return; }
     local pin_flag=""
     [ "$MODE" = pinned ] && pin_flag=--pin
-    "$FLOOR" "$1" --concurrency "$2" --size "${3:-4k}" --seconds "$SECONDS_PER_POINT" $pin_flag
+    # Its CPU time (user and system seconds) for --small's cost per RPC.
+    /usr/bin/time -f '%U %S' -o "$WORK/floor.time" \
+        "$FLOOR" "$1" --concurrency "$2" --size "${3:-4k}" --seconds "$SECONDS_PER_POINT" $pin_flag
+}
+
+floor_cost() { # rate -> the CPU us per RPC of the last floor_rate run
+    [[ "$1" =~ ^[0-9.]+$ ]] || { echo n/a; return; }
+    python3 -c "
+u, s = map(float, open('$WORK/floor.time').read().split()[-2:])
+print(round((u + s) * 1e6 / max($1 * $SECONDS_PER_POINT, 1), 2))"
 }
 
 floor_mbs() { # write|read concurrency -> MB/s (10^6) of the socket floor moving 1 MiB bulks
@@ -161,22 +200,114 @@ floor_mbs() { # write|read concurrency -> MB/s (10^6) of the socket floor moving
 # One measure: the ulst figure and, right after it on the same CPUs, its peer's; kept as
 # "mode|measure|target|ulst|peer" lines in $RESULTS and summarised at the end.
 record() { # measure target ulst peer
-    printf '%s|%s|%s|%s|%s\n' "$MODE" "$1" "$2" "$3" "$4" >>"$RESULTS"
+    printf '%s|%s|%s|%s|%s\n' "$MODE$LABEL" "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
+
+# The daemons' CPU ticks (user, system) and core lock waits, summed over both nodes.
+daemon_costs() {
+    local ticks waits=0 pid index
+    ticks=$(for pid in "${PIDS[@]}"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done \
+        | awk '{ u += $1; s += $2 } END { print u, s }')
+    for index in "${!PIDS[@]}"; do
+        # A build without the counter (BENCH_BIN) counts none.
+        waits=$((waits + $(curl -s "http://127.0.0.1:$((19109 + index))/metrics" \
+            | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { n = $2 }
+                   END { print n + 0 }')))
+    done
+    echo "$ticks $waits"
+}
+
+# A small-RPC point with its costs: the rate (RPC/s) as ulst_rpc_rate counts it, then the
+# CPU us and the core lock waits per RPC over the sampling window (COST_CPU, COST_SYS,
+# COST_WAITS).
+small_point() { # clients batch test-args...
+    local clients=$1 batch=$2 first second before after; shift 2
+    "$BIN/ulst" add_batch "$batch" >/dev/null
+    "$BIN/ulst" add_test --batch "$batch" --concurrency 64 --from "$clients" --to b "$@" \
+        >/dev/null
+    "$BIN/ulst" run "$batch" >/dev/null
+    first=$("$BIN/ulst" --json stat --delay 1 --count 1 "$clients" | tail -1 | json "d['latency_us']['worst']['count']")
+    before=$(daemon_costs)
+    second=$(ulst_sample "$clients" | json "d['latency_us']['worst']['count']")
+    after=$(daemon_costs)
+    "$BIN/ulst" stop "$batch" >/dev/null
+    read -r RATE COST_CPU COST_SYS COST_WAITS < <(python3 -c "
+b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
+rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
+cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
+print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
+      round((a[1] - b[1]) / max(a[0] + a[1] - b[0] - b[1], 1), 2), round((a[2] - b[2]) / rpcs, 3))")
+}
+
+# The small-RPC rates of the partition runs, and their costs: with --partitions, one round's
+# figures with each count against the first count's.
+small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
+    local test floor
+    for test in brw ping brw2 ping2; do
+        case $test in
+            brw)
+                small_point a "small64_$1" brw write size=4k
+                floor=$(floor_rate brw 64)
+                record "brw write 4 KiB, concurrency 64 (RPC/s) vs socket floor" "-" \
+                    "$RATE" "$floor" ;;
+            ping)
+                small_point a "pings64_$1" ping
+                floor=$(floor_rate ping 64)
+                record "ping, concurrency 64 (RPC/s) vs socket floor" ">= 0.6" \
+                    "$RATE" "$floor" ;;
+            brw2) small_point a2 "small64x2_$1" brw write size=4k ;;
+            ping2) small_point a2 "pings64x2_$1" ping ;;
+        esac
+        [ "${test%2}" = "$test" ] || record "$test: 2 clients, 1 server (RPC/s)" "-" "$RATE" "-"
+        SMALL_VALUES[$test]=$RATE
+        SMALL_VALUES[$test.cpu]=$COST_CPU
+        if [ "${test%2}" = "$test" ]; then
+            record "$test concurrency 64: daemons' CPU us per RPC vs socket floor's" "-" \
+                "$COST_CPU" "$(floor_cost "$floor")"
+        else
+            record "$test concurrency 64: daemons' CPU us per RPC" "-" "$COST_CPU" "-"
+        fi
+        record "$test concurrency 64: daemons' kernel share of CPU" "-" "$COST_SYS" "-"
+        record "$test concurrency 64: core lock waits per RPC" "-" "$COST_WAITS" "-"
+    done
+}
+declare -A SMALL_VALUES FIRST_VALUES
 
 RESULTS="$WORK/results"
 : >"$RESULTS"
+LABEL=""
 for MODE in $MODES; do
     for round in $(seq "$ROUNDS"); do
-        echo "$MODE round $round of $ROUNDS" >&2
+      first=""
+      for partitions in ${PARTITIONS:-default}; do
+        echo "$MODE round $round of $ROUNDS ($partitions partitions)" >&2
+        [ -n "$PARTITIONS" ] && LABEL=", $partitions CPT" || partitions=""
         # Fresh nodes every round: a round's connections keep whatever speed the host gave
         # them (BENCHMARKS.md, "Host effects").
-        start_node a 127.0.0.2@tcp 0
-        start_node b 127.0.0.3@tcp 1
+        start_node a 127.0.0.2@tcp 0 "$partitions"
+        start_node b 127.0.0.3@tcp 1 "$partitions"
+        [ "$SMALL" = 1 ] && start_node c 127.0.0.5@tcp 0 "$partitions"
         sleep 1
         "$BIN/ulst" new_session --timeout 600 bench >/dev/null
         "$BIN/ulst" add_group a 127.0.0.2@tcp >/dev/null
         "$BIN/ulst" add_group b 127.0.0.3@tcp >/dev/null
+        if [ "$SMALL" = 1 ]; then
+            "$BIN/ulst" add_group a2 127.0.0.2@tcp 127.0.0.5@tcp >/dev/null
+            small_rpcs "${round}_${partitions:-1}"
+            if [ -z "$first" ]; then
+                first=$partitions
+                for key in "${!SMALL_VALUES[@]}"; do FIRST_VALUES[$key]=${SMALL_VALUES[$key]}; done
+            elif [ -n "$PARTITIONS" ]; then
+                for test in brw ping brw2 ping2; do
+                    record "$test concurrency 64 (RPC/s) vs $first CPT" "-" \
+                        "${SMALL_VALUES[$test]}" "${FIRST_VALUES[$test]}"
+                    record "$test concurrency 64: CPU us per RPC vs $first CPT" "-" \
+                        "${SMALL_VALUES[$test.cpu]}" "${FIRST_VALUES[$test.cpu]}"
+                done
+            fi
+            stop_selftest_nodes "$PORT"
+            continue
+        fi
         for direction in write read; do
             for concurrency in 1 8 32; do
                 value=$(ulst_bandwidth "$direction" "$concurrency")
@@ -212,6 +343,7 @@ for MODE in $MODES; do
         record "ping, concurrency 8 (RPC/s) vs tag_lat 8 B (round trips/s)" "-" \
             "$(ulst_rpc_rate "pingl_$round" 8 ping)" "$(ucx_rate tag_lat 200000 2)"
         stop_selftest_nodes "$PORT"
+      done
     done
 done
 
@@ -233,7 +365,8 @@ for (mode, measure, target), pairs in rows.items():
     ulst = [v for v in (num(u) for u, _ in pairs) if v is not None]
     peer = [v for v in (num(p) for _, p in pairs) if v is not None]
     ratios = [num(u) / num(p) for u, p in pairs if num(u) is not None and num(p)]
-    med = lambda xs: "n/a" if not xs else f"{statistics.median(xs):.0f}"
+    fmt = lambda v: f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    med = lambda xs: "n/a" if not xs else fmt(statistics.median(xs))
     ratio = "n/a" if not ratios else (
         f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
     print(f"| {mode} | {measure} | {med(ulst)} | {med(peer)} | {ratio} | {target} |")

@@ -30,8 +30,10 @@
 //!
 //! # Threading model
 //!
-//! * A [`Node`] owns the core behind one mutex and one I/O thread running a tokio
-//!   current-thread runtime (optionally pinned with [`NodeBuilder::io_cpu`]).
+//! * A [`Node`] owns the core behind one mutex and one I/O thread per CPU partition, each
+//!   running a tokio current-thread runtime, pinned to its partition's CPUs when given them
+//!   ([`NodeBuilder::partition_cpus`], [`NodeBuilder::io_cpu`]). A TCP connection runs on the
+//!   thread of the partition its peer's NID hashes to; the threads share the core mutex.
 //! * API calls run on the caller's thread: lock, call the core with `now` from a monotonic
 //!   clock, carry out its outputs (events to their [`EventQueue`], transmits to the NI's LND),
 //!   unlock. Loopback (`0@lo`) completes entirely inside the call.
@@ -40,7 +42,8 @@
 //!   between is a stream: its output is held back until the thread waits for anything of the
 //!   node (an event queue found empty, a ping), or 1 ms at most, so back-to-back sends share a
 //!   system call while a lone request still leaves at once.
-//! * The I/O thread owns LND I/O and timers. It is woken only when an LND needs it (a
+//! * The I/O threads own LND I/O; partition 0's also the timers. One is woken only when an
+//!   LND needs it (a
 //!   cross-CPU wake-up costs about 30 us on small virtual machines); a waiter can spin before it
 //!   parks ([`NodeBuilder::spin`], off by default: see [`DEFAULT_SPIN`] for why). Details, lock
 //!   order and shutdown order are in the source documentation of the `driver` modules.

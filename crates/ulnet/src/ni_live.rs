@@ -39,7 +39,7 @@ use crate::clock;
 use crate::driver::{self, Lnds, Wakes};
 use crate::error::BuildError;
 use crate::lnd::Lnd;
-use crate::lnd::tcp::TcpLnd;
+use crate::lnd::tcp::{Placement, TcpLnd};
 use crate::node::Node;
 
 /// How long [`Node::remove_ni`] drains an NI (marked fatal, advertised DOWN) before removing
@@ -111,7 +111,7 @@ impl Node {
             return Err(AddNiError::Config(ConfigError::LoopbackConfigured));
         }
         let shared = self.shared();
-        let runtime = shared.runtime.get().ok_or(AddNiError::NoRuntime)?;
+        let runtime = shared.runtime(0).ok_or(AddNiError::NoRuntime)?;
         let mut wakes = Wakes::default();
         let lnd = {
             let mut core = shared.lock();
@@ -127,7 +127,9 @@ impl Node {
             let pid = core.engine.pid();
             let inner = self.inner();
             let listeners = &inner.tcp_listeners;
-            let lnd = TcpLnd::new(id, nid, pid, tunables, inner.privileged_ports, listeners)
+            let placement = Placement::new(core.engine.partitions(), config.cpts);
+            let privileged = inner.privileged_ports;
+            let lnd = TcpLnd::new(id, nid, pid, tunables, privileged, listeners, placement)
                 .map_err(|error| match error {
                     BuildError::TcpListen { nid, port, source } => {
                         AddNiError::Listen { nid, port, source }

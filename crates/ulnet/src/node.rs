@@ -1,4 +1,4 @@
-//! [`Node`]: one LNet node, its I/O thread, and the public API (LNet's `LNetMEAttach`,
+//! [`Node`]: one LNet node, its I/O threads, and the public API (LNet's `LNetMEAttach`,
 //! `LNetMDAttach`, `LNetMDBind`, `LNetMDUnlink`, `LNetPut`, `LNetGet`, lazy portals, statistics).
 
 use std::fmt;
@@ -23,7 +23,7 @@ use crate::error::{BuildError, DiscoverError, MdError, PingError, ShutDown};
 use crate::event_queue::{EqShared, EventHandler, EventQueue};
 use crate::lnd::Lnd;
 use crate::lnd::mem::{MemFabric, MemLnd};
-use crate::lnd::tcp::{Listeners, TcpLnd, TcpStats};
+use crate::lnd::tcp::{Listeners, Placement, TcpLnd, TcpStats};
 
 /// Default time a waiting thread spins before it parks (see [`NodeBuilder::spin`]): none.
 /// Measured on a 2-vCPU VM (`cargo bench -p ulnet --bench api`), a 0-byte PUT+ACK between two
@@ -44,18 +44,19 @@ pub const PING_REPLY_POLL: Duration = Duration::from_micros(20);
 /// Longest spin [`NodeBuilder::spin`] accepts; longer requests are clamped.
 pub const MAX_SPIN: Duration = Duration::from_millis(1);
 
-/// One LNet node: the core, its NIs and LNDs, and an I/O thread.
+/// One LNet node: the core, its NIs and LNDs, and an I/O thread per CPU partition.
 ///
 /// A `Node` is a cheap handle (`Clone`, `Send`, `Sync`); every clone drives the same node. API
 /// calls run on the caller's thread: they lock the core, make the call, hand whatever it
-/// produced to the LNDs and event queues, and return. The node's one I/O thread runs a tokio
-/// current-thread runtime for the LNDs' socket I/O and timers, and is woken only when an LND
-/// needs it (the crate documentation has the whole threading model).
+/// produced to the LNDs and event queues, and return. Each CPU partition's I/O thread runs a
+/// tokio current-thread runtime for the LNDs' socket I/O (partition 0's also for the timers),
+/// and is woken only when an LND needs it (the crate documentation has the whole threading
+/// model).
 ///
 /// The node shuts down on [`shutdown`](Self::shutdown) or when the last handle is dropped:
 /// every message in flight is finalized with an error, every MD with an event queue is
 /// unlinked (its final event hands the memory back), the event queues close, and the I/O
-/// thread is joined.
+/// threads are joined.
 ///
 /// # Example
 ///
@@ -120,6 +121,8 @@ pub struct NodeBuilder {
     partitions: ulnet_proto::engine::cpt::Partitions,
     nis: Vec<(NiConfig, LndSpec)>,
     io_cpu: Option<usize>,
+    /// Each partition's CPUs, by CPT, for pinning its I/O thread; empty: unpinned.
+    partition_cpus: Vec<Vec<usize>>,
     spin: Duration,
     privileged_ports: bool,
 }
@@ -161,6 +164,10 @@ pub struct RuntimeStats {
     /// Write system calls on LND sockets: against the messages sent, how well output is
     /// batched.
     pub socket_writes: u64,
+    /// Times a thread (an API caller, an I/O thread) found the node's core lock held and had
+    /// to wait for it: how much the partitions' I/O threads and the callers contend for the
+    /// one lock on the message path (decision 0029).
+    pub core_lock_waits: u64,
 }
 
 impl Node {
@@ -332,6 +339,7 @@ impl Node {
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
+                    core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
                 },
             }
         })
@@ -343,6 +351,12 @@ impl Node {
         // What the listeners counted before a connection's NI was known.
         stats.push(self.inner.tcp_listeners.stats());
         TcpStats::sum(&stats)
+    }
+
+    /// The TCP connection tasks running now, by the CPU partition whose I/O thread runs them
+    /// (index = CPT): each connection runs on the partition its peer's NID hashes to.
+    pub fn connections_by_partition(&self) -> Vec<u64> {
+        self.inner.shared.conn_tasks.iter().map(|count| count.load(Ordering::Relaxed)).collect()
     }
 
     /// The TCP LND's established connections, each with the NID of its NI (`conn_list`).
@@ -362,7 +376,7 @@ impl Node {
         self.inner.tcps().iter().map(|lnd| lnd.incarnation()).collect()
     }
 
-    /// Shuts the node down (see the type's documentation) and joins its I/O thread. Blocks
+    /// Shuts the node down (see the type's documentation) and joins its I/O threads. Blocks
     /// until done; later calls return at once. Other handles stay valid, but their calls fail
     /// with a `ShutDown` error.
     pub fn shutdown(&self) {
@@ -448,6 +462,7 @@ impl NodeBuilder {
             partitions: ulnet_proto::engine::cpt::Partitions::default(),
             nis: Vec::new(),
             io_cpu: None,
+            partition_cpus: Vec::new(),
             spin: DEFAULT_SPIN,
             privileged_ports: true,
         }
@@ -476,10 +491,21 @@ impl NodeBuilder {
         self
     }
 
-    /// The node's CPU partitions (libcfs's table): NIs are bound to them and every message is
-    /// labelled with one. One I/O thread still serves them all (decision 0026).
+    /// The node's CPU partitions (libcfs's table): NIs are bound to them, every message is
+    /// labelled with one, and each has an I/O thread of its own that runs the TCP connections
+    /// whose peer hashes to it (decisions 0026, 0029).
     pub fn partitions(mut self, partitions: ulnet_proto::engine::cpt::Partitions) -> Self {
         self.partitions = partitions;
+        self
+    }
+
+    /// Each partition's CPUs, by CPT (libcfs's `cfs_cpt_cpumask()`): partition `i`'s I/O
+    /// thread is pinned to `cpus[i]` as far as the process's own affinity mask allows, as the
+    /// kernel binds its schedulers with `cfs_cpt_bind()`. A thread that cannot be pinned is
+    /// logged once and runs unpinned. Without this (the default) the threads are not pinned.
+    /// [`io_cpu`](Self::io_cpu) overrides partition 0's.
+    pub fn partition_cpus(mut self, cpus: Vec<Vec<usize>>) -> Self {
+        self.partition_cpus = cpus;
         self
     }
 
@@ -551,7 +577,7 @@ impl NodeBuilder {
         self
     }
 
-    /// Builds the node, attaches its NIs and starts its I/O thread.
+    /// Builds the node, attaches its NIs and starts its I/O threads.
     pub fn build(self) -> Result<Node, BuildError> {
         if let Some(cpu) = self.io_cpu {
             if cpu >= rustix::thread::CpuSet::MAX_CPU {
@@ -589,6 +615,7 @@ impl NodeBuilder {
                     }
                 },
                 LndSpec::Tcp(tunables) => {
+                    let placement = Placement::new(self.partitions, config.cpts);
                     let tcp = TcpLnd::new(
                         ni,
                         config.nid,
@@ -596,6 +623,7 @@ impl NodeBuilder {
                         **tunables,
                         self.privileged_ports,
                         &tcp_listeners,
+                        placement,
                     );
                     match tcp {
                         Ok(lnd) => {
@@ -617,7 +645,8 @@ impl NodeBuilder {
             core: Mutex::new(Core::new(engine, lnds.into())),
             doorbell: Doorbell::default(),
             closing: Default::default(),
-            runtime: OnceLock::new(),
+            runtimes: OnceLock::new(),
+            conn_tasks: (0..self.partitions.count()).map(|_| Default::default()).collect(),
             queues: Mutex::new(Vec::new()),
             counters: Counters::default(),
             spin: self.spin,
@@ -626,11 +655,40 @@ impl NodeBuilder {
         for lnd in &mems {
             lnd.set_node(Arc::downgrade(&shared));
         }
-        let thread = start_io_thread(&shared, self.io_cpu)?;
+        // The other partitions' threads first: partition 0's starts the LNDs, which may place
+        // connections on any of them.
+        let mut partition_threads = Vec::new();
+        let mut runtimes = Vec::new();
+        for cpt in 1..self.partitions.count() {
+            let cpus = self.partition_cpus.get(cpt as usize).cloned().unwrap_or_default();
+            match driver::partitions::start(shared.id, cpt, cpus) {
+                Ok((runtime, thread)) => {
+                    runtimes.push(runtime);
+                    partition_threads.push(thread);
+                }
+                Err(error) => {
+                    drop(partition_threads);
+                    driver::finish(&shared);
+                    return Err(error);
+                }
+            }
+        }
+        let pin = IoPin {
+            cpu: self.io_cpu,
+            cpus: self.partition_cpus.first().cloned().unwrap_or_default(),
+        };
+        let thread = match start_io_thread(&shared, pin, runtimes) {
+            Ok(thread) => thread,
+            Err(error) => {
+                drop(partition_threads);
+                return Err(error);
+            }
+        };
         Ok(Node {
             inner: Arc::new(Inner {
                 shared,
                 thread: Mutex::new(Some(thread)),
+                partition_threads: Mutex::new(partition_threads),
                 pid: self.pid,
                 interface_cookie,
                 tcps: Mutex::new(tcps),
@@ -646,6 +704,8 @@ impl NodeBuilder {
 pub(crate) struct Inner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The I/O threads of partitions 1 and up.
+    partition_threads: Mutex<Vec<driver::partitions::PartitionThread>>,
     pid: u32,
     interface_cookie: u64,
     /// The TCP NIs' LNDs, for their statistics (removed NIs' too: counters only grow). Leaf
@@ -668,6 +728,12 @@ impl Inner {
         let shared = &self.shared;
         shared.closing.store(true, Ordering::Release);
         shared.doorbell.ring(&shared.counters.io_wakeups);
+        // The other partitions' threads first, as partition 0's runtime is dropped before the
+        // shutdown sequence: their connection tasks go with their runtimes.
+        let partition_threads = std::mem::take(
+            &mut *self.partition_threads.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(partition_threads);
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread {
             // The I/O thread runs `finish` itself as it leaves its loop.
@@ -686,13 +752,25 @@ impl Drop for Inner {
     }
 }
 
-/// Starts the I/O thread and waits until it runs (or reports why it cannot).
-fn start_io_thread(shared: &Arc<Shared>, cpu: Option<usize>) -> Result<JoinHandle<()>, BuildError> {
+/// Where partition 0's I/O thread runs: `cpu` (an error if it cannot) or else `cpus` (a
+/// warning if it cannot).
+struct IoPin {
+    cpu: Option<usize>,
+    cpus: Vec<usize>,
+}
+
+/// Starts the I/O thread and waits until it runs (or reports why it cannot). `others` are the
+/// runtimes of partitions 1 and up.
+fn start_io_thread(
+    shared: &Arc<Shared>,
+    pin: IoPin,
+    others: Vec<tokio::runtime::Handle>,
+) -> Result<JoinHandle<()>, BuildError> {
     let (ready, started) = mpsc::sync_channel(1);
     let thread_shared = Arc::clone(shared);
     let spawned = thread::Builder::new()
         .name(format!("ulnet-io-{}", shared.id))
-        .spawn(move || io_thread(&thread_shared, cpu, &ready));
+        .spawn(move || io_thread(&thread_shared, &pin, others, &ready));
     let thread = match spawned {
         Ok(thread) => thread,
         Err(error) => {
@@ -712,16 +790,20 @@ fn start_io_thread(shared: &Arc<Shared>, cpu: Option<usize>) -> Result<JoinHandl
 /// The I/O thread: pin, build the runtime, start the LNDs, loop, then shut down.
 fn io_thread(
     shared: &Arc<Shared>,
-    cpu: Option<usize>,
+    pin: &IoPin,
+    others: Vec<tokio::runtime::Handle>,
     ready: &mpsc::SyncSender<Result<(), BuildError>>,
 ) {
-    if let Some(cpu) = cpu {
+    driver::partitions::enter(0);
+    if let Some(cpu) = pin.cpu {
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);
         if let Err(errno) = rustix::thread::sched_setaffinity(None, &set) {
             let _ = ready.send(Err(BuildError::Pin { cpu, source: errno.into() }));
             return;
         }
+    } else {
+        driver::partitions::pin(0, &pin.cpus);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -730,7 +812,9 @@ fn io_thread(
             return;
         }
     };
-    let _ = shared.runtime.set(runtime.handle().clone());
+    let runtimes: Box<[tokio::runtime::Handle]> =
+        std::iter::once(runtime.handle().clone()).chain(others).collect();
+    let _ = shared.runtimes.set(runtimes);
     runtime.block_on(async {
         for lnd in shared.lnds().iter().flatten() {
             lnd.start(shared);

@@ -144,6 +144,9 @@ pub struct DaemonConfig {
     pub partitions: Partitions,
     /// Their table as `lctl get_param cpu_partition_table` prints it, for the log.
     pub cpu_table: String,
+    /// Each partition's CPUs, by CPT, where its I/O thread is pinned (empty: unpinned; the
+    /// command line's `--no-cpu-bind` empties it).
+    pub partition_cpus: Vec<Vec<usize>>,
     /// lnet's `enable_sysctl_setup` is 1: `setup-sysctl` applies the sysctl file.
     pub enable_sysctl_setup: bool,
 }
@@ -300,12 +303,12 @@ impl DaemonConfig {
         let (text, DaemonKeys { mut tcp, selftest }) = take_daemon_keys(text, base)?;
         let imported = model::import(&text, ImportMode::Add)?;
         let mut unsupported = modules.refusals();
-        let (partitions, cpu_table) =
+        let (partitions, cpu_table, partition_cpus) =
             match modules.partitions(crate::cpu_topology::read(std::path::Path::new("/"))) {
                 Ok(table) => table,
                 Err(refusal) => {
                     unsupported.push(refusal);
-                    (Partitions::default(), String::new())
+                    (Partitions::default(), String::new(), Vec::new())
                 }
             };
         unsupported.extend(unsupported_sections(&imported));
@@ -359,6 +362,7 @@ impl DaemonConfig {
             notes,
             partitions,
             cpu_table,
+            partition_cpus,
             enable_sysctl_setup: modules.params.enable_sysctl_setup,
         })
     }

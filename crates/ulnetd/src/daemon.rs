@@ -64,6 +64,7 @@ impl Daemon {
         let live = match LiveNode::start(
             lnd,
             config.partitions,
+            config.partition_cpus.clone(),
             config.nets.clone(),
             config.settings,
             config.selftest,

@@ -191,6 +191,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         notes: Vec::new(),
         partitions: ulnet_proto::engine::cpt::Partitions::default(),
         cpu_table: String::new(),
+        partition_cpus: Vec::new(),
         enable_sysctl_setup: false,
     }
 }

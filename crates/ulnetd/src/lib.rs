@@ -2,8 +2,8 @@
 //! `ulnetctl` (lnetctl's commands) over a control socket.
 //!
 //! ```text
-//! ulnetd [--config FILE] [--modprobe FILE]... [--socket PATH] [--no-selftest] [--metrics ADDR]
-//!                                                  run one node
+//! ulnetd [--config FILE] [--modprobe FILE]... [--socket PATH] [--no-selftest] [--no-cpu-bind]
+//!        [--metrics ADDR]                          run one node
 //! ulnetd --check [FILE] [--modprobe FILE]...       validate a configuration, run nothing
 //! ulnetd demo                                      two nodes, ping, PUT/GET, stats, stop
 //! ```

@@ -91,6 +91,8 @@ pub struct LiveNode {
     lnd: LndChoice,
     /// The CPU partitions, fixed at start as the kernel's are at module load.
     partitions: Partitions,
+    /// Each partition's CPUs, where its I/O thread is pinned (empty: unpinned).
+    partition_cpus: Vec<Vec<usize>>,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
     /// brings up its `networks=` module parameter (a reload replaces them).
     boot_nets: Mutex<Vec<NetSpec>>,
@@ -125,15 +127,17 @@ impl LiveNode {
     pub fn start(
         lnd: LndChoice,
         partitions: Partitions,
+        partition_cpus: Vec<Vec<usize>>,
         nets: Vec<NetSpec>,
         settings: GlobalSettings,
         selftest: bool,
     ) -> Result<Self, BuildError> {
-        let node = build_node(&lnd, partitions, &nets, &settings)?;
+        let node = build_node(&lnd, (partitions, &partition_cpus), &nets, &settings)?;
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
             partitions,
+            partition_cpus,
             boot_nets: Mutex::new(nets.clone()),
             selftest,
             enable_sysctl_setup: false,
@@ -778,7 +782,8 @@ impl LiveNode {
             // After routes and peers, so router rules find their gateways.
             policies::restore_rules(node, &rules);
         };
-        match build_node(&self.lnd, self.partitions, &nets, &state.settings) {
+        match build_node(&self.lnd, (self.partitions, &self.partition_cpus), &nets, &state.settings)
+        {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 restore(&node);
@@ -789,7 +794,12 @@ impl LiveNode {
             }
             Err(error) => {
                 tracing::warn!(%error, "the new configuration failed to start");
-                match build_node(&self.lnd, self.partitions, &state.nets, &state.settings) {
+                match build_node(
+                    &self.lnd,
+                    (self.partitions, &self.partition_cpus),
+                    &state.nets,
+                    &state.settings,
+                ) {
                     Ok(node) => {
                         restore(&node);
                         state.selftest = host_selftest(&node, self.selftest);
@@ -954,14 +964,18 @@ fn discover_errno(error: &DiscoverError) -> i32 {
 /// -ENOMEM (not in the protocol's errno list).
 const ENOMEM: i32 = 12;
 
-/// Builds a node running `nets` with `settings`.
+/// Builds a node running `nets` with `settings`, on `partitions` (their I/O threads pinned
+/// to `cpus`, by CPT; none given: unpinned).
 pub fn build_node(
     lnd: &LndChoice,
-    partitions: Partitions,
+    (partitions, cpus): (Partitions, &[Vec<usize>]),
     nets: &[NetSpec],
     settings: &GlobalSettings,
 ) -> Result<Node, BuildError> {
-    let mut builder = Node::builder().tunables(engine_tunables(settings)).partitions(partitions);
+    let mut builder = Node::builder()
+        .tunables(engine_tunables(settings))
+        .partitions(partitions)
+        .partition_cpus(cpus.to_vec());
     for net in nets {
         for ni in &net.nis {
             let config = NiConfig {

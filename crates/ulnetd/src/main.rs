@@ -42,6 +42,10 @@ struct Cli {
     /// Do not host the selftest service (as `lnet_selftest: false` in the configuration).
     #[arg(long)]
     no_selftest: bool,
+    /// Leave the CPU partitions' I/O threads unpinned: they run on any CPU the process may
+    /// use, instead of each on its partition's CPUs.
+    #[arg(long)]
+    no_cpu_bind: bool,
     /// The control socket (default: $ULNET_SOCKET, /run/ulnet/ulnetd.sock as root,
     /// $XDG_RUNTIME_DIR/ulnet/ulnetd.sock otherwise).
     #[arg(long, value_name = "PATH")]
@@ -104,6 +108,9 @@ fn run(cli: &Cli, started: Instant) -> u8 {
     }
     if cli.no_selftest {
         config.selftest = false;
+    }
+    if cli.no_cpu_bind {
+        config.partition_cpus.clear();
     }
     tracing::info!(
         accept_port = config.tcp.accept_port,

@@ -86,7 +86,7 @@ impl Modules {
     pub fn partitions(
         &self,
         topology: Result<Topology, TopologyReadError>,
-    ) -> Result<(Partitions, String), Unsupported> {
+    ) -> Result<(Partitions, String, Vec<Vec<usize>>), Unsupported> {
         let pattern = self.params.cpu_pattern.as_ref();
         let npartitions = self.params.cpu_npartitions.as_ref();
         let what = || {
@@ -99,7 +99,7 @@ impl Modules {
             Ok(topology) => topology,
             Err(error) if pattern.is_none() && npartitions.is_none() => {
                 tracing::warn!(%error, "CPU topology unreadable: one CPU partition");
-                return Ok((Partitions::default(), String::new()));
+                return Ok((Partitions::default(), String::new(), Vec::new()));
             }
             Err(error) => return Err(Unsupported { what: what(), why: error.to_string() }),
         };
@@ -113,7 +113,13 @@ impl Modules {
         }
         let partitions = Partitions::new(table.count() as u32)
             .map_err(|error| Unsupported { what: what(), why: error.to_string() })?;
-        Ok((partitions, table.render()))
+        let cpus = (0..table.count())
+            .map(|cpt| {
+                let cpus = table.cpus(cpt).into_iter().flatten();
+                cpus.filter_map(|&cpu| usize::try_from(cpu).ok()).collect()
+            })
+            .collect();
+        Ok((partitions, table.render(), cpus))
     }
 
     /// What ulnetd cannot honour: each problem, and each routing parameter whose block it

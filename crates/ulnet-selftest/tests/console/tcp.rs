@@ -51,3 +51,112 @@ fn typical_script_over_tcp() {
     );
     ok("end_session");
 }
+
+/// A node with `partitions` CPU partitions (each with its I/O thread) and one TCP NI.
+fn partitioned_node(address: &str, port: u16, partitions: u32) -> Node {
+    let tunables =
+        SocklndTunables { accept_port: port, accept: AcceptPolicy::All, ..Default::default() };
+    Node::builder()
+        .partitions(ulnet::proto::engine::cpt::Partitions::new(partitions).unwrap())
+        .tcp_ni(format!("{address}@tcp").parse().unwrap(), tunables)
+        .build()
+        .unwrap()
+}
+
+/// Selftest between nodes with two CPU partitions: the client's connections to its two
+/// servers run on different partitions' threads (127.0.0.3 and 127.0.0.4 hash apart), and
+/// every brw (check=full: each page's pattern checked) and ping of every loop completes,
+/// without one error, drop or expiry.
+#[test]
+fn brw_check_full_over_two_partitions_loses_nothing() {
+    use ulnet::proto::wire::selftest::{BrwCheck, BrwDirection, SrpcBody};
+    use ulnet_selftest::console::BrwSpec;
+    use ulnet_selftest::{Target, TestKind, TestSpec};
+
+    const KEY: u32 = 2323;
+    const LOOPS: i32 = 100;
+    const CONCURRENCY: u32 = 8;
+    let port = port(3);
+    let client = partitioned_node("127.0.0.2", port, 2);
+    let servers = [partitioned_node("127.0.0.3", port, 2), partitioned_node("127.0.0.4", port, 2)];
+    let _services: Vec<SelftestService> = std::iter::once(&client)
+        .chain(&servers)
+        .map(|node| SelftestService::start(node).unwrap())
+        .collect();
+    let console_node = tcp_node("127.0.0.5", port);
+    let console = Console::new(&console_node).unwrap();
+    console.new_session(KEY, "partitions", 0, false, 1).unwrap();
+    for (group, nodes) in [("c", std::slice::from_ref(&client)), ("s", &servers[..])] {
+        console.add_group(KEY, group).unwrap();
+        let ids: Vec<_> = nodes.iter().map(Node::process_id).collect();
+        assert_eq!(console.add_nodes(KEY, group, &ids).unwrap().lst_rc(), 0);
+    }
+    console.add_batch(KEY, "b").unwrap();
+    let brw = |direction, size| {
+        TestKind::Brw(BrwSpec { direction, check: BrwCheck::Full, size, offset: 0 })
+    };
+    let kinds = [
+        brw(BrwDirection::Write, 4096),
+        brw(BrwDirection::Read, 4096),
+        brw(BrwDirection::Write, 1 << 20),
+        brw(BrwDirection::Read, 64 << 10),
+        TestKind::Ping,
+    ];
+    for kind in &kinds {
+        let mut test = TestSpec::new(*kind, "c", "s");
+        test.batch = "b".into();
+        test.loop_count = LOOPS;
+        test.concurrency = CONCURRENCY;
+        // `--distribute 1:2`: the client's units go to both servers.
+        test.span = 2;
+        assert_eq!(console.add_test(KEY, &test).unwrap().lst_rc(), 0);
+    }
+    assert_eq!(console.run_batch(KEY, "b", 0).unwrap().lst_rc(), 0);
+    // The batch ends by itself once every loop of every unit is done.
+    let start = std::time::Instant::now();
+    loop {
+        let query = console.query_batch(KEY, "b", 0, false, 5).unwrap();
+        if query.stat.batch_running() == 0 {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(120), "{query:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let counters = |group: &str| {
+        let stat = console.stat(KEY, &Target::Group(group.into()), 10).unwrap();
+        let replies: Vec<_> = stat
+            .entries
+            .iter()
+            .map(|entry| match &entry.reply {
+                Some(SrpcBody::StatReply(stat)) => *stat,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        replies
+    };
+    let client_counters = counters("c");
+    let sent_by_client = client_counters.iter().map(|stat| {
+        assert_eq!((stat.framework.brw_errors, stat.framework.ping_errors), (0, 0), "{stat:?}");
+        let rpc = stat.rpc;
+        assert_eq!((rpc.errors, rpc.rpcs_dropped, rpc.rpcs_expired), (0, 0, 0), "{stat:?}");
+        rpc.rpcs_sent
+    });
+    let sent_by_client: u32 = sent_by_client.sum();
+    let received_by_servers: u32 = counters("s")
+        .iter()
+        .map(|stat| {
+            let rpc = stat.rpc;
+            assert_eq!((rpc.errors, rpc.rpcs_dropped, rpc.rpcs_expired), (0, 0, 0), "{stat:?}");
+            rpc.rpcs_received
+        })
+        .sum();
+    // Every unit's every loop is one RPC to a server; the framework's own RPCs (session,
+    // tests, batches, from the console) come on top.
+    let expected = LOOPS as u32 * CONCURRENCY * kinds.len() as u32;
+    assert!(sent_by_client >= expected, "{sent_by_client} < {expected}");
+    assert!(received_by_servers >= expected, "{received_by_servers} < {expected}");
+    // Both of the client's partitions carried traffic.
+    let by_partition = client.connections_by_partition();
+    assert!(by_partition.iter().all(|&count| count > 0), "{by_partition:?}");
+    assert_eq!(console.end_session(KEY).unwrap().lst_rc(), 0);
+}

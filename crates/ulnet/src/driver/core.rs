@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::time::Duration;
 
 use ulnet_proto::engine::{Event, HealthStatus, MdHandle, NiId, PingCompletion, RxId, TxId};
@@ -35,8 +35,12 @@ pub(crate) struct Shared {
     pub(crate) spin: Duration,
     /// Whether output made on callers' threads is held back ([`super::hold`]).
     pub(crate) output_hold: OutputHold,
-    /// The I/O thread's runtime, once it runs: an NI added live starts its LND tasks there.
-    pub(crate) runtime: OnceLock<tokio::runtime::Handle>,
+    /// Each partition's I/O runtime, by CPT, once the I/O threads run
+    /// ([`super::partitions`]); partition 0's is the node's I/O thread, where an NI added live
+    /// starts its LND tasks.
+    pub(crate) runtimes: OnceLock<Box<[tokio::runtime::Handle]>>,
+    /// Connection tasks running now, by the partition whose I/O thread runs them.
+    pub(crate) conn_tasks: Box<[AtomicU64]>,
 }
 
 /// The LNDs of a node's NIs, indexed by `NiId` (see [`Core::lnds`]).
@@ -60,6 +64,8 @@ pub(crate) struct Counters {
     pub(crate) transmits_failed_locally: AtomicU64,
     /// Write system calls on LND sockets.
     pub(crate) socket_writes: AtomicU64,
+    /// Times a thread found the core lock held and waited for it.
+    pub(crate) core_lock_waits: AtomicU64,
 }
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
@@ -179,7 +185,23 @@ impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
         // The core never panics on any input (its contract); recover rather than cascade if a
         // runtime bug ever poisoned the lock.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        // `try_lock` first: the same one atomic operation when the lock is free, and a count
+        // of the times it was not (how much the partitions' threads contend for the core).
+        match self.core.try_lock() {
+            Ok(core) => core,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.counters.core_lock_waits.fetch_add(1, Ordering::Relaxed);
+                self.core.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+    }
+
+    /// The I/O runtime of partition `cpt` (partition 0's for a CPT the node does not have),
+    /// once the I/O threads run.
+    pub(crate) fn runtime(&self, cpt: u32) -> Option<&tokio::runtime::Handle> {
+        let runtimes = self.runtimes.get()?;
+        runtimes.get(usize::try_from(cpt).unwrap_or(0)).or(runtimes.first())
     }
 
     /// The LNDs now (a snapshot, for callers that must not hold the core lock).

@@ -11,6 +11,7 @@
 //! | [`event_route`] | the core's events to their event queues |
 //! | [`drain`](mod@drain) | carrying out what the core produced, writing (or holding) the output |
 //! | [`io_loop`] | the I/O thread's loop: timers, LND polling, sleeping |
+//! | [`partitions`] | the I/O threads of the other CPU partitions, and pinning |
 //! | [`shutdown`] | the shutdown order ([`finish`]) |
 //!
 //! # Who runs what
@@ -23,11 +24,14 @@
 //!   Loopback completes inside the core, so a `0@lo` operation never leaves the caller's thread.
 //! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
 //!   after the lock is released, so nobody is woken only to block on the lock we hold.
-//! * The I/O thread runs a tokio current-thread runtime. Its loop ([`run`]) fires the core's
-//!   timer ([`poll_timeout`](ulnet_proto::engine::Engine::poll_timeout) /
+//! * Each CPU partition has an I/O thread running a tokio current-thread runtime of its own,
+//!   pinned to the partition's CPUs when the node was given them ([`partitions`]). Partition
+//!   0's is the node's I/O thread: its loop ([`run`]) fires the core's timer
+//!   ([`poll_timeout`](ulnet_proto::engine::Engine::poll_timeout) /
 //!   [`handle_timeout`](ulnet_proto::engine::Engine::handle_timeout)) and polls the LNDs that
 //!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
-//!   (TCP) spawn them on the same runtime from [`Lnd::start`](crate::lnd::Lnd::start).
+//!   (TCP) start them from [`Lnd::start`](crate::lnd::Lnd::start), each connection on the
+//!   runtime of the partition its peer's NID hashes to. The threads share the core lock.
 //!
 //! # Locks, in the only order they are taken
 //!
@@ -42,6 +46,7 @@ pub(crate) mod drain;
 pub(crate) mod event_route;
 pub(crate) mod hold;
 pub(crate) mod io_loop;
+pub(crate) mod partitions;
 pub(crate) mod shutdown;
 pub(crate) mod wake;
 

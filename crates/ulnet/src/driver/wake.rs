@@ -15,6 +15,8 @@ use crate::event_queue::EqShared;
 pub(crate) struct Wakes {
     doorbells: ArcSet<Shared>,
     queues: ArcSet<EqShared>,
+    /// Connection tasks to wake (an LND's), on whichever partition's thread they run.
+    nudges: ArcSet<tokio::sync::Notify>,
     /// Completions for blocked callers: sent after the unlock, else the woken caller's next
     /// call would find the core still locked and sleep again.
     completions: Vec<(SyncSender<PingCompletion>, PingCompletion)>,
@@ -35,6 +37,13 @@ impl Wakes {
         }
     }
 
+    /// Wake the task waiting on `nudge`.
+    pub(crate) fn nudge(&mut self, nudge: Arc<tokio::sync::Notify>) {
+        if !self.nudges.contains(&nudge) {
+            self.nudges.insert(nudge);
+        }
+    }
+
     /// Hand `completion` to the caller blocked on `waiter`.
     pub(super) fn complete(
         &mut self,
@@ -48,6 +57,9 @@ impl Wakes {
     pub(crate) fn finish(self) {
         for node in self.doorbells.into_items() {
             node.doorbell.ring(&node.counters.io_wakeups);
+        }
+        for nudge in self.nudges.into_items() {
+            nudge.notify_one();
         }
         for queue in self.queues.into_items() {
             queue.wake();

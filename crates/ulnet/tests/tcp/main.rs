@@ -15,6 +15,7 @@ mod bad_input;
 mod batching;
 mod capture;
 mod kernel_peer;
+mod partitions;
 mod script;
 mod shared_listener;
 #[path = "../support/mod.rs"]

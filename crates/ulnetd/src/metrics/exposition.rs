@@ -181,6 +181,20 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
         "ulnet_engine_events",
         "ulnet's own counters, not in lnetctl (stale responses, protocol errors, fast failover, ...)",
         engine.map(|(event, value)| (by("event", event), value)),
+    )?;
+    let runtime = &stats.runtime;
+    let runtime = [
+        ("io_wakeup", runtime.io_wakeups),
+        ("socket_write", runtime.socket_writes),
+        ("core_lock_wait", runtime.core_lock_waits),
+        ("event_unrouted", runtime.events_unrouted),
+        ("transmit_failed_locally", runtime.transmits_failed_locally),
+    ];
+    counter(
+        out,
+        "ulnet_runtime_events",
+        "The runtime's counters: I/O thread wake-ups, socket writes, waits for the core lock, ...",
+        runtime.map(|(event, value)| (by("event", event), value)),
     )
 }
 

@@ -135,3 +135,55 @@ fn idle_rss_is_measured() {
     assert!(rss > 0);
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
 }
+
+/// `cpu_npartitions=2` (one on a one-CPU host): one I/O thread per partition, each pinned to
+/// its partition's CPUs from libcfs's table, within the process's own mask; with
+/// `--no-cpu-bind` every one keeps the whole mask.
+#[test]
+fn each_partition_has_an_io_thread_pinned_to_its_cpus() {
+    use std::collections::BTreeSet;
+    use ulnet_config::cpu_partitions::{self, DEFAULT_CPU_PATTERN, parse_cpulist};
+
+    let topology = ulnetd::cpu_topology::read(std::path::Path::new("/")).unwrap();
+    let count = topology.online_cpus().min(2);
+    let table = cpu_partitions::build(DEFAULT_CPU_PATTERN, count as i32, &topology).unwrap();
+    let allowed = |task: &std::path::Path| -> BTreeSet<u32> {
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let line = status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:"));
+        parse_cpulist(line.unwrap().trim()).unwrap()
+    };
+    let mask = allowed(std::path::Path::new("/proc/self"));
+    let dir = TempDir::new("cpt");
+    let modprobe = dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={count}\n"));
+    let modprobe = modprobe.to_str().unwrap();
+    for bind in [true, false] {
+        let mut args = vec!["--modprobe", modprobe];
+        if !bind {
+            args.push("--no-cpu-bind");
+        }
+        let mut daemon = Process::spawn(Some(LO_ONLY), &args);
+        assert!(daemon.ready.is_some(), "{}", daemon.log());
+        // Threads named ulnet-io-<node> (partition 0) and ulnet-io-<node>.<cpt>.
+        let mut threads: Vec<(usize, BTreeSet<u32>)> = Vec::new();
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", daemon.child.id())).unwrap();
+        for task in tasks {
+            let task = task.unwrap().path();
+            let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            let Some(id) = name.trim().strip_prefix("ulnet-io-") else { continue };
+            let cpt = id.split_once('.').map_or(0, |(_, cpt)| cpt.parse().unwrap());
+            threads.push((cpt, allowed(&task)));
+        }
+        threads.sort();
+        assert_eq!(
+            threads.iter().map(|(cpt, _)| *cpt).collect::<Vec<_>>(),
+            (0..count).collect::<Vec<_>>()
+        );
+        for (cpt, cpus) in threads {
+            let own: BTreeSet<u32> =
+                table.cpus(cpt).unwrap().intersection(&mask).copied().collect();
+            let expected = if bind && !own.is_empty() { own } else { mask.clone() };
+            assert_eq!(cpus, expected, "partition {cpt}, bound: {bind}");
+        }
+        assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
+    }
+}

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use ulnet_proto::socklnd::handshake::{PassiveError, PassiveHandshake, PassiveStep};
+use ulnet_proto::socklnd::handshake::{Candidate, PassiveError, PassiveHandshake, PassiveStep};
 use ulnet_proto::wire::hello::Hello;
 
 use super::admission::{Granted, Slot};
@@ -53,7 +53,7 @@ use super::listener::Listener;
 use super::ni::Inner;
 use super::{connection, deadline_instant, socket};
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain};
+use crate::driver::{Shared, Wakes, drain, partitions};
 use crate::log_limit::warn_limited;
 
 /// Pause after an accept error (out of file descriptors...) before trying again.
@@ -155,9 +155,14 @@ async fn handshake(
             refusal = admit(&listener, &node, stream, peer_addr) => refusal,
         }
     };
-    let Some(Refusal { mut stream, reply, ni }) = refusal else {
-        return;
-    };
+    if let Some(refusal) = refusal {
+        close_refused(&listener, refusal).await;
+    }
+}
+
+/// Counts a refused connection, writes its answer (bounded by `accept_timeout`) and closes it.
+async fn close_refused(listener: &Listener, refusal: Refusal) {
+    let Refusal { mut stream, reply, ni } = refusal;
     match &ni {
         Some(ni) => ni.count(|c| &c.handshakes_failed),
         None => listener.count(|c| &c.handshakes_failed),
@@ -173,7 +178,7 @@ async fn handshake(
 /// Runs the handshake; returns the socket and the bytes to write before closing when the
 /// connection is refused, `None` when it was established (or is already closed).
 async fn admit(
-    listener: &Listener,
+    listener: &Arc<Listener>,
     node: &Weak<Shared>,
     mut stream: TcpStream,
     peer_addr: SocketAddr,
@@ -263,6 +268,51 @@ async fn admit(
     }
     let loopback = stream.local_addr().is_ok_and(|local| local.ip() == peer_addr.ip());
     let node = node.upgrade()?;
+    // The connection runs on its peer's partition: take the verdict there, with the socket
+    // registered on that thread's runtime (it was this thread's until now).
+    let cpt = inner.placement.cpt_of(&candidate.hello.peer.nid);
+    if partitions::current().is_none_or(|here| here == cpt) {
+        return verdict(&node, &inner, &mut handshake, &candidate, stream, loopback);
+    }
+    let Some(runtime) = node.runtime(cpt).cloned() else {
+        return verdict(&node, &inner, &mut handshake, &candidate, stream, loopback);
+    };
+    let stream = match stream.into_std() {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::debug!(%peer_addr, %error, "cannot move the connection to its partition");
+            inner.count(|c| &c.handshakes_failed);
+            return None;
+        }
+    };
+    let listener = Arc::clone(listener);
+    drop(runtime.spawn(async move {
+        let stream = match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer_addr, %error, "cannot move the connection to its partition");
+                inner.count(|c| &c.handshakes_failed);
+                return;
+            }
+        };
+        if let Some(refusal) = verdict(&node, &inner, &mut handshake, &candidate, stream, loopback)
+        {
+            close_refused(&listener, refusal).await;
+        }
+    }));
+    None
+}
+
+/// The peer table's verdict on a connection whose handshake is complete: established (its task
+/// started), or refused with the answer to write.
+fn verdict(
+    node: &Arc<Shared>,
+    inner: &Arc<Inner>,
+    handshake: &mut PassiveHandshake,
+    candidate: &Candidate,
+    stream: TcpStream,
+    loopback: bool,
+) -> Option<Refusal> {
     let now = clock::now();
     let mut wakes = Wakes::default();
     let refusal = {
@@ -270,21 +320,20 @@ async fn admit(
         if core.closed {
             return None;
         }
-        let inner = &inner;
         let refusal = {
-            let mut cx = Cx { inner, node: &node, core: &mut core, now, wakes: &mut wakes };
-            cx.with_table(|table, cx| table.admit(cx, &mut handshake, &candidate, stream, loopback))
+            let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
+            cx.with_table(|table, cx| table.admit(cx, handshake, candidate, stream, loopback))
         };
         let refusal = match refusal {
             Ok(new) => {
                 if let Some(new) = new {
-                    connection::start(inner, &node, new);
+                    connection::start(inner, node, new);
                 }
                 None
             }
             Err((stream, reply)) => Some(Refusal { stream, reply, ni: Some(Arc::clone(inner)) }),
         };
-        drain(&node, &mut core, now, &mut wakes);
+        drain(node, &mut core, now, &mut wakes);
         refusal
     };
     wakes.finish();

@@ -15,6 +15,7 @@
 //!
 //! The task leaves when its connection is gone from the table.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use tokio::net::TcpStream;
@@ -23,12 +24,14 @@ use tokio::sync::Notify;
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
 use super::ni::Inner;
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain};
+use crate::driver::{Shared, Wakes, drain, partitions};
 
-/// Starts the task of a connection the peer table just added.
+/// Starts the task of a connection the peer table just added, on the I/O thread of the
+/// partition its peer hashes to (where the dialer or the acceptor registered its socket).
 pub(super) fn start(inner: &Arc<Inner>, node: &Arc<Shared>, new: NewConn) {
     let NewConn { key, stream, nudge } = new;
-    inner.spawn(run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge));
+    let cpt = inner.placement.cpt_of(&key.peer.nid);
+    inner.spawn(node, cpt, run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge));
 }
 
 /// Drives one connection until it closes.
@@ -39,6 +42,7 @@ async fn run(
     stream: Arc<TcpStream>,
     nudge: Arc<Notify>,
 ) {
+    let _counted = node.upgrade().map(|node| ConnTaskCount::new(&node));
     loop {
         let Some(shared) = node.upgrade() else {
             return;
@@ -60,6 +64,32 @@ async fn run(
             () = nudge.notified() => {}
             _ = stream.readable(), if interest.read => {}
             _ = stream.writable(), if interest.write => {}
+        }
+    }
+}
+
+/// Counts the task in [`Shared::conn_tasks`] under the partition whose thread runs it, for
+/// as long as it lives.
+struct ConnTaskCount {
+    node: Weak<Shared>,
+    cpt: Option<usize>,
+}
+
+impl ConnTaskCount {
+    fn new(node: &Arc<Shared>) -> Self {
+        let cpt = partitions::current().and_then(|cpt| usize::try_from(cpt).ok());
+        if let Some(count) = cpt.and_then(|cpt| node.conn_tasks.get(cpt)) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        Self { node: Arc::downgrade(node), cpt }
+    }
+}
+
+impl Drop for ConnTaskCount {
+    fn drop(&mut self) {
+        let Some(node) = self.node.upgrade() else { return };
+        if let Some(count) = self.cpt.and_then(|cpt| node.conn_tasks.get(cpt)) {
+            count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -356,7 +356,8 @@ mod tests {
         let listeners = Listeners::default();
         let all = tunables(port, AcceptPolicy::All);
         let new = |ni: u16, text: &str, tunables: SocklndTunables| {
-            TcpLnd::new(NiId(ni), nid(text), 12345, tunables, false, &listeners)
+            let placement = super::super::Placement::new(Default::default(), Default::default());
+            TcpLnd::new(NiId(ni), nid(text), 12345, tunables, false, &listeners, placement)
         };
         let tcp = new(1, "127.0.0.1@tcp", all).unwrap();
         let tcp1 = new(2, "127.0.0.1@tcp1", all).unwrap();

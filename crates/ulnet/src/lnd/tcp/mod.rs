@@ -38,14 +38,18 @@
 //!
 //! # Threads and locks
 //!
-//! Everything here runs either on the node's I/O thread (the tasks, [`Lnd::poll`]) or on an API
-//! caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked. The
+//! Everything here runs either on the node's I/O threads (the tasks, [`Lnd::poll`]) or on an
+//! API caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked.
+//! A connection's task, and the dial that opens it, run on the I/O thread of the partition its
+//! peer's NID hashes to (`ni::Placement`, the kernel's `lnet_cpt_of_nid()`); the listener and
+//! the passive handshakes run on partition 0's, which hands each accepted socket to its
+//! partition's runtime before the peer table's verdict (the socket must be registered with the
+//! runtime whose thread waits on it). Wake-ups of a connection's task go straight to its thread. The
 //! peer table lives with the core (`Core::tcp_tables`, through `Cx::with_table`), so the
 //! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
 //! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
-//! leaf lock: work
-//! for the I/O thread (dials to start, connection tasks to nudge) posted from any thread, picked
-//! up by [`Lnd::poll`] after a doorbell ring.
+//! leaf lock: dials to start, posted from any thread, picked up by partition 0's [`Lnd::poll`]
+//! after a doorbell ring, which starts each on its peer's partition.
 //!
 //! A transmit queues its message on a connection; the end of the drain that produced it writes
 //! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
@@ -109,6 +113,7 @@ pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
 pub(crate) use listener::Listeners;
 use listener::Membership;
+pub(crate) use ni::Placement;
 use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use table::PeerTables;
 pub use table::TcpConnection;
@@ -190,6 +195,7 @@ impl TcpLnd {
         tunables: SocklndTunables,
         privileged_ports: bool,
         listeners: &Listeners,
+        placement: Placement,
     ) -> Result<Self, BuildError> {
         let ip = nid.ip().ok_or(BuildError::TcpNotIp(nid))?;
         let identity = LocalIdentity { nid, pid, incarnation: next_incarnation() };
@@ -205,7 +211,7 @@ impl TcpLnd {
                 u64::try_from(tunables.sock_timeout.as_nanos()).unwrap_or(u64::MAX),
             ),
             tunables,
-            runtime: OnceLock::new(),
+            placement,
             node: OnceLock::new(),
             inbox: Mutex::new(Inbox::default()),
             privileged_ports: AtomicBool::new(privileged_ports),
@@ -280,8 +286,8 @@ impl TcpLnd {
         });
     }
 
-    /// Wakes what [`retire`](Self::retire) left waiting (connection tasks, so they see their
-    /// socket closed and leave). No lock held.
+    /// Carries out what [`retire`](Self::retire) left posted (dials, which find the table
+    /// closed); its wake-ups already told the connection tasks to leave. No lock held.
     pub(crate) fn finish_retire(&self, node: &Arc<Shared>) {
         self.inner.run_inbox(node);
     }
@@ -317,7 +323,6 @@ impl Lnd for TcpLnd {
 
     fn start(&self, node: &Arc<Shared>) {
         let inner = &self.inner;
-        let _ = inner.runtime.set(tokio::runtime::Handle::current());
         let _ = inner.node.set(Arc::downgrade(node));
         // The first NI of a listener to start serves it; the others find it served.
         if let Some(membership) = self.lock_membership().as_ref() {
@@ -418,24 +423,19 @@ impl Lnd for TcpLnd {
             drain(node, &mut core, now, &mut wakes);
         }
         wakes.finish();
-        let mut inbox = inner.lock_inbox();
-        inbox.dials.clear();
-        inbox.nudges.clear();
+        inner.lock_inbox().dials.clear();
     }
 }
 
 impl Inner {
-    /// Carries out the posted work; on the I/O thread.
+    /// Carries out the posted work; on the I/O thread. A dial runs on the thread of the
+    /// peer's partition, so the connection it makes is registered with that runtime.
     fn run_inbox(self: &Arc<Self>, node: &Arc<Shared>) {
-        let (dials, nudges) = {
-            let mut inbox = self.lock_inbox();
-            (std::mem::take(&mut inbox.dials), std::mem::take(&mut inbox.nudges))
-        };
-        for nudge in nudges {
-            nudge.notify_one();
-        }
+        let dials = std::mem::take(&mut self.lock_inbox().dials);
         for (peer, dial) in dials {
-            self.spawn(dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial));
+            let cpt = self.placement.cpt_of(&peer.nid);
+            let task = dialer::run(Arc::clone(self), Arc::downgrade(node), peer, dial);
+            self.spawn(node, cpt, task);
         }
     }
 }

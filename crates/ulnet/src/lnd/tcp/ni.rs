@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use tokio::sync::Notify;
-use ulnet_proto::addr::ProcessId;
+use ulnet_proto::addr::{Nid, ProcessId};
 use ulnet_proto::engine::NiId;
+use ulnet_proto::engine::cpt::{CptList, Partitions};
 use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::wire::hello::LocalIdentity;
@@ -31,7 +32,8 @@ pub(crate) struct Inner {
     /// `sock_timeout` in force, in nanoseconds: `tunables.sock_timeout` until `lnetctl net set
     /// --lnd-timeout` changes it (read through [`Inner::sock_timeout`]).
     pub(super) sock_timeout_ns: AtomicU64,
-    pub(super) runtime: OnceLock<tokio::runtime::Handle>,
+    /// Which partition's I/O thread runs a peer's connections.
+    pub(super) placement: Placement,
     pub(super) node: OnceLock<Weak<Shared>>,
     /// Leaf lock: work posted for the I/O thread.
     pub(super) inbox: Mutex<Inbox>,
@@ -43,6 +45,30 @@ pub(crate) struct Inner {
     pub(super) counters: Counters,
     /// Rate limits of the warnings a peer can cause at will.
     pub(super) log_limits: LogLimits,
+}
+
+/// Which partition's I/O thread runs the connections to a peer: the kernel's
+/// `lnet_cpt_of_nid()` of the peer's NID through this NI, which is also the `cpt` of the
+/// transmits to it. lustre: socklnd.c `ksocknal_create_conn()` (`lnet_cpt_of_nid()` then
+/// `ksocknal_choose_scheduler_locked()`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    partitions: Partitions,
+    /// The NI's CPTs, bound as the core binds them.
+    cpts: CptList,
+}
+
+impl Placement {
+    /// For an NI of a node with `partitions`, configured with `cpts` (checked by the core; a
+    /// list it would refuse never gets this far, and is taken as "all").
+    pub(crate) fn new(partitions: Partitions, cpts: CptList) -> Self {
+        Self { partitions, cpts: partitions.bind(cpts).unwrap_or(CptList::ALL) }
+    }
+
+    /// The partition of the connections to `peer`.
+    pub(crate) fn cpt_of(&self, peer: &Nid) -> u32 {
+        self.partitions.cpt_of_nid_for(peer, &self.cpts)
+    }
 }
 
 /// One rate limit per kind of warning a peer can cause on an NI (the listener has its own for
@@ -81,7 +107,6 @@ pub(super) struct Counters {
 #[derive(Default)]
 pub(super) struct Inbox {
     pub(super) dials: Vec<(ProcessId, DialRequest)>,
-    pub(super) nudges: Vec<Arc<Notify>>,
 }
 
 impl Inner {
@@ -112,16 +137,20 @@ impl Inner {
         wakes.ring(node);
     }
 
-    /// Asks the I/O thread to wake a connection's task (it has output, input to resume, or
-    /// was closed).
-    pub(super) fn post_nudge(&self, node: &Arc<Shared>, wakes: &mut Wakes, nudge: &Arc<Notify>) {
-        self.lock_inbox().nudges.push(Arc::clone(nudge));
-        wakes.ring(node);
+    /// Wakes a connection's task (it has output, input to resume, or was closed) once the
+    /// core lock is released: straight on its partition's thread, not through partition 0's.
+    pub(super) fn post_nudge(&self, wakes: &mut Wakes, nudge: &Arc<Notify>) {
+        wakes.nudge(Arc::clone(nudge));
     }
 
-    /// Spawns a task on the I/O runtime (from any thread).
-    pub(super) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        match self.runtime.get() {
+    /// Spawns a task on partition `cpt`'s I/O runtime (from any thread).
+    pub(super) fn spawn(
+        &self,
+        node: &Shared,
+        cpt: u32,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        match node.runtime(cpt) {
             Some(runtime) => drop(runtime.spawn(task)),
             None => tracing::error!("TCP LND task spawned before start"),
         }

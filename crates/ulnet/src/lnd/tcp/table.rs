@@ -305,7 +305,7 @@ impl PeerTable {
         match io {
             Some(io) => {
                 io.reader.resume(cx.core, cx.now, resume.action);
-                cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+                cx.inner.post_nudge(cx.wakes, &io.nudge);
             }
             None => {
                 // The connection closed meanwhile: its payload is gone.
@@ -603,7 +603,7 @@ impl PeerTable {
                 if !io.awaiting_writable {
                     // Let the task wait for room (it is idle, or about to look).
                     io.awaiting_writable = true;
-                    cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+                    cx.inner.post_nudge(cx.wakes, &io.nudge);
                 }
                 Some(Flushed::Blocked)
             }
@@ -737,7 +737,7 @@ impl PeerTable {
         let mut io = peer.io.swap_remove(index);
         io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::RemoteError);
         socket::shut_down(&io.stream);
-        cx.inner.post_nudge(cx.node, cx.wakes, &io.nudge);
+        cx.inner.post_nudge(cx.wakes, &io.nudge);
         cx.inner.count(|c| &c.conns_closed);
         match cause {
             _ if cause.is_protocol_error() => {
