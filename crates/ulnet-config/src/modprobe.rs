@@ -139,6 +139,8 @@ pub struct ModuleParameters {
     pub settings: GlobalSettings,
     pub accept: Option<AcceptPolicy>,
     pub accept_port: Option<u16>,
+    /// `accept_port_bulk` when set (`None`: bulk connections on `accept_port`).
+    pub accept_port_bulk: Option<u16>,
     pub socklnd: SocklndModule,
     /// `networks=`: the nets as the kernel parses them (interfaces not resolved).
     pub networks: Option<Located<Vec<NetSpec>>>,
@@ -169,8 +171,7 @@ pub struct ModuleParameters {
 /// refused). A configuration with problems must not run; the parameters are returned so
 /// that the problems the daemon finds in them are reported together with these.
 pub fn parse(sources: &[Source<'_>]) -> (ModuleParameters, Vec<Problem>) {
-    let mut reader =
-        Reader { params: ModuleParameters::default(), problems: Vec::new(), bulk_port: None };
+    let mut reader = Reader { params: ModuleParameters::default(), problems: Vec::new() };
     for source in sources {
         reader.source(source);
     }
@@ -180,8 +181,6 @@ pub fn parse(sources: &[Source<'_>]) -> (ModuleParameters, Vec<Problem>) {
 struct Reader {
     params: ModuleParameters,
     problems: Vec<Problem>,
-    /// `accept_port_bulk`, checked against `accept_port` once every file is read.
-    bulk_port: Option<Located<i64>>,
 }
 
 /// The LNDs ulnet cannot drive: module, and what their networks need.
@@ -356,7 +355,11 @@ impl Reader {
             }
             Target::AcceptPortBulk => {
                 let port = number(param, text)?;
-                self.bulk_port = Some(Located { value: i64::from(port), origin: origin.clone() });
+                let port = u16::try_from(port)
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("{port} is not a port number (1-65535)"))?;
+                self.params.accept_port_bulk = Some(port);
                 Ok(())
             }
             Target::Networks => {
@@ -640,18 +643,6 @@ impl Reader {
     }
 
     fn finish(mut self) -> (ModuleParameters, Vec<Problem>) {
-        if let Some(bulk) = self.bulk_port.take() {
-            let port = self.params.accept_port.unwrap_or(DEFAULT_ACCEPT_PORT);
-            if bulk.value != i64::from(port) {
-                self.problems.push(Problem {
-                    origin: bulk.origin,
-                    why: format!(
-                        "a bulk port other than accept_port ({port}) is not implemented: \
-                         ulnet accepts and connects every connection on accept_port"
-                    ),
-                });
-            }
-        }
         if let (Some(networks), Some(_)) = (&self.params.networks, &self.params.ip2nets) {
             // lustre: api-ni.c lnet_get_networks().
             self.problems.push(Problem {
@@ -662,9 +653,6 @@ impl Reader {
         (self.params, self.problems)
     }
 }
-
-/// lnet's default `accept_port`. lustre: acceptor.c.
-const DEFAULT_ACCEPT_PORT: u16 = ulnet_proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
 
 /// The value text, or the kernel's refusal: a missing `=value` for anything but a setter
 /// that ignores it, a string longer than the kernel takes.

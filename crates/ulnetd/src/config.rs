@@ -94,6 +94,9 @@ pub fn default_accept_policy(root: bool) -> AcceptPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpSettings {
     pub accept_port: u16,
+    /// `accept_port_bulk` (a module parameter only): `None` puts bulk connections on
+    /// `accept_port`.
+    pub accept_port_bulk: Option<u16>,
     pub accept: AcceptPolicy,
     /// ksocklnd's module parameters: every connection's settings, the defaults of every
     /// tcp net (a `net add` without tunables gets them too).
@@ -107,13 +110,14 @@ impl TcpSettings {
 
     /// `accept_port` and `accept`, socklnd's defaults for the rest.
     pub fn new(accept_port: u16, accept: AcceptPolicy) -> Self {
-        Self { accept_port, accept, socklnd: SocklndModule::default() }
+        Self { accept_port, accept_port_bulk: None, accept, socklnd: SocklndModule::default() }
     }
 
     /// What the module parameters set, the defaults (by `root`) for the rest.
     fn from_modules(params: &ModuleParameters, root: bool) -> Self {
         Self {
             accept_port: params.accept_port.unwrap_or(DEFAULT_ACCEPT_PORT),
+            accept_port_bulk: params.accept_port_bulk,
             accept: params.accept.unwrap_or_else(|| default_accept_policy(root)),
             socklnd: params.socklnd,
         }

@@ -1010,6 +1010,7 @@ fn tcp_ni(
 fn tcp_tunables(socklnd: SocklndTunables, tcp: TcpSettings) -> ulnet::SocklndTunables {
     ulnet::SocklndTunables {
         accept_port: tcp.accept_port,
+        accept_port_bulk: tcp.accept_port_bulk,
         accept: tcp.accept,
         // In range: the importer, the CLI and the module parameters check 0..=127.
         conns_per_peer: ConnsPerPeer::new(u32::from(socklnd.conns_per_peer)).unwrap_or_default(),

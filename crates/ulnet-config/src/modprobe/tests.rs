@@ -311,13 +311,13 @@ fn networks_and_ip2nets_keep_the_kernels_syntax() {
 }
 
 #[test]
-fn the_bulk_port_must_be_the_accept_port() {
-    ok("options lnet accept_port=7988 accept_port_bulk=7988\n");
-    ok("options lnet accept_port_bulk=988\n");
+fn the_bulk_port_is_taken_as_given() {
+    assert_eq!(ok("options lnet accept_port=7988\n").accept_port_bulk, None);
+    let params = ok("options lnet accept_port_bulk=7989 accept_port=7988\n");
+    assert_eq!((params.accept_port, params.accept_port_bulk), (Some(7988), Some(7989)));
     assert_eq!(
-        problem("options lnet accept_port_bulk=7989 accept_port=7988\n"),
-        "lustre.conf:1: options lnet accept_port_bulk=7989: a bulk port other than accept_port \
-         (7988) is not implemented: ulnet accepts and connects every connection on accept_port"
+        problem("options lnet accept_port_bulk=70000\n"),
+        "lustre.conf:1: options lnet accept_port_bulk=70000: 70000 is not a port number (1-65535)"
     );
 }
 

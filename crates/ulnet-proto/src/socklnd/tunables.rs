@@ -171,12 +171,25 @@ pub struct SocklndTunables {
     pub accept: AcceptPolicy,
     /// `accept_port` (988).
     pub accept_port: u16,
+    /// `accept_port_bulk` (lnet, 2.16.58 and later): the port non-CONTROL connections are
+    /// dialled on and a second acceptor listens on. `None`: `accept_port`, as before 2.16.58
+    /// (the kernel's default, 988, would put bulk connections on a privileged port whatever
+    /// `accept_port` says; ulnet runs without root).
+    pub accept_port_bulk: Option<u16>,
     /// `accept_timeout` (5 s): the kernel's bound on each connreq read and on the passive
     /// side's hello read; ulnet's acceptor also bounds the whole passive handshake by it
     /// (decision 0017).
     pub accept_timeout: Duration,
     /// `accept_backlog` (127): listen() backlog.
     pub accept_backlog: u32,
+}
+
+impl SocklndTunables {
+    /// The port bulk connections (BULK_IN, BULK_OUT, ANY) go to.
+    /// lustre: acceptor.c `lnet_acceptor_bulk_port()`.
+    pub fn bulk_port(&self) -> u16 {
+        self.accept_port_bulk.unwrap_or(self.accept_port)
+    }
 }
 
 impl Default for SocklndTunables {
@@ -201,6 +214,7 @@ impl Default for SocklndTunables {
             nonblocking_zc_ack: true,
             accept: AcceptPolicy::Secure,
             accept_port: DEFAULT_ACCEPT_PORT,
+            accept_port_bulk: None,
             accept_timeout: Duration::from_secs(5),
             accept_backlog: 127,
         }

@@ -139,6 +139,9 @@ impl LiveNode {
             if tcp.accept_port != config.tcp.accept_port {
                 refuse("global accept_port");
             }
+            if tcp.accept_port_bulk != config.tcp.accept_port_bulk {
+                refuse("lnet accept_port_bulk");
+            }
             if tcp.accept != config.tcp.accept {
                 refuse("global accept");
             }

@@ -360,3 +360,40 @@ fn setup_sysctl_applies_and_restores_the_shipped_file() {
     assert_eq!(on.signal_and_wait(SIGTERM), 0);
     assert_eq!(off.signal_and_wait(SIGTERM), 0);
 }
+
+/// `accept_port_bulk` (lnet 2.16.58): a second acceptor on the bulk port, and the bulk
+/// connections (BULK_IN, BULK_OUT) dialled there while CONTROL goes to `accept_port`; what
+/// lctl's `conn_list` shows on the dialling side.
+#[test]
+fn bulk_connections_use_accept_port_bulk() {
+    let (port, bulk) = (free_port(), free_port());
+    let modules = format!("options lnet accept_port={port} accept_port_bulk={bulk}\n");
+    let node = |nid: &str| {
+        let config = format!(
+            "global:\n    accept: all\nnet:\n    - net type: tcp\n      local NI(s):\n        \
+             - nid: {nid}\n"
+        );
+        spawn(&modules, Some(&config))
+    };
+    let (a, _a_dir) = node("127.64.9.1@tcp");
+    let (b, _b_dir) = node("127.64.9.2@tcp");
+    assert!(a.ready.is_some() && b.ready.is_some(), "{}\n{}", a.log(), b.log());
+    ok(&a, &["ping", "127.64.9.2@tcp"]);
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    let wanted = [
+        format!("C[0]127.64.9.1->127.64.9.2:{port} "),
+        format!("I[0]127.64.9.1->127.64.9.2:{bulk} "),
+        format!("O[0]127.64.9.1->127.64.9.2:{bulk} "),
+    ];
+    loop {
+        let conns = ok(&a, &["conn_list"]);
+        if wanted.iter().all(|line| conns.contains(line.as_str())) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{wanted:?} not all in:\n{conns}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for mut daemon in [a, b] {
+        assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+    }
+}

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::socklnd::handshake::{ActiveError, ActiveHandshake, ActiveStep};
 use ulnet_proto::socklnd::peer_conns::DialRequest;
-use ulnet_proto::wire::hello::Hello;
+use ulnet_proto::wire::hello::{ConnType, Hello};
 
 use super::context::{Cx, DialError, Dialled};
 use super::ni::Inner;
@@ -54,8 +54,14 @@ pub(super) async fn run(
 async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Dialled, DialError> {
     let tunables = &inner.tunables;
     let ip = peer.nid.ip().ok_or(DialError::NoAddress(peer))?;
-    // CONTROL and bulk connections both go to accept_port (ulnet has no accept_port_bulk).
-    let address = SocketAddr::new(ip, tunables.accept_port);
+    // lustre: socklnd_cb.c `ksocknal_connect()`: CONTROL connections go to accept_port, the
+    // others to `accept_port_bulk` (the same port unless set).
+    let port = if request.conn_type == ConnType::CONTROL {
+        tunables.accept_port
+    } else {
+        tunables.bulk_port()
+    };
+    let address = SocketAddr::new(ip, port);
     let connect = socket::connect(inner.ip, address, &inner.privileged_ports, tunables);
     let stream = match tokio::time::timeout(inner.sock_timeout(), connect).await {
         Ok(Ok(stream)) => stream,

@@ -178,12 +178,12 @@ impl Listeners {
         }
     }
 
-    /// Puts the NI `ni` on the listener of its address and `accept_port`, binding one if there
-    /// is none. Fails when the socket cannot be bound, or when the listener there has other
-    /// acceptor settings.
-    pub(super) fn join(&self, ni: &Arc<Inner>) -> io::Result<Membership> {
+    /// Puts the NI `ni` on the listener of its address and `port` (`accept_port`, or
+    /// `accept_port_bulk`), binding one if there is none. Fails when the socket cannot be
+    /// bound, or when the listener there has other acceptor settings.
+    pub(super) fn join(&self, ni: &Arc<Inner>, port: u16) -> io::Result<Membership> {
         let tunables = &ni.tunables;
-        let address = SocketAddr::new(ni.ip, tunables.accept_port);
+        let address = SocketAddr::new(ni.ip, port);
         let settings = Settings::of(tunables);
         let mut by_address = lock(&self.table.by_address);
         let listener = match by_address.get(&address) {
@@ -197,7 +197,7 @@ impl Listeners {
             }
             Some(listener) => Arc::clone(listener),
             None => {
-                let socket = socket::listen(ni.ip, tunables)?;
+                let socket = socket::listen(ni.ip, port, tunables)?;
                 let listener = Arc::new(Listener {
                     address,
                     settings,

@@ -178,6 +178,8 @@ pub(crate) struct TcpLnd {
     /// The NI's place on the listener of its address (none with `accept=none`); taken, and so
     /// left, when the NI is retired or shut down.
     membership: Mutex<Option<Membership>>,
+    /// The NI's place on its address's `accept_port_bulk` listener, when that port differs.
+    bulk_membership: Mutex<Option<Membership>>,
 }
 
 /// Longest gap between two scans of the peers' timers. Deadlines are at least `keepalive` or
@@ -221,14 +223,26 @@ impl TcpLnd {
         };
         let inner = Arc::new(inner);
         let port = inner.tunables.accept_port;
-        let membership = match inner.tunables.accept {
-            AcceptPolicy::None => None,
+        let bulk = inner.tunables.bulk_port();
+        let (membership, bulk_membership) = match inner.tunables.accept {
+            AcceptPolicy::None => (None, None),
             AcceptPolicy::Secure | AcceptPolicy::All => {
-                let joined = listeners.join(&inner);
-                Some(joined.map_err(|source| BuildError::TcpListen { nid, port, source })?)
+                let joined = listeners.join(&inner, port);
+                let main = joined.map_err(|source| BuildError::TcpListen { nid, port, source })?;
+                // lustre: acceptor.c `lnet_acceptor_add_socket()`: a second listener when
+                // `accept_port_bulk` differs.
+                let bulk_joined = (bulk != port).then(|| listeners.join(&inner, bulk));
+                let bulk_membership = bulk_joined
+                    .transpose()
+                    .map_err(|source| BuildError::TcpListen { nid, port: bulk, source })?;
+                (Some(main), bulk_membership)
             }
         };
-        Ok(Self { inner, membership: Mutex::new(membership) })
+        Ok(Self {
+            inner,
+            membership: Mutex::new(membership),
+            bulk_membership: Mutex::new(bulk_membership),
+        })
     }
 
     pub(crate) fn stats(&self) -> TcpStats {
@@ -261,10 +275,16 @@ impl TcpLnd {
         self.membership.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Leaves the listener (a no-op the second time); dropping the membership does it.
+    fn lock_bulk_membership(&self) -> std::sync::MutexGuard<'_, Option<Membership>> {
+        self.bulk_membership.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Leaves the listeners (a no-op the second time); dropping the memberships does it.
     fn leave_listener(&self) {
         let membership = self.lock_membership().take();
         drop(membership);
+        let bulk = self.lock_bulk_membership().take();
+        drop(bulk);
     }
 }
 
@@ -326,6 +346,9 @@ impl Lnd for TcpLnd {
         let _ = inner.node.set(Arc::downgrade(node));
         // The first NI of a listener to start serves it; the others find it served.
         if let Some(membership) = self.lock_membership().as_ref() {
+            membership.start(node);
+        }
+        if let Some(membership) = self.lock_bulk_membership().as_ref() {
             membership.start(node);
         }
     }

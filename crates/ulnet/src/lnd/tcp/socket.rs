@@ -12,11 +12,16 @@ use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
 use ulnet_proto::socklnd::tunables::{MAX_RESERVED_PORT, MIN_RESERVED_PORT, SocklndTunables};
 
-/// A listening socket on `ip:accept_port`, non-blocking, ready for tokio. The NI's own address,
-/// not the wildcard the kernel's one acceptor binds, so several nodes fit on one host; the
-/// node's NIs on one address share it ([`listener`](super::listener)).
-pub(super) fn listen(ip: IpAddr, tunables: &SocklndTunables) -> io::Result<std::net::TcpListener> {
-    let address = SocketAddr::new(ip, tunables.accept_port);
+/// A listening socket on `ip:port` (`accept_port`, or `accept_port_bulk`), non-blocking, ready
+/// for tokio. The NI's own address, not the wildcard the kernel's one acceptor binds, so several
+/// nodes fit on one host; the node's NIs on one address share it
+/// ([`listener`](super::listener)).
+pub(super) fn listen(
+    ip: IpAddr,
+    port: u16,
+    tunables: &SocklndTunables,
+) -> io::Result<std::net::TcpListener> {
+    let address = SocketAddr::new(ip, port);
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, Some(Protocol::TCP))?;
     // lustre: lib-socket.c `lnet_sock_create()` sets SO_REUSEADDR on every socket.
     socket.set_reuse_address(true)?;
