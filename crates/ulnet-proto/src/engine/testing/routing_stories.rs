@@ -127,6 +127,15 @@ impl Layout {
     }
 }
 
+/// 20 us links of 100 MB/s, for stories with bulk in flight when a router goes.
+fn bulk_link() -> LinkConfig {
+    LinkConfig {
+        latency: Duration::from_micros(20),
+        bandwidth_bytes_per_sec: Some(100_000_000),
+        ..LinkConfig::IDEAL
+    }
+}
+
 /// The events of `md` on `node` as (kind, status).
 fn outcome(events: &[crate::engine::event::Event], md: MdHandle) -> Vec<(EventKind, EventStatus)> {
     events.iter().filter(|e| e.md == md).map(|e| (e.kind, e.status)).collect()
@@ -426,11 +435,7 @@ fn a_dead_router_is_left_and_used_again_when_back() {
 fn bulk_traffic_survives_a_router_dying_under_it() {
     let tunables = Tunables { transaction_timeout: Duration::from_secs(30), ..Tunables::default() };
     // 100 MB/s links: the batch takes about 0.15 s through two routers.
-    let link = LinkConfig {
-        latency: Duration::from_micros(20),
-        bandwidth_bytes_per_sec: Some(100_000_000),
-        ..LinkConfig::IDEAL
-    };
+    let link = bulk_link();
     let mut l = layout_on(2, tunables, link);
     l.h.run_for(Duration::from_secs(1));
     let server = l.server();
@@ -496,11 +501,7 @@ fn a_multi_rail_gateway_losing_one_ni_keeps_routing() {
     // The router has two NIs on tcp; the client's route names the first.
     let node_nids =
         vec![vec![nid(0, 1)], vec![nid(0, 10), nid(0, 20), nid(1, 10)], vec![nid(1, 100)]];
-    let link = LinkConfig {
-        latency: Duration::from_micros(20),
-        bandwidth_bytes_per_sec: Some(100_000_000),
-        ..LinkConfig::IDEAL
-    };
+    let link = bulk_link();
     let config = HarnessConfig { nodes: 3, node_nids, link, ..HarnessConfig::default() };
     let mut h = Harness::new(config);
     h.with_node(1, |node, now| node.set_routing(now, true, true)).unwrap();
@@ -547,11 +548,7 @@ fn a_discovery_ping_through_a_router_gone_silent_is_copied() {
     // copies the ping through the other router, so the held PUTs complete within seconds,
     // not at the ping's transaction timeout.
     for silent in [1, 2] {
-        let link = LinkConfig {
-            latency: Duration::from_micros(20),
-            bandwidth_bytes_per_sec: Some(100_000_000),
-            ..LinkConfig::IDEAL
-        };
+        let link = bulk_link();
         let mut l = layout_on(2, Tunables::default(), link);
         l.h.run_for(Duration::from_secs(1));
         let server = l.server();
@@ -574,11 +571,7 @@ fn a_discovery_ping_through_a_router_gone_silent_is_copied() {
 fn a_silent_router_is_left_within_seconds_with_discovery_off() {
     // Discovery off: each gateway is known by one NID (not multi-rail), as at the seeds' sites.
     let tunables = Tunables { discovery: false, ..Tunables::default() };
-    let link = LinkConfig {
-        latency: Duration::from_micros(20),
-        bandwidth_bytes_per_sec: Some(100_000_000),
-        ..LinkConfig::IDEAL
-    };
+    let link = bulk_link();
     let mut l = layout_on(2, tunables, link);
     l.h.run_for(Duration::from_secs(1));
     let server = l.server();
