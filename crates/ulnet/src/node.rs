@@ -164,6 +164,11 @@ pub struct RuntimeStats {
     /// Write system calls on LND sockets: against the messages sent, how well output is
     /// batched.
     pub socket_writes: u64,
+    /// Read system calls on LND sockets' established connections.
+    pub socket_reads: u64,
+    /// Those of `socket_reads` a connection's task made before taking the core lock: the
+    /// share of reads that no longer hold up other threads (decision 0029).
+    pub socket_reads_unlocked: u64,
     /// Times a thread (an API caller, an I/O thread) found the node's core lock held and had
     /// to wait for it: how much the partitions' I/O threads and the callers contend for the
     /// one lock on the message path (decision 0029).
@@ -339,6 +344,8 @@ impl Node {
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
+                    socket_reads: counters.socket_reads.load(Ordering::Relaxed),
+                    socket_reads_unlocked: counters.socket_reads_unlocked.load(Ordering::Relaxed),
                     core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
                 },
             }

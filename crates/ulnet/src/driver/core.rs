@@ -64,6 +64,10 @@ pub(crate) struct Counters {
     pub(crate) transmits_failed_locally: AtomicU64,
     /// Write system calls on LND sockets.
     pub(crate) socket_writes: AtomicU64,
+    /// Read system calls on LND sockets' established connections, and those of them made
+    /// without the core lock held.
+    pub(crate) socket_reads: AtomicU64,
+    pub(crate) socket_reads_unlocked: AtomicU64,
     /// Times a thread found the core lock held and waited for it.
     pub(crate) core_lock_waits: AtomicU64,
 }

@@ -49,6 +49,9 @@ pub(super) struct ConnKey {
 pub(super) struct Interest {
     pub(super) read: bool,
     pub(super) write: bool,
+    /// The next input goes through the task's read buffer, so the task may read it before it
+    /// takes the core lock ([`Input::preread`](super::reader::Input::preread)).
+    pub(super) preread: bool,
 }
 
 /// How a receive turn left the connection.

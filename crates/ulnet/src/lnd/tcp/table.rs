@@ -34,7 +34,7 @@ use ulnet_proto::wire::hello::ConnType;
 
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
-use super::reader::{ReadCx, ReadOutcome, Reader};
+use super::reader::{Input, ReadCx, ReadOutcome, Reader};
 use super::socket;
 use super::writer::{Flushed, Writer};
 use crate::lnd::Output;
@@ -318,8 +318,9 @@ impl PeerTable {
 
     // ------------------------------------------------------------------- from the connection
 
-    /// A connection's receive turn.
-    pub(super) fn receive(&mut self, cx: &mut Cx<'_>, key: ConnKey) -> Turn {
+    /// A connection's receive turn, from what its task read ahead into `input` and then from
+    /// the socket.
+    pub(super) fn receive(&mut self, cx: &mut Cx<'_>, key: ConnKey, input: &mut Input) -> Turn {
         let Some(peer) = self.peers.get_mut(&key.peer) else {
             return Turn::Closed;
         };
@@ -337,6 +338,8 @@ impl PeerTable {
             conn,
             zc,
             stream: &io.stream,
+            input,
+            reads: &cx.node.counters.socket_reads,
             parked: &mut self.parked,
             key,
         };
@@ -368,7 +371,8 @@ impl PeerTable {
         let io = self.conn_io(key)?;
         let write = flushed == Flushed::Blocked;
         io.awaiting_writable = write;
-        Some(Interest { read: io.reader.wants_input(), write })
+        let reader = &io.reader;
+        Some(Interest { read: reader.wants_input(), write, preread: reader.reads_through_buffer() })
     }
 
     // ---------------------------------------------------------------- from the handshakes
