@@ -164,6 +164,9 @@ pub struct RuntimeStats {
     /// Write system calls on LND sockets: against the messages sent, how well output is
     /// batched.
     pub socket_writes: u64,
+    /// Those of `socket_writes` made without the core lock held: small frames copied into a
+    /// connection's outbox and written after the unlock (decision 0029).
+    pub socket_writes_unlocked: u64,
     /// Read system calls on LND sockets' established connections.
     pub socket_reads: u64,
     /// Those of `socket_reads` a connection's task made before taking the core lock: the
@@ -344,6 +347,7 @@ impl Node {
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
+                    socket_writes_unlocked: counters.socket_writes_unlocked.load(Ordering::Relaxed),
                     socket_reads: counters.socket_reads.load(Ordering::Relaxed),
                     socket_reads_unlocked: counters.socket_reads_unlocked.load(Ordering::Relaxed),
                     core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
@@ -655,7 +659,7 @@ impl NodeBuilder {
             runtimes: OnceLock::new(),
             conn_tasks: (0..self.partitions.count()).map(|_| Default::default()).collect(),
             queues: Mutex::new(Vec::new()),
-            counters: Counters::default(),
+            counters: Arc::new(Counters::default()),
             spin: self.spin,
             output_hold: OutputHold::default(),
         });

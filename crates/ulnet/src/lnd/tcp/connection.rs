@@ -6,7 +6,8 @@
 //! (when the writer is blocked), or for a nudge (a resume, new output, or the connection being
 //! closed by someone else). Then it takes one turn:
 //!
-//! 0. read what the socket has into the task's own buffer, before taking any lock, when the
+//! 0. write what the connection's outbox holds (small frames copied aside by whichever thread
+//!    produced them, `outbox.rs`), and read what the socket has into the task's own buffer, before taking any lock, when the
 //!    next bytes are headers or a small payload (`Input::preread`);
 //! 1. lock the core and the table; handle the input (headers to the core, payload into MD
 //!    memory), reading more from the socket as it goes;
@@ -25,6 +26,7 @@ use tokio::sync::Notify;
 
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
 use super::ni::Inner;
+use super::outbox::Outbox;
 use super::reader::Input;
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain, partitions};
@@ -32,9 +34,10 @@ use crate::driver::{Shared, Wakes, drain, partitions};
 /// Starts the task of a connection the peer table just added, on the I/O thread of the
 /// partition its peer hashes to (where the dialer or the acceptor registered its socket).
 pub(super) fn start(inner: &Arc<Inner>, node: &Arc<Shared>, new: NewConn) {
-    let NewConn { key, stream, nudge } = new;
+    let NewConn { key, stream, nudge, outbox } = new;
     let cpt = inner.placement.cpt_of(&key.peer.nid);
-    inner.spawn(node, cpt, run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge));
+    let task = run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge, outbox);
+    inner.spawn(node, cpt, task);
 }
 
 /// Drives one connection until it closes.
@@ -44,6 +47,7 @@ async fn run(
     key: ConnKey,
     stream: Arc<TcpStream>,
     nudge: Arc<Notify>,
+    outbox: Arc<Outbox>,
 ) {
     let _counted = node.upgrade().map(|node| ConnTaskCount::new(&node));
     let mut input = Input::new();
@@ -53,6 +57,10 @@ async fn run(
         let Some(shared) = node.upgrade() else {
             return;
         };
+        // What a full socket left in the outbox, or what was staged by a thread that has
+        // not written it yet: out before anything new, and without the lock.
+        // The task's own turn deals with whatever the write left.
+        let _ = outbox.write_out();
         input.preread(&stream, preread, &shared.counters);
         let turn = take_turn(&inner, &shared, key, &mut input);
         drop(shared);

@@ -136,7 +136,7 @@ impl Input {
                 Ok(Step::Progress(read))
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
-            Err(error) => Err(CloseCause::Io(error.kind())),
+            Err(error) => Err(CloseCause::from_io(error.kind())),
         }
     }
 }
@@ -145,7 +145,7 @@ impl Input {
 /// socket error (`kind`, other than `UnexpectedEof`, which stands for a 0-byte read).
 fn ended(conn: &Conn, kind: io::ErrorKind) -> CloseCause {
     if kind != io::ErrorKind::UnexpectedEof {
-        return CloseCause::Io(kind);
+        return CloseCause::from_io(kind);
     }
     match conn.handle_eof() {
         Ok(()) => CloseCause::PeerClosed,
@@ -387,7 +387,7 @@ impl Reader {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                     return Ok(Step::Blocked);
                 }
-                Err(error) => return Err(CloseCause::Io(error.kind())),
+                Err(error) => return Err(CloseCause::from_io(error.kind())),
             }
         };
         // `taken` is at most `want`, a u32.
