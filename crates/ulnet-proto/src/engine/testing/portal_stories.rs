@@ -7,6 +7,7 @@
 //! 2 hash to partition 1, nodes 1 and 3 to partition 0. Node 3 is the server throughout.
 
 use super::{FABRIC_NI, Harness, HarnessConfig, node_nid, plain_put};
+use crate::addr::{LndType, Net, Nid};
 use crate::engine::cpt::Partitions;
 use crate::engine::error::MeAttachError;
 use crate::engine::event::EventKind;
@@ -14,6 +15,8 @@ use crate::engine::md::{MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::portal::MatchTableStats;
+use crate::engine::routes::RouteConfig;
+use crate::engine::tunables::{PortalRotor, Tunables};
 
 const PORTAL: u32 = 5;
 const BITS: u64 = 0x51;
@@ -43,8 +46,12 @@ fn post_at(h: &mut Harness, position: InsertPosition, bits: u64, tag: u64) {
 }
 
 fn send(h: &mut Harness, from: usize, bits: u64) {
+    send_to(h, from, node_nid(SERVER), bits);
+}
+
+fn send_to(h: &mut Harness, from: usize, to: Nid, bits: u64) {
     let md = h.bind(from, MdSpec::new(Memory::new(vec![from as u8; 8])));
-    let target = ProcessId::new(node_nid(SERVER), LNET_PID_LUSTRE);
+    let target = ProcessId::new(to, LNET_PID_LUSTRE);
     h.put(from, &plain_put(md, target, PORTAL, bits)).unwrap();
 }
 
@@ -195,4 +202,69 @@ fn one_partition_keeps_one_table() {
         InsertPosition::Local { cpt: 2 },
     );
     assert_eq!(refused, Err(MeAttachError::BadCpt { cpt: 2, count: 2 }));
+}
+
+/// `10.<number>.0.<host>@tcp<number>`.
+fn routed_nid(number: u16, host: u32) -> Nid {
+    Nid::new4(Net::new(LndType::SOCK, number), 0x0a00_0000 | (u32::from(number) << 16) | host)
+}
+
+/// Clients 0 and 1 on tcp reach server 3 on tcp1 through router 2; every node has two
+/// partitions and `rotor`. The server holds two one-shot buffers on each partition, tagged
+/// with it. Returns the tags of the PUTs of clients 0, 1, 0, 1, in order.
+fn routed_tags(rotor: PortalRotor) -> Vec<u64> {
+    let node_nids = vec![
+        vec![routed_nid(0, 1)],
+        vec![routed_nid(0, 2)],
+        vec![routed_nid(0, 10), routed_nid(1, 10)],
+        vec![routed_nid(1, 100)],
+    ];
+    let config = HarnessConfig {
+        nodes: node_nids.len(),
+        node_nids,
+        partitions: Partitions::new(2).unwrap(),
+        tunables: Tunables { portal_rotor: rotor, ..Tunables::default() },
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.with_node(2, |node, now| node.set_routing(now, true, true)).unwrap();
+    for client in [0, 1] {
+        let route = RouteConfig {
+            net: Net::new(LndType::SOCK, 1),
+            gateway: routed_nid(0, 10),
+            hops: Some(1),
+            priority: 0,
+        };
+        h.with_node(client, |node, now| node.route_add(now, route)).unwrap();
+    }
+    let back =
+        RouteConfig { net: Net::TCP, gateway: routed_nid(1, 10), hops: Some(1), priority: 0 };
+    h.with_node(SERVER, |node, now| node.route_add(now, back)).unwrap();
+    // The server parses everything on the router's partition (10.1.0.10@tcp1: byte sum 24,
+    // partition 0); the initiators hash apart (13: partition 1, 14: partition 0).
+    let server = h.node(SERVER);
+    assert_eq!(server.cpt_of_nid(&routed_nid(1, 10), FABRIC_NI), 0);
+    assert_eq!(server.cpt_of_nid(&routed_nid(0, 1), FABRIC_NI), 1);
+    assert_eq!(server.cpt_of_nid(&routed_nid(0, 2), FABRIC_NI), 0);
+    for cpt in [0, 1, 0, 1] {
+        post_at(&mut h, InsertPosition::Local { cpt }, BITS, u64::from(cpt));
+    }
+    for from in [0, 1, 0, 1] {
+        send_to(&mut h, from, routed_nid(1, 100), BITS);
+        h.run_for(std::time::Duration::from_secs(1));
+    }
+    let tags = put_tags(&mut h);
+    assert_eq!(tables(&h).iter().map(|table| table.1).sum::<u64>(), 4);
+    tags
+}
+
+/// Routed PUTs (source and destination on different nets) under each `portal_rotor`: 3 (the
+/// default) hashes the initiator, 2 and 1 rotate, 0 keeps them on the partition that parsed
+/// them (the router's) until its buffers are gone, then maps them to the other.
+#[test]
+fn routed_puts_follow_the_rotor() {
+    assert_eq!(routed_tags(PortalRotor::RoutedHash), [1, 0, 1, 0]);
+    assert_eq!(routed_tags(PortalRotor::RoutedRoundRobin), [0, 1, 0, 1]);
+    assert_eq!(routed_tags(PortalRotor::On), [0, 1, 0, 1]);
+    assert_eq!(routed_tags(PortalRotor::Off), [0, 0, 1, 1]);
 }
