@@ -111,8 +111,9 @@ pub use ulnet_proto::engine::{
 pub use ulnet_proto::engine::{DelayRule, DropRule, FaultMatch, FaultRuleError, FaultStats};
 pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
-    LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,
-    PeerNiStats, PutRequest, Rejected, ResponseTracking, Threshold, Tunables, UnlinkMode,
+    LndKind, MatchTableStats, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig,
+    NiStats, PeerNiStats, PortalRotor, PutRequest, Rejected, ResponseTracking, Threshold, Tunables,
+    UnlinkMode,
 };
 pub use ulnet_proto::engine::{
     UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound, UdspRule, UdspRuleKind,

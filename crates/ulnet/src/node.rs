@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ulnet_proto::addr::{Nid, ProcessId};
 use ulnet_proto::engine::PingCompletion;
 use ulnet_proto::engine::{
-    EngineConfig, GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec, Memory,
-    NiConfig, NiId, NiStats, PeerInfo, PeerNiStats, PingReply, Tunables,
+    EngineConfig, GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MatchTableStats, MdHandle, MdSpec,
+    Memory, NiConfig, NiId, NiStats, PeerInfo, PeerNiStats, PingReply, Tunables,
 };
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
@@ -279,6 +279,26 @@ impl Node {
     /// The node's CPU partitions, fixed when it was built.
     pub fn partitions(&self) -> ulnet_proto::engine::cpt::Partitions {
         self.locked(|core, _| core.engine.partitions())
+    }
+
+    /// The calling thread's CPU partition on this node, what the kernel's `lnet_cpt_current()`
+    /// answers, for [`InsertPosition::Local`](crate::InsertPosition::Local): an I/O thread's
+    /// own partition; off the I/O threads, the partition whose CPUs include the one the thread
+    /// runs on now (when the node was given its partitions' CPUs), else partition 0.
+    pub fn current_partition(&self) -> u32 {
+        if let Some(cpt) = driver::partitions::current_on(self.inner.shared.id) {
+            return cpt;
+        }
+        let cpu = rustix::thread::sched_getcpu();
+        let found = self.inner.partition_cpus.iter().position(|cpus| cpus.contains(&cpu));
+        found.and_then(|cpt| u32::try_from(cpt).ok()).unwrap_or(0)
+    }
+
+    /// The match tables of `portal`, by partition: their MEs, the messages matched there and
+    /// how many of those were stolen from another partition's first choice. `None` for a
+    /// portal out of range.
+    pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
+        self.locked(|core, _| core.engine.portal_tables(portal))
     }
 
     /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it
@@ -706,6 +726,7 @@ impl NodeBuilder {
                 tcp_listeners,
                 io_cpu: self.io_cpu,
                 privileged_ports: self.privileged_ports,
+                partition_cpus: self.partition_cpus,
             }),
         })
     }
@@ -728,6 +749,8 @@ pub(crate) struct Inner {
     /// policy.
     pub(crate) io_cpu: Option<usize>,
     pub(crate) privileged_ports: bool,
+    /// Each partition's CPUs, as the builder was given them (empty: not known).
+    partition_cpus: Vec<Vec<usize>>,
 }
 
 impl Inner {
@@ -805,7 +828,7 @@ fn io_thread(
     others: Vec<tokio::runtime::Handle>,
     ready: &mpsc::SyncSender<Result<(), BuildError>>,
 ) {
-    driver::partitions::enter(0);
+    driver::partitions::enter(shared.id, 0);
     if let Some(cpu) = pin.cpu {
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);
