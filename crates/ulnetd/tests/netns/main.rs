@@ -287,11 +287,22 @@ fn failover(tag: &str, broken: Break) {
                         });
                         // An unrelated address change in B's namespace meanwhile must not
                         // bring the draining NI back UP (the link watcher used to clear its
-                        // fatal flag on any netlink event, which made this test flaky).
+                        // fatal flag on any netlink event, which made this test flaky). What
+                        // B advertises is asked with a ping of its own: the initiator's peer
+                        // view turns UP again at any message from that NID (lnet_parse() marks
+                        // the sender's NI UP), and replies to GETs already on rail 2 may still
+                        // arrive after the push.
                         fabric.add_address(Side::B, 1, 9);
                         std::thread::sleep(Duration::from_millis(300));
-                        let seen = status();
-                        assert_ne!(seen, Some(LNET_NI_STATUS_UP), "draining NI advertised UP");
+                        let process = ulnet::ProcessId::new(target, ulnet::LNET_PID_LUSTRE);
+                        let reply = node.ping(process, Duration::from_secs(10), None).unwrap();
+                        let advertised = reply.info.nids.iter().find(|ni| ni.nid == removed_nid);
+                        assert_ne!(
+                            advertised.map(|ni| ni.status),
+                            Some(LNET_NI_STATUS_UP),
+                            "draining NI advertised UP: {:?}",
+                            reply.info
+                        );
                         del.join().unwrap()
                     });
                     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
