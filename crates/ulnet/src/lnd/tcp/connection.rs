@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
 use super::ni::Inner;
-use super::outbox::Outbox;
+use super::outbox::{Lock, Outbox};
 use super::reader::Input;
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain, partitions};
@@ -60,7 +60,7 @@ async fn run(
         // What a full socket left in the outbox, or what was staged by a thread that has
         // not written it yet: out before anything new, and without the lock.
         // The task's own turn deals with whatever the write left.
-        let _ = outbox.write_out();
+        let _ = outbox.write_out(Lock::Released);
         input.preread(&stream, preread, &shared.counters);
         let turn = take_turn(&inner, &shared, key, &mut input);
         drop(shared);

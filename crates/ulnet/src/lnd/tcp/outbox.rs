@@ -64,6 +64,13 @@ struct State {
     unsent: usize,
 }
 
+/// Whether the thread writing an outbox holds the core lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lock {
+    Held,
+    Released,
+}
+
 /// How [`Outbox::write_out`] left the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Written {
@@ -153,16 +160,17 @@ impl Outbox {
     /// task if it has something to do about it: wait for room in the socket, close the
     /// connection after a failed write, or write frames that waited for the outbox.
     pub(crate) fn write_out_and_tell(&self) {
-        if self.write_out() != Written::Idle {
+        if self.write_out(Lock::Released) != Written::Idle {
             self.nudge.notify_one();
         }
     }
 
-    /// Writes what is staged, with no core lock held, until it is all written, the socket is
-    /// full (the task then waits for room) or a write fails (the task then closes the
-    /// connection). Leaves at once if another thread is writing: it writes what was staged
-    /// meanwhile before it stops.
-    pub(super) fn write_out(&self) -> Written {
+    /// Writes what is staged until it is all written, the socket is full (the task then waits
+    /// for room) or a write fails (the task then closes the connection). Leaves at once if
+    /// another thread is writing: it writes what was staged meanwhile before it stops. `lock`
+    /// says whether the caller holds the core lock (a burst's first half, shutdown), for the
+    /// counters.
+    pub(super) fn write_out(&self, lock: Lock) -> Written {
         let mut state = self.lock();
         if state.writing {
             return Written::Idle;
@@ -182,7 +190,7 @@ impl Outbox {
             let mut bytes = std::mem::replace(&mut state.pending, spare);
             state.writing = true;
             drop(state);
-            let (written, outcome) = self.write_all(&bytes);
+            let (written, outcome) = self.write_all(&bytes, lock);
             state = self.lock();
             state.writing = false;
             state.unsent -= written.min(state.unsent);
@@ -212,12 +220,14 @@ impl Outbox {
 
     /// Non-blocking writes of `bytes` until all are written or the socket answers otherwise;
     /// returns how many were written.
-    fn write_all(&self, bytes: &[u8]) -> (usize, io::Result<()>) {
+    fn write_all(&self, bytes: &[u8], lock: Lock) -> (usize, io::Result<()>) {
         let counters = &self.counters;
         let mut written = 0;
         while let Some(rest) = bytes.get(written..).filter(|rest| !rest.is_empty()) {
             counters.socket_writes.fetch_add(1, Ordering::Relaxed);
-            counters.socket_writes_unlocked.fetch_add(1, Ordering::Relaxed);
+            if lock == Lock::Released {
+                counters.socket_writes_unlocked.fetch_add(1, Ordering::Relaxed);
+            }
             match super::sys::send_vectored(&self.stream, &[IoSlice::new(rest)]) {
                 Ok(0) => return (written, Err(io::ErrorKind::WriteZero.into())),
                 Ok(count) => written += count,

@@ -34,7 +34,7 @@ use ulnet_proto::wire::hello::ConnType;
 
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
-use super::outbox::{Outbox, Written};
+use super::outbox::{Lock, Outbox, Written};
 use super::reader::{Input, ReadCx, ReadOutcome, Reader};
 use super::socket;
 use super::writer::{FlushCx, Flushed, Writer};
@@ -596,7 +596,7 @@ impl PeerTable {
                 io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::LocalError);
                 // What was staged is complete already: let it go as a closing socket's own
                 // unsent bytes would, if the socket takes it now.
-                let _ = io.outbox.write_out();
+                let _ = io.outbox.write_out(Lock::Held);
                 socket::shut_down(&io.stream);
             }
         }
@@ -642,7 +642,7 @@ impl PeerTable {
             match urgency {
                 Urgency::AfterUnlock => cx.wakes.write(&io.outbox),
                 Urgency::Now => {
-                    if io.outbox.write_out() != Written::Idle {
+                    if io.outbox.write_out(Lock::Held) != Written::Idle {
                         cx.inner.post_nudge(cx.wakes, &io.nudge);
                     }
                 }
