@@ -277,39 +277,61 @@ fn unknown_zc_cookie() {
     closes_as_protocol_error(|_, link| link.send(&ksock(KSOCK_NOOP, 0, 99)));
 }
 
-/// The peer asks for megabytes and stops reading: the node's writes stall, and after
-/// `sock_timeout` it closes the connection.
-#[test]
-fn half_open_connection_times_out() {
-    let scene = Scene::new();
+/// Serves GETs of `size` bytes on portal 9 (match bits 0x88) of the victim, from one buffer
+/// every GET reads whole (remote-managed: a locally managed offset would be at its end after
+/// the first), and returns a connection from the bad peer that never reads and holds at most
+/// `window` bytes in its receive buffer (0: as the system sizes it).
+fn stalled_reader(scene: &Scene, size: usize, window: usize) -> Link {
     let me = scene
         .victim
         .me_attach(9, ProcessId::ANY, 0x88, 0, UnlinkMode::Retain, InsertPosition::After)
         .unwrap();
-    let served = MdSpec::new(Memory::new(pattern(1 << 20, 8)))
-        .options(MdOptions::OP_GET)
+    let served = MdSpec::new(Memory::new(pattern(size, 8)))
+        .options(MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
         .threshold(Threshold::Infinite);
     scene.victim.md_attach(me, served, UnlinkMode::Retain, None).unwrap();
-    let mut link = scene.established();
+    let link = scene.established();
     link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-    let gets: Vec<u8> = (0..16u64)
+    if window > 0 {
+        // A fixed receive buffer: the kernel would otherwise take megabytes for the peer, and
+        // acknowledged bytes are not stuck.
+        socket2::SockRef::from(&link.stream).set_recv_buffer_size(window).unwrap();
+    }
+    link
+}
+
+/// `count` GETs of `size` bytes from the bad peer for what [`stalled_reader`] serves.
+fn gets(count: u64, size: u32) -> Vec<u8> {
+    (0..count)
         .flat_map(|index| {
             let get = Lnet::new(
                 ADDRESSES[VICTIM],
                 ADDRESSES[BAD],
                 GET,
                 0,
-                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 1 << 20),
+                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, size),
             );
             get.frame(&[])
         })
-        .collect();
-    link.send(&gets);
-    // Never read: wait for the node to give up on this connection.
+        .collect()
+}
+
+/// Waits for the victim to time the stalled connection out, and for nothing else to happen.
+fn times_out(scene: Scene, mut link: Link) {
     wait_until("the send timeout", || scene.victim.tcp_stats().timeouts >= 1);
     link.expect_closed("the stalled connection");
     let stats = scene.finish();
     assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
+}
+
+/// The peer asks for megabytes and stops reading: the node's writes stall, and after
+/// `sock_timeout` it closes the connection.
+#[test]
+fn half_open_connection_times_out() {
+    let scene = Scene::new();
+    let mut link = stalled_reader(&scene, 1 << 20, 0);
+    link.send(&gets(16, 1 << 20));
+    times_out(scene, link);
 }
 
 /// The same with small replies, which the node copies into the connection's outbox and writes
@@ -317,42 +339,13 @@ fn half_open_connection_times_out() {
 /// still closes the connection.
 #[test]
 fn half_open_connection_with_small_replies_times_out() {
-    const GETS: u64 = 4096;
     let scene = Scene::new();
-    let me = scene
-        .victim
-        .me_attach(9, ProcessId::ANY, 0x88, 0, UnlinkMode::Retain, InsertPosition::After)
-        .unwrap();
-    // Remote-managed: every GET reads the same 4 KiB (a locally managed offset would be at
-    // the end after the first).
-    let served = MdSpec::new(Memory::new(pattern(4 << 10, 8)))
-        .options(MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
-        .threshold(Threshold::Infinite);
-    scene.victim.md_attach(me, served, UnlinkMode::Retain, None).unwrap();
-    let mut link = scene.established();
-    link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-    // A fixed receive buffer: the kernel would otherwise take megabytes for the peer, and
-    // acknowledged bytes are not stuck.
-    socket2::SockRef::from(&link.stream).set_recv_buffer_size(64 << 10).unwrap();
-    let gets: Vec<u8> = (0..GETS)
-        .flat_map(|index| {
-            let get = Lnet::new(
-                ADDRESSES[VICTIM],
-                ADDRESSES[BAD],
-                GET,
-                0,
-                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 4 << 10),
-            );
-            get.frame(&[])
-        })
-        .collect();
-    link.send(&gets);
+    let mut link = stalled_reader(&scene, 4 << 10, 64 << 10);
+    link.send(&gets(4096, 4 << 10));
     wait_until("the send timeout", || scene.victim.tcp_stats().timeouts >= 1);
-    link.expect_closed("the stalled connection");
     let runtime = scene.victim.stats().runtime;
     assert!(runtime.socket_writes_unlocked > 0, "{runtime:?}");
-    let stats = scene.finish();
-    assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
+    times_out(scene, link);
 }
 
 /// The peer stops reading with only a few small replies outstanding: everything the node sent
@@ -362,36 +355,11 @@ fn half_open_connection_with_small_replies_times_out() {
 #[test]
 fn bytes_stuck_in_the_socket_time_out() {
     let scene = Scene::new();
-    let me = scene
-        .victim
-        .me_attach(9, ProcessId::ANY, 0x88, 0, UnlinkMode::Retain, InsertPosition::After)
-        .unwrap();
-    let served = MdSpec::new(Memory::new(pattern(4 << 10, 8)))
-        .options(MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
-        .threshold(Threshold::Infinite);
-    scene.victim.md_attach(me, served, UnlinkMode::Retain, None).unwrap();
-    let mut link = scene.established();
-    link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-    socket2::SockRef::from(&link.stream).set_recv_buffer_size(16 << 10).unwrap();
-    let gets: Vec<u8> = (0..16u64)
-        .flat_map(|index| {
-            let get = Lnet::new(
-                ADDRESSES[VICTIM],
-                ADDRESSES[BAD],
-                GET,
-                0,
-                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 4 << 10),
-            );
-            get.frame(&[])
-        })
-        .collect();
+    let mut link = stalled_reader(&scene, 4 << 10, 16 << 10);
     // 64 KiB of replies: the node's socket (a 64 KiB `tx_buffer_size`, doubled by Linux) takes
     // them all at once, and a quarter of them stay there, behind the peer's full window.
-    link.send(&gets);
-    wait_until("the send timeout", || scene.victim.tcp_stats().timeouts >= 1);
-    link.expect_closed("the stalled connection");
-    let stats = scene.finish();
-    assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
+    link.send(&gets(16, 4 << 10));
+    times_out(scene, link);
 }
 
 /// The peer starts a message and stops sending mid-payload: after `sock_timeout` the receive

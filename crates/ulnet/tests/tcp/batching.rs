@@ -6,16 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 
-/// Two connected nodes, and on `b` portal 12 taking any number of 8-byte PUTs into `inbox`.
-fn connected(port: u16) -> (Node, Node, EventQueue) {
-    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
-    // Connect first, so that dialling and hellos are not counted.
-    put_and_check(&a, &b, 1, &[1, 2, 3]);
-    let inbox = b.event_queue(64);
-    open_portal_12(&b, &inbox);
-    (a, b, inbox)
-}
-
 fn writes(node: &Node) -> u64 {
     node.stats().runtime.socket_writes
 }

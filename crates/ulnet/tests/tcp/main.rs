@@ -96,6 +96,16 @@ pub fn put_and_check(from: &Node, to: &Node, bits: u64, data: &[u8]) {
     assert_eq!(put.memory.unwrap().to_vec(), data);
 }
 
+/// Two connected nodes, and on `b` portal 12 taking any number of 8-byte PUTs into `inbox`.
+/// They connect first, so that dialling and hellos are not in what a test counts after.
+pub fn connected(port: u16) -> (Node, Node, EventQueue) {
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    put_and_check(&a, &b, 1, &[1, 2, 3]);
+    let inbox = b.event_queue(64);
+    open_portal_12(&b, &inbox);
+    (a, b, inbox)
+}
+
 /// Portal 12 on `node`: takes any number of 8-byte PUTs from anyone, each an event in `inbox`.
 pub fn open_portal_12(node: &Node, inbox: &EventQueue) {
     let me = node

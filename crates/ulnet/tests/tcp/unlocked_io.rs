@@ -16,16 +16,6 @@ fn writes(node: &Node) -> (u64, u64) {
     (runtime.socket_writes, runtime.socket_writes_unlocked)
 }
 
-/// Two connected nodes, and on `b` portal 12 taking any number of 8-byte PUTs into `inbox`.
-fn connected(port: u16) -> (Node, Node, EventQueue) {
-    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
-    // Connect first, so that the hellos are not counted.
-    put_and_check(&a, &b, 1, &[1, 2, 3]);
-    let inbox = b.event_queue(64);
-    open_portal_12(&b, &inbox);
-    (a, b, inbox)
-}
-
 #[test]
 fn small_messages_are_read_and_written_without_the_core_lock() {
     let port = free_port();
