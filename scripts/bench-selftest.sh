@@ -37,9 +37,10 @@
 # host). Unpinned: no taskset and `ulnetd --no-cpu-bind`. --small keeps only the small-RPC
 # rates at concurrency 64 against the socket floor (no bandwidth, no UCX), and adds what each
 # RPC costs the two daemons over the same window: CPU time (us per RPC, from
-# /proc/PID/stat, with the kernel's share) and the times a thread waited for a node's core lock
-# (`ulnet_runtime_events_total{event="core_lock_wait"}` from each node's metrics endpoint,
-# 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# /proc/PID/stat, with the kernel's share), the times a thread waited for a node's core lock
+# and the socket reads, with the share made before taking it
+# (`ulnet_runtime_events_total{event="core_lock_wait"|"socket_read"|"socket_read_unlocked"}`
+# from each node's metrics endpoint, 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
 # CPU 0 when pinned) and the one server: with two partitions the server's connections to
 # them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 
@@ -203,23 +204,26 @@ record() { # measure target ulst peer
     printf '%s|%s|%s|%s|%s\n' "$MODE$LABEL" "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
 
-# The daemons' CPU ticks (user, system) and core lock waits, summed over both nodes.
+# The daemons' CPU ticks (user, system), core lock waits, socket reads and the reads made
+# without the core lock, summed over all nodes.
 daemon_costs() {
-    local ticks waits=0 pid index
+    local ticks counts pid index
     ticks=$(for pid in "${PIDS[@]}"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done \
         | awk '{ u += $1; s += $2 } END { print u, s }')
-    for index in "${!PIDS[@]}"; do
-        # A build without the counter (BENCH_BIN) counts none.
-        waits=$((waits + $(curl -s "http://127.0.0.1:$((19109 + index))/metrics" \
-            | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { n = $2 }
-                   END { print n + 0 }')))
-    done
-    echo "$ticks $waits"
+    # A build without a counter (BENCH_BIN) counts none.
+    counts=$(for index in "${!PIDS[@]}"; do
+        curl -s "http://127.0.0.1:$((19109 + index))/metrics"
+    done | awk '/^ulnet_runtime_events_total\{event="core_lock_wait"\}/ { w += $2 }
+                /^ulnet_runtime_events_total\{event="socket_read"\}/ { r += $2 }
+                /^ulnet_runtime_events_total\{event="socket_read_unlocked"\}/ { u += $2 }
+                END { print w + 0, r + 0, u + 0 }')
+    echo "$ticks $counts"
 }
 
 # A small-RPC point with its costs: the rate (RPC/s) as ulst_rpc_rate counts it, then the
-# CPU us and the core lock waits per RPC over the sampling window (COST_CPU, COST_SYS,
-# COST_WAITS).
+# CPU us, the core lock waits and the socket reads per RPC over the sampling window, and the
+# share of those reads made without the core lock (COST_CPU, COST_SYS, COST_WAITS,
+# COST_READS, COST_UNLOCKED).
 small_point() { # clients batch test-args...
     local clients=$1 batch=$2 first second before after; shift 2
     "$BIN/ulst" add_batch "$batch" >/dev/null
@@ -231,12 +235,13 @@ small_point() { # clients batch test-args...
     second=$(ulst_sample "$clients" | json "d['latency_us']['worst']['count']")
     after=$(daemon_costs)
     "$BIN/ulst" stop "$batch" >/dev/null
-    read -r RATE COST_CPU COST_SYS COST_WAITS < <(python3 -c "
+    read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED < <(python3 -c "
 b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
 rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
 cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
 print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
-      round((a[1] - b[1]) / max(a[0] + a[1] - b[0] - b[1], 1), 2), round((a[2] - b[2]) / rpcs, 3))")
+      round((a[1] - b[1]) / max(a[0] + a[1] - b[0] - b[1], 1), 2), round((a[2] - b[2]) / rpcs, 3),
+      round((a[3] - b[3]) / rpcs, 2), round((a[4] - b[4]) / max(a[3] - b[3], 1), 2))")
 }
 
 # The small-RPC rates of the partition runs, and their costs: with --partitions, one round's
@@ -269,6 +274,9 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
         fi
         record "$test concurrency 64: daemons' kernel share of CPU" "-" "$COST_SYS" "-"
         record "$test concurrency 64: core lock waits per RPC" "-" "$COST_WAITS" "-"
+        record "$test concurrency 64: socket reads per RPC" "-" "$COST_READS" "-"
+        record "$test concurrency 64: share of reads without the core lock" "-" \
+            "$COST_UNLOCKED" "-"
     done
 }
 declare -A SMALL_VALUES FIRST_VALUES

@@ -329,6 +329,9 @@ pub struct GlobalSettings {
     /// Router module parameters no YAML key carries (set from modprobe.d files): never
     /// shown by `global show`, which prints only lnetctl's keys.
     pub router: RouterSettings,
+    /// lnet's `portal_rotor` (0-3, default 3), from modprobe.d files only: lnetctl has no key
+    /// for it (the kernel's is written in /sys/module/lnet/parameters).
+    pub portal_rotor: i64,
 }
 
 /// `check_routers_before_use`, `avoid_asym_router_failure`, `alive_router_check_interval`
@@ -368,6 +371,7 @@ impl Default for GlobalSettings {
             recovery_limit: 0,
             max_recovery_ping_interval: 900,
             router: RouterSettings::default(),
+            portal_rotor: 3,
         }
     }
 }

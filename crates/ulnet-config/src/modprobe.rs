@@ -443,6 +443,19 @@ impl Reader {
                     Some(Located { value: text.to_string(), origin: origin.clone() });
                 Ok(())
             }
+            Target::PortalRotor => {
+                let value = number(param, text)?;
+                // lustre: lib-ptl.c lnet_mt_of_match() reads the value without a check; only
+                // LNET_PTL_ROTOR_OFF..LNET_PTL_ROTOR_HASH_RT mean something.
+                if !(0..=3).contains(&value) {
+                    return Err(format!(
+                        "portal_rotor={value} is none of the kernel's rotor modes: 0 (off), \
+                         1 (on), 2 (routed messages round robin), 3 (routed messages by hash)"
+                    ));
+                }
+                self.params.settings.portal_rotor = i64::from(value);
+                Ok(())
+            }
             Target::CpuNpartitions => {
                 let value = number(param, text)?;
                 self.params.cpu_npartitions = Some(Located { value, origin: origin.clone() });

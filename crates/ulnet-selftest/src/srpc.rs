@@ -23,8 +23,11 @@
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
+mod buffers;
 mod pool;
 
+pub use buffers::PartitionBuffers;
+use buffers::ServiceBuffers;
 use pool::BufferPool;
 pub use pool::{BufferUsage, DEFAULT_BULK_BUDGET, SPARE_IDLE};
 
@@ -45,9 +48,9 @@ use ulnet::proto::wire::selftest::{
     SrpcService, check_request, errno,
 };
 use ulnet::{
-    Calls, Event, EventKind, EventQueue, EventStatus, GetRequest, MdBindError, MdHandle, MdOptions,
-    MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected, ShutDown, Threshold,
-    UnlinkMode,
+    Calls, Event, EventKind, EventQueue, EventStatus, GetRequest, InsertPosition, MdBindError,
+    MdHandle, MdOptions, MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected,
+    ShutDown, Threshold, UnlinkMode,
 };
 
 /// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
@@ -639,6 +642,14 @@ fn rdma_put(md: MdHandle, peer: ProcessId, match_bits: u64, self_nid: Nid) -> Pu
 }
 
 /// A request buffer's MD: one PUT, then it unlinks.
+/// Where a service's request buffer of partition `cpt` goes on its portal: a test service's
+/// in that partition's match table, a framework service's in the portal's fixed one.
+/// lustre: rpc.c `srpc_service_post_buffer()` (`local = !srpc_serv_is_framework(sv)`),
+/// `srpc_post_passive_rdma()` (`LNET_INS_LOCAL` or `LNET_INS_AFTER`).
+fn buffer_position(service: SrpcService, cpt: u32) -> InsertPosition {
+    if service.is_framework() { InsertPosition::After } else { InsertPosition::Local { cpt } }
+}
+
 fn request_buffer_spec(buffer: Vec<u8>, token: u64) -> MdSpec {
     MdSpec::new(Memory::new(buffer))
         .options(MdOptions::OP_PUT)
@@ -685,8 +696,8 @@ enum Operation {
 /// A server's node call, held until the end of the fold ([`RpcCore::flush_held`]) so that
 /// every reply, bulk and buffer repost of a fold shares one lock of the node and one drain.
 enum HeldCall {
-    /// Repost a request buffer of `service` (its slot is `token`).
-    Post { service: SrpcService, token: u64, spec: MdSpec },
+    /// Repost a request buffer of `service` on partition `cpt` (its slot is `token`).
+    Post { service: SrpcService, cpt: u32, token: u64, spec: MdSpec },
     /// Bind `spec` and start server RPC `id`'s reply or bulk on it (its slot is `token`).
     Start { id: u64, token: u64, spec: MdSpec, remote: Remote, part: ServerPart },
 }
@@ -728,14 +739,15 @@ enum ServerPart {
 /// What became of a [`HeldCall`]: the MD, or on failure the memory if it came back.
 type HeldOutcome = Result<MdHandle, Option<Memory>>;
 
-/// A held call's RPC id, slot token, service (a repost) and part (a server RPC's call).
-type HeldKind = (u64, u64, Option<SrpcService>, ServerPart);
+/// A held call's RPC id, slot token, service and partition (a repost) and part (a server
+/// RPC's call).
+type HeldKind = (u64, u64, Option<(SrpcService, u32)>, ServerPart);
 
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
 enum Slot {
-    /// A request buffer, with its MD once posted.
-    RequestBuffer(SrpcService, Option<MdHandle>),
+    /// A request buffer of a service's partition, with its MD once posted.
+    RequestBuffer(SrpcService, u32, Option<MdHandle>),
     ClientRequest(u64),
     ClientReply(u64),
     ClientBulk(u64),
@@ -783,15 +795,6 @@ struct ServerRpc {
     reply_md: Option<MdHandle>,
     /// Bulk bytes charged to the pool's budget, given back when the RPC ends.
     charged: usize,
-}
-
-#[derive(Debug, Default)]
-struct ServiceBuffers {
-    /// Buffers posted and not yet consumed.
-    posted: usize,
-    /// Buffers this service owns (posted, or held by a request in progress).
-    total: usize,
-    max: usize,
 }
 
 /// The RPC machinery of one endpoint (lnet_selftest's `srpc_data` and its services).
@@ -874,8 +877,11 @@ impl RpcCore {
     }
 
     /// Registers `service`: its portal becomes lazy (requests wait for a buffer instead of
-    /// being dropped) and `buffers` request buffers are posted; test services grow their
-    /// buffers on demand up to `max_buffers`. lustre: rpc.c `srpc_startup()`,
+    /// being dropped) and `buffers` request buffers are posted, on every partition of the
+    /// node for a test service (in the partition's match table, so that a request is taken
+    /// by a buffer of the partition that received it) and once for a framework service;
+    /// each partition grows its buffers on demand, the service owning at most
+    /// `max_buffers` in all. lustre: rpc.c `srpc_startup()`, `srpc_service_init()`,
     /// `srpc_service_add_buffers()`, `srpc_lnet_ev_handler()` (`scd_buf_low`).
     pub fn register(
         &mut self,
@@ -887,13 +893,24 @@ impl RpcCore {
         self.node
             .set_lazy_portal(portal)
             .map_err(|source| StartError::LazyPortal { portal, source })?;
-        self.services
-            .insert(service.id(), ServiceBuffers { posted: 0, total: 0, max: max_buffers });
-        for _ in 0..buffers {
-            self.post_buffer(service, vec![0; SRPC_MSG_LEN])
-                .map_err(|source| StartError::PostBuffer { service, source })?;
+        let partitions =
+            if service.is_framework() { 1 } else { self.node.partitions().count() as usize };
+        let shares = ServiceBuffers::new(partitions, max_buffers);
+        let initial = shares.initial(buffers);
+        self.services.insert(service.id(), shares);
+        for cpt in 0..partitions as u32 {
+            for _ in 0..initial {
+                self.post_buffer(service, cpt, vec![0; SRPC_MSG_LEN])
+                    .map_err(|source| StartError::PostBuffer { service, source })?;
+            }
         }
         Ok(())
+    }
+
+    /// `service`'s request buffers by partition (one share for a framework service); empty
+    /// for a service not registered.
+    pub fn request_buffers(&self, service: SrpcService) -> Vec<PartitionBuffers> {
+        self.services.get(&service.id()).map(ServiceBuffers::snapshot).unwrap_or_default()
     }
 
     /// Starts a client RPC: posts the reply MD and the bulk MD on portal 52, then PUTs the
@@ -1107,9 +1124,13 @@ impl RpcCore {
 
     /// A request buffer's MD is posted.
     fn buffer_posted(&mut self, token: u64, md: MdHandle) {
-        if let Some(Slot::RequestBuffer(_, posted)) = self.slots.get_mut(Key::from_u64(token)) {
+        if let Some(Slot::RequestBuffer(_, _, posted)) = self.slots.get_mut(Key::from_u64(token)) {
             *posted = Some(md);
         }
+    }
+
+    fn shares(&mut self, service: SrpcService) -> Option<&mut ServiceBuffers> {
+        self.services.get_mut(&service.id())
     }
 
     fn token(&mut self, slot: Slot) -> u64 {
@@ -1120,17 +1141,18 @@ impl RpcCore {
     fn post_buffer(
         &mut self,
         service: SrpcService,
+        cpt: u32,
         buffer: Vec<u8>,
     ) -> Result<(), ulnet::PostError> {
-        let token = self.token(Slot::RequestBuffer(service, None));
+        let token = self.token(Slot::RequestBuffer(service, cpt, None));
         let spec = request_buffer_spec(buffer, token);
-        match self.node.post(service.request_portal(), u64::from(service.id()), spec, &self.events)
-        {
+        let portal = service.request_portal();
+        let bits = u64::from(service.id());
+        match self.node.post_at(portal, bits, buffer_position(service, cpt), spec, &self.events) {
             Ok(md) => {
                 self.buffer_posted(token, md);
-                if let Some(buffers) = self.services.get_mut(&service.id()) {
-                    buffers.posted += 1;
-                    buffers.total += 1;
+                if let Some(shares) = self.shares(service) {
+                    shares.posting(cpt as usize);
                 }
                 Ok(())
             }
@@ -1141,36 +1163,31 @@ impl RpcCore {
         }
     }
 
-    /// A request buffer is free again: repost it, and grow the service when it runs low. The
-    /// posts are held for [`flush_held`](Self::flush_held) and counted now, so the next
-    /// request of the same fold sees them.
-    fn repost(&mut self, service: SrpcService, buffer: Vec<u8>) {
+    /// A request buffer of partition `cpt` is free again: repost it there, and grow that
+    /// partition when it runs low. The posts are held for [`flush_held`](Self::flush_held)
+    /// and counted now, so the next request of the same fold sees them.
+    /// lustre: rpc.c `srpc_server_rpc_done()` reposts on the buffer's own `scd`.
+    fn repost(&mut self, service: SrpcService, cpt: u32, buffer: Vec<u8>) {
         if self.closed {
             return;
         }
-        if let Some(buffers) = self.services.get_mut(&service.id()) {
-            buffers.total = buffers.total.saturating_sub(1);
+        if let Some(shares) = self.shares(service) {
+            shares.released(cpt as usize);
         }
-        self.hold_post(service, buffer);
-        let grow = match self.services.get(&service.id()) {
-            Some(buffers) if buffers.posted < (buffers.total / 4).max(2) => {
-                (buffers.total / 2).max(16).min(buffers.max.saturating_sub(buffers.total))
-            }
-            _ => 0,
-        };
+        self.hold_post(service, cpt, buffer);
+        let grow = self.services.get(&service.id()).map_or(0, |shares| shares.growth(cpt as usize));
         for _ in 0..grow {
-            self.hold_post(service, vec![0; SRPC_MSG_LEN]);
+            self.hold_post(service, cpt, vec![0; SRPC_MSG_LEN]);
         }
     }
 
-    fn hold_post(&mut self, service: SrpcService, buffer: Vec<u8>) {
-        let token = self.token(Slot::RequestBuffer(service, None));
+    fn hold_post(&mut self, service: SrpcService, cpt: u32, buffer: Vec<u8>) {
+        let token = self.token(Slot::RequestBuffer(service, cpt, None));
         let spec = request_buffer_spec(buffer, token);
-        if let Some(buffers) = self.services.get_mut(&service.id()) {
-            buffers.posted += 1;
-            buffers.total += 1;
+        if let Some(shares) = self.shares(service) {
+            shares.posting(cpt as usize);
         }
-        self.held.push(HeldCall::Post { service, token, spec });
+        self.held.push(HeldCall::Post { service, cpt, token, spec });
     }
 
     /// Makes the held server calls under one lock of the node (one drain: their messages
@@ -1186,15 +1203,23 @@ impl RpcCore {
         let mut outcomes = std::mem::take(&mut self.held_outcomes);
         // What each call was, to settle its outcome (the specs move into the batch).
         kinds.extend(held.iter().map(|call| match call {
-            HeldCall::Post { service, token, .. } => (0, *token, Some(*service), ServerPart::Reply),
+            HeldCall::Post { service, cpt, token, .. } => {
+                (0, *token, Some((*service, *cpt)), ServerPart::Reply)
+            }
             HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
         }));
         let events = &self.events;
         let made = self.node.batch(|calls| {
             outcomes.extend(held.drain(..).map(|call| {
                 match call {
-                    HeldCall::Post { service, spec, .. } => calls
-                        .post(service.request_portal(), u64::from(service.id()), spec, events)
+                    HeldCall::Post { service, cpt, spec, .. } => calls
+                        .post_at(
+                            service.request_portal(),
+                            u64::from(service.id()),
+                            buffer_position(service, cpt),
+                            spec,
+                            events,
+                        )
                         .map_err(|rejected| Some(rejected.memory)),
                     HeldCall::Start { spec, remote, .. } => {
                         bind_and_start(calls, events, spec, remote)
@@ -1216,11 +1241,10 @@ impl RpcCore {
                 (Some(_), Ok(md)) => {
                     self.buffer_posted(token, md);
                 }
-                (Some(service), Err(_)) => {
+                (Some((service, cpt)), Err(_)) => {
                     self.slots.discard(Key::from_u64(token));
-                    if let Some(buffers) = self.services.get_mut(&service.id()) {
-                        buffers.posted = buffers.posted.saturating_sub(1);
-                        buffers.total = buffers.total.saturating_sub(1);
+                    if let Some(shares) = self.shares(service) {
+                        shares.post_failed(cpt as usize);
                     }
                     if !self.closed {
                         tracing::warn!(?service, "failed to repost a selftest request buffer");
@@ -1264,7 +1288,7 @@ impl RpcCore {
             self.slots.discard(key);
         }
         match slot {
-            Slot::RequestBuffer(service, _) => self.request_arrived(app, service, event),
+            Slot::RequestBuffer(service, cpt, _) => self.request_arrived(app, service, cpt, event),
             Slot::ClientRequest(id) => self.client_request_event(id, event),
             Slot::ClientReply(id) => self.client_reply_event(id, event),
             Slot::ClientBulk(id) => self.client_bulk_event(id, event),
@@ -1275,9 +1299,16 @@ impl RpcCore {
 
     /// lustre: rpc.c `srpc_lnet_ev_handler()` (`SRPC_REQUEST_RCVD`) and `srpc_handle_rpc()`
     /// (`SWI_STATE_NEWBORN`).
-    fn request_arrived<A: App>(&mut self, app: &mut A, service: SrpcService, event: &mut Event) {
-        if let Some(buffers) = self.services.get_mut(&service.id()) {
-            buffers.posted = buffers.posted.saturating_sub(1);
+    fn request_arrived<A: App>(
+        &mut self,
+        app: &mut A,
+        service: SrpcService,
+        cpt: u32,
+        event: &mut Event,
+    ) {
+        let received = event.kind == EventKind::Put && !self.closed;
+        if let Some(shares) = self.shares(service) {
+            shares.taken(cpt as usize, received);
         }
         let buffer = event
             .memory
@@ -1337,12 +1368,12 @@ impl RpcCore {
                         charged: 0,
                     },
                 );
-                self.repost(service, buffer);
+                self.repost(service, cpt, buffer);
                 self.server_verdict(id, verdict);
             }
             None => {
                 self.counters.rpcs_dropped = self.counters.rpcs_dropped.wrapping_add(1);
-                self.repost(service, buffer);
+                self.repost(service, cpt, buffer);
             }
         }
     }
@@ -1700,7 +1731,7 @@ impl RpcCore {
             .slots
             .iter()
             .filter_map(|(key, slot)| match slot {
-                Slot::RequestBuffer(_, Some(md)) => Some((key, *md)),
+                Slot::RequestBuffer(_, _, Some(md)) => Some((key, *md)),
                 _ => None,
             })
             .collect();

@@ -211,13 +211,32 @@ api_calls! {
         spec: MdSpec,
         events: &EventQueue,
     ) -> Result<MdHandle, Rejected<PostError>> {
+        self.post_at(portal, match_bits, InsertPosition::After, spec, events)
+    }
+    shut_down => Err(Rejected {
+        error: PostError::MeAttach(MeAttachError::ShutDown),
+        memory: spec.memory,
+    });
+
+    /// [`post`](Calls::post) at `position`: with `InsertPosition::Local { cpt }` the buffer
+    /// goes to partition `cpt`'s match table of the portal, where the PUTs received on that
+    /// partition look first (lnet_selftest posts its request buffers so, a set per partition;
+    /// [`Node::current_partition`] is the calling thread's).
+    fn post_at(
+        &mut self,
+        portal: u32,
+        match_bits: u64,
+        position: InsertPosition,
+        spec: MdSpec,
+        events: &EventQueue,
+    ) -> Result<MdHandle, Rejected<PostError>> {
         let attached = self.me_attach(
             portal,
             ProcessId::ANY,
             match_bits,
             0,
             UnlinkMode::Unlink,
-            InsertPosition::After,
+            position,
         );
         let me = match attached {
             Ok(me) => me,

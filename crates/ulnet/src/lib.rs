@@ -93,7 +93,10 @@ pub use error::{
 pub use event_queue::{EventHandler, EventQueue, MAX_EVENT_QUEUE_CAPACITY};
 pub use link_speed::link_speed_mbps;
 pub use lnd::mem::{FabricError, FabricStats, MAX_FABRIC_ENDPOINTS, MemFabric};
-pub use lnd::tcp::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE, TcpConnection, TcpStats};
+pub use lnd::tcp::{
+    COPY_MAX_PAYLOAD, MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE, OUTBOX_MAX_BYTES, TcpConnection,
+    TcpStats,
+};
 pub use ni_live::{AddNiError, NI_DRAIN_TIME, RemoveNiError};
 pub use node::{
     DEFAULT_SPIN, MAX_SPIN, Node, NodeBuilder, NodeStats, PING_REPLY_POLL, RuntimeStats,
@@ -108,8 +111,9 @@ pub use ulnet_proto::engine::{
 pub use ulnet_proto::engine::{DelayRule, DropRule, FaultMatch, FaultRuleError, FaultStats};
 pub use ulnet_proto::engine::{
     Event, EventKind, EventStatus, GetRequest, GlobalStats, HealthStatus, InsertPosition, Limits,
-    LndKind, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig, NiStats,
-    PeerNiStats, PutRequest, Rejected, ResponseTracking, Threshold, Tunables, UnlinkMode,
+    LndKind, MatchTableStats, MdHandle, MdOptions, MdSpec, MeHandle, Memory, NetTunables, NiConfig,
+    NiStats, PeerNiStats, PortalRotor, PutRequest, Rejected, ResponseTracking, Threshold, Tunables,
+    UnlinkMode,
 };
 pub use ulnet_proto::engine::{
     UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound, UdspRule, UdspRuleKind,

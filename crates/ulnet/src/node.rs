@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ulnet_proto::addr::{Nid, ProcessId};
 use ulnet_proto::engine::PingCompletion;
 use ulnet_proto::engine::{
-    EngineConfig, GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MdHandle, MdSpec, Memory,
-    NiConfig, NiId, NiStats, PeerInfo, PeerNiStats, PingReply, Tunables,
+    EngineConfig, GlobalStats, LNET_PID_LUSTRE, Limits, LndKind, MatchTableStats, MdHandle, MdSpec,
+    Memory, NiConfig, NiId, NiStats, PeerInfo, PeerNiStats, PingReply, Tunables,
 };
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::time::Time;
@@ -164,6 +164,14 @@ pub struct RuntimeStats {
     /// Write system calls on LND sockets: against the messages sent, how well output is
     /// batched.
     pub socket_writes: u64,
+    /// Those of `socket_writes` made without the core lock held: small frames copied into a
+    /// connection's outbox and written after the unlock (decision 0029).
+    pub socket_writes_unlocked: u64,
+    /// Read system calls on LND sockets' established connections.
+    pub socket_reads: u64,
+    /// Those of `socket_reads` a connection's task made before taking the core lock: the
+    /// share of reads that no longer hold up other threads (decision 0029).
+    pub socket_reads_unlocked: u64,
     /// Times a thread (an API caller, an I/O thread) found the node's core lock held and had
     /// to wait for it: how much the partitions' I/O threads and the callers contend for the
     /// one lock on the message path (decision 0029).
@@ -273,6 +281,26 @@ impl Node {
         self.locked(|core, _| core.engine.partitions())
     }
 
+    /// The calling thread's CPU partition on this node, what the kernel's `lnet_cpt_current()`
+    /// answers, for [`InsertPosition::Local`](crate::InsertPosition::Local): an I/O thread's
+    /// own partition; off the I/O threads, the partition whose CPUs include the one the thread
+    /// runs on now (when the node was given its partitions' CPUs), else partition 0.
+    pub fn current_partition(&self) -> u32 {
+        if let Some(cpt) = driver::partitions::current_on(self.inner.shared.id) {
+            return cpt;
+        }
+        let cpu = rustix::thread::sched_getcpu();
+        let found = self.inner.partition_cpus.iter().position(|cpus| cpus.contains(&cpu));
+        found.and_then(|cpt| u32::try_from(cpt).ok()).unwrap_or(0)
+    }
+
+    /// The match tables of `portal`, by partition: their MEs, the messages matched there and
+    /// how many of those were stolen from another partition's first choice. `None` for a
+    /// portal out of range.
+    pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
+        self.locked(|core, _| core.engine.portal_tables(portal))
+    }
+
     /// `lnetctl ping`: GETs `target`'s ping buffer, from `source` or any NI, and blocks until it
     /// answers or `timeout` passes. Never triggers discovery.
     pub fn ping(
@@ -339,6 +367,9 @@ impl Node {
                         .load(Ordering::Relaxed),
                     transmits_in_flight: core.in_flight.len(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
+                    socket_writes_unlocked: counters.socket_writes_unlocked.load(Ordering::Relaxed),
+                    socket_reads: counters.socket_reads.load(Ordering::Relaxed),
+                    socket_reads_unlocked: counters.socket_reads_unlocked.load(Ordering::Relaxed),
                     core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
                 },
             }
@@ -648,7 +679,7 @@ impl NodeBuilder {
             runtimes: OnceLock::new(),
             conn_tasks: (0..self.partitions.count()).map(|_| Default::default()).collect(),
             queues: Mutex::new(Vec::new()),
-            counters: Counters::default(),
+            counters: Arc::new(Counters::default()),
             spin: self.spin,
             output_hold: OutputHold::default(),
         });
@@ -695,6 +726,7 @@ impl NodeBuilder {
                 tcp_listeners,
                 io_cpu: self.io_cpu,
                 privileged_ports: self.privileged_ports,
+                partition_cpus: self.partition_cpus,
             }),
         })
     }
@@ -717,6 +749,8 @@ pub(crate) struct Inner {
     /// policy.
     pub(crate) io_cpu: Option<usize>,
     pub(crate) privileged_ports: bool,
+    /// Each partition's CPUs, as the builder was given them (empty: not known).
+    partition_cpus: Vec<Vec<usize>>,
 }
 
 impl Inner {
@@ -794,7 +828,7 @@ fn io_thread(
     others: Vec<tokio::runtime::Handle>,
     ready: &mpsc::SyncSender<Result<(), BuildError>>,
 ) {
-    driver::partitions::enter(0);
+    driver::partitions::enter(shared.id, 0);
     if let Some(cpu) = pin.cpu {
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);

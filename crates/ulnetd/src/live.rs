@@ -29,7 +29,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ulnet::proto::addr::NidRange;
-use ulnet::proto::engine::tunables::RouterTunables;
+use ulnet::proto::engine::tunables::{PortalRotor, RouterTunables};
 use ulnet::proto::engine::{
     DiscoverError as EngineDiscoverError, PingFailure as EnginePingFailure,
     PingReply as EnginePingReply, PingStartError,
@@ -1055,6 +1055,8 @@ pub fn engine_tunables(settings: &GlobalSettings) -> Tunables {
                 u64::try_from(settings.router.router_ping_timeout).unwrap_or(0),
             ),
         },
+        // In range: the module parameter reader accepts only 0..=3.
+        portal_rotor: PortalRotor::from_value(settings.portal_rotor).unwrap_or_default(),
         ..Tunables::default()
     }
 }
@@ -1284,5 +1286,7 @@ mod tests {
         assert!(!tunables.discovery);
         assert_eq!(tunables.transaction_timeout, Duration::from_secs(150));
         assert_eq!(engine_tunables(&GlobalSettings::default()), Tunables::default());
+        let rotor = GlobalSettings { portal_rotor: 1, ..GlobalSettings::default() };
+        assert_eq!(engine_tunables(&rotor).portal_rotor, PortalRotor::On);
     }
 }

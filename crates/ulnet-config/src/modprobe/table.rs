@@ -76,6 +76,9 @@ pub(super) enum Target {
     Socklnd(SocklndKey),
     /// The defaults of a tcp net's tunables and LND tunables.
     NetDefault(NetKey),
+    /// `portal_rotor`: how wildcard portals spread incoming messages over the partitions'
+    /// match tables (lib-ptl.c), one of the kernel's four modes.
+    PortalRotor,
     /// libcfs's partition table: the pattern (checked against the host's CPUs when the daemon
     /// starts) and the partition count.
     CpuPattern,
@@ -161,8 +164,6 @@ use Kind::{Any, Int, Text, Uint, Ulong};
 use Module::{Ksocklnd, Libcfs, Lnet, LnetSelftest};
 use Target::{Global, NetDefault, NoEffect, Only, Refused, Router, Socklnd};
 
-const ROTOR: &str = "ulnet keeps one match table per portal, not one per CPU partition: the \
-                     rotor that spreads PUTs over them has nothing to choose";
 const DEBUG_LOG: &str = "libcfs's kernel debug log has no ulnet counterpart: ulnetd logs \
                          with tracing, filtered by ULNET_LOG";
 /// The kernel's warning for the two deprecated intervals, which it then ignores.
@@ -279,7 +280,7 @@ pub(super) const PARAMS: &[Param] = &[
         "1",
         Only(&["1"], "ulnet has no LNetDist() whose answer for local NIDs it would change"),
     ),
-    row(Lnet, "portal_rotor", Int, "3", Only(&["3"], ROTOR)),
+    row(Lnet, "portal_rotor", Int, "3", Target::PortalRotor),
     row(
         Lnet,
         "config_on_load",

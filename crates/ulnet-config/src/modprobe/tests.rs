@@ -215,9 +215,10 @@ fn the_kernels_refusals_and_their_texts() {
         ),
         ("options libcfs cpu_npartitions=four", "`four' invalid for parameter `cpu_npartitions'"),
         (
-            "options lnet portal_rotor=1",
-            "ulnet keeps one match table per portal, not one per CPU partition: the rotor that spreads PUTs over them has nothing to choose (only \"3\" is accepted)",
+            "options lnet portal_rotor=4",
+            "portal_rotor=4 is none of the kernel's rotor modes: 0 (off), 1 (on), 2 (routed messages round robin), 3 (routed messages by hash)",
         ),
+        ("options lnet portal_rotor=on", "`on' invalid for parameter `portal_rotor'"),
         (
             "options lnet_selftest rpc_timeout=30",
             "the selftest service's parameters are not configurable in ulnetd yet (only \"64\" is accepted)",
@@ -288,6 +289,11 @@ fn routing_parameters_fill_the_routing_model_and_name_their_block() {
         params.blocks[0].1.to_string(),
         "lustre.conf:1: options lnet routes=o2ib 1 10.0.0.[1-2]@tcp:5; tcp2 10.0.0.3@tcp"
     );
+    // portal_rotor reaches the settings, every mode of the kernel's.
+    assert_eq!(ok("").settings.portal_rotor, 3);
+    for mode in 0..=3 {
+        assert_eq!(ok(&format!("options lnet portal_rotor={mode}\n")).settings.portal_rotor, mode);
+    }
     // Empty text forms are the defaults: nothing given.
     assert!(ok("options lnet routes=\"\" forwarding=\"\"\n").blocks.is_empty());
 }

@@ -41,6 +41,9 @@ pub enum MeAttachError {
     MatchTypeMismatch(u32),
     #[error("too many match entries")]
     TooManyEntries,
+    /// `InsertPosition::Local` names a partition the node does not have.
+    #[error("CPU partition {cpt} out of range ({count} partitions)")]
+    BadCpt { cpt: u32, count: u32 },
 }
 
 /// Unlinking an ME that has no MD.

@@ -50,6 +50,9 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
     if entries != node.mes.len() {
         return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }
+    if let Some((key, me)) = node.mes.iter().find(|(_, me)| me.cpt >= node.partitions.count()) {
+        return Err(format!("ME {key:?} is in the table of partition {}", me.cpt));
+    }
     for (_, peer) in node.peers.peers() {
         if peer.discovery.pending.len() > MAX_DISCOVERY_PENDING {
             return Err(format!("peer {:?} holds too many messages", peer.primary_nid));

@@ -10,12 +10,32 @@ use crate::engine::slab::{Key, KeyState, Slab};
 
 pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 
-/// Where a new ME goes in its list (`LNET_INS_BEFORE` / `LNET_INS_AFTER`; `LNET_INS_LOCAL` is
-/// `After` with one CPT).
+/// Where a new ME goes (`enum lnet_ins_pos`). On a wildcard portal of a node with several
+/// partitions, `Before` and `After` put it in the portal's fixed match table (portal index
+/// modulo the partition count) and `Local` in the table of partition `cpt`; on a unique portal
+/// the table is the hash of the ME's NID whatever the position. Within its table's list,
+/// `Before` goes first and the others last.
+/// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_mt_of_attach()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertPosition {
+    /// `LNET_INS_BEFORE`.
     Before,
+    /// `LNET_INS_AFTER`.
     After,
+    /// `LNET_INS_LOCAL`: appended to partition `cpt`'s table. The kernel takes the attaching
+    /// thread's partition (`lnet_cpt_current()`); the engine, which has no threads, is told
+    /// it (the runtime passes the calling thread's).
+    Local {
+        /// The partition, below the node's partition count.
+        cpt: u32,
+    },
+}
+
+impl InsertPosition {
+    /// Whether the ME goes at the front of its list.
+    pub(crate) fn is_front(self) -> bool {
+        self == Self::Before
+    }
 }
 
 /// An ME handle.
@@ -55,6 +75,8 @@ pub(crate) struct Me {
     pub(crate) md: Option<Key>,
     /// LNet's own (the ping and push targets): invisible to the user's handles.
     pub(crate) internal: bool,
+    /// The partition whose match table of the portal holds it (`me_cpt`).
+    pub(crate) cpt: u32,
 }
 
 impl Me {
@@ -146,6 +168,7 @@ mod tests {
             unlink: UnlinkMode::Retain,
             md: None,
             internal: false,
+            cpt: 0,
         }
     }
 

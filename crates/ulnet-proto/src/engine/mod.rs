@@ -89,7 +89,7 @@ pub use policies::{
     MAX_SHOWN_PREFERRED, MAX_UDSP_RULES, UdspAction, UdspAddError, UdspConstructInfo, UdspNotFound,
     UdspRule, UdspRuleKind, UdspRules, UdspSpecError,
 };
-pub use portal::{MAX_PORTALS, RESERVED_PORTAL};
+pub use portal::{MAX_PORTALS, MatchTableStats, RESERVED_PORTAL};
 pub use routes::{
     BufferClass, BufferCounts, BufferPoolStats, MAX_HOPS, MAX_ROUTES, RouteConfig, RouteError,
     RouteInfo, RoutingState,
@@ -99,6 +99,8 @@ pub use stats::{
     CreditStats, ElementStats, GlobalStats, MsgTypeCounts, NiHealthStats, NiStats,
     PeerNiHealthStats, PeerNiStats,
 };
-pub use tunables::{DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, ResponseTracking, Tunables};
+pub use tunables::{
+    DEFAULT_BLACKHOLE_TIMEOUT, NetTunables, PortalRotor, ResponseTracking, Tunables,
+};
 pub use tx_queues::{CptCredits, tq_credits};
 pub use watch::MAX_FAILOVER_BYTES;

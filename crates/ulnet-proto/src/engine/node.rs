@@ -55,7 +55,7 @@ pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
-use crate::engine::portal::Portals;
+use crate::engine::portal::{MatchTableStats, Portal, Portals};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyState};
@@ -334,7 +334,7 @@ impl Engine {
             now: Time::ZERO,
             nis,
             peers: PeerTable::default(),
-            portals: Portals::new(),
+            portals: Portals::new(config.partitions.count()),
             mes: Mes::default(),
             mds: Mds::default(),
             msgs: Messages::default(),
@@ -501,8 +501,10 @@ impl Engine {
 
     // ---------------------------------------------------------------- portals, MEs, MDs
 
-    /// `LNetMEAttach`: a match entry on `portal`.
-    /// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_ptl_match_type()`.
+    /// `LNetMEAttach`: a match entry on `portal`, in the match table `position` and the
+    /// portal's match type choose ([`InsertPosition`]).
+    /// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_ptl_match_type()`,
+    /// `lnet_mt_of_attach()`.
     pub fn me_attach(
         &mut self,
         portal: u32,
@@ -515,14 +517,29 @@ impl Engine {
         let Some(table) = self.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
+        if let InsertPosition::Local { cpt } = position {
+            let count = self.partitions.count();
+            if cpt >= count {
+                return Err(MeAttachError::BadCpt { cpt, count });
+            }
+        }
         if self.mes.user_count() >= self.limits.mes {
             return Err(MeAttachError::TooManyEntries);
         }
-        let me =
-            Me { portal, match_id, match_bits, ignore_bits, unlink, md: None, internal: false };
+        let mut me = Me {
+            portal,
+            match_id,
+            match_bits,
+            ignore_bits,
+            unlink,
+            md: None,
+            internal: false,
+            cpt: 0,
+        };
         if !table.accepts(&me) {
             return Err(MeAttachError::MatchTypeMismatch(portal));
         }
+        me.cpt = table.table_of_attach(&me, position, &self.partitions);
         let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
         table.insert(key, &me, position);
         Ok(MeHandle::from_key(key))
@@ -657,6 +674,12 @@ impl Engine {
     pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
         let key = self.live_md(md)?;
         self.mds.get_mut(key).map(|md| &mut md.memory).ok_or(MdError::UnknownMd)
+    }
+
+    /// The match tables of `portal`, by partition: their MEs and what matched there (one
+    /// table with one partition). `None` for a portal out of range.
+    pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
+        self.portals.get(portal as usize).map(Portal::table_stats)
     }
 
     /// `LNetSetLazyPortal`.

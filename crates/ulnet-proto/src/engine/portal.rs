@@ -1,21 +1,21 @@
-//! The portal table (`Portals`): per-portal ME lists, match type, lazy queue, and matching.
+//! The portal table (`Portals`): per-portal match tables (one per CPU partition), match type,
+//! lazy queue, and matching: which table an ME goes to, which table an incoming message tries
+//! first (`portal_rotor`), and the steal from the other partitions' tables (decision 0030).
 //!
-//! lustre: lnet/lnet/lib-ptl.c (`lnet_ptl_match_type`, `lnet_mt_match_md`, `lnet_try_match_md`,
-//! `lnet_ptl_attach_md`, `lnet_ptl_match_delay`), docs/protocol/semantics.md §1.1, §1.2, §1.6.
-//!
-//! Lustre hashes MEs into buckets; the observable order is "MEs with ignore bits first, in
-//! insertion order, then the MEs whose exact bits equal the incoming bits, in insertion order".
-//! We keep exactly those two sequences: one ordered list of ignore-bit MEs and, for exact MEs,
-//! an ordered list per match-bits value.
+//! lustre: lnet/lnet/lib-ptl.c (`lnet_ptl_match_type`, `lnet_mt_of_attach`, `lnet_mt_of_match`,
+//! `lnet_mt_match_md`, `lnet_try_match_md`, `lnet_ptl_attach_md`, `lnet_ptl_match_delay`),
+//! docs/protocol/semantics.md §1.1, §1.2, §1.6, §7.3.
 
 use std::collections::VecDeque;
 
 use foldhash::HashMap;
 use std::collections::hash_map::Entry;
 
+use crate::engine::cpt::Partitions;
 use crate::engine::md::{Md, MdOptions, Mds};
 use crate::engine::me::{InsertPosition, Me, Mes, ProcessId};
 use crate::engine::slab::Key;
+use crate::engine::tunables::PortalRotor;
 
 /// `MAX_PORTALS`.
 pub const MAX_PORTALS: u32 = 64;
@@ -83,8 +83,10 @@ pub(crate) struct Portals {
 }
 
 impl Portals {
-    pub(crate) fn new() -> Self {
-        Self { table: (0..MAX_PORTALS).map(|_| Portal::default()).collect() }
+    /// The portals of a node with `partitions` CPU partitions: each has one match table per
+    /// partition (lustre: lib-ptl.c `lnet_ptl_setup()`).
+    pub(crate) fn new(partitions: u32) -> Self {
+        Self { table: (0..MAX_PORTALS).map(|index| Portal::new(index, partitions)).collect() }
     }
 
     #[inline]
@@ -102,29 +104,293 @@ impl Portals {
     }
 }
 
-#[derive(Debug, Default)]
+/// Where an incoming message stands when it picks a match table (what `lnet_mt_of_match()`
+/// reads besides the portal). Meaningless with one partition, where there is no choice.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MatchPlace {
+    /// The partition receiving it (the kernel's `lnet_cpt_current()` on the LND thread that
+    /// parses it: the previous hop's partition on the receiving NI).
+    pub(crate) current: u32,
+    /// Its source is on another net than its destination (it came through a router).
+    pub(crate) routed: bool,
+    /// `mi_cpt`: the initiator's partition on the receiving NI (`lnet_nid2cpt(initiator, ni)`).
+    pub(crate) initiator_on_ni: u32,
+    /// The initiator's partition over all partitions (`lnet_nid2cpt(initiator, NULL)`), the
+    /// table of a unique portal.
+    pub(crate) initiator: u32,
+    pub(crate) rotor: PortalRotor,
+}
+
+/// One partition's match table of a portal, as seen from outside (tests, statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatchTableStats {
+    /// MEs in this table.
+    pub entries: usize,
+    /// Messages matched to an MD of this table (stolen ones and delayed ones included).
+    pub matched: u64,
+    /// Of those, messages that had tried another partition's table first and found nothing
+    /// there (`lnet_ptl_match_delay()`'s steal).
+    pub stolen: u64,
+}
+
+/// One portal: its match type, laziness, delayed PUTs and one match table per partition
+/// (`struct lnet_portal`).
+#[derive(Debug)]
 pub(crate) struct Portal {
+    index: u32,
     pub(crate) match_type: Option<MatchType>,
     pub(crate) lazy: bool,
-    ignore: VecDeque<Key>,
-    exact: HashMap<u64, ExactList>,
-    /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`).
+    /// `ptl_mtables`: one per partition, never empty.
+    tables: Box<[MatchTable]>,
+    /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`): one list for the portal, as
+    /// any MD attached to any table may take them.
     pub(crate) delayed: VecDeque<Key>,
-    entries: usize,
+    /// `ptl_rotor`: the round-robin counter of incoming messages.
+    rotor: u32,
+}
+
+impl Default for Portal {
+    fn default() -> Self {
+        Self::new(1, 1)
+    }
 }
 
 impl Portal {
+    fn new(index: u32, partitions: u32) -> Self {
+        Self {
+            index,
+            match_type: None,
+            lazy: false,
+            tables: (0..partitions.max(1)).map(|_| MatchTable::default()).collect(),
+            delayed: VecDeque::new(),
+            rotor: 0,
+        }
+    }
+
     /// Checks (and on first use fixes) the match type for a new ME; false is Lustre's -EPERM.
     pub(crate) fn accepts(&mut self, me: &Me) -> bool {
         let wanted = if me.is_unique() { MatchType::Unique } else { MatchType::Wildcard };
         *self.match_type.get_or_insert(wanted) == wanted
     }
 
+    /// The partition whose table takes a new ME (after [`Self::accepts`]): the only one, the
+    /// hash of the ME's NID on a unique portal, else the attaching partition for `Local` and
+    /// the portal's fixed table for `Before`/`After` (posters with no affinity all go to one
+    /// table, so that nothing has to be stolen). `Local`'s partition is checked by the caller.
+    /// lustre: lib-ptl.c `lnet_mt_of_attach()`, `lnet_match2mt()`.
+    pub(crate) fn table_of_attach(
+        &self,
+        me: &Me,
+        position: InsertPosition,
+        partitions: &Partitions,
+    ) -> u32 {
+        let count = self.tables.len() as u32;
+        if count == 1 {
+            return 0;
+        }
+        if self.match_type == Some(MatchType::Unique) {
+            return partitions.cpt_of_nid(&me.match_id.nid, None) % count;
+        }
+        match position {
+            InsertPosition::Local { cpt } => cpt % count,
+            InsertPosition::Before | InsertPosition::After => self.index % count,
+        }
+    }
+
+    /// Files `key` (whose `me.cpt` is set) in its table.
     pub(crate) fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
+        if let Some(table) = self.tables.get_mut(me.cpt as usize) {
+            table.insert(key, me, position);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: Key, me: &Me) {
+        if let Some(table) = self.tables.get_mut(me.cpt as usize) {
+            table.remove(key, me);
+        }
+    }
+
+    /// MEs on this portal, in all its tables.
+    pub(crate) fn entries(&self) -> usize {
+        self.tables.iter().map(|table| table.entries).sum()
+    }
+
+    /// The match tables' statistics, by partition.
+    pub(crate) fn table_stats(&self) -> Vec<MatchTableStats> {
+        self.tables
+            .iter()
+            .map(|table| MatchTableStats {
+                entries: table.entries,
+                matched: table.matched,
+                stolen: table.stolen,
+            })
+            .collect()
+    }
+
+    /// Counts a delayed message taken by an MD of partition `cpt`'s table.
+    pub(crate) fn count_match(&mut self, cpt: u32) {
+        if let Some(table) = self.tables.get_mut(cpt as usize) {
+            table.matched += 1;
+        }
+    }
+
+    /// `lnet_ptl_match_md`: finds the buffer for an incoming PUT or GET. The message tries
+    /// the table `lnet_mt_of_match()` picks; a PUT on a lazy wildcard portal that finds
+    /// nothing there tries the other partitions' tables in partition order before it is
+    /// delayed (`lnet_ptl_match_delay()`), while a GET or a PUT on a portal that is not lazy
+    /// is dropped, as the kernel drops it, even if another table had a buffer. With one
+    /// partition that is the one table, as before partitions.
+    pub(crate) fn match_md(
+        &mut self,
+        mes: &Mes,
+        mds: &mut Mds,
+        info: &MatchInfo,
+        place: &MatchPlace,
+    ) -> PortalMatch {
+        // lustre: lnet_ptl_match_early(): nothing was ever attached here.
+        let Some(match_type) = self.match_type else {
+            return self.miss(info);
+        };
+        let chosen = if self.tables.len() == 1 {
+            0
+        } else {
+            self.table_of_match(match_type, mes, mds, place)
+        };
+        if let Some(found) = self.match_in(chosen, mes, mds, info, false) {
+            return found;
+        }
+        let steal = self.tables.len() > 1
+            && match_type == MatchType::Wildcard
+            && self.lazy
+            && info.operation != MdOptions::OP_GET;
+        if steal {
+            // The steal walks the tables in partition order: deterministic, and the same
+            // outcome as the kernel's walk from the lowest active table (a table with no
+            // usable MD cannot match). The chosen table already said no.
+            for cpt in 0..self.tables.len() as u32 {
+                if cpt == chosen {
+                    continue;
+                }
+                if let Some(found) = self.match_in(cpt, mes, mds, info, true) {
+                    return found;
+                }
+            }
+        }
+        self.miss(info)
+    }
+
+    /// What a message that matched nothing becomes.
+    fn miss(&self, info: &MatchInfo) -> PortalMatch {
+        if info.operation == MdOptions::OP_GET || !self.lazy {
+            PortalMatch::Drop(DropReason::NoMatch)
+        } else {
+            PortalMatch::Delay
+        }
+    }
+
+    /// Matches in partition `cpt`'s table: `None` when nothing there takes the message.
+    fn match_in(
+        &mut self,
+        cpt: u32,
+        mes: &Mes,
+        mds: &mut Mds,
+        info: &MatchInfo,
+        stolen: bool,
+    ) -> Option<PortalMatch> {
+        let table = self.tables.get_mut(cpt as usize)?;
+        match table.match_md(mes, mds, info) {
+            TableMatch::None => None,
+            TableMatch::TooBig => Some(PortalMatch::Drop(DropReason::TooBig)),
+            TableMatch::Ok { me, md, offset, mlength } => {
+                table.matched += 1;
+                if stolen {
+                    table.stolen += 1;
+                }
+                Some(PortalMatch::Ok { me, md, offset, mlength })
+            }
+        }
+    }
+
+    /// `lnet_mt_of_match()`: the table an incoming message tries first on a node with several
+    /// partitions. A unique portal hashes the initiator; a wildcard portal follows
+    /// `portal_rotor`, and a table with no usable buffer hands the message to one that has
+    /// (`ptl_mt_maps`), which the kernel keeps as a map of enabled tables and ulnet computes.
+    fn table_of_match(
+        &mut self,
+        match_type: MatchType,
+        mes: &Mes,
+        mds: &Mds,
+        place: &MatchPlace,
+    ) -> u32 {
+        let count = self.tables.len() as u32;
+        if match_type == MatchType::Unique {
+            return place.initiator % count;
+        }
+        let local_first = match place.rotor {
+            PortalRotor::Off => true,
+            PortalRotor::On => false,
+            PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
+        };
+        let current = place.current % count;
+        if local_first && self.armed(current, mes, mds) {
+            return current;
+        }
+        let rotor = self.rotor;
+        self.rotor = self.rotor.wrapping_add(1);
+        let cpt = if place.rotor == PortalRotor::RoutedHash && place.routed {
+            place.initiator_on_ni % count
+        } else {
+            rotor % count
+        };
+        if self.armed(cpt, mes, mds) {
+            return cpt;
+        }
+        let active = (0..count).filter(|&cpt| self.armed(cpt, mes, mds)).count() as u32;
+        if active == 0 {
+            return cpt;
+        }
+        (0..count)
+            .filter(|&cpt| self.armed(cpt, mes, mds))
+            .nth((rotor % active) as usize)
+            .unwrap_or(cpt)
+    }
+
+    /// Whether partition `cpt`'s table has a buffer that could take a message: the kernel's
+    /// `mt_enabled`, which it updates lazily from exhaustion bitmaps; ulnet asks the table.
+    fn armed(&self, cpt: u32, mes: &Mes, mds: &Mds) -> bool {
+        self.tables.get(cpt as usize).is_some_and(|table| table.armed(mes, mds))
+    }
+}
+
+/// What one table made of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TableMatch {
+    None,
+    TooBig,
+    Ok { me: Key, md: Key, offset: u32, mlength: u32 },
+}
+
+/// One partition's MEs of a portal (`struct lnet_match_table`). Lustre hashes MEs into
+/// buckets; the observable order is "MEs with ignore bits first, in insertion order, then the
+/// MEs whose exact bits equal the incoming bits, in insertion order". We keep exactly those
+/// two sequences: one ordered list of ignore-bit MEs and, for exact MEs, an ordered list per
+/// match-bits value.
+#[derive(Debug, Default)]
+struct MatchTable {
+    ignore: VecDeque<Key>,
+    exact: HashMap<u64, ExactList>,
+    entries: usize,
+    matched: u64,
+    stolen: u64,
+}
+
+impl MatchTable {
+    fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
         if me.ignore_bits != 0 {
-            match position {
-                InsertPosition::Before => self.ignore.push_front(key),
-                InsertPosition::After => self.ignore.push_back(key),
+            if position.is_front() {
+                self.ignore.push_front(key);
+            } else {
+                self.ignore.push_back(key);
             }
         } else {
             match self.exact.entry(me.match_bits) {
@@ -137,7 +403,7 @@ impl Portal {
         self.entries += 1;
     }
 
-    pub(crate) fn remove(&mut self, key: Key, me: &Me) {
+    fn remove(&mut self, key: Key, me: &Me) {
         let removed = if me.ignore_bits != 0 {
             remove_key(&mut self.ignore, key)
         } else {
@@ -164,12 +430,8 @@ impl Portal {
         }
     }
 
-    pub(crate) fn entries(&self) -> usize {
-        self.entries
-    }
-
-    /// `lnet_mt_match_md` + `lnet_ptl_match_md`: search this portal for a buffer.
-    pub(crate) fn match_md(&self, mes: &Mes, mds: &mut Mds, info: &MatchInfo) -> PortalMatch {
+    /// `lnet_mt_match_md`: the first ME/MD of this table that takes the message.
+    fn match_md(&self, mes: &Mes, mds: &mut Mds, info: &MatchInfo) -> TableMatch {
         let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
         let (first, second) = exact.unwrap_or_default();
         for &me_key in self.ignore.iter().chain(first).chain(second) {
@@ -180,17 +442,29 @@ impl Portal {
             };
             match try_match_md(me, md, info) {
                 MdMatch::None => {}
-                MdMatch::TooBig => return PortalMatch::Drop(DropReason::TooBig),
+                MdMatch::TooBig => return TableMatch::TooBig,
                 MdMatch::Ok { offset, mlength } => {
-                    return PortalMatch::Ok { me: me_key, md: md_key, offset, mlength };
+                    return TableMatch::Ok { me: me_key, md: md_key, offset, mlength };
                 }
             }
         }
-        if info.operation == MdOptions::OP_GET || !self.lazy {
-            PortalMatch::Drop(DropReason::NoMatch)
-        } else {
-            PortalMatch::Delay
-        }
+        TableMatch::None
+    }
+
+    /// Whether an ME here has an MD that is neither exhausted nor unlinking. Stops at the
+    /// first; linear only in MEs with no usable MD in front of it.
+    fn armed(&self, mes: &Mes, mds: &Mds) -> bool {
+        let usable = |key: &Key| {
+            mes.get(*key)
+                .and_then(|me| me.md)
+                .and_then(|md| mds.get(md))
+                .is_some_and(|md| !md.zombie && !md.exhausted())
+        };
+        self.ignore.iter().any(usable)
+            || self.exact.values().any(|list| {
+                let (first, second) = list.as_slices();
+                first.iter().chain(second).any(usable)
+            })
     }
 }
 
@@ -236,8 +510,8 @@ impl ExactList {
         }
         if let Self::Many(keys) = self {
             match position {
-                InsertPosition::Before => keys.push_front(key),
-                InsertPosition::After => keys.push_back(key),
+                _ if position.is_front() => keys.push_front(key),
+                _ => keys.push_back(key),
             }
         }
     }
@@ -305,8 +579,17 @@ mod tests {
             unlink: crate::engine::md::UnlinkMode::Retain,
             md: None,
             internal: false,
+            cpt: 0,
         }
     }
+
+    const HERE: MatchPlace = MatchPlace {
+        current: 0,
+        routed: false,
+        initiator_on_ni: 0,
+        initiator: 0,
+        rotor: PortalRotor::RoutedHash,
+    };
 
     #[test]
     fn ignore_bit_entries_are_searched_first() {
@@ -320,7 +603,7 @@ mod tests {
             assert!(portal.accepts(&me));
             portal.insert(key, &me, InsertPosition::After);
         }
-        let result = portal.match_md(&mes, &mut mds, &info(0x5, 4));
+        let result = portal.match_md(&mes, &mut mds, &info(0x5, 4), &HERE);
         let PortalMatch::Ok { me, .. } = result else { panic!("no match: {result:?}") };
         assert_eq!(mes.get(me).map(|m| m.ignore_bits), Some(0xff));
         assert_eq!(portal.entries(), 2);
@@ -333,6 +616,7 @@ mod tests {
         let mut mds = Mds::default();
         fn add(portal: &mut Portal, mes: &mut Mes, mds: &mut Mds, position: InsertPosition) -> Key {
             let me = wildcard_me(0x5, 0);
+            assert!(portal.accepts(&me));
             let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, position);
@@ -341,31 +625,32 @@ mod tests {
         let a = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
         let b = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
         let c = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
-        let first = |portal: &Portal, mes: &Mes, mds: &mut Mds| match portal.match_md(
+        let first = |portal: &mut Portal, mes: &Mes, mds: &mut Mds| match portal.match_md(
             mes,
             mds,
             &info(0x5, 0),
+            &HERE,
         ) {
             PortalMatch::Ok { me, .. } => Some(me),
             _ => None,
         };
-        assert_eq!(first(&portal, &mes, &mut mds), Some(b));
+        assert_eq!(first(&mut portal, &mes, &mut mds), Some(b));
         let me = wildcard_me(0x5, 0);
         portal.remove(b, &me);
-        assert_eq!(first(&portal, &mes, &mut mds), Some(a));
+        assert_eq!(first(&mut portal, &mes, &mut mds), Some(a));
         portal.remove(a, &me);
-        assert_eq!(first(&portal, &mes, &mut mds), Some(c));
+        assert_eq!(first(&mut portal, &mes, &mut mds), Some(c));
         portal.remove(a, &me); // already gone: counts nothing
         assert_eq!(portal.entries(), 1);
         portal.remove(c, &me);
         assert_eq!(portal.entries(), 0);
-        assert!(portal.exact.is_empty(), "an emptied list leaves the map");
-        assert_eq!(first(&portal, &mes, &mut mds), None);
+        assert!(portal.tables[0].exact.is_empty(), "an emptied list leaves the map");
+        assert_eq!(first(&mut portal, &mes, &mut mds), None);
         // A lone entry (the inline case) is found and removed too.
         let d = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
-        assert_eq!(first(&portal, &mes, &mut mds), Some(d));
+        assert_eq!(first(&mut portal, &mes, &mut mds), Some(d));
         portal.remove(d, &me);
-        assert!(portal.exact.is_empty());
+        assert!(portal.tables[0].exact.is_empty());
     }
 
     #[test]
@@ -420,12 +705,184 @@ mod tests {
         let mes = Mes::default();
         let mut mds = Mds::default();
         assert_eq!(
-            portal.match_md(&mes, &mut mds, &info(1, 1)),
+            portal.match_md(&mes, &mut mds, &info(1, 1), &HERE),
             PortalMatch::Drop(DropReason::NoMatch)
         );
         portal.lazy = true;
-        assert_eq!(portal.match_md(&mes, &mut mds, &info(1, 1)), PortalMatch::Delay);
+        assert_eq!(portal.match_md(&mes, &mut mds, &info(1, 1), &HERE), PortalMatch::Delay);
         let get = MatchInfo { operation: MdOptions::OP_GET, ..info(1, 1) };
-        assert_eq!(portal.match_md(&mes, &mut mds, &get), PortalMatch::Drop(DropReason::NoMatch));
+        assert_eq!(
+            portal.match_md(&mes, &mut mds, &get, &HERE),
+            PortalMatch::Drop(DropReason::NoMatch)
+        );
+    }
+
+    /// A portal of `partitions` tables with one match-all ME and an endless MD in each table
+    /// of `armed`; returns the ME keys by table.
+    fn spread(
+        partitions: u32,
+        armed: &[u32],
+        mes: &mut Mes,
+        mds: &mut Mds,
+    ) -> (Portal, Vec<Option<Key>>) {
+        let mut portal = Portal::new(5, partitions);
+        let mut keys = vec![None; partitions as usize];
+        for &cpt in armed {
+            let me = Me { cpt, ..wildcard_me(0, u64::MAX) };
+            assert!(portal.accepts(&me));
+            assert_eq!(
+                portal.table_of_attach(&me, InsertPosition::Local { cpt }, &parts(partitions)),
+                cpt
+            );
+            let md_key = mds.insert(md(1 << 20, MdOptions::OP_PUT | MdOptions::OP_GET)).unwrap();
+            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            portal.insert(key, &me, InsertPosition::Local { cpt });
+            keys[cpt as usize] = Some(key);
+        }
+        (portal, keys)
+    }
+
+    fn parts(count: u32) -> Partitions {
+        Partitions::new(count).unwrap()
+    }
+
+    /// The table each of `count` PUTs from `place` matched in.
+    fn tables_hit(
+        portal: &mut Portal,
+        keys: &[Option<Key>],
+        mes: &Mes,
+        mds: &mut Mds,
+        place: &MatchPlace,
+        count: usize,
+    ) -> Vec<usize> {
+        (0..count)
+            .map(|_| match portal.match_md(mes, mds, &info(0, 1), place) {
+                PortalMatch::Ok { me, .. } => keys.iter().position(|k| *k == Some(me)).unwrap(),
+                other => panic!("no match: {other:?}"),
+            })
+            .collect()
+    }
+
+    fn place(current: u32, routed: bool, initiator_on_ni: u32, rotor: PortalRotor) -> MatchPlace {
+        MatchPlace { current, routed, initiator_on_ni, initiator: 0, rotor }
+    }
+
+    /// `lnet_mt_of_attach()`: a wildcard portal's Before/After go to the fixed table (index
+    /// mod count), Local to its partition; a unique portal hashes the ME's NID whatever the
+    /// position (10.0.0.1@tcp: byte sum 13, so table 1 of 2 and 13 % 3 = 1 of 3).
+    #[test]
+    fn attach_table_choice() {
+        let wildcard = Portal::new(5, 3);
+        let me = wildcard_me(1, 0);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::After, &parts(3)), 2);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Before, &parts(3)), 2);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Local { cpt: 1 }, &parts(3)), 1);
+        let mut unique = Portal::new(5, 2);
+        let me = Me {
+            match_id: ProcessId::new(Nid::new4(Net::TCP, 0x0a00_0001), 7),
+            ..wildcard_me(1, 0)
+        };
+        assert!(unique.accepts(&me));
+        for position in [InsertPosition::After, InsertPosition::Local { cpt: 0 }] {
+            assert_eq!(unique.table_of_attach(&me, position, &parts(2)), 1);
+        }
+        // One partition: always the one table.
+        let single = Portal::new(5, 1);
+        assert_eq!(single.table_of_attach(&me, InsertPosition::Local { cpt: 0 }, &parts(1)), 0);
+    }
+
+    /// Rotor 3 (the default) and 2 keep a local message on the receiving partition's table;
+    /// 3 hashes a routed one by its initiator, 2 rotates it; 1 rotates everything; 0 keeps
+    /// everything local.
+    #[test]
+    fn rotor_modes_pick_the_first_table() {
+        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let (mut portal, keys) = spread(3, &[0, 1, 2], &mut mes, &mut mds);
+        let mut hits = |place: MatchPlace| {
+            let before = portal.rotor;
+            let hit = tables_hit(&mut portal, &keys, &mes, &mut mds, &place, 4);
+            (hit, portal.rotor - before)
+        };
+        use PortalRotor::{Off, On, RoutedHash, RoutedRoundRobin};
+        assert_eq!(hits(place(2, false, 0, RoutedHash)), (vec![2, 2, 2, 2], 0));
+        assert_eq!(hits(place(2, true, 1, RoutedHash)), (vec![1, 1, 1, 1], 4));
+        assert_eq!(hits(place(2, false, 1, RoutedRoundRobin)), (vec![2, 2, 2, 2], 0));
+        // The rotor stands at 4 now: 4 % 3 = 1, then 2, 0, 1; then 8 % 3 = 2, ...
+        assert_eq!(hits(place(2, true, 0, RoutedRoundRobin)), (vec![1, 2, 0, 1], 4));
+        assert_eq!(hits(place(2, false, 0, On)), (vec![2, 0, 1, 2], 4));
+        assert_eq!(hits(place(1, true, 0, Off)), (vec![1, 1, 1, 1], 0));
+        let stats = portal.table_stats();
+        assert_eq!(stats.iter().map(|t| t.matched).sum::<u64>(), 24);
+        assert!(stats.iter().all(|t| t.stolen == 0 && t.entries == 1));
+    }
+
+    /// A first choice with no usable buffer goes to one that has one (`ptl_mt_maps`), the
+    /// rotor indexing the active tables; with none at all, the rotor's own choice (the steal
+    /// or the drop follows).
+    #[test]
+    fn an_empty_first_choice_maps_to_an_active_table() {
+        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let (mut portal, keys) = spread(4, &[1, 3], &mut mes, &mut mds);
+        // Local partition 0 is empty: the rotor (0, 1, 2, 3) picks 0, 1, 2, 3; 1 and 3 are
+        // active, the others map to active[rotor % 2]: 0 -> 1, 2 -> 1.
+        let local = place(0, false, 0, PortalRotor::RoutedHash);
+        assert_eq!(tables_hit(&mut portal, &keys, &mes, &mut mds, &local, 4), [1, 1, 1, 3]);
+        // Routed, hashed to empty table 2, rotor 4 and 5: active[0] = 1, active[1] = 3.
+        let routed = place(0, true, 2, PortalRotor::RoutedHash);
+        assert_eq!(tables_hit(&mut portal, &keys, &mes, &mut mds, &routed, 2), [1, 3]);
+        // An exhausted MD does not make its table active.
+        let md_key = mes.get(keys[1].unwrap()).unwrap().md.unwrap();
+        mds.get_mut(md_key).unwrap().threshold = Threshold::Count(0);
+        assert_eq!(tables_hit(&mut portal, &keys, &mes, &mut mds, &local, 3), [3, 3, 3]);
+    }
+
+    /// A PUT that finds nothing in its table steals from the others in partition order on a
+    /// lazy portal; a GET, or a PUT on a portal that is not lazy, is dropped as the kernel
+    /// drops it.
+    #[test]
+    fn the_steal_walks_the_other_tables_in_order() {
+        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let mut portal = Portal::new(5, 3);
+        // Table 0 holds a buffer for other bits (so it is active and chosen); 2 and 1 hold
+        // one-shot buffers for bits 7, posted in that order.
+        for (cpt, bits) in [(0, 9), (2, 7), (1, 7)] {
+            let me = Me { cpt, ..wildcard_me(bits, 0) };
+            assert!(portal.accepts(&me));
+            let md_key = mds
+                .insert(Md { threshold: Threshold::Count(1), ..md(8, MdOptions::OP_PUT) })
+                .unwrap();
+            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            portal.insert(key, &me, InsertPosition::Local { cpt });
+        }
+        let here = place(0, false, 0, PortalRotor::RoutedHash);
+        let put = info(7, 4);
+        assert_eq!(
+            portal.match_md(&mes, &mut mds, &put, &here),
+            PortalMatch::Drop(DropReason::NoMatch)
+        );
+        let get = MatchInfo { operation: MdOptions::OP_GET, ..put };
+        portal.lazy = true;
+        assert_eq!(
+            portal.match_md(&mes, &mut mds, &get, &here),
+            PortalMatch::Drop(DropReason::NoMatch)
+        );
+        // What the engine's commit does: the one-shot MD is used up.
+        let stolen =
+            |portal: &mut Portal, mds: &mut Mds| match portal.match_md(&mes, mds, &put, &here) {
+                PortalMatch::Ok { me, md, .. } => {
+                    mds.get_mut(md).unwrap().threshold = Threshold::Count(0);
+                    Some(mes.get(me).unwrap().cpt)
+                }
+                PortalMatch::Delay => None,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(stolen(&mut portal, &mut mds), Some(1), "partition 1 before 2");
+        assert_eq!(stolen(&mut portal, &mut mds), Some(2));
+        assert_eq!(stolen(&mut portal, &mut mds), None, "nothing left: delayed");
+        let stats = portal.table_stats();
+        assert_eq!(
+            stats.iter().map(|t| (t.matched, t.stolen)).collect::<Vec<_>>(),
+            [(0, 0), (1, 1), (1, 1)]
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::engine::msg::{Message, Phase, RxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, RecvAction, Resume, Work};
 use crate::engine::peer::PeerNiId;
-use crate::engine::portal::{MatchInfo, MdMatch, PortalMatch, try_match_md};
+use crate::engine::portal::{MatchInfo, MatchPlace, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
@@ -217,11 +217,12 @@ impl Engine {
         message.template.hdr_data = hdr_data;
         let payload = message.header.payload_length;
         let info = put_info(message);
-        let Some(table) = self.portals.get(portal as usize) else {
+        let place = self.match_place(key);
+        let Some(table) = self.portals.get_mut(portal as usize) else {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
-        match table.match_md(&self.mes, &mut self.mds, &info) {
+        match table.match_md(&self.mes, &mut self.mds, &info, &place) {
             PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
                 RecvAction::Deliver {
@@ -276,8 +277,9 @@ impl Engine {
             remote_offset: src_offset,
             rlength: sink_length,
         };
-        let matched = match self.portals.get(portal as usize) {
-            Some(table) => table.match_md(&self.mes, &mut self.mds, &info),
+        let place = self.match_place(key);
+        let matched = match self.portals.get_mut(portal as usize) {
+            Some(table) => table.match_md(&self.mes, &mut self.mds, &info, &place),
             None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
         };
         let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
@@ -378,6 +380,25 @@ impl Engine {
         }
     }
 
+    /// Where a received message stands when its portal picks a match table: what the kernel
+    /// reads from the parsing thread and the message (lib-move.c `lnet_parse_put()`,
+    /// `lnet_parse_get()`: `mi_cpt`; lib-ptl.c `lnet_mt_of_match()`). The kernel parses on
+    /// the thread of the previous hop's partition on the receiving NI, which is the
+    /// partition the runtime's I/O thread for that connection serves (decision 0029).
+    fn match_place(&self, key: Key) -> MatchPlace {
+        let Some(message) = self.msgs.get(key).filter(|_| self.partitions.count() > 1) else {
+            return MatchPlace::default();
+        };
+        let initiator = message.template.initiator.nid;
+        MatchPlace {
+            current: self.cpt_of_nid(&message.template.sender, message.ni),
+            routed: message.header.src_nid.net() != message.header.dest_nid.net(),
+            initiator_on_ni: self.cpt_of_nid(&initiator, message.ni),
+            initiator: self.partitions.cpt_of_nid(&initiator, None),
+            rotor: self.tunables.portal_rotor,
+        }
+    }
+
     /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
     /// MD, active, and not attached to an ME.
     fn response_md(&self, handle: WireHandle) -> Option<Key> {
@@ -459,6 +480,9 @@ impl Engine {
                 MdMatch::None => kept.push_back(key),
                 MdMatch::TooBig => self.drop_delayed(key),
                 MdMatch::Ok { offset, mlength } => {
+                    if let Some(table) = self.portals.get_mut(portal) {
+                        table.count_match(me.cpt);
+                    }
                     self.commit_match(key, md_key, offset, mlength, ack_wmd);
                     let discard = info.rlength.saturating_sub(mlength);
                     if let Some(message) = self.msgs.get_mut(key) {

@@ -220,7 +220,7 @@ impl Engine {
     /// An ME on portal 0 with the ping match bits (any NID, any pid, appended) and `spec`
     /// attached, owned by LNet; delayed pushes are matched against it at once.
     fn attach_internal(&mut self, spec: MdSpec, owner: MdOwner, unlink: UnlinkMode) -> Option<Key> {
-        let me = Me {
+        let mut me = Me {
             portal: LNET_RESERVED_PORTAL,
             match_id: ProcessId::ANY,
             match_bits: LNET_PROTO_PING_MATCHBITS,
@@ -228,6 +228,7 @@ impl Engine {
             unlink: UnlinkMode::Unlink,
             md: None,
             internal: true,
+            cpt: 0,
         };
         let table = self.portals.get_mut(LNET_RESERVED_PORTAL as usize)?;
         if !table.accepts(&me) {
@@ -235,6 +236,9 @@ impl Engine {
             self.record_violation(|| "portal 0 refused LNet's wildcard ME".to_string());
             return None;
         }
+        // lustre: api-ni.c lnet_ping_target_setup() attaches with LNET_INS_AFTER: portal
+        // 0's fixed table.
+        me.cpt = table.table_of_attach(&me, InsertPosition::After, &self.partitions);
         let me_key = self.mes.insert(me.clone())?;
         table.insert(me_key, &me, InsertPosition::After);
         let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), owner) else {

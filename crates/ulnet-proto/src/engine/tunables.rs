@@ -29,6 +29,43 @@ impl ResponseTracking {
     }
 }
 
+/// `portal_rotor`: which partition's match table an incoming PUT or GET on a wildcard portal
+/// tries first when the node has several partitions (one partition: no choice to make).
+/// lustre: include/linux/lnet/lib-types.h (`LNET_PTL_ROTOR_*`), lib-ptl.c `lnet_mt_of_match()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PortalRotor {
+    /// 0 (`LNET_PTL_ROTOR_OFF`): the receiving partition's table while it has a usable
+    /// buffer, else round robin over the tables that have one.
+    Off = 0,
+    /// 1 (`LNET_PTL_ROTOR_ON`): round robin over every message.
+    On = 1,
+    /// 2 (`LNET_PTL_ROTOR_RR_RT`): routed messages round robin, others as [`Self::Off`].
+    RoutedRoundRobin = 2,
+    /// 3 (`LNET_PTL_ROTOR_HASH_RT`, the default): routed messages by the hash of their
+    /// initiator's NID on the receiving NI, others as [`Self::Off`].
+    #[default]
+    RoutedHash = 3,
+}
+
+impl PortalRotor {
+    /// The module parameter's value (0-3); others have no meaning.
+    pub fn from_value(value: i64) -> Option<Self> {
+        match value {
+            0 => Some(Self::Off),
+            1 => Some(Self::On),
+            2 => Some(Self::RoutedRoundRobin),
+            3 => Some(Self::RoutedHash),
+            _ => None,
+        }
+    }
+
+    /// The module parameter's value.
+    pub fn value(self) -> u8 {
+        self as u8
+    }
+}
+
 /// Node-wide tunables (`lnet.ko` module parameters that the engine uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tunables {
@@ -62,6 +99,9 @@ pub struct Tunables {
     pub blackhole_timeout: Duration,
     /// The router tunables (`router.c` module parameters).
     pub router: RouterTunables,
+    /// `portal_rotor` (lib-ptl.c): how wildcard portals spread incoming messages over the
+    /// partitions' match tables.
+    pub portal_rotor: PortalRotor,
 }
 
 /// The routing module parameters the engine uses (lustre: lnet/lnet/router.c).
@@ -119,6 +159,7 @@ impl Default for Tunables {
             max_recovery_ping_interval: Duration::from_secs(900),
             blackhole_timeout: DEFAULT_BLACKHOLE_TIMEOUT,
             router: RouterTunables::default(),
+            portal_rotor: PortalRotor::default(),
         }
     }
 }

@@ -21,7 +21,9 @@ use ulnet::proto::wire::selftest::{
     DEFAULT_RPC_TIMEOUT_SECONDS, DEFAULT_SESSION_TIMEOUT_SECONDS, SrpcCounters, SrpcService,
 };
 
-use crate::srpc::{BufferUsage, DEFAULT_BULK_BUDGET, Endpoint, MAX_TEST_BUFFERS, StartError};
+use crate::srpc::{
+    BufferUsage, DEFAULT_BULK_BUDGET, Endpoint, MAX_TEST_BUFFERS, PartitionBuffers, StartError,
+};
 
 pub use framework::TestLatency;
 
@@ -129,6 +131,12 @@ impl SelftestService {
     /// The current session, if any.
     pub fn session(&self) -> Option<SessionSummary> {
         self.endpoint.with(|state| state.app.summary())
+    }
+
+    /// `service`'s request buffers by CPU partition of the node (one share for a framework
+    /// service): posted, owned, and the requests each partition's buffers took.
+    pub fn request_buffers(&self, service: SrpcService) -> Vec<PartitionBuffers> {
+        self.endpoint.with(|state| state.core.request_buffers(service))
     }
 
     /// The RPC counters (`srpc_counters`) QUERY_STAT reports.

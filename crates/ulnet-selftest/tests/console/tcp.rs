@@ -160,3 +160,82 @@ fn brw_check_full_over_two_partitions_loses_nothing() {
     assert!(by_partition.iter().all(|&count| count > 0), "{by_partition:?}");
     assert_eq!(console.end_session(KEY).unwrap().lst_rc(), 0);
 }
+
+/// lnet_selftest's per-partition request buffers: a server with two partitions posts its test
+/// services' buffers in each partition's match table of the request portal, and a request is
+/// taken by a buffer of the partition that received it, its client's by the NID hash (the
+/// clients, 127.0.0.2 and 127.0.0.3, hash apart). Per partition, the requests its buffers took
+/// are exactly the requests its client sent; nothing is stolen, dropped, lost or late.
+#[test]
+fn requests_take_the_buffers_of_their_own_partition() {
+    use ulnet::proto::engine::cpt::Partitions;
+    use ulnet::proto::wire::selftest::{BrwCheck, BrwDirection, SRPC_REQUEST_PORTAL, SrpcService};
+    use ulnet_selftest::console::BrwSpec;
+    use ulnet_selftest::{PartitionBuffers, TestKind, TestSpec};
+
+    const KEY: u32 = 2424;
+    const LOOPS: i32 = 50;
+    const CONCURRENCY: u32 = 4;
+    let port = port(6);
+    let server = partitioned_node("127.0.0.4", port, 2);
+    let clients = [tcp_node("127.0.0.2", port), tcp_node("127.0.0.3", port)];
+    let cpt_of =
+        |node: &Node| Partitions::new(2).unwrap().cpt_of_nid(&node.process_id().nid, None) as usize;
+    assert_ne!(cpt_of(&clients[0]), cpt_of(&clients[1]), "the test needs both partitions");
+    let server_service = SelftestService::start(&server).unwrap();
+    let client_services: Vec<SelftestService> =
+        clients.iter().map(|node| SelftestService::start(node).unwrap()).collect();
+    let fresh = PartitionBuffers { posted: 256, total: 256, received: 0 };
+    for service in [SrpcService::Brw, SrpcService::Ping] {
+        assert_eq!(server_service.request_buffers(service), [fresh, fresh]);
+    }
+    // A framework service keeps one share, as the kernel's.
+    assert_eq!(server_service.request_buffers(SrpcService::Batch).len(), 1);
+
+    let console_node = tcp_node("127.0.0.5", port);
+    let console = Console::new(&console_node).unwrap();
+    console.new_session(KEY, "buffers", 0, false, 1).unwrap();
+    for (group, nodes) in [("c", &clients[..]), ("s", std::slice::from_ref(&server))] {
+        console.add_group(KEY, group).unwrap();
+        let ids: Vec<_> = nodes.iter().map(Node::process_id).collect();
+        assert_eq!(console.add_nodes(KEY, group, &ids).unwrap().lst_rc(), 0);
+    }
+    console.add_batch(KEY, "b").unwrap();
+    let brw =
+        BrwSpec { direction: BrwDirection::Write, check: BrwCheck::Full, size: 4096, offset: 0 };
+    for kind in [TestKind::Brw(brw), TestKind::Ping] {
+        let mut test = TestSpec::new(kind, "c", "s");
+        test.batch = "b".into();
+        test.loop_count = LOOPS;
+        test.concurrency = CONCURRENCY;
+        assert_eq!(console.add_test(KEY, &test).unwrap().lst_rc(), 0);
+    }
+    assert_eq!(console.run_batch(KEY, "b", 0).unwrap().lst_rc(), 0);
+    let start = std::time::Instant::now();
+    while console.query_batch(KEY, "b", 0, false, 5).unwrap().stat.batch_running() != 0 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(120), "the batch never ended");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(console.end_session(KEY).unwrap().lst_rc(), 0);
+
+    let mut sent_by_partition = [0u64; 2];
+    for (node, service) in clients.iter().zip(&client_services) {
+        let rpc = service.rpc_counters();
+        assert_eq!((rpc.errors, rpc.rpcs_dropped, rpc.rpcs_expired), (0, 0, 0), "{rpc:?}");
+        assert!(rpc.rpcs_sent >= LOOPS as u32 * CONCURRENCY * 2, "{rpc:?}");
+        sent_by_partition[cpt_of(node)] += u64::from(rpc.rpcs_sent);
+    }
+    let rpc = server_service.rpc_counters();
+    assert_eq!((rpc.errors, rpc.rpcs_dropped, rpc.rpcs_expired), (0, 0, 0), "{rpc:?}");
+    let mut taken_by_partition = [0u64; 2];
+    for service in [SrpcService::Brw, SrpcService::Ping] {
+        for (cpt, share) in server_service.request_buffers(service).iter().enumerate() {
+            taken_by_partition[cpt] += share.received;
+        }
+    }
+    assert_eq!(taken_by_partition, sent_by_partition);
+    let tables = server.portal_tables(SRPC_REQUEST_PORTAL).unwrap();
+    let matched: Vec<(u64, u64)> =
+        tables.iter().map(|table| (table.matched, table.stolen)).collect();
+    assert_eq!(matched, [(sent_by_partition[0], 0), (sent_by_partition[1], 0)]);
+}

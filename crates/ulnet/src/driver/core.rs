@@ -30,7 +30,8 @@ pub(crate) struct Shared {
     pub(crate) closing: AtomicBool,
     /// Every event queue created for this node, closed at shutdown.
     pub(crate) queues: Mutex<Vec<Weak<EqShared>>>,
-    pub(crate) counters: Counters,
+    /// Shared with the connections' outboxes, which count their writes without the lock.
+    pub(crate) counters: Arc<Counters>,
     /// How long a waiting thread spins before it parks.
     pub(crate) spin: Duration,
     /// Whether output made on callers' threads is held back ([`super::hold`]).
@@ -64,6 +65,12 @@ pub(crate) struct Counters {
     pub(crate) transmits_failed_locally: AtomicU64,
     /// Write system calls on LND sockets.
     pub(crate) socket_writes: AtomicU64,
+    /// Those of `socket_writes` made without the core lock held (a connection's outbox).
+    pub(crate) socket_writes_unlocked: AtomicU64,
+    /// Read system calls on LND sockets' established connections, and those of them made
+    /// without the core lock held.
+    pub(crate) socket_reads: AtomicU64,
+    pub(crate) socket_reads_unlocked: AtomicU64,
     /// Times a thread found the core lock held and waited for it.
     pub(crate) core_lock_waits: AtomicU64,
 }

@@ -20,6 +20,8 @@ use crate::error::BuildError;
 thread_local! {
     /// The partition whose I/O thread this is, if it is one.
     static CURRENT: Cell<Option<u32>> = const { Cell::new(None) };
+    /// The node whose I/O thread this is (`Shared::id`), with [`CURRENT`].
+    static CURRENT_NODE: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 /// The partition whose I/O thread is running this code, `None` off the I/O threads.
@@ -27,9 +29,16 @@ pub(crate) fn current() -> Option<u32> {
     CURRENT.with(Cell::get)
 }
 
-/// Marks this thread as partition `cpt`'s I/O thread.
-pub(crate) fn enter(cpt: u32) {
+/// [`current`] when this thread is an I/O thread of node `node_id` (a process may run
+/// several nodes, each with its own threads).
+pub(crate) fn current_on(node_id: u64) -> Option<u32> {
+    CURRENT_NODE.with(Cell::get).filter(|&id| id == node_id).and(current())
+}
+
+/// Marks this thread as partition `cpt`'s I/O thread of node `node_id`.
+pub(crate) fn enter(node_id: u64, cpt: u32) {
     CURRENT.with(|current| current.set(Some(cpt)));
+    CURRENT_NODE.with(|node| node.set(Some(node_id)));
 }
 
 /// Set once a pinning failure was logged: the warning is the same for every thread.
@@ -113,7 +122,7 @@ pub(crate) fn start(
     let thread = thread::Builder::new()
         .name(format!("ulnet-io-{node_id}.{cpt}"))
         .spawn(move || {
-            enter(cpt);
+            enter(node_id, cpt);
             pin(cpt, &cpus);
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime,

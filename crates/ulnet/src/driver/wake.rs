@@ -1,5 +1,6 @@
 //! Wake-ups owed once the core lock is released ([`Wakes`]): collected while the lock is held
-//! and issued after, so nobody is woken only to block on the lock we hold.
+//! and issued after, so nobody is woken only to block on the lock we hold; and output staged
+//! in connections' outboxes, written then too so that no system call holds the lock.
 
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -9,10 +10,13 @@ use ulnet_proto::engine::PingCompletion;
 
 use super::core::Shared;
 use crate::event_queue::EqShared;
+use crate::lnd::tcp::Outbox;
 
 /// Wake-ups owed once the core lock is released.
 #[derive(Default)]
 pub(crate) struct Wakes {
+    /// Connection outboxes this thread staged output in, to write after the unlock.
+    outboxes: ArcSet<Outbox>,
     doorbells: ArcSet<Shared>,
     queues: ArcSet<EqShared>,
     /// Connection tasks to wake (an LND's), on whichever partition's thread they run.
@@ -27,6 +31,13 @@ impl Wakes {
     pub(crate) fn ring(&mut self, node: &Arc<Shared>) {
         if !self.doorbells.contains(node) {
             self.doorbells.insert(Arc::clone(node));
+        }
+    }
+
+    /// Write `outbox` once the lock is released.
+    pub(crate) fn write(&mut self, outbox: &Arc<Outbox>) {
+        if !self.outboxes.contains(outbox) {
+            self.outboxes.insert(Arc::clone(outbox));
         }
     }
 
@@ -53,8 +64,11 @@ impl Wakes {
         self.completions.push((waiter, completion));
     }
 
-    /// Issues the wake-ups. Call with no core lock held.
+    /// Writes the staged output, then issues the wake-ups. Call with no core lock held.
     pub(crate) fn finish(self) {
+        for outbox in self.outboxes.into_items() {
+            outbox.write_out_and_tell();
+        }
         for node in self.doorbells.into_items() {
             node.doorbell.ring(&node.counters.io_wakeups);
         }

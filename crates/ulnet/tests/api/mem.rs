@@ -283,3 +283,55 @@ fn ping_and_discover_through_the_runtime() {
     assert_eq!(a.ping(b.process_id(), Duration::from_secs(1), None), Err(PingError::ShutDown));
     assert_eq!(a.discover(fabric_nid(1), false), Err(DiscoverError::ShutDown));
 }
+
+/// A node with two CPU partitions posts a buffer in each partition's match table
+/// (`InsertPosition::Local`, `post_at`); each PUT is taken by the buffer of the partition its
+/// sender hashes to (10.0.0.1: byte sum 13, partition 1; 10.0.0.2: 14, partition 0), none
+/// stolen; a partition the node lacks is refused.
+#[test]
+fn a_partitioned_node_matches_puts_on_their_partitions_buffers() {
+    use ulnet::proto::engine::cpt::Partitions;
+
+    const PORTAL: u32 = 13;
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let senders = [fabric_node(&fabric, 0), fabric_node(&fabric, 1)];
+    let server = Node::builder()
+        .partitions(Partitions::new(2).unwrap())
+        .mem_ni(fabric_nid(3), &fabric)
+        .build()
+        .unwrap();
+    // Off the I/O threads, with no CPUs given for the partitions: partition 0.
+    assert_eq!(server.current_partition(), 0);
+    let refused = server.me_attach(
+        PORTAL,
+        ProcessId::ANY,
+        0,
+        0,
+        UnlinkMode::Unlink,
+        InsertPosition::Local { cpt: 2 },
+    );
+    assert_eq!(
+        refused.unwrap_err(),
+        MeAttachError::Core(ulnet::proto::engine::MeAttachError::BadCpt { cpt: 2, count: 2 })
+    );
+    let queue = server.event_queue(8);
+    let posted: Vec<MdHandle> = (0..2)
+        .map(|cpt| {
+            let position = InsertPosition::Local { cpt };
+            server.post_at(PORTAL, 7, position, sink(64), &queue).unwrap()
+        })
+        .collect();
+    let tables = server.portal_tables(PORTAL).unwrap();
+    assert_eq!(tables.iter().map(|table| table.entries).collect::<Vec<_>>(), [1, 1]);
+    for (sender, cpt) in [(&senders[0], 1), (&senders[1], 0)] {
+        let data = pattern(64, cpt as u8);
+        sender
+            .put_and_wait_ack(server.process_id(), PORTAL, 7, Memory::new(data), HANG_GUARD)
+            .unwrap();
+        let put = recv(&queue);
+        assert_eq!((put.initiator, put.md), (sender.process_id(), posted[cpt]));
+    }
+    let tables = server.portal_tables(PORTAL).unwrap();
+    let matched: Vec<_> = tables.iter().map(|table| (table.matched, table.stolen)).collect();
+    assert_eq!(matched, [(1, 0), (1, 0)]);
+}

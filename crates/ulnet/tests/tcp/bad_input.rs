@@ -312,6 +312,88 @@ fn half_open_connection_times_out() {
     assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
 }
 
+/// The same with small replies, which the node copies into the connection's outbox and writes
+/// without the core lock: the outbox fills behind the full socket, and the send timeout
+/// still closes the connection.
+#[test]
+fn half_open_connection_with_small_replies_times_out() {
+    const GETS: u64 = 4096;
+    let scene = Scene::new();
+    let me = scene
+        .victim
+        .me_attach(9, ProcessId::ANY, 0x88, 0, UnlinkMode::Retain, InsertPosition::After)
+        .unwrap();
+    // Remote-managed: every GET reads the same 4 KiB (a locally managed offset would be at
+    // the end after the first).
+    let served = MdSpec::new(Memory::new(pattern(4 << 10, 8)))
+        .options(MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
+        .threshold(Threshold::Infinite);
+    scene.victim.md_attach(me, served, UnlinkMode::Retain, None).unwrap();
+    let mut link = scene.established();
+    link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    // A fixed receive buffer: the kernel would otherwise take megabytes for the peer, and
+    // acknowledged bytes are not stuck.
+    socket2::SockRef::from(&link.stream).set_recv_buffer_size(64 << 10).unwrap();
+    let gets: Vec<u8> = (0..GETS)
+        .flat_map(|index| {
+            let get = Lnet::new(
+                ADDRESSES[VICTIM],
+                ADDRESSES[BAD],
+                GET,
+                0,
+                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 4 << 10),
+            );
+            get.frame(&[])
+        })
+        .collect();
+    link.send(&gets);
+    wait_until("the send timeout", || scene.victim.tcp_stats().timeouts >= 1);
+    link.expect_closed("the stalled connection");
+    let runtime = scene.victim.stats().runtime;
+    assert!(runtime.socket_writes_unlocked > 0, "{runtime:?}");
+    let stats = scene.finish();
+    assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
+}
+
+/// The peer stops reading with only a few small replies outstanding: everything the node sent
+/// is complete (taken by its socket), nothing waits in the framing or the outbox, and only the
+/// socket's send timeout (`TCP_USER_TIMEOUT` at `sock_timeout`, socklnd's check of a socket
+/// buffer that does not drain) notices the bytes stuck behind the peer's zero window.
+#[test]
+fn bytes_stuck_in_the_socket_time_out() {
+    let scene = Scene::new();
+    let me = scene
+        .victim
+        .me_attach(9, ProcessId::ANY, 0x88, 0, UnlinkMode::Retain, InsertPosition::After)
+        .unwrap();
+    let served = MdSpec::new(Memory::new(pattern(4 << 10, 8)))
+        .options(MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
+        .threshold(Threshold::Infinite);
+    scene.victim.md_attach(me, served, UnlinkMode::Retain, None).unwrap();
+    let mut link = scene.established();
+    link.stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    socket2::SockRef::from(&link.stream).set_recv_buffer_size(16 << 10).unwrap();
+    let gets: Vec<u8> = (0..16u64)
+        .flat_map(|index| {
+            let get = Lnet::new(
+                ADDRESSES[VICTIM],
+                ADDRESSES[BAD],
+                GET,
+                0,
+                get_body(Wmd { interface: 1, object: index }, 0x88, 9, 0, 4 << 10),
+            );
+            get.frame(&[])
+        })
+        .collect();
+    // 64 KiB of replies: the node's socket (a 64 KiB `tx_buffer_size`, doubled by Linux) takes
+    // them all at once, and a quarter of them stay there, behind the peer's full window.
+    link.send(&gets);
+    wait_until("the send timeout", || scene.victim.tcp_stats().timeouts >= 1);
+    link.expect_closed("the stalled connection");
+    let stats = scene.finish();
+    assert_eq!((stats.timeouts, stats.protocol_errors), (1, 0), "{stats:?}");
+}
+
 /// The peer starts a message and stops sending mid-payload: after `sock_timeout` the receive
 /// is declared stuck and the connection closed.
 #[test]

@@ -21,6 +21,7 @@ mod shared_listener;
 #[path = "../support/mod.rs"]
 mod support;
 mod transfer;
+mod unlocked_io;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicU16, Ordering};

@@ -218,17 +218,25 @@ fn nids_missing_from(nets: &[NetSpec], other: &[NetSpec]) -> Vec<Nid> {
 
 /// The `global show` keys whose value differs.
 fn changed_keys(old: &GlobalSettings, new: &GlobalSettings) -> Vec<&'static str> {
-    GlobalKey::ALL
+    let mut keys: Vec<&'static str> = GlobalKey::ALL
         .into_iter()
         .filter(|key| old.value(*key) != new.value(*key))
         .map(GlobalKey::name)
-        .collect()
+        .collect();
+    // No lnetctl key, but the kernel lets root change it on a running node
+    // (/sys/module/lnet/parameters/portal_rotor is rw): a reload of the modprobe.d files
+    // applies it.
+    if old.portal_rotor != new.portal_rotor {
+        keys.push("portal_rotor");
+    }
+    keys
 }
 
 #[cfg(test)]
 mod tests {
     use ulnet::NetTunables;
     use ulnet_proto::addr::Net;
+    use ulnet_proto::engine::tunables::PortalRotor;
 
     use super::*;
     use crate::nets::{NiSpec, SocklndTunables};
@@ -265,5 +273,14 @@ mod tests {
         new.set(GlobalKey::Discovery, 0).unwrap();
         // lnd_timeout follows retry_count (transaction_timeout / (retry_count + 1)).
         assert_eq!(changed_keys(&old, &new), ["discovery", "retry_count", "lnd_timeout"]);
+    }
+
+    #[test]
+    fn a_new_portal_rotor_is_a_changed_setting() {
+        let old = GlobalSettings::default();
+        let new = GlobalSettings { portal_rotor: 0, ..old };
+        assert_eq!(changed_keys(&old, &new), ["portal_rotor"]);
+        assert!(changed_keys(&old, &old).is_empty());
+        assert_eq!(engine_tunables(&new).portal_rotor, PortalRotor::Off);
     }
 }

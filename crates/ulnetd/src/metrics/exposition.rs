@@ -186,6 +186,9 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
     let runtime = [
         ("io_wakeup", runtime.io_wakeups),
         ("socket_write", runtime.socket_writes),
+        ("socket_write_unlocked", runtime.socket_writes_unlocked),
+        ("socket_read", runtime.socket_reads),
+        ("socket_read_unlocked", runtime.socket_reads_unlocked),
         ("core_lock_wait", runtime.core_lock_waits),
         ("event_unrouted", runtime.events_unrouted),
         ("transmit_failed_locally", runtime.transmits_failed_locally),

@@ -918,6 +918,8 @@ mod multirail_stories;
 #[cfg(test)]
 mod policy_stories;
 #[cfg(test)]
+mod portal_stories;
+#[cfg(test)]
 mod routing_stories;
 #[cfg(test)]
 mod scenarios;

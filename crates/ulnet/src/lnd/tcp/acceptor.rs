@@ -262,7 +262,7 @@ async fn admit(
         return Some(Refusal::silent(stream));
     };
     // The NI's own socket options, now that the connection is known to be for it.
-    if let Err(error) = socket::configure(&stream, &inner.tunables) {
+    if let Err(error) = socket::configure(&stream, &inner.tunables, inner.sock_timeout()) {
         tracing::debug!(%peer_addr, %error, "cannot set socket options");
         return Some(Refusal { stream, reply: Vec::new(), ni: Some(inner) });
     }

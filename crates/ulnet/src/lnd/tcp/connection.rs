@@ -6,8 +6,11 @@
 //! (when the writer is blocked), or for a nudge (a resume, new output, or the connection being
 //! closed by someone else). Then it takes one turn:
 //!
-//! 1. lock the core and the table; read and handle input (headers to the core, payload into
-//!    MD memory);
+//! 0. write what the connection's outbox holds (small frames copied aside by whichever thread
+//!    produced them, `outbox.rs`), and read what the socket has into the task's own buffer, before taking any lock, when the
+//!    next bytes are headers or a small payload (`Input::preread`);
+//! 1. lock the core and the table; handle the input (headers to the core, payload into MD
+//!    memory), reading more from the socket as it goes;
 //! 2. release the table and `drain` the core: the ACKs, REPLYs and events the input produced go
 //!    out now, most of them written to their sockets right away;
 //! 3. lock the table again and write what this connection still has (ZC-ACK NOOPs, leftovers),
@@ -23,15 +26,18 @@ use tokio::sync::Notify;
 
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
 use super::ni::Inner;
+use super::outbox::Outbox;
+use super::reader::Input;
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain, partitions};
 
 /// Starts the task of a connection the peer table just added, on the I/O thread of the
 /// partition its peer hashes to (where the dialer or the acceptor registered its socket).
 pub(super) fn start(inner: &Arc<Inner>, node: &Arc<Shared>, new: NewConn) {
-    let NewConn { key, stream, nudge } = new;
+    let NewConn { key, stream, nudge, outbox } = new;
     let cpt = inner.placement.cpt_of(&key.peer.nid);
-    inner.spawn(node, cpt, run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge));
+    let task = run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge, outbox);
+    inner.spawn(node, cpt, task);
 }
 
 /// Drives one connection until it closes.
@@ -41,23 +47,34 @@ async fn run(
     key: ConnKey,
     stream: Arc<TcpStream>,
     nudge: Arc<Notify>,
+    outbox: Arc<Outbox>,
 ) {
     let _counted = node.upgrade().map(|node| ConnTaskCount::new(&node));
+    let mut input = Input::new();
+    // A new connection's reader waits for headers.
+    let mut preread = true;
     loop {
         let Some(shared) = node.upgrade() else {
             return;
         };
-        let turn = take_turn(&inner, &shared, key);
+        // What a full socket left in the outbox, or what was staged by a thread that has
+        // not written it yet: out before anything new, and without the lock.
+        // The task's own turn deals with whatever the write left.
+        let _ = outbox.write_out();
+        input.preread(&stream, preread, &shared.counters);
+        let turn = take_turn(&inner, &shared, key, &mut input);
         drop(shared);
         let interest = match turn {
             None => return,
             Some((interest, false)) => interest,
-            Some((_, true)) => {
+            Some((interest, true)) => {
                 // Input may be waiting, but let the rest of the node run first.
+                preread = interest.preread;
                 tokio::task::yield_now().await;
                 continue;
             }
         };
+        preread = interest.preread;
         // Waiting ends on the first of these; a failed readiness wait shows up as an error on
         // the next read or write, which closes the connection.
         tokio::select! {
@@ -96,7 +113,12 @@ impl Drop for ConnTaskCount {
 
 /// One turn (see the module documentation). Returns what to wait for and whether the reader
 /// stopped on its budget with input possibly left; `None` when the connection is gone.
-fn take_turn(inner: &Arc<Inner>, node: &Arc<Shared>, key: ConnKey) -> Option<(Interest, bool)> {
+fn take_turn(
+    inner: &Arc<Inner>,
+    node: &Arc<Shared>,
+    key: ConnKey,
+    input: &mut Input,
+) -> Option<(Interest, bool)> {
     let now = clock::now();
     let mut wakes = Wakes::default();
     let outcome = {
@@ -106,7 +128,7 @@ fn take_turn(inner: &Arc<Inner>, node: &Arc<Shared>, key: ConnKey) -> Option<(In
         }
         let turn = {
             let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-            cx.with_table(|table, cx| table.receive(cx, key))
+            cx.with_table(|table, cx| table.receive(cx, key, input))
         };
         drain(node, &mut core, now, &mut wakes);
         let interest = match turn {

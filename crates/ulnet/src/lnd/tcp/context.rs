@@ -49,6 +49,9 @@ pub(super) struct ConnKey {
 pub(super) struct Interest {
     pub(super) read: bool,
     pub(super) write: bool,
+    /// The next input goes through the task's read buffer, so the task may read it before it
+    /// takes the core lock ([`Input::preread`](super::reader::Input::preread)).
+    pub(super) preread: bool,
 }
 
 /// How a receive turn left the connection.
@@ -95,6 +98,15 @@ pub(super) enum CloseCause {
 }
 
 impl CloseCause {
+    /// A socket error. `TimedOut` is the kernel giving up on bytes the peer would not take
+    /// (`socket::set_send_timeout`): a send timeout, as socklnd counts it.
+    pub(super) fn from_io(kind: io::ErrorKind) -> Self {
+        match kind {
+            io::ErrorKind::TimedOut => Self::Timeout(ConnError::SendTimeout),
+            kind => Self::Io(kind),
+        }
+    }
+
     pub(super) fn from_conn_error(error: ConnError) -> Self {
         match error {
             ConnError::ReceiveTimeout | ConnError::SendTimeout => Self::Timeout(error),
@@ -177,6 +189,8 @@ pub(super) struct NewConn {
     pub(super) stream: Arc<TcpStream>,
     /// Wakes the connection's task.
     pub(super) nudge: Arc<Notify>,
+    /// Its copied output, which the task writes at the start of each turn.
+    pub(super) outbox: Arc<super::outbox::Outbox>,
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ async fn dial(inner: &Inner, peer: ProcessId, request: DialRequest) -> Result<Di
         Ok(Err(source)) => return Err(DialError::Connect { address, source }),
         Err(_) => return Err(DialError::ConnectTimeout(address)),
     };
-    socket::configure(&stream, tunables)?;
+    socket::configure(&stream, tunables, inner.sock_timeout())?;
     let loopback = stream.local_addr()?.ip() == address.ip();
     let mut handshake = ActiveHandshake::new(
         clock::now(),

@@ -86,6 +86,7 @@ mod context;
 mod dialer;
 mod listener;
 mod ni;
+mod outbox;
 mod reader;
 mod socket;
 mod sys;
@@ -115,6 +116,8 @@ pub(crate) use listener::Listeners;
 use listener::Membership;
 pub(crate) use ni::Placement;
 use ni::{Counters, Inbox, Inner, LogLimits};
+pub(crate) use outbox::Outbox;
+pub use outbox::{COPY_MAX_PAYLOAD, OUTBOX_MAX_BYTES};
 pub(crate) use table::PeerTables;
 pub use table::TcpConnection;
 

@@ -10,9 +10,15 @@
 //!
 //! Every payload byte is consumed, wanted or not: nothing else marks where the next message
 //! starts. lustre: socklnd_cb.c `ksocknal_process_receive()`, `ksocknal_recv()`.
+//!
+//! The read buffer ([`Input`]) belongs to the connection's task, not to the peer table, so the
+//! task fills it before it takes the core lock ([`Input::preread`]): the system call that
+//! brings in headers and small payloads runs while other threads use the core. Only reads
+//! straight into MD memory, and reads after a full buffer, run with the lock held.
 
 use foldhash::HashMap;
 use std::io::{self, IoSliceMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::net::TcpStream;
 use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, RxId};
@@ -21,7 +27,7 @@ use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
 
 use super::context::{CloseCause, ConnKey, MAX_IOVECS};
-use crate::driver::Core;
+use crate::driver::{Core, Counters};
 
 /// Bytes of input a connection buffers: headers, and the payload of small messages.
 pub const READ_BUFFER_LEN: usize = 64 << 10;
@@ -35,9 +41,13 @@ const MESSAGES_PER_TURN: u32 = 256;
 /// Most bytes read in one turn, for the same reason.
 const BYTES_PER_TURN: usize = 4 << 20;
 
-/// A connection's receive state and buffer.
+/// A connection's receive state (in the peer table, under the core lock).
 pub(super) struct Reader {
     state: RxState,
+}
+
+/// A connection's read buffer, owned by its task: headers, and the payload of small messages.
+pub(super) struct Input {
     buffer: Box<[u8]>,
     /// Unconsumed input is `buffer[start..end]`.
     start: usize,
@@ -45,6 +55,102 @@ pub(super) struct Reader {
     /// This turn's last read came up short: the socket is empty, so the next fill ends the
     /// turn instead of reading again only to get EAGAIN.
     drained: bool,
+    /// How the stream ended, as a read made without the lock found it: the next fill under
+    /// the lock reports it (the framing decides whether an end is clean).
+    ended: Option<io::ErrorKind>,
+}
+
+impl Input {
+    pub(super) fn new() -> Self {
+        Self {
+            buffer: vec![0; READ_BUFFER_LEN].into(),
+            start: 0,
+            end: 0,
+            drained: false,
+            ended: None,
+        }
+    }
+
+    /// Starts a turn: reads into the buffer, if it is empty, before the caller takes the core
+    /// lock. `wanted`: the reader's state takes its next bytes through the buffer
+    /// ([`Reader::reads_through_buffer`], as of the last turn).
+    pub(super) fn preread(&mut self, stream: &TcpStream, wanted: bool, counters: &Counters) {
+        self.drained = false;
+        if !wanted || self.start < self.end || self.ended.is_some() {
+            return;
+        }
+        counters.socket_reads.fetch_add(1, Ordering::Relaxed);
+        counters.socket_reads_unlocked.fetch_add(1, Ordering::Relaxed);
+        match super::sys::recv(stream, &mut self.buffer) {
+            Ok(0) => self.ended = Some(io::ErrorKind::UnexpectedEof),
+            Ok(read) => {
+                self.start = 0;
+                self.end = read;
+                if read < self.buffer.len() {
+                    self.drained = true;
+                    clear_readable(stream);
+                }
+            }
+            // The socket is empty: the turn has nothing to read.
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.drained = true,
+            Err(error) => self.ended = Some(error.kind()),
+        }
+    }
+
+    fn consume(&mut self, count: usize) {
+        self.start = (self.start + count).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Reads into the (empty) buffer.
+    fn fill(
+        &mut self,
+        stream: &TcpStream,
+        conn: &Conn,
+        reads: &AtomicU64,
+    ) -> Result<Step, CloseCause> {
+        self.start = 0;
+        self.end = 0;
+        if let Some(kind) = self.ended {
+            return Err(ended(conn, kind));
+        }
+        if self.drained {
+            return Ok(Step::Blocked);
+        }
+        reads.fetch_add(1, Ordering::Relaxed);
+        match super::sys::recv(stream, &mut self.buffer) {
+            Ok(0) => Err(ended(conn, io::ErrorKind::UnexpectedEof)),
+            Ok(read) => {
+                self.end = read;
+                if read < self.buffer.len() {
+                    self.drained = true;
+                    // A short read emptied the socket: forget its readiness now rather than
+                    // learn it from one more read failing with EAGAIN (as tokio's own
+                    // `poll_read` does). Data arriving meanwhile raises a fresh readiness
+                    // event, which this does not clear.
+                    clear_readable(stream);
+                }
+                Ok(Step::Progress(read))
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
+            Err(error) => Err(CloseCause::from_io(error.kind())),
+        }
+    }
+}
+
+/// Why the stream ended: the peer closed it (cleanly between messages or inside one), or a
+/// socket error (`kind`, other than `UnexpectedEof`, which stands for a 0-byte read).
+fn ended(conn: &Conn, kind: io::ErrorKind) -> CloseCause {
+    if kind != io::ErrorKind::UnexpectedEof {
+        return CloseCause::from_io(kind);
+    }
+    match conn.handle_eof() {
+        Ok(()) => CloseCause::PeerClosed,
+        Err(_) => eof_inside_message(conn),
+    }
 }
 
 /// Where the next bytes go.
@@ -83,6 +189,9 @@ pub(super) struct ReadCx<'a> {
     pub(super) conn: &'a mut Conn,
     pub(super) zc: &'a mut ZcRequests,
     pub(super) stream: &'a TcpStream,
+    pub(super) input: &'a mut Input,
+    /// Counts read system calls ([`Counters::socket_reads`]).
+    pub(super) reads: &'a AtomicU64,
     /// Receives parked on a lazy portal, so `resume` finds their connection.
     pub(super) parked: &'a mut HashMap<RxId, ConnKey>,
     pub(super) key: ConnKey,
@@ -92,13 +201,7 @@ impl Reader {
     /// A reader for a connection just out of its handshake (which never reads past the hello,
     /// so the stream starts at the first frame).
     pub(super) fn new() -> Self {
-        Self {
-            state: RxState::Frames,
-            buffer: vec![0; READ_BUFFER_LEN].into(),
-            start: 0,
-            end: 0,
-            drained: false,
-        }
+        Self { state: RxState::Frames }
     }
 
     /// Whether the task should wait for the socket to become readable.
@@ -106,12 +209,22 @@ impl Reader {
         !matches!(self.state, RxState::Parked { .. })
     }
 
+    /// Whether the next bytes go through the read buffer (headers, a small payload, payload
+    /// being skipped) rather than straight into MD memory, so the task may read them before it
+    /// takes the lock.
+    pub(super) fn reads_through_buffer(&self) -> bool {
+        match self.state {
+            RxState::Frames | RxState::Discard { .. } => true,
+            RxState::Deliver { offset, length, .. } => length - offset < DIRECT_READ_MIN,
+            RxState::Parked { .. } => false,
+        }
+    }
+
     /// Reads and handles input until the socket has no more, the reader parks, the budget is
     /// spent, or the connection must close.
     pub(super) fn receive(&mut self, cx: &mut ReadCx<'_>) -> ReadOutcome {
         let mut messages = 0u32;
         let mut bytes = 0usize;
-        self.drained = false;
         loop {
             if messages >= MESSAGES_PER_TURN || bytes >= BYTES_PER_TURN {
                 return ReadOutcome::Budget;
@@ -183,14 +296,14 @@ impl Reader {
 
     /// Headers: feed buffered input to the framing; act on what it recognises.
     fn frames(&mut self, cx: &mut ReadCx<'_>, messages: &mut u32) -> Result<Step, CloseCause> {
-        if self.start == self.end {
-            return self.fill(cx.stream, cx.conn);
+        if cx.input.start == cx.input.end {
+            return cx.input.fill(cx.stream, cx.conn, cx.reads);
         }
         let now = cx.now;
-        let input = self.buffer.get(self.start..self.end).unwrap_or(&[]);
+        let input = cx.input.buffer.get(cx.input.start..cx.input.end).unwrap_or(&[]);
         let (consumed, event) =
             cx.conn.handle_input(now, input, cx.zc).map_err(CloseCause::from_conn_error)?;
-        self.consume(consumed);
+        cx.input.consume(consumed);
         match event {
             // The framing took everything (a header in pieces): read more.
             RecvEvent::NeedMore | RecvEvent::Noop(_) => Ok(Step::Progress(0)),
@@ -252,25 +365,29 @@ impl Reader {
         }
         let want = length - offset;
         let now = cx.now;
-        let taken = if self.start < self.end {
+        let input = &mut *cx.input;
+        let taken = if input.start < input.end {
             // Already buffered: copy (the one copy small payloads make).
-            let count = (self.end - self.start).min(want as usize);
-            let bytes = self.buffer.get(self.start..self.start + count).unwrap_or(&[]);
+            let count = (input.end - input.start).min(want as usize);
+            let bytes = input.buffer.get(input.start..input.start + count).unwrap_or(&[]);
             if cx.core.engine.rx_write(rx, offset, bytes).is_err() {
                 return Err(CloseCause::Internal("the receive's MD went away"));
             }
-            self.consume(count);
+            input.consume(count);
             count
         } else if want < DIRECT_READ_MIN {
-            return self.fill(cx.stream, cx.conn);
+            return input.fill(cx.stream, cx.conn, cx.reads);
+        } else if let Some(kind) = input.ended {
+            return Err(ended(cx.conn, kind));
         } else {
+            cx.reads.fetch_add(1, Ordering::Relaxed);
             match read_into_md(cx.core, rx, offset, want, cx.stream) {
                 Ok(0) => return Err(eof_inside_message(cx.conn)),
                 Ok(read) => read,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                     return Ok(Step::Blocked);
                 }
-                Err(error) => return Err(CloseCause::Io(error.kind())),
+                Err(error) => return Err(CloseCause::from_io(error.kind())),
             }
         };
         // `taken` is at most `want`, a u32.
@@ -292,51 +409,14 @@ impl Reader {
 
     /// Skips up to `remaining` payload bytes through the buffer.
     fn skip(&mut self, cx: &mut ReadCx<'_>, remaining: u32) -> Result<Skip, CloseCause> {
-        if self.start == self.end {
-            return Ok(Skip { step: self.fill(cx.stream, cx.conn)?, skipped: None });
+        if cx.input.start == cx.input.end {
+            return Ok(Skip { step: cx.input.fill(cx.stream, cx.conn, cx.reads)?, skipped: None });
         }
-        let count = (self.end - self.start).min(remaining as usize);
-        self.consume(count);
+        let count = (cx.input.end - cx.input.start).min(remaining as usize);
+        cx.input.consume(count);
         cx.conn.handle_payload(cx.now, count).map_err(CloseCause::from_conn_error)?;
         // `count` is at most `remaining`, a u32.
         Ok(Skip { step: Step::Progress(count), skipped: Some(count as u32) })
-    }
-
-    /// Reads into the (empty) buffer.
-    fn fill(&mut self, stream: &TcpStream, conn: &Conn) -> Result<Step, CloseCause> {
-        self.start = 0;
-        self.end = 0;
-        if self.drained {
-            return Ok(Step::Blocked);
-        }
-        match super::sys::recv(stream, &mut self.buffer) {
-            Ok(0) => match conn.handle_eof() {
-                Ok(()) => Err(CloseCause::PeerClosed),
-                Err(_) => Err(eof_inside_message(conn)),
-            },
-            Ok(read) => {
-                self.end = read;
-                if read < self.buffer.len() {
-                    self.drained = true;
-                    // A short read emptied the socket: forget its readiness now rather than
-                    // learn it from one more read failing with EAGAIN (as tokio's own
-                    // `poll_read` does). Data arriving meanwhile raises a fresh readiness
-                    // event, which this does not clear.
-                    clear_readable(stream);
-                }
-                Ok(Step::Progress(read))
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
-            Err(error) => Err(CloseCause::Io(error.kind())),
-        }
-    }
-
-    fn consume(&mut self, count: usize) {
-        self.start = (self.start + count).min(self.end);
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
     }
 }
 

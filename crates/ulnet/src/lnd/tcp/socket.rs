@@ -7,6 +7,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
@@ -83,10 +84,16 @@ pub(super) async fn connect(
     socket.connect(remote).await
 }
 
-/// The per-connection options: no Nagle (unless `nagle`), TCP keepalive, buffer sizes, ToS.
+/// The per-connection options: no Nagle (unless `nagle`), TCP keepalive, buffer sizes, ToS,
+/// and the send timeout (`sock_timeout`, see [`set_send_timeout`]).
 /// lustre: socklnd_lib.c `ksocknal_lib_setup_sock()`.
-pub(super) fn configure(stream: &TcpStream, tunables: &SocklndTunables) -> io::Result<()> {
+pub(super) fn configure(
+    stream: &TcpStream,
+    tunables: &SocklndTunables,
+    sock_timeout: Duration,
+) -> io::Result<()> {
     let socket = SockRef::from(stream);
+    set_send_timeout(stream, sock_timeout)?;
     socket.set_tcp_nodelay(!tunables.nagle)?;
     let keepalive = tunables.keepalive_idle;
     let interval = tunables.keepalive_interval;
@@ -107,6 +114,18 @@ pub(super) fn configure(stream: &TcpStream, tunables: &SocklndTunables) -> io::R
         }
     }
     Ok(())
+}
+
+/// Bytes the socket holds unacknowledged, or cannot send into a zero window, for `timeout`
+/// make the kernel abort the connection (`TCP_USER_TIMEOUT`); the next read or write then
+/// fails with `TimedOut`, which closes it as a send timeout. This is socklnd's check of a
+/// connection whose socket buffer holds bytes with no ACK progress for `sock_timeout`
+/// (socklnd_cb.c `ksocknal_find_timed_out_conn()`, `sk_wmem_queued`): bytes the socket took
+/// complete their messages, so the framing's own send deadline no longer sees them. 0 leaves
+/// the system's default.
+pub(super) fn set_send_timeout(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+    let timeout = (!timeout.is_zero()).then_some(timeout);
+    SockRef::from(stream).set_tcp_user_timeout(timeout)
 }
 
 /// Closes both directions now, so the peer sees the end at once and our connection task (still
@@ -141,8 +160,6 @@ fn port_taken(error: &io::Error) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -159,8 +176,9 @@ mod tests {
                 tos: Some(0x10),
                 ..SocklndTunables::default()
             };
-            configure(&stream, &tunables).unwrap();
+            configure(&stream, &tunables, Duration::from_secs(50)).unwrap();
             let socket = SockRef::from(&stream);
+            assert_eq!(socket.tcp_user_timeout().unwrap(), Some(Duration::from_secs(50)));
             assert!(socket.tcp_nodelay().unwrap(), "nagle off: TCP_NODELAY");
             assert!(socket.keepalive().unwrap());
             assert_eq!(socket.tcp_keepalive_time().unwrap(), Duration::from_secs(7));
@@ -175,8 +193,9 @@ mod tests {
                 keepalive_idle: Duration::ZERO,
                 ..SocklndTunables::default()
             };
-            configure(&stream, &nagle).unwrap();
+            configure(&stream, &nagle, Duration::ZERO).unwrap();
             assert!(!socket.tcp_nodelay().unwrap());
+            assert_eq!(socket.tcp_user_timeout().unwrap(), None, "0: the system's default");
             assert!(!socket.keepalive().unwrap(), "keepalive off unless all three are positive");
         });
     }

@@ -34,9 +34,10 @@ use ulnet_proto::wire::hello::ConnType;
 
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
-use super::reader::{ReadCx, ReadOutcome, Reader};
+use super::outbox::{Outbox, Written};
+use super::reader::{Input, ReadCx, ReadOutcome, Reader};
 use super::socket;
-use super::writer::{Flushed, Writer};
+use super::writer::{FlushCx, Flushed, Writer};
 use crate::lnd::Output;
 use crate::log_limit::warn_limited;
 
@@ -194,6 +195,11 @@ struct ConnIo {
     nudge: Arc<Notify>,
     reader: Reader,
     writer: Writer,
+    /// Small frames copied aside, written without the core lock.
+    outbox: Arc<Outbox>,
+    /// The socket's send timeout (`socket::set_send_timeout`): `sock_timeout` when the
+    /// connection was made, brought up to date by the scan when `--lnd-timeout` changes it.
+    send_timeout: std::time::Duration,
     /// The task is waiting for the socket to become writable: a blocked writer needs no nudge.
     awaiting_writable: bool,
     /// Listed in `PeerTable::queued`.
@@ -241,7 +247,7 @@ impl PeerTable {
                     full = early_write_due(io.unwritten, io.last_drain);
                 }
                 if full {
-                    self.flush(cx, peer_id, id);
+                    self.flush(cx, peer_id, id, Urgency::Now);
                 }
             }
             Err(PeerQueueError::NoConnection) => {
@@ -285,7 +291,7 @@ impl PeerTable {
                 io.queued = false;
                 io.last_drain = std::mem::take(&mut io.drain_count);
             }
-            self.flush(cx, peer_id, id);
+            self.flush(cx, peer_id, id, Urgency::AfterUnlock);
         }
         queued.clear();
         if self.queued.is_empty() {
@@ -318,8 +324,9 @@ impl PeerTable {
 
     // ------------------------------------------------------------------- from the connection
 
-    /// A connection's receive turn.
-    pub(super) fn receive(&mut self, cx: &mut Cx<'_>, key: ConnKey) -> Turn {
+    /// A connection's receive turn, from what its task read ahead into `input` and then from
+    /// the socket.
+    pub(super) fn receive(&mut self, cx: &mut Cx<'_>, key: ConnKey, input: &mut Input) -> Turn {
         let Some(peer) = self.peers.get_mut(&key.peer) else {
             return Turn::Closed;
         };
@@ -327,6 +334,11 @@ impl PeerTable {
             return Turn::Closed;
         };
         let id = io.id;
+        if let Some(kind) = io.outbox.take_failure() {
+            // Writing the outbox failed, without the lock: close now.
+            self.close_conn(cx, key.peer, id, CloseCause::from_io(kind));
+            return Turn::Closed;
+        }
         let Some((conn, zc)) = peer.conns.conn_and_zc(id) else {
             return Turn::Closed;
         };
@@ -337,6 +349,8 @@ impl PeerTable {
             conn,
             zc,
             stream: &io.stream,
+            input,
+            reads: &cx.node.counters.socket_reads,
             parked: &mut self.parked,
             key,
         };
@@ -364,11 +378,12 @@ impl PeerTable {
         // The task is about to look at the answer: a blocked writer needs no nudge.
         io.awaiting_writable = true;
         let id = io.id;
-        let flushed = self.flush(cx, key.peer, id)?;
+        let flushed = self.flush(cx, key.peer, id, Urgency::AfterUnlock)?;
         let io = self.conn_io(key)?;
-        let write = flushed == Flushed::Blocked;
+        let write = flushed == Flushed::Blocked || io.outbox.is_blocked();
         io.awaiting_writable = write;
-        Some(Interest { read: io.reader.wants_input(), write })
+        let reader = &io.reader;
+        Some(Interest { read: reader.wants_input(), write, preread: reader.reads_through_buffer() })
     }
 
     // ---------------------------------------------------------------- from the handshakes
@@ -517,6 +532,18 @@ impl PeerTable {
             let Some(peer) = self.peers.get_mut(&peer_id) else {
                 continue;
             };
+            // Bytes in an outbox count as the socket's unsent bytes: a peer that stops reading
+            // times the connection out whether they sit in the socket or in front of it.
+            for io in &mut peer.io {
+                if let Some(conn) = peer.conns.conn_mut(io.id) {
+                    conn.set_socket_unsent(now, io.outbox.unsent() as u64);
+                }
+                if io.send_timeout != sock_timeout
+                    && socket::set_send_timeout(&io.stream, sock_timeout).is_ok()
+                {
+                    io.send_timeout = sock_timeout;
+                }
+            }
             let actions = peer.conns.handle_timeout(now);
             while peer.pending.front().is_some_and(|p| p.since + sock_timeout <= cx.now) {
                 let Some(pending) = peer.pending.pop_front() else { break };
@@ -527,7 +554,7 @@ impl PeerTable {
             for action in actions {
                 match action {
                     TimeoutAction::KeepaliveQueued(id) => {
-                        self.flush(cx, peer_id, id);
+                        self.flush(cx, peer_id, id, Urgency::AfterUnlock);
                     }
                     TimeoutAction::Close { conn, reason } => {
                         self.close_conn(cx, peer_id, conn, reason.into());
@@ -567,6 +594,9 @@ impl PeerTable {
         for (_, mut peer) in self.peers.drain() {
             for mut io in peer.io.drain(..) {
                 io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::LocalError);
+                // What was staged is complete already: let it go as a closing socket's own
+                // unsent bytes would, if the socket takes it now.
+                let _ = io.outbox.write_out();
                 socket::shut_down(&io.stream);
             }
         }
@@ -581,8 +611,15 @@ impl PeerTable {
         peer.io.iter_mut().find(|io| io.serial == key.serial)
     }
 
-    /// Writes what connection `id` has. Returns how it ended, `None` if it closed.
-    fn flush(&mut self, cx: &mut Cx<'_>, peer_id: ProcessId, id: ConnId) -> Option<Flushed> {
+    /// Writes what connection `id` has (small frames staged in its outbox are written when
+    /// `urgency` says). Returns how it ended, `None` if it closed.
+    fn flush(
+        &mut self,
+        cx: &mut Cx<'_>,
+        peer_id: ProcessId,
+        id: ConnId,
+        urgency: Urgency,
+    ) -> Option<Flushed> {
         let peer = self.peers.get_mut(&peer_id)?;
         let io = peer.io.iter_mut().find(|io| io.id == id)?;
         io.unwritten = 0;
@@ -590,14 +627,28 @@ impl PeerTable {
         if !io.writer.has_output(conn) {
             return Some(Flushed::Idle);
         }
-        match io.writer.flush(
-            cx.core,
-            cx.now,
+        let mut staged = false;
+        let flushed = io.writer.flush(&mut FlushCx {
+            core: cx.core,
+            now: cx.now,
             conn,
-            &io.stream,
-            &mut self.tokens,
-            &cx.node.counters.socket_writes,
-        ) {
+            stream: &io.stream,
+            outbox: &io.outbox,
+            tokens: &mut self.tokens,
+            counters: &cx.node.counters,
+            staged: &mut staged,
+        });
+        if staged {
+            match urgency {
+                Urgency::AfterUnlock => cx.wakes.write(&io.outbox),
+                Urgency::Now => {
+                    if io.outbox.write_out() != Written::Idle {
+                        cx.inner.post_nudge(cx.wakes, &io.nudge);
+                    }
+                }
+            }
+        }
+        match flushed {
             Ok(Flushed::Idle) => Some(Flushed::Idle),
             Ok(Flushed::Blocked) => {
                 if !io.awaiting_writable {
@@ -643,6 +694,11 @@ impl PeerTable {
         let peer = self.peers.get_mut(&peer_id)?;
         let stream = Arc::new(stream);
         let nudge = Arc::new(Notify::new());
+        let outbox = Arc::new(Outbox::new(
+            Arc::clone(&stream),
+            Arc::clone(&nudge),
+            Arc::clone(&cx.node.counters),
+        ));
         let first = peer.io.is_empty();
         peer.io.push(ConnIo {
             id,
@@ -651,6 +707,8 @@ impl PeerTable {
             nudge: Arc::clone(&nudge),
             reader: Reader::new(),
             writer: Writer::new(preamble),
+            outbox: Arc::clone(&outbox),
+            send_timeout: cx.inner.sock_timeout(),
             awaiting_writable: false,
             queued: false,
             unwritten: 0,
@@ -686,9 +744,9 @@ impl PeerTable {
         }
         let ids: Vec<ConnId> = peer.io.iter().map(|io| io.id).collect();
         for id in ids {
-            self.flush(cx, peer_id, id);
+            self.flush(cx, peer_id, id, Urgency::AfterUnlock);
         }
-        Some(NewConn { key, stream, nudge })
+        Some(NewConn { key, stream, nudge, outbox })
     }
 
     /// Closes one connection: fails what it held, shuts the socket, wakes its task so it
@@ -783,6 +841,17 @@ impl PeerTable {
             self.peers.remove(&peer_id);
         }
     }
+}
+
+/// When output staged in a connection's outbox is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Urgency {
+    /// Once this thread releases the core lock (`Wakes::write`): the system call holds up
+    /// nobody.
+    AfterUnlock,
+    /// At once, lock held: a burst's first half, which leaves early so the peer works it while
+    /// the second half is produced (decision 0011).
+    Now,
 }
 
 /// The peer's entry, created if there is room.

@@ -10,13 +10,18 @@
 //!
 //! A passive connection's reply hello goes first, as a preamble: it must precede any frame.
 //!
+//! A batch whose payloads are all small is not written here but copied into the connection's
+//! [`Outbox`], which the staging thread writes once it has released the core lock; a batch
+//! with a large payload is written here, with the lock held, when the outbox is empty, and
+//! waits for it otherwise (`outbox.rs` says why).
+//!
 //! lustre: socklnd_cb.c `ksocknal_transmit()`, `ksocknal_send_iov()`, `ksocknal_send_kiov()`.
 
 use std::collections::VecDeque;
 
 use foldhash::HashMap;
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use smallvec::SmallVec;
 use tokio::net::TcpStream;
@@ -26,7 +31,8 @@ use ulnet_proto::socklnd::conn::{Conn, Frame};
 use ulnet_proto::time::Time;
 
 use super::context::{CloseCause, MAX_IOVECS};
-use crate::driver::Core;
+use super::outbox::{COPY_MAX_PAYLOAD, Outbox};
+use crate::driver::{Core, Counters};
 
 /// Most frames gathered into one vectored write.
 pub const MAX_BATCH_FRAMES: usize = 64;
@@ -45,10 +51,23 @@ pub(super) struct Writer {
 /// How a flush ended, short of an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Flushed {
-    /// Everything is written.
+    /// Everything is written, staged in the outbox, or waiting for the outbox to empty.
     Idle,
     /// The socket is full; wait until it is writable.
     Blocked,
+}
+
+/// What a flush writes with, besides the writer.
+pub(super) struct FlushCx<'a> {
+    pub(super) core: &'a mut Core,
+    pub(super) now: Time,
+    pub(super) conn: &'a mut Conn,
+    pub(super) stream: &'a TcpStream,
+    pub(super) outbox: &'a Outbox,
+    pub(super) tokens: &'a mut HashMap<MessageToken, TxId>,
+    pub(super) counters: &'a Counters,
+    /// Set when bytes were staged that this thread must write once it releases the lock.
+    pub(super) staged: &'a mut bool,
 }
 
 impl Writer {
@@ -63,20 +82,13 @@ impl Writer {
             || conn.wants_to_transmit()
     }
 
-    /// Writes until the socket is full or nothing is left, completing each message whose bytes
-    /// are all written. `tokens` maps the framing's message tokens to the core's transmits.
-    pub(super) fn flush(
-        &mut self,
-        core: &mut Core,
-        now: Time,
-        conn: &mut Conn,
-        stream: &TcpStream,
-        tokens: &mut HashMap<MessageToken, TxId>,
-        writes: &AtomicU64,
-    ) -> Result<Flushed, CloseCause> {
+    /// Writes (or stages) until the socket is full or nothing is left, completing each message
+    /// whose bytes are all written or staged. `tokens` maps the framing's message tokens to the
+    /// core's transmits.
+    pub(super) fn flush(&mut self, cx: &mut FlushCx<'_>) -> Result<Flushed, CloseCause> {
         loop {
             while self.frames.len() < MAX_BATCH_FRAMES {
-                match conn.poll_transmit() {
+                match cx.conn.poll_transmit() {
                     Some(frame) => self.frames.push_back(frame),
                     None => break,
                 }
@@ -84,32 +96,61 @@ impl Writer {
             if self.preamble_written >= self.preamble.len() && self.frames.is_empty() {
                 return Ok(Flushed::Idle);
             }
-            writes.fetch_add(1, Ordering::Relaxed);
-            let written = match self.write(core, stream, tokens)? {
-                Ok(0) => return Err(CloseCause::Io(io::ErrorKind::WriteZero)),
-                Ok(written) => written,
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    return Ok(Flushed::Blocked);
+            let small = self.frames.iter().all(|frame| frame.payload_len <= COPY_MAX_PAYLOAD);
+            let mut outbox = cx.outbox.stage();
+            if small || !outbox.is_idle() {
+                let unwritten = self.unwritten_len();
+                if !small || !outbox.has_room(unwritten) {
+                    // Later frames must not overtake the staged bytes: they wait.
+                    outbox.defer();
+                    return Ok(Flushed::Idle);
                 }
-                Err(error) => return Err(CloseCause::Io(error.kind())),
-            };
-            self.advance(now, conn, written)?;
-            while let Some(token) = conn.poll_sent() {
-                if let Some(tx) = tokens.remove(&token) {
-                    core.complete_send(now, tx, HealthStatus::Ok);
+                let slices = self.slices(cx.core, cx.tokens)?;
+                let mut copied = 0;
+                for slice in &slices {
+                    outbox.append(slice);
+                    copied += slice.len();
+                }
+                *cx.staged |= outbox.wants_writer();
+                drop((outbox, slices));
+                self.advance(cx.now, cx.conn, copied)?;
+            } else {
+                drop(outbox);
+                cx.counters.socket_writes.fetch_add(1, Ordering::Relaxed);
+                let slices = self.slices(cx.core, cx.tokens)?;
+                let written = match super::sys::send_vectored(cx.stream, slices.as_slice()) {
+                    Ok(0) => return Err(CloseCause::Io(io::ErrorKind::WriteZero)),
+                    Ok(written) => written,
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                        return Ok(Flushed::Blocked);
+                    }
+                    Err(error) => return Err(CloseCause::from_io(error.kind())),
+                };
+                drop(slices);
+                self.advance(cx.now, cx.conn, written)?;
+            }
+            while let Some(token) = cx.conn.poll_sent() {
+                if let Some(tx) = cx.tokens.remove(&token) {
+                    cx.core.complete_send(cx.now, tx, HealthStatus::Ok);
                 }
             }
         }
     }
 
-    /// One vectored write of the preamble and the frames' unwritten bytes. The outer result
-    /// is a local failure (a payload that is gone); the inner one the socket's answer.
-    fn write(
-        &self,
-        core: &Core,
-        stream: &TcpStream,
+    /// Bytes of the preamble and the handed-out frames not yet written.
+    fn unwritten_len(&self) -> usize {
+        let preamble = self.preamble.len().saturating_sub(self.preamble_written);
+        let frames: u64 = self.frames.iter().map(Frame::wire_len).sum();
+        preamble + (frames - self.front_written) as usize
+    }
+
+    /// The preamble's and the frames' unwritten bytes, as slices for one vectored write (the
+    /// first [`MAX_IOVECS`] of them). Fails if a frame's payload is gone.
+    fn slices<'a>(
+        &'a self,
+        core: &'a Core,
         tokens: &HashMap<MessageToken, TxId>,
-    ) -> Result<io::Result<usize>, CloseCause> {
+    ) -> Result<IoSlices<'a>, CloseCause> {
         let mut slices = IoSlices::new();
         if let Some(rest) = self.preamble.get(self.preamble_written..) {
             if !rest.is_empty() {
@@ -146,7 +187,7 @@ impl Writer {
                 }
             }
         }
-        Ok(super::sys::send_vectored(stream, slices.as_slice()))
+        Ok(slices)
     }
 
     /// Accounts `written` bytes: preamble first, then frames in order.

@@ -1,0 +1,270 @@
+//! Portal stories on nodes with several CPU partitions: where MEs go (`Local` to its
+//! partition, `Before`/`After` to the portal's fixed table, a unique portal by the NID hash),
+//! which table a received PUT tries first, the steal from another partition's table on a lazy
+//! portal and the drop on one that is not, and one partition behaving as before.
+//!
+//! Harness node `i` is 10.0.0.(i+1)@tcp (NID byte sum 13 + i): over 2 partitions nodes 0 and
+//! 2 hash to partition 1, nodes 1 and 3 to partition 0. Node 3 is the server throughout.
+
+use super::{FABRIC_NI, Harness, HarnessConfig, node_nid, plain_put};
+use crate::addr::{LndType, Net, Nid};
+use crate::engine::cpt::Partitions;
+use crate::engine::error::MeAttachError;
+use crate::engine::event::EventKind;
+use crate::engine::md::{MdOptions, MdSpec, Threshold, UnlinkMode};
+use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
+use crate::engine::memory::Memory;
+use crate::engine::portal::MatchTableStats;
+use crate::engine::routes::RouteConfig;
+use crate::engine::tunables::{PortalRotor, Tunables};
+
+const PORTAL: u32 = 5;
+const BITS: u64 = 0x51;
+const SERVER: usize = 3;
+
+fn harness(partitions: u32) -> Harness {
+    let config = HarnessConfig {
+        nodes: 4,
+        partitions: Partitions::new(partitions).unwrap(),
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    h
+}
+
+/// A one-shot 8-byte buffer for `bits` from anyone, attached at `position`; its events carry
+/// `tag`.
+fn post_at(h: &mut Harness, position: InsertPosition, bits: u64, tag: u64) {
+    let me =
+        h.me_attach(SERVER, PORTAL, ProcessId::ANY, bits, 0, UnlinkMode::Unlink, position).unwrap();
+    let spec = MdSpec::new(Memory::new(vec![0; 8]))
+        .threshold(Threshold::Count(1))
+        .options(MdOptions::OP_PUT)
+        .user_ptr(tag);
+    h.md_attach(SERVER, me, spec, UnlinkMode::Unlink).unwrap();
+}
+
+fn send(h: &mut Harness, from: usize, bits: u64) {
+    send_to(h, from, node_nid(SERVER), bits);
+}
+
+fn send_to(h: &mut Harness, from: usize, to: Nid, bits: u64) {
+    let md = h.bind(from, MdSpec::new(Memory::new(vec![from as u8; 8])));
+    let target = ProcessId::new(to, LNET_PID_LUSTRE);
+    h.put(from, &plain_put(md, target, PORTAL, bits)).unwrap();
+}
+
+/// The server's PUT events' tags, in order.
+fn put_tags(h: &mut Harness) -> Vec<u64> {
+    let events = h.take_events(SERVER);
+    events.iter().filter(|e| e.kind == EventKind::Put).map(|e| e.user_ptr).collect()
+}
+
+/// (entries, matched, stolen) by partition.
+fn tables(h: &Harness) -> Vec<(usize, u64, u64)> {
+    let tables = h.node(SERVER).portal_tables(PORTAL).unwrap();
+    tables
+        .iter()
+        .map(|&MatchTableStats { entries, matched, stolen }| (entries, matched, stolen))
+        .collect()
+}
+
+/// lnet_selftest's way: buffers posted per partition with `LNET_INS_LOCAL`; a request is
+/// matched on the buffers of the partition that received it, and one that finds none waits
+/// on the lazy portal for the next buffer, wherever it is posted.
+#[test]
+fn local_buffers_take_the_requests_of_their_partition() {
+    let mut h = harness(2);
+    assert_eq!(h.node(SERVER).cpt_of_nid(&node_nid(1), FABRIC_NI), 0);
+    assert_eq!(h.node(SERVER).cpt_of_nid(&node_nid(0), FABRIC_NI), 1);
+    assert_eq!(h.node(SERVER).cpt_of_nid(&node_nid(2), FABRIC_NI), 1);
+    h.set_lazy_portal(SERVER, PORTAL).unwrap();
+    for cpt in [0, 1, 0, 1] {
+        post_at(&mut h, InsertPosition::Local { cpt }, BITS, u64::from(cpt));
+    }
+    assert_eq!(tables(&h), [(2, 0, 0), (2, 0, 0)]);
+    for from in [1, 0, 1, 2] {
+        send(&mut h, from, BITS);
+        h.drive();
+    }
+    assert_eq!(put_tags(&mut h), [0, 1, 0, 1], "each on its sender's partition");
+    assert_eq!(tables(&h), [(0, 2, 0), (0, 2, 0)]);
+    // No buffer anywhere: the PUT waits, and the next buffer takes it.
+    send(&mut h, 1, BITS);
+    h.drive();
+    assert_eq!(h.node(SERVER).delayed_message_count(), 1);
+    post_at(&mut h, InsertPosition::Local { cpt: 1 }, BITS, 1);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [1]);
+    assert_eq!(tables(&h), [(0, 2, 0), (0, 3, 0)]);
+}
+
+/// A partition whose table has buffers, none for these bits: on a lazy portal the PUT steals
+/// one of another partition's (`lnet_ptl_match_delay()`); on a portal that is not lazy it is
+/// dropped, as the kernel drops it, and the other partition's buffer stays.
+#[test]
+fn a_miss_steals_on_a_lazy_portal_and_drops_otherwise() {
+    let mut h = harness(2);
+    post_at(&mut h, InsertPosition::Local { cpt: 0 }, BITS + 1, 0);
+    post_at(&mut h, InsertPosition::Local { cpt: 1 }, BITS, 1);
+    let dropped = h.node(SERVER).stats().drop_count;
+    send(&mut h, 1, BITS);
+    h.drive();
+    assert_eq!(put_tags(&mut h), Vec::<u64>::new());
+    assert_eq!(h.node(SERVER).stats().drop_count, dropped + 1);
+    assert_eq!(tables(&h), [(1, 0, 0), (1, 0, 0)]);
+
+    h.set_lazy_portal(SERVER, PORTAL).unwrap();
+    send(&mut h, 1, BITS);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [1]);
+    assert_eq!(tables(&h), [(1, 0, 0), (0, 1, 1)]);
+}
+
+/// Posters without affinity (`Before`/`After`) share the portal's fixed table (5 % 2 = 1), and
+/// PUTs received on either partition find it: an empty first choice maps to the active table.
+#[test]
+fn before_and_after_share_the_fixed_table() {
+    let mut h = harness(2);
+    post_at(&mut h, InsertPosition::After, BITS, 7);
+    post_at(&mut h, InsertPosition::Before, BITS, 8);
+    assert_eq!(tables(&h), [(0, 0, 0), (2, 0, 0)]);
+    send(&mut h, 1, BITS);
+    h.drive();
+    send(&mut h, 0, BITS);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [8, 7]);
+    assert_eq!(tables(&h), [(0, 0, 0), (0, 2, 0)]);
+}
+
+/// A unique portal's ME lives in the table of its NID's hash over all partitions, and a PUT
+/// looks in its initiator's.
+#[test]
+fn a_unique_portal_hashes_the_initiator() {
+    let mut h = harness(2);
+    for (from, tag) in [(1, 10), (0, 20)] {
+        let id = ProcessId::new(node_nid(from), LNET_PID_LUSTRE);
+        let me =
+            h.me_attach(SERVER, PORTAL, id, BITS, 0, UnlinkMode::Unlink, InsertPosition::After);
+        let spec = MdSpec::new(Memory::new(vec![0; 8]))
+            .threshold(Threshold::Count(1))
+            .options(MdOptions::OP_PUT)
+            .user_ptr(tag);
+        h.md_attach(SERVER, me.unwrap(), spec, UnlinkMode::Unlink).unwrap();
+    }
+    assert_eq!(tables(&h), [(1, 0, 0), (1, 0, 0)]);
+    send(&mut h, 0, BITS);
+    h.drive();
+    send(&mut h, 1, BITS);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [20, 10]);
+    assert_eq!(tables(&h), [(0, 1, 0), (0, 1, 0)]);
+}
+
+/// One partition: one table, `Local { cpt: 0 }` is `After`, as before partitions; a partition
+/// the node does not have is refused.
+#[test]
+fn one_partition_keeps_one_table() {
+    let mut h = harness(1);
+    post_at(&mut h, InsertPosition::Local { cpt: 0 }, BITS, 1);
+    post_at(&mut h, InsertPosition::After, BITS, 2);
+    post_at(&mut h, InsertPosition::Before, BITS, 3);
+    for _ in 0..3 {
+        send(&mut h, 1, BITS);
+        h.drive();
+    }
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [3, 1, 2]);
+    assert_eq!(tables(&h), [(0, 3, 0)]);
+    let refused = h.me_attach(
+        SERVER,
+        PORTAL,
+        ProcessId::ANY,
+        BITS,
+        0,
+        UnlinkMode::Unlink,
+        InsertPosition::Local { cpt: 1 },
+    );
+    assert_eq!(refused, Err(MeAttachError::BadCpt { cpt: 1, count: 1 }));
+    let mut two = harness(2);
+    let refused = two.me_attach(
+        SERVER,
+        PORTAL,
+        ProcessId::ANY,
+        BITS,
+        0,
+        UnlinkMode::Unlink,
+        InsertPosition::Local { cpt: 2 },
+    );
+    assert_eq!(refused, Err(MeAttachError::BadCpt { cpt: 2, count: 2 }));
+}
+
+/// `10.<number>.0.<host>@tcp<number>`.
+fn routed_nid(number: u16, host: u32) -> Nid {
+    Nid::new4(Net::new(LndType::SOCK, number), 0x0a00_0000 | (u32::from(number) << 16) | host)
+}
+
+/// Clients 0 and 1 on tcp reach server 3 on tcp1 through router 2; every node has two
+/// partitions and `rotor`. The server holds two one-shot buffers on each partition, tagged
+/// with it. Returns the tags of the PUTs of clients 0, 1, 0, 1, in order.
+fn routed_tags(rotor: PortalRotor) -> Vec<u64> {
+    let node_nids = vec![
+        vec![routed_nid(0, 1)],
+        vec![routed_nid(0, 2)],
+        vec![routed_nid(0, 10), routed_nid(1, 10)],
+        vec![routed_nid(1, 100)],
+    ];
+    let config = HarnessConfig {
+        nodes: node_nids.len(),
+        node_nids,
+        partitions: Partitions::new(2).unwrap(),
+        tunables: Tunables { portal_rotor: rotor, ..Tunables::default() },
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.with_node(2, |node, now| node.set_routing(now, true, true)).unwrap();
+    for client in [0, 1] {
+        let route = RouteConfig {
+            net: Net::new(LndType::SOCK, 1),
+            gateway: routed_nid(0, 10),
+            hops: Some(1),
+            priority: 0,
+        };
+        h.with_node(client, |node, now| node.route_add(now, route)).unwrap();
+    }
+    let back =
+        RouteConfig { net: Net::TCP, gateway: routed_nid(1, 10), hops: Some(1), priority: 0 };
+    h.with_node(SERVER, |node, now| node.route_add(now, back)).unwrap();
+    // The server parses everything on the router's partition (10.1.0.10@tcp1: byte sum 24,
+    // partition 0); the initiators hash apart (13: partition 1, 14: partition 0).
+    let server = h.node(SERVER);
+    assert_eq!(server.cpt_of_nid(&routed_nid(1, 10), FABRIC_NI), 0);
+    assert_eq!(server.cpt_of_nid(&routed_nid(0, 1), FABRIC_NI), 1);
+    assert_eq!(server.cpt_of_nid(&routed_nid(0, 2), FABRIC_NI), 0);
+    for cpt in [0, 1, 0, 1] {
+        post_at(&mut h, InsertPosition::Local { cpt }, BITS, u64::from(cpt));
+    }
+    for from in [0, 1, 0, 1] {
+        send_to(&mut h, from, routed_nid(1, 100), BITS);
+        h.run_for(std::time::Duration::from_secs(1));
+    }
+    let tags = put_tags(&mut h);
+    assert_eq!(tables(&h).iter().map(|table| table.1).sum::<u64>(), 4);
+    tags
+}
+
+/// Routed PUTs (source and destination on different nets) under each `portal_rotor`: 3 (the
+/// default) hashes the initiator, 2 and 1 rotate, 0 keeps them on the partition that parsed
+/// them (the router's) until its buffers are gone, then maps them to the other.
+#[test]
+fn routed_puts_follow_the_rotor() {
+    assert_eq!(routed_tags(PortalRotor::RoutedHash), [1, 0, 1, 0]);
+    assert_eq!(routed_tags(PortalRotor::RoutedRoundRobin), [0, 1, 0, 1]);
+    assert_eq!(routed_tags(PortalRotor::On), [0, 1, 0, 1]);
+    assert_eq!(routed_tags(PortalRotor::Off), [0, 0, 1, 1]);
+}
