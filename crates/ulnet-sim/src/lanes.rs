@@ -94,6 +94,8 @@ pub struct Resumed {
     pub held: Option<Held>,
     /// Frames wait behind it: read them next.
     pub queued: bool,
+    /// What waited behind it on a connection that closed: lost with it.
+    pub dropped: Dropped,
 }
 
 /// What a closed connection or a stopped node took: completions to fail, frames lost.
@@ -144,6 +146,15 @@ impl Lanes {
         let key = self.parked.remove(&(node, rx))?;
         let blocked = self.blocked.get_mut(&key)?;
         blocked.rx = None;
+        let mut dropped = Dropped::default();
+        if blocked.closed {
+            // Nothing is read from a closed connection again (`close` emptied the queue; a
+            // frame still on its way when it closed is lost on arrival).
+            for (_, held) in blocked.queue.drain(..) {
+                dropped.frames += 1;
+                dropped.held.extend(held);
+            }
+        }
         let resumed = Resumed {
             key,
             closed: blocked.closed,
@@ -151,6 +162,7 @@ impl Lanes {
             bytes: blocked.bytes.take(),
             held: blocked.held.take(),
             queued: !blocked.queue.is_empty(),
+            dropped,
         };
         if !resumed.queued {
             self.blocked.remove(&key);

@@ -213,17 +213,28 @@ impl World {
             waiting = mine;
         }
         for (slot, generation) in waiting {
-            if !still_waiting(&self.pending, slot, generation) {
-                continue;
+            if still_waiting(&self.pending, slot, generation) {
+                self.abort_pending_send(Some(slot));
             }
-            let Some((entry, _)) = self.pending.get_mut(slot as usize) else { continue };
-            let Pending::SendDone { node, incarnation, tx, .. } = *entry else { continue };
-            *entry = Pending::Nothing;
-            self.in_flight -= 1;
-            let status = HealthStatus::RemoteDropped;
-            let done = Pending::SendDone { node, incarnation, tx, status, close: None };
-            self.schedule(self.now, done);
         }
+    }
+
+    /// Replaces the pending completion `slot` of a send waiting for its ZC-ACK on a connection
+    /// that closed by a failure now: the LND aborts such sends when it closes the connection
+    /// (lustre: socklnd.c `ksocknal_finalize_zcreq()`).
+    pub(super) fn abort_pending_send(&mut self, slot: Option<u32>) {
+        let Some(slot) = slot else { return };
+        let Some((entry, _)) = self.pending.get_mut(slot as usize) else { return };
+        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
+            *entry
+        else {
+            return;
+        };
+        *entry = Pending::Nothing;
+        self.in_flight -= 1;
+        let status = HealthStatus::RemoteDropped;
+        let done = Pending::SendDone { node, incarnation, tx, status, close: None };
+        self.schedule(self.now, done);
     }
 
     /// Closes a pair's connections, at `closer`'s end (or both ends, timing out together):
@@ -242,9 +253,7 @@ impl World {
             }
         }
         let dropped = self.lanes.close(pair);
-        self.in_flight -= dropped.frames;
-        self.totals.frames_lost += dropped.frames;
-        self.fail_held(dropped.held);
+        self.drop_frames(dropped);
     }
 
     /// `end`'s LND tells its engine that its connections to `other` came up or all went

@@ -144,9 +144,7 @@ impl World {
         let endpoints = sim.endpoints.clone();
         self.stopped_nodes += 1;
         let dropped = self.lanes.forget_node(node);
-        self.in_flight -= dropped.parked + dropped.frames;
-        self.totals.frames_lost += dropped.frames;
-        self.fail_held(dropped.held);
+        self.drop_frames(dropped);
         self.forward_bytes.retain(|(owner, _), _| *owner != node);
         // The resets reach the peers at once; their LNDs report the connections gone.
         for endpoint in endpoints {

@@ -34,7 +34,7 @@ use ulnet_proto::engine::{
 };
 use ulnet_proto::time::Time;
 
-use crate::lanes::{Arrival, Held, LaneKey, Lanes, Parked};
+use crate::lanes::{Arrival, Dropped, Held, LaneKey, Lanes, Parked};
 use crate::network::{EndpointId, LinkId, Network};
 use crate::queue::EventQueue;
 use crate::scenario::tunables::NodeTunables;
@@ -155,8 +155,11 @@ pub struct Totals {
     pub lnet_messages: u64,
     /// Of which carried by the network to a peer.
     pub frames_delivered: u64,
-    /// Lost to a link down or a black hole.
+    /// Lost to a link down or a black hole, or with the connection that carried them.
     pub frames_lost: u64,
+    /// Of which reached their receiver after their connection had closed (they were on the
+    /// way when it closed).
+    pub frames_lost_to_closes: u64,
     /// Refused at once (no route, partition, unknown NID).
     pub sends_refused: u64,
     /// Large sends failed for want of a ZC-ACK.

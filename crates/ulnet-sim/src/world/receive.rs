@@ -38,6 +38,16 @@ impl World {
             .get(arrival.node as usize)
             .and_then(|n| n.endpoints.get(usize::from(arrival.ni.0).saturating_sub(1)))
             .copied();
+        if self.pairs.get(arrival.pair).is_some_and(|p| p.generation != arrival.generation) {
+            // Its connection closed while it was on the way: closing a socket aborts what it
+            // carried, and the sender's LND failed the send waiting for its ZC-ACK (lustre:
+            // socklnd.c `ksocknal_finalize_zcreq()`). Read, it would reach a reader that no
+            // longer exists (a lane closed while parked keeps nothing).
+            self.totals.frames_lost += 1;
+            self.totals.frames_lost_to_closes += 1;
+            self.abort_pending_send(send_done);
+            return;
+        }
         let cut = match (from_endpoint, to_endpoint) {
             (Some(a), Some(b)) => self.is_cut(a, b),
             _ => true,
@@ -109,10 +119,12 @@ impl World {
         };
         self.in_flight -= 1;
         if resumed.closed {
-            // The connection closed meanwhile: its payload is gone (the TCP LND's answer).
+            // The connection closed meanwhile: its payload is gone (the TCP LND's answer), and
+            // so is anything that waited behind it.
             if let RecvAction::Deliver { rx, .. } = resume.action {
                 self.receive_failed(node, rx);
             }
+            self.drop_frames(resumed.dropped);
             return;
         }
         if let RecvAction::Deliver { rx, .. } = resume.action {
@@ -136,6 +148,14 @@ impl World {
                 return;
             }
         }
+    }
+
+    /// Frames a closed connection or a stopped node took: lost, and their senders' completions
+    /// fail.
+    pub(super) fn drop_frames(&mut self, dropped: Dropped) {
+        self.in_flight -= dropped.parked + dropped.frames;
+        self.totals.frames_lost += dropped.frames;
+        self.fail_held(dropped.held);
     }
 
     /// Takes a scheduled ZC completion out of the queue, to let it go when the payload is read.
