@@ -8,15 +8,7 @@ impl World {
     /// Replaces the pending completion `slot` (a large send waiting for its ZC-ACK) of a
     /// frame lost in flight by a failure after `sock_timeout`.
     pub(super) fn fail_pending_send(&mut self, slot: Option<u32>, pair: PairId) {
-        let Some(slot) = slot else { return };
-        let Some((entry, _)) = self.pending.get_mut(slot as usize) else { return };
-        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
-            *entry
-        else {
-            return;
-        };
-        *entry = Pending::Nothing;
-        self.in_flight -= 1;
+        let Some((node, incarnation, tx)) = self.take_waiting_send(slot) else { return };
         let timeout = self.sock_params(node).sock_timeout;
         let generation = self.pairs.get(pair).map_or(0, |p| p.generation);
         self.totals.zc_timeouts += 1;
@@ -223,18 +215,24 @@ impl World {
     /// that closed by a failure now: the LND aborts such sends when it closes the connection
     /// (lustre: socklnd.c `ksocknal_finalize_zcreq()`).
     pub(super) fn abort_pending_send(&mut self, slot: Option<u32>) {
-        let Some(slot) = slot else { return };
-        let Some((entry, _)) = self.pending.get_mut(slot as usize) else { return };
-        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
-            *entry
-        else {
-            return;
-        };
-        *entry = Pending::Nothing;
-        self.in_flight -= 1;
+        let Some((node, incarnation, tx)) = self.take_waiting_send(slot) else { return };
         let status = HealthStatus::RemoteDropped;
         let done = Pending::SendDone { node, incarnation, tx, status, close: None };
         self.schedule(self.now, done);
+    }
+
+    /// Takes back the pending completion `slot` if it is a send still waiting for its ZC-ACK
+    /// (to be replaced by a failure): its node, incarnation and transmit.
+    fn take_waiting_send(&mut self, slot: Option<u32>) -> Option<(u32, u32, TxId)> {
+        let (entry, _) = self.pending.get_mut(slot? as usize)?;
+        let Pending::SendDone { node, incarnation, tx, status: HealthStatus::Ok, close: None } =
+            *entry
+        else {
+            return None;
+        };
+        *entry = Pending::Nothing;
+        self.in_flight -= 1;
+        Some((node, incarnation, tx))
     }
 
     /// Closes a pair's connections, at `closer`'s end (or both ends, timing out together):
