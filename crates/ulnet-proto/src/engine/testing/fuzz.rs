@@ -287,12 +287,29 @@ impl Fuzz {
             1 => ProcessId::new(Nid::ANY, LNET_PID_LUSTRE),
             _ => ProcessId::ANY,
         };
-        let position =
-            if input.byte() % 2 == 0 { InsertPosition::Before } else { InsertPosition::After };
+        // Bytes 0 to 2 (mod 4) decode as before `Local` was added (even `Before`, odd
+        // `After`), so most of the corpus keeps its meaning.
+        let position = match input.byte() % 4 {
+            0 | 2 => InsertPosition::Before,
+            1 => InsertPosition::After,
+            // Partition 1 on a one-partition node: refused (BadCpt).
+            _ => InsertPosition::Local { cpt: u32::from(input.byte() % 2) },
+        };
         let ignore_bits = if input.byte() % 4 == 0 { 0x1 } else { 0 };
+        let portal = portal(input);
+        // No `Local` ME on LNet's own portal: it would enable that partition's table there,
+        // and a ping GET matched in it misses the ping target and is dropped, as in the
+        // kernel. That loss outlives `heal`, so peers recovering this node would ping it
+        // forever, as Lustre's do (portal_stories.rs shows the drop). `Before`/`After` go to
+        // the targets' own table there.
+        // lustre: lnet/lnet/lib-ptl.c lnet_mt_of_match(), lnet_mt_match_md()
+        let position = match position {
+            InsertPosition::Local { .. } if portal == LNET_RESERVED_PORTAL => InsertPosition::After,
+            position => position,
+        };
         let Ok(me) = self.harness.me_attach(
             node,
-            portal(input),
+            portal,
             match_id,
             u64::from(input.byte() % 4 / 3),
             ignore_bits,
