@@ -1100,6 +1100,73 @@ fn rx_write_stays_in_bounds() {
     assert_eq!(event.memory.map(|m| m.to_vec()[..4].to_vec()), Some(b"abcd".to_vec()));
 }
 
+/// A receive's destination is lent to the driver only when nothing else can touch it until it
+/// comes back: not while its MD can still match, and meanwhile the MD's memory and the
+/// receive's completion wait for it.
+#[test]
+fn a_receive_lends_its_destination_only_when_nothing_else_can_touch_it() {
+    let mut node = two_rail_node();
+    let me = node
+        .me_attach(PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
+        .unwrap();
+    let md = node
+        .md_attach(
+            Time::ZERO,
+            me,
+            sink(8, 2, MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE),
+            UnlinkMode::Retain,
+        )
+        .unwrap();
+    let put = |offset: u32| Header {
+        dest_nid: node_nid(0),
+        src_nid: node_nid(1),
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
+        payload_length: 4,
+        body: Body::Put {
+            ack_wmd: WireHandle::NONE,
+            match_bits: BITS,
+            hdr_data: 0,
+            ptl_index: PORTAL,
+            offset,
+        },
+    };
+    let deliver = |node: &mut Engine, offset: u32| match node.handle_header(
+        Time::ZERO,
+        NiId(1),
+        node_nid(1),
+        &put(offset),
+    ) {
+        RecvAction::Deliver { rx, length: 4, discard: 0 } => rx,
+        other => panic!("expected a delivery, got {other:?}"),
+    };
+    // The MD can take one more PUT: not lent.
+    let first = deliver(&mut node, 0);
+    assert!(node.rx_lend(first).unwrap().is_none());
+    node.rx_write(first, 0, b"abcd").unwrap();
+    node.handle_recv_done(Time::ZERO, first, HealthStatus::Ok).unwrap();
+
+    // The second PUT uses it up and is its only message: lent.
+    let second = deliver(&mut node, 4);
+    let mut lent = node.rx_lend(second).unwrap().expect("a used-up MD is lent");
+    assert_eq!(lent.len(), 4);
+    assert_eq!(node.rx_lend(second).unwrap_err(), DriverError::PayloadLent);
+    assert_eq!(node.md_memory(md).unwrap_err(), MdError::MemoryLent);
+    assert_eq!(node.rx_write(second, 0, b"x"), Err(DriverError::PayloadLent));
+    assert_eq!(
+        node.handle_recv_done(Time::ZERO, second, HealthStatus::Ok),
+        Err(DriverError::PayloadLent),
+        "a receive completes only once its destination is back"
+    );
+    assert!(!lent.write_at(1, b"efgh"), "past the receive's end");
+    assert!(lent.write_at(0, b"efgh"));
+    node.rx_give_back(second, lent).unwrap();
+    assert_eq!(node.md_memory(md).unwrap().to_vec(), b"abcdefgh");
+    node.handle_recv_done(Time::ZERO, second, HealthStatus::Ok).unwrap();
+    assert_eq!(node.md_memory(md).unwrap().to_vec(), b"abcdefgh");
+    node.check_invariants().unwrap();
+}
+
 #[test]
 fn failed_receive_reports_the_error_and_sends_no_ack() {
     let mut node = two_rail_node();
