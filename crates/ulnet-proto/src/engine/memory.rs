@@ -162,13 +162,21 @@ impl Memory {
     }
 
     fn segments_mut(&mut self) -> &mut [Vec<u8>] {
-        if let Segments::Shared(buffer) | Segments::Pinned(buffer) = &mut self.segments {
-            // Copy on write (unless this is the last holder): the others keep what they read.
-            let buffer = std::mem::take(Arc::make_mut(buffer));
-            self.segments = Segments::One(buffer);
+        // A pinned buffer nobody else holds any more is written in place and stays pinned,
+        // so the next pin costs no allocation. (No weak references are ever made, and with one
+        // strong reference nobody else can make another.)
+        let pinned_alone =
+            matches!(&self.segments, Segments::Pinned(buffer) if Arc::strong_count(buffer) == 1);
+        if !pinned_alone {
+            if let Segments::Shared(buffer) | Segments::Pinned(buffer) = &mut self.segments {
+                // Copy on write: the other holders keep what they read.
+                let buffer = std::mem::take(Arc::make_mut(buffer));
+                self.segments = Segments::One(buffer);
+            }
         }
         match &mut self.segments {
-            Segments::None | Segments::Shared(_) | Segments::Pinned(_) => &mut [],
+            Segments::None | Segments::Shared(_) => &mut [],
+            Segments::Pinned(buffer) => Arc::get_mut(buffer).map_or(&mut [], std::slice::from_mut),
             Segments::One(buffer) => std::slice::from_mut(buffer),
             Segments::Many(segments) => segments,
         }
@@ -320,16 +328,6 @@ impl Iterator for IntoSegments {
             IntoSegmentsInner::Many(segments) => segments.next(),
         }
     }
-}
-
-/// Slices of `length` bytes of one buffer (a router buffer, which is not an MD's memory).
-pub(crate) fn buffer_slices(buffer: &Vec<u8>, length: usize) -> Slices<'_> {
-    Slices { segments: std::slice::from_ref(buffer).iter(), skip: 0, remaining: length }
-}
-
-/// Mutable slices of `length` bytes of one buffer.
-pub(crate) fn buffer_slices_mut(buffer: &mut Vec<u8>, length: usize) -> SlicesMut<'_> {
-    SlicesMut { segments: std::slice::from_mut(buffer).iter_mut(), skip: 0, remaining: length }
 }
 
 /// Iterator over shared slices of a [`Memory`] range.

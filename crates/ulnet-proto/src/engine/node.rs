@@ -828,12 +828,10 @@ impl Engine {
                 return Err(DriverError::OutOfRange);
             }
             let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-            let start = offset as usize;
-            let Some(target) = buffer.get_mut(start..start + bytes.len()) else {
-                return Err(DriverError::OutOfRange);
+            return match buffer.write_at(offset as usize, bytes) {
+                true => Ok(()),
+                false => Err(DriverError::OutOfRange),
             };
-            target.copy_from_slice(bytes);
-            return Ok(());
         }
         let (md_key, start, length) = self.receiving(rx)?;
         if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
@@ -864,8 +862,7 @@ impl Engine {
         let length = message.length as usize;
         if let Some(buffer) = &mut message.router_buffer {
             message.payload_lent = true;
-            let memory = Memory::new(std::mem::take(buffer));
-            return Ok(Some(LentPayload { memory, start: 0, length }));
+            return Ok(Some(LentPayload { memory: std::mem::take(buffer), start: 0, length }));
         }
         let key = message.md.ok_or(DriverError::WrongState)?;
         let start = message.md_offset as usize;
@@ -886,7 +883,7 @@ impl Engine {
         }
         message.payload_lent = false;
         if let Some(buffer) = &mut message.router_buffer {
-            *buffer = lent.memory.into_segments().next().unwrap_or_default();
+            *buffer = lent.memory;
             return Ok(());
         }
         let key = message.md.ok_or(DriverError::WrongState)?;
@@ -1005,7 +1002,7 @@ impl Engine {
             return Ok(orphan.slices(0, message.length as usize));
         }
         if let Some(buffer) = &message.router_buffer {
-            return Ok(crate::engine::memory::buffer_slices(buffer, message.length as usize));
+            return Ok(buffer.slices(0, message.length as usize));
         }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
@@ -1017,18 +1014,21 @@ impl Engine {
 
     /// A transmit's payload as bytes the driver may hold while it writes them without the
     /// core lock ([`Memory::pin`]): `None` when the payload is not one buffer (memory of
-    /// several segments, a router buffer, which goes back to its pool once sent) or is empty.
+    /// several segments) or is empty.
     pub fn tx_payload_pinned(&mut self, tx: TxId) -> Result<Option<PinnedBytes>, DriverError> {
         let message = self.msgs.get_mut(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
             return Err(DriverError::WrongState);
         }
         let length = message.length as usize;
-        if length == 0 || message.router_buffer.is_some() {
+        if length == 0 {
             return Ok(None);
         }
         if let Some(orphan) = &mut message.orphan {
             return Ok(orphan.pin(0, length));
+        }
+        if let Some(buffer) = &mut message.router_buffer {
+            return Ok(buffer.pin(0, length));
         }
         let offset = message.md_offset as usize;
         let md = message.md.and_then(|key| self.mds.get_mut(key)).ok_or(DriverError::UnknownTx)?;
@@ -1531,7 +1531,7 @@ impl Engine {
         }
         let length = message.length as usize;
         let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-        Ok(crate::engine::memory::buffer_slices_mut(buffer, length))
+        Ok(buffer.slices_mut(0, length))
     }
 
     /// Fails a call that needs a receive's destination while the driver holds it.

@@ -1220,9 +1220,10 @@ fn events_beyond_the_queue_bound_are_dropped_and_counted() {
 fn state_sizes_stay_within_budget() {
     use crate::engine::msg::Message;
     use crate::engine::peer::{Peer, PeerNet, PeerNi};
-    // Per message: under 512 bytes plus payload (the payload stays in the MD).
+    // Per message: under 544 bytes plus payload (the payload stays in the MD; a router
+    // buffer is a `Memory`, so that a forwarded payload can be pinned for a write).
     assert!(
-        std::mem::size_of::<Message>() <= 512,
+        std::mem::size_of::<Message>() <= 544,
         "Message is {} bytes",
         std::mem::size_of::<Message>()
     );
