@@ -1062,6 +1062,19 @@ fn malformed_headers_are_protocol_errors() {
     node.check_invariants().unwrap();
 }
 
+/// A 4-byte PUT from node 1 to `PORTAL`/`BITS` of node 0, at `offset`, asking for an ACK to
+/// `ack_wmd`.
+fn put_from_peer(offset: u32, ack_wmd: WireHandle) -> Header {
+    Header {
+        dest_nid: node_nid(0),
+        src_nid: node_nid(1),
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
+        payload_length: 4,
+        body: Body::Put { ack_wmd, match_bits: BITS, hdr_data: 0, ptl_index: PORTAL, offset },
+    }
+}
+
 #[test]
 fn rx_write_stays_in_bounds() {
     let mut node = two_rail_node();
@@ -1069,20 +1082,7 @@ fn rx_write_stays_in_bounds() {
         .me_attach(PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
         .unwrap();
     node.md_attach(Time::ZERO, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
-    let header = Header {
-        dest_nid: node_nid(0),
-        src_nid: node_nid(1),
-        dest_pid: LNET_PID_LUSTRE,
-        src_pid: LNET_PID_LUSTRE,
-        payload_length: 4,
-        body: Body::Put {
-            ack_wmd: WireHandle::NONE,
-            match_bits: BITS,
-            hdr_data: 0,
-            ptl_index: PORTAL,
-            offset: 0,
-        },
-    };
+    let header = put_from_peer(0, WireHandle::NONE);
     let RecvAction::Deliver { rx, length: 4, discard: 0 } =
         node.handle_header(Time::ZERO, NiId(1), node_nid(1), &header)
     else {
@@ -1117,25 +1117,11 @@ fn a_receive_lends_its_destination_only_when_nothing_else_can_touch_it() {
             UnlinkMode::Retain,
         )
         .unwrap();
-    let put = |offset: u32| Header {
-        dest_nid: node_nid(0),
-        src_nid: node_nid(1),
-        dest_pid: LNET_PID_LUSTRE,
-        src_pid: LNET_PID_LUSTRE,
-        payload_length: 4,
-        body: Body::Put {
-            ack_wmd: WireHandle::NONE,
-            match_bits: BITS,
-            hdr_data: 0,
-            ptl_index: PORTAL,
-            offset,
-        },
-    };
     let deliver = |node: &mut Engine, offset: u32| match node.handle_header(
         Time::ZERO,
         NiId(1),
         node_nid(1),
-        &put(offset),
+        &put_from_peer(offset, WireHandle::NONE),
     ) {
         RecvAction::Deliver { rx, length: 4, discard: 0 } => rx,
         other => panic!("expected a delivery, got {other:?}"),
@@ -1174,20 +1160,7 @@ fn failed_receive_reports_the_error_and_sends_no_ack() {
         .me_attach(PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, InsertPosition::After)
         .unwrap();
     node.md_attach(Time::ZERO, me, sink(8, 1, MdOptions::OP_PUT), UnlinkMode::Unlink).unwrap();
-    let header = Header {
-        dest_nid: node_nid(0),
-        src_nid: node_nid(1),
-        dest_pid: LNET_PID_LUSTRE,
-        src_pid: LNET_PID_LUSTRE,
-        payload_length: 4,
-        body: Body::Put {
-            ack_wmd: WireHandle { interface_cookie: 1, object_cookie: 5 },
-            match_bits: BITS,
-            hdr_data: 0,
-            ptl_index: PORTAL,
-            offset: 0,
-        },
-    };
+    let header = put_from_peer(0, WireHandle { interface_cookie: 1, object_cookie: 5 });
     let RecvAction::Deliver { rx, .. } =
         node.handle_header(Time::ZERO, NiId(1), node_nid(1), &header)
     else {
