@@ -2,7 +2,7 @@
 # ulst against peer tools, measured in one run (issue 6, "Targets"); prints a table of ratios.
 #
 #   scripts/bench-selftest.sh [--quick] [--no-build] [--pinned-only | --unpinned-only]
-#                             [--partitions "1 2"] [--small]
+#                             [--partitions "1 2"] [--small | --bulk]
 #
 # BENCH_BIN=DIR takes ulnetd and ulst from DIR instead of target/release (and skips the build),
 # to compare two builds in turns under the same load.
@@ -43,6 +43,8 @@
 # from each node's metrics endpoint, 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
 # CPU 0 when pinned) and the one server: with two partitions the server's connections to
 # them run on different partitions' threads (the NIDs hash apart), which share its core lock.
+# --bulk does the same for brw write and read of 1 MiB at concurrency 16 (rates in MB/s, costs
+# per RPC, that is per MiB moved), against the socket floor moving the same bulks.
 
 set -euo pipefail
 
@@ -52,17 +54,19 @@ BUILD=1
 MODES="pinned unpinned"
 PARTITIONS=""
 SMALL=0
+BULK=0
 while [ $# -gt 0 ]; do
     arg=$1
     shift
     case "$arg" in
         --partitions) PARTITIONS="$1"; shift ;;
         --small) SMALL=1 ;;
+        --bulk) SMALL=1; BULK=1 ;;
         --quick) QUICK=1 ;;
         --no-build) BUILD=0 ;;
         --pinned-only) MODES="pinned" ;;
         --unpinned-only) MODES="unpinned" ;;
-        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only] [--partitions \"1 2\"] [--small]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--quick] [--no-build] [--pinned-only|--unpinned-only] [--partitions \"1 2\"] [--small|--bulk]" >&2; exit 2 ;;
     esac
 done
 SECONDS_PER_POINT=$([ "$QUICK" = 1 ] && echo 3 || echo 10)
@@ -229,7 +233,7 @@ daemon_costs() {
 small_point() { # clients batch test-args...
     local clients=$1 batch=$2 first second before after; shift 2
     "$BIN/ulst" add_batch "$batch" >/dev/null
-    "$BIN/ulst" add_test --batch "$batch" --concurrency 64 --from "$clients" --to b "$@" \
+    "$BIN/ulst" add_test --batch "$batch" --concurrency "$CONC" --from "$clients" --to b "$@" \
         >/dev/null
     "$BIN/ulst" run "$batch" >/dev/null
     first=$("$BIN/ulst" --json stat --delay 1 --count 1 "$clients" | tail -1 | json "d['latency_us']['worst']['count']")
@@ -247,11 +251,13 @@ print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
       round((a[6] - b[6]) / max(a[5] - b[5], 1), 2))")
 }
 
-# The small-RPC rates of the partition runs, and their costs: with --partitions, one round's
-# figures with each count against the first count's.
+# The small-RPC (or, with --bulk, 1 MiB) rates of the partition runs, and their costs: with
+# --partitions, one round's figures with each count against the first count's.
 small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
-    local test floor
-    for test in brw ping brw2 ping2; do
+    local test floor unit=RPC/s
+    [ "$BULK" = 1 ] && unit=MB/s
+    for test in $TESTS; do
+        floor=""
         case $test in
             brw)
                 small_point a "small64_$1" brw write size=4k
@@ -265,25 +271,44 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
                     "$RATE" "$floor" ;;
             brw2) small_point a2 "small64x2_$1" brw write size=4k ;;
             ping2) small_point a2 "pings64x2_$1" ping ;;
+            write|read)
+                small_point a "bulk${test}_$1" brw "$test" size=1M
+                floor=$(floor_rate "$([ "$test" = write ] && echo brw || echo read)" 16 1M)
+                record "brw $test 1 MiB, concurrency 16 (MB/s) vs socket floor" "-" \
+                    "$(mbs "$RATE")" "$(mbs "$floor")" ;;
+            write2|read2) small_point a2 "bulk${test}_$1" brw "${test%2}" size=1M ;;
         esac
-        [ "${test%2}" = "$test" ] || record "$test: 2 clients, 1 server (RPC/s)" "-" "$RATE" "-"
-        SMALL_VALUES[$test]=$RATE
+        local value=$RATE
+        [ "$BULK" = 1 ] && value=$(mbs "$RATE")
+        [ "${test%2}" = "$test" ] || record "$test: 2 clients, 1 server ($unit)" "-" "$value" "-"
+        SMALL_VALUES[$test]=$value
         SMALL_VALUES[$test.cpu]=$COST_CPU
-        if [ "${test%2}" = "$test" ]; then
-            record "$test concurrency 64: daemons' CPU us per RPC vs socket floor's" "-" \
+        if [ -n "$floor" ]; then
+            record "$test concurrency $CONC: daemons' CPU us per RPC vs socket floor's" "-" \
                 "$COST_CPU" "$(floor_cost "$floor")"
         else
-            record "$test concurrency 64: daemons' CPU us per RPC" "-" "$COST_CPU" "-"
+            record "$test concurrency $CONC: daemons' CPU us per RPC" "-" "$COST_CPU" "-"
         fi
-        record "$test concurrency 64: daemons' kernel share of CPU" "-" "$COST_SYS" "-"
-        record "$test concurrency 64: core lock waits per RPC" "-" "$COST_WAITS" "-"
-        record "$test concurrency 64: socket reads per RPC" "-" "$COST_READS" "-"
-        record "$test concurrency 64: share of reads without the core lock" "-" \
+        record "$test concurrency $CONC: daemons' kernel share of CPU" "-" "$COST_SYS" "-"
+        record "$test concurrency $CONC: core lock waits per RPC" "-" "$COST_WAITS" "-"
+        record "$test concurrency $CONC: socket reads per RPC" "-" "$COST_READS" "-"
+        record "$test concurrency $CONC: share of reads without the core lock" "-" \
             "$COST_UNLOCKED" "-"
-        record "$test concurrency 64: share of writes without the core lock" "-" \
+        record "$test concurrency $CONC: share of writes without the core lock" "-" \
             "$COST_WRITES_UNLOCKED" "-"
     done
 }
+
+mbs() { # RPC/s of 1 MiB -> MB/s (10^6)
+    [[ "$1" =~ ^[0-9.]+$ ]] || { echo n/a; return; }
+    python3 -c "print(round($1 * 1.048576, 1))"
+}
+CONC=64
+TESTS="brw ping brw2 ping2"
+if [ "$BULK" = 1 ]; then
+    CONC=16
+    TESTS="write read write2 read2"
+fi
 declare -A SMALL_VALUES FIRST_VALUES
 
 RESULTS="$WORK/results"
@@ -311,10 +336,10 @@ for MODE in $MODES; do
                 first=$partitions
                 for key in "${!SMALL_VALUES[@]}"; do FIRST_VALUES[$key]=${SMALL_VALUES[$key]}; done
             elif [ -n "$PARTITIONS" ]; then
-                for test in brw ping brw2 ping2; do
-                    record "$test concurrency 64 (RPC/s) vs $first CPT" "-" \
+                for test in $TESTS; do
+                    record "$test concurrency $CONC vs $first CPT" "-" \
                         "${SMALL_VALUES[$test]}" "${FIRST_VALUES[$test]}"
-                    record "$test concurrency 64: CPU us per RPC vs $first CPT" "-" \
+                    record "$test concurrency $CONC: CPU us per RPC vs $first CPT" "-" \
                         "${SMALL_VALUES[$test.cpu]}" "${FIRST_VALUES[$test.cpu]}"
                 done
             fi

@@ -114,6 +114,9 @@ pub enum MdError {
     /// The MD was unlinked; its handle no longer resolves.
     #[error("MD already unlinked")]
     UnlinkedMd,
+    /// The MD's memory is being filled by a receive in progress (lent to the driver).
+    #[error("MD memory is being filled by a receive")]
+    MemoryLent,
 }
 
 /// `LNetPut` / `LNetGet` (Lustre: `-ENOENT` for the MD kinds, `-ENOMEM`).
@@ -158,6 +161,9 @@ pub enum DriverError {
     OutOfRange,
     #[error("unknown NI")]
     UnknownNi,
+    /// The receive's destination is lent to the driver and must be given back first.
+    #[error("the receive's payload is lent to the driver")]
+    PayloadLent,
 }
 
 /// Why a received header was refused; the LND closes the connection (Lustre's `-EPROTO`).

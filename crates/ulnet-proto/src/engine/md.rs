@@ -246,6 +246,11 @@ pub(crate) struct Md {
     pub(crate) zombie: bool,
     /// `LNET_MD_FLAG_ABORTED`: explicitly unlinked (or its tracker expired).
     pub(crate) aborted: bool,
+    /// The memory is lent to the driver filling this MD's one receive ([`Engine::rx_lend`]);
+    /// `memory` is empty until it comes back.
+    ///
+    /// [`Engine::rx_lend`]: crate::engine::Engine::rx_lend
+    pub(crate) lent: bool,
     pub(crate) tracker: Option<Tracker>,
     pub(crate) owner: MdOwner,
 }

@@ -8,6 +8,12 @@
 //! Memory may also be one buffer shared by several MDs ([`Memory::shared`]): a source that many
 //! sends read at once, such as a self-test's pattern. Writing into it (an MD that receives)
 //! first gives that MD a copy of its own.
+//!
+//! A driver that writes a payload without the core lock holds its bytes by reference
+//! ([`Memory::pin`], [`PinnedBytes`]): the buffer becomes reference-counted, with no copy, so
+//! whatever happens to the MD meanwhile the bytes being written stay as they were. Writing into
+//! a pinned buffer, or handing it back, while a write still holds it costs a copy; once the
+//! write is done it costs nothing.
 
 use std::sync::Arc;
 
@@ -20,7 +26,7 @@ pub const MAX_SEGMENTS: usize = 256;
 pub const MAX_MD_LENGTH: usize = u32::MAX as usize;
 
 /// The buffers of one MD.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Memory {
     segments: Segments,
     length: usize,
@@ -28,8 +34,8 @@ pub struct Memory {
 
 /// The segments of a [`Memory`]. Most memory is one buffer, kept without a list around it:
 /// no allocation beyond the buffer itself on the per-message path. A list always has
-/// other than one segment, so equal memories have equal representations.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+/// other than one segment.
+#[derive(Clone, Debug, Default)]
 enum Segments {
     #[default]
     None,
@@ -37,6 +43,47 @@ enum Segments {
     Many(Vec<Vec<u8>>),
     /// One buffer that other memories may share; copied on the first write.
     Shared(Arc<Vec<u8>>),
+    /// This memory's own buffer, which writes in progress may hold too ([`Memory::pin`]):
+    /// copied on a write only while they do.
+    Pinned(Arc<Vec<u8>>),
+}
+
+/// Memories are equal when they hold the same bytes in the same segments, however shared.
+impl PartialEq for Memory {
+    fn eq(&self, other: &Self) -> bool {
+        self.length == other.length && self.segments() == other.segments()
+    }
+}
+
+impl Eq for Memory {}
+
+/// Bytes of a [`Memory`] a driver holds while it writes them without the core lock
+/// ([`Memory::pin`]): `buffer[start..end]`, unchanged whatever happens to the memory meanwhile.
+#[derive(Clone, Debug)]
+pub struct PinnedBytes {
+    buffer: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl PinnedBytes {
+    /// The bytes not yet consumed.
+    pub fn as_slice(&self) -> &[u8] {
+        self.buffer.get(self.start..self.end).unwrap_or(&[])
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Drops the first `count` bytes (all of them if `count` is larger).
+    pub fn consume(&mut self, count: usize) {
+        self.start = self.start.saturating_add(count).min(self.end);
+    }
 }
 
 impl Memory {
@@ -60,6 +107,22 @@ impl Memory {
     /// makes the buffer its own.
     pub fn is_shared(&self) -> bool {
         matches!(self.segments, Segments::Shared(_))
+    }
+
+    /// `offset..offset + length` as bytes a driver may hold while it writes them without the
+    /// core lock. A memory of one buffer becomes reference-counted (no copy; the first pin
+    /// allocates the count); `None` for memory of several segments or a range out of bounds.
+    pub fn pin(&mut self, offset: usize, length: usize) -> Option<PinnedBytes> {
+        let end = offset.checked_add(length).filter(|end| *end <= self.length)?;
+        if let Segments::One(buffer) = &mut self.segments {
+            self.segments = Segments::Pinned(Arc::new(std::mem::take(buffer)));
+        }
+        match &self.segments {
+            Segments::Shared(buffer) | Segments::Pinned(buffer) => {
+                Some(PinnedBytes { buffer: Arc::clone(buffer), start: offset, end })
+            }
+            Segments::None | Segments::One(_) | Segments::Many(_) => None,
+        }
     }
 
     /// A zero-length region (for 0-byte PUTs and GETs).
@@ -94,18 +157,26 @@ impl Memory {
             Segments::None => &[],
             Segments::One(buffer) => std::slice::from_ref(buffer),
             Segments::Many(segments) => segments,
-            Segments::Shared(buffer) => std::slice::from_ref(&**buffer),
+            Segments::Shared(buffer) | Segments::Pinned(buffer) => std::slice::from_ref(&**buffer),
         }
     }
 
     fn segments_mut(&mut self) -> &mut [Vec<u8>] {
-        if let Segments::Shared(buffer) = &mut self.segments {
-            // Copy on write (unless this is the last sharer): the others keep what they read.
-            let buffer = std::mem::take(Arc::make_mut(buffer));
-            self.segments = Segments::One(buffer);
+        // A pinned buffer nobody else holds any more is written in place and stays pinned,
+        // so the next pin costs no allocation. (No weak references are ever made, and with one
+        // strong reference nobody else can make another.)
+        let pinned_alone =
+            matches!(&self.segments, Segments::Pinned(buffer) if Arc::strong_count(buffer) == 1);
+        if !pinned_alone {
+            if let Segments::Shared(buffer) | Segments::Pinned(buffer) = &mut self.segments {
+                // Copy on write: the other holders keep what they read.
+                let buffer = std::mem::take(Arc::make_mut(buffer));
+                self.segments = Segments::One(buffer);
+            }
         }
         match &mut self.segments {
             Segments::None | Segments::Shared(_) => &mut [],
+            Segments::Pinned(buffer) => Arc::get_mut(buffer).map_or(&mut [], std::slice::from_mut),
             Segments::One(buffer) => std::slice::from_mut(buffer),
             Segments::Many(segments) => segments,
         }
@@ -117,8 +188,10 @@ impl Memory {
             Segments::None => IntoSegmentsInner::Done,
             Segments::One(buffer) => IntoSegmentsInner::One(Some(buffer)),
             Segments::Many(segments) => IntoSegmentsInner::Many(segments.into_iter()),
-            // A copy unless this was the last sharer.
-            Segments::Shared(buffer) => IntoSegmentsInner::One(Some(Arc::unwrap_or_clone(buffer))),
+            // A copy unless this was the last holder.
+            Segments::Shared(buffer) | Segments::Pinned(buffer) => {
+                IntoSegmentsInner::One(Some(Arc::unwrap_or_clone(buffer)))
+            }
         })
     }
 
@@ -172,6 +245,45 @@ impl Memory {
     }
 }
 
+/// A receive's destination lent to the driver ([`Engine::rx_lend`]): `length` bytes of
+/// `memory` from `start`, which the driver fills without the core lock and then gives back
+/// ([`Engine::rx_give_back`]).
+///
+/// [`Engine::rx_lend`]: crate::engine::Engine::rx_lend
+/// [`Engine::rx_give_back`]: crate::engine::Engine::rx_give_back
+#[derive(Debug)]
+pub struct LentPayload {
+    pub(crate) memory: Memory,
+    pub(crate) start: usize,
+    pub(crate) length: usize,
+}
+
+impl LentPayload {
+    /// The receive's length.
+    pub fn len(&self) -> usize {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// Mutable slices of the receive's bytes from `offset` (within the receive) to its end.
+    pub fn slices_mut(&mut self, offset: usize) -> SlicesMut<'_> {
+        let length = self.length.saturating_sub(offset);
+        self.memory.slices_mut(self.start.saturating_add(offset), length)
+    }
+
+    /// Copies `bytes` in at `offset` within the receive; false (nothing written) if they do
+    /// not fit.
+    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) -> bool {
+        if offset.checked_add(bytes.len()).is_none_or(|end| end > self.length) {
+            return false;
+        }
+        self.memory.write_at(self.start + offset, bytes)
+    }
+}
+
 /// Copies `length` bytes from `source` at `source_offset` to `target` at `target_offset`
 /// (the loopback LND's one copy; lustre: lnet/lnet/lo.c `lolnd_recv()`). Returns false if a
 /// range is out of bounds.
@@ -216,16 +328,6 @@ impl Iterator for IntoSegments {
             IntoSegmentsInner::Many(segments) => segments.next(),
         }
     }
-}
-
-/// Slices of `length` bytes of one buffer (a router buffer, which is not an MD's memory).
-pub(crate) fn buffer_slices(buffer: &Vec<u8>, length: usize) -> Slices<'_> {
-    Slices { segments: std::slice::from_ref(buffer).iter(), skip: 0, remaining: length }
-}
-
-/// Mutable slices of `length` bytes of one buffer.
-pub(crate) fn buffer_slices_mut(buffer: &mut Vec<u8>, length: usize) -> SlicesMut<'_> {
-    SlicesMut { segments: std::slice::from_mut(buffer).iter_mut(), skip: 0, remaining: length }
 }
 
 /// Iterator over shared slices of a [`Memory`] range.
@@ -317,6 +419,42 @@ mod tests {
         let back: Vec<Vec<u8>> = first.into_segments().collect();
         assert_eq!(back, [vec![1, 2, 3, 4, 5]]);
         assert_eq!(back[0].as_ptr(), pointer);
+    }
+
+    #[test]
+    fn pinned_bytes_outlive_writes_and_cost_a_copy_only_while_held() {
+        let mut memory = Memory::new(vec![1, 2, 3, 4, 5]);
+        let pointer = memory.segments()[0].as_ptr();
+        let mut pinned = memory.pin(1, 3).expect("one buffer pins");
+        assert!(!memory.is_shared(), "a pinned buffer is still the memory's own");
+        assert_eq!(pinned.as_slice(), [2, 3, 4]);
+        assert_eq!(pinned.as_slice().as_ptr(), pointer.wrapping_add(1), "no copy");
+        assert_eq!(memory, Memory::new(vec![1, 2, 3, 4, 5]));
+
+        // A write while the bytes are held copies; the held bytes stay as they were.
+        assert!(memory.write_at(2, &[9]));
+        assert_eq!(pinned.as_slice(), [2, 3, 4]);
+        assert_eq!(memory.to_vec(), [1, 2, 9, 4, 5]);
+        pinned.consume(2);
+        assert_eq!(pinned.as_slice(), [4]);
+        pinned.consume(10);
+        assert!(pinned.is_empty());
+
+        // Once nobody holds them, writing and handing back are free.
+        let again = memory.pin(0, 5).expect("pins again");
+        let pointer = again.as_slice().as_ptr();
+        drop(again);
+        assert!(memory.write_at(0, &[7]));
+        assert_eq!(memory.segments()[0].as_ptr(), pointer);
+        let back: Vec<Vec<u8>> = memory.into_segments().collect();
+        assert_eq!(back[0].as_ptr(), pointer);
+        assert_eq!(back, [vec![7, 2, 9, 4, 5]]);
+
+        assert!(Memory::new(vec![0; 4]).pin(2, 3).is_none(), "out of range");
+        assert!(three_segments().pin(0, 1).is_none(), "several segments do not pin");
+        let shared = Arc::new(vec![5u8; 8]);
+        let pinned = Memory::shared(Arc::clone(&shared)).pin(0, 8).expect("shared pins");
+        assert_eq!(pinned.as_slice().as_ptr(), shared.as_ptr());
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub use health::{HealthStatus, MAX_HEALTH};
 pub use latency::{LATENCY_BUCKETS, LatencyHistogram, LatencyStats};
 pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
-pub use memory::{IntoSegments, MAX_SEGMENTS, Memory, Slices, SlicesMut};
+pub use memory::{IntoSegments, LentPayload, MAX_SEGMENTS, Memory, PinnedBytes, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
 pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
 pub use node::{

@@ -189,7 +189,10 @@ pub(crate) struct Message {
     /// `msg_rtrcredit`: a router buffer of its size class.
     pub(crate) buffer_credit: Credit,
     /// The router buffer the payload was received into and is sent from (empty for tiny).
-    pub(crate) router_buffer: Option<Vec<u8>>,
+    pub(crate) router_buffer: Option<Memory>,
+    /// A receive whose destination (MD memory or router buffer) the driver holds
+    /// (`Engine::rx_lend`) until it gives it back.
+    pub(crate) payload_lent: bool,
 }
 
 impl Message {
@@ -239,6 +242,7 @@ impl Message {
             router_credit: Credit::None,
             buffer_credit: Credit::None,
             router_buffer: None,
+            payload_lent: false,
         }
     }
 }

@@ -47,7 +47,7 @@ use crate::engine::md::{
     MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, Tracker, UnlinkMode,
 };
 use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
-use crate::engine::memory::{MAX_MD_LENGTH, Memory, Slices, SlicesMut};
+use crate::engine::memory::{LentPayload, MAX_MD_LENGTH, Memory, PinnedBytes, Slices, SlicesMut};
 use crate::engine::msg::{Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::outputs::Outputs;
@@ -667,13 +667,21 @@ impl Engine {
     /// The memory of a live MD (e.g. to read PUT data after a PUT event).
     pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
         let key = self.live_md(md)?;
-        self.mds.get(key).map(|md| &md.memory).ok_or(MdError::UnknownMd)
+        let md = self.mds.get(key).ok_or(MdError::UnknownMd)?;
+        if md.lent {
+            return Err(MdError::MemoryLent);
+        }
+        Ok(&md.memory)
     }
 
     /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
     pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
         let key = self.live_md(md)?;
-        self.mds.get_mut(key).map(|md| &mut md.memory).ok_or(MdError::UnknownMd)
+        let md = self.mds.get_mut(key).ok_or(MdError::UnknownMd)?;
+        if md.lent {
+            return Err(MdError::MemoryLent);
+        }
+        Ok(&mut md.memory)
     }
 
     /// The match tables of `portal`, by partition: their MEs and what matched there (one
@@ -799,6 +807,7 @@ impl Engine {
 
     /// Mutable slices of MD memory for a `Deliver` receive, covering exactly its `length`.
     pub fn rx_segments_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
+        self.not_lent(rx)?;
         let routed = self.msgs.get(rx.0).is_some_and(|m| m.router_buffer.is_some());
         if routed {
             return self.router_buffer_mut(rx);
@@ -810,6 +819,7 @@ impl Engine {
 
     /// Writes payload bytes at `offset` within a `Deliver` receive.
     pub fn rx_write(&mut self, rx: RxId, offset: u32, bytes: &[u8]) -> Result<(), DriverError> {
+        self.not_lent(rx)?;
         if let Some(message) = self.msgs.get_mut(rx.0).filter(|m| m.router_buffer.is_some()) {
             if message.tx || message.phase != Phase::Receiving {
                 return Err(DriverError::WrongState);
@@ -818,12 +828,10 @@ impl Engine {
                 return Err(DriverError::OutOfRange);
             }
             let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-            let start = offset as usize;
-            let Some(target) = buffer.get_mut(start..start + bytes.len()) else {
-                return Err(DriverError::OutOfRange);
+            return match buffer.write_at(offset as usize, bytes) {
+                true => Ok(()),
+                false => Err(DriverError::OutOfRange),
             };
-            target.copy_from_slice(bytes);
-            return Ok(());
         }
         let (md_key, start, length) = self.receiving(rx)?;
         if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
@@ -837,6 +845,54 @@ impl Engine {
         }
     }
 
+    /// Lends a `Deliver` receive's destination to the driver, to fill without the core lock:
+    /// a router buffer, or the MD's memory when nothing else can touch it until it comes back
+    /// (this receive is the MD's only message and the MD can match nothing more). `None` when
+    /// the MD may still be used: the driver then fills it through [`Engine::rx_segments_mut`].
+    /// What is lent must come back ([`Engine::rx_give_back`]) before the receive completes;
+    /// meanwhile the MD's memory reads as [`MdError::MemoryLent`].
+    pub fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
+            return Err(DriverError::WrongState);
+        }
+        if message.payload_lent {
+            return Err(DriverError::PayloadLent);
+        }
+        let length = message.length as usize;
+        if let Some(buffer) = &mut message.router_buffer {
+            message.payload_lent = true;
+            return Ok(Some(LentPayload { memory: std::mem::take(buffer), start: 0, length }));
+        }
+        let key = message.md.ok_or(DriverError::WrongState)?;
+        let start = message.md_offset as usize;
+        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
+        if md.refcount != 1 || !(md.exhausted() || md.zombie) || md.lent {
+            return Ok(None);
+        }
+        md.lent = true;
+        message.payload_lent = true;
+        Ok(Some(LentPayload { memory: std::mem::take(&mut md.memory), start, length }))
+    }
+
+    /// Takes back what [`Engine::rx_lend`] lent for `rx`.
+    pub fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || !message.payload_lent {
+            return Err(DriverError::WrongState);
+        }
+        message.payload_lent = false;
+        if let Some(buffer) = &mut message.router_buffer {
+            *buffer = lent.memory;
+            return Ok(());
+        }
+        let key = message.md.ok_or(DriverError::WrongState)?;
+        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
+        md.memory = lent.memory;
+        md.lent = false;
+        Ok(())
+    }
+
     /// The payload of a `Deliver` receive is in (or failed: `status` says how).
     pub fn handle_recv_done(
         &mut self,
@@ -845,6 +901,7 @@ impl Engine {
         status: HealthStatus,
     ) -> Result<(), DriverError> {
         self.advance(now);
+        self.not_lent(rx)?;
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -945,7 +1002,7 @@ impl Engine {
             return Ok(orphan.slices(0, message.length as usize));
         }
         if let Some(buffer) = &message.router_buffer {
-            return Ok(crate::engine::memory::buffer_slices(buffer, message.length as usize));
+            return Ok(buffer.slices(0, message.length as usize));
         }
         let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
         if let Some(slices) = empty {
@@ -953,6 +1010,29 @@ impl Engine {
         }
         let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
         Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
+    }
+
+    /// A transmit's payload as bytes the driver may hold while it writes them without the
+    /// core lock ([`Memory::pin`]): `None` when the payload is not one buffer (memory of
+    /// several segments) or is empty.
+    pub fn tx_payload_pinned(&mut self, tx: TxId) -> Result<Option<PinnedBytes>, DriverError> {
+        let message = self.msgs.get_mut(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
+            return Err(DriverError::WrongState);
+        }
+        let length = message.length as usize;
+        if length == 0 {
+            return Ok(None);
+        }
+        if let Some(orphan) = &mut message.orphan {
+            return Ok(orphan.pin(0, length));
+        }
+        if let Some(buffer) = &mut message.router_buffer {
+            return Ok(buffer.pin(0, length));
+        }
+        let offset = message.md_offset as usize;
+        let md = message.md.and_then(|key| self.mds.get_mut(key)).ok_or(DriverError::UnknownTx)?;
+        Ok(md.memory.pin(offset, length))
     }
 
     /// The driver finished (or failed) a transmit; `status` is the LND's health status.
@@ -1324,6 +1404,7 @@ impl Engine {
             me,
             auto_unlink: unlink == UnlinkMode::Unlink,
             zombie: false,
+            lent: false,
             aborted: false,
             tracker: None,
             owner,
@@ -1450,7 +1531,15 @@ impl Engine {
         }
         let length = message.length as usize;
         let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-        Ok(crate::engine::memory::buffer_slices_mut(buffer, length))
+        Ok(buffer.slices_mut(0, length))
+    }
+
+    /// Fails a call that needs a receive's destination while the driver holds it.
+    fn not_lent(&self, rx: RxId) -> Result<(), DriverError> {
+        match self.msgs.get(rx.0) {
+            Some(message) if message.payload_lent => Err(DriverError::PayloadLent),
+            _ => Ok(()),
+        }
     }
 
     fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {

@@ -554,6 +554,7 @@ mod tests {
             me: None,
             auto_unlink: false,
             zombie: false,
+            lent: false,
             aborted: false,
             tracker: None,
             owner: crate::engine::md::MdOwner::User,

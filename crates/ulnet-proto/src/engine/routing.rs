@@ -831,7 +831,7 @@ impl Engine {
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length };
         };
-        message.router_buffer = Some(memory);
+        message.router_buffer = Some(crate::engine::memory::Memory::new(memory));
         message.length = length;
         message.phase = Phase::Receiving;
         RecvAction::Deliver { rx: RxId(key), length, discard: 0 }
@@ -914,7 +914,8 @@ impl Engine {
     /// the waiters they unblock proceed.
     pub(super) fn return_router_credits(&mut self, key: Key) {
         let Some(message) = self.msgs.get_mut(key) else { return };
-        let buffer = message.router_buffer.take();
+        // A copy only if a write still holds the buffer (a send completed before its write).
+        let buffer = message.router_buffer.take().and_then(|memory| memory.into_segments().next());
         let buffer_credit = std::mem::replace(&mut message.buffer_credit, Credit::None);
         let router_credit = std::mem::replace(&mut message.router_credit, Credit::None);
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));

@@ -430,6 +430,8 @@ impl Engine {
         let key = self.live_md(md).map_err(|error| match error {
             MdError::UnknownMd => InitiateError::UnknownMd,
             MdError::UnlinkedMd => InitiateError::UnlinkedMd,
+            // Only a used-up or unlinked MD is lent.
+            MdError::MemoryLent => InitiateError::InactiveMd,
         })?;
         let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
         if md.me.is_some() {

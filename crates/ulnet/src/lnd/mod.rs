@@ -21,10 +21,12 @@
 //!   calls [`Lnd::transmit`]. The LND later (or at once) calls
 //!   [`Core::complete_send`] with a [`HealthStatus`](ulnet_proto::engine::HealthStatus); it
 //!   reads the payload with `core.engine.tx_payload(tx)` while the core is locked (slices of
-//!   MD memory, valid until the send completes).
+//!   MD memory, valid until the send completes), or holds it with
+//!   `core.engine.tx_payload_pinned(tx)` to write it after the unlock.
 //! * Receive: with the core locked, call `core.engine.handle_header(now, ni, peer_nid, &header)`.
-//!   `Deliver`: read the payload into `core.engine.rx_segments_mut(rx)`, then
-//!   [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record
+//!   `Deliver`: read the payload into `core.engine.rx_segments_mut(rx)`, or into what
+//!   `core.engine.rx_lend(rx)` lends (without the lock; given back with `rx_give_back` under
+//!   it), then [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record
 //!   `core.delayed.insert(rx, ni)` and stop reading that connection; the answer comes back through
 //!   [`Lnd::resume`]. `ProtocolError`: close the connection. Then call
 //!   [`drain`](fn@crate::driver::drain) before unlocking, and [`Wakes::finish`] after.

@@ -1,8 +1,9 @@
 //! Where a connection's system calls run (`RuntimeStats::socket_reads`, `socket_writes` and
 //! their `_unlocked` shares): headers and small payloads are read into the task's own buffer
-//! before it takes the core lock, and small frames are copied into the connection's outbox
-//! and written after the unlock; a large payload moves between the socket and MD memory with
-//! the lock held (decision 0029). Mixed sizes keep their order on the stream.
+//! before it takes the core lock, and frames are staged in the connection's outbox (small
+//! payloads copied, large ones pinned) and written after the unlock; a large payload is read
+//! into the destination the core lends, without the lock, unless the core cannot lend it
+//! (decision 0029). Mixed sizes keep their order on the stream.
 
 use super::*;
 
@@ -40,22 +41,57 @@ fn small_messages_are_read_and_written_without_the_core_lock() {
     assert_eq!(total, unlocked, "writes with the lock held");
 }
 
+/// Reads and writes (total, with the lock held) on `node` since `before`.
+fn locked_since(now: (u64, u64), before: (u64, u64)) -> (u64, u64) {
+    let total = now.0 - before.0;
+    (total, total - (now.1 - before.1))
+}
+
+/// 1 MiB from one buffer into a use-once MD: the sender writes it from the pinned buffer and
+/// the receiver reads it into the lent MD memory, neither with the core lock held.
 #[test]
-fn a_large_payload_moves_with_the_lock() {
+fn a_large_payload_moves_without_the_core_lock() {
     let port = free_port();
     let (a, b) = (tcp_node(0, port), tcp_node(1, port));
     put_and_check(&a, &b, 1, &[1, 2, 3]);
-    let (read_before, read_unlocked_before) = reads(&b);
-    let (written_before, written_unlocked_before) = writes(&a);
-    let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let (read_before, written_before) = (reads(&b), writes(&a));
+    let data = pattern(1 << 20, 3);
     put_and_check(&a, &b, 2, &data);
-    let (total, unlocked) = reads(&b);
-    let locked = (total - read_before) - (unlocked - read_unlocked_before);
-    assert!(unlocked > read_unlocked_before, "the header is read without the lock");
-    assert!(locked > 0, "the payload is read into the MD with the lock held");
-    let (total, unlocked) = writes(&a);
-    let locked = (total - written_before) - (unlocked - written_unlocked_before);
-    assert!(locked > 0, "the payload is written from the MD with the lock held");
+    let (total, locked) = locked_since(reads(&b), read_before);
+    assert!(total > 1, "{total} reads for 1 MiB");
+    assert_eq!(locked, 0, "reads with the lock held, of {total}");
+    let (total, locked) = locked_since(writes(&a), written_before);
+    assert!(total > 0);
+    assert_eq!(locked, 0, "writes with the lock held, of {total}");
+}
+
+/// An MD still open to more PUTs cannot be lent (another message could land in it meanwhile):
+/// its payload is read with the lock held. A source of several segments cannot be pinned: it
+/// is written from MD memory with the lock held. Both arrive intact.
+#[test]
+fn memory_the_core_cannot_hand_out_moves_with_the_lock() {
+    let port = free_port();
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    put_and_check(&a, &b, 1, &[1, 2, 3]);
+    let inbox = b.event_queue(8);
+    let open = MdSpec::new(Memory::new(vec![0; 2 << 20]))
+        .options(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE)
+        .threshold(Threshold::Infinite);
+    b.post(10, 5, open, &inbox).unwrap();
+    let data = pattern(1 << 20, 9);
+    let halves = vec![data[..1 << 19].to_vec(), data[1 << 19..].to_vec()];
+    let (read_before, written_before) = (reads(&b), writes(&a));
+    let source = Memory::from_segments(halves).unwrap();
+    a.put_and_wait_ack(b.process_id(), 10, 5, source, HANG_GUARD).unwrap();
+    let put = recv(&inbox);
+    assert_eq!((put.kind, put.mlength), (EventKind::Put, 1 << 20));
+    let (_, locked) = locked_since(reads(&b), read_before);
+    assert!(locked > 0, "the open MD is read into with the lock held");
+    let (_, locked) = locked_since(writes(&a), written_before);
+    assert!(locked > 0, "the segmented source is written with the lock held");
+    let received = b.with_md_memory(put.md, |memory| memory.to_vec());
+    // The MD stays open (threshold infinite), so its memory is the core's to show.
+    assert_eq!(received.unwrap().get(..1 << 20), Some(data.as_slice()));
 }
 
 /// Small and large PUTs queued together on one connection (untyped: one carries everything):

@@ -127,13 +127,21 @@ impl Setstripe {
         while let Some(component) = components.next() {
             let extension =
                 components.peek().filter(|next| next.flags & LCME_FL_EXTENSION != 0).copied();
+            let dom = component.pattern == LOV_PATTERN_MDT;
+            if dom {
+                // Before its -E (both sides of the first -E belong to the first component):
+                // lfs checks a DoM component's size at -L against the end known so far, so
+                // `-L mdt -E 2G` passes where `-E 2G -L mdt` is refused, and the order that
+                // made the request must be the one that remakes it.
+                // lustre: lustre/utils/lfs.c lfs_setstripe_internal() case 'L'
+                out.extend(["-L".into(), "mdt".into()]);
+            }
             if self.composite {
                 let end = extension.map_or(component.end, |e| e.end);
                 out.push("-E".into());
                 out.push(if end == LUSTRE_EOF { "-1".into() } else { format_size(end) });
             }
-            if component.pattern == LOV_PATTERN_MDT {
-                out.extend(["-L".into(), "mdt".into()]);
+            if dom {
                 push_flags(&mut out, component.flags);
                 continue;
             }

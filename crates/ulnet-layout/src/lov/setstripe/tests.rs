@@ -50,6 +50,12 @@ fn dom_component_and_what_follows() {
     assert_eq!((c[1].stripe_size, c[1].stripe_count), (0, 4));
     assert_eq!(parse("-E 1M -c 1 -E 2M -L mdt").err(), Some(SetstripeError::DomNotFirst));
     assert_eq!(parse("-E 2G -L mdt").err(), Some(SetstripeError::DomTooBig));
+    // lfs checks the size at -L, against the end known then: this order passes, and the
+    // canonical options keep it (found by the lov_setstripe fuzz target).
+    let quirk = parse("-L mdt -E 2G").expect("lfs accepts -L mdt before its -E");
+    assert_eq!(quirk.to_args()[..4], ["-L", "mdt", "-E", "2G"]);
+    let again = Setstripe::parse(&quirk.to_args()).map(|s| s.to_layout());
+    assert_eq!(again, Ok(quirk.to_layout()));
     assert_eq!(parse("-E 1M -L mdt -c 2 -E -1").err(), Some(SetstripeError::DomStripeCount(2)));
     assert_eq!(parse("-E 1M -L mdt -C 2").err(), Some(SetstripeError::OverstripeWithDom));
     assert_eq!(

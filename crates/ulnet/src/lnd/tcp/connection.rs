@@ -6,11 +6,12 @@
 //! (when the writer is blocked), or for a nudge (a resume, new output, or the connection being
 //! closed by someone else). Then it takes one turn:
 //!
-//! 0. write what the connection's outbox holds (small frames copied aside by whichever thread
-//!    produced them, `outbox.rs`), and read what the socket has into the task's own buffer, before taking any lock, when the
-//!    next bytes are headers or a small payload (`Input::preread`);
+//! 0. write what the connection's outbox holds (frames staged by whichever thread produced
+//!    them, `outbox.rs`), and read what the socket has, before taking any lock: into the
+//!    task's own buffer when the next bytes are headers or a small payload, into a large
+//!    payload's destination when the core lent it (`Input::preread`);
 //! 1. lock the core and the table; handle the input (headers to the core, payload into MD
-//!    memory), reading more from the socket as it goes;
+//!    memory), reading more from the socket as it goes when the core could not lend;
 //! 2. release the table and `drain` the core: the ACKs, REPLYs and events the input produced go
 //!    out now, most of them written to their sockets right away;
 //! 3. lock the table again and write what this connection still has (ZC-ACK NOOPs, leftovers),
@@ -27,28 +28,31 @@ use tokio::sync::Notify;
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
 use super::ni::Inner;
 use super::outbox::{Lock, Outbox};
-use super::reader::Input;
+use super::reader::{Input, LentSlot};
 use crate::clock;
 use crate::driver::{Shared, Wakes, drain, partitions};
 
 /// Starts the task of a connection the peer table just added, on the I/O thread of the
 /// partition its peer hashes to (where the dialer or the acceptor registered its socket).
 pub(super) fn start(inner: &Arc<Inner>, node: &Arc<Shared>, new: NewConn) {
-    let NewConn { key, stream, nudge, outbox } = new;
+    let NewConn { key, stream, nudge, outbox, lent } = new;
     let cpt = inner.placement.cpt_of(&key.peer.nid);
-    let task = run(Arc::clone(inner), Arc::downgrade(node), key, stream, nudge, outbox);
+    let io = TaskIo { stream, nudge, outbox, lent };
+    let task = run(Arc::clone(inner), Arc::downgrade(node), key, io);
     inner.spawn(node, cpt, task);
 }
 
-/// Drives one connection until it closes.
-async fn run(
-    inner: Arc<Inner>,
-    node: Weak<Shared>,
-    key: ConnKey,
+/// What a connection's task shares with the peer table.
+struct TaskIo {
     stream: Arc<TcpStream>,
     nudge: Arc<Notify>,
     outbox: Arc<Outbox>,
-) {
+    lent: Arc<LentSlot>,
+}
+
+/// Drives one connection until it closes.
+async fn run(inner: Arc<Inner>, node: Weak<Shared>, key: ConnKey, io: TaskIo) {
+    let TaskIo { stream, nudge, outbox, lent } = io;
     let _counted = node.upgrade().map(|node| ConnTaskCount::new(&node));
     let mut input = Input::new();
     // A new connection's reader waits for headers.
@@ -61,7 +65,7 @@ async fn run(
         // not written it yet: out before anything new, and without the lock.
         // The task's own turn deals with whatever the write left.
         let _ = outbox.write_out(Lock::Released);
-        input.preread(&stream, preread, &shared.counters);
+        input.preread(&stream, preread, &shared.counters, &lent);
         let turn = take_turn(&inner, &shared, key, &mut input);
         drop(shared);
         let interest = match turn {

@@ -189,8 +189,10 @@ pub(super) struct NewConn {
     pub(super) stream: Arc<TcpStream>,
     /// Wakes the connection's task.
     pub(super) nudge: Arc<Notify>,
-    /// Its copied output, which the task writes at the start of each turn.
+    /// Its staged output, which the task writes at the start of each turn.
     pub(super) outbox: Arc<super::outbox::Outbox>,
+    /// The payload destination the core lends it, which the task fills without the lock.
+    pub(super) lent: Arc<super::reader::LentSlot>,
 }
 
 #[cfg(test)]

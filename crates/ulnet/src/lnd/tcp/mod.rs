@@ -23,12 +23,15 @@
 //!   [`PeerConns`](ulnet_proto::socklnd::peer_conns::PeerConns) (the typed connections and the
 //!   state around them), the sockets, the messages waiting for a connection, and the glue to the
 //!   core: transmit, resume, close, timers.
-//! * [`connection`]: one task per established connection; it waits for the socket (or a nudge)
-//!   and then runs the reader and the writer with the core locked.
+//! * [`connection`]: one task per established connection; it waits for the socket (or a nudge),
+//!   writes its outbox and reads what it can without the lock, then runs the reader and the
+//!   writer with the core locked.
 //! * [`reader`]: bytes from the socket to `Conn::handle_input`, headers to the core, payload
-//!   into MD memory (`rx_segments_mut`).
-//! * [`writer`]: frames from `Conn::poll_transmit`, written with one non-blocking vectored write
-//!   of headers and MD memory (`tx_payload`) slices.
+//!   into the destination the core lends (`rx_lend`) or into MD memory (`rx_segments_mut`).
+//! * [`writer`] and [`outbox`]: frames from `Conn::poll_transmit`, staged (headers and small
+//!   payloads copied, large payloads pinned, `tx_payload_pinned`) and written with non-blocking
+//!   vectored writes after the unlock; a payload that cannot be pinned is written from MD
+//!   memory (`tx_payload`) with the lock held.
 //! * [`ni`]: the NI's state its calls and tasks share (identity, tunables, counters, the inbox
 //!   of work for the I/O thread); [`context`]: what the parts pass between them (the call
 //!   context `Cx`, `ConnKey`, `CloseCause`...). They sit below the rest, so the imports form no

@@ -1,41 +1,57 @@
-//! Output copied aside to be written without the core lock.
+//! Output set aside to be written without the core lock.
 //!
-//! A connection's writer (under the core lock) copies frames with small payloads, headers and
-//! all, into the connection's outbox and completes them as if written; the thread that did so
-//! writes the outbox once it has released the core lock ([`Wakes::write`]), so the system
-//! call, the larger half of a small message's cost, no longer holds up the node's other
-//! threads. Frames with large payloads are written zero-copy from MD memory under the lock, as
+//! A connection's writer (under the core lock) stages frames in the connection's outbox and
+//! completes them as a written message is completed: headers and small payloads are copied,
+//! a large payload is held by reference ([`PinnedBytes`]: the MD's buffer, reference-counted
+//! rather than copied). The thread that staged them writes the outbox once it has released the
+//! core lock ([`Wakes::write`]), so the system call, and for a large payload the copy into the
+//! socket, no longer holds up the node's other threads. A payload that cannot be pinned (MD
+//! memory of several segments, a router buffer) is written from MD memory under the lock, as
 //! before, but only when the outbox is empty, so the stream keeps its order: while the outbox
-//! holds bytes, later frames wait in the framing (`deferred`) and whoever empties it nudges
-//! the connection's task to write them.
+//! holds bytes, later frames wait in the framing (`deferred`) and whoever empties it nudges the
+//! connection's task to write them.
 //!
-//! A message copied here is complete, as one whose bytes the socket took is: if the connection
-//! fails before they leave, they are lost like the socket's own unsent bytes. The outbox's
-//! unsent bytes count as the socket's for the send deadline (`Conn::set_socket_unsent`), so
-//! a peer that stops reading still times the connection out. The kernel writes from its
-//! per-CPT scheduler threads with only that connection's locks held (socklnd_cb.c
-//! `ksocknal_process_transmit()`); decision 0029 says why ulnet copies small frames instead.
+//! A small message staged here is complete, as one whose bytes the socket took is: if the
+//! connection fails before they leave, they are lost like the socket's own unsent bytes. A
+//! large one asked for a ZC-ACK (decision 0004), so it completes only when the peer has it. The
+//! outbox's unsent bytes count as the socket's for the send deadline
+//! (`Conn::set_socket_unsent`), so a peer that stops reading still times the connection out.
+//! The kernel writes from its per-CPT scheduler threads with only that connection's locks held
+//! (socklnd_cb.c `ksocknal_process_transmit()`); decision 0029 says why ulnet stages instead.
 //!
 //! [`Wakes::write`]: crate::driver::Wakes::write
 
+use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use ulnet_proto::engine::PinnedBytes;
 
 use crate::driver::Counters;
 
 /// Largest payload a frame may carry to be copied into the outbox: a small RPC's bulk (4 KiB)
-/// fits; larger payloads are written from MD memory without a copy.
+/// fits; larger payloads are pinned, or written from MD memory, without a copy.
 pub const COPY_MAX_PAYLOAD: u32 = 4 << 10;
 
-/// Most bytes an outbox holds unwritten; beyond it, frames wait in the framing. It bounds what
-/// a peer that stops reading makes the node keep per connection, on top of the socket's buffer.
-pub const OUTBOX_MAX_BYTES: usize = 1 << 20;
+/// Most copied bytes an outbox holds unwritten; beyond it, frames wait in the framing. It
+/// bounds what a peer that stops reading makes the node keep per connection, on top of the
+/// socket's buffer.
+pub const OUTBOX_MAX_COPIED: usize = 1 << 20;
 
-/// A connection's copied output, shared by its task, the threads that stage output for it and
+/// Most bytes, copied and pinned, an outbox holds unwritten (a frame larger than this is still
+/// staged into an empty outbox). Pinned bytes are MD memory the node holds anyway until the
+/// peer acknowledges them; the bound keeps a stalled connection from holding more than this
+/// of it after the MDs are gone.
+pub const OUTBOX_MAX_BYTES: usize = 4 << 20;
+
+/// Most slices gathered into one write of the outbox.
+const MAX_WRITE_SLICES: usize = 64;
+
+/// A connection's staged output, shared by its task, the threads that stage output for it and
 /// the thread writing it.
 pub(crate) struct Outbox {
     state: Mutex<State>,
@@ -48,11 +64,11 @@ pub(crate) struct Outbox {
 
 #[derive(Default)]
 struct State {
-    /// Staged bytes not yet taken by a writer, in stream order.
-    pending: Vec<u8>,
-    /// A buffer kept for the next take, so staging reuses its allocation.
-    spare: Vec<u8>,
-    /// A thread took bytes out and is writing them now.
+    /// Staged output not yet taken by a writer, in stream order.
+    pending: Staged,
+    /// Buffers kept for the next take, so staging reuses their allocations.
+    spare: Staged,
+    /// A thread took output out and is writing it now.
     writing: bool,
     /// The socket was full: the connection's task writes the rest once it is writable.
     blocked: bool,
@@ -62,6 +78,114 @@ struct State {
     deferred: bool,
     /// Bytes staged and not yet taken by the socket (pending, plus those being written).
     unsent: usize,
+    /// The copied part of `unsent`.
+    unsent_copied: usize,
+}
+
+/// Output in stream order: runs of copied bytes (`copied`, in order) and pinned payloads.
+#[derive(Default)]
+struct Staged {
+    copied: Vec<u8>,
+    pieces: VecDeque<Piece>,
+}
+
+enum Piece {
+    /// The next this many bytes of `copied`.
+    Copied(usize),
+    Pinned(PinnedBytes),
+}
+
+impl Staged {
+    fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn push_copied(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.copied.extend_from_slice(bytes);
+        match self.pieces.back_mut() {
+            Some(Piece::Copied(run)) => *run += bytes.len(),
+            _ => self.pieces.push_back(Piece::Copied(bytes.len())),
+        }
+    }
+
+    fn push_pinned(&mut self, bytes: PinnedBytes) {
+        if !bytes.is_empty() {
+            self.pieces.push_back(Piece::Pinned(bytes));
+        }
+    }
+
+    /// Moves everything in `later` behind this.
+    fn append(&mut self, later: &mut Staged) {
+        self.copied.extend_from_slice(&later.copied);
+        later.copied.clear();
+        for piece in later.pieces.drain(..) {
+            match piece {
+                Piece::Copied(run) => match self.pieces.back_mut() {
+                    Some(Piece::Copied(last)) => *last += run,
+                    _ => self.pieces.push_back(Piece::Copied(run)),
+                },
+                Piece::Pinned(bytes) => self.pieces.push_back(Piece::Pinned(bytes)),
+            }
+        }
+    }
+
+    /// Drops the first `count` bytes. Returns how many of them were copied bytes.
+    fn consume(&mut self, mut count: usize) -> usize {
+        let mut copied = 0;
+        while count > 0 {
+            let Some(front) = self.pieces.front_mut() else { break };
+            match front {
+                Piece::Copied(run) => {
+                    let take = (*run).min(count);
+                    *run -= take;
+                    copied += take;
+                    count -= take;
+                    if *run == 0 {
+                        self.pieces.pop_front();
+                    }
+                }
+                Piece::Pinned(bytes) => {
+                    let take = bytes.len().min(count);
+                    bytes.consume(take);
+                    count -= take;
+                    if bytes.is_empty() {
+                        self.pieces.pop_front();
+                    }
+                }
+            }
+        }
+        self.copied.drain(..copied.min(self.copied.len()));
+        copied
+    }
+
+    /// The first slices of the output, for one vectored write.
+    fn slices(&self) -> SmallVec<[IoSlice<'_>; MAX_WRITE_SLICES]> {
+        let mut slices = SmallVec::new();
+        let mut at = 0;
+        for piece in &self.pieces {
+            let bytes = match piece {
+                Piece::Copied(run) => {
+                    let bytes = self.copied.get(at..at + run).unwrap_or(&[]);
+                    at += run;
+                    bytes
+                }
+                Piece::Pinned(pinned) => pinned.as_slice(),
+            };
+            slices.push(IoSlice::new(bytes));
+            if slices.len() == MAX_WRITE_SLICES {
+                break;
+            }
+        }
+        slices
+    }
+
+    fn clear(&mut self) {
+        self.copied.clear();
+        self.pieces.clear();
+    }
 }
 
 /// Whether the thread writing an outbox holds the core lock.
@@ -98,14 +222,26 @@ impl Staging<'_> {
         self.was_idle && self.state.pending.is_empty()
     }
 
-    /// Whether `bytes` more fit under [`OUTBOX_MAX_BYTES`] (always, into an empty outbox).
-    pub(super) fn has_room(&self, bytes: usize) -> bool {
-        self.state.unsent == 0 || self.state.unsent + bytes <= OUTBOX_MAX_BYTES
+    /// Whether `copied` more bytes to copy and `pinned` more to pin fit under the bounds
+    /// ([`OUTBOX_MAX_COPIED`], [`OUTBOX_MAX_BYTES`]); anything fits into an empty outbox.
+    pub(super) fn has_room(&self, copied: usize, pinned: usize) -> bool {
+        let state = &self.state;
+        state.unsent == 0
+            || (state.unsent_copied + copied <= OUTBOX_MAX_COPIED
+                && state.unsent + copied + pinned <= OUTBOX_MAX_BYTES)
     }
 
+    /// Copies `bytes` in.
     pub(super) fn append(&mut self, bytes: &[u8]) {
-        self.state.pending.extend_from_slice(bytes);
+        self.state.pending.push_copied(bytes);
         self.state.unsent += bytes.len();
+        self.state.unsent_copied += bytes.len();
+    }
+
+    /// Stages a payload by reference.
+    pub(super) fn append_pinned(&mut self, bytes: PinnedBytes) {
+        self.state.unsent += bytes.len();
+        self.state.pending.push_pinned(bytes);
     }
 
     /// Frames are left in the framing until the outbox empties.
@@ -187,27 +323,26 @@ impl Outbox {
                 };
             }
             let spare = std::mem::take(&mut state.spare);
-            let mut bytes = std::mem::replace(&mut state.pending, spare);
+            let mut output = std::mem::replace(&mut state.pending, spare);
             state.writing = true;
             drop(state);
-            let (written, outcome) = self.write_all(&bytes, lock);
+            let (written, copied, outcome) = self.write_all(&mut output, lock);
             state = self.lock();
             state.writing = false;
             state.unsent -= written.min(state.unsent);
+            state.unsent_copied -= copied.min(state.unsent_copied);
             match outcome {
                 Ok(()) => {
-                    bytes.clear();
-                    if state.spare.capacity() < bytes.capacity() {
-                        state.spare = bytes;
+                    output.clear();
+                    if state.spare.copied.capacity() < output.copied.capacity() {
+                        state.spare = output;
                     }
                 }
                 Err(error) => {
                     if error.kind() == io::ErrorKind::WouldBlock {
                         // What is left goes back in front of what was staged meanwhile.
-                        bytes.drain(..written);
-                        bytes.extend_from_slice(&state.pending);
-                        state.pending.clear();
-                        state.spare = std::mem::replace(&mut state.pending, bytes);
+                        output.append(&mut state.pending);
+                        state.spare = std::mem::replace(&mut state.pending, output);
                         state.blocked = true;
                         return Written::Blocked;
                     }
@@ -218,22 +353,74 @@ impl Outbox {
         }
     }
 
-    /// Non-blocking writes of `bytes` until all are written or the socket answers otherwise;
-    /// returns how many were written.
-    fn write_all(&self, bytes: &[u8], lock: Lock) -> (usize, io::Result<()>) {
+    /// Non-blocking writes of `output` until all is written or the socket answers otherwise,
+    /// consuming what was written; returns how many bytes were written, and how many of them
+    /// were copied bytes.
+    fn write_all(&self, output: &mut Staged, lock: Lock) -> (usize, usize, io::Result<()>) {
         let counters = &self.counters;
-        let mut written = 0;
-        while let Some(rest) = bytes.get(written..).filter(|rest| !rest.is_empty()) {
+        let (mut written, mut copied) = (0, 0);
+        while !output.is_empty() {
             counters.socket_writes.fetch_add(1, Ordering::Relaxed);
             if lock == Lock::Released {
                 counters.socket_writes_unlocked.fetch_add(1, Ordering::Relaxed);
             }
-            match super::sys::send_vectored(&self.stream, &[IoSlice::new(rest)]) {
-                Ok(0) => return (written, Err(io::ErrorKind::WriteZero.into())),
-                Ok(count) => written += count,
-                Err(error) => return (written, Err(error)),
+            let sent = super::sys::send_vectored(&self.stream, &output.slices());
+            match sent {
+                Ok(0) => return (written, copied, Err(io::ErrorKind::WriteZero.into())),
+                Ok(count) => {
+                    written += count;
+                    copied += output.consume(count);
+                }
+                Err(error) => return (written, copied, Err(error)),
             }
         }
-        (written, Ok(()))
+        (written, copied, Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pinned(bytes: &[u8]) -> PinnedBytes {
+        let mut memory = ulnet_proto::engine::Memory::new(bytes.to_vec());
+        memory.pin(0, bytes.len()).expect("one buffer pins")
+    }
+
+    fn contents(staged: &Staged) -> Vec<u8> {
+        staged.slices().iter().flat_map(|slice| slice.to_vec()).collect()
+    }
+
+    #[test]
+    fn staged_output_keeps_its_order_through_partial_writes() {
+        let mut staged = Staged::default();
+        staged.push_copied(b"ab");
+        staged.push_copied(b"c");
+        staged.push_pinned(pinned(b"DEFG"));
+        staged.push_copied(b"h");
+        assert_eq!(staged.pieces.len(), 3, "adjacent copies are one run");
+        assert_eq!(contents(&staged), b"abcDEFGh");
+
+        assert_eq!(staged.consume(4), 3, "three copied bytes and one pinned");
+        assert_eq!(contents(&staged), b"EFGh");
+        let mut later = Staged::default();
+        later.push_copied(b"ij");
+        later.push_pinned(pinned(b"K"));
+        staged.append(&mut later);
+        assert!(later.is_empty() && later.copied.is_empty());
+        assert_eq!(contents(&staged), b"EFGhijK");
+        assert_eq!(staged.pieces.len(), 3, "h and ij join");
+        assert_eq!(staged.consume(6), 3);
+        assert_eq!(contents(&staged), b"K");
+        assert_eq!(staged.consume(10), 0);
+        assert!(staged.is_empty() && staged.copied.is_empty());
+    }
+
+    #[test]
+    fn empty_pieces_are_not_staged() {
+        let mut staged = Staged::default();
+        staged.push_copied(b"");
+        staged.push_pinned(pinned(b""));
+        assert!(staged.is_empty());
     }
 }

@@ -13,15 +13,21 @@
 //!
 //! The read buffer ([`Input`]) belongs to the connection's task, not to the peer table, so the
 //! task fills it before it takes the core lock ([`Input::preread`]): the system call that
-//! brings in headers and small payloads runs while other threads use the core. Only reads
-//! straight into MD memory, and reads after a full buffer, run with the lock held.
+//! brings in headers and small payloads runs while other threads use the core. A large
+//! payload's destination is lent by the core when nothing else can touch it
+//! (`Engine::rx_lend`: a router buffer, or an MD this receive uses up) and the task reads into
+//! it the same way ([`LentSlot`]); the turn under the lock only counts what arrived and gives
+//! the memory back before completing the receive. Only reads into MD memory the core cannot
+//! lend (an MD still open to other messages), and reads after a full buffer, run with the lock
+//! held.
 
 use foldhash::HashMap;
 use std::io::{self, IoSliceMut};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::net::TcpStream;
-use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, RxId};
+use ulnet_proto::engine::{HealthStatus, LentPayload, NiId, RecvAction, RxId};
 use ulnet_proto::socklnd::conn::{Conn, RecvEvent};
 use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
@@ -71,12 +77,34 @@ impl Input {
         }
     }
 
-    /// Starts a turn: reads into the buffer, if it is empty, before the caller takes the core
-    /// lock. `wanted`: the reader's state takes its next bytes through the buffer
-    /// ([`Reader::reads_through_buffer`], as of the last turn).
-    pub(super) fn preread(&mut self, stream: &TcpStream, wanted: bool, counters: &Counters) {
+    /// Starts a turn: reads into a lent payload that still wants bytes, or into the buffer if
+    /// it is empty, before the caller takes the core lock. `wanted`: the reader's state takes
+    /// its next bytes through the buffer ([`Reader::reads_through_buffer`], as of the last
+    /// turn).
+    pub(super) fn preread(
+        &mut self,
+        stream: &TcpStream,
+        wanted: bool,
+        counters: &Counters,
+        lent: &LentSlot,
+    ) {
         self.drained = false;
-        if !wanted || self.start < self.end || self.ended.is_some() {
+        if self.start < self.end || self.ended.is_some() {
+            return;
+        }
+        let filled_lent = match lent.lock().as_mut().filter(|lent| lent.wants_bytes()) {
+            Some(lent) => {
+                self.read_lent(stream, lent, counters);
+                if lent.wants_bytes() || self.drained || self.ended.is_some() {
+                    return;
+                }
+                true
+            }
+            None => false,
+        };
+        // A payload just filled, with the socket not known to be empty: what follows it is
+        // headers (or a truncated tail to skip), which go through the buffer.
+        if !wanted && !filled_lent {
             return;
         }
         counters.socket_reads.fetch_add(1, Ordering::Relaxed);
@@ -94,6 +122,45 @@ impl Input {
             // The socket is empty: the turn has nothing to read.
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.drained = true,
             Err(error) => self.ended = Some(error.kind()),
+        }
+    }
+
+    /// Reads the socket into a lent payload until it is full, the socket is empty or the
+    /// stream ends (kept in `ended` for the turn to report).
+    fn read_lent(&mut self, stream: &TcpStream, lent: &mut Lent, counters: &Counters) {
+        while lent.wants_bytes() {
+            counters.socket_reads.fetch_add(1, Ordering::Relaxed);
+            counters.socket_reads_unlocked.fetch_add(1, Ordering::Relaxed);
+            let mut slices = IoSlices::new();
+            for slice in lent.payload.slices_mut(lent.filled) {
+                slices.push(IoSliceMut::new(slice));
+                if slices.len() == MAX_IOVECS {
+                    break;
+                }
+            }
+            let asked: usize = slices.iter().map(|slice| slice.len()).sum();
+            match super::sys::read_vectored(stream, &mut slices) {
+                Ok(0) => {
+                    self.ended = Some(io::ErrorKind::UnexpectedEof);
+                    return;
+                }
+                Ok(read) => {
+                    lent.filled += read;
+                    if read < asked {
+                        self.drained = true;
+                        clear_readable(stream);
+                        return;
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.drained = true;
+                    return;
+                }
+                Err(error) => {
+                    self.ended = Some(error.kind());
+                    return;
+                }
+            }
         }
     }
 
@@ -137,6 +204,58 @@ impl Input {
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Step::Blocked),
             Err(error) => Err(CloseCause::from_io(error.kind())),
+        }
+    }
+}
+
+/// The destination of the payload being received, when the core lent it
+/// (`Engine::rx_lend`): the connection's task fills it without the core lock. Shared by the
+/// task and the peer table, which gives it back when the connection closes from another
+/// thread. Its lock is never held while taking the core lock.
+#[derive(Default)]
+pub(super) struct LentSlot(Mutex<Option<Lent>>);
+
+pub(super) struct Lent {
+    rx: RxId,
+    payload: LentPayload,
+    /// Bytes of the payload in.
+    filled: usize,
+}
+
+impl Lent {
+    fn wants_bytes(&self) -> bool {
+        self.filled < self.payload.len()
+    }
+}
+
+impl LentSlot {
+    fn lock(&self) -> MutexGuard<'_, Option<Lent>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the core to lend `rx`'s destination (a payload of `length` bytes, read from its
+    /// start), if it is large enough to be read straight from the socket.
+    fn lend(&self, core: &mut Core, rx: RxId, length: u32) {
+        if length < DIRECT_READ_MIN {
+            return;
+        }
+        let mut slot = self.lock();
+        if let Some(lent) = slot.as_ref() {
+            tracing::error!(held = ?lent.rx, ?rx, "a lent payload was never given back");
+            return;
+        }
+        if let Ok(Some(payload)) = core.engine.rx_lend(rx) {
+            *slot = Some(Lent { rx, payload, filled: 0 });
+        }
+    }
+
+    /// Gives `rx`'s destination back to the core, if it was lent.
+    fn give_back(&self, core: &mut Core, rx: RxId) {
+        let lent = self.lock().take_if(|lent| lent.rx == rx);
+        if let Some(lent) = lent {
+            if let Err(error) = core.engine.rx_give_back(rx, lent.payload) {
+                tracing::error!(%error, ?rx, "core refused a lent payload back");
+            }
         }
     }
 }
@@ -195,6 +314,7 @@ pub(super) struct ReadCx<'a> {
     /// Receives parked on a lazy portal, so `resume` finds their connection.
     pub(super) parked: &'a mut HashMap<RxId, ConnKey>,
     pub(super) key: ConnKey,
+    pub(super) lent: &'a LentSlot,
 }
 
 impl Reader {
@@ -247,7 +367,13 @@ impl Reader {
     }
 
     /// The core decided where a parked message's payload goes.
-    pub(super) fn resume(&mut self, core: &mut Core, now: Time, action: RecvAction) {
+    pub(super) fn resume(
+        &mut self,
+        core: &mut Core,
+        now: Time,
+        action: RecvAction,
+        lent: &LentSlot,
+    ) {
         let RxState::Parked { rx: parked } = self.state else {
             return;
         };
@@ -268,6 +394,9 @@ impl Reader {
             core.complete_recv(now, rx, HealthStatus::Ok);
             self.state = RxState::Frames;
         }
+        if let RxState::Deliver { rx, length, .. } = self.state {
+            lent.lend(core, rx, length);
+        }
         if self.state == (RxState::Discard { remaining: 0 }) {
             self.state = RxState::Frames;
         }
@@ -281,9 +410,13 @@ impl Reader {
         now: Time,
         parked: &mut HashMap<RxId, ConnKey>,
         status: HealthStatus,
+        lent: &LentSlot,
     ) {
         match self.state {
-            RxState::Deliver { rx, .. } => core.complete_recv(now, rx, status),
+            RxState::Deliver { rx, .. } => {
+                lent.give_back(core, rx);
+                core.complete_recv(now, rx, status);
+            }
             RxState::Parked { rx } => {
                 parked.remove(&rx);
             }
@@ -315,6 +448,7 @@ impl Reader {
                         if length == 0 && discard == 0 {
                             cx.core.complete_recv(cx.now, rx, HealthStatus::Ok);
                         } else {
+                            cx.lent.lend(cx.core, rx, length);
                             self.state = RxState::Deliver { rx, offset: 0, length, discard };
                         }
                         Ok(Step::Progress(0))
@@ -349,6 +483,13 @@ impl Reader {
         length: u32,
         discard: u32,
     ) -> Result<Step, CloseCause> {
+        if offset < length {
+            if let Some(step) = self.deliver_lent(cx, rx, offset, length, discard) {
+                return step;
+            }
+        } else {
+            cx.lent.give_back(cx.core, rx);
+        }
         if offset >= length {
             if discard > 0 {
                 // The truncated tail: skip it like an unwanted payload, then complete.
@@ -397,6 +538,50 @@ impl Reader {
         Ok(Step::Progress(taken))
     }
 
+    /// Payload into a lent destination: counts what the task read into it without the lock,
+    /// copies in what the buffer holds, and otherwise leaves the socket to the task's next
+    /// read without the lock. `None` if the destination is not lent.
+    fn deliver_lent(
+        &mut self,
+        cx: &mut ReadCx<'_>,
+        rx: RxId,
+        offset: u32,
+        length: u32,
+        discard: u32,
+    ) -> Option<Result<Step, CloseCause>> {
+        let mut slot = cx.lent.lock();
+        let lent = slot.as_mut().filter(|lent| lent.rx == rx)?;
+        let input = &mut *cx.input;
+        // `filled` is at most the payload's length, a u32.
+        let taken = if lent.filled > offset as usize {
+            lent.filled - offset as usize
+        } else if input.start < input.end {
+            // Already buffered (the bytes that came with the header): copy them in.
+            let count = (input.end - input.start).min((length - offset) as usize);
+            let bytes = input.buffer.get(input.start..input.start + count).unwrap_or(&[]);
+            if !lent.payload.write_at(offset as usize, bytes) {
+                return Some(Err(CloseCause::Internal(
+                    "a lent payload is shorter than its receive",
+                )));
+            }
+            lent.filled += count;
+            input.consume(count);
+            count
+        } else if let Some(kind) = input.ended {
+            return Some(Err(ended(cx.conn, kind)));
+        } else {
+            // The rest comes from the socket, read by the task without the lock.
+            return Some(Ok(Step::Blocked));
+        };
+        drop(slot);
+        if let Err(error) = cx.conn.handle_payload(cx.now, taken) {
+            return Some(Err(CloseCause::from_conn_error(error)));
+        }
+        let offset = offset + taken as u32;
+        self.state = RxState::Deliver { rx, offset, length, discard };
+        Some(Ok(Step::Progress(0)))
+    }
+
     fn discard(&mut self, cx: &mut ReadCx<'_>, remaining: u32) -> Result<Step, CloseCause> {
         let read = self.skip(cx, remaining)?;
         if let Some(skipped) = read.skipped {
@@ -433,6 +618,9 @@ struct Skip {
     /// Payload bytes skipped from the buffer, if any were.
     skipped: Option<u32>,
 }
+
+/// The slices of one vectored read, on the stack while few.
+type IoSlices<'a> = smallvec::SmallVec<[IoSliceMut<'a>; 32]>;
 
 /// Clears the stream's read readiness without a system call: `try_io` clears it when its
 /// closure reports WouldBlock, and only if no newer readiness event came in meanwhile.

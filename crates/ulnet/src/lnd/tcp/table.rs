@@ -35,7 +35,7 @@ use ulnet_proto::wire::hello::ConnType;
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
 use super::outbox::{Lock, Outbox, Written};
-use super::reader::{Input, ReadCx, ReadOutcome, Reader};
+use super::reader::{Input, LentSlot, ReadCx, ReadOutcome, Reader};
 use super::socket;
 use super::writer::{FlushCx, Flushed, Writer};
 use crate::lnd::Output;
@@ -195,8 +195,10 @@ struct ConnIo {
     nudge: Arc<Notify>,
     reader: Reader,
     writer: Writer,
-    /// Small frames copied aside, written without the core lock.
+    /// Frames staged to be written without the core lock.
     outbox: Arc<Outbox>,
+    /// The payload destination the core lent, which the task fills without the core lock.
+    lent: Arc<LentSlot>,
     /// The socket's send timeout (`socket::set_send_timeout`): `sock_timeout` when the
     /// connection was made, brought up to date by the scan when `--lnd-timeout` changes it.
     send_timeout: std::time::Duration,
@@ -310,7 +312,7 @@ impl PeerTable {
         });
         match io {
             Some(io) => {
-                io.reader.resume(cx.core, cx.now, resume.action);
+                io.reader.resume(cx.core, cx.now, resume.action, &io.lent);
                 cx.inner.post_nudge(cx.wakes, &io.nudge);
             }
             None => {
@@ -353,6 +355,7 @@ impl PeerTable {
             reads: &cx.node.counters.socket_reads,
             parked: &mut self.parked,
             key,
+            lent: &io.lent,
         };
         let outcome = io.reader.receive(&mut read);
         // ZC-ACKs that came in complete the messages that asked for them.
@@ -593,7 +596,8 @@ impl PeerTable {
         self.closed = true;
         for (_, mut peer) in self.peers.drain() {
             for mut io in peer.io.drain(..) {
-                io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::LocalError);
+                let status = HealthStatus::LocalError;
+                io.reader.abandon(cx.core, cx.now, &mut self.parked, status, &io.lent);
                 // What was staged is complete already: let it go as a closing socket's own
                 // unsent bytes would, if the socket takes it now.
                 let _ = io.outbox.write_out(Lock::Held);
@@ -699,6 +703,7 @@ impl PeerTable {
             Arc::clone(&nudge),
             Arc::clone(&cx.node.counters),
         ));
+        let lent = Arc::new(LentSlot::default());
         let first = peer.io.is_empty();
         peer.io.push(ConnIo {
             id,
@@ -708,6 +713,7 @@ impl PeerTable {
             reader: Reader::new(),
             writer: Writer::new(preamble),
             outbox: Arc::clone(&outbox),
+            lent: Arc::clone(&lent),
             send_timeout: cx.inner.sock_timeout(),
             awaiting_writable: false,
             queued: false,
@@ -746,7 +752,7 @@ impl PeerTable {
         for id in ids {
             self.flush(cx, peer_id, id, Urgency::AfterUnlock);
         }
-        Some(NewConn { key, stream, nudge, outbox })
+        Some(NewConn { key, stream, nudge, outbox, lent })
     }
 
     /// Closes one connection: fails what it held, shuts the socket, wakes its task so it
@@ -793,7 +799,7 @@ impl PeerTable {
             return;
         };
         let mut io = peer.io.swap_remove(index);
-        io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::RemoteError);
+        io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::RemoteError, &io.lent);
         socket::shut_down(&io.stream);
         cx.inner.post_nudge(cx.wakes, &io.nudge);
         cx.inner.count(|c| &c.conns_closed);

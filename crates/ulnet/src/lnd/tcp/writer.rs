@@ -10,10 +10,11 @@
 //!
 //! A passive connection's reply hello goes first, as a preamble: it must precede any frame.
 //!
-//! A batch whose payloads are all small is not written here but copied into the connection's
-//! [`Outbox`], which the staging thread writes once it has released the core lock; a batch
-//! with a large payload is written here, with the lock held, when the outbox is empty, and
-//! waits for it otherwise (`outbox.rs` says why).
+//! Frames are not written here but staged in the connection's [`Outbox`] (headers and small
+//! payloads copied, large payloads pinned), which the staging thread writes once it has
+//! released the core lock. Only a payload that cannot be pinned (MD memory of several segments,
+//! a router buffer) is written here, with the lock held, when the outbox is empty, and waits
+//! for it otherwise (`outbox.rs` says why).
 //!
 //! lustre: socklnd_cb.c `ksocknal_transmit()`, `ksocknal_send_iov()`, `ksocknal_send_kiov()`.
 
@@ -25,17 +26,26 @@ use std::sync::atomic::Ordering;
 
 use smallvec::SmallVec;
 use tokio::net::TcpStream;
-use ulnet_proto::engine::{HealthStatus, TxId};
+use ulnet_proto::engine::{HealthStatus, PinnedBytes, TxId};
 use ulnet_proto::socklnd::MessageToken;
 use ulnet_proto::socklnd::conn::{Conn, Frame};
 use ulnet_proto::time::Time;
 
 use super::context::{CloseCause, MAX_IOVECS};
-use super::outbox::{COPY_MAX_PAYLOAD, Outbox};
+use super::outbox::{COPY_MAX_PAYLOAD, Outbox, Staging};
 use crate::driver::{Core, Counters};
 
 /// Most frames gathered into one vectored write.
 pub const MAX_BATCH_FRAMES: usize = 64;
+
+/// Why staging stopped short of the last frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// The outbox has no room for the next frame.
+    Full,
+    /// The next frame's payload cannot be pinned: it is written from MD memory.
+    Unpinned,
+}
 
 /// A connection's unwritten output.
 pub(super) struct Writer {
@@ -96,25 +106,14 @@ impl Writer {
             if self.preamble_written >= self.preamble.len() && self.frames.is_empty() {
                 return Ok(Flushed::Idle);
             }
-            let small = self.frames.iter().all(|frame| frame.payload_len <= COPY_MAX_PAYLOAD);
             let mut outbox = cx.outbox.stage();
-            if small || !outbox.is_idle() {
-                let unwritten = self.unwritten_len();
-                if !small || !outbox.has_room(unwritten) {
-                    // Later frames must not overtake the staged bytes: they wait.
-                    outbox.defer();
-                    return Ok(Flushed::Idle);
-                }
-                let slices = self.slices(cx.core, cx.tokens)?;
-                let mut copied = 0;
-                for slice in &slices {
-                    outbox.append(slice);
-                    copied += slice.len();
-                }
+            let (staged, stopped) = self.stage(cx.core, cx.tokens, &mut outbox)?;
+            if staged > 0 {
                 *cx.staged |= outbox.wants_writer();
-                drop((outbox, slices));
-                self.advance(cx.now, cx.conn, copied)?;
-            } else {
+                drop(outbox);
+                self.advance(cx.now, cx.conn, staged)?;
+            } else if stopped == Some(Stop::Unpinned) && outbox.is_idle() {
+                // Nothing staged ahead of it: write it from MD memory, lock held.
                 drop(outbox);
                 cx.counters.socket_writes.fetch_add(1, Ordering::Relaxed);
                 let slices = self.slices(cx.core, cx.tokens)?;
@@ -128,6 +127,10 @@ impl Writer {
                 };
                 drop(slices);
                 self.advance(cx.now, cx.conn, written)?;
+            } else {
+                // Later frames must not overtake the staged bytes: they wait.
+                outbox.defer();
+                return Ok(Flushed::Idle);
             }
             while let Some(token) = cx.conn.poll_sent() {
                 if let Some(tx) = cx.tokens.remove(&token) {
@@ -137,11 +140,75 @@ impl Writer {
         }
     }
 
-    /// Bytes of the preamble and the handed-out frames not yet written.
-    fn unwritten_len(&self) -> usize {
-        let preamble = self.preamble.len().saturating_sub(self.preamble_written);
-        let frames: u64 = self.frames.iter().map(Frame::wire_len).sum();
-        preamble + (frames - self.front_written) as usize
+    /// Stages the preamble and frames, in order, into the outbox: headers and small payloads
+    /// copied, large payloads pinned. Stops at the first frame that does not fit or whose
+    /// payload cannot be pinned. Returns the bytes staged and why it stopped, if it did.
+    fn stage(
+        &self,
+        core: &mut Core,
+        tokens: &HashMap<MessageToken, TxId>,
+        outbox: &mut Staging<'_>,
+    ) -> Result<(usize, Option<Stop>), CloseCause> {
+        let mut staged = 0;
+        if let Some(rest) = self.preamble.get(self.preamble_written..) {
+            if !rest.is_empty() {
+                if !outbox.has_room(rest.len(), 0) {
+                    return Ok((0, Some(Stop::Full)));
+                }
+                outbox.append(rest);
+                staged += rest.len();
+            }
+        }
+        for (index, frame) in self.frames.iter().enumerate() {
+            let skip = if index == 0 { self.front_written as usize } else { 0 };
+            let header = frame.header_bytes();
+            let header_rest = header.get(skip..).unwrap_or(&[]);
+            let payload_skip = skip.saturating_sub(header.len());
+            let payload_len = (frame.payload_len as usize).saturating_sub(payload_skip);
+            let tx = match frame.token.and_then(|token| tokens.get(&token)) {
+                Some(tx) => Some(*tx),
+                None if frame.payload_len == 0 => None,
+                None => return Err(CloseCause::Internal("a frame's message is unknown")),
+            };
+            let (copied, pinned) = match tx {
+                Some(tx) if frame.payload_len > COPY_MAX_PAYLOAD => {
+                    let Ok(pinned) = core.engine.tx_payload_pinned(tx) else {
+                        return Err(CloseCause::Internal("a frame's payload went away"));
+                    };
+                    let Some(mut pinned) = pinned else {
+                        return Ok((staged, Some(Stop::Unpinned)));
+                    };
+                    pinned.consume(payload_skip);
+                    (header_rest.len(), Some(pinned))
+                }
+                _ => (header_rest.len() + payload_len, None),
+            };
+            if !outbox.has_room(copied, pinned.as_ref().map_or(0, PinnedBytes::len)) {
+                return Ok((staged, Some(Stop::Full)));
+            }
+            outbox.append(header_rest);
+            staged += header_rest.len();
+            match (pinned, tx) {
+                (Some(pinned), _) => {
+                    staged += pinned.len();
+                    outbox.append_pinned(pinned);
+                }
+                (None, Some(tx)) if payload_len > 0 => {
+                    let Ok(payload) = core.engine.tx_payload(tx) else {
+                        return Err(CloseCause::Internal("a frame's payload went away"));
+                    };
+                    let mut skip = payload_skip;
+                    for slice in payload {
+                        let part = slice.get(skip.min(slice.len())..).unwrap_or(&[]);
+                        skip -= slice.len().min(skip);
+                        outbox.append(part);
+                        staged += part.len();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok((staged, None))
     }
 
     /// The preamble's and the frames' unwritten bytes, as slices for one vectored write (the
