@@ -81,10 +81,16 @@ async fn run(inner: Arc<Inner>, node: Weak<Shared>, key: ConnKey, io: TaskIo) {
         preread = interest.preread;
         // Waiting ends on the first of these; a failed readiness wait shows up as an error on
         // the next read or write, which closes the connection.
+        if interest.write {
+            outbox.set_task_awaits_writable(true);
+        }
         tokio::select! {
             () = nudge.notified() => {}
             _ = stream.readable(), if interest.read => {}
             _ = stream.writable(), if interest.write => {}
+        }
+        if interest.write {
+            outbox.set_task_awaits_writable(false);
         }
     }
 }

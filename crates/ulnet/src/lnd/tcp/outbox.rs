@@ -80,6 +80,9 @@ struct State {
     unsent: usize,
     /// The copied part of `unsent`.
     unsent_copied: usize,
+    /// The connection's task is waiting for the socket to become writable: a write that finds
+    /// the socket full need not wake it.
+    task_awaits_writable: bool,
 }
 
 /// Output in stream order: runs of copied bytes (`copied`, in order) and pinned payloads.
@@ -296,9 +299,19 @@ impl Outbox {
     /// task if it has something to do about it: wait for room in the socket, close the
     /// connection after a failed write, or write frames that waited for the outbox.
     pub(crate) fn write_out_and_tell(&self) {
-        if self.write_out(Lock::Released) != Written::Idle {
-            self.nudge.notify_one();
+        match self.write_out(Lock::Released) {
+            Written::Idle => {}
+            // The task already waits for room: a streaming connection's every staged batch
+            // would otherwise cost it a turn that finds the socket as full.
+            Written::Blocked if self.lock().task_awaits_writable => {}
+            Written::Blocked | Written::Deferred | Written::Failed => self.nudge.notify_one(),
         }
+    }
+
+    /// The connection's task starts (`true`) or stops waiting for the socket to become
+    /// writable.
+    pub(super) fn set_task_awaits_writable(&self, awaits: bool) {
+        self.lock().task_awaits_writable = awaits;
     }
 
     /// Writes what is staged until it is all written, the socket is full (the task then waits
