@@ -6,8 +6,7 @@
 //! rather than copied). The thread that staged them writes the outbox once it has released the
 //! core lock ([`Wakes::write`]), so the system call, and for a large payload the copy into the
 //! socket, no longer holds up the node's other threads. A payload that cannot be pinned (MD
-//! memory of several segments, a router buffer) is written from MD memory under the lock, as
-//! before, but only when the outbox is empty, so the stream keeps its order: while the outbox
+//! memory of several segments) is written from MD memory under the lock, as before, but only when the outbox is empty, so the stream keeps its order: while the outbox
 //! holds bytes, later frames wait in the framing (`deferred`) and whoever empties it nudges the
 //! connection's task to write them.
 //!

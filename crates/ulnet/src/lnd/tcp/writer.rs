@@ -12,9 +12,9 @@
 //!
 //! Frames are not written here but staged in the connection's [`Outbox`] (headers and small
 //! payloads copied, large payloads pinned), which the staging thread writes once it has
-//! released the core lock. Only a payload that cannot be pinned (MD memory of several segments,
-//! a router buffer) is written here, with the lock held, when the outbox is empty, and waits
-//! for it otherwise (`outbox.rs` says why).
+//! released the core lock. Only a payload that cannot be pinned (MD memory of several
+//! segments) is written here, with the lock held, when the outbox is empty, and waits for it
+//! otherwise (`outbox.rs` says why).
 //!
 //! lustre: socklnd_cb.c `ksocknal_transmit()`, `ksocknal_send_iov()`, `ksocknal_send_kiov()`.
 
