@@ -40,7 +40,9 @@
 # /proc/PID/stat, with the kernel's share), the times a thread waited for a node's core lock
 # and the socket reads and writes, with the shares made without it
 # (`ulnet_runtime_events_total{event="core_lock_wait"|"socket_read"|"socket_write"|...}`
-# from each node's metrics endpoint, 127.0.0.1:19109 and up). Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# from each node's metrics endpoint, 127.0.0.1:19109 and up), and the server's time under its
+# core lock per RPC against its CPU per RPC (`ulnet_core_lock_held_seconds_total`): the serial
+# share that bounds what more partitions can gain while the lock is one. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
 # CPU 0 when pinned) and the one server: with two partitions the server's connections to
 # them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 # --bulk does the same for brw write and read of 1 MiB at concurrency 16 (rates in MB/s, costs
@@ -209,7 +211,7 @@ record() { # measure target ulst peer
 }
 
 # The daemons' CPU ticks (user, system), core lock waits, socket reads and writes and those
-# made without the core lock, summed over all nodes.
+# made without the core lock, summed over all nodes; then the server's alone.
 daemon_costs() {
     local ticks counts pid index
     ticks=$(for pid in "${PIDS[@]}"; do cut -d' ' -f14,15 "/proc/$pid/stat"; done \
@@ -223,7 +225,14 @@ daemon_costs() {
                 /^ulnet_runtime_events_total\{event="socket_write"\}/ { x += $2 }
                 /^ulnet_runtime_events_total\{event="socket_write_unlocked"\}/ { y += $2 }
                 END { print w + 0, r + 0, u + 0, x + 0, y + 0 }')
-    echo "$ticks $counts"
+    # The server's (node b's) own CPU ticks, core lock held seconds and holds: the share of
+    # its work that the one core lock serialises.
+    server=$(cut -d' ' -f14,15 "/proc/${PIDS[1]}/stat" | awk '{ print $1 + $2 }')
+    held=$(curl -s "http://127.0.0.1:19110/metrics" \
+        | awk '/^ulnet_core_lock_held_seconds_total / { h = $2 }
+               /^ulnet_runtime_events_total\{event="core_lock_hold"\}/ { n = $2 }
+               END { print h + 0, n + 0 }')
+    echo "$ticks $counts $server $held"
 }
 
 # A small-RPC point with its costs: the rate (RPC/s) as ulst_rpc_rate counts it, then the
@@ -241,14 +250,17 @@ small_point() { # clients batch test-args...
     second=$(ulst_sample "$clients" | json "d['latency_us']['worst']['count']")
     after=$(daemon_costs)
     "$BIN/ulst" stop "$batch" >/dev/null
-    read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED COST_WRITES_UNLOCKED < <(python3 -c "
+    read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED COST_WRITES_UNLOCKED \
+        SERVER_CPU SERVER_HELD SERVER_HOLDS < <(python3 -c "
 b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
 rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
 cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
 print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
       round((a[1] - b[1]) / max(a[0] + a[1] - b[0] - b[1], 1), 2), round((a[2] - b[2]) / rpcs, 3),
       round((a[3] - b[3]) / rpcs, 2), round((a[4] - b[4]) / max(a[3] - b[3], 1), 2),
-      round((a[6] - b[6]) / max(a[5] - b[5], 1), 2))")
+      round((a[6] - b[6]) / max(a[5] - b[5], 1), 2),
+      round((a[7] - b[7]) / hz * 1e6 / rpcs, 2), round((a[8] - b[8]) * 1e6 / rpcs, 2),
+      round((a[9] - b[9]) / rpcs, 1))")
 }
 
 # The small-RPC (or, with --bulk, 1 MiB) rates of the partition runs, and their costs: with
@@ -296,6 +308,12 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
             "$COST_UNLOCKED" "-"
         record "$test concurrency $CONC: share of writes without the core lock" "-" \
             "$COST_WRITES_UNLOCKED" "-"
+        # Against the server's CPU per RPC, the time its core lock is held per RPC is the
+        # serial share that bounds what partitions can gain while the lock is one.
+        record "$test concurrency $CONC: server's core lock held us per RPC vs its CPU us" "-" \
+            "$SERVER_HELD" "$SERVER_CPU"
+        record "$test concurrency $CONC: server's core lock holds per RPC" "-" \
+            "$SERVER_HOLDS" "-"
     done
 }
 

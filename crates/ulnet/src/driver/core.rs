@@ -3,12 +3,14 @@
 //! ([`Shared`]).
 
 use foldhash::HashMap;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ulnet_proto::engine::{Event, HealthStatus, MdHandle, NiId, PingCompletion, RxId, TxId};
 use ulnet_proto::time::Time;
@@ -73,6 +75,66 @@ pub(crate) struct Counters {
     pub(crate) socket_reads_unlocked: AtomicU64,
     /// Times a thread found the core lock held and waited for it.
     pub(crate) core_lock_waits: AtomicU64,
+    /// How long the core lock was held, and how many times it was taken, both estimated from
+    /// one acquisition in [`HOLD_SAMPLE`] on each thread (timing every hold would cost two
+    /// clock reads per hold, a tenth of a small RPC): the message path's serial share, which
+    /// bounds what more partitions can gain while the lock is one (decision 0029).
+    pub(crate) core_lock_held_ns: AtomicU64,
+    pub(crate) core_lock_holds: AtomicU64,
+}
+
+/// One acquisition of the core lock in this many, on each thread, is timed.
+pub(crate) const HOLD_SAMPLE: u32 = 16;
+
+thread_local! {
+    /// Acquisitions of a core lock on this thread since the last timed one.
+    static UNTIMED_HOLDS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The core, locked: a `MutexGuard` that times the hold when it is one of the sampled ones.
+pub(crate) struct CoreGuard<'a> {
+    guard: MutexGuard<'a, Core>,
+    /// When the lock was taken, on a sampled acquisition, and the counters to add it to.
+    timed: Option<(Instant, &'a Counters)>,
+}
+
+impl<'a> CoreGuard<'a> {
+    fn new(guard: MutexGuard<'a, Core>, counters: &'a Counters) -> Self {
+        let untimed = UNTIMED_HOLDS.get() + 1;
+        let timed = if untimed >= HOLD_SAMPLE {
+            UNTIMED_HOLDS.set(0);
+            Some((Instant::now(), counters))
+        } else {
+            UNTIMED_HOLDS.set(untimed);
+            None
+        };
+        Self { guard, timed }
+    }
+}
+
+impl Deref for CoreGuard<'_> {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.guard
+    }
+}
+
+impl DerefMut for CoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        &mut self.guard
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        if let Some((taken, counters)) = self.timed {
+            let held = u64::try_from(taken.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let sample = u64::from(HOLD_SAMPLE);
+            counters.core_lock_held_ns.fetch_add(held.saturating_mul(sample), Ordering::Relaxed);
+            counters.core_lock_holds.fetch_add(sample, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The core plus the runtime's bookkeeping about it, all behind one mutex.
@@ -189,19 +251,20 @@ impl Core {
 }
 
 impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+    pub(crate) fn lock(&self) -> CoreGuard<'_> {
         // The core never panics on any input (its contract); recover rather than cascade if a
         // runtime bug ever poisoned the lock.
         // `try_lock` first: the same one atomic operation when the lock is free, and a count
         // of the times it was not (how much the partitions' threads contend for the core).
-        match self.core.try_lock() {
+        let guard = match self.core.try_lock() {
             Ok(core) => core,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => {
                 self.counters.core_lock_waits.fetch_add(1, Ordering::Relaxed);
                 self.core.lock().unwrap_or_else(PoisonError::into_inner)
             }
-        }
+        };
+        CoreGuard::new(guard, &self.counters)
     }
 
     /// The I/O runtime of partition `cpt` (partition 0's for a CPT the node does not have),
@@ -237,7 +300,7 @@ pub(super) const MIN_QUEUE_REGISTRY_SWEEP: usize = 16;
 pub(crate) fn lock_pair<'a>(
     first: &'a Shared,
     second: &'a Shared,
-) -> (MutexGuard<'a, Core>, MutexGuard<'a, Core>) {
+) -> (CoreGuard<'a>, CoreGuard<'a>) {
     if first.id < second.id {
         let a = first.lock();
         let b = second.lock();
@@ -252,6 +315,31 @@ pub(crate) fn lock_pair<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holds_of_the_core_lock_are_sampled_and_timed() {
+        let node = crate::Node::loopback().unwrap();
+        let shared = node.shared();
+        let before = shared.counters.core_lock_holds.load(Ordering::Relaxed);
+        let held = Duration::from_micros(200);
+        for _ in 0..2 * HOLD_SAMPLE {
+            let _core = shared.lock();
+            let taken = Instant::now();
+            while taken.elapsed() < held {
+                std::hint::spin_loop();
+            }
+        }
+        let holds = shared.counters.core_lock_holds.load(Ordering::Relaxed) - before;
+        // Two sampled holds at least (the node's own calls on this thread may have advanced
+        // the thread's count), each counted for the HOLD_SAMPLE holds it stands for.
+        assert!(holds >= 2 * u64::from(HOLD_SAMPLE), "{holds}");
+        assert_eq!(holds % u64::from(HOLD_SAMPLE), 0);
+        let held_ns = shared.counters.core_lock_held_ns.load(Ordering::Relaxed);
+        // Ours hold it 200 us each; a sampled short hold of the node's own would pull the mean
+        // down by a third at most.
+        let per_hold = Duration::from_nanos(held_ns / holds);
+        assert!(per_hold >= held / 2, "{per_hold:?}");
+    }
 
     #[test]
     fn the_queue_registry_forgets_dropped_queues() {

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use ulnet_proto::engine::{HealthStatus, NiId, PingCompletion, RecvAction};
 use ulnet_proto::time::Time;
 
-use super::core::{CompletionKey, Core, Lnds, Shared};
+use super::core::{CompletionKey, Core, CoreGuard, Lnds, Shared};
 use super::event_route::route_events;
 use super::wake::Wakes;
 use crate::clock;
@@ -22,10 +22,60 @@ pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mu
     drain_and_flush(shared, core, now, wakes, false);
 }
 
-/// [`drain`] for an API call: output that continues a stream may be held back
+/// [`drain`] on the message path (a connection's turn, a handler's held output): output due
+/// at once (a burst's first half, decision 0011) is written with the core lock released, and
+/// the drain then goes on under the lock again, with `now` read anew, so the system calls that
+/// make up most of a small RPC's cost hold up no other partition's thread. Returns the lock,
+/// taken again.
+pub(crate) fn drain_releasing<'a>(
+    shared: &'a Arc<Shared>,
+    core: CoreGuard<'a>,
+    now: &mut Time,
+    wakes: &mut Wakes,
+) -> CoreGuard<'a> {
+    release_for_early_output(shared, core, now, wakes, false)
+}
+
+/// [`drain_releasing`] for an API call: output that continues a stream may be held back
 /// ([`super::hold`]).
-pub(crate) fn drain_call(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {
-    drain_and_flush(shared, core, now, wakes, true);
+pub(crate) fn drain_call<'a>(
+    shared: &'a Arc<Shared>,
+    core: CoreGuard<'a>,
+    now: &mut Time,
+    wakes: &mut Wakes,
+) -> CoreGuard<'a> {
+    release_for_early_output(shared, core, now, wakes, true)
+}
+
+fn release_for_early_output<'a>(
+    shared: &'a Arc<Shared>,
+    mut core: CoreGuard<'a>,
+    now: &mut Time,
+    wakes: &mut Wakes,
+    api_call: bool,
+) -> CoreGuard<'a> {
+    wakes.set_may_unlock(true);
+    while drain_and_flush(shared, &mut core, *now, wakes, api_call) == Drained::Paused {
+        // The core is consistent between two outputs: whoever takes the lock meanwhile may
+        // carry out the rest.
+        drop(core);
+        wakes.write_early_output();
+        core = shared.lock();
+        // Under the lock, so that `now` never goes backwards for the core.
+        *now = clock::now().max(*now);
+    }
+    wakes.set_may_unlock(false);
+    core
+}
+
+/// How a drain ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drained {
+    /// Everything is carried out.
+    Done,
+    /// Output is due at once and the caller may release the lock to write it
+    /// ([`drain_releasing`]); the rest waits in the core.
+    Paused,
 }
 
 fn drain_and_flush(
@@ -34,12 +84,14 @@ fn drain_and_flush(
     now: Time,
     wakes: &mut Wakes,
     api_call: bool,
-) {
+) -> Drained {
     // One handle on the LNDs for the whole drain: they change only under this lock, and not
     // from inside an LND call (`crate::ni_live`), so a clone per step would only cost atomics.
     let lnds = Arc::clone(&core.lnds);
     loop {
-        carry_out(shared, core, &lnds, now, wakes);
+        if carry_out(shared, core, &lnds, now, wakes) == Drained::Paused {
+            return Drained::Paused;
+        }
         // Writing completes sends, which may free credits for more transmits: carry out again.
         if !flush(shared, core, &lnds, now, wakes, api_call) {
             break;
@@ -51,6 +103,7 @@ fn drain_and_flush(
         core.armed = Time::ZERO;
         wakes.ring(shared);
     }
+    Drained::Done
 }
 
 /// Logs the NIDs discovery refused to attach to the peer that listed them (one of ours, or a
@@ -103,8 +156,15 @@ fn flush(
     written
 }
 
-/// Carries out what the core produced until it produces nothing more.
-fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wakes: &mut Wakes) {
+/// Carries out what the core produced until it produces nothing more, or until output is due
+/// at once and may be written with the lock released ([`Drained::Paused`]).
+fn carry_out(
+    shared: &Arc<Shared>,
+    core: &mut Core,
+    lnds: &Lnds,
+    now: Time,
+    wakes: &mut Wakes,
+) -> Drained {
     loop {
         let mut progressed = false;
         // Resets first: a probe of a path just given up on is queued after them.
@@ -122,6 +182,9 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wake
                 Some(lnd) => {
                     core.in_flight.insert(transmit.tx, transmit.ni);
                     lnd.transmit(shared, core, now, transmit, wakes);
+                    if wakes.early_due() {
+                        return Drained::Paused;
+                    }
                 }
                 None => {
                     // Closing (or, a bug, an NI without an LND): the transmit fails here. Not a
@@ -164,7 +227,7 @@ fn carry_out(shared: &Arc<Shared>, core: &mut Core, lnds: &Lnds, now: Time, wake
             }
         }
         if !progressed {
-            break;
+            return Drained::Done;
         }
     }
 }
@@ -209,10 +272,8 @@ impl Drop for HandlerStream {
 /// Writes whatever the LNDs hold back.
 pub(super) fn write_held(shared: &Arc<Shared>) {
     let mut wakes = Wakes::default();
-    {
-        let mut core = shared.lock();
-        let now = clock::now();
-        drain(shared, &mut core, now, &mut wakes);
-    }
+    let core = shared.lock();
+    let mut now = clock::now();
+    drop(drain_releasing(shared, core, &mut now, &mut wakes));
     wakes.finish();
 }

@@ -52,7 +52,7 @@ pub(crate) mod wake;
 
 pub(crate) use self::core::{CompletionKey, Core, Counters, Lnds, Shared, lock_pair, next_node_id};
 pub(crate) use doorbell::Doorbell;
-pub(crate) use drain::{HandlerStream, before_wait, drain, drain_call};
+pub(crate) use drain::{HandlerStream, before_wait, drain, drain_call, drain_releasing};
 pub(crate) use hold::OutputHold;
 pub(crate) use io_loop::run;
 pub(crate) use shutdown::finish;

@@ -17,6 +17,12 @@ use crate::lnd::tcp::Outbox;
 pub(crate) struct Wakes {
     /// Connection outboxes this thread staged output in, to write after the unlock.
     outboxes: ArcSet<Outbox>,
+    /// Set by a drain that may release the core lock part way ([`super::drain::drain_releasing`]):
+    /// output due at once (a burst's first half, decision 0011) is then written with the lock
+    /// released rather than held.
+    may_unlock: bool,
+    /// Outboxes due at once, to write before the drain goes on, with the lock released.
+    early: ArcSet<Outbox>,
     doorbells: ArcSet<Shared>,
     queues: ArcSet<EqShared>,
     /// Connection tasks to wake (an LND's), on whichever partition's thread they run.
@@ -39,6 +45,35 @@ impl Wakes {
         if !self.outboxes.contains(outbox) {
             self.outboxes.insert(Arc::clone(outbox));
         }
+    }
+
+    /// Whether `outbox`, due to be written at once, can wait until the drain releases the core
+    /// lock for it (it is then written before the drain goes on); otherwise the caller writes
+    /// it with the lock held.
+    pub(crate) fn write_early(&mut self, outbox: &Arc<Outbox>) -> bool {
+        if !self.may_unlock {
+            return false;
+        }
+        if !self.early.contains(outbox) {
+            self.early.insert(Arc::clone(outbox));
+        }
+        true
+    }
+
+    /// Whether output waits to be written at once: the drain should release the lock.
+    pub(super) fn early_due(&self) -> bool {
+        !self.early.is_empty()
+    }
+
+    /// Writes the output due at once. Call with no core lock held.
+    pub(super) fn write_early_output(&mut self) {
+        for outbox in std::mem::take(&mut self.early).into_items() {
+            outbox.write_out_and_tell();
+        }
+    }
+
+    pub(super) fn set_may_unlock(&mut self, may_unlock: bool) {
+        self.may_unlock = may_unlock;
     }
 
     /// Wake `queue`'s consumers.
@@ -65,7 +100,8 @@ impl Wakes {
     }
 
     /// Writes the staged output, then issues the wake-ups. Call with no core lock held.
-    pub(crate) fn finish(self) {
+    pub(crate) fn finish(mut self) {
+        self.write_early_output();
         for outbox in self.outboxes.into_items() {
             outbox.write_out_and_tell();
         }
@@ -97,6 +133,10 @@ impl<T> Default for ArcSet<T> {
 }
 
 impl<T> ArcSet<T> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn contains(&self, item: &Arc<T>) -> bool {
         self.0.iter().any(|known| Arc::ptr_eq(known, item))
     }

@@ -41,6 +41,34 @@ fn small_messages_are_read_and_written_without_the_core_lock() {
     assert_eq!(total, unlocked, "writes with the lock held");
 }
 
+/// A burst's first half leaves while the drain still has the second to stage (decision
+/// 0011): the drain releases the core lock for that write too, so no write of a burst of
+/// small messages holds it.
+#[test]
+fn a_burst_is_written_in_halves_without_the_core_lock() {
+    let port = free_port();
+    let (a, b, inbox) = connected(port);
+    let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
+    let before = writes(&a);
+    for round in 0..4 {
+        a.batch(|calls| {
+            for index in round * 16..round * 16 + 16 {
+                calls.put(&put_to_portal_12(&b, md, index)).unwrap();
+            }
+        })
+        .unwrap();
+        // Whatever was held back is written before a wait.
+        let _ = a.event_queue(1).try_recv();
+        for index in round * 16..round * 16 + 16 {
+            assert_eq!(recv(&inbox).hdr_data, index);
+        }
+    }
+    let (total, locked) = locked_since(writes(&a), before);
+    // Each burst of 16 leaves in two writes at least: its first half early.
+    assert!(total >= 8, "{total} writes for 4 bursts");
+    assert_eq!(locked, 0, "writes with the lock held, of {total}");
+}
+
 /// Reads and writes (total, with the lock held) on `node` since `before`.
 fn locked_since(now: (u64, u64), before: (u64, u64)) -> (u64, u64) {
     let total = now.0 - before.0;

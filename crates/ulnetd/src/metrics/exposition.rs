@@ -11,6 +11,7 @@
 //! `ulnet_metrics_peer_nis_omitted` counts the rest.
 
 use std::fmt;
+use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -190,6 +191,7 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
         ("socket_read", runtime.socket_reads),
         ("socket_read_unlocked", runtime.socket_reads_unlocked),
         ("core_lock_wait", runtime.core_lock_waits),
+        ("core_lock_hold", runtime.core_lock_holds),
         ("event_unrouted", runtime.events_unrouted),
         ("transmit_failed_locally", runtime.transmits_failed_locally),
     ];
@@ -198,6 +200,13 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
         "ulnet_runtime_events",
         "The runtime's counters: I/O thread wake-ups, socket writes, waits for the core lock, ...",
         runtime.map(|(event, value)| (by("event", event), value)),
+    )?;
+    let held = Duration::from_nanos(stats.runtime.core_lock_held_ns).as_secs_f64();
+    counter_f64(
+        out,
+        "ulnet_core_lock_held_seconds",
+        "Time the node's core lock was held (estimated from one acquisition in 16)",
+        held,
     )
 }
 
@@ -516,6 +525,11 @@ fn counter(
         family.encode_family(labels)?.encode_counter::<NoLabelSet, u64, u64>(value, None)?;
     }
     Ok(())
+}
+
+fn counter_f64(out: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: f64) -> fmt::Result {
+    let mut family = out.encode_descriptor(name, help, None, MetricType::Counter)?;
+    family.encode_family(&Labels::default())?.encode_counter::<NoLabelSet, f64, u64>(&value, None)
 }
 
 fn gauge(

@@ -53,7 +53,7 @@ use super::listener::Listener;
 use super::ni::Inner;
 use super::{connection, deadline_instant, socket};
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain, partitions};
+use crate::driver::{Shared, Wakes, drain_releasing, partitions};
 use crate::log_limit::warn_limited;
 
 /// Pause after an accept error (out of file descriptors...) before trying again.
@@ -313,7 +313,7 @@ fn verdict(
     stream: TcpStream,
     loopback: bool,
 ) -> Option<Refusal> {
-    let now = clock::now();
+    let mut now = clock::now();
     let mut wakes = Wakes::default();
     let refusal = {
         let mut core = node.lock();
@@ -333,7 +333,7 @@ fn verdict(
             }
             Err((stream, reply)) => Some(Refusal { stream, reply, ni: Some(Arc::clone(inner)) }),
         };
-        drain(node, &mut core, now, &mut wakes);
+        drop(drain_releasing(node, core, &mut now, &mut wakes));
         refusal
     };
     wakes.finish();

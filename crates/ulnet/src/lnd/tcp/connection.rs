@@ -12,10 +12,12 @@
 //!    payload's destination when the core lent it (`Input::preread`);
 //! 1. lock the core and the table; handle the input (headers to the core, payload into MD
 //!    memory), reading more from the socket as it goes when the core could not lend;
-//! 2. release the table and `drain` the core: the ACKs, REPLYs and events the input produced go
-//!    out now, most of them written to their sockets right away;
+//! 2. release the table and drain the core: the ACKs, REPLYs and events the input produced
+//!    are staged in their connections' outboxes; a burst's first half is written as soon as it
+//!    is staged, with the core lock released for the write (`drain_releasing`), and the rest
+//!    once the turn ends;
 //! 3. lock the table again and write what this connection still has (ZC-ACK NOOPs, leftovers),
-//!    which also tells the task what to wait for; `drain` again for the sends that completed.
+//!    which also tells the task what to wait for; drain again for the sends that completed.
 //!
 //! The task leaves when its connection is gone from the table.
 
@@ -30,7 +32,7 @@ use super::ni::Inner;
 use super::outbox::{Lock, Outbox};
 use super::reader::{Input, LentSlot};
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain, partitions};
+use crate::driver::{Shared, Wakes, drain_releasing, partitions};
 
 /// Starts the task of a connection the peer table just added, on the I/O thread of the
 /// partition its peer hashes to (where the dialer or the acceptor registered its socket).
@@ -129,7 +131,7 @@ fn take_turn(
     key: ConnKey,
     input: &mut Input,
 ) -> Option<(Interest, bool)> {
-    let now = clock::now();
+    let mut now = clock::now();
     let mut wakes = Wakes::default();
     let outcome = {
         let mut core = node.lock();
@@ -140,7 +142,7 @@ fn take_turn(
             let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
             cx.with_table(|table, cx| table.receive(cx, key, input))
         };
-        drain(node, &mut core, now, &mut wakes);
+        core = drain_releasing(node, core, &mut now, &mut wakes);
         let interest = match turn {
             Turn::Closed => None,
             Turn::Open { more } => {
@@ -148,7 +150,7 @@ fn take_turn(
                 cx.with_table(|table, cx| table.send(cx, key).map(|interest| (interest, more)))
             }
         };
-        drain(node, &mut core, now, &mut wakes);
+        drop(drain_releasing(node, core, &mut now, &mut wakes));
         interest
     };
     wakes.finish();

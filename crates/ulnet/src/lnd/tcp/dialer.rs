@@ -20,7 +20,7 @@ use super::context::{Cx, DialError, Dialled};
 use super::ni::Inner;
 use super::{connection, deadline_instant, socket};
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain};
+use crate::driver::{Shared, Wakes, drain_releasing};
 
 /// Dials `peer` as `request` asks, then hands the result to the peer table.
 pub(super) async fn run(
@@ -33,7 +33,7 @@ pub(super) async fn run(
     let Some(node) = node.upgrade() else {
         return;
     };
-    let now = clock::now();
+    let mut now = clock::now();
     let mut wakes = Wakes::default();
     {
         let mut core = node.lock();
@@ -46,7 +46,7 @@ pub(super) async fn run(
                 connection::start(&inner, &node, new);
             }
         }
-        drain(&node, &mut core, now, &mut wakes);
+        drop(drain_releasing(&node, core, &mut now, &mut wakes));
     }
     wakes.finish();
 }

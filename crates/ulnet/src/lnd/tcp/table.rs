@@ -646,7 +646,10 @@ impl PeerTable {
             match urgency {
                 Urgency::AfterUnlock => cx.wakes.write(&io.outbox),
                 Urgency::Now => {
-                    if io.outbox.write_out(Lock::Held) != Written::Idle {
+                    // With the lock released if the drain can (`drain_releasing`).
+                    if !cx.wakes.write_early(&io.outbox)
+                        && io.outbox.write_out(Lock::Held) != Written::Idle
+                    {
                         cx.inner.post_nudge(cx.wakes, &io.nudge);
                     }
                 }
@@ -855,8 +858,9 @@ enum Urgency {
     /// Once this thread releases the core lock (`Wakes::write`): the system call holds up
     /// nobody.
     AfterUnlock,
-    /// At once, lock held: a burst's first half, which leaves early so the peer works it while
-    /// the second half is produced (decision 0011).
+    /// At once: a burst's first half, which leaves early so the peer works it while the
+    /// second half is produced (decision 0011). The drain releases the lock to write it where
+    /// it can (`driver::drain::drain_releasing`), else it is written with the lock held.
     Now,
 }
 
