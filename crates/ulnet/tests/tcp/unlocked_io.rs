@@ -69,6 +69,54 @@ fn a_burst_is_written_in_halves_without_the_core_lock() {
     assert_eq!(locked, 0, "writes with the lock held, of {total}");
 }
 
+/// Threads sending bursts to one peer at once: a drain that released the lock for an early
+/// write finds, when it takes the lock again, that another thread may have carried out part
+/// of its output, and the other thread's drain may pause in turn. Every message arrives once,
+/// each thread's in the order it sent them.
+#[test]
+fn bursts_from_several_threads_arrive_whole_and_in_order() {
+    const THREADS: u64 = 4;
+    const BURSTS: u64 = 20;
+    const BURST: u64 = 16;
+    let port = free_port();
+    let (a, b) = (tcp_node(0, port), tcp_node(1, port));
+    put_and_check(&a, &b, 1, &[1, 2, 3]);
+    let inbox = b.event_queue((THREADS * BURSTS * BURST) as usize);
+    open_portal_12(&b, &inbox);
+    let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
+    let before = writes(&a);
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (a, b) = (&a, &b);
+            scope.spawn(move || {
+                for burst in 0..BURSTS {
+                    a.batch(|calls| {
+                        for index in 0..BURST {
+                            let number = thread << 32 | (burst * BURST + index);
+                            calls.put(&put_to_portal_12(b, md, number)).unwrap();
+                        }
+                    })
+                    .unwrap();
+                }
+                // Whatever was held back is written before a wait.
+                let _ = a.event_queue(1).try_recv();
+            });
+        }
+    });
+    let mut next = [0u64; THREADS as usize];
+    for _ in 0..THREADS * BURSTS * BURST {
+        let put = recv(&inbox);
+        let (thread, number) = ((put.hdr_data >> 32) as usize, put.hdr_data & 0xffff_ffff);
+        assert_eq!(number, next[thread], "thread {thread}'s messages out of order");
+        next[thread] += 1;
+    }
+    assert!(inbox.is_empty());
+    assert_eq!(a.tcp_stats().protocol_errors + b.tcp_stats().protocol_errors, 0);
+    let (total, locked) = locked_since(writes(&a), before);
+    assert!(total >= THREADS * BURSTS, "{total} writes for {} bursts", THREADS * BURSTS);
+    assert_eq!(locked, 0, "writes with the lock held, of {total}");
+}
+
 /// Reads and writes (total, with the lock held) on `node` since `before`.
 fn locked_since(now: (u64, u64), before: (u64, u64)) -> (u64, u64) {
     let total = now.0 - before.0;
