@@ -22,11 +22,11 @@ pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mu
     drain_and_flush(shared, core, now, wakes, false);
 }
 
-/// [`drain`] on the message path (a connection's turn, a handler's held output): output due
-/// at once (a burst's first half, decision 0011) is written with the core lock released, and
-/// the drain then goes on under the lock again, with `now` read anew, so the system calls that
-/// make up most of a small RPC's cost hold up no other partition's thread. Returns the lock,
-/// taken again.
+/// [`drain`] on the message path (a connection's turn, a handler's held output, a finished
+/// dial or accept, the core's timers): output due at once (a burst's first half, decision 0011)
+/// is written with the core lock released, and the drain then goes on under the lock again,
+/// with `now` read anew, so the system calls that make up most of a small RPC's cost hold up no
+/// other partition's thread. Returns the lock, taken again.
 pub(crate) fn drain_releasing<'a>(
     shared: &'a Arc<Shared>,
     core: CoreGuard<'a>,

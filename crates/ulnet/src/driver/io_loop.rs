@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use ulnet_proto::time::Time;
 
 use super::core::Shared;
-use super::drain::{drain, write_held};
+use super::drain::{drain_releasing, write_held};
 use super::hold::HeldCheck;
 use super::wake::Wakes;
 use crate::clock;
@@ -19,7 +19,7 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
         if shared.closing.load(Ordering::Acquire) {
             return;
         }
-        let now = clock::now();
+        let mut now = clock::now();
         let held_check = match shared.output_hold.check(now) {
             HeldCheck::Idle => None,
             HeldCheck::At(due) => Some(due),
@@ -33,7 +33,8 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
             let mut core = shared.lock();
             if core.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
                 core.engine.handle_timeout(now);
-                drain(shared, &mut core, now, &mut wakes);
+                // Resends after a failure come in bursts too.
+                core = drain_releasing(shared, core, &mut now, &mut wakes);
             }
             core.armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
             (core.armed, Arc::clone(&core.lnds))
