@@ -242,6 +242,16 @@ declare -A IDLE
 for node in $NODES; do IDLE[$node]=$(rss_kib "$node"); done
 log "seed $SEED, $RAILS rails and $ROUTERS routers at $RATE, idle RSS (KiB):$(for node in $NODES; do printf ' %s %s' "$node" "${IDLE[$node]}"; done)"
 
+# A restarted daemon's idle RSS: the larger of its own, read before it has served anything, and
+# the warmed-up one of the daemon it replaces (the same binary and configuration), so that a
+# node which then serves sessions is held to what a node that has served one holds idle.
+restarted_idle() { # node
+    local fresh
+    fresh=$(rss_kib "$1")
+    [ "$fresh" -gt "${IDLE[$1]}" ] && IDLE[$1]=$fresh
+    return 0
+}
+
 # One chaos action against a broken rail (2..RAILS) or a node; repaired before it returns.
 # Sets DIRTY when the epoch may legitimately see RPC errors (a drop rule, a restart).
 chaos() {
@@ -283,7 +293,7 @@ chaos() {
             DIRTY=1
             start_node b
             sleep 1
-            IDLE[b]=$(rss_kib b) ;;
+            restarted_idle b ;;
         5)
             # Rarely: RPCs inside the router when it dies are lost (LNet delivers to the
             # next hop), so the epoch may see errors.
@@ -293,7 +303,7 @@ chaos() {
             DIRTY=1
             sleep "$hold"
             start_node "r$router"
-            IDLE[r$router]=$(rss_kib "r$router") ;;
+            restarted_idle "r$router" ;;
         6)
             log "router $router: tcp3 link down for ${hold}s"
             ip -n "ulsoak-r$router" link set eth1 down
