@@ -389,8 +389,14 @@ impl<A: App + fmt::Debug> Endpoint<A> {
                 break false;
             }
             // SeqCst pairs with `notify`: the lock is held while counting, so whoever folds
-            // events in after this sees the count.
+            // events in after this sees the count. It pairs with `take_over` too: a producer
+            // that found the lock held either sees this count (and hands its events to the
+            // dispatcher) or pushed before the look below (and they are ours).
             shared.waiters.fetch_add(1, Ordering::SeqCst);
+            if !shared.events.is_empty() {
+                shared.waiters.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
             HOLDING.set(0);
             let (next, _) = shared
                 .changed
@@ -518,8 +524,8 @@ impl<A: App> Shared<A> {
     /// The queue's handler, on the thread that produced the events (or unlocked the state):
     /// folds them in if the state is free. The kernel's `srpc_lnet_ev_handler()` likewise
     /// runs in the LND's context. If this thread holds the state, it folds them in when it
-    /// unlocks; if another thread does, the dispatcher takes them (it blocks on the lock,
-    /// which an I/O thread must not).
+    /// unlocks; if another thread does, so does that thread, or, while a thread waits on the
+    /// state, the dispatcher (it blocks on the lock, which an I/O thread must not).
     fn take_over(&self) {
         if HOLDING.get() == self.address() {
             return;
@@ -529,6 +535,14 @@ impl<A: App> Shared<A> {
             let mut state = match self.state.try_lock() {
                 Ok(state) => state,
                 Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                // The holder folds them in: `unlock` looks again after its fence, and so
+                // does a waiter before it sleeps, unless it counted itself first (SeqCst,
+                // as the push): then it may sleep without looking, and the dispatcher must.
+                // Another partition's thread holding the state is the common case here, and
+                // waking the dispatcher for it cost a thread hop per fold.
+                Err(TryLockError::WouldBlock) if self.waiters.load(Ordering::SeqCst) == 0 => {
+                    return;
+                }
                 Err(TryLockError::WouldBlock) => break,
             };
             HOLDING.set(self.address());
