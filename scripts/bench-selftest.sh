@@ -42,7 +42,9 @@
 # (`ulnet_runtime_events_total{event="core_lock_wait"|"socket_read"|"socket_write"|...}`
 # from each node's metrics endpoint, 127.0.0.1:19109 and up), and the server's time under its
 # core lock per RPC against its CPU per RPC (`ulnet_core_lock_held_seconds_total`): the serial
-# share that bounds what more partitions can gain while the lock is one. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# share that bounds what more partitions can gain while the lock is one; likewise its selftest
+# service's state lock (`ulnet_selftest_lock_held_seconds_total`) and the times a thread found
+# that lock held. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
 # CPU 0 when pinned) and the one server: with two partitions the server's connections to
 # them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 # --bulk does the same for brw write and read of 1 MiB at concurrency 16 (rates in MB/s, costs
@@ -226,12 +228,15 @@ daemon_costs() {
                 /^ulnet_runtime_events_total\{event="socket_write_unlocked"\}/ { y += $2 }
                 END { print w + 0, r + 0, u + 0, x + 0, y + 0 }')
     # The server's (node b's) own CPU ticks, core lock held seconds and holds: the share of
-    # its work that the one core lock serialises.
+    # its work that the one core lock serialises; then its selftest service's state lock
+    # held seconds and the times a thread found that lock held.
     server=$(cut -d' ' -f14,15 "/proc/${PIDS[1]}/stat" | awk '{ print $1 + $2 }')
     held=$(curl -s "http://127.0.0.1:19110/metrics" \
         | awk '/^ulnet_core_lock_held_seconds_total / { h = $2 }
                /^ulnet_runtime_events_total\{event="core_lock_hold"\}/ { n = $2 }
-               END { print h + 0, n + 0 }')
+               /^ulnet_selftest_lock_held_seconds_total / { s = $2 }
+               /^ulnet_selftest_lock_events_total\{event="busy"\}/ { b = $2 }
+               END { print h + 0, n + 0, s + 0, b + 0 }')
     echo "$ticks $counts $server $held"
 }
 
@@ -251,7 +256,7 @@ small_point() { # clients batch test-args...
     after=$(daemon_costs)
     "$BIN/ulst" stop "$batch" >/dev/null
     read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED COST_WRITES_UNLOCKED \
-        SERVER_CPU SERVER_HELD SERVER_HOLDS < <(python3 -c "
+        SERVER_CPU SERVER_HELD SERVER_HOLDS SERVER_ST_HELD SERVER_ST_BUSY < <(python3 -c "
 b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
 rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
 cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
@@ -260,7 +265,8 @@ print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
       round((a[3] - b[3]) / rpcs, 2), round((a[4] - b[4]) / max(a[3] - b[3], 1), 2),
       round((a[6] - b[6]) / max(a[5] - b[5], 1), 2),
       round((a[7] - b[7]) / hz * 1e6 / rpcs, 2), round((a[8] - b[8]) * 1e6 / rpcs, 2),
-      round((a[9] - b[9]) / rpcs, 1))")
+      round((a[9] - b[9]) / rpcs, 1), round((a[10] - b[10]) * 1e6 / rpcs, 2),
+      round((a[11] - b[11]) / rpcs, 3))")
 }
 
 # The small-RPC (or, with --bulk, 1 MiB) rates of the partition runs, and their costs: with
@@ -314,6 +320,11 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
             "$SERVER_HELD" "$SERVER_CPU"
         record "$test concurrency $CONC: server's core lock holds per RPC" "-" \
             "$SERVER_HOLDS" "-"
+        # The selftest service's state lock is the other serial section on the server.
+        record "$test concurrency $CONC: server's selftest lock held us per RPC vs its CPU us" \
+            "-" "$SERVER_ST_HELD" "$SERVER_CPU"
+        record "$test concurrency $CONC: server's selftest lock found held per RPC" "-" \
+            "$SERVER_ST_BUSY" "-"
     done
 }
 

@@ -12,4 +12,4 @@ mod srpc;
 pub use console::{Console, ConsoleError, SessionInfo, Target, TestKind, TestSpec};
 pub use ext::{LatencySummary, ULNET_DEBUG_PROBE};
 pub use service::{SelftestService, ServiceConfig, SessionSummary, TestLatency, limits};
-pub use srpc::{BufferUsage, PartitionBuffers, RpcError, StartError};
+pub use srpc::{BufferUsage, EndpointLockStats, PartitionBuffers, RpcError, StartError};

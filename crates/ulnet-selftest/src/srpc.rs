@@ -14,20 +14,29 @@
 //!
 //! The server's node calls of one fold (replies, bulk transfers, request buffers reposted) are
 //! held and made together at its end, under one lock of the node: one drain for all of them,
-//! and their messages leave in one write per connection.
+//! and their messages leave in one write per connection. They are made with the state
+//! released, as the kernel's server makes its LNet calls with no service lock held: the drain
+//! and the socket writes it causes are most of a small RPC's cost, and another partition's
+//! thread may fold its own events meanwhile. The fold then takes the state again to settle
+//! what the calls made (`RpcCore::settle_held`).
 //!
 //! Nothing here blocks while holding the lock except the node's own short calls (which never
-//! call back into us), so the lock order is simply: endpoint state, then the node's core.
+//! call back into us), so the lock order is simply: endpoint state, then the node's core. How
+//! long the state is held, and how often a thread finds it held, is counted
+//! ([`EndpointLockStats`]).
 //!
 //! lustre: lnet/selftest/rpc.c (`srpc_send_rpc()`, `srpc_handle_rpc()`,
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
 mod buffers;
+mod lock_stats;
 mod pool;
 
 pub use buffers::PartitionBuffers;
 use buffers::ServiceBuffers;
+pub use lock_stats::EndpointLockStats;
+use lock_stats::LockCounters;
 use pool::BufferPool;
 pub use pool::{BufferUsage, DEFAULT_BULK_BUDGET, SPARE_IDLE};
 
@@ -289,6 +298,8 @@ pub(crate) trait App: Send + 'static {
 pub(crate) struct State<A> {
     pub core: RpcCore,
     pub app: A,
+    /// When the holder took it, if this hold is timed ([`LockCounters`]).
+    timed: Option<Instant>,
 }
 
 /// An RPC endpoint on a node: its event queue, dispatcher thread and state.
@@ -299,6 +310,10 @@ pub(crate) struct Endpoint<A: App> {
 
 struct Shared<A> {
     state: Mutex<State<A>>,
+    /// How `state` is used: held time, and threads that found it held.
+    lock_stats: LockCounters,
+    /// The node, for the calls made with the state released ([`HeldBatch::make`]).
+    node: Node,
     /// The endpoint's queue, looked at after every unlock of `state`.
     events: EventQueue,
     /// Signalled after events changed something callers may wait for.
@@ -329,13 +344,15 @@ impl<A: App + fmt::Debug> Endpoint<A> {
             }
         });
         let core = RpcCore::new(node.clone(), events.clone());
-        let mut state = State { core, app };
+        let mut state = State { core, app, timed: None };
         if let Err(error) = setup(&mut state) {
             state.core.shutdown();
             return Err(error);
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            lock_stats: LockCounters::default(),
+            node: node.clone(),
             events,
             changed: Condvar::new(),
             waiters: AtomicUsize::new(0),
@@ -379,7 +396,8 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         let finished = loop {
             // Events that came while we held the lock are ours to fold in (their producer
             // found the state busy and handed them to the dispatcher or to us).
-            let wake = shared.fold_in(&mut state);
+            let wake;
+            (state, wake) = shared.fold_in(state);
             shared.notify(wake);
             if done(&mut state) {
                 break true;
@@ -398,10 +416,12 @@ impl<A: App + fmt::Debug> Endpoint<A> {
                 continue;
             }
             HOLDING.set(0);
-            let (next, _) = shared
+            shared.lock_stats.released(state.timed.take());
+            let (mut next, _) = shared
                 .changed
                 .wait_timeout(state, remaining)
                 .unwrap_or_else(PoisonError::into_inner);
+            next.timed = shared.lock_stats.taken();
             HOLDING.set(shared.address());
             shared.waiters.fetch_sub(1, Ordering::SeqCst);
             state = next;
@@ -409,6 +429,11 @@ impl<A: App + fmt::Debug> Endpoint<A> {
         let result = then(&mut state, finished);
         shared.unlock(state);
         result
+    }
+
+    /// The endpoint's state lock, counted ([`EndpointLockStats`]).
+    pub fn lock_stats(&self) -> EndpointLockStats {
+        self.shared.lock_stats.snapshot()
     }
 
     /// Stops the dispatcher and releases everything posted on the node.
@@ -449,69 +474,102 @@ impl<A: App> fmt::Debug for Endpoint<A> {
 const TAKE_OVER_ROUNDS: usize = 4;
 
 thread_local! {
-    /// The endpoint whose state this thread holds (its address; 0: none). Events its own
-    /// node calls produce meanwhile are folded in when it unlocks, not handed over.
+    /// The endpoint whose state this thread holds, or whose fold it is running with the state
+    /// released for its node calls (its address; 0: none). Events its own node calls produce
+    /// meanwhile are folded in when it unlocks, not handed over.
     static HOLDING: Cell<usize> = const { Cell::new(0) };
 }
+
+/// The endpoint's state, locked.
+type Locked<'s, A> = MutexGuard<'s, State<A>>;
 
 impl<A: App> Shared<A> {
     fn address(&self) -> usize {
         std::ptr::from_ref(self) as usize
     }
 
-    fn lock_state(&self) -> MutexGuard<'_, State<A>> {
-        let state = lock(&self.state);
+    /// Takes the state, waiting for it if another thread holds it.
+    fn lock_state(&self) -> Locked<'_, A> {
+        let mut state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.lock_stats.found_busy();
+                lock(&self.state)
+            }
+        };
+        state.timed = self.lock_stats.taken();
         HOLDING.set(self.address());
         state
     }
 
-    /// Folds in what is queued (at most [`EVENT_BATCH`] events), with the state locked;
-    /// returns whether waiters must be woken.
-    fn fold_in(&self, state: &mut State<A>) -> bool {
-        let State { core, app } = state;
-        if core.closed {
-            return false;
+    /// Releases the state (counting the hold); `HOLDING` is the caller's to clear.
+    fn release(&self, mut state: Locked<'_, A>) {
+        self.lock_stats.released(state.timed.take());
+        drop(state);
+    }
+
+    /// Folds in what is queued (at most [`EVENT_BATCH`] events), with the state locked, and
+    /// makes the node calls that folding held ([`RpcCore::take_held`]) with it released;
+    /// returns the state, locked again, and whether waiters must be woken.
+    fn fold_in<'s>(&'s self, mut state: Locked<'s, A>) -> (Locked<'s, A>, bool) {
+        if state.core.closed {
+            return (state, false);
         }
-        // Taken in bursts, under one lock of the queue each (and handled in place).
-        let mut inbox = std::mem::take(&mut core.inbox);
-        let mut handled = 0;
-        while handled < EVENT_BATCH {
-            match self.events.try_recv_many(&mut inbox, EVENT_BATCH - handled) {
-                Ok(count) => {
-                    handled += count;
-                    for event in &mut inbox {
-                        core.handle_event(app, event);
+        {
+            let State { core, app, .. } = &mut *state;
+            // Taken in bursts, under one lock of the queue each (and handled in place).
+            let mut inbox = std::mem::take(&mut core.inbox);
+            let mut handled = 0;
+            while handled < EVENT_BATCH {
+                match self.events.try_recv_many(&mut inbox, EVENT_BATCH - handled) {
+                    Ok(count) => {
+                        handled += count;
+                        for event in &mut inbox {
+                            core.handle_event(app, event);
+                        }
+                        inbox.clear();
                     }
-                    inbox.clear();
+                    Err(RecvError::Closed) => {
+                        // The node shut down: every RPC in flight fails now.
+                        core.closed = true;
+                        core.fail_all();
+                        core.wake = true;
+                        break;
+                    }
+                    Err(RecvError::Empty | RecvError::Timeout) => break,
                 }
-                Err(RecvError::Closed) => {
-                    // The node shut down: every RPC in flight fails now.
-                    core.closed = true;
-                    core.fail_all();
-                    core.wake = true;
-                    break;
-                }
-                Err(RecvError::Empty | RecvError::Timeout) => break,
             }
+            core.inbox = inbox;
         }
-        core.inbox = inbox;
         // Delivering may hold more calls (a finished bulk's reply), and a failed call may
         // leave a bulk to deliver.
         loop {
+            let State { core, app, .. } = &mut *state;
             core.deliver(app);
-            if !core.flush_held() {
+            let Some(mut batch) = core.take_held() else { break };
+            // Made with the state released, as the kernel's `srpc_send_reply()` and
+            // `srpc_do_bulk()` call LNet with no service lock held: the calls' drain and the
+            // writes it makes (most of a small RPC's cost) hold up no other partition's fold.
+            // `HOLDING` stays set, so that the events they produce on this thread wait for
+            // this fold rather than being folded in under it.
+            self.release(state);
+            batch.make(&self.node, &self.events);
+            state = self.lock_state();
+            if !state.core.settle_held(batch) {
                 break;
             }
         }
-        std::mem::take(&mut core.wake)
+        let wake = std::mem::take(&mut state.core.wake);
+        (state, wake)
     }
 
     /// Folds in what is queued, unlocks, wakes waiters, and takes over events that came while
     /// the state was held (their producer found it busy and left them to us).
-    fn unlock(&self, mut state: MutexGuard<'_, State<A>>) {
-        let wake = self.fold_in(&mut state);
+    fn unlock(&self, state: Locked<'_, A>) {
+        let (state, wake) = self.fold_in(state);
         HOLDING.set(0);
-        drop(state);
+        self.release(state);
         self.notify(wake);
         // SeqCst pairs with the producer's: it pushed before trying the lock, we unlocked
         // before looking; one of us sees the other.
@@ -541,15 +599,21 @@ impl<A: App> Shared<A> {
                 // Another partition's thread holding the state is the common case here, and
                 // waking the dispatcher for it cost a thread hop per fold.
                 Err(TryLockError::WouldBlock) if self.waiters.load(Ordering::SeqCst) == 0 => {
+                    self.lock_stats.found_busy();
                     return;
                 }
-                Err(TryLockError::WouldBlock) => break,
+                Err(TryLockError::WouldBlock) => {
+                    self.lock_stats.found_busy();
+                    break;
+                }
             };
+            state.timed = self.lock_stats.taken();
             HOLDING.set(self.address());
-            let wake = self.fold_in(&mut state);
+            let wake;
+            (state, wake) = self.fold_in(state);
             let closed = state.core.closed;
             HOLDING.set(0);
-            drop(state);
+            self.release(state);
             self.notify(wake);
             fence(Ordering::SeqCst);
             if closed || self.events.is_empty() {
@@ -578,7 +642,7 @@ fn dispatch<A: App>(shared: &Shared<A>) {
         let mut state = shared.lock_state();
         let now = Instant::now();
         if now >= next_tick && !state.core.closed {
-            let State { core, app } = &mut *state;
+            let State { core, app, .. } = &mut *state;
             let dropped = shared.events.dropped();
             if dropped > core.events_dropped {
                 // An MD's final event lost means an RPC that never completes: say so loudly.
@@ -707,7 +771,7 @@ enum Operation {
     Get(GetRequest),
 }
 
-/// A server's node call, held until the end of the fold ([`RpcCore::flush_held`]) so that
+/// A server's node call, held until the end of the fold ([`RpcCore::take_held`]) so that
 /// every reply, bulk and buffer repost of a fold shares one lock of the node and one drain.
 enum HeldCall {
     /// Repost a request buffer of `service` on partition `cpt` (its slot is `token`).
@@ -756,6 +820,46 @@ type HeldOutcome = Result<MdHandle, Option<Memory>>;
 /// A held call's RPC id, slot token, service and partition (a repost) and part (a server
 /// RPC's call).
 type HeldKind = (u64, u64, Option<(SrpcService, u32)>, ServerPart);
+
+/// Held server calls taken out of the state ([`RpcCore::take_held`]), made with it released
+/// ([`HeldBatch::make`]), then settled ([`RpcCore::settle_held`]).
+struct HeldBatch {
+    calls: Vec<HeldCall>,
+    /// What each call was, and (once made) what it became.
+    kinds: Vec<HeldKind>,
+    outcomes: Vec<HeldOutcome>,
+}
+
+impl HeldBatch {
+    /// Makes the calls under one lock of the node: one drain for all of them, and their
+    /// messages leave in one write per connection. Needs no endpoint state.
+    fn make(&mut self, node: &Node, events: &EventQueue) {
+        let Self { calls, outcomes, .. } = self;
+        let made = node.batch(|batch| {
+            outcomes.extend(calls.drain(..).map(|call| {
+                match call {
+                    HeldCall::Post { service, cpt, spec, .. } => batch
+                        .post_at(
+                            service.request_portal(),
+                            u64::from(service.id()),
+                            buffer_position(service, cpt),
+                            spec,
+                            events,
+                        )
+                        .map_err(|rejected| Some(rejected.memory)),
+                    HeldCall::Start { spec, remote, .. } => {
+                        bind_and_start(batch, events, spec, remote)
+                    }
+                }
+            }));
+        });
+        if made.is_err() {
+            // The node shut down and made none of the calls.
+            outcomes.clear();
+        }
+        calls.clear();
+    }
+}
 
 /// What an MD's events are about (found by the MD's `user_ptr`).
 #[derive(Clone, Copy, Debug)]
@@ -807,6 +911,9 @@ struct ServerRpc {
     /// The first failure of the bulk's events.
     bulk_error: Option<RpcError>,
     reply_md: Option<MdHandle>,
+    /// The bulk MD's final event is in (it may come before the batch that made the MD is
+    /// settled, [`RpcCore::settle_held`]).
+    bulk_ended: bool,
     /// Bulk bytes charged to the pool's budget, given back when the RPC ends.
     charged: usize,
 }
@@ -835,7 +942,7 @@ pub(crate) struct RpcCore {
     pub wake: bool,
     /// Events the queue dropped, as last reported.
     events_dropped: u64,
-    /// Server calls waiting for [`RpcCore::flush_held`].
+    /// Server calls waiting for [`RpcCore::take_held`].
     held: Vec<HeldCall>,
     /// What each held call was, and what it became (kept for their allocations).
     held_kinds: Vec<HeldKind>,
@@ -1178,7 +1285,7 @@ impl RpcCore {
     }
 
     /// A request buffer of partition `cpt` is free again: repost it there, and grow that
-    /// partition when it runs low. The posts are held for [`flush_held`](Self::flush_held)
+    /// partition when it runs low. The posts are held for [`take_held`](Self::take_held)
     /// and counted now, so the next request of the same fold sees them.
     /// lustre: rpc.c `srpc_server_rpc_done()` reposts on the buffer's own `scd`.
     fn repost(&mut self, service: SrpcService, cpt: u32, buffer: Vec<u8>) {
@@ -1204,57 +1311,46 @@ impl RpcCore {
         self.held.push(HeldCall::Post { service, cpt, token, spec });
     }
 
-    /// Makes the held server calls under one lock of the node (one drain: their messages
-    /// leave together), then settles what each became. Returns whether a failed bulk left
-    /// something for [`deliver`](Self::deliver).
-    fn flush_held(&mut self) -> bool {
+    /// Takes the held server calls, to be made with the state released
+    /// ([`HeldBatch::make`]) and settled with it locked again ([`settle_held`]); `None` when
+    /// nothing is held.
+    ///
+    /// [`settle_held`]: Self::settle_held
+    fn take_held(&mut self) -> Option<HeldBatch> {
         if self.held.is_empty() {
-            return false;
+            return None;
         }
-        // The lists are kept between flushes (taken and put back): this runs for every RPC.
-        let mut held = std::mem::take(&mut self.held);
+        // The lists are kept between batches (taken and put back): this runs for every RPC.
+        let calls = std::mem::take(&mut self.held);
         let mut kinds = std::mem::take(&mut self.held_kinds);
-        let mut outcomes = std::mem::take(&mut self.held_outcomes);
         // What each call was, to settle its outcome (the specs move into the batch).
-        kinds.extend(held.iter().map(|call| match call {
+        kinds.extend(calls.iter().map(|call| match call {
             HeldCall::Post { service, cpt, token, .. } => {
                 (0, *token, Some((*service, *cpt)), ServerPart::Reply)
             }
             HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
         }));
-        let events = &self.events;
-        let made = self.node.batch(|calls| {
-            outcomes.extend(held.drain(..).map(|call| {
-                match call {
-                    HeldCall::Post { service, cpt, spec, .. } => calls
-                        .post_at(
-                            service.request_portal(),
-                            u64::from(service.id()),
-                            buffer_position(service, cpt),
-                            spec,
-                            events,
-                        )
-                        .map_err(|rejected| Some(rejected.memory)),
-                    HeldCall::Start { spec, remote, .. } => {
-                        bind_and_start(calls, events, spec, remote)
-                    }
-                }
-            }));
-        });
-        if made.is_err() {
-            // The node shut down and made none of the calls.
-            outcomes.clear();
-        }
-        held.clear();
-        self.held = held;
+        let outcomes = std::mem::take(&mut self.held_outcomes);
+        Some(HeldBatch { calls, kinds, outcomes })
+    }
+
+    /// Settles what each call of a batch made with the state released became. Meanwhile
+    /// other folds may have run: the events of the MDs it made may be in already (a request
+    /// buffer used, a reply sent, a bulk done or failed), and the endpoint may have shut
+    /// down. Returns whether a failed bulk left something for [`deliver`](Self::deliver).
+    fn settle_held(&mut self, batch: HeldBatch) -> bool {
+        let HeldBatch { mut calls, mut kinds, mut outcomes } = batch;
         let mut settled = outcomes.drain(..);
         for (id, token, service, part) in kinds.drain(..) {
             // An empty list: the node shut down and made none of the calls.
             let outcome = settled.next().unwrap_or(Err(None));
             match (service, outcome) {
-                (Some(_), Ok(md)) => {
-                    self.buffer_posted(token, md);
+                (Some(_), Ok(md)) if self.closed => {
+                    // Shut down meanwhile, which unlinked only the buffers it knew of.
+                    self.slots.discard(Key::from_u64(token));
+                    let _ = self.node.md_unlink(md);
                 }
+                (Some(_), Ok(md)) => self.buffer_posted(token, md),
                 (Some((service, cpt)), Err(_)) => {
                     self.slots.discard(Key::from_u64(token));
                     if let Some(shares) = self.shares(service) {
@@ -1264,14 +1360,7 @@ impl RpcCore {
                         tracing::warn!(?service, "failed to repost a selftest request buffer");
                     }
                 }
-                (None, Ok(md)) => {
-                    if let Some(rpc) = self.servers.get_mut(&id) {
-                        match part {
-                            ServerPart::Reply => rpc.reply_md = Some(md),
-                            ServerPart::Bulk => rpc.bulk_md = Some(md),
-                        }
-                    }
-                }
+                (None, Ok(md)) => self.server_md_made(id, part, md),
                 (None, Err(memory)) => {
                     self.slots.discard(Key::from_u64(token));
                     if let Some(memory) = memory {
@@ -1287,9 +1376,36 @@ impl RpcCore {
             }
         }
         drop(settled);
+        calls.clear();
+        if self.held.is_empty() {
+            self.held = calls;
+        }
         self.held_kinds = kinds;
         self.held_outcomes = outcomes;
         !self.bulk_ready.is_empty()
+    }
+
+    /// Server RPC `id`'s reply or bulk MD was made (by a batch settled now).
+    fn server_md_made(&mut self, id: u64, part: ServerPart, md: MdHandle) {
+        let Some(rpc) = self.servers.get_mut(&id) else {
+            // The RPC ended meanwhile, which its MD's final event (already in) or a shutdown
+            // did; only the shutdown leaves the MD to unlink.
+            if self.closed {
+                let _ = self.node.md_unlink(md);
+            }
+            return;
+        };
+        match part {
+            ServerPart::Reply => rpc.reply_md = Some(md),
+            ServerPart::Bulk if rpc.bulk_ended => {}
+            ServerPart::Bulk => {
+                rpc.bulk_md = Some(md);
+                if rpc.bulk_error.is_some() {
+                    // Its SEND failed before this: no REPLY will come (`server_bulk_event`).
+                    let _ = self.node.md_unlink(md);
+                }
+            }
+        }
     }
 
     fn handle_event<A: App>(&mut self, app: &mut A, event: &mut Event) {
@@ -1379,6 +1495,7 @@ impl RpcCore {
                         bulk_md: None,
                         bulk_error: None,
                         reply_md: None,
+                        bulk_ended: false,
                         charged: 0,
                     },
                 );
@@ -1465,6 +1582,7 @@ impl RpcCore {
             return;
         }
         rpc.bulk_md = None;
+        rpc.bulk_ended = true;
         let status = match rpc.bulk_error {
             Some(error) => Err(error),
             None => {
@@ -1935,10 +2053,103 @@ fn with_reply_bits(service: SrpcService, reply_match_bits: u64) -> SrpcBody {
 #[cfg(test)]
 mod tests {
     use super::{
-        FRESH_BUFFER_FILL, MatchBitsBlock, SHARED_SOURCES, SharedSources, committed_buffer,
+        ByteOrder, FRESH_BUFFER_FILL, HeldBatch, Incoming, MatchBitsBlock, MdSpec, Memory, Node,
+        ProcessId, RpcCore, RpcError, SHARED_SOURCES, SRPC_MSG_LEN, ServerPart, ServerRpc,
+        SharedSources, SrpcMsg, SrpcService, UnlinkMode, committed_buffer, error_body,
     };
     use std::collections::HashSet;
     use std::sync::Arc;
+    use ulnet::Nid;
+
+    /// An endpoint's RPC machinery on a loopback node, with server RPC `id` in progress.
+    fn core_serving(id: u64) -> RpcCore {
+        let node = Node::loopback().unwrap();
+        let events = node.event_queue(64);
+        let mut core = RpcCore::new(node, events);
+        let incoming = Incoming {
+            service: SrpcService::Brw,
+            peer: ProcessId::new(Nid::LO_0, 12345),
+            self_nid: Nid::LO_0,
+            msg: SrpcMsg::new(0, error_body(SrpcService::Brw, 0)),
+            order: ByteOrder::LittleEndian,
+            raw: [0; SRPC_MSG_LEN],
+        };
+        let rpc = ServerRpc {
+            incoming,
+            bulk_md: None,
+            bulk_error: None,
+            reply_md: None,
+            bulk_ended: false,
+            charged: 0,
+        };
+        core.servers.insert(id, rpc);
+        core
+    }
+
+    /// A batch that made one MD for server RPC `id`'s `part` (as `HeldBatch::make` leaves
+    /// it), and that MD, still live on the node.
+    fn made(core: &RpcCore, id: u64, part: ServerPart) -> (HeldBatch, ulnet::MdHandle) {
+        let spec = MdSpec::new(Memory::new(vec![0; 8]));
+        let md = core.node.md_bind(spec, UnlinkMode::Retain, Some(&core.events)).unwrap();
+        let batch = HeldBatch {
+            calls: Vec::new(),
+            kinds: vec![(id, 0, None, part)],
+            outcomes: vec![Ok(md)],
+        };
+        (batch, md)
+    }
+
+    #[test]
+    fn a_settled_bulk_md_is_kept_for_its_rpc() {
+        let mut core = core_serving(7);
+        let (batch, md) = made(&core, 7, ServerPart::Bulk);
+        assert!(!core.settle_held(batch));
+        assert_eq!(core.servers[&7].bulk_md, Some(md));
+        // Still live: the RPC unlinks it when it ends.
+        core.node.md_unlink(md).unwrap();
+    }
+
+    #[test]
+    fn a_bulk_that_failed_before_its_batch_was_settled_is_unlinked_then() {
+        // Its SEND failed while the batch was being made: the event could not unlink an MD
+        // the RPC did not know yet, and no REPLY will come to end it.
+        let mut core = core_serving(7);
+        core.servers.get_mut(&7).unwrap().bulk_error = Some(RpcError::Interrupted);
+        let (batch, md) = made(&core, 7, ServerPart::Bulk);
+        core.settle_held(batch);
+        assert!(core.node.md_unlink(md).is_err(), "the MD was left posted");
+    }
+
+    #[test]
+    fn a_bulk_already_ended_is_not_taken_back() {
+        let mut core = core_serving(7);
+        core.servers.get_mut(&7).unwrap().bulk_ended = true;
+        let (batch, _) = made(&core, 7, ServerPart::Bulk);
+        core.settle_held(batch);
+        assert_eq!(core.servers[&7].bulk_md, None);
+    }
+
+    #[test]
+    fn what_a_batch_made_after_a_shutdown_is_unlinked() {
+        let mut core = core_serving(7);
+        let (reply, reply_md) = made(&core, 7, ServerPart::Reply);
+        // A request buffer reposted by the same batch.
+        let token = core.token(super::Slot::RequestBuffer(SrpcService::Ping, 0, None));
+        let spec = MdSpec::new(Memory::new(vec![0; SRPC_MSG_LEN]));
+        let buffer_md = core.node.md_bind(spec, UnlinkMode::Retain, Some(&core.events)).unwrap();
+        core.shutdown();
+        let batch = HeldBatch {
+            calls: Vec::new(),
+            kinds: vec![
+                reply.kinds[0],
+                (0, token, Some((SrpcService::Ping, 0)), ServerPart::Reply),
+            ],
+            outcomes: vec![Ok(reply_md), Ok(buffer_md)],
+        };
+        core.settle_held(batch);
+        assert!(core.node.md_unlink(reply_md).is_err(), "the reply MD was left posted");
+        assert!(core.node.md_unlink(buffer_md).is_err(), "the request buffer was left posted");
+    }
 
     #[test]
     fn match_bits_stay_unique_across_endpoints_and_blocks() {

@@ -64,11 +64,11 @@ fn main() {
         mes: 0,
         runtime: RuntimeStats::default(),
     };
-    let text = ulnetd::metrics::render(Some(&stats)).unwrap();
+    let text = ulnetd::metrics::render(Some(&stats), None).unwrap();
     let rounds = 20u32;
     let started = Instant::now();
     for _ in 0..rounds {
-        std::hint::black_box(ulnetd::metrics::render(Some(&stats)).unwrap());
+        std::hint::black_box(ulnetd::metrics::render(Some(&stats), None).unwrap());
     }
     let each = started.elapsed() / rounds;
     println!(

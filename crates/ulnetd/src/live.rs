@@ -200,6 +200,11 @@ impl LiveNode {
         self.lock().selftest.is_some()
     }
 
+    /// The hosted selftest service's state lock, counted; `None` while it does not run.
+    pub fn selftest_lock_stats(&self) -> Option<ulnet_selftest::EndpointLockStats> {
+        self.lock().selftest.as_ref().map(ulnet_selftest::SelftestService::lock_stats)
+    }
+
     /// A handle on the running node, `None` while unconfigured.
     pub fn node(&self) -> Option<Node> {
         self.lock().node.clone()

@@ -22,7 +22,9 @@ use crate::live::LiveNode;
 pub fn serve(listener: TcpListener, live: Arc<LiveNode>) -> std::io::Result<MetricsServer> {
     let source: Arc<Source> = Arc::new(move || {
         let stats = live.node().map(|node| node.stats());
-        render(stats.as_ref()).map_err(|error| format!("cannot encode the metrics: {error}"))
+        let selftest = live.selftest_lock_stats();
+        render(stats.as_ref(), selftest.as_ref())
+            .map_err(|error| format!("cannot encode the metrics: {error}"))
     });
     MetricsServer::start(listener, CONTENT_TYPE, source)
 }

@@ -627,7 +627,7 @@ impl Console {
     #[doc(hidden)]
     pub fn tick_at(&self, at: Instant) {
         self.endpoint.with(|state| {
-            let State { core, app } = state;
+            let State { core, app, .. } = state;
             app.pinger(core, at);
         });
     }
@@ -749,14 +749,14 @@ impl Console {
         }
         let timeout = timeout_seconds.max(TRANS_MIN_TIMEOUT_SECONDS);
         let id = self.endpoint.with(|state| {
-            let State { core, app } = state;
+            let State { core, app, .. } = state;
             let features = app.features();
             app.trans.start(core, op, features, calls)
         });
         let deadline = Instant::now() + Duration::from_secs(u64::from(timeout));
         let done = |state: &mut State<ConsoleApp>| state.app.trans.is_done(id);
         self.endpoint.wait_until(deadline, done, |state, finished| {
-            let State { core, app } = state;
+            let State { core, app, .. } = state;
             if !finished {
                 // lustre: a short timeout counts as cancelled rather than timed out.
                 let error = if timeout < TRANS_MIN_TIMEOUT_SECONDS * 2 {

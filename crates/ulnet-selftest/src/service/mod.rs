@@ -150,6 +150,12 @@ impl SelftestService {
         self.endpoint.with(|state| state.app.latency())
     }
 
+    /// How the service's state lock is used: held time and threads that found it held (its
+    /// serial section, as the node's core lock is the runtime's).
+    pub fn lock_stats(&self) -> crate::EndpointLockStats {
+        self.endpoint.lock_stats()
+    }
+
     /// How much bulk memory the service holds, against its budget.
     pub fn buffer_usage(&self) -> BufferUsage {
         self.endpoint.with(|state| state.core.buffer_usage())
@@ -171,7 +177,7 @@ impl SelftestService {
     #[doc(hidden)]
     pub fn expire_at(&self, at: Instant) {
         self.endpoint.with(|state| {
-            let crate::srpc::State { core, app } = state;
+            let crate::srpc::State { core, app, .. } = state;
             app.expire(core, at);
         });
     }

@@ -227,6 +227,9 @@ fn requests_take_the_buffers_of_their_own_partition() {
     }
     let rpc = server_service.rpc_counters();
     assert_eq!((rpc.errors, rpc.rpcs_dropped, rpc.rpcs_expired), (0, 0, 0), "{rpc:?}");
+    // Both partitions' threads folded requests in: the state lock was taken and timed.
+    let lock = server_service.lock_stats();
+    assert!(lock.holds > 0 && lock.held_ns > 0, "{lock:?}");
     let mut taken_by_partition = [0u64; 2];
     for service in [SrpcService::Brw, SrpcService::Ping] {
         for (cpt, share) in server_service.request_buffers(service).iter().enumerate() {

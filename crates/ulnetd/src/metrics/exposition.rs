@@ -8,7 +8,8 @@
 //! buckets merged into powers of four from 1 µs to 64 s (each engine bucket lies wholly
 //! inside one of them, so the counts are exact); a histogram without samples is left out.
 //! At most [`MAX_PEER_NIS`] peer NIs are exported, in the order the node learnt them;
-//! `ulnet_metrics_peer_nis_omitted` counts the rest.
+//! `ulnet_metrics_peer_nis_omitted` counts the rest. While the node hosts the selftest
+//! service, its state lock is counted too (`ulnet_selftest_lock_*`).
 
 use std::fmt;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use ulnet::proto::engine::{ElementStats, LatencyHistogram, LatencyStats, MsgTypeCounts};
 use ulnet::{NiStats, NodeStats, PeerNiStats};
+use ulnet_selftest::EndpointLockStats;
 
 /// The `Content-Type` of what [`render`] returns.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -34,9 +36,13 @@ pub const MAX_PEER_NIS: usize = 256;
 const LATENCY_BOUND_EXPONENTS: std::ops::RangeInclusive<u32> = 5..=18;
 
 /// The node's metrics now; `None` while LNet is not configured (only `ulnet_lnet_up 0`).
-pub fn render(stats: Option<&NodeStats>) -> Result<String, fmt::Error> {
+/// `selftest`: the hosted selftest service's state lock, while it runs.
+pub fn render(
+    stats: Option<&NodeStats>,
+    selftest: Option<&EndpointLockStats>,
+) -> Result<String, fmt::Error> {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Snapshot(stats.cloned())));
+    registry.register_collector(Box::new(Snapshot(stats.cloned(), selftest.copied())));
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
@@ -44,7 +50,7 @@ pub fn render(stats: Option<&NodeStats>) -> Result<String, fmt::Error> {
 
 /// One scrape's statistics, encoded once.
 #[derive(Debug)]
-struct Snapshot(Option<NodeStats>);
+struct Snapshot(Option<NodeStats>, Option<EndpointLockStats>);
 
 impl Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
@@ -66,8 +72,31 @@ impl Collector for Snapshot {
             "ulnet_metrics_peer_nis_omitted",
             "Peer NIs left out of this scrape (at most 256 are exported)",
             [(labels([]), count(omitted as u64))],
-        )
+        )?;
+        match &self.1 {
+            Some(selftest) => selftest_metrics(out, selftest),
+            None => Ok(()),
+        }
     }
+}
+
+/// The selftest service's state lock: its serial section, as the core lock is the node's.
+fn selftest_metrics(out: &mut DescriptorEncoder<'_>, lock: &EndpointLockStats) -> fmt::Result {
+    counter(
+        out,
+        "ulnet_selftest_lock_events",
+        "The selftest service's state lock: times taken (estimated from one in 16), times found held",
+        [
+            (labels([("event", "hold".to_string())]), lock.holds),
+            (labels([("event", "busy".to_string())]), lock.busy),
+        ],
+    )?;
+    counter_f64(
+        out,
+        "ulnet_selftest_lock_held_seconds",
+        "Time the selftest service's state lock was held (estimated from one acquisition in 16)",
+        Duration::from_nanos(lock.held_ns).as_secs_f64(),
+    )
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -663,7 +692,7 @@ mod tests {
 
     #[test]
     fn a_node_exports_well_formed_families_at_full_width() {
-        let text = render(Some(&stats(2))).unwrap();
+        let text = render(Some(&stats(2)), None).unwrap();
         let parsed = promtext::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
         assert_eq!(parsed.sum("ulnet_lnet_up", &[]), 1.0);
         // 64-bit counters, not the 32-bit values lnetctl shows.
@@ -709,7 +738,7 @@ mod tests {
 
     #[test]
     fn histograms_carry_the_engines_samples_exactly() {
-        let text = render(Some(&stats(0))).unwrap();
+        let text = render(Some(&stats(0)), None).unwrap();
         let parsed = promtext::parse(&text).unwrap();
         let family = &parsed.families["ulnet_ni_latency_seconds"];
         assert_eq!(family.kind, "histogram");
@@ -744,15 +773,27 @@ mod tests {
     #[test]
     fn peer_nis_beyond_the_bound_are_counted_not_exported() {
         let peers = u32::try_from(MAX_PEER_NIS).unwrap() + 5;
-        let text = render(Some(&stats(peers))).unwrap();
+        let text = render(Some(&stats(peers)), None).unwrap();
         let parsed = promtext::parse(&text).unwrap();
         assert_eq!(parsed.samples("ulnet_peer_ni_health_value", &[]).count(), MAX_PEER_NIS);
         assert_eq!(parsed.sum("ulnet_metrics_peer_nis_omitted", &[]), 5.0);
     }
 
     #[test]
+    fn the_selftest_services_lock_is_exported_while_it_runs() {
+        let lock = EndpointLockStats { holds: 32, held_ns: 3_000_000_000, busy: 7 };
+        let text = render(Some(&stats(0)), Some(&lock)).unwrap();
+        let parsed = promtext::parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+        assert_eq!(parsed.sum("ulnet_selftest_lock_held_seconds_total", &[]), 3.0);
+        assert_eq!(parsed.sum("ulnet_selftest_lock_events_total", &[("event", "hold")]), 32.0);
+        assert_eq!(parsed.sum("ulnet_selftest_lock_events_total", &[("event", "busy")]), 7.0);
+        let without = render(Some(&stats(0)), None).unwrap();
+        assert!(!without.contains("ulnet_selftest_lock"), "{without}");
+    }
+
+    #[test]
     fn a_node_that_is_down_says_so_only() {
-        let text = render(None).unwrap();
+        let text = render(None, None).unwrap();
         let parsed = promtext::parse(&text).unwrap();
         assert_eq!(parsed.families.len(), 1);
         assert_eq!(parsed.sum("ulnet_lnet_up", &[]), 0.0);
