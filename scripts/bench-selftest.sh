@@ -44,7 +44,7 @@
 # core lock per RPC against its CPU per RPC (`ulnet_core_lock_held_seconds_total`): the serial
 # share that bounds what more partitions can gain while the lock is one; likewise its selftest
 # service's state lock (`ulnet_selftest_lock_held_seconds_total`) and the times a thread found
-# that lock held. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
+# that lock held, and the client's (node a's) selftest lock against its CPU. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
 # CPU 0 when pinned) and the one server: with two partitions the server's connections to
 # them run on different partitions' threads (the NIDs hash apart), which share its core lock.
 # --bulk does the same for brw write and read of 1 MiB at concurrency 16 (rates in MB/s, costs
@@ -237,7 +237,11 @@ daemon_costs() {
                /^ulnet_selftest_lock_held_seconds_total / { s = $2 }
                /^ulnet_selftest_lock_events_total\{event="busy"\}/ { b = $2 }
                END { print h + 0, n + 0, s + 0, b + 0 }')
-    echo "$ticks $counts $server $held"
+    # The client's (node a's) CPU ticks and its selftest service's state lock held seconds.
+    client=$(cut -d' ' -f14,15 "/proc/${PIDS[0]}/stat" | awk '{ print $1 + $2 }')
+    client_held=$(curl -s "http://127.0.0.1:19109/metrics" \
+        | awk '/^ulnet_selftest_lock_held_seconds_total / { s = $2 } END { print s + 0 }')
+    echo "$ticks $counts $server $held $client $client_held"
 }
 
 # A small-RPC point with its costs: the rate (RPC/s) as ulst_rpc_rate counts it, then the
@@ -256,7 +260,8 @@ small_point() { # clients batch test-args...
     after=$(daemon_costs)
     "$BIN/ulst" stop "$batch" >/dev/null
     read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED COST_WRITES_UNLOCKED \
-        SERVER_CPU SERVER_HELD SERVER_HOLDS SERVER_ST_HELD SERVER_ST_BUSY < <(python3 -c "
+        SERVER_CPU SERVER_HELD SERVER_HOLDS SERVER_ST_HELD SERVER_ST_BUSY CLIENT_CPU \
+        CLIENT_ST_HELD < <(python3 -c "
 b = [float(x) for x in '$before'.split()]; a = [float(x) for x in '$after'.split()]
 rpcs = max($second - $first, 1); hz = $(getconf CLK_TCK)
 cpu = (a[0] + a[1] - b[0] - b[1]) / hz * 1e6
@@ -266,7 +271,8 @@ print(round(rpcs / $SECONDS_PER_POINT), round(cpu / rpcs, 2),
       round((a[6] - b[6]) / max(a[5] - b[5], 1), 2),
       round((a[7] - b[7]) / hz * 1e6 / rpcs, 2), round((a[8] - b[8]) * 1e6 / rpcs, 2),
       round((a[9] - b[9]) / rpcs, 1), round((a[10] - b[10]) * 1e6 / rpcs, 2),
-      round((a[11] - b[11]) / rpcs, 3))")
+      round((a[11] - b[11]) / rpcs, 3), round((a[12] - b[12]) / hz * 1e6 / rpcs, 2),
+      round((a[13] - b[13]) * 1e6 / rpcs, 2))")
 }
 
 # The small-RPC (or, with --bulk, 1 MiB) rates of the partition runs, and their costs: with
@@ -325,6 +331,8 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
             "-" "$SERVER_ST_HELD" "$SERVER_CPU"
         record "$test concurrency $CONC: server's selftest lock found held per RPC" "-" \
             "$SERVER_ST_BUSY" "-"
+        record "$test concurrency $CONC: client's selftest lock held us per RPC vs its CPU us" \
+            "-" "$CLIENT_ST_HELD" "$CLIENT_CPU"
     done
 }
 

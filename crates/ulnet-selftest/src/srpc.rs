@@ -12,29 +12,29 @@
 //! stay queued for the dispatcher thread, which also runs the timers. Callers from other
 //! threads (the console's commands) lock the same state and wait on a condition variable.
 //!
-//! The server's node calls of one fold (replies, bulk transfers, request buffers reposted) are
-//! held and made together at its end, under one lock of the node: one drain for all of them,
-//! and their messages leave in one write per connection. They are made with the state
-//! released, as the kernel's server makes its LNet calls with no service lock held: the drain
-//! and the socket writes it causes are most of a small RPC's cost, and another partition's
-//! thread may fold its own events meanwhile. The fold then takes the state again to settle
-//! what the calls made (`RpcCore::settle_held`).
+//! The node calls of one fold (client RPCs started, replies, bulk transfers, request buffers
+//! reposted) are held and made together at its end, under one lock of the node, with the
+//! state released: one drain for all of them, their messages in one write per connection, and
+//! another partition's thread may fold its own events meanwhile ([`held`]).
 //!
-//! Nothing here blocks while holding the lock except the node's own short calls (which never
-//! call back into us), so the lock order is simply: endpoint state, then the node's core. How
-//! long the state is held, and how often a thread finds it held, is counted
-//! ([`EndpointLockStats`]).
+//! Nothing here blocks while holding the lock except the node's own short calls (an unlink,
+//! which never calls back into us), so the lock order is simply: endpoint state, then the
+//! node's core. A fold that made its calls takes the state again to settle them, waiting for it
+//! if another thread holds it: every holder now holds it for bookkeeping only. How long the
+//! state is held, and how often a thread finds it held, is counted ([`EndpointLockStats`]).
 //!
 //! lustre: lnet/selftest/rpc.c (`srpc_send_rpc()`, `srpc_handle_rpc()`,
 //! `srpc_lnet_ev_handler()`, `srpc_post_passive_rdma()`, `srpc_post_active_rdma()`,
 //! `srpc_send_reply()`, `srpc_service_add_buffers()`), lnet/selftest/selftest.h.
 
 mod buffers;
+mod held;
 mod lock_stats;
 mod pool;
 
 pub use buffers::PartitionBuffers;
 use buffers::ServiceBuffers;
+use held::{ClientStart, HeldCall, HeldKind, Made, Passive, Remote, ServerPart};
 pub use lock_stats::EndpointLockStats;
 use lock_stats::LockCounters;
 use pool::BufferPool;
@@ -53,13 +53,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ulnet::proto::engine::slab::{Key, Slab};
 use ulnet::proto::wire::selftest::{
-    ByteOrder, SRPC_MSG_LEN, SRPC_RDMA_PORTAL, SrpcBody, SrpcCounters, SrpcMsg, SrpcParseError,
-    SrpcService, check_request, errno,
+    ByteOrder, SRPC_MSG_LEN, SrpcBody, SrpcCounters, SrpcMsg, SrpcParseError, SrpcService,
+    check_request, errno,
 };
 use ulnet::{
-    Calls, Event, EventKind, EventQueue, EventStatus, GetRequest, InsertPosition, MdBindError,
-    MdHandle, MdOptions, MdSpec, Memory, Nid, Node, ProcessId, PutRequest, RecvError, Rejected,
-    ShutDown, Threshold, UnlinkMode,
+    Event, EventKind, EventQueue, EventStatus, InsertPosition, MdHandle, MdOptions, MdSpec, Memory,
+    Nid, Node, ProcessId, RecvError, Threshold,
 };
 
 /// How long the dispatcher sleeps at most, so timers (RPC deadlines, session expiry, the
@@ -704,21 +703,6 @@ impl MatchBitsBlock {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ClientRpcId(u64);
 
-/// A server's PUT (bulk or reply) to `peer`'s buffer with `match_bits` on the RDMA portal,
-/// from the NID the request came in on, without ACK (lustre: rpc.c `srpc_post_active_rdma()`).
-fn rdma_put(md: MdHandle, peer: ProcessId, match_bits: u64, self_nid: Nid) -> PutRequest {
-    PutRequest {
-        md,
-        ack: false,
-        target: peer,
-        portal: SRPC_RDMA_PORTAL,
-        match_bits,
-        remote_offset: 0,
-        hdr_data: 0,
-        source: Some(self_nid),
-    }
-}
-
 /// A request buffer's MD: one PUT, then it unlinks.
 /// Where a service's request buffer of partition `cpt` goes on its portal: a test service's
 /// in that partition's match table, a framework service's in the portal's fixed one.
@@ -733,132 +717,6 @@ fn request_buffer_spec(buffer: Vec<u8>, token: u64) -> MdSpec {
         .options(MdOptions::OP_PUT)
         .threshold(Threshold::Count(1))
         .user_ptr(token)
-}
-
-/// Binds `spec` and starts the transfer to `remote` on it, within a batch. If the transfer
-/// cannot start, the MD is unlinked again in the same batch and its UNLINK event reports it,
-/// so this still returns the MD; `Err` carries the memory back when the bind failed.
-fn bind_and_start(
-    calls: &mut Calls<'_>,
-    events: &EventQueue,
-    spec: MdSpec,
-    remote: Remote,
-) -> HeldOutcome {
-    let md = calls
-        .md_bind(spec, UnlinkMode::Unlink, Some(events))
-        .map_err(|rejected: Rejected<MdBindError>| Some(rejected.memory))?;
-    let started = match remote.operation(md) {
-        Operation::Put(request) => calls.put(&request),
-        Operation::Get(request) => calls.get(&request),
-    };
-    if started.is_err() {
-        let _ = calls.md_unlink(md);
-    }
-    Ok(md)
-}
-
-/// Which step of [`RpcCore::start`] failed.
-#[derive(Clone, Copy, Debug)]
-enum StartFailure {
-    Reply,
-    Bulk,
-    Request,
-}
-
-/// What [`RpcCore::bind_and_start`] starts on the MD it binds.
-enum Operation {
-    Put(PutRequest),
-    Get(GetRequest),
-}
-
-/// A server's node call, held until the end of the fold ([`RpcCore::take_held`]) so that
-/// every reply, bulk and buffer repost of a fold shares one lock of the node and one drain.
-enum HeldCall {
-    /// Repost a request buffer of `service` on partition `cpt` (its slot is `token`).
-    Post { service: SrpcService, cpt: u32, token: u64, spec: MdSpec },
-    /// Bind `spec` and start server RPC `id`'s reply or bulk on it (its slot is `token`).
-    Start { id: u64, token: u64, spec: MdSpec, remote: Remote, part: ServerPart },
-}
-
-/// Where a server RPC's active transfer goes: the peer's MD on the RDMA portal.
-#[derive(Clone, Copy)]
-struct Remote {
-    peer: ProcessId,
-    match_bits: u64,
-    self_nid: Nid,
-    /// A GET (the bulk of a write), else a PUT (a reply, or the bulk of a read).
-    get: bool,
-}
-
-impl Remote {
-    fn operation(self, md: MdHandle) -> Operation {
-        if self.get {
-            Operation::Get(GetRequest {
-                md,
-                target: self.peer,
-                portal: SRPC_RDMA_PORTAL,
-                match_bits: self.match_bits,
-                remote_offset: 0,
-                source: Some(self.self_nid),
-            })
-        } else {
-            Operation::Put(rdma_put(md, self.peer, self.match_bits, self.self_nid))
-        }
-    }
-}
-
-/// Which MD of a server RPC a [`HeldCall::Start`] makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ServerPart {
-    Reply,
-    Bulk,
-}
-
-/// What became of a [`HeldCall`]: the MD, or on failure the memory if it came back.
-type HeldOutcome = Result<MdHandle, Option<Memory>>;
-
-/// A held call's RPC id, slot token, service and partition (a repost) and part (a server
-/// RPC's call).
-type HeldKind = (u64, u64, Option<(SrpcService, u32)>, ServerPart);
-
-/// Held server calls taken out of the state ([`RpcCore::take_held`]), made with it released
-/// ([`HeldBatch::make`]), then settled ([`RpcCore::settle_held`]).
-struct HeldBatch {
-    calls: Vec<HeldCall>,
-    /// What each call was, and (once made) what it became.
-    kinds: Vec<HeldKind>,
-    outcomes: Vec<HeldOutcome>,
-}
-
-impl HeldBatch {
-    /// Makes the calls under one lock of the node: one drain for all of them, and their
-    /// messages leave in one write per connection. Needs no endpoint state.
-    fn make(&mut self, node: &Node, events: &EventQueue) {
-        let Self { calls, outcomes, .. } = self;
-        let made = node.batch(|batch| {
-            outcomes.extend(calls.drain(..).map(|call| {
-                match call {
-                    HeldCall::Post { service, cpt, spec, .. } => batch
-                        .post_at(
-                            service.request_portal(),
-                            u64::from(service.id()),
-                            buffer_position(service, cpt),
-                            spec,
-                            events,
-                        )
-                        .map_err(|rejected| Some(rejected.memory)),
-                    HeldCall::Start { spec, remote, .. } => {
-                        bind_and_start(batch, events, spec, remote)
-                    }
-                }
-            }));
-        });
-        if made.is_err() {
-            // The node shut down and made none of the calls.
-            outcomes.clear();
-        }
-        calls.clear();
-    }
 }
 
 /// What an MD's events are about (found by the MD's `user_ptr`).
@@ -879,10 +737,17 @@ struct ClientRpc {
     dest: ProcessId,
     started: Instant,
     deadline: Option<Instant>,
+    /// Its start is held or being made ([`held`]): it knows none of its MDs yet, and counts as
+    /// live until it does.
+    starting: bool,
     /// MDs whose final event has not come yet.
     request_md: Option<MdHandle>,
     reply_md: Option<MdHandle>,
     bulk_md: Option<MdHandle>,
+    /// The MDs' final events that are in (they may come before the start is settled).
+    request_ended: bool,
+    reply_ended: bool,
+    bulk_ended: bool,
     has_bulk: bool,
     request_status: Option<Result<(), RpcError>>,
     reply: Option<Result<(SrpcMsg, ByteOrder), RpcError>>,
@@ -900,7 +765,10 @@ struct ClientRpc {
 
 impl ClientRpc {
     fn live(&self) -> bool {
-        self.request_md.is_some() || self.reply_md.is_some() || self.bulk_md.is_some()
+        self.starting
+            || self.request_md.is_some()
+            || self.reply_md.is_some()
+            || self.bulk_md.is_some()
     }
 }
 
@@ -942,11 +810,11 @@ pub(crate) struct RpcCore {
     pub wake: bool,
     /// Events the queue dropped, as last reported.
     events_dropped: u64,
-    /// Server calls waiting for [`RpcCore::take_held`].
+    /// Node calls waiting for [`RpcCore::take_held`].
     held: Vec<HeldCall>,
-    /// What each held call was, and what it became (kept for their allocations).
+    /// What each held call was, and what it made (kept for their allocations).
     held_kinds: Vec<HeldKind>,
-    held_outcomes: Vec<HeldOutcome>,
+    held_made: Vec<Made>,
     /// Events taken from the queue and being handled (kept for its allocation).
     inbox: VecDeque<Event>,
     closed: bool,
@@ -982,7 +850,7 @@ impl RpcCore {
             events_dropped: 0,
             held: Vec::new(),
             held_kinds: Vec::new(),
-            held_outcomes: Vec::new(),
+            held_made: Vec::new(),
             inbox: VecDeque::new(),
             closed: false,
         }
@@ -1035,8 +903,11 @@ impl RpcCore {
     }
 
     /// Starts a client RPC: posts the reply MD and the bulk MD on portal 52, then PUTs the
-    /// request (no ACK). lustre: rpc.c `srpc_send_rpc()` (`SWI_STATE_NEWBORN`),
-    /// `srpc_prepare_reply()`, `srpc_prepare_bulk()`, `srpc_send_request()`.
+    /// request (no ACK), at the end of the fold ([`held::ClientStart`]). Fails at once only
+    /// when the endpoint is shut down or the bulk over its budget; a start the node refuses
+    /// completes the RPC with `NoResources`. lustre: rpc.c `srpc_send_rpc()`
+    /// (`SWI_STATE_NEWBORN`), `srpc_prepare_reply()`, `srpc_prepare_bulk()`,
+    /// `srpc_send_request()`.
     pub fn start(&mut self, call: ClientCall) -> Result<ClientRpcId, RpcError> {
         if self.closed {
             return Err(RpcError::ShutDown);
@@ -1092,78 +963,33 @@ impl RpcCore {
         let request_spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
             .user_ptr(request_token);
-        let bulk_token = bulk_post.as_ref().map(|(token, _, _)| *token);
-
-        // Post the reply (and bulk) buffers, bind the request and send it under one lock of
-        // the node. Any initiator on the buffers: the match bits are unique, and a multi-rail
-        // peer may answer from another NID than the one we addressed (the kernel filters on
-        // the peer here). A step that fails unlinks what the earlier ones made; their UNLINK
-        // events come back with no RPC to report to.
-        let events = &self.events;
-        let posted = self.node.batch(|calls| {
-            let reply_md = calls
-                .post(SRPC_RDMA_PORTAL, reply_bits, reply_spec, events)
-                .map_err(|_| StartFailure::Reply)?;
-            let mut bulk_md = None;
-            if let Some((_, bits, spec)) = bulk_post {
-                match calls.post(SRPC_RDMA_PORTAL, bits, spec, events) {
-                    Ok(md) => bulk_md = Some(md),
-                    Err(_) => {
-                        let _ = calls.md_unlink(reply_md);
-                        return Err(StartFailure::Bulk);
-                    }
-                }
-            }
-            let request_md = match calls.md_bind(request_spec, UnlinkMode::Unlink, Some(events)) {
-                Ok(md) => md,
-                Err(_) => {
-                    for md in [Some(reply_md), bulk_md].into_iter().flatten() {
-                        let _ = calls.md_unlink(md);
-                    }
-                    return Err(StartFailure::Request);
-                }
-            };
-            let put = PutRequest {
-                md: request_md,
-                ack: false,
-                target: dest,
-                portal: service.request_portal(),
-                match_bits: u64::from(service.id()),
-                remote_offset: 0,
-                hdr_data: 0,
-                source: None,
-            };
-            let sent = calls.put(&put).is_ok();
-            Ok((reply_md, bulk_md, request_md, sent))
-        });
-        let (reply_md, bulk_md, request_md, sent) = match posted {
-            Ok(Ok(posted)) => posted,
-            failed => {
-                // The slots of the MDs never made go; the others meet their UNLINK events.
-                let never_made = match failed {
-                    Ok(Err(StartFailure::Reply)) | Err(ShutDown) => {
-                        vec![Some(reply_token), bulk_token, Some(request_token)]
-                    }
-                    Ok(Err(StartFailure::Bulk)) => vec![bulk_token, Some(request_token)],
-                    Ok(Err(StartFailure::Request)) | Ok(Ok(_)) => vec![Some(request_token)],
-                };
-                for token in never_made.into_iter().flatten() {
-                    self.slots.discard(Key::from_u64(token));
-                }
-                self.pool.release(charged);
-                return Err(RpcError::NoResources);
-            }
+        let has_bulk = bulk_post.is_some();
+        let bulk = bulk_post.map(|(token, match_bits, spec)| Passive { match_bits, spec, token });
+        let start = ClientStart {
+            reply: Passive { match_bits: reply_bits, spec: reply_spec, token: reply_token },
+            bulk,
+            request: request_spec,
+            request_token,
+            dest,
+            service,
         };
+        // Made at the end of the fold, with the state released (`held`); the RPC counts as
+        // live until then.
+        self.held.push(HeldCall::Client { id, start: Box::new(start) });
         let started = Instant::now();
         let rpc = ClientRpc {
             tag,
             dest,
             started,
             deadline: timeout.map(|timeout| started + timeout),
-            request_md: Some(request_md),
-            reply_md: Some(reply_md),
-            bulk_md,
-            has_bulk: bulk_md.is_some(),
+            starting: true,
+            request_md: None,
+            reply_md: None,
+            bulk_md: None,
+            request_ended: false,
+            reply_ended: false,
+            bulk_ended: false,
+            has_bulk,
             request_status: None,
             reply: None,
             raw_reply: None,
@@ -1175,10 +1001,6 @@ impl RpcCore {
             charged,
         };
         self.clients.insert(id, rpc);
-        if !sent {
-            // The request MD is still idle: unlinking it reports through its UNLINK event.
-            self.abort(ClientRpcId(id), RpcError::NoResources);
-        }
         Ok(ClientRpcId(id))
     }
 
@@ -1309,103 +1131,6 @@ impl RpcCore {
             shares.posting(cpt as usize);
         }
         self.held.push(HeldCall::Post { service, cpt, token, spec });
-    }
-
-    /// Takes the held server calls, to be made with the state released
-    /// ([`HeldBatch::make`]) and settled with it locked again ([`settle_held`]); `None` when
-    /// nothing is held.
-    ///
-    /// [`settle_held`]: Self::settle_held
-    fn take_held(&mut self) -> Option<HeldBatch> {
-        if self.held.is_empty() {
-            return None;
-        }
-        // The lists are kept between batches (taken and put back): this runs for every RPC.
-        let calls = std::mem::take(&mut self.held);
-        let mut kinds = std::mem::take(&mut self.held_kinds);
-        // What each call was, to settle its outcome (the specs move into the batch).
-        kinds.extend(calls.iter().map(|call| match call {
-            HeldCall::Post { service, cpt, token, .. } => {
-                (0, *token, Some((*service, *cpt)), ServerPart::Reply)
-            }
-            HeldCall::Start { id, token, part, .. } => (*id, *token, None, *part),
-        }));
-        let outcomes = std::mem::take(&mut self.held_outcomes);
-        Some(HeldBatch { calls, kinds, outcomes })
-    }
-
-    /// Settles what each call of a batch made with the state released became. Meanwhile
-    /// other folds may have run: the events of the MDs it made may be in already (a request
-    /// buffer used, a reply sent, a bulk done or failed), and the endpoint may have shut
-    /// down. Returns whether a failed bulk left something for [`deliver`](Self::deliver).
-    fn settle_held(&mut self, batch: HeldBatch) -> bool {
-        let HeldBatch { mut calls, mut kinds, mut outcomes } = batch;
-        let mut settled = outcomes.drain(..);
-        for (id, token, service, part) in kinds.drain(..) {
-            // An empty list: the node shut down and made none of the calls.
-            let outcome = settled.next().unwrap_or(Err(None));
-            match (service, outcome) {
-                (Some(_), Ok(md)) if self.closed => {
-                    // Shut down meanwhile, which unlinked only the buffers it knew of.
-                    self.slots.discard(Key::from_u64(token));
-                    let _ = self.node.md_unlink(md);
-                }
-                (Some(_), Ok(md)) => self.buffer_posted(token, md),
-                (Some((service, cpt)), Err(_)) => {
-                    self.slots.discard(Key::from_u64(token));
-                    if let Some(shares) = self.shares(service) {
-                        shares.post_failed(cpt as usize);
-                    }
-                    if !self.closed {
-                        tracing::warn!(?service, "failed to repost a selftest request buffer");
-                    }
-                }
-                (None, Ok(md)) => self.server_md_made(id, part, md),
-                (None, Err(memory)) => {
-                    self.slots.discard(Key::from_u64(token));
-                    if let Some(memory) = memory {
-                        self.recycle(memory);
-                    }
-                    match part {
-                        ServerPart::Reply => self.server_done(id, false),
-                        ServerPart::Bulk => {
-                            self.bulk_ready.push_back((id, Err(RpcError::NoResources), None));
-                        }
-                    }
-                }
-            }
-        }
-        drop(settled);
-        calls.clear();
-        if self.held.is_empty() {
-            self.held = calls;
-        }
-        self.held_kinds = kinds;
-        self.held_outcomes = outcomes;
-        !self.bulk_ready.is_empty()
-    }
-
-    /// Server RPC `id`'s reply or bulk MD was made (by a batch settled now).
-    fn server_md_made(&mut self, id: u64, part: ServerPart, md: MdHandle) {
-        let Some(rpc) = self.servers.get_mut(&id) else {
-            // The RPC ended meanwhile, which its MD's final event (already in) or a shutdown
-            // did; only the shutdown leaves the MD to unlink.
-            if self.closed {
-                let _ = self.node.md_unlink(md);
-            }
-            return;
-        };
-        match part {
-            ServerPart::Reply => rpc.reply_md = Some(md),
-            ServerPart::Bulk if rpc.bulk_ended => {}
-            ServerPart::Bulk => {
-                rpc.bulk_md = Some(md);
-                if rpc.bulk_error.is_some() {
-                    // Its SEND failed before this: no REPLY will come (`server_bulk_event`).
-                    let _ = self.node.md_unlink(md);
-                }
-            }
-        }
     }
 
     fn handle_event<A: App>(&mut self, app: &mut A, event: &mut Event) {
@@ -1668,6 +1393,7 @@ impl RpcCore {
         }
         if event.unlinked {
             rpc.request_md = None;
+            rpc.request_ended = true;
         }
         if matches!(rpc.request_status, Some(Err(_))) {
             let why = match rpc.request_status {
@@ -1684,6 +1410,7 @@ impl RpcCore {
         let Some(rpc) = self.clients.get_mut(&id) else { return };
         if event.unlinked {
             rpc.reply_md = None;
+            rpc.reply_ended = true;
         }
         let outcome = if event.kind == EventKind::Put && event.status.is_ok() {
             let bytes = memory
@@ -1742,6 +1469,7 @@ impl RpcCore {
         };
         if event.unlinked {
             rpc.bulk_md = None;
+            rpc.bulk_ended = true;
         }
         if memory.is_some() {
             rpc.bulk_memory = memory;
@@ -1873,8 +1601,9 @@ impl RpcCore {
         self.closed = true;
         // Calls never made: their slots go with them.
         for call in std::mem::take(&mut self.held) {
-            let (HeldCall::Post { token, .. } | HeldCall::Start { token, .. }) = call;
-            self.slots.discard(Key::from_u64(token));
+            for token in call.tokens() {
+                self.slots.discard(Key::from_u64(token));
+            }
         }
         let portals: BTreeSet<u32> = self
             .services
@@ -2053,103 +1782,10 @@ fn with_reply_bits(service: SrpcService, reply_match_bits: u64) -> SrpcBody {
 #[cfg(test)]
 mod tests {
     use super::{
-        ByteOrder, FRESH_BUFFER_FILL, HeldBatch, Incoming, MatchBitsBlock, MdSpec, Memory, Node,
-        ProcessId, RpcCore, RpcError, SHARED_SOURCES, SRPC_MSG_LEN, ServerPart, ServerRpc,
-        SharedSources, SrpcMsg, SrpcService, UnlinkMode, committed_buffer, error_body,
+        FRESH_BUFFER_FILL, MatchBitsBlock, SHARED_SOURCES, SharedSources, committed_buffer,
     };
     use std::collections::HashSet;
     use std::sync::Arc;
-    use ulnet::Nid;
-
-    /// An endpoint's RPC machinery on a loopback node, with server RPC `id` in progress.
-    fn core_serving(id: u64) -> RpcCore {
-        let node = Node::loopback().unwrap();
-        let events = node.event_queue(64);
-        let mut core = RpcCore::new(node, events);
-        let incoming = Incoming {
-            service: SrpcService::Brw,
-            peer: ProcessId::new(Nid::LO_0, 12345),
-            self_nid: Nid::LO_0,
-            msg: SrpcMsg::new(0, error_body(SrpcService::Brw, 0)),
-            order: ByteOrder::LittleEndian,
-            raw: [0; SRPC_MSG_LEN],
-        };
-        let rpc = ServerRpc {
-            incoming,
-            bulk_md: None,
-            bulk_error: None,
-            reply_md: None,
-            bulk_ended: false,
-            charged: 0,
-        };
-        core.servers.insert(id, rpc);
-        core
-    }
-
-    /// A batch that made one MD for server RPC `id`'s `part` (as `HeldBatch::make` leaves
-    /// it), and that MD, still live on the node.
-    fn made(core: &RpcCore, id: u64, part: ServerPart) -> (HeldBatch, ulnet::MdHandle) {
-        let spec = MdSpec::new(Memory::new(vec![0; 8]));
-        let md = core.node.md_bind(spec, UnlinkMode::Retain, Some(&core.events)).unwrap();
-        let batch = HeldBatch {
-            calls: Vec::new(),
-            kinds: vec![(id, 0, None, part)],
-            outcomes: vec![Ok(md)],
-        };
-        (batch, md)
-    }
-
-    #[test]
-    fn a_settled_bulk_md_is_kept_for_its_rpc() {
-        let mut core = core_serving(7);
-        let (batch, md) = made(&core, 7, ServerPart::Bulk);
-        assert!(!core.settle_held(batch));
-        assert_eq!(core.servers[&7].bulk_md, Some(md));
-        // Still live: the RPC unlinks it when it ends.
-        core.node.md_unlink(md).unwrap();
-    }
-
-    #[test]
-    fn a_bulk_that_failed_before_its_batch_was_settled_is_unlinked_then() {
-        // Its SEND failed while the batch was being made: the event could not unlink an MD
-        // the RPC did not know yet, and no REPLY will come to end it.
-        let mut core = core_serving(7);
-        core.servers.get_mut(&7).unwrap().bulk_error = Some(RpcError::Interrupted);
-        let (batch, md) = made(&core, 7, ServerPart::Bulk);
-        core.settle_held(batch);
-        assert!(core.node.md_unlink(md).is_err(), "the MD was left posted");
-    }
-
-    #[test]
-    fn a_bulk_already_ended_is_not_taken_back() {
-        let mut core = core_serving(7);
-        core.servers.get_mut(&7).unwrap().bulk_ended = true;
-        let (batch, _) = made(&core, 7, ServerPart::Bulk);
-        core.settle_held(batch);
-        assert_eq!(core.servers[&7].bulk_md, None);
-    }
-
-    #[test]
-    fn what_a_batch_made_after_a_shutdown_is_unlinked() {
-        let mut core = core_serving(7);
-        let (reply, reply_md) = made(&core, 7, ServerPart::Reply);
-        // A request buffer reposted by the same batch.
-        let token = core.token(super::Slot::RequestBuffer(SrpcService::Ping, 0, None));
-        let spec = MdSpec::new(Memory::new(vec![0; SRPC_MSG_LEN]));
-        let buffer_md = core.node.md_bind(spec, UnlinkMode::Retain, Some(&core.events)).unwrap();
-        core.shutdown();
-        let batch = HeldBatch {
-            calls: Vec::new(),
-            kinds: vec![
-                reply.kinds[0],
-                (0, token, Some((SrpcService::Ping, 0)), ServerPart::Reply),
-            ],
-            outcomes: vec![Ok(reply_md), Ok(buffer_md)],
-        };
-        core.settle_held(batch);
-        assert!(core.node.md_unlink(reply_md).is_err(), "the reply MD was left posted");
-        assert!(core.node.md_unlink(buffer_md).is_err(), "the request buffer was left posted");
-    }
 
     #[test]
     fn match_bits_stay_unique_across_endpoints_and_blocks() {
