@@ -160,3 +160,46 @@ fn a_service_shut_down_leaves_nothing_posted_on_its_node() {
         stats.mds == 0 && stats.mes == 0
     }));
 }
+
+/// Services shut down while a client streams brw and ping RPCs to a server: whatever their
+/// folds were making on the node meanwhile (calls made with the state released, settled after
+/// the shutdown) is unlinked too, and both nodes are left with nothing posted.
+#[test]
+fn services_shut_down_under_load_leave_nothing_posted() {
+    for round in 0..20 {
+        let mut cluster = Cluster::new(2);
+        let ok = |cluster: &Cluster, line: &str| {
+            let (rc, out, err) = ulst(cluster, line);
+            assert_eq!(rc, 0, "{line}: {out}{err}");
+        };
+        ok(&cluster, "new_session s");
+        ok(&cluster, "add_group c 10.0.0.1@tcp");
+        ok(&cluster, "add_group s 10.0.0.2@tcp");
+        ok(&cluster, "add_test --concurrency 16 --from c --to s brw write size=4k");
+        ok(&cluster, "add_test --concurrency 16 --from c --to s ping");
+        ok(&cluster, "run");
+        let server = cluster.services[1].as_ref().unwrap();
+        assert!(
+            eventually(Duration::from_secs(10), || server.rpc_counters().rpcs_received > 100),
+            "round {round}: no traffic"
+        );
+        // Server first in even rounds, client first in odd ones.
+        let order = if round % 2 == 0 { [1, 0] } else { [0, 1] };
+        for index in order {
+            if let Some(service) = cluster.services[index].take() {
+                service.shutdown();
+            }
+        }
+        for node in &cluster.nodes {
+            assert!(
+                eventually(Duration::from_secs(10), || {
+                    let stats = node.stats();
+                    stats.mds == 0 && stats.mes == 0
+                }),
+                "round {round}: {} left {:?} MDs",
+                node.process_id(),
+                node.stats().mds
+            );
+        }
+    }
+}
