@@ -18,11 +18,11 @@ thread_local! {
     static UNTIMED_HOLDS: Cell<u32> = const { Cell::new(0) };
 }
 
-/// An endpoint's state lock, counted: a snapshot of [`LockCounters`].
+/// An endpoint's state lock, counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EndpointLockStats {
     /// Times the state was taken, and how long it was held in all, both estimated from one
-    /// acquisition in [`HOLD_SAMPLE`] on each thread.
+    /// acquisition in 16 on each thread.
     pub holds: u64,
     pub held_ns: u64,
     /// Times a thread found the state held: it then waited for it, or left its events to
