@@ -399,12 +399,15 @@ impl Node {
 
     /// The TCP LND's established connections, each with the NID of its NI (`conn_list`).
     pub fn tcp_connections(&self) -> Vec<(Nid, crate::TcpConnection)> {
-        self.locked(|core, _| {
-            let list = core.tcp_tables.connections();
-            list.into_iter()
-                .filter_map(|(ni, conn)| core.engine.ni_nid(ni).map(|nid| (nid, conn)))
-                .collect()
-        })
+        let lnds = self.inner.tcps();
+        let nids = self.locked(|core, _| {
+            lnds.iter().map(|lnd| core.engine.ni_nid(lnd.ni())).collect::<Vec<_>>()
+        });
+        lnds.iter()
+            .zip(nids)
+            .filter_map(|(lnd, nid)| Some((lnd, nid?)))
+            .flat_map(|(lnd, nid)| lnd.connections().into_iter().map(move |conn| (nid, conn)))
+            .collect()
     }
 
     /// The incarnation of each TCP NI (the `src_incarnation` its hellos carry: wall-clock

@@ -19,7 +19,6 @@ use super::doorbell::Doorbell;
 use super::hold::OutputHold;
 use crate::event_queue::EqShared;
 use crate::lnd::Lnd;
-use crate::lnd::tcp::PeerTables;
 
 /// What a node shares between its handles, its I/O thread and other nodes' fabric LNDs.
 pub(crate) struct Shared {
@@ -149,9 +148,6 @@ pub(crate) struct Core {
     /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
     /// shutdown knows what to fail.
     pub(crate) in_flight: HashMap<TxId, NiId>,
-    /// The TCP LND's peer tables, by NI: guarded by the core lock alone, so using them costs
-    /// no lock (no atomics) of their own. Typed, so an LND cannot find another's state.
-    pub(crate) tcp_tables: PeerTables,
     /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
     pub(crate) delayed: HashMap<RxId, NiId>,
     /// The event queue of every MD created with one, by handle cookie: the queue's id, a
@@ -195,7 +191,6 @@ impl Core {
             in_flight: HashMap::default(),
             delayed: HashMap::default(),
             routes: HashMap::default(),
-            tcp_tables: PeerTables::default(),
             queue_registry: HashMap::default(),
             queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
             completions: HashMap::default(),

@@ -14,6 +14,7 @@ use super::core::{CompletionKey, Core, CoreGuard, Lnds, Shared};
 use super::event_route::route_events;
 use super::wake::Wakes;
 use crate::clock;
+use crate::lnd::tcp::complete_sends;
 use crate::lnd::{Lnd, Output};
 
 /// Carries out everything the core produced, until it produces nothing more, and writes all
@@ -59,10 +60,23 @@ fn release_for_early_output<'a>(
         // The core is consistent between two outputs: whoever takes the lock meanwhile may
         // carry out the rest.
         drop(core);
-        wakes.write_early_output();
+        let finished = wakes.run_early();
+        if let Some((node, sends)) =
+            finished.as_ref().filter(|(node, _)| !Arc::ptr_eq(node, shared))
+        {
+            // Another node's (never with one node per LND): completed under its own lock.
+            complete_sends(node, sends.clone(), wakes);
+        }
         core = shared.lock();
         // Under the lock, so that `now` never goes backwards for the core.
         *now = clock::now().max(*now);
+        // Sends the early output finished: the drain goes on with what they release.
+        if let Some((node, sends)) = finished.filter(|(node, _)| Arc::ptr_eq(node, shared)) {
+            drop(node);
+            for &(tx, status) in &sends {
+                core.complete_send(*now, tx, status);
+            }
+        }
     }
     wakes.set_may_unlock(false);
     core
@@ -139,7 +153,7 @@ fn flush(
     let hold = api_call && shared.output_hold.streaming(now);
     let mut written = false;
     for lnd in lnds.iter().flatten() {
-        match lnd.flush(shared, core, now, wakes, hold) {
+        match lnd.flush(shared, core, now, wakes, hold, api_call) {
             Output::Written => written = true,
             Output::Held => {
                 if shared.output_hold.hold(now) {

@@ -69,21 +69,21 @@ pub(crate) enum HeldCheck {
 
 impl OutputHold {
     /// Whether output produced now by an API call may be held back.
-    pub(super) fn streaming(&self, now: Time) -> bool {
+    pub(crate) fn streaming(&self, now: Time) -> bool {
         let written_at = self.written_at.load(Ordering::Relaxed);
         written_at != 0 && now < Time::from_nanos(written_at).saturating_add(HOLD_WINDOW)
     }
 
     /// An API call wrote output at once at `now`: calls that follow within [`HOLD_WINDOW`]
     /// are a stream.
-    pub(super) fn wrote(&self, now: Time) {
+    pub(crate) fn wrote(&self, now: Time) {
         self.written_at.store(now.as_nanos().max(1), Ordering::Relaxed);
     }
 
     /// An LND held output back at `now`. Returns whether the I/O thread must be rung to write
     /// it in time (it may sleep past the new deadline).
     #[must_use]
-    pub(super) fn hold(&self, now: Time) -> bool {
+    pub(crate) fn hold(&self, now: Time) -> bool {
         let since = now.as_nanos().max(1);
         // SeqCst with `check`: either it sees this hold, or we see it disarmed and re-arm.
         let _ = self.held_since.compare_exchange(0, since, Ordering::SeqCst, Ordering::Relaxed);

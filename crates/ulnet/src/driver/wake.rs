@@ -10,7 +10,7 @@ use ulnet_proto::engine::PingCompletion;
 
 use super::core::Shared;
 use crate::event_queue::EqShared;
-use crate::lnd::tcp::Outbox;
+use crate::lnd::tcp::{Deferred, Finished, Outbox};
 
 /// Wake-ups owed once the core lock is released.
 #[derive(Default)]
@@ -30,6 +30,8 @@ pub(crate) struct Wakes {
     /// Completions for blocked callers: sent after the unlock, else the woken caller's next
     /// call would find the core still locked and sleep again.
     completions: Vec<(SyncSender<PingCompletion>, PingCompletion)>,
+    /// Transmits the TCP LND frames once the lock is released.
+    pub(crate) tcp: Deferred,
 }
 
 impl Wakes {
@@ -62,7 +64,7 @@ impl Wakes {
 
     /// Whether output waits to be written at once: the drain should release the lock.
     pub(super) fn early_due(&self) -> bool {
-        !self.early.is_empty()
+        !self.early.is_empty() || (self.may_unlock && self.tcp.burst_due())
     }
 
     /// Writes the output due at once. Call with no core lock held.
@@ -72,8 +74,34 @@ impl Wakes {
         }
     }
 
+    /// Output due at once with the lock released part way through a drain: what is staged
+    /// for writing at once, and a burst's first half of transmits set aside, framed now so
+    /// that its early write overlaps the rest of the drain (decision 0011).
+    /// Returns the sends that finished meanwhile, for the drain to complete once it holds
+    /// the lock again.
+    pub(super) fn run_early(&mut self) -> Finished {
+        self.write_early_output();
+        if !self.tcp.burst_due() {
+            return None;
+        }
+        let finished = Deferred::run_early(self);
+        self.write_early_output();
+        finished
+    }
+
     pub(super) fn set_may_unlock(&mut self, may_unlock: bool) {
         self.may_unlock = may_unlock;
+    }
+
+    /// Frames the transmits set aside (and writes what is due at once). Call with no core lock
+    /// held.
+    pub(crate) fn run_deferred(&mut self) {
+        self.write_early_output();
+        // Framing them may complete sends, whose drain may set more aside.
+        while !self.tcp.is_empty() {
+            std::mem::take(&mut self.tcp).run(self);
+            self.write_early_output();
+        }
     }
 
     /// Wake `queue`'s consumers.
@@ -99,9 +127,10 @@ impl Wakes {
         self.completions.push((waiter, completion));
     }
 
-    /// Writes the staged output, then issues the wake-ups. Call with no core lock held.
+    /// Frames the transmits set aside, writes the staged output, then issues the wake-ups.
+    /// Call with no core lock held.
     pub(crate) fn finish(mut self) {
-        self.write_early_output();
+        self.run_deferred();
         for outbox in self.outboxes.into_items() {
             outbox.write_out_and_tell();
         }

@@ -79,8 +79,10 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     );
 
     /// Write the output queued by transmits since the last flush, or, if `hold`, keep it for a
-    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver::hold`]). Called
-    /// at the end of every drain, with the core locked; must not block.
+    /// later flush (an API caller is streaming; see "Batching" in [`crate::driver::hold`]).
+    /// `api_call`: the drain is an API call's. Called at the end of every drain, with the core
+    /// locked; must not block. An LND that writes later (the TCP LND frames transmits once the
+    /// lock is released) tells the [`OutputHold`](crate::driver::OutputHold) itself.
     fn flush(
         &self,
         _node: &Arc<Shared>,
@@ -88,6 +90,7 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
         _now: Time,
         _wakes: &mut Wakes,
         _hold: bool,
+        _api_call: bool,
     ) -> Output {
         Output::None
     }

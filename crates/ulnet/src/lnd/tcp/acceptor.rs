@@ -321,8 +321,11 @@ fn verdict(
             return None;
         }
         let refusal = {
-            let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-            cx.with_table(|table, cx| table.admit(cx, handshake, candidate, stream, loopback))
+            let mut cx = Cx::locked(inner, node, &mut core, now, &mut wakes);
+            let peer = candidate.hello.peer.nid;
+            cx.with_table(&peer, |table, cx| {
+                table.admit(cx, handshake, candidate, stream, loopback)
+            })
         };
         let refusal = match refusal {
             Ok(new) => {

@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
+use super::deferred::{complete_sends, spare_sends};
 use super::ni::Inner;
 use super::outbox::{Lock, Outbox};
 use super::reader::{Input, LentSlot};
@@ -133,26 +134,33 @@ fn take_turn(
 ) -> Option<(Interest, bool)> {
     let mut now = clock::now();
     let mut wakes = Wakes::default();
-    let outcome = {
+    let turn = {
         let mut core = node.lock();
         if core.closed {
             return None;
         }
         let turn = {
-            let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-            cx.with_table(|table, cx| table.receive(cx, key, input))
-        };
-        core = drain_releasing(node, core, &mut now, &mut wakes);
-        let interest = match turn {
-            Turn::Closed => None,
-            Turn::Open { more } => {
-                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                cx.with_table(|table, cx| table.send(cx, key).map(|interest| (interest, more)))
-            }
+            let mut cx = Cx::locked(inner, node, &mut core, now, &mut wakes);
+            cx.with_table(&key.peer.nid, |table, cx| table.receive(cx, key, input))
         };
         drop(drain_releasing(node, core, &mut now, &mut wakes));
-        interest
+        turn
+    };
+    // The transmits the input produced, framed with the lock released: ZC-ACKs the turn owes
+    // ride on them rather than on NOOPs of their own.
+    wakes.run_deferred();
+    let interest = match turn {
+        Turn::Closed => None,
+        Turn::Open { more } => {
+            let mut cx = Cx::released(inner, node, clock::now(), &mut wakes);
+            cx.done = spare_sends();
+            let peer = key.peer.nid;
+            let interest = cx.with_table(&peer, |table, cx| table.send(cx, key));
+            let done = std::mem::take(&mut cx.done);
+            complete_sends(node, done, &mut wakes);
+            interest.map(|interest| (interest, more))
+        }
     };
     wakes.finish();
-    outcome
+    interest
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use ulnet_proto::addr::ProcessId;
-use ulnet_proto::engine::{HealthStatus, ParseError};
+use ulnet_proto::engine::{HealthStatus, ParseError, TxId};
 use ulnet_proto::socklnd::conn::ConnError;
 use ulnet_proto::socklnd::handshake::{ActiveError, ActiveOutcome, ActiveSetupError};
 use ulnet_proto::socklnd::peer_conns::CloseReason;
@@ -27,14 +27,59 @@ use crate::driver::{Core, Shared, Wakes};
 /// Most buffers in one vectored read or write (Linux's `UIO_MAXIOV`).
 pub const MAX_IOVECS: usize = 1024;
 
-/// What the table's methods work with besides the table: the core (locked), the time, and
-/// where to post wake-ups.
+/// What the table's methods work with besides the table: the core (locked, unless the call
+/// frames transmits with it released, [`super::deferred`]), the time, and where to post
+/// wake-ups.
 pub(super) struct Cx<'a> {
     pub(super) inner: &'a Arc<Inner>,
     pub(super) node: &'a Arc<Shared>,
-    pub(super) core: &'a mut Core,
+    /// `None` while the core lock is released: sends completed meanwhile wait in `done`.
+    pub(super) core: Option<&'a mut Core>,
     pub(super) now: Time,
     pub(super) wakes: &'a mut Wakes,
+    /// Sends completed with the core lock released, to complete once it is taken again.
+    pub(super) done: Vec<(TxId, HealthStatus)>,
+}
+
+impl<'a> Cx<'a> {
+    /// A call made with the core locked.
+    pub(super) fn locked(
+        inner: &'a Arc<Inner>,
+        node: &'a Arc<Shared>,
+        core: &'a mut Core,
+        now: Time,
+        wakes: &'a mut Wakes,
+    ) -> Self {
+        Self { inner, node, core: Some(core), now, wakes, done: Vec::new() }
+    }
+
+    /// A call made with the core lock released.
+    pub(super) fn released(
+        inner: &'a Arc<Inner>,
+        node: &'a Arc<Shared>,
+        now: Time,
+        wakes: &'a mut Wakes,
+    ) -> Self {
+        Self { inner, node, core: None, now, wakes, done: Vec::new() }
+    }
+
+    /// Completes what `done` holds, if the core is locked.
+    pub(super) fn complete_done(&mut self) {
+        let Some(core) = self.core.as_deref_mut() else { return };
+        for (tx, status) in self.done.drain(..) {
+            core.complete_send(self.now, tx, status);
+        }
+    }
+
+    /// Completes a send the table held: at once with the core locked, else once it is.
+    pub(super) fn send_done(&mut self, tx: TxId, status: HealthStatus) {
+        match self.core.as_deref_mut() {
+            Some(core) => {
+                core.complete_send(self.now, tx, status);
+            }
+            None => self.done.push((tx, status)),
+        }
+    }
 }
 
 /// Names a connection for its task.

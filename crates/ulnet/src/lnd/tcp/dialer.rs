@@ -41,8 +41,10 @@ pub(super) async fn run(
             return;
         }
         {
-            let mut cx = Cx { inner: &inner, node: &node, core: &mut core, now, wakes: &mut wakes };
-            if let Some(new) = cx.with_table(|table, cx| table.on_dialled(cx, peer, result)) {
+            let mut cx = Cx::locked(&inner, &node, &mut core, now, &mut wakes);
+            if let Some(new) =
+                cx.with_table(&peer.nid, |table, cx| table.on_dialled(cx, peer, result))
+            {
                 connection::start(&inner, &node, new);
             }
         }

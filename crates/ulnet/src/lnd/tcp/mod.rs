@@ -28,10 +28,10 @@
 //!   writer with the core locked.
 //! * [`reader`]: bytes from the socket to `Conn::handle_input`, headers to the core, payload
 //!   into the destination the core lends (`rx_lend`) or into MD memory (`rx_segments_mut`).
-//! * [`writer`] and [`outbox`]: frames from `Conn::poll_transmit`, staged (headers and small
-//!   payloads copied, large payloads pinned, `tx_payload_pinned`) and written with non-blocking
-//!   vectored writes after the unlock; a payload that cannot be pinned is written from MD
-//!   memory (`tx_payload`) with the lock held.
+//! * [`payload`], [`deferred`], [`writer`] and [`outbox`]: a transmit's payload captured when
+//!   the core hands it over (small ones copied, large ones pinned, `tx_payload_pinned`), the
+//!   transmit framed by `Conn::poll_transmit` once the core lock is released, its frames staged
+//!   and written with non-blocking vectored writes.
 //! * [`ni`]: the NI's state its calls and tasks share (identity, tunables, counters, the inbox
 //!   of work for the I/O thread); [`context`]: what the parts pass between them (the call
 //!   context `Cx`, `ConnKey`, `CloseCause`...). They sit below the rest, so the imports form no
@@ -42,26 +42,32 @@
 //! # Threads and locks
 //!
 //! Everything here runs either on the node's I/O threads (the tasks, [`Lnd::poll`]) or on an
-//! API caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`], always with the core locked.
+//! API caller's thread inside [`Lnd::transmit`] / [`Lnd::resume`] and after them.
 //! A connection's task, and the dial that opens it, run on the I/O thread of the partition its
 //! peer's NID hashes to (`ni::Placement`, the kernel's `lnet_cpt_of_nid()`); the listener and
 //! the passive handshakes run on partition 0's, which hands each accepted socket to its
 //! partition's runtime before the peer table's verdict (the socket must be registered with the
-//! runtime whose thread waits on it). Wake-ups of a connection's task go straight to its thread. The
-//! peer table lives with the core (`Core::tcp_tables`, through `Cx::with_table`), so the
-//! core lock is its only lock: a mutex of its own was never contended, yet its lock and unlock
-//! took 4-5% of a daemon's cycles on small RPCs (BENCHMARKS.md, "Findings"). The inbox is a
-//! leaf lock: dials to start, posted from any thread, picked up by partition 0's [`Lnd::poll`]
-//! after a doorbell ring, which starts each on its peer's partition.
+//! runtime whose thread waits on it). Wake-ups of a connection's task go straight to its thread.
 //!
-//! A transmit queues its message on a connection; the end of the drain that produced it writes
-//! every connection's queue with one vectored write each ([`Lnd::flush`]), straight from the
-//! caller's thread (no wake-up, no thread hop) unless the caller is streaming and the runtime
-//! holds the output back for a batch ("Batching" in [`crate::driver::hold`]). A burst is the
-//! exception: once a drain has queued half as many messages for a connection as its previous
-//! drain did (at least four), they are written at once, so the peer works on them while the
-//! rest is produced (`table::early_write_due`, decision 0011). What the socket does not take
-//! is left to the connection's task.
+//! Each partition has its own peer table behind its own lock (`table::Tables`), as each of
+//! socklnd's schedulers has its own `kss_lock`: a peer's connections all run on one partition,
+//! so no entry is shared. A table's lock is taken inside the core lock (a receive turn, a
+//! resume, a reset, the scan, a dial's or an accept's verdict) or alone, never the other way
+//! round: [`Lnd::transmit`] only captures the message's payload (`payload`) and sets the
+//! transmit aside in the thread's wake-ups, and once the core lock is released the thread
+//! frames and stages it with only its table's lock held (`deferred`), then completes the sends
+//! that finished with the core locked again, in one hold. The inbox is a leaf lock: dials to
+//! start, posted from any thread, picked up by partition 0's [`Lnd::poll`] after a doorbell
+//! ring, which starts each on its peer's partition.
+//!
+//! The transmits a drain set aside are queued on their connections, and each connection's queue
+//! written with one vectored write, straight from the thread that produced them (no wake-up, no
+//! thread hop) unless the caller is streaming and the runtime holds the output back for a batch
+//! ("Batching" in [`crate::driver::hold`]). A burst is the exception: once half as many
+//! messages as the previous batch had are queued for a connection (at least four), they are
+//! written at once, so the peer works on them while the rest is staged
+//! (`table::early_write_due`, decision 0011). What the socket does not take is left to the
+//! connection's task.
 //!
 //! # Identity
 //!
@@ -86,10 +92,12 @@ mod acceptor;
 mod admission;
 mod connection;
 mod context;
+mod deferred;
 mod dialer;
 mod listener;
 mod ni;
 mod outbox;
+mod payload;
 mod reader;
 mod socket;
 mod sys;
@@ -102,7 +110,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ulnet_proto::addr::Nid;
-use ulnet_proto::engine::{NiId, Resume, Transmit};
+use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, Resume, Transmit};
 use ulnet_proto::socklnd::peer_conns::PeerConfig;
 use ulnet_proto::socklnd::tunables::{AcceptPolicy, ConnsPerPeer, SocklndTunables};
 use ulnet_proto::time::Time;
@@ -115,13 +123,13 @@ use crate::lnd::{Lnd, Output};
 
 pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
+pub(crate) use deferred::{Deferred, Finished, complete_sends};
 pub(crate) use listener::Listeners;
 use listener::Membership;
 pub(crate) use ni::Placement;
 use ni::{Counters, Inbox, Inner, LogLimits};
 pub(crate) use outbox::Outbox;
 pub use outbox::{COPY_MAX_PAYLOAD, OUTBOX_MAX_BYTES};
-pub(crate) use table::PeerTables;
 pub use table::TcpConnection;
 
 /// Counters of the TCP LND, summed over a node's TCP NIs ([`Node::tcp_stats`](crate::Node::tcp_stats)).
@@ -226,6 +234,8 @@ impl TcpLnd {
             next_scan: AtomicU64::new(0),
             counters: Counters::default(),
             log_limits: LogLimits::default(),
+            tables: table::Tables::new(placement.partitions()),
+            held: AtomicBool::new(false),
         };
         let inner = Arc::new(inner);
         let port = inner.tunables.accept_port;
@@ -267,6 +277,11 @@ impl TcpLnd {
         }
     }
 
+    /// The NI's established connections (`conn_list`).
+    pub(crate) fn connections(&self) -> Vec<TcpConnection> {
+        self.inner.tables.connections()
+    }
+
     /// The NI this LND serves.
     pub(crate) fn ni(&self) -> NiId {
         self.inner.ni
@@ -305,11 +320,12 @@ impl TcpLnd {
         let inner = &self.inner;
         // Off the listener: the NIs left on it go on accepting; the last closes it.
         self.leave_listener();
-        let mut cx = Cx { inner, node, core, now, wakes };
-        cx.with_table(|table, cx| {
+        let mut cx = Cx::locked(inner, node, core, now, wakes);
+        cx.with_tables(|table, cx| {
             let _ = table.flush_queued(cx, false);
             table.shutdown(cx);
         });
+        inner.tables.clear_posted();
     }
 
     /// Carries out what [`retire`](Self::retire) left posted (dials, which find the table
@@ -361,28 +377,38 @@ impl Lnd for TcpLnd {
 
     fn transmit(
         &self,
-        node: &Arc<Shared>,
+        _node: &Arc<Shared>,
         core: &mut Core,
         now: Time,
         transmit: Transmit,
         wakes: &mut Wakes,
     ) {
-        let inner = &self.inner;
-        let mut cx = Cx { inner, node, core, now, wakes };
-        cx.with_table(|table, cx| table.transmit(cx, transmit));
+        // Framed once the lock is released (`deferred`): only the payload is taken now.
+        match payload::Payload::capture(core, transmit.tx, transmit.header.payload_length) {
+            Ok(payload) => wakes.tcp.transmit(&self.inner, transmit, payload),
+            Err(error) => {
+                tracing::error!(%error, "a transmit's payload cannot be read");
+                core.complete_send(now, transmit.tx, HealthStatus::LocalError);
+            }
+        }
     }
 
     fn flush(
         &self,
-        node: &Arc<Shared>,
-        core: &mut Core,
-        now: Time,
+        _node: &Arc<Shared>,
+        _core: &mut Core,
+        _now: Time,
         wakes: &mut Wakes,
         hold: bool,
+        api_call: bool,
     ) -> Output {
+        // After the transmits set aside before it, with the lock released (`deferred`): only
+        // when there are some, or output is held from before (every drain ends in a flush).
         let inner = &self.inner;
-        let mut cx = Cx { inner, node, core, now, wakes };
-        cx.with_table(|table, cx| table.flush_queued(cx, hold))
+        if wakes.tcp.transmits_since_flush(inner) || inner.held.load(Ordering::Relaxed) {
+            wakes.tcp.push(inner, deferred::Item::Flush { hold, api_call });
+        }
+        Output::None
     }
 
     fn resume(
@@ -394,8 +420,20 @@ impl Lnd for TcpLnd {
         wakes: &mut Wakes,
     ) {
         let inner = &self.inner;
-        let mut cx = Cx { inner, node, core, now, wakes };
-        cx.with_table(|table, cx| table.resume(cx, resume));
+        let mut cx = Cx::locked(inner, node, core, now, wakes);
+        // The table whose connection parked the receive (they are few).
+        let mut resume = Some(resume);
+        cx.with_tables(|table, cx| {
+            if let Some(waiting) = resume.take() {
+                resume = table.resume(cx, waiting);
+            }
+        });
+        if let Some(Resume { action: RecvAction::Deliver { rx, .. }, .. }) = resume {
+            // No connection parked it: it closed, and its payload is gone.
+            if let Some(core) = cx.core.as_deref_mut() {
+                core.complete_recv(now, rx, HealthStatus::RemoteDropped);
+            }
+        }
     }
 
     fn reset(
@@ -407,8 +445,8 @@ impl Lnd for TcpLnd {
         wakes: &mut Wakes,
     ) {
         let inner = &self.inner;
-        let mut cx = Cx { inner, node, core, now, wakes };
-        cx.with_table(|table, cx| table.reset(cx, peer));
+        let mut cx = Cx::locked(inner, node, core, now, wakes);
+        cx.with_tables(|table, cx| table.reset(cx, peer));
     }
 
     fn poll(&self, node: &Arc<Shared>, now: Time) -> Option<Time> {
@@ -425,12 +463,12 @@ impl Lnd for TcpLnd {
             if core.closed {
                 return None;
             }
-            if let Some(deadline) = {
-                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                cx.with_table(|table, cx| table.scan(cx))
-            } {
-                next = next.min(deadline);
-            }
+            let mut cx = Cx::locked(inner, node, &mut core, now, &mut wakes);
+            cx.with_tables(|table, cx| {
+                if let Some(deadline) = table.scan(cx) {
+                    next = next.min(deadline);
+                }
+            });
             drain(node, &mut core, now, &mut wakes);
         }
         wakes.finish();
@@ -446,9 +484,10 @@ impl Lnd for TcpLnd {
         {
             let mut core = node.lock();
             {
-                let mut cx = Cx { inner, node, core: &mut core, now, wakes: &mut wakes };
-                cx.with_table(|table, cx| table.shutdown(cx));
+                let mut cx = Cx::locked(inner, node, &mut core, now, &mut wakes);
+                cx.with_tables(|table, cx| table.shutdown(cx));
             }
+            inner.tables.clear_posted();
             drain(node, &mut core, now, &mut wakes);
         }
         wakes.finish();

@@ -14,6 +14,7 @@ use ulnet_proto::socklnd::peer_conns::{DialRequest, PeerConfig};
 use ulnet_proto::socklnd::tunables::SocklndTunables;
 use ulnet_proto::wire::hello::LocalIdentity;
 
+use super::table::Tables;
 use crate::driver::{Shared, Wakes};
 use crate::log_limit::LogLimit;
 
@@ -45,6 +46,11 @@ pub(crate) struct Inner {
     pub(super) counters: Counters,
     /// Rate limits of the warnings a peer can cause at will.
     pub(super) log_limits: LogLimits,
+    /// The peer tables, one per partition.
+    pub(super) tables: Tables,
+    /// The last flush held queued output back (an API caller streams): the next flush runs
+    /// even with no transmit set aside before it.
+    pub(super) held: AtomicBool,
 }
 
 /// Which partition's I/O thread runs the connections to a peer: the kernel's
@@ -63,6 +69,11 @@ impl Placement {
     /// list it would refuse never gets this far, and is taken as "all").
     pub(crate) fn new(partitions: Partitions, cpts: CptList) -> Self {
         Self { partitions, cpts: partitions.bind(cpts).unwrap_or(CptList::ALL) }
+    }
+
+    /// The node's number of partitions.
+    pub(crate) fn partitions(&self) -> u32 {
+        self.partitions.count()
     }
 
     /// The partition of the connections to `peer`.

@@ -1,14 +1,13 @@
-//! Output set aside to be written without the core lock.
+//! Output set aside to be written without any lock.
 //!
-//! A connection's writer (under the core lock) stages frames in the connection's outbox and
-//! completes them as a written message is completed: headers and small payloads are copied,
-//! a large payload is held by reference ([`PinnedBytes`]: the MD's buffer, reference-counted
-//! rather than copied). The thread that staged them writes the outbox once it has released the
-//! core lock ([`Wakes::write`]), so the system call, and for a large payload the copy into the
-//! socket, no longer holds up the node's other threads. A payload that cannot be pinned (MD
-//! memory of several segments) is written from MD memory under the lock, as before, but only when the outbox is empty, so the stream keeps its order: while the outbox
-//! holds bytes, later frames wait in the framing (`deferred`) and whoever empties it nudges the
-//! connection's task to write them.
+//! A connection's writer stages frames in the connection's outbox and completes them as a
+//! written message is completed: headers and small payloads are copied, a large payload is
+//! held by reference ([`PinnedBytes`]: the MD's buffer, reference-counted rather than copied).
+//! The thread that staged them writes the outbox once it holds no lock ([`Wakes::write`]), or
+//! at once for a burst's first half, so the system call, and for a large payload the copy into
+//! the socket, holds up none of the node's other threads. The outbox's bytes go out in the
+//! order they were staged: when it is full, later frames wait in the framing (`deferred`) and
+//! whoever empties it nudges the connection's task to stage them.
 //!
 //! A small message staged here is complete, as one whose bytes the socket took is: if the
 //! connection fails before they leave, they are lost like the socket's own unsent bytes. A
@@ -213,17 +212,9 @@ pub(super) enum Written {
 /// What staging frames found (see [`Outbox::stage`]).
 pub(super) struct Staging<'a> {
     state: MutexGuard<'a, State>,
-    /// The outbox had nothing staged, being written or blocked when the guard was taken.
-    was_idle: bool,
 }
 
 impl Staging<'_> {
-    /// Nothing staged, being written or left by a full socket: a frame may be written straight
-    /// to the socket without overtaking staged bytes.
-    pub(super) fn is_idle(&self) -> bool {
-        self.was_idle && self.state.pending.is_empty()
-    }
-
     /// Whether `copied` more bytes to copy and `pinned` more to pin fit under the bounds
     /// ([`OUTBOX_MAX_COPIED`], [`OUTBOX_MAX_BYTES`]); anything fits into an empty outbox.
     pub(super) fn has_room(&self, copied: usize, pinned: usize) -> bool {
@@ -271,12 +262,11 @@ impl Outbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens the outbox for staging (with the core lock held; the outbox's own lock is never
-    /// held while taking the core lock).
+    /// Opens the outbox for staging (with its connection's table locked; the outbox's own lock
+    /// is a leaf, never held while taking another).
     pub(super) fn stage(&self) -> Staging<'_> {
         let state = self.lock();
-        let was_idle = state.unsent == 0 && !state.writing && !state.blocked;
-        Staging { state, was_idle }
+        Staging { state }
     }
 
     /// Bytes staged and not yet taken by the socket.
@@ -292,6 +282,13 @@ impl Outbox {
     /// The error a write met, once: the task closes the connection.
     pub(super) fn take_failure(&self) -> Option<io::ErrorKind> {
         self.lock().failed.take()
+    }
+
+    /// The connection must close (its framing failed while no core lock was held to close
+    /// it): the task closes it on its next turn, as after a failed write.
+    pub(super) fn fail(&self, kind: io::ErrorKind) {
+        self.lock().failed.get_or_insert(kind);
+        self.nudge.notify_one();
     }
 
     /// Writes what is staged, from a thread other than the connection's task, and wakes the

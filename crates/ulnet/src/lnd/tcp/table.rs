@@ -1,9 +1,11 @@
 //! The peer table: every peer process this NI talks to, its typed connections and their
 //! sockets, the messages waiting for a connection, and the glue between all that and the core.
 //!
-//! The table is only touched with the core locked, so its methods get both: the core in a
-//! [`Cx`], the table as `self`. They never call [`drain`](fn@crate::driver::drain) (which calls
-//! back into the LND, and so into this table); their callers do, after releasing the table.
+//! Each partition has its own table behind its own lock ([`Tables`]). Its methods get the
+//! table as `self` and, in a [`Cx`], the core: locked for everything but framing transmits,
+//! which runs with the core lock released ([`super::deferred`]), completing sends once it is
+//! taken again. They never call [`drain`](fn@crate::driver::drain) (which calls back into the
+//! LND); their callers do, after releasing the table.
 //!
 //! A peer is keyed by its process id as the kernel keys `ksock_peer_ni`: the next-hop NID and
 //! the destination pid for a transmit, the hello's identity (or, for an unprivileged source
@@ -17,12 +19,12 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use foldhash::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
-use ulnet_proto::addr::ProcessId;
-use ulnet_proto::engine::{HealthStatus, NiId, RecvAction, Resume, RxId, Transmit, TxId};
+use ulnet_proto::addr::{Nid, ProcessId};
+use ulnet_proto::engine::{HealthStatus, RecvAction, Resume, RxId, Transmit};
 use ulnet_proto::socklnd::handshake::{Candidate, PassiveHandshake, PassiveStep};
 use ulnet_proto::socklnd::peer_conns::{
     ActiveResolution, ClosedConn, PeerConns, PeerQueueError, TimeoutAction,
@@ -35,9 +37,10 @@ use ulnet_proto::wire::hello::ConnType;
 use super::context::{CloseCause, ConnKey, Cx, DialError, Dialled, Interest, NewConn, Turn};
 use super::ni::Inner;
 use super::outbox::{Lock, Outbox, Written};
+use super::payload::{Payload, Sending};
 use super::reader::{Input, LentSlot, ReadCx, ReadOutcome, Reader};
 use super::socket;
-use super::writer::{FlushCx, Flushed, Writer};
+use super::writer::{FlushCx, Writer};
 use crate::lnd::Output;
 use crate::log_limit::warn_limited;
 
@@ -47,67 +50,119 @@ pub const MAX_PEERS: usize = 1 << 16;
 /// default) keep the real number far lower; this only stops a bug from growing the queue.
 pub const MAX_PENDING_MESSAGES: usize = 4096;
 
-impl Cx<'_> {
-    /// Runs `call` on the NI's peer table. The table lives with the core
-    /// ([`Core::tcp_tables`](crate::driver::Core::tcp_tables)): the core lock, which every
-    /// caller holds, is its only lock.
-    pub(super) fn with_table<R>(&mut self, call: impl FnOnce(&mut PeerTable, &mut Self) -> R) -> R {
-        let ni = self.inner.ni;
-        let mut table = self.core.tcp_tables.take(ni);
-        let result = call(&mut table, self);
-        self.core.tcp_tables.put(ni, table);
-        result
-    }
+/// The peer tables of one NI, one per CPU partition, each behind its own lock: a peer's
+/// connections all run on the partition its NID hashes to (`Placement`), so its entry lives in
+/// that partition's table and no entry is shared, as each of socklnd's schedulers has its own
+/// lock (`kss_lock`). A table is taken with the core locked (the core lock first, the table's
+/// as a leaf) or with no lock at all when transmits are framed ([`super::deferred`]); never the
+/// core lock while a table's is held.
+pub(crate) struct Tables {
+    /// Partition 0's.
+    first: Shard,
+    /// Partition 1's and on.
+    rest: Box<[Shard]>,
 }
 
-/// The peer table of each TCP NI, by NI, kept in the [`Core`](crate::driver::Core) (guarded by
-/// the core lock alone). A table is taken out for the length of one call, so that it can be
-/// borrowed next to the core, and put back before the lock is released; boxed, so that taking
-/// it moves a pointer. Typed: no other LND's state can be found in its place.
+/// One partition's table, and the transmits handed to it and not yet taken.
 #[derive(Default)]
-pub(crate) struct PeerTables(Vec<Option<Box<PeerTable>>>);
-
-impl PeerTables {
-    /// Takes the table of NI `ni`: an empty one the first time (a new NI has no peers yet).
-    fn take(&mut self, ni: NiId) -> Box<PeerTable> {
-        let slot = self.0.get_mut(usize::from(ni.0)).and_then(Option::take);
-        slot.unwrap_or_default()
-    }
-
-    /// Puts back what [`take`](Self::take) took.
-    fn put(&mut self, ni: NiId, table: Box<PeerTable>) {
-        let index = usize::from(ni.0);
-        if self.0.len() <= index {
-            self.0.resize_with(index + 1, || None);
-        }
-        if let Some(slot) = self.0.get_mut(index) {
-            *slot = Some(table);
-        }
-    }
+struct Shard {
+    table: Mutex<PeerTable>,
+    /// Transmits in the order the core produced them: filled with the core locked (a leaf
+    /// lock), emptied in order by whichever thread next holds the table
+    /// ([`super::deferred`]), so that two threads running their transmits in turn cannot
+    /// reorder a peer's stream.
+    inbox: Mutex<Vec<(Transmit, Payload)>>,
 }
 
-impl PeerTables {
-    /// Every established connection of every NI's table, with the NI each belongs to, for
-    /// `conn_list`. lustre: socklnd.c `ksocknal_get_conn_by_idx()`, `ksocknal_ctl()`
-    /// (`IOC_LIBCFS_GET_CONN`).
-    pub(crate) fn connections(&self) -> Vec<(NiId, TcpConnection)> {
+/// Locks `mutex`: a poisoned lock is as consistent as a panic left it, and the node goes on,
+/// as with the core lock.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Tables {
+    /// The tables of an NI on a node of `partitions` CPU partitions.
+    pub(super) fn new(partitions: u32) -> Self {
+        let rest = (1..partitions.max(1)).map(|_| Shard::default()).collect();
+        Self { first: Shard::default(), rest }
+    }
+
+    /// Partition `cpt`'s (partition 0's for a CPT the node does not have).
+    fn shard(&self, cpt: u32) -> &Shard {
+        let index = usize::try_from(cpt).unwrap_or(0);
+        match index.checked_sub(1) {
+            Some(index) => self.rest.get(index).unwrap_or(&self.first),
+            None => &self.first,
+        }
+    }
+
+    /// The table of partition `cpt`.
+    pub(super) fn lock(&self, cpt: u32) -> MutexGuard<'_, PeerTable> {
+        lock(&self.shard(cpt).table)
+    }
+
+    /// Hands `transmit` to partition `cpt`'s table (core locked).
+    pub(super) fn post(&self, cpt: u32, transmit: Transmit, payload: Payload) {
+        lock(&self.shard(cpt).inbox).push((transmit, payload));
+    }
+
+    /// The transmits handed to partition `cpt`'s table, in order, swapped with `into` (empty);
+    /// call with that table locked.
+    pub(super) fn take_posted(&self, cpt: u32, into: &mut Vec<(Transmit, Payload)>) {
+        std::mem::swap(&mut *lock(&self.shard(cpt).inbox), into);
+    }
+
+    /// Drops what every partition was handed and has not taken (the NI is going: its
+    /// transmits stay in the core's `in_flight`, failed by the caller).
+    pub(super) fn clear_posted(&self) {
+        for shard in std::iter::once(&self.first).chain(self.rest.iter()) {
+            lock(&shard.inbox).clear();
+        }
+    }
+
+    /// Every table, in partition order.
+    pub(super) fn all(&self) -> impl Iterator<Item = MutexGuard<'_, PeerTable>> {
+        std::iter::once(&self.first).chain(self.rest.iter()).map(|shard| lock(&shard.table))
+    }
+
+    /// Every established connection of the NI, for `conn_list`. lustre: socklnd.c
+    /// `ksocknal_get_conn_by_idx()`, `ksocknal_ctl()` (`IOC_LIBCFS_GET_CONN`).
+    pub(crate) fn connections(&self) -> Vec<TcpConnection> {
         let mut list = Vec::new();
-        for (index, table) in self.0.iter().enumerate() {
-            let (Some(table), Ok(index)) = (table, u16::try_from(index)) else {
-                continue;
-            };
+        for table in self.all() {
             for peer in table.peers.values() {
                 for io in &peer.io {
                     if let Some(conn) = peer.conns.conn(io.id) {
                         if let Some(shown) = TcpConnection::of(peer.conns.peer(), conn, &io.stream)
                         {
-                            list.push((NiId(index), shown));
+                            list.push(shown);
                         }
                     }
                 }
             }
         }
         list
+    }
+}
+
+impl<'a> Cx<'a> {
+    /// Runs `call` on the table of `peer`'s partition.
+    pub(super) fn with_table<R>(
+        &mut self,
+        peer: &Nid,
+        call: impl FnOnce(&mut PeerTable, &mut Self) -> R,
+    ) -> R {
+        let inner: &'a Arc<Inner> = self.inner;
+        let mut table = inner.tables.lock(inner.placement.cpt_of(peer));
+        call(&mut table, self)
+    }
+
+    /// Runs `call` on every table of the NI, in partition order.
+    pub(super) fn with_tables(&mut self, mut call: impl FnMut(&mut PeerTable, &mut Self)) {
+        let inner: &'a Arc<Inner> = self.inner;
+        for mut table in inner.tables.all() {
+            call(&mut table, self);
+        }
     }
 }
 
@@ -152,8 +207,8 @@ impl TcpConnection {
 #[derive(Default)]
 pub(crate) struct PeerTable {
     peers: HashMap<ProcessId, Peer>,
-    /// The core's transmit behind each message token handed to the framing.
-    tokens: HashMap<MessageToken, TxId>,
+    /// The core's transmit behind each message token handed to the framing, with its payload.
+    tokens: HashMap<MessageToken, Sending>,
     next_token: u64,
     /// Receives parked on a lazy portal, and their connection.
     parked: HashMap<RxId, ConnKey>,
@@ -202,8 +257,6 @@ struct ConnIo {
     /// The socket's send timeout (`socket::set_send_timeout`): `sock_timeout` when the
     /// connection was made, brought up to date by the scan when `--lnd-timeout` changes it.
     send_timeout: std::time::Duration,
-    /// The task is waiting for the socket to become writable: a blocked writer needs no nudge.
-    awaiting_writable: bool,
     /// Listed in `PeerTable::queued`.
     queued: bool,
     /// Messages queued since the connection was last written ([`early_write_due`]).
@@ -220,10 +273,10 @@ impl PeerTable {
     /// next [`flush_queued`](Self::flush_queued) (with whatever else the drain queues, in one
     /// vectored write per connection); or hold it and dial. lustre: socklnd_cb.c
     /// `ksocknal_send()`, `ksocknal_launch_packet()`.
-    pub(super) fn transmit(&mut self, cx: &mut Cx<'_>, transmit: Transmit) {
+    pub(super) fn transmit(&mut self, cx: &mut Cx<'_>, transmit: Transmit, payload: Payload) {
         let (now, tx) = (cx.now, transmit.tx);
         if self.closed {
-            cx.core.complete_send(now, tx, HealthStatus::LocalError);
+            cx.send_done(tx, HealthStatus::LocalError);
             return;
         }
         let peer_id = ProcessId::new(transmit.next_hop, transmit.header.dest_pid);
@@ -231,13 +284,13 @@ impl PeerTable {
         self.next_token = self.next_token.wrapping_add(1);
         let Some(peer) = peer_entry(&mut self.peers, cx.inner, peer_id) else {
             tracing::warn!(peer = %peer_id, "peer table full ({MAX_PEERS}): message dropped");
-            cx.core.complete_send(now, tx, HealthStatus::LocalError);
+            cx.send_done(tx, HealthStatus::LocalError);
             return;
         };
         let zc_min_payload = cx.inner.tunables.effective_zc_min_payload();
         match peer.conns.queue_message_acked(now, &transmit.header, token, zc_min_payload) {
             Ok(id) => {
-                self.tokens.insert(token, tx);
+                self.tokens.insert(token, Sending { tx, payload });
                 let mut full = false;
                 if let Some(io) = peer.io.iter_mut().find(|io| io.id == id) {
                     if !io.queued {
@@ -256,21 +309,21 @@ impl PeerTable {
                 if peer_id.is_userspace() {
                     // lustre: ksocknal_launch_packet() "Refusing to create a connection to
                     // userspace process": only the process itself can connect.
-                    cx.core.complete_send(now, tx, HealthStatus::RemoteDropped);
+                    cx.send_done(tx, HealthStatus::RemoteDropped);
                     return;
                 }
                 if peer.pending.len() >= MAX_PENDING_MESSAGES {
-                    cx.core.complete_send(now, tx, HealthStatus::LocalError);
+                    cx.send_done(tx, HealthStatus::LocalError);
                     return;
                 }
-                self.tokens.insert(token, tx);
+                self.tokens.insert(token, Sending { tx, payload });
                 peer.pending.push_back(Pending { token, header: transmit.header, since: now });
                 peer.building = true;
                 self.start_dial(cx, peer_id);
             }
             Err(PeerQueueError::Queue(error)) => {
                 tracing::warn!(peer = %peer_id, %error, "message cannot be queued");
-                cx.core.complete_send(now, tx, HealthStatus::LocalError);
+                cx.send_done(tx, HealthStatus::LocalError);
             }
         }
     }
@@ -303,25 +356,33 @@ impl PeerTable {
         Output::Written
     }
 
-    /// A delayed receive may proceed: unpark its connection's reader.
-    pub(super) fn resume(&mut self, cx: &mut Cx<'_>, resume: Resume) {
-        let key = self.parked.remove(&resume.rx);
-        let io = key.and_then(|key| {
+    /// A delayed receive may proceed: unpark its connection's reader. Hands `resume` back if
+    /// no connection of this table parked it.
+    pub(super) fn resume(&mut self, cx: &mut Cx<'_>, resume: Resume) -> Option<Resume> {
+        let Some(key) = self.parked.remove(&resume.rx) else {
+            return Some(resume);
+        };
+        let io = Some(key).and_then(|key| {
             let peer = self.peers.get_mut(&key.peer)?;
             peer.io.iter_mut().find(|io| io.serial == key.serial)
         });
         match io {
             Some(io) => {
-                io.reader.resume(cx.core, cx.now, resume.action, &io.lent);
+                if let Some(core) = cx.core.as_deref_mut() {
+                    io.reader.resume(core, cx.now, resume.action, &io.lent);
+                }
                 cx.inner.post_nudge(cx.wakes, &io.nudge);
             }
             None => {
                 // The connection closed meanwhile: its payload is gone.
-                if let RecvAction::Deliver { rx, .. } = resume.action {
-                    cx.core.complete_recv(cx.now, rx, HealthStatus::RemoteDropped);
+                if let (RecvAction::Deliver { rx, .. }, Some(core)) =
+                    (resume.action, cx.core.as_deref_mut())
+                {
+                    core.complete_recv(cx.now, rx, HealthStatus::RemoteDropped);
                 }
             }
         }
+        None
     }
 
     // ------------------------------------------------------------------- from the connection
@@ -344,8 +405,12 @@ impl PeerTable {
         let Some((conn, zc)) = peer.conns.conn_and_zc(id) else {
             return Turn::Closed;
         };
+        let Some(core) = cx.core.as_deref_mut() else {
+            tracing::error!("a receive turn without the core lock");
+            return Turn::Open { more: false };
+        };
         let mut read = ReadCx {
-            core: &mut *cx.core,
+            core,
             now: cx.now,
             ni: cx.inner.ni,
             conn,
@@ -360,8 +425,8 @@ impl PeerTable {
         let outcome = io.reader.receive(&mut read);
         // ZC-ACKs that came in complete the messages that asked for them.
         while let Some(token) = peer.conns.zc_requests().poll_acked() {
-            if let Some(tx) = self.tokens.remove(&token) {
-                cx.core.complete_send(cx.now, tx, HealthStatus::Ok);
+            if let Some(Sending { tx, .. }) = self.tokens.remove(&token) {
+                cx.send_done(tx, HealthStatus::Ok);
             }
         }
         match outcome {
@@ -377,14 +442,10 @@ impl PeerTable {
     /// A connection's send turn: write what it has, then say what to wait for (`None`: it is
     /// closed).
     pub(super) fn send(&mut self, cx: &mut Cx<'_>, key: ConnKey) -> Option<Interest> {
+        let id = self.conn_io(key)?.id;
+        self.flush(cx, key.peer, id, Urgency::AfterUnlock)?;
         let io = self.conn_io(key)?;
-        // The task is about to look at the answer: a blocked writer needs no nudge.
-        io.awaiting_writable = true;
-        let id = io.id;
-        let flushed = self.flush(cx, key.peer, id, Urgency::AfterUnlock)?;
-        let io = self.conn_io(key)?;
-        let write = flushed == Flushed::Blocked || io.outbox.is_blocked();
-        io.awaiting_writable = write;
+        let write = io.outbox.is_blocked();
         let reader = &io.reader;
         Some(Interest { read: reader.wants_input(), write, preread: reader.reads_through_buffer() })
     }
@@ -416,8 +477,8 @@ impl PeerTable {
                     let waiting = std::mem::take(&mut peer.pending);
                     peer.building = false;
                     for pending in waiting {
-                        if let Some(tx) = self.tokens.remove(&pending.token) {
-                            cx.core.complete_send(cx.now, tx, HealthStatus::RemoteDropped);
+                        if let Some(Sending { tx, .. }) = self.tokens.remove(&pending.token) {
+                            cx.send_done(tx, HealthStatus::RemoteDropped);
                         }
                     }
                 }
@@ -510,8 +571,8 @@ impl PeerTable {
             peer.building = false;
             let conns: Vec<ConnId> = peer.io.iter().map(|io| io.id).collect();
             for pending in pending {
-                if let Some(tx) = self.tokens.remove(&pending.token) {
-                    cx.core.complete_send(cx.now, tx, HealthStatus::RemoteDropped);
+                if let Some(Sending { tx, .. }) = self.tokens.remove(&pending.token) {
+                    cx.send_done(tx, HealthStatus::RemoteDropped);
                 }
             }
             for id in conns {
@@ -550,8 +611,8 @@ impl PeerTable {
             let actions = peer.conns.handle_timeout(now);
             while peer.pending.front().is_some_and(|p| p.since + sock_timeout <= cx.now) {
                 let Some(pending) = peer.pending.pop_front() else { break };
-                if let Some(tx) = self.tokens.remove(&pending.token) {
-                    cx.core.complete_send(cx.now, tx, HealthStatus::LocalTimeout);
+                if let Some(Sending { tx, .. }) = self.tokens.remove(&pending.token) {
+                    cx.send_done(tx, HealthStatus::LocalTimeout);
                 }
             }
             for action in actions {
@@ -597,7 +658,9 @@ impl PeerTable {
         for (_, mut peer) in self.peers.drain() {
             for mut io in peer.io.drain(..) {
                 let status = HealthStatus::LocalError;
-                io.reader.abandon(cx.core, cx.now, &mut self.parked, status, &io.lent);
+                if let Some(core) = cx.core.as_deref_mut() {
+                    io.reader.abandon(core, cx.now, &mut self.parked, status, &io.lent);
+                }
                 // What was staged is complete already: let it go as a closing socket's own
                 // unsent bytes would, if the socket takes it now.
                 let _ = io.outbox.write_out(Lock::Held);
@@ -615,37 +678,41 @@ impl PeerTable {
         peer.io.iter_mut().find(|io| io.serial == key.serial)
     }
 
-    /// Writes what connection `id` has (small frames staged in its outbox are written when
-    /// `urgency` says). Returns how it ended, `None` if it closed.
+    /// Stages what connection `id` has in its outbox, and has it written when `urgency` says.
+    /// Returns `None` if the connection closed (or, with the core lock released, must close:
+    /// its task closes it).
     fn flush(
         &mut self,
         cx: &mut Cx<'_>,
         peer_id: ProcessId,
         id: ConnId,
         urgency: Urgency,
-    ) -> Option<Flushed> {
+    ) -> Option<()> {
         let peer = self.peers.get_mut(&peer_id)?;
         let io = peer.io.iter_mut().find(|io| io.id == id)?;
         io.unwritten = 0;
         let conn = peer.conns.conn_mut(id)?;
         if !io.writer.has_output(conn) {
-            return Some(Flushed::Idle);
+            return Some(());
         }
         let mut staged = false;
         let flushed = io.writer.flush(&mut FlushCx {
-            core: cx.core,
             now: cx.now,
             conn,
-            stream: &io.stream,
             outbox: &io.outbox,
             tokens: &mut self.tokens,
-            counters: &cx.node.counters,
+            done: &mut cx.done,
             staged: &mut staged,
         });
         if staged {
-            match urgency {
-                Urgency::AfterUnlock => cx.wakes.write(&io.outbox),
-                Urgency::Now => {
+            match (urgency, cx.core.is_some()) {
+                (Urgency::AfterUnlock, _) => cx.wakes.write(&io.outbox),
+                (Urgency::Now, false) => {
+                    if io.outbox.write_out(Lock::Released) != Written::Idle {
+                        cx.inner.post_nudge(cx.wakes, &io.nudge);
+                    }
+                }
+                (Urgency::Now, true) => {
                     // With the lock released if the drain can (`drain_releasing`).
                     if !cx.wakes.write_early(&io.outbox)
                         && io.outbox.write_out(Lock::Held) != Written::Idle
@@ -655,17 +722,21 @@ impl PeerTable {
                 }
             }
         }
-        match flushed {
-            Ok(Flushed::Idle) => Some(Flushed::Idle),
-            Ok(Flushed::Blocked) => {
-                if !io.awaiting_writable {
-                    // Let the task wait for room (it is idle, or about to look).
-                    io.awaiting_writable = true;
-                    cx.inner.post_nudge(cx.wakes, &io.nudge);
-                }
-                Some(Flushed::Blocked)
+        let failed = match flushed {
+            Ok(()) => None,
+            // Without the core lock the connection cannot be closed here (that fails what it
+            // holds back to the core): its task closes it, as after a failed write.
+            Err(cause) if cx.core.is_none() => {
+                tracing::error!(peer = %peer_id, %cause, "framing failed; closing the connection");
+                io.outbox.fail(std::io::ErrorKind::Other);
+                None
             }
-            Err(cause) => {
+            Err(cause) => Some(cause),
+        };
+        cx.complete_done();
+        match failed {
+            None => Some(()),
+            Some(cause) => {
                 self.close_conn(cx, peer_id, id, cause);
                 None
             }
@@ -718,16 +789,15 @@ impl PeerTable {
             outbox: Arc::clone(&outbox),
             lent: Arc::clone(&lent),
             send_timeout: cx.inner.sock_timeout(),
-            awaiting_writable: false,
             queued: false,
             unwritten: 0,
             drain_count: 0,
             last_drain: 0,
         });
         let key = ConnKey { peer: peer_id, serial };
-        if first {
+        if let (true, Some(core)) = (first, cx.core.as_deref_mut()) {
             if let Err(error) =
-                cx.core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, true)
+                core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, true)
             {
                 tracing::error!(%error, "core refused a connection notice");
             }
@@ -745,8 +815,8 @@ impl PeerTable {
                 Err(PeerQueueError::NoConnection) => peer.pending.push_back(pending),
                 Err(PeerQueueError::Queue(error)) => {
                     tracing::warn!(peer = %peer_id, %error, "message cannot be queued");
-                    if let Some(tx) = self.tokens.remove(&pending.token) {
-                        cx.core.complete_send(cx.now, tx, HealthStatus::LocalError);
+                    if let Some(Sending { tx, .. }) = self.tokens.remove(&pending.token) {
+                        cx.send_done(tx, HealthStatus::LocalError);
                     }
                 }
             }
@@ -793,8 +863,8 @@ impl PeerTable {
         let status = cause.status();
         if let Some(closed) = closed {
             for token in closed.conn.abort().into_iter().chain(closed.zc_aborted) {
-                if let Some(tx) = self.tokens.remove(&token) {
-                    cx.core.complete_send(cx.now, tx, status);
+                if let Some(Sending { tx, .. }) = self.tokens.remove(&token) {
+                    cx.send_done(tx, status);
                 }
             }
         }
@@ -802,7 +872,9 @@ impl PeerTable {
             return;
         };
         let mut io = peer.io.swap_remove(index);
-        io.reader.abandon(cx.core, cx.now, &mut self.parked, HealthStatus::RemoteError, &io.lent);
+        if let Some(core) = cx.core.as_deref_mut() {
+            io.reader.abandon(core, cx.now, &mut self.parked, HealthStatus::RemoteError, &io.lent);
+        }
         socket::shut_down(&io.stream);
         cx.inner.post_nudge(cx.wakes, &io.nudge);
         cx.inner.count(|c| &c.conns_closed);
@@ -824,10 +896,12 @@ impl PeerTable {
         }
         if peer.io.is_empty() {
             peer.building = !peer.pending.is_empty();
-            if let Err(error) =
-                cx.core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, false)
-            {
-                tracing::error!(%error, "core refused a connection notice");
+            if let Some(core) = cx.core.as_deref_mut() {
+                if let Err(error) =
+                    core.engine.handle_connection(cx.now, cx.inner.ni, peer_id.nid, false)
+                {
+                    tracing::error!(%error, "core refused a connection notice");
+                }
             }
             if peer.building {
                 self.start_dial(cx, peer_id);
@@ -903,16 +977,6 @@ pub(super) fn early_write_due(unwritten: u32, last_drain: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_peer_table_taken_out_comes_back_to_its_ni() {
-        let mut tables = PeerTables::default();
-        let mut table = tables.take(NiId(2));
-        table.next_serial = 7;
-        tables.put(NiId(2), table);
-        assert_eq!(tables.take(NiId(1)).next_serial, 0, "each NI has its own table");
-        assert_eq!(tables.take(NiId(2)).next_serial, 7);
-    }
 
     #[test]
     fn a_drain_writes_the_first_half_of_a_burst_early() {
