@@ -764,11 +764,60 @@ struct ClientRpc {
 }
 
 impl ClientRpc {
+    /// An RPC whose start is held ([`held`]), with a `timeout` from now.
+    fn starting(
+        tag: u64,
+        dest: ProcessId,
+        timeout: Option<Duration>,
+        has_bulk: bool,
+        expected_reply: ulnet::proto::wire::selftest::SrpcMsgType,
+        charged: usize,
+    ) -> Self {
+        let started = Instant::now();
+        Self {
+            tag,
+            dest,
+            started,
+            deadline: timeout.map(|timeout| started + timeout),
+            starting: true,
+            request_md: None,
+            reply_md: None,
+            bulk_md: None,
+            request_ended: false,
+            reply_ended: false,
+            bulk_ended: false,
+            has_bulk,
+            request_status: None,
+            reply: None,
+            raw_reply: None,
+            bulk_status: None,
+            bulk_memory: None,
+            aborted: None,
+            bulk_cancelled: false,
+            expected_reply,
+            charged,
+        }
+    }
+
     fn live(&self) -> bool {
         self.starting
             || self.request_md.is_some()
             || self.reply_md.is_some()
             || self.bulk_md.is_some()
+    }
+}
+
+impl ServerRpc {
+    /// A request just received, with nothing made for it yet.
+    fn new(incoming: Incoming) -> Self {
+        Self {
+            incoming,
+            bulk_md: None,
+            bulk_error: None,
+            reply_md: None,
+            bulk_ended: false,
+            charged: 0,
+        }
     }
 }
 
@@ -976,30 +1025,7 @@ impl RpcCore {
         // Made at the end of the fold, with the state released (`held`); the RPC counts as
         // live until then.
         self.held.push(HeldCall::Client { id, start: Box::new(start) });
-        let started = Instant::now();
-        let rpc = ClientRpc {
-            tag,
-            dest,
-            started,
-            deadline: timeout.map(|timeout| started + timeout),
-            starting: true,
-            request_md: None,
-            reply_md: None,
-            bulk_md: None,
-            request_ended: false,
-            reply_ended: false,
-            bulk_ended: false,
-            has_bulk,
-            request_status: None,
-            reply: None,
-            raw_reply: None,
-            bulk_status: None,
-            bulk_memory: None,
-            aborted: None,
-            bulk_cancelled: false,
-            expected_reply: service.reply_type(),
-            charged,
-        };
+        let rpc = ClientRpc::starting(tag, dest, timeout, has_bulk, service.reply_type(), charged);
         self.clients.insert(id, rpc);
         Ok(ClientRpcId(id))
     }
@@ -1213,17 +1239,7 @@ impl RpcCore {
             Some((verdict, incoming)) => {
                 let id = self.next_rpc;
                 self.next_rpc += 1;
-                self.servers.insert(
-                    id,
-                    ServerRpc {
-                        incoming,
-                        bulk_md: None,
-                        bulk_error: None,
-                        reply_md: None,
-                        bulk_ended: false,
-                        charged: 0,
-                    },
-                );
+                self.servers.insert(id, ServerRpc::new(incoming));
                 self.repost(service, cpt, buffer);
                 self.server_verdict(id, verdict);
             }

@@ -433,12 +433,10 @@ impl RpcCore {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use ulnet::Nid;
-    use ulnet::proto::wire::selftest::ByteOrder;
-    use ulnet::proto::wire::selftest::{SRPC_MSG_LEN, SrpcMsg};
-    use ulnet::proto::wire::selftest::{SrpcMsgType, SrpcService};
+    use ulnet::proto::wire::selftest::{
+        ByteOrder, SRPC_MSG_LEN, SrpcMsg, SrpcMsgType, SrpcService,
+    };
 
     use super::super::{ClientRpc, Incoming, ServerRpc, Slot, error_body};
     use super::*;
@@ -461,44 +459,15 @@ mod tests {
             order: ByteOrder::LittleEndian,
             raw: [0; SRPC_MSG_LEN],
         };
-        let rpc = ServerRpc {
-            incoming,
-            bulk_md: None,
-            bulk_error: None,
-            reply_md: None,
-            bulk_ended: false,
-            charged: 0,
-        };
-        core.servers.insert(id, rpc);
+        core.servers.insert(id, ServerRpc::new(incoming));
         core
     }
 
     /// ... with client RPC `id` being started.
     fn core_starting(id: u64) -> RpcCore {
         let mut core = rpc_core();
-        let rpc = ClientRpc {
-            tag: 1,
-            dest: ProcessId::new(Nid::LO_0, 12345),
-            started: Instant::now(),
-            deadline: None,
-            starting: true,
-            request_md: None,
-            reply_md: None,
-            bulk_md: None,
-            request_ended: false,
-            reply_ended: false,
-            bulk_ended: false,
-            has_bulk: true,
-            request_status: None,
-            reply: None,
-            raw_reply: None,
-            bulk_status: None,
-            bulk_memory: None,
-            aborted: None,
-            bulk_cancelled: false,
-            expected_reply: SrpcMsgType::BrwReply,
-            charged: 0,
-        };
+        let dest = ProcessId::new(Nid::LO_0, 12345);
+        let rpc = ClientRpc::starting(1, dest, None, true, SrpcMsgType::BrwReply, 0);
         core.clients.insert(id, rpc);
         core
     }
