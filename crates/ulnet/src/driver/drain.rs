@@ -24,10 +24,10 @@ pub(crate) fn drain(shared: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mu
 }
 
 /// [`drain`] on the message path (a connection's turn, a handler's held output, a finished
-/// dial or accept, the core's timers): output due at once (a burst's first half, decision 0011)
-/// is written with the core lock released, and the drain then goes on under the lock again,
-/// with `now` read anew, so the system calls that make up most of a small RPC's cost hold up no
-/// other partition's thread. Returns the lock, taken again.
+/// dial or accept, the core's timers): output due at once (a burst's first half of TCP
+/// transmits, decision 0011) is framed and written with the core lock released, and the drain
+/// then goes on under the lock again, with `now` read anew, completing the sends that finished
+/// meanwhile. Returns the lock, taken again.
 pub(crate) fn drain_releasing<'a>(
     shared: &'a Arc<Shared>,
     core: CoreGuard<'a>,
@@ -55,30 +55,29 @@ fn release_for_early_output<'a>(
     wakes: &mut Wakes,
     api_call: bool,
 ) -> CoreGuard<'a> {
-    wakes.set_may_unlock(true);
+    // Restored on the way out: a drain nested in another's pause must not end the outer's.
+    let may_unlock = wakes.set_may_unlock(true);
     while drain_and_flush(shared, &mut core, *now, wakes, api_call) == Drained::Paused {
         // The core is consistent between two outputs: whoever takes the lock meanwhile may
         // carry out the rest.
         drop(core);
-        let finished = wakes.run_early();
-        if let Some((node, sends)) =
-            finished.as_ref().filter(|(node, _)| !Arc::ptr_eq(node, shared))
-        {
-            // Another node's (never with one node per LND): completed under its own lock.
-            complete_sends(node, sends.clone(), wakes);
-        }
+        let own = match wakes.run_early() {
+            Some((node, sends)) if !Arc::ptr_eq(&node, shared) => {
+                // Another node's (never with one node per LND): under its own lock.
+                complete_sends(&node, sends, wakes);
+                None
+            }
+            finished => finished.map(|(_, sends)| sends),
+        };
         core = shared.lock();
         // Under the lock, so that `now` never goes backwards for the core.
         *now = clock::now().max(*now);
         // Sends the early output finished: the drain goes on with what they release.
-        if let Some((node, sends)) = finished.filter(|(node, _)| Arc::ptr_eq(node, shared)) {
-            drop(node);
-            for &(tx, status) in &sends {
-                core.complete_send(*now, tx, status);
-            }
+        for &(tx, status) in own.iter().flatten() {
+            core.complete_send(*now, tx, status);
         }
     }
-    wakes.set_may_unlock(false);
+    wakes.set_may_unlock(may_unlock);
     core
 }
 

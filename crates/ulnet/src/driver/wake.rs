@@ -18,11 +18,9 @@ pub(crate) struct Wakes {
     /// Connection outboxes this thread staged output in, to write after the unlock.
     outboxes: ArcSet<Outbox>,
     /// Set by a drain that may release the core lock part way ([`super::drain::drain_releasing`]):
-    /// output due at once (a burst's first half, decision 0011) is then written with the lock
-    /// released rather than held.
+    /// a burst's first half of TCP transmits (decision 0011) is then framed and written before
+    /// the drain goes on.
     may_unlock: bool,
-    /// Outboxes due at once, to write before the drain goes on, with the lock released.
-    early: ArcSet<Outbox>,
     doorbells: ArcSet<Shared>,
     queues: ArcSet<EqShared>,
     /// Connection tasks to wake (an LND's), on whichever partition's thread they run.
@@ -49,58 +47,32 @@ impl Wakes {
         }
     }
 
-    /// Whether `outbox`, due to be written at once, can wait until the drain releases the core
-    /// lock for it (it is then written before the drain goes on); otherwise the caller writes
-    /// it with the lock held.
-    pub(crate) fn write_early(&mut self, outbox: &Arc<Outbox>) -> bool {
-        if !self.may_unlock {
-            return false;
-        }
-        if !self.early.contains(outbox) {
-            self.early.insert(Arc::clone(outbox));
-        }
-        true
-    }
-
     /// Whether output waits to be written at once: the drain should release the lock.
     pub(super) fn early_due(&self) -> bool {
-        !self.early.is_empty() || (self.may_unlock && self.tcp.burst_due())
+        self.may_unlock && self.tcp.burst_due()
     }
 
-    /// Writes the output due at once. Call with no core lock held.
-    pub(super) fn write_early_output(&mut self) {
-        for outbox in std::mem::take(&mut self.early).into_items() {
-            outbox.write_out_and_tell();
-        }
-    }
-
-    /// Output due at once with the lock released part way through a drain: what is staged
-    /// for writing at once, and a burst's first half of transmits set aside, framed now so
-    /// that its early write overlaps the rest of the drain (decision 0011).
-    /// Returns the sends that finished meanwhile, for the drain to complete once it holds
-    /// the lock again.
+    /// With the lock released part way through a drain: frames and writes a burst's first
+    /// half of transmits set aside, so that it leaves while the drain produces the rest
+    /// (decision 0011). Returns the sends that finished meanwhile, for the drain to complete
+    /// once it holds the lock again.
     pub(super) fn run_early(&mut self) -> Finished {
-        self.write_early_output();
         if !self.tcp.burst_due() {
             return None;
         }
-        let finished = Deferred::run_early(self);
-        self.write_early_output();
-        finished
+        Deferred::run_early(self)
     }
 
-    pub(super) fn set_may_unlock(&mut self, may_unlock: bool) {
-        self.may_unlock = may_unlock;
+    /// Sets whether the drain may release the lock part way; returns what it was.
+    pub(super) fn set_may_unlock(&mut self, may_unlock: bool) -> bool {
+        std::mem::replace(&mut self.may_unlock, may_unlock)
     }
 
-    /// Frames the transmits set aside (and writes what is due at once). Call with no core lock
-    /// held.
+    /// Frames the transmits set aside. Call with no core lock held.
     pub(crate) fn run_deferred(&mut self) {
-        self.write_early_output();
         // Framing them may complete sends, whose drain may set more aside.
         while !self.tcp.is_empty() {
             std::mem::take(&mut self.tcp).run(self);
-            self.write_early_output();
         }
     }
 
@@ -162,10 +134,6 @@ impl<T> Default for ArcSet<T> {
 }
 
 impl<T> ArcSet<T> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     fn contains(&self, item: &Arc<T>) -> bool {
         self.0.iter().any(|known| Arc::ptr_eq(known, item))
     }

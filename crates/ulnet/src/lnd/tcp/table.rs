@@ -362,10 +362,7 @@ impl PeerTable {
         let Some(key) = self.parked.remove(&resume.rx) else {
             return Some(resume);
         };
-        let io = Some(key).and_then(|key| {
-            let peer = self.peers.get_mut(&key.peer)?;
-            peer.io.iter_mut().find(|io| io.serial == key.serial)
-        });
+        let io = self.conn_io(key);
         match io {
             Some(io) => {
                 if let Some(core) = cx.core.as_deref_mut() {
@@ -679,8 +676,8 @@ impl PeerTable {
     }
 
     /// Stages what connection `id` has in its outbox, and has it written when `urgency` says.
-    /// Returns `None` if the connection closed (or, with the core lock released, must close:
-    /// its task closes it).
+    /// Returns `None` if the connection closed. With the core lock released a framing failure
+    /// cannot close it here: the outbox is marked failed, and its task closes it.
     fn flush(
         &mut self,
         cx: &mut Cx<'_>,
@@ -705,18 +702,12 @@ impl PeerTable {
             staged: &mut staged,
         });
         if staged {
-            match (urgency, cx.core.is_some()) {
-                (Urgency::AfterUnlock, _) => cx.wakes.write(&io.outbox),
-                (Urgency::Now, false) => {
-                    if io.outbox.write_out(Lock::Released) != Written::Idle {
-                        cx.inner.post_nudge(cx.wakes, &io.nudge);
-                    }
-                }
-                (Urgency::Now, true) => {
-                    // With the lock released if the drain can (`drain_releasing`).
-                    if !cx.wakes.write_early(&io.outbox)
-                        && io.outbox.write_out(Lock::Held) != Written::Idle
-                    {
+            match urgency {
+                Urgency::AfterUnlock => cx.wakes.write(&io.outbox),
+                Urgency::Now => {
+                    // Transmits are framed with the core lock released (`deferred`).
+                    let lock = if cx.core.is_some() { Lock::Held } else { Lock::Released };
+                    if io.outbox.write_out(lock) != Written::Idle {
                         cx.inner.post_nudge(cx.wakes, &io.nudge);
                     }
                 }
@@ -933,8 +924,8 @@ enum Urgency {
     /// nobody.
     AfterUnlock,
     /// At once: a burst's first half, which leaves early so the peer works it while the
-    /// second half is produced (decision 0011). The drain releases the lock to write it where
-    /// it can (`driver::drain::drain_releasing`), else it is written with the lock held.
+    /// second half is produced (decision 0011). Transmits are framed with the core lock
+    /// released (`deferred`), so this write holds no lock but the table's.
     Now,
 }
 
