@@ -8,7 +8,12 @@
 # and takes a router's link down. Root only. Not part of `cargo test`: minutes by hand or in
 # CI, an hour for a real soak.
 #
-#   sudo scripts/soak.sh [SECONDS]   (default 120; SOAK_SEED, RAILS, ROUTERS, RATE, EPOCH)
+#   sudo scripts/soak.sh [SECONDS]   (default 120; SOAK_SEED, RAILS, ROUTERS, RATE, EPOCH,
+#                                     PARTITIONS)
+#
+# Every daemon runs PARTITIONS CPU partitions (`options libcfs cpu_npartitions=N`, 2 by
+# default): an I/O thread and a TCP peer table per partition, each peer's connections on its
+# partition's thread, so the chaos also hits connections that hash to different threads.
 #
 # The routed side: A's tcp2 NI 10.78.0.1 and router K's 10.78.0.1K share bridge brr, router K's
 # tcp3 NI 10.79.0.1K and C's 10.79.0.100 share bridge brc (bridges in their own namespace).
@@ -37,6 +42,7 @@ RAILS=${RAILS:-3}
 ROUTERS=${ROUTERS:-2}
 RATE=${RATE:-200mbit}
 EPOCH=${EPOCH:-30}
+PARTITIONS=${PARTITIONS:-2}
 PORT=7988
 BIN="${SOAK_BIN:-$ROOT/target/release}"
 [ "$(id -u)" = 0 ] || { echo "soak.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -162,8 +168,9 @@ start_node() { # a|b|c|rK
                 printf 'routing:\n    enable: 1\n' ;;
         esac
     } >"$WORK/$node.yaml"
+    echo "options libcfs cpu_npartitions=$PARTITIONS" >"$WORK/$node.modprobe"
     ip netns exec "$(ns_of "$node")" "$BIN/ulnetd" --config "$WORK/$node.yaml" \
-        --socket "$WORK/$node.ctl" >>"$WORK/$node.log" 2>&1 &
+        --modprobe "$WORK/$node.modprobe" --socket "$WORK/$node.ctl" >>"$WORK/$node.log" 2>&1 &
     PID[$node]=$!
     for _ in $(seq 100); do
         [ -S "$WORK/$node.ctl" ] && ctl "$node" net show >/dev/null 2>&1 && return 0

@@ -148,6 +148,9 @@ pub struct NodeStats {
     pub mds: usize,
     pub mes: usize,
     pub runtime: RuntimeStats,
+    /// The TCP connection tasks running now, by the CPU partition whose I/O thread runs
+    /// them (index = CPT), as [`Node::connections_by_partition`] gives them.
+    pub connections_by_partition: Vec<u64>,
 }
 
 /// The runtime's own counters.
@@ -379,6 +382,7 @@ impl Node {
                     core_lock_held_ns: counters.core_lock_held_ns.load(Ordering::Relaxed),
                     core_lock_holds: counters.core_lock_holds.load(Ordering::Relaxed),
                 },
+                connections_by_partition: self.connections_by_partition(),
             }
         })
     }

@@ -63,6 +63,7 @@ fn main() {
         mds: 0,
         mes: 0,
         runtime: RuntimeStats::default(),
+        connections_by_partition: vec![0],
     };
     let text = ulnetd::metrics::render(Some(&stats), None).unwrap();
     let rounds = 20u32;

@@ -230,6 +230,17 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
         "The runtime's counters: I/O thread wake-ups, socket writes, waits for the core lock, ...",
         runtime.map(|(event, value)| (by("event", event), value)),
     )?;
+    gauge(
+        out,
+        "ulnet_connections",
+        "TCP connections by the CPU partition whose I/O thread runs them (each runs on the \
+         partition its peer's NID hashes to)",
+        stats
+            .connections_by_partition
+            .iter()
+            .enumerate()
+            .map(|(cpt, tasks)| (labels([("cpt", cpt.to_string())]), count(*tasks))),
+    )?;
     let held = Duration::from_nanos(stats.runtime.core_lock_held_ns).as_secs_f64();
     counter_f64(
         out,
@@ -687,6 +698,7 @@ mod tests {
             mds: 0,
             mes: 0,
             runtime: RuntimeStats::default(),
+            connections_by_partition: vec![3, 1],
         }
     }
 
@@ -704,6 +716,8 @@ mod tests {
             parsed.sum("ulnet_message_bytes_total", &[("direction", "sent")]),
             (1u64 << 40) as f64
         );
+        assert_eq!(parsed.sum("ulnet_connections", &[("cpt", "0")]), 3.0);
+        assert_eq!(parsed.sum("ulnet_connections", &[("cpt", "1")]), 1.0);
         let tcp = [("nid", "127.0.0.2@tcp")];
         assert_eq!(
             parsed.sum("ulnet_ni_messages_total", &[tcp[0], ("direction", "sent")]),

@@ -99,6 +99,9 @@ fn counters_grow_and_histograms_fill_between_scrapes() {
     assert_eq!(after_pings.sum("ulnet_peer_ni_latency_seconds_bucket", &labels), rtt(&after_pings));
     assert!(after_pings.sum("ulnet_peer_ni_latency_seconds_sum", &peer) > 0.0);
     assert_eq!(after_pings.sum("ulnet_peer_ni_health_value", &peer), 1000.0);
+    // The pings opened connections to the server, counted under the partitions running them.
+    assert_eq!(before.sum("ulnet_connections", &[]), 0.0);
+    assert!(after_pings.sum("ulnet_connections", &[]) >= 1.0, "connections are counted");
 
     // An lst batch between the two daemons: bulk PUTs and GETs through the client's NI.
     let tunables =

@@ -95,16 +95,19 @@ fn a_black_hole_on_one_rail_loses_nothing_and_the_rail_returns() {
 /// at the client's end. Both nodes see the NI fatal at once; RPCs go on over the other rail
 /// from the first second, none fails (`show_error` reports no error node on either side), and
 /// the rail carries traffic again once the link is back (docs/decisions/0008-fast-failover.md).
+/// Both daemons run two CPU partitions: each peer's two NIDs hash to different partitions, so
+/// the rails' connections run on different I/O threads and the failover moves the traffic
+/// from one thread's connections to the other's.
 #[test]
 fn bulk_writes_survive_a_link_down() {
-    bulk_rpcs_survive("bulkdown", "write", Break::LinkDown);
+    bulk_rpcs_survive("bulkdown", "write", Break::LinkDown, 2);
 }
 
 /// As [`bulk_writes_survive_a_link_down`] for `brw read`: the bulk goes B -> A as the
 /// server's PUTs, so the pinned server side moves.
 #[test]
 fn bulk_reads_survive_a_link_down() {
-    bulk_rpcs_survive("bulkdownr", "read", Break::LinkDown);
+    bulk_rpcs_survive("bulkdownr", "read", Break::LinkDown, 2);
 }
 
 /// A black hole (nftables drop at the server) on one rail under `brw write`: no link event,
@@ -114,18 +117,21 @@ fn bulk_reads_survive_a_link_down() {
 /// (docs/decisions/0008-fast-failover.md).
 #[test]
 fn bulk_writes_survive_a_black_hole() {
-    bulk_rpcs_survive("bulkhole", "write", Break::BlackHole);
+    bulk_rpcs_survive("bulkhole", "write", Break::BlackHole, 1);
 }
 
 /// Runs `brw <op> size=1M` at concurrency 16 from A to B over two rails, breaks rail 2, and
 /// checks that rail 1 carries the bulk data in every second once the break is detectable
 /// (1 s for a link down, 5 s for a black hole), that no RPC fails, and that rail 2 is used
-/// again once repaired.
-fn bulk_rpcs_survive(tag: &str, op: &str, broken: Break) {
+/// again once repaired. The daemons run `partitions` CPU partitions.
+fn bulk_rpcs_survive(tag: &str, op: &str, broken: Break, partitions: u32) {
     if fabric::skip(tag) {
         return;
     }
-    let rig = Rig::new(tag, 2);
+    if partitions > 1 {
+        rails_on_different_partitions(partitions);
+    }
+    let rig = Rig::with_fabric(Fabric::new(tag, 2, Some(RATE)), partitions);
     rig.lst(&format!("new_session {tag}"));
     rig.lst(&format!("add_group c {}", Fabric::nid(Side::A, 1)));
     rig.lst(&format!("add_group s {}", Fabric::nid(Side::B, 1)));
@@ -214,7 +220,7 @@ fn failover(tag: &str, broken: Break) {
     }
     let rails = 2;
     let fabric = Fabric::new(tag, rails, Some(RATE));
-    let mut b = daemon(&fabric, Side::B);
+    let mut b = daemon(&fabric, Side::B, 1);
     for rail in 1..=rails {
         fabric.add_address(Side::A, rail, 4);
     }
@@ -373,7 +379,7 @@ fn bench_multirail() {
         std::env::var("ULNET_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     for rails in [1, 2, 4] {
         let fabric = Fabric::new(&format!("bench{rails}"), rails, Some(&rate));
-        let rig = Rig::with_fabric(fabric);
+        let rig = Rig::with_fabric(fabric, 1);
         rig.lst("new_session bench");
         rig.lst(&format!("add_group c {}", Fabric::nid(Side::A, 1)));
         rig.lst(&format!("add_group s {}", Fabric::nid(Side::B, 1)));
@@ -436,12 +442,13 @@ struct Rig {
 
 impl Rig {
     fn new(tag: &str, rails: usize) -> Self {
-        Self::with_fabric(Fabric::new(tag, rails, Some(RATE)))
+        Self::with_fabric(Fabric::new(tag, rails, Some(RATE)), 1)
     }
 
-    fn with_fabric(fabric: Fabric) -> Self {
-        let a = daemon(&fabric, Side::A);
-        let b = daemon(&fabric, Side::B);
+    /// Daemons A and B on `fabric`, each with `partitions` CPU partitions.
+    fn with_fabric(fabric: Fabric, partitions: u32) -> Self {
+        let a = daemon(&fabric, Side::A, partitions);
+        let b = daemon(&fabric, Side::B, partitions);
         let (console_node, console) = fabric.inside(Side::A, || {
             let tunables = SocklndTunables {
                 accept_port: PORT,
@@ -574,7 +581,9 @@ fn finish_bulk(console: &Console, logs: impl Fn() -> String) {
 }
 
 /// `ulnetd` in `side`'s namespace with one NI per rail.
-fn daemon(fabric: &Fabric, side: Side) -> Process {
+/// Daemon `side` with an NI on every rail and `partitions` CPU partitions
+/// (`options libcfs cpu_npartitions`).
+fn daemon(fabric: &Fabric, side: Side, partitions: u32) -> Process {
     let nis: String = (1..=fabric.rails)
         .map(|rail| format!("        - nid: {}\n", Fabric::nid(side, rail)))
         .collect();
@@ -585,16 +594,31 @@ fn daemon(fabric: &Fabric, side: Side) -> Process {
     let dir = TempDir::new("nn");
     let socket = dir.path("ulnetd.sock");
     let config = dir.file("ulnetd.yaml", &config);
+    let modprobe = dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={partitions}\n"));
     let mut command = Command::new("ip");
     command
         .args(["netns", "exec", fabric.ns(side), ULNETD])
         .arg("--config")
         .arg(config)
+        .arg("--modprobe")
+        .arg(modprobe)
         .arg("--socket")
         .arg(&socket);
     let process = Process::spawn_command(command, dir, socket);
     assert!(process.ready.is_some(), "{side:?} did not start: {}", process.log());
     process
+}
+
+/// Fails unless each side's two rails hash to different partitions of `partitions`
+/// (`lnet_cpt_of_nid()`), so that a peer's connections run on two I/O threads.
+fn rails_on_different_partitions(partitions: u32) {
+    for side in [Side::A, Side::B] {
+        let cpt = |rail| {
+            let nid: ulnet::Nid = Fabric::nid(side, rail).parse().unwrap();
+            ulnet::proto::engine::cpt::nid_cpt_hash(&nid, partitions)
+        };
+        assert_ne!(cpt(1), cpt(2), "{side:?}'s rails hash to one partition");
+    }
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -708,12 +732,14 @@ impl RoutedRig {
             &[("tcp", Routed::CLIENT)],
             &gateways_tcp.iter().map(|gw| ("tcp1", gw.as_str())).collect::<Vec<_>>(),
             false,
+            1,
         );
         let server = routed_daemon(
             &fabric.server,
             &[("tcp1", Routed::SERVER)],
             &gateways_tcp1.iter().map(|gw| ("tcp", gw.as_str())).collect::<Vec<_>>(),
             false,
+            1,
         );
         let (console_node, console) = fabric::inside(&fabric.client, || {
             let tunables = SocklndTunables {
@@ -738,9 +764,11 @@ impl RoutedRig {
         RoutedRig { console, console_node, client, routers, server, fabric }
     }
 
+    /// Router `k`, on two CPU partitions: its router buffer pools are per partition, and a
+    /// forwarded message takes its buffer from the pools of the partition it arrived on.
     fn router(fabric: &Routed, k: usize) -> Process {
         let (tcp, tcp1) = fabric.router_nids(k);
-        routed_daemon(&fabric.routers[k - 1], &[("tcp", &tcp), ("tcp1", &tcp1)], &[], true)
+        routed_daemon(&fabric.routers[k - 1], &[("tcp", &tcp), ("tcp1", &tcp1)], &[], true, 2)
     }
 
     fn ping_both_ways(&self) {
@@ -801,6 +829,7 @@ fn routed_daemon(
     nets: &[(&str, &str)],
     routes: &[(&str, &str)],
     router: bool,
+    partitions: u32,
 ) -> Process {
     let mut config = format!("global:\n    accept_port: {PORT}\n    accept: all\nnet:\n");
     for (net, nid) in nets {
@@ -820,11 +849,14 @@ fn routed_daemon(
     let dir = TempDir::new("rt");
     let socket = dir.path("ulnetd.sock");
     let config = dir.file("ulnetd.yaml", &config);
+    let modprobe = dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={partitions}\n"));
     let mut command = Command::new("ip");
     command
         .args(["netns", "exec", ns, ULNETD])
         .arg("--config")
         .arg(config)
+        .arg("--modprobe")
+        .arg(modprobe)
         .arg("--socket")
         .arg(&socket);
     let process = Process::spawn_command(command, dir, socket);
