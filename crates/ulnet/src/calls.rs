@@ -139,7 +139,7 @@ api_calls! {
         unlink: UnlinkMode,
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdAttachError>> {
-        let (spec, route) = match self.node.route(spec, events) {
+        let (spec, queue) = match self.node.route(spec, events) {
             Ok(routed) => routed,
             Err(memory) => {
                 return Err(Rejected { error: MdAttachError::ForeignEventQueue, memory });
@@ -149,8 +149,8 @@ api_calls! {
             self.core.engine.md_attach(self.now, me, spec, unlink).map_err(|rejected| {
                 Rejected { error: rejected.error.into(), memory: rejected.memory }
             })?;
-        if let Some(queue) = route {
-            self.core.route(handle, queue);
+        if let Some(queue) = queue {
+            self.core.register_queue(queue);
         }
         Ok(handle)
     }
@@ -165,7 +165,7 @@ api_calls! {
         unlink: UnlinkMode,
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
-        let (spec, route) = match self.node.route(spec, events) {
+        let (spec, queue) = match self.node.route(spec, events) {
             Ok(routed) => routed,
             Err(memory) => return Err(Rejected { error: MdBindError::ForeignEventQueue, memory }),
         };
@@ -173,8 +173,8 @@ api_calls! {
             error: rejected.error.into(),
             memory: rejected.memory,
         })?;
-        if let Some(queue) = route {
-            self.core.route(handle, queue);
+        if let Some(queue) = queue {
+            self.core.register_queue(queue);
         }
         Ok(handle)
     }

@@ -238,7 +238,7 @@ impl futures_core::Stream for EventQueue {
 pub(crate) struct EqShared {
     /// The node that created the queue (MDs of other nodes may not name it).
     pub(crate) node_id: u64,
-    /// Unique in the process: what an MD's route names (see [`crate::driver::Core::routes`]).
+    /// Unique in the process, never 0: the handler an MD names its queue by (`MdSpec::handler`).
     pub(crate) id: u64,
     /// That node, for [`driver::before_wait`] (weak: the node owns its queues).
     node: Weak<Shared>,

@@ -457,6 +457,8 @@ impl Node {
     }
 
     /// Checks an MD's event queue belongs to this node; turns events off without one.
+    /// Names `events` as the MD's handler (its queue's id), or turns the MD's events off;
+    /// a queue of another node gives the memory back.
     pub(crate) fn route<'q>(
         &self,
         mut spec: MdSpec,
@@ -464,9 +466,13 @@ impl Node {
     ) -> Result<(MdSpec, Option<&'q Arc<EqShared>>), Memory> {
         match events {
             Some(queue) if queue.shared.node_id != self.inner.shared.id => Err(spec.memory),
-            Some(queue) => Ok((spec, Some(&queue.shared))),
+            Some(queue) => {
+                spec.handler = queue.shared.id;
+                Ok((spec, Some(&queue.shared)))
+            }
             None => {
                 spec.events = false;
+                spec.handler = 0;
                 Ok((spec, None))
             }
         }

@@ -70,6 +70,8 @@ pub struct Event {
     /// The MD the event is about, and its user value.
     pub md: MdHandle,
     pub user_ptr: u64,
+    /// The MD's [`handler`](crate::engine::MdSpec::handler).
+    pub handler: u64,
     /// Who started the operation: the primary NID and pid of the PUT/GET's originator.
     pub initiator: ProcessId,
     /// The NID the message came from end to end (the header's source NID).
@@ -127,13 +129,14 @@ impl EventTemplate {
         &self,
         kind: EventKind,
         md: MdHandle,
-        user_ptr: u64,
+        (user_ptr, handler): (u64, u64),
         status: EventStatus,
     ) -> Event {
         Event {
             kind,
             md,
             user_ptr,
+            handler,
             initiator: self.initiator,
             source: self.source,
             sender: self.sender,

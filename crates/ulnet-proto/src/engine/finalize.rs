@@ -116,7 +116,9 @@ impl Engine {
             // An OK receive resets both ping counts (faster recovery), raises the peer NI's
             // health, and (re)queues it for recovery if still below the maximum.
             let sensitivity = self.tunables.health_sensitivity;
-            if let Some(local) = self.nis.get_mut(ni) {
+            // Written only when set: in the steady state a receive leaves the node-wide NI
+            // alone (decision 0029, "What the split has to change").
+            if let Some(local) = self.nis.get_mut(ni).filter(|ni| ni.recovery.ping_count != 0) {
                 local.recovery.ping_count = 0;
             }
             if let Some(peer) = self.peers.ni_mut(peer_ni) {
@@ -400,13 +402,13 @@ impl Engine {
             if owner == MdOwner::User {
                 // Completed where it is queued: an event is large, and this is the per-message
                 // path.
-                let event = template.event(kind, md.handle, md.user_ptr, status);
+                let event = template.event(kind, md.handle, (md.user_ptr, md.handler), status);
                 if let Some(event) = self.push_event(event) {
                     event.unlinked = unlink;
                     event.memory = memory;
                 }
             } else {
-                let mut event = template.event(kind, md.handle, md.user_ptr, status);
+                let mut event = template.event(kind, md.handle, (md.user_ptr, md.handler), status);
                 event.unlinked = unlink;
                 self.deliver_event(owner, md_key, event, data);
             }
@@ -458,7 +460,7 @@ impl Engine {
             let mut event: Event = EventTemplate::EMPTY.event(
                 EventKind::Unlink,
                 md.handle,
-                md.user_ptr,
+                (md.user_ptr, md.handler),
                 EventStatus::Ok,
             );
             event.unlinked = true;

@@ -100,6 +100,10 @@ pub struct MdSpec {
     pub user_ptr: u64,
     /// False for an MD without an event handler: no events at all.
     pub events: bool,
+    /// Opaque value naming who takes the MD's events, reported in every one of them (the
+    /// kernel's `md_handler`): a runtime keeps its event queue's id here, so routing an event
+    /// needs no table of MDs.
+    pub handler: u64,
 }
 
 impl MdSpec {
@@ -112,6 +116,7 @@ impl MdSpec {
             max_size: 0,
             user_ptr: 0,
             events: true,
+            handler: 0,
         }
     }
 
@@ -133,6 +138,12 @@ impl MdSpec {
 
     pub fn user_ptr(mut self, user_ptr: u64) -> Self {
         self.user_ptr = user_ptr;
+        self
+    }
+
+    /// Names who takes the MD's events ([`MdSpec::handler`]).
+    pub fn handler(mut self, handler: u64) -> Self {
+        self.handler = handler;
         self
     }
 
@@ -236,6 +247,8 @@ pub(crate) struct Md {
     pub(crate) options: MdOptions,
     pub(crate) user_ptr: u64,
     pub(crate) events: bool,
+    /// [`MdSpec::handler`].
+    pub(crate) handler: u64,
     /// Messages attached to this MD (`md_refcount`).
     pub(crate) refcount: u32,
     /// The ME this MD is attached to (passive MDs only).

@@ -1322,6 +1322,15 @@ impl Engine {
             .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
     }
 
+    /// The user's live MDs that have a [`handler`](MdSpec::handler) (not 0), in slab order:
+    /// what a runtime unlinks at shutdown so that their UNLINK events hand the memory back.
+    pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
+        self.mds
+            .iter()
+            .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
+            .map(|(_, md)| md.handle)
+    }
+
     /// The user's MDs (LNet's own are not counted).
     pub fn md_count(&self) -> usize {
         self.mds.user_count()
@@ -1400,6 +1409,7 @@ impl Engine {
             options: spec.options,
             user_ptr: spec.user_ptr,
             events: spec.events,
+            handler: spec.handler,
             refcount: 0,
             me,
             auto_unlink: unlink == UnlinkMode::Unlink,

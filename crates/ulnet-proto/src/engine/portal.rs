@@ -550,6 +550,7 @@ mod tests {
             options,
             user_ptr: 0,
             events: true,
+            handler: 0,
             refcount: 0,
             me: None,
             auto_unlink: false,

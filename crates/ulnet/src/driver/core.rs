@@ -12,7 +12,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
-use ulnet_proto::engine::{Event, HealthStatus, MdHandle, NiId, PingCompletion, RxId, TxId};
+use ulnet_proto::engine::{Event, HealthStatus, NiId, PingCompletion, RxId, TxId};
 use ulnet_proto::time::Time;
 
 use super::doorbell::Doorbell;
@@ -150,11 +150,10 @@ pub(crate) struct Core {
     pub(crate) in_flight: HashMap<TxId, NiId>,
     /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
     pub(crate) delayed: HashMap<RxId, NiId>,
-    /// The event queue of every MD created with one, by handle cookie: the queue's id, a
-    /// plain number, so that making and ending an MD costs no reference-count atomics.
-    pub(crate) routes: HashMap<u64, u64>,
     /// Every event queue an MD of the node named, by id, weak (the application owns its
-    /// queues); dead ones are swept when it has doubled since the last sweep.
+    /// queues): an MD names its queue by id as its handler (`MdSpec::handler`), so ending an
+    /// MD or routing its events costs no table update; dead ones are swept when it has
+    /// doubled since the last sweep.
     pub(super) queue_registry: HashMap<u64, Weak<EqShared>>,
     pub(super) queue_registry_sweep_at: usize,
     /// The core timer deadline the I/O thread last armed; an API call that moves the core's
@@ -190,7 +189,6 @@ impl Core {
             lnds,
             in_flight: HashMap::default(),
             delayed: HashMap::default(),
-            routes: HashMap::default(),
             queue_registry: HashMap::default(),
             queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
             completions: HashMap::default(),
@@ -206,9 +204,9 @@ impl Core {
         }
     }
 
-    /// Sends the events of `md` to `queue` (a queue of this node).
-    pub(crate) fn route(&mut self, md: MdHandle, queue: &Arc<EqShared>) {
-        self.routes.insert(md.0, queue.id);
+    /// Registers `queue` (of this node), which an MD just made names by id, unless it is
+    /// known already.
+    pub(crate) fn register_queue(&mut self, queue: &Arc<EqShared>) {
         if self.queue_registry.contains_key(&queue.id) {
             return;
         }

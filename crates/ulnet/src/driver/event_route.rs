@@ -36,14 +36,8 @@ pub(super) fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wa
     queues.retain(|queue| Arc::strong_count(queue) > 1);
     let mut targets = std::mem::take(&mut core.event_targets);
     for event in &events {
-        let removed;
-        let route = if event.unlinked {
-            removed = core.routes.remove(&event.md.0);
-            removed.as_ref()
-        } else {
-            core.routes.get(&event.md.0)
-        };
-        let target = route.and_then(|&id| match queues.iter().position(|queue| queue.id == id) {
+        let id = event.handler;
+        let target = match queues.iter().position(|queue| queue.id == id) {
             Some(index) => Some(index),
             None => {
                 let queue = core.queue_registry.get(&id).and_then(Weak::upgrade);
@@ -55,7 +49,7 @@ pub(super) fn route_events(shared: &Arc<Shared>, core: &mut Core, wakes: &mut Wa
                     queues.len() - 1
                 })
             }
-        });
+        };
         targets.push(target);
     }
     let unrouted = targets.iter().filter(|target| target.is_none()).count();

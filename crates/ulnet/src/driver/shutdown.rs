@@ -52,10 +52,10 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
             core.complete_send(now, tx, HealthStatus::LocalError);
             drain(shared, &mut core, now, &mut wakes);
         }
-        let mds: Vec<u64> = core.routes.keys().copied().collect();
+        let mds: Vec<MdHandle> = core.engine.handled_mds().collect();
         for md in mds {
             // An MD may already have gone with an earlier one's messages; that is fine.
-            let _ = core.engine.md_unlink(now, MdHandle(md));
+            let _ = core.engine.md_unlink(now, md);
             drain(shared, &mut core, now, &mut wakes);
         }
         let left = core.engine.message_count();
