@@ -242,8 +242,12 @@ impl Node {
             }
             core.lnds = Lnds::from(lnds);
             tcp.retire(shared, &mut core, now, &mut wakes);
-            let held: Vec<TxId> =
-                core.in_flight.iter().filter(|(_, on)| **on == ni).map(|(tx, _)| *tx).collect();
+            let held: Vec<TxId> = core
+                .engine
+                .transmits_in_lnd()
+                .filter(|(_, on)| *on == ni)
+                .map(|(tx, _)| tx)
+                .collect();
             for tx in held {
                 core.complete_send(now, tx, HealthStatus::LocalDropped);
             }

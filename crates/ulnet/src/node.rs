@@ -373,7 +373,7 @@ impl Node {
                     transmits_failed_locally: counters
                         .transmits_failed_locally
                         .load(Ordering::Relaxed),
-                    transmits_in_flight: core.in_flight.len(),
+                    transmits_in_flight: engine.transmits_in_lnd().count(),
                     socket_writes: counters.socket_writes.load(Ordering::Relaxed),
                     socket_writes_unlocked: counters.socket_writes_unlocked.load(Ordering::Relaxed),
                     socket_reads: counters.socket_reads.load(Ordering::Relaxed),

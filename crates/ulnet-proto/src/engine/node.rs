@@ -1301,6 +1301,16 @@ impl Engine {
         self.peers.nis().filter_map(|(id, _)| self.peer_ni_stats_by_id(id))
     }
 
+    /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
+    /// completed yet, with their NI, in slab order: what a driver fails when it stops or
+    /// retires an NI.
+    pub fn transmits_in_lnd(&self) -> impl Iterator<Item = (TxId, NiId)> + '_ {
+        self.msgs
+            .iter()
+            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+            .map(|(key, m)| (TxId(key), m.ni))
+    }
+
     /// Messages alive now (sends, receives, delayed PUTs).
     pub fn message_count(&self) -> usize {
         self.msgs.len()

@@ -12,7 +12,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
-use ulnet_proto::engine::{Event, HealthStatus, NiId, PingCompletion, RxId, TxId};
+use ulnet_proto::engine::{DriverError, Event, HealthStatus, NiId, PingCompletion, RxId, TxId};
 use ulnet_proto::time::Time;
 
 use super::doorbell::Doorbell;
@@ -144,10 +144,6 @@ pub(crate) struct Core {
     /// this lock, so the core never produces a transmit for an NI the runtime does not know;
     /// readers that must not hold the lock clone the `Arc`.
     pub(crate) lnds: Lnds,
-    /// Transmits handed to an LND and not yet completed, with their NI. Completing through
-    /// [`Core::complete_send`] removes them, so a transmit is never completed twice and
-    /// shutdown knows what to fail.
-    pub(crate) in_flight: HashMap<TxId, NiId>,
     /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
     pub(crate) delayed: HashMap<RxId, NiId>,
     /// Every event queue an MD of the node named, by id, weak (the application owns its
@@ -187,7 +183,6 @@ impl Core {
         Self {
             engine,
             lnds,
-            in_flight: HashMap::default(),
             delayed: HashMap::default(),
             queue_registry: HashMap::default(),
             queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
@@ -223,16 +218,14 @@ impl Core {
         self.lnds.get(usize::from(ni.0)).and_then(Option::clone)
     }
 
-    /// Completes a transmit an LND held, exactly once: a transmit already completed (or failed
-    /// by shutdown) is ignored. Returns whether it was still held.
-    pub(crate) fn complete_send(&mut self, now: Time, tx: TxId, status: HealthStatus) -> bool {
-        if self.in_flight.remove(&tx).is_none() {
-            return false;
+    /// Completes a transmit an LND held, exactly once: the core takes a completion only for a
+    /// message it handed out and has not seen completed (`Phase::InLnd`), so one already
+    /// completed (or failed by shutdown, or by an NI's removal) is ignored.
+    pub(crate) fn complete_send(&mut self, now: Time, tx: TxId, status: HealthStatus) {
+        match self.engine.handle_send_done(now, tx, status) {
+            Ok(()) | Err(DriverError::UnknownTx | DriverError::WrongState) => {}
+            Err(error) => tracing::error!(%error, "core refused a send completion"),
         }
-        if let Err(error) = self.engine.handle_send_done(now, tx, status) {
-            tracing::error!(%error, "core refused a send completion");
-        }
-        true
     }
 
     /// Completes a receive an LND filled (or failed).

@@ -193,7 +193,6 @@ fn carry_out(
             let lnd = if core.closed { None } else { lnd_of(lnds, transmit.ni) };
             match lnd {
                 Some(lnd) => {
-                    core.in_flight.insert(transmit.tx, transmit.ni);
                     lnd.transmit(shared, core, now, transmit, wakes);
                     if wakes.early_due() {
                         return Drained::Paused;

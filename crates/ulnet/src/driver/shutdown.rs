@@ -33,7 +33,7 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
         Arc::clone(&core.lnds)
     };
     // LNDs first: they stop taking frames, fail the receives they were about to fill and hand
-    // what they hold back to its senders. Our own transmits they held stay in `in_flight`.
+    // what they hold back to its senders. Our own transmits they held stay with the core (`Phase::InLnd`).
     for lnd in lnds.iter().flatten() {
         lnd.shutdown(shared, now);
     }
@@ -47,7 +47,7 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
         drain(shared, &mut core, now, &mut wakes);
         // Failing a transmit can release credits and start queued ones; closed-mode draining
         // fails those at once, so one pass leaves nothing held.
-        let held: Vec<TxId> = core.in_flight.keys().copied().collect();
+        let held: Vec<TxId> = core.engine.transmits_in_lnd().map(|(tx, _)| tx).collect();
         for tx in held {
             core.complete_send(now, tx, HealthStatus::LocalError);
             drain(shared, &mut core, now, &mut wakes);

@@ -17,8 +17,8 @@
 //! more (socket I/O, another core) is queued and the I/O thread rung through
 //! [`Wakes::ring`].
 //!
-//! * Transmit: [`drain`](fn@crate::driver::drain) records the transmit in `core.in_flight`, then
-//!   calls [`Lnd::transmit`]. The LND later (or at once) calls
+//! * Transmit: [`drain`](fn@crate::driver::drain) calls [`Lnd::transmit`] with what
+//!   `core.engine.poll_transmit()` handed out. The LND later (or at once) calls
 //!   [`Core::complete_send`] with a [`HealthStatus`](ulnet_proto::engine::HealthStatus); it
 //!   reads the payload with `core.engine.tx_payload(tx)` while the core is locked (slices of
 //!   MD memory, valid until the send completes), or holds it with
@@ -34,8 +34,8 @@
 //!   no new transmit or resume reaches an LND), then [`Lnd::shutdown`] runs with no lock held:
 //!   stop accepting input, fail with [`Core::complete_recv`] every receive the core told the LND
 //!   to fill (`Deliver`, including resumed ones), and stop tasks. Transmits the LND still holds
-//!   need nothing: the runtime fails whatever remains in `core.in_flight` right after, and a
-//!   later `complete_send` for them is ignored.
+//!   need nothing: the runtime fails whatever the core still counts as handed out right after
+//!   (`engine.transmits_in_lnd()`), and a later `complete_send` for them is ignored.
 //!
 //! The TCP LND ([`tcp`]) follows this contract with tasks of its own; its module
 //! documentation walks through the I/O shell.
@@ -68,7 +68,7 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
     /// Called once on the I/O thread, inside its runtime, before the loop starts: spawn tasks.
     fn start(&self, _node: &Arc<Shared>) {}
 
-    /// Take charge of one transmit (already in `core.in_flight`). Core locked; must not block.
+    /// Take charge of one transmit. Core locked; must not block.
     fn transmit(
         &self,
         node: &Arc<Shared>,

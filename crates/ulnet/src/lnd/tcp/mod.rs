@@ -313,7 +313,7 @@ impl TcpLnd {
     /// The NI is being removed from a running node (core locked, the core already told with
     /// `remove_ni`): stop accepting, write what is queued (responses already committed to
     /// this NI, such as ACKs, still reach the peer), then close every connection. Receives
-    /// in progress fail; transmits still held stay in `core.in_flight` for the caller to fail
+    /// in progress fail; transmits still held stay with the core for the caller to fail
     /// with a status the core may resend on another NI. Dials under way find the table
     /// closed. lustre: api-ni.c `lnet_dyn_del_ni()` -> socklnd.c `ksocknal_shutdown()`.
     pub(crate) fn retire(&self, node: &Arc<Shared>, core: &mut Core, now: Time, wakes: &mut Wakes) {

@@ -113,7 +113,7 @@ impl Tables {
     }
 
     /// Drops what every partition was handed and has not taken (the NI is going: its
-    /// transmits stay in the core's `in_flight`, failed by the caller).
+    /// transmits stay with the core, handed out and not completed, failed by the caller).
     pub(super) fn clear_posted(&self) {
         for shard in std::iter::once(&self.first).chain(self.rest.iter()) {
             lock(&shard.inbox).clear();
