@@ -483,11 +483,16 @@ impl Reader {
         length: u32,
         discard: u32,
     ) -> Result<Step, CloseCause> {
+        // Only a payload of `DIRECT_READ_MIN` bytes or more is ever lent: a smaller one
+        // leaves the slot (and its lock) alone.
+        let lendable = length >= DIRECT_READ_MIN;
         if offset < length {
-            if let Some(step) = self.deliver_lent(cx, rx, offset, length, discard) {
+            if let Some(step) =
+                lendable.then(|| self.deliver_lent(cx, rx, offset, length, discard)).flatten()
+            {
                 return step;
             }
-        } else {
+        } else if lendable {
             cx.lent.give_back(cx.core, rx);
         }
         if offset >= length {
