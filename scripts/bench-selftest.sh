@@ -44,9 +44,11 @@
 # core lock per RPC against its CPU per RPC (`ulnet_core_lock_held_seconds_total`): the serial
 # share that bounds what more partitions can gain while the lock is one; likewise its selftest
 # service's state lock (`ulnet_selftest_lock_held_seconds_total`) and the times a thread found
-# that lock held, and the client's (node a's) selftest lock against its CPU. Then the same with two clients (127.0.0.2 and 127.0.0.5, both on
-# CPU 0 when pinned) and the one server: with two partitions the server's connections to
-# them run on different partitions' threads (the NIDs hash apart), which share its core lock.
+# that lock held, and the client's (node a's) selftest lock against its CPU; and where the
+# server's connections run (`ulnet_connections{cpt}`, "cpt:count"). Then the same with two
+# clients (127.0.0.2 and 127.0.0.5, both on CPU 0 when pinned) and the one server: with two
+# partitions the server's connections to them run on different partitions' threads (the NIDs
+# hash apart), which share its core lock.
 # --bulk does the same for brw write and read of 1 MiB at concurrency 16 (rates in MB/s, costs
 # per RPC, that is per MiB moved), against the socket floor moving the same bulks.
 
@@ -258,6 +260,9 @@ small_point() { # clients batch test-args...
     before=$(daemon_costs)
     second=$(ulst_sample "$clients" | json "d['latency_us']['worst']['count']")
     after=$(daemon_costs)
+    # The server's connections by the partition whose thread runs them ("cpt:count ...").
+    SERVER_CONNS=$(curl -s "http://127.0.0.1:19110/metrics" \
+        | sed -n 's/^ulnet_connections{cpt="\([0-9]*\)"} \([0-9]*\)$/\1:\2/p' | paste -sd' ')
     "$BIN/ulst" stop "$batch" >/dev/null
     read -r RATE COST_CPU COST_SYS COST_WAITS COST_READS COST_UNLOCKED COST_WRITES_UNLOCKED \
         SERVER_CPU SERVER_HELD SERVER_HOLDS SERVER_ST_HELD SERVER_ST_BUSY CLIENT_CPU \
@@ -326,6 +331,8 @@ small_rpcs() { # round -> records; sets SMALL_VALUES[measure]
             "$SERVER_HELD" "$SERVER_CPU"
         record "$test concurrency $CONC: server's core lock holds per RPC" "-" \
             "$SERVER_HOLDS" "-"
+        record "$test concurrency $CONC: server's connections by partition (cpt:count)" "-" \
+            "${SERVER_CONNS:-n/a}" "-"
         # The selftest service's state lock is the other serial section on the server.
         record "$test concurrency $CONC: server's selftest lock held us per RPC vs its CPU us" \
             "-" "$SERVER_ST_HELD" "$SERVER_CPU"
@@ -444,5 +451,7 @@ for (mode, measure, target), pairs in rows.items():
     med = lambda xs: "n/a" if not xs else fmt(statistics.median(xs))
     ratio = "n/a" if not ratios else (
         f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
-    print(f"| {mode} | {measure} | {med(ulst)} | {med(peer)} | {ratio} | {target} |")
+    # A value that is not a number (the connections by partition) is shown as measured.
+    shown = med(ulst) if ulst else " / ".join(sorted({u for u, _ in pairs})) or "n/a"
+    print(f"| {mode} | {measure} | {shown} | {med(peer)} | {ratio} | {target} |")
 PY
