@@ -456,9 +456,8 @@ impl Node {
         self.locked(|core, now| if core.closed { Err(ShutDown) } else { Ok(call(core, now)) })
     }
 
-    /// Checks an MD's event queue belongs to this node; turns events off without one.
-    /// Names `events` as the MD's handler (its queue's id), or turns the MD's events off;
-    /// a queue of another node gives the memory back.
+    /// Names `events` as the MD's handler (its queue's id), or turns the MD's events off
+    /// without one; a queue of another node gives the memory back.
     pub(crate) fn route<'q>(
         &self,
         mut spec: MdSpec,

@@ -33,7 +33,8 @@ pub(crate) fn finish(shared: &Arc<Shared>) {
         Arc::clone(&core.lnds)
     };
     // LNDs first: they stop taking frames, fail the receives they were about to fill and hand
-    // what they hold back to its senders. Our own transmits they held stay with the core (`Phase::InLnd`).
+    // what they hold back to its senders. Our own transmits they held stay with the core
+    // (`Phase::InLnd`).
     for lnd in lnds.iter().flatten() {
         lnd.shutdown(shared, now);
     }

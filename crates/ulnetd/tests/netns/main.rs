@@ -594,7 +594,7 @@ fn daemon(fabric: &Fabric, side: Side, partitions: u32) -> Process {
     let dir = TempDir::new("nn");
     let socket = dir.path("ulnetd.sock");
     let config = dir.file("ulnetd.yaml", &config);
-    let modprobe = dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={partitions}\n"));
+    let modprobe = modprobe_file(&dir, partitions);
     let mut command = Command::new("ip");
     command
         .args(["netns", "exec", fabric.ns(side), ULNETD])
@@ -607,6 +607,11 @@ fn daemon(fabric: &Fabric, side: Side, partitions: u32) -> Process {
     let process = Process::spawn_command(command, dir, socket);
     assert!(process.ready.is_some(), "{side:?} did not start: {}", process.log());
     process
+}
+
+/// A modprobe file giving the daemon `partitions` CPU partitions.
+fn modprobe_file(dir: &TempDir, partitions: u32) -> std::path::PathBuf {
+    dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={partitions}\n"))
 }
 
 /// Fails unless each side's two rails hash to different partitions of `partitions`
@@ -849,7 +854,7 @@ fn routed_daemon(
     let dir = TempDir::new("rt");
     let socket = dir.path("ulnetd.sock");
     let config = dir.file("ulnetd.yaml", &config);
-    let modprobe = dir.file("lnet.conf", &format!("options libcfs cpu_npartitions={partitions}\n"));
+    let modprobe = modprobe_file(&dir, partitions);
     let mut command = Command::new("ip");
     command
         .args(["netns", "exec", ns, ULNETD])

@@ -63,8 +63,8 @@ fn put_with_ack() {
     h.discover_all();
     let (stats0, ni1) = (*h.node(0).stats(), h.node(1).ni_stats(NiId(1)).unwrap().statistics);
     // Node 1 posts a one-shot buffer; node 0 puts 8 bytes and asks for an ACK.
-    let target = h.post(1, PORTAL, BITS, sink(16, 1, MdOptions::OP_PUT).user_ptr(42));
-    let md = h.bind(0, source(b"abcdefgh", 2));
+    let target = h.post(1, PORTAL, BITS, sink(16, 1, MdOptions::OP_PUT).user_ptr(42).handler(7));
+    let md = h.bind(0, source(b"abcdefgh", 2).handler(9));
     let target_process = h.process(1);
     h.put(0, &put_to(md, target_process, true)).unwrap();
     h.drive();
@@ -74,8 +74,8 @@ fn put_with_ack() {
     assert_eq!(kinds(&received), [EventKind::Put]);
     let put = &received[0];
     assert_eq!(
-        (put.md, put.user_ptr, put.status, put.unlinked),
-        (target, 42, EventStatus::Ok, true)
+        (put.md, put.user_ptr, put.handler, put.status, put.unlinked),
+        (target, 42, 7, EventStatus::Ok, true)
     );
     assert_eq!((put.rlength, put.mlength, put.offset, put.hdr_data), (8, 8, 0, 0xfeed));
     assert_eq!(put.initiator, h.process(0));
@@ -88,6 +88,8 @@ fn put_with_ack() {
     let sent = h.take_events(0);
     assert_eq!(kinds(&sent), [EventKind::Send, EventKind::Ack]);
     assert!(sent.iter().all(|event| event.status == EventStatus::Ok && event.md == md));
+    // Every event names the handler its MD was made with (the runtime's event queue).
+    assert!(sent.iter().all(|event| event.handler == 9));
     assert!(!sent[0].unlinked && sent[1].unlinked);
     assert_eq!(sent[1].mlength, 8);
     assert_eq!(sent[1].memory.as_ref().map(Memory::to_vec), Some(b"abcdefgh".to_vec()));
