@@ -158,13 +158,21 @@ api_calls! {
 
     /// `LNetMDBind`: a free-floating MD to send from ([`put`](Self::put)) or receive a REPLY
     /// into ([`get`](Self::get)); at most `LNET_MTU` (1 MiB). Events as for
-    /// [`md_attach`](Self::md_attach).
+    /// [`md_attach`](Self::md_attach). The MD is made on the partition `spec` names, else on
+    /// the calling thread's ([`Node::current_partition`]), as the kernel's `LNetMDBind()` takes
+    /// the binding CPU's.
     fn md_bind(
         &mut self,
         spec: MdSpec,
         unlink: UnlinkMode,
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
+        let spec = match spec.cpt {
+            None if self.core.engine.partitions().count() > 1 => {
+                spec.on_partition(self.node.current_partition())
+            }
+            _ => spec,
+        };
         let (spec, queue) = match self.node.route(spec, events) {
             Ok(routed) => routed,
             Err(memory) => return Err(Rejected { error: MdBindError::ForeignEventQueue, memory }),

@@ -302,6 +302,12 @@ impl Node {
         found.and_then(|cpt| u32::try_from(cpt).ok()).unwrap_or(0)
     }
 
+    /// The CPU partition a live MD was made on, as its cookie says (the kernel's
+    /// `lnet_cpt_of_cookie()`): see [`md_bind`](Self::md_bind).
+    pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
+        self.locked(|core, _| core.engine.md_partition(md)).map_err(MdError::Core)
+    }
+
     /// The match tables of `portal`, by partition: their MEs, the messages matched there and
     /// how many of those were stolen from another partition's first choice. `None` for a
     /// portal out of range.

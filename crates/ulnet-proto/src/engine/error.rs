@@ -95,6 +95,9 @@ pub enum MdBindError {
     ConflictingTracking,
     #[error("too many MDs")]
     TooManyMds,
+    /// [`MdSpec::cpt`](crate::engine::MdSpec::cpt) names a partition the node does not have.
+    #[error("CPU partition {cpt} out of range ({count} partitions)")]
+    BadCpt { cpt: u32, count: u32 },
 }
 
 /// An MD creation that failed, with the memory handed back.

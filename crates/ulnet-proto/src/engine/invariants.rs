@@ -173,8 +173,13 @@ fn check_mds(node: &Engine) -> Result<(), String> {
             return Err(format!("idle zombie MD {:?} was not freed", md.handle));
         }
         if let Some(me) = md.me {
-            if node.mes.get(me).and_then(|me| me.md) != Some(key) {
+            let me = node.mes.get(me);
+            if me.and_then(|me| me.md) != Some(key) {
                 return Err(format!("MD {:?} and its ME disagree", md.handle));
+            }
+            // lustre: lib-md.c `LNetMDAttach()`: an MD is made in its ME's partition.
+            if me.map(|me| me.cpt) != node.mds.partition_of(key) {
+                return Err(format!("MD {:?} is not in its ME's partition", md.handle));
             }
         }
         live_trackers += usize::from(md.tracker.is_some());
@@ -186,6 +191,9 @@ fn check_mds(node: &Engine) -> Result<(), String> {
         ));
     }
     for (key, me) in node.mes.iter() {
+        if node.mes.partition_of(key) != Some(me.cpt) {
+            return Err(format!("ME {key:?} of partition {} is filed elsewhere", me.cpt));
+        }
         if let Some(md) = me.md {
             if node.mds.get(md).and_then(|md| md.me) != Some(key) {
                 return Err(format!("ME {key:?} and its MD disagree"));

@@ -12,7 +12,7 @@ use crate::addr::Nid;
 use crate::engine::memory::Memory;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::recovery::RecoveryTarget;
-use crate::engine::slab::{Key, KeyState, Slab};
+use crate::engine::slab::{Key, KeyPartitions, KeyState, PartitionedSlab};
 use crate::time::Time;
 use crate::wire::header::Header;
 
@@ -104,6 +104,10 @@ pub struct MdSpec {
     /// kernel's `md_handler`): a runtime keeps its event queue's id here, so routing an event
     /// needs no table of MDs.
     pub handler: u64,
+    /// The CPU partition a bound MD is made on, what the kernel takes from the binding
+    /// thread (`lnet_res_lock_current()`); `None` is partition 0. An attached MD goes where
+    /// its ME is, whatever this says.
+    pub cpt: Option<u32>,
 }
 
 impl MdSpec {
@@ -117,6 +121,7 @@ impl MdSpec {
             user_ptr: 0,
             events: true,
             handler: 0,
+            cpt: None,
         }
     }
 
@@ -147,6 +152,12 @@ impl MdSpec {
         self
     }
 
+    /// Binds the MD on partition `cpt` ([`MdSpec::cpt`]).
+    pub fn on_partition(mut self, cpt: u32) -> Self {
+        self.cpt = Some(cpt);
+        self
+    }
+
     pub fn without_events(mut self) -> Self {
         self.events = false;
         self
@@ -155,8 +166,9 @@ impl MdSpec {
 
 /// An MD handle: the cookie LNet puts in wire handles (`lh_cookie`).
 ///
-/// Layout: generation in the high 32 bits, slot index shifted by 2, and the 2-bit object type
-/// (MD = 1) at the bottom as Lustre's handle cookies have. Never all-ones.
+/// Layout: generation in the high 32 bits, the key's index (its partition in the low bits,
+/// as many as the partition count needs, the slot above) shifted by 2, and the 2-bit object
+/// type (MD = 1) at the bottom, as Lustre's handle cookies have. Never all-ones.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MdHandle(pub u64);
 
@@ -297,19 +309,25 @@ impl Md {
     }
 }
 
-/// Every MD alive, by key. LNet's own MDs (ping and push targets, discovery, pings,
-/// recovery) are counted apart so that only the user's count against `Limits::mds`.
-#[derive(Debug, Default)]
+/// Every MD alive, by key, in the partition it was made on (the kernel's
+/// `ln_md_containers[cpt]`): its key, and so its handle's cookie, names the partition. LNet's
+/// own MDs (ping and push targets, discovery, pings, recovery) are counted apart so that only
+/// the user's count against `Limits::mds`.
+#[derive(Debug)]
 pub(crate) struct Mds {
-    slab: Slab<Md>,
+    slab: PartitionedSlab<Md>,
     internal: usize,
 }
 
 impl Mds {
-    /// Files an MD and gives it its handle.
-    pub(crate) fn insert(&mut self, md: Md) -> Option<Key> {
+    pub(crate) fn new(partitions: KeyPartitions) -> Self {
+        Self { slab: PartitionedSlab::new(partitions, MAX_COOKIE_INDEX), internal: 0 }
+    }
+
+    /// Files an MD in partition `cpt` and gives it its handle.
+    pub(crate) fn insert(&mut self, cpt: u32, md: Md) -> Option<Key> {
         let internal = md.owner != MdOwner::User;
-        let key = self.slab.insert(md)?;
+        let key = self.slab.insert(cpt, md)?;
         if internal {
             self.internal += 1;
         }
@@ -345,6 +363,16 @@ impl Mds {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Md)> {
         self.slab.iter()
+    }
+
+    /// The partition an MD's key names.
+    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
+        self.slab.partitions().of(key)
+    }
+
+    /// MDs alive in each partition, LNet's included.
+    pub(crate) fn count_by_partition(&self) -> Vec<usize> {
+        self.slab.len_by_partition().collect()
     }
 
     /// The user's MDs.

@@ -5,8 +5,9 @@
 
 use std::fmt;
 
+use crate::engine::md::MAX_COOKIE_INDEX;
 use crate::engine::md::UnlinkMode;
-use crate::engine::slab::{Key, KeyState, Slab};
+use crate::engine::slab::{Key, KeyPartitions, KeyState, PartitionedSlab};
 
 pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 
@@ -94,18 +95,25 @@ impl Me {
     }
 }
 
-/// Every ME alive, by key. LNet's own MEs (on portal 0) are counted apart so that only the
-/// user's count against `Limits::mes`.
-#[derive(Debug, Default)]
+/// Every ME alive, by key, in the partition of the match table that holds it (the kernel's
+/// `ln_me_containers[cpt]`): its key, and so its handle's cookie, names the partition. LNet's
+/// own MEs (on portal 0) are counted apart so that only the user's count against
+/// `Limits::mes`.
+#[derive(Debug)]
 pub(crate) struct Mes {
-    slab: Slab<Me>,
+    slab: PartitionedSlab<Me>,
     internal: usize,
 }
 
 impl Mes {
+    pub(crate) fn new(partitions: KeyPartitions) -> Self {
+        Self { slab: PartitionedSlab::new(partitions, MAX_COOKIE_INDEX), internal: 0 }
+    }
+
+    /// Files an ME in its table's partition (`me.cpt`).
     pub(crate) fn insert(&mut self, me: Me) -> Option<Key> {
         let internal = me.internal;
-        let key = self.slab.insert(me)?;
+        let key = self.slab.insert(me.cpt, me)?;
         if internal {
             self.internal += 1;
         }
@@ -136,6 +144,11 @@ impl Mes {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Me)> {
         self.slab.iter()
+    }
+
+    /// The partition an ME's key names.
+    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
+        self.slab.partitions().of(key)
     }
 
     /// Every ME, LNet's included.

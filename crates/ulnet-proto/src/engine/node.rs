@@ -58,7 +58,7 @@ use crate::engine::policies::UdspRules;
 use crate::engine::portal::{MatchTableStats, Portal, Portals};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
-use crate::engine::slab::{Key, KeyState};
+use crate::engine::slab::{Key, KeyPartitions, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
@@ -322,8 +322,12 @@ impl Engine {
                 .ok_or(ConfigError::TooManyNis)?;
         }
         let mut limits = config.limits;
-        limits.mds = limits.mds.min(MAX_COOKIE_INDEX as usize);
-        limits.mes = limits.mes.min(MAX_COOKIE_INDEX as usize);
+        // Each partition's slots must fit the cookie bits its partition bits leave, and one
+        // partition may hold them all.
+        let key_partitions = KeyPartitions::new(config.partitions.count());
+        let most = key_partitions.max_slot(MAX_COOKIE_INDEX) as usize;
+        limits.mds = limits.mds.min(most);
+        limits.mes = limits.mes.min(most);
         let mut node = Self {
             // Copies made by fast failover set the top bit (failover.rs).
             interface_cookie: config.interface_cookie & !RESEND_COOKIE_FLAG,
@@ -335,10 +339,10 @@ impl Engine {
             nis,
             peers: PeerTable::default(),
             portals: Portals::new(config.partitions.count()),
-            mes: Mes::default(),
-            mds: Mds::default(),
+            mes: Mes::new(key_partitions),
+            mds: Mds::new(key_partitions),
             msgs: Messages::default(),
-            trackers: Trackers::default(),
+            trackers: Trackers::new(key_partitions),
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
             pings: Pings::default(),
@@ -638,6 +642,8 @@ impl Engine {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdBindError::ConflictingTracking)
+        } else if let Some(cpt) = spec.cpt.filter(|cpt| *cpt >= self.partitions.count()) {
+            Some(MdBindError::BadCpt { cpt, count: self.partitions.count() })
         } else if self.mds.user_count() >= self.limits.mds {
             Some(MdBindError::TooManyMds)
         } else {
@@ -662,6 +668,18 @@ impl Engine {
         self.abort_md(key);
         self.run_work();
         Ok(())
+    }
+
+    /// The CPU partition a live MD was made on, as its cookie says (the kernel's
+    /// `lnet_cpt_of_cookie()`).
+    pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
+        let key = self.live_md(md)?;
+        self.mds.partition_of(key).ok_or(MdError::UnknownMd)
+    }
+
+    /// The MDs alive in each partition, LNet's own included, in partition order.
+    pub fn mds_by_partition(&self) -> Vec<usize> {
+        self.mds.count_by_partition()
     }
 
     /// The memory of a live MD (e.g. to read PUT data after a PUT event).
@@ -1409,6 +1427,12 @@ impl Engine {
         owner: MdOwner,
     ) -> Option<Key> {
         let length = u32::try_from(spec.memory.len()).ok()?;
+        // lustre: lib-md.c `LNetMDAttach()` allocates in the ME's partition
+        // (`lnet_cpt_of_cookie(meh)`), `LNetMDBind()` in the caller's.
+        let cpt = match me {
+            Some(me) => self.mes.get(me)?.cpt,
+            None => spec.cpt.unwrap_or(0),
+        };
         let md = Md {
             handle: MdHandle(0),
             memory: spec.memory,
@@ -1429,7 +1453,7 @@ impl Engine {
             tracker: None,
             owner,
         };
-        self.mds.insert(md)
+        self.mds.insert(cpt, md)
     }
 
     pub(super) fn remove_me(&mut self, key: Key) {

@@ -538,6 +538,7 @@ mod tests {
     use crate::engine::md::{MdHandle, Threshold};
     use crate::engine::me::LNET_PID_ANY;
     use crate::engine::memory::Memory;
+    use crate::engine::slab::KeyPartitions;
 
     fn md(length: u32, options: MdOptions) -> Md {
         Md {
@@ -596,11 +597,11 @@ mod tests {
     #[test]
     fn ignore_bit_entries_are_searched_first() {
         let mut portal = Portal::default();
-        let mut mes = Mes::default();
-        let mut mds = Mds::default();
+        let mut mes = Mes::new(KeyPartitions::new(1));
+        let mut mds = Mds::new(KeyPartitions::new(1));
         // The exact ME is inserted first but the ignore-bits ME still wins.
         for me in [wildcard_me(0x5, 0), wildcard_me(0x0, 0xff)] {
-            let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
+            let md_key = mds.insert(0, md(8, MdOptions::OP_PUT)).unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             assert!(portal.accepts(&me));
             portal.insert(key, &me, InsertPosition::After);
@@ -614,12 +615,12 @@ mod tests {
     #[test]
     fn exact_entries_keep_insertion_order_through_removals() {
         let mut portal = Portal::default();
-        let mut mes = Mes::default();
-        let mut mds = Mds::default();
+        let mut mes = Mes::new(KeyPartitions::new(1));
+        let mut mds = Mds::new(KeyPartitions::new(1));
         fn add(portal: &mut Portal, mes: &mut Mes, mds: &mut Mds, position: InsertPosition) -> Key {
             let me = wildcard_me(0x5, 0);
             assert!(portal.accepts(&me));
-            let md_key = mds.insert(md(8, MdOptions::OP_PUT)).unwrap();
+            let md_key = mds.insert(0, md(8, MdOptions::OP_PUT)).unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, position);
             key
@@ -704,8 +705,8 @@ mod tests {
     #[test]
     fn unmatched_puts_are_delayed_only_on_lazy_portals() {
         let mut portal = Portal::default();
-        let mes = Mes::default();
-        let mut mds = Mds::default();
+        let mes = Mes::new(KeyPartitions::new(1));
+        let mut mds = Mds::new(KeyPartitions::new(1));
         assert_eq!(
             portal.match_md(&mes, &mut mds, &info(1, 1), &HERE),
             PortalMatch::Drop(DropReason::NoMatch)
@@ -736,7 +737,8 @@ mod tests {
                 portal.table_of_attach(&me, InsertPosition::Local { cpt }, &parts(partitions)),
                 cpt
             );
-            let md_key = mds.insert(md(1 << 20, MdOptions::OP_PUT | MdOptions::OP_GET)).unwrap();
+            let spec = md(1 << 20, MdOptions::OP_PUT | MdOptions::OP_GET);
+            let md_key = mds.insert(cpt, spec).unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, InsertPosition::Local { cpt });
             keys[cpt as usize] = Some(key);
@@ -798,7 +800,7 @@ mod tests {
     /// everything local.
     #[test]
     fn rotor_modes_pick_the_first_table() {
-        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(3)), Mds::new(KeyPartitions::new(3)));
         let (mut portal, keys) = spread(3, &[0, 1, 2], &mut mes, &mut mds);
         let mut hits = |place: MatchPlace| {
             let before = portal.rotor;
@@ -823,7 +825,7 @@ mod tests {
     /// or the drop follows).
     #[test]
     fn an_empty_first_choice_maps_to_an_active_table() {
-        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(4)), Mds::new(KeyPartitions::new(4)));
         let (mut portal, keys) = spread(4, &[1, 3], &mut mes, &mut mds);
         // Local partition 0 is empty: the rotor (0, 1, 2, 3) picks 0, 1, 2, 3; 1 and 3 are
         // active, the others map to active[rotor % 2]: 0 -> 1, 2 -> 1.
@@ -843,7 +845,8 @@ mod tests {
     /// drops it.
     #[test]
     fn the_steal_walks_the_other_tables_in_order() {
-        let (mut mes, mut mds) = (Mes::default(), Mds::default());
+        let partitions = KeyPartitions::new(3);
+        let (mut mes, mut mds) = (Mes::new(partitions), Mds::new(partitions));
         let mut portal = Portal::new(5, 3);
         // Table 0 holds a buffer for other bits (so it is active and chosen); 2 and 1 hold
         // one-shot buffers for bits 7, posted in that order.
@@ -851,7 +854,7 @@ mod tests {
             let me = Me { cpt, ..wildcard_me(bits, 0) };
             assert!(portal.accepts(&me));
             let md_key = mds
-                .insert(Md { threshold: Threshold::Count(1), ..md(8, MdOptions::OP_PUT) })
+                .insert(cpt, Md { threshold: Threshold::Count(1), ..md(8, MdOptions::OP_PUT) })
                 .unwrap();
             let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, InsertPosition::Local { cpt });

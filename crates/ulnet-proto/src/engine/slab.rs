@@ -156,6 +156,142 @@ impl<T> Slab<T> {
     }
 }
 
+/// How the keys of a [`PartitionedSlab`] name their CPU partition: in the low bits of the
+/// index, as few as the partition count needs (none for one partition). A handle cookie made
+/// from such a key (index shifted above the 2 type bits) thus carries its partition right above
+/// the type, where the kernel puts it. lustre: api-ni.c `lnet_res_lh_initialize()`,
+/// lib-types.h `lnet_cpt_of_cookie()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyPartitions {
+    count: u32,
+    bits: u32,
+}
+
+impl KeyPartitions {
+    /// Keys for `count` partitions (at least one).
+    pub(crate) fn new(count: u32) -> Self {
+        let count = count.max(1);
+        Self { count, bits: u32::BITS - (count - 1).leading_zeros() }
+    }
+
+    pub(crate) fn count(self) -> u32 {
+        self.count
+    }
+
+    /// The partition `key` names, `None` when its bits name none of this node's.
+    pub(crate) fn of(self, key: Key) -> Option<u32> {
+        let cpt = key.index & ((1 << self.bits) - 1);
+        (cpt < self.count).then_some(cpt)
+    }
+
+    /// The highest slot index a partition's slab may use for keys to stay within
+    /// `max_index`.
+    pub(crate) fn max_slot(self, max_index: u32) -> u32 {
+        max_index >> self.bits
+    }
+
+    fn compose(self, cpt: u32, slot: Key) -> Key {
+        Key { index: slot.index << self.bits | cpt, generation: slot.generation }
+    }
+
+    fn split(self, key: Key) -> Option<(usize, Key)> {
+        let cpt = self.of(key)?;
+        Some((cpt as usize, Key { index: key.index >> self.bits, generation: key.generation }))
+    }
+}
+
+/// A slab per CPU partition, behind keys that name their partition ([`KeyPartitions`]): the
+/// kernel's resource containers per CPT (`ln_md_containers[cpt]`, `ln_me_containers[cpt]`).
+/// Iteration goes partition by partition, each in slot order, so runs stay deterministic.
+#[derive(Debug)]
+pub(crate) struct PartitionedSlab<T> {
+    parts: Vec<Slab<T>>,
+    partitions: KeyPartitions,
+    /// The largest index a key may have (handle cookies have room for 30 bits).
+    max_index: u32,
+    len: usize,
+}
+
+impl<T> PartitionedSlab<T> {
+    pub(crate) fn new(partitions: KeyPartitions, max_index: u32) -> Self {
+        let parts = (0..partitions.count()).map(|_| Slab::new()).collect();
+        Self { parts, partitions, max_index, len: 0 }
+    }
+
+    pub(crate) fn partitions(&self) -> KeyPartitions {
+        self.partitions
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Stores `value` in partition `cpt`; `None` for a partition the node lacks, or when the
+    /// partition's slots would make keys above the maximum index.
+    pub(crate) fn insert(&mut self, cpt: u32, value: T) -> Option<Key> {
+        if cpt >= self.partitions.count() {
+            return None;
+        }
+        let max_slot = self.partitions.max_slot(self.max_index);
+        let slab = self.parts.get_mut(cpt as usize)?;
+        let slot = slab.insert(value)?;
+        if slot.index > max_slot {
+            slab.discard(slot);
+            return None;
+        }
+        self.len += 1;
+        Some(self.partitions.compose(cpt, slot))
+    }
+
+    pub(crate) fn get(&self, key: Key) -> Option<&T> {
+        let (cpt, slot) = self.partitions.split(key)?;
+        self.parts.get(cpt)?.get(slot)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        let (cpt, slot) = self.partitions.split(key)?;
+        self.parts.get_mut(cpt)?.get_mut(slot)
+    }
+
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        let (cpt, slot) = self.partitions.split(key)?;
+        let value = self.parts.get_mut(cpt)?.remove(slot)?;
+        self.len -= 1;
+        Some(value)
+    }
+
+    /// Drops the value in place ([`Slab::discard`]); whether the key was live.
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        let Some((cpt, slot)) = self.partitions.split(key) else {
+            return false;
+        };
+        let discarded = self.parts.get_mut(cpt).is_some_and(|slab| slab.discard(slot));
+        if discarded {
+            self.len -= 1;
+        }
+        discarded
+    }
+
+    pub(crate) fn state(&self, key: Key) -> KeyState {
+        self.partitions
+            .split(key)
+            .and_then(|(cpt, slot)| Some(self.parts.get(cpt)?.state(slot)))
+            .unwrap_or(KeyState::Unknown)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
+        let partitions = self.partitions;
+        (0u32..).zip(&self.parts).flat_map(move |(cpt, slab)| {
+            slab.iter().map(move |(slot, value)| (partitions.compose(cpt, slot), value))
+        })
+    }
+
+    /// How many values each partition holds, in partition order.
+    pub(crate) fn len_by_partition(&self) -> impl Iterator<Item = usize> + '_ {
+        self.parts.iter().map(Slab::len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +315,38 @@ mod tests {
         assert_eq!(slab.iter().count(), 1);
         assert_eq!(Key::from_u64(b.to_u64()), b);
         assert_eq!(Key::from_u64(u64::MAX), Key { index: u32::MAX, generation: u32::MAX });
+    }
+
+    #[test]
+    fn partitioned_keys_name_their_partition() {
+        assert_eq!(KeyPartitions::new(1).bits, 0);
+        assert_eq!(KeyPartitions::new(2).bits, 1);
+        assert_eq!(KeyPartitions::new(3).bits, 2);
+        assert_eq!(KeyPartitions::new(4).bits, 2);
+        assert_eq!(KeyPartitions::new(5).bits, 3);
+        let mut slab = PartitionedSlab::new(KeyPartitions::new(3), (1 << 30) - 1);
+        let a = slab.insert(2, "a").unwrap();
+        let b = slab.insert(0, "b").unwrap();
+        let c = slab.insert(2, "c").unwrap();
+        assert_eq!(slab.insert(3, "none"), None);
+        assert_eq!((a.index, b.index, c.index), (2, 0, 1 << 2 | 2));
+        assert_eq!([a, b, c].map(|key| slab.partitions().of(key)), [Some(2), Some(0), Some(2)]);
+        assert_eq!((slab.get(a), slab.get(c), slab.len()), (Some(&"a"), Some(&"c"), 3));
+        assert_eq!(slab.len_by_partition().collect::<Vec<_>>(), [1, 0, 2]);
+        let order: Vec<_> = slab.iter().map(|(_, value)| *value).collect();
+        assert_eq!(order, ["b", "a", "c"]);
+        // Bits naming a partition the node lacks resolve to nothing.
+        let foreign = Key { index: 3, generation: 0 };
+        assert_eq!((slab.get(foreign), slab.state(foreign)), (None, KeyState::Unknown));
+        assert_eq!(slab.remove(a), Some("a"));
+        assert_eq!(slab.state(a), KeyState::Removed);
+        assert!(slab.discard(c) && !slab.discard(c));
+        assert_eq!(slab.len(), 1);
+        // The partition's slots stop where keys would pass the maximum index.
+        let mut small = PartitionedSlab::new(KeyPartitions::new(2), 5);
+        let keys: Vec<_> = (0..4).map(|_| small.insert(1, ())).collect();
+        assert_eq!(keys.iter().filter(|key| key.is_some()).count(), 3);
+        assert_eq!(small.len(), 3);
+        assert!(keys.iter().flatten().all(|key| key.index <= 5));
     }
 }

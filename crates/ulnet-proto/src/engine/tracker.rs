@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
 use crate::engine::md::TrackedRequest;
-use crate::engine::slab::Key;
+use crate::engine::slab::{Key, KeyPartitions};
 use crate::time::Time;
 
 /// Entries tolerated beyond twice the live trackers before compaction.
@@ -21,9 +21,13 @@ const COMPACTION_SLACK: usize = 64;
 /// Finished trackers' request boxes kept for reuse (more than the requests a burst starts).
 const SPARE_REQUESTS: usize = 64;
 
-#[derive(Debug, Default)]
+type Queue = BinaryHeap<Reverse<(Time, Key)>>;
+
+#[derive(Debug)]
 pub(crate) struct Trackers {
-    heap: BinaryHeap<Reverse<(Time, Key)>>,
+    /// A heap per partition, by the partition each MD's key names.
+    queues: Vec<Queue>,
+    partitions: KeyPartitions,
     /// Trackers attached to MDs.
     live: usize,
     /// Boxes of finished trackers' requests, reused: every tracked request needs one (the
@@ -33,6 +37,15 @@ pub(crate) struct Trackers {
 }
 
 impl Trackers {
+    pub(crate) fn new(partitions: KeyPartitions) -> Self {
+        Self {
+            queues: (0..partitions.count()).map(|_| Queue::new()).collect(),
+            partitions,
+            live: 0,
+            spare_requests: Vec::new(),
+        }
+    }
+
     /// Trackers attached to MDs.
     pub(crate) fn live(&self) -> usize {
         self.live
@@ -67,36 +80,51 @@ impl Trackers {
     }
 
     pub(crate) fn push(&mut self, deadline: Time, md: Key) {
-        self.heap.push(Reverse((deadline, md)));
+        let cpt = self.partitions.of(md).unwrap_or(0) as usize;
+        if let Some(queue) = self.queues.get_mut(cpt) {
+            queue.push(Reverse((deadline, md)));
+        }
+    }
+
+    /// The partition whose heap holds the earliest entry, and that entry.
+    fn earliest(&self) -> Option<(usize, (Time, Key))> {
+        self.queues
+            .iter()
+            .enumerate()
+            .filter_map(|(cpt, queue)| queue.peek().map(|Reverse(entry)| (cpt, *entry)))
+            .min_by_key(|(_, entry)| *entry)
     }
 
     /// The earliest entry.
     pub(crate) fn front(&self) -> Option<(Time, Key)> {
-        self.heap.peek().map(|Reverse(entry)| *entry)
+        self.earliest().map(|(_, entry)| entry)
     }
 
     pub(crate) fn pop_front(&mut self) -> Option<(Time, Key)> {
-        self.heap.pop().map(|Reverse(entry)| entry)
+        let (cpt, _) = self.earliest()?;
+        self.queues.get_mut(cpt)?.pop().map(|Reverse(entry)| entry)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.queues.iter().map(Queue::len).sum()
     }
 
     /// Every entry, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Time, Key)> + '_ {
-        self.heap.iter().map(|Reverse(entry)| *entry)
+        self.queues.iter().flatten().map(|Reverse(entry)| *entry)
     }
 
     /// Drops stale and repeated entries when they dominate; `is_live` tells a current entry.
     /// Repeats happen when a tracker is detached and attached again at the same instant:
     /// both entries match the live deadline, and only one may stay for the bound to hold.
     pub(crate) fn maybe_compact(&mut self, is_live: impl Fn(Time, Key) -> bool) {
-        if self.heap.len() > 2 * self.live + COMPACTION_SLACK {
+        if self.len() > 2 * self.live + COMPACTION_SLACK {
             let mut kept = HashSet::with_capacity(self.live);
-            self.heap.retain(|Reverse((deadline, md))| {
-                is_live(*deadline, *md) && kept.insert((*deadline, *md))
-            });
+            for queue in &mut self.queues {
+                queue.retain(|Reverse((deadline, md))| {
+                    is_live(*deadline, *md) && kept.insert((*deadline, *md))
+                });
+            }
         }
     }
 
@@ -116,7 +144,7 @@ mod tests {
 
     #[test]
     fn pops_in_deadline_order_and_compacts() {
-        let mut queue = Trackers::default();
+        let mut queue = Trackers::new(KeyPartitions::new(1));
         queue.attached();
         queue.push(Time::from_secs(5), key(1));
         queue.push(Time::from_secs(2), key(2));
@@ -130,5 +158,20 @@ mod tests {
         queue.maybe_compact(|deadline, md| md == key(3) && deadline == Time::from_secs(9));
         assert_eq!(queue.len(), 1);
         assert!(queue.len() <= queue.bound());
+    }
+
+    #[test]
+    fn the_earliest_of_every_partitions_heap_goes_first() {
+        let mut queue = Trackers::new(KeyPartitions::new(3));
+        // Keys of partitions 1, 2, 0 and 1 (the low two bits of the index).
+        let entries = [(7, 1), (3, 2 | 4), (5, 4), (3, 1 | 8)];
+        for (secs, index) in entries {
+            queue.push(Time::from_secs(secs), key(index));
+        }
+        assert_eq!(queue.queues.iter().map(Queue::len).collect::<Vec<_>>(), [1, 2, 1]);
+        let order: Vec<_> = std::iter::from_fn(|| queue.pop_front()).collect();
+        let expected = [(3, 2 | 4), (3, 1 | 8), (5, 4), (7, 1)];
+        assert_eq!(order, expected.map(|(secs, index)| (Time::from_secs(secs), key(index))));
+        assert_eq!(queue.len(), 0);
     }
 }

@@ -2,6 +2,8 @@
 //! peer's NID hashes to (the kernel's `lnet_cpt_of_nid()`), and traffic spread over both
 //! partitions' threads arrives whole, exactly once.
 
+use std::sync::{Arc, Mutex};
+
 use ulnet::proto::engine::cpt::Partitions;
 use ulnet::*;
 
@@ -146,4 +148,44 @@ fn concurrent_traffic_over_both_partitions_arrives_whole() {
         assert_eq!(stats.protocol_errors + stats.timeouts, 0, "{stats:?}");
         assert_eq!(node.stats().messages, 0);
     }
+}
+
+/// An MD bound with no partition named is made on the calling thread's, as the kernel's
+/// `LNetMDBind()` binds on the caller's CPT: from a handler running on the I/O thread of the
+/// sender's partition, that partition. One named is made where it says.
+#[test]
+fn an_md_is_bound_on_the_calling_threads_partition() {
+    let port = free_port();
+    // The receiver is test address 0; of addresses 1 and 2 (partitions apart), the sender is
+    // the one on partition 1, which no default would give.
+    let sender_index = (1..3).find(|&index| cpt_of(index) == 1).expect("a peer on partition 1");
+    let (b, a) = (partitioned_node(0, port), partitioned_node(sender_index, port));
+    let named = MdSpec::new(Memory::new(vec![0; 8])).on_partition(1);
+    let named = b.md_bind(named, UnlinkMode::Unlink, None).unwrap();
+    assert_eq!(b.md_partition(named), Ok(1));
+    let refused = MdSpec::new(Memory::new(vec![0; 8])).on_partition(2);
+    assert!(matches!(
+        b.md_bind(refused, UnlinkMode::Unlink, None).map_err(|rejected| rejected.error),
+        Err(MdBindError::Core(ulnet::proto::engine::MdBindError::BadCpt { cpt: 2, count: 2 }))
+    ));
+
+    let found: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let binder = Arc::new(Mutex::new(Some(b.clone())));
+    let inbox = b.event_queue_with_handler(4, {
+        let found = Arc::clone(&found);
+        move |queue| {
+            while let Ok(event) = queue.try_recv() {
+                let node = binder.lock().unwrap().take();
+                if let (EventKind::Put, Some(node)) = (event.kind, node) {
+                    let spec = MdSpec::new(Memory::new(vec![1; 8]));
+                    let md = node.md_bind(spec, UnlinkMode::Unlink, None).unwrap();
+                    found.lock().unwrap().push(node.md_partition(md).unwrap());
+                }
+            }
+        }
+    });
+    b.post(12, 5, sink(8), &inbox).unwrap();
+    a.put_and_wait_ack(b.process_id(), 12, 5, Memory::new(vec![2; 8]), HANG_GUARD).unwrap();
+    wait_until("the handler's bind", || !found.lock().unwrap().is_empty());
+    assert_eq!(*found.lock().unwrap(), [1]);
 }

@@ -9,8 +9,10 @@ use super::{Harness, HarnessConfig, node_nid};
 use crate::addr::{LndType, Net, Nid};
 use crate::engine::cpt::{CptError, CptList, Partitions};
 use crate::engine::error::ConfigError;
-use crate::engine::md::{MdOptions, MdSpec, Threshold};
-use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
+use crate::engine::error::MdBindError;
+use crate::engine::event::EventKind;
+use crate::engine::md::{MdOptions, MdSpec, Threshold, UnlinkMode};
+use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::PutRequest;
@@ -301,4 +303,78 @@ fn routed_messages_take_buffers_of_their_partition() {
     assert!(small[0].1 >= 0, "nothing queued for partition 0's small buffer: {small:?}");
     assert_eq!((small[0].0, small[1].0), (1, 1), "both buffers are back");
     h.check();
+}
+
+/// MDs and MEs live in a partition, and their handles' cookies say which, as the kernel's
+/// do (`lnet_cpt_of_cookie()`: the CPT right above the two type bits): a bound MD where it is
+/// bound, an attached one where its ME's match table is. Response trackers wait per partition
+/// and still expire in deadline order across them.
+#[test]
+fn mds_live_in_their_partition_and_trackers_expire_across_partitions() {
+    let config =
+        HarnessConfig { partitions: Partitions::new(4).unwrap(), ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    let cookie_cpt = |handle: crate::engine::md::MdHandle| (handle.0 >> 2) & 0x3;
+
+    let source = |byte: u8| MdSpec::new(Memory::new(vec![byte; 8])).threshold(Threshold::Count(2));
+    let md = h.bind(0, source(1).on_partition(2));
+    assert_eq!((h.node(0).md_partition(md), cookie_cpt(md)), (Ok(2), 2));
+    let refused = h.md_bind(0, source(2).on_partition(4), UnlinkMode::Unlink).unwrap_err();
+    assert_eq!(refused.error, MdBindError::BadCpt { cpt: 4, count: 4 });
+    assert_eq!(refused.memory.to_vec(), vec![2; 8]);
+
+    let me = h
+        .me_attach(
+            1,
+            PORTAL,
+            ProcessId::ANY,
+            BITS,
+            0,
+            UnlinkMode::Unlink,
+            InsertPosition::Local { cpt: 3 },
+        )
+        .unwrap();
+    let sink = MdSpec::new(Memory::new(vec![0; 8]))
+        .threshold(Threshold::Count(1))
+        .options(MdOptions::OP_PUT)
+        .on_partition(1);
+    let buffer = h.md_attach(1, me, sink, UnlinkMode::Unlink).unwrap();
+    assert_eq!((h.node(1).md_partition(buffer), cookie_cpt(buffer)), (Ok(3), 3));
+    assert_eq!(h.node(1).mds_by_partition()[3], 1);
+    let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
+    let put = |md, portal| PutRequest {
+        md,
+        ack: true,
+        target,
+        portal,
+        match_bits: BITS,
+        remote_offset: 0,
+        hdr_data: 0,
+        source: None,
+    };
+    h.put(0, &put(md, PORTAL)).unwrap();
+    h.drive();
+    let delivered = h.take_events(1);
+    assert!(delivered.iter().any(|event| event.md == buffer && event.mlength == 8));
+
+    // PUTs to a portal nobody posted on are dropped; their senders' trackers expire, the
+    // one on partition 3 (started first) before the one on partition 1.
+    let first = h.bind(0, source(3).on_partition(3));
+    h.put(0, &put(first, PORTAL + 1)).unwrap();
+    h.run_for(Duration::from_secs(1));
+    let second = h.bind(0, source(4).on_partition(1));
+    h.put(0, &put(second, PORTAL + 1)).unwrap();
+    h.take_events(0);
+    h.run_for(Duration::from_secs(300));
+    let unlinked: Vec<_> = h
+        .take_events(0)
+        .into_iter()
+        .filter(|event| event.kind == EventKind::Unlink)
+        .map(|event| event.md)
+        .collect();
+    assert_eq!(unlinked, [first, second]);
+    assert_eq!(h.node(0).stats().response_timeout_count, 2);
+    h.drive();
+    h.assert_quiescent();
 }
