@@ -725,7 +725,8 @@ impl Engine {
             ..Message::blank(original.header, original.length)
         };
         flag_wire_handle(&mut copy.header.body);
-        let Some(copy_key) = self.alloc_message(copy) else {
+        let home = self.msgs.partition_of(key).unwrap_or(0);
+        let Some(copy_key) = self.alloc_message(home, copy) else {
             return;
         };
         self.failover.hold(payload.len() as u64);
@@ -797,7 +798,8 @@ impl Engine {
             tracked_md: Some(md_key),
             ..Message::blank(header, length)
         };
-        let Some(key) = self.alloc_message(message) else {
+        let home = self.mds.partition_of(md_key).unwrap_or(0);
+        let Some(key) = self.alloc_message(home, message) else {
             return;
         };
         self.failover.hold(u64::from(length));

@@ -11,7 +11,7 @@ use crate::engine::health::HealthStatus;
 use crate::engine::memory::Memory;
 use crate::engine::ni::NiId;
 use crate::engine::peer::PeerNiId;
-use crate::engine::slab::{Key, Slab};
+use crate::engine::slab::{Key, KeyPartitions, PartitionedSlab};
 use crate::time::Time;
 use crate::wire::header::{Header, WireHandle};
 
@@ -248,19 +248,26 @@ impl Message {
 }
 
 /// Every message alive (sends, receives, delayed PUTs), by key; [`TxId`] and [`RxId`] name
-/// them to the driver.
-#[derive(Debug, Default)]
+/// them to the driver. A message lives in its home partition, which its key names: a send in
+/// its MD's (where the kernel attaches it to the MD, under `lnet_res_lock(cpt)`), a receive in
+/// the partition of the NID it came from on its NI (`lnet_parse()`'s `lnet_cpt_of_nid()`).
+#[derive(Debug)]
 pub(crate) struct Messages {
-    slab: Slab<Message>,
+    slab: PartitionedSlab<Message>,
 }
 
 impl Messages {
-    /// Files a new message; `None` when `limit` messages are alive (or keys ran out).
-    pub(crate) fn alloc(&mut self, message: Message, limit: usize) -> Option<Key> {
+    pub(crate) fn new(partitions: KeyPartitions) -> Self {
+        Self { slab: PartitionedSlab::new(partitions, u32::MAX) }
+    }
+
+    /// Files a new message in partition `cpt`; `None` when `limit` messages are alive (or
+    /// keys ran out).
+    pub(crate) fn alloc(&mut self, cpt: u32, message: Message, limit: usize) -> Option<Key> {
         if self.slab.len() >= limit {
             return None;
         }
-        self.slab.insert(message)
+        self.slab.insert(cpt, message)
     }
 
     /// Removes a finished message; `None` if it was already gone.
@@ -289,6 +296,16 @@ impl Messages {
 
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// The home partition a message's key names.
+    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
+        self.slab.partitions().of(key)
+    }
+
+    /// Messages alive in each partition, in partition order.
+    pub(crate) fn count_by_partition(&self) -> Vec<usize> {
+        self.slab.len_by_partition().collect()
     }
 }
 

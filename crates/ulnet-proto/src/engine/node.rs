@@ -341,7 +341,7 @@ impl Engine {
             portals: Portals::new(config.partitions.count()),
             mes: Mes::new(key_partitions),
             mds: Mds::new(key_partitions),
-            msgs: Messages::default(),
+            msgs: Messages::new(key_partitions),
             trackers: Trackers::new(key_partitions),
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
@@ -675,6 +675,12 @@ impl Engine {
     pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
         let key = self.live_md(md)?;
         self.mds.partition_of(key).ok_or(MdError::UnknownMd)
+    }
+
+    /// The messages alive in each partition, in partition order: a send lives in its MD's
+    /// partition, a receive in the one its previous hop's NID hashes to on its NI.
+    pub fn messages_by_partition(&self) -> Vec<usize> {
+        self.msgs.count_by_partition()
     }
 
     /// The MDs alive in each partition, LNet's own included, in partition order.
@@ -1464,8 +1470,9 @@ impl Engine {
         }
     }
 
-    pub(super) fn alloc_message(&mut self, message: Message) -> Option<Key> {
-        let key = self.msgs.alloc(message, self.limits.messages)?;
+    /// Files `message` in partition `cpt`, its home ([`Messages`]).
+    pub(super) fn alloc_message(&mut self, cpt: u32, message: Message) -> Option<Key> {
+        let key = self.msgs.alloc(cpt, message, self.limits.messages)?;
         self.stats.msgs_alloc = self.msgs.len() as u64;
         self.stats.msgs_max = self.stats.msgs_max.max(self.stats.msgs_alloc);
         Some(key)

@@ -127,7 +127,8 @@ impl Engine {
             routing: !for_me,
             ..Message::blank(*header, 0)
         };
-        let Some(key) = self.alloc_message(message) else {
+        let home = if self.partitions.count() > 1 { self.cpt_of_nid(&from, ni) } else { 0 };
+        let Some(key) = self.alloc_message(home, message) else {
             self.count_drop(ni, peer_ni, msg_type, payload);
             return RecvAction::Discard { length: payload };
         };

@@ -492,7 +492,8 @@ impl Engine {
             recovery,
             ..Message::blank(header, length)
         };
-        let key = self.alloc_message(message).ok_or(InitiateError::TooManyMessages)?;
+        let home = self.mds.partition_of(md_key).unwrap_or(0);
+        let key = self.alloc_message(home, message).ok_or(InitiateError::TooManyMessages)?;
         if let Some(md) = self.mds.get_mut(md_key) {
             md.attach_operation();
         }

@@ -354,6 +354,17 @@ fn mds_live_in_their_partition_and_trackers_expire_across_partitions() {
         source: None,
     };
     h.put(0, &put(md, PORTAL)).unwrap();
+    // The PUT lives in its MD's partition on the way out, and on the way in in the partition
+    // its sender's NID hashes to on the receiving NI.
+    assert_eq!(h.node(0).messages_by_partition(), [0, 0, 1, 0]);
+    let home = h.node(1).cpt_of_nid(&node_nid(0), NiId(1)) as usize;
+    assert_ne!(home, 0, "the story needs a home no default would give");
+    while h.node(1).messages_by_partition().iter().sum::<usize>() == 0 {
+        assert!(h.step(), "the PUT never arrived");
+    }
+    let mut receiving = vec![0; 4];
+    receiving[home] = 1;
+    assert_eq!(h.node(1).messages_by_partition(), receiving);
     h.drive();
     let delivered = h.take_events(1);
     assert!(delivered.iter().any(|event| event.md == buffer && event.mlength == 8));
