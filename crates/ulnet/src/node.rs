@@ -367,7 +367,7 @@ impl Node {
         self.locked(|core, _| {
             let engine = &core.engine;
             NodeStats {
-                global: *engine.stats(),
+                global: engine.stats(),
                 nis: engine.ni_ids().filter_map(|ni| engine.ni_stats(ni)).collect(),
                 peer_nis: engine.peer_nis().collect(),
                 messages: engine.message_count(),

@@ -15,7 +15,6 @@ use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
-use crate::engine::stats::GlobalStats;
 use crate::engine::tunables::{Tunables, TunablesError};
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
@@ -355,13 +354,7 @@ impl Engine {
     /// `lnetctl stats reset`: the global counters (not the gauges) and the latency
     /// statistics of every NI and peer NI go back to zero.
     pub fn reset_stats(&mut self) {
-        let gauges = (self.stats.msgs_alloc, self.stats.msgs_max, self.stats.rst_alloc);
-        self.stats = GlobalStats {
-            msgs_alloc: gauges.0,
-            msgs_max: gauges.1,
-            rst_alloc: gauges.2,
-            ..GlobalStats::default()
-        };
+        self.stats.reset();
         for ni in self.nis.iter_mut() {
             ni.latency.reset();
         }

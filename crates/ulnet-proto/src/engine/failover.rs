@@ -372,7 +372,7 @@ impl Engine {
     /// its work moves to other paths.
     fn suspect(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.now;
-        self.stats.blackhole_suspicions += 1;
+        self.counters().blackhole_suspicions += 1;
         let single = !self.has_alternative(id);
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
@@ -597,7 +597,7 @@ impl Engine {
             }
         }
         self.discard_message(key);
-        self.stats.receives_awaited_again += 1;
+        self.counters().receives_awaited_again += 1;
         if event == Some(EventKind::Reply) {
             self.reissue(md_key);
         }
@@ -660,7 +660,7 @@ impl Engine {
     /// Takes a message that never reached the driver off its credit queues and selects again.
     pub(super) fn reselect(&mut self, key: Key) {
         self.withdraw(key);
-        self.stats.fast_resends += 1;
+        self.counters().fast_resends += 1;
         self.work.push_back(Work::Resend(key));
     }
 
@@ -738,7 +738,7 @@ impl Engine {
             original.orphan = Some(Box::new(payload));
             original.md_offset = 0;
         }
-        self.stats.fast_resends += 1;
+        self.counters().fast_resends += 1;
         self.work.push_back(Work::Resend(copy_key));
     }
 
@@ -811,7 +811,7 @@ impl Engine {
         {
             request.copies += 1;
         }
-        self.stats.fast_resends += 1;
+        self.counters().fast_resends += 1;
         self.work.push_back(Work::Resend(key));
     }
 

@@ -145,8 +145,8 @@ impl Engine {
         };
         let (ni, peer_ni, msg_type) = (message.ni, message.peer_ni, message.header.body.msg_type());
         let (payload, length) = (message.header.payload_length, message.length);
-        self.stats.recv_count += 1;
-        self.stats.recv_length += u64::from(length);
+        self.counters().recv_count += 1;
+        self.counters().recv_length += u64::from(length);
         if let Some(local) = self.nis.get_mut(ni) {
             local.stats.received(msg_type, payload);
         }
@@ -190,7 +190,7 @@ impl Engine {
         }
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
-        self.stats.resend_count += 1;
+        self.counters().resend_count += 1;
         self.work.push_back(Work::Resend(key));
     }
 
@@ -222,9 +222,9 @@ impl Engine {
         }
         if sent.resent {
             if status.is_ok() {
-                self.stats.successful_resends += 1;
+                self.counters().successful_resends += 1;
             } else {
-                self.stats.failed_resends += 1;
+                self.counters().failed_resends += 1;
             }
         }
         if status.is_ok() {
@@ -318,8 +318,8 @@ impl Engine {
 
     fn count_sent(&mut self, sent: &SentMessage) {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
-        self.stats.send_count += 1;
-        self.stats.send_length += u64::from(payload);
+        self.counters().send_count += 1;
+        self.counters().send_length += u64::from(payload);
         if let Some(local) = self.nis.get_mut(sent.ni) {
             local.stats.sent(msg_type, payload);
         }
@@ -538,7 +538,7 @@ impl Engine {
 
     /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
     fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
-        self.stats.count_health(health);
+        self.counters().count_health(health);
         if let Some(local) = self.nis.get_mut(ni) {
             local.health_stats.count(health);
         }

@@ -303,6 +303,11 @@ impl Messages {
         self.slab.partitions().of(key)
     }
 
+    /// Messages alive in partition `cpt`.
+    pub(crate) fn len_of(&self, cpt: u32) -> usize {
+        self.slab.len_by_partition().nth(cpt as usize).unwrap_or(0)
+    }
+
     /// Messages alive in each partition, in partition order.
     pub(crate) fn count_by_partition(&self) -> Vec<usize> {
         self.slab.len_by_partition().collect()

@@ -59,7 +59,7 @@ use crate::engine::portal::{MatchTableStats, Portal, Portals};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyPartitions, KeyState};
-use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
+use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PartitionCounters, PeerNiStats};
 use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
 use crate::engine::watch::Failover;
@@ -289,7 +289,10 @@ pub struct Engine {
     // The driver's output queues and the work loop (the call protocol above).
     pub(super) outputs: Outputs,
     pub(super) work: VecDeque<Work>,
-    pub(super) stats: GlobalStats,
+    /// The counters, per partition; a call counts in `call_cpt`'s.
+    pub(super) stats: PartitionCounters,
+    /// The partition the current call runs on (see [`Engine::counters`]).
+    pub(super) call_cpt: u32,
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
@@ -355,7 +358,8 @@ impl Engine {
             policies: UdspRules::default(),
             outputs: Outputs::default(),
             work: VecDeque::new(),
-            stats: GlobalStats::default(),
+            stats: PartitionCounters::new(config.partitions.count()),
+            call_cpt: 0,
             internal_events: VecDeque::new(),
             violation: None,
         };
@@ -743,6 +747,7 @@ impl Engine {
     pub fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
+        self.enter_partition(self.mds.partition_of(md_key));
         let (length, track) = self.md_send_profile(md_key, request.ack, false);
         let ack_wmd = if request.ack {
             WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
@@ -784,6 +789,7 @@ impl Engine {
     pub fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
+        self.enter_partition(self.mds.partition_of(md_key));
         let (length, track) = self.md_send_profile(md_key, false, true);
         let header = Header {
             dest_nid: request.target.nid,
@@ -824,6 +830,9 @@ impl Engine {
     /// lustre: lnet/lnet/lib-move.c `lnet_parse()`.
     pub fn handle_header(&mut self, now: Time, ni: NiId, from: Nid, header: &Header) -> RecvAction {
         self.advance(now);
+        if self.partitions.count() > 1 {
+            self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
+        }
         let action = self.parse(ni, from, header, None);
         self.run_work();
         action
@@ -926,6 +935,7 @@ impl Engine {
     ) -> Result<(), DriverError> {
         self.advance(now);
         self.not_lent(rx)?;
+        self.enter_partition(self.msgs.partition_of(rx.0));
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -1068,6 +1078,7 @@ impl Engine {
         status: HealthStatus,
     ) -> Result<(), DriverError> {
         self.advance(now);
+        self.enter_partition(self.msgs.partition_of(tx.0));
         let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || message.phase != Phase::InLnd {
             return Err(DriverError::WrongState);
@@ -1179,7 +1190,7 @@ impl Engine {
                 continue;
             };
             self.detach_tracker(md_key);
-            self.stats.response_timeout_count += 1;
+            self.counters().response_timeout_count += 1;
             if let Some(peer_ni) = next_hop {
                 self.remote_failure(peer_ni);
             }
@@ -1284,8 +1295,21 @@ impl Engine {
 
     // ---------------------------------------------------------------- statistics
 
-    pub fn stats(&self) -> &GlobalStats {
-        &self.stats
+    /// The node's counters (`stats show`): every partition's summed.
+    pub fn stats(&self) -> GlobalStats {
+        self.stats.sum()
+    }
+
+    /// Each partition's counters, in partition order: a message counts in the partition of
+    /// the call that handles it (a receive in its previous hop's, a send's completion in its
+    /// MD's), messages and trackers alive in their own.
+    pub fn stats_by_partition(&self) -> Vec<GlobalStats> {
+        self.stats.iter().copied().collect()
+    }
+
+    /// The counters of the partition the current call runs on.
+    pub(super) fn counters(&mut self) -> &mut GlobalStats {
+        self.stats.get_mut(self.call_cpt)
     }
 
     pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
@@ -1387,8 +1411,17 @@ impl Engine {
 
     // ---------------------------------------------------------------- helpers
 
+    /// Starts a call at `now`, on partition 0 until the call names its own
+    /// ([`enter_partition`](Self::enter_partition)).
     pub(super) fn advance(&mut self, now: Time) {
         self.now = self.now.max(now);
+        self.call_cpt = 0;
+    }
+
+    /// The current call runs on partition `cpt` (where it counts): a message's home
+    /// partition, or the one a receive's previous hop hashes to.
+    pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
+        self.call_cpt = cpt.unwrap_or(0);
     }
 
     pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
@@ -1473,9 +1506,20 @@ impl Engine {
     /// Files `message` in partition `cpt`, its home ([`Messages`]).
     pub(super) fn alloc_message(&mut self, cpt: u32, message: Message) -> Option<Key> {
         let key = self.msgs.alloc(cpt, message, self.limits.messages)?;
-        self.stats.msgs_alloc = self.msgs.len() as u64;
-        self.stats.msgs_max = self.stats.msgs_max.max(self.stats.msgs_alloc);
+        self.count_messages(key);
         Some(key)
+    }
+
+    /// Updates the messages-alive gauges of `key`'s partition (lustre: lib-msg.c
+    /// `lnet_msg_commit()`, `lnet_msg_decommit()`, per CPT).
+    fn count_messages(&mut self, key: Key) {
+        let Some(cpt) = self.msgs.partition_of(key) else {
+            return;
+        };
+        let alive = self.msgs.len_of(cpt) as u64;
+        let counters = self.stats.get_mut(cpt);
+        counters.msgs_alloc = alive;
+        counters.msgs_max = counters.msgs_max.max(alive);
     }
 
     /// [`free_message`](Self::free_message) when the message itself is no longer needed.
@@ -1483,7 +1527,7 @@ impl Engine {
         if !self.msgs.discard(key) {
             self.record_violation(|| format!("message {key:?} finalized twice"));
         }
-        self.stats.msgs_alloc = self.msgs.len() as u64;
+        self.count_messages(key);
     }
 
     pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
@@ -1491,7 +1535,7 @@ impl Engine {
         if message.is_none() {
             self.record_violation(|| format!("message {key:?} finalized twice"));
         }
-        self.stats.msgs_alloc = self.msgs.len() as u64;
+        self.count_messages(key);
         message
     }
 
@@ -1499,6 +1543,7 @@ impl Engine {
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
     pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
         let (now, deadline) = (self.now, self.now + self.tunables.transaction_timeout);
+        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
         };
@@ -1510,7 +1555,9 @@ impl Engine {
             Some(tracker) if tracker.deadline == deadline => return false,
             Some(tracker) => tracker.deadline = deadline,
             None => {
-                self.stats.rst_alloc = self.trackers.attached() as u64;
+                self.trackers.attached();
+                let counters = self.stats.get_mut(cpt);
+                counters.rst_alloc = counters.rst_alloc.saturating_add(1);
                 md.tracker = Some(Tracker {
                     deadline,
                     next_hop: None,
@@ -1557,7 +1604,10 @@ impl Engine {
         let Some(tracker) = md.tracker.take() else {
             return;
         };
-        self.stats.rst_alloc = self.trackers.detached(tracker.request) as u64;
+        self.trackers.detached(tracker.request);
+        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
+        let counters = self.stats.get_mut(cpt);
+        counters.rst_alloc = counters.rst_alloc.saturating_sub(1);
         if let Some((peer_ni, via)) = tracker.awaiting {
             self.watch_await_end(peer_ni, via, None);
         }
@@ -1569,7 +1619,7 @@ impl Engine {
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
         let pushed = self.outputs.push_event(event, self.limits.events);
         if pushed.is_none() {
-            self.stats.events_dropped += 1;
+            self.stats.get_mut(self.call_cpt).events_dropped += 1;
         }
         pushed
     }

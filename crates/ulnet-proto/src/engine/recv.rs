@@ -35,12 +35,12 @@ impl Engine {
     ) -> RecvAction {
         // A removed NI receives nothing more (its driver is closing its connections).
         let Some(local) = self.nis.get(ni).filter(|local| !local.removed) else {
-            self.stats.protocol_errors += 1;
+            self.counters().protocol_errors += 1;
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
         let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
         if let Err(error) = check_header(header) {
-            self.stats.protocol_errors += 1;
+            self.counters().protocol_errors += 1;
             return RecvAction::ProtocolError(error);
         }
         let msg_type = header.body.msg_type();
@@ -48,13 +48,13 @@ impl Engine {
         let for_me = header.dest_nid == local_nid;
         if !for_me {
             if header.dest_nid.net() == local_nid.net() {
-                self.stats.protocol_errors += 1;
+                self.counters().protocol_errors += 1;
                 return RecvAction::ProtocolError(ParseError::ShouldHaveBeenDirect(
                     header.dest_nid,
                 ));
             }
             if self.ni_for_nid(header.dest_nid).is_some() {
-                self.stats.protocol_errors += 1;
+                self.counters().protocol_errors += 1;
                 return RecvAction::ProtocolError(ParseError::WrongLocalNi(header.dest_nid));
             }
             if !self.routes.state.forwards() {
@@ -328,7 +328,7 @@ impl Engine {
     ) -> RecvAction {
         let Some(md) = self.response_md(dst_wmd) else {
             // Silent: expected after an unlink.
-            self.stats.stale_responses += 1;
+            self.counters().stale_responses += 1;
             self.drop_rx(key);
             return RecvAction::Discard { length: 0 };
         };
@@ -351,7 +351,7 @@ impl Engine {
             return RecvAction::Discard { length: 0 };
         };
         let Some(md_key) = self.response_md(dst_wmd) else {
-            self.stats.stale_responses += 1;
+            self.counters().stale_responses += 1;
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
@@ -530,7 +530,7 @@ impl Engine {
     /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
     /// one response).
     fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
-        self.stats.duplicates_dropped += 1;
+        self.counters().duplicates_dropped += 1;
         self.rx_health(key, HealthStatus::Ok);
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length: 0 };
@@ -583,8 +583,8 @@ impl Engine {
         msg_type: MsgType,
         bytes: u32,
     ) {
-        self.stats.drop_count += 1;
-        self.stats.drop_length += u64::from(bytes);
+        self.counters().drop_count += 1;
+        self.counters().drop_length += u64::from(bytes);
         if let Some(local) = self.nis.get_mut(ni) {
             local.stats.dropped(msg_type, bytes);
         }

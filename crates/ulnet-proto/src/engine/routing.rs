@@ -962,8 +962,8 @@ impl Engine {
             if status.is_ok() {
                 let (ni, peer_ni, msg_type, length) =
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-                self.stats.route_count += 1;
-                self.stats.route_length += u64::from(length);
+                self.counters().route_count += 1;
+                self.counters().route_length += u64::from(length);
                 if let Some(local) = self.nis.get_mut(ni) {
                     local.stats.sent(msg_type, length);
                 }

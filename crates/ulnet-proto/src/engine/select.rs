@@ -154,7 +154,7 @@ impl Engine {
                     && self.failover_enabled()
                     && (path_failed || !self.path_usable(ni, destination))
                 {
-                    self.stats.pins_released += 1;
+                    self.counters().pins_released += 1;
                     let free = Case { source: None, response: false, ..case };
                     return self.select_any_multi_rail(destination, peer, &free);
                 }

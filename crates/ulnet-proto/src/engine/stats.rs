@@ -97,6 +97,15 @@ macro_rules! counters {
             }
         }
 
+        impl $engine {
+            /// Adds `other`'s counters to these (wrapping, as the kernel's do).
+            #[allow(dead_code, reason = "not every set of counters is kept per partition")]
+            pub(crate) fn accumulate(&mut self, other: &Self) {
+                $( self.$field = self.$field.wrapping_add(other.$field); )*
+                $( $( self.$own = self.$own.wrapping_add(other.$own); )* )?
+            }
+        }
+
         impl From<&$engine> for $shown {
             fn from(counts: &$engine) -> Self {
                 Self { $( $field: CounterWidth::wrapped(counts.$field), )* }
@@ -470,6 +479,61 @@ impl GlobalStats {
     }
 }
 
+/// The node's counters kept per CPU partition, as the kernel keeps `the_lnet.ln_counters[cpt]`:
+/// a call counts in the partition it runs on, and `stats show` shows the sum
+/// (api-ni.c `lnet_counters_get_common()`), `msgs_max` included, which is thus the sum of each
+/// partition's own peak.
+#[derive(Debug)]
+pub(crate) struct PartitionCounters {
+    /// Partition 0's counters.
+    first: GlobalStats,
+    /// Partition 1's onwards.
+    rest: Vec<GlobalStats>,
+}
+
+impl PartitionCounters {
+    pub(crate) fn new(partitions: u32) -> Self {
+        let rest = (1..partitions.max(1)).map(|_| GlobalStats::default()).collect();
+        Self { first: GlobalStats::default(), rest }
+    }
+
+    /// Partition `cpt`'s counters (partition 0's for one the node lacks).
+    pub(crate) fn get_mut(&mut self, cpt: u32) -> &mut GlobalStats {
+        let rest = cpt.checked_sub(1).and_then(|index| self.rest.get_mut(index as usize));
+        match rest {
+            Some(counters) => counters,
+            None => &mut self.first,
+        }
+    }
+
+    /// Each partition's counters, in partition order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &GlobalStats> {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
+
+    /// The node's counters: every partition's summed.
+    pub(crate) fn sum(&self) -> GlobalStats {
+        let mut sum = GlobalStats::default();
+        for counters in self.iter() {
+            sum.accumulate(counters);
+        }
+        sum
+    }
+
+    /// `stats reset`: every counter back to zero but the gauges (messages and trackers alive,
+    /// the peak of messages).
+    pub(crate) fn reset(&mut self) {
+        for counters in std::iter::once(&mut self.first).chain(&mut self.rest) {
+            *counters = GlobalStats {
+                msgs_alloc: counters.msgs_alloc,
+                msgs_max: counters.msgs_max,
+                rst_alloc: counters.rst_alloc,
+                ..GlobalStats::default()
+            };
+        }
+    }
+}
+
 /// A credit pool as statistics show it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreditStats {
@@ -591,5 +655,23 @@ mod tests {
         assert_eq!(fields.last(), Some(&("drop_length", Counter::U64(1 << 40))));
         let keys: Vec<_> = MessageCounts::default().fields().map(|(key, _)| key).collect();
         assert_eq!(keys, ["put", "get", "reply", "ack", "hello"]);
+    }
+
+    #[test]
+    fn partition_counters_sum_as_the_kernels() {
+        let mut counters = PartitionCounters::new(3);
+        counters.get_mut(0).send_count = 2;
+        counters.get_mut(2).send_count = 5;
+        counters.get_mut(2).msgs_max = 4;
+        counters.get_mut(1).msgs_max = 3;
+        // A partition the node lacks counts in partition 0.
+        counters.get_mut(7).drop_count = 1;
+        let sum = counters.sum();
+        assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (7, 7, 1));
+        assert_eq!(counters.iter().map(|c| c.send_count).collect::<Vec<_>>(), [2, 0, 5]);
+        counters.reset();
+        let sum = counters.sum();
+        assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (0, 7, 0));
+        assert_eq!(PartitionCounters::new(0).iter().count(), 1);
     }
 }

@@ -17,7 +17,7 @@ use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::PutRequest;
 use crate::engine::routes::{BufferClass, RouteConfig};
-use crate::engine::stats::CreditStats;
+use crate::engine::stats::{CreditStats, GlobalStats};
 use crate::engine::tunables::{NetTunables, Tunables};
 use crate::engine::tx_queues::CptCredits;
 use crate::link_model::LinkConfig;
@@ -353,6 +353,11 @@ fn mds_live_in_their_partition_and_trackers_expire_across_partitions() {
         hdr_data: 0,
         source: None,
     };
+    let counted = |h: &Harness, node: usize, count: fn(&GlobalStats) -> u64| -> Vec<u64> {
+        h.node(node).stats_by_partition().iter().map(count).collect()
+    };
+    let sent_before = counted(&h, 0, |c| c.send_count);
+    let received_before = counted(&h, 1, |c| c.recv_count);
     h.put(0, &put(md, PORTAL)).unwrap();
     // The PUT lives in its MD's partition on the way out, and on the way in in the partition
     // its sender's NID hashes to on the receiving NI.
@@ -368,6 +373,17 @@ fn mds_live_in_their_partition_and_trackers_expire_across_partitions() {
     h.drive();
     let delivered = h.take_events(1);
     assert!(delivered.iter().any(|event| event.md == buffer && event.mlength == 8));
+    // Each node counts where it handled the message, as the kernel's `ln_counters[cpt]`;
+    // `stats show` sums the partitions.
+    let delta = |after: Vec<u64>, before: &[u64]| -> Vec<u64> {
+        after.iter().zip(before).map(|(after, before)| after - before).collect()
+    };
+    assert_eq!(delta(counted(&h, 0, |c| c.send_count), &sent_before), [0, 0, 1, 0]);
+    let received = delta(counted(&h, 1, |c| c.recv_count), &received_before);
+    assert_eq!(received, receiving.iter().map(|&count| count as u64).collect::<Vec<_>>());
+    let total = h.node(0).stats().send_count;
+    assert_eq!(total, counted(&h, 0, |c| c.send_count).iter().sum::<u64>());
+    assert!(h.node(0).stats_by_partition()[2].msgs_max >= 1);
 
     // PUTs to a portal nobody posted on are dropped; their senders' trackers expire, the
     // one on partition 3 (started first) before the one on partition 1.

@@ -139,7 +139,7 @@ fn failing_run(
     let node = h.node(0);
     let health = [1, 2].map(|ni| node.ni_stats(NiId(ni)).unwrap().health.health_value);
     let peer = node.peer_ni_stats(h.nid(1)).unwrap().health.health_value;
-    (statuses, *node.stats(), health, peer)
+    (statuses, node.stats(), health, peer)
 }
 
 #[test]

@@ -61,7 +61,7 @@ fn put_with_ack() {
     let mut h = Harness::pair();
     // The nodes know each other already (discovery is its own story): nothing precedes the PUT.
     h.discover_all();
-    let (stats0, ni1) = (*h.node(0).stats(), h.node(1).ni_stats(NiId(1)).unwrap().statistics);
+    let (stats0, ni1) = (h.node(0).stats(), h.node(1).ni_stats(NiId(1)).unwrap().statistics);
     // Node 1 posts a one-shot buffer; node 0 puts 8 bytes and asks for an ACK.
     let target = h.post(1, PORTAL, BITS, sink(16, 1, MdOptions::OP_PUT).user_ptr(42).handler(7));
     let md = h.bind(0, source(b"abcdefgh", 2).handler(9));
@@ -236,7 +236,7 @@ fn unmatched_messages_are_dropped_and_counted() {
     let md = h.bind(0, source(b"z", 1));
     h.put(0, &PutRequest { portal: 64, ..put_to(md, target, false) }).unwrap();
     h.drive();
-    let stats = *h.node(1).stats();
+    let stats = h.node(1).stats();
     assert_eq!((stats.drop_count, stats.drop_length, stats.recv_count), (3, 4, received));
     let dropped = h.node(1).ni_stats(NiId(1)).unwrap().statistics.dropped_stats;
     assert_eq!((dropped.put, dropped.get), (2, 1));
@@ -1317,7 +1317,7 @@ fn runs_are_reproducible_from_the_seed() {
         }
         h.drive();
         h.assert_quiescent();
-        (h.now(), h.take_events(0), h.take_events(1), *h.node(0).stats())
+        (h.now(), h.take_events(0), h.take_events(1), h.node(0).stats())
     };
     assert_eq!(run(3), run(3));
     assert_ne!(run(3).1, run(4).1);
