@@ -15,6 +15,8 @@
 //! recovery passes, `failover` fast failover (beyond Lustre), `routing` route choice, forwarding and the router checker (router.c), [`config`] configured peers and
 //! interface state. [`testing`] is the deterministic harness and fuzz driver.
 
+#[cfg(test)]
+mod audit;
 pub mod config;
 pub mod cpt;
 pub mod credits;

@@ -293,6 +293,8 @@ pub struct Engine {
     pub(super) stats: PartitionCounters,
     /// The partition the current call runs on (see [`Engine::counters`]).
     pub(super) call_cpt: u32,
+    #[cfg(test)]
+    pub(super) audit: crate::engine::audit::PartitionAudit,
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
@@ -360,6 +362,8 @@ impl Engine {
             work: VecDeque::new(),
             stats: PartitionCounters::new(config.partitions.count()),
             call_cpt: 0,
+            #[cfg(test)]
+            audit: Default::default(),
             internal_events: VecDeque::new(),
             violation: None,
         };
@@ -1406,14 +1410,33 @@ impl Engine {
         if let Some(violation) = &self.violation {
             return Err(violation.clone());
         }
-        crate::engine::invariants::check(self)
+        // The checker reads everything: what it reaches is not the call's (the audit).
+        #[cfg(test)]
+        let touched = [self.mds.take_touched(), self.mes.take_touched(), self.msgs.take_touched()];
+        let checked = crate::engine::invariants::check(self);
+        #[cfg(test)]
+        {
+            self.mds.take_touched();
+            self.mds.restore_touched(touched[0]);
+            self.mes.take_touched();
+            self.mes.restore_touched(touched[1]);
+            self.msgs.take_touched();
+            self.msgs.restore_touched(touched[2]);
+        }
+        checked
     }
 
     // ---------------------------------------------------------------- helpers
 
     /// Starts a call at `now`, on partition 0 until the call names its own
     /// ([`enter_partition`](Self::enter_partition)).
+    #[cfg_attr(test, track_caller)]
     pub(super) fn advance(&mut self, now: Time) {
+        #[cfg(test)]
+        {
+            self.close_audited_call();
+            self.audit.open(std::panic::Location::caller());
+        }
         self.now = self.now.max(now);
         self.call_cpt = 0;
     }
@@ -1422,6 +1445,27 @@ impl Engine {
     /// partition, or the one a receive's previous hop hashes to.
     pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
         self.call_cpt = cpt.unwrap_or(0);
+        #[cfg(test)]
+        self.audit.enter();
+    }
+
+    /// Ends the partition audit's current call: what it reached of the partitioned state
+    /// (its drain included, as the runtime drains under the same lock) is checked against the
+    /// partition it named.
+    #[cfg(test)]
+    fn close_audited_call(&mut self) {
+        let touched = self.mds.take_touched()
+            | self.mes.take_touched()
+            | self.msgs.take_touched()
+            | self.trackers.take_touched();
+        self.audit.close(self.call_cpt, touched);
+    }
+
+    /// The message-path calls so far that reached another partition's state (the audit).
+    #[cfg(test)]
+    pub(crate) fn partition_crossings(&mut self) -> Vec<crate::engine::audit::Crossing> {
+        self.close_audited_call();
+        self.audit.take()
     }
 
     pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {

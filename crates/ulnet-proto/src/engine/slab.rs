@@ -210,12 +210,44 @@ pub(crate) struct PartitionedSlab<T> {
     /// The largest index a key may have (handle cookies have room for 30 bits).
     max_index: u32,
     len: usize,
+    /// The partitions whose values were reached by key since the last
+    /// [`take_touched`](Self::take_touched), one bit each (the engine's partition audit).
+    #[cfg(test)]
+    touched: std::cell::Cell<u64>,
 }
 
 impl<T> PartitionedSlab<T> {
     pub(crate) fn new(partitions: KeyPartitions, max_index: u32) -> Self {
         let parts = (0..partitions.count()).map(|_| Slab::new()).collect();
-        Self { parts, partitions, max_index, len: 0 }
+        Self {
+            parts,
+            partitions,
+            max_index,
+            len: 0,
+            #[cfg(test)]
+            touched: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Marks the partition `key` names as touched (tests only; nothing otherwise).
+    #[inline]
+    fn touch(&self, _key: Key) {
+        #[cfg(test)]
+        if let Some(cpt) = self.partitions.of(_key) {
+            self.touched.set(self.touched.get() | 1 << cpt.min(63));
+        }
+    }
+
+    /// The partitions reached by key since the last call, one bit each, and forgets them.
+    #[cfg(test)]
+    pub(crate) fn take_touched(&self) -> u64 {
+        self.touched.replace(0)
+    }
+
+    /// Marks `touched` as reached (what a look the audit must not count had taken).
+    #[cfg(test)]
+    pub(crate) fn restore_touched(&self, touched: u64) {
+        self.touched.set(self.touched.get() | touched);
     }
 
     pub(crate) fn partitions(&self) -> KeyPartitions {
@@ -240,20 +272,25 @@ impl<T> PartitionedSlab<T> {
             return None;
         }
         self.len += 1;
-        Some(self.partitions.compose(cpt, slot))
+        let key = self.partitions.compose(cpt, slot);
+        self.touch(key);
+        Some(key)
     }
 
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
+        self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
         self.parts.get(cpt)?.get(slot)
     }
 
     pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
         self.parts.get_mut(cpt)?.get_mut(slot)
     }
 
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
         let value = self.parts.get_mut(cpt)?.remove(slot)?;
         self.len -= 1;
@@ -262,6 +299,7 @@ impl<T> PartitionedSlab<T> {
 
     /// Drops the value in place ([`Slab::discard`]); whether the key was live.
     pub(crate) fn discard(&mut self, key: Key) -> bool {
+        self.touch(key);
         let Some((cpt, slot)) = self.partitions.split(key) else {
             return false;
         };
@@ -273,6 +311,7 @@ impl<T> PartitionedSlab<T> {
     }
 
     pub(crate) fn state(&self, key: Key) -> KeyState {
+        self.touch(key);
         self.partitions
             .split(key)
             .and_then(|(cpt, slot)| Some(self.parts.get(cpt)?.state(slot)))

@@ -34,6 +34,9 @@ pub(crate) struct Trackers {
     /// boxes themselves are what is kept, hence a `Vec` of them).
     #[allow(clippy::vec_box)]
     spare_requests: Vec<Box<TrackedRequest>>,
+    /// The partitions whose heap took an entry since the last `take_touched` (the audit).
+    #[cfg(test)]
+    touched: u64,
 }
 
 impl Trackers {
@@ -43,7 +46,15 @@ impl Trackers {
             partitions,
             live: 0,
             spare_requests: Vec::new(),
+            #[cfg(test)]
+            touched: 0,
         }
+    }
+
+    /// The partitions whose heap took an entry since the last call (the audit).
+    #[cfg(test)]
+    pub(crate) fn take_touched(&mut self) -> u64 {
+        std::mem::take(&mut self.touched)
     }
 
     /// Trackers attached to MDs.
@@ -81,6 +92,10 @@ impl Trackers {
 
     pub(crate) fn push(&mut self, deadline: Time, md: Key) {
         let cpt = self.partitions.of(md).unwrap_or(0) as usize;
+        #[cfg(test)]
+        {
+            self.touched |= 1 << cpt.min(63);
+        }
         if let Some(queue) = self.queues.get_mut(cpt) {
             queue.push(Reverse((deadline, md)));
         }

@@ -15,7 +15,7 @@ use crate::engine::md::{MdOptions, MdSpec, Threshold, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, ProcessId};
 use crate::engine::memory::Memory;
 use crate::engine::ni::{LndKind, NiConfig, NiId};
-use crate::engine::node::PutRequest;
+use crate::engine::node::{GetRequest, PutRequest};
 use crate::engine::routes::{BufferClass, RouteConfig};
 use crate::engine::stats::{CreditStats, GlobalStats};
 use crate::engine::tunables::{NetTunables, Tunables};
@@ -403,5 +403,90 @@ fn mds_live_in_their_partition_and_trackers_expire_across_partitions() {
     assert_eq!(unlinked, [first, second]);
     assert_eq!(h.node(0).stats().response_timeout_count, 2);
     h.drive();
+    h.assert_quiescent();
+}
+
+/// With each MD on the partition of the peer it serves (a client binding where the server's
+/// NID hashes, a server posting `Local` where the client's does, as lnet_selftest's threads
+/// do), a PUT with its ACK and a GET with its REPLY run every message-path call on both nodes
+/// within one partition: the partitioned state (MDs, MEs, messages, trackers) is only ever
+/// reached from its own partition's calls, what a lock per partition needs. An MD on the other
+/// partition makes its calls cross, and the audit says which.
+#[test]
+fn an_rpc_with_its_mds_on_the_peers_partition_stays_in_that_partition() {
+    let config =
+        HarnessConfig { partitions: Partitions::new(2).unwrap(), ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    let client_cpt = h.node(0).cpt_of_nid(&node_nid(1), NiId(1));
+    let server_cpt = h.node(1).cpt_of_nid(&node_nid(0), NiId(1));
+    let rpc = |h: &mut Harness, client_md_cpt: u32, server_md_cpt: u32| {
+        for node in 0..2 {
+            h.node_mut(node).partition_crossings();
+        }
+        let local = |cpt| InsertPosition::Local { cpt };
+        for (bits, options) in [(1, MdOptions::OP_PUT), (2, MdOptions::OP_GET)] {
+            let me = h
+                .me_attach(
+                    1,
+                    PORTAL,
+                    ProcessId::ANY,
+                    bits,
+                    0,
+                    UnlinkMode::Unlink,
+                    local(server_md_cpt),
+                )
+                .unwrap();
+            let buffer = MdSpec::new(Memory::new(vec![9; 8]))
+                .threshold(Threshold::Count(1))
+                .options(options);
+            h.md_attach(1, me, buffer, UnlinkMode::Unlink).unwrap();
+        }
+        let target = ProcessId::new(node_nid(1), LNET_PID_LUSTRE);
+        let source = MdSpec::new(Memory::new(vec![1; 8])).threshold(Threshold::Count(2));
+        let md = h.bind(0, source.on_partition(client_md_cpt));
+        let put = PutRequest {
+            md,
+            ack: true,
+            target,
+            portal: PORTAL,
+            match_bits: 1,
+            remote_offset: 0,
+            hdr_data: 0,
+            source: None,
+        };
+        h.put(0, &put).unwrap();
+        let sink = MdSpec::new(Memory::new(vec![0; 8])).threshold(Threshold::Count(2));
+        let md = h.bind(0, sink.on_partition(client_md_cpt));
+        let get = GetRequest {
+            md,
+            target,
+            portal: PORTAL,
+            match_bits: 2,
+            remote_offset: 0,
+            source: None,
+        };
+        h.get(0, &get).unwrap();
+        h.drive();
+        let kinds: Vec<_> = h.take_events(0).iter().map(|event| event.kind).collect();
+        assert!(kinds.contains(&EventKind::Ack) && kinds.contains(&EventKind::Reply), "{kinds:?}");
+        h.take_events(1);
+        [0, 1].map(|node| h.node_mut(node).partition_crossings())
+    };
+
+    let [client, server] = rpc(&mut h, client_cpt, server_cpt);
+    assert!(client.is_empty(), "client calls crossed: {client:?}");
+    assert!(server.is_empty(), "server calls crossed: {server:?}");
+
+    // The client's MDs on the other partition: the ACK and the REPLY, handled on the
+    // partition of the server's NID, reach them there.
+    let [client, server] = rpc(&mut h, 1 - client_cpt, server_cpt);
+    assert!(!client.is_empty() && client.iter().all(|c| c.cpt == client_cpt), "{client:?}");
+    assert!(client.iter().all(|crossing| crossing.touched == 0b11), "{client:?}");
+    assert!(server.is_empty(), "server calls crossed: {server:?}");
+    // The server's buffers on the other partition: the requests are stolen from there.
+    let [client, server] = rpc(&mut h, client_cpt, 1 - server_cpt);
+    assert!(client.is_empty(), "client calls crossed: {client:?}");
+    assert!(!server.is_empty() && server.iter().all(|c| c.cpt == server_cpt), "{server:?}");
     h.assert_quiescent();
 }
