@@ -2,15 +2,20 @@
 //! partition owns.
 //!
 //! Splitting the engine's lock by partition (docs/decisions/0029) needs every message-path
-//! call to touch only the partitioned state of its own partition (the kernel's
-//! `lnet_net_lock(cpt)` / `lnet_res_lock(cpt)` discipline), or to know beforehand which others
-//! it needs. The partitioned structures (MDs, MEs, messages, tracker heaps) note each
-//! partition they are reached in by key; a call that named its partition
-//! (`Engine::enter_partition`) and reached another's is recorded as a crossing, with the
-//! place it entered the engine. Calls that name no partition (timers, configuration) are
-//! node-wide, as the kernel's `LNET_LOCK_EX` ones, and are not audited.
+//! call to reach only the partitioned state of the partitions its lock plan names
+//! (`plan.rs`, the kernel's `lnet_net_lock(cpt)` / `lnet_res_lock(cpt)` discipline). The
+//! partitioned structures (MDs, MEs, messages, tracker heaps) note each partition they are
+//! reached in by key; a call that named its partition (`Engine::enter_partition`) and reached
+//! one its plan did not name is recorded as a crossing, with the place it entered the engine,
+//! and the test harness fails on it. Taking a transmit or a resumed receive out of the
+//! outputs counts as a call on that message's partition, as a runtime with a lock per
+//! partition would drain each partition's outputs under its own lock. Calls that name no
+//! partition (timers, configuration) and calls planned on the whole node are node-wide, as
+//! the kernel's `LNET_LOCK_EX` ones, and are not checked.
 
 use std::panic::Location;
+
+use crate::engine::plan::CallScope;
 
 /// A message-path call that reached another partition's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,24 +26,45 @@ pub(crate) struct Crossing {
     pub(crate) cpt: u32,
     /// Every partition it reached, one bit each.
     pub(crate) touched: u64,
+    /// The partitions its plan named.
+    pub(crate) planned: u64,
 }
 
-/// The current call and the crossings found so far.
+/// What the audit found since it was last read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AuditReport {
+    /// Calls that reached a partition their plan did not name.
+    pub(crate) crossings: Vec<Crossing>,
+    /// Message-path calls planned on one partition, on several, and on the whole node.
+    pub(crate) plans: [u64; 3],
+}
+
+/// The current call and what the audit found so far.
 #[derive(Debug, Default)]
 pub(crate) struct PartitionAudit {
     call: Option<&'static Location<'static>>,
     /// The call named its partition: it is on the message path.
     entered: bool,
-    crossings: Vec<Crossing>,
+    /// The partitions its plan gave it, one bit each (its own when it has no plan); `None`
+    /// for a plan of the whole node.
+    planned: Option<u64>,
+    report: AuditReport,
 }
 
 impl PartitionAudit {
     /// A call ends, having reached `touched` on partition `cpt`.
     pub(crate) fn close(&mut self, cpt: u32, touched: u64) {
-        let own = 1u64 << cpt.min(63);
         if let Some(call) = self.call.take().filter(|_| self.entered) {
-            if touched & !own != 0 {
-                self.crossings.push(Crossing { call, cpt, touched });
+            if let Some(planned) = self.planned.filter(|planned| touched & !planned != 0) {
+                self.report.crossings.push(Crossing { call, cpt, touched, planned });
+            }
+            let width = match self.planned {
+                Some(planned) if planned.count_ones() <= 1 => 0,
+                Some(_) => 1,
+                None => 2,
+            };
+            if let Some(count) = self.report.plans.get_mut(width) {
+                *count += 1;
             }
         }
         self.entered = false;
@@ -49,13 +75,26 @@ impl PartitionAudit {
         self.call = Some(call);
     }
 
-    /// The call named its partition.
-    pub(crate) fn enter(&mut self) {
+    /// The call named its partition, `cpt`: until it shows a plan, that is all it may reach.
+    pub(crate) fn enter(&mut self, cpt: u32) {
         self.entered = true;
+        self.planned = Some(1 << cpt.min(63));
     }
 
-    pub(crate) fn take(&mut self) -> Vec<Crossing> {
-        std::mem::take(&mut self.crossings)
+    /// The call's plan: what it may reach.
+    pub(crate) fn plan(&mut self, scope: CallScope) {
+        self.planned = match scope {
+            CallScope::Partitions(mask) => Some(mask),
+            CallScope::Node => None,
+        };
+    }
+
+    pub(crate) fn crossings(&self) -> &[Crossing] {
+        &self.report.crossings
+    }
+
+    pub(crate) fn take(&mut self) -> AuditReport {
+        std::mem::take(&mut self.report)
     }
 }
 
@@ -69,14 +108,25 @@ mod tests {
         let here = Location::caller();
         audit.open(here);
         audit.close(1, 0b111);
-        assert!(audit.take().is_empty(), "a call that named no partition is node-wide");
+        assert_eq!(audit.take(), AuditReport::default(), "a call naming no partition is node-wide");
         audit.open(here);
-        audit.enter();
+        audit.enter(1);
         audit.close(1, 0b010);
-        assert!(audit.take().is_empty(), "its own partition only");
+        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [1, 0, 0] });
         audit.open(here);
-        audit.enter();
+        audit.enter(1);
         audit.close(1, 0b011);
-        assert_eq!(audit.take(), [Crossing { call: here, cpt: 1, touched: 0b011 }]);
+        let crossing = Crossing { call: here, cpt: 1, touched: 0b011, planned: 0b010 };
+        assert_eq!(audit.take(), AuditReport { crossings: vec![crossing], plans: [1, 0, 0] });
+        audit.open(here);
+        audit.enter(1);
+        audit.plan(CallScope::Partitions(0b011));
+        audit.close(1, 0b011);
+        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 1, 0] });
+        audit.open(here);
+        audit.enter(1);
+        audit.plan(CallScope::Node);
+        audit.close(1, 0b111);
+        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 0, 1] });
     }
 }

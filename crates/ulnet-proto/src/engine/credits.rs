@@ -49,6 +49,11 @@ impl CreditPool {
         if self.value <= 0 { self.waiters.pop_front() } else { None }
     }
 
+    /// The waiter [`release`](Self::release) would hand the credit to now.
+    pub(crate) fn next_waiter(&self) -> Option<Key> {
+        if self.value < 0 { self.waiters.front().copied() } else { None }
+    }
+
     /// Takes `message` off the waiters (it no longer wants the credit it was charged for).
     /// False if it was not waiting.
     pub(crate) fn remove(&mut self, message: Key) -> bool {

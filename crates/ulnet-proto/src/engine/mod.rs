@@ -40,6 +40,7 @@ pub mod node;
 mod outputs;
 pub mod peer;
 pub mod ping;
+pub mod plan;
 pub mod policies;
 pub mod portal;
 mod recovery;

@@ -526,6 +526,8 @@ impl Engine {
         unlink: UnlinkMode,
         position: InsertPosition,
     ) -> Result<MeHandle, MeAttachError> {
+        #[cfg(test)]
+        self.audit_node_call();
         let Some(table) = self.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
@@ -559,6 +561,8 @@ impl Engine {
 
     /// Removes an ME that has no MD (an ME with an MD goes away with it).
     pub fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
+        #[cfg(test)]
+        self.audit_node_call();
         let key = self.me_key(me).map_err(|state| match state {
             KeyState::Removed => MeUnlinkError::UnlinkedMe,
             _ => MeUnlinkError::UnknownMe,
@@ -637,6 +641,8 @@ impl Engine {
         spec: MdSpec,
         unlink: UnlinkMode,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
+        #[cfg(test)]
+        self.audit_node_call();
         let error = if spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
             Some(MdBindError::OperationFlags)
         } else if spec.memory.len() > LNET_MTU as usize {
@@ -752,6 +758,8 @@ impl Engine {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
+        #[cfg(test)]
+        self.audit.plan(self.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, request.ack, false);
         let ack_wmd = if request.ack {
             WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
@@ -794,6 +802,8 @@ impl Engine {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
+        #[cfg(test)]
+        self.audit.plan(self.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, false, true);
         let header = Header {
             dest_nid: request.target.nid,
@@ -836,6 +846,8 @@ impl Engine {
         self.advance(now);
         if self.partitions.count() > 1 {
             self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
+            #[cfg(test)]
+            self.audit.plan(self.plan_header(ni, from, header));
         }
         let action = self.parse(ni, from, header, None);
         self.run_work();
@@ -940,6 +952,8 @@ impl Engine {
         self.advance(now);
         self.not_lent(rx)?;
         self.enter_partition(self.msgs.partition_of(rx.0));
+        #[cfg(test)]
+        self.audit.plan(self.plan_recv_done(rx, status));
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -952,7 +966,13 @@ impl Engine {
 
     /// The next delayed receive that can proceed.
     pub fn poll_resume(&mut self) -> Option<Resume> {
-        self.outputs.pop_resume()
+        let resume = self.outputs.pop_resume();
+        // As a transmit: the receive's partition takes it (the audit).
+        #[cfg(test)]
+        if let Some(resume) = resume {
+            self.audit_drain(resume.rx.0);
+        }
+        resume
     }
 
     // ---------------------------------------------------------------- driver: send
@@ -960,6 +980,10 @@ impl Engine {
     /// The next message to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         while let Some(key) = self.outputs.pop_transmit() {
+            // A partition drains its own outputs: taking a transmit is audited as a call on
+            // the message's partition, whichever call queued it.
+            #[cfg(test)]
+            self.audit_drain(key);
             let Some(message) = self.msgs.get_mut(key) else {
                 continue;
             };
@@ -1083,6 +1107,8 @@ impl Engine {
     ) -> Result<(), DriverError> {
         self.advance(now);
         self.enter_partition(self.msgs.partition_of(tx.0));
+        #[cfg(test)]
+        self.audit.plan(self.plan_send_done(tx, status));
         let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || message.phase != Phase::InLnd {
             return Err(DriverError::WrongState);
@@ -1446,7 +1472,7 @@ impl Engine {
     pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
         self.call_cpt = cpt.unwrap_or(0);
         #[cfg(test)]
-        self.audit.enter();
+        self.audit.enter(self.call_cpt);
     }
 
     /// Ends the partition audit's current call: what it reached of the partitioned state
@@ -1461,11 +1487,37 @@ impl Engine {
         self.audit.close(self.call_cpt, touched);
     }
 
-    /// The message-path calls so far that reached another partition's state (the audit).
+    /// Starts a call that names no partition (the audit does not check it): what an API
+    /// call that takes no time does, so its work is not counted to the call before.
     #[cfg(test)]
-    pub(crate) fn partition_crossings(&mut self) -> Vec<crate::engine::audit::Crossing> {
+    #[track_caller]
+    fn audit_node_call(&mut self) {
+        self.close_audited_call();
+        self.audit.open(std::panic::Location::caller());
+    }
+
+    /// Starts an audited call that takes message `key` out of the outputs.
+    #[cfg(test)]
+    #[track_caller]
+    fn audit_drain(&mut self, key: Key) {
+        self.close_audited_call();
+        self.audit.open(std::panic::Location::caller());
+        self.enter_partition(self.msgs.partition_of(key));
+        self.audit.plan(self.plan_message(key));
+    }
+
+    /// What the partition audit found since it was last read: the message-path calls that
+    /// reached a partition their plan did not name, and how wide the plans were.
+    #[cfg(test)]
+    pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
         self.close_audited_call();
         self.audit.take()
+    }
+
+    /// The crossings the audit recorded so far, without ending the current call.
+    #[cfg(test)]
+    pub(crate) fn partition_crossings(&self) -> &[crate::engine::audit::Crossing] {
+        self.audit.crossings()
     }
 
     pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
@@ -1597,7 +1649,11 @@ impl Engine {
             // tracker expires or is re-armed): a re-used MD sending again at the same instant
             // must not add duplicates that compaction would count as live.
             Some(tracker) if tracker.deadline == deadline => return false,
-            Some(tracker) => tracker.deadline = deadline,
+            Some(tracker) => {
+                tracker.deadline = deadline;
+                self.trackers.mark_stale(md_key);
+                self.trackers.mark_stale(md_key);
+            }
             None => {
                 self.trackers.attached();
                 let counters = self.stats.get_mut(cpt);
@@ -1645,6 +1701,7 @@ impl Engine {
         let Some(md) = self.mds.get_mut(md_key) else {
             return;
         };
+        self.trackers.mark_stale(md_key);
         let Some(tracker) = md.tracker.take() else {
             return;
         };
@@ -1795,18 +1852,21 @@ impl Engine {
         self.prune_trackers();
     }
 
-    /// Pops detached trackers off the front so `poll_timeout` names a live deadline.
+    /// Pops detached trackers off the front of the heaps this call made stale, so
+    /// `poll_timeout` names a live deadline.
     fn prune_trackers(&mut self) {
-        while let Some((deadline, key)) = self.trackers.front() {
-            let live = self
-                .mds
-                .get(key)
-                .and_then(|md| md.tracker.as_ref())
-                .is_some_and(|tracker| tracker.deadline == deadline);
-            if live {
-                break;
+        for cpt in self.trackers.take_stale() {
+            while let Some((deadline, key)) = self.trackers.front_in(cpt) {
+                let live = self
+                    .mds
+                    .get(key)
+                    .and_then(|md| md.tracker.as_ref())
+                    .is_some_and(|tracker| tracker.deadline == deadline);
+                if live {
+                    break;
+                }
+                self.trackers.pop_front_in(cpt);
             }
-            self.trackers.pop_front();
         }
     }
 }

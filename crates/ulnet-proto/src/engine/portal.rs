@@ -279,6 +279,39 @@ impl Portal {
         self.miss(info)
     }
 
+    /// The partition whose table [`match_md`](Self::match_md) would settle in, without
+    /// matching: `None` when it could not be told without taking the rotor or walking other
+    /// partitions' tables (a wildcard portal whose local table is not armed, or one that
+    /// would steal), which only the whole node may do.
+    pub(crate) fn plan_match(
+        &self,
+        mes: &Mes,
+        mds: &Mds,
+        info: &MatchInfo,
+        place: &MatchPlace,
+    ) -> Option<u32> {
+        let count = self.tables.len() as u32;
+        let Some(match_type) = self.match_type.filter(|_| count > 1) else {
+            return Some(0);
+        };
+        if match_type == MatchType::Unique {
+            // No steal on a unique portal: the hashed table matches or the message drops.
+            return Some(place.initiator % count);
+        }
+        let local_first = match place.rotor {
+            PortalRotor::Off => true,
+            PortalRotor::On => false,
+            PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
+        };
+        let current = place.current % count;
+        if !local_first || !self.armed(current, mes, mds) {
+            return None;
+        }
+        let table = self.tables.get(current as usize)?;
+        let steal = self.lazy && info.operation != MdOptions::OP_GET;
+        (table.peek_match(mes, mds, info) || !steal).then_some(current)
+    }
+
     /// What a message that matched nothing becomes.
     fn miss(&self, info: &MatchInfo) -> PortalMatch {
         if info.operation == MdOptions::OP_GET || !self.lazy {
@@ -451,6 +484,17 @@ impl MatchTable {
         TableMatch::None
     }
 
+    /// Whether [`match_md`](Self::match_md) would settle here (a match, or a drop for size).
+    fn peek_match(&self, mes: &Mes, mds: &Mds, info: &MatchInfo) -> bool {
+        let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
+        let (first, second) = exact.unwrap_or_default();
+        self.ignore.iter().chain(first).chain(second).any(|&me_key| {
+            let Some(me) = mes.get(me_key) else { return false };
+            let Some(md) = me.md.and_then(|md| mds.get(md)) else { return false };
+            peek_match_md(me, md, info) != MdMatch::None
+        })
+    }
+
     /// Whether an ME here has an MD that is neither exhausted nor unlinking. Stops at the
     /// first; linear only in MEs with no usable MD in front of it.
     fn armed(&self, mes: &Mes, mds: &Mds) -> bool {
@@ -471,6 +515,15 @@ impl MatchTable {
 /// `lnet_try_match_md`: does this ME/MD take the message, and where does it go? On a match the
 /// MD's running offset advances; the caller attaches the message (threshold and reference).
 pub(crate) fn try_match_md(me: &Me, md: &mut Md, info: &MatchInfo) -> MdMatch {
+    let found = peek_match_md(me, md, info);
+    if let MdMatch::Ok { offset, mlength } = found {
+        md.offset = offset.saturating_add(mlength);
+    }
+    found
+}
+
+/// [`try_match_md`] without taking anything: what it would answer.
+pub(crate) fn peek_match_md(me: &Me, md: &Md, info: &MatchInfo) -> MdMatch {
     if md.zombie || md.exhausted() || !md.options.intersects(info.operation) {
         return MdMatch::None;
     }
@@ -491,7 +544,6 @@ pub(crate) fn try_match_md(me: &Me, md: &mut Md, info: &MatchInfo) -> MdMatch {
     } else {
         return MdMatch::TooBig;
     };
-    md.offset = offset.saturating_add(mlength);
     MdMatch::Ok { offset, mlength }
 }
 

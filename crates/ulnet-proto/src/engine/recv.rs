@@ -391,23 +391,40 @@ impl Engine {
             return MatchPlace::default();
         };
         let initiator = message.template.initiator.nid;
+        self.place_of(message.ni, message.template.sender, initiator, &message.header)
+    }
+
+    /// [`match_place`](Self::match_place) of a header from `sender` on `ni` whose initiator
+    /// (the source's primary NID) is `initiator`.
+    pub(super) fn place_of(
+        &self,
+        ni: NiId,
+        sender: Nid,
+        initiator: Nid,
+        header: &Header,
+    ) -> MatchPlace {
         MatchPlace {
-            current: self.cpt_of_nid(&message.template.sender, message.ni),
-            routed: message.header.src_nid.net() != message.header.dest_nid.net(),
-            initiator_on_ni: self.cpt_of_nid(&initiator, message.ni),
+            current: self.cpt_of_nid(&sender, ni),
+            routed: header.src_nid.net() != header.dest_nid.net(),
+            initiator_on_ni: self.cpt_of_nid(&initiator, ni),
             initiator: self.partitions.cpt_of_nid(&initiator, None),
             rotor: self.tunables.portal_rotor,
         }
+    }
+
+    /// The MD a response names, if it is one of this incarnation's (live or not).
+    pub(super) fn response_md_key(&self, handle: WireHandle) -> Option<Key> {
+        if handle.interface_cookie & !RESEND_COOKIE_FLAG != self.interface_cookie {
+            return None;
+        }
+        MdHandle(handle.object_cookie).key()
     }
 
     /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
     /// MD, active, and not attached to an ME.
     fn response_md(&self, handle: WireHandle) -> Option<Key> {
         // A fast-failover copy's response carries the flag (failover.rs).
-        if handle.interface_cookie & !RESEND_COOKIE_FLAG != self.interface_cookie {
-            return None;
-        }
-        let key = MdHandle(handle.object_cookie).key()?;
+        let key = self.response_md_key(handle)?;
         let md = self.mds.get(key)?;
         (!md.zombie && !md.threshold.is_zero() && md.me.is_none()).then_some(key)
     }

@@ -34,6 +34,10 @@ pub(crate) struct Trackers {
     /// boxes themselves are what is kept, hence a `Vec` of them).
     #[allow(clippy::vec_box)]
     spare_requests: Vec<Box<TrackedRequest>>,
+    /// Partitions whose heap may hold a stale entry in front (a tracker was re-armed or
+    /// detached there), one bit each: pruned by the call that made them so, each heap by
+    /// itself, so no call reads another partition's MDs to prune.
+    stale: u64,
     /// The partitions whose heap took an entry since the last `take_touched` (the audit).
     #[cfg(test)]
     touched: u64,
@@ -46,6 +50,7 @@ impl Trackers {
             partitions,
             live: 0,
             spare_requests: Vec::new(),
+            stale: 0,
             #[cfg(test)]
             touched: 0,
         }
@@ -108,6 +113,28 @@ impl Trackers {
             .enumerate()
             .filter_map(|(cpt, queue)| queue.peek().map(|Reverse(entry)| (cpt, *entry)))
             .min_by_key(|(_, entry)| *entry)
+    }
+
+    /// `md`'s tracker was re-armed or detached: its partition's heap may have a stale front.
+    pub(crate) fn mark_stale(&mut self, md: Key) {
+        let cpt = self.partitions.of(md).unwrap_or(0);
+        self.stale |= 1 << cpt.min(63);
+    }
+
+    /// The partitions marked stale since the last call, and forgets them.
+    pub(crate) fn take_stale(&mut self) -> impl Iterator<Item = u32> + use<> {
+        let stale = std::mem::take(&mut self.stale);
+        (0..u64::BITS).filter(move |cpt| stale & 1 << cpt != 0)
+    }
+
+    /// The earliest entry of partition `cpt`'s heap.
+    pub(crate) fn front_in(&self, cpt: u32) -> Option<(Time, Key)> {
+        self.queues.get(cpt as usize)?.peek().map(|Reverse(entry)| *entry)
+    }
+
+    /// Pops partition `cpt`'s earliest entry.
+    pub(crate) fn pop_front_in(&mut self, cpt: u32) -> Option<(Time, Key)> {
+        self.queues.get_mut(cpt as usize)?.pop().map(|Reverse(entry)| entry)
     }
 
     /// The earliest entry.

@@ -63,6 +63,11 @@ impl TxQueues {
     }
 
     /// The pool of partition `cpt`; `None` when the NI does not cover it.
+    pub(crate) fn pool(&self, cpt: u32) -> Option<&CreditPool> {
+        self.queues.iter().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)
+    }
+
+    /// The pool of partition `cpt`, to change; `None` when the NI does not cover it.
     pub(crate) fn pool_mut(&mut self, cpt: u32) -> Option<&mut CreditPool> {
         self.queues.iter_mut().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)
     }

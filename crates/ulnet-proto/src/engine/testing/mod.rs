@@ -684,6 +684,12 @@ impl Harness {
             if let Err(violation) = node.check_invariants() {
                 panic!("node {index} invariant violated (seed {}): {violation}", self.config.seed);
             }
+            // Every message-path call stays within the partitions its lock plan names
+            // (engine/audit.rs).
+            #[cfg(test)]
+            if let Some(crossing) = node.partition_crossings().first() {
+                panic!("node {index}: a call left its lock plan: {crossing:?}");
+            }
         }
     }
 

@@ -1,0 +1,217 @@
+//! Lock plans: which CPU partitions' state a message-path call will reach, told before the
+//! call, without changing anything.
+//!
+//! A runtime with a lock per partition (docs/decisions/0029) takes the locks a call's plan
+//! names, in partition order, before making it; a call planned [`CallScope::Node`] takes them
+//! all, as the kernel's `LNET_LOCK_EX` calls do. The kernel plans the same way in its flows:
+//! `lnet_parse()` locks the CPT of the previous hop on the receiving NI, a response the CPT of
+//! its MD's cookie (`lnet_cpt_of_cookie()`), a match the table `lnet_mt_of_match()` names.
+//! The plans cover the partitioned state (MDs, MEs, messages, tracker heaps); the engine's
+//! tests check every call they make against its plan (`audit.rs`).
+
+use crate::addr::Nid;
+use crate::engine::health::{HealthStatus, MAX_HEALTH};
+use crate::engine::md::{MdHandle, MdOptions, MdOwner};
+use crate::engine::me::ProcessId;
+use crate::engine::msg::{Credit, RxId, TxId};
+use crate::engine::ni::NiId;
+use crate::engine::node::Engine;
+use crate::engine::peer::PeerState;
+use crate::engine::portal::MatchInfo;
+use crate::engine::slab::Key;
+use crate::wire::header::{Body, Header};
+use crate::wire::ping::LNET_RESERVED_PORTAL;
+
+/// The partitions a call needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallScope {
+    /// These partitions, one bit each (partition `n` is bit `n`).
+    Partitions(u64),
+    /// The whole node: every partition, and the node-wide state.
+    Node,
+}
+
+impl CallScope {
+    /// Partition `cpt` alone (the whole node past the 64 partitions a plan can name).
+    pub fn one(cpt: u32) -> Self {
+        Self::Partitions(0).with(cpt)
+    }
+
+    /// This scope and partition `cpt`.
+    pub fn with(self, cpt: u32) -> Self {
+        match self {
+            Self::Partitions(mask) if cpt < u64::BITS => Self::Partitions(mask | 1 << cpt),
+            _ => Self::Node,
+        }
+    }
+
+    /// Both scopes' partitions.
+    pub fn join(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Partitions(a), Self::Partitions(b)) => Self::Partitions(a | b),
+            _ => Self::Node,
+        }
+    }
+
+    /// Whether the scope holds every partition of `mask`.
+    pub fn covers(self, mask: u64) -> bool {
+        match self {
+            Self::Partitions(planned) => mask & !planned == 0,
+            Self::Node => true,
+        }
+    }
+}
+
+impl Engine {
+    /// The plan of [`handle_header`](Engine::handle_header): the partition of the previous
+    /// hop on `ni`, where the message lives, and the one a response's MD or a request's match
+    /// table is in. A sender the node does not know yet (the peer is created), LNet's own
+    /// traffic (pings, pushes: discovery state) and a match that takes the rotor or may steal
+    /// need the node.
+    pub fn plan_header(&self, ni: NiId, from: Nid, header: &Header) -> CallScope {
+        if self.partitions.count() == 1 {
+            return CallScope::one(0);
+        }
+        if self.peers.find(from).is_none() {
+            return CallScope::Node;
+        }
+        let home = CallScope::one(self.cpt_of_nid(&from, ni));
+        let for_me = self.ni_for_nid(header.dest_nid).is_some();
+        if !for_me {
+            return home;
+        }
+        let (info, portal) = match header.body {
+            Body::Ack { dst_wmd, .. } | Body::Reply { dst_wmd } => {
+                let md = self.response_md_key(dst_wmd).and_then(|key| self.mds.partition_of(key));
+                return md.map_or(home, |cpt| home.with(cpt));
+            }
+            Body::Put { match_bits, offset, ptl_index, .. } => {
+                (self.match_info(header, MdOptions::OP_PUT, match_bits, offset), ptl_index)
+            }
+            Body::Get { match_bits, ptl_index, src_offset, sink_length, .. } => {
+                let info = MatchInfo {
+                    rlength: sink_length,
+                    ..self.match_info(header, MdOptions::OP_GET, match_bits, src_offset)
+                };
+                (info, ptl_index)
+            }
+            Body::Hello { .. } => return home,
+        };
+        if portal == LNET_RESERVED_PORTAL {
+            return CallScope::Node;
+        }
+        let Some(table) = self.portals.get(portal as usize) else {
+            return home;
+        };
+        let place = self.place_of(ni, from, info.initiator.nid, header);
+        match table.plan_match(&self.mes, &self.mds, &info, &place) {
+            Some(cpt) => home.with(cpt),
+            None => CallScope::Node,
+        }
+    }
+
+    /// The plan of [`handle_send_done`](Engine::handle_send_done): the message, and the
+    /// messages its credits go to next (a message waiting for a credit may live in another
+    /// partition, its MD's, where the kernel's waiters all share the CPT of their next hop).
+    /// A failure, or a success on an NI whose health is recovering, changes health, the
+    /// recovery queues and perhaps the ping buffer: the whole node.
+    pub fn plan_send_done(&self, tx: TxId, status: HealthStatus) -> CallScope {
+        self.plan_completion(tx.0, status)
+    }
+
+    /// The plan of [`handle_recv_done`](Engine::handle_recv_done), as
+    /// [`plan_send_done`](Self::plan_send_done)'s.
+    pub fn plan_recv_done(&self, rx: RxId, status: HealthStatus) -> CallScope {
+        self.plan_completion(rx.0, status)
+    }
+
+    fn plan_completion(&self, key: Key, status: HealthStatus) -> CallScope {
+        let mut scope = self.plan_message(key);
+        let Some(message) = self.msgs.get(key) else {
+            return scope;
+        };
+        let recovering = self.nis.get(message.ni).is_some_and(|ni| ni.health.value() < MAX_HEALTH);
+        if !status.is_ok() || recovering {
+            return CallScope::Node;
+        }
+        let ni_waiter = (message.ni_credit == Credit::Held)
+            .then(|| {
+                self.nis.get(message.ni)?.credits.as_ref()?.pool(message.tx_cpt)?.next_waiter()
+            })
+            .flatten();
+        let peer_waiter = (message.peer_credit == Credit::Held)
+            .then(|| self.peers.ni(message.peer_ni?)?.credits.next_waiter())
+            .flatten();
+        for waiter in [ni_waiter, peer_waiter].into_iter().flatten() {
+            scope = scope.join(self.plan_message(waiter));
+        }
+        scope
+    }
+
+    /// The plan of [`put`](Engine::put) or [`get`](Engine::get) from `md` to `target`: the
+    /// MD's partition, where the message lives; a target the node has not discovered needs
+    /// the node (the peer is created, discovery runs).
+    pub fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
+        let Some(cpt) = md.key().and_then(|key| self.mds.partition_of(key)) else {
+            return CallScope::Node;
+        };
+        let known = self.peers.find(target.nid).and_then(|id| self.peers.peer_of(id));
+        let settled = |state: PeerState| {
+            state.intersects(PeerState::DISCOVERED | PeerState::NO_DISCOVERY)
+                && !state.contains(PeerState::DISCOVERING)
+        };
+        if known.is_none_or(|peer| !settled(peer.state)) {
+            return CallScope::Node;
+        }
+        CallScope::one(cpt)
+    }
+
+    /// A message's home and the partitions of the MDs it refers to; the whole node for a
+    /// message of LNet's own MDs (pings, pushes, discovery: node-wide state).
+    pub(crate) fn plan_message(&self, key: Key) -> CallScope {
+        let Some(message) = self.msgs.get(key) else {
+            return CallScope::one(self.msgs.partition_of(key).unwrap_or(0));
+        };
+        let mut scope = CallScope::one(self.msgs.partition_of(key).unwrap_or(0));
+        for md in [message.md, message.tracked_md].into_iter().flatten() {
+            if self.mds.get(md).is_some_and(|md| md.owner != MdOwner::User) {
+                return CallScope::Node;
+            }
+            if let Some(cpt) = self.mds.partition_of(md) {
+                scope = scope.with(cpt);
+            }
+        }
+        scope
+    }
+
+    fn match_info(
+        &self,
+        header: &Header,
+        operation: MdOptions,
+        bits: u64,
+        offset: u32,
+    ) -> MatchInfo {
+        MatchInfo {
+            initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),
+            operation,
+            match_bits: bits,
+            remote_offset: offset,
+            rlength: header.payload_length,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_grow_and_cover() {
+        let scope = CallScope::one(1).with(3);
+        assert_eq!(scope, CallScope::Partitions(0b1010));
+        assert!(scope.covers(0b1000) && scope.covers(0) && !scope.covers(0b1001));
+        assert_eq!(scope.with(64), CallScope::Node);
+        assert!(CallScope::Node.covers(u64::MAX));
+        assert_eq!(CallScope::Node.with(0), CallScope::Node);
+    }
+}
