@@ -325,6 +325,7 @@ impl Mds {
     }
 
     /// Files an MD in partition `cpt` and gives it its handle.
+    #[inline]
     pub(crate) fn insert(&mut self, cpt: u32, md: Md) -> Option<Key> {
         let internal = md.owner != MdOwner::User;
         let key = self.slab.insert(cpt, md)?;
@@ -338,6 +339,7 @@ impl Mds {
     }
 
     /// Frees an MD; false if it was already gone.
+    #[inline]
     pub(crate) fn discard(&mut self, key: Key) -> bool {
         let internal = self.slab.get(key).is_some_and(|md| md.owner != MdOwner::User);
         let discarded = self.slab.discard(key);

@@ -111,6 +111,7 @@ impl Mes {
     }
 
     /// Files an ME in its table's partition (`me.cpt`).
+    #[inline]
     pub(crate) fn insert(&mut self, me: Me) -> Option<Key> {
         let internal = me.internal;
         let key = self.slab.insert(me.cpt, me)?;
@@ -120,6 +121,7 @@ impl Mes {
         Some(key)
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> Option<Me> {
         let me = self.slab.remove(key)?;
         if me.internal {

@@ -263,6 +263,7 @@ impl Messages {
 
     /// Files a new message in partition `cpt`; `None` when `limit` messages are alive (or
     /// keys ran out).
+    #[inline]
     pub(crate) fn alloc(&mut self, cpt: u32, message: Message, limit: usize) -> Option<Key> {
         if self.slab.len() >= limit {
             return None;
@@ -276,6 +277,7 @@ impl Messages {
     }
 
     /// [`Self::free`] when the message itself is no longer needed; false if already gone.
+    #[inline]
     pub(crate) fn discard(&mut self, key: Key) -> bool {
         self.slab.discard(key)
     }
@@ -317,7 +319,7 @@ impl Messages {
 
     /// Messages alive in partition `cpt`.
     pub(crate) fn len_of(&self, cpt: u32) -> usize {
-        self.slab.len_by_partition().nth(cpt as usize).unwrap_or(0)
+        self.slab.len_of(cpt)
     }
 
     /// Messages alive in each partition, in partition order.

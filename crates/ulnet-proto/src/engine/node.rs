@@ -1330,6 +1330,12 @@ impl Engine {
         self.stats.sum()
     }
 
+    /// NIDs discovery refused to attach so far (`GlobalStats::discovery_nids_refused`),
+    /// cheaper than [`stats`](Self::stats) for a driver that checks it after every call.
+    pub fn discovery_nids_refused(&self) -> u64 {
+        self.stats.sum_of(|counters| counters.discovery_nids_refused)
+    }
+
     /// Each partition's counters, in partition order: a message counts in the partition of
     /// the call that handles it (a receive in its previous hop's, a send's completion in its
     /// MD's), messages and trackers alive in their own.

@@ -520,6 +520,11 @@ impl PartitionCounters {
         sum
     }
 
+    /// One counter summed over the partitions, without summing the rest.
+    pub(crate) fn sum_of(&self, counter: impl Fn(&GlobalStats) -> u64) -> u64 {
+        self.iter().fold(0, |sum, counters| sum.wrapping_add(counter(counters)))
+    }
+
     /// `stats reset`: every counter back to zero but the gauges (messages and trackers alive,
     /// the peak of messages).
     pub(crate) fn reset(&mut self) {
@@ -669,6 +674,7 @@ mod tests {
         let sum = counters.sum();
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (7, 7, 1));
         assert_eq!(counters.iter().map(|c| c.send_count).collect::<Vec<_>>(), [2, 0, 5]);
+        assert_eq!(counters.sum_of(|c| c.send_count), 7);
         counters.reset();
         let sum = counters.sum();
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (0, 7, 0));

@@ -123,8 +123,12 @@ impl Trackers {
 
     /// The partitions marked stale since the last call, and forgets them.
     pub(crate) fn take_stale(&mut self) -> impl Iterator<Item = u32> + use<> {
-        let stale = std::mem::take(&mut self.stale);
-        (0..u64::BITS).filter(move |cpt| stale & 1 << cpt != 0)
+        let mut stale = std::mem::take(&mut self.stale);
+        std::iter::from_fn(move || {
+            let cpt = (stale != 0).then(|| stale.trailing_zeros())?;
+            stale &= stale - 1;
+            Some(cpt)
+        })
     }
 
     /// The earliest entry of partition `cpt`'s heap.

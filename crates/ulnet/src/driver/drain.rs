@@ -123,7 +123,7 @@ fn drain_and_flush(
 /// configured peer's: docs/decisions/0016-discovery-nid-ownership.md): the first, then each
 /// time their count doubles, so a peer that repeats itself cannot flood the log.
 fn log_refused_nids(core: &mut Core) {
-    let count = core.engine.stats().discovery_nids_refused;
+    let count = core.engine.discovery_nids_refused();
     let logged = core.refused_nids_logged;
     if count <= logged || (logged > 0 && count < logged.saturating_mul(2)) {
         return;
