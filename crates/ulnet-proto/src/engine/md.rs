@@ -363,16 +363,10 @@ impl Mds {
         self.slab.state(key)
     }
 
-    /// The partitions whose MDs were reached by key since the last call (the audit).
+    /// The partitions whose MDs were reached by key (the audit, `audit.rs`).
     #[cfg(test)]
-    pub(crate) fn take_touched(&self) -> u64 {
-        self.slab.take_touched()
-    }
-
-    /// Marks `touched` as reached again (after a look the audit must not count).
-    #[cfg(test)]
-    pub(crate) fn restore_touched(&self, touched: u64) {
-        self.slab.restore_touched(touched);
+    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
+        self.slab.touched()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Md)> {

@@ -219,7 +219,7 @@ pub(crate) struct PartitionedSlab<T> {
     max_index: u32,
     len: usize,
     /// The partitions whose values were reached by key since the last
-    /// [`take_touched`](Self::take_touched), one bit each (the engine's partition audit).
+    /// audit last took them, one bit each (the engine's partition audit).
     #[cfg(test)]
     touched: std::cell::Cell<u64>,
 }
@@ -247,16 +247,10 @@ impl<T> PartitionedSlab<T> {
         }
     }
 
-    /// The partitions reached by key since the last call, one bit each, and forgets them.
+    /// The partitions reached by key, one bit each (the audit takes and clears them).
     #[cfg(test)]
-    pub(crate) fn take_touched(&self) -> u64 {
-        self.touched.replace(0)
-    }
-
-    /// Marks `touched` as reached (what a look the audit must not count had taken).
-    #[cfg(test)]
-    pub(crate) fn restore_touched(&self, touched: u64) {
-        self.touched.set(self.touched.get() | touched);
+    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
+        &self.touched
     }
 
     #[inline]
