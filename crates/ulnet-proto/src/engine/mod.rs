@@ -39,6 +39,7 @@ pub mod ni;
 pub mod node;
 mod outputs;
 pub mod peer;
+mod per_partition;
 pub mod ping;
 pub mod plan;
 pub mod policies;

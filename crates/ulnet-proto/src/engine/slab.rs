@@ -7,6 +7,8 @@
 //! nothing instead of to whatever reused the slot, and we can tell "removed" from "never
 //! existed". Free slots are reused LIFO, which keeps runs deterministic.
 
+use crate::engine::per_partition::PerPartition;
+
 /// A key into a [`Slab`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
@@ -206,14 +208,10 @@ impl KeyPartitions {
 /// A slab per CPU partition, behind keys that name their partition ([`KeyPartitions`]): the
 /// kernel's resource containers per CPT (`ln_md_containers[cpt]`, `ln_me_containers[cpt]`).
 /// Iteration goes partition by partition, each in slot order, so runs stay deterministic.
+/// Partition 0's slab is inline ([`PerPartition`]).
 #[derive(Debug)]
 pub(crate) struct PartitionedSlab<T> {
-    /// Partition 0's slab, kept inline: with one partition (the default) reaching a value
-    /// costs no more than a plain slab (measured: a slab behind a `Vec` added 15% to the
-    /// core lock's held time per small RPC).
-    first: Slab<T>,
-    /// Partition 1's onwards.
-    rest: Vec<Slab<T>>,
+    parts: PerPartition<Slab<T>>,
     partitions: KeyPartitions,
     /// The largest index a key may have (handle cookies have room for 30 bits).
     max_index: u32,
@@ -226,10 +224,8 @@ pub(crate) struct PartitionedSlab<T> {
 
 impl<T> PartitionedSlab<T> {
     pub(crate) fn new(partitions: KeyPartitions, max_index: u32) -> Self {
-        let rest = (1..partitions.count()).map(|_| Slab::new()).collect();
         Self {
-            first: Slab::new(),
-            rest,
+            parts: PerPartition::new(partitions.count(), Slab::new),
             partitions,
             max_index,
             len: 0,
@@ -253,22 +249,6 @@ impl<T> PartitionedSlab<T> {
         &self.touched
     }
 
-    #[inline]
-    fn slab(&self, cpt: usize) -> Option<&Slab<T>> {
-        match cpt.checked_sub(1) {
-            None => Some(&self.first),
-            Some(index) => self.rest.get(index),
-        }
-    }
-
-    #[inline]
-    fn slab_mut(&mut self, cpt: usize) -> Option<&mut Slab<T>> {
-        match cpt.checked_sub(1) {
-            None => Some(&mut self.first),
-            Some(index) => self.rest.get_mut(index),
-        }
-    }
-
     pub(crate) fn partitions(&self) -> KeyPartitions {
         self.partitions
     }
@@ -285,7 +265,7 @@ impl<T> PartitionedSlab<T> {
             return None;
         }
         let max_slot = self.partitions.max_slot(self.max_index);
-        let slab = self.slab_mut(cpt as usize)?;
+        let slab = self.parts.get_mut(cpt as usize)?;
         let slot = slab.insert(value)?;
         if slot.index > max_slot {
             slab.discard(slot);
@@ -301,21 +281,21 @@ impl<T> PartitionedSlab<T> {
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
         self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
-        self.slab(cpt)?.get(slot)
+        self.parts.get(cpt)?.get(slot)
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
         self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
-        self.slab_mut(cpt)?.get_mut(slot)
+        self.parts.get_mut(cpt)?.get_mut(slot)
     }
 
     #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         self.touch(key);
         let (cpt, slot) = self.partitions.split(key)?;
-        let value = self.slab_mut(cpt)?.remove(slot)?;
+        let value = self.parts.get_mut(cpt)?.remove(slot)?;
         self.len -= 1;
         Some(value)
     }
@@ -327,7 +307,7 @@ impl<T> PartitionedSlab<T> {
         let Some((cpt, slot)) = self.partitions.split(key) else {
             return false;
         };
-        let discarded = self.slab_mut(cpt).is_some_and(|slab| slab.discard(slot));
+        let discarded = self.parts.get_mut(cpt).is_some_and(|slab| slab.discard(slot));
         if discarded {
             self.len -= 1;
         }
@@ -339,14 +319,13 @@ impl<T> PartitionedSlab<T> {
         self.touch(key);
         self.partitions
             .split(key)
-            .and_then(|(cpt, slot)| Some(self.slab(cpt)?.state(slot)))
+            .and_then(|(cpt, slot)| Some(self.parts.get(cpt)?.state(slot)))
             .unwrap_or(KeyState::Unknown)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
         let partitions = self.partitions;
-        let slabs = std::iter::once(&self.first).chain(&self.rest);
-        (0u32..).zip(slabs).flat_map(move |(cpt, slab)| {
+        (0u32..).zip(self.parts.iter()).flat_map(move |(cpt, slab)| {
             slab.iter().map(move |(slot, value)| (partitions.compose(cpt, slot), value))
         })
     }
@@ -354,12 +333,12 @@ impl<T> PartitionedSlab<T> {
     /// How many values partition `cpt` holds.
     #[inline]
     pub(crate) fn len_of(&self, cpt: u32) -> usize {
-        self.slab(cpt as usize).map_or(0, Slab::len)
+        self.parts.get(cpt as usize).map_or(0, Slab::len)
     }
 
     /// How many values each partition holds, in partition order.
     pub(crate) fn len_by_partition(&self) -> impl Iterator<Item = usize> + '_ {
-        std::iter::once(&self.first).chain(&self.rest).map(Slab::len)
+        self.parts.iter().map(Slab::len)
     }
 }
 

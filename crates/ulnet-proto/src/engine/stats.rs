@@ -19,6 +19,7 @@ use crate::addr::Nid;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
+use crate::engine::per_partition::PerPartition;
 use crate::engine::tunables::NetTunables;
 use crate::wire::header::MsgType;
 use crate::wire::selftest::LnetCountersCommon;
@@ -485,30 +486,23 @@ impl GlobalStats {
 /// partition's own peak.
 #[derive(Debug)]
 pub(crate) struct PartitionCounters {
-    /// Partition 0's counters.
-    first: GlobalStats,
-    /// Partition 1's onwards.
-    rest: Vec<GlobalStats>,
+    parts: PerPartition<GlobalStats>,
 }
 
 impl PartitionCounters {
     pub(crate) fn new(partitions: u32) -> Self {
-        let rest = (1..partitions.max(1)).map(|_| GlobalStats::default()).collect();
-        Self { first: GlobalStats::default(), rest }
+        Self { parts: PerPartition::new(partitions, GlobalStats::default) }
     }
 
     /// Partition `cpt`'s counters (partition 0's for one the node lacks).
+    #[inline]
     pub(crate) fn get_mut(&mut self, cpt: u32) -> &mut GlobalStats {
-        let rest = cpt.checked_sub(1).and_then(|index| self.rest.get_mut(index as usize));
-        match rest {
-            Some(counters) => counters,
-            None => &mut self.first,
-        }
+        self.parts.get_or_first_mut(cpt as usize)
     }
 
     /// Each partition's counters, in partition order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &GlobalStats> {
-        std::iter::once(&self.first).chain(&self.rest)
+        self.parts.iter()
     }
 
     /// The node's counters: every partition's summed.
@@ -528,7 +522,7 @@ impl PartitionCounters {
     /// `stats reset`: every counter back to zero but the gauges (messages and trackers alive,
     /// the peak of messages).
     pub(crate) fn reset(&mut self) {
-        for counters in std::iter::once(&mut self.first).chain(&mut self.rest) {
+        for counters in self.parts.iter_mut() {
             *counters = GlobalStats {
                 msgs_alloc: counters.msgs_alloc,
                 msgs_max: counters.msgs_max,

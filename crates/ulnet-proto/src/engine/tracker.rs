@@ -13,6 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
 use crate::engine::md::TrackedRequest;
+use crate::engine::per_partition::PerPartition;
 use crate::engine::slab::{Key, KeyPartitions};
 use crate::time::Time;
 
@@ -26,7 +27,7 @@ type Queue = BinaryHeap<Reverse<(Time, Key)>>;
 #[derive(Debug)]
 pub(crate) struct Trackers {
     /// A heap per partition, by the partition each MD's key names.
-    queues: Vec<Queue>,
+    queues: PerPartition<Queue>,
     partitions: KeyPartitions,
     /// Trackers attached to MDs.
     live: usize,
@@ -46,7 +47,7 @@ pub(crate) struct Trackers {
 impl Trackers {
     pub(crate) fn new(partitions: KeyPartitions) -> Self {
         Self {
-            queues: (0..partitions.count()).map(|_| Queue::new()).collect(),
+            queues: PerPartition::new(partitions.count(), Queue::new),
             partitions,
             live: 0,
             spare_requests: Vec::new(),
@@ -166,7 +167,7 @@ impl Trackers {
     pub(crate) fn maybe_compact(&mut self, is_live: impl Fn(Time, Key) -> bool) {
         if self.len() > 2 * self.live + COMPACTION_SLACK {
             let mut kept = HashSet::with_capacity(self.live);
-            for queue in &mut self.queues {
+            for queue in self.queues.iter_mut() {
                 queue.retain(|Reverse((deadline, md))| {
                     is_live(*deadline, *md) && kept.insert((*deadline, *md))
                 });
