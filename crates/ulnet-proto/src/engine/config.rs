@@ -356,7 +356,7 @@ impl Engine {
     pub fn reset_stats(&mut self) {
         self.stats.reset();
         for ni in self.nis.iter_mut() {
-            ni.latency.reset();
+            ni.reset_latency();
         }
         for ni in self.peers.nis_mut() {
             ni.latency.reset();

@@ -678,8 +678,7 @@ impl Engine {
         let (ni, peer_ni, cpt) = (message.ni, message.peer_ni, message.tx_cpt);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            let queues = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut());
-            if let Some(pool) = queues.and_then(|queues| queues.pool_mut(cpt)) {
+            if let Some(pool) = self.nis.credit_pool_mut(ni, cpt) {
                 pool.remove(key);
             }
         }

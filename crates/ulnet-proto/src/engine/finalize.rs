@@ -118,8 +118,10 @@ impl Engine {
             let sensitivity = self.tunables.health_sensitivity;
             // Written only when set: in the steady state a receive leaves the node-wide NI
             // alone (decision 0029, "What the split has to change").
-            if let Some(local) = self.nis.get_mut(ni).filter(|ni| ni.recovery.ping_count != 0) {
-                local.recovery.ping_count = 0;
+            if self.nis.get(ni).is_some_and(|local| local.recovery.ping_count != 0) {
+                if let Some(local) = self.nis.get_mut(ni) {
+                    local.recovery.ping_count = 0;
+                }
             }
             if let Some(peer) = self.peers.ni_mut(peer_ni) {
                 peer.recovery.ping_count = 0;
@@ -147,7 +149,7 @@ impl Engine {
         let (payload, length) = (message.header.payload_length, message.length);
         self.counters().recv_count += 1;
         self.counters().recv_length += u64::from(length);
-        if let Some(local) = self.nis.get_mut(ni) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -251,7 +253,7 @@ impl Engine {
             return;
         };
         let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.get_mut(sent.ni) {
+        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call_cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -296,7 +298,7 @@ impl Engine {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.get_mut(ni) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -320,7 +322,7 @@ impl Engine {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.counters().send_count += 1;
         self.counters().send_length += u64::from(payload);
-        if let Some(local) = self.nis.get_mut(sent.ni) {
+        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call_cpt) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -489,11 +491,11 @@ impl Engine {
     /// again in the ping buffer (in place, no push).
     fn local_success(&mut self, ni: NiId) {
         let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(ni) {
-            if local.health.value() < MAX_HEALTH {
+        if self.nis.get(ni).is_some_and(|local| local.health.value() < MAX_HEALTH) {
+            if let Some(local) = self.nis.get_mut(ni) {
                 local.health.increment(sensitivity);
-                self.refresh_ni_status(ni);
             }
+            self.refresh_ni_status(ni);
         }
     }
 

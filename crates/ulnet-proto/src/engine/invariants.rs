@@ -84,8 +84,8 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
         }
     }
     for (index, portal) in node.portals.iter().enumerate() {
-        if portal.delayed.len() > limits.lazy_queue {
-            return Err(format!("portal {index} delays {} messages", portal.delayed.len()));
+        if portal.delayed().len() > limits.lazy_queue {
+            return Err(format!("portal {index} delays {} messages", portal.delayed().len()));
         }
     }
     Ok(())
@@ -239,7 +239,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
             Phase::Delayed => {
                 !message.tx
                     && message.md.is_none()
-                    && node.portals.iter().any(|portal| portal.delayed.contains(&key))
+                    && node.portals.iter().any(|portal| portal.delayed().contains(&key))
             }
             Phase::FaultHeld => !message.tx && message.md.is_none() && node.faults.holds(key),
             Phase::DiscoveryWait => {

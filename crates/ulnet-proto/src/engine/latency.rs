@@ -61,6 +61,24 @@ impl LatencyHistogram {
         }
     }
 
+    /// Adds `other`'s samples to these, as if recorded here.
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        if other.samples == 0 {
+            return;
+        }
+        if self.samples == 0 {
+            (self.min_ns, self.max_ns) = (other.min_ns, other.max_ns);
+        } else {
+            self.min_ns = self.min_ns.min(other.min_ns);
+            self.max_ns = self.max_ns.max(other.max_ns);
+        }
+        self.samples = self.samples.saturating_add(other.samples);
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
+        for (bucket, count) in self.buckets.iter_mut().zip(other.buckets) {
+            *bucket = bucket.saturating_add(count);
+        }
+    }
+
     /// `<op>_samples`.
     pub fn samples(&self) -> u64 {
         self.samples
@@ -144,6 +162,13 @@ impl LatencyStats {
             LatencyOp::PutAck => self.put_ack.record(latency),
         }
     }
+
+    /// Adds `other`'s samples to these.
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        self.put_egress.absorb(&other.put_egress);
+        self.get_rtt.absorb(&other.get_rtt);
+        self.put_ack.absorb(&other.put_ack);
+    }
 }
 
 /// Lazily allocated latency statistics: NIs and peer NIs that never carry a timed operation
@@ -158,6 +183,13 @@ impl LatencySlot {
 
     pub(crate) fn snapshot(&self) -> LatencyStats {
         self.0.as_deref().copied().unwrap_or_default()
+    }
+
+    /// Adds this slot's samples to `stats`.
+    pub(crate) fn add_to(&self, stats: &mut LatencyStats) {
+        if let Some(own) = self.0.as_deref() {
+            stats.absorb(own);
+        }
     }
 
     pub(crate) fn reset(&mut self) {
@@ -206,6 +238,29 @@ mod tests {
         let mut histogram = LatencyHistogram::default();
         histogram.record(Duration::ZERO);
         assert_eq!(histogram.samples(), 0);
+    }
+
+    #[test]
+    fn merged_histograms_equal_one_that_recorded_everything() {
+        let samples = [3_u64, 700, 25_000, 9, 1_000_000, 40];
+        let mut whole = LatencyHistogram::default();
+        let mut parts = [LatencyHistogram::default(), LatencyHistogram::default()];
+        for (index, micros) in samples.into_iter().enumerate() {
+            whole.record(Duration::from_micros(micros));
+            parts[index % 2].record(Duration::from_micros(micros));
+        }
+        let mut merged = LatencyHistogram::default();
+        merged.absorb(&LatencyHistogram::default());
+        parts.iter().for_each(|part| merged.absorb(part));
+        assert_eq!(merged, whole);
+        let mut stats = LatencyStats::default();
+        let mut slot = LatencySlot::default();
+        slot.add_to(&mut stats);
+        assert_eq!(stats, LatencyStats::default(), "an empty slot adds nothing");
+        slot.record(LatencyOp::GetRtt, Duration::from_micros(5));
+        slot.add_to(&mut stats);
+        slot.add_to(&mut stats);
+        assert_eq!((stats.get_rtt.samples(), stats.put_ack.samples()), (2, 0));
     }
 
     #[test]

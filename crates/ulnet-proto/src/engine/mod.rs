@@ -52,6 +52,7 @@ mod routing;
 mod select;
 mod send;
 pub mod slab;
+mod stamp;
 pub mod stats;
 pub mod testing;
 mod tracker;

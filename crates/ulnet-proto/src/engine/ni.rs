@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use crate::addr::{Net, Nid};
 use crate::engine::cpt::{CptList, Partitions};
+use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
-use crate::engine::latency::LatencySlot;
+use crate::engine::latency::{LatencySlot, LatencyStats};
+use crate::engine::per_partition::PerPartition;
 use crate::engine::recovery::Recovery;
+use crate::engine::stamp::Stamp;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
 use crate::engine::tx_queues::TxQueues;
@@ -70,7 +73,9 @@ pub(crate) struct Ni {
     /// NI tx credits, one pool per CPT it covers (`ni_tx_queues`); `None` for loopback.
     pub(crate) credits: Option<TxQueues>,
     pub(crate) health: Health,
-    pub(crate) stats: ElementStats,
+    /// What it carried, counted in the partition of the call that carried it (the kernel
+    /// keeps these in atomics, `struct lnet_element_stats`), summed to be shown.
+    traffic: PerPartition<NiTraffic>,
     pub(crate) health_stats: NiHealthStats,
     pub(crate) fatal_error: bool,
     /// Removed by [`Engine::remove_ni`](crate::engine::Engine::remove_ni): kept so `NiId`s stay
@@ -82,16 +87,22 @@ pub(crate) struct Ni {
     /// the MD's CPT and `ni_dev_cpt`), supplied by the driver; 0 when unknown.
     pub(crate) numa_distance: u32,
     /// `ni_seq`: the round-robin stamp of the last commit through this NI.
-    pub(crate) seq: u64,
+    pub(crate) seq: Stamp,
     /// `*ni_status`: the health-driven status word the ping buffer shows (DOWN at health 0,
     /// UP again at 1000); the fatal flag overrides it to DOWN.
     pub(crate) status: u32,
     pub(crate) recovery: Recovery,
+}
+
+/// A local NI's traffic counts and latency statistics in one partition.
+#[derive(Debug, Default)]
+pub(crate) struct NiTraffic {
+    pub(crate) stats: ElementStats,
     pub(crate) latency: LatencySlot,
 }
 
 impl Ni {
-    pub(crate) fn loopback() -> Self {
+    pub(crate) fn loopback(partitions: Partitions) -> Self {
         Self {
             nid: Nid::LO_0,
             lnd: LndKind::Lo,
@@ -100,16 +111,15 @@ impl Ni {
             cpts: CptList::ALL,
             credits: None,
             health: Health::FULL,
-            stats: ElementStats::default(),
+            traffic: PerPartition::new(partitions.count(), NiTraffic::default),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
             priority: MAX_SELECTION_PRIORITY,
             numa_distance: 0,
-            seq: 0,
+            seq: Stamp::default(),
             status: LNET_NI_STATUS_UP,
             recovery: Recovery::default(),
-            latency: LatencySlot::default(),
         }
     }
 
@@ -128,22 +138,40 @@ impl Ni {
                 partitions,
             )),
             health: Health::FULL,
-            stats: ElementStats::default(),
+            traffic: PerPartition::new(partitions.count(), NiTraffic::default),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
             priority: MAX_SELECTION_PRIORITY,
             numa_distance: 0,
-            seq: 0,
+            seq: Stamp::default(),
             status: LNET_NI_STATUS_UP,
             recovery: Recovery::default(),
-            latency: LatencySlot::default(),
         }
     }
 
     /// A network NI that can be selected (not loopback, not removed).
     pub(crate) fn usable(&self) -> bool {
         self.lnd != LndKind::Lo && !self.removed
+    }
+
+    /// Its traffic counts, summed over the partitions.
+    pub(crate) fn stats(&self) -> ElementStats {
+        let mut total = ElementStats::default();
+        self.traffic.iter().for_each(|share| total.absorb(&share.stats));
+        total
+    }
+
+    /// Its latency statistics, merged over the partitions.
+    pub(crate) fn latency(&self) -> LatencyStats {
+        let mut total = LatencyStats::default();
+        self.traffic.iter().for_each(|share| share.latency.add_to(&mut total));
+        total
+    }
+
+    /// `lnetctl stats reset`: the latency statistics go back to zero.
+    pub(crate) fn reset_latency(&mut self) {
+        self.traffic.iter_mut().for_each(|share| share.latency.reset());
     }
 
     /// `lnet_ni_get_status_locked`: what the ping buffer says of this NI.
@@ -153,11 +181,11 @@ impl Ni {
 }
 
 /// A local net: its round-robin stamp and UDSP priority (`struct lnet_net`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LocalNet {
     pub(crate) net: Net,
     /// `net_seq`.
-    pub(crate) seq: u64,
+    pub(crate) seq: Stamp,
     /// `net_sel_priority`.
     pub(crate) priority: u32,
     /// `net_last_alive`: when a router last received an LNet ping on this net (or the net
@@ -167,7 +195,12 @@ pub(crate) struct LocalNet {
 
 impl LocalNet {
     pub(crate) fn new(net: Net) -> Self {
-        Self { net, seq: 0, priority: MAX_SELECTION_PRIORITY, last_alive: Time::ZERO }
+        Self {
+            net,
+            seq: Stamp::default(),
+            priority: MAX_SELECTION_PRIORITY,
+            last_alive: Time::ZERO,
+        }
     }
 }
 
@@ -178,13 +211,21 @@ impl LocalNet {
 pub(crate) struct Nis {
     nis: Vec<Ni>,
     nets: Vec<LocalNet>,
-    net_seq: u64,
+    net_seq: Stamp,
+    #[cfg(test)]
+    touched: std::cell::Cell<u64>,
 }
 
 impl Nis {
     /// Just loopback.
-    pub(crate) fn new() -> Self {
-        Self { nis: vec![Ni::loopback()], nets: vec![LocalNet::new(Net::LO)], net_seq: 0 }
+    pub(crate) fn new(partitions: Partitions) -> Self {
+        Self {
+            nis: vec![Ni::loopback(partitions)],
+            nets: vec![LocalNet::new(Net::LO)],
+            net_seq: Stamp::default(),
+            #[cfg(test)]
+            touched: std::cell::Cell::new(0),
+        }
     }
 
     pub(crate) fn get(&self, id: NiId) -> Option<&Ni> {
@@ -192,7 +233,31 @@ impl Nis {
     }
 
     pub(crate) fn get_mut(&mut self, id: NiId) -> Option<&mut Ni> {
+        #[cfg(test)]
+        self.touched.set(u64::MAX);
         self.nis.get_mut(usize::from(id.0))
+    }
+
+    /// NI `id`'s traffic counts in partition `cpt`, to add to: the partition's own state.
+    pub(crate) fn traffic_mut(&mut self, id: NiId, cpt: u32) -> Option<&mut NiTraffic> {
+        #[cfg(test)]
+        self.touched.set(self.touched.get() | 1 << cpt.min(63));
+        Some(self.nis.get_mut(usize::from(id.0))?.traffic.get_or_first_mut(cpt as usize))
+    }
+
+    /// NI `id`'s tx credit pool of partition `cpt` (`ni_tx_queues[cpt]`): the partition's
+    /// own state. `None` for loopback, which takes no credits.
+    pub(crate) fn credit_pool_mut(&mut self, id: NiId, cpt: u32) -> Option<&mut CreditPool> {
+        #[cfg(test)]
+        self.touched.set(self.touched.get() | 1 << cpt.min(63));
+        self.nis.get_mut(usize::from(id.0))?.credits.as_mut()?.pool_mut(cpt)
+    }
+
+    /// What the calls since the audit last took it changed: `u64::MAX` for an NI's node-wide
+    /// state, else the partitions whose credit pools changed, one bit each.
+    #[cfg(test)]
+    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
+        &self.touched
     }
 
     /// Every slot, removed NIs included, in id order.
@@ -270,14 +335,13 @@ impl Nis {
     }
 
     /// Stamps NI `id` and its net with the next round-robin sequence number (the NI just sent).
-    pub(crate) fn stamp(&mut self, id: NiId) {
-        self.net_seq += 1;
-        let seq = self.net_seq;
-        if let Some(local) = self.nis.get_mut(usize::from(id.0)) {
-            local.seq = seq;
+    pub(crate) fn stamp(&self, id: NiId) {
+        let seq = self.net_seq.advance();
+        if let Some(local) = self.nis.get(usize::from(id.0)) {
+            local.seq.set(seq);
             let net = local.nid.net();
-            if let Some(entry) = self.nets.iter_mut().find(|entry| entry.net == net) {
-                entry.seq = seq;
+            if let Some(entry) = self.nets.iter().find(|entry| entry.net == net) {
+                entry.seq.set(seq);
             }
         }
     }

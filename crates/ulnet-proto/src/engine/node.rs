@@ -308,7 +308,7 @@ impl Engine {
         if config.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let mut nis = Nis::new();
+        let mut nis = Nis::new(config.partitions);
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
                 return Err(ConfigError::LoopbackConfigured);
@@ -342,7 +342,7 @@ impl Engine {
             partitions: config.partitions,
             now: Time::ZERO,
             nis,
-            peers: PeerTable::default(),
+            peers: PeerTable::new(config.partitions),
             portals: Portals::new(config.partitions.count()),
             mes: Mes::new(key_partitions),
             mds: Mds::new(key_partitions),
@@ -741,7 +741,7 @@ impl Engine {
         self.advance(now);
         let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = false;
-        let delayed = std::mem::take(&mut table.delayed);
+        let delayed = std::mem::take(table.delayed_mut());
         for key in delayed {
             self.drop_delayed(key);
         }
@@ -1354,7 +1354,7 @@ impl Engine {
             nid: ni.nid,
             lnd: ni.lnd,
             up: ni.lnd == LndKind::Lo || ni.ping_status() == crate::wire::ping::LNET_NI_STATUS_UP,
-            statistics: ni.stats,
+            statistics: ni.stats(),
             health: crate::engine::stats::NiHealthStats {
                 fatal_error: ni.fatal_error,
                 health_value: ni.health.value(),
@@ -1371,7 +1371,7 @@ impl Engine {
             tx_queues: ni.credits.as_ref().map_or_else(Vec::new, |queues| queues.per_cpt()),
             priority: ni.priority,
             numa_distance: ni.numa_distance,
-            latency: ni.latency.snapshot(),
+            latency: ni.latency(),
         })
     }
 
@@ -1485,6 +1485,9 @@ impl Engine {
         let touched = self.mds.touched().take()
             | self.mes.touched().take()
             | self.msgs.touched().take()
+            | self.peers.touched().take()
+            | self.nis.touched().take()
+            | self.portals.take_touched()
             | self.trackers.take_touched();
         self.audit.close(self.call_cpt, touched);
     }

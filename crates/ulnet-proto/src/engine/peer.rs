@@ -16,6 +16,7 @@ use std::fmt;
 use std::ops::BitOr;
 
 use crate::addr::{Net, Nid};
+use crate::engine::cpt::Partitions;
 use crate::engine::credits::CreditPool;
 use crate::engine::event::EventStatus;
 use crate::engine::health::Health;
@@ -24,6 +25,7 @@ use crate::engine::ni::MAX_SELECTION_PRIORITY;
 use crate::engine::policies::PreferredNids;
 use crate::engine::recovery::Recovery;
 use crate::engine::slab::{Key, Slab};
+use crate::engine::stamp::Stamp;
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
 use crate::engine::watch::Watch;
 use crate::time::Time;
@@ -150,7 +152,7 @@ pub(crate) struct Peer {
     pub(crate) nets: Vec<PeerNet>,
     pub(crate) discovery: Discovery,
     /// `lp_send_seq`: stamps the peer net and peer NI each commit uses (round robin).
-    pub(crate) send_seq: u64,
+    pub(crate) send_seq: Stamp,
     /// `lp_alive`: a gateway answered its last router check (routing.rs).
     pub(crate) alive: bool,
     /// `lp_disc_net_id`: the net the router checker pinged this gateway on last.
@@ -222,7 +224,7 @@ pub(crate) struct PeerNet {
     pub(crate) net: Net,
     pub(crate) nis: Vec<PeerNiId>,
     /// `lpn_seq`.
-    pub(crate) seq: u64,
+    pub(crate) seq: Stamp,
     /// `lpn_sel_priority` (UDSP; lower is preferred).
     pub(crate) priority: u32,
     /// `lpn_next_ping`: when the router checker next pings a gateway on this net.
@@ -231,7 +233,13 @@ pub(crate) struct PeerNet {
 
 impl PeerNet {
     fn new(net: Net, nis: Vec<PeerNiId>) -> Self {
-        Self { net, nis, seq: 0, priority: MAX_SELECTION_PRIORITY, next_ping: Time::ZERO }
+        Self {
+            net,
+            nis,
+            seq: Stamp::default(),
+            priority: MAX_SELECTION_PRIORITY,
+            next_ping: Time::ZERO,
+        }
     }
 }
 
@@ -240,6 +248,9 @@ impl PeerNet {
 pub(crate) struct PeerNi {
     pub(crate) nid: Nid,
     pub(crate) peer: PeerId,
+    /// The partition that owns it: the kernel keeps a peer NI in the peer table of
+    /// `lnet_cpt_of_nid_locked(nid, NULL)` (peer.c `lnet_peer_ni_alloc()`).
+    pub(crate) cpt: u32,
     /// Peer tx credits (`lpni_txcredits`, `lpni_mintxcredits`, `lpni_txq`).
     pub(crate) credits: CreditPool,
     /// Router credits (`lpni_rtrcredits`): messages from this peer NI a router may hold in
@@ -257,7 +268,7 @@ pub(crate) struct PeerNi {
     pub(crate) stats: ElementStats,
     pub(crate) health_stats: PeerNiHealthStats,
     /// `lpni_seq`.
-    pub(crate) seq: u64,
+    pub(crate) seq: Stamp,
     /// `lpni_sel_priority` (UDSP; lower is preferred).
     pub(crate) priority: u32,
     /// `lpni_pref`: the local NIDs preferred for reaching it (UDSP `--src --dst` rules), or
@@ -289,9 +300,30 @@ pub(crate) struct PeerTable {
     by_nid: HashMap<Nid, PeerNiId>,
     /// Reclaimed slots of deleted peer NIs.
     free: Vec<PeerNiId>,
+    /// Where each peer NI is owned (its `cpt`).
+    partitions: Partitions,
+    /// The partitions whose peer NIs were changed since the audit last took them, one bit
+    /// each (the engine's partition audit).
+    #[cfg(test)]
+    touched: std::cell::Cell<u64>,
 }
 
 impl PeerTable {
+    pub(crate) fn new(partitions: Partitions) -> Self {
+        Self { partitions, ..Self::default() }
+    }
+
+    /// The partitions whose peer NIs were changed, one bit each (the audit takes them).
+    #[cfg(test)]
+    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
+        &self.touched
+    }
+
+    /// The partition owning the peer NI of `nid` (made or not yet).
+    pub(crate) fn cpt_of(&self, nid: &Nid) -> u32 {
+        self.partitions.cpt_of_nid(nid, None)
+    }
+
     /// Every peer, in slab order.
     pub(crate) fn peers(&self) -> impl Iterator<Item = (PeerId, &Peer)> {
         self.peers.iter().map(|(key, peer)| (PeerId(key), peer))
@@ -307,6 +339,8 @@ impl PeerTable {
     }
 
     pub(crate) fn nis_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
+        #[cfg(test)]
+        self.touched.set(u64::MAX);
         self.nis.iter_mut()
     }
 
@@ -324,14 +358,21 @@ impl PeerTable {
     }
 
     pub(crate) fn ni_mut(&mut self, id: PeerNiId) -> Option<&mut PeerNi> {
-        self.nis.get_mut(id.0 as usize)
+        let ni = self.nis.get_mut(id.0 as usize)?;
+        #[cfg(test)]
+        self.touched.set(self.touched.get() | 1 << ni.cpt.min(63));
+        Some(ni)
     }
 
     pub(crate) fn peer(&self, id: PeerId) -> Option<&Peer> {
         self.peers.get(id.0)
     }
 
+    /// A peer, to change: node-wide state (the kernel changes a peer's NIs and state under
+    /// `LNET_LOCK_EX` or the peer's own `lp_lock`).
     pub(crate) fn peer_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
+        #[cfg(test)]
+        self.touched.set(u64::MAX);
         self.peers.get_mut(id.0)
     }
 
@@ -373,7 +414,7 @@ impl PeerTable {
             state: PeerState::default(),
             nets: vec![PeerNet::new(nid.net(), vec![id])],
             discovery: Discovery::default(),
-            send_seq: 0,
+            send_seq: Stamp::default(),
             alive: true,
             router_net: None,
         };
@@ -493,7 +534,7 @@ impl PeerTable {
             None if self.nis.len() >= limit => return Err(PeerTableFull),
             None => PeerNiId(u32::try_from(self.nis.len()).map_err(|_| PeerTableFull)?),
         };
-        let ni = PeerNi::new(nid, peer_credits);
+        let ni = PeerNi::new(nid, self.cpt_of(&nid), peer_credits);
         match self.nis.get_mut(id.0 as usize) {
             Some(slot) => *slot = ni,
             None => self.nis.push(ni),
@@ -595,10 +636,11 @@ impl PeerTable {
 }
 
 impl PeerNi {
-    fn new(nid: Nid, peer_credits: u32) -> Self {
+    fn new(nid: Nid, cpt: u32, peer_credits: u32) -> Self {
         Self {
             nid,
             peer: PeerId(Key { index: u32::MAX, generation: u32::MAX }),
+            cpt,
             credits: CreditPool::new(peer_credits),
             router_credits: None,
             queued_bytes: 0,
@@ -608,7 +650,7 @@ impl PeerNi {
             status: LNET_NI_STATUS_UP,
             stats: ElementStats::default(),
             health_stats: PeerNiHealthStats::default(),
-            seq: 0,
+            seq: Stamp::default(),
             priority: MAX_SELECTION_PRIORITY,
             preferred: PreferredNids::default(),
             preferred_routers: Vec::new(),
@@ -648,6 +690,24 @@ mod tests {
         let other = Nid::new4(Net::TCP, 8);
         assert_eq!(table.primary_nid(other), other);
         assert_eq!(table.find_or_create(other, 8, 1), Err(PeerTableFull));
+    }
+
+    #[test]
+    fn peer_nis_are_owned_by_the_partition_their_nid_hashes_to() {
+        let partitions = Partitions::new(4).unwrap();
+        let mut table = PeerTable::new(partitions);
+        let nids: Vec<Nid> = (1..=8).map(|host| Nid::new4(Net::TCP, host)).collect();
+        for nid in &nids {
+            let id = table.find_or_create(*nid, 8, 16).unwrap();
+            let owner = partitions.cpt_of_nid(nid, None);
+            assert_eq!((table.ni(id).unwrap().cpt, table.cpt_of(nid)), (owner, owner));
+            table.touched().take();
+            table.ni_mut(id).unwrap().queued_bytes += 1;
+            assert_eq!(table.touched().take(), 1 << owner, "a peer NI's change is its owner's");
+        }
+        let peer = table.peer_id(nids[0]).unwrap();
+        table.peer_mut(peer).unwrap().alive = false;
+        assert_eq!(table.touched().take(), u64::MAX, "a peer's change is the node's");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::engine::me::ProcessId;
 use crate::engine::msg::{Credit, RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::Engine;
-use crate::engine::peer::PeerState;
+use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::portal::MatchInfo;
 use crate::engine::slab::Key;
 use crate::wire::header::{Body, Header};
@@ -72,18 +72,35 @@ impl Engine {
         if self.partitions.count() == 1 {
             return CallScope::one(0);
         }
-        if self.peers.find(from).is_none() {
+        let Some(hop) = self.peers.find(from) else {
+            return CallScope::Node;
+        };
+        if self.ni_recovering(ni) {
+            // A message complete with its header (a GET, an ACK) raises the NI's health.
             return CallScope::Node;
         }
-        let home = CallScope::one(self.cpt_of_nid(&from, ni));
+        let home = self.with_peer_ni(CallScope::one(self.cpt_of_nid(&from, ni)), hop);
         let for_me = self.ni_for_nid(header.dest_nid).is_some();
         if !for_me {
             return home;
         }
+        // A request's response (a GET's REPLY at once, a PUT's ACK when it is received) goes
+        // to one of the initiator's NIs.
+        let Some(initiator) = self.peers.peer_id(header.src_nid) else {
+            return CallScope::Node;
+        };
+        let home = self.with_peer(home, initiator);
         let (info, portal) = match header.body {
             Body::Ack { dst_wmd, .. } | Body::Reply { dst_wmd } => {
-                let md = self.response_md_key(dst_wmd).and_then(|key| self.mds.partition_of(key));
-                return md.map_or(home, |cpt| home.with(cpt));
+                let Some(md) = self.response_md_key(dst_wmd) else {
+                    return home;
+                };
+                if self.mds.get(md).is_some_and(|md| md.owner != MdOwner::User) {
+                    // A ping's or push's response drives discovery.
+                    return CallScope::Node;
+                }
+                let home = self.with_awaited(home, md);
+                return self.mds.partition_of(md).map_or(home, |cpt| home.with(cpt));
             }
             Body::Put { match_bits, offset, ptl_index, .. } => {
                 (self.match_info(header, MdOptions::OP_PUT, match_bits, offset), ptl_index)
@@ -130,8 +147,7 @@ impl Engine {
         let Some(message) = self.msgs.get(key) else {
             return scope;
         };
-        let recovering = self.nis.get(message.ni).is_some_and(|ni| ni.health.value() < MAX_HEALTH);
-        if !status.is_ok() || recovering {
+        if !status.is_ok() || self.ni_recovering(message.ni) {
             return CallScope::Node;
         }
         let ni_waiter = (message.ni_credit == Credit::Held)
@@ -142,10 +158,73 @@ impl Engine {
         let peer_waiter = (message.peer_credit == Credit::Held)
             .then(|| self.peers.ni(message.peer_ni?)?.credits.next_waiter())
             .flatten();
+        let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
+        let router_waiter = (message.router_credit == Credit::Held)
+            .then(|| self.peers.ni(rx_peer?)?.router_credits.as_ref()?.next_waiter())
+            .flatten();
         for waiter in [ni_waiter, peer_waiter].into_iter().flatten() {
+            // A waiter that cannot be sent any more fails when it is posted: the whole node.
+            let fails = self.msgs.get(waiter).is_some_and(|w| self.post_drop(waiter, w).is_some());
+            scope = if fails { CallScope::Node } else { scope.join(self.plan_message(waiter)) };
+        }
+        if let Some(waiter) = router_waiter {
             scope = scope.join(self.plan_message(waiter));
         }
+        if message.routing && !message.tx {
+            scope = scope.join(self.plan_forward(&message.header));
+        }
+        if message.ack_to.is_some() {
+            // The ACK goes to one of the initiator's NIs.
+            scope = match self.peers.peer_id(message.header.src_nid) {
+                Some(peer) => self.with_peer(scope, peer),
+                None => CallScope::Node,
+            };
+        }
         scope
+    }
+
+    /// Where forwarding a message to its destination reaches: the destination's peer NIs
+    /// when it is on a net of ours (the next hop is one of them); the whole node when it is
+    /// reached through another router or not known yet.
+    fn plan_forward(&self, header: &Header) -> CallScope {
+        let local = self.nis.iter().any(|ni| !ni.removed && ni.nid.net() == header.dest_nid.net());
+        match self.peers.peer_id(header.dest_nid) {
+            Some(peer) if local => self.with_peer(CallScope::Partitions(0), peer),
+            _ => CallScope::Node,
+        }
+    }
+
+    /// Whether local NI `ni` is recovering (health below full, or recovery pings counted):
+    /// a good message raises its health, may change the recovery queue and the ping buffer,
+    /// and resets its ping count.
+    fn ni_recovering(&self, ni: NiId) -> bool {
+        self.nis
+            .get(ni)
+            .is_some_and(|ni| ni.health.value() < MAX_HEALTH || ni.recovery.ping_count != 0)
+    }
+
+    /// `scope` and the partitions a send to peer NI `id` reaches: the one owning it, and
+    /// the one whose tx credits each local NI of its net would charge (`lnet_cpt_of_nid()` on
+    /// that NI: the owner unless the NI is bound to some partitions only).
+    fn with_peer_ni(&self, scope: CallScope, id: PeerNiId) -> CallScope {
+        let Some(peer_ni) = self.peers.ni(id) else {
+            return CallScope::Node;
+        };
+        let net = peer_ni.nid.net();
+        self.nis
+            .iter()
+            .filter(|ni| ni.nid.net() == net && !ni.cpts.is_all())
+            .fold(scope.with(peer_ni.cpt), |scope, ni| {
+                scope.with(self.partitions.cpt_of_nid_for(&peer_ni.nid, &ni.cpts))
+            })
+    }
+
+    /// `scope` and the partitions owning the NIs of `peer`: selection may take any of them.
+    fn with_peer(&self, scope: CallScope, peer: PeerId) -> CallScope {
+        let Some(peer) = self.peers.peer(peer) else {
+            return CallScope::Node;
+        };
+        peer.ni_ids().fold(scope, |scope, id| self.with_peer_ni(scope, id))
     }
 
     /// The plan of [`put`](Engine::put) or [`get`](Engine::get) from `md` to `target`: the
@@ -155,15 +234,14 @@ impl Engine {
         let Some(cpt) = md.key().and_then(|key| self.mds.partition_of(key)) else {
             return CallScope::Node;
         };
-        let known = self.peers.find(target.nid).and_then(|id| self.peers.peer_of(id));
-        let settled = |state: PeerState| {
-            state.intersects(PeerState::DISCOVERED | PeerState::NO_DISCOVERY)
-                && !state.contains(PeerState::DISCOVERING)
+        let Some(peer) = self.peers.peer_id(target.nid) else {
+            return CallScope::Node;
         };
-        if known.is_none_or(|peer| !settled(peer.state)) {
+        if !self.peer_is_uptodate(peer) {
+            // The send waits for discovery (discovery.rs `hold_for_discovery`).
             return CallScope::Node;
         }
-        CallScope::one(cpt)
+        self.with_peer(CallScope::one(cpt), peer)
     }
 
     /// A message's home and the partitions of the MDs it refers to; the whole node for a
@@ -173,6 +251,13 @@ impl Engine {
             return CallScope::one(self.msgs.partition_of(key).unwrap_or(0));
         };
         let mut scope = CallScope::one(self.msgs.partition_of(key).unwrap_or(0));
+        if message.ni_credit != Credit::None {
+            scope = scope.with(message.tx_cpt);
+        }
+        // The peer NIs it holds credits of, was received from, or routes through.
+        for id in [message.peer_ni, message.rx_peer, message.router_hint].into_iter().flatten() {
+            scope = self.with_peer_ni(scope, id);
+        }
         for md in [message.md, message.tracked_md].into_iter().flatten() {
             if self.mds.get(md).is_some_and(|md| md.owner != MdOwner::User) {
                 return CallScope::Node;
@@ -180,8 +265,16 @@ impl Engine {
             if let Some(cpt) = self.mds.partition_of(md) {
                 scope = scope.with(cpt);
             }
+            scope = self.with_awaited(scope, md);
         }
         scope
+    }
+
+    /// `scope` and the peer NI whose response `md`'s tracker awaits (fast failover's watch of
+    /// that path ends when the response comes or another send takes over).
+    fn with_awaited(&self, scope: CallScope, md: Key) -> CallScope {
+        let awaited = self.mds.get(md).and_then(|md| md.tracker.as_ref()?.awaiting);
+        awaited.map_or(scope, |(id, _)| self.with_peer_ni(scope, id))
     }
 
     fn match_info(

@@ -102,6 +102,14 @@ impl Portals {
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, Portal> {
         self.table.iter()
     }
+
+    /// What the portals' message-path state saw changed since the audit last took it: the
+    /// partitions whose match tables changed, one bit each, or `u64::MAX` for the portal-wide
+    /// state (the rotor, the delayed messages).
+    #[cfg(test)]
+    pub(crate) fn take_touched(&self) -> u64 {
+        self.table.iter().fold(0, |touched, portal| touched | portal.touched.take())
+    }
 }
 
 /// Where an incoming message stands when it picks a match table (what `lnet_mt_of_match()`
@@ -144,9 +152,12 @@ pub(crate) struct Portal {
     tables: Box<[MatchTable]>,
     /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`): one list for the portal, as
     /// any MD attached to any table may take them.
-    pub(crate) delayed: VecDeque<Key>,
+    delayed: VecDeque<Key>,
     /// `ptl_rotor`: the round-robin counter of incoming messages.
     rotor: u32,
+    /// See [`Portals::take_touched`] (the engine's partition audit).
+    #[cfg(test)]
+    touched: std::cell::Cell<u64>,
 }
 
 impl Default for Portal {
@@ -164,7 +175,29 @@ impl Portal {
             tables: (0..partitions.max(1)).map(|_| MatchTable::default()).collect(),
             delayed: VecDeque::new(),
             rotor: 0,
+            #[cfg(test)]
+            touched: std::cell::Cell::new(0),
         }
+    }
+
+    /// Partition `cpt`'s match table, to change.
+    fn table_mut(&mut self, cpt: u32) -> Option<&mut MatchTable> {
+        #[cfg(test)]
+        self.touched.set(self.touched.get() | 1 << cpt.min(63));
+        self.tables.get_mut(cpt as usize)
+    }
+
+    /// The PUTs delayed on this lazy portal, oldest first.
+    pub(crate) fn delayed(&self) -> &VecDeque<Key> {
+        &self.delayed
+    }
+
+    /// The delayed PUTs, to change: state of the whole portal, which every partition's
+    /// messages and MDs reach.
+    pub(crate) fn delayed_mut(&mut self) -> &mut VecDeque<Key> {
+        #[cfg(test)]
+        self.touched.set(u64::MAX);
+        &mut self.delayed
     }
 
     /// Checks (and on first use fixes) the match type for a new ME; false is Lustre's -EPERM.
@@ -199,13 +232,13 @@ impl Portal {
 
     /// Files `key` (whose `me.cpt` is set) in its table.
     pub(crate) fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
-        if let Some(table) = self.tables.get_mut(me.cpt as usize) {
+        if let Some(table) = self.table_mut(me.cpt) {
             table.insert(key, me, position);
         }
     }
 
     pub(crate) fn remove(&mut self, key: Key, me: &Me) {
-        if let Some(table) = self.tables.get_mut(me.cpt as usize) {
+        if let Some(table) = self.table_mut(me.cpt) {
             table.remove(key, me);
         }
     }
@@ -229,7 +262,7 @@ impl Portal {
 
     /// Counts a delayed message taken by an MD of partition `cpt`'s table.
     pub(crate) fn count_match(&mut self, cpt: u32) {
-        if let Some(table) = self.tables.get_mut(cpt as usize) {
+        if let Some(table) = self.table_mut(cpt) {
             table.matched += 1;
         }
     }
@@ -282,7 +315,8 @@ impl Portal {
     /// The partition whose table [`match_md`](Self::match_md) would settle in, without
     /// matching: `None` when it could not be told without taking the rotor or walking other
     /// partitions' tables (a wildcard portal whose local table is not armed, or one that
-    /// would steal), which only the whole node may do.
+    /// would steal), or when the message would be delayed (the portal's delayed list is
+    /// shared by its tables), which only the whole node may do.
     pub(crate) fn plan_match(
         &self,
         mes: &Mes,
@@ -291,25 +325,28 @@ impl Portal {
         place: &MatchPlace,
     ) -> Option<u32> {
         let count = self.tables.len() as u32;
-        let Some(match_type) = self.match_type.filter(|_| count > 1) else {
-            return Some(0);
+        // A PUT on a lazy portal that matches nothing is delayed, or steals first.
+        let delays = self.lazy && info.operation != MdOptions::OP_GET;
+        let Some(match_type) = self.match_type else {
+            return (!delays).then_some(0);
         };
-        if match_type == MatchType::Unique {
+        let chosen = if count == 1 || match_type == MatchType::Unique {
             // No steal on a unique portal: the hashed table matches or the message drops.
-            return Some(place.initiator % count);
-        }
-        let local_first = match place.rotor {
-            PortalRotor::Off => true,
-            PortalRotor::On => false,
-            PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
+            place.initiator % count
+        } else {
+            let local_first = match place.rotor {
+                PortalRotor::Off => true,
+                PortalRotor::On => false,
+                PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
+            };
+            let current = place.current % count;
+            if !local_first || !self.armed(current, mes, mds) {
+                return None;
+            }
+            current
         };
-        let current = place.current % count;
-        if !local_first || !self.armed(current, mes, mds) {
-            return None;
-        }
-        let table = self.tables.get(current as usize)?;
-        let steal = self.lazy && info.operation != MdOptions::OP_GET;
-        (table.peek_match(mes, mds, info) || !steal).then_some(current)
+        let table = self.tables.get(chosen as usize)?;
+        (!delays || table.peek_match(mes, mds, info)).then_some(chosen)
     }
 
     /// What a message that matched nothing becomes.
@@ -330,7 +367,7 @@ impl Portal {
         info: &MatchInfo,
         stolen: bool,
     ) -> Option<PortalMatch> {
-        let table = self.tables.get_mut(cpt as usize)?;
+        let table = self.table_mut(cpt)?;
         match table.match_md(mes, mds, info) {
             TableMatch::None => None,
             TableMatch::TooBig => Some(PortalMatch::Drop(DropReason::TooBig)),
@@ -370,6 +407,8 @@ impl Portal {
         }
         let rotor = self.rotor;
         self.rotor = self.rotor.wrapping_add(1);
+        #[cfg(test)]
+        self.touched.set(u64::MAX);
         let cpt = if place.rotor == PortalRotor::RoutedHash && place.routed {
             place.initiator_on_ni % count
         } else {
@@ -845,6 +884,33 @@ mod tests {
         // One partition: always the one table.
         let single = Portal::new(5, 1);
         assert_eq!(single.table_of_attach(&me, InsertPosition::Local { cpt: 0 }, &parts(1)), 0);
+    }
+
+    /// A plan names the table a message settles in only where matching needs nothing
+    /// portal-wide: a PUT on a lazy portal that would be delayed (its list is the portal's,
+    /// even with nothing attached yet) or that would steal plans the whole node; a GET that
+    /// would miss drops in its own table.
+    #[test]
+    fn plans_leave_delays_and_steals_to_the_node() {
+        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(2)), Mds::new(KeyPartitions::new(2)));
+        let mut fresh = Portal::new(5, 2);
+        let put = info(0, 1);
+        let get = MatchInfo { operation: MdOptions::OP_GET, ..put };
+        assert_eq!(fresh.plan_match(&mes, &mds, &put, &HERE), Some(0));
+        fresh.lazy = true;
+        assert_eq!(fresh.plan_match(&mes, &mds, &put, &HERE), None);
+        assert_eq!(fresh.plan_match(&mes, &mds, &get, &HERE), Some(0));
+        let (mut portal, _) = spread(2, &[1], &mut mes, &mut mds);
+        let on = |current: u32| place(current, false, 0, PortalRotor::RoutedHash);
+        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(1)), Some(1));
+        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(0)), None, "rotor or steal");
+        portal.lazy = true;
+        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(1)), Some(1));
+        // Larger than the MD takes: dropped by its table, lazy or not (no steal, no delay).
+        let wide = MatchInfo { rlength: 2 << 20, ..put };
+        assert_eq!(portal.plan_match(&mes, &mds, &wide, &on(1)), Some(1));
+        portal.lazy = false;
+        assert_eq!(portal.plan_match(&mes, &mds, &wide, &on(1)), Some(1));
     }
 
     /// Rotor 3 (the default) and 2 keep a local message on the receiving partition's table;

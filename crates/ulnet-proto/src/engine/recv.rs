@@ -237,12 +237,12 @@ impl Engine {
                 let Some(table) = self
                     .portals
                     .get_mut(portal as usize)
-                    .filter(|table| table.delayed.len() < limit)
+                    .filter(|table| table.delayed().len() < limit)
                 else {
                     self.drop_rx(key);
                     return RecvAction::Discard { length: payload };
                 };
-                table.delayed.push_back(key);
+                table.delayed_mut().push_back(key);
                 if let Some(message) = self.msgs.get_mut(key) {
                     message.phase = Phase::Delayed;
                 }
@@ -472,10 +472,10 @@ impl Engine {
         let Some(table) = self.portals.get_mut(portal) else {
             return;
         };
-        if table.delayed.is_empty() {
+        if table.delayed().is_empty() {
             return;
         }
-        let mut pending = std::mem::take(&mut table.delayed);
+        let mut pending = std::mem::take(table.delayed_mut());
         let mut kept = std::collections::VecDeque::new();
         while let Some(key) = pending.pop_front() {
             let (Some(me), Some(md), Some(message)) =
@@ -519,8 +519,8 @@ impl Engine {
         }
         kept.extend(pending);
         if let Some(table) = self.portals.get_mut(portal) {
-            kept.extend(std::mem::take(&mut table.delayed));
-            table.delayed = kept;
+            kept.extend(std::mem::take(table.delayed_mut()));
+            *table.delayed_mut() = kept;
         }
     }
 
@@ -602,7 +602,7 @@ impl Engine {
     ) {
         self.counters().drop_count += 1;
         self.counters().drop_length += u64::from(bytes);
-        if let Some(local) = self.nis.get_mut(ni) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use crate::addr::{LndType, Net, Nid};
 use crate::engine::slab::Key;
+use crate::engine::stamp::Stamp;
 use crate::rng::Rng;
 use crate::time::Time;
 use crate::wire::header::LNET_MTU;
@@ -120,7 +121,7 @@ pub(crate) struct Route {
     pub(crate) hops: Option<u32>,
     pub(crate) priority: u32,
     /// `lr_seq`: the round robin among routes that tie.
-    pub(crate) seq: u64,
+    pub(crate) seq: Stamp,
     /// `lr_alive`: the cached aliveness, used when discovery is off toward the gateway.
     pub(crate) cached_alive: bool,
     /// `lr_single_hop`: the gateway's ping buffer lists a NID on the remote net.
@@ -463,7 +464,7 @@ impl Routes {
             gateway: config.gateway,
             hops: config.hops,
             priority: config.priority,
-            seq: 0,
+            seq: Stamp::default(),
             cached_alive: alive,
             single_hop: false,
         };

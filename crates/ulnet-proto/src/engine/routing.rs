@@ -619,11 +619,11 @@ impl Engine {
             .routes
             .to_net(remote_net)
             .filter(|index| self.route_alive(*index))
-            .filter_map(|index| self.routes.get(index).map(|route| route.seq))
+            .filter_map(|index| self.routes.get(index).map(|route| route.seq.get()))
             .max()
             .unwrap_or(0);
-        if let Some(route) = self.routes.get_mut(route) {
-            route.seq = highest + 1;
+        if let Some(route) = self.routes.get(route) {
+            route.seq.set(highest + 1);
         }
         Some(RoutedPath { ni, gateway, destination })
     }
@@ -646,7 +646,7 @@ impl Engine {
                 .map(|ni| ni.health.value())
                 .max()
                 .unwrap_or(0);
-            let order = (Reverse(health), peer_net.priority, peer_net.seq);
+            let order = (Reverse(health), peer_net.priority, peer_net.seq.get());
             if best.is_none_or(|(_, current)| order < current) {
                 best = Some((peer_net.net, order));
             }
@@ -684,8 +684,8 @@ impl Engine {
                     match self.compare_gateway_nis(gateway, best_gateway) {
                         std::cmp::Ordering::Less => continue,
                         std::cmp::Ordering::Equal => {
-                            let seq = route.seq;
-                            if self.routes.get(best_index).is_some_and(|b| seq > b.seq) {
+                            let seq = route.seq.get();
+                            if self.routes.get(best_index).is_some_and(|b| seq > b.seq.get()) {
                                 continue;
                             }
                         }
@@ -732,7 +732,7 @@ impl Engine {
                     Reverse(lpni.health.value()),
                     lpni.priority,
                     Reverse(lpni.credits.value()),
-                    lpni.seq,
+                    lpni.seq.get(),
                 );
                 if best.is_none_or(|(_, current)| order < current) {
                     best = Some((*id, order));
@@ -895,7 +895,7 @@ impl Engine {
         let Some(message) = self.msgs.get(key) else { return };
         let (ni, peer_ni, msg_type, payload) =
             (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-        if let Some(local) = self.nis.get_mut(ni) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -964,7 +964,7 @@ impl Engine {
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
                 self.counters().route_count += 1;
                 self.counters().route_length += u64::from(length);
-                if let Some(local) = self.nis.get_mut(ni) {
+                if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
                     local.stats.sent(msg_type, length);
                 }
                 if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

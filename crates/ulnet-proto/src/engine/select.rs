@@ -191,25 +191,23 @@ impl Engine {
 
     /// `lnet_handle_send`'s round-robin bookkeeping: the peer's send sequence stamps the
     /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
-    pub(super) fn stamp_path(&mut self, ni: NiId, peer_ni: PeerNiId) {
+    pub(super) fn stamp_path(&self, ni: NiId, peer_ni: PeerNiId) {
         self.stamp_destination(peer_ni);
         self.nis.stamp(ni);
     }
 
     /// The peer side of [`Self::stamp_path`]; a routed message's final destination is
     /// stamped too, so a multi-rail destination is round-robined across routed nets.
-    pub(super) fn stamp_destination(&mut self, peer_ni: PeerNiId) {
-        if let Some((peer, net)) = self.peers.ni(peer_ni).map(|p| (p.peer, p.nid.net())) {
-            if let Some(entry) = self.peers.peer_mut(peer) {
-                entry.send_seq += 1;
-                let seq = entry.send_seq;
-                if let Some(peer_net) = entry.nets.iter_mut().find(|n| n.net == net) {
-                    peer_net.seq = seq;
-                }
-                if let Some(lpni) = self.peers.ni_mut(peer_ni) {
-                    lpni.seq = seq;
-                }
+    pub(super) fn stamp_destination(&self, peer_ni: PeerNiId) {
+        let Some(lpni) = self.peers.ni(peer_ni) else {
+            return;
+        };
+        if let Some(entry) = self.peers.peer(lpni.peer) {
+            let seq = entry.send_seq.advance();
+            if let Some(peer_net) = entry.nets.iter().find(|n| n.net == lpni.nid.net()) {
+                peer_net.seq.set(seq);
             }
+            lpni.seq.set(seq);
         }
     }
 
@@ -306,8 +304,8 @@ impl Engine {
                 peer_net.priority,
                 Reverse(net_health),
                 local.priority,
-                peer_net.seq,
-                local.seq,
+                peer_net.seq.get(),
+                local.seq.get(),
             );
             if best.is_none_or(|(_, current)| order < current) {
                 best = Some((peer_net.net, order));
@@ -386,7 +384,7 @@ impl Engine {
                 ni.priority,
                 ni.numa_distance.max(range),
                 Reverse(credits),
-                ni.seq,
+                ni.seq.get(),
             );
             // Ties keep the first found, as Lustre's strict comparisons do.
             if best.is_none_or(|(_, current)| order < current) {
@@ -424,7 +422,7 @@ impl Engine {
                 lpni.priority,
                 !preferred,
                 Reverse(lpni.credits.value()),
-                lpni.seq,
+                lpni.seq.get(),
             );
             if best.is_none_or(|(_, current)| order < current) {
                 best = Some((*id, order));

@@ -134,24 +134,34 @@ impl Engine {
         message.md.filter(|_| message.event == Some(EventKind::Send)).or(message.tracked_md)
     }
 
+    /// Why [`post_send`](Self::post_send) would fail message `key` instead of posting it.
+    /// lustre: lnet_check_message_drop(): routers ignore deadlines (they cannot know the
+    /// upper layers' timeouts) but drop what goes to a peer NI that is not UP.
+    pub(super) fn post_drop(
+        &self,
+        key: Key,
+        message: &Message,
+    ) -> Option<(HealthStatus, EventStatus)> {
+        if !message.routing && self.now > message.deadline {
+            return Some((HealthStatus::NetworkTimeout, EventStatus::TimedOut));
+        }
+        if message.routing && self.routed_peer_dead(key) {
+            return Some((HealthStatus::RemoteDropped, EventStatus::HostUnreachable));
+        }
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
+            return Some((HealthStatus::LocalAborted, EventStatus::Canceled));
+        }
+        None
+    }
+
     /// `lnet_post_send_locked`: drop checks, then peer NI credit, then NI credit, then the LND.
     pub(super) fn post_send(&mut self, key: Key) {
         let Some(message) = self.msgs.get(key) else {
             self.record_violation(|| format!("post of missing message {key:?}"));
             return;
         };
-        // lustre: lnet_check_message_drop(): routers ignore deadlines (they cannot know the
-        // upper layers' timeouts) but drop what goes to a peer NI that is not UP.
-        if !message.routing && self.now > message.deadline {
-            self.finalize_tx(key, HealthStatus::NetworkTimeout, EventStatus::TimedOut, true);
-            return;
-        }
-        if message.routing && self.routed_peer_dead(key) {
-            self.finalize_tx(key, HealthStatus::RemoteDropped, EventStatus::HostUnreachable, true);
-            return;
-        }
-        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
-            self.finalize_tx(key, HealthStatus::LocalAborted, EventStatus::Canceled, true);
+        if let Some((health, status)) = self.post_drop(key, message) {
+            self.finalize_tx(key, health, status, true);
             return;
         }
         let (ni, peer_ni, length) = (message.ni, message.peer_ni, message.length);
@@ -183,8 +193,7 @@ impl Engine {
                 .and_then(|id| self.peers.ni(id))
                 .map_or(message.header.dest_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&next_hop, ni);
-            let pool = self.nis.get_mut(ni).and_then(|ni| ni.credits.as_mut());
-            if let Some(pool) = pool.and_then(|queues| queues.pool_mut(cpt)) {
+            if let Some(pool) = self.nis.credit_pool_mut(ni, cpt) {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
                     return;
@@ -233,12 +242,7 @@ impl Engine {
             });
         }
         if ni_credit == Credit::Held {
-            let next = self
-                .nis
-                .get_mut(ni)
-                .and_then(|ni| ni.credits.as_mut())
-                .and_then(|queues| queues.pool_mut(cpt))
-                .and_then(|pool| pool.release());
+            let next = self.nis.credit_pool_mut(ni, cpt).and_then(|pool| pool.release());
             if let Some(waiter) = next {
                 self.grant(waiter, true);
             }

@@ -144,6 +144,18 @@ impl MsgTypeCounts {
     pub fn total(&self) -> u64 {
         self.put + self.get + self.reply + self.ack + self.hello
     }
+
+    fn absorb(&mut self, other: &Self) {
+        for (slot, amount) in [
+            (&mut self.put, other.put),
+            (&mut self.get, other.get),
+            (&mut self.reply, other.reply),
+            (&mut self.ack, other.ack),
+            (&mut self.hello, other.hello),
+        ] {
+            *slot = slot.saturating_add(amount);
+        }
+    }
 }
 
 /// `struct lnet_element_stats` plus bytes: the `statistics` block and the per-type blocks of
@@ -178,6 +190,19 @@ impl ElementStats {
         self.drop_count += 1;
         self.dropped_stats.add(msg_type, 1);
         self.dropped_bytes.add(msg_type, u64::from(bytes));
+    }
+
+    /// Adds `other`'s counts to these (partitions' shares summed for display).
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        self.send_count = self.send_count.saturating_add(other.send_count);
+        self.recv_count = self.recv_count.saturating_add(other.recv_count);
+        self.drop_count = self.drop_count.saturating_add(other.drop_count);
+        self.sent_stats.absorb(&other.sent_stats);
+        self.received_stats.absorb(&other.received_stats);
+        self.dropped_stats.absorb(&other.dropped_stats);
+        self.sent_bytes.absorb(&other.sent_bytes);
+        self.received_bytes.absorb(&other.received_bytes);
+        self.dropped_bytes.absorb(&other.dropped_bytes);
     }
 }
 
@@ -654,6 +679,21 @@ mod tests {
         assert_eq!(fields.last(), Some(&("drop_length", Counter::U64(1 << 40))));
         let keys: Vec<_> = MessageCounts::default().fields().map(|(key, _)| key).collect();
         assert_eq!(keys, ["put", "get", "reply", "ack", "hello"]);
+    }
+
+    #[test]
+    fn element_stats_add_up_field_by_field() {
+        let mut one = ElementStats::default();
+        one.sent(MsgType::Put, 4096);
+        one.received(MsgType::Ack, 0);
+        let mut other = ElementStats::default();
+        other.sent(MsgType::Put, 10);
+        other.dropped(MsgType::Get, 7);
+        let mut total = one;
+        total.absorb(&other);
+        assert_eq!((total.send_count, total.recv_count, total.drop_count), (2, 1, 1));
+        assert_eq!((total.sent_stats.put, total.sent_bytes.put), (2, 4106));
+        assert_eq!((total.received_stats.ack, total.dropped_bytes.get), (1, 7));
     }
 
     #[test]

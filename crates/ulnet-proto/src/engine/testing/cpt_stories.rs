@@ -474,10 +474,10 @@ fn an_rpc_with_its_mds_on_the_peers_partition_plans_one_partition_per_call() {
     // the GET, taking the ACK's and the REPLY's transmits, and their send completions.
     let [client, server] = rpc(&mut h, client_cpt, server_cpt);
     assert_eq!((client, server), ([9, 0, 0], [7, 0, 0]));
-    // The client's MDs on the other partition: the ACK, the REPLY and its completion, handled
-    // on the partition of the server's NID, plan the MD's partition too.
+    // The client's MDs on the other partition: every call of the client reaches both the MD's
+    // partition and the one owning the server's peer NI (its credits, health, statistics).
     let [client, server] = rpc(&mut h, 1 - client_cpt, server_cpt);
-    assert_eq!((client, server), ([6, 3, 0], [7, 0, 0]));
+    assert_eq!((client, server), ([0, 9, 0], [7, 0, 0]));
     // The server's buffers on the other partition: its own table has none for the requests,
     // so their match would take the rotor (the whole node); what reaches the buffers after
     // (the PUT's completion, the REPLY's transmit and completion) plans both partitions.
