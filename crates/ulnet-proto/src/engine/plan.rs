@@ -6,8 +6,11 @@
 //! all, as the kernel's `LNET_LOCK_EX` calls do. The kernel plans the same way in its flows:
 //! `lnet_parse()` locks the CPT of the previous hop on the receiving NI, a response the CPT of
 //! its MD's cookie (`lnet_cpt_of_cookie()`), a match the table `lnet_mt_of_match()` names.
-//! The plans cover the partitioned state (MDs, MEs, messages, tracker heaps); the engine's
-//! tests check every call they make against its plan (`audit.rs`).
+//! The plans cover the partitioned state (MDs, MEs, messages, tracker heaps), the peer NIs
+//! (owned by the partition their NID hashes to), the NIs' tx credit pools and the portals'
+//! match tables; changes to node-wide state (peers, an NI's health, a portal's rotor or
+//! delayed list) need a plan of the whole node. The engine's tests check every call they
+//! make against its plan (`audit.rs`).
 
 use crate::addr::Nid;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};

@@ -43,6 +43,7 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
         h.take_transmit_cpts(node);
         assert_eq!(h.node(node).ni_cpts(NiId(1)), Some(vec![0, 1, 2]));
     }
+    let before = h.node(0).ni_stats(NiId(1)).unwrap().statistics;
     for round in 0..3 {
         for node in 1..4 {
             let sink = MdSpec::new(Memory::new(vec![0; 8]))
@@ -68,6 +69,11 @@ fn puts_and_acks_run_on_the_partition_the_hash_gives() {
     h.assert_quiescent();
     let sent = h.take_transmit_cpts(0);
     assert_eq!(sent.len(), 9);
+    // The NI's counts, kept by the partition of each call, add up to what it carried.
+    let after = h.node(0).ni_stats(NiId(1)).unwrap().statistics;
+    assert_eq!(after.sent_stats.put - before.sent_stats.put, 9);
+    assert_eq!(after.received_stats.ack - before.received_stats.ack, 9);
+    assert_eq!(after.sent_bytes.put - before.sent_bytes.put, 9 * 8);
     for (next_hop, cpt) in sent {
         let expected = match next_hop {
             n if n == node_nid(1) => 2,
