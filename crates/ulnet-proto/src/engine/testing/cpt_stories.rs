@@ -134,6 +134,57 @@ fn a_bound_ni_uses_its_own_partitions() {
     assert_eq!(h.node(0).cpt_of_nid(&node_nid(1), ni), 14 % 3);
 }
 
+/// NIs bound to CPTs [2,0] on 3 partitions: a peer NI's owner (the hash over all 3) and the
+/// partition whose tx credits a send to it takes (the hash over the NI's 2) differ for node 0
+/// (sum 13: owner 1, tx 0) and node 3 (16: owner 1, tx 2). PUTs with ACKs and GETs with
+/// REPLYs between them keep every call within its plan (the harness checks each), which must
+/// name both.
+#[test]
+fn a_bound_ni_plans_its_tx_partition_beside_the_peer_nis_owner() {
+    let config = HarnessConfig {
+        nodes: 4,
+        partitions: Partitions::new(3).unwrap(),
+        ni_cpts: CptList::new(&[2, 0]).unwrap(),
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    let owner = |nid: &Nid| Partitions::new(3).unwrap().cpt_of_nid(nid, None);
+    assert_eq!((owner(&node_nid(0)), h.node(3).cpt_of_nid(&node_nid(0), NiId(1))), (1, 0));
+    assert_eq!((owner(&node_nid(3)), h.node(0).cpt_of_nid(&node_nid(3), NiId(1))), (1, 2));
+    for node in [0, 3] {
+        h.node_mut(node).partition_audit();
+    }
+    for round in 0..3 {
+        put(&mut h, 0, node_nid(3), 300 + round, 64);
+        put(&mut h, 3, node_nid(0), 400 + round, 64);
+        let source = MdSpec::new(Memory::new(vec![7; 32])).options(MdOptions::OP_GET);
+        h.post(3, PORTAL, 500 + round, source.threshold(Threshold::Count(1)));
+        let md = h.bind(0, MdSpec::new(Memory::new(vec![0; 32])).threshold(Threshold::Count(2)));
+        let target = ProcessId::new(node_nid(3), LNET_PID_LUSTRE);
+        let get = GetRequest {
+            md,
+            target,
+            portal: PORTAL,
+            match_bits: 500 + round,
+            remote_offset: 0,
+            source: None,
+        };
+        h.get(0, &get).unwrap();
+    }
+    h.drive();
+    h.assert_quiescent();
+    let kinds: Vec<_> = h.take_events(0).iter().map(|event| event.kind).collect();
+    let count = |kind| kinds.iter().filter(|k| **k == kind).count();
+    assert_eq!((count(EventKind::Ack), count(EventKind::Reply)), (3, 3), "{kinds:?}");
+    // The sends planned two partitions, the owner's and the tx one.
+    for node in [0, 3] {
+        let audit = h.node_mut(node).partition_audit();
+        assert!(audit.crossings.is_empty(), "node {node}: {:?}", audit.crossings);
+        assert!(audit.plans[1] > 0, "node {node}: {:?}", audit.plans);
+    }
+}
+
 /// A PUT with ACK of `size` bytes from `from` to the first NID of `to`.
 fn put(h: &mut Harness, from: usize, to: Nid, bits: u64, size: usize) {
     let to_node = (0..h.node_count()).find(|node| h.nids(*node).contains(&to)).unwrap();

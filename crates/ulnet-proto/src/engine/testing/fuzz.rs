@@ -80,6 +80,13 @@ pub fn drive_arbitrary(data: &[u8]) {
         // From the seed, not the input, so existing corpora keep their meaning.
         partitions: crate::engine::cpt::Partitions::new(1 + (seed % 3) as u32)
             .expect("1..=3 partitions"),
+        // With 3 partitions, every other seed binds the NIs to two of them, so a peer NI's
+        // owner and its tx partition differ for some peers.
+        ni_cpts: if seed % 6 == 5 {
+            crate::engine::cpt::CptList::new(&[2, 0]).expect("two partitions")
+        } else {
+            crate::engine::cpt::CptList::ALL
+        },
         node_nids: Vec::new(),
         rails: 1 + usize::from(input.byte() % 3),
     };

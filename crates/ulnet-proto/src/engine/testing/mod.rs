@@ -30,7 +30,7 @@ pub use checker::{EventChecker, EventViolation, Tracking};
 pub use fuzz::drive_arbitrary;
 
 use crate::addr::{Net, Nid};
-use crate::engine::cpt::Partitions;
+use crate::engine::cpt::{CptList, Partitions};
 use crate::engine::discovery::DiscoveryId;
 use crate::engine::error::{
     DiscoverError, InitiateError, MdAttachError, MdBindError, MdError, MeAttachError,
@@ -106,8 +106,10 @@ pub struct HarnessConfig {
     pub node_nids: Vec<Vec<Nid>>,
     /// Rails per node (each its own net, see [`rail_nid`]) when `node_nids` is empty.
     pub rails: usize,
-    /// Every node's CPU partitions (its NIs unbound: they cover all of them).
+    /// Every node's CPU partitions.
     pub partitions: Partitions,
+    /// The partitions every fabric NI is bound to (`net add --cpt`); all of them by default.
+    pub ni_cpts: CptList,
 }
 
 impl Default for HarnessConfig {
@@ -126,6 +128,7 @@ impl Default for HarnessConfig {
             node_nids: Vec::new(),
             rails: 1,
             partitions: Partitions::default(),
+            ni_cpts: CptList::ALL,
         }
     }
 }
@@ -193,6 +196,7 @@ impl Harness {
             .map(|index| {
                 let ni = NiConfig {
                     tunables: config.net_tunables,
+                    cpts: config.ni_cpts,
                     ..NiConfig::new(node_nid(index), LndKind::Fabric)
                 };
                 let nis: Vec<NiConfig> =
