@@ -5,8 +5,9 @@
 //! call to reach only the partitioned state of the partitions its lock plan names
 //! (`plan.rs`, the kernel's `lnet_net_lock(cpt)` / `lnet_res_lock(cpt)` discipline). The
 //! partitioned structures (MDs, MEs, messages, tracker heaps) note each partition they are
-//! reached in by key; the peer NIs, NIs' credit pools and traffic counts, and portals' match
-//! tables note the partition owning what changed, and node-wide state (a peer, an NI's
+//! reached in by key; the peer NIs note their owner's partition when read or changed, the
+//! NIs' credit pools and traffic counts and the portals' match tables the partition owning
+//! what changed, and node-wide state (a peer, an NI's
 //! health, a portal's rotor or delayed list) notes every partition when changed. A call that
 //! named its partition (`Engine::enter_partition`) and reached one its plan did not name is
 //! recorded as a crossing, with the place it entered the engine, and the test harness fails

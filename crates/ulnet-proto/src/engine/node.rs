@@ -1444,8 +1444,9 @@ impl Engine {
         }
         // The checker reads everything: what it reaches is not the call's (the audit).
         #[cfg(test)]
-        let saved = [self.mds.touched(), self.mes.touched(), self.msgs.touched()]
-            .map(|cell| (cell, cell.take()));
+        let saved =
+            [self.mds.touched(), self.mes.touched(), self.msgs.touched(), self.peers.touched()]
+                .map(|cell| (cell, cell.take()));
         let checked = crate::engine::invariants::check(self);
         #[cfg(test)]
         for (cell, touched) in saved {

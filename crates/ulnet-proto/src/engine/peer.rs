@@ -302,8 +302,8 @@ pub(crate) struct PeerTable {
     free: Vec<PeerNiId>,
     /// Where each peer NI is owned (its `cpt`).
     partitions: Partitions,
-    /// The partitions whose peer NIs were changed since the audit last took them, one bit
-    /// each (the engine's partition audit).
+    /// The partitions whose peer NIs were reached (read or changed) since the audit last
+    /// took them, one bit each; every bit once a peer changed (the engine's partition audit).
     #[cfg(test)]
     touched: std::cell::Cell<u64>,
 }
@@ -313,7 +313,7 @@ impl PeerTable {
         Self { partitions, ..Self::default() }
     }
 
-    /// The partitions whose peer NIs were changed, one bit each (the audit takes them).
+    /// The partitions whose peer NIs were reached, one bit each (the audit takes them).
     #[cfg(test)]
     pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
         &self.touched
@@ -353,8 +353,13 @@ impl PeerTable {
         self.by_nid.get(&nid).copied()
     }
 
+    /// A peer NI, read: what it reaches counts as its owner's (the audit), the identity
+    /// fields as well as the changing ones.
     pub(crate) fn ni(&self, id: PeerNiId) -> Option<&PeerNi> {
-        self.nis.get(id.0 as usize)
+        let ni = self.nis.get(id.0 as usize)?;
+        #[cfg(test)]
+        self.touched.set(self.touched.get() | 1 << ni.cpt.min(63));
+        Some(ni)
     }
 
     pub(crate) fn ni_mut(&mut self, id: PeerNiId) -> Option<&mut PeerNi> {
@@ -704,6 +709,8 @@ mod tests {
             table.touched().take();
             table.ni_mut(id).unwrap().queued_bytes += 1;
             assert_eq!(table.touched().take(), 1 << owner, "a peer NI's change is its owner's");
+            assert!(table.ni(id).is_some());
+            assert_eq!(table.touched().take(), 1 << owner, "and so is a read of it");
         }
         let peer = table.peer_id(nids[0]).unwrap();
         table.peer_mut(peer).unwrap().alive = false;
