@@ -132,6 +132,7 @@ fn check_credits(node: &Engine) -> Result<(), String> {
                     pool.check(held)
                         .map_err(|error| format!("NI {:?} CPT {cpt}: {error}", ni.nid))?;
                 }
+                queues.check().map_err(|error| format!("NI {:?}: {error}", ni.nid))?;
             }
             None if !holders.is_empty() => {
                 return Err(format!("loopback NI has {} credit holders", holders.len()));

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use crate::addr::{Net, Nid};
 use crate::engine::cpt::{CptList, Partitions};
-use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::{LatencySlot, LatencyStats};
 use crate::engine::per_partition::PerPartition;
@@ -16,7 +15,7 @@ use crate::engine::recovery::Recovery;
 use crate::engine::stamp::Stamp;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
-use crate::engine::tx_queues::TxQueues;
+use crate::engine::tx_queues::{PoolMut, TxQueues};
 use crate::time::Time;
 use crate::wire::ping::LNET_NI_STATUS_UP;
 
@@ -247,7 +246,7 @@ impl Nis {
 
     /// NI `id`'s tx credit pool of partition `cpt` (`ni_tx_queues[cpt]`): the partition's
     /// own state. `None` for loopback, which takes no credits.
-    pub(crate) fn credit_pool_mut(&mut self, id: NiId, cpt: u32) -> Option<&mut CreditPool> {
+    pub(crate) fn credit_pool_mut(&mut self, id: NiId, cpt: u32) -> Option<PoolMut<'_>> {
         #[cfg(test)]
         self.touched.set(self.touched.get() | 1 << cpt.min(63));
         self.nis.get_mut(usize::from(id.0))?.credits.as_mut()?.pool_mut(cpt)

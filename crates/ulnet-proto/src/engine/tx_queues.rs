@@ -9,8 +9,11 @@
 //! lib-move.c `lnet_post_send_locked()`, `lnet_return_tx_credits_locked()`;
 //! lnet_debugfs.c `proc_lnet_nis()` (the queues shown: the partitions in the NI's list).
 
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use crate::engine::cpt::{CptList, Partitions};
-use crate::engine::credits::CreditPool;
+use crate::engine::credits::{Acquire, CreditPool};
+use crate::engine::slab::Key;
 use crate::engine::stats::CreditStats;
 
 /// `lnet_ni_tq_credits()`: the tx credits each partition's queue of an NI gets. With one CPT
@@ -34,13 +37,44 @@ pub struct CptCredits {
 }
 
 /// One NI's per-partition tx queues.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct TxQueues {
     /// `(cpt, pool)` for each distinct partition the NI covers, in CPT order.
     queues: Vec<(u32, CreditPool)>,
     /// `ni_tx_credits` at start: the share × `ni_ncpts` (duplicated CPTs counted twice, as the
     /// kernel counts them; only distinct partitions have a queue).
     initial_total: i64,
+    /// Credits charged on all partitions, kept beside the pools as the kernel keeps the
+    /// atomic `ni_tx_credits`: selection compares NIs by it without reading any partition's
+    /// pool (decision 0029, step 4). Changed only through [`PoolMut`].
+    charged: AtomicI64,
+}
+
+/// A partition's pool of an NI, to change: every credit it charges or gives back is counted
+/// in the NI-wide total too.
+pub(crate) struct PoolMut<'a> {
+    pool: &'a mut CreditPool,
+    charged: &'a AtomicI64,
+}
+
+impl PoolMut<'_> {
+    pub(crate) fn acquire(self, message: Key) -> Acquire {
+        self.charged.fetch_add(1, Ordering::Relaxed);
+        self.pool.acquire(message)
+    }
+
+    pub(crate) fn release(self) -> Option<Key> {
+        self.charged.fetch_sub(1, Ordering::Relaxed);
+        self.pool.release()
+    }
+
+    pub(crate) fn remove(self, message: Key) -> bool {
+        let removed = self.pool.remove(message);
+        if removed {
+            self.charged.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
 }
 
 impl TxQueues {
@@ -59,7 +93,7 @@ impl TxQueues {
         covered.dedup();
         let queues = covered.into_iter().map(|cpt| (cpt, CreditPool::new(share))).collect();
         let initial_total = i64::from(share.min(i32::MAX as u32)) * i64::from(ncpts);
-        Self { queues, initial_total }
+        Self { queues, initial_total, charged: AtomicI64::new(0) }
     }
 
     /// The pool of partition `cpt`; `None` when the NI does not cover it.
@@ -68,8 +102,9 @@ impl TxQueues {
     }
 
     /// The pool of partition `cpt`, to change; `None` when the NI does not cover it.
-    pub(crate) fn pool_mut(&mut self, cpt: u32) -> Option<&mut CreditPool> {
-        self.queues.iter_mut().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)
+    pub(crate) fn pool_mut(&mut self, cpt: u32) -> Option<PoolMut<'_>> {
+        let pool = self.queues.iter_mut().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)?;
+        Some(PoolMut { pool, charged: &self.charged })
     }
 
     /// Each partition's pool, in CPT order.
@@ -80,12 +115,22 @@ impl TxQueues {
     /// `ni_tx_credits`: the NI-wide count selection compares (`lnet_get_best_ni()`), the
     /// initial total less every credit charged on any partition.
     pub(crate) fn available(&self) -> i64 {
+        self.initial_total - self.charged.load(Ordering::Relaxed)
+    }
+
+    /// Whether the NI-wide total agrees with the pools (the invariant checker).
+    pub(crate) fn check(&self) -> Result<(), String> {
         let charged: i64 = self
             .queues
             .iter()
             .map(|(_, pool)| i64::from(pool.max()) - i64::from(pool.value()))
             .sum();
-        self.initial_total - charged
+        let counted = self.charged.load(Ordering::Relaxed);
+        if counted == charged {
+            Ok(())
+        } else {
+            Err(format!("{counted} tx credits counted charged, the pools hold {charged}"))
+        }
     }
 
     /// NI-wide totals: `max` and `available` as `ni_tx_credits` counts them, `min` the sum
@@ -114,8 +159,6 @@ impl TxQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::credits::Acquire;
-    use crate::engine::slab::Key;
 
     /// Worked examples of `lnet_ni_tq_credits()`: socklnd's defaults are 256 credits and 8
     /// peer credits, so the floor 8 × 8 = 64 binds from 5 partitions on (256 / 4 = 64).
@@ -167,5 +210,8 @@ mod tests {
         assert_eq!(queues.totals(), CreditStats { max: 32, available: 14, min: 14 });
         assert_eq!(queues.per_cpt()[0].credits, CreditStats { max: 16, available: -1, min: -1 });
         assert_eq!(queues.pool_mut(0).unwrap().release(), Some(key(16)));
+        assert!(!queues.pool_mut(1).unwrap().remove(key(17)), "not waiting");
+        assert_eq!(queues.available(), 15);
+        queues.check().unwrap();
     }
 }
