@@ -17,20 +17,16 @@ fn expect_puts(inbox: &EventQueue, indexes: std::ops::Range<u64>) {
     }
 }
 
-#[test]
-fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
-    let port = free_port();
-    let (a, b, inbox) = connected(port);
-    let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
-    // Three PUTs, each its own call (its own lock and drain), from a handler of `a` that
-    // polls its queue empty between them.
+/// Three PUTs from a handler of `a`, each its own call, numbered from `first`: the writes
+/// they took.
+fn handler_puts(a: &Node, b: &Node, md: MdHandle, inbox: &EventQueue, first: u64) -> u64 {
     let sender: Arc<Mutex<Option<(Node, Node)>>> =
         Arc::new(Mutex::new(Some((a.clone(), b.clone()))));
     let queue = a.event_queue_with_handler(4, {
         let sender = Arc::clone(&sender);
         move |queue| {
             let Some((a, b)) = sender.lock().unwrap().take() else { return };
-            for index in 0..3 {
+            for index in first..first + 3 {
                 a.put(&put_to_portal_12(&b, md, index)).unwrap();
                 // As the selftest service does: poll between calls, until the queue is empty.
                 while queue.try_recv().is_ok() {}
@@ -39,18 +35,31 @@ fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
     });
     let trigger =
         a.md_bind(MdSpec::new(Memory::new(vec![0])), UnlinkMode::Retain, Some(&queue)).unwrap();
-    let before = writes(&a);
+    let before = writes(a);
     a.md_unlink(trigger).unwrap();
-    expect_puts(&inbox, 0..3);
+    expect_puts(inbox, first..first + 3);
+    writes(a) - before
+}
+
+#[test]
+fn what_a_handler_sends_in_separate_calls_leaves_in_one_write() {
+    let port = free_port();
+    let (a, b, inbox) = connected(port);
+    let md = a.md_bind(MdSpec::new(Memory::new(vec![7; 8])), UnlinkMode::Retain, None).unwrap();
     // Not the first call's PUT alone (as a lone call after a wait would be), nor a write at
-    // each empty poll: all three when the handler returned.
-    assert_eq!(writes(&a) - before, 1, "three PUTs in one write");
+    // each empty poll: all three when the handler returned. The I/O thread of `a` may write
+    // the first PUT itself when it runs meanwhile (finishing earlier traffic, or with the
+    // handler's thread preempted on a loaded host), so one try in several is asked to show it.
+    let counts: Vec<u64> =
+        (0..8).map(|attempt| handler_puts(&a, &b, md, &inbox, attempt * 3)).collect();
+    assert!(counts.iter().all(|count| (1..=3).contains(count)), "{counts:?}");
+    assert!(counts.contains(&1), "three PUTs in one write: {counts:?}");
     // The handler is over: calls in a stream nobody waits on are held back again, and the
     // I/O thread writes them (nobody on `a` waits here).
-    for index in 3..6 {
+    for index in 100..103 {
         a.put(&put_to_portal_12(&b, md, index)).unwrap();
     }
-    expect_puts(&inbox, 3..6);
+    expect_puts(&inbox, 100..103);
 }
 
 #[test]
