@@ -253,7 +253,7 @@ impl Nis {
     }
 
     /// What the calls since the audit last took it changed: `u64::MAX` for an NI's node-wide
-    /// state, else the partitions whose credit pools changed, one bit each.
+    /// state, else the partitions whose credit pools or traffic counts changed, one bit each.
     #[cfg(test)]
     pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
         &self.touched
