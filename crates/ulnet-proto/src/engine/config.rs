@@ -16,6 +16,7 @@ use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::engine::tunables::{Tunables, TunablesError};
+use crate::engine::view::{Access, Flow, View};
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
@@ -105,6 +106,10 @@ pub enum NiSetError {
 }
 
 impl Engine {
+    /// Every peer, in table order.
+    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
+        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
+    }
     // ------------------------------------------------------------ configured peers
 
     /// `lnetctl peer add --prim_nid P [--nid N,...] [--non_mr] [--lock_prim]`: creates the
@@ -112,6 +117,141 @@ impl Engine {
     /// Re-adding what the peer already has succeeds. A peer created by traffic or discovery
     /// with that primary is replaced by the configured one.
     pub fn peer_add(
+        &mut self,
+        now: Time,
+        primary: Nid,
+        nids: &[Nid],
+        multi_rail: bool,
+        lock_primary: bool,
+    ) -> Result<(), PeerAddError> {
+        self.flow().peer_add(now, primary, nids, multi_rail, lock_primary)
+    }
+
+    /// `lnetctl peer del --prim_nid P [--nid N,...] [--force]`: without NIDs (or naming the
+    /// primary) the whole peer goes, except that a locked primary without `force` keeps the
+    /// peer and only loses its other NIDs; with NIDs, those are removed.
+    pub fn peer_del(
+        &mut self,
+        now: Time,
+        primary: Nid,
+        nids: &[Nid],
+        force: bool,
+    ) -> Result<(), PeerDelError> {
+        self.flow().peer_del(now, primary, nids, force)
+    }
+
+    /// `lnetctl peer set --health V [--nid N | --all]` (`lnet_peer_ni_set_healthv`): the
+    /// peer NI's health is set and, if below the maximum, it is queued for recovery.
+    pub fn set_peer_ni_health(
+        &mut self,
+        now: Time,
+        nid: Option<Nid>,
+        value: u32,
+    ) -> Result<(), PeerSetError> {
+        self.flow().set_peer_ni_health(now, nid, value)
+    }
+
+    /// `lnetctl peer set --state N --nid P` (debug): overwrites the raw state bits of the
+    /// peer owning `nid`.
+    pub fn set_peer_state(&mut self, nid: Nid, state: PeerState) -> Result<(), PeerSetError> {
+        self.flow().set_peer_state(nid, state)
+    }
+
+    /// Sets a peer NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
+    pub fn set_peer_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), PeerSetError> {
+        self.flow().set_peer_ni_priority(nid, priority)
+    }
+
+    // ------------------------------------------------------------ local NIs
+
+    /// The LND's link state (`lnet_set_link_fatal_state`; netlink link down/up, address
+    /// removed): a fatal NI is selected last, shows DOWN in the ping buffer, and the buffer is
+    /// rebuilt (new sequence number, pushed to multi-rail peers). Messages waiting for credits
+    /// on it that are not pinned to it are selected again at once. Clearing the flag at full
+    /// health shows the NI UP and force-pushes every multi-rail peer; below full health it
+    /// shows UP once recovered.
+    pub fn set_ni_fatal(&mut self, now: Time, ni: NiId, fatal: bool) -> Result<(), NiSetError> {
+        self.flow().set_ni_fatal(now, ni, fatal)
+    }
+
+    /// `lnetctl net set --health V [--nid N | --all]` (`lnet_ni_set_healthv`): health 0
+    /// shows DOWN, 1000 UP; below the maximum the NI is queued for recovery.
+    pub fn set_ni_health(
+        &mut self,
+        now: Time,
+        ni: Option<NiId>,
+        value: u32,
+    ) -> Result<(), NiSetError> {
+        self.flow().set_ni_health(now, ni, value)
+    }
+
+    /// The NUMA distance from the node's memory to the NI's device, as the driver reads it
+    /// (sysfs `device/numa_node` and the node distance table); compared after health and
+    /// priority, distances below `numa_range` counting as equal.
+    pub fn set_ni_numa_distance(&mut self, ni: NiId, distance: u32) -> Result<(), NiSetError> {
+        self.flow().set_ni_numa_distance(ni, distance)
+    }
+
+    /// Sets a local NI's selection priority (lower is preferred) directly. UDSP rules
+    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
+    pub fn set_ni_priority(&mut self, ni: NiId, priority: u32) -> Result<(), NiSetError> {
+        self.flow().set_ni_priority(ni, priority)
+    }
+
+    // ------------------------------------------------------------ tunables and statistics
+
+    /// `lnetctl set <tunable>` (`transaction_timeout`, `retry_count`, `health_sensitivity`,
+    /// `response_tracking`, `discovery`, `numa_range`, `recovery_limit`,
+    /// `max_recovery_ping_interval`, and fast failover's `blackhole_timeout`), validated as the
+    /// kernel's setters do. Most are read when a decision needs them, so the change applies
+    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
+    /// Lustre. Turning discovery on or off changes the ping buffer's `DISCOVERY` feature: a new
+    /// buffer is installed (and pushed to the peers that need it), and turning it off also
+    /// force-pushes every multi-rail peer so they learn it (api-ni.c `discovery_set()`). Fast
+    /// failover's progress state starts afresh when it is turned on or off.
+    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
+    /// `response_tracking_set()`, `discovery_set()`, `recovery_limit_set()`,
+    /// `max_recovery_ping_interval_set()`.
+    pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
+        self.flow().set_tunables(now, tunables)
+    }
+
+    /// `lnetctl stats reset`: the global counters (not the gauges) and the latency
+    /// statistics of every NI and peer NI go back to zero.
+    pub fn reset_stats(&mut self) {
+        self.flow().reset_stats()
+    }
+
+    /// What the node knows of the peer owning `nid`.
+    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.look().peer_info(nid)
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// See [`Engine::peer_info`].
+    pub(crate) fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
+        self.peers.info(self.peers.peer_id(nid)?)
+    }
+
+    fn check_peer_nid(&self, nid: Nid) -> Result<(), PeerAddError> {
+        if nid.is_any() {
+            return Err(PeerAddError::AnyNid);
+        }
+        if nid == Nid::LO_0 {
+            return Err(PeerAddError::LoopbackNid);
+        }
+        // lustre: lnet_add_peer_ni() takes one of the node's own NIDs too (a self peer).
+        Ok(())
+    }
+}
+
+impl Flow<'_> {
+    // ------------------------------------------------------------ configured peers
+
+    /// See [`Engine::peer_add`].
+    pub(crate) fn peer_add(
         &mut self,
         now: Time,
         primary: Nid,
@@ -141,10 +281,8 @@ impl Engine {
         result
     }
 
-    /// `lnetctl peer del --prim_nid P [--nid N,...] [--force]`: without NIDs (or naming the
-    /// primary) the whole peer goes, except that a locked primary without `force` keeps the
-    /// peer and only loses its other NIDs; with NIDs, those are removed.
-    pub fn peer_del(
+    /// See [`Engine::peer_del`].
+    pub(crate) fn peer_del(
         &mut self,
         now: Time,
         primary: Nid,
@@ -189,9 +327,8 @@ impl Engine {
         result
     }
 
-    /// `lnetctl peer set --health V [--nid N | --all]` (`lnet_peer_ni_set_healthv`): the
-    /// peer NI's health is set and, if below the maximum, it is queued for recovery.
-    pub fn set_peer_ni_health(
+    /// See [`Engine::set_peer_ni_health`].
+    pub(crate) fn set_peer_ni_health(
         &mut self,
         now: Time,
         nid: Option<Nid>,
@@ -215,9 +352,12 @@ impl Engine {
         Ok(())
     }
 
-    /// `lnetctl peer set --state N --nid P` (debug): overwrites the raw state bits of the
-    /// peer owning `nid`.
-    pub fn set_peer_state(&mut self, nid: Nid, state: PeerState) -> Result<(), PeerSetError> {
+    /// See [`Engine::set_peer_state`].
+    pub(crate) fn set_peer_state(
+        &mut self,
+        nid: Nid,
+        state: PeerState,
+    ) -> Result<(), PeerSetError> {
         let peer = self.peers.peer_id(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
         if let Some(entry) = self.peers.peer_mut(peer) {
             entry.state = state;
@@ -225,9 +365,12 @@ impl Engine {
         Ok(())
     }
 
-    /// Sets a peer NI's selection priority (lower is preferred) directly. UDSP rules
-    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
-    pub fn set_peer_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), PeerSetError> {
+    /// See [`Engine::set_peer_ni_priority`].
+    pub(crate) fn set_peer_ni_priority(
+        &mut self,
+        nid: Nid,
+        priority: u32,
+    ) -> Result<(), PeerSetError> {
         let id = self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
         if let Some(ni) = self.peers.ni_mut(id) {
             ni.priority = priority;
@@ -235,15 +378,13 @@ impl Engine {
         Ok(())
     }
 
-    // ------------------------------------------------------------ local NIs
-
-    /// The LND's link state (`lnet_set_link_fatal_state`; netlink link down/up, address
-    /// removed): a fatal NI is selected last, shows DOWN in the ping buffer, and the buffer is
-    /// rebuilt (new sequence number, pushed to multi-rail peers). Messages waiting for credits
-    /// on it that are not pinned to it are selected again at once. Clearing the flag at full
-    /// health shows the NI UP and force-pushes every multi-rail peer; below full health it
-    /// shows UP once recovered.
-    pub fn set_ni_fatal(&mut self, now: Time, ni: NiId, fatal: bool) -> Result<(), NiSetError> {
+    /// See [`Engine::set_ni_fatal`].
+    pub(crate) fn set_ni_fatal(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        fatal: bool,
+    ) -> Result<(), NiSetError> {
         self.advance(now);
         let local = self.settable_ni(ni)?;
         if local.fatal_error == fatal {
@@ -270,9 +411,8 @@ impl Engine {
         Ok(())
     }
 
-    /// `lnetctl net set --health V [--nid N | --all]` (`lnet_ni_set_healthv`): health 0
-    /// shows DOWN, 1000 UP; below the maximum the NI is queued for recovery.
-    pub fn set_ni_health(
+    /// See [`Engine::set_ni_health`].
+    pub(crate) fn set_ni_health(
         &mut self,
         now: Time,
         ni: Option<NiId>,
@@ -287,7 +427,7 @@ impl Engine {
                 self.settable_ni(ni)?;
                 vec![ni]
             }
-            None => self.ni_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
+            None => self.nis.live_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
         };
         for ni in targets {
             if let Some(local) = self.nis.get_mut(ni) {
@@ -300,39 +440,31 @@ impl Engine {
         Ok(())
     }
 
-    /// The NUMA distance from the node's memory to the NI's device, as the driver reads it
-    /// (sysfs `device/numa_node` and the node distance table); compared after health and
-    /// priority, distances below `numa_range` counting as equal.
-    pub fn set_ni_numa_distance(&mut self, ni: NiId, distance: u32) -> Result<(), NiSetError> {
+    /// See [`Engine::set_ni_numa_distance`].
+    pub(crate) fn set_ni_numa_distance(
+        &mut self,
+        ni: NiId,
+        distance: u32,
+    ) -> Result<(), NiSetError> {
         self.settable_ni(ni)?.numa_distance = distance;
         Ok(())
     }
 
-    /// Sets a local NI's selection priority (lower is preferred) directly. UDSP rules
-    /// ([`Engine::udsp_add`]) stamp the same value and overwrite it when applied.
-    pub fn set_ni_priority(&mut self, ni: NiId, priority: u32) -> Result<(), NiSetError> {
+    /// See [`Engine::set_ni_priority`].
+    pub(crate) fn set_ni_priority(&mut self, ni: NiId, priority: u32) -> Result<(), NiSetError> {
         self.settable_ni(ni)?.priority = priority;
         Ok(())
     }
 
-    // ------------------------------------------------------------ tunables and statistics
-
-    /// `lnetctl set <tunable>` (`transaction_timeout`, `retry_count`, `health_sensitivity`,
-    /// `response_tracking`, `discovery`, `numa_range`, `recovery_limit`,
-    /// `max_recovery_ping_interval`, and fast failover's `blackhole_timeout`), validated as the
-    /// kernel's setters do. Most are read when a decision needs them, so the change applies
-    /// from the next send, resend or tracker on; deadlines already armed keep theirs, as in
-    /// Lustre. Turning discovery on or off changes the ping buffer's `DISCOVERY` feature: a new
-    /// buffer is installed (and pushed to the peers that need it), and turning it off also
-    /// force-pushes every multi-rail peer so they learn it (api-ni.c `discovery_set()`). Fast
-    /// failover's progress state starts afresh when it is turned on or off.
-    /// lustre: api-ni.c `transaction_to_set()`, `retry_count_set()`, `sensitivity_set()`,
-    /// `response_tracking_set()`, `discovery_set()`, `recovery_limit_set()`,
-    /// `max_recovery_ping_interval_set()`.
-    pub fn set_tunables(&mut self, now: Time, tunables: Tunables) -> Result<(), TunablesError> {
+    /// See [`Engine::set_tunables`].
+    pub(crate) fn set_tunables(
+        &mut self,
+        now: Time,
+        tunables: Tunables,
+    ) -> Result<(), TunablesError> {
         tunables.validate()?;
         self.advance(now);
-        let old = std::mem::replace(&mut self.tunables, tunables);
+        let old = std::mem::replace(&mut *self.tunables, tunables);
         if old.discovery != tunables.discovery {
             if old.discovery {
                 // Marked while discovery still counts as on, so the push goes out.
@@ -351,9 +483,8 @@ impl Engine {
         Ok(())
     }
 
-    /// `lnetctl stats reset`: the global counters (not the gauges) and the latency
-    /// statistics of every NI and peer NI go back to zero.
-    pub fn reset_stats(&mut self) {
+    /// See [`Engine::reset_stats`].
+    pub(crate) fn reset_stats(&mut self) {
         self.stats.reset();
         for ni in self.nis.iter_mut() {
             ni.reset_latency();
@@ -361,16 +492,6 @@ impl Engine {
         for ni in self.peers.nis_mut() {
             ni.latency.reset();
         }
-    }
-
-    /// What the node knows of the peer owning `nid`.
-    pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.peers.info(self.peers.peer_id(nid)?)
-    }
-
-    /// Every peer, in table order.
-    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
     }
 
     // ------------------------------------------------------------ helpers
@@ -384,17 +505,6 @@ impl Engine {
             return Err(NiSetError::RemovedNi);
         }
         Ok(local)
-    }
-
-    fn check_peer_nid(&self, nid: Nid) -> Result<(), PeerAddError> {
-        if nid.is_any() {
-            return Err(PeerAddError::AnyNid);
-        }
-        if nid == Nid::LO_0 {
-            return Err(PeerAddError::LoopbackNid);
-        }
-        // lustre: lnet_add_peer_ni() takes one of the node's own NIDs too (a self peer).
-        Ok(())
     }
 
     /// `lnet_peer_add`: an existing configured peer with this primary is kept (if its

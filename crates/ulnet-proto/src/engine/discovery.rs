@@ -25,6 +25,7 @@ use crate::engine::node::{Engine, Work};
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
 use crate::engine::ping::{MAX_PING_SINK, PingCompletion, RefusedNid, RefusedReason};
 use crate::engine::slab::Key;
+use crate::engine::view::{Access, Flow, View};
 use crate::time::Time;
 use crate::wire::header::Body;
 use crate::wire::ping::{
@@ -82,6 +83,79 @@ impl Engine {
     /// always pinged; `force` also forces a push), and reports a [`DiscoveryResult`] through
     /// [`poll_completion`](Self::poll_completion). Held messages are released as usual.
     pub fn discover(
+        &mut self,
+        now: Time,
+        nid: Nid,
+        force: bool,
+    ) -> Result<DiscoveryId, DiscoverError> {
+        self.flow().discover(now, nid, force)
+    }
+
+    /// The last NID a peer's ping reply or push listed that discovery did not attach to it
+    /// (one of ours, or another peer's that configuration keeps); how many there were is
+    /// [`GlobalStats::discovery_nids_refused`](crate::engine::stats::GlobalStats). For the
+    /// runtime to log (docs/decisions/0016-discovery-nid-ownership.md).
+    pub fn last_refused_nid(&self) -> Option<RefusedNid> {
+        self.look().last_refused_nid()
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// See [`Engine::last_refused_nid`].
+    pub(crate) fn last_refused_nid(&self) -> Option<RefusedNid> {
+        self.discoveries.last_refused
+    }
+
+    /// One of this node's NIDs (`0@lo` included).
+    fn is_local_nid(&self, nid: Nid) -> bool {
+        nid == Nid::LO_0 || self.ni_for_nid(nid).is_some()
+    }
+
+    // ------------------------------------------------------------ predicates
+
+    /// `lnet_peer_is_uptodate_locked`.
+    pub(super) fn peer_is_uptodate(&self, peer: PeerId) -> bool {
+        let Some(entry) = self.peers.peer(peer) else {
+            return true;
+        };
+        let busy = PeerState::DISCOVERING
+            | PeerState::FORCE_PING
+            | PeerState::FORCE_PUSH
+            | PeerState::REDISCOVER;
+        !entry.state.intersects(busy)
+            && !self.peer_needs_push(peer)
+            && entry.state.contains(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE)
+    }
+
+    /// `lnet_peer_needs_push`.
+    fn peer_needs_push(&self, peer: PeerId) -> bool {
+        let Some(entry) = self.peers.peer(peer) else {
+            return false;
+        };
+        if !entry.multi_rail() || entry.state.contains(PeerState::PUSH_SENT) {
+            return false;
+        }
+        if entry.state.contains(PeerState::FORCE_PUSH) {
+            return true;
+        }
+        if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
+            return false;
+        }
+        entry.discovery.node_sequence < self.ping_target.info().sequence
+    }
+
+    /// `lnet_is_discovery_disabled_locked`.
+    fn peer_discovery_disabled(&self, peer: PeerId) -> bool {
+        !self.tunables.discovery
+            || self.peers.peer(peer).is_none_or(|entry| {
+                !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
+            })
+    }
+}
+
+impl Flow<'_> {
+    /// See [`Engine::discover`].
+    pub(crate) fn discover(
         &mut self,
         now: Time,
         nid: Nid,
@@ -329,14 +403,6 @@ impl Engine {
         }
     }
 
-    /// The last NID a peer's ping reply or push listed that discovery did not attach to it
-    /// (one of ours, or another peer's that configuration keeps); how many there were is
-    /// [`GlobalStats::discovery_nids_refused`](crate::engine::stats::GlobalStats). For the
-    /// runtime to log (docs/decisions/0016-discovery-nid-ownership.md).
-    pub fn last_refused_nid(&self) -> Option<RefusedNid> {
-        self.discoveries.last_refused
-    }
-
     /// Counts and records a NID discovery did not attach to the peer whose primary is `peer`.
     fn refuse_nid(&mut self, peer: Nid, nid: Nid, reason: RefusedReason) {
         self.counters().discovery_nids_refused += 1;
@@ -346,11 +412,6 @@ impl Engine {
     fn refuse_listed(&mut self, peer: PeerId, nid: Nid, reason: RefusedReason) {
         let primary = self.peers.peer(peer).map_or(Nid::ANY, |entry| entry.primary_nid);
         self.refuse_nid(primary, nid, reason);
-    }
-
-    /// One of this node's NIDs (`0@lo` included).
-    fn is_local_nid(&self, nid: Nid) -> bool {
-        nid == Nid::LO_0 || self.ni_for_nid(nid).is_some()
     }
 
     /// `lnet_peer_clear_discovery_error`: unless discovery is running, forget its last error.
@@ -1113,22 +1174,6 @@ impl Engine {
         }
     }
 
-    // ------------------------------------------------------------ predicates
-
-    /// `lnet_peer_is_uptodate_locked`.
-    pub(super) fn peer_is_uptodate(&self, peer: PeerId) -> bool {
-        let Some(entry) = self.peers.peer(peer) else {
-            return true;
-        };
-        let busy = PeerState::DISCOVERING
-            | PeerState::FORCE_PING
-            | PeerState::FORCE_PUSH
-            | PeerState::REDISCOVER;
-        !entry.state.intersects(busy)
-            && !self.peer_needs_push(peer)
-            && entry.state.contains(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE)
-    }
-
     /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
     pub(super) fn force_push_to_peers(&mut self) {
         if !self.tunables.discovery {
@@ -1141,31 +1186,6 @@ impl Engine {
             }
         }
         self.push_update_to_peers();
-    }
-
-    /// `lnet_peer_needs_push`.
-    fn peer_needs_push(&self, peer: PeerId) -> bool {
-        let Some(entry) = self.peers.peer(peer) else {
-            return false;
-        };
-        if !entry.multi_rail() || entry.state.contains(PeerState::PUSH_SENT) {
-            return false;
-        }
-        if entry.state.contains(PeerState::FORCE_PUSH) {
-            return true;
-        }
-        if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
-            return false;
-        }
-        entry.discovery.node_sequence < self.ping_target.info().sequence
-    }
-
-    /// `lnet_is_discovery_disabled_locked`.
-    fn peer_discovery_disabled(&self, peer: PeerId) -> bool {
-        !self.tunables.discovery
-            || self.peers.peer(peer).is_none_or(|entry| {
-                !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
-            })
     }
 }
 

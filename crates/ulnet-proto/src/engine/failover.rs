@@ -28,6 +28,7 @@
 //! operation (so a late second response is stale) and only within [`COPY_WINDOW`] of the original's
 //! departure (targets remember PUTs for [`DEDUPE_WINDOW`](crate::engine::DEDUPE_WINDOW)).
 
+use crate::engine::view::{Access, Flow, View};
 use std::time::Duration;
 
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
@@ -60,6 +61,21 @@ enum Move {
 }
 
 impl Engine {
+    /// The next path reset for the driver (see [`PathReset`]).
+    pub fn poll_path_reset(&mut self) -> Option<PathReset> {
+        self.flow().poll_path_reset()
+    }
+
+    /// The driver saw a link go down: every peer NI whose NID `behind` says is reachable only
+    /// through it loses its paths (every path to it is suspected at once). With rails on separate
+    /// subnets a rail's peer addresses are behind its link whatever local NI sends to them,
+    /// so the cross paths from other NIs fail with it.
+    pub fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
+        self.flow().links_lost(now, behind)
+    }
+}
+
+impl<A: Access> View<'_, A> {
     /// Fast failover is on (`blackhole_timeout` > 0).
     pub(super) fn failover_enabled(&self) -> bool {
         !self.tunables.blackhole_timeout.is_zero()
@@ -128,7 +144,7 @@ impl Engine {
     pub(super) fn path_proven(&self, id: PeerNiId, ni: NiId) -> bool {
         let window = self.failover_timeout(id) / 2;
         self.peers.ni(id).is_some_and(|peer_ni| {
-            peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && self.now < *at + window)
+            peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && *self.now < *at + window)
         })
     }
 
@@ -143,9 +159,130 @@ impl Engine {
         })
     }
 
+    /// When the earliest watch entry is due (entries may be early: they are re-checked).
+    pub(super) fn watch_deadline(&self) -> Option<Time> {
+        self.failover.watch_deadline().map(|at| at.max(*self.now))
+    }
+
+    /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
+    /// it is a gateway (other routes; decision 0023).
+    fn has_alternative(&self, id: PeerNiId) -> bool {
+        self.peers.peer_ni_count(id) > 1
+            || self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+    }
+
+    /// Whether the path `ni` -> `id` can carry traffic as far as this node knows: the local
+    /// NI is up (no fatal flag), the peer NI is listed and not reported DOWN by its peer, and
+    /// the path is not suspect.
+    pub(super) fn path_usable(&self, ni: NiId, id: PeerNiId) -> bool {
+        let local = self.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
+        local
+            && self.peers.ni(id).is_some_and(|peer_ni| {
+                !peer_ni.vanished
+                    && !peer_ni.deleted
+                    && peer_ni.status != LNET_NI_STATUS_DOWN
+                    && !peer_ni.watch.suspects(ni)
+            })
+    }
+
+    /// Whether a message pinned to its path (a source asked for, or a response, which
+    /// Lustre sends to exactly the request's source from the NI it came in on) may leave it:
+    /// its peer is multi-rail and the path is broken. The other end accepts it from any of
+    /// this node's NIDs (an ACK or REPLY is matched by its wire handle, lustre: lib-move.c
+    /// `lnet_parse_reply()`, `lnet_parse_ack()`).
+    pub(super) fn pin_released(&self, message: &Message) -> bool {
+        let Some(id) = message.peer_ni else {
+            return false;
+        };
+        !keeps_path(message)
+            && self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
+            && !self.path_usable(message.ni, id)
+    }
+
+    /// Whether the receive `key` (a PUT or REPLY carrying `mlength` bytes) could be waited
+    /// for again if cut off in transit: fast failover on, from a multi-rail peer.
+    pub(super) fn may_await_again(&self, key: Key, mlength: u32) -> bool {
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        let carries = matches!(message.header.body, Body::Put { .. } | Body::Reply { .. });
+        self.failover_enabled()
+            && carries
+            && mlength > 0
+            && message.peer_ni.and_then(|id| self.peers.peer_of(id)).is_some_and(|p| p.multi_rail())
+    }
+
+    /// Whether a message to a suspect peer NI can go elsewhere: to a multi-rail peer, not a
+    /// recovery ping, and not pinned to a source (nor a response, which is) unless its path
+    /// is broken ([`Engine::pin_released`]).
+    fn movable(&self, message: &Message) -> Option<Move> {
+        let pinned = message.source.is_some() || message.response_ni.is_some();
+        if message.recovery || message.abandoned || (pinned && !self.pin_released(message)) {
+            return None;
+        }
+        let multi_rail = message
+            .peer_ni
+            .and_then(|id| self.peers.peer_of(id))
+            .is_some_and(|peer| peer.multi_rail());
+        // A message sent through a gateway can take another route (decision 0023).
+        let via_gateway = message
+            .peer_ni
+            .and_then(|id| self.peers.ni(id))
+            .is_some_and(|ni| ni.nid != message.header.dest_nid);
+        if !multi_rail && !via_gateway {
+            return None;
+        }
+        match message.phase {
+            Phase::WaitPeerCredit | Phase::WaitNiCredit | Phase::TxReady => Some(Move::Reselect),
+            Phase::InLnd if self.copyable(message) => Some(Move::Copy),
+            _ => None,
+        }
+    }
+
+    /// A message the driver holds may be copied if it is a PUT with ACK or a GET whose MD
+    /// takes exactly its response (so a second response is stale), within the copy window
+    /// and the retry budget.
+    fn copyable(&self, message: &Message) -> bool {
+        let request = match message.header.body {
+            Body::Put { ack_wmd, .. } => !ack_wmd.is_none(),
+            Body::Get { .. } => true,
+            _ => false,
+        };
+        let single_response = message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| {
+            md.threshold == Threshold::Count(1) && md.refcount == 1 && !md.aborted && !md.zombie
+        });
+        let left = message
+            .md
+            .and_then(|md| self.mds.get(md))
+            .and_then(|md| md.tracker.as_ref())
+            .and_then(|tracker| tracker.sent_at)
+            .or(message.lnd_at);
+        request
+            && single_response
+            && message.event.is_some()
+            && self.may_try_again(message)
+            && left.is_some_and(|at| *self.now < at + COPY_WINDOW)
+            && self.failover.can_hold(u64::from(message.length))
+    }
+
+    /// The payload a message sends, copied out of its MD.
+    fn payload_copy(&self, message: &Message) -> Memory {
+        let mut bytes = vec![0; message.length as usize];
+        let copied = message
+            .md
+            .and_then(|md| self.mds.get(md))
+            .is_some_and(|md| md.memory.read_at(message.md_offset as usize, &mut bytes));
+        if !copied {
+            bytes.clear();
+        }
+        Memory::new(bytes)
+    }
+}
+
+impl Flow<'_> {
     /// A transmit to `id` from `ni` went to the driver.
     pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
-        let now = self.now;
+        let now = *self.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -159,7 +296,7 @@ impl Engine {
 
     /// The driver finished a transmit to `id` from `ni` that took `took`.
     pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, ni: NiId, took: Option<Duration>) {
-        let now = self.now;
+        let now = *self.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -179,7 +316,7 @@ impl Engine {
 
     /// A tracked request through `id` from `ni` left and awaits its response.
     pub(super) fn watch_await_start(&mut self, id: PeerNiId, ni: NiId) {
-        let now = self.now;
+        let now = *self.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -199,7 +336,7 @@ impl Engine {
         if let Some(rtt) = rtt {
             // As for transmits: a response's round trip under load is mostly queueing; the
             // gap since the path last received (its header, at least) bounds it.
-            let now = self.now;
+            let now = *self.now;
             let gap = peer_ni.watch.path(ni).map(|p| now.saturating_duration_since(p.rx_since));
             peer_ni.watch.sample(gap.map_or(rtt, |gap| gap.min(rtt)));
         }
@@ -211,7 +348,7 @@ impl Engine {
     /// Something arrived from `id` on `ni`: that path makes progress, and if it was suspect
     /// it is usable again.
     pub(super) fn watch_rx(&mut self, id: PeerNiId, ni: NiId) {
-        let now = self.now;
+        let now = *self.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -229,14 +366,9 @@ impl Engine {
         }
     }
 
-    /// When the earliest watch entry is due (entries may be early: they are re-checked).
-    pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.failover.watch_deadline().map(|at| at.max(self.now))
-    }
-
     /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some((id, ni)) = self.failover.pop_due_watch(self.now) {
+        while let Some((id, ni)) = self.failover.pop_due_watch(*self.now) {
             let timeout = self.failover_timeout(id);
             let Some(peer_ni) = self.peers.ni_mut(id) else {
                 continue;
@@ -251,20 +383,13 @@ impl Engine {
             }
             match due {
                 None => peer_ni.watch.prune(),
-                Some(due) if due > self.now => self.arm_watch(id, ni),
+                Some(due) if due > *self.now => self.arm_watch(id, ni),
                 Some(_) => {
                     self.suspect(id, ni);
                     self.arm_watch(id, ni);
                 }
             }
         }
-    }
-
-    /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
-    /// it is a gateway (other routes; decision 0023).
-    fn has_alternative(&self, id: PeerNiId) -> bool {
-        self.peers.peer_ni_count(id) > 1
-            || self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
     }
 
     /// Puts the path `ni` -> `id` in the watch queue at its due time if it has work
@@ -358,8 +483,8 @@ impl Engine {
         }
     }
 
-    /// The next path reset for the driver (see [`PathReset`]).
-    pub fn poll_path_reset(&mut self) -> Option<PathReset> {
+    /// See [`Engine::poll_path_reset`].
+    pub(crate) fn poll_path_reset(&mut self) -> Option<PathReset> {
         self.outputs.pop_path_reset()
     }
 
@@ -371,7 +496,7 @@ impl Engine {
     /// peer NI's health goes down, the path is probed, the driver closes its connections and
     /// its work moves to other paths.
     fn suspect(&mut self, id: PeerNiId, ni: NiId) {
-        let now = self.now;
+        let now = *self.now;
         self.counters().blackhole_suspicions += 1;
         let single = !self.has_alternative(id);
         let Some(peer_ni) = self.peers.ni_mut(id) else {
@@ -472,34 +597,6 @@ impl Engine {
         }
     }
 
-    /// Whether the path `ni` -> `id` can carry traffic as far as this node knows: the local
-    /// NI is up (no fatal flag), the peer NI is listed and not reported DOWN by its peer, and
-    /// the path is not suspect.
-    pub(super) fn path_usable(&self, ni: NiId, id: PeerNiId) -> bool {
-        let local = self.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
-        local
-            && self.peers.ni(id).is_some_and(|peer_ni| {
-                !peer_ni.vanished
-                    && !peer_ni.deleted
-                    && peer_ni.status != LNET_NI_STATUS_DOWN
-                    && !peer_ni.watch.suspects(ni)
-            })
-    }
-
-    /// Whether a message pinned to its path (a source asked for, or a response, which
-    /// Lustre sends to exactly the request's source from the NI it came in on) may leave it:
-    /// its peer is multi-rail and the path is broken. The other end accepts it from any of
-    /// this node's NIDs (an ACK or REPLY is matched by its wire handle, lustre: lib-move.c
-    /// `lnet_parse_reply()`, `lnet_parse_ack()`).
-    pub(super) fn pin_released(&self, message: &Message) -> bool {
-        let Some(id) = message.peer_ni else {
-            return false;
-        };
-        !keeps_path(message)
-            && self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
-            && !self.path_usable(message.ni, id)
-    }
-
     /// Every path to the peer NI `id` is broken (its peer reported it DOWN, or the link it
     /// sits behind went down here): each is suspected at once rather than after its timeout.
     pub(super) fn lose_paths_to(&mut self, id: PeerNiId) {
@@ -510,7 +607,8 @@ impl Engine {
             return;
         };
         let local: Vec<NiId> = self
-            .ni_ids()
+            .nis
+            .live_ids()
             .filter(|ni| self.nis.get(*ni).is_some_and(|l| l.usable() && l.nid.net() == net))
             .collect();
         for ni in local {
@@ -521,11 +619,8 @@ impl Engine {
         }
     }
 
-    /// The driver saw a link go down: every peer NI whose NID `behind` says is reachable only
-    /// through it loses its paths (every path to it is suspected at once). With rails on separate
-    /// subnets a rail's peer addresses are behind its link whatever local NI sends to them,
-    /// so the cross paths from other NIs fail with it.
-    pub fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
+    /// See [`Engine::links_lost`].
+    pub(crate) fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
         self.advance(now);
         let lost: Vec<PeerNiId> = self
             .peers
@@ -538,19 +633,6 @@ impl Engine {
             self.lose_paths_to(id);
         }
         self.run_work();
-    }
-
-    /// Whether the receive `key` (a PUT or REPLY carrying `mlength` bytes) could be waited
-    /// for again if cut off in transit: fast failover on, from a multi-rail peer.
-    pub(super) fn may_await_again(&self, key: Key, mlength: u32) -> bool {
-        let Some(message) = self.msgs.get(key) else {
-            return false;
-        };
-        let carries = matches!(message.header.body, Body::Put { .. } | Body::Reply { .. });
-        self.failover_enabled()
-            && carries
-            && mlength > 0
-            && message.peer_ni.and_then(|id| self.peers.peer_of(id)).is_some_and(|p| p.multi_rail())
     }
 
     /// A PUT or REPLY cut off in transit (its connection died mid-payload) from a multi-rail
@@ -602,59 +684,6 @@ impl Engine {
             self.reissue(md_key);
         }
         true
-    }
-
-    /// Whether a message to a suspect peer NI can go elsewhere: to a multi-rail peer, not a
-    /// recovery ping, and not pinned to a source (nor a response, which is) unless its path
-    /// is broken ([`Engine::pin_released`]).
-    fn movable(&self, message: &Message) -> Option<Move> {
-        let pinned = message.source.is_some() || message.response_ni.is_some();
-        if message.recovery || message.abandoned || (pinned && !self.pin_released(message)) {
-            return None;
-        }
-        let multi_rail = message
-            .peer_ni
-            .and_then(|id| self.peers.peer_of(id))
-            .is_some_and(|peer| peer.multi_rail());
-        // A message sent through a gateway can take another route (decision 0023).
-        let via_gateway = message
-            .peer_ni
-            .and_then(|id| self.peers.ni(id))
-            .is_some_and(|ni| ni.nid != message.header.dest_nid);
-        if !multi_rail && !via_gateway {
-            return None;
-        }
-        match message.phase {
-            Phase::WaitPeerCredit | Phase::WaitNiCredit | Phase::TxReady => Some(Move::Reselect),
-            Phase::InLnd if self.copyable(message) => Some(Move::Copy),
-            _ => None,
-        }
-    }
-
-    /// A message the driver holds may be copied if it is a PUT with ACK or a GET whose MD
-    /// takes exactly its response (so a second response is stale), within the copy window
-    /// and the retry budget.
-    fn copyable(&self, message: &Message) -> bool {
-        let request = match message.header.body {
-            Body::Put { ack_wmd, .. } => !ack_wmd.is_none(),
-            Body::Get { .. } => true,
-            _ => false,
-        };
-        let single_response = message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| {
-            md.threshold == Threshold::Count(1) && md.refcount == 1 && !md.aborted && !md.zombie
-        });
-        let left = message
-            .md
-            .and_then(|md| self.mds.get(md))
-            .and_then(|md| md.tracker.as_ref())
-            .and_then(|tracker| tracker.sent_at)
-            .or(message.lnd_at);
-        request
-            && single_response
-            && message.event.is_some()
-            && self.may_try_again(message)
-            && left.is_some_and(|at| self.now < at + COPY_WINDOW)
-            && self.failover.can_hold(u64::from(message.length))
     }
 
     /// Takes a message that never reached the driver off its credit queues and selects again.
@@ -747,7 +776,7 @@ impl Engine {
         if self.msgs.len() >= self.limits.messages {
             return;
         }
-        let now = self.now;
+        let now = *self.now;
         let retry_limit = self.tunables.effective_retry_count();
         let Some(md) = self.mds.get(md_key) else {
             return;
@@ -812,19 +841,6 @@ impl Engine {
         }
         self.counters().fast_resends += 1;
         self.work.push_back(Work::Resend(key));
-    }
-
-    /// The payload a message sends, copied out of its MD.
-    fn payload_copy(&self, message: &Message) -> Memory {
-        let mut bytes = vec![0; message.length as usize];
-        let copied = message
-            .md
-            .and_then(|md| self.mds.get(md))
-            .is_some_and(|md| md.memory.read_at(message.md_offset as usize, &mut bytes));
-        if !copied {
-            bytes.clear();
-        }
-        Memory::new(bytes)
     }
 
     /// A message's private payload copy is gone: its bytes leave the budget.

@@ -11,15 +11,47 @@ use crate::engine::latency::LatencyOp;
 use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Engine, Work};
+use crate::engine::node::Work;
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
+use crate::engine::view::{Access, Flow, View};
 use crate::time::Time;
 use crate::wire::header::{Body, Header, MsgType};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
-impl Engine {
+impl<A: Access> View<'_, A> {
+    /// `lnet_health_check`'s `handle_remote_health`: not for a peer with a single NI (there
+    /// is nowhere else to go; we do not route), nor for our own NIDs (local recovery covers
+    /// those).
+    fn handles_remote_health(&self, peer_ni: PeerNiId) -> bool {
+        self.peers.peer_ni_count(peer_ni) > 1
+            && self.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
+    }
+
+    /// `lnet_attempt_msg_resend`'s gate.
+    fn may_resend(&self, key: Key, action: HealthAction) -> bool {
+        let Some(message) = self.msgs.get(key) else {
+            return false;
+        };
+        if message.recovery
+            || message.abandoned
+            || message.no_resend
+            || !self.may_try_again(message)
+        {
+            return false;
+        }
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
+            return false;
+        }
+        // lustre: lnet_ping_at_least_two_entries() on the ping buffer (removed NIs left out).
+        let real_nis = self.nis.iter().filter(|ni| ni.usable()).count();
+        let peer_nis = message.peer_ni.map_or(0, |id| self.peers.peer_ni_count(id));
+        (action.local_resend && real_nis > 1) || (action.remote_resend && peer_nis > 1)
+    }
+}
+
+impl Flow<'_> {
     /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
     /// then decommit (credits back). Exactly once per send attempt chain.
     pub(super) fn finalize_tx(
@@ -35,7 +67,7 @@ impl Engine {
         };
         message.health = health;
         message.no_resend |= no_resend;
-        let past_deadline = self.now > message.deadline;
+        let past_deadline = *self.now > message.deadline;
         let (ni, peer_ni) = (message.ni, message.peer_ni);
         // Health applies only to committed messages with a peer NI (never loopback).
         if let Some(peer_ni) = peer_ni {
@@ -57,14 +89,6 @@ impl Engine {
             }
         }
         self.complete_tx(key, status);
-    }
-
-    /// `lnet_health_check`'s `handle_remote_health`: not for a peer with a single NI (there
-    /// is nowhere else to go; we do not route), nor for our own NIDs (local recovery covers
-    /// those).
-    fn handles_remote_health(&self, peer_ni: PeerNiId) -> bool {
-        self.peers.peer_ni_count(peer_ni) > 1
-            && self.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
     }
 
     /// `lnet_finalize` for a receive: health, statistics, the MD's event, then the ACK if one
@@ -109,7 +133,7 @@ impl Engine {
         };
         message.health = health;
         let (ni, peer_ni, past_deadline) =
-            (message.ni, message.peer_ni, self.now > message.deadline);
+            (message.ni, message.peer_ni, *self.now > message.deadline);
         let Some(peer_ni) = peer_ni else { return };
         if health.is_ok() {
             self.local_success(ni);
@@ -149,33 +173,12 @@ impl Engine {
         let (payload, length) = (message.header.payload_length, message.length);
         self.counters().recv_count += 1;
         self.counters().recv_length += u64::from(length);
-        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.stats.received(msg_type, payload);
         }
-    }
-
-    /// `lnet_attempt_msg_resend`'s gate.
-    fn may_resend(&self, key: Key, action: HealthAction) -> bool {
-        let Some(message) = self.msgs.get(key) else {
-            return false;
-        };
-        if message.recovery
-            || message.abandoned
-            || message.no_resend
-            || !self.may_try_again(message)
-        {
-            return false;
-        }
-        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
-            return false;
-        }
-        // lustre: lnet_ping_at_least_two_entries() on the ping buffer (removed NIs left out).
-        let real_nis = self.nis.iter().filter(|ni| ni.usable()).count();
-        let peer_nis = message.peer_ni.map_or(0, |id| self.peers.peer_ni_count(id));
-        (action.local_resend && real_nis > 1) || (action.remote_resend && peer_nis > 1)
     }
 
     /// Decommit (credits back) and queue the message for the resend pass.
@@ -253,7 +256,7 @@ impl Engine {
             return;
         };
         let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(sent.ni, *self.call_cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -281,7 +284,7 @@ impl Engine {
     /// The ACK or REPLY of a tracked request arrived: round-trip statistics (Lustre's
     /// `lnet_record_response_latency`) and the end of the wait fast failover watches.
     fn response_arrived(&mut self, md: Key, rx: Key, kind: EventKind) {
-        let now = self.now;
+        let now = *self.now;
         let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
             return;
         };
@@ -298,7 +301,7 @@ impl Engine {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -322,7 +325,7 @@ impl Engine {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.counters().send_count += 1;
         self.counters().send_length += u64::from(payload);
-        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(sent.ni, *self.call_cpt) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {

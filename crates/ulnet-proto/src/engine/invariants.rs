@@ -16,7 +16,7 @@ pub(crate) fn check(node: &Engine) -> Result<(), String> {
     check_mds(node)?;
     check_messages(node)?;
     check_recovery(node)?;
-    node.check_routing()?;
+    node.look().check_routing()?;
     check_failover(node)
 }
 
@@ -247,7 +247,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
                 message.tx
                     && message.peer_credit == Credit::None
                     && message.ni_credit == Credit::None
-                    && node.is_held_for_discovery(key)
+                    && node.look().is_held_for_discovery(key)
             }
         };
         if !coherent {
@@ -299,7 +299,7 @@ fn check_failover(node: &Engine) -> Result<(), String> {
             return Err(format!("abandoned message {key:?} incoherent: {message:?}"));
         }
     }
-    if !node.failover_enabled() {
+    if !node.look().failover_enabled() {
         return Ok(());
     }
     // Per path (peer NI, local NI): transmits in the LND and requests awaited.

@@ -58,6 +58,7 @@ pub mod testing;
 mod tracker;
 pub mod tunables;
 pub mod tx_queues;
+mod view;
 mod watch;
 
 pub use config::{MAX_NIDS_PER_PEER, NiSetError, PeerAddError, PeerDelError, PeerSetError};

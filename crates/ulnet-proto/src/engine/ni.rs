@@ -260,6 +260,11 @@ impl Nis {
     }
 
     /// Every slot, removed NIs included, in id order.
+    /// The ids of the NIs not removed, loopback first.
+    pub(crate) fn live_ids(&self) -> impl Iterator<Item = NiId> + '_ {
+        self.iter().enumerate().filter(|(_, ni)| !ni.removed).map(|(index, _)| NiId(index as u16))
+    }
+
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, Ni> {
         self.nis.iter()
     }

@@ -25,12 +25,16 @@
 //! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
 //!   completions, path resets.
 //!
-//! What spans parts is an `impl Engine` that borrows the fields it needs, here (the public
-//! call protocol, allocation, trackers, the work loop) or in the file of the flow it belongs
-//! to: `send`, `select`, `recv`, `finalize` (the message lifecycle), `reserved` (portal 0:
-//! targets and pings), `discovery`, `monitor` (recovery passes), `failover`, `config`,
-//! `routing` (route choice, forwarding, the router checker).
+//! What spans parts runs on a view of them (`view.rs`): `impl Flow` for what changes state,
+//! `impl View` for what only reads, here (the call protocol, allocation, trackers, the work
+//! loop) or in the file of the flow it belongs to: `send`, `select`, `recv`, `finalize` (the
+//! message lifecycle), `reserved` (portal 0: targets and pings), `discovery`, `monitor`
+//! (recovery passes), `failover`, `config`, `routing` (route choice, forwarding, the router
+//! checker). `Engine` owns the parts; each public call builds the view and runs on it, so a
+//! runtime that keeps the parts behind separate locks can run the same code on the view its
+//! locks give it (decision 0029).
 
+use crate::engine::view::{Access, Flow, Look, View};
 use std::collections::VecDeque;
 
 use crate::addr::Nid;
@@ -298,7 +302,7 @@ pub struct Engine {
     /// Events of LNet's own MDs, handled before the call returns.
     pub(super) internal_events: VecDeque<InternalEvent>,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
-    violation: Option<String>,
+    pub(super) violation: Option<String>,
 }
 
 impl Engine {
@@ -367,17 +371,10 @@ impl Engine {
             internal_events: VecDeque::new(),
             violation: None,
         };
-        node.setup_reserved_portal();
-        node.run_work();
+        let mut flow = node.flow();
+        flow.setup_reserved_portal();
+        flow.run_work();
         Ok(node)
-    }
-
-    pub fn interface_cookie(&self) -> u64 {
-        self.interface_cookie
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.pid
     }
 
     pub fn tunables(&self) -> &Tunables {
@@ -388,32 +385,724 @@ impl Engine {
         &self.limits
     }
 
-    /// The latest `now` seen.
-    pub fn now(&self) -> Time {
-        self.now
-    }
-
     /// All NIs, loopback first (removed ones left out).
     pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
-        self.nis
+        self.nis.live_ids()
+    }
+
+    /// The drop rules, newest first, with their counters.
+    pub fn fault_drop_rules(&self) -> impl Iterator<Item = (DropRule, FaultStats)> + '_ {
+        self.faults.drop_rules()
+    }
+
+    /// The delay rules, newest first, with their counters.
+    pub fn fault_delay_rules(&self) -> impl Iterator<Item = (DelayRule, FaultStats)> + '_ {
+        self.faults.delay_rules()
+    }
+
+    /// Every peer NI, in creation order (deleted ones left out).
+    pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
+        self.peers.nis().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
+    }
+
+    /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
+    /// completed yet, with their NI, in slab order: what a driver fails when it stops or
+    /// retires an NI.
+    pub fn transmits_in_lnd(&self) -> impl Iterator<Item = (TxId, NiId)> + '_ {
+        self.msgs
             .iter()
-            .enumerate()
-            .filter(|(_, ni)| !ni.removed)
-            .map(|(index, _)| NiId(index as u16))
+            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+            .map(|(key, m)| (TxId(key), m.ni))
+    }
+
+    /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
+    pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
+        self.msgs
+            .iter()
+            .filter(|(_, m)| m.event == Some(EventKind::Send))
+            .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
+    }
+
+    /// The user's live MDs that have a [`handler`](MdSpec::handler) (not 0), in slab order:
+    /// what a runtime unlinks at shutdown so that their UNLINK events hand the memory back.
+    pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
+        self.mds
+            .iter()
+            .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
+            .map(|(_, md)| md.handle)
+    }
+
+    /// The crossings the audit recorded so far, without ending the current call.
+    #[cfg(test)]
+    pub(crate) fn partition_crossings(&self) -> &[crate::engine::audit::Crossing] {
+        self.audit.crossings()
+    }
+
+    pub fn interface_cookie(&self) -> u64 {
+        self.look().interface_cookie()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.look().pid()
+    }
+
+    /// The latest `now` seen.
+    pub fn now(&self) -> Time {
+        self.look().now()
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.nis.get(ni).map(|ni| ni.nid)
+        self.look().ni_nid(ni)
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.for_nid(nid)
+        self.look().ni_for_nid(nid)
     }
 
     /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
     /// number and pushed to the multi-rail peers that need it.
     /// lustre: api-ni.c `lnet_dyn_add_ni()`, `lnet_ping_target_update()`.
     pub fn add_ni(&mut self, now: Time, config: NiConfig) -> Result<NiId, ConfigError> {
+        self.flow().add_ni(now, config)
+    }
+
+    /// Sets the LND timeout of every NI of `lnd` (`lnetctl net set --lnd-timeout`, socklnd's
+    /// `sock_timeout`): what a transmission's deadline is built from from the next send on
+    /// (`None`: the global `lnd_timeout`, as socklnd's 0 means). Returns how many NIs changed.
+    /// lustre: socklnd.h `ksocknal_timeout()`, lib-move.c `lnet_msg_deadline()`.
+    pub fn set_lnd_timeout(&mut self, lnd: LndKind, timeout: Option<std::time::Duration>) -> usize {
+        self.flow().set_lnd_timeout(lnd, timeout)
+    }
+
+    /// The LND timeout `ni` was given (by its configuration or
+    /// [`set_lnd_timeout`](Self::set_lnd_timeout)); `None` where it follows the global
+    /// `lnd_timeout`.
+    /// The node's CPU partitions.
+    pub fn partitions(&self) -> Partitions {
+        self.look().partitions()
+    }
+
+    /// The CPTs `ni` covers, as `net show` prints them (all of them when unbound).
+    pub fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
+        self.look().ni_cpts(ni)
+    }
+
+    /// `lnet_cpt_of_nid(nid, ni)`: the partition that serialises traffic between `ni` and the
+    /// peer NID `nid`, both ways (a transmit's [`Transmit::cpt`], and the receive CPT of a
+    /// message from `nid` on `ni`). An unknown NI hashes over all partitions, as the kernel
+    /// does without one. lustre: api-ni.c `lnet_cpt_of_nid_locked()`.
+    pub fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
+        self.look().cpt_of_nid(nid, ni)
+    }
+
+    pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
+        self.look().ni_lnd_timeout(ni)
+    }
+
+    /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
+    /// received on (its `NiId` is never reused), and the ping buffer is rebuilt. The driver
+    /// closes its connections, failing what it still has queued on them.
+    /// lustre: api-ni.c `lnet_dyn_del_ni()`.
+    pub fn remove_ni(&mut self, now: Time, ni: NiId) -> Result<(), NiRemoveError> {
+        self.flow().remove_ni(now, ni)
+    }
+
+    // ---------------------------------------------------------------- portals, MEs, MDs
+
+    /// `LNetMEAttach`: a match entry on `portal`, in the match table `position` and the
+    /// portal's match type choose ([`InsertPosition`]).
+    /// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_ptl_match_type()`,
+    /// `lnet_mt_of_attach()`.
+    pub fn me_attach(
+        &mut self,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Result<MeHandle, MeAttachError> {
+        self.flow().me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
+    }
+
+    /// Removes an ME that has no MD (an ME with an MD goes away with it).
+    pub fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
+        self.flow().me_unlink(me)
+    }
+
+    /// `LNetMDAttach`: a passive MD on `me`. Delayed PUTs on a lazy portal are matched against
+    /// it at once, in arrival order. On failure the ME is unlinked too (as Lustre does) and the
+    /// memory comes back in the error.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDAttach()`, lib-ptl.c `lnet_ptl_attach_md()`.
+    pub fn md_attach(
+        &mut self,
+        now: Time,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdAttachError>> {
+        self.flow().md_attach(now, me, spec, unlink)
+    }
+
+    /// `LNetMDBind`: a free-floating MD to initiate PUTs and GETs with.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDBind()`.
+    pub fn md_bind(
+        &mut self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdBindError>> {
+        self.flow().md_bind(spec, unlink)
+    }
+
+    /// `LNetMDUnlink`. An idle MD is freed now and an UNLINK event (carrying its memory) is
+    /// queued; a busy one is marked and its last in-flight event carries `unlinked`. Either way
+    /// the handle stops resolving immediately.
+    /// lustre: lnet/lnet/lib-md.c `LNetMDUnlink()`.
+    pub fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
+        self.flow().md_unlink(now, md)
+    }
+
+    /// The CPU partition a live MD was made on, as its cookie says (the kernel's
+    /// `lnet_cpt_of_cookie()`).
+    pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
+        self.look().md_partition(md)
+    }
+
+    /// The messages alive in each partition, in partition order: a send lives in its MD's
+    /// partition, a receive in the one its previous hop's NID hashes to on its NI.
+    pub fn messages_by_partition(&self) -> Vec<usize> {
+        self.look().messages_by_partition()
+    }
+
+    /// The MDs alive in each partition, LNet's own included, in partition order.
+    pub fn mds_by_partition(&self) -> Vec<usize> {
+        self.look().mds_by_partition()
+    }
+
+    /// The memory of a live MD (e.g. to read PUT data after a PUT event).
+    pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
+        self.look().md_memory(md)
+    }
+
+    /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
+    pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
+        self.flow().md_memory_mut(md)
+    }
+
+    /// The match tables of `portal`, by partition: their MEs and what matched there (one
+    /// table with one partition). `None` for a portal out of range.
+    pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
+        self.look().portal_tables(portal)
+    }
+
+    /// `LNetSetLazyPortal`.
+    pub fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
+        self.flow().set_lazy_portal(portal)
+    }
+
+    /// `LNetClearLazyPortal`: the portal stops delaying and every delayed PUT is dropped.
+    /// lustre: lnet/lnet/lib-ptl.c `lnet_clear_lazy_portal()`.
+    pub fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
+        self.flow().clear_lazy_portal(now, portal)
+    }
+
+    // ---------------------------------------------------------------- initiating
+
+    /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
+    /// every other failure is reported in the SEND event.
+    /// lustre: lnet/lnet/lib-move.c `LNetPut()`.
+    pub fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
+        self.flow().put(now, request)
+    }
+
+    /// `LNetGet`: asks for the bound MD's length; the REPLY lands at offset 0.
+    /// lustre: lnet/lnet/lib-move.c `LNetGet()`.
+    pub fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
+        self.flow().get(now, request)
+    }
+
+    // ---------------------------------------------------------------- driver: receive
+
+    /// A message header arrived on `ni` from the peer NID `from` (the connection's remote
+    /// NID). Returns where its payload goes.
+    /// lustre: lnet/lnet/lib-move.c `lnet_parse()`.
+    pub fn handle_header(&mut self, now: Time, ni: NiId, from: Nid, header: &Header) -> RecvAction {
+        self.flow().handle_header(now, ni, from, header)
+    }
+
+    /// Mutable slices of MD memory for a `Deliver` receive, covering exactly its `length`.
+    pub fn rx_segments_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
+        self.flow().rx_segments_mut(rx)
+    }
+
+    /// Writes payload bytes at `offset` within a `Deliver` receive.
+    pub fn rx_write(&mut self, rx: RxId, offset: u32, bytes: &[u8]) -> Result<(), DriverError> {
+        self.flow().rx_write(rx, offset, bytes)
+    }
+
+    /// Lends a `Deliver` receive's destination to the driver, to fill without the core lock:
+    /// a router buffer, or the MD's memory when nothing else can touch it until it comes back
+    /// (this receive is the MD's only message and the MD can match nothing more). `None` when
+    /// the MD may still be used: the driver then fills it through [`Engine::rx_segments_mut`].
+    /// What is lent must come back ([`Engine::rx_give_back`]) before the receive completes;
+    /// meanwhile the MD's memory reads as [`MdError::MemoryLent`].
+    pub fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
+        self.flow().rx_lend(rx)
+    }
+
+    /// Takes back what [`Engine::rx_lend`] lent for `rx`.
+    pub fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
+        self.flow().rx_give_back(rx, lent)
+    }
+
+    /// The payload of a `Deliver` receive is in (or failed: `status` says how).
+    pub fn handle_recv_done(
+        &mut self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.flow().handle_recv_done(now, rx, status)
+    }
+
+    /// The next delayed receive that can proceed.
+    pub fn poll_resume(&mut self) -> Option<Resume> {
+        self.flow().poll_resume()
+    }
+
+    // ---------------------------------------------------------------- driver: send
+
+    /// The next message to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.flow().poll_transmit()
+    }
+
+    /// The payload of a transmit, as slices of MD memory (for a vectored write).
+    pub fn tx_payload(&self, tx: TxId) -> Result<Slices<'_>, DriverError> {
+        self.look().tx_payload(tx)
+    }
+
+    /// A transmit's payload as bytes the driver may hold while it writes them without the
+    /// core lock ([`Memory::pin`]): `None` when the payload is not one buffer (memory of
+    /// several segments) or is empty.
+    pub fn tx_payload_pinned(&mut self, tx: TxId) -> Result<Option<PinnedBytes>, DriverError> {
+        self.flow().tx_payload_pinned(tx)
+    }
+
+    /// The driver finished (or failed) a transmit; `status` is the LND's health status.
+    /// lustre: lnet/lnet/lib-msg.c `lnet_finalize()` called by the LND.
+    pub fn handle_send_done(
+        &mut self,
+        now: Time,
+        tx: TxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.flow().handle_send_done(now, tx, status)
+    }
+
+    /// The LND's connection to `peer` on `ni` came up or went down (`lnet_notify`). The LND
+    /// fails its own queued transmits; this only records the peer NI's state.
+    pub fn handle_connection(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        peer: Nid,
+        up: bool,
+    ) -> Result<(), DriverError> {
+        self.flow().handle_connection(now, ni, peer, up)
+    }
+
+    // ---------------------------------------------------------------- events and timers
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.flow().poll_event()
+    }
+
+    /// Moves every waiting event, oldest first, to the end of `into`: what repeated
+    /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
+    /// `into` trades buffers with the node). Returns whether there were any.
+    pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
+        self.flow().take_events(into)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
+    /// a ping's timeout, a recovery ping, a fast-failover check).
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.look().poll_timeout()
+    }
+
+    /// Expires response trackers whose deadline has passed: each MD is unlinked as by
+    /// `LNetMDUnlink`, the response-timeout counter goes up, and the peer NI the request went
+    /// to takes a remote failure. The deadline is checked exactly (Lustre scans every
+    /// transaction_timeout / 2, so it fires within 150-225 s by default; we fire at 150 s).
+    /// Then fast failover's progress checks and the due recovery pings run.
+    /// lustre: lnet/lnet/lib-move.c `lnet_finalize_expired_responses()`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.flow().handle_timeout(now)
+    }
+
+    // ---------------------------------------------------------------- fault injection
+
+    /// Adds a drop rule (`lnetctl fault drop add`), checked as the kernel checks it; it
+    /// goes first in the list.
+    /// lustre: lnet/lnet/net_fault.c `lnet_drop_rule_add()`.
+    pub fn fault_drop_add(&mut self, now: Time, rule: DropRule) -> Result<(), FaultRuleError> {
+        self.flow().fault_drop_add(now, rule)
+    }
+
+    /// Deletes the drop rules with this source and destination ([`Nid::ANY`]: any); returns
+    /// how many went. lustre: net_fault.c `lnet_drop_rule_del()`.
+    pub fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> usize {
+        self.flow().fault_drop_del(source, destination)
+    }
+
+    /// Zeroes the drop rules' counters and restarts their windows.
+    /// lustre: net_fault.c `lnet_drop_rule_reset()`.
+    pub fn fault_drop_reset(&mut self, now: Time) {
+        self.flow().fault_drop_reset(now)
+    }
+
+    /// Adds a delay rule (`lnetctl fault delay add`).
+    /// lustre: net_fault.c `lnet_delay_rule_add()`.
+    pub fn fault_delay_add(&mut self, now: Time, rule: DelayRule) -> Result<(), FaultRuleError> {
+        self.flow().fault_delay_add(now, rule)
+    }
+
+    /// Deletes delay rules as [`fault_drop_del`](Self::fault_drop_del) does; what they held
+    /// goes on at once (receives resume, transmits leave). Returns how many rules went.
+    /// lustre: net_fault.c `lnet_delay_rule_del()`, `delayed_msg_process()`.
+    pub fn fault_delay_del(&mut self, now: Time, source: Nid, destination: Nid) -> usize {
+        self.flow().fault_delay_del(now, source, destination)
+    }
+
+    /// lustre: net_fault.c `lnet_delay_rule_reset()`.
+    pub fn fault_delay_reset(&mut self, now: Time) {
+        self.flow().fault_delay_reset(now)
+    }
+
+    /// Messages delay rules hold now.
+    pub fn fault_held_count(&self) -> usize {
+        self.look().fault_held_count()
+    }
+
+    // ---------------------------------------------------------------- statistics
+
+    /// The node's counters (`stats show`): every partition's summed.
+    pub fn stats(&self) -> GlobalStats {
+        self.look().stats()
+    }
+
+    /// NIDs discovery refused to attach so far (`GlobalStats::discovery_nids_refused`),
+    /// cheaper than [`stats`](Self::stats) for a driver that checks it after every call.
+    pub fn discovery_nids_refused(&self) -> u64 {
+        self.look().discovery_nids_refused()
+    }
+
+    /// Each partition's counters, in partition order: a message counts in the partition of
+    /// the call that handles it (a receive in its previous hop's, a send's completion in its
+    /// MD's), messages and trackers alive in their own.
+    pub fn stats_by_partition(&self) -> Vec<GlobalStats> {
+        self.look().stats_by_partition()
+    }
+
+    pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
+        self.look().ni_stats(ni)
+    }
+
+    pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
+        self.look().peer_ni_stats(nid)
+    }
+
+    /// Messages alive now (sends, receives, delayed PUTs).
+    pub fn message_count(&self) -> usize {
+        self.look().message_count()
+    }
+
+    /// Messages parked on lazy portals (and loopback sends held for them).
+    pub fn delayed_message_count(&self) -> usize {
+        self.look().delayed_message_count()
+    }
+
+    /// The user's MDs (LNet's own are not counted).
+    pub fn md_count(&self) -> usize {
+        self.look().md_count()
+    }
+
+    /// The user's MEs (LNet's own are not counted).
+    pub fn me_count(&self) -> usize {
+        self.look().me_count()
+    }
+
+    /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
+    /// the messages attached, queues within bounds, messages in coherent states, and no
+    /// internal inconsistency seen. Linear in the node's size; meant for tests and fuzzing.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(violation) = &self.violation {
+            return Err(violation.clone());
+        }
+        // The checker reads everything: what it reaches is not the call's (the audit).
+        #[cfg(test)]
+        let saved =
+            [self.mds.touched(), self.mes.touched(), self.msgs.touched(), self.peers.touched()]
+                .map(|cell| (cell, cell.take()));
+        let checked = crate::engine::invariants::check(self);
+        #[cfg(test)]
+        for (cell, touched) in saved {
+            cell.set(touched);
+        }
+        checked
+    }
+
+    /// What the partition audit found since it was last read: the message-path calls that
+    /// reached a partition their plan did not name, and how wide the plans were.
+    #[cfg(test)]
+    pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
+        self.flow().partition_audit()
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    pub(crate) fn interface_cookie(&self) -> u64 {
+        self.interface_cookie
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// See [`Engine::now`].
+    pub(crate) fn now(&self) -> Time {
+        *self.now
+    }
+
+    pub(crate) fn ni_nid(&self, ni: NiId) -> Option<Nid> {
+        self.nis.get(ni).map(|ni| ni.nid)
+    }
+
+    pub(crate) fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
+        self.nis.for_nid(nid)
+    }
+
+    /// See [`Engine::partitions`].
+    pub(crate) fn partitions(&self) -> Partitions {
+        self.partitions
+    }
+
+    /// See [`Engine::ni_cpts`].
+    pub(crate) fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
+        self.nis.get(ni).map(|n| self.partitions.covered(&n.cpts))
+    }
+
+    /// See [`Engine::cpt_of_nid`].
+    pub(crate) fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
+        match self.nis.get(ni) {
+            Some(n) => self.partitions.cpt_of_nid_for(nid, &n.cpts),
+            None => self.partitions.cpt_of_nid(nid, None),
+        }
+    }
+
+    pub(crate) fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
+        self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
+    }
+
+    /// See [`Engine::md_partition`].
+    pub(crate) fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
+        let key = self.live_md(md)?;
+        self.mds.partition_of(key).ok_or(MdError::UnknownMd)
+    }
+
+    /// See [`Engine::messages_by_partition`].
+    pub(crate) fn messages_by_partition(&self) -> Vec<usize> {
+        self.msgs.count_by_partition()
+    }
+
+    /// See [`Engine::mds_by_partition`].
+    pub(crate) fn mds_by_partition(&self) -> Vec<usize> {
+        self.mds.count_by_partition()
+    }
+
+    /// See [`Engine::portal_tables`].
+    pub(crate) fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
+        self.portals.get(portal as usize).map(Portal::table_stats)
+    }
+
+    /// See [`Engine::poll_timeout`].
+    pub(crate) fn poll_timeout(&self) -> Option<Time> {
+        let tracker = self.trackers.front().map(|(deadline, _)| deadline);
+        let ping = self.pings.deadline();
+        [
+            tracker,
+            ping,
+            self.recovery.deadline(),
+            self.watch_deadline(),
+            self.faults.deadline(),
+            self.routes.next_check,
+            self.router_staleness_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// See [`Engine::fault_held_count`].
+    pub(crate) fn fault_held_count(&self) -> usize {
+        self.faults.held_count()
+    }
+
+    /// See [`Engine::stats`].
+    pub(crate) fn stats(&self) -> GlobalStats {
+        self.stats.sum()
+    }
+
+    /// See [`Engine::discovery_nids_refused`].
+    pub(crate) fn discovery_nids_refused(&self) -> u64 {
+        self.stats.sum_of(|counters| counters.discovery_nids_refused)
+    }
+
+    /// See [`Engine::stats_by_partition`].
+    pub(crate) fn stats_by_partition(&self) -> Vec<GlobalStats> {
+        self.stats.iter().copied().collect()
+    }
+
+    pub(crate) fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
+        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
+        Some(NiStats {
+            nid: ni.nid,
+            lnd: ni.lnd,
+            up: ni.lnd == LndKind::Lo || ni.ping_status() == crate::wire::ping::LNET_NI_STATUS_UP,
+            statistics: ni.stats(),
+            health: crate::engine::stats::NiHealthStats {
+                fatal_error: ni.fatal_error,
+                health_value: ni.health.value(),
+                ping_count: u64::from(ni.recovery.ping_count),
+                next_ping: if ni.recovery.queued {
+                    ni.recovery.next_ping.as_nanos() / 1_000_000_000
+                } else {
+                    0
+                },
+                ..ni.health_stats
+            },
+            tunables: ni.tunables,
+            tx_credits: ni.credits.as_ref().map(|queues| queues.totals()),
+            tx_queues: ni.credits.as_ref().map_or_else(Vec::new, |queues| queues.per_cpt()),
+            priority: ni.priority,
+            numa_distance: ni.numa_distance,
+            latency: ni.latency(),
+        })
+    }
+
+    pub(crate) fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
+        let id = self.peers.find(nid)?;
+        self.peer_ni_stats_by_id(id)
+    }
+
+    /// See [`Engine::message_count`].
+    pub(crate) fn message_count(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// See [`Engine::delayed_message_count`].
+    pub(crate) fn delayed_message_count(&self) -> usize {
+        self.msgs
+            .iter()
+            .filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld | Phase::FaultHeld))
+            .count()
+    }
+
+    /// See [`Engine::md_count`].
+    pub(crate) fn md_count(&self) -> usize {
+        self.mds.user_count()
+    }
+
+    /// See [`Engine::me_count`].
+    pub(crate) fn me_count(&self) -> usize {
+        self.mes.user_count()
+    }
+
+    /// Resolves a user's ME handle; LNet's own MEs are invisible.
+    fn me_key(&self, me: MeHandle) -> Result<Key, KeyState> {
+        let key = me.key().ok_or(KeyState::Unknown)?;
+        match self.mes.state(key) {
+            KeyState::Live if self.mes.get(key).is_some_and(|me| me.internal) => {
+                Err(KeyState::Unknown)
+            }
+            KeyState::Live => Ok(key),
+            state => Err(state),
+        }
+    }
+
+    /// Resolves a handle the user holds: unlinked (zombie) MDs no longer resolve.
+    pub(super) fn live_md(&self, md: MdHandle) -> Result<Key, MdError> {
+        let key = md.key().ok_or(MdError::UnknownMd)?;
+        match self.mds.state(key) {
+            KeyState::Live if self.mds.get(key).is_some_and(|md| md.owner != MdOwner::User) => {
+                Err(MdError::UnknownMd)
+            }
+            KeyState::Live if self.mds.get(key).is_some_and(|md| md.zombie) => {
+                Err(MdError::UnlinkedMd)
+            }
+            KeyState::Live => Ok(key),
+            KeyState::Removed => Err(MdError::UnlinkedMd),
+            KeyState::Unknown => Err(MdError::UnknownMd),
+        }
+    }
+
+    /// Fails a call that needs a receive's destination while the driver holds it.
+    fn not_lent(&self, rx: RxId) -> Result<(), DriverError> {
+        match self.msgs.get(rx.0) {
+            Some(message) if message.payload_lent => Err(DriverError::PayloadLent),
+            _ => Ok(()),
+        }
+    }
+
+    fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {
+        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving {
+            return Err(DriverError::WrongState);
+        }
+        let md = message.md.ok_or(DriverError::WrongState)?;
+        Ok((md, message.md_offset, message.length))
+    }
+
+    fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
+        let peer_ni = self.peers.ni(id).filter(|ni| !ni.deleted)?;
+        let peer = self.peers.peer_of(id)?;
+        let pool = &peer_ni.credits;
+        Some(PeerNiStats {
+            nid: peer_ni.nid,
+            primary_nid: peer.primary_nid,
+            multi_rail: peer.multi_rail(),
+            tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
+            tx_q_num_of_buf: peer_ni.queued_bytes,
+            rtr_credits: match &peer_ni.router_credits {
+                Some(router) => {
+                    CreditStats { max: router.max(), available: router.value(), min: router.min() }
+                }
+                None => CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
+            },
+            statistics: peer_ni.stats,
+            health: crate::engine::stats::PeerNiHealthStats {
+                health_value: peer_ni.health.value(),
+                ping_count: u64::from(peer_ni.recovery.ping_count),
+                next_ping: if peer_ni.recovery.queued {
+                    peer_ni.recovery.next_ping.as_nanos() / 1_000_000_000
+                } else {
+                    0
+                },
+                ..peer_ni.health_stats
+            },
+            status: peer_ni.status,
+            priority: peer_ni.priority,
+            preferred: peer_ni.preferred.first(),
+            latency: peer_ni.latency.snapshot(),
+            srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
+        })
+    }
+}
+
+impl Flow<'_> {
+    /// See [`Engine::add_ni`].
+    pub(crate) fn add_ni(&mut self, now: Time, config: NiConfig) -> Result<NiId, ConfigError> {
         self.advance(now);
         if config.nid == Nid::LO_0 {
             return Err(ConfigError::LoopbackConfigured);
@@ -437,7 +1126,7 @@ impl Engine {
             .nis
             .push(Ni::from_config(&config, self.partitions))
             .ok_or(ConfigError::TooManyNis)?;
-        self.nis.touch_net(config.nid.net(), self.now);
+        self.nis.touch_net(config.nid.net(), *self.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
         self.install_ping_target();
@@ -445,11 +1134,12 @@ impl Engine {
         Ok(id)
     }
 
-    /// Sets the LND timeout of every NI of `lnd` (`lnetctl net set --lnd-timeout`, socklnd's
-    /// `sock_timeout`): what a transmission's deadline is built from from the next send on
-    /// (`None`: the global `lnd_timeout`, as socklnd's 0 means). Returns how many NIs changed.
-    /// lustre: socklnd.h `ksocknal_timeout()`, lib-move.c `lnet_msg_deadline()`.
-    pub fn set_lnd_timeout(&mut self, lnd: LndKind, timeout: Option<std::time::Duration>) -> usize {
+    /// See [`Engine::set_lnd_timeout`].
+    pub(crate) fn set_lnd_timeout(
+        &mut self,
+        lnd: LndKind,
+        timeout: Option<std::time::Duration>,
+    ) -> usize {
         let mut changed = 0;
         for index in 0..self.nis.len() {
             let id = NiId(index as u16);
@@ -461,39 +1151,8 @@ impl Engine {
         changed
     }
 
-    /// The LND timeout `ni` was given (by its configuration or
-    /// [`set_lnd_timeout`](Self::set_lnd_timeout)); `None` where it follows the global
-    /// `lnd_timeout`.
-    /// The node's CPU partitions.
-    pub fn partitions(&self) -> Partitions {
-        self.partitions
-    }
-
-    /// The CPTs `ni` covers, as `net show` prints them (all of them when unbound).
-    pub fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
-        self.nis.get(ni).map(|n| self.partitions.covered(&n.cpts))
-    }
-
-    /// `lnet_cpt_of_nid(nid, ni)`: the partition that serialises traffic between `ni` and the
-    /// peer NID `nid`, both ways (a transmit's [`Transmit::cpt`], and the receive CPT of a
-    /// message from `nid` on `ni`). An unknown NI hashes over all partitions, as the kernel
-    /// does without one. lustre: api-ni.c `lnet_cpt_of_nid_locked()`.
-    pub fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
-        match self.nis.get(ni) {
-            Some(n) => self.partitions.cpt_of_nid_for(nid, &n.cpts),
-            None => self.partitions.cpt_of_nid(nid, None),
-        }
-    }
-
-    pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
-        self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
-    }
-
-    /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
-    /// received on (its `NiId` is never reused), and the ping buffer is rebuilt. The driver
-    /// closes its connections, failing what it still has queued on them.
-    /// lustre: api-ni.c `lnet_dyn_del_ni()`.
-    pub fn remove_ni(&mut self, now: Time, ni: NiId) -> Result<(), NiRemoveError> {
+    /// See [`Engine::remove_ni`].
+    pub(crate) fn remove_ni(&mut self, now: Time, ni: NiId) -> Result<(), NiRemoveError> {
         self.advance(now);
         if ni == NiId::LOOPBACK {
             return Err(NiRemoveError::Loopback);
@@ -511,13 +1170,8 @@ impl Engine {
         Ok(())
     }
 
-    // ---------------------------------------------------------------- portals, MEs, MDs
-
-    /// `LNetMEAttach`: a match entry on `portal`, in the match table `position` and the
-    /// portal's match type choose ([`InsertPosition`]).
-    /// lustre: lnet/lnet/lib-me.c `LNetMEAttach()`, lib-ptl.c `lnet_ptl_match_type()`,
-    /// `lnet_mt_of_attach()`.
-    pub fn me_attach(
+    /// See [`Engine::me_attach`].
+    pub(crate) fn me_attach(
         &mut self,
         portal: u32,
         match_id: ProcessId,
@@ -559,8 +1213,8 @@ impl Engine {
         Ok(MeHandle::from_key(key))
     }
 
-    /// Removes an ME that has no MD (an ME with an MD goes away with it).
-    pub fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
+    /// See [`Engine::me_unlink`].
+    pub(crate) fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
         #[cfg(test)]
         self.audit_node_call();
         let key = self.me_key(me).map_err(|state| match state {
@@ -574,11 +1228,8 @@ impl Engine {
         Ok(())
     }
 
-    /// `LNetMDAttach`: a passive MD on `me`. Delayed PUTs on a lazy portal are matched against
-    /// it at once, in arrival order. On failure the ME is unlinked too (as Lustre does) and the
-    /// memory comes back in the error.
-    /// lustre: lnet/lnet/lib-md.c `LNetMDAttach()`, lib-ptl.c `lnet_ptl_attach_md()`.
-    pub fn md_attach(
+    /// See [`Engine::md_attach`].
+    pub(crate) fn md_attach(
         &mut self,
         now: Time,
         me: MeHandle,
@@ -634,9 +1285,8 @@ impl Engine {
         Ok(MdHandle::from_key(md_key))
     }
 
-    /// `LNetMDBind`: a free-floating MD to initiate PUTs and GETs with.
-    /// lustre: lnet/lnet/lib-md.c `LNetMDBind()`.
-    pub fn md_bind(
+    /// See [`Engine::md_bind`].
+    pub(crate) fn md_bind(
         &mut self,
         spec: MdSpec,
         unlink: UnlinkMode,
@@ -672,11 +1322,8 @@ impl Engine {
         }
     }
 
-    /// `LNetMDUnlink`. An idle MD is freed now and an UNLINK event (carrying its memory) is
-    /// queued; a busy one is marked and its last in-flight event carries `unlinked`. Either way
-    /// the handle stops resolving immediately.
-    /// lustre: lnet/lnet/lib-md.c `LNetMDUnlink()`.
-    pub fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
+    /// See [`Engine::md_unlink`].
+    pub(crate) fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
         self.advance(now);
         let key = self.live_md(md)?;
         self.abort_md(key);
@@ -684,60 +1331,15 @@ impl Engine {
         Ok(())
     }
 
-    /// The CPU partition a live MD was made on, as its cookie says (the kernel's
-    /// `lnet_cpt_of_cookie()`).
-    pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
-        let key = self.live_md(md)?;
-        self.mds.partition_of(key).ok_or(MdError::UnknownMd)
-    }
-
-    /// The messages alive in each partition, in partition order: a send lives in its MD's
-    /// partition, a receive in the one its previous hop's NID hashes to on its NI.
-    pub fn messages_by_partition(&self) -> Vec<usize> {
-        self.msgs.count_by_partition()
-    }
-
-    /// The MDs alive in each partition, LNet's own included, in partition order.
-    pub fn mds_by_partition(&self) -> Vec<usize> {
-        self.mds.count_by_partition()
-    }
-
-    /// The memory of a live MD (e.g. to read PUT data after a PUT event).
-    pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
-        let key = self.live_md(md)?;
-        let md = self.mds.get(key).ok_or(MdError::UnknownMd)?;
-        if md.lent {
-            return Err(MdError::MemoryLent);
-        }
-        Ok(&md.memory)
-    }
-
-    /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
-    pub fn md_memory_mut(&mut self, md: MdHandle) -> Result<&mut Memory, MdError> {
-        let key = self.live_md(md)?;
-        let md = self.mds.get_mut(key).ok_or(MdError::UnknownMd)?;
-        if md.lent {
-            return Err(MdError::MemoryLent);
-        }
-        Ok(&mut md.memory)
-    }
-
-    /// The match tables of `portal`, by partition: their MEs and what matched there (one
-    /// table with one partition). `None` for a portal out of range.
-    pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
-        self.portals.get(portal as usize).map(Portal::table_stats)
-    }
-
-    /// `LNetSetLazyPortal`.
-    pub fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
+    /// See [`Engine::set_lazy_portal`].
+    pub(crate) fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
         let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = true;
         Ok(())
     }
 
-    /// `LNetClearLazyPortal`: the portal stops delaying and every delayed PUT is dropped.
-    /// lustre: lnet/lnet/lib-ptl.c `lnet_clear_lazy_portal()`.
-    pub fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
+    /// See [`Engine::clear_lazy_portal`].
+    pub(crate) fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
         self.advance(now);
         let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = false;
@@ -749,12 +1351,8 @@ impl Engine {
         Ok(())
     }
 
-    // ---------------------------------------------------------------- initiating
-
-    /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
-    /// every other failure is reported in the SEND event.
-    /// lustre: lnet/lnet/lib-move.c `LNetPut()`.
-    pub fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
+    /// See [`Engine::put`].
+    pub(crate) fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
@@ -796,9 +1394,8 @@ impl Engine {
         result
     }
 
-    /// `LNetGet`: asks for the bound MD's length; the REPLY lands at offset 0.
-    /// lustre: lnet/lnet/lib-move.c `LNetGet()`.
-    pub fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
+    /// See [`Engine::get`].
+    pub(crate) fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
         self.advance(now);
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
@@ -837,12 +1434,14 @@ impl Engine {
         result
     }
 
-    // ---------------------------------------------------------------- driver: receive
-
-    /// A message header arrived on `ni` from the peer NID `from` (the connection's remote
-    /// NID). Returns where its payload goes.
-    /// lustre: lnet/lnet/lib-move.c `lnet_parse()`.
-    pub fn handle_header(&mut self, now: Time, ni: NiId, from: Nid, header: &Header) -> RecvAction {
+    /// See [`Engine::handle_header`].
+    pub(crate) fn handle_header(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        from: Nid,
+        header: &Header,
+    ) -> RecvAction {
         self.advance(now);
         if self.partitions.count() > 1 {
             self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
@@ -854,20 +1453,13 @@ impl Engine {
         action
     }
 
-    /// Mutable slices of MD memory for a `Deliver` receive, covering exactly its `length`.
-    pub fn rx_segments_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
-        self.not_lent(rx)?;
-        let routed = self.msgs.get(rx.0).is_some_and(|m| m.router_buffer.is_some());
-        if routed {
-            return self.router_buffer_mut(rx);
-        }
-        let (md_key, offset, length) = self.receiving(rx)?;
-        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
-        Ok(md.memory.slices_mut(offset as usize, length as usize))
-    }
-
-    /// Writes payload bytes at `offset` within a `Deliver` receive.
-    pub fn rx_write(&mut self, rx: RxId, offset: u32, bytes: &[u8]) -> Result<(), DriverError> {
+    /// See [`Engine::rx_write`].
+    pub(crate) fn rx_write(
+        &mut self,
+        rx: RxId,
+        offset: u32,
+        bytes: &[u8],
+    ) -> Result<(), DriverError> {
         self.not_lent(rx)?;
         if let Some(message) = self.msgs.get_mut(rx.0).filter(|m| m.router_buffer.is_some()) {
             if message.tx || message.phase != Phase::Receiving {
@@ -894,13 +1486,8 @@ impl Engine {
         }
     }
 
-    /// Lends a `Deliver` receive's destination to the driver, to fill without the core lock:
-    /// a router buffer, or the MD's memory when nothing else can touch it until it comes back
-    /// (this receive is the MD's only message and the MD can match nothing more). `None` when
-    /// the MD may still be used: the driver then fills it through [`Engine::rx_segments_mut`].
-    /// What is lent must come back ([`Engine::rx_give_back`]) before the receive completes;
-    /// meanwhile the MD's memory reads as [`MdError::MemoryLent`].
-    pub fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
+    /// See [`Engine::rx_lend`].
+    pub(crate) fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
         let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -924,8 +1511,8 @@ impl Engine {
         Ok(Some(LentPayload { memory: std::mem::take(&mut md.memory), start, length }))
     }
 
-    /// Takes back what [`Engine::rx_lend`] lent for `rx`.
-    pub fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
+    /// See [`Engine::rx_give_back`].
+    pub(crate) fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
         let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || !message.payload_lent {
             return Err(DriverError::WrongState);
@@ -942,8 +1529,8 @@ impl Engine {
         Ok(())
     }
 
-    /// The payload of a `Deliver` receive is in (or failed: `status` says how).
-    pub fn handle_recv_done(
+    /// See [`Engine::handle_recv_done`].
+    pub(crate) fn handle_recv_done(
         &mut self,
         now: Time,
         rx: RxId,
@@ -964,8 +1551,8 @@ impl Engine {
         Ok(())
     }
 
-    /// The next delayed receive that can proceed.
-    pub fn poll_resume(&mut self) -> Option<Resume> {
+    /// See [`Engine::poll_resume`].
+    pub(crate) fn poll_resume(&mut self) -> Option<Resume> {
         let resume = self.outputs.pop_resume();
         // As a transmit: the receive's partition takes it (the audit).
         #[cfg(test)]
@@ -975,10 +1562,8 @@ impl Engine {
         resume
     }
 
-    // ---------------------------------------------------------------- driver: send
-
-    /// The next message to send.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+    /// See [`Engine::poll_transmit`].
+    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
         while let Some(key) = self.outputs.pop_transmit() {
             // A partition drains its own outputs: taking a transmit is audited as a call on
             // the message's partition, whichever call queued it.
@@ -996,7 +1581,7 @@ impl Engine {
             let released = std::mem::take(&mut message.fault_released);
             if !released && self.faults.has_delay_rules() {
                 let header = message.header;
-                if self.faults.delay(&header, key, true, self.now) {
+                if self.faults.delay(&header, key, true, *self.now) {
                     continue;
                 }
             }
@@ -1004,7 +1589,7 @@ impl Engine {
                 continue;
             };
             message.phase = Phase::InLnd;
-            message.lnd_at = Some(self.now);
+            message.lnd_at = Some(*self.now);
             let next_hop = message
                 .peer_ni
                 .and_then(|id| self.peers.ni(id))
@@ -1028,8 +1613,8 @@ impl Engine {
             // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
             // would, and the failure takes the path a real one of that kind takes.
             if self.faults.has_drop_rules() {
-                if let Some(status) = self.faults.fail_on_send(&transmit.header, self.now) {
-                    let _ = self.handle_send_done(self.now, transmit.tx, status);
+                if let Some(status) = self.faults.fail_on_send(&transmit.header, *self.now) {
+                    let _ = self.handle_send_done(*self.now, transmit.tx, status);
                     continue;
                 }
             }
@@ -1042,7 +1627,7 @@ impl Engine {
     /// its peer NI, and when and through which NI a tracked request left (the first departure
     /// opens the copy window; the last NI is the one a lost link strands it on).
     fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
-        let now = self.now;
+        let now = *self.now;
         if let Some(md) = self.tracked_md_of(key) {
             if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
                 tracker.sent_at.get_or_insert(now);
@@ -1054,30 +1639,11 @@ impl Engine {
         }
     }
 
-    /// The payload of a transmit, as slices of MD memory (for a vectored write).
-    pub fn tx_payload(&self, tx: TxId) -> Result<Slices<'_>, DriverError> {
-        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
-        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
-            return Err(DriverError::WrongState);
-        }
-        if let Some(orphan) = &message.orphan {
-            return Ok(orphan.slices(0, message.length as usize));
-        }
-        if let Some(buffer) = &message.router_buffer {
-            return Ok(buffer.slices(0, message.length as usize));
-        }
-        let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
-        if let Some(slices) = empty {
-            return Ok(slices);
-        }
-        let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
-        Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
-    }
-
-    /// A transmit's payload as bytes the driver may hold while it writes them without the
-    /// core lock ([`Memory::pin`]): `None` when the payload is not one buffer (memory of
-    /// several segments) or is empty.
-    pub fn tx_payload_pinned(&mut self, tx: TxId) -> Result<Option<PinnedBytes>, DriverError> {
+    /// See [`Engine::tx_payload_pinned`].
+    pub(crate) fn tx_payload_pinned(
+        &mut self,
+        tx: TxId,
+    ) -> Result<Option<PinnedBytes>, DriverError> {
         let message = self.msgs.get_mut(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
             return Err(DriverError::WrongState);
@@ -1097,9 +1663,8 @@ impl Engine {
         Ok(md.memory.pin(offset, length))
     }
 
-    /// The driver finished (or failed) a transmit; `status` is the LND's health status.
-    /// lustre: lnet/lnet/lib-msg.c `lnet_finalize()` called by the LND.
-    pub fn handle_send_done(
+    /// See [`Engine::handle_send_done`].
+    pub(crate) fn handle_send_done(
         &mut self,
         now: Time,
         tx: TxId,
@@ -1129,9 +1694,8 @@ impl Engine {
         Ok(())
     }
 
-    /// The LND's connection to `peer` on `ni` came up or went down (`lnet_notify`). The LND
-    /// fails its own queued transmits; this only records the peer NI's state.
-    pub fn handle_connection(
+    /// See [`Engine::handle_connection`].
+    pub(crate) fn handle_connection(
         &mut self,
         now: Time,
         ni: NiId,
@@ -1146,7 +1710,7 @@ impl Engine {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
-                    peer_ni.last_alive = Some(self.now);
+                    peer_ni.last_alive = Some(*self.now);
                 }
                 // lustre: router.c lnet_notify() records the LND's verdict as the peer NI's
                 // status, which is what gateway liveness reads (`auto_down`); ulnet keeps it to
@@ -1165,46 +1729,20 @@ impl Engine {
 
     // ---------------------------------------------------------------- events and timers
 
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub(crate) fn poll_event(&mut self) -> Option<Event> {
         self.outputs.pop_event()
     }
 
-    /// Moves every waiting event, oldest first, to the end of `into`: what repeated
-    /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
-    /// `into` trades buffers with the node). Returns whether there were any.
-    pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
+    /// See [`Engine::take_events`].
+    pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
         self.outputs.take_events(into)
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
-    /// a ping's timeout, a recovery ping, a fast-failover check).
-    pub fn poll_timeout(&self) -> Option<Time> {
-        let tracker = self.trackers.front().map(|(deadline, _)| deadline);
-        let ping = self.pings.deadline();
-        [
-            tracker,
-            ping,
-            self.recovery.deadline(),
-            self.watch_deadline(),
-            self.faults.deadline(),
-            self.routes.next_check,
-            self.router_staleness_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// Expires response trackers whose deadline has passed: each MD is unlinked as by
-    /// `LNetMDUnlink`, the response-timeout counter goes up, and the peer NI the request went
-    /// to takes a remote failure. The deadline is checked exactly (Lustre scans every
-    /// transaction_timeout / 2, so it fires within 150-225 s by default; we fire at 150 s).
-    /// Then fast failover's progress checks and the due recovery pings run.
-    /// lustre: lnet/lnet/lib-move.c `lnet_finalize_expired_responses()`.
-    pub fn handle_timeout(&mut self, now: Time) {
+    /// See [`Engine::handle_timeout`].
+    pub(crate) fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
         while let Some((deadline, md_key)) = self.trackers.front() {
-            if deadline > self.now {
+            if deadline > *self.now {
                 break;
             }
             self.trackers.pop_front();
@@ -1234,45 +1772,39 @@ impl Engine {
         self.run_work();
     }
 
-    // ---------------------------------------------------------------- fault injection
-
-    /// Adds a drop rule (`lnetctl fault drop add`), checked as the kernel checks it; it
-    /// goes first in the list.
-    /// lustre: lnet/lnet/net_fault.c `lnet_drop_rule_add()`.
-    pub fn fault_drop_add(&mut self, now: Time, rule: DropRule) -> Result<(), FaultRuleError> {
+    /// See [`Engine::fault_drop_add`].
+    pub(crate) fn fault_drop_add(
+        &mut self,
+        now: Time,
+        rule: DropRule,
+    ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_drop(rule, self.now)
+        self.faults.add_drop(rule, *self.now)
     }
 
-    /// Deletes the drop rules with this source and destination ([`Nid::ANY`]: any); returns
-    /// how many went. lustre: net_fault.c `lnet_drop_rule_del()`.
-    pub fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> usize {
+    /// See [`Engine::fault_drop_del`].
+    pub(crate) fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> usize {
         self.faults.delete_drops(source, destination)
     }
 
-    /// Zeroes the drop rules' counters and restarts their windows.
-    /// lustre: net_fault.c `lnet_drop_rule_reset()`.
-    pub fn fault_drop_reset(&mut self, now: Time) {
+    /// See [`Engine::fault_drop_reset`].
+    pub(crate) fn fault_drop_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_drops(self.now);
+        self.faults.reset_drops(*self.now);
     }
 
-    /// The drop rules, newest first, with their counters.
-    pub fn fault_drop_rules(&self) -> impl Iterator<Item = (DropRule, FaultStats)> + '_ {
-        self.faults.drop_rules()
-    }
-
-    /// Adds a delay rule (`lnetctl fault delay add`).
-    /// lustre: net_fault.c `lnet_delay_rule_add()`.
-    pub fn fault_delay_add(&mut self, now: Time, rule: DelayRule) -> Result<(), FaultRuleError> {
+    /// See [`Engine::fault_delay_add`].
+    pub(crate) fn fault_delay_add(
+        &mut self,
+        now: Time,
+        rule: DelayRule,
+    ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_delay(rule, self.now)
+        self.faults.add_delay(rule, *self.now)
     }
 
-    /// Deletes delay rules as [`fault_drop_del`](Self::fault_drop_del) does; what they held
-    /// goes on at once (receives resume, transmits leave). Returns how many rules went.
-    /// lustre: net_fault.c `lnet_delay_rule_del()`, `delayed_msg_process()`.
-    pub fn fault_delay_del(&mut self, now: Time, source: Nid, destination: Nid) -> usize {
+    /// See [`Engine::fault_delay_del`].
+    pub(crate) fn fault_delay_del(&mut self, now: Time, source: Nid, destination: Nid) -> usize {
         self.advance(now);
         let mut released = Vec::new();
         let removed = self.faults.delete_delays(source, destination, &mut released);
@@ -1281,26 +1813,16 @@ impl Engine {
         removed
     }
 
-    /// lustre: net_fault.c `lnet_delay_rule_reset()`.
-    pub fn fault_delay_reset(&mut self, now: Time) {
+    /// See [`Engine::fault_delay_reset`].
+    pub(crate) fn fault_delay_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_delays(self.now);
-    }
-
-    /// The delay rules, newest first, with their counters.
-    pub fn fault_delay_rules(&self) -> impl Iterator<Item = (DelayRule, FaultStats)> + '_ {
-        self.faults.delay_rules()
-    }
-
-    /// Messages delay rules hold now.
-    pub fn fault_held_count(&self) -> usize {
-        self.faults.held_count()
+        self.faults.reset_delays(*self.now);
     }
 
     /// Releases what delay rules hold that is due.
     fn release_due_faults(&mut self) {
         let mut released = Vec::new();
-        self.faults.take_due(self.now, &mut released);
+        self.faults.take_due(*self.now, &mut released);
         self.release_held_faults(released);
     }
 
@@ -1323,136 +1845,9 @@ impl Engine {
         }
     }
 
-    // ---------------------------------------------------------------- statistics
-
-    /// The node's counters (`stats show`): every partition's summed.
-    pub fn stats(&self) -> GlobalStats {
-        self.stats.sum()
-    }
-
-    /// NIDs discovery refused to attach so far (`GlobalStats::discovery_nids_refused`),
-    /// cheaper than [`stats`](Self::stats) for a driver that checks it after every call.
-    pub fn discovery_nids_refused(&self) -> u64 {
-        self.stats.sum_of(|counters| counters.discovery_nids_refused)
-    }
-
-    /// Each partition's counters, in partition order: a message counts in the partition of
-    /// the call that handles it (a receive in its previous hop's, a send's completion in its
-    /// MD's), messages and trackers alive in their own.
-    pub fn stats_by_partition(&self) -> Vec<GlobalStats> {
-        self.stats.iter().copied().collect()
-    }
-
     /// The counters of the partition the current call runs on.
     pub(super) fn counters(&mut self) -> &mut GlobalStats {
-        self.stats.get_mut(self.call_cpt)
-    }
-
-    pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
-        Some(NiStats {
-            nid: ni.nid,
-            lnd: ni.lnd,
-            up: ni.lnd == LndKind::Lo || ni.ping_status() == crate::wire::ping::LNET_NI_STATUS_UP,
-            statistics: ni.stats(),
-            health: crate::engine::stats::NiHealthStats {
-                fatal_error: ni.fatal_error,
-                health_value: ni.health.value(),
-                ping_count: u64::from(ni.recovery.ping_count),
-                next_ping: if ni.recovery.queued {
-                    ni.recovery.next_ping.as_nanos() / 1_000_000_000
-                } else {
-                    0
-                },
-                ..ni.health_stats
-            },
-            tunables: ni.tunables,
-            tx_credits: ni.credits.as_ref().map(|queues| queues.totals()),
-            tx_queues: ni.credits.as_ref().map_or_else(Vec::new, |queues| queues.per_cpt()),
-            priority: ni.priority,
-            numa_distance: ni.numa_distance,
-            latency: ni.latency(),
-        })
-    }
-
-    pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
-        let id = self.peers.find(nid)?;
-        self.peer_ni_stats_by_id(id)
-    }
-
-    /// Every peer NI, in creation order (deleted ones left out).
-    pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        self.peers.nis().filter_map(|(id, _)| self.peer_ni_stats_by_id(id))
-    }
-
-    /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
-    /// completed yet, with their NI, in slab order: what a driver fails when it stops or
-    /// retires an NI.
-    pub fn transmits_in_lnd(&self) -> impl Iterator<Item = (TxId, NiId)> + '_ {
-        self.msgs
-            .iter()
-            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .map(|(key, m)| (TxId(key), m.ni))
-    }
-
-    /// Messages alive now (sends, receives, delayed PUTs).
-    pub fn message_count(&self) -> usize {
-        self.msgs.len()
-    }
-
-    /// Messages parked on lazy portals (and loopback sends held for them).
-    pub fn delayed_message_count(&self) -> usize {
-        self.msgs
-            .iter()
-            .filter(|(_, m)| matches!(m.phase, Phase::Delayed | Phase::LoHeld | Phase::FaultHeld))
-            .count()
-    }
-
-    /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
-    pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        self.msgs
-            .iter()
-            .filter(|(_, m)| m.event == Some(EventKind::Send))
-            .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
-    }
-
-    /// The user's live MDs that have a [`handler`](MdSpec::handler) (not 0), in slab order:
-    /// what a runtime unlinks at shutdown so that their UNLINK events hand the memory back.
-    pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        self.mds
-            .iter()
-            .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
-            .map(|(_, md)| md.handle)
-    }
-
-    /// The user's MDs (LNet's own are not counted).
-    pub fn md_count(&self) -> usize {
-        self.mds.user_count()
-    }
-
-    /// The user's MEs (LNet's own are not counted).
-    pub fn me_count(&self) -> usize {
-        self.mes.user_count()
-    }
-
-    /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
-    /// the messages attached, queues within bounds, messages in coherent states, and no
-    /// internal inconsistency seen. Linear in the node's size; meant for tests and fuzzing.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        if let Some(violation) = &self.violation {
-            return Err(violation.clone());
-        }
-        // The checker reads everything: what it reaches is not the call's (the audit).
-        #[cfg(test)]
-        let saved =
-            [self.mds.touched(), self.mes.touched(), self.msgs.touched(), self.peers.touched()]
-                .map(|cell| (cell, cell.take()));
-        let checked = crate::engine::invariants::check(self);
-        #[cfg(test)]
-        for (cell, touched) in saved {
-            cell.set(touched);
-        }
-        checked
+        self.stats.get_mut(*self.call_cpt)
     }
 
     // ---------------------------------------------------------------- helpers
@@ -1466,16 +1861,16 @@ impl Engine {
             self.close_audited_call();
             self.audit.open(std::panic::Location::caller());
         }
-        self.now = self.now.max(now);
-        self.call_cpt = 0;
+        *self.now = (*self.now).max(now);
+        *self.call_cpt = 0;
     }
 
     /// The current call runs on partition `cpt` (where it counts): a message's home
     /// partition, or the one a receive's previous hop hashes to.
     pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
-        self.call_cpt = cpt.unwrap_or(0);
+        *self.call_cpt = cpt.unwrap_or(0);
         #[cfg(test)]
-        self.audit.enter(self.call_cpt);
+        self.audit.enter(*self.call_cpt);
     }
 
     /// Ends the partition audit's current call: what it reached of the partitioned state
@@ -1490,7 +1885,7 @@ impl Engine {
             | self.nis.touched().take()
             | self.portals.take_touched()
             | self.trackers.take_touched();
-        self.audit.close(self.call_cpt, touched);
+        self.audit.close(*self.call_cpt, touched);
     }
 
     /// Starts a call that names no partition (the audit does not check it): what an API
@@ -1512,51 +1907,16 @@ impl Engine {
         self.audit.plan(self.plan_message(key));
     }
 
-    /// What the partition audit found since it was last read: the message-path calls that
-    /// reached a partition their plan did not name, and how wide the plans were.
+    /// See [`Engine::partition_audit`].
     #[cfg(test)]
     pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
         self.close_audited_call();
         self.audit.take()
     }
 
-    /// The crossings the audit recorded so far, without ending the current call.
-    #[cfg(test)]
-    pub(crate) fn partition_crossings(&self) -> &[crate::engine::audit::Crossing] {
-        self.audit.crossings()
-    }
-
     pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
         if self.violation.is_none() {
-            self.violation = Some(what());
-        }
-    }
-
-    /// Resolves a user's ME handle; LNet's own MEs are invisible.
-    fn me_key(&self, me: MeHandle) -> Result<Key, KeyState> {
-        let key = me.key().ok_or(KeyState::Unknown)?;
-        match self.mes.state(key) {
-            KeyState::Live if self.mes.get(key).is_some_and(|me| me.internal) => {
-                Err(KeyState::Unknown)
-            }
-            KeyState::Live => Ok(key),
-            state => Err(state),
-        }
-    }
-
-    /// Resolves a handle the user holds: unlinked (zombie) MDs no longer resolve.
-    pub(super) fn live_md(&self, md: MdHandle) -> Result<Key, MdError> {
-        let key = md.key().ok_or(MdError::UnknownMd)?;
-        match self.mds.state(key) {
-            KeyState::Live if self.mds.get(key).is_some_and(|md| md.owner != MdOwner::User) => {
-                Err(MdError::UnknownMd)
-            }
-            KeyState::Live if self.mds.get(key).is_some_and(|md| md.zombie) => {
-                Err(MdError::UnlinkedMd)
-            }
-            KeyState::Live => Ok(key),
-            KeyState::Removed => Err(MdError::UnlinkedMd),
-            KeyState::Unknown => Err(MdError::UnknownMd),
+            *self.violation = Some(what());
         }
     }
 
@@ -1644,7 +2004,7 @@ impl Engine {
     /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
     pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
-        let (now, deadline) = (self.now, self.now + self.tunables.transaction_timeout);
+        let (now, deadline) = (*self.now, *self.now + self.tunables.transaction_timeout);
         let cpt = self.mds.partition_of(md_key).unwrap_or(0);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
@@ -1726,72 +2086,9 @@ impl Engine {
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
         let pushed = self.outputs.push_event(event, self.limits.events);
         if pushed.is_none() {
-            self.stats.get_mut(self.call_cpt).events_dropped += 1;
+            self.stats.get_mut(*self.call_cpt).events_dropped += 1;
         }
         pushed
-    }
-
-    /// The router buffer a forwarded message is being received into, if it is one.
-    fn router_buffer_mut(&mut self, rx: RxId) -> Result<SlicesMut<'_>, DriverError> {
-        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
-        if message.tx || message.phase != Phase::Receiving {
-            return Err(DriverError::WrongState);
-        }
-        let length = message.length as usize;
-        let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-        Ok(buffer.slices_mut(0, length))
-    }
-
-    /// Fails a call that needs a receive's destination while the driver holds it.
-    fn not_lent(&self, rx: RxId) -> Result<(), DriverError> {
-        match self.msgs.get(rx.0) {
-            Some(message) if message.payload_lent => Err(DriverError::PayloadLent),
-            _ => Ok(()),
-        }
-    }
-
-    fn receiving(&self, rx: RxId) -> Result<(Key, u32, u32), DriverError> {
-        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
-        if message.tx || message.phase != Phase::Receiving {
-            return Err(DriverError::WrongState);
-        }
-        let md = message.md.ok_or(DriverError::WrongState)?;
-        Ok((md, message.md_offset, message.length))
-    }
-
-    fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
-        let peer_ni = self.peers.ni(id).filter(|ni| !ni.deleted)?;
-        let peer = self.peers.peer_of(id)?;
-        let pool = &peer_ni.credits;
-        Some(PeerNiStats {
-            nid: peer_ni.nid,
-            primary_nid: peer.primary_nid,
-            multi_rail: peer.multi_rail(),
-            tx_credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
-            tx_q_num_of_buf: peer_ni.queued_bytes,
-            rtr_credits: match &peer_ni.router_credits {
-                Some(router) => {
-                    CreditStats { max: router.max(), available: router.value(), min: router.min() }
-                }
-                None => CreditStats { max: pool.max(), available: pool.max(), min: pool.max() },
-            },
-            statistics: peer_ni.stats,
-            health: crate::engine::stats::PeerNiHealthStats {
-                health_value: peer_ni.health.value(),
-                ping_count: u64::from(peer_ni.recovery.ping_count),
-                next_ping: if peer_ni.recovery.queued {
-                    peer_ni.recovery.next_ping.as_nanos() / 1_000_000_000
-                } else {
-                    0
-                },
-                ..peer_ni.health_stats
-            },
-            status: peer_ni.status,
-            priority: peer_ni.priority,
-            preferred: peer_ni.preferred.first(),
-            latency: peer_ni.latency.snapshot(),
-            srtt: std::time::Duration::from_nanos(peer_ni.watch.srtt_ns),
-        })
     }
 
     /// The peer NI for `nid`, created (with its own peer) if new.
@@ -1874,6 +2171,75 @@ impl Engine {
                 self.trackers.pop_front_in(cpt);
             }
         }
+    }
+}
+
+/// The calls that lend the caller a part's memory for as long as the view lives.
+impl<'a> Flow<'a> {
+    /// See [`Engine::md_memory_mut`].
+    pub(crate) fn md_memory_mut(self, md: MdHandle) -> Result<&'a mut Memory, MdError> {
+        let key = self.live_md(md)?;
+        let md = self.mds.get_mut(key).ok_or(MdError::UnknownMd)?;
+        if md.lent {
+            return Err(MdError::MemoryLent);
+        }
+        Ok(&mut md.memory)
+    }
+
+    /// See [`Engine::rx_segments_mut`].
+    pub(crate) fn rx_segments_mut(self, rx: RxId) -> Result<SlicesMut<'a>, DriverError> {
+        self.not_lent(rx)?;
+        let routed = self.msgs.get(rx.0).is_some_and(|m| m.router_buffer.is_some());
+        if routed {
+            return self.router_buffer_mut(rx);
+        }
+        let (md_key, offset, length) = self.receiving(rx)?;
+        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
+        Ok(md.memory.slices_mut(offset as usize, length as usize))
+    }
+
+    /// The router buffer a forwarded message is being received into, if it is one.
+    fn router_buffer_mut(self, rx: RxId) -> Result<SlicesMut<'a>, DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving {
+            return Err(DriverError::WrongState);
+        }
+        let length = message.length as usize;
+        let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
+        Ok(buffer.slices_mut(0, length))
+    }
+}
+
+/// The calls that lend the caller a part's memory to read for as long as the view lives.
+impl<'a> Look<'a> {
+    /// See [`Engine::md_memory`].
+    pub(crate) fn md_memory(self, md: MdHandle) -> Result<&'a Memory, MdError> {
+        let key = self.live_md(md)?;
+        let md = self.mds.get(key).ok_or(MdError::UnknownMd)?;
+        if md.lent {
+            return Err(MdError::MemoryLent);
+        }
+        Ok(&md.memory)
+    }
+
+    /// See [`Engine::tx_payload`].
+    pub(crate) fn tx_payload(self, tx: TxId) -> Result<Slices<'a>, DriverError> {
+        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
+            return Err(DriverError::WrongState);
+        }
+        if let Some(orphan) = &message.orphan {
+            return Ok(orphan.slices(0, message.length as usize));
+        }
+        if let Some(buffer) = &message.router_buffer {
+            return Ok(buffer.slices(0, message.length as usize));
+        }
+        let empty = (message.md.is_none() || message.length == 0).then(|| EMPTY.slices(0, 0));
+        if let Some(slices) = empty {
+            return Ok(slices);
+        }
+        let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
+        Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
     }
 }
 

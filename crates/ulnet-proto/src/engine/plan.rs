@@ -22,6 +22,7 @@ use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::portal::MatchInfo;
 use crate::engine::slab::Key;
+use crate::engine::view::{Access, View};
 use crate::wire::header::{Body, Header};
 use crate::wire::ping::LNET_RESERVED_PORTAL;
 
@@ -72,6 +73,35 @@ impl Engine {
     /// traffic (pings, pushes: discovery state) and a match that takes the rotor or may steal
     /// need the node.
     pub fn plan_header(&self, ni: NiId, from: Nid, header: &Header) -> CallScope {
+        self.look().plan_header(ni, from, header)
+    }
+
+    /// The plan of [`handle_send_done`](Engine::handle_send_done): the message, and the
+    /// messages its credits go to next (a message waiting for a credit may live in another
+    /// partition, its MD's, where the kernel's waiters all share the CPT of their next hop).
+    /// A failure, or a success on an NI whose health is recovering, changes health, the
+    /// recovery queues and perhaps the ping buffer: the whole node.
+    pub fn plan_send_done(&self, tx: TxId, status: HealthStatus) -> CallScope {
+        self.look().plan_send_done(tx, status)
+    }
+
+    /// The plan of [`handle_recv_done`](Engine::handle_recv_done), as
+    /// [`plan_send_done`](Self::plan_send_done)'s.
+    pub fn plan_recv_done(&self, rx: RxId, status: HealthStatus) -> CallScope {
+        self.look().plan_recv_done(rx, status)
+    }
+
+    /// The plan of [`put`](Engine::put) or [`get`](Engine::get) from `md` to `target`: the
+    /// MD's partition, where the message lives; a target the node has not discovered needs
+    /// the node (the peer is created, discovery runs).
+    pub fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
+        self.look().plan_initiate(md, target)
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// See [`Engine::plan_header`].
+    pub(crate) fn plan_header(&self, ni: NiId, from: Nid, header: &Header) -> CallScope {
         if self.partitions.count() == 1 {
             return CallScope::one(0);
         }
@@ -130,18 +160,13 @@ impl Engine {
         }
     }
 
-    /// The plan of [`handle_send_done`](Engine::handle_send_done): the message, and the
-    /// messages its credits go to next (a message waiting for a credit may live in another
-    /// partition, its MD's, where the kernel's waiters all share the CPT of their next hop).
-    /// A failure, or a success on an NI whose health is recovering, changes health, the
-    /// recovery queues and perhaps the ping buffer: the whole node.
-    pub fn plan_send_done(&self, tx: TxId, status: HealthStatus) -> CallScope {
+    /// See [`Engine::plan_send_done`].
+    pub(crate) fn plan_send_done(&self, tx: TxId, status: HealthStatus) -> CallScope {
         self.plan_completion(tx.0, status)
     }
 
-    /// The plan of [`handle_recv_done`](Engine::handle_recv_done), as
-    /// [`plan_send_done`](Self::plan_send_done)'s.
-    pub fn plan_recv_done(&self, rx: RxId, status: HealthStatus) -> CallScope {
+    /// See [`Engine::plan_recv_done`].
+    pub(crate) fn plan_recv_done(&self, rx: RxId, status: HealthStatus) -> CallScope {
         self.plan_completion(rx.0, status)
     }
 
@@ -230,10 +255,8 @@ impl Engine {
         peer.ni_ids().fold(scope, |scope, id| self.with_peer_ni(scope, id))
     }
 
-    /// The plan of [`put`](Engine::put) or [`get`](Engine::get) from `md` to `target`: the
-    /// MD's partition, where the message lives; a target the node has not discovered needs
-    /// the node (the peer is created, discovery runs).
-    pub fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
+    /// See [`Engine::plan_initiate`].
+    pub(crate) fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
         let Some(cpt) = md.key().and_then(|key| self.mds.partition_of(key)) else {
             return CallScope::Node;
         };
@@ -247,8 +270,7 @@ impl Engine {
         self.with_peer(CallScope::one(cpt), peer)
     }
 
-    /// A message's home and the partitions of the MDs it refers to; the whole node for a
-    /// message of LNet's own MDs (pings, pushes, discovery: node-wide state).
+    /// See [`Engine::plan_message`].
     pub(crate) fn plan_message(&self, key: Key) -> CallScope {
         let Some(message) = self.msgs.get(key) else {
             return CallScope::one(self.msgs.partition_of(key).unwrap_or(0));

@@ -52,6 +52,7 @@
 //! `lnet_peer_ni_set_non_mr_pref_nid()`), lnet/utils/lnetconfig/liblnetconfig_udsp.c
 //! (`lustre_lnet_add_udsp()`: what lnetctl checks before sending a rule).
 
+use crate::engine::view::{Access, Flow, View};
 use std::fmt;
 
 use crate::addr::{DescriptorParseError, Net, Nid, NidDescriptor};
@@ -352,6 +353,10 @@ impl PreferredNids {
 }
 
 impl Engine {
+    /// `lnetctl udsp show`: the rules in index order.
+    pub fn udsp_rules(&self) -> &UdspRules {
+        &self.policies
+    }
     /// `lnetctl udsp add`: the rule goes in at `index` (appended by default), then every
     /// rule is applied again, last to first.
     /// lustre: api-ni.c `IOC_LIBCFS_ADD_UDSP`, udsp.c `lnet_udsp_add_policy()`,
@@ -361,40 +366,25 @@ impl Engine {
         rule: UdspRule,
         index: Option<usize>,
     ) -> Result<usize, UdspAddError> {
-        let at = self.policies.add(rule, index)?;
-        let gateways = self.route_gateways();
-        let Self { policies, nis, peers, .. } = self;
-        for rule in policies.iter().rev() {
-            apply_everywhere(rule, false, nis, peers, &gateways);
-        }
-        Ok(at)
+        self.flow().udsp_add(rule, index)
     }
 
     /// `lnetctl udsp del --idx N` (`Some`) or `--all` (`None`): what each rule removed
     /// matches is reverted. lustre: udsp.c `lnet_udsp_del_policy()`, `lnet_udsp_destroy()`.
     pub fn udsp_del(&mut self, index: Option<usize>) -> Result<(), UdspNotFound> {
-        let removed = match index {
-            None => self.policies.take_all(),
-            Some(at) => {
-                let shown = u32::try_from(at).unwrap_or(u32::MAX);
-                vec![self.policies.remove(at).ok_or(UdspNotFound(shown))?]
-            }
-        };
-        let gateways = self.route_gateways();
-        for rule in &removed {
-            apply_everywhere(rule, true, &mut self.nis, &mut self.peers, &gateways);
-        }
-        Ok(())
-    }
-
-    /// `lnetctl udsp show`: the rules in index order.
-    pub fn udsp_rules(&self) -> &UdspRules {
-        &self.policies
+        self.flow().udsp_del(index)
     }
 
     /// `udsp info` of the local NI (`remote` false) or peer NI owning `nid`; `None` when
     /// there is none. lustre: udsp.c `lnet_udsp_get_construct_info()`.
     pub fn udsp_info(&self, nid: Nid, remote: bool) -> Option<UdspConstructInfo> {
+        self.look().udsp_info(nid, remote)
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// See [`Engine::udsp_info`].
+    pub(crate) fn udsp_info(&self, nid: Nid, remote: bool) -> Option<UdspConstructInfo> {
         if !remote {
             let ni = self.nis.get(self.nis.for_nid(nid)?)?;
             return Some(UdspConstructInfo {
@@ -439,6 +429,44 @@ impl Engine {
         let Some(lpni) = self.peers.ni(destination) else { return false };
         !lpni.preferred_routers.is_empty()
             && lpni.preferred_routers.contains(&self.peers.primary_nid(gateway))
+    }
+
+    /// Whether `peer` has a peer net for `net` (to tell if attaching a NID creates one).
+    pub(super) fn peer_has_net(&self, peer: PeerId, net: Net) -> bool {
+        self.peers.peer(peer).is_some_and(|entry| entry.nets.iter().any(|n| n.net == net))
+    }
+}
+
+impl Flow<'_> {
+    /// See [`Engine::udsp_add`].
+    pub(crate) fn udsp_add(
+        &mut self,
+        rule: UdspRule,
+        index: Option<usize>,
+    ) -> Result<usize, UdspAddError> {
+        let at = self.policies.add(rule, index)?;
+        let gateways = self.route_gateways();
+        let Self { policies, nis, peers, .. } = self;
+        for rule in policies.iter().rev() {
+            apply_everywhere(rule, false, nis, peers, &gateways);
+        }
+        Ok(at)
+    }
+
+    /// See [`Engine::udsp_del`].
+    pub(crate) fn udsp_del(&mut self, index: Option<usize>) -> Result<(), UdspNotFound> {
+        let removed = match index {
+            None => self.policies.take_all(),
+            Some(at) => {
+                let shown = u32::try_from(at).unwrap_or(u32::MAX);
+                vec![self.policies.remove(at).ok_or(UdspNotFound(shown))?]
+            }
+        };
+        let gateways = self.route_gateways();
+        for rule in &removed {
+            apply_everywhere(rule, true, self.nis, self.peers, &gateways);
+        }
+        Ok(())
     }
 
     /// A local NI came up (`net add`): its net, if new, takes the source net rules, and
@@ -495,11 +523,6 @@ impl Engine {
             let locals = local_nids_for(rule, nis);
             apply_on_peer_ni(rule, false, id, None, &locals, peers, &gateways);
         }
-    }
-
-    /// Whether `peer` has a peer net for `net` (to tell if attaching a NID creates one).
-    pub(super) fn peer_has_net(&self, peer: PeerId, net: Net) -> bool {
-        self.peers.peer(peer).is_some_and(|entry| entry.nets.iter().any(|n| n.net == net))
     }
 }
 

@@ -15,15 +15,71 @@ use crate::engine::md::MdOptions;
 use crate::engine::me::ProcessId;
 use crate::engine::msg::{Message, Phase, RxId};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Engine, RecvAction, Resume, Work};
+use crate::engine::node::{RecvAction, Resume, Work};
 use crate::engine::peer::PeerNiId;
 use crate::engine::portal::{MatchInfo, MatchPlace, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
+use crate::engine::view::{Access, Flow, View};
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
 use crate::wire::ping::LNET_RESERVED_PORTAL;
 
-impl Engine {
+impl<A: Access> View<'_, A> {
+    /// Where a received message stands when its portal picks a match table: what the kernel
+    /// reads from the parsing thread and the message (lib-move.c `lnet_parse_put()`,
+    /// `lnet_parse_get()`: `mi_cpt`; lib-ptl.c `lnet_mt_of_match()`). The kernel parses on
+    /// the thread of the previous hop's partition on the receiving NI, which is the
+    /// partition the runtime's I/O thread for that connection serves (decision 0029).
+    fn match_place(&self, key: Key) -> MatchPlace {
+        let Some(message) = self.msgs.get(key).filter(|_| self.partitions.count() > 1) else {
+            return MatchPlace::default();
+        };
+        let initiator = message.template.initiator.nid;
+        self.place_of(message.ni, message.template.sender, initiator, &message.header)
+    }
+
+    /// [`match_place`](Self::match_place) of a header from `sender` on `ni` whose initiator
+    /// (the source's primary NID) is `initiator`.
+    pub(super) fn place_of(
+        &self,
+        ni: NiId,
+        sender: Nid,
+        initiator: Nid,
+        header: &Header,
+    ) -> MatchPlace {
+        MatchPlace {
+            current: self.cpt_of_nid(&sender, ni),
+            routed: header.src_nid.net() != header.dest_nid.net(),
+            initiator_on_ni: self.cpt_of_nid(&initiator, ni),
+            initiator: self.partitions.cpt_of_nid(&initiator, None),
+            rotor: self.tunables.portal_rotor,
+        }
+    }
+
+    /// The MD a response names, if it is one of this incarnation's (live or not).
+    pub(super) fn response_md_key(&self, handle: WireHandle) -> Option<Key> {
+        if handle.interface_cookie & !RESEND_COOKIE_FLAG != self.interface_cookie {
+            return None;
+        }
+        MdHandle(handle.object_cookie).key()
+    }
+
+    /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
+    /// MD, active, and not attached to an ME.
+    fn response_md(&self, handle: WireHandle) -> Option<Key> {
+        // A fast-failover copy's response carries the flag (failover.rs).
+        let key = self.response_md_key(handle)?;
+        let md = self.mds.get(key)?;
+        (!md.zombie && !md.threshold.is_zero() && md.me.is_none()).then_some(key)
+    }
+
+    /// An rx commit sets the deadline from the rx NI as a send commit does (docs/protocol/semantics.md §4.4).
+    fn rx_deadline(&self, ni: NiId) -> Time {
+        *self.now + self.transmission_timeout(ni)
+    }
+}
+
+impl Flow<'_> {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
     /// message when the loopback LND is the caller.
     pub(super) fn parse(
@@ -65,7 +121,7 @@ impl Engine {
         }
         // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
         // the payload is skipped and the sender learns nothing (net_fault.c).
-        if self.faults.has_drop_rules() && self.faults.drop_on_receive(header, local_nid, self.now)
+        if self.faults.has_drop_rules() && self.faults.drop_on_receive(header, local_nid, *self.now)
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
@@ -99,7 +155,7 @@ impl Engine {
             }
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
-            peer.last_alive = Some(self.now);
+            peer.last_alive = Some(*self.now);
             peer.alive = true;
             // lustre: a message from a peer NI says it is UP (`lpni_ns_status`); only gateway
             // liveness reads it here.
@@ -133,7 +189,7 @@ impl Engine {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && for_me && self.failover_enabled() {
-            match self.failover.deliveries().arrive(self.now, header, DEDUPE_WINDOW) {
+            match self.failover.deliveries().arrive(*self.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -149,7 +205,7 @@ impl Engine {
         // would have to wait with them).
         if lo_tx.is_none()
             && self.faults.has_delay_rules()
-            && self.faults.delay(header, key, false, self.now)
+            && self.faults.delay(header, key, false, *self.now)
         {
             if let Some(message) = self.msgs.get_mut(key) {
                 message.phase = Phase::FaultHeld;
@@ -223,7 +279,7 @@ impl Engine {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
-        match table.match_md(&self.mes, &mut self.mds, &info, &place) {
+        match table.match_md(self.mes, self.mds, &info, &place) {
             PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
                 RecvAction::Deliver {
@@ -280,7 +336,7 @@ impl Engine {
         };
         let place = self.match_place(key);
         let matched = match self.portals.get_mut(portal as usize) {
-            Some(table) => table.match_md(&self.mes, &mut self.mds, &info, &place),
+            Some(table) => table.match_md(self.mes, self.mds, &info, &place),
             None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
         };
         let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
@@ -379,54 +435,6 @@ impl Engine {
             length: mlength,
             discard: payload.saturating_sub(mlength),
         }
-    }
-
-    /// Where a received message stands when its portal picks a match table: what the kernel
-    /// reads from the parsing thread and the message (lib-move.c `lnet_parse_put()`,
-    /// `lnet_parse_get()`: `mi_cpt`; lib-ptl.c `lnet_mt_of_match()`). The kernel parses on
-    /// the thread of the previous hop's partition on the receiving NI, which is the
-    /// partition the runtime's I/O thread for that connection serves (decision 0029).
-    fn match_place(&self, key: Key) -> MatchPlace {
-        let Some(message) = self.msgs.get(key).filter(|_| self.partitions.count() > 1) else {
-            return MatchPlace::default();
-        };
-        let initiator = message.template.initiator.nid;
-        self.place_of(message.ni, message.template.sender, initiator, &message.header)
-    }
-
-    /// [`match_place`](Self::match_place) of a header from `sender` on `ni` whose initiator
-    /// (the source's primary NID) is `initiator`.
-    pub(super) fn place_of(
-        &self,
-        ni: NiId,
-        sender: Nid,
-        initiator: Nid,
-        header: &Header,
-    ) -> MatchPlace {
-        MatchPlace {
-            current: self.cpt_of_nid(&sender, ni),
-            routed: header.src_nid.net() != header.dest_nid.net(),
-            initiator_on_ni: self.cpt_of_nid(&initiator, ni),
-            initiator: self.partitions.cpt_of_nid(&initiator, None),
-            rotor: self.tunables.portal_rotor,
-        }
-    }
-
-    /// The MD a response names, if it is one of this incarnation's (live or not).
-    pub(super) fn response_md_key(&self, handle: WireHandle) -> Option<Key> {
-        if handle.interface_cookie & !RESEND_COOKIE_FLAG != self.interface_cookie {
-            return None;
-        }
-        MdHandle(handle.object_cookie).key()
-    }
-
-    /// `lnet_wire_handle2md` plus `lnet_parse_ack/reply`'s checks: our incarnation, a live
-    /// MD, active, and not attached to an ME.
-    fn response_md(&self, handle: WireHandle) -> Option<Key> {
-        // A fast-failover copy's response carries the flag (failover.rs).
-        let key = self.response_md_key(handle)?;
-        let md = self.mds.get(key)?;
-        (!md.zombie && !md.threshold.is_zero() && md.me.is_none()).then_some(key)
     }
 
     /// `lnet_msg_attach_md` for a match: reference, threshold, and auto-unlink when exhausted
@@ -602,17 +610,12 @@ impl Engine {
     ) {
         self.counters().drop_count += 1;
         self.counters().drop_length += u64::from(bytes);
-        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
             peer.stats.dropped(msg_type, bytes);
         }
-    }
-
-    /// An rx commit sets the deadline from the rx NI as a send commit does (docs/protocol/semantics.md §4.4).
-    fn rx_deadline(&self, ni: NiId) -> Time {
-        self.now + self.transmission_timeout(ni)
     }
 }
 

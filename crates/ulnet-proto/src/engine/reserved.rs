@@ -8,6 +8,7 @@
 //! `lnet_push_target_resize`, `lnet_ping`, `lnet_ping_event_handler`), docs/protocol/wire.md §6,
 //! docs/protocol/semantics.md §1.6, §6.1.
 
+use crate::engine::view::{Access, Flow, View};
 use std::time::Duration;
 
 use crate::addr::Nid;
@@ -33,6 +34,15 @@ use crate::wire::ping::{
 };
 
 impl Engine {
+    /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
+    pub fn local_ping_info(&self) -> &PingInfo {
+        self.ping_target.info()
+    }
+
+    /// The ping buffer this node serves, as bytes on the wire.
+    pub fn local_ping_buffer(&self) -> &[u8] {
+        self.ping_target.bytes()
+    }
     /// `LNetPing` / `lnetctl ping`: GETs `target`'s ping buffer (a 3960-byte sink, response
     /// tracking forced on) from `source` or any NI, and reports a [`PingResult`] through
     /// [`poll_completion`](Self::poll_completion) once it answers or `timeout` passes. A REPLY
@@ -40,6 +50,77 @@ impl Engine {
     /// trigger discovery.
     /// lustre: lnet/lnet/api-ni.c `lnet_ping()`.
     pub fn ping(
+        &mut self,
+        now: Time,
+        target: ProcessId,
+        timeout: Duration,
+        source: Option<Nid>,
+    ) -> Result<PingId, PingStartError> {
+        self.flow().ping(now, target, timeout, source)
+    }
+
+    /// The next finished ping or discovery.
+    pub fn poll_completion(&mut self) -> Option<PingCompletion> {
+        self.flow().poll_completion()
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
+    /// nid4 NI net by net in configuration order, then the large ones.
+    fn build_ping_info(&self, sequence: u32) -> PingInfo {
+        let mut features = LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL;
+        // A router advertises itself only once routing is Enabled (router.c).
+        if !self.routes.state.enabled() {
+            features |= LNET_PING_FEAT_RTE_DISABLED;
+        }
+        if self.tunables.discovery {
+            features |= LNET_PING_FEAT_DISCOVERY;
+        }
+        let mut nets = Vec::new();
+        for ni in self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo && !ni.removed) {
+            if !nets.contains(&ni.nid.net()) {
+                nets.push(ni.nid.net());
+            }
+        }
+        let ordered = nets.iter().flat_map(|net| {
+            self.nis.iter().filter(move |ni| {
+                ni.nid.net() == *net && ni.lnd != LndKind::Lo && !ni.removed && !ni.nid.is_any()
+            })
+        });
+        let mut nids = Vec::new();
+        let mut large = Vec::new();
+        // Entry 0 is 0@lo, so at most lnet_interfaces_max - 1 more.
+        for ni in ordered.take(LNET_INTERFACES_MAX as usize - 1) {
+            let entry = NiStatus { nid: ni.nid, status: ni.ping_status() };
+            if ni.nid.is_nid4() {
+                nids.push(entry);
+            } else {
+                if nids.is_empty() && large.is_empty() {
+                    features |= LNET_PING_FEAT_PRIMARY_LARGE;
+                }
+                large.push(entry);
+            }
+        }
+        PingInfo { features, pid: self.pid, sequence, nids, large, metadata: Vec::new() }
+    }
+
+    fn wire_handle(&self, md: Key) -> WireHandle {
+        let object_cookie =
+            self.mds.get(md).map_or(WireHandle::NONE.object_cookie, |md| md.handle.0);
+        WireHandle { interface_cookie: self.interface_cookie, object_cookie }
+    }
+
+    /// Whether message `key` waits for its peer's discovery.
+    pub(crate) fn is_held_for_discovery(&self, key: Key) -> bool {
+        self.msgs.get(key).is_some_and(|message| message.phase == Phase::DiscoveryWait)
+            && self.peers.peers().any(|(_, peer)| peer.discovery.pending.contains(&key))
+    }
+}
+
+impl Flow<'_> {
+    /// See [`Engine::ping`].
+    pub(crate) fn ping(
         &mut self,
         now: Time,
         target: ProcessId,
@@ -65,7 +146,7 @@ impl Engine {
         } else {
             target
         };
-        let deadline = self.now + timeout;
+        let deadline = *self.now + timeout;
         let state = PingState {
             target,
             source,
@@ -86,19 +167,9 @@ impl Engine {
         Ok(PingId(id))
     }
 
-    /// The next finished ping or discovery.
-    pub fn poll_completion(&mut self) -> Option<PingCompletion> {
+    /// See [`Engine::poll_completion`].
+    pub(crate) fn poll_completion(&mut self) -> Option<PingCompletion> {
         self.outputs.pop_completion()
-    }
-
-    /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
-    pub fn local_ping_info(&self) -> &PingInfo {
-        self.ping_target.info()
-    }
-
-    /// The ping buffer this node serves, as bytes on the wire.
-    pub fn local_ping_buffer(&self) -> &[u8] {
-        self.ping_target.bytes()
     }
 
     // ------------------------------------------------------------ the targets
@@ -153,45 +224,6 @@ impl Engine {
             md.memory.write_at(0, &bytes);
         }
         self.ping_target.rewrite(info, bytes);
-    }
-
-    /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
-    /// nid4 NI net by net in configuration order, then the large ones.
-    fn build_ping_info(&self, sequence: u32) -> PingInfo {
-        let mut features = LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL;
-        // A router advertises itself only once routing is Enabled (router.c).
-        if !self.routes.state.enabled() {
-            features |= LNET_PING_FEAT_RTE_DISABLED;
-        }
-        if self.tunables.discovery {
-            features |= LNET_PING_FEAT_DISCOVERY;
-        }
-        let mut nets = Vec::new();
-        for ni in self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo && !ni.removed) {
-            if !nets.contains(&ni.nid.net()) {
-                nets.push(ni.nid.net());
-            }
-        }
-        let ordered = nets.iter().flat_map(|net| {
-            self.nis.iter().filter(move |ni| {
-                ni.nid.net() == *net && ni.lnd != LndKind::Lo && !ni.removed && !ni.nid.is_any()
-            })
-        });
-        let mut nids = Vec::new();
-        let mut large = Vec::new();
-        // Entry 0 is 0@lo, so at most lnet_interfaces_max - 1 more.
-        for ni in ordered.take(LNET_INTERFACES_MAX as usize - 1) {
-            let entry = NiStatus { nid: ni.nid, status: ni.ping_status() };
-            if ni.nid.is_nid4() {
-                nids.push(entry);
-            } else {
-                if nids.is_empty() && large.is_empty() {
-                    features |= LNET_PING_FEAT_PRIMARY_LARGE;
-                }
-                large.push(entry);
-            }
-        }
-        PingInfo { features, pid: self.pid, sequence, nids, large, metadata: Vec::new() }
     }
 
     /// Posts a push target of the wanted size, unlinking the one it replaces.
@@ -371,12 +403,6 @@ impl Engine {
         self.insert_md(spec, UnlinkMode::Unlink, None, owner).ok_or(EventStatus::NoMemory)
     }
 
-    fn wire_handle(&self, md: Key) -> WireHandle {
-        let object_cookie =
-            self.mds.get(md).map_or(WireHandle::NONE.object_cookie, |md| md.handle.0);
-        WireHandle { interface_cookie: self.interface_cookie, object_cookie }
-    }
-
     // ------------------------------------------------------------ API pings
 
     fn send_api_ping(&mut self, id: u64, sink: u32) -> Result<(), EventStatus> {
@@ -465,7 +491,7 @@ impl Engine {
 
     /// Pings whose timeout passed fail; their MDs are unlinked (late events are ignored).
     pub(super) fn expire_pings(&mut self) {
-        while let Some(id) = self.pings.pop_expired(self.now) {
+        while let Some(id) = self.pings.pop_expired(*self.now) {
             self.complete_ping(id, Err(PingFailure::TimedOut));
         }
     }
@@ -490,11 +516,5 @@ impl Engine {
             MdOwner::Ping(id) => self.ping_event(id, md, &event, data),
             MdOwner::Recovery(target) => self.recovery_event(target, md, &event),
         }
-    }
-
-    /// Whether a message is waiting on a peer's discovery queue (for the invariant checker).
-    pub(crate) fn is_held_for_discovery(&self, key: Key) -> bool {
-        self.msgs.get(key).is_some_and(|message| message.phase == Phase::DiscoveryWait)
-            && self.peers.peers().any(|(_, peer)| peer.discovery.pending.contains(&key))
     }
 }

@@ -15,6 +15,7 @@
 //! credit queue is per peer NI rather than per peer; with the router checker off, a gateway is
 //! queued for discovery on first use but the message does not wait for it.
 
+use crate::engine::view::{Access, Flow, View};
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
@@ -59,36 +60,7 @@ impl Engine {
     /// `lnet_add_route` checks it. The gateway becomes a peer (created if new) and is checked
     /// at once by the router checker.
     pub fn route_add(&mut self, now: Time, config: RouteConfig) -> Result<(), RouteError> {
-        self.advance(now);
-        Routes::validate(&config)?;
-        if self.is_local_net(config.net) {
-            return Err(RouteError::Exists);
-        }
-        if !self.is_local_net(config.gateway.net()) {
-            return Err(RouteError::GatewayUnreachable);
-        }
-        let credits = self.nis.peer_credits_for(config.gateway);
-        let gateway =
-            self.peer_ni_or_create(config.gateway, credits).map_err(|_| RouteError::TableFull)?;
-        let Some(peer) = self.peers.ni(gateway).map(|ni| ni.peer) else {
-            return Err(RouteError::TableFull);
-        };
-        let start_down = self.tunables.router.check_routers_before_use;
-        let peers = &self.peers;
-        self.routes.insert(&config, !start_down, |nid| peers.peer_id(nid) == Some(peer))?;
-        if start_down && !self.peer_is_router(peer, Some(config.gateway)) {
-            self.mark_gateway_down(peer);
-        }
-        // lustre: lnet_add_route_to_rnet() forces a router check on every gateway net.
-        let now = self.now;
-        if let Some(entry) = self.peers.peer_mut(peer) {
-            for net in &mut entry.nets {
-                net.next_ping = now;
-            }
-        }
-        self.run_router_checker();
-        self.run_work();
-        Ok(())
+        self.flow().route_add(now, config)
     }
 
     /// `lnetctl route del`: the routes to `net` (every net when `None`) through the peer owning
@@ -99,41 +71,17 @@ impl Engine {
         net: Option<Net>,
         gateway: Option<Nid>,
     ) -> Result<usize, RouteError> {
-        self.advance(now);
-        if let Some(net) = net {
-            if !self.routes.reaches(net) {
-                return Err(RouteError::NotFound);
-            }
-        }
-        let peer = gateway.and_then(|nid| self.peers.peer_id(nid));
-        let peers = &self.peers;
-        let removed = self.routes.remove(net, |nid| match (gateway, peer) {
-            (None, _) => true,
-            (Some(_), Some(peer)) => peers.peer_id(nid) == Some(peer),
-            (Some(gateway), None) => nid == gateway,
-        });
-        self.refresh_router_deadline();
-        Ok(removed)
+        self.flow().route_del(now, net, gateway)
     }
 
     /// Every route, as `route show` lists them.
     pub fn routes(&self) -> Vec<RouteInfo> {
-        (0..)
-            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
-            .map(|(index, route)| RouteInfo {
-                net: route.net,
-                gateway: route.gateway,
-                hops: route.hops,
-                priority: route.priority,
-                alive: self.route_alive(index),
-                multi_hop: !route.single_hop,
-            })
-            .collect()
+        self.look().routes()
     }
 
     /// The routing state (`routing show`'s `enable` is [`RoutingState::enabled`]).
     pub fn routing_state(&self) -> RoutingState {
-        self.routes.state
+        self.look().routing_state()
     }
 
     /// `lnetctl set routing 1|0` (`lnet_rtrpools_enable` / `_disable`): enabling sizes the
@@ -147,73 +95,73 @@ impl Engine {
         enable: bool,
         immediate: bool,
     ) -> Result<(), RoutingError> {
-        self.advance(now);
-        let state = self.routes.state;
-        let next = match (enable, state) {
-            (true, RoutingState::Enabled | RoutingState::Starting { .. }) => return Ok(()),
-            (true, RoutingState::Stopping { .. }) => return Err(RoutingError::Stopping),
-            (true, RoutingState::Disabled) if immediate => RoutingState::Enabled,
-            (true, RoutingState::Disabled) => RoutingState::Starting { since: self.now },
-            (false, RoutingState::Disabled | RoutingState::Stopping { .. }) => return Ok(()),
-            (false, _) if immediate => RoutingState::Disabled,
-            (false, _) => RoutingState::Stopping { since: self.now },
-        };
-        self.change_routing(next);
-        self.refresh_router_deadline();
-        self.run_work();
-        Ok(())
+        self.flow().set_routing(now, enable, immediate)
     }
 
     /// `lnetctl set tiny_buffers|small_buffers|large_buffers`: the requested count (0: the
     /// default); a live pool grows at once and shrinks as buffers come back.
     pub fn set_router_buffers(&mut self, now: Time, class: BufferClass, count: u32) {
-        self.advance(now);
-        let granted = self.routes.set_count(class, count);
-        self.buffers_granted(granted);
-        self.run_work();
+        self.flow().set_router_buffers(now, class, count)
     }
 
     /// The requested buffer counts (0: default), as `buffers:` exports them.
     pub fn router_buffer_counts(&self) -> crate::engine::routes::BufferCounts {
-        self.routes.counts
+        self.look().router_buffer_counts()
     }
 
     /// The pools `routing show` prints: tiny, small and large for each partition, in CPT
     /// order (`cpt[0]`, `cpt[1]`, ...).
     pub fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
-        self.routes.pool_stats()
+        self.look().router_pools()
     }
 
     /// Whether the peer owning `nid` is a gateway of some route, and if so whether it is
     /// alive (`lp_alive`).
     pub fn gateway_alive(&self, nid: Nid) -> Option<bool> {
-        let peer = self.peers.peer_id(nid)?;
-        self.peer_is_router(peer, None).then(|| self.peers.peer(peer).is_some_and(|p| p.alive))
+        self.look().gateway_alive(nid)
     }
 
-    fn change_routing(&mut self, next: RoutingState) {
-        let was = self.routes.state;
-        self.routes.state = next;
-        if next.enabled() && !was.enabled() {
-            self.routes.enabled_at = self.now;
-        }
-        let waiters = match next {
-            RoutingState::Disabled => self.routes.free_pools(),
-            _ if !was.forwards() => self.routes.size_pools(),
-            _ => Vec::new(),
-        };
-        if next == RoutingState::Disabled {
-            for key in waiters {
-                self.drop_blocked_route(key);
-            }
-        } else {
-            self.buffers_granted(waiters);
-        }
-        // The ping buffer says RTE_DISABLED unless routing is Enabled.
-        if was.enabled() != next.enabled() {
-            self.update_ping_buffer_in_place();
-            self.push_update_to_peers();
-        }
+    /// Bytes held by router buffers now free for reuse (memory accounting).
+    pub fn router_spare_bytes(&self) -> usize {
+        self.look().router_spare_bytes()
+    }
+}
+
+impl<A: Access> View<'_, A> {
+    /// See [`Engine::routes`].
+    pub(crate) fn routes(&self) -> Vec<RouteInfo> {
+        (0..)
+            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
+            .map(|(index, route)| RouteInfo {
+                net: route.net,
+                gateway: route.gateway,
+                hops: route.hops,
+                priority: route.priority,
+                alive: self.route_alive(index),
+                multi_hop: !route.single_hop,
+            })
+            .collect()
+    }
+
+    /// See [`Engine::routing_state`].
+    pub(crate) fn routing_state(&self) -> RoutingState {
+        self.routes.state
+    }
+
+    /// See [`Engine::router_buffer_counts`].
+    pub(crate) fn router_buffer_counts(&self) -> crate::engine::routes::BufferCounts {
+        self.routes.counts
+    }
+
+    /// See [`Engine::router_pools`].
+    pub(crate) fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
+        self.routes.pool_stats()
+    }
+
+    /// See [`Engine::gateway_alive`].
+    pub(crate) fn gateway_alive(&self, nid: Nid) -> Option<bool> {
+        let peer = self.peers.peer_id(nid)?;
+        self.peer_is_router(peer, None).then(|| self.peers.peer(peer).is_some_and(|p| p.alive))
     }
 
     // ------------------------------------------------------------ liveness
@@ -224,20 +172,6 @@ impl Engine {
         self.routes.iter().any(|route| {
             Some(route.gateway) != except && self.peers.peer_id(route.gateway) == Some(peer)
         })
-    }
-
-    /// `check_routers_before_use`: a new gateway is dead and its NIs DOWN until it answers.
-    fn mark_gateway_down(&mut self, peer: PeerId) {
-        let ids: Vec<PeerNiId> =
-            self.peers.peer(peer).map(|entry| entry.ni_ids().collect()).unwrap_or_default();
-        if let Some(entry) = self.peers.peer_mut(peer) {
-            entry.alive = false;
-        }
-        for id in ids {
-            if let Some(ni) = self.peers.ni_mut(id) {
-                ni.status = LNET_NI_STATUS_DOWN;
-            }
-        }
     }
 
     /// `lnet_is_peer_ni_alive`: the peer NI's cached status is UP.
@@ -313,82 +247,11 @@ impl Engine {
             })
     }
 
-    /// `lnet_router_discovery_ping_reply`: a gateway's ping buffer says which of its routes
-    /// are alive (its local net reachable and, single-hop under `avoid_asym_router_failure`,
-    /// an NI UP on the remote net) and which are really multi-hop.
-    pub(super) fn router_ping_reply(&mut self, peer: PeerId, info: &PingInfo) {
-        if !self.peer_is_router(peer, None) {
-            return;
-        }
-        let indexes: Vec<usize> = (0..)
-            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
-            .filter(|(_, route)| self.peers.peer_id(route.gateway) == Some(peer))
-            .map(|(index, _)| index)
-            .collect();
-        let disabled = info.features & crate::wire::ping::LNET_PING_FEAT_RTE_DISABLED != 0;
-        let avoid_asym = self.tunables.router.avoid_asym_router_failure;
-        for index in indexes {
-            let Some((net, local_net, hops)) =
-                self.routes.get(index).map(|route| (route.net, route.gateway.net(), route.hops))
-            else {
-                continue;
-            };
-            let reachable = !disabled && self.gateway_net_alive(peer, local_net) == Some(true);
-            let listed: Vec<u32> = info
-                .entries()
-                .filter(|entry| entry.nid.net() == net)
-                .map(|entry| entry.status)
-                .collect();
-            let single_hop = !listed.is_empty();
-            let net_up = listed.contains(&LNET_NI_STATUS_UP);
-            let Some(route) = self.routes.get_mut(index) else { continue };
-            if !reachable {
-                route.cached_alive = false;
-                continue;
-            }
-            route.single_hop = single_hop;
-            route.cached_alive =
-                if avoid_asym && (hops == Some(1) || single_hop) { net_up } else { true };
-        }
-    }
-
-    /// `lnet_router_discovery_complete`: a gateway whose discovery failed is dead, its NIs
-    /// DOWN and its routes with them; one that answered is alive.
-    pub(super) fn router_discovery_complete(&mut self, peer: PeerId, error: Option<EventStatus>) {
-        if !self.peer_is_router(peer, None) {
-            return;
-        }
-        if let Some(entry) = self.peers.peer_mut(peer) {
-            entry.state.remove(PeerState::RTR_DISCOVERY);
-            entry.state.insert(PeerState::RTR_DISCOVERED);
-            entry.alive = error.is_none();
-        }
-        self.refresh_router_deadline();
-        if error.is_none() {
-            return;
-        }
-        self.mark_gateway_down(peer);
-        if let Some(entry) = self.peers.peer_mut(peer) {
-            entry.alive = false;
-        }
-        let peers = &self.peers;
-        for route in self.routes.iter_mut() {
-            if peers.peer_id(route.gateway) == Some(peer) {
-                route.cached_alive = false;
-            }
-        }
-    }
-
     /// `lnet_router_checker_active`.
     fn router_checker_active(&self) -> bool {
         self.routes.state.forwards()
             || (!self.routes.is_empty()
                 && !self.tunables.router.alive_router_check_interval.is_zero())
-    }
-
-    /// Recomputes [`Routes::next_check`](crate::engine::routes::Routes).
-    pub(super) fn refresh_router_deadline(&mut self) {
-        self.routes.next_check = self.router_checker_deadline();
     }
 
     /// When the router checker next has work: a routing transition or a gateway net due for
@@ -399,7 +262,7 @@ impl Engine {
             RoutingState::Starting { since } => Some(since + transition),
             // Checked each second once the minimum has passed (the buffers may still be out).
             RoutingState::Stopping { since } => {
-                Some((since + transition).max(self.now + std::time::Duration::from_secs(1)))
+                Some((since + transition).max(*self.now + std::time::Duration::from_secs(1)))
             }
             _ => None,
         };
@@ -433,110 +296,6 @@ impl Engine {
         peers
     }
 
-    /// One pass of `lnet_check_routers`: routing transitions that are due, then each gateway
-    /// not being checked has its next local net that is due pinged (a forced discovery).
-    pub(super) fn run_router_checker(&mut self) {
-        self.router_check_pass();
-        self.refresh_router_deadline();
-    }
-
-    fn router_check_pass(&mut self) {
-        let transition = self.tunables.router.routing_transition();
-        match self.routes.state {
-            RoutingState::Starting { since } if self.now >= since + transition => {
-                self.change_routing(RoutingState::Enabled);
-            }
-            RoutingState::Stopping { since }
-                if (self.now >= since + transition && self.routes.pools_idle())
-                    || self.now >= since + transition * 3 =>
-            {
-                self.change_routing(RoutingState::Disabled);
-            }
-            _ => {}
-        }
-        self.update_router_ni_status();
-        if !self.router_checker_active() {
-            return;
-        }
-        let interval = self.tunables.router.alive_router_check_interval;
-        if interval.is_zero() {
-            return;
-        }
-        let now = self.now;
-        for peer in self.gateway_peers() {
-            let Some(entry) = self.peers.peer(peer) else { continue };
-            if entry.state.contains(PeerState::RTR_DISCOVERY) {
-                continue;
-            }
-            // The next local peer net after the last one pinged, round robin, that is due.
-            let count = entry.nets.len();
-            let start = entry
-                .router_net
-                .and_then(|net| entry.nets.iter().position(|peer_net| peer_net.net == net))
-                .map_or(0, |at| at + 1);
-            let due = (0..count).map(|step| (start + step) % count).find(|&at| {
-                entry.nets.get(at).is_some_and(|peer_net| {
-                    self.is_local_net(peer_net.net) && now >= peer_net.next_ping
-                })
-            });
-            let Some(at) = due else { continue };
-            let Some(entry) = self.peers.peer_mut(peer) else { continue };
-            entry.state.remove(PeerState::NIDS_UPTODATE);
-            entry
-                .state
-                .insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH | PeerState::RTR_DISCOVERY);
-            if let Some(peer_net) = entry.nets.get_mut(at) {
-                entry.router_net = Some(peer_net.net);
-                peer_net.next_ping = now + interval;
-            }
-            self.start_discovery(peer);
-        }
-    }
-
-    /// `lnet_parse`'s router half of an incoming LNet ping (a GET on the reserved portal from
-    /// another node): the net it came in on is alive, and its NIs UP again if staleness had
-    /// put them DOWN.
-    pub(super) fn router_ping_received(&mut self, ni: NiId) {
-        if !self.routes.state.enabled() {
-            return;
-        }
-        let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
-        self.nis.touch_net(net, self.now);
-        if self.set_net_status(net, LNET_NI_STATUS_UP) {
-            self.install_ping_target();
-            self.force_push_to_peers();
-        }
-        self.refresh_router_deadline();
-    }
-
-    /// `lnet_update_ni_status_locked`: on a router, the NIs of a net that received no LNet ping
-    /// for `router_ping_timeout + alive_router_check_interval` are reported DOWN (its clients
-    /// would otherwise route into a net nobody can reach through it).
-    fn update_router_ni_status(&mut self) {
-        if !self.routes.state.enabled() {
-            return;
-        }
-        let window = self.tunables.router.routing_transition();
-        let since = self.routes.enabled_at;
-        let stale: Vec<Net> = self
-            .nis
-            .nets()
-            .iter()
-            .filter(|local| {
-                local.net != Net::LO && self.now >= local.last_alive.max(since) + window
-            })
-            .map(|local| local.net)
-            .collect();
-        let mut changed = false;
-        for net in stale {
-            changed |= self.set_net_status(net, LNET_NI_STATUS_DOWN);
-        }
-        if changed {
-            self.install_ping_target();
-            self.force_push_to_peers();
-        }
-    }
-
     /// When a router net next goes stale (its NIs still UP). Computed on each call (no
     /// allocation), since other flows change NI status.
     pub(super) fn router_staleness_deadline(&self) -> Option<Time> {
@@ -556,76 +315,6 @@ impl Engine {
             })
             .map(|local| local.last_alive.max(since) + window)
             .min()
-    }
-
-    /// Sets the status word of every usable NI on `net`; true when one changed.
-    fn set_net_status(&mut self, net: Net, status: u32) -> bool {
-        let mut changed = false;
-        for ni in self.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
-            if ni.status != status {
-                ni.status = status;
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    // ------------------------------------------------------------ route choice
-
-    /// `lnet_handle_find_routed_path`: the gateway (and the local NI, when not fixed) for a
-    /// message to `destination` on a remote net. `originating` is SRC_ANY from this node
-    /// (neither forwarding nor source-specified, no NI fixed): the destination's routed net
-    /// is chosen among the peer's, and its best NI becomes the final destination.
-    pub(super) fn find_routed_path(
-        &mut self,
-        destination: PeerNiId,
-        local: Option<NiId>,
-        hint: Option<PeerNiId>,
-        originating: bool,
-    ) -> Option<RoutedPath> {
-        // A response goes back through the router its request came through, while that is
-        // still a gateway.
-        if let Some(hint) = hint {
-            let gateway = Some(hint).filter(|id| {
-                self.peers
-                    .ni(*id)
-                    .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
-            });
-            if let Some(gateway) = gateway {
-                let ni =
-                    local.or_else(|| self.best_ni_on_net(self.peers.ni(gateway)?.nid.net()))?;
-                return Some(RoutedPath { ni, gateway, destination });
-            }
-        }
-        let mut destination = destination;
-        let remote_net = if originating && local.is_none() {
-            let (net, best) = self.best_routed_peer_net(destination)?;
-            destination = best;
-            net
-        } else {
-            self.peers.ni(destination)?.nid.net()
-        };
-        let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
-        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
-        let ni = match local {
-            Some(ni) => ni,
-            None => {
-                let net = self.peers.ni(gateway)?.nid.net();
-                self.best_ni_on_net(net)?
-            }
-        };
-        // The round robin among routes that tie.
-        let highest = self
-            .routes
-            .to_net(remote_net)
-            .filter(|index| self.route_alive(*index))
-            .filter_map(|index| self.routes.get(index).map(|route| route.seq.get()))
-            .max()
-            .unwrap_or(0);
-        if let Some(route) = self.routes.get(route) {
-            route.seq.set(highest + 1);
-        }
-        Some(RoutedPath { ni, gateway, destination })
     }
 
     /// The destination peer's net that a route reaches, by peer-net health, priority and
@@ -758,6 +447,460 @@ impl Engine {
             || self.peers.ni(destination).is_some_and(|ni| ni.health.value() < MAX_HEALTH)
     }
 
+    /// `lnet_peer_buffer_credits`: the net's `peer_buffer_credits`, else its `peer_credits`.
+    fn router_credits_for(&self, ni: NiId) -> u32 {
+        self.nis.get(ni).map_or(0, |ni| {
+            let tunables = ni.tunables;
+            if tunables.peer_buffer_credits > 0 {
+                tunables.peer_buffer_credits
+            } else {
+                tunables.peer_credits
+            }
+        })
+    }
+
+    /// The router side of `lnet_check_message_drop`: a routed message to a peer NI that is
+    /// not UP is dropped when the net has a peer timeout (the router's peer aliveness).
+    pub(super) fn routed_peer_dead(&self, key: Key) -> bool {
+        let Some(message) = self.msgs.get(key).filter(|m| m.routing) else {
+            return false;
+        };
+        if message.header.dest_pid & LNET_PID_USERFLAG != 0 {
+            return false;
+        }
+        let timeout = self.nis.get(message.ni).map_or(0, |ni| ni.tunables.peer_timeout);
+        timeout > 0 && message.peer_ni.is_some_and(|id| !self.peer_ni_up(id))
+    }
+
+    /// See [`Engine::router_spare_bytes`].
+    pub(crate) fn router_spare_bytes(&self) -> usize {
+        self.routes.spare_bytes()
+    }
+
+    /// Checks the router pools and credits against the messages holding them, and that the
+    /// router checker's cached deadline is not later than its work (earlier is a harmless
+    /// wake-up).
+    pub(super) fn check_routing(&self) -> Result<(), String> {
+        let computed = self.router_checker_deadline();
+        let cached = self.routes.next_check;
+        let late = match (cached, computed) {
+            (None, Some(_)) => true,
+            (Some(cached), Some(computed)) => cached > computed,
+            _ => false,
+        };
+        if late {
+            return Err(format!("router checker deadline {cached:?} later than {computed:?}"));
+        }
+        for cpt in 0..self.routes.partitions() {
+            for class in BufferClass::ALL {
+                let holders = self
+                    .msgs
+                    .iter()
+                    .filter(|(_, m)| {
+                        m.buffer_credit == Credit::Held
+                            && m.rx_cpt == cpt
+                            && BufferClass::for_length(m.header.payload_length) == Some(class)
+                    })
+                    .count();
+                if let Some(pool) = self.routes.pool(cpt, class) {
+                    pool.check(holders).map_err(|error| format!("CPT {cpt}: {error}"))?;
+                }
+            }
+        }
+        for (id, lpni) in self.peers.nis() {
+            let Some(pool) = &lpni.router_credits else { continue };
+            let holders = self
+                .msgs
+                .iter()
+                .filter(|(_, m)| {
+                    m.router_credit == Credit::Held
+                        && m.rx_peer.or(m.peer_ni.filter(|_| !m.tx)) == Some(id)
+                })
+                .count();
+            pool.check(holders)
+                .map_err(|error| format!("router credits of {}: {error}", lpni.nid))?;
+        }
+        Ok(())
+    }
+}
+
+impl Flow<'_> {
+    // ------------------------------------------------------------ configuration
+
+    /// See [`Engine::route_add`].
+    pub(crate) fn route_add(&mut self, now: Time, config: RouteConfig) -> Result<(), RouteError> {
+        self.advance(now);
+        Routes::validate(&config)?;
+        if self.is_local_net(config.net) {
+            return Err(RouteError::Exists);
+        }
+        if !self.is_local_net(config.gateway.net()) {
+            return Err(RouteError::GatewayUnreachable);
+        }
+        let credits = self.nis.peer_credits_for(config.gateway);
+        let gateway =
+            self.peer_ni_or_create(config.gateway, credits).map_err(|_| RouteError::TableFull)?;
+        let Some(peer) = self.peers.ni(gateway).map(|ni| ni.peer) else {
+            return Err(RouteError::TableFull);
+        };
+        let start_down = self.tunables.router.check_routers_before_use;
+        let peers = &self.peers;
+        self.routes.insert(&config, !start_down, |nid| peers.peer_id(nid) == Some(peer))?;
+        if start_down && !self.peer_is_router(peer, Some(config.gateway)) {
+            self.mark_gateway_down(peer);
+        }
+        // lustre: lnet_add_route_to_rnet() forces a router check on every gateway net.
+        let now = *self.now;
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            for net in &mut entry.nets {
+                net.next_ping = now;
+            }
+        }
+        self.run_router_checker();
+        self.run_work();
+        Ok(())
+    }
+
+    /// See [`Engine::route_del`].
+    pub(crate) fn route_del(
+        &mut self,
+        now: Time,
+        net: Option<Net>,
+        gateway: Option<Nid>,
+    ) -> Result<usize, RouteError> {
+        self.advance(now);
+        if let Some(net) = net {
+            if !self.routes.reaches(net) {
+                return Err(RouteError::NotFound);
+            }
+        }
+        let peer = gateway.and_then(|nid| self.peers.peer_id(nid));
+        let peers = &self.peers;
+        let removed = self.routes.remove(net, |nid| match (gateway, peer) {
+            (None, _) => true,
+            (Some(_), Some(peer)) => peers.peer_id(nid) == Some(peer),
+            (Some(gateway), None) => nid == gateway,
+        });
+        self.refresh_router_deadline();
+        Ok(removed)
+    }
+
+    /// See [`Engine::set_routing`].
+    pub(crate) fn set_routing(
+        &mut self,
+        now: Time,
+        enable: bool,
+        immediate: bool,
+    ) -> Result<(), RoutingError> {
+        self.advance(now);
+        let state = self.routes.state;
+        let next = match (enable, state) {
+            (true, RoutingState::Enabled | RoutingState::Starting { .. }) => return Ok(()),
+            (true, RoutingState::Stopping { .. }) => return Err(RoutingError::Stopping),
+            (true, RoutingState::Disabled) if immediate => RoutingState::Enabled,
+            (true, RoutingState::Disabled) => RoutingState::Starting { since: *self.now },
+            (false, RoutingState::Disabled | RoutingState::Stopping { .. }) => return Ok(()),
+            (false, _) if immediate => RoutingState::Disabled,
+            (false, _) => RoutingState::Stopping { since: *self.now },
+        };
+        self.change_routing(next);
+        self.refresh_router_deadline();
+        self.run_work();
+        Ok(())
+    }
+
+    /// See [`Engine::set_router_buffers`].
+    pub(crate) fn set_router_buffers(&mut self, now: Time, class: BufferClass, count: u32) {
+        self.advance(now);
+        let granted = self.routes.set_count(class, count);
+        self.buffers_granted(granted);
+        self.run_work();
+    }
+
+    fn change_routing(&mut self, next: RoutingState) {
+        let was = self.routes.state;
+        self.routes.state = next;
+        if next.enabled() && !was.enabled() {
+            self.routes.enabled_at = *self.now;
+        }
+        let waiters = match next {
+            RoutingState::Disabled => self.routes.free_pools(),
+            _ if !was.forwards() => self.routes.size_pools(),
+            _ => Vec::new(),
+        };
+        if next == RoutingState::Disabled {
+            for key in waiters {
+                self.drop_blocked_route(key);
+            }
+        } else {
+            self.buffers_granted(waiters);
+        }
+        // The ping buffer says RTE_DISABLED unless routing is Enabled.
+        if was.enabled() != next.enabled() {
+            self.update_ping_buffer_in_place();
+            self.push_update_to_peers();
+        }
+    }
+
+    /// `check_routers_before_use`: a new gateway is dead and its NIs DOWN until it answers.
+    fn mark_gateway_down(&mut self, peer: PeerId) {
+        let ids: Vec<PeerNiId> =
+            self.peers.peer(peer).map(|entry| entry.ni_ids().collect()).unwrap_or_default();
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            entry.alive = false;
+        }
+        for id in ids {
+            if let Some(ni) = self.peers.ni_mut(id) {
+                ni.status = LNET_NI_STATUS_DOWN;
+            }
+        }
+    }
+
+    /// `lnet_router_discovery_ping_reply`: a gateway's ping buffer says which of its routes
+    /// are alive (its local net reachable and, single-hop under `avoid_asym_router_failure`,
+    /// an NI UP on the remote net) and which are really multi-hop.
+    pub(super) fn router_ping_reply(&mut self, peer: PeerId, info: &PingInfo) {
+        if !self.peer_is_router(peer, None) {
+            return;
+        }
+        let indexes: Vec<usize> = (0..)
+            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
+            .filter(|(_, route)| self.peers.peer_id(route.gateway) == Some(peer))
+            .map(|(index, _)| index)
+            .collect();
+        let disabled = info.features & crate::wire::ping::LNET_PING_FEAT_RTE_DISABLED != 0;
+        let avoid_asym = self.tunables.router.avoid_asym_router_failure;
+        for index in indexes {
+            let Some((net, local_net, hops)) =
+                self.routes.get(index).map(|route| (route.net, route.gateway.net(), route.hops))
+            else {
+                continue;
+            };
+            let reachable = !disabled && self.gateway_net_alive(peer, local_net) == Some(true);
+            let listed: Vec<u32> = info
+                .entries()
+                .filter(|entry| entry.nid.net() == net)
+                .map(|entry| entry.status)
+                .collect();
+            let single_hop = !listed.is_empty();
+            let net_up = listed.contains(&LNET_NI_STATUS_UP);
+            let Some(route) = self.routes.get_mut(index) else { continue };
+            if !reachable {
+                route.cached_alive = false;
+                continue;
+            }
+            route.single_hop = single_hop;
+            route.cached_alive =
+                if avoid_asym && (hops == Some(1) || single_hop) { net_up } else { true };
+        }
+    }
+
+    /// `lnet_router_discovery_complete`: a gateway whose discovery failed is dead, its NIs
+    /// DOWN and its routes with them; one that answered is alive.
+    pub(super) fn router_discovery_complete(&mut self, peer: PeerId, error: Option<EventStatus>) {
+        if !self.peer_is_router(peer, None) {
+            return;
+        }
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            entry.state.remove(PeerState::RTR_DISCOVERY);
+            entry.state.insert(PeerState::RTR_DISCOVERED);
+            entry.alive = error.is_none();
+        }
+        self.refresh_router_deadline();
+        if error.is_none() {
+            return;
+        }
+        self.mark_gateway_down(peer);
+        if let Some(entry) = self.peers.peer_mut(peer) {
+            entry.alive = false;
+        }
+        let peers = &self.peers;
+        for route in self.routes.iter_mut() {
+            if peers.peer_id(route.gateway) == Some(peer) {
+                route.cached_alive = false;
+            }
+        }
+    }
+
+    /// Recomputes [`Routes::next_check`](crate::engine::routes::Routes).
+    pub(super) fn refresh_router_deadline(&mut self) {
+        self.routes.next_check = self.router_checker_deadline();
+    }
+
+    /// One pass of `lnet_check_routers`: routing transitions that are due, then each gateway
+    /// not being checked has its next local net that is due pinged (a forced discovery).
+    pub(super) fn run_router_checker(&mut self) {
+        self.router_check_pass();
+        self.refresh_router_deadline();
+    }
+
+    fn router_check_pass(&mut self) {
+        let transition = self.tunables.router.routing_transition();
+        match self.routes.state {
+            RoutingState::Starting { since } if *self.now >= since + transition => {
+                self.change_routing(RoutingState::Enabled);
+            }
+            RoutingState::Stopping { since }
+                if (*self.now >= since + transition && self.routes.pools_idle())
+                    || *self.now >= since + transition * 3 =>
+            {
+                self.change_routing(RoutingState::Disabled);
+            }
+            _ => {}
+        }
+        self.update_router_ni_status();
+        if !self.router_checker_active() {
+            return;
+        }
+        let interval = self.tunables.router.alive_router_check_interval;
+        if interval.is_zero() {
+            return;
+        }
+        let now = *self.now;
+        for peer in self.gateway_peers() {
+            let Some(entry) = self.peers.peer(peer) else { continue };
+            if entry.state.contains(PeerState::RTR_DISCOVERY) {
+                continue;
+            }
+            // The next local peer net after the last one pinged, round robin, that is due.
+            let count = entry.nets.len();
+            let start = entry
+                .router_net
+                .and_then(|net| entry.nets.iter().position(|peer_net| peer_net.net == net))
+                .map_or(0, |at| at + 1);
+            let due = (0..count).map(|step| (start + step) % count).find(|&at| {
+                entry.nets.get(at).is_some_and(|peer_net| {
+                    self.is_local_net(peer_net.net) && now >= peer_net.next_ping
+                })
+            });
+            let Some(at) = due else { continue };
+            let Some(entry) = self.peers.peer_mut(peer) else { continue };
+            entry.state.remove(PeerState::NIDS_UPTODATE);
+            entry
+                .state
+                .insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH | PeerState::RTR_DISCOVERY);
+            if let Some(peer_net) = entry.nets.get_mut(at) {
+                entry.router_net = Some(peer_net.net);
+                peer_net.next_ping = now + interval;
+            }
+            self.start_discovery(peer);
+        }
+    }
+
+    /// `lnet_parse`'s router half of an incoming LNet ping (a GET on the reserved portal from
+    /// another node): the net it came in on is alive, and its NIs UP again if staleness had
+    /// put them DOWN.
+    pub(super) fn router_ping_received(&mut self, ni: NiId) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
+        self.nis.touch_net(net, *self.now);
+        if self.set_net_status(net, LNET_NI_STATUS_UP) {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+        self.refresh_router_deadline();
+    }
+
+    /// `lnet_update_ni_status_locked`: on a router, the NIs of a net that received no LNet ping
+    /// for `router_ping_timeout + alive_router_check_interval` are reported DOWN (its clients
+    /// would otherwise route into a net nobody can reach through it).
+    fn update_router_ni_status(&mut self) {
+        if !self.routes.state.enabled() {
+            return;
+        }
+        let window = self.tunables.router.routing_transition();
+        let since = self.routes.enabled_at;
+        let stale: Vec<Net> = self
+            .nis
+            .nets()
+            .iter()
+            .filter(|local| {
+                local.net != Net::LO && *self.now >= local.last_alive.max(since) + window
+            })
+            .map(|local| local.net)
+            .collect();
+        let mut changed = false;
+        for net in stale {
+            changed |= self.set_net_status(net, LNET_NI_STATUS_DOWN);
+        }
+        if changed {
+            self.install_ping_target();
+            self.force_push_to_peers();
+        }
+    }
+
+    /// Sets the status word of every usable NI on `net`; true when one changed.
+    fn set_net_status(&mut self, net: Net, status: u32) -> bool {
+        let mut changed = false;
+        for ni in self.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
+            if ni.status != status {
+                ni.status = status;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    // ------------------------------------------------------------ route choice
+
+    /// `lnet_handle_find_routed_path`: the gateway (and the local NI, when not fixed) for a
+    /// message to `destination` on a remote net. `originating` is SRC_ANY from this node
+    /// (neither forwarding nor source-specified, no NI fixed): the destination's routed net
+    /// is chosen among the peer's, and its best NI becomes the final destination.
+    pub(super) fn find_routed_path(
+        &mut self,
+        destination: PeerNiId,
+        local: Option<NiId>,
+        hint: Option<PeerNiId>,
+        originating: bool,
+    ) -> Option<RoutedPath> {
+        // A response goes back through the router its request came through, while that is
+        // still a gateway.
+        if let Some(hint) = hint {
+            let gateway = Some(hint).filter(|id| {
+                self.peers
+                    .ni(*id)
+                    .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
+            });
+            if let Some(gateway) = gateway {
+                let ni =
+                    local.or_else(|| self.best_ni_on_net(self.peers.ni(gateway)?.nid.net()))?;
+                return Some(RoutedPath { ni, gateway, destination });
+            }
+        }
+        let mut destination = destination;
+        let remote_net = if originating && local.is_none() {
+            let (net, best) = self.best_routed_peer_net(destination)?;
+            destination = best;
+            net
+        } else {
+            self.peers.ni(destination)?.nid.net()
+        };
+        let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
+        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
+        let ni = match local {
+            Some(ni) => ni,
+            None => {
+                let net = self.peers.ni(gateway)?.nid.net();
+                self.best_ni_on_net(net)?
+            }
+        };
+        // The round robin among routes that tie.
+        let highest = self
+            .routes
+            .to_net(remote_net)
+            .filter(|index| self.route_alive(*index))
+            .filter_map(|index| self.routes.get(index).map(|route| route.seq.get()))
+            .max()
+            .unwrap_or(0);
+        if let Some(route) = self.routes.get(route) {
+            route.seq.set(highest + 1);
+        }
+        Some(RoutedPath { ni, gateway, destination })
+    }
+
     // ------------------------------------------------------------ forwarding
 
     /// `lnet_post_routed_recv_locked`: a message to forward takes a router credit of the peer
@@ -837,18 +980,6 @@ impl Engine {
         RecvAction::Deliver { rx: RxId(key), length, discard: 0 }
     }
 
-    /// `lnet_peer_buffer_credits`: the net's `peer_buffer_credits`, else its `peer_credits`.
-    fn router_credits_for(&self, ni: NiId) -> u32 {
-        self.nis.get(ni).map_or(0, |ni| {
-            let tunables = ni.tunables;
-            if tunables.peer_buffer_credits > 0 {
-                tunables.peer_buffer_credits
-            } else {
-                tunables.peer_credits
-            }
-        })
-    }
-
     /// A routed receive that waited now has its credit or buffer: try again, and tell the
     /// driver when it may read the payload.
     pub(super) fn resume_routed_recv(&mut self, key: Key) {
@@ -895,7 +1026,7 @@ impl Engine {
         let Some(message) = self.msgs.get(key) else { return };
         let (ni, peer_ni, msg_type, payload) =
             (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-        if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -964,7 +1095,7 @@ impl Engine {
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
                 self.counters().route_count += 1;
                 self.counters().route_length += u64::from(length);
-                if let Some(local) = self.nis.traffic_mut(ni, self.call_cpt) {
+                if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
                     local.stats.sent(msg_type, length);
                 }
                 if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -974,19 +1105,6 @@ impl Engine {
         }
         self.return_router_credits(key);
         self.discard_message(key);
-    }
-
-    /// The router side of `lnet_check_message_drop`: a routed message to a peer NI that is
-    /// not UP is dropped when the net has a peer timeout (the router's peer aliveness).
-    pub(super) fn routed_peer_dead(&self, key: Key) -> bool {
-        let Some(message) = self.msgs.get(key).filter(|m| m.routing) else {
-            return false;
-        };
-        if message.header.dest_pid & LNET_PID_USERFLAG != 0 {
-            return false;
-        }
-        let timeout = self.nis.get(message.ni).map_or(0, |ni| ni.tunables.peer_timeout);
-        timeout > 0 && message.peer_ni.is_some_and(|id| !self.peer_ni_up(id))
     }
 
     /// The part of `lnet_parse` for a message that came through gateway `from` (its source is
@@ -1041,56 +1159,5 @@ impl Engine {
             }
         }
         false
-    }
-
-    /// Bytes held by router buffers now free for reuse (memory accounting).
-    pub fn router_spare_bytes(&self) -> usize {
-        self.routes.spare_bytes()
-    }
-
-    /// Checks the router pools and credits against the messages holding them, and that the
-    /// router checker's cached deadline is not later than its work (earlier is a harmless
-    /// wake-up).
-    pub(super) fn check_routing(&self) -> Result<(), String> {
-        let computed = self.router_checker_deadline();
-        let cached = self.routes.next_check;
-        let late = match (cached, computed) {
-            (None, Some(_)) => true,
-            (Some(cached), Some(computed)) => cached > computed,
-            _ => false,
-        };
-        if late {
-            return Err(format!("router checker deadline {cached:?} later than {computed:?}"));
-        }
-        for cpt in 0..self.routes.partitions() {
-            for class in BufferClass::ALL {
-                let holders = self
-                    .msgs
-                    .iter()
-                    .filter(|(_, m)| {
-                        m.buffer_credit == Credit::Held
-                            && m.rx_cpt == cpt
-                            && BufferClass::for_length(m.header.payload_length) == Some(class)
-                    })
-                    .count();
-                if let Some(pool) = self.routes.pool(cpt, class) {
-                    pool.check(holders).map_err(|error| format!("CPT {cpt}: {error}"))?;
-                }
-            }
-        }
-        for (id, lpni) in self.peers.nis() {
-            let Some(pool) = &lpni.router_credits else { continue };
-            let holders = self
-                .msgs
-                .iter()
-                .filter(|(_, m)| {
-                    m.router_credit == Credit::Held
-                        && m.rx_peer.or(m.peer_ni.filter(|_| !m.tx)) == Some(id)
-                })
-                .count();
-            pool.check(holders)
-                .map_err(|error| format!("router credits of {}: {error}", lpni.nid))?;
-        }
-        Ok(())
     }
 }

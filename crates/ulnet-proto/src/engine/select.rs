@@ -28,6 +28,7 @@
 //! suspicions or failed sends (and with `blackhole_timeout = 0`) the orders are exactly
 //! Lustre's.
 
+use crate::engine::view::{Access, Flow, View};
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
@@ -35,7 +36,6 @@ use crate::engine::failover::keeps_path;
 use crate::engine::msg::FailedPaths;
 use crate::engine::ni::NiId;
 
-use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::slab::Key;
 use crate::wire::header::Body;
@@ -97,98 +97,7 @@ struct Case {
     avoid: FailedPaths,
 }
 
-impl Engine {
-    /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
-    /// the discovery gate are the caller's): the local NI and the peer NI to use for the
-    /// message `key` addressed to the peer NI `destination`.
-    pub(super) fn select_path(
-        &mut self,
-        key: Key,
-        destination: PeerNiId,
-        source: Option<Nid>,
-    ) -> Result<Path, SelectError> {
-        let (Some(message), Some(dst)) = (self.msgs.get(key), self.peers.ni(destination)) else {
-            return Err(SelectError::HostUnreachable);
-        };
-        let (dst_nid, peer) = (dst.nid, dst.peer);
-        let multi_rail = self.peers.peer(peer).is_some_and(|p| p.multi_rail());
-        let local = match source {
-            Some(source) => source.net() == dst_nid.net(),
-            None => self.is_local_net(dst_nid.net()),
-        };
-        // lustre: a router on the final hop keeps the originator's choice of NI unless MR
-        // forwarding is allowed (lnet_mr_forwarding_allowed()).
-        let final_hop = message.routing && local;
-        let keep_choice =
-            final_hop && !self.mr_forwarding_allowed(destination, message.header.src_nid);
-        let case = Case {
-            source,
-            local,
-            // lustre: recovery pings are sent NMR to exactly the NID being recovered.
-            multi_rail: multi_rail && !message.recovery && !keep_choice,
-            response: matches!(message.header.body, Body::Ack { .. } | Body::Reply { .. }),
-            reserved: matches!(
-                message.header.body,
-                Body::Put { ptl_index: LNET_RESERVED_PORTAL, .. }
-                    | Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. }
-            ),
-            routing: message.routing,
-            hint: message.router_hint,
-            avoid: if self.failover_enabled() {
-                message.failed_paths
-            } else {
-                FailedPaths::default()
-            },
-        };
-        match (case.source, case.local, case.multi_rail) {
-            // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
-            // destination ("continuing the same RPC").
-            (Some(source), true, multi_rail) => {
-                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
-                // Not in Lustre: with fast failover on, a pinned path the node knows to be
-                // broken, or on which this message's last send failed, is left for the peer's
-                // others (docs/decisions/0008).
-                let (keeps_path, path_failed) = (keeps_path(message), message.path_failed);
-                if multi_rail
-                    && !keeps_path
-                    && self.failover_enabled()
-                    && (path_failed || !self.path_usable(ni, destination))
-                {
-                    self.counters().pins_released += 1;
-                    let free = Case { source: None, response: false, ..case };
-                    return self.select_any_multi_rail(destination, peer, &free);
-                }
-                if !multi_rail {
-                    self.set_non_mr_preferred(destination, ni, case.response);
-                }
-                Ok(Path::from((ni, destination)))
-            }
-            // lnet_handle_spec_router_dst: exactly the source, through a gateway.
-            (Some(source), false, multi_rail) => {
-                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
-                let path = self
-                    .find_routed_path(destination, Some(ni), case.hint, false)
-                    .ok_or(SelectError::HostUnreachable)?;
-                if !multi_rail {
-                    self.set_non_mr_preferred(path.destination, ni, case.response);
-                }
-                Ok(Path { ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
-            }
-            // lnet_handle_any_router_nmr_dst: the NI the peer prefers, if any, and a gateway.
-            (None, false, false) => {
-                let preferred = self.existing_preferred(destination);
-                let originating = !case.routing;
-                let path = self
-                    .find_routed_path(destination, preferred, case.hint, originating)
-                    .ok_or(SelectError::HostUnreachable)?;
-                self.set_non_mr_preferred(path.destination, path.ni, case.response);
-                Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
-            }
-            (None, true, false) => self.select_any_local_non_mr(destination, &case),
-            (None, _, true) => self.select_any_multi_rail(destination, peer, &case),
-        }
-    }
-
+impl<A: Access> View<'_, A> {
     /// `lnet_handle_send`'s round-robin bookkeeping: the peer's send sequence stamps the
     /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
     pub(super) fn stamp_path(&self, ni: NiId, peer_ni: PeerNiId) {
@@ -214,67 +123,6 @@ impl Engine {
     /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
     pub(super) fn is_local_net(&self, net: Net) -> bool {
         self.nis.iter().any(|ni| ni.usable() && ni.nid.net() == net)
-    }
-
-    /// `lnet_handle_any_local_nmr_dst` / `lnet_select_preferred_best_ni`: the NI the peer
-    /// prefers on this net (ignored for portal-0 traffic), else the best NI on it, which then
-    /// becomes preferred.
-    fn select_any_local_non_mr(
-        &mut self,
-        destination: PeerNiId,
-        case: &Case,
-    ) -> Result<Path, SelectError> {
-        let net =
-            self.peers.ni(destination).map(|p| p.nid.net()).ok_or(SelectError::HostUnreachable)?;
-        // lustre: a router forwarding to its final hop may use any NI on that net.
-        if case.routing {
-            let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
-            return Ok(Path::from((ni, destination)));
-        }
-        let preferred = if case.reserved { None } else { self.existing_preferred(destination) };
-        let ni =
-            preferred.or_else(|| self.best_ni_on_net(net)).ok_or(SelectError::HostUnreachable)?;
-        self.set_non_mr_preferred(destination, ni, case.response);
-        Ok(Path::from((ni, destination)))
-    }
-
-    /// `lnet_handle_any_mr_dst`: a response goes to exactly its destination, from the best NI
-    /// on that net or through a gateway; a fresh PUT or GET picks the best local net among
-    /// the peer's, the best NI on it, and the best of the peer's NIs on it, and when the peer
-    /// has no local net, the best of its routed nets and a gateway to it.
-    fn select_any_multi_rail(
-        &mut self,
-        destination: PeerNiId,
-        peer: PeerId,
-        case: &Case,
-    ) -> Result<Path, SelectError> {
-        if case.response {
-            if !case.local {
-                let path = self
-                    .find_routed_path(destination, None, case.hint, false)
-                    .ok_or(SelectError::HostUnreachable)?;
-                return Ok(Path {
-                    ni: path.ni,
-                    peer_ni: path.gateway,
-                    routed_to: Some(path.destination),
-                });
-            }
-            let net = self.peers.ni(destination).map(|p| p.nid.net());
-            let ni = net.and_then(|net| self.best_ni_on_net(net));
-            return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
-        }
-        if let Some(net) = self.best_local_net(peer) {
-            let ni =
-                self.best_ni(net, Some(peer), &case.avoid).ok_or(SelectError::HostUnreachable)?;
-            let peer_ni = self
-                .best_peer_ni(ni, peer, net, &case.avoid)
-                .ok_or(SelectError::HostUnreachable)?;
-            return Ok(Path::from((ni, peer_ni)));
-        }
-        let path = self
-            .find_routed_path(destination, None, case.hint, !case.routing)
-            .ok_or(SelectError::HostUnreachable)?;
-        Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
     }
 
     /// `lnet_find_best_ni_on_local_net`'s net choice: over the peer's nets that are local and
@@ -444,6 +292,160 @@ impl Engine {
             .filter_map(|id| self.peers.ni(*id))
             .find_map(|lpni| lpni.preferred.first())?;
         self.ni_for_nid(preferred)
+    }
+}
+
+impl Flow<'_> {
+    /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
+    /// the discovery gate are the caller's): the local NI and the peer NI to use for the
+    /// message `key` addressed to the peer NI `destination`.
+    pub(super) fn select_path(
+        &mut self,
+        key: Key,
+        destination: PeerNiId,
+        source: Option<Nid>,
+    ) -> Result<Path, SelectError> {
+        let (Some(message), Some(dst)) = (self.msgs.get(key), self.peers.ni(destination)) else {
+            return Err(SelectError::HostUnreachable);
+        };
+        let (dst_nid, peer) = (dst.nid, dst.peer);
+        let multi_rail = self.peers.peer(peer).is_some_and(|p| p.multi_rail());
+        let local = match source {
+            Some(source) => source.net() == dst_nid.net(),
+            None => self.is_local_net(dst_nid.net()),
+        };
+        // lustre: a router on the final hop keeps the originator's choice of NI unless MR
+        // forwarding is allowed (lnet_mr_forwarding_allowed()).
+        let final_hop = message.routing && local;
+        let keep_choice =
+            final_hop && !self.mr_forwarding_allowed(destination, message.header.src_nid);
+        let case = Case {
+            source,
+            local,
+            // lustre: recovery pings are sent NMR to exactly the NID being recovered.
+            multi_rail: multi_rail && !message.recovery && !keep_choice,
+            response: matches!(message.header.body, Body::Ack { .. } | Body::Reply { .. }),
+            reserved: matches!(
+                message.header.body,
+                Body::Put { ptl_index: LNET_RESERVED_PORTAL, .. }
+                    | Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. }
+            ),
+            routing: message.routing,
+            hint: message.router_hint,
+            avoid: if self.failover_enabled() {
+                message.failed_paths
+            } else {
+                FailedPaths::default()
+            },
+        };
+        match (case.source, case.local, case.multi_rail) {
+            // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
+            // destination ("continuing the same RPC").
+            (Some(source), true, multi_rail) => {
+                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
+                // Not in Lustre: with fast failover on, a pinned path the node knows to be
+                // broken, or on which this message's last send failed, is left for the peer's
+                // others (docs/decisions/0008).
+                let (keeps_path, path_failed) = (keeps_path(message), message.path_failed);
+                if multi_rail
+                    && !keeps_path
+                    && self.failover_enabled()
+                    && (path_failed || !self.path_usable(ni, destination))
+                {
+                    self.counters().pins_released += 1;
+                    let free = Case { source: None, response: false, ..case };
+                    return self.select_any_multi_rail(destination, peer, &free);
+                }
+                if !multi_rail {
+                    self.set_non_mr_preferred(destination, ni, case.response);
+                }
+                Ok(Path::from((ni, destination)))
+            }
+            // lnet_handle_spec_router_dst: exactly the source, through a gateway.
+            (Some(source), false, multi_rail) => {
+                let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
+                let path = self
+                    .find_routed_path(destination, Some(ni), case.hint, false)
+                    .ok_or(SelectError::HostUnreachable)?;
+                if !multi_rail {
+                    self.set_non_mr_preferred(path.destination, ni, case.response);
+                }
+                Ok(Path { ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
+            }
+            // lnet_handle_any_router_nmr_dst: the NI the peer prefers, if any, and a gateway.
+            (None, false, false) => {
+                let preferred = self.existing_preferred(destination);
+                let originating = !case.routing;
+                let path = self
+                    .find_routed_path(destination, preferred, case.hint, originating)
+                    .ok_or(SelectError::HostUnreachable)?;
+                self.set_non_mr_preferred(path.destination, path.ni, case.response);
+                Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
+            }
+            (None, true, false) => self.select_any_local_non_mr(destination, &case),
+            (None, _, true) => self.select_any_multi_rail(destination, peer, &case),
+        }
+    }
+
+    /// `lnet_handle_any_local_nmr_dst` / `lnet_select_preferred_best_ni`: the NI the peer
+    /// prefers on this net (ignored for portal-0 traffic), else the best NI on it, which then
+    /// becomes preferred.
+    fn select_any_local_non_mr(
+        &mut self,
+        destination: PeerNiId,
+        case: &Case,
+    ) -> Result<Path, SelectError> {
+        let net =
+            self.peers.ni(destination).map(|p| p.nid.net()).ok_or(SelectError::HostUnreachable)?;
+        // lustre: a router forwarding to its final hop may use any NI on that net.
+        if case.routing {
+            let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
+            return Ok(Path::from((ni, destination)));
+        }
+        let preferred = if case.reserved { None } else { self.existing_preferred(destination) };
+        let ni =
+            preferred.or_else(|| self.best_ni_on_net(net)).ok_or(SelectError::HostUnreachable)?;
+        self.set_non_mr_preferred(destination, ni, case.response);
+        Ok(Path::from((ni, destination)))
+    }
+
+    /// `lnet_handle_any_mr_dst`: a response goes to exactly its destination, from the best NI
+    /// on that net or through a gateway; a fresh PUT or GET picks the best local net among
+    /// the peer's, the best NI on it, and the best of the peer's NIs on it, and when the peer
+    /// has no local net, the best of its routed nets and a gateway to it.
+    fn select_any_multi_rail(
+        &mut self,
+        destination: PeerNiId,
+        peer: PeerId,
+        case: &Case,
+    ) -> Result<Path, SelectError> {
+        if case.response {
+            if !case.local {
+                let path = self
+                    .find_routed_path(destination, None, case.hint, false)
+                    .ok_or(SelectError::HostUnreachable)?;
+                return Ok(Path {
+                    ni: path.ni,
+                    peer_ni: path.gateway,
+                    routed_to: Some(path.destination),
+                });
+            }
+            let net = self.peers.ni(destination).map(|p| p.nid.net());
+            let ni = net.and_then(|net| self.best_ni_on_net(net));
+            return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
+        }
+        if let Some(net) = self.best_local_net(peer) {
+            let ni =
+                self.best_ni(net, Some(peer), &case.avoid).ok_or(SelectError::HostUnreachable)?;
+            let peer_ni = self
+                .best_peer_ni(ni, peer, net, &case.avoid)
+                .ok_or(SelectError::HostUnreachable)?;
+            return Ok(Path::from((ni, peer_ni)));
+        }
+        let path = self
+            .find_routed_path(destination, None, case.hint, !case.routing)
+            .ok_or(SelectError::HostUnreachable)?;
+        Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
     }
 
     /// `lnet_set_non_mr_pref_nid`: a non-MR peer NI remembers the first NI a request used.

@@ -6,6 +6,7 @@
 //! `lnet_resend_pending_msgs`), lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`),
 //! docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
 
+use crate::engine::view::{Access, Flow, View};
 use std::time::Duration;
 
 use crate::addr::Nid;
@@ -16,7 +17,7 @@ use crate::engine::md::{MdHandle, MdOptions, TrackedRequest};
 use crate::engine::memory::copy_between;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::{LndKind, NiId};
-use crate::engine::node::{Engine, RecvAction, Work};
+use crate::engine::node::{RecvAction, Work};
 use crate::engine::select::{Path, SelectError};
 use crate::engine::slab::Key;
 use crate::wire::header::Header;
@@ -25,7 +26,104 @@ use crate::wire::header::Header;
 /// counts the 72-byte classic header).
 const HEADER_CHARGE: u32 = 72;
 
-impl Engine {
+impl<A: Access> View<'_, A> {
+    /// The MD whose response tracker a message serves: an initiator's PUT or GET, or a
+    /// fast-failover copy of one.
+    pub(super) fn tracked_md_of(&self, key: Key) -> Option<Key> {
+        let message = self.msgs.get(key)?;
+        message.md.filter(|_| message.event == Some(EventKind::Send)).or(message.tracked_md)
+    }
+
+    /// Why [`post_send`](Self::post_send) would fail message `key` instead of posting it.
+    /// lustre: lnet_check_message_drop(): routers ignore deadlines (they cannot know the
+    /// upper layers' timeouts) but drop what goes to a peer NI that is not UP.
+    pub(super) fn post_drop(
+        &self,
+        key: Key,
+        message: &Message,
+    ) -> Option<(HealthStatus, EventStatus)> {
+        if !message.routing && *self.now > message.deadline {
+            return Some((HealthStatus::NetworkTimeout, EventStatus::TimedOut));
+        }
+        if message.routing && self.routed_peer_dead(key) {
+            return Some((HealthStatus::RemoteDropped, EventStatus::HostUnreachable));
+        }
+        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
+            return Some((HealthStatus::LocalAborted, EventStatus::Canceled));
+        }
+        None
+    }
+
+    /// The per-transmission deadline span (docs/protocol/semantics.md §4.4): with an LND timeout,
+    /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
+    /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
+    pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
+        let Some(local) = self.nis.get(ni) else {
+            return self.tunables.transaction_timeout;
+        };
+        if local.lnd == LndKind::Lo {
+            return self.tunables.transaction_timeout;
+        }
+        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout());
+        if lnd_timeout.is_zero() {
+            return self.tunables.transaction_timeout;
+        }
+        lnd_timeout * (self.tunables.effective_retry_count() + 1) + Duration::from_secs(1)
+    }
+
+    // ------------------------------------------------------------ initiating
+
+    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
+    pub(super) fn initiator_md(
+        &self,
+        md: MdHandle,
+        source: Option<Nid>,
+    ) -> Result<Key, InitiateError> {
+        let key = self.live_md(md).map_err(|error| match error {
+            MdError::UnknownMd => InitiateError::UnknownMd,
+            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
+            // Only a used-up or unlinked MD is lent.
+            MdError::MemoryLent => InitiateError::InactiveMd,
+        })?;
+        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
+        if md.me.is_some() {
+            return Err(InitiateError::AttachedMd);
+        }
+        if md.threshold.is_zero() {
+            return Err(InitiateError::InactiveMd);
+        }
+        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
+            if self.ni_for_nid(nid).is_none() {
+                return Err(InitiateError::NotLocalSource(nid));
+            }
+        }
+        if self.msgs.len() >= self.limits.messages {
+            return Err(InitiateError::TooManyMessages);
+        }
+        Ok(key)
+    }
+
+    /// The MD's length and whether this operation gets a response tracker
+    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
+    pub(super) fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
+        let Some(md) = self.mds.get(md_key) else {
+            return (0, false);
+        };
+        let wants_response = get || ack;
+        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
+            wants_response
+        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
+            false
+        } else if get {
+            self.tunables.response_tracking.tracks_get()
+        } else {
+            ack && self.tunables.response_tracking.tracks_put_with_ack()
+        };
+        (md.length, track)
+    }
+}
+
+impl Flow<'_> {
     /// `lnet_send` / `lnet_select_pathway`: loopback shortcut, peer NI, discovery gate, path
     /// selection, commit, then post for credits. Failures before commit end the message with
     /// a SEND-side status and no resend.
@@ -91,14 +189,14 @@ impl Engine {
         if let Some(final_dst) = path.routed_to {
             self.stamp_destination(final_dst);
         }
-        let deadline = self.now + self.transmission_timeout(ni);
+        let deadline = *self.now + self.transmission_timeout(ni);
         let destination = path.routed_to.unwrap_or(peer_ni);
         let (Some(local_nid), Some(peer_nid)) =
             (self.ni_nid(ni), self.peers.ni(destination).map(|p| p.nid))
         else {
             return;
         };
-        let now = self.now;
+        let now = *self.now;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
@@ -125,33 +223,6 @@ impl Engine {
                 tracker.next_hop = Some(peer_ni);
             }
         }
-    }
-
-    /// The MD whose response tracker a message serves: an initiator's PUT or GET, or a
-    /// fast-failover copy of one.
-    pub(super) fn tracked_md_of(&self, key: Key) -> Option<Key> {
-        let message = self.msgs.get(key)?;
-        message.md.filter(|_| message.event == Some(EventKind::Send)).or(message.tracked_md)
-    }
-
-    /// Why [`post_send`](Self::post_send) would fail message `key` instead of posting it.
-    /// lustre: lnet_check_message_drop(): routers ignore deadlines (they cannot know the
-    /// upper layers' timeouts) but drop what goes to a peer NI that is not UP.
-    pub(super) fn post_drop(
-        &self,
-        key: Key,
-        message: &Message,
-    ) -> Option<(HealthStatus, EventStatus)> {
-        if !message.routing && self.now > message.deadline {
-            return Some((HealthStatus::NetworkTimeout, EventStatus::TimedOut));
-        }
-        if message.routing && self.routed_peer_dead(key) {
-            return Some((HealthStatus::RemoteDropped, EventStatus::HostUnreachable));
-        }
-        if message.md.and_then(|md| self.mds.get(md)).is_some_and(|md| md.aborted) {
-            return Some((HealthStatus::LocalAborted, EventStatus::Canceled));
-        }
-        None
     }
 
     /// `lnet_post_send_locked`: drop checks, then peer NI credit, then NI credit, then the LND.
@@ -291,26 +362,9 @@ impl Engine {
         self.send(key, source);
     }
 
-    /// The per-transmission deadline span (docs/protocol/semantics.md §4.4): with an LND timeout,
-    /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
-    /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
-    pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
-        let Some(local) = self.nis.get(ni) else {
-            return self.tunables.transaction_timeout;
-        };
-        if local.lnd == LndKind::Lo {
-            return self.tunables.transaction_timeout;
-        }
-        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout());
-        if lnd_timeout.is_zero() {
-            return self.tunables.transaction_timeout;
-        }
-        lnd_timeout * (self.tunables.effective_retry_count() + 1) + Duration::from_secs(1)
-    }
-
     /// `lnet_handle_lo_send`: both NIDs become `0@lo`, no credits, and the loopback LND takes it.
     fn commit_lo(&mut self, key: Key) {
-        let deadline = self.now + self.tunables.transaction_timeout;
+        let deadline = *self.now + self.tunables.transaction_timeout;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
@@ -421,57 +475,6 @@ impl Engine {
             md.memory = target;
         }
         copied
-    }
-
-    // ------------------------------------------------------------ initiating
-
-    /// Checks an MD for `LNetPut`/`LNetGet` (`-ENOENT` cases) and the source NID.
-    pub(super) fn initiator_md(
-        &self,
-        md: MdHandle,
-        source: Option<Nid>,
-    ) -> Result<Key, InitiateError> {
-        let key = self.live_md(md).map_err(|error| match error {
-            MdError::UnknownMd => InitiateError::UnknownMd,
-            MdError::UnlinkedMd => InitiateError::UnlinkedMd,
-            // Only a used-up or unlinked MD is lent.
-            MdError::MemoryLent => InitiateError::InactiveMd,
-        })?;
-        let md = self.mds.get(key).ok_or(InitiateError::UnknownMd)?;
-        if md.me.is_some() {
-            return Err(InitiateError::AttachedMd);
-        }
-        if md.threshold.is_zero() {
-            return Err(InitiateError::InactiveMd);
-        }
-        if let Some(nid) = source.filter(|nid| !nid.is_any()) {
-            if self.ni_for_nid(nid).is_none() {
-                return Err(InitiateError::NotLocalSource(nid));
-            }
-        }
-        if self.msgs.len() >= self.limits.messages {
-            return Err(InitiateError::TooManyMessages);
-        }
-        Ok(key)
-    }
-
-    /// The MD's length and whether this operation gets a response tracker
-    /// (`lnet_response_tracking` and the per-MD override, docs/protocol/semantics.md §4.4).
-    pub(super) fn md_send_profile(&self, md_key: Key, ack: bool, get: bool) -> (u32, bool) {
-        let Some(md) = self.mds.get(md_key) else {
-            return (0, false);
-        };
-        let wants_response = get || ack;
-        let track = if md.options.contains(MdOptions::TRACK_RESPONSE) {
-            wants_response
-        } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
-            false
-        } else if get {
-            self.tunables.response_tracking.tracks_get()
-        } else {
-            ack && self.tunables.response_tracking.tracks_put_with_ack()
-        };
-        (md.length, track)
     }
 
     /// Common tail of `put` and `get`: attach the MD, build the message, send it. Deferred
