@@ -8,10 +8,11 @@
 //! config.c (`lnet_set_link_fatal_state`), docs/protocol/semantics.md §4.6, §6.5, docs/protocol/cli.md §1.3.
 
 use crate::addr::Nid;
+use crate::engine::call::Work;
 use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
 use crate::engine::ni::NiId;
-use crate::engine::node::{Engine, Work};
+use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
@@ -674,7 +675,7 @@ impl Flow<'_> {
             .collect();
         for key in waiting {
             self.withdraw(key);
-            self.work.push_back(Work::Resend(key));
+            self.call.work.push_back(Work::Resend(key));
         }
     }
 }

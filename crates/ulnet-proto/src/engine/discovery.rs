@@ -15,13 +15,14 @@
 //! docs/protocol/semantics.md §6, docs/protocol/wire.md §6.4-6.5.
 
 use crate::addr::Nid;
+use crate::engine::call::Work;
 use crate::engine::error::DiscoverError;
 use crate::engine::event::{Event, EventKind, EventStatus};
 use crate::engine::health::{Health, HealthStatus};
 use crate::engine::md::MdOwner;
 use crate::engine::me::{LNET_PID_LUSTRE, ProcessId};
 use crate::engine::msg::Phase;
-use crate::engine::node::{Engine, Work};
+use crate::engine::node::Engine;
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
 use crate::engine::ping::{MAX_PING_SINK, PingCompletion, RefusedNid, RefusedReason};
 use crate::engine::slab::Key;
@@ -356,7 +357,7 @@ impl Flow<'_> {
         for key in pending {
             match error {
                 Some(error) => self.fail_held(key, error),
-                None => self.work.push_back(Work::Release(key)),
+                None => self.call.work.push_back(Work::Release(key)),
             }
         }
         self.settle_discover_waiters();
@@ -395,11 +396,14 @@ impl Flow<'_> {
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
             };
-            self.outputs.complete(PingCompletion::Discovery(DiscoveryResult {
-                id: DiscoveryId(waiter.id),
-                nid: waiter.nid,
-                outcome,
-            }));
+            self.outputs.complete(
+                self.call.cpt,
+                PingCompletion::Discovery(DiscoveryResult {
+                    id: DiscoveryId(waiter.id),
+                    nid: waiter.nid,
+                    outcome,
+                }),
+            );
         }
     }
 
@@ -810,7 +814,7 @@ impl Flow<'_> {
             self.abandon_md(md);
         }
         for key in discovery.pending {
-            self.work.push_back(Work::Release(key));
+            self.call.work.push_back(Work::Release(key));
         }
         self.settle_discover_waiters();
     }

@@ -31,6 +31,7 @@
 use crate::engine::view::{Access, Flow, View};
 use std::time::Duration;
 
+use crate::engine::call::Work;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::event::EventKind;
 use crate::engine::health::HealthStatus;
@@ -38,7 +39,7 @@ use crate::engine::md::Threshold;
 use crate::engine::memory::Memory;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Engine, Work};
+use crate::engine::node::Engine;
 use crate::engine::outputs::PathReset;
 use crate::engine::peer::PeerNiId;
 use crate::engine::slab::Key;
@@ -144,7 +145,7 @@ impl<A: Access> View<'_, A> {
     pub(super) fn path_proven(&self, id: PeerNiId, ni: NiId) -> bool {
         let window = self.failover_timeout(id) / 2;
         self.peers.ni(id).is_some_and(|peer_ni| {
-            peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && *self.now < *at + window)
+            peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && self.call.now < *at + window)
         })
     }
 
@@ -161,7 +162,7 @@ impl<A: Access> View<'_, A> {
 
     /// When the earliest watch entry is due (entries may be early: they are re-checked).
     pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.failover.watch_deadline().map(|at| at.max(*self.now))
+        self.failover.watch_deadline().map(|at| at.max(self.call.now))
     }
 
     /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
@@ -261,7 +262,7 @@ impl<A: Access> View<'_, A> {
             && single_response
             && message.event.is_some()
             && self.may_try_again(message)
-            && left.is_some_and(|at| *self.now < at + COPY_WINDOW)
+            && left.is_some_and(|at| self.call.now < at + COPY_WINDOW)
             && self.failover.can_hold(u64::from(message.length))
     }
 
@@ -282,7 +283,7 @@ impl<A: Access> View<'_, A> {
 impl Flow<'_> {
     /// A transmit to `id` from `ni` went to the driver.
     pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
-        let now = *self.now;
+        let now = self.call.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -296,7 +297,7 @@ impl Flow<'_> {
 
     /// The driver finished a transmit to `id` from `ni` that took `took`.
     pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, ni: NiId, took: Option<Duration>) {
-        let now = *self.now;
+        let now = self.call.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -316,7 +317,7 @@ impl Flow<'_> {
 
     /// A tracked request through `id` from `ni` left and awaits its response.
     pub(super) fn watch_await_start(&mut self, id: PeerNiId, ni: NiId) {
-        let now = *self.now;
+        let now = self.call.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -336,7 +337,7 @@ impl Flow<'_> {
         if let Some(rtt) = rtt {
             // As for transmits: a response's round trip under load is mostly queueing; the
             // gap since the path last received (its header, at least) bounds it.
-            let now = *self.now;
+            let now = self.call.now;
             let gap = peer_ni.watch.path(ni).map(|p| now.saturating_duration_since(p.rx_since));
             peer_ni.watch.sample(gap.map_or(rtt, |gap| gap.min(rtt)));
         }
@@ -348,7 +349,7 @@ impl Flow<'_> {
     /// Something arrived from `id` on `ni`: that path makes progress, and if it was suspect
     /// it is usable again.
     pub(super) fn watch_rx(&mut self, id: PeerNiId, ni: NiId) {
-        let now = *self.now;
+        let now = self.call.now;
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
         };
@@ -368,7 +369,7 @@ impl Flow<'_> {
 
     /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some((id, ni)) = self.failover.pop_due_watch(*self.now) {
+        while let Some((id, ni)) = self.failover.pop_due_watch(self.call.now) {
             let timeout = self.failover_timeout(id);
             let Some(peer_ni) = self.peers.ni_mut(id) else {
                 continue;
@@ -383,7 +384,7 @@ impl Flow<'_> {
             }
             match due {
                 None => peer_ni.watch.prune(),
-                Some(due) if due > *self.now => self.arm_watch(id, ni),
+                Some(due) if due > self.call.now => self.arm_watch(id, ni),
                 Some(_) => {
                     self.suspect(id, ni);
                     self.arm_watch(id, ni);
@@ -489,14 +490,14 @@ impl Flow<'_> {
     }
 
     pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {
-        self.outputs.request_path_reset(PathReset { ni, peer });
+        self.outputs.request_path_reset(self.call.cpt, PathReset { ni, peer });
     }
 
     /// The path `ni` -> `id` showed no progress for its timeout: selection avoids it, the
     /// peer NI's health goes down, the path is probed, the driver closes its connections and
     /// its work moves to other paths.
     fn suspect(&mut self, id: PeerNiId, ni: NiId) {
-        let now = *self.now;
+        let now = self.call.now;
         self.counters().blackhole_suspicions += 1;
         let single = !self.has_alternative(id);
         let Some(peer_ni) = self.peers.ni_mut(id) else {
@@ -690,7 +691,7 @@ impl Flow<'_> {
     pub(super) fn reselect(&mut self, key: Key) {
         self.withdraw(key);
         self.counters().fast_resends += 1;
-        self.work.push_back(Work::Resend(key));
+        self.call.work.push_back(Work::Resend(key));
     }
 
     /// Withdraws a not-yet-transmitted message from its credit queues (giving back what it
@@ -767,7 +768,7 @@ impl Flow<'_> {
             original.md_offset = 0;
         }
         self.counters().fast_resends += 1;
-        self.work.push_back(Work::Resend(copy_key));
+        self.call.work.push_back(Work::Resend(copy_key));
     }
 
     /// A tracked request that left but got no response: send a copy of it, event-less, from
@@ -776,7 +777,7 @@ impl Flow<'_> {
         if self.msgs.len() >= self.limits.messages {
             return;
         }
-        let now = *self.now;
+        let now = self.call.now;
         let retry_limit = self.tunables.effective_retry_count();
         let Some(md) = self.mds.get(md_key) else {
             return;
@@ -840,7 +841,7 @@ impl Flow<'_> {
             request.copies += 1;
         }
         self.counters().fast_resends += 1;
-        self.work.push_back(Work::Resend(key));
+        self.call.work.push_back(Work::Resend(key));
     }
 
     /// A message's private payload copy is gone: its bytes leave the budget.

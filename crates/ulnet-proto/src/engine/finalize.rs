@@ -5,13 +5,13 @@
 //! lib-md.c (`lnet_md_unlink`, `LNetMDUnlink`, `lnet_build_unlink_event`),
 //! docs/protocol/semantics.md §1.4, §1.5, §4.2, §11.
 
+use crate::engine::call::Work;
 use crate::engine::event::{Event, EventKind, EventStatus, EventTemplate};
 use crate::engine::health::{HealthAction, HealthStatus, MAX_HEALTH};
 use crate::engine::latency::LatencyOp;
 use crate::engine::md::{MdOwner, Threshold, UnlinkMode};
 use crate::engine::msg::{Message, Phase};
 use crate::engine::ni::NiId;
-use crate::engine::node::Work;
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
@@ -67,7 +67,7 @@ impl Flow<'_> {
         };
         message.health = health;
         message.no_resend |= no_resend;
-        let past_deadline = *self.now > message.deadline;
+        let past_deadline = self.call.now > message.deadline;
         let (ni, peer_ni) = (message.ni, message.peer_ni);
         // Health applies only to committed messages with a peer NI (never loopback).
         if let Some(peer_ni) = peer_ni {
@@ -133,7 +133,7 @@ impl Flow<'_> {
         };
         message.health = health;
         let (ni, peer_ni, past_deadline) =
-            (message.ni, message.peer_ni, *self.now > message.deadline);
+            (message.ni, message.peer_ni, self.call.now > message.deadline);
         let Some(peer_ni) = peer_ni else { return };
         if health.is_ok() {
             self.local_success(ni);
@@ -173,7 +173,7 @@ impl Flow<'_> {
         let (payload, length) = (message.header.payload_length, message.length);
         self.counters().recv_count += 1;
         self.counters().recv_length += u64::from(length);
-        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -196,7 +196,7 @@ impl Flow<'_> {
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
         self.counters().resend_count += 1;
-        self.work.push_back(Work::Resend(key));
+        self.call.work.push_back(Work::Resend(key));
     }
 
     /// The send is over: statistics, credits back, the MD's event, and the message freed.
@@ -255,8 +255,8 @@ impl Flow<'_> {
         let Some(committed) = sent.committed_at.filter(|_| first_put) else {
             return;
         };
-        let took = self.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.traffic_mut(sent.ni, *self.call_cpt) {
+        let took = self.call.now.saturating_duration_since(committed);
+        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call.cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -284,7 +284,7 @@ impl Flow<'_> {
     /// The ACK or REPLY of a tracked request arrived: round-trip statistics (Lustre's
     /// `lnet_record_response_latency`) and the end of the wait fast failover watches.
     fn response_arrived(&mut self, md: Key, rx: Key, kind: EventKind) {
-        let now = *self.now;
+        let now = self.call.now;
         let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) else {
             return;
         };
@@ -301,7 +301,7 @@ impl Flow<'_> {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -325,7 +325,7 @@ impl Flow<'_> {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.counters().send_count += 1;
         self.counters().send_length += u64::from(payload);
-        if let Some(local) = self.nis.traffic_mut(sent.ni, *self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call.cpt) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -486,7 +486,7 @@ impl Flow<'_> {
             self.push_event(event);
         } else {
             event.memory = None;
-            self.internal_events.push_back(InternalEvent { owner, md, event, data });
+            self.call.internal_events.push_back(InternalEvent { owner, md, event, data });
         }
     }
 

@@ -36,7 +36,7 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
         ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
         ("peers", node.peers.peer_count(), node.peers.ni_slots()),
         ("peer NIs", node.peers.ni_slots(), limits.peer_nis),
-        ("events", node.outputs.event_count(), limits.events),
+        ("events", node.outputs.most_events(), limits.events),
         ("transmits", node.outputs.transmit_count(), limits.messages),
         ("resumes", node.outputs.resume_count(), limits.messages),
         ("trackers", node.trackers.len(), node.trackers.bound()),

@@ -17,6 +17,7 @@
 
 #[cfg(test)]
 mod audit;
+mod call;
 pub mod config;
 pub mod cpt;
 pub mod credits;

@@ -41,7 +41,7 @@ impl Flow<'_> {
     /// next ping after the backoff for its ping count.
     pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
         let interval_for = |count| self.tunables.recovery_ping_interval(count);
-        let now = *self.now;
+        let now = self.call.now;
         let Some(local) = self.nis.get_mut(ni) else {
             return;
         };
@@ -57,7 +57,7 @@ impl Flow<'_> {
     /// `lnet_peer_ni_add_to_recoveryq_locked`: only peer NIs ever heard from, and within
     /// `recovery_limit` of that; our own NIDs recover as local NIs instead.
     pub(super) fn queue_peer_recovery(&mut self, id: PeerNiId) {
-        let (limit, now) = (self.tunables.recovery_limit, *self.now);
+        let (limit, now) = (self.tunables.recovery_limit, self.call.now);
         let Some(lpni) = self.peers.ni(id) else {
             return;
         };
@@ -97,7 +97,7 @@ impl Flow<'_> {
     /// Fast failover's probe: a queued peer NI without a ping in flight is pinged at once.
     pub(super) fn probe_now(&mut self, id: PeerNiId) {
         self.queue_peer_recovery(id);
-        let now = *self.now;
+        let now = self.call.now;
         if let Some(lpni) = self.peers.ni_mut(id) {
             if lpni.recovery.queued && !lpni.recovery.pending {
                 lpni.recovery.next_ping = now;
@@ -108,7 +108,7 @@ impl Flow<'_> {
 
     /// The monitor thread's recovery passes, if one is due.
     pub(super) fn run_recovery(&mut self) {
-        if self.recovery.deadline().is_none_or(|deadline| deadline > *self.now) {
+        if self.recovery.deadline().is_none_or(|deadline| deadline > self.call.now) {
             return;
         }
         self.recover_local_nis();
@@ -123,7 +123,7 @@ impl Flow<'_> {
         let mut pinged = Vec::new();
         let mut waiting = Vec::new();
         for ni in queue {
-            let now = *self.now;
+            let now = self.call.now;
             let Some(local) = self.nis.get_mut(ni) else {
                 continue;
             };
@@ -175,7 +175,7 @@ impl Flow<'_> {
         let mut pinged = Vec::new();
         let mut waiting = Vec::new();
         for id in queue {
-            let now = *self.now;
+            let now = self.call.now;
             let Some(lpni) = self.peers.ni_mut(id) else {
                 continue;
             };
@@ -258,7 +258,7 @@ impl Flow<'_> {
             RecoveryTarget::Local(_) => self.tunables.blackhole_timeout,
         };
         if !probe.is_zero() && probe < self.tunables.transaction_timeout {
-            let deadline = *self.now + probe;
+            let deadline = self.call.now + probe;
             self.rearm_tracker(md, deadline);
         }
         Some(md)
@@ -286,7 +286,7 @@ impl Flow<'_> {
             state.md = None;
         }
         if !state.pending {
-            let next = state.next_ping.max(*self.now);
+            let next = state.next_ping.max(self.call.now);
             self.recovery.note_deadline(next);
         }
         // A local NI's REPLY is its proof of health; a peer NI's comes through the normal
@@ -336,7 +336,7 @@ impl Flow<'_> {
             .filter_map(|id| self.peers.ni(id))
             .filter(|ni| !ni.recovery.pending)
             .map(|ni| ni.recovery.next_ping);
-        let deadline = local.chain(peer).min().map(|at| at.max(*self.now));
+        let deadline = local.chain(peer).min().map(|at| at.max(self.call.now));
         self.recovery.set_deadline(deadline);
     }
 }

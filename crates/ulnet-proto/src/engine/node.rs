@@ -38,6 +38,7 @@ use crate::engine::view::{Access, Flow, Look, View};
 use std::collections::VecDeque;
 
 use crate::addr::Nid;
+use crate::engine::call::{CallState, Work};
 use crate::engine::cpt::Partitions;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::error::{
@@ -57,7 +58,8 @@ use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::outputs::Outputs;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
-use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
+use crate::engine::per_partition::PerPartition;
+use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
 use crate::engine::portal::{MatchTableStats, Portal, Portals};
 use crate::engine::recovery::RecoveryQueues;
@@ -79,7 +81,8 @@ pub const MAX_MDS: usize = 1 << 20;
 pub const MAX_MES: usize = 1 << 20;
 /// Most peer NIs the node remembers.
 pub const MAX_PEER_NIS: usize = 1 << 18;
-/// Most undelivered events; beyond it new events are dropped and counted (EQ overflow).
+/// Most undelivered events in one partition's queue (each MD's events wait in its own
+/// partition's); beyond it new events are dropped and counted (EQ overflow).
 pub const MAX_PENDING_EVENTS: usize = 1 << 16;
 /// Most PUTs delayed on one lazy portal; beyond it they are dropped.
 pub const LAZY_QUEUE_LIMIT: usize = 4096;
@@ -167,23 +170,6 @@ pub struct GetRequest {
     pub source: Option<Nid>,
 }
 
-/// Deferred internal work, drained before every public call returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Work {
-    /// Run a loopback send through the receive path (lustre: lo.c `lolnd_send()`).
-    Lo(Key),
-    /// A credit waiter was granted a credit: post it again (`lnet_post_send_locked`).
-    Post(Key),
-    /// Re-run path selection for a failed message (the monitor thread's resend queue).
-    Resend(Key),
-    /// A delayed loopback receive matched: copy and complete it.
-    LoDeliver(Key),
-    /// Discovery of the message's peer completed: send it (`lnet_peer_discovery_complete`).
-    Release(Key),
-    /// A message to forward was granted its router credit or buffer (routing.rs).
-    RoutedRecv(Key),
-}
-
 /// One LNet node's message engine, with no I/O.
 ///
 /// `Engine` owns, through its parts, the portal table, MEs, MDs (and their memory), peers, credits
@@ -266,13 +252,12 @@ pub(super) enum Work {
 /// ```
 #[derive(Debug)]
 pub struct Engine {
-    // Identity, configuration and the clock, read by every flow.
+    // Identity and configuration, read by every flow.
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
     pub(super) tunables: Tunables,
     pub(super) limits: Limits,
     pub(super) partitions: Partitions,
-    pub(super) now: Time,
     // The parts.
     pub(super) nis: Nis,
     pub(super) peers: PeerTable,
@@ -290,17 +275,14 @@ pub struct Engine {
     pub(super) faults: Faults,
     pub(super) routes: Routes,
     pub(super) policies: UdspRules,
-    // The driver's output queues and the work loop (the call protocol above).
+    // The driver's output queues (the call protocol above).
     pub(super) outputs: Outputs,
-    pub(super) work: VecDeque<Work>,
+    /// What a call works with besides the parts, for each partition a call may enter on.
+    pub(super) calls: PerPartition<CallState>,
     /// The counters, per partition; a call counts in `call_cpt`'s.
     pub(super) stats: PartitionCounters,
-    /// The partition the current call runs on (see [`Engine::counters`]).
-    pub(super) call_cpt: u32,
     #[cfg(test)]
     pub(super) audit: crate::engine::audit::PartitionAudit,
-    /// Events of LNet's own MDs, handled before the call returns.
-    pub(super) internal_events: VecDeque<InternalEvent>,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
     pub(super) violation: Option<String>,
 }
@@ -344,7 +326,6 @@ impl Engine {
             tunables: config.tunables,
             limits,
             partitions: config.partitions,
-            now: Time::ZERO,
             nis,
             peers: PeerTable::new(config.partitions),
             portals: Portals::new(config.partitions.count()),
@@ -362,13 +343,11 @@ impl Engine {
             faults: Faults::new(config.interface_cookie),
             routes: Routes::new(config.interface_cookie.rotate_left(17), config.partitions.count()),
             policies: UdspRules::default(),
-            outputs: Outputs::default(),
-            work: VecDeque::new(),
+            outputs: Outputs::new(key_partitions),
+            calls: PerPartition::new(config.partitions.count(), CallState::default),
             stats: PartitionCounters::new(config.partitions.count()),
-            call_cpt: 0,
             #[cfg(test)]
             audit: Default::default(),
-            internal_events: VecDeque::new(),
             violation: None,
         };
         let mut flow = node.flow();
@@ -872,7 +851,7 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::now`].
     pub(crate) fn now(&self) -> Time {
-        *self.now
+        self.call.now
     }
 
     pub(crate) fn ni_nid(&self, ni: NiId) -> Option<Nid> {
@@ -1126,7 +1105,7 @@ impl Flow<'_> {
             .nis
             .push(Ni::from_config(&config, self.partitions))
             .ok_or(ConfigError::TooManyNis)?;
-        self.nis.touch_net(config.nid.net(), *self.now);
+        self.nis.touch_net(config.nid.net(), self.call.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
         self.install_ping_target();
@@ -1581,7 +1560,7 @@ impl Flow<'_> {
             let released = std::mem::take(&mut message.fault_released);
             if !released && self.faults.has_delay_rules() {
                 let header = message.header;
-                if self.faults.delay(&header, key, true, *self.now) {
+                if self.faults.delay(&header, key, true, self.call.now) {
                     continue;
                 }
             }
@@ -1589,7 +1568,7 @@ impl Flow<'_> {
                 continue;
             };
             message.phase = Phase::InLnd;
-            message.lnd_at = Some(*self.now);
+            message.lnd_at = Some(self.call.now);
             let next_hop = message
                 .peer_ni
                 .and_then(|id| self.peers.ni(id))
@@ -1613,8 +1592,8 @@ impl Flow<'_> {
             // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
             // would, and the failure takes the path a real one of that kind takes.
             if self.faults.has_drop_rules() {
-                if let Some(status) = self.faults.fail_on_send(&transmit.header, *self.now) {
-                    let _ = self.handle_send_done(*self.now, transmit.tx, status);
+                if let Some(status) = self.faults.fail_on_send(&transmit.header, self.call.now) {
+                    let _ = self.handle_send_done(self.call.now, transmit.tx, status);
                     continue;
                 }
             }
@@ -1627,7 +1606,7 @@ impl Flow<'_> {
     /// its peer NI, and when and through which NI a tracked request left (the first departure
     /// opens the copy window; the last NI is the one a lost link strands it on).
     fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
-        let now = *self.now;
+        let now = self.call.now;
         if let Some(md) = self.tracked_md_of(key) {
             if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
                 tracker.sent_at.get_or_insert(now);
@@ -1686,7 +1665,7 @@ impl Flow<'_> {
             EventStatus::Io
         };
         if let Some(peer_ni) = message.peer_ni.filter(|_| self.failover_enabled()) {
-            let took = message.lnd_at.map(|at| self.now.saturating_duration_since(at));
+            let took = message.lnd_at.map(|at| self.call.now.saturating_duration_since(at));
             self.watch_lnd_done(peer_ni, message.ni, took.filter(|_| status.is_ok()));
         }
         self.finalize_tx(tx.0, status, event_status, false);
@@ -1710,7 +1689,7 @@ impl Flow<'_> {
             if let Some(peer_ni) = self.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
-                    peer_ni.last_alive = Some(*self.now);
+                    peer_ni.last_alive = Some(self.call.now);
                 }
                 // lustre: router.c lnet_notify() records the LND's verdict as the peer NI's
                 // status, which is what gateway liveness reads (`auto_down`); ulnet keeps it to
@@ -1742,7 +1721,7 @@ impl Flow<'_> {
     pub(crate) fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
         while let Some((deadline, md_key)) = self.trackers.front() {
-            if deadline > *self.now {
+            if deadline > self.call.now {
                 break;
             }
             self.trackers.pop_front();
@@ -1779,7 +1758,7 @@ impl Flow<'_> {
         rule: DropRule,
     ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_drop(rule, *self.now)
+        self.faults.add_drop(rule, self.call.now)
     }
 
     /// See [`Engine::fault_drop_del`].
@@ -1790,7 +1769,7 @@ impl Flow<'_> {
     /// See [`Engine::fault_drop_reset`].
     pub(crate) fn fault_drop_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_drops(*self.now);
+        self.faults.reset_drops(self.call.now);
     }
 
     /// See [`Engine::fault_delay_add`].
@@ -1800,7 +1779,7 @@ impl Flow<'_> {
         rule: DelayRule,
     ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_delay(rule, *self.now)
+        self.faults.add_delay(rule, self.call.now)
     }
 
     /// See [`Engine::fault_delay_del`].
@@ -1816,13 +1795,13 @@ impl Flow<'_> {
     /// See [`Engine::fault_delay_reset`].
     pub(crate) fn fault_delay_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_delays(*self.now);
+        self.faults.reset_delays(self.call.now);
     }
 
     /// Releases what delay rules hold that is due.
     fn release_due_faults(&mut self) {
         let mut released = Vec::new();
-        self.faults.take_due(*self.now, &mut released);
+        self.faults.take_due(self.call.now, &mut released);
         self.release_held_faults(released);
     }
 
@@ -1847,7 +1826,7 @@ impl Flow<'_> {
 
     /// The counters of the partition the current call runs on.
     pub(super) fn counters(&mut self) -> &mut GlobalStats {
-        self.stats.get_mut(*self.call_cpt)
+        self.stats.get_mut(self.call.cpt)
     }
 
     // ---------------------------------------------------------------- helpers
@@ -1861,16 +1840,16 @@ impl Flow<'_> {
             self.close_audited_call();
             self.audit.open(std::panic::Location::caller());
         }
-        *self.now = (*self.now).max(now);
-        *self.call_cpt = 0;
+        self.call.now = (self.call.now).max(now);
+        self.call.cpt = 0;
     }
 
     /// The current call runs on partition `cpt` (where it counts): a message's home
     /// partition, or the one a receive's previous hop hashes to.
     pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
-        *self.call_cpt = cpt.unwrap_or(0);
+        self.call.cpt = cpt.unwrap_or(0);
         #[cfg(test)]
-        self.audit.enter(*self.call_cpt);
+        self.audit.enter(self.call.cpt);
     }
 
     /// Ends the partition audit's current call: what it reached of the partitioned state
@@ -1885,7 +1864,7 @@ impl Flow<'_> {
             | self.nis.touched().take()
             | self.portals.take_touched()
             | self.trackers.take_touched();
-        self.audit.close(*self.call_cpt, touched);
+        self.audit.close(self.call.cpt, touched);
     }
 
     /// Starts a call that names no partition (the audit does not check it): what an API
@@ -2004,7 +1983,7 @@ impl Flow<'_> {
     /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
     pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
-        let (now, deadline) = (*self.now, *self.now + self.tunables.transaction_timeout);
+        let (now, deadline) = (self.call.now, self.call.now + self.tunables.transaction_timeout);
         let cpt = self.mds.partition_of(md_key).unwrap_or(0);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
@@ -2086,7 +2065,7 @@ impl Flow<'_> {
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
         let pushed = self.outputs.push_event(event, self.limits.events);
         if pushed.is_none() {
-            self.stats.get_mut(*self.call_cpt).events_dropped += 1;
+            self.stats.get_mut(self.call.cpt).events_dropped += 1;
         }
         pushed
     }
@@ -2129,7 +2108,7 @@ impl Flow<'_> {
     /// bounded), so this terminates.
     pub(super) fn run_work(&mut self) {
         loop {
-            if let Some(work) = self.work.pop_front() {
+            if let Some(work) = self.call.work.pop_front() {
                 match work {
                     Work::Lo(key) => self.lo_send(key),
                     Work::Post(key) => self.resume_post(key),
@@ -2140,7 +2119,7 @@ impl Flow<'_> {
                 }
                 continue;
             }
-            if let Some(event) = self.internal_events.pop_front() {
+            if let Some(event) = self.call.internal_events.pop_front() {
                 self.handle_internal_event(event);
                 continue;
             }

@@ -10,8 +10,9 @@ use crate::engine::error::ParseError;
 use crate::engine::event::Event;
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
+use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::PingCompletion;
-use crate::engine::slab::Key;
+use crate::engine::slab::{Key, KeyPartitions};
 use crate::wire::header::Header;
 
 /// Where the payload of a received message goes: the core's answer to
@@ -70,13 +71,24 @@ pub struct PathReset {
     pub peer: Option<Nid>,
 }
 
-/// Most path resets queued for the driver; beyond it they are dropped (the LND's own
+/// Most path resets queued for the driver on one partition; beyond it they are dropped (the LND's own
 /// timeouts still apply), so a driver that never polls them cannot grow the queue.
 pub const MAX_PATH_RESETS: usize = 1024;
 
-/// The driver's queues.
-#[derive(Debug, Default)]
+/// The driver's queues, one set per partition: an item waits in the partition of what it
+/// names (a transmit or a resume its message's, an event its MD's, so one MD's events stay
+/// in order), a completion or a path reset in the partition of the call that made it. A
+/// runtime that locks partitions apart drains each set under its own lock; the `pop` calls
+/// without a partition go through them in partition order.
+#[derive(Debug)]
 pub(crate) struct Outputs {
+    parts: PerPartition<Queues>,
+    partitions: KeyPartitions,
+}
+
+/// One partition's queues.
+#[derive(Debug, Default)]
+struct Queues {
     /// Messages ready for [`Transmit`], in order.
     transmits: VecDeque<Key>,
     resumes: VecDeque<Resume>,
@@ -86,80 +98,108 @@ pub(crate) struct Outputs {
 }
 
 impl Outputs {
+    pub(crate) fn new(partitions: KeyPartitions) -> Self {
+        Self { parts: PerPartition::new(partitions.count(), Queues::default), partitions }
+    }
+
+    /// The queues of the partition `key` names (partition 0's for a key naming none).
+    #[inline]
+    fn of_key(&mut self, key: Key) -> &mut Queues {
+        let cpt = self.partitions.of(key).unwrap_or(0);
+        self.parts.get_or_first_mut(cpt as usize)
+    }
+
+    /// The first item `take` finds, going through the partitions in order.
+    #[inline]
+    fn pop<T>(&mut self, take: impl FnMut(&mut Queues) -> Option<T>) -> Option<T> {
+        self.parts.iter_mut().find_map(take)
+    }
+
     pub(crate) fn push_transmit(&mut self, key: Key) {
-        self.transmits.push_back(key);
+        self.of_key(key).transmits.push_back(key);
     }
 
     pub(crate) fn pop_transmit(&mut self) -> Option<Key> {
-        self.transmits.pop_front()
+        self.pop(|queues| queues.transmits.pop_front())
     }
 
     pub(crate) fn transmit_count(&self) -> usize {
-        self.transmits.len()
+        self.parts.iter().map(|queues| queues.transmits.len()).sum()
     }
 
     pub(crate) fn push_resume(&mut self, resume: Resume) {
-        self.resumes.push_back(resume);
+        self.of_key(resume.rx.0).resumes.push_back(resume);
     }
 
     pub(crate) fn pop_resume(&mut self) -> Option<Resume> {
-        self.resumes.pop_front()
+        self.pop(|queues| queues.resumes.pop_front())
     }
 
     pub(crate) fn resume_count(&self) -> usize {
-        self.resumes.len()
+        self.parts.iter().map(|queues| queues.resumes.len()).sum()
     }
 
-    /// Queues a user event unless `limit` are waiting; returns it in place, or `None` when it
-    /// was dropped.
+    /// Queues a user event in its MD's partition unless `limit` are waiting there; returns it
+    /// in place, or `None` when it was dropped.
     #[inline]
     pub(crate) fn push_event(&mut self, event: Event, limit: usize) -> Option<&mut Event> {
-        if self.events.len() >= limit {
+        let queues = match event.md.key() {
+            Some(key) => self.of_key(key),
+            None => self.parts.get_or_first_mut(0),
+        };
+        if queues.events.len() >= limit {
             return None;
         }
-        self.events.push_back(event);
-        self.events.back_mut()
+        queues.events.push_back(event);
+        queues.events.back_mut()
     }
 
     pub(crate) fn pop_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.pop(|queues| queues.events.pop_front())
     }
 
-    /// Moves every waiting event to the end of `into` (trading buffers when `into` is empty);
-    /// returns whether there were any.
+    /// Moves every waiting event to the end of `into`, partition by partition (trading
+    /// buffers when `into` is empty); returns whether there were any.
     pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
-        if self.events.is_empty() {
-            return false;
+        let mut any = false;
+        for queues in self.parts.iter_mut() {
+            if queues.events.is_empty() {
+                continue;
+            }
+            any = true;
+            if into.is_empty() {
+                std::mem::swap(&mut queues.events, into);
+            } else {
+                into.append(&mut queues.events);
+            }
         }
-        if into.is_empty() {
-            std::mem::swap(&mut self.events, into);
-        } else {
-            into.append(&mut self.events);
-        }
-        true
+        any
     }
 
-    pub(crate) fn event_count(&self) -> usize {
-        self.events.len()
+    /// The most events waiting in one partition (each is held to `Limits::events`).
+    pub(crate) fn most_events(&self) -> usize {
+        self.parts.iter().map(|queues| queues.events.len()).max().unwrap_or(0)
     }
 
-    pub(crate) fn complete(&mut self, completion: PingCompletion) {
-        self.completions.push_back(completion);
+    /// Queues a finished ping or discovery in partition `cpt`.
+    pub(crate) fn complete(&mut self, cpt: u32, completion: PingCompletion) {
+        self.parts.get_or_first_mut(cpt as usize).completions.push_back(completion);
     }
 
     pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
-        self.completions.pop_front()
+        self.pop(|queues| queues.completions.pop_front())
     }
 
-    /// Queues a reset once; beyond [`MAX_PATH_RESETS`] it is dropped (the LND's own timeouts
-    /// still apply).
-    pub(crate) fn request_path_reset(&mut self, reset: PathReset) {
-        if self.path_resets.len() < MAX_PATH_RESETS && !self.path_resets.contains(&reset) {
-            self.path_resets.push_back(reset);
+    /// Queues a reset in partition `cpt` once; beyond [`MAX_PATH_RESETS`] there it is dropped
+    /// (the LND's own timeouts still apply).
+    pub(crate) fn request_path_reset(&mut self, cpt: u32, reset: PathReset) {
+        let queue = &mut self.parts.get_or_first_mut(cpt as usize).path_resets;
+        if queue.len() < MAX_PATH_RESETS && !queue.contains(&reset) {
+            queue.push_back(reset);
         }
     }
 
     pub(crate) fn pop_path_reset(&mut self) -> Option<PathReset> {
-        self.path_resets.pop_front()
+        self.pop(|queues| queues.path_resets.pop_front())
     }
 }

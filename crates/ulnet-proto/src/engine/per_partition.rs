@@ -16,6 +16,12 @@ impl<T> PerPartition<T> {
         Self { first, rest: (1..count.max(1)).map(|_| make()).collect() }
     }
 
+    /// Partition 0's.
+    #[inline]
+    pub(crate) fn first(&self) -> &T {
+        &self.first
+    }
+
     /// Partition `cpt`'s; `None` for one the node lacks.
     #[inline]
     pub(crate) fn get(&self, cpt: usize) -> Option<&T> {

@@ -5,6 +5,7 @@
 //! `lnet_ptl_attach_md`, `lnet_clear_lazy_portal`), docs/protocol/semantics.md §1.6, docs/protocol/wire.md §4.4-4.5.
 
 use crate::addr::Nid;
+use crate::engine::call::Work;
 use crate::engine::dedupe::{DEDUPE_WINDOW, RESEND_COOKIE_FLAG};
 use crate::engine::dedupe::{Delivery, Verdict};
 use crate::engine::error::ParseError;
@@ -15,7 +16,7 @@ use crate::engine::md::MdOptions;
 use crate::engine::me::ProcessId;
 use crate::engine::msg::{Message, Phase, RxId};
 use crate::engine::ni::NiId;
-use crate::engine::node::{RecvAction, Resume, Work};
+use crate::engine::node::{RecvAction, Resume};
 use crate::engine::peer::PeerNiId;
 use crate::engine::portal::{MatchInfo, MatchPlace, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
@@ -75,7 +76,7 @@ impl<A: Access> View<'_, A> {
 
     /// An rx commit sets the deadline from the rx NI as a send commit does (docs/protocol/semantics.md §4.4).
     fn rx_deadline(&self, ni: NiId) -> Time {
-        *self.now + self.transmission_timeout(ni)
+        self.call.now + self.transmission_timeout(ni)
     }
 }
 
@@ -121,7 +122,8 @@ impl Flow<'_> {
         }
         // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
         // the payload is skipped and the sender learns nothing (net_fault.c).
-        if self.faults.has_drop_rules() && self.faults.drop_on_receive(header, local_nid, *self.now)
+        if self.faults.has_drop_rules()
+            && self.faults.drop_on_receive(header, local_nid, self.call.now)
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
@@ -155,7 +157,7 @@ impl Flow<'_> {
             }
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
-            peer.last_alive = Some(*self.now);
+            peer.last_alive = Some(self.call.now);
             peer.alive = true;
             // lustre: a message from a peer NI says it is UP (`lpni_ns_status`); only gateway
             // liveness reads it here.
@@ -189,7 +191,7 @@ impl Flow<'_> {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && for_me && self.failover_enabled() {
-            match self.failover.deliveries().arrive(*self.now, header, DEDUPE_WINDOW) {
+            match self.failover.deliveries().arrive(self.call.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -205,7 +207,7 @@ impl Flow<'_> {
         // would have to wait with them).
         if lo_tx.is_none()
             && self.faults.has_delay_rules()
-            && self.faults.delay(header, key, false, *self.now)
+            && self.faults.delay(header, key, false, self.call.now)
         {
             if let Some(message) = self.msgs.get_mut(key) {
                 message.phase = Phase::FaultHeld;
@@ -515,7 +517,7 @@ impl Flow<'_> {
                         message.phase = Phase::Receiving;
                     }
                     if lo {
-                        self.work.push_back(Work::LoDeliver(key));
+                        self.call.work.push_back(Work::LoDeliver(key));
                     } else {
                         self.outputs.push_resume(Resume {
                             rx: RxId(key),
@@ -610,7 +612,7 @@ impl Flow<'_> {
     ) {
         self.counters().drop_count += 1;
         self.counters().drop_length += u64::from(bytes);
-        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

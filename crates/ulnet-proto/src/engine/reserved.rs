@@ -146,7 +146,7 @@ impl Flow<'_> {
         } else {
             target
         };
-        let deadline = *self.now + timeout;
+        let deadline = self.call.now + timeout;
         let state = PingState {
             target,
             source,
@@ -482,16 +482,15 @@ impl Flow<'_> {
         if let Some(md) = state.md {
             self.abandon_md(md);
         }
-        self.outputs.complete(PingCompletion::Ping(PingResult {
-            id: PingId(id),
-            target: state.target,
-            outcome,
-        }));
+        self.outputs.complete(
+            self.call.cpt,
+            PingCompletion::Ping(PingResult { id: PingId(id), target: state.target, outcome }),
+        );
     }
 
     /// Pings whose timeout passed fail; their MDs are unlinked (late events are ignored).
     pub(super) fn expire_pings(&mut self) {
-        while let Some(id) = self.pings.pop_expired(*self.now) {
+        while let Some(id) = self.pings.pop_expired(self.call.now) {
             self.complete_ping(id, Err(PingFailure::TimedOut));
         }
     }

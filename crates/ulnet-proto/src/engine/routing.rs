@@ -19,12 +19,13 @@ use crate::engine::view::{Access, Flow, View};
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
+use crate::engine::call::Work;
 use crate::engine::credits::Acquire;
 use crate::engine::event::EventStatus;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::msg::{Credit, Phase, RxId};
 use crate::engine::ni::NiId;
-use crate::engine::node::{Engine, RecvAction, Resume, Work};
+use crate::engine::node::{Engine, RecvAction, Resume};
 use crate::engine::peer::{PeerId, PeerNiId, PeerState};
 use crate::engine::routes::{
     BufferClass, BufferPoolStats, RouteConfig, RouteError, RouteInfo, Routes, RoutingState,
@@ -262,7 +263,7 @@ impl<A: Access> View<'_, A> {
             RoutingState::Starting { since } => Some(since + transition),
             // Checked each second once the minimum has passed (the buffers may still be out).
             RoutingState::Stopping { since } => {
-                Some((since + transition).max(*self.now + std::time::Duration::from_secs(1)))
+                Some((since + transition).max(self.call.now + std::time::Duration::from_secs(1)))
             }
             _ => None,
         };
@@ -550,7 +551,7 @@ impl Flow<'_> {
             self.mark_gateway_down(peer);
         }
         // lustre: lnet_add_route_to_rnet() forces a router check on every gateway net.
-        let now = *self.now;
+        let now = self.call.now;
         if let Some(entry) = self.peers.peer_mut(peer) {
             for net in &mut entry.nets {
                 net.next_ping = now;
@@ -598,10 +599,10 @@ impl Flow<'_> {
             (true, RoutingState::Enabled | RoutingState::Starting { .. }) => return Ok(()),
             (true, RoutingState::Stopping { .. }) => return Err(RoutingError::Stopping),
             (true, RoutingState::Disabled) if immediate => RoutingState::Enabled,
-            (true, RoutingState::Disabled) => RoutingState::Starting { since: *self.now },
+            (true, RoutingState::Disabled) => RoutingState::Starting { since: self.call.now },
             (false, RoutingState::Disabled | RoutingState::Stopping { .. }) => return Ok(()),
             (false, _) if immediate => RoutingState::Disabled,
-            (false, _) => RoutingState::Stopping { since: *self.now },
+            (false, _) => RoutingState::Stopping { since: self.call.now },
         };
         self.change_routing(next);
         self.refresh_router_deadline();
@@ -621,7 +622,7 @@ impl Flow<'_> {
         let was = self.routes.state;
         self.routes.state = next;
         if next.enabled() && !was.enabled() {
-            self.routes.enabled_at = *self.now;
+            self.routes.enabled_at = self.call.now;
         }
         let waiters = match next {
             RoutingState::Disabled => self.routes.free_pools(),
@@ -737,12 +738,12 @@ impl Flow<'_> {
     fn router_check_pass(&mut self) {
         let transition = self.tunables.router.routing_transition();
         match self.routes.state {
-            RoutingState::Starting { since } if *self.now >= since + transition => {
+            RoutingState::Starting { since } if self.call.now >= since + transition => {
                 self.change_routing(RoutingState::Enabled);
             }
             RoutingState::Stopping { since }
-                if (*self.now >= since + transition && self.routes.pools_idle())
-                    || *self.now >= since + transition * 3 =>
+                if (self.call.now >= since + transition && self.routes.pools_idle())
+                    || self.call.now >= since + transition * 3 =>
             {
                 self.change_routing(RoutingState::Disabled);
             }
@@ -756,7 +757,7 @@ impl Flow<'_> {
         if interval.is_zero() {
             return;
         }
-        let now = *self.now;
+        let now = self.call.now;
         for peer in self.gateway_peers() {
             let Some(entry) = self.peers.peer(peer) else { continue };
             if entry.state.contains(PeerState::RTR_DISCOVERY) {
@@ -795,7 +796,7 @@ impl Flow<'_> {
             return;
         }
         let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
-        self.nis.touch_net(net, *self.now);
+        self.nis.touch_net(net, self.call.now);
         if self.set_net_status(net, LNET_NI_STATUS_UP) {
             self.install_ping_target();
             self.force_push_to_peers();
@@ -817,7 +818,7 @@ impl Flow<'_> {
             .nets()
             .iter()
             .filter(|local| {
-                local.net != Net::LO && *self.now >= local.last_alive.max(since) + window
+                local.net != Net::LO && self.call.now >= local.last_alive.max(since) + window
             })
             .map(|local| local.net)
             .collect();
@@ -997,7 +998,7 @@ impl Flow<'_> {
         for key in waiters {
             if let Some(message) = self.msgs.get_mut(key) {
                 message.buffer_credit = Credit::Held;
-                self.work.push_back(Work::RoutedRecv(key));
+                self.call.work.push_back(Work::RoutedRecv(key));
             }
         }
     }
@@ -1026,7 +1027,7 @@ impl Flow<'_> {
         let Some(message) = self.msgs.get(key) else { return };
         let (ni, peer_ni, msg_type, payload) =
             (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-        if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
+        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -1080,7 +1081,7 @@ impl Flow<'_> {
         if let Some(waiter) = next {
             if let Some(message) = self.msgs.get_mut(waiter) {
                 message.router_credit = Credit::Held;
-                self.work.push_back(Work::RoutedRecv(waiter));
+                self.call.work.push_back(Work::RoutedRecv(waiter));
             }
         }
     }
@@ -1095,7 +1096,7 @@ impl Flow<'_> {
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
                 self.counters().route_count += 1;
                 self.counters().route_length += u64::from(length);
-                if let Some(local) = self.nis.traffic_mut(ni, *self.call_cpt) {
+                if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
                     local.stats.sent(msg_type, length);
                 }
                 if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -10,6 +10,7 @@ use crate::engine::view::{Access, Flow, View};
 use std::time::Duration;
 
 use crate::addr::Nid;
+use crate::engine::call::Work;
 use crate::engine::error::{InitiateError, MdError};
 use crate::engine::event::{EventKind, EventStatus, EventTemplate};
 use crate::engine::health::HealthStatus;
@@ -17,7 +18,7 @@ use crate::engine::md::{MdHandle, MdOptions, TrackedRequest};
 use crate::engine::memory::copy_between;
 use crate::engine::msg::{Credit, Message, Phase};
 use crate::engine::ni::{LndKind, NiId};
-use crate::engine::node::{RecvAction, Work};
+use crate::engine::node::RecvAction;
 use crate::engine::select::{Path, SelectError};
 use crate::engine::slab::Key;
 use crate::wire::header::Header;
@@ -42,7 +43,7 @@ impl<A: Access> View<'_, A> {
         key: Key,
         message: &Message,
     ) -> Option<(HealthStatus, EventStatus)> {
-        if !message.routing && *self.now > message.deadline {
+        if !message.routing && self.call.now > message.deadline {
             return Some((HealthStatus::NetworkTimeout, EventStatus::TimedOut));
         }
         if message.routing && self.routed_peer_dead(key) {
@@ -189,14 +190,14 @@ impl Flow<'_> {
         if let Some(final_dst) = path.routed_to {
             self.stamp_destination(final_dst);
         }
-        let deadline = *self.now + self.transmission_timeout(ni);
+        let deadline = self.call.now + self.transmission_timeout(ni);
         let destination = path.routed_to.unwrap_or(peer_ni);
         let (Some(local_nid), Some(peer_nid)) =
             (self.ni_nid(ni), self.peers.ni(destination).map(|p| p.nid))
         else {
             return;
         };
-        let now = *self.now;
+        let now = self.call.now;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
@@ -340,7 +341,7 @@ impl Flow<'_> {
         } else {
             message.peer_credit = Credit::Held;
         }
-        self.work.push_back(Work::Post(waiter));
+        self.call.work.push_back(Work::Post(waiter));
     }
 
     /// The monitor thread's resend: run selection again (deadline renewed on commit), from
@@ -364,7 +365,7 @@ impl Flow<'_> {
 
     /// `lnet_handle_lo_send`: both NIDs become `0@lo`, no credits, and the loopback LND takes it.
     fn commit_lo(&mut self, key: Key) {
-        let deadline = *self.now + self.tunables.transaction_timeout;
+        let deadline = self.call.now + self.tunables.transaction_timeout;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };
@@ -377,7 +378,7 @@ impl Flow<'_> {
         message.peer_ni = None;
         message.deadline = deadline;
         message.phase = Phase::LoQueued;
-        self.work.push_back(Work::Lo(key));
+        self.call.work.push_back(Work::Lo(key));
     }
 
     /// `lolnd_send`: parse our own message as if it had arrived on `0@lo`.

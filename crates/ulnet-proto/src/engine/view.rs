@@ -8,19 +8,19 @@
 //! part and each partition part behind their own locks builds the view a call's plan needs
 //! from the guards it holds (decision 0029, step 5).
 
-use std::collections::VecDeque;
 use std::ops::Deref;
 
+use crate::engine::call::CallState;
 use crate::engine::cpt::Partitions;
 use crate::engine::faults::Faults;
 use crate::engine::md::Mds;
 use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
 use crate::engine::ni::Nis;
-use crate::engine::node::{Engine, Limits, Work};
+use crate::engine::node::{Engine, Limits};
 use crate::engine::outputs::Outputs;
 use crate::engine::peer::PeerTable;
-use crate::engine::ping::{Discoveries, InternalEvent, PingTarget, Pings, PushTarget};
+use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
 use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
@@ -29,7 +29,6 @@ use crate::engine::stats::PartitionCounters;
 use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
 use crate::engine::watch::Failover;
-use crate::time::Time;
 
 /// How a view reaches the parts: shared ([`Shared`]) or exclusive ([`Exclusive`]).
 pub(crate) trait Access {
@@ -59,8 +58,7 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) limits: Limits,
     pub(super) partitions: Partitions,
     pub(super) tunables: A::Ref<'a, Tunables>,
-    pub(super) now: A::Ref<'a, Time>,
-    pub(super) call_cpt: A::Ref<'a, u32>,
+    pub(super) call: A::Ref<'a, CallState>,
     pub(super) nis: A::Ref<'a, Nis>,
     pub(super) peers: A::Ref<'a, PeerTable>,
     pub(super) portals: A::Ref<'a, Portals>,
@@ -78,11 +76,9 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) routes: A::Ref<'a, Routes>,
     pub(super) policies: A::Ref<'a, UdspRules>,
     pub(super) outputs: A::Ref<'a, Outputs>,
-    pub(super) work: A::Ref<'a, VecDeque<Work>>,
     pub(super) stats: A::Ref<'a, PartitionCounters>,
     #[cfg(test)]
     pub(super) audit: A::Ref<'a, crate::engine::audit::PartitionAudit>,
-    pub(super) internal_events: A::Ref<'a, VecDeque<InternalEvent>>,
     pub(super) violation: A::Ref<'a, Option<String>>,
 }
 
@@ -101,8 +97,7 @@ impl Engine {
             limits: self.limits,
             partitions: self.partitions,
             tunables: &mut self.tunables,
-            now: &mut self.now,
-            call_cpt: &mut self.call_cpt,
+            call: self.calls.get_or_first_mut(0),
             nis: &mut self.nis,
             peers: &mut self.peers,
             portals: &mut self.portals,
@@ -120,11 +115,9 @@ impl Engine {
             routes: &mut self.routes,
             policies: &mut self.policies,
             outputs: &mut self.outputs,
-            work: &mut self.work,
             stats: &mut self.stats,
             #[cfg(test)]
             audit: &mut self.audit,
-            internal_events: &mut self.internal_events,
             violation: &mut self.violation,
         }
     }
@@ -137,8 +130,7 @@ impl Engine {
             limits: self.limits,
             partitions: self.partitions,
             tunables: &self.tunables,
-            now: &self.now,
-            call_cpt: &self.call_cpt,
+            call: self.calls.first(),
             nis: &self.nis,
             peers: &self.peers,
             portals: &self.portals,
@@ -156,11 +148,9 @@ impl Engine {
             routes: &self.routes,
             policies: &self.policies,
             outputs: &self.outputs,
-            work: &self.work,
             stats: &self.stats,
             #[cfg(test)]
             audit: &self.audit,
-            internal_events: &self.internal_events,
             violation: &self.violation,
         }
     }
