@@ -409,7 +409,7 @@ impl Flow<'_> {
 
     /// Counts and records a NID discovery did not attach to the peer whose primary is `peer`.
     fn refuse_nid(&mut self, peer: Nid, nid: Nid, reason: RefusedReason) {
-        self.counters().discovery_nids_refused += 1;
+        self.count(|counters| counters.discovery_nids_refused += 1);
         self.discoveries.last_refused = Some(RefusedNid { peer, nid, reason });
     }
 

@@ -498,7 +498,7 @@ impl Flow<'_> {
     /// its work moves to other paths.
     fn suspect(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        self.counters().blackhole_suspicions += 1;
+        self.count(|counters| counters.blackhole_suspicions += 1);
         let single = !self.has_alternative(id);
         let Some(peer_ni) = self.peers.ni_mut(id) else {
             return;
@@ -680,7 +680,7 @@ impl Flow<'_> {
             }
         }
         self.discard_message(key);
-        self.counters().receives_awaited_again += 1;
+        self.count(|counters| counters.receives_awaited_again += 1);
         if event == Some(EventKind::Reply) {
             self.reissue(md_key);
         }
@@ -690,7 +690,7 @@ impl Flow<'_> {
     /// Takes a message that never reached the driver off its credit queues and selects again.
     pub(super) fn reselect(&mut self, key: Key) {
         self.withdraw(key);
-        self.counters().fast_resends += 1;
+        self.count(|counters| counters.fast_resends += 1);
         self.call.work.push_back(Work::Resend(key));
     }
 
@@ -735,7 +735,7 @@ impl Flow<'_> {
     /// of its payload (its MD reference and SEND event go to the copy), and the copy is
     /// selected afresh.
     fn copy_in_lnd(&mut self, key: Key) {
-        if self.msgs.len() >= self.limits.messages {
+        if !self.message_room(self.msgs.partition_of(key).unwrap_or(0)) {
             return;
         }
         let Some(original) = self.msgs.get(key) else {
@@ -767,14 +767,14 @@ impl Flow<'_> {
             original.orphan = Some(Box::new(payload));
             original.md_offset = 0;
         }
-        self.counters().fast_resends += 1;
+        self.count(|counters| counters.fast_resends += 1);
         self.call.work.push_back(Work::Resend(copy_key));
     }
 
     /// A tracked request that left but got no response: send a copy of it, event-less, from
     /// a private copy of its payload, if its MD takes exactly the response.
     fn reissue(&mut self, md_key: Key) {
-        if self.msgs.len() >= self.limits.messages {
+        if !self.message_room(self.mds.partition_of(md_key).unwrap_or(0)) {
             return;
         }
         let now = self.call.now;
@@ -840,7 +840,7 @@ impl Flow<'_> {
         {
             request.copies += 1;
         }
-        self.counters().fast_resends += 1;
+        self.count(|counters| counters.fast_resends += 1);
         self.call.work.push_back(Work::Resend(key));
     }
 

@@ -171,8 +171,8 @@ impl Flow<'_> {
         };
         let (ni, peer_ni, msg_type) = (message.ni, message.peer_ni, message.header.body.msg_type());
         let (payload, length) = (message.header.payload_length, message.length);
-        self.counters().recv_count += 1;
-        self.counters().recv_length += u64::from(length);
+        self.count(|counters| counters.recv_count += 1);
+        self.count(|counters| counters.recv_length += u64::from(length));
         if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
@@ -195,7 +195,7 @@ impl Flow<'_> {
         }
         message.phase = Phase::ResendQueued;
         message.peer_ni = None;
-        self.counters().resend_count += 1;
+        self.count(|counters| counters.resend_count += 1);
         self.call.work.push_back(Work::Resend(key));
     }
 
@@ -227,9 +227,9 @@ impl Flow<'_> {
         }
         if sent.resent {
             if status.is_ok() {
-                self.counters().successful_resends += 1;
+                self.count(|counters| counters.successful_resends += 1);
             } else {
-                self.counters().failed_resends += 1;
+                self.count(|counters| counters.failed_resends += 1);
             }
         }
         if status.is_ok() {
@@ -323,8 +323,8 @@ impl Flow<'_> {
 
     fn count_sent(&mut self, sent: &SentMessage) {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
-        self.counters().send_count += 1;
-        self.counters().send_length += u64::from(payload);
+        self.count(|counters| counters.send_count += 1);
+        self.count(|counters| counters.send_length += u64::from(payload));
         if let Some(local) = self.nis.traffic_mut(sent.ni, self.call.cpt) {
             local.stats.sent(msg_type, payload);
         }
@@ -543,7 +543,7 @@ impl Flow<'_> {
 
     /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
     fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
-        self.counters().count_health(health);
+        self.count(|counters| counters.count_health(health));
         if let Some(local) = self.nis.get_mut(ni) {
             local.health_stats.count(health);
         }

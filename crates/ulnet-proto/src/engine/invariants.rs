@@ -7,20 +7,20 @@
 
 use crate::engine::discovery::MAX_DISCOVERY_PENDING;
 use crate::engine::msg::{Credit, Phase};
-use crate::engine::node::Engine;
 use crate::engine::slab::Key;
+use crate::engine::view::Look;
 
-pub(crate) fn check(node: &Engine) -> Result<(), String> {
+pub(crate) fn check(node: &Look<'_>) -> Result<(), String> {
     check_bounds(node)?;
     check_credits(node)?;
     check_mds(node)?;
     check_messages(node)?;
     check_recovery(node)?;
-    node.look().check_routing()?;
+    node.check_routing()?;
     check_failover(node)
 }
 
-fn check_bounds(node: &Engine) -> Result<(), String> {
+fn check_bounds(node: &Look<'_>) -> Result<(), String> {
     let limits = &node.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
@@ -29,9 +29,10 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
     let internal_mds =
         2 + 2 * node.peers.peer_count() + node.pings.len() + recovering + node.msgs.len();
     let checks = [
-        ("messages", node.msgs.len(), limits.messages),
-        ("MDs", node.md_count(), limits.mds),
-        ("MEs", node.me_count(), limits.mes),
+        // Each partition is held to the limits.
+        ("messages", most(node.msgs.iter_shares().map(|(_, msgs)| msgs.len())), limits.messages),
+        ("MDs", most(node.mds.iter_shares().map(|(_, mds)| mds.user_count())), limits.mds),
+        ("MEs", most(node.mes.iter_shares().map(|(_, mes)| mes.user_count())), limits.mes),
         ("LNet MDs", node.mds.internal_count(), internal_mds),
         ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
         ("peers", node.peers.peer_count(), node.peers.ni_slots()),
@@ -91,7 +92,7 @@ fn check_bounds(node: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn check_credits(node: &Engine) -> Result<(), String> {
+fn check_credits(node: &Look<'_>) -> Result<(), String> {
     // One pass over the messages: holders per (NI, CPT), holders and charged bytes per peer
     // NI.
     let mut ni_holders = vec![Vec::<(u32, usize)>::new(); node.nis.len()];
@@ -154,7 +155,7 @@ fn check_credits(node: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn check_mds(node: &Engine) -> Result<(), String> {
+fn check_mds(node: &Look<'_>) -> Result<(), String> {
     let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
     for (_, message) in node.msgs.iter() {
         if let Some(md) = message.md {
@@ -204,7 +205,7 @@ fn check_mds(node: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn check_messages(node: &Engine) -> Result<(), String> {
+fn check_messages(node: &Look<'_>) -> Result<(), String> {
     for (key, message) in node.msgs.iter() {
         let coherent = match message.phase {
             Phase::WaitPeerCredit => message.tx && message.peer_credit == Credit::Waiting,
@@ -247,7 +248,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
                 message.tx
                     && message.peer_credit == Credit::None
                     && message.ni_credit == Credit::None
-                    && node.look().is_held_for_discovery(key)
+                    && node.is_held_for_discovery(key)
             }
         };
         if !coherent {
@@ -257,7 +258,7 @@ fn check_messages(node: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn check_recovery(node: &Engine) -> Result<(), String> {
+fn check_recovery(node: &Look<'_>) -> Result<(), String> {
     for (index, ni) in node.nis.iter().enumerate() {
         let listed = node.recovery.local().filter(|id| usize::from(id.0) == index).count();
         if listed != usize::from(ni.recovery.queued) {
@@ -279,7 +280,7 @@ fn check_recovery(node: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn check_failover(node: &Engine) -> Result<(), String> {
+fn check_failover(node: &Look<'_>) -> Result<(), String> {
     let orphan_bytes: u64 = node
         .msgs
         .iter()
@@ -299,7 +300,7 @@ fn check_failover(node: &Engine) -> Result<(), String> {
             return Err(format!("abandoned message {key:?} incoherent: {message:?}"));
         }
     }
-    if !node.look().failover_enabled() {
+    if !node.failover_enabled() {
         return Ok(());
     }
     // Per path (peer NI, local NI): transmits in the LND and requests awaited.
@@ -348,4 +349,9 @@ fn check_failover(node: &Engine) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The largest of `counts`, 0 for none.
+fn most(counts: impl Iterator<Item = usize>) -> usize {
+    counts.max().unwrap_or(0)
 }

@@ -12,7 +12,9 @@ use crate::addr::Nid;
 use crate::engine::memory::Memory;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::recovery::RecoveryTarget;
-use crate::engine::slab::{Key, KeyPartitions, KeyState, PartitionedSlab};
+use crate::engine::shares::{Keyed, Shares};
+use crate::engine::slab::{Key, KeyPartitions, PartSlab};
+use crate::engine::view::{Access, Exclusive};
 use crate::time::Time;
 use crate::wire::header::Header;
 
@@ -309,26 +311,27 @@ impl Md {
     }
 }
 
-/// Every MD alive, by key, in the partition it was made on (the kernel's
-/// `ln_md_containers[cpt]`): its key, and so its handle's cookie, names the partition. LNet's
-/// own MDs (ping and push targets, discovery, pings, recovery) are counted apart so that only
-/// the user's count against `Limits::mds`.
+/// One partition's MDs alive, by key (the kernel's `ln_md_containers[cpt]`): an MD's key,
+/// and so its handle's cookie, names the partition it was made on. LNet's own MDs (ping and
+/// push targets, discovery, pings, recovery) are counted apart so that only the user's count
+/// against `Limits::mds` (a bound on each partition).
 #[derive(Debug)]
 pub(crate) struct Mds {
-    slab: PartitionedSlab<Md>,
+    slab: PartSlab<Md>,
     internal: usize,
 }
 
 impl Mds {
-    pub(crate) fn new(partitions: KeyPartitions) -> Self {
-        Self { slab: PartitionedSlab::new(partitions, MAX_COOKIE_INDEX), internal: 0 }
+    /// Partition `cpt`'s MDs.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
+        Self { slab: PartSlab::new(cpt, partitions, MAX_COOKIE_INDEX), internal: 0 }
     }
 
-    /// Files an MD in partition `cpt` and gives it its handle.
+    /// Files an MD here and gives it its handle.
     #[inline]
-    pub(crate) fn insert(&mut self, cpt: u32, md: Md) -> Option<Key> {
+    pub(crate) fn insert(&mut self, md: Md) -> Option<Key> {
         let internal = md.owner != MdOwner::User;
-        let key = self.slab.insert(cpt, md)?;
+        let key = self.slab.insert(md)?;
         if internal {
             self.internal += 1;
         }
@@ -338,59 +341,56 @@ impl Mds {
         Some(key)
     }
 
-    /// Frees an MD; false if it was already gone.
-    #[inline]
-    pub(crate) fn discard(&mut self, key: Key) -> bool {
-        let internal = self.slab.get(key).is_some_and(|md| md.owner != MdOwner::User);
-        let discarded = self.slab.discard(key);
-        if discarded && internal {
-            self.internal -= 1;
-        }
-        discarded
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, key: Key) -> Option<&Md> {
-        self.slab.get(key)
-    }
-
-    #[inline]
-    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Md> {
-        self.slab.get_mut(key)
-    }
-
-    pub(crate) fn state(&self, key: Key) -> KeyState {
-        self.slab.state(key)
-    }
-
-    /// The partitions whose MDs were reached by key (the audit, `audit.rs`).
-    #[cfg(test)]
-    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
-        self.slab.touched()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Md)> {
-        self.slab.iter()
-    }
-
-    /// The partition an MD's key names.
-    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
-        self.slab.partitions().of(key)
-    }
-
-    /// MDs alive in each partition, LNet's included.
-    pub(crate) fn count_by_partition(&self) -> Vec<usize> {
-        self.slab.len_by_partition().collect()
-    }
-
     /// The user's MDs.
     pub(crate) fn user_count(&self) -> usize {
         self.slab.len() - self.internal
     }
+}
 
-    /// LNet's own MDs.
+impl Keyed for Mds {
+    type Value = Md;
+
+    fn slab(&self) -> &PartSlab<Md> {
+        &self.slab
+    }
+
+    fn slab_mut(&mut self) -> &mut PartSlab<Md> {
+        &mut self.slab
+    }
+}
+
+impl<'a, A: Access> Shares<'a, A, Mds> {
+    /// The user's MDs in the partitions held.
+    pub(crate) fn user_count(&self) -> usize {
+        self.iter_shares().map(|(_, share)| share.user_count()).sum()
+    }
+
+    /// LNet's own MDs in the partitions held.
     pub(crate) fn internal_count(&self) -> usize {
-        self.internal
+        self.iter_shares().map(|(_, share)| share.internal).sum()
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, Mds> {
+    /// Files an MD in partition `cpt` and gives it its handle; `None` when keys ran out or
+    /// the call does not hold the partition.
+    #[inline]
+    pub(crate) fn insert(&mut self, cpt: u32, md: Md) -> Option<Key> {
+        self.share_mut(cpt)?.insert(md)
+    }
+
+    /// Frees an MD; false if it was already gone.
+    #[inline]
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        let Some(share) = self.share_of_mut(key) else {
+            return false;
+        };
+        let internal = share.slab.get(key).is_some_and(|md| md.owner != MdOwner::User);
+        let discarded = share.slab.discard(key);
+        if discarded && internal {
+            share.internal -= 1;
+        }
+        discarded
     }
 }
 

@@ -7,7 +7,9 @@ use std::fmt;
 
 use crate::engine::md::MAX_COOKIE_INDEX;
 use crate::engine::md::UnlinkMode;
-use crate::engine::slab::{Key, KeyPartitions, KeyState, PartitionedSlab};
+use crate::engine::shares::{Keyed, Shares};
+use crate::engine::slab::{Key, KeyPartitions, PartSlab};
+use crate::engine::view::{Access, Exclusive};
 
 pub use crate::addr::{LNET_PID_ANY, LNET_PID_LUSTRE, ProcessId};
 
@@ -95,71 +97,23 @@ impl Me {
     }
 }
 
-/// Every ME alive, by key, in the partition of the match table that holds it (the kernel's
-/// `ln_me_containers[cpt]`): its key, and so its handle's cookie, names the partition. LNet's
-/// own MEs (on portal 0) are counted apart so that only the user's count against
-/// `Limits::mes`.
+/// One partition's MEs alive, by key (the kernel's `ln_me_containers[cpt]`): an ME lives in
+/// the partition of the match table that holds it, which its key, and so its handle's cookie,
+/// names. LNet's own MEs (on portal 0) are counted apart so that only the user's count
+/// against `Limits::mes` (a bound on each partition).
 #[derive(Debug)]
 pub(crate) struct Mes {
-    slab: PartitionedSlab<Me>,
+    slab: PartSlab<Me>,
     internal: usize,
 }
 
 impl Mes {
-    pub(crate) fn new(partitions: KeyPartitions) -> Self {
-        Self { slab: PartitionedSlab::new(partitions, MAX_COOKIE_INDEX), internal: 0 }
+    /// Partition `cpt`'s MEs.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
+        Self { slab: PartSlab::new(cpt, partitions, MAX_COOKIE_INDEX), internal: 0 }
     }
 
-    /// Files an ME in its table's partition (`me.cpt`).
-    #[inline]
-    pub(crate) fn insert(&mut self, me: Me) -> Option<Key> {
-        let internal = me.internal;
-        let key = self.slab.insert(me.cpt, me)?;
-        if internal {
-            self.internal += 1;
-        }
-        Some(key)
-    }
-
-    #[inline]
-    pub(crate) fn remove(&mut self, key: Key) -> Option<Me> {
-        let me = self.slab.remove(key)?;
-        if me.internal {
-            self.internal -= 1;
-        }
-        Some(me)
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, key: Key) -> Option<&Me> {
-        self.slab.get(key)
-    }
-
-    #[inline]
-    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Me> {
-        self.slab.get_mut(key)
-    }
-
-    pub(crate) fn state(&self, key: Key) -> KeyState {
-        self.slab.state(key)
-    }
-
-    /// The partitions whose MEs were reached by key (the audit, `audit.rs`).
-    #[cfg(test)]
-    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
-        self.slab.touched()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Me)> {
-        self.slab.iter()
-    }
-
-    /// The partition an ME's key names.
-    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
-        self.slab.partitions().of(key)
-    }
-
-    /// Every ME, LNet's included.
+    /// Every ME here, LNet's included.
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
     }
@@ -168,10 +122,59 @@ impl Mes {
     pub(crate) fn user_count(&self) -> usize {
         self.slab.len() - self.internal
     }
+}
 
-    /// LNet's own MEs.
+impl Keyed for Mes {
+    type Value = Me;
+
+    fn slab(&self) -> &PartSlab<Me> {
+        &self.slab
+    }
+
+    fn slab_mut(&mut self) -> &mut PartSlab<Me> {
+        &mut self.slab
+    }
+}
+
+impl<'a, A: Access> Shares<'a, A, Mes> {
+    /// Every ME in the partitions held, LNet's included.
+    pub(crate) fn len(&self) -> usize {
+        self.iter_shares().map(|(_, share)| share.len()).sum()
+    }
+
+    /// The user's MEs in the partitions held.
+    pub(crate) fn user_count(&self) -> usize {
+        self.iter_shares().map(|(_, share)| share.user_count()).sum()
+    }
+
+    /// LNet's own MEs in the partitions held.
     pub(crate) fn internal_count(&self) -> usize {
-        self.internal
+        self.iter_shares().map(|(_, share)| share.internal).sum()
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, Mes> {
+    /// Files an ME in its table's partition (`me.cpt`); `None` when keys ran out or the call
+    /// does not hold the partition.
+    #[inline]
+    pub(crate) fn insert(&mut self, me: Me) -> Option<Key> {
+        let share = self.share_mut(me.cpt)?;
+        let internal = me.internal;
+        let key = share.slab.insert(me)?;
+        if internal {
+            share.internal += 1;
+        }
+        Some(key)
+    }
+
+    #[inline]
+    pub(crate) fn remove(&mut self, key: Key) -> Option<Me> {
+        let share = self.share_of_mut(key)?;
+        let me = share.slab.remove(key)?;
+        if me.internal {
+            share.internal -= 1;
+        }
+        Some(me)
     }
 }
 

@@ -11,7 +11,9 @@ use crate::engine::health::HealthStatus;
 use crate::engine::memory::Memory;
 use crate::engine::ni::NiId;
 use crate::engine::peer::PeerNiId;
-use crate::engine::slab::{Key, KeyPartitions, PartitionedSlab};
+use crate::engine::shares::{Keyed, Shares};
+use crate::engine::slab::{Key, KeyPartitions, PartSlab};
+use crate::engine::view::{Access, Exclusive};
 use crate::time::Time;
 use crate::wire::header::{Header, WireHandle};
 
@@ -247,78 +249,68 @@ impl Message {
     }
 }
 
-/// Every message alive (sends, receives, delayed PUTs), by key; [`TxId`] and [`RxId`] name
-/// them to the driver. A message lives in its home partition, which its key names: a send in
-/// its MD's (where the kernel attaches it to the MD, under `lnet_res_lock(cpt)`), a receive in
-/// the partition of the NID it came from on its NI (`lnet_parse()`'s `lnet_cpt_of_nid()`).
+/// One partition's messages alive (sends, receives, delayed PUTs), by key; [`TxId`] and
+/// [`RxId`] name them to the driver. A message lives in its home partition, which its key
+/// names: a send in its MD's (where the kernel attaches it to the MD, under
+/// `lnet_res_lock(cpt)`), a receive in the partition of the NID it came from on its NI
+/// (`lnet_parse()`'s `lnet_cpt_of_nid()`). Each partition holds at most `Limits::messages`,
+/// as the kernel counts `msgs_alloc` per CPT.
 #[derive(Debug)]
 pub(crate) struct Messages {
-    slab: PartitionedSlab<Message>,
+    slab: PartSlab<Message>,
 }
 
 impl Messages {
-    pub(crate) fn new(partitions: KeyPartitions) -> Self {
-        Self { slab: PartitionedSlab::new(partitions, u32::MAX) }
-    }
-
-    /// Files a new message in partition `cpt`; `None` when `limit` messages are alive (or
-    /// keys ran out).
-    #[inline]
-    pub(crate) fn alloc(&mut self, cpt: u32, message: Message, limit: usize) -> Option<Key> {
-        if self.slab.len() >= limit {
-            return None;
-        }
-        self.slab.insert(cpt, message)
-    }
-
-    /// Removes a finished message; `None` if it was already gone.
-    pub(crate) fn free(&mut self, key: Key) -> Option<Message> {
-        self.slab.remove(key)
-    }
-
-    /// [`Self::free`] when the message itself is no longer needed; false if already gone.
-    #[inline]
-    pub(crate) fn discard(&mut self, key: Key) -> bool {
-        self.slab.discard(key)
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, key: Key) -> Option<&Message> {
-        self.slab.get(key)
-    }
-
-    #[inline]
-    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Message> {
-        self.slab.get_mut(key)
-    }
-
-    /// The partitions whose messages were reached by key (the audit, `audit.rs`).
-    #[cfg(test)]
-    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
-        self.slab.touched()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Message)> {
-        self.slab.iter()
+    /// Partition `cpt`'s messages.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
+        Self { slab: PartSlab::new(cpt, partitions, u32::MAX) }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
     }
+}
 
-    /// The home partition a message's key names.
-    pub(crate) fn partition_of(&self, key: Key) -> Option<u32> {
-        self.slab.partitions().of(key)
+impl Keyed for Messages {
+    type Value = Message;
+
+    fn slab(&self) -> &PartSlab<Message> {
+        &self.slab
     }
 
-    /// Messages alive in partition `cpt`.
-    pub(crate) fn len_of(&self, cpt: u32) -> usize {
-        self.slab.len_of(cpt)
+    fn slab_mut(&mut self) -> &mut PartSlab<Message> {
+        &mut self.slab
+    }
+}
+
+impl<'a, A: Access> Shares<'a, A, Messages> {
+    /// Messages alive in the partitions held.
+    pub(crate) fn len(&self) -> usize {
+        self.iter_shares().map(|(_, share)| share.len()).sum()
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, Messages> {
+    /// Files a new message in partition `cpt`; `None` when `limit` messages are alive there
+    /// (or keys ran out, or the call does not hold the partition).
+    #[inline]
+    pub(crate) fn alloc(&mut self, cpt: u32, message: Message, limit: usize) -> Option<Key> {
+        let share = self.share_mut(cpt)?;
+        if share.slab.len() >= limit {
+            return None;
+        }
+        share.slab.insert(message)
     }
 
-    /// Messages alive in each partition, in partition order.
-    pub(crate) fn count_by_partition(&self) -> Vec<usize> {
-        self.slab.len_by_partition().collect()
+    /// Removes a finished message; `None` if it was already gone.
+    pub(crate) fn free(&mut self, key: Key) -> Option<Message> {
+        self.share_of_mut(key)?.slab.remove(key)
+    }
+
+    /// [`Self::free`] when the message itself is no longer needed; false if already gone.
+    #[inline]
+    pub(crate) fn discard(&mut self, key: Key) -> bool {
+        self.share_of_mut(key).is_some_and(|share| share.slab.discard(key))
     }
 }
 

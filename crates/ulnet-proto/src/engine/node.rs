@@ -34,11 +34,12 @@
 //! runtime that keeps the parts behind separate locks can run the same code on the view its
 //! locks give it (decision 0029).
 
-use crate::engine::view::{Access, Flow, Look, View};
+use crate::engine::shares::{Keyed, Shares};
+use crate::engine::view::{Access, Exclusive, Flow, Look, View};
 use std::collections::VecDeque;
 
 use crate::addr::Nid;
-use crate::engine::call::{CallState, Work};
+use crate::engine::call::Work;
 use crate::engine::cpt::Partitions;
 use crate::engine::dedupe::RESEND_COOKIE_FLAG;
 use crate::engine::error::{
@@ -51,12 +52,12 @@ use crate::engine::health::HealthStatus;
 use crate::engine::md::{
     MAX_COOKIE_INDEX, Md, MdHandle, MdOptions, MdOwner, MdSpec, Mds, Tracker, UnlinkMode,
 };
-use crate::engine::me::{InsertPosition, Me, MeHandle, Mes, ProcessId};
+use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{LentPayload, MAX_MD_LENGTH, Memory, PinnedBytes, Slices, SlicesMut};
 use crate::engine::msg::{Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
-use crate::engine::outputs::Outputs;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
+use crate::engine::partition::Partition;
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
@@ -65,19 +66,19 @@ use crate::engine::portal::{MatchTableStats, Portal, Portals};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyPartitions, KeyState};
-use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PartitionCounters, PeerNiStats};
-use crate::engine::tracker::Trackers;
+use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tunables::Tunables;
 use crate::engine::watch::Failover;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
 
-/// Most messages alive at once (sends, receives, delayed PUTs). Lustre allocates without a
-/// limit; we bound it and refuse new work (`-ENOMEM`) beyond.
+/// Most messages alive at once in one partition (sends, receives, delayed PUTs). Lustre
+/// allocates without a limit (counting `msgs_alloc` per CPT); we bound each partition and
+/// refuse new work (`-ENOMEM`) beyond.
 pub const MAX_MESSAGES: usize = 1 << 16;
-/// Most MDs alive at once.
+/// Most of the user's MDs alive at once in one partition.
 pub const MAX_MDS: usize = 1 << 20;
-/// Most MEs alive at once.
+/// Most of the user's MEs alive at once in one partition.
 pub const MAX_MES: usize = 1 << 20;
 /// Most peer NIs the node remembers.
 pub const MAX_PEER_NIS: usize = 1 << 18;
@@ -262,10 +263,8 @@ pub struct Engine {
     pub(super) nis: Nis,
     pub(super) peers: PeerTable,
     pub(super) portals: Portals,
-    pub(super) mes: Mes,
-    pub(super) mds: Mds,
-    pub(super) msgs: Messages,
-    pub(super) trackers: Trackers,
+    /// The state each partition's calls change, by partition.
+    pub(super) parts: PerPartition<Partition>,
     pub(super) ping_target: PingTarget,
     pub(super) push_target: PushTarget,
     pub(super) pings: Pings,
@@ -275,12 +274,6 @@ pub struct Engine {
     pub(super) faults: Faults,
     pub(super) routes: Routes,
     pub(super) policies: UdspRules,
-    // The driver's output queues (the call protocol above).
-    pub(super) outputs: Outputs,
-    /// What a call works with besides the parts, for each partition a call may enter on.
-    pub(super) calls: PerPartition<CallState>,
-    /// The counters, per partition; a call counts in `call_cpt`'s.
-    pub(super) stats: PartitionCounters,
     #[cfg(test)]
     pub(super) audit: crate::engine::audit::PartitionAudit,
     /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
@@ -329,10 +322,9 @@ impl Engine {
             nis,
             peers: PeerTable::new(config.partitions),
             portals: Portals::new(config.partitions.count()),
-            mes: Mes::new(key_partitions),
-            mds: Mds::new(key_partitions),
-            msgs: Messages::new(key_partitions),
-            trackers: Trackers::new(key_partitions),
+            parts: PerPartition::from_fn(config.partitions.count(), |cpt| {
+                Partition::new(cpt, key_partitions)
+            }),
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
             pings: Pings::default(),
@@ -343,9 +335,6 @@ impl Engine {
             faults: Faults::new(config.interface_cookie),
             routes: Routes::new(config.interface_cookie.rotate_left(17), config.partitions.count()),
             policies: UdspRules::default(),
-            outputs: Outputs::new(key_partitions),
-            calls: PerPartition::new(config.partitions.count(), CallState::default),
-            stats: PartitionCounters::new(config.partitions.count()),
             #[cfg(test)]
             audit: Default::default(),
             violation: None,
@@ -388,27 +377,32 @@ impl Engine {
     /// completed yet, with their NI, in slab order: what a driver fails when it stops or
     /// retires an NI.
     pub fn transmits_in_lnd(&self) -> impl Iterator<Item = (TxId, NiId)> + '_ {
-        self.msgs
-            .iter()
+        self.messages()
             .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
             .map(|(key, m)| (TxId(key), m.ni))
     }
 
     /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
     pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        self.msgs
-            .iter()
+        let md_of = |key| self.parts.iter().find_map(|part| part.mds.slab().get(key));
+        self.messages()
             .filter(|(_, m)| m.event == Some(EventKind::Send))
-            .filter_map(|(_, m)| m.md.and_then(|key| self.mds.get(key)).map(|md| md.handle))
+            .filter_map(move |(_, m)| m.md.and_then(md_of).map(|md| md.handle))
     }
 
     /// The user's live MDs that have a [`handler`](MdSpec::handler) (not 0), in slab order:
     /// what a runtime unlinks at shutdown so that their UNLINK events hand the memory back.
     pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        self.mds
+        self.parts
             .iter()
+            .flat_map(|part| part.mds.slab().iter())
             .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
             .map(|(_, md)| md.handle)
+    }
+
+    /// Every message alive, partition by partition.
+    fn messages(&self) -> impl Iterator<Item = (Key, &Message)> {
+        self.parts.iter().flat_map(|part| part.msgs.slab().iter())
     }
 
     /// The crossings the audit recorded so far, without ending the current call.
@@ -821,13 +815,18 @@ impl Engine {
         }
         // The checker reads everything: what it reaches is not the call's (the audit).
         #[cfg(test)]
-        let saved =
-            [self.mds.touched(), self.mes.touched(), self.msgs.touched(), self.peers.touched()]
-                .map(|cell| (cell, cell.take()));
-        let checked = crate::engine::invariants::check(self);
+        let (saved_peers, saved_parts) = {
+            let cells = self.parts.iter().flat_map(|part| {
+                [part.mds.slab().touched(), part.mes.slab().touched(), part.msgs.slab().touched()]
+            });
+            let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
+            (self.peers.touched().get(), saved)
+        };
+        let checked = crate::engine::invariants::check(&self.look());
         #[cfg(test)]
-        for (cell, touched) in saved {
-            cell.set(touched);
+        {
+            self.peers.touched().set(saved_peers);
+            saved_parts.into_iter().for_each(|(cell, touched)| cell.set(touched));
         }
         checked
     }
@@ -841,6 +840,17 @@ impl Engine {
 }
 
 impl<A: Access> View<'_, A> {
+    /// Whether partition `cpt` has room for another message (`Limits::messages` bounds each
+    /// partition, as the kernel counts `msgs_alloc` per CPT).
+    pub(super) fn message_room(&self, cpt: u32) -> bool {
+        self.msgs.share(cpt).is_some_and(|msgs| msgs.len() < self.limits.messages)
+    }
+
+    /// Whether partition `cpt` has room for another of the user's MDs.
+    fn md_room(&self, cpt: u32) -> bool {
+        self.mds.share(cpt).is_some_and(|mds| mds.user_count() < self.limits.mds)
+    }
+
     pub(crate) fn interface_cookie(&self) -> u64 {
         self.interface_cookie
     }
@@ -940,7 +950,7 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::stats_by_partition`].
     pub(crate) fn stats_by_partition(&self) -> Vec<GlobalStats> {
-        self.stats.iter().copied().collect()
+        self.stats.iter_shares().map(|(_, counters)| *counters).collect()
     }
 
     pub(crate) fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
@@ -1170,9 +1180,6 @@ impl Flow<'_> {
                 return Err(MeAttachError::BadCpt { cpt, count });
             }
         }
-        if self.mes.user_count() >= self.limits.mes {
-            return Err(MeAttachError::TooManyEntries);
-        }
         let mut me = Me {
             portal,
             match_id,
@@ -1187,6 +1194,9 @@ impl Flow<'_> {
             return Err(MeAttachError::MatchTypeMismatch(portal));
         }
         me.cpt = table.table_of_attach(&me, position, &self.partitions);
+        if self.mes.share(me.cpt).is_none_or(|mes| mes.user_count() >= self.limits.mes) {
+            return Err(MeAttachError::TooManyEntries);
+        }
         let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
         table.insert(key, &me, position);
         Ok(MeHandle::from_key(key))
@@ -1241,7 +1251,7 @@ impl Flow<'_> {
             })
         } else if conflicting_tracking(spec.options) {
             Some(MdAttachError::ConflictingTracking)
-        } else if self.mds.user_count() >= self.limits.mds {
+        } else if !self.md_room(self.mes.partition_of(me_key).unwrap_or(0)) {
             Some(MdAttachError::TooManyMds)
         } else {
             None
@@ -1287,7 +1297,7 @@ impl Flow<'_> {
             Some(MdBindError::ConflictingTracking)
         } else if let Some(cpt) = spec.cpt.filter(|cpt| *cpt >= self.partitions.count()) {
             Some(MdBindError::BadCpt { cpt, count: self.partitions.count() })
-        } else if self.mds.user_count() >= self.limits.mds {
+        } else if !self.md_room(spec.cpt.unwrap_or(0)) {
             Some(MdBindError::TooManyMds)
         } else {
             None
@@ -1737,7 +1747,7 @@ impl Flow<'_> {
                 continue;
             };
             self.detach_tracker(md_key);
-            self.counters().response_timeout_count += 1;
+            self.count(|counters| counters.response_timeout_count += 1);
             if let Some(peer_ni) = next_hop {
                 self.remote_failure(peer_ni);
             }
@@ -1823,10 +1833,12 @@ impl Flow<'_> {
             }
         }
     }
-
-    /// The counters of the partition the current call runs on.
-    pub(super) fn counters(&mut self) -> &mut GlobalStats {
-        self.stats.get_mut(self.call.cpt)
+    /// Counts in the partition the call runs on (which the call always holds).
+    #[inline]
+    pub(super) fn count(&mut self, count: impl FnOnce(&mut GlobalStats)) {
+        if let Some(counters) = self.stats.share_mut(self.call.cpt) {
+            count(counters);
+        }
     }
 
     // ---------------------------------------------------------------- helpers
@@ -1857,9 +1869,9 @@ impl Flow<'_> {
     /// partition it named.
     #[cfg(test)]
     fn close_audited_call(&mut self) {
-        let touched = self.mds.touched().take()
-            | self.mes.touched().take()
-            | self.msgs.touched().take()
+        let touched = self.mds.take_touched()
+            | self.mes.take_touched()
+            | self.msgs.take_touched()
             | self.peers.touched().take()
             | self.nis.touched().take()
             | self.portals.take_touched()
@@ -1957,10 +1969,11 @@ impl Flow<'_> {
         let Some(cpt) = self.msgs.partition_of(key) else {
             return;
         };
-        let alive = self.msgs.len_of(cpt) as u64;
-        let counters = self.stats.get_mut(cpt);
-        counters.msgs_alloc = alive;
-        counters.msgs_max = counters.msgs_max.max(alive);
+        let alive = self.msgs.share(cpt).map_or(0, Messages::len) as u64;
+        if let Some(counters) = self.stats.share_mut(cpt) {
+            counters.msgs_alloc = alive;
+            counters.msgs_max = counters.msgs_max.max(alive);
+        }
     }
 
     /// [`free_message`](Self::free_message) when the message itself is no longer needed.
@@ -1997,12 +2010,12 @@ impl Flow<'_> {
             Some(tracker) => {
                 tracker.deadline = deadline;
                 self.trackers.mark_stale(md_key);
-                self.trackers.mark_stale(md_key);
             }
             None => {
-                self.trackers.attached();
-                let counters = self.stats.get_mut(cpt);
-                counters.rst_alloc = counters.rst_alloc.saturating_add(1);
+                self.trackers.attached(md_key);
+                if let Some(counters) = self.stats.share_mut(cpt) {
+                    counters.rst_alloc = counters.rst_alloc.saturating_add(1);
+                }
                 md.tracker = Some(Tracker {
                     deadline,
                     next_hop: None,
@@ -2015,7 +2028,7 @@ impl Flow<'_> {
             }
         }
         self.trackers.push(deadline, md_key);
-        self.compact_trackers();
+        self.compact_trackers(md_key);
         fresh
     }
 
@@ -2029,12 +2042,12 @@ impl Flow<'_> {
         }
         tracker.deadline = deadline;
         self.trackers.push(deadline, md_key);
-        self.compact_trackers();
+        self.compact_trackers(md_key);
     }
 
-    fn compact_trackers(&mut self) {
+    fn compact_trackers(&mut self, md_key: Key) {
         let mds = &self.mds;
-        self.trackers.maybe_compact(|deadline, key| {
+        self.trackers.maybe_compact(md_key, |deadline, key| {
             mds.get(key)
                 .and_then(|md| md.tracker.as_ref())
                 .is_some_and(|tracker| tracker.deadline == deadline)
@@ -2050,14 +2063,15 @@ impl Flow<'_> {
         let Some(tracker) = md.tracker.take() else {
             return;
         };
-        self.trackers.detached(tracker.request);
+        self.trackers.detached(md_key, tracker.request);
         let cpt = self.mds.partition_of(md_key).unwrap_or(0);
-        let counters = self.stats.get_mut(cpt);
-        counters.rst_alloc = counters.rst_alloc.saturating_sub(1);
+        if let Some(counters) = self.stats.share_mut(cpt) {
+            counters.rst_alloc = counters.rst_alloc.saturating_sub(1);
+        }
         if let Some((peer_ni, via)) = tracker.awaiting {
             self.watch_await_end(peer_ni, via, None);
         }
-        self.compact_trackers();
+        self.compact_trackers(md_key);
     }
 
     /// Queues a user event (dropped and counted when the queue is full); returns it in place.
@@ -2065,7 +2079,9 @@ impl Flow<'_> {
     pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
         let pushed = self.outputs.push_event(event, self.limits.events);
         if pushed.is_none() {
-            self.stats.get_mut(self.call.cpt).events_dropped += 1;
+            if let Some(counters) = self.stats.share_mut(self.call.cpt) {
+                counters.events_dropped += 1;
+            }
         }
         pushed
     }
@@ -2158,7 +2174,7 @@ impl<'a> Flow<'a> {
     /// See [`Engine::md_memory_mut`].
     pub(crate) fn md_memory_mut(self, md: MdHandle) -> Result<&'a mut Memory, MdError> {
         let key = self.live_md(md)?;
-        let md = self.mds.get_mut(key).ok_or(MdError::UnknownMd)?;
+        let md = self.mds.into_mut(key).ok_or(MdError::UnknownMd)?;
         if md.lent {
             return Err(MdError::MemoryLent);
         }
@@ -2173,13 +2189,13 @@ impl<'a> Flow<'a> {
             return self.router_buffer_mut(rx);
         }
         let (md_key, offset, length) = self.receiving(rx)?;
-        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
+        let md = self.mds.into_mut(md_key).ok_or(DriverError::UnknownRx)?;
         Ok(md.memory.slices_mut(offset as usize, length as usize))
     }
 
     /// The router buffer a forwarded message is being received into, if it is one.
     fn router_buffer_mut(self, rx: RxId) -> Result<SlicesMut<'a>, DriverError> {
-        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        let message = self.msgs.into_mut(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving {
             return Err(DriverError::WrongState);
         }
@@ -2194,7 +2210,7 @@ impl<'a> Look<'a> {
     /// See [`Engine::md_memory`].
     pub(crate) fn md_memory(self, md: MdHandle) -> Result<&'a Memory, MdError> {
         let key = self.live_md(md)?;
-        let md = self.mds.get(key).ok_or(MdError::UnknownMd)?;
+        let md = self.mds.get_for_view(key).ok_or(MdError::UnknownMd)?;
         if md.lent {
             return Err(MdError::MemoryLent);
         }
@@ -2203,7 +2219,7 @@ impl<'a> Look<'a> {
 
     /// See [`Engine::tx_payload`].
     pub(crate) fn tx_payload(self, tx: TxId) -> Result<Slices<'a>, DriverError> {
-        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
+        let message = self.msgs.get_for_view(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
             return Err(DriverError::WrongState);
         }
@@ -2217,7 +2233,8 @@ impl<'a> Look<'a> {
         if let Some(slices) = empty {
             return Ok(slices);
         }
-        let md = message.md.and_then(|key| self.mds.get(key)).ok_or(DriverError::UnknownTx)?;
+        let md = message.md.and_then(|key| self.mds.get_for_view(key));
+        let md = md.ok_or(DriverError::UnknownTx)?;
         Ok(md.memory.slices(message.md_offset as usize, message.length as usize))
     }
 }
@@ -2230,7 +2247,12 @@ fn conflicting_tracking(options: MdOptions) -> bool {
 }
 
 /// Whether a message, a tracker or a fast failover watch still names peer NI `id`.
-fn peer_ni_referenced(msgs: &Messages, mds: &Mds, failover: &Failover, id: PeerNiId) -> bool {
+fn peer_ni_referenced(
+    msgs: &Shares<'_, Exclusive, Messages>,
+    mds: &Shares<'_, Exclusive, Mds>,
+    failover: &Failover,
+    id: PeerNiId,
+) -> bool {
     msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
         || mds.iter().any(|(_, md)| {
             md.tracker

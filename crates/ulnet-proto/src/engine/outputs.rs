@@ -10,9 +10,10 @@ use crate::engine::error::ParseError;
 use crate::engine::event::Event;
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
-use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::PingCompletion;
-use crate::engine::slab::{Key, KeyPartitions};
+use crate::engine::shares::Shares;
+use crate::engine::slab::Key;
+use crate::engine::view::{Access, Exclusive};
 use crate::wire::header::Header;
 
 /// Where the payload of a received message goes: the core's answer to
@@ -75,20 +76,13 @@ pub struct PathReset {
 /// timeouts still apply), so a driver that never polls them cannot grow the queue.
 pub const MAX_PATH_RESETS: usize = 1024;
 
-/// The driver's queues, one set per partition: an item waits in the partition of what it
+/// One partition's share of the driver's queues: an item waits in the partition of what it
 /// names (a transmit or a resume its message's, an event its MD's, so one MD's events stay
 /// in order), a completion or a path reset in the partition of the call that made it. A
-/// runtime that locks partitions apart drains each set under its own lock; the `pop` calls
-/// without a partition go through them in partition order.
-#[derive(Debug)]
-pub(crate) struct Outputs {
-    parts: PerPartition<Queues>,
-    partitions: KeyPartitions,
-}
-
-/// One partition's queues.
+/// runtime that locks partitions apart drains each share under its own lock; the `pop` calls
+/// of a view go through the partitions it holds in order.
 #[derive(Debug, Default)]
-struct Queues {
+pub(crate) struct Outputs {
     /// Messages ready for [`Transmit`], in order.
     transmits: VecDeque<Key>,
     resumes: VecDeque<Resume>,
@@ -97,56 +91,54 @@ struct Queues {
     path_resets: VecDeque<PathReset>,
 }
 
-impl Outputs {
-    pub(crate) fn new(partitions: KeyPartitions) -> Self {
-        Self { parts: PerPartition::new(partitions.count(), Queues::default), partitions }
+impl<'a, A: Access> Shares<'a, A, Outputs> {
+    pub(crate) fn transmit_count(&self) -> usize {
+        self.iter_shares().map(|(_, queues)| queues.transmits.len()).sum()
     }
 
-    /// The queues of the partition `key` names (partition 0's for a key naming none).
-    #[inline]
-    fn of_key(&mut self, key: Key) -> &mut Queues {
-        let cpt = self.partitions.of(key).unwrap_or(0);
-        self.parts.get_or_first_mut(cpt as usize)
+    pub(crate) fn resume_count(&self) -> usize {
+        self.iter_shares().map(|(_, queues)| queues.resumes.len()).sum()
     }
 
-    /// The first item `take` finds, going through the partitions in order.
+    /// The most events waiting in one partition (each is held to `Limits::events`).
+    pub(crate) fn most_events(&self) -> usize {
+        self.iter_shares().map(|(_, queues)| queues.events.len()).max().unwrap_or(0)
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, Outputs> {
+    /// The first item `take` finds, going through the partitions held in order.
     #[inline]
-    fn pop<T>(&mut self, take: impl FnMut(&mut Queues) -> Option<T>) -> Option<T> {
-        self.parts.iter_mut().find_map(take)
+    fn pop<T>(&mut self, mut take: impl FnMut(&mut Outputs) -> Option<T>) -> Option<T> {
+        self.iter_shares_mut().find_map(|(_, queues)| take(queues))
     }
 
     pub(crate) fn push_transmit(&mut self, key: Key) {
-        self.of_key(key).transmits.push_back(key);
+        if let Some(queues) = self.share_of_mut(key) {
+            queues.transmits.push_back(key);
+        }
     }
 
     pub(crate) fn pop_transmit(&mut self) -> Option<Key> {
         self.pop(|queues| queues.transmits.pop_front())
     }
 
-    pub(crate) fn transmit_count(&self) -> usize {
-        self.parts.iter().map(|queues| queues.transmits.len()).sum()
-    }
-
     pub(crate) fn push_resume(&mut self, resume: Resume) {
-        self.of_key(resume.rx.0).resumes.push_back(resume);
+        if let Some(queues) = self.share_of_mut(resume.rx.0) {
+            queues.resumes.push_back(resume);
+        }
     }
 
     pub(crate) fn pop_resume(&mut self) -> Option<Resume> {
         self.pop(|queues| queues.resumes.pop_front())
     }
 
-    pub(crate) fn resume_count(&self) -> usize {
-        self.parts.iter().map(|queues| queues.resumes.len()).sum()
-    }
-
     /// Queues a user event in its MD's partition unless `limit` are waiting there; returns it
     /// in place, or `None` when it was dropped.
     #[inline]
     pub(crate) fn push_event(&mut self, event: Event, limit: usize) -> Option<&mut Event> {
-        let queues = match event.md.key() {
-            Some(key) => self.of_key(key),
-            None => self.parts.get_or_first_mut(0),
-        };
+        let cpt = event.md.key().and_then(|key| self.partition_of(key)).unwrap_or(0);
+        let queues = self.share_mut(cpt)?;
         if queues.events.len() >= limit {
             return None;
         }
@@ -162,7 +154,7 @@ impl Outputs {
     /// buffers when `into` is empty); returns whether there were any.
     pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
         let mut any = false;
-        for queues in self.parts.iter_mut() {
+        for (_, queues) in self.iter_shares_mut() {
             if queues.events.is_empty() {
                 continue;
             }
@@ -176,14 +168,11 @@ impl Outputs {
         any
     }
 
-    /// The most events waiting in one partition (each is held to `Limits::events`).
-    pub(crate) fn most_events(&self) -> usize {
-        self.parts.iter().map(|queues| queues.events.len()).max().unwrap_or(0)
-    }
-
     /// Queues a finished ping or discovery in partition `cpt`.
     pub(crate) fn complete(&mut self, cpt: u32, completion: PingCompletion) {
-        self.parts.get_or_first_mut(cpt as usize).completions.push_back(completion);
+        if let Some(queues) = self.share_mut(cpt) {
+            queues.completions.push_back(completion);
+        }
     }
 
     pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
@@ -193,7 +182,10 @@ impl Outputs {
     /// Queues a reset in partition `cpt` once; beyond [`MAX_PATH_RESETS`] there it is dropped
     /// (the LND's own timeouts still apply).
     pub(crate) fn request_path_reset(&mut self, cpt: u32, reset: PathReset) {
-        let queue = &mut self.parts.get_or_first_mut(cpt as usize).path_resets;
+        let Some(queues) = self.share_mut(cpt) else {
+            return;
+        };
+        let queue = &mut queues.path_resets;
         if queue.len() < MAX_PATH_RESETS && !queue.contains(&reset) {
             queue.push_back(reset);
         }

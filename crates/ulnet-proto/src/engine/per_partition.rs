@@ -16,28 +16,20 @@ impl<T> PerPartition<T> {
         Self { first, rest: (1..count.max(1)).map(|_| make()).collect() }
     }
 
-    /// Partition 0's.
-    #[inline]
-    pub(crate) fn first(&self) -> &T {
-        &self.first
+    /// `count` values (at least one), partition `cpt`'s made by `make(cpt)`.
+    pub(crate) fn from_fn(count: u32, mut make: impl FnMut(u32) -> T) -> Self {
+        let first = make(0);
+        Self { first, rest: (1..count.max(1)).map(make).collect() }
     }
 
-    /// Partition `cpt`'s; `None` for one the node lacks.
-    #[inline]
-    pub(crate) fn get(&self, cpt: usize) -> Option<&T> {
-        match cpt.checked_sub(1) {
-            None => Some(&self.first),
-            Some(index) => self.rest.get(index),
-        }
+    /// Partition 0's, and the others in order.
+    pub(crate) fn split_first(&self) -> (&T, std::slice::Iter<'_, T>) {
+        (&self.first, self.rest.iter())
     }
 
-    /// Partition `cpt`'s, to change; `None` for one the node lacks.
-    #[inline]
-    pub(crate) fn get_mut(&mut self, cpt: usize) -> Option<&mut T> {
-        match cpt.checked_sub(1) {
-            None => Some(&mut self.first),
-            Some(index) => self.rest.get_mut(index),
-        }
+    /// Partition 0's, and the others in order, to change.
+    pub(crate) fn split_first_mut(&mut self) -> (&mut T, std::slice::IterMut<'_, T>) {
+        (&mut self.first, self.rest.iter_mut())
     }
 
     /// Partition `cpt`'s, to change, or partition 0's for one the node lacks.
@@ -69,12 +61,18 @@ mod tests {
             next += 1;
             next
         });
-        assert_eq!((values.get(0), values.get(2), values.get(3)), (Some(&1), Some(&3), None));
+        let (first, rest) = values.split_first();
+        assert_eq!((*first, rest.copied().collect::<Vec<_>>()), (1, vec![2, 3]));
         *values.get_or_first_mut(7) += 10;
         *values.get_or_first_mut(1) += 10;
         assert_eq!(values.iter().copied().collect::<Vec<_>>(), [11, 12, 3]);
         values.iter_mut().for_each(|value| *value = 0);
-        assert!(values.get_mut(2).is_some_and(|value| *value == 0));
+        let (first, rest) = values.split_first_mut();
+        *first = 5;
+        rest.for_each(|value| *value = 6);
+        assert_eq!(values.iter().copied().collect::<Vec<_>>(), [5, 6, 6]);
         assert_eq!(PerPartition::new(0, || ()).iter().count(), 1);
+        let indexed = PerPartition::from_fn(3, |cpt| cpt * 10);
+        assert_eq!(indexed.iter().copied().collect::<Vec<_>>(), [0, 10, 20]);
     }
 }

@@ -14,8 +14,10 @@ use std::collections::hash_map::Entry;
 use crate::engine::cpt::Partitions;
 use crate::engine::md::{Md, MdOptions, Mds};
 use crate::engine::me::{InsertPosition, Me, Mes, ProcessId};
+use crate::engine::shares::Shares;
 use crate::engine::slab::Key;
 use crate::engine::tunables::PortalRotor;
+use crate::engine::view::{Access, Exclusive};
 
 /// `MAX_PORTALS`.
 pub const MAX_PORTALS: u32 = 64;
@@ -275,8 +277,8 @@ impl Portal {
     /// partition that is the one table, as before partitions.
     pub(crate) fn match_md(
         &mut self,
-        mes: &Mes,
-        mds: &mut Mds,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &mut Shares<'_, Exclusive, Mds>,
         info: &MatchInfo,
         place: &MatchPlace,
     ) -> PortalMatch {
@@ -319,8 +321,8 @@ impl Portal {
     /// shared by its tables), which only the whole node may do.
     pub(crate) fn plan_match(
         &self,
-        mes: &Mes,
-        mds: &Mds,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &Shares<'_, impl Access, Mds>,
         info: &MatchInfo,
         place: &MatchPlace,
     ) -> Option<u32> {
@@ -362,8 +364,8 @@ impl Portal {
     fn match_in(
         &mut self,
         cpt: u32,
-        mes: &Mes,
-        mds: &mut Mds,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &mut Shares<'_, Exclusive, Mds>,
         info: &MatchInfo,
         stolen: bool,
     ) -> Option<PortalMatch> {
@@ -388,8 +390,8 @@ impl Portal {
     fn table_of_match(
         &mut self,
         match_type: MatchType,
-        mes: &Mes,
-        mds: &Mds,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &Shares<'_, impl Access, Mds>,
         place: &MatchPlace,
     ) -> u32 {
         let count = self.tables.len() as u32;
@@ -429,7 +431,12 @@ impl Portal {
 
     /// Whether partition `cpt`'s table has a buffer that could take a message: the kernel's
     /// `mt_enabled`, which it updates lazily from exhaustion bitmaps; ulnet asks the table.
-    fn armed(&self, cpt: u32, mes: &Mes, mds: &Mds) -> bool {
+    fn armed(
+        &self,
+        cpt: u32,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &Shares<'_, impl Access, Mds>,
+    ) -> bool {
         self.tables.get(cpt as usize).is_some_and(|table| table.armed(mes, mds))
     }
 }
@@ -503,7 +510,12 @@ impl MatchTable {
     }
 
     /// `lnet_mt_match_md`: the first ME/MD of this table that takes the message.
-    fn match_md(&self, mes: &Mes, mds: &mut Mds, info: &MatchInfo) -> TableMatch {
+    fn match_md(
+        &self,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &mut Shares<'_, Exclusive, Mds>,
+        info: &MatchInfo,
+    ) -> TableMatch {
         let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
         let (first, second) = exact.unwrap_or_default();
         for &me_key in self.ignore.iter().chain(first).chain(second) {
@@ -524,7 +536,12 @@ impl MatchTable {
     }
 
     /// Whether [`match_md`](Self::match_md) would settle here (a match, or a drop for size).
-    fn peek_match(&self, mes: &Mes, mds: &Mds, info: &MatchInfo) -> bool {
+    fn peek_match(
+        &self,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &Shares<'_, impl Access, Mds>,
+        info: &MatchInfo,
+    ) -> bool {
         let exact = self.exact.get(&info.match_bits).map(ExactList::as_slices);
         let (first, second) = exact.unwrap_or_default();
         self.ignore.iter().chain(first).chain(second).any(|&me_key| {
@@ -536,7 +553,11 @@ impl MatchTable {
 
     /// Whether an ME here has an MD that is neither exhausted nor unlinking. Stops at the
     /// first; linear only in MEs with no usable MD in front of it.
-    fn armed(&self, mes: &Mes, mds: &Mds) -> bool {
+    fn armed(
+        &self,
+        mes: &Shares<'_, impl Access, Mes>,
+        mds: &Shares<'_, impl Access, Mds>,
+    ) -> bool {
         let usable = |key: &Key| {
             mes.get(*key)
                 .and_then(|me| me.md)
@@ -629,6 +650,7 @@ mod tests {
     use crate::engine::md::{MdHandle, Threshold};
     use crate::engine::me::LNET_PID_ANY;
     use crate::engine::memory::Memory;
+    use crate::engine::shares::Owned;
     use crate::engine::slab::KeyPartitions;
 
     fn md(length: u32, options: MdOptions) -> Md {
@@ -688,43 +710,45 @@ mod tests {
     #[test]
     fn ignore_bit_entries_are_searched_first() {
         let mut portal = Portal::default();
-        let mut mes = Mes::new(KeyPartitions::new(1));
-        let mut mds = Mds::new(KeyPartitions::new(1));
+        let mut mes = Owned::new(KeyPartitions::new(1), Mes::new);
+        let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
         // The exact ME is inserted first but the ignore-bits ME still wins.
         for me in [wildcard_me(0x5, 0), wildcard_me(0x0, 0xff)] {
-            let md_key = mds.insert(0, md(8, MdOptions::OP_PUT)).unwrap();
-            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            let md_key = mds.exclusive().insert(0, md(8, MdOptions::OP_PUT)).unwrap();
+            let key = mes.exclusive().insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             assert!(portal.accepts(&me));
             portal.insert(key, &me, InsertPosition::After);
         }
-        let result = portal.match_md(&mes, &mut mds, &info(0x5, 4), &HERE);
+        let result = portal.match_md(&mes.shared(), &mut mds.exclusive(), &info(0x5, 4), &HERE);
         let PortalMatch::Ok { me, .. } = result else { panic!("no match: {result:?}") };
-        assert_eq!(mes.get(me).map(|m| m.ignore_bits), Some(0xff));
+        assert_eq!(mes.shared().get(me).map(|m| m.ignore_bits), Some(0xff));
         assert_eq!(portal.entries(), 2);
     }
 
     #[test]
     fn exact_entries_keep_insertion_order_through_removals() {
         let mut portal = Portal::default();
-        let mut mes = Mes::new(KeyPartitions::new(1));
-        let mut mds = Mds::new(KeyPartitions::new(1));
-        fn add(portal: &mut Portal, mes: &mut Mes, mds: &mut Mds, position: InsertPosition) -> Key {
+        let mut mes = Owned::new(KeyPartitions::new(1), Mes::new);
+        let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
+        fn add(
+            portal: &mut Portal,
+            mes: &mut Owned<Mes>,
+            mds: &mut Owned<Mds>,
+            position: InsertPosition,
+        ) -> Key {
             let me = wildcard_me(0x5, 0);
             assert!(portal.accepts(&me));
-            let md_key = mds.insert(0, md(8, MdOptions::OP_PUT)).unwrap();
-            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            let md_key = mds.exclusive().insert(0, md(8, MdOptions::OP_PUT)).unwrap();
+            let key = mes.exclusive().insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, position);
             key
         }
         let a = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
         let b = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
         let c = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
-        let first = |portal: &mut Portal, mes: &Mes, mds: &mut Mds| match portal.match_md(
-            mes,
-            mds,
-            &info(0x5, 0),
-            &HERE,
-        ) {
+        let first = |portal: &mut Portal, mes: &Owned<Mes>, mds: &mut Owned<Mds>| match portal
+            .match_md(&mes.shared(), &mut mds.exclusive(), &info(0x5, 0), &HERE)
+        {
             PortalMatch::Ok { me, .. } => Some(me),
             _ => None,
         };
@@ -796,17 +820,20 @@ mod tests {
     #[test]
     fn unmatched_puts_are_delayed_only_on_lazy_portals() {
         let mut portal = Portal::default();
-        let mes = Mes::new(KeyPartitions::new(1));
-        let mut mds = Mds::new(KeyPartitions::new(1));
+        let mes = Owned::new(KeyPartitions::new(1), Mes::new);
+        let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
         assert_eq!(
-            portal.match_md(&mes, &mut mds, &info(1, 1), &HERE),
+            portal.match_md(&mes.shared(), &mut mds.exclusive(), &info(1, 1), &HERE),
             PortalMatch::Drop(DropReason::NoMatch)
         );
         portal.lazy = true;
-        assert_eq!(portal.match_md(&mes, &mut mds, &info(1, 1), &HERE), PortalMatch::Delay);
+        assert_eq!(
+            portal.match_md(&mes.shared(), &mut mds.exclusive(), &info(1, 1), &HERE),
+            PortalMatch::Delay
+        );
         let get = MatchInfo { operation: MdOptions::OP_GET, ..info(1, 1) };
         assert_eq!(
-            portal.match_md(&mes, &mut mds, &get, &HERE),
+            portal.match_md(&mes.shared(), &mut mds.exclusive(), &get, &HERE),
             PortalMatch::Drop(DropReason::NoMatch)
         );
     }
@@ -816,8 +843,8 @@ mod tests {
     fn spread(
         partitions: u32,
         armed: &[u32],
-        mes: &mut Mes,
-        mds: &mut Mds,
+        mes: &mut Owned<Mes>,
+        mds: &mut Owned<Mds>,
     ) -> (Portal, Vec<Option<Key>>) {
         let mut portal = Portal::new(5, partitions);
         let mut keys = vec![None; partitions as usize];
@@ -829,8 +856,8 @@ mod tests {
                 cpt
             );
             let spec = md(1 << 20, MdOptions::OP_PUT | MdOptions::OP_GET);
-            let md_key = mds.insert(cpt, spec).unwrap();
-            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            let md_key = mds.exclusive().insert(cpt, spec).unwrap();
+            let key = mes.exclusive().insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, InsertPosition::Local { cpt });
             keys[cpt as usize] = Some(key);
         }
@@ -845,15 +872,17 @@ mod tests {
     fn tables_hit(
         portal: &mut Portal,
         keys: &[Option<Key>],
-        mes: &Mes,
-        mds: &mut Mds,
+        mes: &Owned<Mes>,
+        mds: &mut Owned<Mds>,
         place: &MatchPlace,
         count: usize,
     ) -> Vec<usize> {
         (0..count)
-            .map(|_| match portal.match_md(mes, mds, &info(0, 1), place) {
-                PortalMatch::Ok { me, .. } => keys.iter().position(|k| *k == Some(me)).unwrap(),
-                other => panic!("no match: {other:?}"),
+            .map(|_| {
+                match portal.match_md(&mes.shared(), &mut mds.exclusive(), &info(0, 1), place) {
+                    PortalMatch::Ok { me, .. } => keys.iter().position(|k| *k == Some(me)).unwrap(),
+                    other => panic!("no match: {other:?}"),
+                }
             })
             .collect()
     }
@@ -892,25 +921,32 @@ mod tests {
     /// would miss drops in its own table.
     #[test]
     fn plans_leave_delays_and_steals_to_the_node() {
-        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(2)), Mds::new(KeyPartitions::new(2)));
+        let (mut mes, mut mds) = (
+            Owned::new(KeyPartitions::new(2), Mes::new),
+            Owned::new(KeyPartitions::new(2), Mds::new),
+        );
         let mut fresh = Portal::new(5, 2);
         let put = info(0, 1);
         let get = MatchInfo { operation: MdOptions::OP_GET, ..put };
-        assert_eq!(fresh.plan_match(&mes, &mds, &put, &HERE), Some(0));
+        assert_eq!(fresh.plan_match(&mes.shared(), &mds.shared(), &put, &HERE), Some(0));
         fresh.lazy = true;
-        assert_eq!(fresh.plan_match(&mes, &mds, &put, &HERE), None);
-        assert_eq!(fresh.plan_match(&mes, &mds, &get, &HERE), Some(0));
+        assert_eq!(fresh.plan_match(&mes.shared(), &mds.shared(), &put, &HERE), None);
+        assert_eq!(fresh.plan_match(&mes.shared(), &mds.shared(), &get, &HERE), Some(0));
         let (mut portal, _) = spread(2, &[1], &mut mes, &mut mds);
         let on = |current: u32| place(current, false, 0, PortalRotor::RoutedHash);
-        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(1)), Some(1));
-        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(0)), None, "rotor or steal");
+        assert_eq!(portal.plan_match(&mes.shared(), &mds.shared(), &put, &on(1)), Some(1));
+        assert_eq!(
+            portal.plan_match(&mes.shared(), &mds.shared(), &put, &on(0)),
+            None,
+            "rotor or steal"
+        );
         portal.lazy = true;
-        assert_eq!(portal.plan_match(&mes, &mds, &put, &on(1)), Some(1));
+        assert_eq!(portal.plan_match(&mes.shared(), &mds.shared(), &put, &on(1)), Some(1));
         // Larger than the MD takes: dropped by its table, lazy or not (no steal, no delay).
         let wide = MatchInfo { rlength: 2 << 20, ..put };
-        assert_eq!(portal.plan_match(&mes, &mds, &wide, &on(1)), Some(1));
+        assert_eq!(portal.plan_match(&mes.shared(), &mds.shared(), &wide, &on(1)), Some(1));
         portal.lazy = false;
-        assert_eq!(portal.plan_match(&mes, &mds, &wide, &on(1)), Some(1));
+        assert_eq!(portal.plan_match(&mes.shared(), &mds.shared(), &wide, &on(1)), Some(1));
     }
 
     /// Rotor 3 (the default) and 2 keep a local message on the receiving partition's table;
@@ -918,7 +954,10 @@ mod tests {
     /// everything local.
     #[test]
     fn rotor_modes_pick_the_first_table() {
-        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(3)), Mds::new(KeyPartitions::new(3)));
+        let (mut mes, mut mds) = (
+            Owned::new(KeyPartitions::new(3), Mes::new),
+            Owned::new(KeyPartitions::new(3), Mds::new),
+        );
         let (mut portal, keys) = spread(3, &[0, 1, 2], &mut mes, &mut mds);
         let mut hits = |place: MatchPlace| {
             let before = portal.rotor;
@@ -943,7 +982,10 @@ mod tests {
     /// or the drop follows).
     #[test]
     fn an_empty_first_choice_maps_to_an_active_table() {
-        let (mut mes, mut mds) = (Mes::new(KeyPartitions::new(4)), Mds::new(KeyPartitions::new(4)));
+        let (mut mes, mut mds) = (
+            Owned::new(KeyPartitions::new(4), Mes::new),
+            Owned::new(KeyPartitions::new(4), Mds::new),
+        );
         let (mut portal, keys) = spread(4, &[1, 3], &mut mes, &mut mds);
         // Local partition 0 is empty: the rotor (0, 1, 2, 3) picks 0, 1, 2, 3; 1 and 3 are
         // active, the others map to active[rotor % 2]: 0 -> 1, 2 -> 1.
@@ -953,8 +995,8 @@ mod tests {
         let routed = place(0, true, 2, PortalRotor::RoutedHash);
         assert_eq!(tables_hit(&mut portal, &keys, &mes, &mut mds, &routed, 2), [1, 3]);
         // An exhausted MD does not make its table active.
-        let md_key = mes.get(keys[1].unwrap()).unwrap().md.unwrap();
-        mds.get_mut(md_key).unwrap().threshold = Threshold::Count(0);
+        let md_key = mes.shared().get(keys[1].unwrap()).unwrap().md.unwrap();
+        mds.exclusive().get_mut(md_key).unwrap().threshold = Threshold::Count(0);
         assert_eq!(tables_hit(&mut portal, &keys, &mes, &mut mds, &local, 3), [3, 3, 3]);
     }
 
@@ -964,7 +1006,8 @@ mod tests {
     #[test]
     fn the_steal_walks_the_other_tables_in_order() {
         let partitions = KeyPartitions::new(3);
-        let (mut mes, mut mds) = (Mes::new(partitions), Mds::new(partitions));
+        let (mut mes, mut mds) =
+            (Owned::new(partitions, Mes::new), Owned::new(partitions, Mds::new));
         let mut portal = Portal::new(5, 3);
         // Table 0 holds a buffer for other bits (so it is active and chosen); 2 and 1 hold
         // one-shot buffers for bits 7, posted in that order.
@@ -972,33 +1015,38 @@ mod tests {
             let me = Me { cpt, ..wildcard_me(bits, 0) };
             assert!(portal.accepts(&me));
             let md_key = mds
+                .exclusive()
                 .insert(cpt, Md { threshold: Threshold::Count(1), ..md(8, MdOptions::OP_PUT) })
                 .unwrap();
-            let key = mes.insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
+            let key = mes.exclusive().insert(Me { md: Some(md_key), ..me.clone() }).unwrap();
             portal.insert(key, &me, InsertPosition::Local { cpt });
         }
         let here = place(0, false, 0, PortalRotor::RoutedHash);
         let put = info(7, 4);
         assert_eq!(
-            portal.match_md(&mes, &mut mds, &put, &here),
+            portal.match_md(&mes.shared(), &mut mds.exclusive(), &put, &here),
             PortalMatch::Drop(DropReason::NoMatch)
         );
         let get = MatchInfo { operation: MdOptions::OP_GET, ..put };
         portal.lazy = true;
         assert_eq!(
-            portal.match_md(&mes, &mut mds, &get, &here),
+            portal.match_md(&mes.shared(), &mut mds.exclusive(), &get, &here),
             PortalMatch::Drop(DropReason::NoMatch)
         );
         // What the engine's commit does: the one-shot MD is used up.
-        let stolen =
-            |portal: &mut Portal, mds: &mut Mds| match portal.match_md(&mes, mds, &put, &here) {
-                PortalMatch::Ok { me, md, .. } => {
-                    mds.get_mut(md).unwrap().threshold = Threshold::Count(0);
-                    Some(mes.get(me).unwrap().cpt)
-                }
-                PortalMatch::Delay => None,
-                other => panic!("{other:?}"),
-            };
+        let stolen = |portal: &mut Portal, mds: &mut Owned<Mds>| match portal.match_md(
+            &mes.shared(),
+            &mut mds.exclusive(),
+            &put,
+            &here,
+        ) {
+            PortalMatch::Ok { me, md, .. } => {
+                mds.exclusive().get_mut(md).unwrap().threshold = Threshold::Count(0);
+                Some(mes.shared().get(me).unwrap().cpt)
+            }
+            PortalMatch::Delay => None,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(stolen(&mut portal, &mut mds), Some(1), "partition 1 before 2");
         assert_eq!(stolen(&mut portal, &mut mds), Some(2));
         assert_eq!(stolen(&mut portal, &mut mds), None, "nothing left: delayed");

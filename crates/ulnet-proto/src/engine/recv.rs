@@ -92,12 +92,12 @@ impl Flow<'_> {
     ) -> RecvAction {
         // A removed NI receives nothing more (its driver is closing its connections).
         let Some(local) = self.nis.get(ni).filter(|local| !local.removed) else {
-            self.counters().protocol_errors += 1;
+            self.count(|counters| counters.protocol_errors += 1);
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
         let (local_nid, peer_credits) = (local.nid, local.tunables.peer_credits);
         if let Err(error) = check_header(header) {
-            self.counters().protocol_errors += 1;
+            self.count(|counters| counters.protocol_errors += 1);
             return RecvAction::ProtocolError(error);
         }
         let msg_type = header.body.msg_type();
@@ -105,13 +105,13 @@ impl Flow<'_> {
         let for_me = header.dest_nid == local_nid;
         if !for_me {
             if header.dest_nid.net() == local_nid.net() {
-                self.counters().protocol_errors += 1;
+                self.count(|counters| counters.protocol_errors += 1);
                 return RecvAction::ProtocolError(ParseError::ShouldHaveBeenDirect(
                     header.dest_nid,
                 ));
             }
             if self.ni_for_nid(header.dest_nid).is_some() {
-                self.counters().protocol_errors += 1;
+                self.count(|counters| counters.protocol_errors += 1);
                 return RecvAction::ProtocolError(ParseError::WrongLocalNi(header.dest_nid));
             }
             if !self.routes.state.forwards() {
@@ -281,7 +281,7 @@ impl Flow<'_> {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
-        match table.match_md(self.mes, self.mds, &info, &place) {
+        match table.match_md(&self.mes, &mut self.mds, &info, &place) {
             PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
                 RecvAction::Deliver {
@@ -338,7 +338,7 @@ impl Flow<'_> {
         };
         let place = self.match_place(key);
         let matched = match self.portals.get_mut(portal as usize) {
-            Some(table) => table.match_md(self.mes, self.mds, &info, &place),
+            Some(table) => table.match_md(&self.mes, &mut self.mds, &info, &place),
             None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
         };
         let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
@@ -386,7 +386,7 @@ impl Flow<'_> {
     ) -> RecvAction {
         let Some(md) = self.response_md(dst_wmd) else {
             // Silent: expected after an unlink.
-            self.counters().stale_responses += 1;
+            self.count(|counters| counters.stale_responses += 1);
             self.drop_rx(key);
             return RecvAction::Discard { length: 0 };
         };
@@ -409,7 +409,7 @@ impl Flow<'_> {
             return RecvAction::Discard { length: 0 };
         };
         let Some(md_key) = self.response_md(dst_wmd) else {
-            self.counters().stale_responses += 1;
+            self.count(|counters| counters.stale_responses += 1);
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
@@ -557,7 +557,7 @@ impl Flow<'_> {
     /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
     /// one response).
     fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
-        self.counters().duplicates_dropped += 1;
+        self.count(|counters| counters.duplicates_dropped += 1);
         self.rx_health(key, HealthStatus::Ok);
         let Some(message) = self.msgs.get_mut(key) else {
             return RecvAction::Discard { length: 0 };
@@ -610,8 +610,8 @@ impl Flow<'_> {
         msg_type: MsgType,
         bytes: u32,
     ) {
-        self.counters().drop_count += 1;
-        self.counters().drop_length += u64::from(bytes);
+        self.count(|counters| counters.drop_count += 1);
+        self.count(|counters| counters.drop_length += u64::from(bytes));
         if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
             local.stats.dropped(msg_type, bytes);
         }

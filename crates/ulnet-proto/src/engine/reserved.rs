@@ -138,7 +138,8 @@ impl Flow<'_> {
         if self.pings.len() >= MAX_PINGS {
             return Err(PingStartError::TooManyPings);
         }
-        if self.msgs.len() >= self.limits.messages {
+        // A ping's MD, and so its message, lives in partition 0 (`bind_internal`).
+        if !self.message_room(0) {
             return Err(PingStartError::TooManyMessages);
         }
         let target = if target.pid == LNET_PID_ANY {
@@ -397,7 +398,7 @@ impl Flow<'_> {
         if source.is_some_and(|nid| self.ni_for_nid(nid).is_none()) {
             return Err(EventStatus::HostUnreachable);
         }
-        if self.msgs.len() >= self.limits.messages {
+        if !self.message_room(spec.cpt.unwrap_or(0)) {
             return Err(EventStatus::NoMemory);
         }
         self.insert_md(spec, UnlinkMode::Unlink, None, owner).ok_or(EventStatus::NoMemory)

@@ -1094,8 +1094,8 @@ impl Flow<'_> {
             if status.is_ok() {
                 let (ni, peer_ni, msg_type, length) =
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-                self.counters().route_count += 1;
-                self.counters().route_length += u64::from(length);
+                self.count(|counters| counters.route_count += 1);
+                self.count(|counters| counters.route_length += u64::from(length));
                 if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
                     local.stats.sent(msg_type, length);
                 }

@@ -352,7 +352,7 @@ impl Flow<'_> {
                     && self.failover_enabled()
                     && (path_failed || !self.path_usable(ni, destination))
                 {
-                    self.counters().pins_released += 1;
+                    self.count(|counters| counters.pins_released += 1);
                     let free = Case { source: None, response: false, ..case };
                     return self.select_any_multi_rail(destination, peer, &free);
                 }

@@ -98,7 +98,7 @@ impl<A: Access> View<'_, A> {
                 return Err(InitiateError::NotLocalSource(nid));
             }
         }
-        if self.msgs.len() >= self.limits.messages {
+        if !self.message_room(self.mds.partition_of(key).unwrap_or(0)) {
             return Err(InitiateError::TooManyMessages);
         }
         Ok(key)
@@ -531,7 +531,7 @@ impl Flow<'_> {
                 length,
                 copies: 0,
             };
-            self.trackers.boxed_request(request)
+            self.trackers.boxed_request(md_key, request)
         });
         let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
             return;

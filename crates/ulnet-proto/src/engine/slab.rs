@@ -7,8 +7,6 @@
 //! nothing instead of to whatever reused the slot, and we can tell "removed" from "never
 //! existed". Free slots are reused LIFO, which keeps runs deterministic.
 
-use crate::engine::per_partition::PerPartition;
-
 /// A key into a [`Slab`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
@@ -176,6 +174,7 @@ impl KeyPartitions {
         Self { count, bits: u32::BITS - (count - 1).leading_zeros() }
     }
 
+    #[cfg(test)]
     pub(crate) fn count(self) -> u32 {
         self.count
     }
@@ -205,140 +204,109 @@ impl KeyPartitions {
     }
 }
 
-/// A slab per CPU partition, behind keys that name their partition ([`KeyPartitions`]): the
-/// kernel's resource containers per CPT (`ln_md_containers[cpt]`, `ln_me_containers[cpt]`).
-/// Iteration goes partition by partition, each in slot order, so runs stay deterministic.
-/// Partition 0's slab is inline ([`PerPartition`]).
+/// One CPU partition's slab, whose keys name the partition ([`KeyPartitions`]): the kernel's
+/// resource container of one CPT (`ln_md_containers[cpt]`, `ln_me_containers[cpt]`). A key
+/// naming another partition resolves to nothing here; [`Shares`](crate::engine::shares::Shares)
+/// finds the partition a key names among those a call holds.
 #[derive(Debug)]
-pub(crate) struct PartitionedSlab<T> {
-    parts: PerPartition<Slab<T>>,
+pub(crate) struct PartSlab<T> {
+    slab: Slab<T>,
+    cpt: u32,
     partitions: KeyPartitions,
-    /// The largest index a key may have (handle cookies have room for 30 bits).
-    max_index: u32,
-    len: usize,
-    /// The partitions whose values were reached by key since the last
-    /// audit last took them, one bit each (the engine's partition audit).
+    /// The highest slot this partition may use for its keys to stay within the maximum index
+    /// (handle cookies have room for 30 bits).
+    max_slot: u32,
+    /// Whether a value was reached by key since the audit last took it (the engine's
+    /// partition audit).
     #[cfg(test)]
-    touched: std::cell::Cell<u64>,
+    touched: std::cell::Cell<bool>,
 }
 
-impl<T> PartitionedSlab<T> {
-    pub(crate) fn new(partitions: KeyPartitions, max_index: u32) -> Self {
+impl<T> PartSlab<T> {
+    /// Partition `cpt`'s slab, for keys up to `max_index`.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions, max_index: u32) -> Self {
         Self {
-            parts: PerPartition::new(partitions.count(), Slab::new),
+            slab: Slab::new(),
+            cpt,
             partitions,
-            max_index,
-            len: 0,
+            max_slot: partitions.max_slot(max_index),
             #[cfg(test)]
-            touched: std::cell::Cell::new(0),
+            touched: std::cell::Cell::new(false),
         }
     }
 
-    /// Marks the partition `key` names as touched (tests only; nothing otherwise).
+    /// Marks this partition as reached (tests only; nothing otherwise).
     #[inline]
-    fn touch(&self, _key: Key) {
+    fn touch(&self) {
         #[cfg(test)]
-        if let Some(cpt) = self.partitions.of(_key) {
-            self.touched.set(self.touched.get() | 1 << cpt.min(63));
-        }
+        self.touched.set(true);
     }
 
-    /// The partitions reached by key, one bit each (the audit takes and clears them).
+    /// Whether a value was reached by key since the audit last took it.
     #[cfg(test)]
-    pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
+    pub(crate) fn touched(&self) -> &std::cell::Cell<bool> {
         &self.touched
     }
 
-    pub(crate) fn partitions(&self) -> KeyPartitions {
-        self.partitions
+    /// The slot `key` names here; `None` for a key of another partition.
+    #[inline]
+    fn slot(&self, key: Key) -> Option<Key> {
+        self.touch();
+        match self.partitions.split(key)? {
+            (cpt, slot) if cpt == self.cpt as usize => Some(slot),
+            _ => None,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.slab.len()
     }
 
-    /// Stores `value` in partition `cpt`; `None` for a partition the node lacks, or when the
-    /// partition's slots would make keys above the maximum index.
+    /// Stores `value`; `None` when this partition's slots would make keys above the maximum
+    /// index.
     #[inline]
-    pub(crate) fn insert(&mut self, cpt: u32, value: T) -> Option<Key> {
-        if cpt >= self.partitions.count() {
+    pub(crate) fn insert(&mut self, value: T) -> Option<Key> {
+        self.touch();
+        let slot = self.slab.insert(value)?;
+        if slot.index > self.max_slot {
+            self.slab.discard(slot);
             return None;
         }
-        let max_slot = self.partitions.max_slot(self.max_index);
-        let slab = self.parts.get_mut(cpt as usize)?;
-        let slot = slab.insert(value)?;
-        if slot.index > max_slot {
-            slab.discard(slot);
-            return None;
-        }
-        self.len += 1;
-        let key = self.partitions.compose(cpt, slot);
-        self.touch(key);
-        Some(key)
+        Some(self.partitions.compose(self.cpt, slot))
     }
 
     #[inline]
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
-        self.touch(key);
-        let (cpt, slot) = self.partitions.split(key)?;
-        self.parts.get(cpt)?.get(slot)
+        self.slab.get(self.slot(key)?)
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.touch(key);
-        let (cpt, slot) = self.partitions.split(key)?;
-        self.parts.get_mut(cpt)?.get_mut(slot)
+        let slot = self.slot(key)?;
+        self.slab.get_mut(slot)
     }
 
     #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
-        self.touch(key);
-        let (cpt, slot) = self.partitions.split(key)?;
-        let value = self.parts.get_mut(cpt)?.remove(slot)?;
-        self.len -= 1;
-        Some(value)
+        let slot = self.slot(key)?;
+        self.slab.remove(slot)
     }
 
     /// Drops the value in place ([`Slab::discard`]); whether the key was live.
     #[inline]
     pub(crate) fn discard(&mut self, key: Key) -> bool {
-        self.touch(key);
-        let Some((cpt, slot)) = self.partitions.split(key) else {
-            return false;
-        };
-        let discarded = self.parts.get_mut(cpt).is_some_and(|slab| slab.discard(slot));
-        if discarded {
-            self.len -= 1;
-        }
-        discarded
+        self.slot(key).is_some_and(|slot| self.slab.discard(slot))
     }
 
     #[inline]
     pub(crate) fn state(&self, key: Key) -> KeyState {
-        self.touch(key);
-        self.partitions
-            .split(key)
-            .and_then(|(cpt, slot)| Some(self.parts.get(cpt)?.state(slot)))
-            .unwrap_or(KeyState::Unknown)
+        self.slot(key).map_or(KeyState::Unknown, |slot| self.slab.state(slot))
     }
 
+    /// The values in slot order, with their keys.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
-        let partitions = self.partitions;
-        (0u32..).zip(self.parts.iter()).flat_map(move |(cpt, slab)| {
-            slab.iter().map(move |(slot, value)| (partitions.compose(cpt, slot), value))
-        })
-    }
-
-    /// How many values partition `cpt` holds.
-    #[inline]
-    pub(crate) fn len_of(&self, cpt: u32) -> usize {
-        self.parts.get(cpt as usize).map_or(0, Slab::len)
-    }
-
-    /// How many values each partition holds, in partition order.
-    pub(crate) fn len_by_partition(&self) -> impl Iterator<Item = usize> + '_ {
-        self.parts.iter().map(Slab::len)
+        let (partitions, cpt) = (self.partitions, self.cpt);
+        self.slab.iter().map(move |(slot, value)| (partitions.compose(cpt, slot), value))
     }
 }
 
@@ -374,27 +342,29 @@ mod tests {
         assert_eq!(KeyPartitions::new(3).bits, 2);
         assert_eq!(KeyPartitions::new(4).bits, 2);
         assert_eq!(KeyPartitions::new(5).bits, 3);
-        let mut slab = PartitionedSlab::new(KeyPartitions::new(3), (1 << 30) - 1);
-        let a = slab.insert(2, "a").unwrap();
-        let b = slab.insert(0, "b").unwrap();
-        let c = slab.insert(2, "c").unwrap();
-        assert_eq!(slab.insert(3, "none"), None);
+        let partitions = KeyPartitions::new(3);
+        let mut two = PartSlab::new(2, partitions, (1 << 30) - 1);
+        let mut zero = PartSlab::new(0, partitions, (1 << 30) - 1);
+        let a = two.insert("a").unwrap();
+        let b = zero.insert("b").unwrap();
+        let c = two.insert("c").unwrap();
         assert_eq!((a.index, b.index, c.index), (2, 0, 1 << 2 | 2));
-        assert_eq!([a, b, c].map(|key| slab.partitions().of(key)), [Some(2), Some(0), Some(2)]);
-        assert_eq!((slab.get(a), slab.get(c), slab.len()), (Some(&"a"), Some(&"c"), 3));
-        assert_eq!(slab.len_by_partition().collect::<Vec<_>>(), [1, 0, 2]);
-        let order: Vec<_> = slab.iter().map(|(_, value)| *value).collect();
-        assert_eq!(order, ["b", "a", "c"]);
+        assert_eq!([a, b, c].map(|key| partitions.of(key)), [Some(2), Some(0), Some(2)]);
+        assert_eq!((two.get(a), two.get(c), two.len(), zero.len()), (Some(&"a"), Some(&"c"), 2, 1));
+        // A key of another partition resolves to nothing here.
+        assert_eq!((zero.get(a), zero.state(a), two.get(b)), (None, KeyState::Unknown, None));
+        let order: Vec<_> = two.iter().map(|(key, value)| (key, *value)).collect();
+        assert_eq!(order, [(a, "a"), (c, "c")]);
         // Bits naming a partition the node lacks resolve to nothing.
         let foreign = Key { index: 3, generation: 0 };
-        assert_eq!((slab.get(foreign), slab.state(foreign)), (None, KeyState::Unknown));
-        assert_eq!(slab.remove(a), Some("a"));
-        assert_eq!(slab.state(a), KeyState::Removed);
-        assert!(slab.discard(c) && !slab.discard(c));
-        assert_eq!(slab.len(), 1);
+        assert_eq!((two.get(foreign), two.state(foreign)), (None, KeyState::Unknown));
+        assert_eq!(two.remove(a), Some("a"));
+        assert_eq!(two.state(a), KeyState::Removed);
+        assert!(two.discard(c) && !two.discard(c));
+        assert_eq!(two.len(), 0);
         // The partition's slots stop where keys would pass the maximum index.
-        let mut small = PartitionedSlab::new(KeyPartitions::new(2), 5);
-        let keys: Vec<_> = (0..4).map(|_| small.insert(1, ())).collect();
+        let mut small = PartSlab::new(1, KeyPartitions::new(2), 5);
+        let keys: Vec<_> = (0..4).map(|_| small.insert(())).collect();
         assert_eq!(keys.iter().filter(|key| key.is_some()).count(), 3);
         assert_eq!(small.len(), 3);
         assert!(keys.iter().flatten().all(|key| key.index <= 5));

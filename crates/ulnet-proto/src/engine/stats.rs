@@ -19,8 +19,9 @@ use crate::addr::Nid;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::latency::{LatencyHistogram, LatencyStats};
 use crate::engine::ni::LndKind;
-use crate::engine::per_partition::PerPartition;
+use crate::engine::shares::Shares;
 use crate::engine::tunables::NetTunables;
+use crate::engine::view::{Access, Exclusive};
 use crate::wire::header::MsgType;
 use crate::wire::selftest::LnetCountersCommon;
 
@@ -505,49 +506,32 @@ impl GlobalStats {
     }
 }
 
-/// The node's counters kept per CPU partition, as the kernel keeps `the_lnet.ln_counters[cpt]`:
-/// a call counts in the partition it runs on, and `stats show` shows the sum
-/// (api-ni.c `lnet_counters_get_common()`), `msgs_max` included, which is thus the sum of each
+/// The node's counters are kept per CPU partition (each partition's part holds its
+/// `GlobalStats`), as the kernel keeps `the_lnet.ln_counters[cpt]`: a call counts in the
+/// partition it runs on, and `stats show` shows the sum (api-ni.c
+/// `lnet_counters_get_common()`), `msgs_max` included, which is thus the sum of each
 /// partition's own peak.
-#[derive(Debug)]
-pub(crate) struct PartitionCounters {
-    parts: PerPartition<GlobalStats>,
-}
-
-impl PartitionCounters {
-    pub(crate) fn new(partitions: u32) -> Self {
-        Self { parts: PerPartition::new(partitions, GlobalStats::default) }
-    }
-
-    /// Partition `cpt`'s counters (partition 0's for one the node lacks).
-    #[inline]
-    pub(crate) fn get_mut(&mut self, cpt: u32) -> &mut GlobalStats {
-        self.parts.get_or_first_mut(cpt as usize)
-    }
-
-    /// Each partition's counters, in partition order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &GlobalStats> {
-        self.parts.iter()
-    }
-
-    /// The node's counters: every partition's summed.
+impl<'a, A: Access> Shares<'a, A, GlobalStats> {
+    /// The counters of the partitions held: every partition's summed.
     pub(crate) fn sum(&self) -> GlobalStats {
         let mut sum = GlobalStats::default();
-        for counters in self.iter() {
+        for (_, counters) in self.iter_shares() {
             sum.accumulate(counters);
         }
         sum
     }
 
-    /// One counter summed over the partitions, without summing the rest.
+    /// One counter summed over the partitions held, without summing the rest.
     pub(crate) fn sum_of(&self, counter: impl Fn(&GlobalStats) -> u64) -> u64 {
-        self.iter().fold(0, |sum, counters| sum.wrapping_add(counter(counters)))
+        self.iter_shares().fold(0, |sum, (_, counters)| sum.wrapping_add(counter(counters)))
     }
+}
 
+impl<'a> Shares<'a, Exclusive, GlobalStats> {
     /// `stats reset`: every counter back to zero but the gauges (messages and trackers alive,
     /// the peak of messages).
     pub(crate) fn reset(&mut self) {
-        for counters in self.parts.iter_mut() {
+        for (_, counters) in self.iter_shares_mut() {
             *counters = GlobalStats {
                 msgs_alloc: counters.msgs_alloc,
                 msgs_max: counters.msgs_max,
@@ -698,20 +682,23 @@ mod tests {
 
     #[test]
     fn partition_counters_sum_as_the_kernels() {
-        let mut counters = PartitionCounters::new(3);
-        counters.get_mut(0).send_count = 2;
-        counters.get_mut(2).send_count = 5;
-        counters.get_mut(2).msgs_max = 4;
-        counters.get_mut(1).msgs_max = 3;
-        // A partition the node lacks counts in partition 0.
-        counters.get_mut(7).drop_count = 1;
+        use crate::engine::shares::Owned;
+        use crate::engine::slab::KeyPartitions;
+        let mut owned = Owned::new(KeyPartitions::new(3), |_, _| GlobalStats::default());
+        let mut counters = owned.exclusive();
+        let mut count = |cpt, count: fn(&mut GlobalStats)| count(counters.share_mut(cpt).unwrap());
+        count(0, |c| c.send_count = 2);
+        count(2, |c| c.send_count = 5);
+        count(2, |c| c.msgs_max = 4);
+        count(1, |c| c.msgs_max = 3);
+        count(1, |c| c.drop_count = 1);
         let sum = counters.sum();
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (7, 7, 1));
-        assert_eq!(counters.iter().map(|c| c.send_count).collect::<Vec<_>>(), [2, 0, 5]);
+        let sends: Vec<_> = counters.iter_shares().map(|(_, c)| c.send_count).collect();
+        assert_eq!(sends, [2, 0, 5]);
         assert_eq!(counters.sum_of(|c| c.send_count), 7);
         counters.reset();
         let sum = counters.sum();
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (0, 7, 0));
-        assert_eq!(PartitionCounters::new(0).iter().count(), 1);
     }
 }

@@ -19,13 +19,16 @@ use crate::engine::msg::Messages;
 use crate::engine::ni::Nis;
 use crate::engine::node::{Engine, Limits};
 use crate::engine::outputs::Outputs;
+use crate::engine::partition::Partition;
 use crate::engine::peer::PeerTable;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
 use crate::engine::portal::Portals;
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
-use crate::engine::stats::PartitionCounters;
+use crate::engine::shares::Shares;
+use crate::engine::slab::KeyPartitions;
+use crate::engine::stats::GlobalStats;
 use crate::engine::tracker::Trackers;
 use crate::engine::tunables::Tunables;
 use crate::engine::watch::Failover;
@@ -51,7 +54,8 @@ impl Access for Exclusive {
     type Ref<'a, T: 'a> = &'a mut T;
 }
 
-/// A view of an engine's parts (the fields of [`Engine`], which say what each holds).
+/// A view of an engine's parts (the fields of [`Engine`], which say what each holds); the
+/// parts kept per partition are reached through the shares of the partitions the view holds.
 pub(crate) struct View<'a, A: Access> {
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
@@ -62,10 +66,10 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) nis: A::Ref<'a, Nis>,
     pub(super) peers: A::Ref<'a, PeerTable>,
     pub(super) portals: A::Ref<'a, Portals>,
-    pub(super) mes: A::Ref<'a, Mes>,
-    pub(super) mds: A::Ref<'a, Mds>,
-    pub(super) msgs: A::Ref<'a, Messages>,
-    pub(super) trackers: A::Ref<'a, Trackers>,
+    pub(super) mes: Shares<'a, A, Mes>,
+    pub(super) mds: Shares<'a, A, Mds>,
+    pub(super) msgs: Shares<'a, A, Messages>,
+    pub(super) trackers: Shares<'a, A, Trackers>,
     pub(super) ping_target: A::Ref<'a, PingTarget>,
     pub(super) push_target: A::Ref<'a, PushTarget>,
     pub(super) pings: A::Ref<'a, Pings>,
@@ -75,8 +79,8 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) faults: A::Ref<'a, Faults>,
     pub(super) routes: A::Ref<'a, Routes>,
     pub(super) policies: A::Ref<'a, UdspRules>,
-    pub(super) outputs: A::Ref<'a, Outputs>,
-    pub(super) stats: A::Ref<'a, PartitionCounters>,
+    pub(super) outputs: Shares<'a, A, Outputs>,
+    pub(super) stats: Shares<'a, A, GlobalStats>,
     #[cfg(test)]
     pub(super) audit: A::Ref<'a, crate::engine::audit::PartitionAudit>,
     pub(super) violation: A::Ref<'a, Option<String>>,
@@ -88,70 +92,82 @@ pub(crate) type Flow<'a> = View<'a, Exclusive>;
 /// A view that only reads.
 pub(crate) type Look<'a> = View<'a, Shared>;
 
-impl Engine {
-    /// A view of every part, to change.
-    pub(super) fn flow(&mut self) -> Flow<'_> {
-        View {
-            interface_cookie: self.interface_cookie,
-            pid: self.pid,
-            limits: self.limits,
-            partitions: self.partitions,
-            tunables: &mut self.tunables,
-            call: self.calls.get_or_first_mut(0),
-            nis: &mut self.nis,
-            peers: &mut self.peers,
-            portals: &mut self.portals,
-            mes: &mut self.mes,
-            mds: &mut self.mds,
-            msgs: &mut self.msgs,
-            trackers: &mut self.trackers,
-            ping_target: &mut self.ping_target,
-            push_target: &mut self.push_target,
-            pings: &mut self.pings,
-            discoveries: &mut self.discoveries,
-            recovery: &mut self.recovery,
-            failover: &mut self.failover,
-            faults: &mut self.faults,
-            routes: &mut self.routes,
-            policies: &mut self.policies,
-            outputs: &mut self.outputs,
-            stats: &mut self.stats,
-            #[cfg(test)]
-            audit: &mut self.audit,
-            violation: &mut self.violation,
+/// The view of every part of `$engine`, each reached through `$($ref)+`, on partition 0's
+/// call state; the same construction for both kinds of view.
+macro_rules! whole_view {
+    ($engine:expr, $split:ident, $($ref:tt)+) => {{
+        let key_partitions = KeyPartitions::new($engine.partitions.count());
+        let mut mes = Shares::new(key_partitions);
+        let mut mds = Shares::new(key_partitions);
+        let mut msgs = Shares::new(key_partitions);
+        let mut trackers = Shares::new(key_partitions);
+        let mut stats = Shares::new(key_partitions);
+        let mut outputs = Shares::new(key_partitions);
+        let (first, rest) = $engine.parts.$split();
+        let Partition {
+            mes: part_mes,
+            mds: part_mds,
+            msgs: part_msgs,
+            trackers: part_trackers,
+            counters: part_counters,
+            outputs: part_outputs,
+            call,
+        } = first;
+        let parts = std::iter::once((part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs));
+        let rest = rest.map(|part| {
+            let Partition { mes, mds, msgs, trackers, counters, outputs, call: _ } = part;
+            (mes, mds, msgs, trackers, counters, outputs)
+        });
+        for (cpt, (part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs)) in
+            (0u32..).zip(parts.chain(rest))
+        {
+            mes.hold(cpt, part_mes);
+            mds.hold(cpt, part_mds);
+            msgs.hold(cpt, part_msgs);
+            trackers.hold(cpt, part_trackers);
+            stats.hold(cpt, part_counters);
+            outputs.hold(cpt, part_outputs);
         }
+        View {
+            interface_cookie: $engine.interface_cookie,
+            pid: $engine.pid,
+            limits: $engine.limits,
+            partitions: $engine.partitions,
+            tunables: $($ref)+ $engine.tunables,
+            call,
+            nis: $($ref)+ $engine.nis,
+            peers: $($ref)+ $engine.peers,
+            portals: $($ref)+ $engine.portals,
+            mes,
+            mds,
+            msgs,
+            trackers,
+            ping_target: $($ref)+ $engine.ping_target,
+            push_target: $($ref)+ $engine.push_target,
+            pings: $($ref)+ $engine.pings,
+            discoveries: $($ref)+ $engine.discoveries,
+            recovery: $($ref)+ $engine.recovery,
+            failover: $($ref)+ $engine.failover,
+            faults: $($ref)+ $engine.faults,
+            routes: $($ref)+ $engine.routes,
+            policies: $($ref)+ $engine.policies,
+            outputs,
+            stats,
+            #[cfg(test)]
+            audit: $($ref)+ $engine.audit,
+            violation: $($ref)+ $engine.violation,
+        }
+    }};
+}
+
+impl Engine {
+    /// A view of every part, to change; calls run on partition 0's call state.
+    pub(super) fn flow(&mut self) -> Flow<'_> {
+        whole_view!(self, split_first_mut, &mut)
     }
 
     /// A view of every part, to read.
     pub(super) fn look(&self) -> Look<'_> {
-        View {
-            interface_cookie: self.interface_cookie,
-            pid: self.pid,
-            limits: self.limits,
-            partitions: self.partitions,
-            tunables: &self.tunables,
-            call: self.calls.first(),
-            nis: &self.nis,
-            peers: &self.peers,
-            portals: &self.portals,
-            mes: &self.mes,
-            mds: &self.mds,
-            msgs: &self.msgs,
-            trackers: &self.trackers,
-            ping_target: &self.ping_target,
-            push_target: &self.push_target,
-            pings: &self.pings,
-            discoveries: &self.discoveries,
-            recovery: &self.recovery,
-            failover: &self.failover,
-            faults: &self.faults,
-            routes: &self.routes,
-            policies: &self.policies,
-            outputs: &self.outputs,
-            stats: &self.stats,
-            #[cfg(test)]
-            audit: &self.audit,
-            violation: &self.violation,
-        }
+        whole_view!(self, split_first, &)
     }
 }
