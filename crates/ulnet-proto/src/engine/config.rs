@@ -487,8 +487,8 @@ impl Flow<'_> {
     /// See [`Engine::reset_stats`].
     pub(crate) fn reset_stats(&mut self) {
         self.stats.reset();
-        for ni in self.nis.iter_mut() {
-            ni.reset_latency();
+        for ni in 0..self.nis.len() {
+            self.ni_shares.reset_latency(NiId(ni as u16));
         }
         for ni in self.peers.nis_mut() {
             ni.latency.reset();

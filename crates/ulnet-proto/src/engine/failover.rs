@@ -708,7 +708,7 @@ impl Flow<'_> {
         let (ni, peer_ni, cpt) = (message.ni, message.peer_ni, message.tx_cpt);
         if message.ni_credit == Credit::Waiting {
             message.ni_credit = Credit::None;
-            if let Some(pool) = self.nis.credit_pool_mut(ni, cpt) {
+            if let Some(pool) = self.credit_pool_mut(ni, cpt) {
                 pool.remove(key);
             }
         }

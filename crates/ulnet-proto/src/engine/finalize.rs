@@ -173,7 +173,7 @@ impl Flow<'_> {
         let (payload, length) = (message.header.payload_length, message.length);
         self.count(|counters| counters.recv_count += 1);
         self.count(|counters| counters.recv_length += u64::from(length));
-        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -256,7 +256,7 @@ impl Flow<'_> {
             return;
         };
         let took = self.call.now.saturating_duration_since(committed);
-        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -301,7 +301,7 @@ impl Flow<'_> {
         let Some((ni, peer_ni)) = self.msgs.get(rx).map(|m| (m.ni, m.peer_ni)) else {
             return;
         };
-        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.latency.record(op, rtt);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -325,7 +325,7 @@ impl Flow<'_> {
         let (msg_type, payload) = (sent.msg_type, sent.payload);
         self.count(|counters| counters.send_count += 1);
         self.count(|counters| counters.send_length += u64::from(payload));
-        if let Some(local) = self.nis.traffic_mut(sent.ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.stats.sent(msg_type, payload);
         }
         if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -120,20 +120,24 @@ fn check_credits(node: &Look<'_>) -> Result<(), String> {
             }
         }
     }
-    for (ni, holders) in node.nis.iter().zip(ni_holders) {
+    for ((index, ni), holders) in node.nis.iter().enumerate().zip(ni_holders) {
+        let id = crate::engine::ni::NiId(index as u16);
         match &ni.credits {
             Some(queues) => {
+                let pools = || node.ni_shares.pools(id);
                 if let Some((cpt, _)) =
-                    holders.iter().find(|(cpt, _)| queues.iter().all(|(at, _)| at != *cpt))
+                    holders.iter().find(|(cpt, _)| pools().all(|(at, _)| at != *cpt))
                 {
                     return Err(format!("NI {:?}: a credit held on CPT {cpt} it lacks", ni.nid));
                 }
-                for (cpt, pool) in queues.iter() {
+                for (cpt, pool) in pools() {
                     let held = holders.iter().find(|(at, _)| *at == cpt).map_or(0, |(_, n)| *n);
                     pool.check(held)
                         .map_err(|error| format!("NI {:?} CPT {cpt}: {error}", ni.nid))?;
                 }
-                queues.check().map_err(|error| format!("NI {:?}: {error}", ni.nid))?;
+                queues
+                    .check(pools().map(|(_, pool)| pool))
+                    .map_err(|error| format!("NI {:?}: {error}", ni.nid))?;
             }
             None if !holders.is_empty() => {
                 return Err(format!("loopback NI has {} credit holders", holders.len()));

@@ -8,14 +8,16 @@ use std::time::Duration;
 
 use crate::addr::{Net, Nid};
 use crate::engine::cpt::{CptList, Partitions};
+use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::{LatencySlot, LatencyStats};
-use crate::engine::per_partition::PerPartition;
 use crate::engine::recovery::Recovery;
+use crate::engine::shares::Shares;
 use crate::engine::stamp::Stamp;
 use crate::engine::stats::{ElementStats, NiHealthStats};
 use crate::engine::tunables::NetTunables;
-use crate::engine::tx_queues::{PoolMut, TxQueues};
+use crate::engine::tx_queues::TxQueues;
+use crate::engine::view::{Access, Exclusive};
 use crate::time::Time;
 use crate::wire::ping::LNET_NI_STATUS_UP;
 
@@ -69,12 +71,10 @@ pub(crate) struct Ni {
     pub(crate) lnd_timeout: Option<Duration>,
     /// The CPTs it is bound to, checked against the node's partitions (`ni_cpts`).
     pub(crate) cpts: CptList,
-    /// NI tx credits, one pool per CPT it covers (`ni_tx_queues`); `None` for loopback.
+    /// NI tx credits: the NI-wide count and the CPTs with a queue (`ni_tx_queues`, each in
+    /// its partition's part, [`NiShares`]); `None` for loopback.
     pub(crate) credits: Option<TxQueues>,
     pub(crate) health: Health,
-    /// What it carried, counted in the partition of the call that carried it (the kernel
-    /// keeps these in atomics, `struct lnet_element_stats`), summed to be shown.
-    traffic: PerPartition<NiTraffic>,
     pub(crate) health_stats: NiHealthStats,
     pub(crate) fatal_error: bool,
     /// Removed by [`Engine::remove_ni`](crate::engine::Engine::remove_ni): kept so `NiId`s stay
@@ -100,8 +100,114 @@ pub(crate) struct NiTraffic {
     pub(crate) latency: LatencySlot,
 }
 
+/// One partition's share of every local NI, by [`NiId`]: what the NI carried in calls on
+/// this partition (the kernel keeps these in atomics, `struct lnet_element_stats`; ulnet
+/// sums the partitions' to show them) and, where the NI covers this partition, its tx
+/// credit queue (`ni_tx_queues[cpt]`).
+#[derive(Debug, Default)]
+pub(crate) struct NiShares {
+    nis: Vec<NiShare>,
+    /// Whether a call changed this share since the audit last took it.
+    #[cfg(test)]
+    touched: bool,
+}
+
+/// One NI's state in one partition.
+#[derive(Debug, Default)]
+struct NiShare {
+    traffic: NiTraffic,
+    pool: Option<CreditPool>,
+}
+
+impl NiShares {
+    /// Adds the next NI's share, with its queue here if it has one.
+    pub(crate) fn push(&mut self, pool: Option<CreditPool>) {
+        self.nis.push(NiShare { traffic: NiTraffic::default(), pool });
+    }
+
+    /// NI `ni`'s queue here.
+    pub(crate) fn pool(&self, ni: NiId) -> Option<&CreditPool> {
+        self.nis.get(usize::from(ni.0))?.pool.as_ref()
+    }
+}
+
+impl<'a, A: Access> Shares<'a, A, NiShares> {
+    /// What NI `ni` carried, summed over the partitions held.
+    pub(crate) fn stats(&self, ni: NiId) -> ElementStats {
+        let mut total = ElementStats::default();
+        for share in self.of_ni(ni) {
+            total.absorb(&share.traffic.stats);
+        }
+        total
+    }
+
+    /// NI `ni`'s latency statistics, merged over the partitions held.
+    pub(crate) fn latency(&self, ni: NiId) -> LatencyStats {
+        let mut total = LatencyStats::default();
+        self.of_ni(ni).for_each(|share| share.traffic.latency.add_to(&mut total));
+        total
+    }
+
+    /// NI `ni`'s queues in the partitions held, in CPT order.
+    pub(crate) fn pools(&self, ni: NiId) -> impl Iterator<Item = (u32, &CreditPool)> {
+        self.iter_shares().filter_map(move |(cpt, share)| Some((cpt, share.pool(ni)?)))
+    }
+
+    fn of_ni(&self, ni: NiId) -> impl Iterator<Item = &NiShare> {
+        self.iter_shares().filter_map(move |(_, share)| share.nis.get(usize::from(ni.0)))
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, NiShares> {
+    /// NI `ni`'s traffic counts in partition `cpt`, to add to.
+    pub(crate) fn traffic_mut(&mut self, ni: NiId, cpt: u32) -> Option<&mut NiTraffic> {
+        let share = self.share_mut(cpt)?;
+        #[cfg(test)]
+        {
+            share.touched = true;
+        }
+        Some(&mut share.nis.get_mut(usize::from(ni.0))?.traffic)
+    }
+
+    /// NI `ni`'s queue in partition `cpt` (`ni_tx_queues[cpt]`); `None` for loopback, which
+    /// takes no credits, or a partition the NI does not cover.
+    pub(crate) fn pool_mut(&mut self, ni: NiId, cpt: u32) -> Option<&mut CreditPool> {
+        let share = self.share_mut(cpt)?;
+        #[cfg(test)]
+        {
+            share.touched = true;
+        }
+        share.nis.get_mut(usize::from(ni.0))?.pool.as_mut()
+    }
+
+    /// `lnetctl stats reset`: NI `ni`'s latency statistics go back to zero.
+    pub(crate) fn reset_latency(&mut self, ni: NiId) {
+        for (_, share) in self.iter_shares_mut() {
+            if let Some(ni) = share.nis.get_mut(usize::from(ni.0)) {
+                ni.traffic.latency.reset();
+            }
+        }
+    }
+
+    /// Adds a new NI's share to every partition held (all of them: adding an NI is a call on
+    /// the whole node), with a queue where it covers the partition.
+    pub(crate) fn push_ni(&mut self, credits: Option<&TxQueues>) {
+        for (cpt, share) in self.iter_shares_mut() {
+            share.push(credits.and_then(|queues| queues.new_pool(cpt)));
+        }
+    }
+
+    /// Whether a call changed a partition's share since the audit last took it, one bit
+    /// each.
+    #[cfg(test)]
+    pub(crate) fn take_touched(&mut self) -> u64 {
+        self.iter_shares_mut()
+            .filter_map(|(cpt, share)| std::mem::take(&mut share.touched).then_some(cpt))
+            .fold(0, |bits, cpt| bits | 1 << cpt.min(63))
+    }
+}
 impl Ni {
-    pub(crate) fn loopback(partitions: Partitions) -> Self {
+    pub(crate) fn loopback() -> Self {
         Self {
             nid: Nid::LO_0,
             lnd: LndKind::Lo,
@@ -110,7 +216,6 @@ impl Ni {
             cpts: CptList::ALL,
             credits: None,
             health: Health::FULL,
-            traffic: PerPartition::new(partitions.count(), NiTraffic::default),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
@@ -137,7 +242,6 @@ impl Ni {
                 partitions,
             )),
             health: Health::FULL,
-            traffic: PerPartition::new(partitions.count(), NiTraffic::default),
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
@@ -152,25 +256,6 @@ impl Ni {
     /// A network NI that can be selected (not loopback, not removed).
     pub(crate) fn usable(&self) -> bool {
         self.lnd != LndKind::Lo && !self.removed
-    }
-
-    /// Its traffic counts, summed over the partitions.
-    pub(crate) fn stats(&self) -> ElementStats {
-        let mut total = ElementStats::default();
-        self.traffic.iter().for_each(|share| total.absorb(&share.stats));
-        total
-    }
-
-    /// Its latency statistics, merged over the partitions.
-    pub(crate) fn latency(&self) -> LatencyStats {
-        let mut total = LatencyStats::default();
-        self.traffic.iter().for_each(|share| share.latency.add_to(&mut total));
-        total
-    }
-
-    /// `lnetctl stats reset`: the latency statistics go back to zero.
-    pub(crate) fn reset_latency(&mut self) {
-        self.traffic.iter_mut().for_each(|share| share.latency.reset());
     }
 
     /// `lnet_ni_get_status_locked`: what the ping buffer says of this NI.
@@ -217,9 +302,9 @@ pub(crate) struct Nis {
 
 impl Nis {
     /// Just loopback.
-    pub(crate) fn new(partitions: Partitions) -> Self {
+    pub(crate) fn new() -> Self {
         Self {
-            nis: vec![Ni::loopback(partitions)],
+            nis: vec![Ni::loopback()],
             nets: vec![LocalNet::new(Net::LO)],
             net_seq: Stamp::default(),
             #[cfg(test)]
@@ -237,23 +322,8 @@ impl Nis {
         self.nis.get_mut(usize::from(id.0))
     }
 
-    /// NI `id`'s traffic counts in partition `cpt`, to add to: the partition's own state.
-    pub(crate) fn traffic_mut(&mut self, id: NiId, cpt: u32) -> Option<&mut NiTraffic> {
-        #[cfg(test)]
-        self.touched.set(self.touched.get() | 1 << cpt.min(63));
-        Some(self.nis.get_mut(usize::from(id.0))?.traffic.get_or_first_mut(cpt as usize))
-    }
-
-    /// NI `id`'s tx credit pool of partition `cpt` (`ni_tx_queues[cpt]`): the partition's
-    /// own state. `None` for loopback, which takes no credits.
-    pub(crate) fn credit_pool_mut(&mut self, id: NiId, cpt: u32) -> Option<PoolMut<'_>> {
-        #[cfg(test)]
-        self.touched.set(self.touched.get() | 1 << cpt.min(63));
-        self.nis.get_mut(usize::from(id.0))?.credits.as_mut()?.pool_mut(cpt)
-    }
-
-    /// What the calls since the audit last took it changed: `u64::MAX` for an NI's node-wide
-    /// state, else the partitions whose credit pools or traffic counts changed, one bit each.
+    /// Whether a call since the audit last took it changed an NI's node-wide state:
+    /// `u64::MAX` if so (what each partition changes is its part's, [`NiShares`]).
     #[cfg(test)]
     pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
         &self.touched

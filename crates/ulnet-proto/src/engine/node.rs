@@ -68,6 +68,7 @@ use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyPartitions, KeyState};
 use crate::engine::stats::{CreditStats, GlobalStats, NiStats, PeerNiStats};
 use crate::engine::tunables::Tunables;
+use crate::engine::tx_queues::PoolMut;
 use crate::engine::watch::Failover;
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, WireHandle};
@@ -287,7 +288,7 @@ impl Engine {
         if config.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let mut nis = Nis::new(config.partitions);
+        let mut nis = Nis::new();
         for ni in &config.nis {
             if ni.nid == Nid::LO_0 {
                 return Err(ConfigError::LoopbackConfigured);
@@ -312,6 +313,9 @@ impl Engine {
         let most = key_partitions.max_slot(MAX_COOKIE_INDEX) as usize;
         limits.mds = limits.mds.min(most);
         limits.mes = limits.mes.min(most);
+        let parts = PerPartition::from_fn(config.partitions.count(), |cpt| {
+            Partition::new(cpt, key_partitions, &nis)
+        });
         let mut node = Self {
             // Copies made by fast failover set the top bit (failover.rs).
             interface_cookie: config.interface_cookie & !RESEND_COOKIE_FLAG,
@@ -322,9 +326,7 @@ impl Engine {
             nis,
             peers: PeerTable::new(config.partitions),
             portals: Portals::new(config.partitions.count()),
-            parts: PerPartition::from_fn(config.partitions.count(), |cpt| {
-                Partition::new(cpt, key_partitions)
-            }),
+            parts,
             ping_target: PingTarget::default(),
             push_target: PushTarget::default(),
             pings: Pings::default(),
@@ -953,13 +955,13 @@ impl<A: Access> View<'_, A> {
         self.stats.iter_shares().map(|(_, counters)| *counters).collect()
     }
 
-    pub(crate) fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(ni).filter(|ni| !ni.removed)?;
+    pub(crate) fn ni_stats(&self, id: NiId) -> Option<NiStats> {
+        let ni = self.nis.get(id).filter(|ni| !ni.removed)?;
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
             up: ni.lnd == LndKind::Lo || ni.ping_status() == crate::wire::ping::LNET_NI_STATUS_UP,
-            statistics: ni.stats(),
+            statistics: self.ni_shares.stats(id),
             health: crate::engine::stats::NiHealthStats {
                 fatal_error: ni.fatal_error,
                 health_value: ni.health.value(),
@@ -972,11 +974,14 @@ impl<A: Access> View<'_, A> {
                 ..ni.health_stats
             },
             tunables: ni.tunables,
-            tx_credits: ni.credits.as_ref().map(|queues| queues.totals()),
-            tx_queues: ni.credits.as_ref().map_or_else(Vec::new, |queues| queues.per_cpt()),
+            tx_credits: ni
+                .credits
+                .as_ref()
+                .map(|queues| queues.totals(self.ni_shares.pools(id).map(|(_, pool)| pool))),
+            tx_queues: crate::engine::tx_queues::per_cpt(self.ni_shares.pools(id)),
             priority: ni.priority,
             numa_distance: ni.numa_distance,
-            latency: ni.latency(),
+            latency: self.ni_shares.latency(id),
         })
     }
 
@@ -1090,6 +1095,14 @@ impl<A: Access> View<'_, A> {
 }
 
 impl Flow<'_> {
+    /// NI `ni`'s tx credit queue of partition `cpt` (`ni_tx_queues[cpt]`), charging the
+    /// NI-wide count too; `None` for loopback, which takes no credits.
+    pub(super) fn credit_pool_mut(&mut self, ni: NiId, cpt: u32) -> Option<PoolMut<'_>> {
+        let queues = self.nis.get(ni)?.credits.as_ref()?;
+        let pool = self.ni_shares.pool_mut(ni, cpt)?;
+        Some(queues.charge(pool))
+    }
+
     /// See [`Engine::add_ni`].
     pub(crate) fn add_ni(&mut self, now: Time, config: NiConfig) -> Result<NiId, ConfigError> {
         self.advance(now);
@@ -1111,10 +1124,9 @@ impl Flow<'_> {
         if self.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
-        let id = self
-            .nis
-            .push(Ni::from_config(&config, self.partitions))
-            .ok_or(ConfigError::TooManyNis)?;
+        let ni = Ni::from_config(&config, self.partitions);
+        self.ni_shares.push_ni(ni.credits.as_ref());
+        let id = self.nis.push(ni).ok_or(ConfigError::TooManyNis)?;
         self.nis.touch_net(config.nid.net(), self.call.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
@@ -1874,6 +1886,7 @@ impl Flow<'_> {
             | self.msgs.take_touched()
             | self.peers.touched().take()
             | self.nis.touched().take()
+            | self.ni_shares.take_touched()
             | self.portals.take_touched()
             | self.trackers.take_touched();
         self.audit.close(self.call.cpt, touched);

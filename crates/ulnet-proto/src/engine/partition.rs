@@ -6,13 +6,14 @@ use crate::engine::call::CallState;
 use crate::engine::md::Mds;
 use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
+use crate::engine::ni::{NiShares, Nis};
 use crate::engine::outputs::Outputs;
 use crate::engine::slab::KeyPartitions;
 use crate::engine::stats::GlobalStats;
 use crate::engine::tracker::Trackers;
 
 /// Partition `cpt`'s messages, MDs, MEs, response trackers, counters, the driver's queues,
-/// and the state of a call entering on it.
+/// the state of a call entering on it, and its share of the local NIs.
 #[derive(Debug)]
 pub(crate) struct Partition {
     pub(crate) msgs: Messages,
@@ -22,11 +23,19 @@ pub(crate) struct Partition {
     pub(crate) counters: GlobalStats,
     pub(crate) outputs: Outputs,
     pub(crate) call: CallState,
+    /// Each local NI's traffic counts and tx credit queue here.
+    pub(crate) nis: NiShares,
 }
 
 impl Partition {
-    pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
+    /// Partition `cpt`'s part of a node whose local NIs are `nis`.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions, nis: &Nis) -> Self {
+        let mut ni_shares = NiShares::default();
+        for ni in nis.iter() {
+            ni_shares.push(ni.credits.as_ref().and_then(|queues| queues.new_pool(cpt)));
+        }
         Self {
+            nis: ni_shares,
             msgs: Messages::new(cpt, partitions),
             mds: Mds::new(cpt, partitions),
             mes: Mes::new(cpt, partitions),

@@ -10,12 +10,6 @@ pub(crate) struct PerPartition<T> {
 }
 
 impl<T> PerPartition<T> {
-    /// `count` values (at least one) made by `make`.
-    pub(crate) fn new(count: u32, mut make: impl FnMut() -> T) -> Self {
-        let first = make();
-        Self { first, rest: (1..count.max(1)).map(|_| make()).collect() }
-    }
-
     /// `count` values (at least one), partition `cpt`'s made by `make(cpt)`.
     pub(crate) fn from_fn(count: u32, mut make: impl FnMut(u32) -> T) -> Self {
         let first = make(0);
@@ -32,21 +26,8 @@ impl<T> PerPartition<T> {
         (&mut self.first, self.rest.iter_mut())
     }
 
-    /// Partition `cpt`'s, to change, or partition 0's for one the node lacks.
-    #[inline]
-    pub(crate) fn get_or_first_mut(&mut self, cpt: usize) -> &mut T {
-        match cpt.checked_sub(1).and_then(|index| self.rest.get_mut(index)) {
-            Some(value) => value,
-            None => &mut self.first,
-        }
-    }
-
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         std::iter::once(&self.first).chain(&self.rest)
-    }
-
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        std::iter::once(&mut self.first).chain(&mut self.rest)
     }
 }
 
@@ -55,24 +36,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn partitions_are_reached_by_index_and_in_order() {
-        let mut next = 0;
-        let mut values = PerPartition::new(3, || {
-            next += 1;
-            next
-        });
+    fn partitions_are_made_by_index_and_kept_in_order() {
+        let mut values = PerPartition::from_fn(3, |cpt| cpt + 1);
         let (first, rest) = values.split_first();
         assert_eq!((*first, rest.copied().collect::<Vec<_>>()), (1, vec![2, 3]));
-        *values.get_or_first_mut(7) += 10;
-        *values.get_or_first_mut(1) += 10;
-        assert_eq!(values.iter().copied().collect::<Vec<_>>(), [11, 12, 3]);
-        values.iter_mut().for_each(|value| *value = 0);
         let (first, rest) = values.split_first_mut();
         *first = 5;
         rest.for_each(|value| *value = 6);
         assert_eq!(values.iter().copied().collect::<Vec<_>>(), [5, 6, 6]);
-        assert_eq!(PerPartition::new(0, || ()).iter().count(), 1);
-        let indexed = PerPartition::from_fn(3, |cpt| cpt * 10);
-        assert_eq!(indexed.iter().copied().collect::<Vec<_>>(), [0, 10, 20]);
+        assert_eq!(PerPartition::from_fn(0, |_| ()).iter().count(), 1);
     }
 }

@@ -179,9 +179,7 @@ impl<A: Access> View<'_, A> {
             return CallScope::Node;
         }
         let ni_waiter = (message.ni_credit == Credit::Held)
-            .then(|| {
-                self.nis.get(message.ni)?.credits.as_ref()?.pool(message.tx_cpt)?.next_waiter()
-            })
+            .then(|| self.ni_shares.share(message.tx_cpt)?.pool(message.ni)?.next_waiter())
             .flatten();
         let peer_waiter = (message.peer_credit == Credit::Held)
             .then(|| self.peers.ni(message.peer_ni?)?.credits.next_waiter())

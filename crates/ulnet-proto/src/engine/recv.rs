@@ -612,7 +612,7 @@ impl Flow<'_> {
     ) {
         self.count(|counters| counters.drop_count += 1);
         self.count(|counters| counters.drop_length += u64::from(bytes));
-        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.dropped(msg_type, bytes);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

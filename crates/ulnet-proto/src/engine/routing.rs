@@ -1027,7 +1027,7 @@ impl Flow<'_> {
         let Some(message) = self.msgs.get(key) else { return };
         let (ni, peer_ni, msg_type, payload) =
             (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-        if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
         if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
@@ -1096,7 +1096,7 @@ impl Flow<'_> {
                     (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
                 self.count(|counters| counters.route_count += 1);
                 self.count(|counters| counters.route_length += u64::from(length));
-                if let Some(local) = self.nis.traffic_mut(ni, self.call.cpt) {
+                if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
                     local.stats.sent(msg_type, length);
                 }
                 if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {

@@ -265,7 +265,7 @@ impl Flow<'_> {
                 .and_then(|id| self.peers.ni(id))
                 .map_or(message.header.dest_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&next_hop, ni);
-            if let Some(pool) = self.nis.credit_pool_mut(ni, cpt) {
+            if let Some(pool) = self.credit_pool_mut(ni, cpt) {
                 let granted = pool.acquire(key) == crate::engine::credits::Acquire::Granted;
                 let Some(message) = self.msgs.get_mut(key) else {
                     return;
@@ -314,7 +314,7 @@ impl Flow<'_> {
             });
         }
         if ni_credit == Credit::Held {
-            let next = self.nis.credit_pool_mut(ni, cpt).and_then(|pool| pool.release());
+            let next = self.credit_pool_mut(ni, cpt).and_then(|pool| pool.release());
             if let Some(waiter) = next {
                 self.grant(waiter, true);
             }

@@ -36,11 +36,15 @@ pub struct CptCredits {
     pub credits: CreditStats,
 }
 
-/// One NI's per-partition tx queues.
+/// One NI's tx credits over its partitions: which partitions have a queue and the NI-wide
+/// count, kept with the NI; the queues themselves are each in its partition's part
+/// (`ni.rs`, `NiShares`), reached only by that partition's calls.
 #[derive(Debug)]
 pub(crate) struct TxQueues {
-    /// `(cpt, pool)` for each distinct partition the NI covers, in CPT order.
-    queues: Vec<(u32, CreditPool)>,
+    /// The distinct partitions the NI covers, each with a queue, in CPT order.
+    covered: Vec<u32>,
+    /// Each queue's credits (`lnet_ni_tq_credits()`).
+    share: u32,
     /// `ni_tx_credits` at start: the share × `ni_ncpts` (duplicated CPTs counted twice, as the
     /// kernel counts them; only distinct partitions have a queue).
     initial_total: i64,
@@ -78,7 +82,7 @@ impl PoolMut<'_> {
 }
 
 impl TxQueues {
-    /// The queues of an NI with `credits` and `peer_credits` bound to `cpts` on a node with
+    /// The credits of an NI with `credits` and `peer_credits` bound to `cpts` on a node with
     /// `partitions` (the list is already checked against them).
     pub(crate) fn new(
         credits: u32,
@@ -91,25 +95,18 @@ impl TxQueues {
         let mut covered = partitions.covered(cpts);
         covered.sort_unstable();
         covered.dedup();
-        let queues = covered.into_iter().map(|cpt| (cpt, CreditPool::new(share))).collect();
         let initial_total = i64::from(share.min(i32::MAX as u32)) * i64::from(ncpts);
-        Self { queues, initial_total, charged: AtomicI64::new(0) }
+        Self { covered, share, initial_total, charged: AtomicI64::new(0) }
     }
 
-    /// The pool of partition `cpt`; `None` when the NI does not cover it.
-    pub(crate) fn pool(&self, cpt: u32) -> Option<&CreditPool> {
-        self.queues.iter().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)
+    /// The queue partition `cpt` starts with; `None` when the NI does not cover it.
+    pub(crate) fn new_pool(&self, cpt: u32) -> Option<CreditPool> {
+        self.covered.contains(&cpt).then(|| CreditPool::new(self.share))
     }
 
-    /// The pool of partition `cpt`, to change; `None` when the NI does not cover it.
-    pub(crate) fn pool_mut(&mut self, cpt: u32) -> Option<PoolMut<'_>> {
-        let pool = self.queues.iter_mut().find(|(at, _)| *at == cpt).map(|(_, pool)| pool)?;
-        Some(PoolMut { pool, charged: &self.charged })
-    }
-
-    /// Each partition's pool, in CPT order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &CreditPool)> {
-        self.queues.iter().map(|(cpt, pool)| (*cpt, pool))
+    /// Partition `cpt`'s `pool` of this NI, to charge and give back through.
+    pub(crate) fn charge<'a>(&'a self, pool: &'a mut CreditPool) -> PoolMut<'a> {
+        PoolMut { pool, charged: &self.charged }
     }
 
     /// `ni_tx_credits`: the NI-wide count selection compares (`lnet_get_best_ni()`), the
@@ -118,13 +115,12 @@ impl TxQueues {
         self.initial_total - self.charged.load(Ordering::Relaxed)
     }
 
-    /// Whether the NI-wide total agrees with the pools (the invariant checker).
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let charged: i64 = self
-            .queues
-            .iter()
-            .map(|(_, pool)| i64::from(pool.max()) - i64::from(pool.value()))
-            .sum();
+    /// Whether the NI-wide total agrees with its partitions' `pools` (the invariant checker).
+    pub(crate) fn check<'p>(
+        &self,
+        pools: impl Iterator<Item = &'p CreditPool>,
+    ) -> Result<(), String> {
+        let charged: i64 = pools.map(|pool| i64::from(pool.max()) - i64::from(pool.value())).sum();
         let counted = self.charged.load(Ordering::Relaxed);
         if counted == charged {
             Ok(())
@@ -134,26 +130,26 @@ impl TxQueues {
     }
 
     /// NI-wide totals: `max` and `available` as `ni_tx_credits` counts them, `min` the sum
-    /// of the partitions' low-water marks (the NI's own with one partition).
-    pub(crate) fn totals(&self) -> CreditStats {
+    /// of its partitions' `pools`' low-water marks (the NI's own with one partition).
+    pub(crate) fn totals<'p>(&self, pools: impl Iterator<Item = &'p CreditPool>) -> CreditStats {
         let clamp = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
-        let min: i64 = self.queues.iter().map(|(_, pool)| i64::from(pool.min())).sum();
+        let min: i64 = pools.map(|pool| i64::from(pool.min())).sum();
         CreditStats {
             max: clamp(self.initial_total),
             available: clamp(self.available()),
             min: clamp(min),
         }
     }
+}
 
-    /// Each partition's credits, in CPT order.
-    pub(crate) fn per_cpt(&self) -> Vec<CptCredits> {
-        self.iter()
-            .map(|(cpt, pool)| CptCredits {
-                cpt,
-                credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
-            })
-            .collect()
-    }
+/// Each partition's credits, from its pool, in the order given (CPT order).
+pub(crate) fn per_cpt<'p>(pools: impl Iterator<Item = (u32, &'p CreditPool)>) -> Vec<CptCredits> {
+    pools
+        .map(|(cpt, pool)| CptCredits {
+            cpt,
+            credits: CreditStats { max: pool.max(), available: pool.value(), min: pool.min() },
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -173,45 +169,55 @@ mod tests {
         assert_eq!(tq_credits(1000, 8, 3), 333, "integer division");
     }
 
+    /// An NI's queues as its partitions would hold them, by CPT.
+    fn pools(queues: &TxQueues, count: u32) -> Vec<(u32, CreditPool)> {
+        (0..count).filter_map(|cpt| Some((cpt, queues.new_pool(cpt)?))).collect()
+    }
+
+    fn maxima(pools: &[(u32, CreditPool)]) -> Vec<(u32, i32)> {
+        pools.iter().map(|(cpt, pool)| (*cpt, pool.max())).collect()
+    }
+
     #[test]
     fn queues_cover_the_nis_partitions() {
         let four = Partitions::new(4).unwrap();
         let all = TxQueues::new(256, 8, &CptList::ALL, four);
-        assert_eq!(
-            all.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(),
-            [(0, 64), (1, 64), (2, 64), (3, 64)]
-        );
+        assert_eq!(maxima(&pools(&all, 4)), [(0, 64), (1, 64), (2, 64), (3, 64)]);
         assert_eq!(all.available(), 256);
         // Bound to [3, 1]: two queues of 256 / 2 = 128, listed in CPT order.
         let pair = TxQueues::new(256, 8, &CptList::new(&[3, 1]).unwrap(), four);
-        assert_eq!(
-            pair.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(),
-            [(1, 128), (3, 128)]
-        );
+        assert_eq!(maxima(&pools(&pair, 4)), [(1, 128), (3, 128)]);
         // [1, 1]: the kernel divides by the list's length (2) but only CPT 1 has traffic.
         let dup = TxQueues::new(256, 8, &CptList::new(&[1, 1]).unwrap(), four);
-        assert_eq!(dup.iter().map(|(cpt, pool)| (cpt, pool.max())).collect::<Vec<_>>(), [(1, 128)]);
+        assert_eq!(maxima(&pools(&dup, 4)), [(1, 128)]);
         assert_eq!(dup.available(), 256, "ni_tx_credits = 128 x 2");
         let one = TxQueues::new(256, 8, &CptList::ALL, Partitions::default());
-        assert_eq!(one.totals(), CreditStats { max: 256, available: 256, min: 256 });
+        let one_pools = pools(&one, 1);
+        let totals = one.totals(one_pools.iter().map(|(_, pool)| pool));
+        assert_eq!(totals, CreditStats { max: 256, available: 256, min: 256 });
     }
 
     #[test]
     fn a_partition_waits_while_another_is_free() {
-        let mut queues = TxQueues::new(16, 8, &CptList::ALL, Partitions::new(2).unwrap());
+        let queues = TxQueues::new(16, 8, &CptList::ALL, Partitions::new(2).unwrap());
+        let mut held = pools(&queues, 2);
+        assert!(queues.new_pool(2).is_none());
+        let [(_, zero), (_, one)] = held.as_mut_slice() else { panic!("two pools") };
         let key = |index| Key { index, generation: 0 };
         for index in 0..16 {
-            assert_eq!(queues.pool_mut(0).unwrap().acquire(key(index)), Acquire::Granted);
+            assert_eq!(queues.charge(zero).acquire(key(index)), Acquire::Granted);
         }
-        assert_eq!(queues.pool_mut(0).unwrap().acquire(key(16)), Acquire::Queued);
-        assert_eq!(queues.pool_mut(1).unwrap().acquire(key(17)), Acquire::Granted);
-        assert!(queues.pool_mut(2).is_none());
+        assert_eq!(queues.charge(zero).acquire(key(16)), Acquire::Queued);
+        assert_eq!(queues.charge(one).acquire(key(17)), Acquire::Granted);
         // Each queue has 16 (8 x 8 = 64 capped at 16): 32 in all, 18 charged.
-        assert_eq!(queues.totals(), CreditStats { max: 32, available: 14, min: 14 });
-        assert_eq!(queues.per_cpt()[0].credits, CreditStats { max: 16, available: -1, min: -1 });
-        assert_eq!(queues.pool_mut(0).unwrap().release(), Some(key(16)));
-        assert!(!queues.pool_mut(1).unwrap().remove(key(17)), "not waiting");
+        let totals = queues.totals(held.iter().map(|(_, pool)| pool));
+        assert_eq!(totals, CreditStats { max: 32, available: 14, min: 14 });
+        let shown = per_cpt(held.iter().map(|(cpt, pool)| (*cpt, pool)));
+        assert_eq!(shown[0].credits, CreditStats { max: 16, available: -1, min: -1 });
+        let [(_, zero), (_, one)] = held.as_mut_slice() else { panic!("two pools") };
+        assert_eq!(queues.charge(zero).release(), Some(key(16)));
+        assert!(!queues.charge(one).remove(key(17)), "not waiting");
         assert_eq!(queues.available(), 15);
-        queues.check().unwrap();
+        queues.check(held.iter().map(|(_, pool)| pool)).unwrap();
     }
 }

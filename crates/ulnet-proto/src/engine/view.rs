@@ -16,7 +16,7 @@ use crate::engine::faults::Faults;
 use crate::engine::md::Mds;
 use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
-use crate::engine::ni::Nis;
+use crate::engine::ni::{NiShares, Nis};
 use crate::engine::node::{Engine, Limits};
 use crate::engine::outputs::Outputs;
 use crate::engine::partition::Partition;
@@ -64,6 +64,7 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) tunables: A::Ref<'a, Tunables>,
     pub(super) call: A::Ref<'a, CallState>,
     pub(super) nis: A::Ref<'a, Nis>,
+    pub(super) ni_shares: Shares<'a, A, NiShares>,
     pub(super) peers: A::Ref<'a, PeerTable>,
     pub(super) portals: A::Ref<'a, Portals>,
     pub(super) mes: Shares<'a, A, Mes>,
@@ -103,6 +104,7 @@ macro_rules! whole_view {
         let mut trackers = Shares::new(key_partitions);
         let mut stats = Shares::new(key_partitions);
         let mut outputs = Shares::new(key_partitions);
+        let mut ni_shares = Shares::new(key_partitions);
         let (first, rest) = $engine.parts.$split();
         let Partition {
             mes: part_mes,
@@ -112,14 +114,25 @@ macro_rules! whole_view {
             counters: part_counters,
             outputs: part_outputs,
             call,
+            nis: part_nis,
         } = first;
-        let parts = std::iter::once((part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs));
+        let parts = std::iter::once((
+            part_mes,
+            part_mds,
+            part_msgs,
+            part_trackers,
+            part_counters,
+            part_outputs,
+            part_nis,
+        ));
         let rest = rest.map(|part| {
-            let Partition { mes, mds, msgs, trackers, counters, outputs, call: _ } = part;
-            (mes, mds, msgs, trackers, counters, outputs)
+            let Partition { mes, mds, msgs, trackers, counters, outputs, call: _, nis } = part;
+            (mes, mds, msgs, trackers, counters, outputs, nis)
         });
-        for (cpt, (part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs)) in
-            (0u32..).zip(parts.chain(rest))
+        for (
+            cpt,
+            (part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs, part_nis),
+        ) in (0u32..).zip(parts.chain(rest))
         {
             mes.hold(cpt, part_mes);
             mds.hold(cpt, part_mds);
@@ -127,6 +140,7 @@ macro_rules! whole_view {
             trackers.hold(cpt, part_trackers);
             stats.hold(cpt, part_counters);
             outputs.hold(cpt, part_outputs);
+            ni_shares.hold(cpt, part_nis);
         }
         View {
             interface_cookie: $engine.interface_cookie,
@@ -136,6 +150,7 @@ macro_rules! whole_view {
             tunables: $($ref)+ $engine.tunables,
             call,
             nis: $($ref)+ $engine.nis,
+            ni_shares,
             peers: $($ref)+ $engine.peers,
             portals: $($ref)+ $engine.portals,
             mes,
