@@ -47,7 +47,7 @@ fn check_bounds(node: &Look<'_>) -> Result<(), String> {
             return Err(format!("{count} {what} exceed the bound {bound}"));
         }
     }
-    let entries: usize = node.portals.iter().map(|portal| portal.entries()).sum();
+    let entries: usize = node.portals.iter().map(|portal| portal.entries(&node.match_tables)).sum();
     if entries != node.mes.len() {
         return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
     }

@@ -7,9 +7,7 @@
 //!
 //! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
 //! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
-//! * `portal.rs` `Portals`, `me.rs` `Mes`, `md.rs` `Mds`: the Portals objects.
-//! * `msg.rs` `Messages`: every message alive, within `Limits::messages`.
-//! * `tracker.rs` `Trackers`: response tracker deadlines, live count, spare request boxes.
+//! * `portal.rs` `Portals`: the portals and their match tables.
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
 //! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
 //! * `watch.rs` `Failover`: fast failover's watch queue, held copy bytes, delivery log.
@@ -20,10 +18,15 @@
 //! * `policies.rs` `UdspRules`: the UDSP rules (`lnetctl udsp`), stamped onto the nets, NIs,
 //!   peer nets and peer NIs whose priorities and preferred lists `select` reads.
 //! * `cpt.rs` `Partitions`: the CPU partition count and the NID-to-CPT hash; each NI keeps its
-//!   CPT list and its tx credits per partition (`tx_queues.rs`), and every transmit carries
+//!   CPT list and its NI-wide tx credit count (`tx_queues.rs`), and every transmit carries
 //!   its CPT (decision 0026).
-//! * `outputs.rs` `Outputs`: what the `poll_*` calls drain: transmits, resumes, events,
-//!   completions, path resets.
+//! * `partition.rs` `Partition`, one per CPU partition: what that partition's calls change.
+//!   Its messages (`msg.rs` `Messages`, each within `Limits::messages`), MDs and MEs (`md.rs`
+//!   `Mds`, `me.rs` `Mes`), response tracker deadlines (`tracker.rs` `Trackers`), counters,
+//!   its share of what the `poll_*` calls drain (`outputs.rs` `Outputs`: transmits, resumes,
+//!   events, completions, path resets), the state of a call entering on it (`call.rs`
+//!   `CallState`), and each local NI's traffic counts and tx credit queue (`ni.rs`
+//!   `NiShares`).
 //!
 //! What spans parts runs on a view of them (`view.rs`): `impl Flow` for what changes state,
 //! `impl View` for what only reads, here (the call protocol, allocation, trackers, the work
@@ -62,7 +65,7 @@ use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
 use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
-use crate::engine::portal::{MatchTableStats, Portal, Portals};
+use crate::engine::portal::{MatchTableStats, Portals};
 use crate::engine::recovery::RecoveryQueues;
 use crate::engine::routes::Routes;
 use crate::engine::slab::{Key, KeyPartitions, KeyState};
@@ -335,7 +338,7 @@ impl Engine {
             failover: Failover::default(),
             // Fault rules draw from their own generator: deterministic per node.
             faults: Faults::new(config.interface_cookie),
-            routes: Routes::new(config.interface_cookie.rotate_left(17), config.partitions.count()),
+            routes: Routes::new(config.interface_cookie.rotate_left(17)),
             policies: UdspRules::default(),
             #[cfg(test)]
             audit: Default::default(),
@@ -386,7 +389,7 @@ impl Engine {
 
     /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
     pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        let md_of = |key| self.parts.iter().find_map(|part| part.mds.slab().get(key));
+        let md_of = |key| self.parts.iter().find_map(|part| part.shares.mds.slab().get(key));
         self.messages()
             .filter(|(_, m)| m.event == Some(EventKind::Send))
             .filter_map(move |(_, m)| m.md.and_then(md_of).map(|md| md.handle))
@@ -397,14 +400,14 @@ impl Engine {
     pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
         self.parts
             .iter()
-            .flat_map(|part| part.mds.slab().iter())
+            .flat_map(|part| part.shares.mds.slab().iter())
             .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
             .map(|(_, md)| md.handle)
     }
 
     /// Every message alive, partition by partition.
     fn messages(&self) -> impl Iterator<Item = (Key, &Message)> {
-        self.parts.iter().flat_map(|part| part.msgs.slab().iter())
+        self.parts.iter().flat_map(|part| part.shares.msgs.slab().iter())
     }
 
     /// The crossings the audit recorded so far, without ending the current call.
@@ -819,7 +822,11 @@ impl Engine {
         #[cfg(test)]
         let (saved_peers, saved_parts) = {
             let cells = self.parts.iter().flat_map(|part| {
-                [part.mds.slab().touched(), part.mes.slab().touched(), part.msgs.slab().touched()]
+                [
+                    part.shares.mds.slab().touched(),
+                    part.shares.mes.slab().touched(),
+                    part.shares.msgs.slab().touched(),
+                ]
             });
             let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
             (self.peers.touched().get(), saved)
@@ -914,7 +921,7 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::portal_tables`].
     pub(crate) fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
-        self.portals.get(portal as usize).map(Portal::table_stats)
+        self.portals.get(portal as usize).map(|portal| portal.table_stats(&self.match_tables))
     }
 
     /// See [`Engine::poll_timeout`].
@@ -1210,7 +1217,7 @@ impl Flow<'_> {
             return Err(MeAttachError::TooManyEntries);
         }
         let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
-        table.insert(key, &me, position);
+        table.insert(&mut self.match_tables, key, &me, position);
         Ok(MeHandle::from_key(key))
     }
 
@@ -1888,6 +1895,7 @@ impl Flow<'_> {
             | self.nis.touched().take()
             | self.ni_shares.take_touched()
             | self.portals.take_touched()
+            | self.match_tables.take_touched()
             | self.trackers.take_touched();
         self.audit.close(self.call.cpt, touched);
     }
@@ -1964,7 +1972,7 @@ impl Flow<'_> {
     pub(super) fn remove_me(&mut self, key: Key) {
         if let Some(me) = self.mes.remove(key) {
             if let Some(portal) = self.portals.get_mut(me.portal as usize) {
-                portal.remove(key, &me);
+                portal.remove(&mut self.match_tables, key, &me);
             }
         }
     }

@@ -8,23 +8,36 @@ use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
 use crate::engine::ni::{NiShares, Nis};
 use crate::engine::outputs::Outputs;
+use crate::engine::portal::MatchTables;
+use crate::engine::routes::RouterPools;
 use crate::engine::slab::KeyPartitions;
 use crate::engine::stats::GlobalStats;
 use crate::engine::tracker::Trackers;
 
-/// Partition `cpt`'s messages, MDs, MEs, response trackers, counters, the driver's queues,
-/// the state of a call entering on it, and its share of the local NIs.
+/// Partition `cpt`'s part: the state of a call entering on it, and its shares of the
+/// partitioned parts.
 #[derive(Debug)]
 pub(crate) struct Partition {
+    pub(crate) call: CallState,
+    pub(crate) shares: PartitionShares,
+}
+
+/// A partition's shares: what the view of a call holding the partition reaches.
+#[derive(Debug)]
+pub(crate) struct PartitionShares {
     pub(crate) msgs: Messages,
     pub(crate) mds: Mds,
     pub(crate) mes: Mes,
     pub(crate) trackers: Trackers,
     pub(crate) counters: GlobalStats,
+    /// Its share of the driver's queues.
     pub(crate) outputs: Outputs,
-    pub(crate) call: CallState,
     /// Each local NI's traffic counts and tx credit queue here.
     pub(crate) nis: NiShares,
+    /// Each portal's match table here.
+    pub(crate) portals: MatchTables,
+    /// The router buffer pools here.
+    pub(crate) router_pools: RouterPools,
 }
 
 impl Partition {
@@ -34,15 +47,17 @@ impl Partition {
         for ni in nis.iter() {
             ni_shares.push(ni.credits.as_ref().and_then(|queues| queues.new_pool(cpt)));
         }
-        Self {
-            nis: ni_shares,
+        let shares = PartitionShares {
             msgs: Messages::new(cpt, partitions),
             mds: Mds::new(cpt, partitions),
             mes: Mes::new(cpt, partitions),
             trackers: Trackers::default(),
             counters: GlobalStats::default(),
             outputs: Outputs::default(),
-            call: CallState::default(),
-        }
+            nis: ni_shares,
+            portals: MatchTables::default(),
+            router_pools: RouterPools::default(),
+        };
+        Self { call: CallState::default(), shares }
     }
 }

@@ -154,7 +154,7 @@ impl<A: Access> View<'_, A> {
             return home;
         };
         let place = self.place_of(ni, from, info.initiator.nid, header);
-        match table.plan_match(&self.mes, &self.mds, &info, &place) {
+        match table.plan_match(&self.match_tables, &self.mes, &self.mds, &info, &place) {
             Some(cpt) => home.with(cpt),
             None => CallScope::Node,
         }

@@ -105,9 +105,9 @@ impl Portals {
         self.table.iter()
     }
 
-    /// What the portals' message-path state saw changed since the audit last took it: the
-    /// partitions whose match tables changed, one bit each, or `u64::MAX` for the portal-wide
-    /// state (the rotor, the delayed messages).
+    /// Whether a call changed the portal-wide state (the rotor, the delayed messages) since
+    /// the audit last took it: `u64::MAX` if so (what each partition changes is its
+    /// [`MatchTables`]).
     #[cfg(test)]
     pub(crate) fn take_touched(&self) -> u64 {
         self.table.iter().fold(0, |touched, portal| touched | portal.touched.take())
@@ -150,8 +150,9 @@ pub(crate) struct Portal {
     index: u32,
     pub(crate) match_type: Option<MatchType>,
     pub(crate) lazy: bool,
-    /// `ptl_mtables`: one per partition, never empty.
-    tables: Box<[MatchTable]>,
+    /// `ptl_mtables`: how many, one per partition (at least one), each in its partition's
+    /// part ([`MatchTables`]).
+    tables: u32,
     /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`): one list for the portal, as
     /// any MD attached to any table may take them.
     delayed: VecDeque<Key>,
@@ -174,7 +175,7 @@ impl Portal {
             index,
             match_type: None,
             lazy: false,
-            tables: (0..partitions.max(1)).map(|_| MatchTable::default()).collect(),
+            tables: partitions.max(1),
             delayed: VecDeque::new(),
             rotor: 0,
             #[cfg(test)]
@@ -182,11 +183,27 @@ impl Portal {
         }
     }
 
-    /// Partition `cpt`'s match table, to change.
-    fn table_mut(&mut self, cpt: u32) -> Option<&mut MatchTable> {
+    /// Partition `cpt`'s match table of this portal, among the partitions' `tables`.
+    fn table<'t>(
+        &self,
+        tables: &'t Shares<'_, impl Access, MatchTables>,
+        cpt: u32,
+    ) -> Option<&'t MatchTable> {
+        tables.share(cpt)?.tables.get(self.index as usize)
+    }
+
+    /// Partition `cpt`'s match table of this portal, to change.
+    fn table_mut<'t>(
+        &self,
+        tables: &'t mut Shares<'_, Exclusive, MatchTables>,
+        cpt: u32,
+    ) -> Option<&'t mut MatchTable> {
+        let share = tables.share_mut(cpt)?;
         #[cfg(test)]
-        self.touched.set(self.touched.get() | 1 << cpt.min(63));
-        self.tables.get_mut(cpt as usize)
+        {
+            share.touched = true;
+        }
+        share.tables.get_mut(self.index as usize)
     }
 
     /// The PUTs delayed on this lazy portal, oldest first.
@@ -219,7 +236,7 @@ impl Portal {
         position: InsertPosition,
         partitions: &Partitions,
     ) -> u32 {
-        let count = self.tables.len() as u32;
+        let count = self.tables;
         if count == 1 {
             return 0;
         }
@@ -233,27 +250,40 @@ impl Portal {
     }
 
     /// Files `key` (whose `me.cpt` is set) in its table.
-    pub(crate) fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
-        if let Some(table) = self.table_mut(me.cpt) {
+    pub(crate) fn insert(
+        &self,
+        tables: &mut Shares<'_, Exclusive, MatchTables>,
+        key: Key,
+        me: &Me,
+        position: InsertPosition,
+    ) {
+        if let Some(table) = self.table_mut(tables, me.cpt) {
             table.insert(key, me, position);
         }
     }
 
-    pub(crate) fn remove(&mut self, key: Key, me: &Me) {
-        if let Some(table) = self.table_mut(me.cpt) {
+    pub(crate) fn remove(
+        &self,
+        tables: &mut Shares<'_, Exclusive, MatchTables>,
+        key: Key,
+        me: &Me,
+    ) {
+        if let Some(table) = self.table_mut(tables, me.cpt) {
             table.remove(key, me);
         }
     }
 
-    /// MEs on this portal, in all its tables.
-    pub(crate) fn entries(&self) -> usize {
-        self.tables.iter().map(|table| table.entries).sum()
+    /// MEs on this portal, in the tables of the partitions held.
+    pub(crate) fn entries(&self, tables: &Shares<'_, impl Access, MatchTables>) -> usize {
+        self.tables_held(tables).map(|table| table.entries).sum()
     }
 
-    /// The match tables' statistics, by partition.
-    pub(crate) fn table_stats(&self) -> Vec<MatchTableStats> {
-        self.tables
-            .iter()
+    /// The match tables' statistics, by partition held.
+    pub(crate) fn table_stats(
+        &self,
+        tables: &Shares<'_, impl Access, MatchTables>,
+    ) -> Vec<MatchTableStats> {
+        self.tables_held(tables)
             .map(|table| MatchTableStats {
                 entries: table.entries,
                 matched: table.matched,
@@ -262,9 +292,17 @@ impl Portal {
             .collect()
     }
 
+    fn tables_held<'t>(
+        &self,
+        tables: &'t Shares<'_, impl Access, MatchTables>,
+    ) -> impl Iterator<Item = &'t MatchTable> {
+        let index = self.index as usize;
+        tables.iter_shares().filter_map(move |(_, share)| share.tables.get(index))
+    }
+
     /// Counts a delayed message taken by an MD of partition `cpt`'s table.
-    pub(crate) fn count_match(&mut self, cpt: u32) {
-        if let Some(table) = self.table_mut(cpt) {
+    pub(crate) fn count_match(&self, tables: &mut Shares<'_, Exclusive, MatchTables>, cpt: u32) {
+        if let Some(table) = self.table_mut(tables, cpt) {
             table.matched += 1;
         }
     }
@@ -277,6 +315,7 @@ impl Portal {
     /// partition that is the one table, as before partitions.
     pub(crate) fn match_md(
         &mut self,
+        tables: &mut Shares<'_, Exclusive, MatchTables>,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &mut Shares<'_, Exclusive, Mds>,
         info: &MatchInfo,
@@ -286,15 +325,15 @@ impl Portal {
         let Some(match_type) = self.match_type else {
             return self.miss(info);
         };
-        let chosen = if self.tables.len() == 1 {
+        let chosen = if self.tables == 1 {
             0
         } else {
-            self.table_of_match(match_type, mes, mds, place)
+            self.table_of_match(tables, match_type, mes, mds, place)
         };
-        if let Some(found) = self.match_in(chosen, mes, mds, info, false) {
+        if let Some(found) = self.match_in(tables, chosen, mes, mds, info, false) {
             return found;
         }
-        let steal = self.tables.len() > 1
+        let steal = self.tables > 1
             && match_type == MatchType::Wildcard
             && self.lazy
             && info.operation != MdOptions::OP_GET;
@@ -302,11 +341,11 @@ impl Portal {
             // The steal walks the tables in partition order: deterministic, and the same
             // outcome as the kernel's walk from the lowest active table (a table with no
             // usable MD cannot match). The chosen table already said no.
-            for cpt in 0..self.tables.len() as u32 {
+            for cpt in 0..self.tables {
                 if cpt == chosen {
                     continue;
                 }
-                if let Some(found) = self.match_in(cpt, mes, mds, info, true) {
+                if let Some(found) = self.match_in(tables, cpt, mes, mds, info, true) {
                     return found;
                 }
             }
@@ -321,12 +360,13 @@ impl Portal {
     /// shared by its tables), which only the whole node may do.
     pub(crate) fn plan_match(
         &self,
+        tables: &Shares<'_, impl Access, MatchTables>,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &Shares<'_, impl Access, Mds>,
         info: &MatchInfo,
         place: &MatchPlace,
     ) -> Option<u32> {
-        let count = self.tables.len() as u32;
+        let count = self.tables;
         // A PUT on a lazy portal that matches nothing is delayed, or steals first.
         let delays = self.lazy && info.operation != MdOptions::OP_GET;
         let Some(match_type) = self.match_type else {
@@ -342,12 +382,12 @@ impl Portal {
                 PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
             };
             let current = place.current % count;
-            if !local_first || !self.armed(current, mes, mds) {
+            if !local_first || !self.armed(tables, current, mes, mds) {
                 return None;
             }
             current
         };
-        let table = self.tables.get(chosen as usize)?;
+        let table = self.table(tables, chosen)?;
         (!delays || table.peek_match(mes, mds, info)).then_some(chosen)
     }
 
@@ -362,14 +402,15 @@ impl Portal {
 
     /// Matches in partition `cpt`'s table: `None` when nothing there takes the message.
     fn match_in(
-        &mut self,
+        &self,
+        tables: &mut Shares<'_, Exclusive, MatchTables>,
         cpt: u32,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &mut Shares<'_, Exclusive, Mds>,
         info: &MatchInfo,
         stolen: bool,
     ) -> Option<PortalMatch> {
-        let table = self.table_mut(cpt)?;
+        let table = self.table_mut(tables, cpt)?;
         match table.match_md(mes, mds, info) {
             TableMatch::None => None,
             TableMatch::TooBig => Some(PortalMatch::Drop(DropReason::TooBig)),
@@ -389,12 +430,13 @@ impl Portal {
     /// (`ptl_mt_maps`), which the kernel keeps as a map of enabled tables and ulnet computes.
     fn table_of_match(
         &mut self,
+        tables: &Shares<'_, impl Access, MatchTables>,
         match_type: MatchType,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &Shares<'_, impl Access, Mds>,
         place: &MatchPlace,
     ) -> u32 {
-        let count = self.tables.len() as u32;
+        let count = self.tables;
         if match_type == MatchType::Unique {
             return place.initiator % count;
         }
@@ -404,7 +446,7 @@ impl Portal {
             PortalRotor::RoutedRoundRobin | PortalRotor::RoutedHash => !place.routed,
         };
         let current = place.current % count;
-        if local_first && self.armed(current, mes, mds) {
+        if local_first && self.armed(tables, current, mes, mds) {
             return current;
         }
         let rotor = self.rotor;
@@ -416,15 +458,15 @@ impl Portal {
         } else {
             rotor % count
         };
-        if self.armed(cpt, mes, mds) {
+        if self.armed(tables, cpt, mes, mds) {
             return cpt;
         }
-        let active = (0..count).filter(|&cpt| self.armed(cpt, mes, mds)).count() as u32;
+        let active = (0..count).filter(|&cpt| self.armed(tables, cpt, mes, mds)).count() as u32;
         if active == 0 {
             return cpt;
         }
         (0..count)
-            .filter(|&cpt| self.armed(cpt, mes, mds))
+            .filter(|&cpt| self.armed(tables, cpt, mes, mds))
             .nth((rotor % active) as usize)
             .unwrap_or(cpt)
     }
@@ -433,11 +475,43 @@ impl Portal {
     /// `mt_enabled`, which it updates lazily from exhaustion bitmaps; ulnet asks the table.
     fn armed(
         &self,
+        tables: &Shares<'_, impl Access, MatchTables>,
         cpt: u32,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &Shares<'_, impl Access, Mds>,
     ) -> bool {
-        self.tables.get(cpt as usize).is_some_and(|table| table.armed(mes, mds))
+        self.table(tables, cpt).is_some_and(|table| table.armed(mes, mds))
+    }
+}
+
+/// One partition's match table of every portal, by portal index: what a partition's calls
+/// match in (`ptl_mtables[cpt]`).
+#[derive(Debug)]
+pub(crate) struct MatchTables {
+    tables: Vec<MatchTable>,
+    /// Whether a call changed a table here since the audit last took it.
+    #[cfg(test)]
+    touched: bool,
+}
+
+impl Default for MatchTables {
+    fn default() -> Self {
+        Self {
+            tables: (0..MAX_PORTALS).map(|_| MatchTable::default()).collect(),
+            #[cfg(test)]
+            touched: false,
+        }
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, MatchTables> {
+    /// Whether a call changed a partition's tables since the audit last took it, one bit
+    /// each.
+    #[cfg(test)]
+    pub(crate) fn take_touched(&mut self) -> u64 {
+        self.iter_shares_mut()
+            .filter_map(|(cpt, share)| std::mem::take(&mut share.touched).then_some(cpt))
+            .fold(0, |bits, cpt| bits | 1 << cpt.min(63))
     }
 }
 
@@ -653,6 +727,76 @@ mod tests {
     use crate::engine::shares::Owned;
     use crate::engine::slab::KeyPartitions;
 
+    /// A portal with its partitions' match tables, as the engine's views hold them.
+    struct TestPortal {
+        portal: Portal,
+        tables: Owned<MatchTables>,
+    }
+
+    impl TestPortal {
+        fn new(index: u32, partitions: u32) -> Self {
+            let tables = Owned::new(KeyPartitions::new(partitions), |_, _| MatchTables::default());
+            Self { portal: Portal::new(index, partitions), tables }
+        }
+
+        fn insert(&mut self, key: Key, me: &Me, position: InsertPosition) {
+            self.portal.insert(&mut self.tables.exclusive(), key, me, position);
+        }
+
+        fn remove(&mut self, key: Key, me: &Me) {
+            self.portal.remove(&mut self.tables.exclusive(), key, me);
+        }
+
+        fn match_md(
+            &mut self,
+            mes: &Shares<'_, impl Access, Mes>,
+            mds: &mut Shares<'_, Exclusive, Mds>,
+            info: &MatchInfo,
+            place: &MatchPlace,
+        ) -> PortalMatch {
+            self.portal.match_md(&mut self.tables.exclusive(), mes, mds, info, place)
+        }
+
+        fn plan_match(
+            &self,
+            mes: &Shares<'_, impl Access, Mes>,
+            mds: &Shares<'_, impl Access, Mds>,
+            info: &MatchInfo,
+            place: &MatchPlace,
+        ) -> Option<u32> {
+            self.portal.plan_match(&self.tables.shared(), mes, mds, info, place)
+        }
+
+        fn entries(&self) -> usize {
+            self.portal.entries(&self.tables.shared())
+        }
+
+        fn table_stats(&self) -> Vec<MatchTableStats> {
+            self.portal.table_stats(&self.tables.shared())
+        }
+
+        /// Whether partition `cpt`'s table holds no exact-bits list.
+        fn exact_is_empty(&self, cpt: u32) -> bool {
+            let tables = self.tables.shared();
+            let table = self.portal.table(&tables, cpt).unwrap();
+            table.exact.is_empty()
+        }
+    }
+
+    impl std::ops::Deref for TestPortal {
+        type Target = Portal;
+
+        fn deref(&self) -> &Portal {
+            &self.portal
+        }
+    }
+
+    impl std::ops::DerefMut for TestPortal {
+        fn deref_mut(&mut self) -> &mut Portal {
+            &mut self.portal
+        }
+    }
+
     fn md(length: u32, options: MdOptions) -> Md {
         Md {
             handle: MdHandle(1),
@@ -709,7 +853,7 @@ mod tests {
 
     #[test]
     fn ignore_bit_entries_are_searched_first() {
-        let mut portal = Portal::default();
+        let mut portal = TestPortal::new(1, 1);
         let mut mes = Owned::new(KeyPartitions::new(1), Mes::new);
         let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
         // The exact ME is inserted first but the ignore-bits ME still wins.
@@ -727,11 +871,11 @@ mod tests {
 
     #[test]
     fn exact_entries_keep_insertion_order_through_removals() {
-        let mut portal = Portal::default();
+        let mut portal = TestPortal::new(1, 1);
         let mut mes = Owned::new(KeyPartitions::new(1), Mes::new);
         let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
         fn add(
-            portal: &mut Portal,
+            portal: &mut TestPortal,
             mes: &mut Owned<Mes>,
             mds: &mut Owned<Mds>,
             position: InsertPosition,
@@ -746,7 +890,7 @@ mod tests {
         let a = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
         let b = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
         let c = add(&mut portal, &mut mes, &mut mds, InsertPosition::After);
-        let first = |portal: &mut Portal, mes: &Owned<Mes>, mds: &mut Owned<Mds>| match portal
+        let first = |portal: &mut TestPortal, mes: &Owned<Mes>, mds: &mut Owned<Mds>| match portal
             .match_md(&mes.shared(), &mut mds.exclusive(), &info(0x5, 0), &HERE)
         {
             PortalMatch::Ok { me, .. } => Some(me),
@@ -762,18 +906,18 @@ mod tests {
         assert_eq!(portal.entries(), 1);
         portal.remove(c, &me);
         assert_eq!(portal.entries(), 0);
-        assert!(portal.tables[0].exact.is_empty(), "an emptied list leaves the map");
+        assert!(portal.exact_is_empty(0), "an emptied list leaves the map");
         assert_eq!(first(&mut portal, &mes, &mut mds), None);
         // A lone entry (the inline case) is found and removed too.
         let d = add(&mut portal, &mut mes, &mut mds, InsertPosition::Before);
         assert_eq!(first(&mut portal, &mes, &mut mds), Some(d));
         portal.remove(d, &me);
-        assert!(portal.tables[0].exact.is_empty());
+        assert!(portal.exact_is_empty(0));
     }
 
     #[test]
     fn match_type_is_fixed_by_the_first_entry() {
-        let mut portal = Portal::default();
+        let mut portal = TestPortal::new(1, 1);
         let unique =
             Me { match_id: ProcessId::new(Nid::new4(Net::TCP, 1), 7), ..wildcard_me(1, 0) };
         assert!(portal.accepts(&unique));
@@ -819,7 +963,7 @@ mod tests {
 
     #[test]
     fn unmatched_puts_are_delayed_only_on_lazy_portals() {
-        let mut portal = Portal::default();
+        let mut portal = TestPortal::new(1, 1);
         let mes = Owned::new(KeyPartitions::new(1), Mes::new);
         let mut mds = Owned::new(KeyPartitions::new(1), Mds::new);
         assert_eq!(
@@ -845,8 +989,8 @@ mod tests {
         armed: &[u32],
         mes: &mut Owned<Mes>,
         mds: &mut Owned<Mds>,
-    ) -> (Portal, Vec<Option<Key>>) {
-        let mut portal = Portal::new(5, partitions);
+    ) -> (TestPortal, Vec<Option<Key>>) {
+        let mut portal = TestPortal::new(5, partitions);
         let mut keys = vec![None; partitions as usize];
         for &cpt in armed {
             let me = Me { cpt, ..wildcard_me(0, u64::MAX) };
@@ -870,7 +1014,7 @@ mod tests {
 
     /// The table each of `count` PUTs from `place` matched in.
     fn tables_hit(
-        portal: &mut Portal,
+        portal: &mut TestPortal,
         keys: &[Option<Key>],
         mes: &Owned<Mes>,
         mds: &mut Owned<Mds>,
@@ -896,12 +1040,12 @@ mod tests {
     /// position (10.0.0.1@tcp: byte sum 13, so table 1 of 2 and 13 % 3 = 1 of 3).
     #[test]
     fn attach_table_choice() {
-        let wildcard = Portal::new(5, 3);
+        let wildcard = TestPortal::new(5, 3);
         let me = wildcard_me(1, 0);
         assert_eq!(wildcard.table_of_attach(&me, InsertPosition::After, &parts(3)), 2);
         assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Before, &parts(3)), 2);
         assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Local { cpt: 1 }, &parts(3)), 1);
-        let mut unique = Portal::new(5, 2);
+        let mut unique = TestPortal::new(5, 2);
         let me = Me {
             match_id: ProcessId::new(Nid::new4(Net::TCP, 0x0a00_0001), 7),
             ..wildcard_me(1, 0)
@@ -911,7 +1055,7 @@ mod tests {
             assert_eq!(unique.table_of_attach(&me, position, &parts(2)), 1);
         }
         // One partition: always the one table.
-        let single = Portal::new(5, 1);
+        let single = TestPortal::new(5, 1);
         assert_eq!(single.table_of_attach(&me, InsertPosition::Local { cpt: 0 }, &parts(1)), 0);
     }
 
@@ -925,7 +1069,7 @@ mod tests {
             Owned::new(KeyPartitions::new(2), Mes::new),
             Owned::new(KeyPartitions::new(2), Mds::new),
         );
-        let mut fresh = Portal::new(5, 2);
+        let mut fresh = TestPortal::new(5, 2);
         let put = info(0, 1);
         let get = MatchInfo { operation: MdOptions::OP_GET, ..put };
         assert_eq!(fresh.plan_match(&mes.shared(), &mds.shared(), &put, &HERE), Some(0));
@@ -1008,7 +1152,7 @@ mod tests {
         let partitions = KeyPartitions::new(3);
         let (mut mes, mut mds) =
             (Owned::new(partitions, Mes::new), Owned::new(partitions, Mds::new));
-        let mut portal = Portal::new(5, 3);
+        let mut portal = TestPortal::new(5, 3);
         // Table 0 holds a buffer for other bits (so it is active and chosen); 2 and 1 hold
         // one-shot buffers for bits 7, posted in that order.
         for (cpt, bits) in [(0, 9), (2, 7), (1, 7)] {
@@ -1034,7 +1178,7 @@ mod tests {
             PortalMatch::Drop(DropReason::NoMatch)
         );
         // What the engine's commit does: the one-shot MD is used up.
-        let stolen = |portal: &mut Portal, mds: &mut Owned<Mds>| match portal.match_md(
+        let stolen = |portal: &mut TestPortal, mds: &mut Owned<Mds>| match portal.match_md(
             &mes.shared(),
             &mut mds.exclusive(),
             &put,

@@ -281,7 +281,7 @@ impl Flow<'_> {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
-        match table.match_md(&self.mes, &mut self.mds, &info, &place) {
+        match table.match_md(&mut self.match_tables, &self.mes, &mut self.mds, &info, &place) {
             PortalMatch::Ok { md, offset: md_offset, mlength, .. } => {
                 self.commit_match(key, md, md_offset, mlength, ack_wmd);
                 RecvAction::Deliver {
@@ -338,7 +338,9 @@ impl Flow<'_> {
         };
         let place = self.match_place(key);
         let matched = match self.portals.get_mut(portal as usize) {
-            Some(table) => table.match_md(&self.mes, &mut self.mds, &info, &place),
+            Some(table) => {
+                table.match_md(&mut self.match_tables, &self.mes, &mut self.mds, &info, &place)
+            }
             None => PortalMatch::Drop(crate::engine::portal::DropReason::BadPortal),
         };
         let PortalMatch::Ok { md, offset, mlength, .. } = matched else {
@@ -509,7 +511,7 @@ impl Flow<'_> {
                 MdMatch::TooBig => self.drop_delayed(key),
                 MdMatch::Ok { offset, mlength } => {
                     if let Some(table) = self.portals.get_mut(portal) {
-                        table.count_match(me.cpt);
+                        table.count_match(&mut self.match_tables, me.cpt);
                     }
                     self.commit_match(key, md_key, offset, mlength, ack_wmd);
                     let discard = info.rlength.saturating_sub(mlength);

@@ -273,7 +273,7 @@ impl Flow<'_> {
         // 0's fixed table.
         me.cpt = table.table_of_attach(&me, InsertPosition::After, &self.partitions);
         let me_key = self.mes.insert(me.clone())?;
-        table.insert(me_key, &me, InsertPosition::After);
+        table.insert(&mut self.match_tables, me_key, &me, InsertPosition::After);
         let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), owner) else {
             self.remove_me(me_key);
             return None;

@@ -14,8 +14,10 @@
 use std::collections::VecDeque;
 
 use crate::addr::{LndType, Net, Nid};
+use crate::engine::shares::Shares;
 use crate::engine::slab::Key;
 use crate::engine::stamp::Stamp;
+use crate::engine::view::{Access, Exclusive};
 use crate::rng::Rng;
 use crate::time::Time;
 use crate::wire::header::LNET_MTU;
@@ -180,7 +182,7 @@ impl BufferCounts {
         }
     }
 
-    fn set(&mut self, class: BufferClass, value: u32) {
+    pub(crate) fn set(&mut self, class: BufferClass, value: u32) {
         match class {
             BufferClass::Tiny => self.tiny = value,
             BufferClass::Small => self.small = value,
@@ -376,22 +378,19 @@ pub(crate) struct Routes {
     pub(crate) next_check: Option<Time>,
     /// The counts configuration asked for (0: default), node-wide.
     pub(crate) counts: BufferCounts,
-    /// `ln_rtrpools`: tiny, small and large pools for each partition, indexed by CPT.
-    pools: Vec<[BufferPool; 3]>,
     /// Places new routes at a random position among their net's (`lnet_add_route_to_rnet`).
     rng: Rng,
 }
 
 impl Routes {
-    /// No routes, routing off, and empty pools for each of `partitions` partitions.
-    pub(crate) fn new(seed: u64, partitions: u32) -> Self {
+    /// No routes, routing off.
+    pub(crate) fn new(seed: u64) -> Self {
         Self {
             routes: Vec::new(),
             state: RoutingState::Disabled,
             enabled_at: Time::ZERO,
             next_check: None,
             counts: BufferCounts::default(),
-            pools: (0..partitions.max(1)).map(|_| BufferClass::ALL.map(BufferPool::new)).collect(),
             rng: Rng::new(seed),
         }
     }
@@ -480,50 +479,70 @@ impl Routes {
             .retain(|route| !(net.is_none_or(|net| route.net == net) && through(route.gateway)));
         before - self.routes.len()
     }
+}
 
-    /// How many partitions have pools.
-    pub(crate) fn partitions(&self) -> u32 {
-        self.pools.len() as u32
+/// One partition's router buffer pools (`ln_rtrpools[cpt]`): tiny, small and large.
+#[derive(Debug)]
+pub(crate) struct RouterPools {
+    pools: [BufferPool; 3],
+}
+
+impl Default for RouterPools {
+    fn default() -> Self {
+        Self { pools: BufferClass::ALL.map(BufferPool::new) }
     }
+}
 
-    /// The `class` pool of partition `cpt` (`lnet_msg2bufpool`); a CPT past the table (which
-    /// the NID hash never gives) uses partition 0's.
+impl RouterPools {
+    fn pool_mut(&mut self, class: BufferClass) -> Option<&mut BufferPool> {
+        self.pools.iter_mut().find(|pool| pool.class == class)
+    }
+}
+
+impl<'a, A: Access> Shares<'a, A, RouterPools> {
+    /// Partition `cpt`'s pool of `class`.
     pub(crate) fn pool(&self, cpt: u32, class: BufferClass) -> Option<&BufferPool> {
-        let set = self.pools.get(cpt as usize).or_else(|| self.pools.first())?;
-        set.iter().find(|pool| pool.class == class)
+        self.share(cpt)?.pools.iter().find(|pool| pool.class == class)
     }
 
+    /// Whether every buffer is back (`lnet_rtrpools_are_free`).
+    pub(crate) fn idle(&self) -> bool {
+        self.iter_shares().flat_map(|(_, set)| &set.pools).all(|pool| pool.lent() == 0)
+    }
+
+    /// Each partition's tiny, small and large pools, in CPT order.
+    pub(crate) fn stats(&self) -> Vec<[BufferPoolStats; 3]> {
+        self.iter_shares().map(|(_, set)| set.pools.each_ref().map(BufferPool::stats)).collect()
+    }
+
+    /// Bytes of buffer memory held free for reuse.
+    pub(crate) fn spare_bytes(&self) -> usize {
+        self.iter_shares().flat_map(|(_, set)| &set.pools).map(BufferPool::spare_bytes).sum()
+    }
+}
+
+impl<'a> Shares<'a, Exclusive, RouterPools> {
+    /// Partition `cpt`'s pool of `class`, to change.
     pub(crate) fn pool_mut(&mut self, cpt: u32, class: BufferClass) -> Option<&mut BufferPool> {
-        let at = if (cpt as usize) < self.pools.len() { cpt as usize } else { 0 };
-        self.pools.get_mut(at)?.iter_mut().find(|pool| pool.class == class)
+        self.share_mut(cpt)?.pool_mut(class)
     }
 
-    /// Sizes every pool of every partition from `counts` (`lnet_rtrpools_alloc`,
-    /// `lnet_rtrpools_adjust`); returns the waiters that now hold a buffer.
-    pub(crate) fn size_pools(&mut self) -> Vec<Key> {
+    /// Sizes every pool of every partition from `counts` over `partitions` partitions
+    /// (`lnet_rtrpools_alloc`, `lnet_rtrpools_adjust`); returns the waiters that now hold a
+    /// buffer.
+    pub(crate) fn size(&mut self, counts: &BufferCounts, partitions: u32) -> Vec<Key> {
         let mut granted = Vec::new();
         for class in BufferClass::ALL {
-            granted.extend(self.resize(class));
+            granted.extend(self.resize(class, counts.per_partition(class, partitions)));
         }
         granted
     }
 
-    /// Sets one class's requested node-wide count and resizes its pools when routing is on
-    /// (`lnet_rtrpools_adjust_helper()`).
-    pub(crate) fn set_count(&mut self, class: BufferClass, count: u32) -> Vec<Key> {
-        self.counts.set(class, count);
-        if !self.state.forwards() {
-            return Vec::new();
-        }
-        self.resize(class)
-    }
-
-    /// Each partition's `class` pool to its share of the requested count.
-    fn resize(&mut self, class: BufferClass) -> Vec<Key> {
-        let share = self.counts.per_partition(class, self.partitions());
+    /// Each partition's `class` pool to `share` buffers.
+    pub(crate) fn resize(&mut self, class: BufferClass, share: u32) -> Vec<Key> {
         let mut granted = Vec::new();
-        for set in &mut self.pools {
-            for pool in set.iter_mut().filter(|pool| pool.class == class) {
+        for (_, set) in self.iter_shares_mut() {
+            if let Some(pool) = set.pool_mut(class) {
                 granted.extend(pool.adjust(share));
             }
         }
@@ -531,23 +550,9 @@ impl Routes {
     }
 
     /// Frees every buffer (`lnet_rtrpools_free`); returns the messages that were waiting.
-    pub(crate) fn free_pools(&mut self) -> Vec<Key> {
-        self.pools.iter_mut().flatten().flat_map(BufferPool::free_all).collect()
-    }
-
-    /// Whether every buffer is back (`lnet_rtrpools_are_free`).
-    pub(crate) fn pools_idle(&self) -> bool {
-        self.pools.iter().flatten().all(|pool| pool.lent() == 0)
-    }
-
-    /// Each partition's tiny, small and large pools, in CPT order.
-    pub(crate) fn pool_stats(&self) -> Vec<[BufferPoolStats; 3]> {
-        self.pools.iter().map(|set| set.each_ref().map(BufferPool::stats)).collect()
-    }
-
-    /// Bytes of buffer memory held free for reuse.
-    pub(crate) fn spare_bytes(&self) -> usize {
-        self.pools.iter().flatten().map(BufferPool::spare_bytes).sum()
+    pub(crate) fn free(&mut self) -> Vec<Key> {
+        let sets = self.iter_shares_mut();
+        sets.flat_map(|(_, set)| set.pools.iter_mut().flat_map(BufferPool::free_all)).collect()
     }
 }
 
@@ -598,28 +603,30 @@ mod tests {
 
     #[test]
     fn each_partition_has_its_own_pools() {
-        let mut routes = Routes::new(1, 2);
-        routes.state = RoutingState::Enabled;
-        assert!(routes.size_pools().is_empty());
-        let buffers = |routes: &Routes| {
-            routes.pool_stats().iter().map(|set| set.map(|pool| pool.buffers)).collect::<Vec<_>>()
+        use crate::engine::shares::Owned;
+        use crate::engine::slab::KeyPartitions;
+        let mut owned = Owned::new(KeyPartitions::new(2), |_, _| RouterPools::default());
+        let mut pools = owned.exclusive();
+        assert!(pools.size(&BufferCounts::default(), 2).is_empty());
+        let buffers = |pools: &Shares<'_, Exclusive, RouterPools>| {
+            pools.stats().iter().map(|set| set.map(|pool| pool.buffers)).collect::<Vec<_>>()
         };
-        assert_eq!(buffers(&routes), [[1024, 8192, 512], [1024, 8192, 512]]);
-        routes.set_count(BufferClass::Small, 10);
-        assert_eq!(buffers(&routes), [[1024, 5, 512], [1024, 5, 512]]);
+        assert_eq!(buffers(&pools), [[1024, 8192, 512], [1024, 8192, 512]]);
+        let counts = BufferCounts { small: 10, ..BufferCounts::default() };
+        pools.resize(BufferClass::Small, counts.per_partition(BufferClass::Small, 2));
+        assert_eq!(buffers(&pools), [[1024, 5, 512], [1024, 5, 512]]);
         // A buffer lent on partition 1 leaves partition 0's pool whole.
-        let lend = |routes: &mut Routes, cpt, index| {
-            routes.pool_mut(cpt, BufferClass::Small).unwrap().acquire(key(index))
-        };
+        let mut lend =
+            |cpt, index| pools.pool_mut(cpt, BufferClass::Small).unwrap().acquire(key(index));
         for index in 0..5 {
-            assert!(lend(&mut routes, 1, index));
+            assert!(lend(1, index));
         }
-        assert!(!lend(&mut routes, 1, 5), "partition 1 is out of small buffers");
-        assert!(lend(&mut routes, 0, 6));
-        let credits = routes.pool_stats().iter().map(|set| set[1].credits).collect::<Vec<_>>();
+        assert!(!lend(1, 5), "partition 1 is out of small buffers");
+        assert!(lend(0, 6));
+        let credits = pools.stats().iter().map(|set| set[1].credits).collect::<Vec<_>>();
         assert_eq!(credits, [4, -1]);
-        assert!(!routes.pools_idle());
-        assert_eq!(routes.free_pools(), [key(5)]);
+        assert!(!pools.idle());
+        assert_eq!(pools.free(), [key(5)]);
     }
 
     #[test]
@@ -678,7 +685,7 @@ mod tests {
         ] {
             assert_eq!(Routes::validate(&bad), Err(RouteError::Invalid), "{bad:?}");
         }
-        let mut routes = Routes::new(1, 1);
+        let mut routes = Routes::new(1);
         routes.insert(&good, true, |_| false).unwrap();
         assert_eq!(routes.insert(&good, true, |nid| nid == gateway), Err(RouteError::Exists));
         assert!(routes.reaches(tcp1));

@@ -156,7 +156,7 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::router_pools`].
     pub(crate) fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
-        self.routes.pool_stats()
+        self.router_pools.stats()
     }
 
     /// See [`Engine::gateway_alive`].
@@ -475,7 +475,7 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::router_spare_bytes`].
     pub(crate) fn router_spare_bytes(&self) -> usize {
-        self.routes.spare_bytes()
+        self.router_pools.spare_bytes()
     }
 
     /// Checks the router pools and credits against the messages holding them, and that the
@@ -492,7 +492,7 @@ impl<A: Access> View<'_, A> {
         if late {
             return Err(format!("router checker deadline {cached:?} later than {computed:?}"));
         }
-        for cpt in 0..self.routes.partitions() {
+        for cpt in 0..self.partitions.count() {
             for class in BufferClass::ALL {
                 let holders = self
                     .msgs
@@ -503,7 +503,7 @@ impl<A: Access> View<'_, A> {
                             && BufferClass::for_length(m.header.payload_length) == Some(class)
                     })
                     .count();
-                if let Some(pool) = self.routes.pool(cpt, class) {
+                if let Some(pool) = self.router_pools.pool(cpt, class) {
                     pool.check(holders).map_err(|error| format!("CPT {cpt}: {error}"))?;
                 }
             }
@@ -613,7 +613,14 @@ impl Flow<'_> {
     /// See [`Engine::set_router_buffers`].
     pub(crate) fn set_router_buffers(&mut self, now: Time, class: BufferClass, count: u32) {
         self.advance(now);
-        let granted = self.routes.set_count(class, count);
+        // lustre: lnet_rtrpools_adjust_helper(): the pools follow when routing is on.
+        self.routes.counts.set(class, count);
+        let granted = if self.routes.state.forwards() {
+            let share = self.routes.counts.per_partition(class, self.partitions.count());
+            self.router_pools.resize(class, share)
+        } else {
+            Vec::new()
+        };
         self.buffers_granted(granted);
         self.run_work();
     }
@@ -625,8 +632,10 @@ impl Flow<'_> {
             self.routes.enabled_at = self.call.now;
         }
         let waiters = match next {
-            RoutingState::Disabled => self.routes.free_pools(),
-            _ if !was.forwards() => self.routes.size_pools(),
+            RoutingState::Disabled => self.router_pools.free(),
+            _ if !was.forwards() => {
+                self.router_pools.size(&self.routes.counts, self.partitions.count())
+            }
             _ => Vec::new(),
         };
         if next == RoutingState::Disabled {
@@ -742,7 +751,7 @@ impl Flow<'_> {
                 self.change_routing(RoutingState::Enabled);
             }
             RoutingState::Stopping { since }
-                if (self.call.now >= since + transition && self.routes.pools_idle())
+                if (self.call.now >= since + transition && self.router_pools.idle())
                     || self.call.now >= since + transition * 3 =>
             {
                 self.change_routing(RoutingState::Disabled);
@@ -949,7 +958,7 @@ impl Flow<'_> {
                 .and_then(|id| self.peers.ni(id))
                 .map_or(message.header.src_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&from, message.ni);
-            let Some(pool) = self.routes.pool_mut(cpt, class) else {
+            let Some(pool) = self.router_pools.pool_mut(cpt, class) else {
                 self.drop_rx(key);
                 return RecvAction::Discard { length };
             };
@@ -968,7 +977,7 @@ impl Flow<'_> {
         let Some(cpt) = self.msgs.get(key).map(|m| m.rx_cpt) else {
             return RecvAction::Discard { length };
         };
-        let memory = match self.routes.pool_mut(cpt, class) {
+        let memory = match self.router_pools.pool_mut(cpt, class) {
             Some(pool) if class != BufferClass::Tiny => pool.take_memory(),
             _ => Vec::new(),
         };
@@ -1053,8 +1062,8 @@ impl Flow<'_> {
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
         let (length, cpt) = (message.header.payload_length, message.rx_cpt);
         let forwarding = self.routes.state.forwards();
-        let pool =
-            BufferClass::for_length(length).and_then(|class| self.routes.pool_mut(cpt, class));
+        let pool = BufferClass::for_length(length)
+            .and_then(|class| self.router_pools.pool_mut(cpt, class));
         if let Some(pool) = pool {
             match buffer_credit {
                 Credit::Held => {

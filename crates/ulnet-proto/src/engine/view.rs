@@ -19,13 +19,13 @@ use crate::engine::msg::Messages;
 use crate::engine::ni::{NiShares, Nis};
 use crate::engine::node::{Engine, Limits};
 use crate::engine::outputs::Outputs;
-use crate::engine::partition::Partition;
+use crate::engine::partition::{Partition, PartitionShares};
 use crate::engine::peer::PeerTable;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
-use crate::engine::portal::Portals;
+use crate::engine::portal::{MatchTables, Portals};
 use crate::engine::recovery::RecoveryQueues;
-use crate::engine::routes::Routes;
+use crate::engine::routes::{RouterPools, Routes};
 use crate::engine::shares::Shares;
 use crate::engine::slab::KeyPartitions;
 use crate::engine::stats::GlobalStats;
@@ -67,6 +67,7 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) ni_shares: Shares<'a, A, NiShares>,
     pub(super) peers: A::Ref<'a, PeerTable>,
     pub(super) portals: A::Ref<'a, Portals>,
+    pub(super) match_tables: Shares<'a, A, MatchTables>,
     pub(super) mes: Shares<'a, A, Mes>,
     pub(super) mds: Shares<'a, A, Mds>,
     pub(super) msgs: Shares<'a, A, Messages>,
@@ -79,6 +80,7 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) failover: A::Ref<'a, Failover>,
     pub(super) faults: A::Ref<'a, Faults>,
     pub(super) routes: A::Ref<'a, Routes>,
+    pub(super) router_pools: Shares<'a, A, RouterPools>,
     pub(super) policies: A::Ref<'a, UdspRules>,
     pub(super) outputs: Shares<'a, A, Outputs>,
     pub(super) stats: Shares<'a, A, GlobalStats>,
@@ -105,35 +107,23 @@ macro_rules! whole_view {
         let mut stats = Shares::new(key_partitions);
         let mut outputs = Shares::new(key_partitions);
         let mut ni_shares = Shares::new(key_partitions);
+        let mut match_tables = Shares::new(key_partitions);
+        let mut router_pools = Shares::new(key_partitions);
         let (first, rest) = $engine.parts.$split();
-        let Partition {
-            mes: part_mes,
-            mds: part_mds,
-            msgs: part_msgs,
-            trackers: part_trackers,
-            counters: part_counters,
-            outputs: part_outputs,
-            call,
-            nis: part_nis,
-        } = first;
-        let parts = std::iter::once((
-            part_mes,
-            part_mds,
-            part_msgs,
-            part_trackers,
-            part_counters,
-            part_outputs,
-            part_nis,
-        ));
-        let rest = rest.map(|part| {
-            let Partition { mes, mds, msgs, trackers, counters, outputs, call: _, nis } = part;
-            (mes, mds, msgs, trackers, counters, outputs, nis)
-        });
-        for (
-            cpt,
-            (part_mes, part_mds, part_msgs, part_trackers, part_counters, part_outputs, part_nis),
-        ) in (0u32..).zip(parts.chain(rest))
-        {
+        let Partition { call, shares } = first;
+        let all = std::iter::once(shares).chain(rest.map(|part| $($ref)+ part.shares));
+        for (cpt, shares) in (0u32..).zip(all) {
+            let PartitionShares {
+                mes: part_mes,
+                mds: part_mds,
+                msgs: part_msgs,
+                trackers: part_trackers,
+                counters: part_counters,
+                outputs: part_outputs,
+                nis: part_nis,
+                portals: part_portals,
+                router_pools: part_router_pools,
+            } = shares;
             mes.hold(cpt, part_mes);
             mds.hold(cpt, part_mds);
             msgs.hold(cpt, part_msgs);
@@ -141,6 +131,8 @@ macro_rules! whole_view {
             stats.hold(cpt, part_counters);
             outputs.hold(cpt, part_outputs);
             ni_shares.hold(cpt, part_nis);
+            match_tables.hold(cpt, part_portals);
+            router_pools.hold(cpt, part_router_pools);
         }
         View {
             interface_cookie: $engine.interface_cookie,
@@ -153,6 +145,7 @@ macro_rules! whole_view {
             ni_shares,
             peers: $($ref)+ $engine.peers,
             portals: $($ref)+ $engine.portals,
+            match_tables,
             mes,
             mds,
             msgs,
@@ -165,6 +158,7 @@ macro_rules! whole_view {
             failover: $($ref)+ $engine.failover,
             faults: $($ref)+ $engine.faults,
             routes: $($ref)+ $engine.routes,
+            router_pools,
             policies: $($ref)+ $engine.policies,
             outputs,
             stats,
