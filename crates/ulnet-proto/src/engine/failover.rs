@@ -64,7 +64,7 @@ enum Move {
 impl Engine {
     /// The next path reset for the driver (see [`PathReset`]).
     pub fn poll_path_reset(&mut self) -> Option<PathReset> {
-        self.flow().poll_path_reset()
+        self.outputs().pop_path_reset()
     }
 
     /// The driver saw a link go down: every peer NI whose NID `behind` says is reachable only
@@ -158,11 +158,6 @@ impl<A: Access> View<'_, A> {
                 .flat_map(|net| &net.nis)
                 .any(|id| self.peers.ni(*id).is_some_and(|peer_ni| peer_ni.watch.any_suspect()))
         })
-    }
-
-    /// When the earliest watch entry is due (entries may be early: they are re-checked).
-    pub(super) fn watch_deadline(&self) -> Option<Time> {
-        self.failover.watch_deadline().map(|at| at.max(self.call.now))
     }
 
     /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
@@ -482,11 +477,6 @@ impl Flow<'_> {
         for (id, ni) in in_lnd {
             self.watch_lnd_start(id, ni);
         }
-    }
-
-    /// See [`Engine::poll_path_reset`].
-    pub(crate) fn poll_path_reset(&mut self) -> Option<PathReset> {
-        self.outputs.pop_path_reset()
     }
 
     pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {

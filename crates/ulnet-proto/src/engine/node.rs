@@ -417,24 +417,24 @@ impl Engine {
     }
 
     pub fn interface_cookie(&self) -> u64 {
-        self.look().interface_cookie()
+        self.interface_cookie
     }
 
     pub fn pid(&self) -> u32 {
-        self.look().pid()
+        self.pid
     }
 
     /// The latest `now` seen.
     pub fn now(&self) -> Time {
-        self.look().now()
+        self.parts.iter().map(|part| part.call.now).max().unwrap_or(Time::ZERO)
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.look().ni_nid(ni)
+        self.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.look().ni_for_nid(nid)
+        self.nis.for_nid(nid)
     }
 
     /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
@@ -457,7 +457,7 @@ impl Engine {
     /// `lnd_timeout`.
     /// The node's CPU partitions.
     pub fn partitions(&self) -> Partitions {
-        self.look().partitions()
+        self.partitions
     }
 
     /// The CPTs `ni` covers, as `net show` prints them (all of them when unbound).
@@ -645,6 +645,10 @@ impl Engine {
 
     /// The next delayed receive that can proceed.
     pub fn poll_resume(&mut self) -> Option<Resume> {
+        // Most polls find nothing: they need no view.
+        if !self.parts.iter().any(|part| part.shares.outputs.has_resumes()) {
+            return None;
+        }
         self.flow().poll_resume()
     }
 
@@ -652,6 +656,9 @@ impl Engine {
 
     /// The next message to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        if !self.parts.iter().any(|part| part.shares.outputs.has_transmits()) {
+            return None;
+        }
         self.flow().poll_transmit()
     }
 
@@ -693,20 +700,35 @@ impl Engine {
     // ---------------------------------------------------------------- events and timers
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.flow().poll_event()
+        self.outputs().pop_event()
     }
 
     /// Moves every waiting event, oldest first, to the end of `into`: what repeated
     /// [`poll_event`](Self::poll_event) calls would return, without moving each event (an empty
     /// `into` trades buffers with the node). Returns whether there were any.
     pub fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
-        self.flow().take_events(into)
+        self.outputs().take_events(into)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
     /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.look().poll_timeout()
+        let trackers = self.parts.iter().filter_map(|part| part.shares.trackers.front());
+        let tracker = trackers.min().map(|(deadline, _)| deadline);
+        let watch = self.failover.watch_deadline().map(|at| at.max(self.now()));
+        let routes = &self.routes;
+        [
+            tracker,
+            self.pings.deadline(),
+            self.recovery.deadline(),
+            watch,
+            self.faults.deadline(),
+            routes.next_check,
+            crate::engine::routing::router_staleness_deadline(routes, &self.tunables, &self.nis),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Expires response trackers whose deadline has passed: each MD is unlinked as by
@@ -860,30 +882,12 @@ impl<A: Access> View<'_, A> {
         self.mds.share(cpt).is_some_and(|mds| mds.user_count() < self.limits.mds)
     }
 
-    pub(crate) fn interface_cookie(&self) -> u64 {
-        self.interface_cookie
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// See [`Engine::now`].
-    pub(crate) fn now(&self) -> Time {
-        self.call.now
-    }
-
     pub(crate) fn ni_nid(&self, ni: NiId) -> Option<Nid> {
         self.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub(crate) fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
         self.nis.for_nid(nid)
-    }
-
-    /// See [`Engine::partitions`].
-    pub(crate) fn partitions(&self) -> Partitions {
-        self.partitions
     }
 
     /// See [`Engine::ni_cpts`].
@@ -922,24 +926,6 @@ impl<A: Access> View<'_, A> {
     /// See [`Engine::portal_tables`].
     pub(crate) fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
         self.portals.get(portal as usize).map(|portal| portal.table_stats(&self.match_tables))
-    }
-
-    /// See [`Engine::poll_timeout`].
-    pub(crate) fn poll_timeout(&self) -> Option<Time> {
-        let tracker = self.trackers.front().map(|(deadline, _)| deadline);
-        let ping = self.pings.deadline();
-        [
-            tracker,
-            ping,
-            self.recovery.deadline(),
-            self.watch_deadline(),
-            self.faults.deadline(),
-            self.routes.next_check,
-            self.router_staleness_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
     }
 
     /// See [`Engine::fault_held_count`].
@@ -1736,15 +1722,6 @@ impl Flow<'_> {
     }
 
     // ---------------------------------------------------------------- events and timers
-
-    pub(crate) fn poll_event(&mut self) -> Option<Event> {
-        self.outputs.pop_event()
-    }
-
-    /// See [`Engine::take_events`].
-    pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
-        self.outputs.take_events(into)
-    }
 
     /// See [`Engine::handle_timeout`].
     pub(crate) fn handle_timeout(&mut self, now: Time) {

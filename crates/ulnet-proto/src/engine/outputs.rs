@@ -91,6 +91,16 @@ pub(crate) struct Outputs {
     path_resets: VecDeque<PathReset>,
 }
 
+impl Outputs {
+    pub(crate) fn has_transmits(&self) -> bool {
+        !self.transmits.is_empty()
+    }
+
+    pub(crate) fn has_resumes(&self) -> bool {
+        !self.resumes.is_empty()
+    }
+}
+
 impl<'a, A: Access> Shares<'a, A, Outputs> {
     pub(crate) fn transmit_count(&self) -> usize {
         self.iter_shares().map(|(_, queues)| queues.transmits.len()).sum()

@@ -61,7 +61,7 @@ impl Engine {
 
     /// The next finished ping or discovery.
     pub fn poll_completion(&mut self) -> Option<PingCompletion> {
-        self.flow().poll_completion()
+        self.outputs().pop_completion()
     }
 }
 
@@ -166,11 +166,6 @@ impl Flow<'_> {
         }
         self.run_work();
         Ok(PingId(id))
-    }
-
-    /// See [`Engine::poll_completion`].
-    pub(crate) fn poll_completion(&mut self) -> Option<PingCompletion> {
-        self.outputs.pop_completion()
     }
 
     // ------------------------------------------------------------ the targets

@@ -24,13 +24,14 @@ use crate::engine::credits::Acquire;
 use crate::engine::event::EventStatus;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::msg::{Credit, Phase, RxId};
-use crate::engine::ni::NiId;
+use crate::engine::ni::{NiId, Nis};
 use crate::engine::node::{Engine, RecvAction, Resume};
 use crate::engine::peer::{PeerId, PeerNiId, PeerState};
 use crate::engine::routes::{
     BufferClass, BufferPoolStats, RouteConfig, RouteError, RouteInfo, Routes, RoutingState,
 };
 use crate::engine::slab::Key;
+use crate::engine::tunables::Tunables;
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, PingInfo};
 
@@ -256,7 +257,7 @@ impl<A: Access> View<'_, A> {
     }
 
     /// When the router checker next has work: a routing transition or a gateway net due for
-    /// its ping (a router net going stale is [`Self::router_staleness_deadline`]).
+    /// its ping (a router net going stale is [`router_staleness_deadline`]).
     fn router_checker_deadline(&self) -> Option<Time> {
         let transition = self.tunables.router.routing_transition();
         let state = match self.routes.state {
@@ -295,27 +296,6 @@ impl<A: Access> View<'_, A> {
             }
         }
         peers
-    }
-
-    /// When a router net next goes stale (its NIs still UP). Computed on each call (no
-    /// allocation), since other flows change NI status.
-    pub(super) fn router_staleness_deadline(&self) -> Option<Time> {
-        if !self.routes.state.enabled() {
-            return None;
-        }
-        let window = self.tunables.router.routing_transition();
-        let since = self.routes.enabled_at;
-        self.nis
-            .nets()
-            .iter()
-            .filter(|local| local.net != Net::LO)
-            .filter(|local| {
-                self.nis.iter().any(|ni| {
-                    ni.usable() && ni.nid.net() == local.net && ni.status == LNET_NI_STATUS_UP
-                })
-            })
-            .map(|local| local.last_alive.max(since) + window)
-            .min()
     }
 
     /// The destination peer's net that a route reaches, by peer-net health, priority and
@@ -1170,4 +1150,28 @@ impl Flow<'_> {
         }
         false
     }
+}
+
+/// When a router net next goes stale (its NIs still UP). Computed on each call (no
+/// allocation), since other flows change NI status.
+pub(super) fn router_staleness_deadline(
+    routes: &Routes,
+    tunables: &Tunables,
+    nis: &Nis,
+) -> Option<Time> {
+    if !routes.state.enabled() {
+        return None;
+    }
+    let window = tunables.router.routing_transition();
+    let since = routes.enabled_at;
+    nis.nets()
+        .iter()
+        .filter(|local| local.net != Net::LO)
+        .filter(|local| {
+            nis.iter().any(|ni| {
+                ni.usable() && ni.nid.net() == local.net && ni.status == LNET_NI_STATUS_UP
+            })
+        })
+        .map(|local| local.last_alive.max(since) + window)
+        .min()
 }

@@ -4,43 +4,45 @@
 //! through a [`Shares`] in a view: the engine alone gives a call every partition's share, a
 //! runtime that locks partitions apart only those of the partitions it locked (decision 0029).
 //! A key names its partition ([`KeyPartitions`]), so finding what it names costs a comparison
-//! or two: a call holds one partition's share or two, kept inline.
+//! when the call holds that one partition, its usual case.
 
 use crate::engine::slab::{Key, KeyPartitions, KeyState, PartSlab};
 use crate::engine::view::{Access, Exclusive, Shared};
 
-/// The shares held inline; a call holding more keeps the rest in a `Vec`.
-const INLINE: usize = 2;
-
 /// The shares of a partitioned part a call holds, each with its partition, in the order
-/// given (partition order, so iteration is deterministic).
+/// given (partition order, so iteration is deterministic). A view is built for every call, so
+/// this is kept small: the first share inline, any others (a call planned on several
+/// partitions, or the engine's view of all of them) boxed.
 pub(crate) struct Shares<'a, A: Access, P: 'a> {
     partitions: KeyPartitions,
-    inline: [Option<(u32, A::Ref<'a, P>)>; INLINE],
-    more: Vec<(u32, A::Ref<'a, P>)>,
+    first_cpt: u32,
+    first: A::Ref<'a, P>,
+    more: Option<Box<MoreShares<'a, A, P>>>,
 }
 
+/// The shares a call holds beyond its first, each with its partition.
+type MoreShares<'a, A, P> = Vec<(u32, <A as Access>::Ref<'a, P>)>;
+
 impl<'a, A: Access, P: 'a> Shares<'a, A, P> {
-    pub(crate) fn new(partitions: KeyPartitions) -> Self {
-        Self { partitions, inline: [None, None], more: Vec::new() }
+    /// Partition `cpt`'s share alone.
+    #[inline]
+    pub(crate) fn one(partitions: KeyPartitions, cpt: u32, share: A::Ref<'a, P>) -> Self {
+        Self { partitions, first_cpt: cpt, first: share, more: None }
     }
 
     /// Adds partition `cpt`'s share.
     pub(crate) fn hold(&mut self, cpt: u32, share: A::Ref<'a, P>) {
-        match self.inline.iter_mut().find(|slot| slot.is_none()) {
-            Some(slot) => *slot = Some((cpt, share)),
-            None => self.more.push((cpt, share)),
-        }
+        self.more.get_or_insert_with(Box::default).push((cpt, share));
     }
 
     /// Partition `cpt`'s share, when the call holds it.
     #[inline]
     pub(crate) fn share(&self, cpt: u32) -> Option<&P> {
-        let found = self.inline.iter().flatten().find(|(held, _)| *held == cpt);
-        match found {
-            Some((_, share)) => Some(share),
-            None => self.more.iter().find(|(held, _)| *held == cpt).map(|(_, share)| &**share),
+        if cpt == self.first_cpt {
+            return Some(&self.first);
         }
+        let more = self.more.as_deref()?;
+        more.iter().find(|(held, _)| *held == cpt).map(|(_, share)| &**share)
     }
 
     /// The share of the partition `key` names.
@@ -56,8 +58,9 @@ impl<'a, A: Access, P: 'a> Shares<'a, A, P> {
 
     /// The shares held, with their partitions.
     pub(crate) fn iter_shares(&self) -> impl Iterator<Item = (u32, &P)> {
-        let inline = self.inline.iter().flatten();
-        inline.chain(&self.more).map(|(cpt, share)| (*cpt, &**share))
+        let more = self.more.as_deref().into_iter().flatten();
+        let more = more.map(|(cpt, share)| (*cpt, &**share));
+        std::iter::once((self.first_cpt, &*self.first)).chain(more)
     }
 }
 
@@ -65,20 +68,18 @@ impl<'a, P: 'a> Shares<'a, Exclusive, P> {
     /// Partition `cpt`'s share, to change, when the call holds it.
     #[inline]
     pub(crate) fn share_mut(&mut self, cpt: u32) -> Option<&mut P> {
-        let found = self.inline.iter_mut().flatten().find(|(held, _)| *held == cpt);
-        match found {
-            Some((_, share)) => Some(share),
-            None => {
-                let mut more = self.more.iter_mut();
-                more.find(|(held, _)| *held == cpt).map(|(_, share)| &mut **share)
-            }
+        if cpt == self.first_cpt {
+            return Some(self.first);
         }
+        let more = self.more.as_deref_mut()?;
+        more.iter_mut().find(|(held, _)| *held == cpt).map(|(_, share)| &mut **share)
     }
 
     /// The shares held, with their partitions, to change.
     pub(crate) fn iter_shares_mut(&mut self) -> impl Iterator<Item = (u32, &mut P)> {
-        let inline = self.inline.iter_mut().flatten();
-        inline.chain(&mut self.more).map(|(cpt, share)| (*cpt, &mut **share))
+        let more = self.more.as_deref_mut().into_iter().flatten();
+        let more = more.map(|(cpt, share)| (*cpt, &mut **share));
+        std::iter::once((self.first_cpt, &mut *self.first)).chain(more)
     }
 
     /// The share of the partition `key` names, to change.
@@ -137,8 +138,12 @@ impl<'a, P: Keyed + 'a> Shares<'a, Exclusive, P> {
     /// shares are given up for it).
     pub(crate) fn into_mut(self, key: Key) -> Option<&'a mut P::Value> {
         let cpt = self.partitions.of(key)?;
-        let mut held = self.inline.into_iter().flatten().chain(self.more);
-        let (_, share) = held.find(|(held, _)| *held == cpt)?;
+        let share = if cpt == self.first_cpt {
+            self.first
+        } else {
+            let more = self.more?;
+            more.into_iter().find(|(held, _)| *held == cpt)?.1
+        };
         share.slab_mut().get_mut(key)
     }
 }
@@ -147,9 +152,11 @@ impl<'a, P: Keyed + 'a> Shares<'a, Shared, P> {
     /// The value `key` names, for as long as the view's borrow lasts.
     pub(crate) fn get_for_view(&self, key: Key) -> Option<&'a P::Value> {
         let cpt = self.partitions.of(key)?;
-        let mut held = self.inline.iter().flatten().chain(&self.more);
-        let (_, share) = held.find(|(held, _)| *held == cpt)?;
-        let share: &'a P = share;
+        let share: &'a P = if cpt == self.first_cpt {
+            self.first
+        } else {
+            self.more.as_deref()?.iter().find(|(held, _)| *held == cpt)?.1
+        };
         share.slab().get(key)
     }
 }
@@ -172,14 +179,16 @@ impl<P> Owned<P> {
     }
 
     pub(crate) fn shared(&self) -> Shares<'_, Shared, P> {
-        let mut shares = Shares::new(self.partitions);
-        (0u32..).zip(&self.shares).for_each(|(cpt, share)| shares.hold(cpt, share));
+        let (first, rest) = self.shares.split_first().expect("one share at least");
+        let mut shares = Shares::one(self.partitions, 0, first);
+        (1u32..).zip(rest).for_each(|(cpt, share)| shares.hold(cpt, share));
         shares
     }
 
     pub(crate) fn exclusive(&mut self) -> Shares<'_, Exclusive, P> {
-        let mut shares = Shares::new(self.partitions);
-        (0u32..).zip(&mut self.shares).for_each(|(cpt, share)| shares.hold(cpt, share));
+        let (first, rest) = self.shares.split_first_mut().expect("one share at least");
+        let mut shares = Shares::one(self.partitions, 0, first);
+        (1u32..).zip(rest).for_each(|(cpt, share)| shares.hold(cpt, share));
         shares
     }
 }

@@ -46,6 +46,11 @@ pub(crate) struct Trackers {
 }
 
 impl Trackers {
+    /// This partition's earliest entry.
+    pub(crate) fn front(&self) -> Option<(Time, Key)> {
+        self.queue.peek().map(|Reverse(entry)| *entry)
+    }
+
     /// The bound the invariant checker holds the heap to.
     fn bound(&self) -> usize {
         2 * self.live + COMPACTION_SLACK + 1

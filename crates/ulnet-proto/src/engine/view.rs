@@ -100,41 +100,22 @@ pub(crate) type Look<'a> = View<'a, Shared>;
 macro_rules! whole_view {
     ($engine:expr, $split:ident, $($ref:tt)+) => {{
         let key_partitions = KeyPartitions::new($engine.partitions.count());
-        let mut mes = Shares::new(key_partitions);
-        let mut mds = Shares::new(key_partitions);
-        let mut msgs = Shares::new(key_partitions);
-        let mut trackers = Shares::new(key_partitions);
-        let mut stats = Shares::new(key_partitions);
-        let mut outputs = Shares::new(key_partitions);
-        let mut ni_shares = Shares::new(key_partitions);
-        let mut match_tables = Shares::new(key_partitions);
-        let mut router_pools = Shares::new(key_partitions);
         let (first, rest) = $engine.parts.$split();
         let Partition { call, shares } = first;
-        let all = std::iter::once(shares).chain(rest.map(|part| $($ref)+ part.shares));
-        for (cpt, shares) in (0u32..).zip(all) {
-            let PartitionShares {
-                mes: part_mes,
-                mds: part_mds,
-                msgs: part_msgs,
-                trackers: part_trackers,
-                counters: part_counters,
-                outputs: part_outputs,
-                nis: part_nis,
-                portals: part_portals,
-                router_pools: part_router_pools,
-            } = shares;
-            mes.hold(cpt, part_mes);
-            mds.hold(cpt, part_mds);
-            msgs.hold(cpt, part_msgs);
-            trackers.hold(cpt, part_trackers);
-            stats.hold(cpt, part_counters);
-            outputs.hold(cpt, part_outputs);
-            ni_shares.hold(cpt, part_nis);
-            match_tables.hold(cpt, part_portals);
-            router_pools.hold(cpt, part_router_pools);
-        }
-        View {
+        // Partition 0's shares go straight into the view (the only ones with one
+        // partition); the others are added after.
+        let PartitionShares {
+            mes,
+            mds,
+            msgs,
+            trackers,
+            counters,
+            outputs,
+            nis,
+            portals,
+            router_pools,
+        } = shares;
+        let mut view = View {
             interface_cookie: $engine.interface_cookie,
             pid: $engine.pid,
             limits: $engine.limits,
@@ -142,14 +123,14 @@ macro_rules! whole_view {
             tunables: $($ref)+ $engine.tunables,
             call,
             nis: $($ref)+ $engine.nis,
-            ni_shares,
+            ni_shares: Shares::one(key_partitions, 0, nis),
             peers: $($ref)+ $engine.peers,
             portals: $($ref)+ $engine.portals,
-            match_tables,
-            mes,
-            mds,
-            msgs,
-            trackers,
+            match_tables: Shares::one(key_partitions, 0, portals),
+            mes: Shares::one(key_partitions, 0, mes),
+            mds: Shares::one(key_partitions, 0, mds),
+            msgs: Shares::one(key_partitions, 0, msgs),
+            trackers: Shares::one(key_partitions, 0, trackers),
             ping_target: $($ref)+ $engine.ping_target,
             push_target: $($ref)+ $engine.push_target,
             pings: $($ref)+ $engine.pings,
@@ -158,24 +139,61 @@ macro_rules! whole_view {
             failover: $($ref)+ $engine.failover,
             faults: $($ref)+ $engine.faults,
             routes: $($ref)+ $engine.routes,
-            router_pools,
+            router_pools: Shares::one(key_partitions, 0, router_pools),
             policies: $($ref)+ $engine.policies,
-            outputs,
-            stats,
+            outputs: Shares::one(key_partitions, 0, outputs),
+            stats: Shares::one(key_partitions, 0, counters),
             #[cfg(test)]
             audit: $($ref)+ $engine.audit,
             violation: $($ref)+ $engine.violation,
+        };
+        for (cpt, part) in (1u32..).zip(rest) {
+            let PartitionShares {
+                mes,
+                mds,
+                msgs,
+                trackers,
+                counters,
+                outputs,
+                nis,
+                portals,
+                router_pools,
+            } = $($ref)+ part.shares;
+            view.mes.hold(cpt, mes);
+            view.mds.hold(cpt, mds);
+            view.msgs.hold(cpt, msgs);
+            view.trackers.hold(cpt, trackers);
+            view.stats.hold(cpt, counters);
+            view.outputs.hold(cpt, outputs);
+            view.ni_shares.hold(cpt, nis);
+            view.match_tables.hold(cpt, portals);
+            view.router_pools.hold(cpt, router_pools);
         }
+        view
     }};
 }
 
 impl Engine {
     /// A view of every part, to change; calls run on partition 0's call state.
+    #[inline(always)]
     pub(super) fn flow(&mut self) -> Flow<'_> {
         whole_view!(self, split_first_mut, &mut)
     }
 
+    /// The driver's queues of every partition, without the rest of a view (what most polls
+    /// need).
+    pub(super) fn outputs(&mut self) -> Shares<'_, Exclusive, Outputs> {
+        let key_partitions = KeyPartitions::new(self.partitions.count());
+        let (first, rest) = self.parts.split_first_mut();
+        let mut outputs = Shares::one(key_partitions, 0, &mut first.shares.outputs);
+        for (cpt, part) in (1u32..).zip(rest) {
+            outputs.hold(cpt, &mut part.shares.outputs);
+        }
+        outputs
+    }
+
     /// A view of every part, to read.
+    #[inline(always)]
     pub(super) fn look(&self) -> Look<'_> {
         whole_view!(self, split_first, &)
     }
