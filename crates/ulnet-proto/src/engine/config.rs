@@ -109,7 +109,7 @@ pub enum NiSetError {
 impl Engine {
     /// Every peer, in table order.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.peers().filter_map(|(id, _)| self.peers.info(id))
+        self.node.peers.peers().filter_map(|(id, _)| self.node.peers.info(id))
     }
     // ------------------------------------------------------------ configured peers
 
@@ -233,7 +233,7 @@ impl Engine {
 impl<A: Access> View<'_, A> {
     /// See [`Engine::peer_info`].
     pub(crate) fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.peers.info(self.peers.peer_id(nid)?)
+        self.node.peers.info(self.node.peers.peer_id(nid)?)
     }
 
     fn check_peer_nid(&self, nid: Nid) -> Result<(), PeerAddError> {
@@ -294,8 +294,9 @@ impl Flow<'_> {
         if primary.is_any() {
             return Err(PeerDelError::AnyNid);
         }
-        let peer = self.peers.peer_id(primary).ok_or(PeerDelError::NoSuchPeer(primary))?;
+        let peer = self.node.peers.peer_id(primary).ok_or(PeerDelError::NoSuchPeer(primary))?;
         let (actual, state) = self
+            .node
             .peers
             .peer(peer)
             .map(|entry| (entry.primary_nid, entry.state))
@@ -315,8 +316,8 @@ impl Flow<'_> {
             Ok(())
         } else {
             nids.iter().try_for_each(|nid| {
-                let id = self.peers.find(*nid).ok_or(PeerDelError::NoSuchNid(*nid))?;
-                if self.peers.ni(id).map(|ni| ni.peer) != Some(peer) {
+                let id = self.node.peers.find(*nid).ok_or(PeerDelError::NoSuchNid(*nid))?;
+                if self.node.peers.ni(id).map(|ni| ni.peer) != Some(peer) {
                     return Err(PeerDelError::NotOwned(*nid));
                 }
                 self.delete_peer_ni(id);
@@ -340,11 +341,11 @@ impl Flow<'_> {
             return Err(PeerSetError::HealthOutOfRange(value));
         }
         let targets: Vec<PeerNiId> = match nid {
-            Some(nid) => vec![self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?],
-            None => self.peers.nis().filter(|(_, ni)| !ni.deleted).map(|(id, _)| id).collect(),
+            Some(nid) => vec![self.node.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?],
+            None => self.node.peers.nis().filter(|(_, ni)| !ni.deleted).map(|(id, _)| id).collect(),
         };
         for id in targets {
-            if let Some(ni) = self.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(id) {
                 ni.health = Health::new(value);
             }
             self.queue_peer_recovery(id);
@@ -359,8 +360,8 @@ impl Flow<'_> {
         nid: Nid,
         state: PeerState,
     ) -> Result<(), PeerSetError> {
-        let peer = self.peers.peer_id(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        let peer = self.node.peers.peer_id(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state = state;
         }
         Ok(())
@@ -372,8 +373,8 @@ impl Flow<'_> {
         nid: Nid,
         priority: u32,
     ) -> Result<(), PeerSetError> {
-        let id = self.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
-        if let Some(ni) = self.peers.ni_mut(id) {
+        let id = self.node.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
+        if let Some(ni) = self.node.peers.ni_mut(id) {
             ni.priority = priority;
         }
         Ok(())
@@ -428,10 +429,10 @@ impl Flow<'_> {
                 self.settable_ni(ni)?;
                 vec![ni]
             }
-            None => self.nis.live_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
+            None => self.node.nis.live_ids().filter(|id| *id != NiId::LOOPBACK).collect(),
         };
         for ni in targets {
-            if let Some(local) = self.nis.get_mut(ni) {
+            if let Some(local) = self.node.nis.get_mut(ni) {
                 local.health = Health::new(value);
             }
             self.refresh_ni_status(ni);
@@ -465,13 +466,13 @@ impl Flow<'_> {
     ) -> Result<(), TunablesError> {
         tunables.validate()?;
         self.advance(now);
-        let old = std::mem::replace(&mut *self.tunables, tunables);
+        let old = std::mem::replace(&mut self.node.tunables, tunables);
         if old.discovery != tunables.discovery {
             if old.discovery {
                 // Marked while discovery still counts as on, so the push goes out.
-                self.tunables.discovery = true;
+                self.node.tunables.discovery = true;
                 self.force_push_to_peers();
-                self.tunables.discovery = false;
+                self.node.tunables.discovery = false;
             }
             self.install_ping_target();
         }
@@ -487,10 +488,10 @@ impl Flow<'_> {
     /// See [`Engine::reset_stats`].
     pub(crate) fn reset_stats(&mut self) {
         self.stats.reset();
-        for ni in 0..self.nis.len() {
+        for ni in 0..self.node.nis.len() {
             self.ni_shares.reset_latency(NiId(ni as u16));
         }
-        for ni in self.peers.nis_mut() {
+        for ni in self.node.peers.nis_mut() {
             ni.latency.reset();
         }
     }
@@ -501,7 +502,7 @@ impl Flow<'_> {
         if ni == NiId::LOOPBACK {
             return Err(NiSetError::Loopback);
         }
-        let local = self.nis.get_mut(ni).ok_or(NiSetError::UnknownNi)?;
+        let local = self.node.nis.get_mut(ni).ok_or(NiSetError::UnknownNi)?;
         if local.removed {
             return Err(NiSetError::RemovedNi);
         }
@@ -512,8 +513,9 @@ impl Flow<'_> {
     /// multi-rail setting agrees); any other peer owning the NID is deleted and the
     /// configured one created.
     fn add_configured_peer(&mut self, nid: Nid, flags: PeerState) -> Result<PeerId, PeerAddError> {
-        if let Some(peer) = self.peers.peer_id(nid) {
+        if let Some(peer) = self.node.peers.peer_id(nid) {
             let (primary, state) = self
+                .node
                 .peers
                 .peer(peer)
                 .map(|entry| (entry.primary_nid, entry.state))
@@ -536,10 +538,10 @@ impl Flow<'_> {
             }
             self.delete_peer(peer);
         }
-        let credits = self.nis.peer_credits_for(nid);
+        let credits = self.node.nis.peer_credits_for(nid);
         let id = self.peer_ni_or_create(nid, credits).map_err(|_| PeerAddError::TooManyPeers)?;
-        let peer = self.peers.ni(id).map(|ni| ni.peer).ok_or(PeerAddError::TooManyPeers)?;
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        let peer = self.node.peers.ni(id).map(|ni| ni.peer).ok_or(PeerAddError::TooManyPeers)?;
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state.insert(flags);
         }
         Ok(peer)
@@ -552,12 +554,12 @@ impl Flow<'_> {
         nid: Nid,
         flags: PeerState,
     ) -> Result<(), PeerAddError> {
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return Err(PeerAddError::TooManyPeers);
         };
         let multi_rail = entry.multi_rail();
-        let existing = self.peers.find(nid);
-        let owner = existing.and_then(|id| self.peers.ni(id)).map(|ni| ni.peer);
+        let existing = self.node.peers.find(nid);
+        let owner = existing.and_then(|id| self.node.peers.ni(id)).map(|ni| ni.peer);
         if owner == Some(peer) {
             return Ok(());
         }
@@ -565,7 +567,7 @@ impl Flow<'_> {
             return Err(PeerAddError::NotUnique(nid));
         }
         if let (Some(id), Some(other)) = (existing, owner) {
-            let Some(other_entry) = self.peers.peer(other) else {
+            let Some(other_entry) = self.node.peers.peer(other) else {
                 return Err(PeerAddError::TooManyPeers);
             };
             if other_entry.state.contains(PeerState::CONFIGURED) {
@@ -576,7 +578,7 @@ impl Flow<'_> {
                 if other_state.contains(PeerState::LOCK_PRIMARY) && other_nis > 1 {
                     // lustre: both peers are flagged BAD_CONFIG and the add "succeeds".
                     for id in [peer, other] {
-                        if let Some(entry) = self.peers.peer_mut(id) {
+                        if let Some(entry) = self.node.peers.peer_mut(id) {
                             entry.state.insert(PeerState::BAD_CONFIG);
                         }
                     }
@@ -586,7 +588,7 @@ impl Flow<'_> {
                 if other_state.contains(PeerState::LOCK_PRIMARY)
                     && !flags.contains(PeerState::LOCK_PRIMARY)
                 {
-                    if let Some(entry) = self.peers.peer_mut(peer) {
+                    if let Some(entry) = self.node.peers.peer_mut(peer) {
                         entry.primary_nid = nid;
                         entry.state.insert(PeerState::LOCK_PRIMARY);
                     }
@@ -594,41 +596,42 @@ impl Flow<'_> {
                 self.delete_peer(other);
             } else {
                 let new_net = !self.peer_has_net(peer, nid.net());
-                let emptied = self.peers.attach(id, peer);
+                let emptied = self.node.peers.attach(id, peer);
                 self.apply_policies_on_attached(id, new_net);
                 if let Some(emptied) = emptied {
                     self.remove_empty_peer(emptied);
                 }
-                self.peers.put_primary_first(peer);
+                self.node.peers.put_primary_first(peer);
                 return Ok(());
             }
         }
-        let credits = self.nis.peer_credits_for(nid);
+        let credits = self.node.nis.peer_credits_for(nid);
         self.make_peer_ni_room();
         let new_net = !self.peer_has_net(peer, nid.net());
         let id = self
+            .node
             .peers
             .create_for(peer, nid, credits, self.limits.peer_nis)
             .map_err(|_| PeerAddError::TooManyPeers)?;
         self.apply_policies_on_attached(id, new_net);
-        self.peers.put_primary_first(peer);
+        self.node.peers.put_primary_first(peer);
         Ok(())
     }
 
     /// `lnet_reset_peer`: every NID but the primary goes; the peer is discovered again.
     fn reset_peer(&mut self, peer: PeerId) {
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return;
         };
         let primary = entry.primary_nid;
         let others: Vec<PeerNiId> = entry
             .ni_ids()
-            .filter(|id| self.peers.ni(*id).is_some_and(|ni| ni.nid != primary))
+            .filter(|id| self.node.peers.ni(*id).is_some_and(|ni| ni.nid != primary))
             .collect();
         for id in others {
             self.delete_peer_ni(id);
         }
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state.remove(PeerState::NIDS_UPTODATE);
         }
     }
@@ -636,13 +639,13 @@ impl Flow<'_> {
     /// `lnet_peer_del`: discovery cancelled, every peer NI deleted, the peer gone; messages
     /// it held for discovery are sent again (to a new peer created by traffic).
     pub(super) fn delete_peer(&mut self, peer: PeerId) {
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return;
         };
         let ids: Vec<PeerNiId> = entry.ni_ids().collect();
         for id in ids {
             self.cancel_recovery(RecoveryTarget::Peer(id));
-            self.peers.delete_ni(id);
+            self.node.peers.delete_ni(id);
         }
         self.remove_empty_peer(peer);
     }
@@ -650,7 +653,7 @@ impl Flow<'_> {
     /// Deletes one peer NI; a peer left without NIs goes too.
     pub(super) fn delete_peer_ni(&mut self, id: PeerNiId) {
         self.cancel_recovery(RecoveryTarget::Peer(id));
-        if let Some(emptied) = self.peers.delete_ni(id) {
+        if let Some(emptied) = self.node.peers.delete_ni(id) {
             self.remove_empty_peer(emptied);
         }
     }

@@ -104,7 +104,7 @@ impl Engine {
 impl<A: Access> View<'_, A> {
     /// See [`Engine::last_refused_nid`].
     pub(crate) fn last_refused_nid(&self) -> Option<RefusedNid> {
-        self.discoveries.last_refused
+        self.node.discoveries.last_refused
     }
 
     /// One of this node's NIDs (`0@lo` included).
@@ -116,7 +116,7 @@ impl<A: Access> View<'_, A> {
 
     /// `lnet_peer_is_uptodate_locked`.
     pub(super) fn peer_is_uptodate(&self, peer: PeerId) -> bool {
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return true;
         };
         let busy = PeerState::DISCOVERING
@@ -130,7 +130,7 @@ impl<A: Access> View<'_, A> {
 
     /// `lnet_peer_needs_push`.
     fn peer_needs_push(&self, peer: PeerId) -> bool {
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return false;
         };
         if !entry.multi_rail() || entry.state.contains(PeerState::PUSH_SENT) {
@@ -139,16 +139,16 @@ impl<A: Access> View<'_, A> {
         if entry.state.contains(PeerState::FORCE_PUSH) {
             return true;
         }
-        if entry.state.contains(PeerState::NO_DISCOVERY) || !self.tunables.discovery {
+        if entry.state.contains(PeerState::NO_DISCOVERY) || !self.node.tunables.discovery {
             return false;
         }
-        entry.discovery.node_sequence < self.ping_target.info().sequence
+        entry.discovery.node_sequence < self.node.ping_target.info().sequence
     }
 
     /// `lnet_is_discovery_disabled_locked`.
     fn peer_discovery_disabled(&self, peer: PeerId) -> bool {
-        !self.tunables.discovery
-            || self.peers.peer(peer).is_none_or(|entry| {
+        !self.node.tunables.discovery
+            || self.node.peers.peer(peer).is_none_or(|entry| {
                 !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
             })
     }
@@ -171,22 +171,22 @@ impl Flow<'_> {
         if nid == Nid::LO_0 {
             return Err(DiscoverError::LocalNid(nid));
         }
-        if self.discoveries.waiter_count() >= MAX_DISCOVERIES {
+        if self.node.discoveries.waiter_count() >= MAX_DISCOVERIES {
             return Err(DiscoverError::TooManyDiscoveries);
         }
-        let credits = self.nis.peer_credits_for(nid);
+        let credits = self.node.nis.peer_credits_for(nid);
         let peer_ni =
             self.peer_ni_or_create(nid, credits).map_err(|_| DiscoverError::TooManyPeers)?;
-        let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.ni(peer_ni).map(|ni| ni.peer) else {
             return Err(DiscoverError::TooManyPeers);
         };
-        if let Some(state) = self.peers.peer_mut(peer).map(|peer| &mut peer.state) {
+        if let Some(state) = self.node.peers.peer_mut(peer).map(|peer| &mut peer.state) {
             state.remove(PeerState::NIDS_UPTODATE);
             if force {
                 state.insert(PeerState::FORCE_PING | PeerState::FORCE_PUSH);
             }
         }
-        let id = self.discoveries.add_waiter(nid);
+        let id = self.node.discoveries.add_waiter(nid);
         self.clear_discovery_error(peer);
         self.queue_for_discovery(peer);
         self.run_work();
@@ -212,7 +212,7 @@ impl Flow<'_> {
                 Body::Put { ptl_index, .. } | Body::Get { ptl_index, .. }
                     if ptl_index != LNET_RESERVED_PORTAL
             );
-        let Some(peer) = self.peers.ni(peer_ni).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.ni(peer_ni).map(|ni| ni.peer) else {
             return false;
         };
         if !triggers || self.peer_is_uptodate(peer) {
@@ -220,12 +220,12 @@ impl Flow<'_> {
         }
         // lnet_discover_peer_locked(), non-blocking.
         self.clear_discovery_error(peer);
-        if let Some(error) = self.peers.peer(peer).and_then(|peer| peer.discovery.error) {
+        if let Some(error) = self.node.peers.peer(peer).and_then(|peer| peer.discovery.error) {
             self.finalize_tx(key, HealthStatus::LocalError, error, true);
             return true;
         }
         self.queue_for_discovery(peer);
-        let Some(pending) = self.peers.peer_mut(peer).map(|peer| &mut peer.discovery.pending)
+        let Some(pending) = self.node.peers.peer_mut(peer).map(|peer| &mut peer.discovery.pending)
         else {
             return false;
         };
@@ -256,7 +256,7 @@ impl Flow<'_> {
     /// `lnet_peer_queue_for_discovery`: mark the peer DISCOVERING and put it on the request
     /// queue unless it is on a queue already. True when newly queued.
     fn queue_for_discovery(&mut self, peer: PeerId) -> bool {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return false;
         };
         entry.state.insert(PeerState::DISCOVERING);
@@ -264,23 +264,24 @@ impl Flow<'_> {
             return false;
         }
         entry.discovery.queue = DiscoveryQueue::Request;
-        self.discoveries.request(peer, false);
+        self.node.discoveries.request(peer, false);
         true
     }
 
     /// Moves a queued peer onto the request queue, at its head or tail (`list_move`).
     fn request_again(&mut self, peer: PeerId, front: bool) {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         entry.discovery.queue = DiscoveryQueue::Request;
-        self.discoveries.request(peer, front);
+        self.node.discoveries.request(peer, front);
     }
 
     /// The next peer to act on; stale queue entries are skipped.
     pub(super) fn next_discovery_request(&mut self) -> Option<PeerId> {
-        while let Some(peer) = self.discoveries.pop_request() {
+        while let Some(peer) = self.node.discoveries.pop_request() {
             let queued = self
+                .node
                 .peers
                 .peer(peer)
                 .is_some_and(|entry| entry.discovery.queue == DiscoveryQueue::Request);
@@ -294,7 +295,7 @@ impl Flow<'_> {
     /// One pass of the discovery thread over one peer: the first matching action, then
     /// requeue, wait or complete. lustre: peer.c `lnet_peer_discovery()`.
     pub(super) fn discovery_step(&mut self, peer: PeerId) {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         entry.discovery.queue = DiscoveryQueue::Working;
@@ -307,7 +308,7 @@ impl Flow<'_> {
             self.peer_ping_failed(peer)
         } else if state.contains(PeerState::PUSH_FAILED) {
             self.peer_push_failed(peer)
-        } else if self.peers.peer(peer).is_some_and(needs_ping) {
+        } else if self.node.peers.peer(peer).is_some_and(needs_ping) {
             self.peer_send_ping(peer)
         } else if self.peer_needs_push(peer) {
             self.peer_send_push(peer)
@@ -319,14 +320,14 @@ impl Flow<'_> {
                 // lustre: lnet_peer_send_push() drops FORCE_PUSH for a non-multi-rail peer,
                 // but lnet_peer_needs_push() never lets one get there; left set, the peer
                 // would never be up to date and its messages would cycle through discovery.
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     entry.state.remove(PeerState::FORCE_PUSH);
                 }
             }
             self.peer_discovered(peer)
         };
         // A merge may have absorbed this peer into another.
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return;
         };
         match result {
@@ -342,7 +343,7 @@ impl Flow<'_> {
     /// `lnet_peer_discovery_complete`: off the queues, waiters told, held messages sent again
     /// (or failed with the error).
     fn discovery_complete(&mut self, peer: PeerId, error: Option<EventStatus>) {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         entry.state.remove(PeerState::DISCOVERING);
@@ -380,18 +381,19 @@ impl Flow<'_> {
     /// longer being discovered.
     fn settle_discover_waiters(&mut self) {
         let mut index = 0;
-        while let Some(waiter) = self.discoveries.waiter(index) {
-            let peer = self.peers.peer_id(waiter.nid);
+        while let Some(waiter) = self.node.discoveries.waiter(index) {
+            let peer = self.node.peers.peer_id(waiter.nid);
             let busy = peer
-                .and_then(|peer| self.peers.peer(peer))
+                .and_then(|peer| self.node.peers.peer(peer))
                 .is_some_and(|entry| entry.state.contains(PeerState::DISCOVERING));
             if busy {
                 index += 1;
                 continue;
             }
-            self.discoveries.remove_waiter(index);
-            let error = peer.and_then(|peer| self.peers.peer(peer)).and_then(|p| p.discovery.error);
-            let outcome = match (error, peer.and_then(|peer| self.peers.info(peer))) {
+            self.node.discoveries.remove_waiter(index);
+            let error =
+                peer.and_then(|peer| self.node.peers.peer(peer)).and_then(|p| p.discovery.error);
+            let outcome = match (error, peer.and_then(|peer| self.node.peers.info(peer))) {
                 (Some(error), _) => Err(error),
                 (None, Some(info)) => Ok(info),
                 (None, None) => Err(EventStatus::NoMemory),
@@ -410,17 +412,17 @@ impl Flow<'_> {
     /// Counts and records a NID discovery did not attach to the peer whose primary is `peer`.
     fn refuse_nid(&mut self, peer: Nid, nid: Nid, reason: RefusedReason) {
         self.count(|counters| counters.discovery_nids_refused += 1);
-        self.discoveries.last_refused = Some(RefusedNid { peer, nid, reason });
+        self.node.discoveries.last_refused = Some(RefusedNid { peer, nid, reason });
     }
 
     fn refuse_listed(&mut self, peer: PeerId, nid: Nid, reason: RefusedReason) {
-        let primary = self.peers.peer(peer).map_or(Nid::ANY, |entry| entry.primary_nid);
+        let primary = self.node.peers.peer(peer).map_or(Nid::ANY, |entry| entry.primary_nid);
         self.refuse_nid(primary, nid, reason);
     }
 
     /// `lnet_peer_clear_discovery_error`: unless discovery is running, forget its last error.
     fn clear_discovery_error(&mut self, peer: PeerId) {
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             if !entry.state.contains(PeerState::DISCOVERING) {
                 entry.discovery.error = None;
             }
@@ -429,7 +431,7 @@ impl Flow<'_> {
 
     /// `lnet_push_update_to_peers(0)`: our buffer changed; queue every peer that needs it.
     pub(super) fn push_update_to_peers(&mut self) {
-        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
+        let peers: Vec<PeerId> = self.node.peers.peers().map(|(id, _)| id).collect();
         for peer in peers {
             if self.peer_needs_push(peer) {
                 self.queue_for_discovery(peer);
@@ -443,7 +445,7 @@ impl Flow<'_> {
     /// it; we keep its NIs and forget everything discovery learned, then let the held
     /// messages go, which discovers it afresh (`lnet_peer_deletion`).
     fn peer_reset(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         entry.state = PeerState::default();
@@ -460,7 +462,7 @@ impl Flow<'_> {
     /// `lnet_peer_data_present`: merge the stored reply or push, possibly into the peer that
     /// owns its primary NID.
     fn peer_data_present(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         let Some(info) = entry.discovery.data.take() else {
@@ -497,7 +499,7 @@ impl Flow<'_> {
         let result = if peer_primary == primary || (listed && self.peer_discovery_disabled(peer)) {
             self.merge_data(peer, &info)
         } else {
-            match self.peers.peer_id(primary).filter(|owner| *owner != peer) {
+            match self.node.peers.peer_id(primary).filter(|owner| *owner != peer) {
                 None => match self.set_primary_nid(peer, primary, multi_rail) {
                     Ok(()) => self.merge_data(peer, &info),
                     // lustre: "Primary NID error" ends discovery with -EPERM or -ENOTUNIQ
@@ -516,12 +518,12 @@ impl Flow<'_> {
 
     /// The peer owning the buffer's primary NID inherits what this one learned.
     fn hand_over_flags(&mut self, from: PeerId, to: PeerId) {
-        let Some(source) = self.peers.peer(from) else {
+        let Some(source) = self.node.peers.peer(from) else {
             return;
         };
         let (state, disc_source, disc_destination) =
             (source.state, source.discovery.source, source.discovery.destination);
-        let Some(target) = self.peers.peer_mut(to) else {
+        let Some(target) = self.node.peers.peer_mut(to) else {
             return;
         };
         if !state.contains(PeerState::NO_DISCOVERY) {
@@ -542,7 +544,7 @@ impl Flow<'_> {
         if !self.queue_for_discovery(peer) {
             self.request_again(peer, true);
         }
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(());
         };
         let mut info = info;
@@ -577,7 +579,7 @@ impl Flow<'_> {
         nid: Nid,
         multi_rail: bool,
     ) -> Result<(), AddNidError> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(());
         };
         if entry.primary_nid == nid {
@@ -590,14 +592,14 @@ impl Flow<'_> {
         }
         let result = self.add_nid(peer, nid, multi_rail);
         if result.is_err() {
-            if let Some(entry) = self.peers.peer_mut(peer) {
+            if let Some(entry) = self.node.peers.peer_mut(peer) {
                 entry.primary_nid = old;
             }
         } else {
-            self.peers.put_primary_first(peer);
+            self.node.peers.put_primary_first(peer);
         }
         // lustre: not a failure for a configured peer or a locked primary.
-        let exempt = self.peers.peer(peer).is_some_and(|entry| {
+        let exempt = self.node.peers.peer(peer).is_some_and(|entry| {
             entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY)
         });
         if exempt {
@@ -619,7 +621,7 @@ impl Flow<'_> {
 
     fn merge_peer_data(&mut self, peer: PeerId, info: &PingInfo) -> Result<(), EventStatus> {
         let multi_rail = info.features & LNET_PING_FEAT_MULTI_RAIL != 0;
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(());
         };
         if info.features & LNET_PING_FEAT_RTE_DISABLED == 0 {
@@ -630,7 +632,7 @@ impl Flow<'_> {
         let current: Vec<PeerNiId> = entry.ni_ids().collect();
         let mut vanished = Vec::new();
         for id in current {
-            let Some(nid) = self.peers.ni(id).map(|ni| ni.nid) else {
+            let Some(nid) = self.node.peers.ni(id).map(|ni| ni.nid) else {
                 continue;
             };
             if nid == Nid::LO_0 {
@@ -638,7 +640,7 @@ impl Flow<'_> {
             }
             match info.entries().find(|entry| entry.nid == nid) {
                 Some(listed) => {
-                    if let Some(ni) = self.peers.ni_mut(id) {
+                    if let Some(ni) = self.node.peers.ni_mut(id) {
                         ni.vanished = false;
                     }
                     self.update_ni_status(id, listed.status)
@@ -650,7 +652,7 @@ impl Flow<'_> {
             return Ok(());
         }
         for listed in info.entries() {
-            if self.peers.peer_id(listed.nid) == Some(peer) {
+            if self.node.peers.peer_id(listed.nid) == Some(peer) {
                 continue;
             }
             // lustre: lnet_peer_merge_data() logs the error and goes on with the next NID,
@@ -672,9 +674,10 @@ impl Flow<'_> {
             }
             // Not a NID that stayed with another peer (a locked primary: BAD_CONFIG).
             let owned = self
+                .node
                 .peers
                 .find(listed.nid)
-                .filter(|id| self.peers.ni(*id).is_some_and(|ni| ni.peer == peer));
+                .filter(|id| self.node.peers.ni(*id).is_some_and(|ni| ni.peer == peer));
             if let Some(id) = owned {
                 self.update_ni_status(id, listed.status);
             }
@@ -685,18 +688,18 @@ impl Flow<'_> {
             // DOWN). So do we, except the primary, which stays listed DOWN and is never
             // selected: deleting it would re-key the peer mid-discovery. Deleting the rest
             // keeps a peer whose list keeps changing from filling the peer NI table.
-            let Some(entry) = self.peers.peer(peer) else {
+            let Some(entry) = self.node.peers.peer(peer) else {
                 break;
             };
             let keep = entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY);
             let primary = entry.primary_nid;
-            if !keep && self.peers.ni(id).is_some_and(|ni| ni.nid != primary) {
+            if !keep && self.node.peers.ni(id).is_some_and(|ni| ni.nid != primary) {
                 self.delete_peer_ni(id);
                 self.evacuate_peer_ni(id);
                 deleted = true;
                 continue;
             }
-            if let Some(ni) = self.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(id) {
                 ni.vanished = !keep;
             }
             self.update_ni_status(id, LNET_NI_STATUS_DOWN);
@@ -704,7 +707,7 @@ impl Flow<'_> {
         if deleted {
             self.reclaim_peer_nis();
         }
-        self.peers.put_primary_first(peer);
+        self.node.peers.put_primary_first(peer);
         Ok(())
     }
 
@@ -717,12 +720,15 @@ impl Flow<'_> {
     /// peer losing its last NI is gone and its held messages are sent again. Our own NIDs are
     /// never added to another node's peer, only to the self peer (ulnet's rule, decision 0016).
     fn add_nid(&mut self, peer: PeerId, nid: Nid, multi_rail: bool) -> Result<(), AddNidError> {
-        let self_peer =
-            self.peers.peer(peer).is_some_and(|entry| self.ni_for_nid(entry.primary_nid).is_some());
+        let self_peer = self
+            .node
+            .peers
+            .peer(peer)
+            .is_some_and(|entry| self.ni_for_nid(entry.primary_nid).is_some());
         if nid == Nid::LO_0 || (self.is_local_nid(nid) && !self_peer) {
             return Err(AddNidError::Local);
         }
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(());
         };
         if entry.state.contains(PeerState::CONFIGURED) {
@@ -731,16 +737,16 @@ impl Flow<'_> {
         if multi_rail {
             if !entry.multi_rail() {
                 entry.state.insert(PeerState::MULTI_RAIL);
-                self.peers.clear_non_mr_preferred(peer);
+                self.node.peers.clear_non_mr_preferred(peer);
             }
         } else if entry.multi_rail() {
             return Err(AddNidError::NotMultiRail);
         }
-        let owner = self.peers.peer_id(nid);
+        let owner = self.node.peers.peer_id(nid);
         if owner == Some(peer) {
             return Ok(());
         }
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return Ok(());
         };
         if !entry.multi_rail() && entry.nets.iter().any(|net| net.net == nid.net()) {
@@ -748,7 +754,7 @@ impl Flow<'_> {
         }
         if let Some(old) = owner {
             // lustre: lnet/lnet/peer.c lnet_peer_add_nid(), the "peer_ni already exists" case.
-            let Some(other) = self.peers.peer(old) else {
+            let Some(other) = self.node.peers.peer(old) else {
                 return Ok(());
             };
             if other.state.contains(PeerState::CONFIGURED) {
@@ -758,7 +764,7 @@ impl Flow<'_> {
                 if other.ni_count() > 1 {
                     // "Peer %s NID %s is already locked with peer %s": not an error.
                     for id in [peer, old] {
-                        if let Some(entry) = self.peers.peer_mut(id) {
+                        if let Some(entry) = self.node.peers.peer_mut(id) {
                             entry.state.insert(PeerState::BAD_CONFIG);
                         }
                     }
@@ -766,7 +772,7 @@ impl Flow<'_> {
                 }
                 // The NID locked first stays primary. We keep no lock times: a peer with a
                 // locked primary of its own keeps it.
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     if !entry.state.contains(PeerState::LOCK_PRIMARY) {
                         entry.primary_nid = nid;
                         entry.state.insert(PeerState::LOCK_PRIMARY);
@@ -775,15 +781,19 @@ impl Flow<'_> {
             }
         }
         let new_net = !self.peer_has_net(peer, nid.net());
-        match self.peers.find(nid) {
+        match self.node.peers.find(nid) {
             Some(id) => {
-                let emptied = self.peers.attach(id, peer);
+                let emptied = self.node.peers.attach(id, peer);
                 self.apply_policies_on_attached(id, new_net);
                 if let Some(emptied) = emptied {
                     self.remove_empty_peer(emptied);
                 } else if let Some(old) = owner {
                     // lnet_peer_detach_peer_ni_locked(): a discovered peer takes another look.
-                    if self.peers.peer(old).is_some_and(|p| p.state.contains(PeerState::DISCOVERED))
+                    if self
+                        .node
+                        .peers
+                        .peer(old)
+                        .is_some_and(|p| p.state.contains(PeerState::DISCOVERED))
                     {
                         self.queue_for_discovery(old);
                     }
@@ -791,9 +801,10 @@ impl Flow<'_> {
                 Ok(())
             }
             None => {
-                let credits = self.nis.peer_credits_for(nid);
+                let credits = self.node.nis.peer_credits_for(nid);
                 self.make_peer_ni_room();
                 let id = self
+                    .node
                     .peers
                     .create_for(peer, nid, credits, self.limits.peer_nis)
                     .map_err(|_| AddNidError::NoMemory)?;
@@ -806,7 +817,7 @@ impl Flow<'_> {
     /// A peer whose last NI moved to another: its pings and pushes are cancelled and its held
     /// messages go through path selection again (Lustre's `ln_msg_resend` for deleted peers).
     pub(super) fn remove_empty_peer(&mut self, peer: PeerId) {
-        let Some(entry) = self.peers.remove_peer(peer) else {
+        let Some(entry) = self.node.peers.remove_peer(peer) else {
             return;
         };
         let discovery = entry.discovery;
@@ -822,7 +833,7 @@ impl Flow<'_> {
     /// `handle_disc_lpni_health`: record the status the peer reports; UP to DOWN is a remote
     /// failure, a NID first seen UP gets full health.
     fn update_ni_status(&mut self, id: PeerNiId, status: u32) {
-        let Some(ni) = self.peers.ni_mut(id) else {
+        let Some(ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         let old = std::mem::replace(&mut ni.status, status);
@@ -847,7 +858,7 @@ impl Flow<'_> {
     /// `lnet_peer_ping_failed`: unlink the ping MD and force another ping; a real error ends
     /// discovery, a soft one (corrupt or truncated reply) retries, within a bound.
     fn peer_ping_failed(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         entry.state.remove(PeerState::PING_FAILED);
@@ -871,7 +882,7 @@ impl Flow<'_> {
 
     /// `lnet_peer_push_failed`.
     fn peer_push_failed(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         entry.state.remove(PeerState::PUSH_FAILED);
@@ -889,7 +900,7 @@ impl Flow<'_> {
     /// `lnet_peer_send_ping`: GET the peer's ping buffer (at least 272 bytes, or what it last
     /// needed) from its primary NID.
     fn peer_send_ping(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         entry.state.insert(PeerState::PING_SENT);
@@ -911,13 +922,13 @@ impl Flow<'_> {
             false,
         ) {
             Ok(md) => {
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     entry.discovery.ping_md = Some(md);
                 }
                 Ok(Step::Continue)
             }
             Err(error) => {
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     entry.state.remove(PeerState::PING_SENT | PeerState::PING_FAILED);
                 }
                 Err(error)
@@ -928,7 +939,7 @@ impl Flow<'_> {
     /// `lnet_peer_send_push`: PUT our ping buffer to a multi-rail peer, through the NI pair
     /// its ping reply used if there was one.
     fn peer_send_push(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return Ok(Step::Continue);
         };
         if !entry.multi_rail() {
@@ -942,7 +953,7 @@ impl Flow<'_> {
         entry.state.remove(PeerState::FORCE_PUSH);
         let source = entry.discovery.source.take();
         let destination = entry.discovery.destination.take().unwrap_or(entry.primary_nid);
-        entry.discovery.pushed_sequence = self.ping_target.info().sequence;
+        entry.discovery.pushed_sequence = self.node.ping_target.info().sequence;
         let target = ProcessId::new(destination, LNET_PID_LUSTRE);
         // As for pings: one discovery push per peer at a time.
         if let Some(md) = entry.discovery.push_md.take() {
@@ -950,13 +961,13 @@ impl Flow<'_> {
         }
         match self.send_internal_push(MdOwner::DiscoveryPush(peer), target, source) {
             Ok(md) => {
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     entry.discovery.push_md = Some(md);
                 }
                 Ok(Step::Continue)
             }
             Err(error) => {
-                if let Some(entry) = self.peers.peer_mut(peer) {
+                if let Some(entry) = self.node.peers.peer_mut(peer) {
                     entry.state.remove(PeerState::PUSH_SENT | PeerState::PUSH_FAILED);
                 }
                 Err(error)
@@ -966,7 +977,7 @@ impl Flow<'_> {
 
     /// `lnet_peer_discovered`.
     fn peer_discovered(&mut self, peer: PeerId) -> Result<Step, EventStatus> {
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state.insert(PeerState::DISCOVERED);
             entry.state.remove(PeerState::DISCOVERING | PeerState::REDISCOVER);
             entry.discovery.error = None;
@@ -986,7 +997,7 @@ impl Flow<'_> {
         event: &Event,
         data: &[u8],
     ) {
-        if self.peers.peer(peer).is_none() {
+        if self.node.peers.peer(peer).is_none() {
             return;
         }
         let rediscover = match event.kind {
@@ -1006,7 +1017,7 @@ impl Flow<'_> {
             EventKind::Get | EventKind::Put => false,
         };
         if event.unlinked {
-            if let Some(entry) = self.peers.peer_mut(peer) {
+            if let Some(entry) = self.node.peers.peer_mut(peer) {
                 if entry.discovery.ping_md == Some(md) {
                     entry.discovery.ping_md = None;
                 }
@@ -1022,7 +1033,7 @@ impl Flow<'_> {
 
     /// `lnet_discovery_event_ack`: the push arrived; the peer has our sequence number.
     fn discovery_event_ack(&mut self, peer: PeerId, event: &Event) {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         entry.state.remove(PeerState::PUSH_SENT);
@@ -1040,7 +1051,7 @@ impl Flow<'_> {
         if event.status.is_ok() {
             return false;
         }
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return false;
         };
         if ping {
@@ -1058,7 +1069,7 @@ impl Flow<'_> {
     /// `lnet_discovery_event_unlink`: the MD was unlinked under a ping or push in flight (its
     /// response tracker expired).
     fn discovery_event_unlink(&mut self, peer: PeerId) {
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         if entry.state.contains(PeerState::PING_SENT) {
@@ -1076,8 +1087,8 @@ impl Flow<'_> {
     /// `lnet_discovery_event_reply`: validate the ping reply, learn multi-rail and discovery
     /// from its features, and store it for the merge (or retry a truncated one bigger).
     fn discovery_event_reply(&mut self, peer: PeerId, event: &Event, data: &[u8]) {
-        let local_discovery = self.tunables.discovery;
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let local_discovery = self.node.tunables.discovery;
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         entry.discovery.source = Some(event.target.nid);
@@ -1101,9 +1112,9 @@ impl Flow<'_> {
         let was_multi_rail = entry.multi_rail();
         learn_multi_rail_from_reply(entry, features, local_discovery);
         if entry.multi_rail() && !was_multi_rail {
-            self.peers.clear_non_mr_preferred(peer);
+            self.node.peers.clear_non_mr_preferred(peer);
         }
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         let info_bytes = u32::try_from(info_size).unwrap_or(u32::MAX);
@@ -1111,7 +1122,7 @@ impl Flow<'_> {
         let Some(info) = info else {
             entry.state.insert(PeerState::PING_FAILED);
             entry.discovery.ping_error = None;
-            self.push_target.grow(info_bytes);
+            self.node.push_target.grow(info_bytes);
             return;
         };
         if features & LNET_PING_FEAT_MULTI_RAIL != 0
@@ -1127,12 +1138,12 @@ impl Flow<'_> {
     /// ACKed). A valid push from a multi-rail peer becomes the peer's data; anything else
     /// makes discovery ping it instead.
     pub(super) fn received_push(&mut self, event: &Event, data: &[u8]) {
-        let local_discovery = self.tunables.discovery;
+        let local_discovery = self.node.tunables.discovery;
         // lnet_find_peer(&ev->source.nid): a push from an unknown NID is ignored.
-        let Some(peer) = self.peers.peer_id(event.source) else {
+        let Some(peer) = self.node.peers.peer_id(event.source) else {
             return;
         };
-        let Some(entry) = self.peers.peer_mut(peer) else {
+        let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
         };
         let was_multi_rail = entry.multi_rail();
@@ -1167,11 +1178,11 @@ impl Flow<'_> {
                 }
             }
         }
-        if self.peers.peer(peer).is_some_and(|entry| entry.multi_rail() && !was_multi_rail) {
-            self.peers.clear_non_mr_preferred(peer);
+        if self.node.peers.peer(peer).is_some_and(|entry| entry.multi_rail() && !was_multi_rail) {
+            self.node.peers.clear_non_mr_preferred(peer);
         }
         if let Some(size) = grow_to {
-            self.push_target.grow(size);
+            self.node.push_target.grow(size);
         }
         if !self.peer_is_uptodate(peer) && !self.queue_for_discovery(peer) {
             self.request_again(peer, true);
@@ -1180,12 +1191,12 @@ impl Flow<'_> {
 
     /// `lnet_push_update_to_peers(1)`: every multi-rail peer is pushed our buffer.
     pub(super) fn force_push_to_peers(&mut self) {
-        if !self.tunables.discovery {
+        if !self.node.tunables.discovery {
             return;
         }
-        let peers: Vec<PeerId> = self.peers.peers().map(|(id, _)| id).collect();
+        let peers: Vec<PeerId> = self.node.peers.peers().map(|(id, _)| id).collect();
         for peer in peers {
-            if let Some(entry) = self.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
+            if let Some(entry) = self.node.peers.peer_mut(peer).filter(|entry| entry.multi_rail()) {
                 entry.state.insert(PeerState::FORCE_PUSH);
             }
         }

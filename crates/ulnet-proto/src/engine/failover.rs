@@ -79,7 +79,7 @@ impl Engine {
 impl<A: Access> View<'_, A> {
     /// Fast failover is on (`blackhole_timeout` > 0).
     pub(super) fn failover_enabled(&self) -> bool {
-        !self.tunables.blackhole_timeout.is_zero()
+        !self.node.tunables.blackhole_timeout.is_zero()
     }
 
     /// Whether `message`, whose last send failed, may be sent again. Lustre allows
@@ -90,7 +90,7 @@ impl<A: Access> View<'_, A> {
     /// met them one after another would otherwise fail with the good one untried (decision
     /// 0008). Resends stay off when Lustre turns them off (`lnet_health_sensitivity = 0`).
     pub(super) fn may_try_again(&self, message: &Message) -> bool {
-        let base = self.tunables.effective_retry_count();
+        let base = self.node.tunables.effective_retry_count();
         if message.retry_count < base {
             return true;
         }
@@ -104,14 +104,14 @@ impl<A: Access> View<'_, A> {
     /// Whether the peer of `id` has a usable path, other than `message`'s last one (its NI
     /// to `id`) and those it remembers failing on.
     fn has_untried_path(&self, message: &Message, id: PeerNiId) -> bool {
-        let Some(peer) = self.peers.peer_of(id) else {
+        let Some(peer) = self.node.peers.peer_of(id) else {
             return false;
         };
         peer.ni_ids().any(|peer_ni| {
-            let Some(net) = self.peers.ni(peer_ni).map(|ni| ni.nid.net()) else {
+            let Some(net) = self.node.peers.ni(peer_ni).map(|ni| ni.nid.net()) else {
                 return false;
             };
-            self.nis.iter().enumerate().any(|(index, local)| {
+            self.node.nis.iter().enumerate().any(|(index, local)| {
                 let Ok(ni) = u16::try_from(index).map(NiId) else {
                     return false;
                 };
@@ -126,15 +126,15 @@ impl<A: Access> View<'_, A> {
 
     /// The suspicion (and probe) timeout of a peer NI.
     pub(super) fn failover_timeout(&self, id: PeerNiId) -> Duration {
-        let floor = self.tunables.blackhole_timeout;
+        let floor = self.node.tunables.blackhole_timeout;
         if floor.is_zero() {
             return floor;
         }
-        let ceiling = self.tunables.lnd_timeout().max(floor);
-        let rto = self
-            .peers
-            .ni(id)
-            .map_or(0, |ni| ni.watch.srtt_ns.saturating_add(ni.watch.rttvar_ns.saturating_mul(4)));
+        let ceiling = self.node.tunables.lnd_timeout().max(floor);
+        let rto =
+            self.node.peers.ni(id).map_or(0, |ni| {
+                ni.watch.srtt_ns.saturating_add(ni.watch.rttvar_ns.saturating_mul(4))
+            });
         Duration::from_nanos(rto.saturating_mul(RTO_MULTIPLIER)).clamp(floor, ceiling)
     }
 
@@ -144,36 +144,34 @@ impl<A: Access> View<'_, A> {
     /// on separate subnets one broken rail breaks several paths at once; see [`Watch`]).
     pub(super) fn path_proven(&self, id: PeerNiId, ni: NiId) -> bool {
         let window = self.failover_timeout(id) / 2;
-        self.peers.ni(id).is_some_and(|peer_ni| {
+        self.node.peers.ni(id).is_some_and(|peer_ni| {
             peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && self.call.now < *at + window)
         })
     }
 
     /// Whether any path to any of `peer`'s NIs is suspect.
     pub(super) fn peer_in_trouble(&self, peer: crate::engine::peer::PeerId) -> bool {
-        self.peers.peer(peer).is_some_and(|entry| {
-            entry
-                .nets
-                .iter()
-                .flat_map(|net| &net.nis)
-                .any(|id| self.peers.ni(*id).is_some_and(|peer_ni| peer_ni.watch.any_suspect()))
+        self.node.peers.peer(peer).is_some_and(|entry| {
+            entry.nets.iter().flat_map(|net| &net.nis).any(|id| {
+                self.node.peers.ni(*id).is_some_and(|peer_ni| peer_ni.watch.any_suspect())
+            })
         })
     }
 
     /// Whether traffic to peer NI `id` has somewhere else to go: the peer has other NIs, or
     /// it is a gateway (other routes; decision 0023).
     fn has_alternative(&self, id: PeerNiId) -> bool {
-        self.peers.peer_ni_count(id) > 1
-            || self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+        self.node.peers.peer_ni_count(id) > 1
+            || self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
     }
 
     /// Whether the path `ni` -> `id` can carry traffic as far as this node knows: the local
     /// NI is up (no fatal flag), the peer NI is listed and not reported DOWN by its peer, and
     /// the path is not suspect.
     pub(super) fn path_usable(&self, ni: NiId, id: PeerNiId) -> bool {
-        let local = self.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
+        let local = self.node.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
         local
-            && self.peers.ni(id).is_some_and(|peer_ni| {
+            && self.node.peers.ni(id).is_some_and(|peer_ni| {
                 !peer_ni.vanished
                     && !peer_ni.deleted
                     && peer_ni.status != LNET_NI_STATUS_DOWN
@@ -191,7 +189,7 @@ impl<A: Access> View<'_, A> {
             return false;
         };
         !keeps_path(message)
-            && self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
+            && self.node.peers.peer_of(id).is_some_and(|peer| peer.multi_rail())
             && !self.path_usable(message.ni, id)
     }
 
@@ -205,7 +203,10 @@ impl<A: Access> View<'_, A> {
         self.failover_enabled()
             && carries
             && mlength > 0
-            && message.peer_ni.and_then(|id| self.peers.peer_of(id)).is_some_and(|p| p.multi_rail())
+            && message
+                .peer_ni
+                .and_then(|id| self.node.peers.peer_of(id))
+                .is_some_and(|p| p.multi_rail())
     }
 
     /// Whether a message to a suspect peer NI can go elsewhere: to a multi-rail peer, not a
@@ -218,12 +219,12 @@ impl<A: Access> View<'_, A> {
         }
         let multi_rail = message
             .peer_ni
-            .and_then(|id| self.peers.peer_of(id))
+            .and_then(|id| self.node.peers.peer_of(id))
             .is_some_and(|peer| peer.multi_rail());
         // A message sent through a gateway can take another route (decision 0023).
         let via_gateway = message
             .peer_ni
-            .and_then(|id| self.peers.ni(id))
+            .and_then(|id| self.node.peers.ni(id))
             .is_some_and(|ni| ni.nid != message.header.dest_nid);
         if !multi_rail && !via_gateway {
             return None;
@@ -258,7 +259,7 @@ impl<A: Access> View<'_, A> {
             && message.event.is_some()
             && self.may_try_again(message)
             && left.is_some_and(|at| self.call.now < at + COPY_WINDOW)
-            && self.failover.can_hold(u64::from(message.length))
+            && self.node.failover.can_hold(u64::from(message.length))
     }
 
     /// The payload a message sends, copied out of its MD.
@@ -279,7 +280,7 @@ impl Flow<'_> {
     /// A transmit to `id` from `ni` went to the driver.
     pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -293,7 +294,7 @@ impl Flow<'_> {
     /// The driver finished a transmit to `id` from `ni` that took `took`.
     pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, ni: NiId, took: Option<Duration>) {
         let now = self.call.now;
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         // The sample is the gap since the path last made progress, when shorter than the
@@ -313,7 +314,7 @@ impl Flow<'_> {
     /// A tracked request through `id` from `ni` left and awaits its response.
     pub(super) fn watch_await_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -326,7 +327,7 @@ impl Flow<'_> {
 
     /// A request through `id` from `ni` is no longer awaited; `rtt` when its response came.
     pub(super) fn watch_await_end(&mut self, id: PeerNiId, ni: NiId, rtt: Option<Duration>) {
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         if let Some(rtt) = rtt {
@@ -345,7 +346,7 @@ impl Flow<'_> {
     /// it is usable again.
     pub(super) fn watch_rx(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         match peer_ni.watch.heard.iter_mut().find(|(via, _)| *via == ni) {
@@ -364,9 +365,9 @@ impl Flow<'_> {
 
     /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some((id, ni)) = self.failover.pop_due_watch(self.call.now) {
+        while let Some((id, ni)) = self.node.failover.pop_due_watch(self.call.now) {
             let timeout = self.failover_timeout(id);
-            let Some(peer_ni) = self.peers.ni_mut(id) else {
+            let Some(peer_ni) = self.node.peers.ni_mut(id) else {
                 continue;
             };
             let deleted = peer_ni.deleted;
@@ -393,23 +394,24 @@ impl Flow<'_> {
     /// other path to move its traffic to.
     fn arm_watch(&mut self, id: PeerNiId, ni: NiId) {
         let armed = self
+            .node
             .peers
             .ni(id)
             .is_none_or(|peer_ni| peer_ni.watch.path(ni).is_some_and(|p| p.armed.is_some()));
         if armed || !self.failover_enabled() || !self.has_alternative(id) {
-            if let Some(peer_ni) = self.peers.ni_mut(id) {
+            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
                 peer_ni.watch.prune();
             }
             return;
         }
         let timeout = self.failover_timeout(id);
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
         if let Some(due) = path.due(timeout) {
             path.armed = Some(due);
-            self.failover.arm(due, id, ni);
+            self.node.failover.arm(due, id, ni);
         } else {
             peer_ni.watch.prune();
         }
@@ -417,16 +419,16 @@ impl Flow<'_> {
 
     /// Nothing outstanding on the path any more: its entry goes (no wakeup for an idle path).
     fn disarm_if_idle(&mut self, id: PeerNiId, ni: NiId) {
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
         if path.in_lnd == 0 && path.awaiting == 0 {
             if let Some(at) = path.armed.take() {
-                self.failover.disarm(at, id, ni);
+                self.node.failover.disarm(at, id, ni);
             }
         }
-        if let Some(peer_ni) = self.peers.ni_mut(id) {
+        if let Some(peer_ni) = self.node.peers.ni_mut(id) {
             peer_ni.watch.prune();
         }
     }
@@ -439,13 +441,14 @@ impl Flow<'_> {
             return;
         }
         let suspects: Vec<PeerNiId> = self
+            .node
             .peers
             .nis()
             .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
             .map(|(id, _)| id)
             .collect();
         for id in suspects {
-            if let Some(peer_ni) = self.peers.ni_mut(id) {
+            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
                 peer_ni.recovery.ping_count = 0;
             }
             self.probe_now(id);
@@ -454,8 +457,8 @@ impl Flow<'_> {
 
     /// Fast failover was turned on or off: its counters restart from what is in flight.
     pub(super) fn reset_failover_state(&mut self) {
-        self.failover.clear_watch();
-        for ni in self.peers.nis_mut() {
+        self.node.failover.clear_watch();
+        for ni in self.node.peers.nis_mut() {
             ni.watch.restart();
         }
         let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
@@ -490,7 +493,7 @@ impl Flow<'_> {
         let now = self.call.now;
         self.count(|counters| counters.blackhole_suspicions += 1);
         let single = !self.has_alternative(id);
-        let Some(peer_ni) = self.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
             return;
         };
         peer_ni.health_stats.suspicions += 1;
@@ -594,16 +597,17 @@ impl Flow<'_> {
         if !self.failover_enabled() {
             return;
         }
-        let Some(net) = self.peers.ni(id).map(|peer_ni| peer_ni.nid.net()) else {
+        let Some(net) = self.node.peers.ni(id).map(|peer_ni| peer_ni.nid.net()) else {
             return;
         };
         let local: Vec<NiId> = self
+            .node
             .nis
             .live_ids()
-            .filter(|ni| self.nis.get(*ni).is_some_and(|l| l.usable() && l.nid.net() == net))
+            .filter(|ni| self.node.nis.get(*ni).is_some_and(|l| l.usable() && l.nid.net() == net))
             .collect();
         for ni in local {
-            let already = self.peers.ni(id).is_none_or(|peer_ni| peer_ni.watch.suspects(ni));
+            let already = self.node.peers.ni(id).is_none_or(|peer_ni| peer_ni.watch.suspects(ni));
             if !already {
                 self.suspect(id, ni);
             }
@@ -614,6 +618,7 @@ impl Flow<'_> {
     pub(crate) fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
         self.advance(now);
         let lost: Vec<PeerNiId> = self
+            .node
             .peers
             .nis()
             .filter(|(_, peer_ni)| !peer_ni.deleted && behind(peer_ni.nid))
@@ -708,7 +713,7 @@ impl Flow<'_> {
         if message.peer_credit == Credit::Waiting {
             message.peer_credit = Credit::None;
             let charged = std::mem::take(&mut message.charged_bytes);
-            if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
                 peer.credits.remove(key);
                 peer.queued_bytes = peer.queued_bytes.saturating_sub(u64::from(charged));
             }
@@ -748,7 +753,7 @@ impl Flow<'_> {
         let Some(copy_key) = self.alloc_message(home, copy) else {
             return;
         };
-        self.failover.hold(payload.len() as u64);
+        self.node.failover.hold(payload.len() as u64);
         if let Some(original) = self.msgs.get_mut(key) {
             original.abandoned = true;
             original.no_resend = true;
@@ -768,7 +773,7 @@ impl Flow<'_> {
             return;
         }
         let now = self.call.now;
-        let retry_limit = self.tunables.effective_retry_count();
+        let retry_limit = self.node.tunables.effective_retry_count();
         let Some(md) = self.mds.get(md_key) else {
             return;
         };
@@ -788,8 +793,9 @@ impl Flow<'_> {
         // is multi-rail or a gateway (another route), and no source was asked for or the
         // path it pinned is broken.
         let free = tracker.awaiting.is_some_and(|(id, via)| {
-            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
-            (gateway || self.peers.peer_of(id).is_some_and(|peer| peer.multi_rail()))
+            let gateway =
+                self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
+            (gateway || self.node.peers.peer_of(id).is_some_and(|peer| peer.multi_rail()))
                 && (request.source.is_none() || !self.path_usable(via, id))
         });
         if !single_response || !in_window || !free || request.copies >= retry_limit {
@@ -799,7 +805,7 @@ impl Flow<'_> {
             Body::Put { .. } => request.length,
             _ => 0,
         };
-        if !self.failover.can_hold(u64::from(length)) {
+        if !self.node.failover.can_hold(u64::from(length)) {
             return;
         }
         let mut payload = vec![0; length as usize];
@@ -821,7 +827,7 @@ impl Flow<'_> {
         let Some(key) = self.alloc_message(home, message) else {
             return;
         };
-        self.failover.hold(u64::from(length));
+        self.node.failover.hold(u64::from(length));
         if let Some(request) = self
             .mds
             .get_mut(md_key)
@@ -837,7 +843,7 @@ impl Flow<'_> {
     /// A message's private payload copy is gone: its bytes leave the budget.
     pub(super) fn release_orphan(&mut self, orphan: Option<Box<Memory>>) {
         if let Some(orphan) = orphan {
-            self.failover.release(orphan.len() as u64);
+            self.node.failover.release(orphan.len() as u64);
         }
     }
 }

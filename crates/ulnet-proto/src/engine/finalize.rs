@@ -25,8 +25,8 @@ impl<A: Access> View<'_, A> {
     /// is nowhere else to go; we do not route), nor for our own NIDs (local recovery covers
     /// those).
     fn handles_remote_health(&self, peer_ni: PeerNiId) -> bool {
-        self.peers.peer_ni_count(peer_ni) > 1
-            && self.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
+        self.node.peers.peer_ni_count(peer_ni) > 1
+            && self.node.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
     }
 
     /// `lnet_attempt_msg_resend`'s gate.
@@ -45,8 +45,8 @@ impl<A: Access> View<'_, A> {
             return false;
         }
         // lustre: lnet_ping_at_least_two_entries() on the ping buffer (removed NIs left out).
-        let real_nis = self.nis.iter().filter(|ni| ni.usable()).count();
-        let peer_nis = message.peer_ni.map_or(0, |id| self.peers.peer_ni_count(id));
+        let real_nis = self.node.nis.iter().filter(|ni| ni.usable()).count();
+        let peer_nis = message.peer_ni.map_or(0, |id| self.node.peers.peer_ni_count(id));
         (action.local_resend && real_nis > 1) || (action.remote_resend && peer_nis > 1)
     }
 }
@@ -139,15 +139,15 @@ impl Flow<'_> {
             self.local_success(ni);
             // An OK receive resets both ping counts (faster recovery), raises the peer NI's
             // health, and (re)queues it for recovery if still below the maximum.
-            let sensitivity = self.tunables.health_sensitivity;
+            let sensitivity = self.node.tunables.health_sensitivity;
             // Written only when set: in the steady state a receive leaves the node-wide NI
             // alone (decision 0029, "What the split has to change").
-            if self.nis.get(ni).is_some_and(|local| local.recovery.ping_count != 0) {
-                if let Some(local) = self.nis.get_mut(ni) {
+            if self.node.nis.get(ni).is_some_and(|local| local.recovery.ping_count != 0) {
+                if let Some(local) = self.node.nis.get_mut(ni) {
                     local.recovery.ping_count = 0;
                 }
             }
-            if let Some(peer) = self.peers.ni_mut(peer_ni) {
+            if let Some(peer) = self.node.peers.ni_mut(peer_ni) {
                 peer.recovery.ping_count = 0;
                 peer.health.increment(sensitivity);
             }
@@ -176,7 +176,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.stats.received(msg_type, payload);
         }
     }
@@ -259,7 +259,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
-        if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = sent.peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.latency.record(LatencyOp::PutEgress, took);
         }
     }
@@ -304,7 +304,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.latency.record(op, rtt);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.latency.record(op, rtt);
         }
     }
@@ -328,7 +328,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.stats.sent(msg_type, payload);
         }
-        if let Some(peer) = sent.peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = sent.peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.stats.sent(msg_type, payload);
         }
     }
@@ -493,9 +493,9 @@ impl Flow<'_> {
     /// `lnet_inc_ni_healthv`: up by the sensitivity; reaching the maximum shows the NI UP
     /// again in the ping buffer (in place, no push).
     fn local_success(&mut self, ni: NiId) {
-        let sensitivity = self.tunables.health_sensitivity;
-        if self.nis.get(ni).is_some_and(|local| local.health.value() < MAX_HEALTH) {
-            if let Some(local) = self.nis.get_mut(ni) {
+        let sensitivity = self.node.tunables.health_sensitivity;
+        if self.node.nis.get(ni).is_some_and(|local| local.health.value() < MAX_HEALTH) {
+            if let Some(local) = self.node.nis.get_mut(ni) {
                 local.health.increment(sensitivity);
             }
             self.refresh_ni_status(ni);
@@ -505,8 +505,8 @@ impl Flow<'_> {
     /// `lnet_handle_local_failure`: health down (reaching 0 shows the NI DOWN in the ping
     /// buffer, in place), and the NI queued for recovery.
     fn local_failure(&mut self, ni: NiId) {
-        let sensitivity = self.tunables.health_sensitivity;
-        if let Some(local) = self.nis.get_mut(ni) {
+        let sensitivity = self.node.tunables.health_sensitivity;
+        if let Some(local) = self.node.nis.get_mut(ni) {
             local.health.decrement(sensitivity);
         }
         self.refresh_ni_status(ni);
@@ -516,8 +516,8 @@ impl Flow<'_> {
     /// `lnet_handle_remote_failure_locked`: the peer NI's health down, and the peer NI queued
     /// for recovery.
     pub(super) fn remote_failure(&mut self, peer_ni: PeerNiId) {
-        let sensitivity = self.tunables.health_sensitivity;
-        if let Some(peer) = self.peers.ni_mut(peer_ni) {
+        let sensitivity = self.node.tunables.health_sensitivity;
+        if let Some(peer) = self.node.peers.ni_mut(peer_ni) {
             peer.health.decrement(sensitivity);
         }
         self.queue_peer_recovery(peer_ni);
@@ -527,7 +527,7 @@ impl Flow<'_> {
     /// turns the NI's status word DOWN, 1000 turns it UP; the ping buffer changes in place
     /// (same sequence number, no push).
     pub(super) fn refresh_ni_status(&mut self, ni: NiId) {
-        let Some(local) = self.nis.get_mut(ni) else {
+        let Some(local) = self.node.nis.get_mut(ni) else {
             return;
         };
         let status = match local.health.value() {
@@ -544,10 +544,10 @@ impl Flow<'_> {
     /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
     fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
         self.count(|counters| counters.count_health(health));
-        if let Some(local) = self.nis.get_mut(ni) {
+        if let Some(local) = self.node.nis.get_mut(ni) {
             local.health_stats.count(health);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.health_stats.count(health);
         }
     }

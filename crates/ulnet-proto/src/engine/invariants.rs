@@ -10,51 +10,52 @@ use crate::engine::msg::{Credit, Phase};
 use crate::engine::slab::Key;
 use crate::engine::view::Look;
 
-pub(crate) fn check(node: &Look<'_>) -> Result<(), String> {
-    check_bounds(node)?;
-    check_credits(node)?;
-    check_mds(node)?;
-    check_messages(node)?;
-    check_recovery(node)?;
-    node.check_routing()?;
-    check_failover(node)
+pub(crate) fn check(view: &Look<'_>) -> Result<(), String> {
+    check_bounds(view)?;
+    check_credits(view)?;
+    check_mds(view)?;
+    check_messages(view)?;
+    check_recovery(view)?;
+    view.check_routing()?;
+    check_failover(view)
 }
 
-fn check_bounds(node: &Look<'_>) -> Result<(), String> {
-    let limits = &node.limits;
+fn check_bounds(view: &Look<'_>) -> Result<(), String> {
+    let limits = &view.limits;
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
-    let recovering = node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
-        + node.peers.nis().filter(|(_, ni)| ni.recovery.md.is_some()).count();
+    let recovering = view.node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
+        + view.node.peers.nis().filter(|(_, ni)| ni.recovery.md.is_some()).count();
     let internal_mds =
-        2 + 2 * node.peers.peer_count() + node.pings.len() + recovering + node.msgs.len();
+        2 + 2 * view.node.peers.peer_count() + view.node.pings.len() + recovering + view.msgs.len();
     let checks = [
         // Each partition is held to the limits.
-        ("messages", most(node.msgs.iter_shares().map(|(_, msgs)| msgs.len())), limits.messages),
-        ("MDs", most(node.mds.iter_shares().map(|(_, mds)| mds.user_count())), limits.mds),
-        ("MEs", most(node.mes.iter_shares().map(|(_, mes)| mes.user_count())), limits.mes),
-        ("LNet MDs", node.mds.internal_count(), internal_mds),
-        ("LNet MEs", node.mes.internal_count(), 2 + node.mds.internal_count()),
-        ("peers", node.peers.peer_count(), node.peers.ni_slots()),
-        ("peer NIs", node.peers.ni_slots(), limits.peer_nis),
-        ("events", node.outputs.most_events(), limits.events),
-        ("transmits", node.outputs.transmit_count(), limits.messages),
-        ("resumes", node.outputs.resume_count(), limits.messages),
-        ("trackers", node.trackers.len(), node.trackers.bound()),
+        ("messages", most(view.msgs.iter_shares().map(|(_, msgs)| msgs.len())), limits.messages),
+        ("MDs", most(view.mds.iter_shares().map(|(_, mds)| mds.user_count())), limits.mds),
+        ("MEs", most(view.mes.iter_shares().map(|(_, mes)| mes.user_count())), limits.mes),
+        ("LNet MDs", view.mds.internal_count(), internal_mds),
+        ("LNet MEs", view.mes.internal_count(), 2 + view.mds.internal_count()),
+        ("peers", view.node.peers.peer_count(), view.node.peers.ni_slots()),
+        ("peer NIs", view.node.peers.ni_slots(), limits.peer_nis),
+        ("events", view.outputs.most_events(), limits.events),
+        ("transmits", view.outputs.transmit_count(), limits.messages),
+        ("resumes", view.outputs.resume_count(), limits.messages),
+        ("trackers", view.trackers.len(), view.trackers.bound()),
     ];
     for (what, count, bound) in checks {
         if count > bound {
             return Err(format!("{count} {what} exceed the bound {bound}"));
         }
     }
-    let entries: usize = node.portals.iter().map(|portal| portal.entries(&node.match_tables)).sum();
-    if entries != node.mes.len() {
-        return Err(format!("portals list {entries} MEs but {} exist", node.mes.len()));
+    let entries: usize =
+        view.node.portals.iter().map(|portal| portal.entries(&view.match_tables)).sum();
+    if entries != view.mes.len() {
+        return Err(format!("portals list {entries} MEs but {} exist", view.mes.len()));
     }
-    if let Some((key, me)) = node.mes.iter().find(|(_, me)| me.cpt >= node.partitions.count()) {
+    if let Some((key, me)) = view.mes.iter().find(|(_, me)| me.cpt >= view.partitions.count()) {
         return Err(format!("ME {key:?} is in the table of partition {}", me.cpt));
     }
-    for (_, peer) in node.peers.peers() {
+    for (_, peer) in view.node.peers.peers() {
         if peer.discovery.pending.len() > MAX_DISCOVERY_PENDING {
             return Err(format!("peer {:?} holds too many messages", peer.primary_nid));
         }
@@ -63,11 +64,11 @@ fn check_bounds(node: &Look<'_>) -> Result<(), String> {
         }
         for net in &peer.nets {
             for id in &net.nis {
-                if node.peers.ni(*id).is_some_and(|ni| ni.deleted) {
+                if view.node.peers.ni(*id).is_some_and(|ni| ni.deleted) {
                     return Err(format!("peer {:?} lists deleted NI {id:?}", peer.primary_nid));
                 }
-                let owner = node.peers.ni(*id).map(|ni| ni.peer);
-                if owner.and_then(|owner| node.peers.peer(owner)).map(|p| p.primary_nid)
+                let owner = view.node.peers.ni(*id).map(|ni| ni.peer);
+                if owner.and_then(|owner| view.node.peers.peer(owner)).map(|p| p.primary_nid)
                     != Some(peer.primary_nid)
                 {
                     return Err(format!(
@@ -75,7 +76,7 @@ fn check_bounds(node: &Look<'_>) -> Result<(), String> {
                         peer.primary_nid
                     ));
                 }
-                if node.peers.ni(*id).is_none_or(|ni| ni.nid.net() != net.net) {
+                if view.node.peers.ni(*id).is_none_or(|ni| ni.nid.net() != net.net) {
                     return Err(format!(
                         "peer {:?} lists NI {id:?} under the wrong net",
                         peer.primary_nid
@@ -84,7 +85,7 @@ fn check_bounds(node: &Look<'_>) -> Result<(), String> {
             }
         }
     }
-    for (index, portal) in node.portals.iter().enumerate() {
+    for (index, portal) in view.node.portals.iter().enumerate() {
         if portal.delayed().len() > limits.lazy_queue {
             return Err(format!("portal {index} delays {} messages", portal.delayed().len()));
         }
@@ -92,13 +93,13 @@ fn check_bounds(node: &Look<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_credits(node: &Look<'_>) -> Result<(), String> {
+fn check_credits(view: &Look<'_>) -> Result<(), String> {
     // One pass over the messages: holders per (NI, CPT), holders and charged bytes per peer
     // NI.
-    let mut ni_holders = vec![Vec::<(u32, usize)>::new(); node.nis.len()];
-    let mut peer_holders = vec![0usize; node.peers.ni_slots()];
-    let mut peer_charged = vec![0u64; node.peers.ni_slots()];
-    for (_, message) in node.msgs.iter() {
+    let mut ni_holders = vec![Vec::<(u32, usize)>::new(); view.node.nis.len()];
+    let mut peer_holders = vec![0usize; view.node.peers.ni_slots()];
+    let mut peer_charged = vec![0u64; view.node.peers.ni_slots()];
+    for (_, message) in view.msgs.iter() {
         if message.ni_credit == Credit::Held {
             if let Some(counts) = ni_holders.get_mut(usize::from(message.ni.0)) {
                 match counts.iter_mut().find(|(cpt, _)| *cpt == message.tx_cpt) {
@@ -120,11 +121,11 @@ fn check_credits(node: &Look<'_>) -> Result<(), String> {
             }
         }
     }
-    for ((index, ni), holders) in node.nis.iter().enumerate().zip(ni_holders) {
+    for ((index, ni), holders) in view.node.nis.iter().enumerate().zip(ni_holders) {
         let id = crate::engine::ni::NiId(index as u16);
         match &ni.credits {
             Some(queues) => {
-                let pools = || node.ni_shares.pools(id);
+                let pools = || view.ni_shares.pools(id);
                 if let Some((cpt, _)) =
                     holders.iter().find(|(cpt, _)| pools().all(|(at, _)| at != *cpt))
                 {
@@ -146,7 +147,7 @@ fn check_credits(node: &Look<'_>) -> Result<(), String> {
         }
     }
     for ((peer, holders), charged) in
-        node.peers.nis().map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
+        view.node.peers.nis().map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
     {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
         if charged != peer.queued_bytes {
@@ -159,15 +160,15 @@ fn check_credits(node: &Look<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_mds(node: &Look<'_>) -> Result<(), String> {
+fn check_mds(view: &Look<'_>) -> Result<(), String> {
     let mut attached: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
-    for (_, message) in node.msgs.iter() {
+    for (_, message) in view.msgs.iter() {
         if let Some(md) = message.md {
             *attached.entry(md).or_insert(0) += 1;
         }
     }
     let mut live_trackers = 0;
-    for (key, md) in node.mds.iter() {
+    for (key, md) in view.mds.iter() {
         let attached = attached.get(&key).copied().unwrap_or(0);
         if attached != md.refcount as usize {
             return Err(format!(
@@ -179,29 +180,29 @@ fn check_mds(node: &Look<'_>) -> Result<(), String> {
             return Err(format!("idle zombie MD {:?} was not freed", md.handle));
         }
         if let Some(me) = md.me {
-            let me = node.mes.get(me);
+            let me = view.mes.get(me);
             if me.and_then(|me| me.md) != Some(key) {
                 return Err(format!("MD {:?} and its ME disagree", md.handle));
             }
             // lustre: lib-md.c `LNetMDAttach()`: an MD is made in its ME's partition.
-            if me.map(|me| me.cpt) != node.mds.partition_of(key) {
+            if me.map(|me| me.cpt) != view.mds.partition_of(key) {
                 return Err(format!("MD {:?} is not in its ME's partition", md.handle));
             }
         }
         live_trackers += usize::from(md.tracker.is_some());
     }
-    if live_trackers != node.trackers.live() {
+    if live_trackers != view.trackers.live() {
         return Err(format!(
             "{live_trackers} trackers attached but {} counted",
-            node.trackers.live()
+            view.trackers.live()
         ));
     }
-    for (key, me) in node.mes.iter() {
-        if node.mes.partition_of(key) != Some(me.cpt) {
+    for (key, me) in view.mes.iter() {
+        if view.mes.partition_of(key) != Some(me.cpt) {
             return Err(format!("ME {key:?} of partition {} is filed elsewhere", me.cpt));
         }
         if let Some(md) = me.md {
-            if node.mds.get(md).and_then(|md| md.me) != Some(key) {
+            if view.mds.get(md).and_then(|md| md.me) != Some(key) {
                 return Err(format!("ME {key:?} and its MD disagree"));
             }
         }
@@ -209,8 +210,8 @@ fn check_mds(node: &Look<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_messages(node: &Look<'_>) -> Result<(), String> {
-    for (key, message) in node.msgs.iter() {
+fn check_messages(view: &Look<'_>) -> Result<(), String> {
+    for (key, message) in view.msgs.iter() {
         let coherent = match message.phase {
             Phase::WaitPeerCredit => message.tx && message.peer_credit == Credit::Waiting,
             Phase::WaitNiCredit => {
@@ -245,14 +246,14 @@ fn check_messages(node: &Look<'_>) -> Result<(), String> {
             Phase::Delayed => {
                 !message.tx
                     && message.md.is_none()
-                    && node.portals.iter().any(|portal| portal.delayed().contains(&key))
+                    && view.node.portals.iter().any(|portal| portal.delayed().contains(&key))
             }
-            Phase::FaultHeld => !message.tx && message.md.is_none() && node.faults.holds(key),
+            Phase::FaultHeld => !message.tx && message.md.is_none() && view.node.faults.holds(key),
             Phase::DiscoveryWait => {
                 message.tx
                     && message.peer_credit == Credit::None
                     && message.ni_credit == Credit::None
-                    && node.is_held_for_discovery(key)
+                    && view.is_held_for_discovery(key)
             }
         };
         if !coherent {
@@ -262,9 +263,9 @@ fn check_messages(node: &Look<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_recovery(node: &Look<'_>) -> Result<(), String> {
-    for (index, ni) in node.nis.iter().enumerate() {
-        let listed = node.recovery.local().filter(|id| usize::from(id.0) == index).count();
+fn check_recovery(view: &Look<'_>) -> Result<(), String> {
+    for (index, ni) in view.node.nis.iter().enumerate() {
+        let listed = view.node.recovery.local().filter(|id| usize::from(id.0) == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "NI {:?} queued {} but listed {listed} times",
@@ -272,8 +273,8 @@ fn check_recovery(node: &Look<'_>) -> Result<(), String> {
             ));
         }
     }
-    for (index, ni) in node.peers.nis() {
-        let listed = node.recovery.peer().filter(|id| *id == index).count();
+    for (index, ni) in view.node.peers.nis() {
+        let listed = view.node.recovery.peer().filter(|id| *id == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
                 "peer NI {:?} queued {} but listed {listed} times",
@@ -284,58 +285,59 @@ fn check_recovery(node: &Look<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_failover(node: &Look<'_>) -> Result<(), String> {
-    let orphan_bytes: u64 = node
+fn check_failover(view: &Look<'_>) -> Result<(), String> {
+    let orphan_bytes: u64 = view
         .msgs
         .iter()
         .filter_map(|(_, m)| m.orphan.as_ref())
         .map(|orphan| orphan.len() as u64)
         .sum();
-    if orphan_bytes != node.failover.held_bytes() {
+    if orphan_bytes != view.node.failover.held_bytes() {
         return Err(format!(
             "private payload copies hold {orphan_bytes} bytes, {} counted",
-            node.failover.held_bytes()
+            view.node.failover.held_bytes()
         ));
     }
-    for (key, message) in node.msgs.iter() {
+    for (key, message) in view.msgs.iter() {
         if message.abandoned
             && (message.phase != Phase::InLnd || message.event.is_some() || message.md.is_some())
         {
             return Err(format!("abandoned message {key:?} incoherent: {message:?}"));
         }
     }
-    if !node.failover_enabled() {
+    if !view.failover_enabled() {
         return Ok(());
     }
     // Per path (peer NI, local NI): transmits in the LND and requests awaited.
     let mut counts: std::collections::BTreeMap<(u32, u16), (usize, usize)> =
         std::collections::BTreeMap::new();
-    for (_, message) in node.msgs.iter() {
+    for (_, message) in view.msgs.iter() {
         if message.tx && message.phase == Phase::InLnd {
             if let Some(id) = message.peer_ni {
                 counts.entry((id.0, message.ni.0)).or_default().0 += 1;
             }
         }
     }
-    for (_, md) in node.mds.iter() {
+    for (_, md) in view.mds.iter() {
         if let Some((id, ni)) = md.tracker.as_ref().and_then(|tracker| tracker.awaiting) {
             counts.entry((id.0, ni.0)).or_default().1 += 1;
         }
     }
-    let armed: usize = node
+    let armed: usize = view
+        .node
         .peers
         .nis()
         .map(|(_, ni)| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
-    if armed != node.failover.armed_count() {
+    if armed != view.node.failover.armed_count() {
         return Err(format!(
             "{armed} paths armed but {} watch entries",
-            node.failover.armed_count()
+            view.node.failover.armed_count()
         ));
     }
-    for (id, peer_ni) in node.peers.nis() {
+    for (id, peer_ni) in view.node.peers.nis() {
         for path in &peer_ni.watch.paths {
-            if path.armed.is_some_and(|at| !node.failover.is_armed(at, id, path.ni)) {
+            if path.armed.is_some_and(|at| !view.node.failover.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));
             }
             let (in_lnd, awaiting) = counts.remove(&(id.0, path.ni.0)).unwrap_or_default();

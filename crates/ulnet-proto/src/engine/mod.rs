@@ -38,6 +38,7 @@ mod monitor;
 pub mod msg;
 pub mod ni;
 pub mod node;
+mod node_part;
 mod outputs;
 mod partition;
 pub mod peer;

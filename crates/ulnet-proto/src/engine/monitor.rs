@@ -27,12 +27,12 @@ use crate::wire::ping::LNET_PING_INFO_MIN_SIZE;
 impl Engine {
     /// `lnetctl debug recovery --local`: the local NIs on the recovery queue, in queue order.
     pub fn local_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.recovery.local().filter_map(|ni| self.ni_nid(ni))
+        self.node.recovery.local().filter_map(|ni| self.ni_nid(ni))
     }
 
     /// `lnetctl debug recovery --peer`: the peer NIs on the recovery queue, in queue order.
     pub fn peer_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.recovery.peer().filter_map(|id| self.peers.ni(id)).map(|ni| ni.nid)
+        self.node.recovery.peer().filter_map(|id| self.node.peers.ni(id)).map(|ni| ni.nid)
     }
 }
 
@@ -40,9 +40,9 @@ impl Flow<'_> {
     /// `lnet_ni_add_to_recoveryq_locked`: an unhealthy NI not yet queued is queued, its
     /// next ping after the backoff for its ping count.
     pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
-        let interval_for = |count| self.tunables.recovery_ping_interval(count);
+        let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
         let now = self.call.now;
-        let Some(local) = self.nis.get_mut(ni) else {
+        let Some(local) = self.node.nis.get_mut(ni) else {
             return;
         };
         if local.recovery.queued || local.health.value() == MAX_HEALTH || !local.usable() {
@@ -51,14 +51,14 @@ impl Flow<'_> {
         local.recovery.queued = true;
         local.recovery.next_ping = now + interval_for(local.recovery.ping_count);
         let next = local.recovery.next_ping;
-        self.recovery.push_local(ni, next);
+        self.node.recovery.push_local(ni, next);
     }
 
     /// `lnet_peer_ni_add_to_recoveryq_locked`: only peer NIs ever heard from, and within
     /// `recovery_limit` of that; our own NIDs recover as local NIs instead.
     pub(super) fn queue_peer_recovery(&mut self, id: PeerNiId) {
-        let (limit, now) = (self.tunables.recovery_limit, self.call.now);
-        let Some(lpni) = self.peers.ni(id) else {
+        let (limit, now) = (self.node.tunables.recovery_limit, self.call.now);
+        let Some(lpni) = self.node.peers.ni(id) else {
             return;
         };
         // The common case first: a healthy peer NI (every OK receive comes here). One with a
@@ -72,8 +72,8 @@ impl Flow<'_> {
         if lpni.deleted || lpni.vanished || self.ni_for_nid(lpni.nid).is_some() {
             return;
         }
-        let interval = self.tunables.recovery_ping_interval(lpni.recovery.ping_count);
-        let Some(lpni) = self.peers.ni_mut(id) else {
+        let interval = self.node.tunables.recovery_ping_interval(lpni.recovery.ping_count);
+        let Some(lpni) = self.node.peers.ni_mut(id) else {
             return;
         };
         if lpni.recovery.queued || (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect())
@@ -91,24 +91,24 @@ impl Flow<'_> {
         lpni.recovery.queued = true;
         lpni.recovery.next_ping = now + interval;
         let next = lpni.recovery.next_ping;
-        self.recovery.push_peer(id, next);
+        self.node.recovery.push_peer(id, next);
     }
 
     /// Fast failover's probe: a queued peer NI without a ping in flight is pinged at once.
     pub(super) fn probe_now(&mut self, id: PeerNiId) {
         self.queue_peer_recovery(id);
         let now = self.call.now;
-        if let Some(lpni) = self.peers.ni_mut(id) {
+        if let Some(lpni) = self.node.peers.ni_mut(id) {
             if lpni.recovery.queued && !lpni.recovery.pending {
                 lpni.recovery.next_ping = now;
-                self.recovery.note_deadline(now);
+                self.node.recovery.note_deadline(now);
             }
         }
     }
 
     /// The monitor thread's recovery passes, if one is due.
     pub(super) fn run_recovery(&mut self) {
-        if self.recovery.deadline().is_none_or(|deadline| deadline > self.call.now) {
+        if self.node.recovery.deadline().is_none_or(|deadline| deadline > self.call.now) {
             return;
         }
         self.recover_local_nis();
@@ -119,12 +119,12 @@ impl Flow<'_> {
     /// `lnet_recover_local_nis`: drop healthy (or removed) NIs, clean up failed pings, and
     /// ping the due ones at their own NID, which exercises the NI both ways.
     fn recover_local_nis(&mut self) {
-        let queue = self.recovery.take_local();
+        let queue = self.node.recovery.take_local();
         let mut pinged = Vec::new();
         let mut waiting = Vec::new();
         for ni in queue {
             let now = self.call.now;
-            let Some(local) = self.nis.get_mut(ni) else {
+            let Some(local) = self.node.nis.get_mut(ni) else {
                 continue;
             };
             if !local.usable() || local.health.value() == MAX_HEALTH {
@@ -144,7 +144,7 @@ impl Flow<'_> {
                     self.abandon_md(md);
                 }
             }
-            let Some(local) = self.nis.get_mut(ni) else {
+            let Some(local) = self.node.nis.get_mut(ni) else {
                 continue;
             };
             if now < local.recovery.next_ping || local.recovery.pending {
@@ -154,8 +154,8 @@ impl Flow<'_> {
             local.recovery.pending = true;
             let nid = local.nid;
             let sent = self.send_recovery_ping(RecoveryTarget::Local(ni), nid, None);
-            let interval_for = |count| self.tunables.recovery_ping_interval(count);
-            let Some(local) = self.nis.get_mut(ni) else {
+            let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
+            let Some(local) = self.node.nis.get_mut(ni) else {
                 continue;
             };
             local.recovery.ping_count = local.recovery.ping_count.saturating_add(1);
@@ -166,17 +166,17 @@ impl Flow<'_> {
             }
             pinged.push(ni);
         }
-        self.recovery.requeue_local(pinged, waiting);
+        self.node.recovery.requeue_local(pinged, waiting);
     }
 
     /// `lnet_recover_peer_nis`: the same for peer NIs, pinging the NID under recovery.
     fn recover_peer_nis(&mut self) {
-        let queue = self.recovery.take_peer();
+        let queue = self.node.recovery.take_peer();
         let mut pinged = Vec::new();
         let mut waiting = Vec::new();
         for id in queue {
             let now = self.call.now;
-            let Some(lpni) = self.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(id) else {
                 continue;
             };
             let recovered = lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect();
@@ -197,7 +197,7 @@ impl Flow<'_> {
                     self.abandon_md(md);
                 }
             }
-            let Some(lpni) = self.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(id) else {
                 continue;
             };
             if now < lpni.recovery.next_ping || lpni.recovery.pending {
@@ -211,8 +211,8 @@ impl Flow<'_> {
             let source = lpni.watch.next_probe();
             let source = source.and_then(|ni| self.ni_nid(ni));
             let sent = self.send_recovery_ping(RecoveryTarget::Peer(id), nid, source);
-            let interval_for = |count| self.tunables.recovery_ping_interval(count);
-            let Some(lpni) = self.peers.ni_mut(id) else {
+            let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
+            let Some(lpni) = self.node.peers.ni_mut(id) else {
                 continue;
             };
             lpni.recovery.ping_count = lpni.recovery.ping_count.saturating_add(1);
@@ -223,8 +223,8 @@ impl Flow<'_> {
             }
             // Lustre takes it off the queue to ping it and adds it back through
             // lnet_peer_ni_add_to_recoveryq_locked(), which applies recovery_limit again.
-            let limit = self.tunables.recovery_limit;
-            let Some(lpni) = self.peers.ni_mut(id) else {
+            let limit = self.node.tunables.recovery_limit;
+            let Some(lpni) = self.node.peers.ni_mut(id) else {
                 continue;
             };
             let aged_out =
@@ -236,7 +236,7 @@ impl Flow<'_> {
             }
             pinged.push(id);
         }
-        self.recovery.requeue_peer(pinged, waiting);
+        self.node.recovery.requeue_peer(pinged, waiting);
     }
 
     /// `lnet_send_ping(.., recovery = true)`: a 272-byte ping GET, tracked, never resent,
@@ -255,9 +255,9 @@ impl Flow<'_> {
             .ok()?;
         let probe = match target {
             RecoveryTarget::Peer(id) => self.failover_timeout(id),
-            RecoveryTarget::Local(_) => self.tunables.blackhole_timeout,
+            RecoveryTarget::Local(_) => self.node.tunables.blackhole_timeout,
         };
-        if !probe.is_zero() && probe < self.tunables.transaction_timeout {
+        if !probe.is_zero() && probe < self.node.tunables.transaction_timeout {
             let deadline = self.call.now + probe;
             self.rearm_tracker(md, deadline);
         }
@@ -266,10 +266,10 @@ impl Flow<'_> {
 
     /// `lnet_mt_event_handler` / `lnet_handle_recovery_reply`.
     pub(super) fn recovery_event(&mut self, target: RecoveryTarget, md: Key, event: &Event) {
-        let sensitivity = self.tunables.health_sensitivity;
+        let sensitivity = self.node.tunables.health_sensitivity;
         let state = match target {
-            RecoveryTarget::Local(ni) => self.nis.get_mut(ni).map(|ni| &mut ni.recovery),
-            RecoveryTarget::Peer(id) => self.peers.ni_mut(id).map(|ni| &mut ni.recovery),
+            RecoveryTarget::Local(ni) => self.node.nis.get_mut(ni).map(|ni| &mut ni.recovery),
+            RecoveryTarget::Peer(id) => self.node.peers.ni_mut(id).map(|ni| &mut ni.recovery),
         };
         let Some(state) = state.filter(|state| state.md == Some(md)) else {
             return;
@@ -287,12 +287,12 @@ impl Flow<'_> {
         }
         if !state.pending {
             let next = state.next_ping.max(self.call.now);
-            self.recovery.note_deadline(next);
+            self.node.recovery.note_deadline(next);
         }
         // A local NI's REPLY is its proof of health; a peer NI's comes through the normal
         // receive path (an OK receive from it).
         if let (RecoveryTarget::Local(ni), EventKind::Reply, true) = (target, event.kind, ok) {
-            if let Some(local) = self.nis.get_mut(ni) {
+            if let Some(local) = self.node.nis.get_mut(ni) {
                 local.health.increment(sensitivity);
             }
             self.refresh_ni_status(ni);
@@ -303,12 +303,12 @@ impl Flow<'_> {
     pub(super) fn cancel_recovery(&mut self, target: RecoveryTarget) {
         let state = match target {
             RecoveryTarget::Local(ni) => {
-                self.recovery.remove_local(ni);
-                self.nis.get_mut(ni).map(|ni| &mut ni.recovery)
+                self.node.recovery.remove_local(ni);
+                self.node.nis.get_mut(ni).map(|ni| &mut ni.recovery)
             }
             RecoveryTarget::Peer(id) => {
-                self.recovery.remove_peer(id);
-                self.peers.ni_mut(id).map(|ni| &mut ni.recovery)
+                self.node.recovery.remove_peer(id);
+                self.node.peers.ni_mut(id).map(|ni| &mut ni.recovery)
             }
         };
         let Some(state) = state else {
@@ -325,18 +325,20 @@ impl Flow<'_> {
     /// flight are looked at again when its event arrives (which re-arms the deadline).
     pub(super) fn recompute_recovery_deadline(&mut self) {
         let local = self
+            .node
             .recovery
             .local()
-            .filter_map(|ni| self.nis.get(ni))
+            .filter_map(|ni| self.node.nis.get(ni))
             .filter(|ni| !ni.recovery.pending)
             .map(|ni| ni.recovery.next_ping);
         let peer = self
+            .node
             .recovery
             .peer()
-            .filter_map(|id| self.peers.ni(id))
+            .filter_map(|id| self.node.peers.ni(id))
             .filter(|ni| !ni.recovery.pending)
             .map(|ni| ni.recovery.next_ping);
         let deadline = local.chain(peer).min().map(|at| at.max(self.call.now));
-        self.recovery.set_deadline(deadline);
+        self.node.recovery.set_deadline(deadline);
     }
 }

@@ -59,6 +59,7 @@ use crate::engine::me::{InsertPosition, Me, MeHandle, ProcessId};
 use crate::engine::memory::{LentPayload, MAX_MD_LENGTH, Memory, PinnedBytes, Slices, SlicesMut};
 use crate::engine::msg::{Message, Messages, Phase, RxId, TxId};
 use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
+use crate::engine::node_part::NodePart;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::partition::Partition;
 use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
@@ -260,28 +261,12 @@ pub struct Engine {
     // Identity and configuration, read by every flow.
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
-    pub(super) tunables: Tunables,
     pub(super) limits: Limits,
     pub(super) partitions: Partitions,
-    // The parts.
-    pub(super) nis: Nis,
-    pub(super) peers: PeerTable,
-    pub(super) portals: Portals,
+    /// What every partition's calls read (`node_part.rs`).
+    pub(super) node: NodePart,
     /// The state each partition's calls change, by partition.
     pub(super) parts: PerPartition<Partition>,
-    pub(super) ping_target: PingTarget,
-    pub(super) push_target: PushTarget,
-    pub(super) pings: Pings,
-    pub(super) discoveries: Discoveries,
-    pub(super) recovery: RecoveryQueues,
-    pub(super) failover: Failover,
-    pub(super) faults: Faults,
-    pub(super) routes: Routes,
-    pub(super) policies: UdspRules,
-    #[cfg(test)]
-    pub(super) audit: crate::engine::audit::PartitionAudit,
-    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
-    pub(super) violation: Option<String>,
 }
 
 impl Engine {
@@ -323,26 +308,28 @@ impl Engine {
             // Copies made by fast failover set the top bit (failover.rs).
             interface_cookie: config.interface_cookie & !RESEND_COOKIE_FLAG,
             pid: config.pid,
-            tunables: config.tunables,
             limits,
             partitions: config.partitions,
-            nis,
-            peers: PeerTable::new(config.partitions),
-            portals: Portals::new(config.partitions.count()),
+            node: NodePart {
+                tunables: config.tunables,
+                nis,
+                peers: PeerTable::new(config.partitions),
+                portals: Portals::new(config.partitions.count()),
+                ping_target: PingTarget::default(),
+                push_target: PushTarget::default(),
+                pings: Pings::default(),
+                discoveries: Discoveries::default(),
+                recovery: RecoveryQueues::default(),
+                failover: Failover::default(),
+                // Fault rules draw from their own generator: deterministic per node.
+                faults: Faults::new(config.interface_cookie),
+                routes: Routes::new(config.interface_cookie.rotate_left(17)),
+                policies: UdspRules::default(),
+                #[cfg(test)]
+                audit: Default::default(),
+                violation: None,
+            },
             parts,
-            ping_target: PingTarget::default(),
-            push_target: PushTarget::default(),
-            pings: Pings::default(),
-            discoveries: Discoveries::default(),
-            recovery: RecoveryQueues::default(),
-            failover: Failover::default(),
-            // Fault rules draw from their own generator: deterministic per node.
-            faults: Faults::new(config.interface_cookie),
-            routes: Routes::new(config.interface_cookie.rotate_left(17)),
-            policies: UdspRules::default(),
-            #[cfg(test)]
-            audit: Default::default(),
-            violation: None,
         };
         let mut flow = node.flow();
         flow.setup_reserved_portal();
@@ -351,7 +338,7 @@ impl Engine {
     }
 
     pub fn tunables(&self) -> &Tunables {
-        &self.tunables
+        &self.node.tunables
     }
 
     pub fn limits(&self) -> &Limits {
@@ -360,22 +347,22 @@ impl Engine {
 
     /// All NIs, loopback first (removed ones left out).
     pub fn ni_ids(&self) -> impl Iterator<Item = NiId> + '_ {
-        self.nis.live_ids()
+        self.node.nis.live_ids()
     }
 
     /// The drop rules, newest first, with their counters.
     pub fn fault_drop_rules(&self) -> impl Iterator<Item = (DropRule, FaultStats)> + '_ {
-        self.faults.drop_rules()
+        self.node.faults.drop_rules()
     }
 
     /// The delay rules, newest first, with their counters.
     pub fn fault_delay_rules(&self) -> impl Iterator<Item = (DelayRule, FaultStats)> + '_ {
-        self.faults.delay_rules()
+        self.node.faults.delay_rules()
     }
 
     /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        self.peers.nis().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
+        self.node.peers.nis().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
     }
 
     /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
@@ -413,7 +400,7 @@ impl Engine {
     /// The crossings the audit recorded so far, without ending the current call.
     #[cfg(test)]
     pub(crate) fn partition_crossings(&self) -> &[crate::engine::audit::Crossing] {
-        self.audit.crossings()
+        self.node.audit.crossings()
     }
 
     pub fn interface_cookie(&self) -> u64 {
@@ -430,11 +417,11 @@ impl Engine {
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.nis.get(ni).map(|ni| ni.nid)
+        self.node.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.for_nid(nid)
+        self.node.nis.for_nid(nid)
     }
 
     /// Adds a network NI (`lnetctl net add`): the ping buffer is rebuilt with a new sequence
@@ -715,16 +702,20 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         let trackers = self.parts.iter().filter_map(|part| part.shares.trackers.front());
         let tracker = trackers.min().map(|(deadline, _)| deadline);
-        let watch = self.failover.watch_deadline().map(|at| at.max(self.now()));
-        let routes = &self.routes;
+        let watch = self.node.failover.watch_deadline().map(|at| at.max(self.now()));
+        let routes = &self.node.routes;
         [
             tracker,
-            self.pings.deadline(),
-            self.recovery.deadline(),
+            self.node.pings.deadline(),
+            self.node.recovery.deadline(),
             watch,
-            self.faults.deadline(),
+            self.node.faults.deadline(),
             routes.next_check,
-            crate::engine::routing::router_staleness_deadline(routes, &self.tunables, &self.nis),
+            crate::engine::routing::router_staleness_deadline(
+                routes,
+                &self.node.tunables,
+                &self.node.nis,
+            ),
         ]
         .into_iter()
         .flatten()
@@ -837,7 +828,7 @@ impl Engine {
     /// the messages attached, queues within bounds, messages in coherent states, and no
     /// internal inconsistency seen. Linear in the node's size; meant for tests and fuzzing.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if let Some(violation) = &self.violation {
+        if let Some(violation) = &self.node.violation {
             return Err(violation.clone());
         }
         // The checker reads everything: what it reaches is not the call's (the audit).
@@ -851,12 +842,12 @@ impl Engine {
                 ]
             });
             let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
-            (self.peers.touched().get(), saved)
+            (self.node.peers.touched().get(), saved)
         };
         let checked = crate::engine::invariants::check(&self.look());
         #[cfg(test)]
         {
-            self.peers.touched().set(saved_peers);
+            self.node.peers.touched().set(saved_peers);
             saved_parts.into_iter().for_each(|(cell, touched)| cell.set(touched));
         }
         checked
@@ -883,28 +874,28 @@ impl<A: Access> View<'_, A> {
     }
 
     pub(crate) fn ni_nid(&self, ni: NiId) -> Option<Nid> {
-        self.nis.get(ni).map(|ni| ni.nid)
+        self.node.nis.get(ni).map(|ni| ni.nid)
     }
 
     pub(crate) fn ni_for_nid(&self, nid: Nid) -> Option<NiId> {
-        self.nis.for_nid(nid)
+        self.node.nis.for_nid(nid)
     }
 
     /// See [`Engine::ni_cpts`].
     pub(crate) fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
-        self.nis.get(ni).map(|n| self.partitions.covered(&n.cpts))
+        self.node.nis.get(ni).map(|n| self.partitions.covered(&n.cpts))
     }
 
     /// See [`Engine::cpt_of_nid`].
     pub(crate) fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
-        match self.nis.get(ni) {
+        match self.node.nis.get(ni) {
             Some(n) => self.partitions.cpt_of_nid_for(nid, &n.cpts),
             None => self.partitions.cpt_of_nid(nid, None),
         }
     }
 
     pub(crate) fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
-        self.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
+        self.node.nis.get(ni).filter(|ni| !ni.removed)?.lnd_timeout
     }
 
     /// See [`Engine::md_partition`].
@@ -925,12 +916,12 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::portal_tables`].
     pub(crate) fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
-        self.portals.get(portal as usize).map(|portal| portal.table_stats(&self.match_tables))
+        self.node.portals.get(portal as usize).map(|portal| portal.table_stats(&self.match_tables))
     }
 
     /// See [`Engine::fault_held_count`].
     pub(crate) fn fault_held_count(&self) -> usize {
-        self.faults.held_count()
+        self.node.faults.held_count()
     }
 
     /// See [`Engine::stats`].
@@ -949,7 +940,7 @@ impl<A: Access> View<'_, A> {
     }
 
     pub(crate) fn ni_stats(&self, id: NiId) -> Option<NiStats> {
-        let ni = self.nis.get(id).filter(|ni| !ni.removed)?;
+        let ni = self.node.nis.get(id).filter(|ni| !ni.removed)?;
         Some(NiStats {
             nid: ni.nid,
             lnd: ni.lnd,
@@ -979,7 +970,7 @@ impl<A: Access> View<'_, A> {
     }
 
     pub(crate) fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
-        let id = self.peers.find(nid)?;
+        let id = self.node.peers.find(nid)?;
         self.peer_ni_stats_by_id(id)
     }
 
@@ -1052,8 +1043,8 @@ impl<A: Access> View<'_, A> {
     }
 
     fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
-        let peer_ni = self.peers.ni(id).filter(|ni| !ni.deleted)?;
-        let peer = self.peers.peer_of(id)?;
+        let peer_ni = self.node.peers.ni(id).filter(|ni| !ni.deleted)?;
+        let peer = self.node.peers.peer_of(id)?;
         let pool = &peer_ni.credits;
         Some(PeerNiStats {
             nid: peer_ni.nid,
@@ -1091,7 +1082,7 @@ impl Flow<'_> {
     /// NI `ni`'s tx credit queue of partition `cpt` (`ni_tx_queues[cpt]`), charging the
     /// NI-wide count too; `None` for loopback, which takes no credits.
     pub(super) fn credit_pool_mut(&mut self, ni: NiId, cpt: u32) -> Option<PoolMut<'_>> {
-        let queues = self.nis.get(ni)?.credits.as_ref()?;
+        let queues = self.node.nis.get(ni)?.credits.as_ref()?;
         let pool = self.ni_shares.pool_mut(ni, cpt)?;
         Some(queues.charge(pool))
     }
@@ -1114,13 +1105,13 @@ impl Flow<'_> {
             .map_err(|error| ConfigError::Cpt { nid: config.nid, error })?;
         let config = NiConfig { cpts, ..config };
         // Removed NIs keep their slot, so the bound counts them too.
-        if self.nis.len() > MAX_NIS {
+        if self.node.nis.len() > MAX_NIS {
             return Err(ConfigError::TooManyNis);
         }
         let ni = Ni::from_config(&config, self.partitions);
         self.ni_shares.push_ni(ni.credits.as_ref());
-        let id = self.nis.push(ni).ok_or(ConfigError::TooManyNis)?;
-        self.nis.touch_net(config.nid.net(), self.call.now);
+        let id = self.node.nis.push(ni).ok_or(ConfigError::TooManyNis)?;
+        self.node.nis.touch_net(config.nid.net(), self.call.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
         self.install_ping_target();
@@ -1135,9 +1126,9 @@ impl Flow<'_> {
         timeout: Option<std::time::Duration>,
     ) -> usize {
         let mut changed = 0;
-        for index in 0..self.nis.len() {
+        for index in 0..self.node.nis.len() {
             let id = NiId(index as u16);
-            if let Some(ni) = self.nis.get_mut(id).filter(|ni| ni.lnd == lnd && !ni.removed) {
+            if let Some(ni) = self.node.nis.get_mut(id).filter(|ni| ni.lnd == lnd && !ni.removed) {
                 ni.lnd_timeout = timeout;
                 changed += 1;
             }
@@ -1151,7 +1142,7 @@ impl Flow<'_> {
         if ni == NiId::LOOPBACK {
             return Err(NiRemoveError::Loopback);
         }
-        let entry = self.nis.get_mut(ni).ok_or(NiRemoveError::UnknownNi)?;
+        let entry = self.node.nis.get_mut(ni).ok_or(NiRemoveError::UnknownNi)?;
         if entry.removed {
             return Err(NiRemoveError::AlreadyRemoved);
         }
@@ -1176,7 +1167,7 @@ impl Flow<'_> {
     ) -> Result<MeHandle, MeAttachError> {
         #[cfg(test)]
         self.audit_node_call();
-        let Some(table) = self.portals.get_mut(portal as usize) else {
+        let Some(table) = self.node.portals.get_mut(portal as usize) else {
             return Err(MeAttachError::BadPortal(portal));
         };
         if let InsertPosition::Local { cpt } = position {
@@ -1327,7 +1318,8 @@ impl Flow<'_> {
 
     /// See [`Engine::set_lazy_portal`].
     pub(crate) fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
-        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
+        let table =
+            self.node.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = true;
         Ok(())
     }
@@ -1335,7 +1327,8 @@ impl Flow<'_> {
     /// See [`Engine::clear_lazy_portal`].
     pub(crate) fn clear_lazy_portal(&mut self, now: Time, portal: u32) -> Result<(), PortalError> {
         self.advance(now);
-        let table = self.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
+        let table =
+            self.node.portals.get_mut(portal as usize).ok_or(PortalError::BadPortal(portal))?;
         table.lazy = false;
         let delayed = std::mem::take(table.delayed_mut());
         for key in delayed {
@@ -1351,7 +1344,7 @@ impl Flow<'_> {
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
         #[cfg(test)]
-        self.audit.plan(self.plan_initiate(request.md, request.target));
+        self.node.audit.plan(self.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, request.ack, false);
         let ack_wmd = if request.ack {
             WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
@@ -1394,7 +1387,7 @@ impl Flow<'_> {
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
         #[cfg(test)]
-        self.audit.plan(self.plan_initiate(request.md, request.target));
+        self.node.audit.plan(self.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, false, true);
         let header = Header {
             dest_nid: request.target.nid,
@@ -1440,7 +1433,7 @@ impl Flow<'_> {
         if self.partitions.count() > 1 {
             self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
             #[cfg(test)]
-            self.audit.plan(self.plan_header(ni, from, header));
+            self.node.audit.plan(self.plan_header(ni, from, header));
         }
         let action = self.parse(ni, from, header, None);
         self.run_work();
@@ -1534,7 +1527,7 @@ impl Flow<'_> {
         self.not_lent(rx)?;
         self.enter_partition(self.msgs.partition_of(rx.0));
         #[cfg(test)]
-        self.audit.plan(self.plan_recv_done(rx, status));
+        self.node.audit.plan(self.plan_recv_done(rx, status));
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -1573,9 +1566,9 @@ impl Flow<'_> {
             // are taken; a released message goes straight on (net_fault.c
             // delayed_msg_process()).
             let released = std::mem::take(&mut message.fault_released);
-            if !released && self.faults.has_delay_rules() {
+            if !released && self.node.faults.has_delay_rules() {
                 let header = message.header;
-                if self.faults.delay(&header, key, true, self.call.now) {
+                if self.node.faults.delay(&header, key, true, self.call.now) {
                     continue;
                 }
             }
@@ -1586,7 +1579,7 @@ impl Flow<'_> {
             message.lnd_at = Some(self.call.now);
             let next_hop = message
                 .peer_ni
-                .and_then(|id| self.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(id))
                 .map_or(message.header.dest_nid, |p| p.nid);
             let (ni, header) = (message.ni, message.header);
             let transmit = Transmit {
@@ -1606,8 +1599,9 @@ impl Flow<'_> {
             // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
             // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
             // would, and the failure takes the path a real one of that kind takes.
-            if self.faults.has_drop_rules() {
-                if let Some(status) = self.faults.fail_on_send(&transmit.header, self.call.now) {
+            if self.node.faults.has_drop_rules() {
+                if let Some(status) = self.node.faults.fail_on_send(&transmit.header, self.call.now)
+                {
                     let _ = self.handle_send_done(self.call.now, transmit.tx, status);
                     continue;
                 }
@@ -1667,7 +1661,7 @@ impl Flow<'_> {
         self.advance(now);
         self.enter_partition(self.msgs.partition_of(tx.0));
         #[cfg(test)]
-        self.audit.plan(self.plan_send_done(tx, status));
+        self.node.audit.plan(self.plan_send_done(tx, status));
         let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || message.phase != Phase::InLnd {
             return Err(DriverError::WrongState);
@@ -1697,11 +1691,12 @@ impl Flow<'_> {
         up: bool,
     ) -> Result<(), DriverError> {
         self.advance(now);
-        let ni = self.nis.get(ni).ok_or(DriverError::UnknownNi)?;
+        let ni = self.node.nis.get(ni).ok_or(DriverError::UnknownNi)?;
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
-            let gateway = self.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
-            if let Some(peer_ni) = self.peers.ni_mut(id) {
+            let gateway =
+                self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
+            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
                 peer_ni.alive = up;
                 if up {
                     peer_ni.last_alive = Some(self.call.now);
@@ -1764,18 +1759,18 @@ impl Flow<'_> {
         rule: DropRule,
     ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_drop(rule, self.call.now)
+        self.node.faults.add_drop(rule, self.call.now)
     }
 
     /// See [`Engine::fault_drop_del`].
     pub(crate) fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> usize {
-        self.faults.delete_drops(source, destination)
+        self.node.faults.delete_drops(source, destination)
     }
 
     /// See [`Engine::fault_drop_reset`].
     pub(crate) fn fault_drop_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_drops(self.call.now);
+        self.node.faults.reset_drops(self.call.now);
     }
 
     /// See [`Engine::fault_delay_add`].
@@ -1785,14 +1780,14 @@ impl Flow<'_> {
         rule: DelayRule,
     ) -> Result<(), FaultRuleError> {
         self.advance(now);
-        self.faults.add_delay(rule, self.call.now)
+        self.node.faults.add_delay(rule, self.call.now)
     }
 
     /// See [`Engine::fault_delay_del`].
     pub(crate) fn fault_delay_del(&mut self, now: Time, source: Nid, destination: Nid) -> usize {
         self.advance(now);
         let mut released = Vec::new();
-        let removed = self.faults.delete_delays(source, destination, &mut released);
+        let removed = self.node.faults.delete_delays(source, destination, &mut released);
         self.release_held_faults(released);
         self.run_work();
         removed
@@ -1801,13 +1796,13 @@ impl Flow<'_> {
     /// See [`Engine::fault_delay_reset`].
     pub(crate) fn fault_delay_reset(&mut self, now: Time) {
         self.advance(now);
-        self.faults.reset_delays(self.call.now);
+        self.node.faults.reset_delays(self.call.now);
     }
 
     /// Releases what delay rules hold that is due.
     fn release_due_faults(&mut self) {
         let mut released = Vec::new();
-        self.faults.take_due(self.call.now, &mut released);
+        self.node.faults.take_due(self.call.now, &mut released);
         self.release_held_faults(released);
     }
 
@@ -1846,7 +1841,7 @@ impl Flow<'_> {
         #[cfg(test)]
         {
             self.close_audited_call();
-            self.audit.open(std::panic::Location::caller());
+            self.node.audit.open(std::panic::Location::caller());
         }
         self.call.now = (self.call.now).max(now);
         self.call.cpt = 0;
@@ -1857,7 +1852,7 @@ impl Flow<'_> {
     pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
         self.call.cpt = cpt.unwrap_or(0);
         #[cfg(test)]
-        self.audit.enter(self.call.cpt);
+        self.node.audit.enter(self.call.cpt);
     }
 
     /// Ends the partition audit's current call: what it reached of the partitioned state
@@ -1868,13 +1863,13 @@ impl Flow<'_> {
         let touched = self.mds.take_touched()
             | self.mes.take_touched()
             | self.msgs.take_touched()
-            | self.peers.touched().take()
-            | self.nis.touched().take()
+            | self.node.peers.touched().take()
+            | self.node.nis.touched().take()
             | self.ni_shares.take_touched()
-            | self.portals.take_touched()
+            | self.node.portals.take_touched()
             | self.match_tables.take_touched()
             | self.trackers.take_touched();
-        self.audit.close(self.call.cpt, touched);
+        self.node.audit.close(self.call.cpt, touched);
     }
 
     /// Starts a call that names no partition (the audit does not check it): what an API
@@ -1883,7 +1878,7 @@ impl Flow<'_> {
     #[track_caller]
     fn audit_node_call(&mut self) {
         self.close_audited_call();
-        self.audit.open(std::panic::Location::caller());
+        self.node.audit.open(std::panic::Location::caller());
     }
 
     /// Starts an audited call that takes message `key` out of the outputs.
@@ -1891,21 +1886,21 @@ impl Flow<'_> {
     #[track_caller]
     fn audit_drain(&mut self, key: Key) {
         self.close_audited_call();
-        self.audit.open(std::panic::Location::caller());
+        self.node.audit.open(std::panic::Location::caller());
         self.enter_partition(self.msgs.partition_of(key));
-        self.audit.plan(self.plan_message(key));
+        self.node.audit.plan(self.plan_message(key));
     }
 
     /// See [`Engine::partition_audit`].
     #[cfg(test)]
     pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
         self.close_audited_call();
-        self.audit.take()
+        self.node.audit.take()
     }
 
     pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
-        if self.violation.is_none() {
-            *self.violation = Some(what());
+        if self.node.violation.is_none() {
+            self.node.violation = Some(what());
         }
     }
 
@@ -1948,7 +1943,7 @@ impl Flow<'_> {
 
     pub(super) fn remove_me(&mut self, key: Key) {
         if let Some(me) = self.mes.remove(key) {
-            if let Some(portal) = self.portals.get_mut(me.portal as usize) {
+            if let Some(portal) = self.node.portals.get_mut(me.portal as usize) {
                 portal.remove(&mut self.match_tables, key, &me);
             }
         }
@@ -1994,7 +1989,8 @@ impl Flow<'_> {
     /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
     /// re-used MD keeps its start time and next hop. True when the tracker is new.
     pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
-        let (now, deadline) = (self.call.now, self.call.now + self.tunables.transaction_timeout);
+        let (now, deadline) =
+            (self.call.now, self.call.now + self.node.tunables.transaction_timeout);
         let cpt = self.mds.partition_of(md_key).unwrap_or(0);
         let Some(md) = self.mds.get_mut(md_key) else {
             return false;
@@ -2090,12 +2086,12 @@ impl Flow<'_> {
         nid: Nid,
         credits: u32,
     ) -> Result<PeerNiId, PeerTableFull> {
-        if let Some(id) = self.peers.find(nid) {
+        if let Some(id) = self.node.peers.find(nid) {
             return Ok(id);
         }
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        let id = self.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)?;
+        let id = self.node.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)?;
         // A new peer with a new peer net (peer.c lnet_peer_attach_peer_ni()).
         self.apply_policies_on_attached(id, true);
         Ok(id)
@@ -2103,16 +2099,16 @@ impl Flow<'_> {
 
     /// Reclaims deleted peer NI slots if the table is full.
     pub(super) fn make_peer_ni_room(&mut self) {
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        self.peers.make_room(self.limits.peer_nis, referenced);
+        self.node.peers.make_room(self.limits.peer_nis, referenced);
     }
 
     /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
     /// over messages and trackers).
     pub(super) fn reclaim_peer_nis(&mut self) {
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.failover);
-        self.peers.reclaim_unused(|id| peer_ni_referenced(msgs, mds, failover, id));
+        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
+        self.node.peers.reclaim_unused(|id| peer_ni_referenced(msgs, mds, failover, id));
     }
 
     /// Drains deferred work until none is left: message work first, then events of LNet's

@@ -105,7 +105,7 @@ impl<A: Access> View<'_, A> {
         if self.partitions.count() == 1 {
             return CallScope::one(0);
         }
-        let Some(hop) = self.peers.find(from) else {
+        let Some(hop) = self.node.peers.find(from) else {
             return CallScope::Node;
         };
         if self.ni_recovering(ni) {
@@ -119,7 +119,7 @@ impl<A: Access> View<'_, A> {
         }
         // A request's response (a GET's REPLY at once, a PUT's ACK when it is received) goes
         // to one of the initiator's NIs.
-        let Some(initiator) = self.peers.peer_id(header.src_nid) else {
+        let Some(initiator) = self.node.peers.peer_id(header.src_nid) else {
             return CallScope::Node;
         };
         let home = self.with_peer(home, initiator);
@@ -150,7 +150,7 @@ impl<A: Access> View<'_, A> {
         if portal == LNET_RESERVED_PORTAL {
             return CallScope::Node;
         }
-        let Some(table) = self.portals.get(portal as usize) else {
+        let Some(table) = self.node.portals.get(portal as usize) else {
             return home;
         };
         let place = self.place_of(ni, from, info.initiator.nid, header);
@@ -182,11 +182,11 @@ impl<A: Access> View<'_, A> {
             .then(|| self.ni_shares.share(message.tx_cpt)?.pool(message.ni)?.next_waiter())
             .flatten();
         let peer_waiter = (message.peer_credit == Credit::Held)
-            .then(|| self.peers.ni(message.peer_ni?)?.credits.next_waiter())
+            .then(|| self.node.peers.ni(message.peer_ni?)?.credits.next_waiter())
             .flatten();
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
         let router_waiter = (message.router_credit == Credit::Held)
-            .then(|| self.peers.ni(rx_peer?)?.router_credits.as_ref()?.next_waiter())
+            .then(|| self.node.peers.ni(rx_peer?)?.router_credits.as_ref()?.next_waiter())
             .flatten();
         for waiter in [ni_waiter, peer_waiter].into_iter().flatten() {
             // A waiter that cannot be sent any more fails when it is posted: the whole node.
@@ -201,7 +201,7 @@ impl<A: Access> View<'_, A> {
         }
         if message.ack_to.is_some() {
             // The ACK goes to one of the initiator's NIs.
-            scope = match self.peers.peer_id(message.header.src_nid) {
+            scope = match self.node.peers.peer_id(message.header.src_nid) {
                 Some(peer) => self.with_peer(scope, peer),
                 None => CallScope::Node,
             };
@@ -213,8 +213,9 @@ impl<A: Access> View<'_, A> {
     /// when it is on a net of ours (the next hop is one of them); the whole node when it is
     /// reached through another router or not known yet.
     fn plan_forward(&self, header: &Header) -> CallScope {
-        let local = self.nis.iter().any(|ni| !ni.removed && ni.nid.net() == header.dest_nid.net());
-        match self.peers.peer_id(header.dest_nid) {
+        let local =
+            self.node.nis.iter().any(|ni| !ni.removed && ni.nid.net() == header.dest_nid.net());
+        match self.node.peers.peer_id(header.dest_nid) {
             Some(peer) if local => self.with_peer(CallScope::Partitions(0), peer),
             _ => CallScope::Node,
         }
@@ -224,7 +225,8 @@ impl<A: Access> View<'_, A> {
     /// a good message raises its health, may change the recovery queue and the ping buffer,
     /// and resets its ping count.
     fn ni_recovering(&self, ni: NiId) -> bool {
-        self.nis
+        self.node
+            .nis
             .get(ni)
             .is_some_and(|ni| ni.health.value() < MAX_HEALTH || ni.recovery.ping_count != 0)
     }
@@ -233,11 +235,12 @@ impl<A: Access> View<'_, A> {
     /// the one whose tx credits each local NI of its net would charge (`lnet_cpt_of_nid()` on
     /// that NI: the owner unless the NI is bound to some partitions only).
     fn with_peer_ni(&self, scope: CallScope, id: PeerNiId) -> CallScope {
-        let Some(peer_ni) = self.peers.ni(id) else {
+        let Some(peer_ni) = self.node.peers.ni(id) else {
             return CallScope::Node;
         };
         let net = peer_ni.nid.net();
-        self.nis
+        self.node
+            .nis
             .iter()
             .filter(|ni| ni.nid.net() == net && !ni.cpts.is_all())
             .fold(scope.with(peer_ni.cpt), |scope, ni| {
@@ -247,7 +250,7 @@ impl<A: Access> View<'_, A> {
 
     /// `scope` and the partitions owning the NIs of `peer`: selection may take any of them.
     fn with_peer(&self, scope: CallScope, peer: PeerId) -> CallScope {
-        let Some(peer) = self.peers.peer(peer) else {
+        let Some(peer) = self.node.peers.peer(peer) else {
             return CallScope::Node;
         };
         peer.ni_ids().fold(scope, |scope, id| self.with_peer_ni(scope, id))
@@ -258,7 +261,7 @@ impl<A: Access> View<'_, A> {
         let Some(cpt) = md.key().and_then(|key| self.mds.partition_of(key)) else {
             return CallScope::Node;
         };
-        let Some(peer) = self.peers.peer_id(target.nid) else {
+        let Some(peer) = self.node.peers.peer_id(target.nid) else {
             return CallScope::Node;
         };
         if !self.peer_is_uptodate(peer) {
@@ -308,7 +311,7 @@ impl<A: Access> View<'_, A> {
         offset: u32,
     ) -> MatchInfo {
         MatchInfo {
-            initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),
+            initiator: ProcessId::new(self.node.peers.primary_nid(header.src_nid), header.src_pid),
             operation,
             match_bits: bits,
             remote_offset: offset,

@@ -52,6 +52,7 @@
 //! `lnet_peer_ni_set_non_mr_pref_nid()`), lnet/utils/lnetconfig/liblnetconfig_udsp.c
 //! (`lustre_lnet_add_udsp()`: what lnetctl checks before sending a rule).
 
+use crate::engine::node_part::NodePart;
 use crate::engine::view::{Access, Flow, View};
 use std::fmt;
 
@@ -355,7 +356,7 @@ impl PreferredNids {
 impl Engine {
     /// `lnetctl udsp show`: the rules in index order.
     pub fn udsp_rules(&self) -> &UdspRules {
-        &self.policies
+        &self.node.policies
     }
     /// `lnetctl udsp add`: the rule goes in at `index` (appended by default), then every
     /// rule is applied again, last to first.
@@ -386,9 +387,10 @@ impl<A: Access> View<'_, A> {
     /// See [`Engine::udsp_info`].
     pub(crate) fn udsp_info(&self, nid: Nid, remote: bool) -> Option<UdspConstructInfo> {
         if !remote {
-            let ni = self.nis.get(self.nis.for_nid(nid)?)?;
+            let ni = self.node.nis.get(self.node.nis.for_nid(nid)?)?;
             return Some(UdspConstructInfo {
                 net_priority: self
+                    .node
                     .nis
                     .net(nid.net())
                     .map_or(MAX_SELECTION_PRIORITY, |net| net.priority),
@@ -398,9 +400,9 @@ impl<A: Access> View<'_, A> {
                 preferred_sources: Vec::new(),
             });
         }
-        let id = self.peers.find(nid)?;
-        let lpni = self.peers.ni(id).filter(|lpni| !lpni.deleted)?;
-        let peer = self.peers.peer(lpni.peer)?;
+        let id = self.node.peers.find(nid)?;
+        let lpni = self.node.peers.ni(id).filter(|lpni| !lpni.deleted)?;
+        let peer = self.node.peers.peer(lpni.peer)?;
         let net_priority = peer
             .nets
             .iter()
@@ -419,21 +421,21 @@ impl<A: Access> View<'_, A> {
     /// route-table order (the kernel walks its remote-net hash: the same set, so the same
     /// lists but for their order): what a `--rte` criterion is matched against.
     pub(super) fn route_gateways(&self) -> Vec<Nid> {
-        self.routes.iter().map(|route| self.peers.primary_nid(route.gateway)).collect()
+        self.node.routes.iter().map(|route| self.node.peers.primary_nid(route.gateway)).collect()
     }
 
     /// Whether the peer NI `destination` prefers the gateway whose NID is `gateway` (by its
     /// peer's primary NID): route choice compares this first.
     /// lustre: peer.c `lnet_peer_is_pref_rtr_locked()`, lib-move.c `lnet_find_route_locked()`.
     pub(super) fn prefers_router(&self, destination: PeerNiId, gateway: Nid) -> bool {
-        let Some(lpni) = self.peers.ni(destination) else { return false };
+        let Some(lpni) = self.node.peers.ni(destination) else { return false };
         !lpni.preferred_routers.is_empty()
-            && lpni.preferred_routers.contains(&self.peers.primary_nid(gateway))
+            && lpni.preferred_routers.contains(&self.node.peers.primary_nid(gateway))
     }
 
     /// Whether `peer` has a peer net for `net` (to tell if attaching a NID creates one).
     pub(super) fn peer_has_net(&self, peer: PeerId, net: Net) -> bool {
-        self.peers.peer(peer).is_some_and(|entry| entry.nets.iter().any(|n| n.net == net))
+        self.node.peers.peer(peer).is_some_and(|entry| entry.nets.iter().any(|n| n.net == net))
     }
 }
 
@@ -444,9 +446,9 @@ impl Flow<'_> {
         rule: UdspRule,
         index: Option<usize>,
     ) -> Result<usize, UdspAddError> {
-        let at = self.policies.add(rule, index)?;
+        let at = self.node.policies.add(rule, index)?;
         let gateways = self.route_gateways();
-        let Self { policies, nis, peers, .. } = self;
+        let NodePart { policies, nis, peers, .. } = &mut *self.node;
         for rule in policies.iter().rev() {
             apply_everywhere(rule, false, nis, peers, &gateways);
         }
@@ -456,15 +458,15 @@ impl Flow<'_> {
     /// See [`Engine::udsp_del`].
     pub(crate) fn udsp_del(&mut self, index: Option<usize>) -> Result<(), UdspNotFound> {
         let removed = match index {
-            None => self.policies.take_all(),
+            None => self.node.policies.take_all(),
             Some(at) => {
                 let shown = u32::try_from(at).unwrap_or(u32::MAX);
-                vec![self.policies.remove(at).ok_or(UdspNotFound(shown))?]
+                vec![self.node.policies.remove(at).ok_or(UdspNotFound(shown))?]
             }
         };
         let gateways = self.route_gateways();
         for rule in &removed {
-            apply_everywhere(rule, true, self.nis, self.peers, &gateways);
+            apply_everywhere(rule, true, &mut self.node.nis, &mut self.node.peers, &gateways);
         }
         Ok(())
     }
@@ -473,7 +475,7 @@ impl Flow<'_> {
     /// every NI of the net the source NID rules. lustre: api-ni.c `lnet_add_net_common()`,
     /// udsp.c `lnet_udsp_apply_policies_on_net()`, `lnet_udsp_apply_policies_on_ni()`.
     pub(super) fn apply_policies_on_new_ni(&mut self, net: Net) {
-        let Self { policies, nis, .. } = self;
+        let NodePart { policies, nis, .. } = &mut *self.node;
         for rule in policies.iter().rev() {
             let Some(src) =
                 rule.src.as_ref().filter(|_| rule.kind() == UdspRuleKind::LocalPriority)
@@ -500,11 +502,11 @@ impl Flow<'_> {
     /// lustre: peer.c `lnet_peer_attach_peer_ni()`, udsp.c
     /// `lnet_udsp_apply_policies_on_lpn()`, `lnet_udsp_apply_policies_on_lpni()`.
     pub(super) fn apply_policies_on_attached(&mut self, id: PeerNiId, new_net: bool) {
-        if self.policies.is_empty() {
+        if self.node.policies.is_empty() {
             return;
         }
         let gateways = self.route_gateways();
-        let Self { policies, nis, peers, .. } = self;
+        let NodePart { policies, nis, peers, .. } = &mut *self.node;
         let Some((nid, peer)) = peers.ni(id).map(|lpni| (lpni.nid, lpni.peer)) else {
             return;
         };

@@ -53,7 +53,7 @@ impl<A: Access> View<'_, A> {
             routed: header.src_nid.net() != header.dest_nid.net(),
             initiator_on_ni: self.cpt_of_nid(&initiator, ni),
             initiator: self.partitions.cpt_of_nid(&initiator, None),
-            rotor: self.tunables.portal_rotor,
+            rotor: self.node.tunables.portal_rotor,
         }
     }
 
@@ -91,7 +91,7 @@ impl Flow<'_> {
         lo_tx: Option<Key>,
     ) -> RecvAction {
         // A removed NI receives nothing more (its driver is closing its connections).
-        let Some(local) = self.nis.get(ni).filter(|local| !local.removed) else {
+        let Some(local) = self.node.nis.get(ni).filter(|local| !local.removed) else {
             self.count(|counters| counters.protocol_errors += 1);
             return RecvAction::ProtocolError(ParseError::UnknownNi);
         };
@@ -114,7 +114,7 @@ impl Flow<'_> {
                 self.count(|counters| counters.protocol_errors += 1);
                 return RecvAction::ProtocolError(ParseError::WrongLocalNi(header.dest_nid));
             }
-            if !self.routes.state.forwards() {
+            if !self.node.routes.state.forwards() {
                 // "Dropping message for NID (routing not enabled)": payload skipped.
                 self.count_drop(ni, None, msg_type, payload);
                 return RecvAction::Discard { length: payload };
@@ -122,8 +122,8 @@ impl Flow<'_> {
         }
         // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
         // the payload is skipped and the sender learns nothing (net_fault.c).
-        if self.faults.has_drop_rules()
-            && self.faults.drop_on_receive(header, local_nid, self.call.now)
+        if self.node.faults.has_drop_rules()
+            && self.node.faults.drop_on_receive(header, local_nid, self.call.now)
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
@@ -156,7 +156,7 @@ impl Flow<'_> {
                 return RecvAction::Discard { length: payload };
             }
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.last_alive = Some(self.call.now);
             peer.alive = true;
             // lustre: a message from a peer NI says it is UP (`lpni_ns_status`); only gateway
@@ -167,7 +167,7 @@ impl Flow<'_> {
             self.watch_rx(peer_ni, ni);
         }
         let template = EventTemplate {
-            initiator: ProcessId::new(self.peers.primary_nid(header.src_nid), header.src_pid),
+            initiator: ProcessId::new(self.node.peers.primary_nid(header.src_nid), header.src_pid),
             source: header.src_nid,
             sender: from,
             target: ProcessId::new(header.dest_nid, header.dest_pid),
@@ -191,7 +191,7 @@ impl Flow<'_> {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && for_me && self.failover_enabled() {
-            match self.failover.deliveries().arrive(self.call.now, header, DEDUPE_WINDOW) {
+            match self.node.failover.deliveries().arrive(self.call.now, header, DEDUPE_WINDOW) {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -206,8 +206,8 @@ impl Flow<'_> {
         // delay_rule_match()). Loopback messages are not delayed (the loopback LND's send
         // would have to wait with them).
         if lo_tx.is_none()
-            && self.faults.has_delay_rules()
-            && self.faults.delay(header, key, false, self.call.now)
+            && self.node.faults.has_delay_rules()
+            && self.node.faults.delay(header, key, false, self.call.now)
         {
             if let Some(message) = self.msgs.get_mut(key) {
                 message.phase = Phase::FaultHeld;
@@ -234,7 +234,7 @@ impl Flow<'_> {
     /// for another node is forwarded instead (`lnet_parse_forward_locked`).
     fn parse_body(&mut self, key: Key, header: &Header) -> RecvAction {
         if self.msgs.get(key).is_some_and(|message| message.routing) {
-            if !self.routes.state.forwards() {
+            if !self.node.routes.state.forwards() {
                 self.drop_rx(key);
                 return RecvAction::Discard { length: header.payload_length };
             }
@@ -277,7 +277,7 @@ impl Flow<'_> {
         let payload = message.header.payload_length;
         let info = put_info(message);
         let place = self.match_place(key);
-        let Some(table) = self.portals.get_mut(portal as usize) else {
+        let Some(table) = self.node.portals.get_mut(portal as usize) else {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
@@ -293,6 +293,7 @@ impl Flow<'_> {
             PortalMatch::Delay => {
                 let limit = self.limits.lazy_queue;
                 let Some(table) = self
+                    .node
                     .portals
                     .get_mut(portal as usize)
                     .filter(|table| table.delayed().len() < limit)
@@ -337,7 +338,7 @@ impl Flow<'_> {
             rlength: sink_length,
         };
         let place = self.match_place(key);
-        let matched = match self.portals.get_mut(portal as usize) {
+        let matched = match self.node.portals.get_mut(portal as usize) {
             Some(table) => {
                 table.match_md(&mut self.match_tables, &self.mes, &mut self.mds, &info, &place)
             }
@@ -481,7 +482,7 @@ impl Flow<'_> {
         let Some(portal) = self.mes.get(me_key).map(|me| me.portal as usize) else {
             return;
         };
-        let Some(table) = self.portals.get_mut(portal) else {
+        let Some(table) = self.node.portals.get_mut(portal) else {
             return;
         };
         if table.delayed().is_empty() {
@@ -510,7 +511,7 @@ impl Flow<'_> {
                 MdMatch::None => kept.push_back(key),
                 MdMatch::TooBig => self.drop_delayed(key),
                 MdMatch::Ok { offset, mlength } => {
-                    if let Some(table) = self.portals.get_mut(portal) {
+                    if let Some(table) = self.node.portals.get_mut(portal) {
                         table.count_match(&mut self.match_tables, me.cpt);
                     }
                     self.commit_match(key, md_key, offset, mlength, ack_wmd);
@@ -530,7 +531,7 @@ impl Flow<'_> {
             }
         }
         kept.extend(pending);
-        if let Some(table) = self.portals.get_mut(portal) {
+        if let Some(table) = self.node.portals.get_mut(portal) {
             kept.extend(std::mem::take(table.delayed_mut()));
             *table.delayed_mut() = kept;
         }
@@ -585,9 +586,9 @@ impl Flow<'_> {
             return;
         };
         if acked {
-            self.failover.deliveries().acked(fingerprint, message.length);
+            self.node.failover.deliveries().acked(fingerprint, message.length);
         } else if !delivered {
-            self.failover.deliveries().forget(fingerprint);
+            self.node.failover.deliveries().forget(fingerprint);
         }
     }
 
@@ -617,7 +618,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.dropped(msg_type, bytes);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.stats.dropped(msg_type, bytes);
         }
     }

@@ -36,12 +36,12 @@ use crate::wire::ping::{
 impl Engine {
     /// The ping buffer this node serves (entry 0's sequence number in `sequence`).
     pub fn local_ping_info(&self) -> &PingInfo {
-        self.ping_target.info()
+        self.node.ping_target.info()
     }
 
     /// The ping buffer this node serves, as bytes on the wire.
     pub fn local_ping_buffer(&self) -> &[u8] {
-        self.ping_target.bytes()
+        self.node.ping_target.bytes()
     }
     /// `LNetPing` / `lnetctl ping`: GETs `target`'s ping buffer (a 3960-byte sink, response
     /// tracking forced on) from `source` or any NI, and reports a [`PingResult`] through
@@ -71,20 +71,20 @@ impl<A: Access> View<'_, A> {
     fn build_ping_info(&self, sequence: u32) -> PingInfo {
         let mut features = LNET_PING_FEAT_NI_STATUS | LNET_PING_FEAT_MULTI_RAIL;
         // A router advertises itself only once routing is Enabled (router.c).
-        if !self.routes.state.enabled() {
+        if !self.node.routes.state.enabled() {
             features |= LNET_PING_FEAT_RTE_DISABLED;
         }
-        if self.tunables.discovery {
+        if self.node.tunables.discovery {
             features |= LNET_PING_FEAT_DISCOVERY;
         }
         let mut nets = Vec::new();
-        for ni in self.nis.iter().filter(|ni| ni.lnd != LndKind::Lo && !ni.removed) {
+        for ni in self.node.nis.iter().filter(|ni| ni.lnd != LndKind::Lo && !ni.removed) {
             if !nets.contains(&ni.nid.net()) {
                 nets.push(ni.nid.net());
             }
         }
         let ordered = nets.iter().flat_map(|net| {
-            self.nis.iter().filter(move |ni| {
+            self.node.nis.iter().filter(move |ni| {
                 ni.nid.net() == *net && ni.lnd != LndKind::Lo && !ni.removed && !ni.nid.is_any()
             })
         });
@@ -114,7 +114,7 @@ impl<A: Access> View<'_, A> {
     /// Whether message `key` waits for its peer's discovery.
     pub(crate) fn is_held_for_discovery(&self, key: Key) -> bool {
         self.msgs.get(key).is_some_and(|message| message.phase == Phase::DiscoveryWait)
-            && self.peers.peers().any(|(_, peer)| peer.discovery.pending.contains(&key))
+            && self.node.peers.peers().any(|(_, peer)| peer.discovery.pending.contains(&key))
     }
 }
 
@@ -135,7 +135,7 @@ impl Flow<'_> {
         if let Some(nid) = source.filter(|nid| self.ni_for_nid(*nid).is_none()) {
             return Err(PingStartError::NotLocalSource(nid));
         }
-        if self.pings.len() >= MAX_PINGS {
+        if self.node.pings.len() >= MAX_PINGS {
             return Err(PingStartError::TooManyPings);
         }
         // A ping's MD, and so its message, lives in partition 0 (`bind_internal`).
@@ -157,10 +157,10 @@ impl Flow<'_> {
             reply: None,
             failure: None,
         };
-        let id = self.pings.start(state);
+        let id = self.node.pings.start(state);
         // The source was checked above, so only a full table can fail the GET here.
         if self.send_api_ping(id, PING_SINK).is_err() {
-            self.pings.finish(id);
+            self.node.pings.finish(id);
             self.run_work();
             return Err(PingStartError::TooManyMessages);
         }
@@ -174,7 +174,7 @@ impl Flow<'_> {
     /// ping target and a 272-byte push target are attached.
     /// lustre: api-ni.c `lnet_push_target_init()`, `lnet_ping_target_setup()`.
     pub(super) fn setup_reserved_portal(&mut self) {
-        if let Some(table) = self.portals.get_mut(LNET_RESERVED_PORTAL as usize) {
+        if let Some(table) = self.node.portals.get_mut(LNET_RESERVED_PORTAL as usize) {
             table.lazy = true;
         }
         self.install_ping_target();
@@ -186,7 +186,7 @@ impl Flow<'_> {
     /// lustre: api-ni.c `lnet_ping_target_update()`, `lnet_ping_target_install_locked()`,
     /// peer.c `lnet_push_update_to_peers()`.
     pub(super) fn install_ping_target(&mut self) {
-        let sequence = self.ping_target.info().sequence.wrapping_add(1);
+        let sequence = self.node.ping_target.info().sequence.wrapping_add(1);
         let info = self.build_ping_info(sequence);
         let bytes = match info.to_bytes() {
             Ok(bytes) => bytes,
@@ -198,7 +198,7 @@ impl Flow<'_> {
         let spec = MdSpec::new(Memory::new(bytes.clone()))
             .options(MdOptions::OP_GET | MdOptions::TRUNCATE | MdOptions::MANAGE_REMOTE);
         let md = self.attach_internal(spec, MdOwner::PingTarget, UnlinkMode::Retain);
-        if let Some(old) = self.ping_target.install(info, bytes, md) {
+        if let Some(old) = self.node.ping_target.install(info, bytes, md) {
             self.abort_live_md(old);
         }
         self.push_update_to_peers();
@@ -208,29 +208,29 @@ impl Flow<'_> {
     /// rewritten with the same sequence number, in the MD that serves it (its length does
     /// not change), and nobody is pushed (docs/protocol/semantics.md §4.1, §6.1).
     pub(super) fn update_ping_buffer_in_place(&mut self) {
-        let info = self.build_ping_info(self.ping_target.info().sequence);
+        let info = self.build_ping_info(self.node.ping_target.info().sequence);
         let Ok(bytes) = info.to_bytes() else {
             return;
         };
-        if bytes.len() != self.ping_target.bytes().len() {
+        if bytes.len() != self.node.ping_target.bytes().len() {
             self.record_violation(|| "ping buffer changed size on a status change".to_string());
             return;
         }
-        if let Some(md) = self.ping_target.md().and_then(|md| self.mds.get_mut(md)) {
+        if let Some(md) = self.node.ping_target.md().and_then(|md| self.mds.get_mut(md)) {
             md.memory.write_at(0, &bytes);
         }
-        self.ping_target.rewrite(info, bytes);
+        self.node.ping_target.rewrite(info, bytes);
     }
 
     /// Posts a push target of the wanted size, unlinking the one it replaces.
     /// lustre: api-ni.c `lnet_push_target_post()`, `lnet_push_target_resize()`.
     fn post_push_target(&mut self) {
-        let size = self.push_target.size();
+        let size = self.node.push_target.size();
         let spec = MdSpec::new(Memory::new(vec![0; size as usize]))
             .threshold(Threshold::Count(1))
             .options(MdOptions::OP_PUT | MdOptions::TRUNCATE);
         let md = self.attach_internal(spec, MdOwner::PushTarget, UnlinkMode::Unlink);
-        if let Some(old) = self.push_target.posted(md) {
+        if let Some(old) = self.node.push_target.posted(md) {
             self.abort_live_md(old);
         }
     }
@@ -238,7 +238,7 @@ impl Flow<'_> {
     /// The discovery thread's first duty: grow the push target, or post it again after a
     /// push consumed it. True when it did something.
     pub(super) fn service_push_target(&mut self) -> bool {
-        if self.push_target.wants_post() {
+        if self.node.push_target.wants_post() {
             self.post_push_target();
             return true;
         }
@@ -258,7 +258,7 @@ impl Flow<'_> {
             internal: true,
             cpt: 0,
         };
-        let table = self.portals.get_mut(LNET_RESERVED_PORTAL as usize)?;
+        let table = self.node.portals.get_mut(LNET_RESERVED_PORTAL as usize)?;
         if !table.accepts(&me) {
             // Cannot happen: the ping target fixes portal 0 as wildcard at node creation.
             self.record_violation(|| "portal 0 refused LNet's wildcard ME".to_string());
@@ -348,7 +348,7 @@ impl Flow<'_> {
         target: ProcessId,
         source: Option<Nid>,
     ) -> Result<Key, EventStatus> {
-        let bytes = self.ping_target.bytes().to_vec();
+        let bytes = self.node.ping_target.bytes().to_vec();
         let length = u32::try_from(bytes.len()).map_err(|_| EventStatus::NoMemory)?;
         let spec = MdSpec::new(Memory::new(bytes))
             .threshold(Threshold::Count(2))
@@ -402,12 +402,12 @@ impl Flow<'_> {
     // ------------------------------------------------------------ API pings
 
     fn send_api_ping(&mut self, id: u64, sink: u32) -> Result<(), EventStatus> {
-        let Some(state) = self.pings.get(id) else {
+        let Some(state) = self.node.pings.get(id) else {
             return Err(EventStatus::NoMemory);
         };
         let (target, source) = (state.target, state.source);
         let md = self.send_internal_ping(MdOwner::Ping(id), sink, target, source, false)?;
-        if let Some(state) = self.pings.get_mut(id) {
+        if let Some(state) = self.node.pings.get_mut(id) {
             state.md = Some(md);
         }
         Ok(())
@@ -416,7 +416,7 @@ impl Flow<'_> {
     /// `lnet_ping_event_handler`: a failure or the REPLY is recorded; the ping completes when
     /// its MD is unlinked (or its GET failed).
     fn ping_event(&mut self, id: u64, md: Key, event: &Event, data: Vec<u8>) {
-        let Some(state) = self.pings.get_mut(id).filter(|state| state.md == Some(md)) else {
+        let Some(state) = self.node.pings.get_mut(id).filter(|state| state.md == Some(md)) else {
             return;
         };
         if !event.status.is_ok() {
@@ -438,13 +438,13 @@ impl Flow<'_> {
 
     /// Reports a finished ping, or retries once with the size a truncated REPLY claims.
     fn finish_ping(&mut self, id: u64) {
-        let Some(state) = self.pings.get_mut(id) else {
+        let Some(state) = self.node.pings.get_mut(id) else {
             return;
         };
         if let Some(md) = state.md.take() {
             self.abandon_md(md);
         }
-        let Some(state) = self.pings.get_mut(id) else {
+        let Some(state) = self.node.pings.get_mut(id) else {
             return;
         };
         let outcome = match (state.reply.take(), state.failure.take()) {
@@ -472,7 +472,7 @@ impl Flow<'_> {
     }
 
     fn complete_ping(&mut self, id: u64, outcome: Result<PingReply, PingFailure>) {
-        let Some(state) = self.pings.finish(id) else {
+        let Some(state) = self.node.pings.finish(id) else {
             return;
         };
         if let Some(md) = state.md {
@@ -486,7 +486,7 @@ impl Flow<'_> {
 
     /// Pings whose timeout passed fail; their MDs are unlinked (late events are ignored).
     pub(super) fn expire_pings(&mut self) {
-        while let Some(id) = self.pings.pop_expired(self.call.now) {
+        while let Some(id) = self.node.pings.pop_expired(self.call.now) {
             self.complete_ping(id, Err(PingFailure::TimedOut));
         }
     }
@@ -500,7 +500,7 @@ impl Flow<'_> {
             MdOwner::User | MdOwner::PingTarget | MdOwner::Abandoned => {}
             MdOwner::PushTarget => {
                 if event.unlinked {
-                    self.push_target.unlinked(md);
+                    self.node.push_target.unlinked(md);
                 }
                 if event.kind == EventKind::Put {
                     self.received_push(&event, &data);

@@ -133,7 +133,7 @@ impl<A: Access> View<'_, A> {
     /// See [`Engine::routes`].
     pub(crate) fn routes(&self) -> Vec<RouteInfo> {
         (0..)
-            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
+            .map_while(|index| self.node.routes.get(index).map(|route| (index, route)))
             .map(|(index, route)| RouteInfo {
                 net: route.net,
                 gateway: route.gateway,
@@ -147,12 +147,12 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::routing_state`].
     pub(crate) fn routing_state(&self) -> RoutingState {
-        self.routes.state
+        self.node.routes.state
     }
 
     /// See [`Engine::router_buffer_counts`].
     pub(crate) fn router_buffer_counts(&self) -> crate::engine::routes::BufferCounts {
-        self.routes.counts
+        self.node.routes.counts
     }
 
     /// See [`Engine::router_pools`].
@@ -162,8 +162,8 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::gateway_alive`].
     pub(crate) fn gateway_alive(&self, nid: Nid) -> Option<bool> {
-        let peer = self.peers.peer_id(nid)?;
-        self.peer_is_router(peer, None).then(|| self.peers.peer(peer).is_some_and(|p| p.alive))
+        let peer = self.node.peers.peer_id(nid)?;
+        self.peer_is_router(peer, None).then(|| self.node.peers.peer(peer).is_some_and(|p| p.alive))
     }
 
     // ------------------------------------------------------------ liveness
@@ -171,32 +171,32 @@ impl<A: Access> View<'_, A> {
     /// Whether `peer` is the gateway of a route (`lp_rtr_refcount > 0`); `except` leaves one
     /// NID out (a route being added).
     pub(super) fn peer_is_router(&self, peer: PeerId, except: Option<Nid>) -> bool {
-        self.routes.iter().any(|route| {
-            Some(route.gateway) != except && self.peers.peer_id(route.gateway) == Some(peer)
+        self.node.routes.iter().any(|route| {
+            Some(route.gateway) != except && self.node.peers.peer_id(route.gateway) == Some(peer)
         })
     }
 
     /// `lnet_is_peer_ni_alive`: the peer NI's cached status is UP.
     fn peer_ni_up(&self, id: PeerNiId) -> bool {
-        self.peers.ni(id).is_some_and(|ni| ni.status == LNET_NI_STATUS_UP && !ni.vanished)
+        self.node.peers.ni(id).is_some_and(|ni| ni.status == LNET_NI_STATUS_UP && !ni.vanished)
     }
 
     /// `lnet_is_gateway_net_alive`: some NI of `peer` on `net` is UP.
     fn gateway_net_alive(&self, peer: PeerId, net: Net) -> Option<bool> {
-        let entry = self.peers.peer(peer)?;
+        let entry = self.node.peers.peer(peer)?;
         let peer_net = entry.nets.iter().find(|peer_net| peer_net.net == net)?;
         Some(peer_net.nis.iter().any(|id| self.peer_ni_up(*id)))
     }
 
     /// `lnet_is_route_alive`.
     pub(super) fn route_alive(&self, index: usize) -> bool {
-        let Some(route) = self.routes.get(index) else {
+        let Some(route) = self.node.routes.get(index) else {
             return false;
         };
-        let Some(peer) = self.peers.peer_id(route.gateway) else {
+        let Some(peer) = self.node.peers.peer_id(route.gateway) else {
             return false;
         };
-        let Some(entry) = self.peers.peer(peer) else {
+        let Some(entry) = self.node.peers.peer(peer) else {
             return false;
         };
         if !entry.alive || !self.gateway_reachable(peer, route.gateway.net()) {
@@ -209,7 +209,7 @@ impl<A: Access> View<'_, A> {
             return false;
         }
         let single_hop = route.hops == Some(1) || route.single_hop;
-        if self.tunables.router.avoid_asym_router_failure
+        if self.node.tunables.router.avoid_asym_router_failure
             && single_hop
             && self.gateway_net_alive(peer, route.net) != Some(true)
         {
@@ -227,11 +227,12 @@ impl<A: Access> View<'_, A> {
             return true;
         }
         let Some(peer_net) =
-            self.peers.peer(peer).and_then(|entry| entry.nets.iter().find(|n| n.net == net))
+            self.node.peers.peer(peer).and_then(|entry| entry.nets.iter().find(|n| n.net == net))
         else {
             return false;
         };
         let locals: Vec<NiId> = self
+            .node
             .nis
             .iter()
             .enumerate()
@@ -243,24 +244,24 @@ impl<A: Access> View<'_, A> {
 
     /// `lnet_is_discovery_disabled` toward a gateway.
     fn gateway_discovery_disabled(&self, peer: PeerId) -> bool {
-        !self.tunables.discovery
-            || self.peers.peer(peer).is_none_or(|entry| {
+        !self.node.tunables.discovery
+            || self.node.peers.peer(peer).is_none_or(|entry| {
                 !entry.multi_rail() || entry.state.contains(PeerState::NO_DISCOVERY)
             })
     }
 
     /// `lnet_router_checker_active`.
     fn router_checker_active(&self) -> bool {
-        self.routes.state.forwards()
-            || (!self.routes.is_empty()
-                && !self.tunables.router.alive_router_check_interval.is_zero())
+        self.node.routes.state.forwards()
+            || (!self.node.routes.is_empty()
+                && !self.node.tunables.router.alive_router_check_interval.is_zero())
     }
 
     /// When the router checker next has work: a routing transition or a gateway net due for
     /// its ping (a router net going stale is [`router_staleness_deadline`]).
     fn router_checker_deadline(&self) -> Option<Time> {
-        let transition = self.tunables.router.routing_transition();
-        let state = match self.routes.state {
+        let transition = self.node.tunables.router.routing_transition();
+        let state = match self.node.routes.state {
             RoutingState::Starting { since } => Some(since + transition),
             // Checked each second once the minimum has passed (the buffers may still be out).
             RoutingState::Stopping { since } => {
@@ -268,13 +269,13 @@ impl<A: Access> View<'_, A> {
             }
             _ => None,
         };
-        let interval = self.tunables.router.alive_router_check_interval;
-        if self.routes.is_empty() || interval.is_zero() {
+        let interval = self.node.tunables.router.alive_router_check_interval;
+        if self.node.routes.is_empty() || interval.is_zero() {
             return state;
         }
         let mut next: Option<Time> = state;
         for peer in self.gateway_peers() {
-            let Some(entry) = self.peers.peer(peer) else { continue };
+            let Some(entry) = self.node.peers.peer(peer) else { continue };
             if entry.state.contains(PeerState::RTR_DISCOVERY) {
                 continue;
             }
@@ -288,8 +289,8 @@ impl<A: Access> View<'_, A> {
     /// The distinct gateway peers, in route order.
     fn gateway_peers(&self) -> Vec<PeerId> {
         let mut peers: Vec<PeerId> = Vec::new();
-        for route in self.routes.iter() {
-            if let Some(peer) = self.peers.peer_id(route.gateway) {
+        for route in self.node.routes.iter() {
+            if let Some(peer) = self.node.peers.peer_id(route.gateway) {
                 if !peers.contains(&peer) {
                     peers.push(peer);
                 }
@@ -301,18 +302,18 @@ impl<A: Access> View<'_, A> {
     /// The destination peer's net that a route reaches, by peer-net health, priority and
     /// sequence, and its best NI (`lnet_handle_find_routed_path`, SRC_ANY).
     fn best_routed_peer_net(&self, destination: PeerNiId) -> Option<(Net, PeerNiId)> {
-        let peer = self.peers.ni(destination)?.peer;
-        let entry = self.peers.peer(peer)?;
+        let peer = self.node.peers.ni(destination)?.peer;
+        let entry = self.node.peers.peer(peer)?;
         type NetOrder = (Reverse<u32>, u32, u64);
         let mut best: Option<(Net, NetOrder)> = None;
         for peer_net in &entry.nets {
-            if !self.routes.reaches(peer_net.net) {
+            if !self.node.routes.reaches(peer_net.net) {
                 continue;
             }
             let health = peer_net
                 .nis
                 .iter()
-                .filter_map(|id| self.peers.ni(*id))
+                .filter_map(|id| self.node.peers.ni(*id))
                 .map(|ni| ni.health.value())
                 .max()
                 .unwrap_or(0);
@@ -337,17 +338,17 @@ impl<A: Access> View<'_, A> {
     ) -> Option<(usize, PeerNiId)> {
         type RouteOrder = (bool, u32, u32);
         let mut best: Option<(usize, PeerNiId, RouteOrder)> = None;
-        for index in self.routes.to_net(net) {
+        for index in self.node.routes.to_net(net) {
             if !self.route_alive(index) {
                 continue;
             }
-            let Some(route) = self.routes.get(index) else { continue };
+            let Some(route) = self.node.routes.get(index) else { continue };
             let preferred = self.prefers_router(destination, route.gateway);
             let order = (!preferred, route.priority, route.hops.unwrap_or(1));
             if best.is_some_and(|(_, _, current)| order > current) {
                 continue;
             }
-            let Some(peer) = self.peers.peer_id(route.gateway) else { continue };
+            let Some(peer) = self.node.peers.peer_id(route.gateway) else { continue };
             let Some(gateway) = self.best_gateway_ni(peer, source_net) else { continue };
             if let Some((best_index, best_gateway, current)) = best {
                 if order == current {
@@ -355,7 +356,7 @@ impl<A: Access> View<'_, A> {
                         std::cmp::Ordering::Less => continue,
                         std::cmp::Ordering::Equal => {
                             let seq = route.seq.get();
-                            if self.routes.get(best_index).is_some_and(|b| seq > b.seq.get()) {
+                            if self.node.routes.get(best_index).is_some_and(|b| seq > b.seq.get()) {
                                 continue;
                             }
                         }
@@ -372,7 +373,8 @@ impl<A: Access> View<'_, A> {
     /// bytes queued, then more credits).
     fn compare_gateway_nis(&self, a: PeerNiId, b: PeerNiId) -> std::cmp::Ordering {
         let key = |id: PeerNiId| {
-            self.peers
+            self.node
+                .peers
                 .ni(id)
                 .map(|ni| (ni.health.value(), Reverse(ni.queued_bytes), ni.credits.value()))
         };
@@ -382,7 +384,7 @@ impl<A: Access> View<'_, A> {
     /// `lnet_find_best_lpni` without a local NI: the best of the gateway's NIs on `net`, or
     /// on any local net (health, priority, credits, sequence).
     fn best_gateway_ni(&self, peer: PeerId, net: Option<Net>) -> Option<PeerNiId> {
-        let entry = self.peers.peer(peer)?;
+        let entry = self.node.peers.peer(peer)?;
         type GatewayNiOrder = (Reverse<u32>, u32, Reverse<i32>, u64);
         let mut best: Option<(PeerNiId, GatewayNiOrder)> = None;
         for peer_net in &entry.nets {
@@ -394,7 +396,8 @@ impl<A: Access> View<'_, A> {
                 continue;
             }
             for id in &peer_net.nis {
-                let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished && !lpni.deleted)
+                let Some(lpni) =
+                    self.node.peers.ni(*id).filter(|lpni| !lpni.vanished && !lpni.deleted)
                 else {
                     continue;
                 };
@@ -417,20 +420,21 @@ impl<A: Access> View<'_, A> {
     /// or unhealthy.
     pub(super) fn mr_forwarding_allowed(&self, destination: PeerNiId, source: Nid) -> bool {
         let originator_mr = self
+            .node
             .peers
             .find(source)
-            .and_then(|id| self.peers.peer_of(id))
+            .and_then(|id| self.node.peers.peer_of(id))
             .is_some_and(|peer| peer.multi_rail());
         if !originator_mr {
             return false;
         }
         !self.peer_ni_up(destination)
-            || self.peers.ni(destination).is_some_and(|ni| ni.health.value() < MAX_HEALTH)
+            || self.node.peers.ni(destination).is_some_and(|ni| ni.health.value() < MAX_HEALTH)
     }
 
     /// `lnet_peer_buffer_credits`: the net's `peer_buffer_credits`, else its `peer_credits`.
     fn router_credits_for(&self, ni: NiId) -> u32 {
-        self.nis.get(ni).map_or(0, |ni| {
+        self.node.nis.get(ni).map_or(0, |ni| {
             let tunables = ni.tunables;
             if tunables.peer_buffer_credits > 0 {
                 tunables.peer_buffer_credits
@@ -449,7 +453,7 @@ impl<A: Access> View<'_, A> {
         if message.header.dest_pid & LNET_PID_USERFLAG != 0 {
             return false;
         }
-        let timeout = self.nis.get(message.ni).map_or(0, |ni| ni.tunables.peer_timeout);
+        let timeout = self.node.nis.get(message.ni).map_or(0, |ni| ni.tunables.peer_timeout);
         timeout > 0 && message.peer_ni.is_some_and(|id| !self.peer_ni_up(id))
     }
 
@@ -463,7 +467,7 @@ impl<A: Access> View<'_, A> {
     /// wake-up).
     pub(super) fn check_routing(&self) -> Result<(), String> {
         let computed = self.router_checker_deadline();
-        let cached = self.routes.next_check;
+        let cached = self.node.routes.next_check;
         let late = match (cached, computed) {
             (None, Some(_)) => true,
             (Some(cached), Some(computed)) => cached > computed,
@@ -488,7 +492,7 @@ impl<A: Access> View<'_, A> {
                 }
             }
         }
-        for (id, lpni) in self.peers.nis() {
+        for (id, lpni) in self.node.peers.nis() {
             let Some(pool) = &lpni.router_credits else { continue };
             let holders = self
                 .msgs
@@ -518,21 +522,21 @@ impl Flow<'_> {
         if !self.is_local_net(config.gateway.net()) {
             return Err(RouteError::GatewayUnreachable);
         }
-        let credits = self.nis.peer_credits_for(config.gateway);
+        let credits = self.node.nis.peer_credits_for(config.gateway);
         let gateway =
             self.peer_ni_or_create(config.gateway, credits).map_err(|_| RouteError::TableFull)?;
-        let Some(peer) = self.peers.ni(gateway).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.ni(gateway).map(|ni| ni.peer) else {
             return Err(RouteError::TableFull);
         };
-        let start_down = self.tunables.router.check_routers_before_use;
-        let peers = &self.peers;
-        self.routes.insert(&config, !start_down, |nid| peers.peer_id(nid) == Some(peer))?;
+        let start_down = self.node.tunables.router.check_routers_before_use;
+        let peers = &self.node.peers;
+        self.node.routes.insert(&config, !start_down, |nid| peers.peer_id(nid) == Some(peer))?;
         if start_down && !self.peer_is_router(peer, Some(config.gateway)) {
             self.mark_gateway_down(peer);
         }
         // lustre: lnet_add_route_to_rnet() forces a router check on every gateway net.
         let now = self.call.now;
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             for net in &mut entry.nets {
                 net.next_ping = now;
             }
@@ -551,13 +555,13 @@ impl Flow<'_> {
     ) -> Result<usize, RouteError> {
         self.advance(now);
         if let Some(net) = net {
-            if !self.routes.reaches(net) {
+            if !self.node.routes.reaches(net) {
                 return Err(RouteError::NotFound);
             }
         }
-        let peer = gateway.and_then(|nid| self.peers.peer_id(nid));
-        let peers = &self.peers;
-        let removed = self.routes.remove(net, |nid| match (gateway, peer) {
+        let peer = gateway.and_then(|nid| self.node.peers.peer_id(nid));
+        let peers = &self.node.peers;
+        let removed = self.node.routes.remove(net, |nid| match (gateway, peer) {
             (None, _) => true,
             (Some(_), Some(peer)) => peers.peer_id(nid) == Some(peer),
             (Some(gateway), None) => nid == gateway,
@@ -574,7 +578,7 @@ impl Flow<'_> {
         immediate: bool,
     ) -> Result<(), RoutingError> {
         self.advance(now);
-        let state = self.routes.state;
+        let state = self.node.routes.state;
         let next = match (enable, state) {
             (true, RoutingState::Enabled | RoutingState::Starting { .. }) => return Ok(()),
             (true, RoutingState::Stopping { .. }) => return Err(RoutingError::Stopping),
@@ -594,9 +598,9 @@ impl Flow<'_> {
     pub(crate) fn set_router_buffers(&mut self, now: Time, class: BufferClass, count: u32) {
         self.advance(now);
         // lustre: lnet_rtrpools_adjust_helper(): the pools follow when routing is on.
-        self.routes.counts.set(class, count);
-        let granted = if self.routes.state.forwards() {
-            let share = self.routes.counts.per_partition(class, self.partitions.count());
+        self.node.routes.counts.set(class, count);
+        let granted = if self.node.routes.state.forwards() {
+            let share = self.node.routes.counts.per_partition(class, self.partitions.count());
             self.router_pools.resize(class, share)
         } else {
             Vec::new()
@@ -606,15 +610,15 @@ impl Flow<'_> {
     }
 
     fn change_routing(&mut self, next: RoutingState) {
-        let was = self.routes.state;
-        self.routes.state = next;
+        let was = self.node.routes.state;
+        self.node.routes.state = next;
         if next.enabled() && !was.enabled() {
-            self.routes.enabled_at = self.call.now;
+            self.node.routes.enabled_at = self.call.now;
         }
         let waiters = match next {
             RoutingState::Disabled => self.router_pools.free(),
             _ if !was.forwards() => {
-                self.router_pools.size(&self.routes.counts, self.partitions.count())
+                self.router_pools.size(&self.node.routes.counts, self.partitions.count())
             }
             _ => Vec::new(),
         };
@@ -635,12 +639,12 @@ impl Flow<'_> {
     /// `check_routers_before_use`: a new gateway is dead and its NIs DOWN until it answers.
     fn mark_gateway_down(&mut self, peer: PeerId) {
         let ids: Vec<PeerNiId> =
-            self.peers.peer(peer).map(|entry| entry.ni_ids().collect()).unwrap_or_default();
-        if let Some(entry) = self.peers.peer_mut(peer) {
+            self.node.peers.peer(peer).map(|entry| entry.ni_ids().collect()).unwrap_or_default();
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.alive = false;
         }
         for id in ids {
-            if let Some(ni) = self.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(id) {
                 ni.status = LNET_NI_STATUS_DOWN;
             }
         }
@@ -654,15 +658,18 @@ impl Flow<'_> {
             return;
         }
         let indexes: Vec<usize> = (0..)
-            .map_while(|index| self.routes.get(index).map(|route| (index, route)))
-            .filter(|(_, route)| self.peers.peer_id(route.gateway) == Some(peer))
+            .map_while(|index| self.node.routes.get(index).map(|route| (index, route)))
+            .filter(|(_, route)| self.node.peers.peer_id(route.gateway) == Some(peer))
             .map(|(index, _)| index)
             .collect();
         let disabled = info.features & crate::wire::ping::LNET_PING_FEAT_RTE_DISABLED != 0;
-        let avoid_asym = self.tunables.router.avoid_asym_router_failure;
+        let avoid_asym = self.node.tunables.router.avoid_asym_router_failure;
         for index in indexes {
-            let Some((net, local_net, hops)) =
-                self.routes.get(index).map(|route| (route.net, route.gateway.net(), route.hops))
+            let Some((net, local_net, hops)) = self
+                .node
+                .routes
+                .get(index)
+                .map(|route| (route.net, route.gateway.net(), route.hops))
             else {
                 continue;
             };
@@ -674,7 +681,7 @@ impl Flow<'_> {
                 .collect();
             let single_hop = !listed.is_empty();
             let net_up = listed.contains(&LNET_NI_STATUS_UP);
-            let Some(route) = self.routes.get_mut(index) else { continue };
+            let Some(route) = self.node.routes.get_mut(index) else { continue };
             if !reachable {
                 route.cached_alive = false;
                 continue;
@@ -691,7 +698,7 @@ impl Flow<'_> {
         if !self.peer_is_router(peer, None) {
             return;
         }
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state.remove(PeerState::RTR_DISCOVERY);
             entry.state.insert(PeerState::RTR_DISCOVERED);
             entry.alive = error.is_none();
@@ -701,11 +708,11 @@ impl Flow<'_> {
             return;
         }
         self.mark_gateway_down(peer);
-        if let Some(entry) = self.peers.peer_mut(peer) {
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.alive = false;
         }
-        let peers = &self.peers;
-        for route in self.routes.iter_mut() {
+        let peers = &self.node.peers;
+        for route in self.node.routes.iter_mut() {
             if peers.peer_id(route.gateway) == Some(peer) {
                 route.cached_alive = false;
             }
@@ -714,7 +721,7 @@ impl Flow<'_> {
 
     /// Recomputes [`Routes::next_check`](crate::engine::routes::Routes).
     pub(super) fn refresh_router_deadline(&mut self) {
-        self.routes.next_check = self.router_checker_deadline();
+        self.node.routes.next_check = self.router_checker_deadline();
     }
 
     /// One pass of `lnet_check_routers`: routing transitions that are due, then each gateway
@@ -725,8 +732,8 @@ impl Flow<'_> {
     }
 
     fn router_check_pass(&mut self) {
-        let transition = self.tunables.router.routing_transition();
-        match self.routes.state {
+        let transition = self.node.tunables.router.routing_transition();
+        match self.node.routes.state {
             RoutingState::Starting { since } if self.call.now >= since + transition => {
                 self.change_routing(RoutingState::Enabled);
             }
@@ -742,13 +749,13 @@ impl Flow<'_> {
         if !self.router_checker_active() {
             return;
         }
-        let interval = self.tunables.router.alive_router_check_interval;
+        let interval = self.node.tunables.router.alive_router_check_interval;
         if interval.is_zero() {
             return;
         }
         let now = self.call.now;
         for peer in self.gateway_peers() {
-            let Some(entry) = self.peers.peer(peer) else { continue };
+            let Some(entry) = self.node.peers.peer(peer) else { continue };
             if entry.state.contains(PeerState::RTR_DISCOVERY) {
                 continue;
             }
@@ -764,7 +771,7 @@ impl Flow<'_> {
                 })
             });
             let Some(at) = due else { continue };
-            let Some(entry) = self.peers.peer_mut(peer) else { continue };
+            let Some(entry) = self.node.peers.peer_mut(peer) else { continue };
             entry.state.remove(PeerState::NIDS_UPTODATE);
             entry
                 .state
@@ -781,11 +788,11 @@ impl Flow<'_> {
     /// another node): the net it came in on is alive, and its NIs UP again if staleness had
     /// put them DOWN.
     pub(super) fn router_ping_received(&mut self, ni: NiId) {
-        if !self.routes.state.enabled() {
+        if !self.node.routes.state.enabled() {
             return;
         }
         let Some(net) = self.ni_nid(ni).map(|nid| nid.net()) else { return };
-        self.nis.touch_net(net, self.call.now);
+        self.node.nis.touch_net(net, self.call.now);
         if self.set_net_status(net, LNET_NI_STATUS_UP) {
             self.install_ping_target();
             self.force_push_to_peers();
@@ -797,12 +804,13 @@ impl Flow<'_> {
     /// for `router_ping_timeout + alive_router_check_interval` are reported DOWN (its clients
     /// would otherwise route into a net nobody can reach through it).
     fn update_router_ni_status(&mut self) {
-        if !self.routes.state.enabled() {
+        if !self.node.routes.state.enabled() {
             return;
         }
-        let window = self.tunables.router.routing_transition();
-        let since = self.routes.enabled_at;
+        let window = self.node.tunables.router.routing_transition();
+        let since = self.node.routes.enabled_at;
         let stale: Vec<Net> = self
+            .node
             .nis
             .nets()
             .iter()
@@ -824,7 +832,7 @@ impl Flow<'_> {
     /// Sets the status word of every usable NI on `net`; true when one changed.
     fn set_net_status(&mut self, net: Net, status: u32) -> bool {
         let mut changed = false;
-        for ni in self.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
+        for ni in self.node.nis.iter_mut().filter(|ni| ni.usable() && ni.nid.net() == net) {
             if ni.status != status {
                 ni.status = status;
                 changed = true;
@@ -850,13 +858,14 @@ impl Flow<'_> {
         // still a gateway.
         if let Some(hint) = hint {
             let gateway = Some(hint).filter(|id| {
-                self.peers
+                self.node
+                    .peers
                     .ni(*id)
                     .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
             });
             if let Some(gateway) = gateway {
-                let ni =
-                    local.or_else(|| self.best_ni_on_net(self.peers.ni(gateway)?.nid.net()))?;
+                let ni = local
+                    .or_else(|| self.best_ni_on_net(self.node.peers.ni(gateway)?.nid.net()))?;
                 return Some(RoutedPath { ni, gateway, destination });
             }
         }
@@ -866,26 +875,27 @@ impl Flow<'_> {
             destination = best;
             net
         } else {
-            self.peers.ni(destination)?.nid.net()
+            self.node.peers.ni(destination)?.nid.net()
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
         let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
         let ni = match local {
             Some(ni) => ni,
             None => {
-                let net = self.peers.ni(gateway)?.nid.net();
+                let net = self.node.peers.ni(gateway)?.nid.net();
                 self.best_ni_on_net(net)?
             }
         };
         // The round robin among routes that tie.
         let highest = self
+            .node
             .routes
             .to_net(remote_net)
             .filter(|index| self.route_alive(*index))
-            .filter_map(|index| self.routes.get(index).map(|route| route.seq.get()))
+            .filter_map(|index| self.node.routes.get(index).map(|route| route.seq.get()))
             .max()
             .unwrap_or(0);
-        if let Some(route) = self.routes.get(route) {
+        if let Some(route) = self.node.routes.get(route) {
             route.seq.set(highest + 1);
         }
         Some(RoutedPath { ni, gateway, destination })
@@ -909,7 +919,7 @@ impl Flow<'_> {
             let rx_peer = message.peer_ni;
             let ni = message.ni;
             let credits = self.router_credits_for(ni);
-            let Some(peer) = rx_peer.and_then(|id| self.peers.ni_mut(id)) else {
+            let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(id)) else {
                 self.drop_rx(key);
                 return RecvAction::Discard { length };
             };
@@ -935,7 +945,7 @@ impl Flow<'_> {
             // the previous hop on the receiving NI (lnet_parse(): lnet_nid2cpt(from_nid, ni)).
             let from = message
                 .peer_ni
-                .and_then(|id| self.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(id))
                 .map_or(message.header.src_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&from, message.ni);
             let Some(pool) = self.router_pools.pool_mut(cpt, class) else {
@@ -1019,7 +1029,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
             peer.stats.received(msg_type, payload);
         }
         let Some(message) = self.msgs.get_mut(key) else { return };
@@ -1041,7 +1051,7 @@ impl Flow<'_> {
         let router_credit = std::mem::replace(&mut message.router_credit, Credit::None);
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
         let (length, cpt) = (message.header.payload_length, message.rx_cpt);
-        let forwarding = self.routes.state.forwards();
+        let forwarding = self.node.routes.state.forwards();
         let pool = BufferClass::for_length(length)
             .and_then(|class| self.router_pools.pool_mut(cpt, class));
         if let Some(pool) = pool {
@@ -1057,7 +1067,7 @@ impl Flow<'_> {
                 Credit::None => {}
             }
         }
-        let Some(peer) = rx_peer.and_then(|id| self.peers.ni_mut(id)) else { return };
+        let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(id)) else { return };
         let Some(pool) = peer.router_credits.as_mut() else { return };
         let next = match router_credit {
             Credit::Held => pool.release(),
@@ -1088,7 +1098,7 @@ impl Flow<'_> {
                 if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
                     local.stats.sent(msg_type, length);
                 }
-                if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+                if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
                     peer.stats.sent(msg_type, length);
                 }
             }
@@ -1107,21 +1117,21 @@ impl Flow<'_> {
         source: Nid,
         for_me: bool,
     ) -> bool {
-        let Some(gateway_nid) = self.peers.ni(from).map(|ni| ni.nid) else { return false };
+        let Some(gateway_nid) = self.node.peers.ni(from).map(|ni| ni.nid) else { return false };
         if source.net() == gateway_nid.net() {
             return false;
         }
-        let Some(peer) = self.peers.ni(from).map(|ni| ni.peer) else { return false };
-        let alive = self.peers.peer(peer).is_some_and(|entry| entry.alive);
-        let drop_asym = self.tunables.router.drop_asym_route && for_me;
+        let Some(peer) = self.node.peers.ni(from).map(|ni| ni.peer) else { return false };
+        let alive = self.node.peers.peer(peer).is_some_and(|entry| entry.alive);
+        let drop_asym = self.node.tunables.router.drop_asym_route && for_me;
         if !drop_asym && alive {
             return false;
         }
         let discovery_off = self.gateway_discovery_disabled(peer);
         let source_net = source.net();
         let mut found = false;
-        let peers = &self.peers;
-        for route in self.routes.iter_mut() {
+        let peers = &self.node.peers;
+        for route in self.node.routes.iter_mut() {
             if route.net == source_net && peers.peer_id(route.gateway) == Some(peer) {
                 found = true;
                 if !alive && discovery_off {
@@ -1134,16 +1144,17 @@ impl Flow<'_> {
         }
         if !alive {
             let ids: Vec<PeerNiId> = self
+                .node
                 .peers
                 .peer(peer)
                 .and_then(|entry| entry.nets.iter().find(|net| net.net == source_net))
                 .map(|net| net.nis.clone())
                 .unwrap_or_default();
-            if let Some(entry) = self.peers.peer_mut(peer) {
+            if let Some(entry) = self.node.peers.peer_mut(peer) {
                 entry.alive = true;
             }
             for id in ids {
-                if let Some(ni) = self.peers.ni_mut(id) {
+                if let Some(ni) = self.node.peers.ni_mut(id) {
                     ni.status = LNET_NI_STATUS_UP;
                 }
             }

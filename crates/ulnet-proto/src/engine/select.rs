@@ -102,16 +102,16 @@ impl<A: Access> View<'_, A> {
     /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
     pub(super) fn stamp_path(&self, ni: NiId, peer_ni: PeerNiId) {
         self.stamp_destination(peer_ni);
-        self.nis.stamp(ni);
+        self.node.nis.stamp(ni);
     }
 
     /// The peer side of [`Self::stamp_path`]; a routed message's final destination is
     /// stamped too, so a multi-rail destination is round-robined across routed nets.
     pub(super) fn stamp_destination(&self, peer_ni: PeerNiId) {
-        let Some(lpni) = self.peers.ni(peer_ni) else {
+        let Some(lpni) = self.node.peers.ni(peer_ni) else {
             return;
         };
-        if let Some(entry) = self.peers.peer(lpni.peer) {
+        if let Some(entry) = self.node.peers.peer(lpni.peer) {
             let seq = entry.send_seq.advance();
             if let Some(peer_net) = entry.nets.iter().find(|n| n.net == lpni.nid.net()) {
                 peer_net.seq.set(seq);
@@ -122,16 +122,16 @@ impl<A: Access> View<'_, A> {
 
     /// Whether any usable NI is on `net` (`lnet_get_net_locked` finding a local net).
     pub(super) fn is_local_net(&self, net: Net) -> bool {
-        self.nis.iter().any(|ni| ni.usable() && ni.nid.net() == net)
+        self.node.nis.iter().any(|ni| ni.usable() && ni.nid.net() == net)
     }
 
     /// `lnet_find_best_ni_on_local_net`'s net choice: over the peer's nets that are local and
     /// have a selectable peer NI.
     fn best_local_net(&self, peer: PeerId) -> Option<Net> {
-        let entry = self.peers.peer(peer)?;
+        let entry = self.node.peers.peer(peer)?;
         let mut best: Option<(Net, NetOrder)> = None;
         for peer_net in &entry.nets {
-            let Some(local) = self.nis.net(peer_net.net) else {
+            let Some(local) = self.node.nis.net(peer_net.net) else {
                 continue;
             };
             let Some(net_health) = self.local_net_health(peer_net.net) else {
@@ -139,7 +139,7 @@ impl<A: Access> View<'_, A> {
             };
             let mut lpn_health = None;
             for id in &peer_net.nis {
-                if let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) {
+                if let Some(lpni) = self.node.peers.ni(*id).filter(|lpni| !lpni.vanished) {
                     let health = lpni.health.value();
                     lpn_health = Some(lpn_health.map_or(health, |best: u32| best.max(health)));
                 }
@@ -167,7 +167,7 @@ impl<A: Access> View<'_, A> {
     fn local_net_health(&self, net: Net) -> Option<u32> {
         let mut found = false;
         let mut health = 0;
-        for ni in self.nis.iter().filter(|ni| ni.usable() && ni.nid.net() == net) {
+        for ni in self.node.nis.iter().filter(|ni| ni.usable() && ni.nid.net() == net) {
             found = true;
             if !ni.fatal_error {
                 health = health.max(ni.health.value());
@@ -184,14 +184,14 @@ impl<A: Access> View<'_, A> {
     /// `lnet_get_best_ni`, and for a multi-rail `peer`, NIs whose every path to the peer's
     /// NIs on `net` is suspect come last but for fatal ones (see the module documentation).
     fn best_ni(&self, net: Net, peer: Option<PeerId>, avoid: &FailedPaths) -> Option<NiId> {
-        let range = self.tunables.numa_range;
+        let range = self.node.tunables.numa_range;
         let trouble = peer.is_some_and(|peer| self.peer_in_trouble(peer));
         let peer_nis: &[PeerNiId] = peer
-            .and_then(|peer| self.peers.peer(peer))
+            .and_then(|peer| self.node.peers.peer(peer))
             .and_then(|peer| peer.nets.iter().find(|peer_net| peer_net.net == net))
             .map_or(&[], |peer_net| peer_net.nis.as_slice());
         let mut best: Option<(usize, NiOrder)> = None;
-        for (index, ni) in self.nis.iter().enumerate() {
+        for (index, ni) in self.node.nis.iter().enumerate() {
             if !ni.usable() || ni.nid.net() != net {
                 continue;
             }
@@ -200,7 +200,7 @@ impl<A: Access> View<'_, A> {
             let blocked = trouble
                 && !peer_nis.is_empty()
                 && peer_nis.iter().all(|peer_ni| {
-                    self.peers.ni(*peer_ni).is_none_or(|lpni| {
+                    self.node.peers.ni(*peer_ni).is_none_or(|lpni| {
                         lpni.vanished || id.is_some_and(|id| lpni.watch.suspects(id))
                     })
                 });
@@ -208,7 +208,8 @@ impl<A: Access> View<'_, A> {
             let unproven = trouble
                 && !peer_nis.iter().any(|peer_ni| {
                     id.is_some_and(|id| {
-                        self.peers
+                        self.node
+                            .peers
                             .ni(*peer_ni)
                             .is_some_and(|lpni| !lpni.vanished && !lpni.watch.suspects(id))
                             && self.path_proven(*peer_ni, id)
@@ -218,7 +219,7 @@ impl<A: Access> View<'_, A> {
             let failed = !avoid.is_empty()
                 && !peer_nis.is_empty()
                 && peer_nis.iter().all(|peer_ni| {
-                    self.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
+                    self.node.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
                         || id.is_some_and(|id| avoid.contains(id, *peer_ni))
                 });
             // lustre: lnet_get_best_ni() reads `ni_tx_credits`, the sum over the partitions.
@@ -252,11 +253,12 @@ impl<A: Access> View<'_, A> {
         avoid: &FailedPaths,
     ) -> Option<PeerNiId> {
         let local_nid = self.ni_nid(ni);
-        let peer_net = self.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
+        let peer_net =
+            self.node.peers.peer(peer)?.nets.iter().find(|peer_net| peer_net.net == net)?;
         let trouble = self.peer_in_trouble(peer);
         let mut best: Option<(PeerNiId, PeerNiOrder)> = None;
         for id in &peer_net.nis {
-            let Some(lpni) = self.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
+            let Some(lpni) = self.node.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
                 continue;
             };
             // lustre: lnet_peer_is_pref_nid_locked(): on the peer NI's preferred list (UDSP
@@ -282,14 +284,14 @@ impl<A: Access> View<'_, A> {
     /// `lnet_find_existing_preferred_best_ni`: the local NI some peer NI on the destination's
     /// peer net prefers.
     fn existing_preferred(&self, destination: PeerNiId) -> Option<NiId> {
-        let lpni = self.peers.ni(destination)?;
+        let lpni = self.node.peers.ni(destination)?;
         let net = lpni.nid.net();
-        let peer = self.peers.peer(lpni.peer)?;
+        let peer = self.node.peers.peer(lpni.peer)?;
         let peer_net = peer.nets.iter().find(|peer_net| peer_net.net == net)?;
         let preferred = peer_net
             .nis
             .iter()
-            .filter_map(|id| self.peers.ni(*id))
+            .filter_map(|id| self.node.peers.ni(*id))
             .find_map(|lpni| lpni.preferred.first())?;
         self.ni_for_nid(preferred)
     }
@@ -305,11 +307,12 @@ impl Flow<'_> {
         destination: PeerNiId,
         source: Option<Nid>,
     ) -> Result<Path, SelectError> {
-        let (Some(message), Some(dst)) = (self.msgs.get(key), self.peers.ni(destination)) else {
+        let (Some(message), Some(dst)) = (self.msgs.get(key), self.node.peers.ni(destination))
+        else {
             return Err(SelectError::HostUnreachable);
         };
         let (dst_nid, peer) = (dst.nid, dst.peer);
-        let multi_rail = self.peers.peer(peer).is_some_and(|p| p.multi_rail());
+        let multi_rail = self.node.peers.peer(peer).is_some_and(|p| p.multi_rail());
         let local = match source {
             Some(source) => source.net() == dst_nid.net(),
             None => self.is_local_net(dst_nid.net()),
@@ -395,8 +398,12 @@ impl Flow<'_> {
         destination: PeerNiId,
         case: &Case,
     ) -> Result<Path, SelectError> {
-        let net =
-            self.peers.ni(destination).map(|p| p.nid.net()).ok_or(SelectError::HostUnreachable)?;
+        let net = self
+            .node
+            .peers
+            .ni(destination)
+            .map(|p| p.nid.net())
+            .ok_or(SelectError::HostUnreachable)?;
         // lustre: a router forwarding to its final hop may use any NI on that net.
         if case.routing {
             let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
@@ -430,7 +437,7 @@ impl Flow<'_> {
                     routed_to: Some(path.destination),
                 });
             }
-            let net = self.peers.ni(destination).map(|p| p.nid.net());
+            let net = self.node.peers.ni(destination).map(|p| p.nid.net());
             let ni = net.and_then(|net| self.best_ni_on_net(net));
             return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
         }
@@ -453,11 +460,11 @@ impl Flow<'_> {
         if response {
             return;
         }
-        let multi_rail = self.peers.peer_of(destination).is_some_and(|peer| peer.multi_rail());
+        let multi_rail = self.node.peers.peer_of(destination).is_some_and(|peer| peer.multi_rail());
         let Some(nid) = self.ni_nid(ni) else {
             return;
         };
-        if let Some(lpni) = self.peers.ni_mut(destination) {
+        if let Some(lpni) = self.node.peers.ni_mut(destination) {
             if !multi_rail {
                 lpni.preferred.set_from_traffic(nid);
             }

@@ -59,17 +59,17 @@ impl<A: Access> View<'_, A> {
     /// `lnd_timeout * (retry_count + 1) + 1 s`, else the transaction timeout.
     /// lustre: lib-move.c `lnet_msg_commit()` / `lnet_get_lnd_timeout()`.
     pub(super) fn transmission_timeout(&self, ni: NiId) -> Duration {
-        let Some(local) = self.nis.get(ni) else {
-            return self.tunables.transaction_timeout;
+        let Some(local) = self.node.nis.get(ni) else {
+            return self.node.tunables.transaction_timeout;
         };
         if local.lnd == LndKind::Lo {
-            return self.tunables.transaction_timeout;
+            return self.node.tunables.transaction_timeout;
         }
-        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.tunables.lnd_timeout());
+        let lnd_timeout = local.lnd_timeout.unwrap_or_else(|| self.node.tunables.lnd_timeout());
         if lnd_timeout.is_zero() {
-            return self.tunables.transaction_timeout;
+            return self.node.tunables.transaction_timeout;
         }
-        lnd_timeout * (self.tunables.effective_retry_count() + 1) + Duration::from_secs(1)
+        lnd_timeout * (self.node.tunables.effective_retry_count() + 1) + Duration::from_secs(1)
     }
 
     // ------------------------------------------------------------ initiating
@@ -116,9 +116,9 @@ impl<A: Access> View<'_, A> {
         } else if md.options.contains(MdOptions::NO_TRACK_RESPONSE) {
             false
         } else if get {
-            self.tunables.response_tracking.tracks_get()
+            self.node.tunables.response_tracking.tracks_get()
         } else {
-            ack && self.tunables.response_tracking.tracks_put_with_ack()
+            ack && self.node.tunables.response_tracking.tracks_put_with_ack()
         };
         (md.length, track)
     }
@@ -141,7 +141,7 @@ impl Flow<'_> {
             self.commit_lo(key);
             return;
         }
-        let credits = self.nis.peer_credits_for(dest);
+        let credits = self.node.nis.peer_credits_for(dest);
         let Ok(destination) = self.peer_ni_or_create(dest, credits) else {
             self.finalize_tx(key, HealthStatus::LocalError, EventStatus::NoMemory, true);
             return;
@@ -172,7 +172,7 @@ impl Flow<'_> {
         // lustre: lnet_handle_find_routed_path(): with the router checker off, the gateway
         // is discovered on use, and the message waits for it as for its destination.
         if path.routed_to.is_some()
-            && self.tunables.router.alive_router_check_interval.is_zero()
+            && self.node.tunables.router.alive_router_check_interval.is_zero()
             && self.hold_for_discovery(key, path.peer_ni)
         {
             return;
@@ -193,7 +193,7 @@ impl Flow<'_> {
         let deadline = self.call.now + self.transmission_timeout(ni);
         let destination = path.routed_to.unwrap_or(peer_ni);
         let (Some(local_nid), Some(peer_nid)) =
-            (self.ni_nid(ni), self.peers.ni(destination).map(|p| p.nid))
+            (self.ni_nid(ni), self.node.peers.ni(destination).map(|p| p.nid))
         else {
             return;
         };
@@ -238,7 +238,7 @@ impl Flow<'_> {
         }
         let (ni, peer_ni, length) = (message.ni, message.peer_ni, message.length);
         if message.peer_credit == Credit::None {
-            if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
                 let charge = length.saturating_add(HEADER_CHARGE);
                 peer.queued_bytes += u64::from(charge);
                 let granted = peer.credits.acquire(key) == crate::engine::credits::Acquire::Granted;
@@ -262,7 +262,7 @@ impl Flow<'_> {
             // lustre: the queue is `ni->ni_tx_queues[msg->msg_tx_cpt]`, the partition of the
             // next hop on this NI (lib-move.c lnet_handle_send(): lnet_cpt_of_nid_locked()).
             let next_hop = peer_ni
-                .and_then(|id| self.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(id))
                 .map_or(message.header.dest_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&next_hop, ni);
             if let Some(pool) = self.credit_pool_mut(ni, cpt) {
@@ -320,7 +320,7 @@ impl Flow<'_> {
             }
         }
         if peer_credit != Credit::None {
-            if let Some(peer) = peer_ni.and_then(|id| self.peers.ni_mut(id)) {
+            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
                 peer.queued_bytes = peer.queued_bytes.saturating_sub(u64::from(charged));
                 if peer_credit == Credit::Held {
                     if let Some(waiter) = peer.credits.release() {
@@ -365,7 +365,7 @@ impl Flow<'_> {
 
     /// `lnet_handle_lo_send`: both NIDs become `0@lo`, no credits, and the loopback LND takes it.
     fn commit_lo(&mut self, key: Key) {
-        let deadline = self.call.now + self.tunables.transaction_timeout;
+        let deadline = self.call.now + self.node.tunables.transaction_timeout;
         let Some(message) = self.msgs.get_mut(key) else {
             return;
         };

@@ -12,26 +12,20 @@ use std::ops::Deref;
 
 use crate::engine::call::CallState;
 use crate::engine::cpt::Partitions;
-use crate::engine::faults::Faults;
 use crate::engine::md::Mds;
 use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
-use crate::engine::ni::{NiShares, Nis};
+use crate::engine::ni::NiShares;
 use crate::engine::node::{Engine, Limits};
+use crate::engine::node_part::NodePart;
 use crate::engine::outputs::Outputs;
 use crate::engine::partition::{Partition, PartitionShares};
-use crate::engine::peer::PeerTable;
-use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
-use crate::engine::policies::UdspRules;
-use crate::engine::portal::{MatchTables, Portals};
-use crate::engine::recovery::RecoveryQueues;
-use crate::engine::routes::{RouterPools, Routes};
+use crate::engine::portal::MatchTables;
+use crate::engine::routes::RouterPools;
 use crate::engine::shares::Shares;
 use crate::engine::slab::KeyPartitions;
 use crate::engine::stats::GlobalStats;
 use crate::engine::tracker::Trackers;
-use crate::engine::tunables::Tunables;
-use crate::engine::watch::Failover;
 
 /// How a view reaches the parts: shared ([`Shared`]) or exclusive ([`Exclusive`]).
 pub(crate) trait Access {
@@ -61,32 +55,17 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) pid: u32,
     pub(super) limits: Limits,
     pub(super) partitions: Partitions,
-    pub(super) tunables: A::Ref<'a, Tunables>,
     pub(super) call: A::Ref<'a, CallState>,
-    pub(super) nis: A::Ref<'a, Nis>,
+    pub(super) node: A::Ref<'a, NodePart>,
     pub(super) ni_shares: Shares<'a, A, NiShares>,
-    pub(super) peers: A::Ref<'a, PeerTable>,
-    pub(super) portals: A::Ref<'a, Portals>,
     pub(super) match_tables: Shares<'a, A, MatchTables>,
     pub(super) mes: Shares<'a, A, Mes>,
     pub(super) mds: Shares<'a, A, Mds>,
     pub(super) msgs: Shares<'a, A, Messages>,
     pub(super) trackers: Shares<'a, A, Trackers>,
-    pub(super) ping_target: A::Ref<'a, PingTarget>,
-    pub(super) push_target: A::Ref<'a, PushTarget>,
-    pub(super) pings: A::Ref<'a, Pings>,
-    pub(super) discoveries: A::Ref<'a, Discoveries>,
-    pub(super) recovery: A::Ref<'a, RecoveryQueues>,
-    pub(super) failover: A::Ref<'a, Failover>,
-    pub(super) faults: A::Ref<'a, Faults>,
-    pub(super) routes: A::Ref<'a, Routes>,
     pub(super) router_pools: Shares<'a, A, RouterPools>,
-    pub(super) policies: A::Ref<'a, UdspRules>,
     pub(super) outputs: Shares<'a, A, Outputs>,
     pub(super) stats: Shares<'a, A, GlobalStats>,
-    #[cfg(test)]
-    pub(super) audit: A::Ref<'a, crate::engine::audit::PartitionAudit>,
-    pub(super) violation: A::Ref<'a, Option<String>>,
 }
 
 /// A view that may change what it reaches: what every flow runs on.
@@ -115,61 +94,46 @@ macro_rules! whole_view {
             portals,
             router_pools,
         } = shares;
-        let mut view = View {
+        let mut ni_shares = Shares::one(key_partitions, 0, nis);
+        let mut match_tables = Shares::one(key_partitions, 0, portals);
+        let mut mes = Shares::one(key_partitions, 0, mes);
+        let mut mds = Shares::one(key_partitions, 0, mds);
+        let mut msgs = Shares::one(key_partitions, 0, msgs);
+        let mut trackers = Shares::one(key_partitions, 0, trackers);
+        let mut router_pools = Shares::one(key_partitions, 0, router_pools);
+        let mut outputs = Shares::one(key_partitions, 0, outputs);
+        let mut stats = Shares::one(key_partitions, 0, counters);
+        for (cpt, part) in (1u32..).zip(rest) {
+            let shares = $($ref)+ part.shares;
+            ni_shares.hold(cpt, $($ref)+ shares.nis);
+            match_tables.hold(cpt, $($ref)+ shares.portals);
+            mes.hold(cpt, $($ref)+ shares.mes);
+            mds.hold(cpt, $($ref)+ shares.mds);
+            msgs.hold(cpt, $($ref)+ shares.msgs);
+            trackers.hold(cpt, $($ref)+ shares.trackers);
+            router_pools.hold(cpt, $($ref)+ shares.router_pools);
+            outputs.hold(cpt, $($ref)+ shares.outputs);
+            stats.hold(cpt, $($ref)+ shares.counters);
+        }
+        // Built in place as the result: a view is made for every call, and copying one
+        // showed in the engine's benchmark.
+        View {
             interface_cookie: $engine.interface_cookie,
             pid: $engine.pid,
             limits: $engine.limits,
             partitions: $engine.partitions,
-            tunables: $($ref)+ $engine.tunables,
             call,
-            nis: $($ref)+ $engine.nis,
-            ni_shares: Shares::one(key_partitions, 0, nis),
-            peers: $($ref)+ $engine.peers,
-            portals: $($ref)+ $engine.portals,
-            match_tables: Shares::one(key_partitions, 0, portals),
-            mes: Shares::one(key_partitions, 0, mes),
-            mds: Shares::one(key_partitions, 0, mds),
-            msgs: Shares::one(key_partitions, 0, msgs),
-            trackers: Shares::one(key_partitions, 0, trackers),
-            ping_target: $($ref)+ $engine.ping_target,
-            push_target: $($ref)+ $engine.push_target,
-            pings: $($ref)+ $engine.pings,
-            discoveries: $($ref)+ $engine.discoveries,
-            recovery: $($ref)+ $engine.recovery,
-            failover: $($ref)+ $engine.failover,
-            faults: $($ref)+ $engine.faults,
-            routes: $($ref)+ $engine.routes,
-            router_pools: Shares::one(key_partitions, 0, router_pools),
-            policies: $($ref)+ $engine.policies,
-            outputs: Shares::one(key_partitions, 0, outputs),
-            stats: Shares::one(key_partitions, 0, counters),
-            #[cfg(test)]
-            audit: $($ref)+ $engine.audit,
-            violation: $($ref)+ $engine.violation,
-        };
-        for (cpt, part) in (1u32..).zip(rest) {
-            let PartitionShares {
-                mes,
-                mds,
-                msgs,
-                trackers,
-                counters,
-                outputs,
-                nis,
-                portals,
-                router_pools,
-            } = $($ref)+ part.shares;
-            view.mes.hold(cpt, mes);
-            view.mds.hold(cpt, mds);
-            view.msgs.hold(cpt, msgs);
-            view.trackers.hold(cpt, trackers);
-            view.stats.hold(cpt, counters);
-            view.outputs.hold(cpt, outputs);
-            view.ni_shares.hold(cpt, nis);
-            view.match_tables.hold(cpt, portals);
-            view.router_pools.hold(cpt, router_pools);
+            node: $($ref)+ $engine.node,
+            ni_shares,
+            match_tables,
+            mes,
+            mds,
+            msgs,
+            trackers,
+            router_pools,
+            outputs,
+            stats,
         }
-        view
     }};
 }
 

@@ -1,0 +1,37 @@
+//! The node's part: what every partition's calls read and only calls planned on the whole node
+//! change (decision 0029): the local NIs and their nets, peers, portals, the targets, pings and
+//! discovery, recovery, fast failover's watch, fault rules, routes and UDSP. A view reaches it
+//! through one reference.
+
+use crate::engine::faults::Faults;
+use crate::engine::ni::Nis;
+use crate::engine::peer::PeerTable;
+use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
+use crate::engine::policies::UdspRules;
+use crate::engine::portal::Portals;
+use crate::engine::recovery::RecoveryQueues;
+use crate::engine::routes::Routes;
+use crate::engine::tunables::Tunables;
+use crate::engine::watch::Failover;
+
+/// See the module documentation; each field is the part its type's file describes.
+#[derive(Debug)]
+pub(crate) struct NodePart {
+    pub(crate) tunables: Tunables,
+    pub(crate) nis: Nis,
+    pub(crate) peers: PeerTable,
+    pub(crate) portals: Portals,
+    pub(crate) ping_target: PingTarget,
+    pub(crate) push_target: PushTarget,
+    pub(crate) pings: Pings,
+    pub(crate) discoveries: Discoveries,
+    pub(crate) recovery: RecoveryQueues,
+    pub(crate) failover: Failover,
+    pub(crate) faults: Faults,
+    pub(crate) routes: Routes,
+    pub(crate) policies: UdspRules,
+    #[cfg(test)]
+    pub(crate) audit: crate::engine::audit::PartitionAudit,
+    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
+    pub(crate) violation: Option<String>,
+}
