@@ -3,7 +3,8 @@
 //!
 //! [`Engine`] holds its state as owned parts, each a struct with private fields and methods
 //! that take `&mut self` and explicit arguments, defined in the file named after it; no part
-//! imports this file (decision 0012):
+//! imports this file (decision 0012). What every partition's calls read is one `NodePart`
+//! (`node_part.rs`) holding these:
 //!
 //! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
 //! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
