@@ -156,7 +156,7 @@ impl<T> Slab<T> {
     }
 }
 
-/// How the keys of a [`PartitionedSlab`] name their CPU partition: in the low bits of the
+/// How the keys of a [`PartSlab`] name their CPU partition: in the low bits of the
 /// index, as few as the partition count needs (none for one partition). A handle cookie made
 /// from such a key (index shifted above the 2 type bits) thus carries its partition right above
 /// the type, where the kernel puts it. lustre: api-ni.c `lnet_res_lh_initialize()`,
