@@ -1080,6 +1080,21 @@ impl<A: Access> View<'_, A> {
 }
 
 impl Flow<'_> {
+    /// Hands message `key` to the driver. A call must hold the message's partition (its
+    /// plan names it); one that does not is a bug, recorded rather than lost silently.
+    pub(super) fn queue_transmit(&mut self, key: Key) {
+        if !self.outputs.push_transmit(key) {
+            self.record_violation(|| format!("transmit {key:?} queued outside the call's plan"));
+        }
+    }
+
+    /// Tells the driver what to do with delayed receive `resume.rx` (as [`Self::queue_transmit`]).
+    pub(super) fn queue_resume(&mut self, resume: Resume) {
+        if !self.outputs.push_resume(resume) {
+            self.record_violation(|| format!("resume {resume:?} queued outside the call's plan"));
+        }
+    }
+
     /// NI `ni`'s tx credit queue of partition `cpt` (`ni_tx_queues[cpt]`), charging the
     /// NI-wide count too; `None` for loopback, which takes no credits.
     pub(super) fn credit_pool_mut(&mut self, ni: NiId, cpt: u32) -> Option<PoolMut<'_>> {
@@ -1817,7 +1832,7 @@ impl Flow<'_> {
             if held.tx {
                 if message.tx && message.phase == Phase::TxReady {
                     message.fault_released = true;
-                    self.outputs.push_transmit(held.key);
+                    self.queue_transmit(held.key);
                 }
             } else if !message.tx && message.phase == Phase::FaultHeld {
                 message.phase = Phase::Receiving;

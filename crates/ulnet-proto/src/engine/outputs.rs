@@ -123,20 +123,28 @@ impl<'a> Shares<'a, Exclusive, Outputs> {
         self.iter_shares_mut().find_map(|(_, queues)| take(queues))
     }
 
-    pub(crate) fn push_transmit(&mut self, key: Key) {
-        if let Some(queues) = self.share_of_mut(key) {
-            queues.transmits.push_back(key);
-        }
+    /// Queues a transmit in its message's partition; false when the call does not hold it.
+    #[must_use]
+    pub(crate) fn push_transmit(&mut self, key: Key) -> bool {
+        let Some(queues) = self.share_of_mut(key) else {
+            return false;
+        };
+        queues.transmits.push_back(key);
+        true
     }
 
     pub(crate) fn pop_transmit(&mut self) -> Option<Key> {
         self.pop(|queues| queues.transmits.pop_front())
     }
 
-    pub(crate) fn push_resume(&mut self, resume: Resume) {
-        if let Some(queues) = self.share_of_mut(resume.rx.0) {
-            queues.resumes.push_back(resume);
-        }
+    /// Queues a resume in its receive's partition; false when the call does not hold it.
+    #[must_use]
+    pub(crate) fn push_resume(&mut self, resume: Resume) -> bool {
+        let Some(queues) = self.share_of_mut(resume.rx.0) else {
+            return false;
+        };
+        queues.resumes.push_back(resume);
+        true
     }
 
     pub(crate) fn pop_resume(&mut self) -> Option<Resume> {

@@ -226,7 +226,7 @@ impl Flow<'_> {
         };
         match self.parse_body(key, &header) {
             RecvAction::Delay { .. } => {}
-            action => self.outputs.push_resume(Resume { rx: RxId(key), action }),
+            action => self.queue_resume(Resume { rx: RxId(key), action }),
         }
     }
 
@@ -522,7 +522,7 @@ impl Flow<'_> {
                     if lo {
                         self.call.work.push_back(Work::LoDeliver(key));
                     } else {
-                        self.outputs.push_resume(Resume {
+                        self.queue_resume(Resume {
                             rx: RxId(key),
                             action: RecvAction::Deliver { rx: RxId(key), length: mlength, discard },
                         });
@@ -548,7 +548,7 @@ impl Flow<'_> {
             Some(tx) => {
                 self.finalize_tx(tx, HealthStatus::Ok, crate::engine::event::EventStatus::Ok, true)
             }
-            None => self.outputs.push_resume(Resume {
+            None => self.queue_resume(Resume {
                 rx: RxId(key),
                 action: RecvAction::Discard { length: payload },
             }),

@@ -988,7 +988,7 @@ impl Flow<'_> {
         }
         match self.post_routed_recv(key) {
             RecvAction::Delay { .. } => {}
-            action => self.outputs.push_resume(Resume { rx: RxId(key), action }),
+            action => self.queue_resume(Resume { rx: RxId(key), action }),
         }
     }
 
@@ -1009,7 +1009,7 @@ impl Flow<'_> {
         message.buffer_credit = Credit::None;
         let length = message.header.payload_length;
         self.return_router_credits(key);
-        self.outputs.push_resume(Resume { rx: RxId(key), action: RecvAction::Discard { length } });
+        self.queue_resume(Resume { rx: RxId(key), action: RecvAction::Discard { length } });
         self.discard_message(key);
     }
 

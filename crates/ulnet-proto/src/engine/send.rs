@@ -282,7 +282,7 @@ impl Flow<'_> {
         }
         if let Some(message) = self.msgs.get_mut(key) {
             message.phase = Phase::TxReady;
-            self.outputs.push_transmit(key);
+            self.queue_transmit(key);
         }
     }
 
