@@ -109,7 +109,14 @@ pub enum NiSetError {
 impl Engine {
     /// Every peer, in table order.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.node.peers.peers().filter_map(|(id, _)| self.node.peers.info(id))
+        let look = self.look();
+        let infos: Vec<PeerInfo> = self
+            .node
+            .peers
+            .peers()
+            .filter_map(|(id, _)| look.node.peers.info(&look.peer_nis, id))
+            .collect();
+        infos.into_iter()
     }
     // ------------------------------------------------------------ configured peers
 
@@ -233,7 +240,7 @@ impl Engine {
 impl<A: Access> View<'_, A> {
     /// See [`Engine::peer_info`].
     pub(crate) fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.node.peers.info(self.node.peers.peer_id(nid)?)
+        self.node.peers.info(&self.peer_nis, self.node.peers.peer_id(nid)?)
     }
 
     fn check_peer_nid(&self, nid: Nid) -> Result<(), PeerAddError> {
@@ -317,7 +324,7 @@ impl Flow<'_> {
         } else {
             nids.iter().try_for_each(|nid| {
                 let id = self.node.peers.find(*nid).ok_or(PeerDelError::NoSuchNid(*nid))?;
-                if self.node.peers.ni(id).map(|ni| ni.peer) != Some(peer) {
+                if self.node.peers.owner(id) != Some(peer) {
                     return Err(PeerDelError::NotOwned(*nid));
                 }
                 self.delete_peer_ni(id);
@@ -342,10 +349,16 @@ impl Flow<'_> {
         }
         let targets: Vec<PeerNiId> = match nid {
             Some(nid) => vec![self.node.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?],
-            None => self.node.peers.nis().filter(|(_, ni)| !ni.deleted).map(|(id, _)| id).collect(),
+            None => self
+                .node
+                .peers
+                .nis(&self.peer_nis)
+                .filter(|(_, ni)| !ni.deleted)
+                .map(|(id, _)| id)
+                .collect(),
         };
         for id in targets {
-            if let Some(ni) = self.node.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 ni.health = Health::new(value);
             }
             self.queue_peer_recovery(id);
@@ -374,7 +387,7 @@ impl Flow<'_> {
         priority: u32,
     ) -> Result<(), PeerSetError> {
         let id = self.node.peers.find(nid).ok_or(PeerSetError::NoSuchPeerNi(nid))?;
-        if let Some(ni) = self.node.peers.ni_mut(id) {
+        if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
             ni.priority = priority;
         }
         Ok(())
@@ -491,7 +504,7 @@ impl Flow<'_> {
         for ni in 0..self.node.nis.len() {
             self.ni_shares.reset_latency(NiId(ni as u16));
         }
-        for ni in self.node.peers.nis_mut() {
+        for ni in crate::engine::peer::PeerTable::nis_mut(&mut self.peer_nis) {
             ni.latency.reset();
         }
     }
@@ -540,7 +553,7 @@ impl Flow<'_> {
         }
         let credits = self.node.nis.peer_credits_for(nid);
         let id = self.peer_ni_or_create(nid, credits).map_err(|_| PeerAddError::TooManyPeers)?;
-        let peer = self.node.peers.ni(id).map(|ni| ni.peer).ok_or(PeerAddError::TooManyPeers)?;
+        let peer = self.node.peers.owner(id).ok_or(PeerAddError::TooManyPeers)?;
         if let Some(entry) = self.node.peers.peer_mut(peer) {
             entry.state.insert(flags);
         }
@@ -559,7 +572,7 @@ impl Flow<'_> {
         };
         let multi_rail = entry.multi_rail();
         let existing = self.node.peers.find(nid);
-        let owner = existing.and_then(|id| self.node.peers.ni(id)).map(|ni| ni.peer);
+        let owner = existing.and_then(|id| self.node.peers.owner(id));
         if owner == Some(peer) {
             return Ok(());
         }
@@ -611,7 +624,7 @@ impl Flow<'_> {
         let id = self
             .node
             .peers
-            .create_for(peer, nid, credits, self.limits.peer_nis)
+            .create_for(&mut self.peer_nis, peer, nid, credits, self.limits.peer_nis)
             .map_err(|_| PeerAddError::TooManyPeers)?;
         self.apply_policies_on_attached(id, new_net);
         self.node.peers.put_primary_first(peer);
@@ -626,7 +639,9 @@ impl Flow<'_> {
         let primary = entry.primary_nid;
         let others: Vec<PeerNiId> = entry
             .ni_ids()
-            .filter(|id| self.node.peers.ni(*id).is_some_and(|ni| ni.nid != primary))
+            .filter(|id| {
+                self.node.peers.ni(&self.peer_nis, *id).is_some_and(|ni| ni.nid != primary)
+            })
             .collect();
         for id in others {
             self.delete_peer_ni(id);
@@ -645,7 +660,7 @@ impl Flow<'_> {
         let ids: Vec<PeerNiId> = entry.ni_ids().collect();
         for id in ids {
             self.cancel_recovery(RecoveryTarget::Peer(id));
-            self.node.peers.delete_ni(id);
+            self.node.peers.delete_ni(&mut self.peer_nis, id);
         }
         self.remove_empty_peer(peer);
     }
@@ -653,7 +668,7 @@ impl Flow<'_> {
     /// Deletes one peer NI; a peer left without NIs goes too.
     pub(super) fn delete_peer_ni(&mut self, id: PeerNiId) {
         self.cancel_recovery(RecoveryTarget::Peer(id));
-        if let Some(emptied) = self.node.peers.delete_ni(id) {
+        if let Some(emptied) = self.node.peers.delete_ni(&mut self.peer_nis, id) {
             self.remove_empty_peer(emptied);
         }
     }

@@ -177,7 +177,7 @@ impl Flow<'_> {
         let credits = self.node.nis.peer_credits_for(nid);
         let peer_ni =
             self.peer_ni_or_create(nid, credits).map_err(|_| DiscoverError::TooManyPeers)?;
-        let Some(peer) = self.node.peers.ni(peer_ni).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.owner(peer_ni) else {
             return Err(DiscoverError::TooManyPeers);
         };
         if let Some(state) = self.node.peers.peer_mut(peer).map(|peer| &mut peer.state) {
@@ -212,7 +212,7 @@ impl Flow<'_> {
                 Body::Put { ptl_index, .. } | Body::Get { ptl_index, .. }
                     if ptl_index != LNET_RESERVED_PORTAL
             );
-        let Some(peer) = self.node.peers.ni(peer_ni).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.owner(peer_ni) else {
             return false;
         };
         if !triggers || self.peer_is_uptodate(peer) {
@@ -393,11 +393,12 @@ impl Flow<'_> {
             self.node.discoveries.remove_waiter(index);
             let error =
                 peer.and_then(|peer| self.node.peers.peer(peer)).and_then(|p| p.discovery.error);
-            let outcome = match (error, peer.and_then(|peer| self.node.peers.info(peer))) {
-                (Some(error), _) => Err(error),
-                (None, Some(info)) => Ok(info),
-                (None, None) => Err(EventStatus::NoMemory),
-            };
+            let outcome =
+                match (error, peer.and_then(|peer| self.node.peers.info(&self.peer_nis, peer))) {
+                    (Some(error), _) => Err(error),
+                    (None, Some(info)) => Ok(info),
+                    (None, None) => Err(EventStatus::NoMemory),
+                };
             self.outputs.complete(
                 self.call.cpt,
                 PingCompletion::Discovery(DiscoveryResult {
@@ -632,7 +633,7 @@ impl Flow<'_> {
         let current: Vec<PeerNiId> = entry.ni_ids().collect();
         let mut vanished = Vec::new();
         for id in current {
-            let Some(nid) = self.node.peers.ni(id).map(|ni| ni.nid) else {
+            let Some(nid) = self.node.peers.ni(&self.peer_nis, id).map(|ni| ni.nid) else {
                 continue;
             };
             if nid == Nid::LO_0 {
@@ -640,7 +641,7 @@ impl Flow<'_> {
             }
             match info.entries().find(|entry| entry.nid == nid) {
                 Some(listed) => {
-                    if let Some(ni) = self.node.peers.ni_mut(id) {
+                    if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                         ni.vanished = false;
                     }
                     self.update_ni_status(id, listed.status)
@@ -677,7 +678,7 @@ impl Flow<'_> {
                 .node
                 .peers
                 .find(listed.nid)
-                .filter(|id| self.node.peers.ni(*id).is_some_and(|ni| ni.peer == peer));
+                .filter(|id| self.node.peers.owner(*id) == Some(peer));
             if let Some(id) = owned {
                 self.update_ni_status(id, listed.status);
             }
@@ -693,13 +694,13 @@ impl Flow<'_> {
             };
             let keep = entry.state.intersects(PeerState::CONFIGURED | PeerState::LOCK_PRIMARY);
             let primary = entry.primary_nid;
-            if !keep && self.node.peers.ni(id).is_some_and(|ni| ni.nid != primary) {
+            if !keep && self.node.peers.ni(&self.peer_nis, id).is_some_and(|ni| ni.nid != primary) {
                 self.delete_peer_ni(id);
                 self.evacuate_peer_ni(id);
                 deleted = true;
                 continue;
             }
-            if let Some(ni) = self.node.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 ni.vanished = !keep;
             }
             self.update_ni_status(id, LNET_NI_STATUS_DOWN);
@@ -737,7 +738,7 @@ impl Flow<'_> {
         if multi_rail {
             if !entry.multi_rail() {
                 entry.state.insert(PeerState::MULTI_RAIL);
-                self.node.peers.clear_non_mr_preferred(peer);
+                self.node.peers.clear_non_mr_preferred(&mut self.peer_nis, peer);
             }
         } else if entry.multi_rail() {
             return Err(AddNidError::NotMultiRail);
@@ -806,7 +807,7 @@ impl Flow<'_> {
                 let id = self
                     .node
                     .peers
-                    .create_for(peer, nid, credits, self.limits.peer_nis)
+                    .create_for(&mut self.peer_nis, peer, nid, credits, self.limits.peer_nis)
                     .map_err(|_| AddNidError::NoMemory)?;
                 self.apply_policies_on_attached(id, new_net);
                 Ok(())
@@ -833,7 +834,7 @@ impl Flow<'_> {
     /// `handle_disc_lpni_health`: record the status the peer reports; UP to DOWN is a remote
     /// failure, a NID first seen UP gets full health.
     fn update_ni_status(&mut self, id: PeerNiId, status: u32) {
-        let Some(ni) = self.node.peers.ni_mut(id) else {
+        let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         let old = std::mem::replace(&mut ni.status, status);
@@ -1112,7 +1113,7 @@ impl Flow<'_> {
         let was_multi_rail = entry.multi_rail();
         learn_multi_rail_from_reply(entry, features, local_discovery);
         if entry.multi_rail() && !was_multi_rail {
-            self.node.peers.clear_non_mr_preferred(peer);
+            self.node.peers.clear_non_mr_preferred(&mut self.peer_nis, peer);
         }
         let Some(entry) = self.node.peers.peer_mut(peer) else {
             return;
@@ -1179,7 +1180,7 @@ impl Flow<'_> {
             }
         }
         if self.node.peers.peer(peer).is_some_and(|entry| entry.multi_rail() && !was_multi_rail) {
-            self.node.peers.clear_non_mr_preferred(peer);
+            self.node.peers.clear_non_mr_preferred(&mut self.peer_nis, peer);
         }
         if let Some(size) = grow_to {
             self.node.push_target.grow(size);

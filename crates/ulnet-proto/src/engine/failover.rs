@@ -108,7 +108,8 @@ impl<A: Access> View<'_, A> {
             return false;
         };
         peer.ni_ids().any(|peer_ni| {
-            let Some(net) = self.node.peers.ni(peer_ni).map(|ni| ni.nid.net()) else {
+            let Some(net) = self.node.peers.ni(&self.peer_nis, peer_ni).map(|ni| ni.nid.net())
+            else {
                 return false;
             };
             self.node.nis.iter().enumerate().any(|(index, local)| {
@@ -132,7 +133,7 @@ impl<A: Access> View<'_, A> {
         }
         let ceiling = self.node.tunables.lnd_timeout().max(floor);
         let rto =
-            self.node.peers.ni(id).map_or(0, |ni| {
+            self.node.peers.ni(&self.peer_nis, id).map_or(0, |ni| {
                 ni.watch.srtt_ns.saturating_add(ni.watch.rttvar_ns.saturating_mul(4))
             });
         Duration::from_nanos(rto.saturating_mul(RTO_MULTIPLIER)).clamp(floor, ceiling)
@@ -144,7 +145,7 @@ impl<A: Access> View<'_, A> {
     /// on separate subnets one broken rail breaks several paths at once; see [`Watch`]).
     pub(super) fn path_proven(&self, id: PeerNiId, ni: NiId) -> bool {
         let window = self.failover_timeout(id) / 2;
-        self.node.peers.ni(id).is_some_and(|peer_ni| {
+        self.node.peers.ni(&self.peer_nis, id).is_some_and(|peer_ni| {
             peer_ni.watch.heard.iter().any(|(via, at)| *via == ni && self.call.now < *at + window)
         })
     }
@@ -153,7 +154,10 @@ impl<A: Access> View<'_, A> {
     pub(super) fn peer_in_trouble(&self, peer: crate::engine::peer::PeerId) -> bool {
         self.node.peers.peer(peer).is_some_and(|entry| {
             entry.nets.iter().flat_map(|net| &net.nis).any(|id| {
-                self.node.peers.ni(*id).is_some_and(|peer_ni| peer_ni.watch.any_suspect())
+                self.node
+                    .peers
+                    .ni(&self.peer_nis, *id)
+                    .is_some_and(|peer_ni| peer_ni.watch.any_suspect())
             })
         })
     }
@@ -162,7 +166,7 @@ impl<A: Access> View<'_, A> {
     /// it is a gateway (other routes; decision 0023).
     fn has_alternative(&self, id: PeerNiId) -> bool {
         self.node.peers.peer_ni_count(id) > 1
-            || self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None))
+            || self.node.peers.owner(id).is_some_and(|peer| self.peer_is_router(peer, None))
     }
 
     /// Whether the path `ni` -> `id` can carry traffic as far as this node knows: the local
@@ -171,7 +175,7 @@ impl<A: Access> View<'_, A> {
     pub(super) fn path_usable(&self, ni: NiId, id: PeerNiId) -> bool {
         let local = self.node.nis.get(ni).is_some_and(|local| local.usable() && !local.fatal_error);
         local
-            && self.node.peers.ni(id).is_some_and(|peer_ni| {
+            && self.node.peers.ni(&self.peer_nis, id).is_some_and(|peer_ni| {
                 !peer_ni.vanished
                     && !peer_ni.deleted
                     && peer_ni.status != LNET_NI_STATUS_DOWN
@@ -224,7 +228,7 @@ impl<A: Access> View<'_, A> {
         // A message sent through a gateway can take another route (decision 0023).
         let via_gateway = message
             .peer_ni
-            .and_then(|id| self.node.peers.ni(id))
+            .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
             .is_some_and(|ni| ni.nid != message.header.dest_nid);
         if !multi_rail && !via_gateway {
             return None;
@@ -280,7 +284,7 @@ impl Flow<'_> {
     /// A transmit to `id` from `ni` went to the driver.
     pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -294,7 +298,7 @@ impl Flow<'_> {
     /// The driver finished a transmit to `id` from `ni` that took `took`.
     pub(super) fn watch_lnd_done(&mut self, id: PeerNiId, ni: NiId, took: Option<Duration>) {
         let now = self.call.now;
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         // The sample is the gap since the path last made progress, when shorter than the
@@ -314,7 +318,7 @@ impl Flow<'_> {
     /// A tracked request through `id` from `ni` left and awaits its response.
     pub(super) fn watch_await_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -327,7 +331,7 @@ impl Flow<'_> {
 
     /// A request through `id` from `ni` is no longer awaited; `rtt` when its response came.
     pub(super) fn watch_await_end(&mut self, id: PeerNiId, ni: NiId, rtt: Option<Duration>) {
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         if let Some(rtt) = rtt {
@@ -346,7 +350,7 @@ impl Flow<'_> {
     /// it is usable again.
     pub(super) fn watch_rx(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         match peer_ni.watch.heard.iter_mut().find(|(via, _)| *via == ni) {
@@ -367,7 +371,7 @@ impl Flow<'_> {
     pub(super) fn run_watch(&mut self) {
         while let Some((id, ni)) = self.node.failover.pop_due_watch(self.call.now) {
             let timeout = self.failover_timeout(id);
-            let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+            let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
             };
             let deleted = peer_ni.deleted;
@@ -396,16 +400,16 @@ impl Flow<'_> {
         let armed = self
             .node
             .peers
-            .ni(id)
+            .ni(&self.peer_nis, id)
             .is_none_or(|peer_ni| peer_ni.watch.path(ni).is_some_and(|p| p.armed.is_some()));
         if armed || !self.failover_enabled() || !self.has_alternative(id) {
-            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
+            if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 peer_ni.watch.prune();
             }
             return;
         }
         let timeout = self.failover_timeout(id);
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -419,7 +423,7 @@ impl Flow<'_> {
 
     /// Nothing outstanding on the path any more: its entry goes (no wakeup for an idle path).
     fn disarm_if_idle(&mut self, id: PeerNiId, ni: NiId) {
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         let path = peer_ni.watch.path_mut(ni);
@@ -428,7 +432,7 @@ impl Flow<'_> {
                 self.node.failover.disarm(at, id, ni);
             }
         }
-        if let Some(peer_ni) = self.node.peers.ni_mut(id) {
+        if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
             peer_ni.watch.prune();
         }
     }
@@ -443,12 +447,12 @@ impl Flow<'_> {
         let suspects: Vec<PeerNiId> = self
             .node
             .peers
-            .nis()
+            .nis(&self.peer_nis)
             .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
             .map(|(id, _)| id)
             .collect();
         for id in suspects {
-            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
+            if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 peer_ni.recovery.ping_count = 0;
             }
             self.probe_now(id);
@@ -458,7 +462,7 @@ impl Flow<'_> {
     /// Fast failover was turned on or off: its counters restart from what is in flight.
     pub(super) fn reset_failover_state(&mut self) {
         self.node.failover.clear_watch();
-        for ni in self.node.peers.nis_mut() {
+        for ni in crate::engine::peer::PeerTable::nis_mut(&mut self.peer_nis) {
             ni.watch.restart();
         }
         let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
@@ -493,7 +497,7 @@ impl Flow<'_> {
         let now = self.call.now;
         self.count(|counters| counters.blackhole_suspicions += 1);
         let single = !self.has_alternative(id);
-        let Some(peer_ni) = self.node.peers.ni_mut(id) else {
+        let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         peer_ni.health_stats.suspicions += 1;
@@ -597,7 +601,8 @@ impl Flow<'_> {
         if !self.failover_enabled() {
             return;
         }
-        let Some(net) = self.node.peers.ni(id).map(|peer_ni| peer_ni.nid.net()) else {
+        let Some(net) = self.node.peers.ni(&self.peer_nis, id).map(|peer_ni| peer_ni.nid.net())
+        else {
             return;
         };
         let local: Vec<NiId> = self
@@ -607,7 +612,11 @@ impl Flow<'_> {
             .filter(|ni| self.node.nis.get(*ni).is_some_and(|l| l.usable() && l.nid.net() == net))
             .collect();
         for ni in local {
-            let already = self.node.peers.ni(id).is_none_or(|peer_ni| peer_ni.watch.suspects(ni));
+            let already = self
+                .node
+                .peers
+                .ni(&self.peer_nis, id)
+                .is_none_or(|peer_ni| peer_ni.watch.suspects(ni));
             if !already {
                 self.suspect(id, ni);
             }
@@ -620,7 +629,7 @@ impl Flow<'_> {
         let lost: Vec<PeerNiId> = self
             .node
             .peers
-            .nis()
+            .nis(&self.peer_nis)
             .filter(|(_, peer_ni)| !peer_ni.deleted && behind(peer_ni.nid))
             .filter(|(_, peer_ni)| self.ni_for_nid(peer_ni.nid).is_none())
             .map(|(id, _)| id)
@@ -713,7 +722,9 @@ impl Flow<'_> {
         if message.peer_credit == Credit::Waiting {
             message.peer_credit = Credit::None;
             let charged = std::mem::take(&mut message.charged_bytes);
-            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+            if let Some(peer) =
+                peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+            {
                 peer.credits.remove(key);
                 peer.queued_bytes = peer.queued_bytes.saturating_sub(u64::from(charged));
             }
@@ -794,7 +805,7 @@ impl Flow<'_> {
         // path it pinned is broken.
         let free = tracker.awaiting.is_some_and(|(id, via)| {
             let gateway =
-                self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
+                self.node.peers.owner(id).is_some_and(|peer| self.peer_is_router(peer, None));
             (gateway || self.node.peers.peer_of(id).is_some_and(|peer| peer.multi_rail()))
                 && (request.source.is_none() || !self.path_usable(via, id))
         });

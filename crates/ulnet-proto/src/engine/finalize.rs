@@ -26,7 +26,11 @@ impl<A: Access> View<'_, A> {
     /// those).
     fn handles_remote_health(&self, peer_ni: PeerNiId) -> bool {
         self.node.peers.peer_ni_count(peer_ni) > 1
-            && self.node.peers.ni(peer_ni).is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
+            && self
+                .node
+                .peers
+                .ni(&self.peer_nis, peer_ni)
+                .is_some_and(|ni| self.ni_for_nid(ni.nid).is_none())
     }
 
     /// `lnet_attempt_msg_resend`'s gate.
@@ -147,7 +151,7 @@ impl Flow<'_> {
                     local.recovery.ping_count = 0;
                 }
             }
-            if let Some(peer) = self.node.peers.ni_mut(peer_ni) {
+            if let Some(peer) = self.node.peers.ni_mut(&mut self.peer_nis, peer_ni) {
                 peer.recovery.ping_count = 0;
                 peer.health.increment(sensitivity);
             }
@@ -176,7 +180,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.stats.received(msg_type, payload);
         }
     }
@@ -259,7 +263,9 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.latency.record(LatencyOp::PutEgress, took);
         }
-        if let Some(peer) = sent.peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) =
+            sent.peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+        {
             peer.latency.record(LatencyOp::PutEgress, took);
         }
     }
@@ -304,7 +310,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.latency.record(op, rtt);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.latency.record(op, rtt);
         }
     }
@@ -328,7 +334,9 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(sent.ni, self.call.cpt) {
             local.stats.sent(msg_type, payload);
         }
-        if let Some(peer) = sent.peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) =
+            sent.peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+        {
             peer.stats.sent(msg_type, payload);
         }
     }
@@ -517,7 +525,7 @@ impl Flow<'_> {
     /// for recovery.
     pub(super) fn remote_failure(&mut self, peer_ni: PeerNiId) {
         let sensitivity = self.node.tunables.health_sensitivity;
-        if let Some(peer) = self.node.peers.ni_mut(peer_ni) {
+        if let Some(peer) = self.node.peers.ni_mut(&mut self.peer_nis, peer_ni) {
             peer.health.decrement(sensitivity);
         }
         self.queue_peer_recovery(peer_ni);
@@ -547,7 +555,7 @@ impl Flow<'_> {
         if let Some(local) = self.node.nis.get_mut(ni) {
             local.health_stats.count(health);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.health_stats.count(health);
         }
     }

@@ -25,7 +25,7 @@ fn check_bounds(view: &Look<'_>) -> Result<(), String> {
     // LNet's own MDs: the two targets (and old ones still busy), two per peer, one per ping,
     // one per NI or peer NI in recovery, plus MDs of messages in flight.
     let recovering = view.node.nis.iter().filter(|ni| ni.recovery.md.is_some()).count()
-        + view.node.peers.nis().filter(|(_, ni)| ni.recovery.md.is_some()).count();
+        + view.node.peers.nis(&view.peer_nis).filter(|(_, ni)| ni.recovery.md.is_some()).count();
     let internal_mds =
         2 + 2 * view.node.peers.peer_count() + view.node.pings.len() + recovering + view.msgs.len();
     let checks = [
@@ -64,10 +64,10 @@ fn check_bounds(view: &Look<'_>) -> Result<(), String> {
         }
         for net in &peer.nets {
             for id in &net.nis {
-                if view.node.peers.ni(*id).is_some_and(|ni| ni.deleted) {
+                if view.node.peers.ni(&view.peer_nis, *id).is_some_and(|ni| ni.deleted) {
                     return Err(format!("peer {:?} lists deleted NI {id:?}", peer.primary_nid));
                 }
-                let owner = view.node.peers.ni(*id).map(|ni| ni.peer);
+                let owner = view.node.peers.owner(*id);
                 if owner.and_then(|owner| view.node.peers.peer(owner)).map(|p| p.primary_nid)
                     != Some(peer.primary_nid)
                 {
@@ -76,7 +76,8 @@ fn check_bounds(view: &Look<'_>) -> Result<(), String> {
                         peer.primary_nid
                     ));
                 }
-                if view.node.peers.ni(*id).is_none_or(|ni| ni.nid.net() != net.net) {
+                if view.node.peers.ni(&view.peer_nis, *id).is_none_or(|ni| ni.nid.net() != net.net)
+                {
                     return Err(format!(
                         "peer {:?} lists NI {id:?} under the wrong net",
                         peer.primary_nid
@@ -147,7 +148,7 @@ fn check_credits(view: &Look<'_>) -> Result<(), String> {
         }
     }
     for ((peer, holders), charged) in
-        view.node.peers.nis().map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
+        view.node.peers.nis(&view.peer_nis).map(|(_, ni)| ni).zip(peer_holders).zip(peer_charged)
     {
         peer.credits.check(holders).map_err(|error| format!("peer NI {:?}: {error}", peer.nid))?;
         if charged != peer.queued_bytes {
@@ -273,7 +274,7 @@ fn check_recovery(view: &Look<'_>) -> Result<(), String> {
             ));
         }
     }
-    for (index, ni) in view.node.peers.nis() {
+    for (index, ni) in view.node.peers.nis(&view.peer_nis) {
         let listed = view.node.recovery.peer().filter(|id| *id == index).count();
         if listed != usize::from(ni.recovery.queued) {
             return Err(format!(
@@ -326,7 +327,7 @@ fn check_failover(view: &Look<'_>) -> Result<(), String> {
     let armed: usize = view
         .node
         .peers
-        .nis()
+        .nis(&view.peer_nis)
         .map(|(_, ni)| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
     if armed != view.node.failover.armed_count() {
@@ -335,7 +336,7 @@ fn check_failover(view: &Look<'_>) -> Result<(), String> {
             view.node.failover.armed_count()
         ));
     }
-    for (id, peer_ni) in view.node.peers.nis() {
+    for (id, peer_ni) in view.node.peers.nis(&view.peer_nis) {
         for path in &peer_ni.watch.paths {
             if path.armed.is_some_and(|at| !view.node.failover.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));

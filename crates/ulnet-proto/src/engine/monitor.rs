@@ -32,7 +32,7 @@ impl Engine {
 
     /// `lnetctl debug recovery --peer`: the peer NIs on the recovery queue, in queue order.
     pub fn peer_recovery_queue(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.node.recovery.peer().filter_map(|id| self.node.peers.ni(id)).map(|ni| ni.nid)
+        self.node.recovery.peer().filter_map(|id| self.node.peers.nid(id))
     }
 }
 
@@ -58,7 +58,7 @@ impl Flow<'_> {
     /// `recovery_limit` of that; our own NIDs recover as local NIs instead.
     pub(super) fn queue_peer_recovery(&mut self, id: PeerNiId) {
         let (limit, now) = (self.node.tunables.recovery_limit, self.call.now);
-        let Some(lpni) = self.node.peers.ni(id) else {
+        let Some(lpni) = self.node.peers.ni(&self.peer_nis, id) else {
             return;
         };
         // The common case first: a healthy peer NI (every OK receive comes here). One with a
@@ -73,7 +73,7 @@ impl Flow<'_> {
             return;
         }
         let interval = self.node.tunables.recovery_ping_interval(lpni.recovery.ping_count);
-        let Some(lpni) = self.node.peers.ni_mut(id) else {
+        let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
         if lpni.recovery.queued || (lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect())
@@ -98,7 +98,7 @@ impl Flow<'_> {
     pub(super) fn probe_now(&mut self, id: PeerNiId) {
         self.queue_peer_recovery(id);
         let now = self.call.now;
-        if let Some(lpni) = self.node.peers.ni_mut(id) {
+        if let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
             if lpni.recovery.queued && !lpni.recovery.pending {
                 lpni.recovery.next_ping = now;
                 self.node.recovery.note_deadline(now);
@@ -176,7 +176,7 @@ impl Flow<'_> {
         let mut waiting = Vec::new();
         for id in queue {
             let now = self.call.now;
-            let Some(lpni) = self.node.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
             };
             let recovered = lpni.health.value() == MAX_HEALTH && !lpni.watch.any_suspect();
@@ -197,7 +197,7 @@ impl Flow<'_> {
                     self.abandon_md(md);
                 }
             }
-            let Some(lpni) = self.node.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
             };
             if now < lpni.recovery.next_ping || lpni.recovery.pending {
@@ -212,7 +212,7 @@ impl Flow<'_> {
             let source = source.and_then(|ni| self.ni_nid(ni));
             let sent = self.send_recovery_ping(RecoveryTarget::Peer(id), nid, source);
             let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
-            let Some(lpni) = self.node.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
             };
             lpni.recovery.ping_count = lpni.recovery.ping_count.saturating_add(1);
@@ -224,7 +224,7 @@ impl Flow<'_> {
             // Lustre takes it off the queue to ping it and adds it back through
             // lnet_peer_ni_add_to_recoveryq_locked(), which applies recovery_limit again.
             let limit = self.node.tunables.recovery_limit;
-            let Some(lpni) = self.node.peers.ni_mut(id) else {
+            let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
             };
             let aged_out =
@@ -269,7 +269,9 @@ impl Flow<'_> {
         let sensitivity = self.node.tunables.health_sensitivity;
         let state = match target {
             RecoveryTarget::Local(ni) => self.node.nis.get_mut(ni).map(|ni| &mut ni.recovery),
-            RecoveryTarget::Peer(id) => self.node.peers.ni_mut(id).map(|ni| &mut ni.recovery),
+            RecoveryTarget::Peer(id) => {
+                self.node.peers.ni_mut(&mut self.peer_nis, id).map(|ni| &mut ni.recovery)
+            }
         };
         let Some(state) = state.filter(|state| state.md == Some(md)) else {
             return;
@@ -308,7 +310,7 @@ impl Flow<'_> {
             }
             RecoveryTarget::Peer(id) => {
                 self.node.recovery.remove_peer(id);
-                self.node.peers.ni_mut(id).map(|ni| &mut ni.recovery)
+                self.node.peers.ni_mut(&mut self.peer_nis, id).map(|ni| &mut ni.recovery)
             }
         };
         let Some(state) = state else {
@@ -335,7 +337,7 @@ impl Flow<'_> {
             .node
             .recovery
             .peer()
-            .filter_map(|id| self.node.peers.ni(id))
+            .filter_map(|id| self.node.peers.ni(&self.peer_nis, id))
             .filter(|ni| !ni.recovery.pending)
             .map(|ni| ni.recovery.next_ping);
         let deadline = local.chain(peer).min().map(|at| at.max(self.call.now));

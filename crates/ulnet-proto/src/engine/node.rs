@@ -7,7 +7,9 @@
 //! (`node_part.rs`) holding these:
 //!
 //! * `ni.rs` `Nis`: local NIs, their nets and the round-robin counter.
-//! * `peer.rs` `PeerTable`: peers, peer NIs, their credits, and peer NI creation and reclaim.
+//! * `peer.rs` `PeerTable`: peers and where their peer NIs live, peer NI creation and reclaim;
+//!   the peer NIs themselves (credits, health, statistics) are their owning partition's
+//!   (`PeerNis`).
 //! * `portal.rs` `Portals`: the portals and their match tables.
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
 //! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
@@ -363,7 +365,7 @@ impl Engine {
 
     /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        self.node.peers.nis().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
+        self.node.peers.ids().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
     }
 
     /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
@@ -840,6 +842,7 @@ impl Engine {
                     part.shares.mds.slab().touched(),
                     part.shares.mes.slab().touched(),
                     part.shares.msgs.slab().touched(),
+                    part.shares.peer_nis.slab().touched(),
                 ]
             });
             let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
@@ -1044,7 +1047,7 @@ impl<A: Access> View<'_, A> {
     }
 
     fn peer_ni_stats_by_id(&self, id: crate::engine::peer::PeerNiId) -> Option<PeerNiStats> {
-        let peer_ni = self.node.peers.ni(id).filter(|ni| !ni.deleted)?;
+        let peer_ni = self.node.peers.ni(&self.peer_nis, id).filter(|ni| !ni.deleted)?;
         let peer = self.node.peers.peer_of(id)?;
         let pool = &peer_ni.credits;
         Some(PeerNiStats {
@@ -1595,7 +1598,7 @@ impl Flow<'_> {
             message.lnd_at = Some(self.call.now);
             let next_hop = message
                 .peer_ni
-                .and_then(|id| self.node.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
                 .map_or(message.header.dest_nid, |p| p.nid);
             let (ni, header) = (message.ni, message.header);
             let transmit = Transmit {
@@ -1711,8 +1714,8 @@ impl Flow<'_> {
         let credits = ni.tunables.peer_credits;
         if let Ok(id) = self.peer_ni_or_create(peer, credits) {
             let gateway =
-                self.node.peers.ni(id).is_some_and(|ni| self.peer_is_router(ni.peer, None));
-            if let Some(peer_ni) = self.node.peers.ni_mut(id) {
+                self.node.peers.owner(id).is_some_and(|peer| self.peer_is_router(peer, None));
+            if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 peer_ni.alive = up;
                 if up {
                     peer_ni.last_alive = Some(self.call.now);
@@ -1880,6 +1883,7 @@ impl Flow<'_> {
             | self.mes.take_touched()
             | self.msgs.take_touched()
             | self.node.peers.touched().take()
+            | self.peer_nis.take_touched()
             | self.node.nis.touched().take()
             | self.ni_shares.take_touched()
             | self.node.portals.take_touched()
@@ -2107,7 +2111,13 @@ impl Flow<'_> {
         }
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        let id = self.node.peers.ni_or_create(nid, credits, self.limits.peer_nis, referenced)?;
+        let id = self.node.peers.ni_or_create(
+            &mut self.peer_nis,
+            nid,
+            credits,
+            self.limits.peer_nis,
+            referenced,
+        )?;
         // A new peer with a new peer net (peer.c lnet_peer_attach_peer_ni()).
         self.apply_policies_on_attached(id, true);
         Ok(id)
@@ -2117,14 +2127,16 @@ impl Flow<'_> {
     pub(super) fn make_peer_ni_room(&mut self) {
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        self.node.peers.make_room(self.limits.peer_nis, referenced);
+        self.node.peers.make_room(&self.peer_nis, self.limits.peer_nis, referenced);
     }
 
     /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
     /// over messages and trackers).
     pub(super) fn reclaim_peer_nis(&mut self) {
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
-        self.node.peers.reclaim_unused(|id| peer_ni_referenced(msgs, mds, failover, id));
+        self.node
+            .peers
+            .reclaim_unused(&self.peer_nis, |id| peer_ni_referenced(msgs, mds, failover, id));
     }
 
     /// Drains deferred work until none is left: message work first, then events of LNet's

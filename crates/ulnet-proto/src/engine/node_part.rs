@@ -1,5 +1,6 @@
 //! The node's part: what every partition's calls read and only calls planned on the whole node
-//! change (decision 0029): the local NIs and their nets, peers, portals, the targets, pings and
+//! change (decision 0029): the local NIs and their nets, peers (the peer NIs are their owning
+//! partitions'), portals, the targets, pings and
 //! discovery, recovery, fast failover's watch, fault rules, routes and UDSP. A view reaches it
 //! through one reference.
 

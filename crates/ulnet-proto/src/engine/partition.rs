@@ -8,6 +8,7 @@ use crate::engine::me::Mes;
 use crate::engine::msg::Messages;
 use crate::engine::ni::{NiShares, Nis};
 use crate::engine::outputs::Outputs;
+use crate::engine::peer::PeerNis;
 use crate::engine::portal::MatchTables;
 use crate::engine::routes::RouterPools;
 use crate::engine::slab::KeyPartitions;
@@ -38,6 +39,8 @@ pub(crate) struct PartitionShares {
     pub(crate) portals: MatchTables,
     /// The router buffer pools here.
     pub(crate) router_pools: RouterPools,
+    /// The peer NIs whose NIDs hash here.
+    pub(crate) peer_nis: PeerNis,
 }
 
 impl Partition {
@@ -57,6 +60,7 @@ impl Partition {
             nis: ni_shares,
             portals: MatchTables::default(),
             router_pools: RouterPools::default(),
+            peer_nis: PeerNis::new(cpt, partitions),
         };
         Self { call: CallState::default(), shares }
     }

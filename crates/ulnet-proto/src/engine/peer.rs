@@ -1,8 +1,9 @@
 //! Peers as Lustre models them: peer -> peer nets -> peer NIs, with a primary NID, the state
 //! bits discovery and configuration drive, the per-peer discovery bookkeeping, and per peer
-//! NI the selection, health, recovery and progress state multi-rail uses. The part that owns
-//! them (`PeerTable`) indexes peer NIs by NID, creates them on first traffic and reclaims the
-//! slots of deleted ones.
+//! NI the selection, health, recovery and progress state multi-rail uses. The node part's
+//! `PeerTable` holds the peers, indexes peer NIs by NID and says where each lives, creates
+//! them on first traffic and reclaims the slots of deleted ones; each peer NI is kept by the
+//! partition its NID hashes to (`PeerNis`, in that partition's part).
 //!
 //! lustre: lnet/lnet/peer.c (`lnet_peer_ni_alloc`, `lnet_nid2peerni_locked`,
 //! `lnet_peer_primary_nid_locked`, `lnet_peer_attach_peer_ni`,
@@ -24,9 +25,11 @@ use crate::engine::latency::LatencySlot;
 use crate::engine::ni::MAX_SELECTION_PRIORITY;
 use crate::engine::policies::PreferredNids;
 use crate::engine::recovery::Recovery;
-use crate::engine::slab::{Key, Slab};
+use crate::engine::shares::{Keyed, Shares};
+use crate::engine::slab::{Key, KeyPartitions, PartSlab, Slab};
 use crate::engine::stamp::Stamp;
 use crate::engine::stats::{ElementStats, PeerNiHealthStats};
+use crate::engine::view::{Access, Exclusive};
 use crate::engine::watch::Watch;
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_UP, PingInfo};
@@ -247,7 +250,6 @@ impl PeerNet {
 #[derive(Debug)]
 pub(crate) struct PeerNi {
     pub(crate) nid: Nid,
-    pub(crate) peer: PeerId,
     /// The partition that owns it: the kernel keeps a peer NI in the peer table of
     /// `lnet_cpt_of_nid_locked(nid, NULL)` (peer.c `lnet_peer_ni_alloc()`).
     pub(crate) cpt: u32,
@@ -291,19 +293,64 @@ pub(crate) struct PeerNi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PeerTableFull;
 
-/// Every peer and peer NI the node knows, with the NID index. Peer NIs are never moved: a
-/// deleted one keeps its slot (so ids stay valid) until reclaimed for a new NID.
+/// One partition's peer NIs: those whose NID hashes to it, as the kernel files a peer NI in
+/// the peer table of its CPT (`the_lnet.ln_peer_tables[cpt]`). The changing state of a peer NI
+/// (credits and their queue, health, statistics, the watch, recovery) is its owner's, so a
+/// call planned on that partition reaches it under the partition's lock alone.
+#[derive(Debug)]
+pub(crate) struct PeerNis {
+    slab: PartSlab<PeerNi>,
+}
+
+impl PeerNis {
+    /// Partition `cpt`'s peer NIs.
+    pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
+        Self { slab: PartSlab::new(cpt, partitions, u32::MAX) }
+    }
+
+    /// Every peer NI here, to change (node-wide changes: configuration, a restart).
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
+        self.slab.iter_mut()
+    }
+}
+
+impl Keyed for PeerNis {
+    type Value = PeerNi;
+
+    fn slab(&self) -> &PartSlab<PeerNi> {
+        &self.slab
+    }
+
+    fn slab_mut(&mut self) -> &mut PartSlab<PeerNi> {
+        &mut self.slab
+    }
+}
+
+/// Where a peer NI is, by id: its key in its owner's [`PeerNis`], with what the node part
+/// needs without reaching the owner (its NID, which never changes, and the peer it belongs
+/// to, which only node-wide calls change).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    key: Key,
+    nid: Nid,
+    peer: PeerId,
+}
+
+/// Every peer the node knows, with the NID index and where each peer NI lives. Peer NI ids are
+/// never moved: a deleted one keeps its slot (so ids stay valid) until reclaimed for a new NID.
+/// The peer NIs themselves are kept by their owning partitions ([`PeerNis`]); the methods that
+/// reach them take the shares a call holds.
 #[derive(Debug, Default)]
 pub(crate) struct PeerTable {
     peers: Slab<Peer>,
-    nis: Vec<PeerNi>,
+    slots: Vec<Slot>,
     by_nid: HashMap<Nid, PeerNiId>,
     /// Reclaimed slots of deleted peer NIs.
     free: Vec<PeerNiId>,
     /// Where each peer NI is owned (its `cpt`).
     partitions: Partitions,
-    /// The partitions whose peer NIs were reached (read or changed) since the audit last
-    /// took them, one bit each; every bit once a peer changed (the engine's partition audit).
+    /// Every bit once a peer changed: a peer's change is the node's (the engine's partition
+    /// audit).
     #[cfg(test)]
     touched: std::cell::Cell<u64>,
 }
@@ -313,7 +360,7 @@ impl PeerTable {
         Self { partitions, ..Self::default() }
     }
 
-    /// The partitions whose peer NIs were reached, one bit each (the audit takes them).
+    /// Every bit once a peer changed (the audit takes them).
     #[cfg(test)]
     pub(crate) fn touched(&self) -> &std::cell::Cell<u64> {
         &self.touched
@@ -333,40 +380,69 @@ impl PeerTable {
         self.peers.len()
     }
 
-    /// Every peer NI slot (deleted ones included), in id order.
-    pub(crate) fn nis(&self) -> impl Iterator<Item = (PeerNiId, &PeerNi)> {
-        self.nis.iter().enumerate().map(|(index, ni)| (PeerNiId(index as u32), ni))
+    /// Every peer NI slot (deleted ones included) whose owner the call holds, in id order.
+    pub(crate) fn nis<'s, A: Access>(
+        &'s self,
+        nis: &'s Shares<'_, A, PeerNis>,
+    ) -> impl Iterator<Item = (PeerNiId, &'s PeerNi)> {
+        (0u32..)
+            .zip(&self.slots)
+            .filter_map(move |(index, slot)| Some((PeerNiId(index), nis.get(slot.key)?)))
     }
 
-    pub(crate) fn nis_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
-        #[cfg(test)]
-        self.touched.set(u64::MAX);
-        self.nis.iter_mut()
+    /// Every peer NI the call holds, to change, partition by partition.
+    pub(crate) fn nis_mut<'s>(
+        nis: &'s mut Shares<'_, Exclusive, PeerNis>,
+    ) -> impl Iterator<Item = &'s mut PeerNi> {
+        nis.iter_shares_mut().flat_map(|(_, share)| share.iter_mut())
     }
 
     /// Peer NI slots, deleted ones included.
     pub(crate) fn ni_slots(&self) -> usize {
-        self.nis.len()
+        self.slots.len()
+    }
+
+    /// Every peer NI id, deleted ones included, with its NID.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = (PeerNiId, Nid)> + '_ {
+        (0u32..).zip(&self.slots).map(|(index, slot)| (PeerNiId(index), slot.nid))
     }
 
     pub(crate) fn find(&self, nid: Nid) -> Option<PeerNiId> {
         self.by_nid.get(&nid).copied()
     }
 
-    /// A peer NI, read: what it reaches counts as its owner's (the audit), the identity
-    /// fields as well as the changing ones.
-    pub(crate) fn ni(&self, id: PeerNiId) -> Option<&PeerNi> {
-        let ni = self.nis.get(id.0 as usize)?;
-        #[cfg(test)]
-        self.touched.set(self.touched.get() | 1 << ni.cpt.min(63));
-        Some(ni)
+    /// The NID of peer NI `id`.
+    pub(crate) fn nid(&self, id: PeerNiId) -> Option<Nid> {
+        self.slot(id).map(|slot| slot.nid)
     }
 
-    pub(crate) fn ni_mut(&mut self, id: PeerNiId) -> Option<&mut PeerNi> {
-        let ni = self.nis.get_mut(id.0 as usize)?;
-        #[cfg(test)]
-        self.touched.set(self.touched.get() | 1 << ni.cpt.min(63));
-        Some(ni)
+    /// The peer peer NI `id` belongs to.
+    pub(crate) fn owner(&self, id: PeerNiId) -> Option<PeerId> {
+        self.slot(id).map(|slot| slot.peer)
+    }
+
+    fn slot(&self, id: PeerNiId) -> Option<&Slot> {
+        self.slots.get(id.0 as usize)
+    }
+
+    /// A peer NI, read, when the call holds its owner.
+    #[inline]
+    pub(crate) fn ni<'s, A: Access>(
+        &self,
+        nis: &'s Shares<'_, A, PeerNis>,
+        id: PeerNiId,
+    ) -> Option<&'s PeerNi> {
+        nis.get(self.slot(id)?.key)
+    }
+
+    /// A peer NI, to change, when the call holds its owner.
+    #[inline]
+    pub(crate) fn ni_mut<'s>(
+        &self,
+        nis: &'s mut Shares<'_, Exclusive, PeerNis>,
+        id: PeerNiId,
+    ) -> Option<&'s mut PeerNi> {
+        nis.get_mut(self.slot(id)?.key)
     }
 
     pub(crate) fn peer(&self, id: PeerId) -> Option<&Peer> {
@@ -382,12 +458,12 @@ impl PeerTable {
     }
 
     pub(crate) fn peer_of(&self, id: PeerNiId) -> Option<&Peer> {
-        self.peer(self.ni(id)?.peer)
+        self.peer(self.owner(id)?)
     }
 
     /// The peer owning `nid`.
     pub(crate) fn peer_id(&self, nid: Nid) -> Option<PeerId> {
-        self.find(nid).and_then(|id| self.ni(id)).map(|ni| ni.peer)
+        self.find(nid).and_then(|id| self.owner(id))
     }
 
     /// How many NIs the peer owning `id` has (gates remote resends, docs/protocol/semantics.md §4.2).
@@ -406,6 +482,7 @@ impl PeerTable {
     /// lustre: peer.c `lnet_nid2peerni_locked()` / `lnet_peer_ni_traffic_add()`.
     pub(crate) fn find_or_create(
         &mut self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
         nid: Nid,
         peer_credits: u32,
         limit: usize,
@@ -413,11 +490,13 @@ impl PeerTable {
         if let Some(id) = self.find(nid) {
             return Ok(id);
         }
-        let id = self.new_ni(nid, peer_credits, limit)?;
+        if self.is_full(limit) {
+            return Err(PeerTableFull);
+        }
         let peer = Peer {
             primary_nid: nid,
             state: PeerState::default(),
-            nets: vec![PeerNet::new(nid.net(), vec![id])],
+            nets: Vec::new(),
             discovery: Discovery::default(),
             send_seq: Stamp::default(),
             alive: true,
@@ -426,24 +505,31 @@ impl PeerTable {
         let Some(key) = self.peers.insert(peer) else {
             return Err(PeerTableFull);
         };
-        if let Some(ni) = self.nis.get_mut(id.0 as usize) {
-            ni.peer = PeerId(key);
+        let peer = PeerId(key);
+        match self.new_ni(nis, nid, peer, peer_credits, limit) {
+            Ok(id) => {
+                if let Some(entry) = self.peers.get_mut(peer.0) {
+                    entry.nets.push(PeerNet::new(nid.net(), vec![id]));
+                }
+                Ok(id)
+            }
+            Err(full) => {
+                self.peers.remove(peer.0);
+                Err(full)
+            }
         }
-        Ok(id)
     }
 
     /// A new peer NI for `nid`, to be attached to `peer` by the caller (`lnet_peer_ni_alloc`).
     pub(crate) fn create_for(
         &mut self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
         peer: PeerId,
         nid: Nid,
         peer_credits: u32,
         limit: usize,
     ) -> Result<PeerNiId, PeerTableFull> {
-        let id = self.new_ni(nid, peer_credits, limit)?;
-        if let Some(ni) = self.nis.get_mut(id.0 as usize) {
-            ni.peer = peer;
-        }
+        let id = self.new_ni(nis, nid, peer, peer_credits, limit)?;
         if let Some(peer) = self.peer_mut(peer) {
             insert_ni(peer, id, nid);
         }
@@ -453,9 +539,9 @@ impl PeerTable {
     /// Moves `id` to `peer`, detaching it from its old peer (`lnet_peer_attach_peer_ni`).
     /// Returns the old peer when it was left without NIs.
     pub(crate) fn attach(&mut self, id: PeerNiId, peer: PeerId) -> Option<PeerId> {
-        let ni = self.nis.get_mut(id.0 as usize)?;
-        let old = std::mem::replace(&mut ni.peer, peer);
-        let nid = ni.nid;
+        let slot = self.slots.get_mut(id.0 as usize)?;
+        let old = std::mem::replace(&mut slot.peer, peer);
+        let nid = slot.nid;
         if old == peer {
             return None;
         }
@@ -474,7 +560,7 @@ impl PeerTable {
             // lustre: the old peer would have been deleted with its primary; it keeps its
             // other NIs under the next one and is discovered again on next use.
             if let Some(next) = source.nets.first().and_then(|net| net.nis.first()).copied() {
-                let next_nid = self.nis.get(next.0 as usize).map(|ni| ni.nid);
+                let next_nid = self.slots.get(next.0 as usize).map(|slot| slot.nid);
                 if let (Some(source), Some(next_nid)) = (self.peers.get_mut(old.0), next_nid) {
                     source.primary_nid = next_nid;
                     source.state.remove(PeerState::DISCOVERED | PeerState::NIDS_UPTODATE);
@@ -491,8 +577,9 @@ impl PeerTable {
             return;
         };
         let primary = peer.primary_nid;
-        let nis = &self.nis;
-        let is_primary = |id: &PeerNiId| nis.get(id.0 as usize).is_some_and(|ni| ni.nid == primary);
+        let slots = &self.slots;
+        let is_primary =
+            |id: &PeerNiId| slots.get(id.0 as usize).is_some_and(|slot| slot.nid == primary);
         if let Some(at) = peer.nets.iter().position(|net| net.nis.iter().any(is_primary)) {
             let net = peer.nets.remove(at);
             peer.nets.insert(0, net);
@@ -509,11 +596,15 @@ impl PeerTable {
         self.peers.remove(peer.0)
     }
 
-    pub(crate) fn info(&self, peer: PeerId) -> Option<PeerInfo> {
+    pub(crate) fn info<A: Access>(
+        &self,
+        nis: &Shares<'_, A, PeerNis>,
+        peer: PeerId,
+    ) -> Option<PeerInfo> {
         let peer = self.peer(peer)?;
         let nis = peer
             .ni_ids()
-            .filter_map(|id| self.ni(id))
+            .filter_map(|id| self.ni(nis, id))
             .map(|ni| PeerNiInfo { nid: ni.nid, status: ni.status })
             .collect();
         Some(PeerInfo {
@@ -527,22 +618,34 @@ impl PeerTable {
         })
     }
 
+    /// Files a new peer NI for `nid` of `peer` with its owner, in a reclaimed slot if any.
     fn new_ni(
         &mut self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
         nid: Nid,
+        peer: PeerId,
         peer_credits: u32,
         limit: usize,
     ) -> Result<PeerNiId, PeerTableFull> {
-        let reused = self.free.pop();
+        let cpt = self.cpt_of(&nid);
+        let reused = self.free.last().copied();
         let id = match reused {
             Some(id) => id,
-            None if self.nis.len() >= limit => return Err(PeerTableFull),
-            None => PeerNiId(u32::try_from(self.nis.len()).map_err(|_| PeerTableFull)?),
+            None if self.slots.len() >= limit => return Err(PeerTableFull),
+            None => PeerNiId(u32::try_from(self.slots.len()).map_err(|_| PeerTableFull)?),
         };
-        let ni = PeerNi::new(nid, self.cpt_of(&nid), peer_credits);
-        match self.nis.get_mut(id.0 as usize) {
-            Some(slot) => *slot = ni,
-            None => self.nis.push(ni),
+        let owner = nis.share_mut(cpt).ok_or(PeerTableFull)?;
+        let key = owner.slab.insert(PeerNi::new(nid, cpt, peer_credits)).ok_or(PeerTableFull)?;
+        let slot = Slot { key, nid, peer };
+        match self.slots.get_mut(id.0 as usize) {
+            Some(old) => {
+                let old = std::mem::replace(old, slot);
+                self.free.pop();
+                if let Some(share) = nis.share_of_mut(old.key) {
+                    share.slab.discard(old.key);
+                }
+            }
+            None => self.slots.push(slot),
         }
         self.by_nid.insert(nid, id);
         Ok(id)
@@ -551,10 +654,14 @@ impl PeerTable {
     /// Deletes a peer NI (`lnet_peer_ni_del_locked`): detached from its peer and from the NID
     /// index; the caller reclaims the slot once no message or MD refers to it. Returns the
     /// peer when it was left without NIs.
-    pub(crate) fn delete_ni(&mut self, id: PeerNiId) -> Option<PeerId> {
-        let ni = self.nis.get_mut(id.0 as usize).filter(|ni| !ni.deleted)?;
+    pub(crate) fn delete_ni(
+        &mut self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
+        id: PeerNiId,
+    ) -> Option<PeerId> {
+        let ni = self.ni_mut(nis, id).filter(|ni| !ni.deleted)?;
         ni.deleted = true;
-        let (nid, owner) = (ni.nid, ni.peer);
+        let Slot { nid, peer: owner, .. } = *self.slot(id)?;
         if self.by_nid.get(&nid) == Some(&id) {
             self.by_nid.remove(&nid);
         }
@@ -566,11 +673,11 @@ impl PeerTable {
         peer.nets.is_empty().then_some(owner)
     }
 
-    /// No slot left for a new peer NI under `limit`.
     /// The peer NI for `nid`, created (with its own peer) if new; when the table is full,
     /// deleted slots are reclaimed first (see [`Self::reclaim_unused`]).
     pub(crate) fn ni_or_create(
         &mut self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
         nid: Nid,
         credits: u32,
         limit: usize,
@@ -579,61 +686,71 @@ impl PeerTable {
         if let Some(id) = self.find(nid) {
             return Ok(id);
         }
-        self.make_room(limit, referenced);
-        self.find_or_create(nid, credits, limit)
+        self.make_room(&*nis, limit, referenced);
+        self.find_or_create(nis, nid, credits, limit)
     }
 
     /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their
     /// messages may have finished since the delete), and after admin changes.
-    pub(crate) fn make_room(&mut self, limit: usize, referenced: impl Fn(PeerNiId) -> bool) {
+    pub(crate) fn make_room<A: Access>(
+        &mut self,
+        nis: &Shares<'_, A, PeerNis>,
+        limit: usize,
+        referenced: impl Fn(PeerNiId) -> bool,
+    ) {
         if self.is_full(limit) {
-            self.reclaim_unused(referenced);
+            self.reclaim_unused(nis, referenced);
         }
     }
 
     /// Reclaims the slots of deleted peer NIs nothing refers to any more: not `referenced`
     /// from outside the table (messages, trackers, watches) and no recovery ping in flight.
-    pub(crate) fn reclaim_unused(&mut self, referenced: impl Fn(PeerNiId) -> bool) {
-        let deleted: Vec<PeerNiId> = self.deleted().collect();
+    pub(crate) fn reclaim_unused<A: Access>(
+        &mut self,
+        nis: &Shares<'_, A, PeerNis>,
+        referenced: impl Fn(PeerNiId) -> bool,
+    ) {
+        let deleted: Vec<PeerNiId> = self.deleted(nis).collect();
         for id in deleted {
-            let in_use = referenced(id) || self.ni(id).is_some_and(|ni| ni.recovery.md.is_some());
+            let in_use =
+                referenced(id) || self.ni(nis, id).is_some_and(|ni| ni.recovery.md.is_some());
             if !in_use {
-                self.reclaim(id);
+                self.reclaim(nis, id);
             }
         }
     }
 
     pub(crate) fn is_full(&self, limit: usize) -> bool {
-        self.free.is_empty() && self.nis.len() >= limit
+        self.free.is_empty() && self.slots.len() >= limit
     }
 
     /// Deleted peer NIs not yet reclaimed.
-    pub(crate) fn deleted(&self) -> impl Iterator<Item = PeerNiId> + '_ {
-        self.nis
-            .iter()
-            .enumerate()
-            .filter(|(index, ni)| {
-                ni.deleted && !self.free.iter().any(|free| free.0 as usize == *index)
-            })
-            .map(|(index, _)| PeerNiId(index as u32))
+    pub(crate) fn deleted<'s, A: Access>(
+        &'s self,
+        nis: &'s Shares<'_, A, PeerNis>,
+    ) -> impl Iterator<Item = PeerNiId> + 's {
+        self.nis(nis).filter(|(id, ni)| ni.deleted && !self.free.contains(id)).map(|(id, _)| id)
     }
 
     /// A deleted peer NI nothing refers to any more: its slot may be reused.
-    pub(crate) fn reclaim(&mut self, id: PeerNiId) {
-        if self.nis.get(id.0 as usize).is_some_and(|ni| ni.deleted) && !self.free.contains(&id) {
+    pub(crate) fn reclaim<A: Access>(&mut self, nis: &Shares<'_, A, PeerNis>, id: PeerNiId) {
+        if self.ni(nis, id).is_some_and(|ni| ni.deleted) && !self.free.contains(&id) {
             self.free.push(id);
         }
     }
 
     /// `lnet_peer_clr_non_mr_pref_nids`: a peer that became multi-rail forgets the local NIs
     /// its NIs were pinned to by traffic (not those UDSP rules prefer).
-    pub(crate) fn clear_non_mr_preferred(&mut self, peer: PeerId) {
+    pub(crate) fn clear_non_mr_preferred(
+        &self,
+        nis: &mut Shares<'_, Exclusive, PeerNis>,
+        peer: PeerId,
+    ) {
         let Some(entry) = self.peers.get(peer.0) else {
             return;
         };
-        let ids: Vec<PeerNiId> = entry.ni_ids().collect();
-        for id in ids {
-            if let Some(ni) = self.nis.get_mut(id.0 as usize) {
+        for id in entry.ni_ids() {
+            if let Some(ni) = self.ni_mut(nis, id) {
                 ni.preferred.clear_from_traffic();
             }
         }
@@ -644,7 +761,6 @@ impl PeerNi {
     fn new(nid: Nid, cpt: u32, peer_credits: u32) -> Self {
         Self {
             nid,
-            peer: PeerId(Key { index: u32::MAX, generation: u32::MAX }),
             cpt,
             credits: CreditPool::new(peer_credits),
             router_credits: None,
@@ -682,53 +798,99 @@ fn insert_ni(peer: &mut Peer, id: PeerNiId, nid: Nid) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::shares::Owned;
+
+    /// A table and its peer NIs, on `partitions`.
+    fn table_on(partitions: Partitions) -> (PeerTable, Owned<PeerNis>) {
+        let keys = KeyPartitions::new(partitions.count());
+        (PeerTable::new(partitions), Owned::new(keys, PeerNis::new))
+    }
+
+    fn table() -> (PeerTable, Owned<PeerNis>) {
+        table_on(Partitions::default())
+    }
 
     #[test]
     fn peers_are_created_once_with_their_nid_as_primary() {
-        let mut table = PeerTable::default();
+        let (mut table, mut nis) = table();
         let nid = Nid::new4(Net::TCP, 7);
-        let id = table.find_or_create(nid, 8, 4).unwrap();
-        assert_eq!(table.find_or_create(nid, 8, 4), Ok(id));
+        let id = table.find_or_create(&mut nis.exclusive(), nid, 8, 4).unwrap();
+        assert_eq!(table.find_or_create(&mut nis.exclusive(), nid, 8, 4), Ok(id));
         assert_eq!(table.primary_nid(nid), nid);
         assert_eq!(table.peer_ni_count(id), 1);
-        assert_eq!(table.ni(id).map(|ni| ni.credits.max()), Some(8));
+        assert_eq!(table.ni(&nis.shared(), id).map(|ni| ni.credits.max()), Some(8));
         let other = Nid::new4(Net::TCP, 8);
         assert_eq!(table.primary_nid(other), other);
-        assert_eq!(table.find_or_create(other, 8, 1), Err(PeerTableFull));
+        assert_eq!(table.find_or_create(&mut nis.exclusive(), other, 8, 1), Err(PeerTableFull));
+        assert_eq!(table.peer_count(), 1, "a peer refused for want of room is not made");
     }
 
     #[test]
     fn peer_nis_are_owned_by_the_partition_their_nid_hashes_to() {
         let partitions = Partitions::new(4).unwrap();
-        let mut table = PeerTable::new(partitions);
+        let (mut table, mut nis) = table_on(partitions);
         let nids: Vec<Nid> = (1..=8).map(|host| Nid::new4(Net::TCP, host)).collect();
         for nid in &nids {
-            let id = table.find_or_create(*nid, 8, 16).unwrap();
+            let id = table.find_or_create(&mut nis.exclusive(), *nid, 8, 16).unwrap();
             let owner = partitions.cpt_of_nid(nid, None);
-            assert_eq!((table.ni(id).unwrap().cpt, table.cpt_of(nid)), (owner, owner));
-            table.touched().take();
-            table.ni_mut(id).unwrap().queued_bytes += 1;
-            assert_eq!(table.touched().take(), 1 << owner, "a peer NI's change is its owner's");
-            assert!(table.ni(id).is_some());
-            assert_eq!(table.touched().take(), 1 << owner, "and so is a read of it");
+            let cpt = table.ni(&nis.shared(), id).unwrap().cpt;
+            assert_eq!((cpt, table.cpt_of(nid)), (owner, owner));
+            nis.shared().take_touched();
+            let mut shares = nis.exclusive();
+            table.ni_mut(&mut shares, id).unwrap().queued_bytes += 1;
+            assert_eq!(shares.take_touched(), 1 << owner, "a peer NI's change is its owner's");
+            assert!(table.ni(&shares, id).is_some());
+            assert_eq!(shares.take_touched(), 1 << owner, "and so is a read of it");
         }
+        let shares = nis.exclusive();
+        let by_owner = shares.count_by_partition();
+        let expected: Vec<usize> = (0..partitions.count())
+            .map(|cpt| nids.iter().filter(|nid| partitions.cpt_of_nid(nid, None) == cpt).count())
+            .collect();
+        assert_eq!(by_owner, expected, "each peer NI is kept by its owner");
+        shares.take_touched();
         let peer = table.peer_id(nids[0]).unwrap();
         table.peer_mut(peer).unwrap().alive = false;
         assert_eq!(table.touched().take(), u64::MAX, "a peer's change is the node's");
     }
 
     #[test]
+    fn a_reclaimed_slot_moves_to_its_new_nids_owner() {
+        let partitions = Partitions::new(4).unwrap();
+        let (mut table, mut nis) = table_on(partitions);
+        let mut shares = nis.exclusive();
+        let first = Nid::new4(Net::TCP, 1);
+        let owner = |nid: &Nid| partitions.cpt_of_nid(nid, None);
+        let other = (2..64)
+            .map(|host| Nid::new4(Net::TCP, host))
+            .find(|nid| owner(nid) != owner(&first))
+            .unwrap();
+        let id = table.find_or_create(&mut shares, first, 8, 1).unwrap();
+        assert_eq!(table.find_or_create(&mut shares, other, 8, 1), Err(PeerTableFull));
+        table.delete_ni(&mut shares, id);
+        table.reclaim_unused(&shares, |_| false);
+        let reused = table.find_or_create(&mut shares, other, 8, 1).unwrap();
+        assert_eq!(reused, id, "the slot is reused");
+        assert_eq!(table.nid(id), Some(other));
+        assert_eq!(table.ni(&shares, id).map(|ni| (ni.nid, ni.cpt)), Some((other, owner(&other))));
+        let mut counts = vec![0; 4];
+        counts[owner(&other) as usize] = 1;
+        assert_eq!(shares.count_by_partition(), counts, "the old owner let its peer NI go");
+    }
+
+    #[test]
     fn attaching_moves_nis_and_reports_emptied_peers() {
-        let mut table = PeerTable::default();
+        let (mut table, mut nis) = table();
+        let mut nis = nis.exclusive();
         let (a, b, c) = (Nid::new4(Net::TCP, 1), Nid::new4(Net::TCP, 2), Nid::new4(Net::TCP, 3));
         let tcp1 = Net::new(crate::addr::LndType::SOCK, 1);
-        let a_id = table.find_or_create(a, 8, 8).unwrap();
-        let b_id = table.find_or_create(b, 8, 8).unwrap();
-        let peer_a = table.ni(a_id).unwrap().peer;
-        let peer_b = table.ni(b_id).unwrap().peer;
-        let c_id = table.create_for(peer_b, c, 8, 8).unwrap();
+        let a_id = table.find_or_create(&mut nis, a, 8, 8).unwrap();
+        let b_id = table.find_or_create(&mut nis, b, 8, 8).unwrap();
+        let peer_a = table.owner(a_id).unwrap();
+        let peer_b = table.owner(b_id).unwrap();
+        let c_id = table.create_for(&mut nis, peer_b, c, 8, 8).unwrap();
         let d = Nid::new4(tcp1, 4);
-        table.create_for(peer_b, d, 8, 8).unwrap();
+        table.create_for(&mut nis, peer_b, d, 8, 8).unwrap();
         // b's primary moves to a: b keeps c and d under c, and must be discovered again.
         assert_eq!(table.attach(b_id, peer_a), None);
         assert_eq!(table.primary_nid(b), a);
@@ -742,7 +904,7 @@ mod tests {
         assert_eq!(table.peer_ni_count(a_id), 4);
         table.peer_mut(peer_a).unwrap().primary_nid = d;
         table.put_primary_first(peer_a);
-        let info = table.info(peer_a).unwrap();
+        let info = table.info(&nis, peer_a).unwrap();
         assert_eq!(info.nis.first().map(|ni| ni.nid), Some(d));
         assert_eq!(info.nis.len(), 4);
     }

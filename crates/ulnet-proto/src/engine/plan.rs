@@ -182,11 +182,13 @@ impl<A: Access> View<'_, A> {
             .then(|| self.ni_shares.share(message.tx_cpt)?.pool(message.ni)?.next_waiter())
             .flatten();
         let peer_waiter = (message.peer_credit == Credit::Held)
-            .then(|| self.node.peers.ni(message.peer_ni?)?.credits.next_waiter())
+            .then(|| self.node.peers.ni(&self.peer_nis, message.peer_ni?)?.credits.next_waiter())
             .flatten();
         let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
         let router_waiter = (message.router_credit == Credit::Held)
-            .then(|| self.node.peers.ni(rx_peer?)?.router_credits.as_ref()?.next_waiter())
+            .then(|| {
+                self.node.peers.ni(&self.peer_nis, rx_peer?)?.router_credits.as_ref()?.next_waiter()
+            })
             .flatten();
         for waiter in [ni_waiter, peer_waiter].into_iter().flatten() {
             // A waiter that cannot be sent any more fails when it is posted: the whole node.
@@ -235,7 +237,7 @@ impl<A: Access> View<'_, A> {
     /// the one whose tx credits each local NI of its net would charge (`lnet_cpt_of_nid()` on
     /// that NI: the owner unless the NI is bound to some partitions only).
     fn with_peer_ni(&self, scope: CallScope, id: PeerNiId) -> CallScope {
-        let Some(peer_ni) = self.node.peers.ni(id) else {
+        let Some(peer_ni) = self.node.peers.ni(&self.peer_nis, id) else {
             return CallScope::Node;
         };
         let net = peer_ni.nid.net();

@@ -53,13 +53,14 @@
 //! (`lustre_lnet_add_udsp()`: what lnetctl checks before sending a rule).
 
 use crate::engine::node_part::NodePart;
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, View};
 use std::fmt;
 
 use crate::addr::{DescriptorParseError, Net, Nid, NidDescriptor};
 use crate::engine::ni::{MAX_SELECTION_PRIORITY, Nis};
 use crate::engine::node::Engine;
-use crate::engine::peer::{PeerId, PeerNiId, PeerTable};
+use crate::engine::peer::{PeerId, PeerNiId, PeerNis, PeerTable};
+use crate::engine::shares::Shares;
 
 /// Most rules a node keeps. The kernel has no limit; every addition applies every rule to
 /// every construct, so a bound keeps that work in check. Real configurations use a handful.
@@ -401,8 +402,8 @@ impl<A: Access> View<'_, A> {
             });
         }
         let id = self.node.peers.find(nid)?;
-        let lpni = self.node.peers.ni(id).filter(|lpni| !lpni.deleted)?;
-        let peer = self.node.peers.peer(lpni.peer)?;
+        let lpni = self.node.peers.ni(&self.peer_nis, id).filter(|lpni| !lpni.deleted)?;
+        let peer = self.node.peers.peer_of(id)?;
         let net_priority = peer
             .nets
             .iter()
@@ -428,7 +429,7 @@ impl<A: Access> View<'_, A> {
     /// peer's primary NID): route choice compares this first.
     /// lustre: peer.c `lnet_peer_is_pref_rtr_locked()`, lib-move.c `lnet_find_route_locked()`.
     pub(super) fn prefers_router(&self, destination: PeerNiId, gateway: Nid) -> bool {
-        let Some(lpni) = self.node.peers.ni(destination) else { return false };
+        let Some(lpni) = self.node.peers.ni(&self.peer_nis, destination) else { return false };
         !lpni.preferred_routers.is_empty()
             && lpni.preferred_routers.contains(&self.node.peers.primary_nid(gateway))
     }
@@ -449,6 +450,7 @@ impl Flow<'_> {
         let at = self.node.policies.add(rule, index)?;
         let gateways = self.route_gateways();
         let NodePart { policies, nis, peers, .. } = &mut *self.node;
+        let peers = &mut (peers, &mut self.peer_nis);
         for rule in policies.iter().rev() {
             apply_everywhere(rule, false, nis, peers, &gateways);
         }
@@ -466,7 +468,8 @@ impl Flow<'_> {
         };
         let gateways = self.route_gateways();
         for rule in &removed {
-            apply_everywhere(rule, true, &mut self.node.nis, &mut self.node.peers, &gateways);
+            let NodePart { nis, peers, .. } = &mut *self.node;
+            apply_everywhere(rule, true, nis, &mut (peers, &mut self.peer_nis), &gateways);
         }
         Ok(())
     }
@@ -507,7 +510,7 @@ impl Flow<'_> {
         }
         let gateways = self.route_gateways();
         let NodePart { policies, nis, peers, .. } = &mut *self.node;
-        let Some((nid, peer)) = peers.ni(id).map(|lpni| (lpni.nid, lpni.peer)) else {
+        let (Some(nid), Some(peer)) = (peers.nid(id), peers.owner(id)) else {
             return;
         };
         if new_net {
@@ -523,7 +526,15 @@ impl Flow<'_> {
         }
         for rule in policies.iter().rev() {
             let locals = local_nids_for(rule, nis);
-            apply_on_peer_ni(rule, false, id, None, &locals, peers, &gateways);
+            apply_on_peer_ni(
+                rule,
+                false,
+                id,
+                None,
+                &locals,
+                &mut (peers, &mut self.peer_nis),
+                &gateways,
+            );
         }
     }
 }
@@ -536,12 +547,15 @@ fn stamped(rule: &UdspRule, revert: bool) -> u32 {
     }
 }
 
+/// The peer table with the peer NI shares a call holds.
+type Peers<'s, 'a> = (&'s mut PeerTable, &'s mut Shares<'a, Exclusive, PeerNis>);
+
 /// One rule on every construct (`lnet_udsp_apply_policies()` for one rule).
 fn apply_everywhere(
     rule: &UdspRule,
     revert: bool,
     nis: &mut Nis,
-    peers: &mut PeerTable,
+    peers: &mut Peers<'_, '_>,
     gateways: &[Nid],
 ) {
     match (rule.kind(), &rule.src) {
@@ -579,13 +593,14 @@ fn apply_on_peers(
     rule: &UdspRule,
     revert: bool,
     nis: &Nis,
-    peers: &mut PeerTable,
+    peers: &mut Peers<'_, '_>,
     gateways: &[Nid],
 ) {
     let Some(dst) = &rule.dst else { return };
     let net_priority = rule.kind() == UdspRuleKind::PeerPriority && dst.is_net();
     let locals = local_nids_for(rule, nis);
     let targets: Vec<(PeerId, Net, Vec<PeerNiId>)> = peers
+        .0
         .peers()
         .flat_map(|(id, peer)| {
             peer.nets
@@ -597,7 +612,7 @@ fn apply_on_peers(
     for (peer, net, peer_nis) in targets {
         if net_priority {
             if dst.matches_net(net) {
-                set_peer_net_priority(peers, peer, net, stamped(rule, revert));
+                set_peer_net_priority(peers.0, peer, net, stamped(rule, revert));
             }
             continue;
         }
@@ -628,7 +643,7 @@ fn apply_on_peer_ni(
     id: PeerNiId,
     lpn: Option<Net>,
     locals: &[Nid],
-    peers: &mut PeerTable,
+    peers: &mut Peers<'_, '_>,
     gateways: &[Nid],
 ) {
     let kind = rule.kind();
@@ -643,13 +658,14 @@ fn apply_on_peer_ni(
     ) else {
         return;
     };
-    let Some((nid, peer)) = peers.ni(id).map(|lpni| (lpni.nid, lpni.peer)) else { return };
+    let (table, peer_nis) = peers;
+    let (Some(nid), Some(peer)) = (table.nid(id), table.owner(id)) else { return };
     let by_net = lpn.is_some_and(|net| dst.is_net() && dst.matches_net(net));
     if !dst.matches_nid(&nid) && !by_net {
         return;
     }
-    let multi_rail = peers.peer(peer).is_some_and(|entry| entry.multi_rail());
-    let Some(lpni) = peers.ni_mut(id) else { return };
+    let multi_rail = table.peer(peer).is_some_and(|entry| entry.multi_rail());
+    let Some(lpni) = table.ni_mut(peer_nis, id) else { return };
     match kind {
         UdspRuleKind::PreferredSources => {
             let Some(src) = &rule.src else { return };
@@ -785,14 +801,21 @@ mod tests {
     /// reverting clears it.
     #[test]
     fn router_rules_fill_preferred_routers_from_gateways() {
-        let mut peers = PeerTable::default();
+        let mut table = PeerTable::default();
+        let mut nis = crate::engine::shares::Owned::new(
+            crate::engine::slab::KeyPartitions::new(1),
+            PeerNis::new,
+        );
+        let mut nis = nis.exclusive();
         let remote = Nid::new4(Net::new(LndType::O2IB, 0), 0x0a00_0007);
-        let id = peers.find_or_create(remote, 8, 16).unwrap();
+        let id = table.find_or_create(&mut nis, remote, 8, 16).unwrap();
+        let mut peers = (&mut table, &mut nis);
         let rule = rule(None, Some("*.*.*.*@o2ib"), Some("10.9.0.*@tcp"), None);
         assert_eq!(rule.kind(), UdspRuleKind::PreferredRouters);
         let (g1, g2) = (Nid::new4(Net::TCP, 0x0a09_0001), Nid::new4(Net::TCP, 0x0a09_0002));
         let elsewhere = Nid::new4(Net::TCP, 0x0a08_0001);
-        let routers = |peers: &PeerTable| peers.ni(id).unwrap().preferred_routers.clone();
+        let routers =
+            |peers: &Peers<'_, '_>| peers.0.ni(&*peers.1, id).unwrap().preferred_routers.clone();
         apply_on_peer_ni(&rule, false, id, None, &[], &mut peers, &[elsewhere]);
         assert!(routers(&peers).is_empty());
         apply_on_peer_ni(&rule, false, id, None, &[], &mut peers, &[g1, elsewhere, g2, g1]);
@@ -803,9 +826,9 @@ mod tests {
         apply_on_peer_ni(&rule, true, id, None, &[], &mut peers, &[g2]);
         assert!(routers(&peers).is_empty());
         // A peer NI the destination does not name is left alone.
-        let other = peers.find_or_create(Nid::new4(Net::TCP, 5), 8, 16).unwrap();
+        let other = peers.0.find_or_create(peers.1, Nid::new4(Net::TCP, 5), 8, 16).unwrap();
         apply_on_peer_ni(&rule, false, other, None, &[], &mut peers, &[g1]);
-        assert!(peers.ni(other).unwrap().preferred_routers.is_empty());
+        assert!(peers.0.ni(&*peers.1, other).unwrap().preferred_routers.is_empty());
     }
 
     #[test]

@@ -156,7 +156,7 @@ impl Flow<'_> {
                 return RecvAction::Discard { length: payload };
             }
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.last_alive = Some(self.call.now);
             peer.alive = true;
             // lustre: a message from a peer NI says it is UP (`lpni_ns_status`); only gateway
@@ -618,7 +618,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.dropped(msg_type, bytes);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.stats.dropped(msg_type, bytes);
         }
     }

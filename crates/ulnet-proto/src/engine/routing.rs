@@ -178,7 +178,10 @@ impl<A: Access> View<'_, A> {
 
     /// `lnet_is_peer_ni_alive`: the peer NI's cached status is UP.
     fn peer_ni_up(&self, id: PeerNiId) -> bool {
-        self.node.peers.ni(id).is_some_and(|ni| ni.status == LNET_NI_STATUS_UP && !ni.vanished)
+        self.node
+            .peers
+            .ni(&self.peer_nis, id)
+            .is_some_and(|ni| ni.status == LNET_NI_STATUS_UP && !ni.vanished)
     }
 
     /// `lnet_is_gateway_net_alive`: some NI of `peer` on `net` is UP.
@@ -302,7 +305,7 @@ impl<A: Access> View<'_, A> {
     /// The destination peer's net that a route reaches, by peer-net health, priority and
     /// sequence, and its best NI (`lnet_handle_find_routed_path`, SRC_ANY).
     fn best_routed_peer_net(&self, destination: PeerNiId) -> Option<(Net, PeerNiId)> {
-        let peer = self.node.peers.ni(destination)?.peer;
+        let peer = self.node.peers.owner(destination)?;
         let entry = self.node.peers.peer(peer)?;
         type NetOrder = (Reverse<u32>, u32, u64);
         let mut best: Option<(Net, NetOrder)> = None;
@@ -313,7 +316,7 @@ impl<A: Access> View<'_, A> {
             let health = peer_net
                 .nis
                 .iter()
-                .filter_map(|id| self.node.peers.ni(*id))
+                .filter_map(|id| self.node.peers.ni(&self.peer_nis, *id))
                 .map(|ni| ni.health.value())
                 .max()
                 .unwrap_or(0);
@@ -375,7 +378,7 @@ impl<A: Access> View<'_, A> {
         let key = |id: PeerNiId| {
             self.node
                 .peers
-                .ni(id)
+                .ni(&self.peer_nis, id)
                 .map(|ni| (ni.health.value(), Reverse(ni.queued_bytes), ni.credits.value()))
         };
         key(a).cmp(&key(b))
@@ -396,8 +399,11 @@ impl<A: Access> View<'_, A> {
                 continue;
             }
             for id in &peer_net.nis {
-                let Some(lpni) =
-                    self.node.peers.ni(*id).filter(|lpni| !lpni.vanished && !lpni.deleted)
+                let Some(lpni) = self
+                    .node
+                    .peers
+                    .ni(&self.peer_nis, *id)
+                    .filter(|lpni| !lpni.vanished && !lpni.deleted)
                 else {
                     continue;
                 };
@@ -429,7 +435,11 @@ impl<A: Access> View<'_, A> {
             return false;
         }
         !self.peer_ni_up(destination)
-            || self.node.peers.ni(destination).is_some_and(|ni| ni.health.value() < MAX_HEALTH)
+            || self
+                .node
+                .peers
+                .ni(&self.peer_nis, destination)
+                .is_some_and(|ni| ni.health.value() < MAX_HEALTH)
     }
 
     /// `lnet_peer_buffer_credits`: the net's `peer_buffer_credits`, else its `peer_credits`.
@@ -492,7 +502,7 @@ impl<A: Access> View<'_, A> {
                 }
             }
         }
-        for (id, lpni) in self.node.peers.nis() {
+        for (id, lpni) in self.node.peers.nis(&self.peer_nis) {
             let Some(pool) = &lpni.router_credits else { continue };
             let holders = self
                 .msgs
@@ -525,7 +535,7 @@ impl Flow<'_> {
         let credits = self.node.nis.peer_credits_for(config.gateway);
         let gateway =
             self.peer_ni_or_create(config.gateway, credits).map_err(|_| RouteError::TableFull)?;
-        let Some(peer) = self.node.peers.ni(gateway).map(|ni| ni.peer) else {
+        let Some(peer) = self.node.peers.owner(gateway) else {
             return Err(RouteError::TableFull);
         };
         let start_down = self.node.tunables.router.check_routers_before_use;
@@ -644,7 +654,7 @@ impl Flow<'_> {
             entry.alive = false;
         }
         for id in ids {
-            if let Some(ni) = self.node.peers.ni_mut(id) {
+            if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                 ni.status = LNET_NI_STATUS_DOWN;
             }
         }
@@ -858,14 +868,18 @@ impl Flow<'_> {
         // still a gateway.
         if let Some(hint) = hint {
             let gateway = Some(hint).filter(|id| {
-                self.node
-                    .peers
-                    .ni(*id)
-                    .is_some_and(|ni| !ni.deleted && self.peer_is_router(ni.peer, None))
+                let deleted = self.node.peers.ni(&self.peer_nis, *id).is_none_or(|ni| ni.deleted);
+                !deleted
+                    && self
+                        .node
+                        .peers
+                        .owner(*id)
+                        .is_some_and(|peer| self.peer_is_router(peer, None))
             });
             if let Some(gateway) = gateway {
-                let ni = local
-                    .or_else(|| self.best_ni_on_net(self.node.peers.ni(gateway)?.nid.net()))?;
+                let ni = local.or_else(|| {
+                    self.best_ni_on_net(self.node.peers.ni(&self.peer_nis, gateway)?.nid.net())
+                })?;
                 return Some(RoutedPath { ni, gateway, destination });
             }
         }
@@ -875,14 +889,14 @@ impl Flow<'_> {
             destination = best;
             net
         } else {
-            self.node.peers.ni(destination)?.nid.net()
+            self.node.peers.ni(&self.peer_nis, destination)?.nid.net()
         };
         let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
         let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
         let ni = match local {
             Some(ni) => ni,
             None => {
-                let net = self.node.peers.ni(gateway)?.nid.net();
+                let net = self.node.peers.ni(&self.peer_nis, gateway)?.nid.net();
                 self.best_ni_on_net(net)?
             }
         };
@@ -919,7 +933,8 @@ impl Flow<'_> {
             let rx_peer = message.peer_ni;
             let ni = message.ni;
             let credits = self.router_credits_for(ni);
-            let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(id)) else {
+            let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+            else {
                 self.drop_rx(key);
                 return RecvAction::Discard { length };
             };
@@ -945,7 +960,7 @@ impl Flow<'_> {
             // the previous hop on the receiving NI (lnet_parse(): lnet_nid2cpt(from_nid, ni)).
             let from = message
                 .peer_ni
-                .and_then(|id| self.node.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
                 .map_or(message.header.src_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&from, message.ni);
             let Some(pool) = self.router_pools.pool_mut(cpt, class) else {
@@ -1029,7 +1044,7 @@ impl Flow<'_> {
         if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
             local.stats.received(msg_type, payload);
         }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
             peer.stats.received(msg_type, payload);
         }
         let Some(message) = self.msgs.get_mut(key) else { return };
@@ -1067,7 +1082,10 @@ impl Flow<'_> {
                 Credit::None => {}
             }
         }
-        let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(id)) else { return };
+        let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+        else {
+            return;
+        };
         let Some(pool) = peer.router_credits.as_mut() else { return };
         let next = match router_credit {
             Credit::Held => pool.release(),
@@ -1098,7 +1116,9 @@ impl Flow<'_> {
                 if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
                     local.stats.sent(msg_type, length);
                 }
-                if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+                if let Some(peer) =
+                    peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+                {
                     peer.stats.sent(msg_type, length);
                 }
             }
@@ -1117,11 +1137,13 @@ impl Flow<'_> {
         source: Nid,
         for_me: bool,
     ) -> bool {
-        let Some(gateway_nid) = self.node.peers.ni(from).map(|ni| ni.nid) else { return false };
+        let Some(gateway_nid) = self.node.peers.ni(&self.peer_nis, from).map(|ni| ni.nid) else {
+            return false;
+        };
         if source.net() == gateway_nid.net() {
             return false;
         }
-        let Some(peer) = self.node.peers.ni(from).map(|ni| ni.peer) else { return false };
+        let Some(peer) = self.node.peers.owner(from) else { return false };
         let alive = self.node.peers.peer(peer).is_some_and(|entry| entry.alive);
         let drop_asym = self.node.tunables.router.drop_asym_route && for_me;
         if !drop_asym && alive {
@@ -1154,7 +1176,7 @@ impl Flow<'_> {
                 entry.alive = true;
             }
             for id in ids {
-                if let Some(ni) = self.node.peers.ni_mut(id) {
+                if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
                     ni.status = LNET_NI_STATUS_UP;
                 }
             }

@@ -108,10 +108,10 @@ impl<A: Access> View<'_, A> {
     /// The peer side of [`Self::stamp_path`]; a routed message's final destination is
     /// stamped too, so a multi-rail destination is round-robined across routed nets.
     pub(super) fn stamp_destination(&self, peer_ni: PeerNiId) {
-        let Some(lpni) = self.node.peers.ni(peer_ni) else {
+        let Some(lpni) = self.node.peers.ni(&self.peer_nis, peer_ni) else {
             return;
         };
-        if let Some(entry) = self.node.peers.peer(lpni.peer) {
+        if let Some(entry) = self.node.peers.peer_of(peer_ni) {
             let seq = entry.send_seq.advance();
             if let Some(peer_net) = entry.nets.iter().find(|n| n.net == lpni.nid.net()) {
                 peer_net.seq.set(seq);
@@ -139,7 +139,9 @@ impl<A: Access> View<'_, A> {
             };
             let mut lpn_health = None;
             for id in &peer_net.nis {
-                if let Some(lpni) = self.node.peers.ni(*id).filter(|lpni| !lpni.vanished) {
+                if let Some(lpni) =
+                    self.node.peers.ni(&self.peer_nis, *id).filter(|lpni| !lpni.vanished)
+                {
                     let health = lpni.health.value();
                     lpn_health = Some(lpn_health.map_or(health, |best: u32| best.max(health)));
                 }
@@ -200,7 +202,7 @@ impl<A: Access> View<'_, A> {
             let blocked = trouble
                 && !peer_nis.is_empty()
                 && peer_nis.iter().all(|peer_ni| {
-                    self.node.peers.ni(*peer_ni).is_none_or(|lpni| {
+                    self.node.peers.ni(&self.peer_nis, *peer_ni).is_none_or(|lpni| {
                         lpni.vanished || id.is_some_and(|id| lpni.watch.suspects(id))
                     })
                 });
@@ -210,7 +212,7 @@ impl<A: Access> View<'_, A> {
                     id.is_some_and(|id| {
                         self.node
                             .peers
-                            .ni(*peer_ni)
+                            .ni(&self.peer_nis, *peer_ni)
                             .is_some_and(|lpni| !lpni.vanished && !lpni.watch.suspects(id))
                             && self.path_proven(*peer_ni, id)
                     })
@@ -219,7 +221,7 @@ impl<A: Access> View<'_, A> {
             let failed = !avoid.is_empty()
                 && !peer_nis.is_empty()
                 && peer_nis.iter().all(|peer_ni| {
-                    self.node.peers.ni(*peer_ni).is_none_or(|lpni| lpni.vanished)
+                    self.node.peers.ni(&self.peer_nis, *peer_ni).is_none_or(|lpni| lpni.vanished)
                         || id.is_some_and(|id| avoid.contains(id, *peer_ni))
                 });
             // lustre: lnet_get_best_ni() reads `ni_tx_credits`, the sum over the partitions.
@@ -258,7 +260,8 @@ impl<A: Access> View<'_, A> {
         let trouble = self.peer_in_trouble(peer);
         let mut best: Option<(PeerNiId, PeerNiOrder)> = None;
         for id in &peer_net.nis {
-            let Some(lpni) = self.node.peers.ni(*id).filter(|lpni| !lpni.vanished) else {
+            let Some(lpni) = self.node.peers.ni(&self.peer_nis, *id).filter(|lpni| !lpni.vanished)
+            else {
                 continue;
             };
             // lustre: lnet_peer_is_pref_nid_locked(): on the peer NI's preferred list (UDSP
@@ -284,14 +287,14 @@ impl<A: Access> View<'_, A> {
     /// `lnet_find_existing_preferred_best_ni`: the local NI some peer NI on the destination's
     /// peer net prefers.
     fn existing_preferred(&self, destination: PeerNiId) -> Option<NiId> {
-        let lpni = self.node.peers.ni(destination)?;
+        let lpni = self.node.peers.ni(&self.peer_nis, destination)?;
         let net = lpni.nid.net();
-        let peer = self.node.peers.peer(lpni.peer)?;
+        let peer = self.node.peers.peer_of(destination)?;
         let peer_net = peer.nets.iter().find(|peer_net| peer_net.net == net)?;
         let preferred = peer_net
             .nis
             .iter()
-            .filter_map(|id| self.node.peers.ni(*id))
+            .filter_map(|id| self.node.peers.ni(&self.peer_nis, *id))
             .find_map(|lpni| lpni.preferred.first())?;
         self.ni_for_nid(preferred)
     }
@@ -307,12 +310,14 @@ impl Flow<'_> {
         destination: PeerNiId,
         source: Option<Nid>,
     ) -> Result<Path, SelectError> {
-        let (Some(message), Some(dst)) = (self.msgs.get(key), self.node.peers.ni(destination))
+        let (Some(message), Some(dst)) =
+            (self.msgs.get(key), self.node.peers.ni(&self.peer_nis, destination))
         else {
             return Err(SelectError::HostUnreachable);
         };
-        let (dst_nid, peer) = (dst.nid, dst.peer);
-        let multi_rail = self.node.peers.peer(peer).is_some_and(|p| p.multi_rail());
+        let dst_nid = dst.nid;
+        let peer = self.node.peers.owner(destination).ok_or(SelectError::HostUnreachable)?;
+        let multi_rail = self.node.peers.peer_of(destination).is_some_and(|p| p.multi_rail());
         let local = match source {
             Some(source) => source.net() == dst_nid.net(),
             None => self.is_local_net(dst_nid.net()),
@@ -401,7 +406,7 @@ impl Flow<'_> {
         let net = self
             .node
             .peers
-            .ni(destination)
+            .ni(&self.peer_nis, destination)
             .map(|p| p.nid.net())
             .ok_or(SelectError::HostUnreachable)?;
         // lustre: a router forwarding to its final hop may use any NI on that net.
@@ -437,7 +442,7 @@ impl Flow<'_> {
                     routed_to: Some(path.destination),
                 });
             }
-            let net = self.node.peers.ni(destination).map(|p| p.nid.net());
+            let net = self.node.peers.ni(&self.peer_nis, destination).map(|p| p.nid.net());
             let ni = net.and_then(|net| self.best_ni_on_net(net));
             return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
         }
@@ -464,7 +469,7 @@ impl Flow<'_> {
         let Some(nid) = self.ni_nid(ni) else {
             return;
         };
-        if let Some(lpni) = self.node.peers.ni_mut(destination) {
+        if let Some(lpni) = self.node.peers.ni_mut(&mut self.peer_nis, destination) {
             if !multi_rail {
                 lpni.preferred.set_from_traffic(nid);
             }

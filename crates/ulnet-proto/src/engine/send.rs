@@ -193,7 +193,7 @@ impl Flow<'_> {
         let deadline = self.call.now + self.transmission_timeout(ni);
         let destination = path.routed_to.unwrap_or(peer_ni);
         let (Some(local_nid), Some(peer_nid)) =
-            (self.ni_nid(ni), self.node.peers.ni(destination).map(|p| p.nid))
+            (self.ni_nid(ni), self.node.peers.ni(&self.peer_nis, destination).map(|p| p.nid))
         else {
             return;
         };
@@ -238,7 +238,9 @@ impl Flow<'_> {
         }
         let (ni, peer_ni, length) = (message.ni, message.peer_ni, message.length);
         if message.peer_credit == Credit::None {
-            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+            if let Some(peer) =
+                peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+            {
                 let charge = length.saturating_add(HEADER_CHARGE);
                 peer.queued_bytes += u64::from(charge);
                 let granted = peer.credits.acquire(key) == crate::engine::credits::Acquire::Granted;
@@ -262,7 +264,7 @@ impl Flow<'_> {
             // lustre: the queue is `ni->ni_tx_queues[msg->msg_tx_cpt]`, the partition of the
             // next hop on this NI (lib-move.c lnet_handle_send(): lnet_cpt_of_nid_locked()).
             let next_hop = peer_ni
-                .and_then(|id| self.node.peers.ni(id))
+                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
                 .map_or(message.header.dest_nid, |peer| peer.nid);
             let cpt = self.cpt_of_nid(&next_hop, ni);
             if let Some(pool) = self.credit_pool_mut(ni, cpt) {
@@ -320,7 +322,9 @@ impl Flow<'_> {
             }
         }
         if peer_credit != Credit::None {
-            if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(id)) {
+            if let Some(peer) =
+                peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+            {
                 peer.queued_bytes = peer.queued_bytes.saturating_sub(u64::from(charged));
                 if peer_credit == Credit::Held {
                     if let Some(waiter) = peer.credits.release() {

@@ -154,6 +154,14 @@ impl<T> Slab<T> {
             Entry::Vacant { .. } => None,
         })
     }
+
+    /// The values in slot order, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.entries.iter_mut().filter_map(|entry| match entry {
+            Entry::Occupied { value, .. } => Some(value),
+            Entry::Vacant { .. } => None,
+        })
+    }
 }
 
 /// How the keys of a [`PartSlab`] name their CPU partition: in the low bits of the
@@ -301,6 +309,12 @@ impl<T> PartSlab<T> {
     #[inline]
     pub(crate) fn state(&self, key: Key) -> KeyState {
         self.slot(key).map_or(KeyState::Unknown, |slot| self.slab.state(slot))
+    }
+
+    /// The values in slot order, to change (all of them: marks the partition reached).
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.touch();
+        self.slab.iter_mut()
     }
 
     /// The values in slot order, with their keys.

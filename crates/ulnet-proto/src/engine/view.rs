@@ -20,6 +20,7 @@ use crate::engine::node::{Engine, Limits};
 use crate::engine::node_part::NodePart;
 use crate::engine::outputs::Outputs;
 use crate::engine::partition::{Partition, PartitionShares};
+use crate::engine::peer::PeerNis;
 use crate::engine::portal::MatchTables;
 use crate::engine::routes::RouterPools;
 use crate::engine::shares::Shares;
@@ -66,6 +67,7 @@ pub(crate) struct View<'a, A: Access> {
     pub(super) router_pools: Shares<'a, A, RouterPools>,
     pub(super) outputs: Shares<'a, A, Outputs>,
     pub(super) stats: Shares<'a, A, GlobalStats>,
+    pub(super) peer_nis: Shares<'a, A, PeerNis>,
 }
 
 /// A view that may change what it reaches: what every flow runs on.
@@ -93,6 +95,7 @@ macro_rules! whole_view {
             nis,
             portals,
             router_pools,
+            peer_nis,
         } = shares;
         let mut ni_shares = Shares::one(key_partitions, 0, nis);
         let mut match_tables = Shares::one(key_partitions, 0, portals);
@@ -103,6 +106,7 @@ macro_rules! whole_view {
         let mut router_pools = Shares::one(key_partitions, 0, router_pools);
         let mut outputs = Shares::one(key_partitions, 0, outputs);
         let mut stats = Shares::one(key_partitions, 0, counters);
+        let mut peer_nis = Shares::one(key_partitions, 0, peer_nis);
         for (cpt, part) in (1u32..).zip(rest) {
             let shares = $($ref)+ part.shares;
             ni_shares.hold(cpt, $($ref)+ shares.nis);
@@ -114,6 +118,7 @@ macro_rules! whole_view {
             router_pools.hold(cpt, $($ref)+ shares.router_pools);
             outputs.hold(cpt, $($ref)+ shares.outputs);
             stats.hold(cpt, $($ref)+ shares.counters);
+            peer_nis.hold(cpt, $($ref)+ shares.peer_nis);
         }
         // Built in place as the result: a view is made for every call, and copying one
         // showed in the engine's benchmark.
@@ -133,6 +138,7 @@ macro_rules! whole_view {
             router_pools,
             outputs,
             stats,
+            peer_nis,
         }
     }};
 }
