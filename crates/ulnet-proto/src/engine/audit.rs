@@ -32,6 +32,8 @@ pub(crate) struct Crossing {
     pub(crate) touched: u64,
     /// The partitions its plan named.
     pub(crate) planned: u64,
+    /// What of the node part it changed, if it did.
+    pub(crate) node: Option<&'static str>,
 }
 
 /// What the audit found since it was last read.
@@ -52,15 +54,20 @@ pub(crate) struct PartitionAudit {
     /// The partitions its plan gave it, one bit each (its own when it has no plan); `None`
     /// for a plan of the whole node.
     planned: Option<u64>,
+    /// What of the node part the call reached to change (`View::on_node`), if anything:
+    /// the whole node's.
+    node_reached: Option<&'static str>,
     report: AuditReport,
 }
 
 impl PartitionAudit {
     /// A call ends, having reached `touched` on partition `cpt`.
     pub(crate) fn close(&mut self, cpt: u32, touched: u64) {
+        let node = self.node_reached.take();
+        let touched = if node.is_some() { u64::MAX } else { touched };
         if let Some(call) = self.call.take().filter(|_| self.entered) {
             if let Some(planned) = self.planned.filter(|planned| touched & !planned != 0) {
-                self.report.crossings.push(Crossing { call, cpt, touched, planned });
+                self.report.crossings.push(Crossing { call, cpt, touched, planned, node });
             }
             let width = match self.planned {
                 Some(planned) if planned.count_ones() <= 1 => 0,
@@ -72,6 +79,11 @@ impl PartitionAudit {
             }
         }
         self.entered = false;
+    }
+
+    /// The call reached what changes the node part.
+    pub(crate) fn reach_node(&mut self, what: &'static str) {
+        self.node_reached.get_or_insert(what);
     }
 
     /// A call starts at `call`.
@@ -120,7 +132,7 @@ mod tests {
         audit.open(here);
         audit.enter(1);
         audit.close(1, 0b011);
-        let crossing = Crossing { call: here, cpt: 1, touched: 0b011, planned: 0b010 };
+        let crossing = Crossing { call: here, cpt: 1, touched: 0b011, planned: 0b010, node: None };
         assert_eq!(audit.take(), AuditReport { crossings: vec![crossing], plans: [1, 0, 0] });
         audit.open(here);
         audit.enter(1);
@@ -131,6 +143,25 @@ mod tests {
         audit.enter(1);
         audit.plan(CallScope::Node);
         audit.close(1, 0b111);
+        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 0, 1] });
+        // A call planned on partitions that changed the node part reached every partition.
+        audit.open(here);
+        audit.enter(1);
+        audit.reach_node("a peer");
+        audit.close(1, 0b010);
+        let crossing = Crossing {
+            call: here,
+            cpt: 1,
+            touched: u64::MAX,
+            planned: 0b010,
+            node: Some("a peer"),
+        };
+        assert_eq!(audit.take(), AuditReport { crossings: vec![crossing], plans: [1, 0, 0] });
+        audit.open(here);
+        audit.enter(1);
+        audit.plan(CallScope::Node);
+        audit.reach_node("a peer");
+        audit.close(1, 0b010);
         assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 0, 1] });
     }
 }

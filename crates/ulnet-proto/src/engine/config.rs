@@ -17,7 +17,7 @@ use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
 use crate::engine::slab::Key;
 use crate::engine::tunables::{Tunables, TunablesError};
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Flow, NodeAccess, View};
 use crate::time::Time;
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
@@ -237,7 +237,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// See [`Engine::peer_info`].
     pub(crate) fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
         self.node.peers.info(&self.peer_nis, self.node.peers.peer_id(nid)?)

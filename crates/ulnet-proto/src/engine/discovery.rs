@@ -26,7 +26,7 @@ use crate::engine::node::Engine;
 use crate::engine::peer::{DiscoveryQueue, Peer, PeerId, PeerNiId, PeerState};
 use crate::engine::ping::{MAX_PING_SINK, PingCompletion, RefusedNid, RefusedReason};
 use crate::engine::slab::Key;
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use crate::time::Time;
 use crate::wire::header::Body;
 use crate::wire::ping::{
@@ -101,7 +101,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// See [`Engine::last_refused_nid`].
     pub(crate) fn last_refused_nid(&self) -> Option<RefusedNid> {
         self.node.discoveries.last_refused
@@ -192,9 +192,11 @@ impl Flow<'_> {
         self.run_work();
         Ok(DiscoveryId(id))
     }
+}
 
-    // ------------------------------------------------------------ holding messages
+// ------------------------------------------------------------ holding messages
 
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_initiate_peer_discovery`: a PUT or GET off portal 0 to a peer that is not up to
     /// date waits on its pending queue while the peer is discovered. True when the message
     /// was taken (held, or failed).
@@ -218,6 +220,13 @@ impl Flow<'_> {
         if !triggers || self.peer_is_uptodate(peer) {
             return false;
         }
+        self.on_node("discovery", |flow| flow.hold_now(key, peer)).unwrap_or(false)
+    }
+}
+
+impl Flow<'_> {
+    /// [`View::hold_for_discovery`] for a message that waits: the peer's pending queue.
+    fn hold_now(&mut self, key: Key, peer: PeerId) -> bool {
         // lnet_discover_peer_locked(), non-blocking.
         self.clear_discovery_error(peer);
         if let Some(error) = self.node.peers.peer(peer).and_then(|peer| peer.discovery.error) {

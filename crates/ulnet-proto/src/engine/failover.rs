@@ -28,7 +28,7 @@
 //! operation (so a late second response is stale) and only within [`COPY_WINDOW`] of the original's
 //! departure (targets remember PUTs for [`DEDUPE_WINDOW`](crate::engine::DEDUPE_WINDOW)).
 
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use std::time::Duration;
 
 use crate::engine::call::Work;
@@ -76,7 +76,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// Fast failover is on (`blackhole_timeout` > 0).
     pub(super) fn failover_enabled(&self) -> bool {
         !self.node.tunables.blackhole_timeout.is_zero()
@@ -280,7 +280,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// A transmit to `id` from `ni` went to the driver.
     pub(super) fn watch_lnd_start(&mut self, id: PeerNiId, ni: NiId) {
         let now = self.call.now;
@@ -367,32 +367,6 @@ impl Flow<'_> {
         }
     }
 
-    /// Checks the due paths; suspects the ones without progress.
-    pub(super) fn run_watch(&mut self) {
-        while let Some((id, ni)) = self.node.failover.pop_due_watch(self.call.now) {
-            let timeout = self.failover_timeout(id);
-            let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
-                continue;
-            };
-            let deleted = peer_ni.deleted;
-            let path = peer_ni.watch.path_mut(ni);
-            path.armed = None;
-            let due = path.due(timeout);
-            if deleted || timeout.is_zero() {
-                peer_ni.watch.prune();
-                continue;
-            }
-            match due {
-                None => peer_ni.watch.prune(),
-                Some(due) if due > self.call.now => self.arm_watch(id, ni),
-                Some(_) => {
-                    self.suspect(id, ni);
-                    self.arm_watch(id, ni);
-                }
-            }
-        }
-    }
-
     /// Puts the path `ni` -> `id` in the watch queue at its due time if it has work
     /// outstanding. A peer with one NI is not watched unless it is a gateway: there is no
     /// other path to move its traffic to.
@@ -437,55 +411,6 @@ impl Flow<'_> {
         }
     }
 
-    /// A link came back (a local NI's fatal flag cleared, or a peer reported one of its NIs
-    /// UP again): paths may have healed, so every suspect path is probed at once, its backoff
-    /// restarted, rather than at the next (possibly minutes away) recovery ping.
-    pub(super) fn reprobe_suspect_paths(&mut self) {
-        if !self.failover_enabled() {
-            return;
-        }
-        let suspects: Vec<PeerNiId> = self
-            .node
-            .peers
-            .nis(&self.peer_nis)
-            .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
-            .map(|(id, _)| id)
-            .collect();
-        for id in suspects {
-            if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
-                peer_ni.recovery.ping_count = 0;
-            }
-            self.probe_now(id);
-        }
-    }
-
-    /// Fast failover was turned on or off: its counters restart from what is in flight.
-    pub(super) fn reset_failover_state(&mut self) {
-        self.node.failover.clear_watch();
-        for ni in crate::engine::peer::PeerTable::nis_mut(&mut self.peer_nis) {
-            ni.watch.restart();
-        }
-        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
-        for key in keys {
-            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
-                tracker.awaiting = None;
-                tracker.request = None;
-            }
-        }
-        if !self.failover_enabled() {
-            return;
-        }
-        let in_lnd: Vec<(PeerNiId, NiId)> = self
-            .msgs
-            .iter()
-            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
-            .collect();
-        for (id, ni) in in_lnd {
-            self.watch_lnd_start(id, ni);
-        }
-    }
-
     pub(super) fn request_path_reset(&mut self, ni: NiId, peer: Option<crate::addr::Nid>) {
         self.outputs.request_path_reset(self.call.cpt, PathReset { ni, peer });
     }
@@ -518,7 +443,7 @@ impl Flow<'_> {
             peer_ni.watch.paths.insert(0, path);
         }
         self.remote_failure(id);
-        self.probe_now(id);
+        self.on_node("a suspect path's probe", |flow| flow.probe_now(id));
         self.move_messages(|message| message.peer_ni == Some(id) && message.ni == ni);
         self.reissue_awaiting(|path| path == (id, ni));
         // What the LND still holds on the path (PUTs without ACK, responses, originals of
@@ -621,23 +546,6 @@ impl Flow<'_> {
                 self.suspect(id, ni);
             }
         }
-    }
-
-    /// See [`Engine::links_lost`].
-    pub(crate) fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
-        self.advance(now);
-        let lost: Vec<PeerNiId> = self
-            .node
-            .peers
-            .nis(&self.peer_nis)
-            .filter(|(_, peer_ni)| !peer_ni.deleted && behind(peer_ni.nid))
-            .filter(|(_, peer_ni)| self.ni_for_nid(peer_ni.nid).is_none())
-            .map(|(id, _)| id)
-            .collect();
-        for id in lost {
-            self.lose_paths_to(id);
-        }
-        self.run_work();
     }
 
     /// A PUT or REPLY cut off in transit (its connection died mid-payload) from a multi-rail
@@ -856,6 +764,100 @@ impl Flow<'_> {
         if let Some(orphan) = orphan {
             self.node.failover.release(orphan.len() as u64);
         }
+    }
+}
+
+impl Flow<'_> {
+    /// Checks the due paths; suspects the ones without progress.
+    pub(super) fn run_watch(&mut self) {
+        while let Some((id, ni)) = self.node.failover.pop_due_watch(self.call.now) {
+            let timeout = self.failover_timeout(id);
+            let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
+                continue;
+            };
+            let deleted = peer_ni.deleted;
+            let path = peer_ni.watch.path_mut(ni);
+            path.armed = None;
+            let due = path.due(timeout);
+            if deleted || timeout.is_zero() {
+                peer_ni.watch.prune();
+                continue;
+            }
+            match due {
+                None => peer_ni.watch.prune(),
+                Some(due) if due > self.call.now => self.arm_watch(id, ni),
+                Some(_) => {
+                    self.suspect(id, ni);
+                    self.arm_watch(id, ni);
+                }
+            }
+        }
+    }
+
+    /// A link came back (a local NI's fatal flag cleared, or a peer reported one of its NIs
+    /// UP again): paths may have healed, so every suspect path is probed at once, its backoff
+    /// restarted, rather than at the next (possibly minutes away) recovery ping.
+    pub(super) fn reprobe_suspect_paths(&mut self) {
+        if !self.failover_enabled() {
+            return;
+        }
+        let suspects: Vec<PeerNiId> = self
+            .node
+            .peers
+            .nis(&self.peer_nis)
+            .filter(|(_, peer_ni)| peer_ni.watch.any_suspect())
+            .map(|(id, _)| id)
+            .collect();
+        for id in suspects {
+            if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
+                peer_ni.recovery.ping_count = 0;
+            }
+            self.probe_now(id);
+        }
+    }
+
+    /// Fast failover was turned on or off: its counters restart from what is in flight.
+    pub(super) fn reset_failover_state(&mut self) {
+        self.node.failover.clear_watch();
+        for ni in crate::engine::peer::PeerTable::nis_mut(&mut self.peer_nis) {
+            ni.watch.restart();
+        }
+        let keys: Vec<Key> = self.mds.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            if let Some(tracker) = self.mds.get_mut(key).and_then(|md| md.tracker.as_mut()) {
+                tracker.awaiting = None;
+                tracker.request = None;
+            }
+        }
+        if !self.failover_enabled() {
+            return;
+        }
+        let in_lnd: Vec<(PeerNiId, NiId)> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+            .filter_map(|(_, m)| m.peer_ni.map(|id| (id, m.ni)))
+            .collect();
+        for (id, ni) in in_lnd {
+            self.watch_lnd_start(id, ni);
+        }
+    }
+
+    /// See [`Engine::links_lost`].
+    pub(crate) fn links_lost(&mut self, now: Time, behind: impl Fn(crate::addr::Nid) -> bool) {
+        self.advance(now);
+        let lost: Vec<PeerNiId> = self
+            .node
+            .peers
+            .nis(&self.peer_nis)
+            .filter(|(_, peer_ni)| !peer_ni.deleted && behind(peer_ni.nid))
+            .filter(|(_, peer_ni)| self.ni_for_nid(peer_ni.nid).is_none())
+            .map(|(id, _)| id)
+            .collect();
+        for id in lost {
+            self.lose_paths_to(id);
+        }
+        self.run_work();
     }
 }
 

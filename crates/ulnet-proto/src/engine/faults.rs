@@ -383,6 +383,11 @@ impl Faults {
         self.delays.iter().map(|state| (state.rule, state.stats))
     }
 
+    /// Whether any rule is set: the message path then changes the rules' counts and draws.
+    pub(crate) fn has_rules(&self) -> bool {
+        self.has_drop_rules() || self.has_delay_rules()
+    }
+
     pub(crate) fn has_drop_rules(&self) -> bool {
         !self.drops.is_empty()
     }

@@ -15,12 +15,12 @@ use crate::engine::ni::NiId;
 use crate::engine::peer::PeerNiId;
 use crate::engine::ping::InternalEvent;
 use crate::engine::slab::Key;
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use crate::time::Time;
 use crate::wire::header::{Body, Header, MsgType};
 use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP};
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// `lnet_health_check`'s `handle_remote_health`: not for a peer with a single NI (there
     /// is nowhere else to go; we do not route), nor for our own NIDs (local recovery covers
     /// those).
@@ -55,7 +55,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_finalize` for a send: health check (which may queue a resend), then the event,
     /// then decommit (credits back). Exactly once per send attempt chain.
     pub(super) fn finalize_tx(
@@ -81,7 +81,7 @@ impl Flow<'_> {
                 let action = health.action();
                 self.count_failure(ni, Some(peer_ni), health);
                 if action.local_failure {
-                    self.local_failure(ni);
+                    self.on_node("a local NI's failure", |flow| flow.local_failure(ni));
                 }
                 if action.remote_failure && self.handles_remote_health(peer_ni) {
                     self.remote_failure(peer_ni);
@@ -147,9 +147,11 @@ impl Flow<'_> {
             // Written only when set: in the steady state a receive leaves the node-wide NI
             // alone (decision 0029, "What the split has to change").
             if self.node.nis.get(ni).is_some_and(|local| local.recovery.ping_count != 0) {
-                if let Some(local) = self.node.nis.get_mut(ni) {
-                    local.recovery.ping_count = 0;
-                }
+                self.on_node("a local NI's recovery", |flow| {
+                    if let Some(local) = flow.node.nis.get_mut(ni) {
+                        local.recovery.ping_count = 0;
+                    }
+                });
             }
             if let Some(peer) = self.node.peers.ni_mut(&mut self.peer_nis, peer_ni) {
                 peer.recovery.ping_count = 0;
@@ -160,7 +162,7 @@ impl Flow<'_> {
             let action = health.action();
             self.count_failure(ni, Some(peer_ni), health);
             if action.local_failure {
-                self.local_failure(ni);
+                self.on_node("a local NI's failure", |flow| flow.local_failure(ni));
             }
             if action.remote_failure && self.handles_remote_health(peer_ni) {
                 self.remote_failure(peer_ni);
@@ -499,26 +501,18 @@ impl Flow<'_> {
     }
 
     /// `lnet_inc_ni_healthv`: up by the sensitivity; reaching the maximum shows the NI UP
-    /// again in the ping buffer (in place, no push).
+    /// again in the ping buffer (in place, no push). A node-wide change, made only below the
+    /// maximum (the plans give such a call the node).
     fn local_success(&mut self, ni: NiId) {
         let sensitivity = self.node.tunables.health_sensitivity;
         if self.node.nis.get(ni).is_some_and(|local| local.health.value() < MAX_HEALTH) {
-            if let Some(local) = self.node.nis.get_mut(ni) {
-                local.health.increment(sensitivity);
-            }
-            self.refresh_ni_status(ni);
+            self.on_node("a local NI's health", |flow| {
+                if let Some(local) = flow.node.nis.get_mut(ni) {
+                    local.health.increment(sensitivity);
+                }
+                flow.refresh_ni_status(ni);
+            });
         }
-    }
-
-    /// `lnet_handle_local_failure`: health down (reaching 0 shows the NI DOWN in the ping
-    /// buffer, in place), and the NI queued for recovery.
-    fn local_failure(&mut self, ni: NiId) {
-        let sensitivity = self.node.tunables.health_sensitivity;
-        if let Some(local) = self.node.nis.get_mut(ni) {
-            local.health.decrement(sensitivity);
-        }
-        self.refresh_ni_status(ni);
-        self.queue_local_recovery(ni);
     }
 
     /// `lnet_handle_remote_failure_locked`: the peer NI's health down, and the peer NI queued
@@ -529,6 +523,32 @@ impl Flow<'_> {
             peer.health.decrement(sensitivity);
         }
         self.queue_peer_recovery(peer_ni);
+    }
+
+    /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
+    fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
+        self.count(|counters| counters.count_health(health));
+        self.on_node("a local NI's health statistics", |flow| {
+            if let Some(local) = flow.node.nis.get_mut(ni) {
+                local.health_stats.count(health);
+            }
+        });
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
+            peer.health_stats.count(health);
+        }
+    }
+}
+
+impl Flow<'_> {
+    /// `lnet_handle_local_failure`: health down (reaching 0 shows the NI DOWN in the ping
+    /// buffer, in place), and the NI queued for recovery.
+    fn local_failure(&mut self, ni: NiId) {
+        let sensitivity = self.node.tunables.health_sensitivity;
+        if let Some(local) = self.node.nis.get_mut(ni) {
+            local.health.decrement(sensitivity);
+        }
+        self.refresh_ni_status(ni);
+        self.queue_local_recovery(ni);
     }
 
     /// `lnet_dec_ni_healthv_locked` / `lnet_inc_ni_healthv` status transitions: health 0
@@ -546,17 +566,6 @@ impl Flow<'_> {
         if local.status != status {
             local.status = status;
             self.update_ping_buffer_in_place();
-        }
-    }
-
-    /// `lnet_incr_hstats`: per-status counters, global, NI and peer NI.
-    fn count_failure(&mut self, ni: NiId, peer_ni: Option<PeerNiId>, health: HealthStatus) {
-        self.count(|counters| counters.count_health(health));
-        if let Some(local) = self.node.nis.get_mut(ni) {
-            local.health_stats.count(health);
-        }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
-            peer.health_stats.count(health);
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::engine::node::Engine;
 use crate::engine::peer::PeerNiId;
 use crate::engine::recovery::{Recovery, RecoveryTarget};
 use crate::engine::slab::Key;
-use crate::engine::view::Flow;
+use crate::engine::view::{Exclusive, Flow, NodeAccess, View};
 use crate::wire::ping::LNET_PING_INFO_MIN_SIZE;
 
 impl Engine {
@@ -36,24 +36,7 @@ impl Engine {
     }
 }
 
-impl Flow<'_> {
-    /// `lnet_ni_add_to_recoveryq_locked`: an unhealthy NI not yet queued is queued, its
-    /// next ping after the backoff for its ping count.
-    pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
-        let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
-        let now = self.call.now;
-        let Some(local) = self.node.nis.get_mut(ni) else {
-            return;
-        };
-        if local.recovery.queued || local.health.value() == MAX_HEALTH || !local.usable() {
-            return;
-        }
-        local.recovery.queued = true;
-        local.recovery.next_ping = now + interval_for(local.recovery.ping_count);
-        let next = local.recovery.next_ping;
-        self.node.recovery.push_local(ni, next);
-    }
-
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_peer_ni_add_to_recoveryq_locked`: only peer NIs ever heard from, and within
     /// `recovery_limit` of that; our own NIDs recover as local NIs instead.
     pub(super) fn queue_peer_recovery(&mut self, id: PeerNiId) {
@@ -91,7 +74,26 @@ impl Flow<'_> {
         lpni.recovery.queued = true;
         lpni.recovery.next_ping = now + interval;
         let next = lpni.recovery.next_ping;
-        self.node.recovery.push_peer(id, next);
+        self.on_node("the peer recovery queue", |flow| flow.node.recovery.push_peer(id, next));
+    }
+}
+
+impl Flow<'_> {
+    /// `lnet_ni_add_to_recoveryq_locked`: an unhealthy NI not yet queued is queued, its
+    /// next ping after the backoff for its ping count.
+    pub(super) fn queue_local_recovery(&mut self, ni: NiId) {
+        let interval_for = |count| self.node.tunables.recovery_ping_interval(count);
+        let now = self.call.now;
+        let Some(local) = self.node.nis.get_mut(ni) else {
+            return;
+        };
+        if local.recovery.queued || local.health.value() == MAX_HEALTH || !local.usable() {
+            return;
+        }
+        local.recovery.queued = true;
+        local.recovery.next_ping = now + interval_for(local.recovery.ping_count);
+        let next = local.recovery.next_ping;
+        self.node.recovery.push_local(ni, next);
     }
 
     /// Fast failover's probe: a queued peer NI without a ping in flight is pinged at once.

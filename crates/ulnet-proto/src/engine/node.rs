@@ -41,7 +41,7 @@
 //! locks give it (decision 0029).
 
 use crate::engine::shares::{Keyed, Shares};
-use crate::engine::view::{Access, Exclusive, Flow, Look, View};
+use crate::engine::view::{Access, Exclusive, Flow, Look, NodeAccess, View};
 use std::collections::VecDeque;
 
 use crate::addr::Nid;
@@ -330,7 +330,7 @@ impl Engine {
                 policies: UdspRules::default(),
                 #[cfg(test)]
                 audit: Default::default(),
-                violation: None,
+                violation: std::sync::OnceLock::new(),
             },
             parts,
         };
@@ -402,8 +402,8 @@ impl Engine {
 
     /// The crossings the audit recorded so far, without ending the current call.
     #[cfg(test)]
-    pub(crate) fn partition_crossings(&self) -> &[crate::engine::audit::Crossing] {
-        self.node.audit.crossings()
+    pub(crate) fn partition_crossings(&self) -> Vec<crate::engine::audit::Crossing> {
+        self.node.audit.borrow().crossings().to_vec()
     }
 
     pub fn interface_cookie(&self) -> u64 {
@@ -831,7 +831,7 @@ impl Engine {
     /// the messages attached, queues within bounds, messages in coherent states, and no
     /// internal inconsistency seen. Linear in the node's size; meant for tests and fuzzing.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if let Some(violation) = &self.node.violation {
+        if let Some(violation) = self.node.violation.get() {
             return Err(violation.clone());
         }
         // The checker reads everything: what it reaches is not the call's (the audit).
@@ -865,7 +865,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// Whether partition `cpt` has room for another message (`Limits::messages` bounds each
     /// partition, as the kernel counts `msgs_alloc` per CPT).
     pub(super) fn message_room(&self, cpt: u32) -> bool {
@@ -1082,7 +1082,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// Hands message `key` to the driver. A call must hold the message's partition (its
     /// plan names it); one that does not is a bug, recorded rather than lost silently.
     pub(super) fn queue_transmit(&mut self, key: Key) {
@@ -1106,6 +1106,715 @@ impl Flow<'_> {
         Some(queues.charge(pool))
     }
 
+    /// See [`Engine::put`].
+    pub(crate) fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
+        self.advance(now);
+        let md_key = self.initiator_md(request.md, request.source)?;
+        self.enter_partition(self.mds.partition_of(md_key));
+        #[cfg(test)]
+        self.node.audit.borrow_mut().plan(self.plan_initiate(request.md, request.target));
+        let (length, track) = self.md_send_profile(md_key, request.ack, false);
+        let ack_wmd = if request.ack {
+            WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
+        } else {
+            WireHandle::NONE
+        };
+        let header = Header {
+            dest_nid: request.target.nid,
+            src_nid: Nid::ANY,
+            dest_pid: request.target.pid,
+            src_pid: self.pid,
+            payload_length: length,
+            body: Body::Put {
+                ack_wmd,
+                match_bits: request.match_bits,
+                hdr_data: request.hdr_data,
+                ptl_index: request.portal,
+                offset: request.remote_offset,
+            },
+        };
+        let template = EventTemplate {
+            initiator: ProcessId::new(Nid::ANY, self.pid),
+            target: request.target,
+            portal: request.portal,
+            match_bits: request.match_bits,
+            rlength: length,
+            mlength: length,
+            offset: 0,
+            hdr_data: request.hdr_data,
+            ..EventTemplate::EMPTY
+        };
+        let result = self.initiate(md_key, header, template, length, track, request.source, false);
+        self.run_work();
+        result
+    }
+
+    /// See [`Engine::get`].
+    pub(crate) fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
+        self.advance(now);
+        let md_key = self.initiator_md(request.md, request.source)?;
+        self.enter_partition(self.mds.partition_of(md_key));
+        #[cfg(test)]
+        self.node.audit.borrow_mut().plan(self.plan_initiate(request.md, request.target));
+        let (length, track) = self.md_send_profile(md_key, false, true);
+        let header = Header {
+            dest_nid: request.target.nid,
+            src_nid: Nid::ANY,
+            dest_pid: request.target.pid,
+            src_pid: self.pid,
+            payload_length: 0,
+            body: Body::Get {
+                return_wmd: WireHandle {
+                    interface_cookie: self.interface_cookie,
+                    object_cookie: request.md.0,
+                },
+                match_bits: request.match_bits,
+                ptl_index: request.portal,
+                src_offset: request.remote_offset,
+                sink_length: length,
+            },
+        };
+        let template = EventTemplate {
+            initiator: ProcessId::new(Nid::ANY, self.pid),
+            target: request.target,
+            portal: request.portal,
+            match_bits: request.match_bits,
+            rlength: length,
+            mlength: 0,
+            offset: request.remote_offset,
+            ..EventTemplate::EMPTY
+        };
+        let result = self.initiate(md_key, header, template, 0, track, request.source, false);
+        self.run_work();
+        result
+    }
+
+    /// The peer NI of `nid`, made (with its peer) when new: a node-wide change, which the
+    /// plans give the node.
+    pub(super) fn peer_ni_or_create(
+        &mut self,
+        nid: Nid,
+        credits: u32,
+    ) -> Result<PeerNiId, PeerTableFull> {
+        if let Some(id) = self.node.peers.find(nid) {
+            return Ok(id);
+        }
+        let made = self.on_node("a new peer", |flow| flow.create_peer_ni(nid, credits));
+        made.unwrap_or(Err(PeerTableFull))
+    }
+
+    /// See [`Engine::handle_header`].
+    pub(crate) fn handle_header(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        from: Nid,
+        header: &Header,
+    ) -> RecvAction {
+        self.advance(now);
+        if self.partitions.count() > 1 {
+            self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
+            #[cfg(test)]
+            self.node.audit.borrow_mut().plan(self.plan_header(ni, from, header));
+        }
+        let action = self.parse(ni, from, header, None);
+        self.run_work();
+        action
+    }
+
+    /// See [`Engine::rx_write`].
+    pub(crate) fn rx_write(
+        &mut self,
+        rx: RxId,
+        offset: u32,
+        bytes: &[u8],
+    ) -> Result<(), DriverError> {
+        self.not_lent(rx)?;
+        if let Some(message) = self.msgs.get_mut(rx.0).filter(|m| m.router_buffer.is_some()) {
+            if message.tx || message.phase != Phase::Receiving {
+                return Err(DriverError::WrongState);
+            }
+            if u64::from(offset) + bytes.len() as u64 > u64::from(message.length) {
+                return Err(DriverError::OutOfRange);
+            }
+            let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
+            return match buffer.write_at(offset as usize, bytes) {
+                true => Ok(()),
+                false => Err(DriverError::OutOfRange),
+            };
+        }
+        let (md_key, start, length) = self.receiving(rx)?;
+        if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
+            return Err(DriverError::OutOfRange);
+        }
+        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
+        if md.memory.write_at(start as usize + offset as usize, bytes) {
+            Ok(())
+        } else {
+            Err(DriverError::OutOfRange)
+        }
+    }
+
+    /// See [`Engine::rx_lend`].
+    pub(crate) fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
+            return Err(DriverError::WrongState);
+        }
+        if message.payload_lent {
+            return Err(DriverError::PayloadLent);
+        }
+        let length = message.length as usize;
+        if let Some(buffer) = &mut message.router_buffer {
+            message.payload_lent = true;
+            return Ok(Some(LentPayload { memory: std::mem::take(buffer), start: 0, length }));
+        }
+        let key = message.md.ok_or(DriverError::WrongState)?;
+        let start = message.md_offset as usize;
+        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
+        if md.refcount != 1 || !(md.exhausted() || md.zombie) || md.lent {
+            return Ok(None);
+        }
+        md.lent = true;
+        message.payload_lent = true;
+        Ok(Some(LentPayload { memory: std::mem::take(&mut md.memory), start, length }))
+    }
+
+    /// See [`Engine::rx_give_back`].
+    pub(crate) fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
+        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || !message.payload_lent {
+            return Err(DriverError::WrongState);
+        }
+        message.payload_lent = false;
+        if let Some(buffer) = &mut message.router_buffer {
+            *buffer = lent.memory;
+            return Ok(());
+        }
+        let key = message.md.ok_or(DriverError::WrongState)?;
+        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
+        md.memory = lent.memory;
+        md.lent = false;
+        Ok(())
+    }
+
+    /// See [`Engine::handle_recv_done`].
+    pub(crate) fn handle_recv_done(
+        &mut self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.advance(now);
+        self.not_lent(rx)?;
+        self.enter_partition(self.msgs.partition_of(rx.0));
+        #[cfg(test)]
+        self.node.audit.borrow_mut().plan(self.plan_recv_done(rx, status));
+        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
+        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
+            return Err(DriverError::WrongState);
+        }
+        let event_status = if status.is_ok() { EventStatus::Ok } else { EventStatus::Io };
+        self.finalize_rx(rx.0, status, event_status);
+        self.run_work();
+        Ok(())
+    }
+
+    /// See [`Engine::poll_resume`].
+    pub(crate) fn poll_resume(&mut self) -> Option<Resume> {
+        let resume = self.outputs.pop_resume();
+        // As a transmit: the receive's partition takes it (the audit).
+        #[cfg(test)]
+        if let Some(resume) = resume {
+            self.audit_drain(resume.rx.0);
+        }
+        resume
+    }
+
+    /// See [`Engine::poll_transmit`].
+    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
+        while let Some(key) = self.outputs.pop_transmit() {
+            // A partition drains its own outputs: taking a transmit is audited as a call on
+            // the message's partition, whichever call queued it.
+            #[cfg(test)]
+            self.audit_drain(key);
+            let Some(message) = self.msgs.get_mut(key) else {
+                continue;
+            };
+            if message.phase != Phase::TxReady {
+                continue;
+            }
+            // lustre: lib-move.c lnet_post_send_locked() asks the delay rules once credits
+            // are taken; a released message goes straight on (net_fault.c
+            // delayed_msg_process()).
+            let released = std::mem::take(&mut message.fault_released);
+            if !released && self.node.faults.has_delay_rules() {
+                let header = message.header;
+                let now = self.call.now;
+                let delayed = self.on_node("a delay rule", |flow| {
+                    flow.node.faults.delay(&header, key, true, now)
+                });
+                if delayed == Some(true) {
+                    continue;
+                }
+            }
+            let Some(message) = self.msgs.get_mut(key) else {
+                continue;
+            };
+            message.phase = Phase::InLnd;
+            message.lnd_at = Some(self.call.now);
+            let next_hop = message
+                .peer_ni
+                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
+                .map_or(message.header.dest_nid, |p| p.nid);
+            let (ni, header) = (message.ni, message.header);
+            let transmit = Transmit {
+                tx: TxId(key),
+                ni,
+                next_hop,
+                cpt: self.cpt_of_nid(&next_hop, ni),
+                header,
+            };
+            let Some(message) = self.msgs.get(key) else {
+                continue;
+            };
+            let (peer_ni, ni) = (message.peer_ni, message.ni);
+            if self.failover_enabled() {
+                self.note_departure(key, ni, peer_ni);
+            }
+            // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
+            // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
+            // would, and the failure takes the path a real one of that kind takes.
+            if self.node.faults.has_drop_rules() {
+                let now = self.call.now;
+                let failed = self.on_node("a drop rule", |flow| {
+                    flow.node.faults.fail_on_send(&transmit.header, now)
+                });
+                if let Some(status) = failed.flatten() {
+                    let _ = self.handle_send_done(self.call.now, transmit.tx, status);
+                    continue;
+                }
+            }
+            return Some(transmit);
+        }
+        None
+    }
+
+    /// Fast failover's bookkeeping when the driver takes a transmit: the LND progress clock of
+    /// its peer NI, and when and through which NI a tracked request left (the first departure
+    /// opens the copy window; the last NI is the one a lost link strands it on).
+    fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
+        let now = self.call.now;
+        if let Some(md) = self.tracked_md_of(key) {
+            if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
+                tracker.sent_at.get_or_insert(now);
+                tracker.sent_ni = Some(ni);
+            }
+        }
+        if let Some(peer_ni) = peer_ni {
+            self.watch_lnd_start(peer_ni, ni);
+        }
+    }
+
+    /// See [`Engine::tx_payload_pinned`].
+    pub(crate) fn tx_payload_pinned(
+        &mut self,
+        tx: TxId,
+    ) -> Result<Option<PinnedBytes>, DriverError> {
+        let message = self.msgs.get_mut(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
+            return Err(DriverError::WrongState);
+        }
+        let length = message.length as usize;
+        if length == 0 {
+            return Ok(None);
+        }
+        if let Some(orphan) = &mut message.orphan {
+            return Ok(orphan.pin(0, length));
+        }
+        if let Some(buffer) = &mut message.router_buffer {
+            return Ok(buffer.pin(0, length));
+        }
+        let offset = message.md_offset as usize;
+        let md = message.md.and_then(|key| self.mds.get_mut(key)).ok_or(DriverError::UnknownTx)?;
+        Ok(md.memory.pin(offset, length))
+    }
+
+    /// See [`Engine::handle_send_done`].
+    pub(crate) fn handle_send_done(
+        &mut self,
+        now: Time,
+        tx: TxId,
+        status: HealthStatus,
+    ) -> Result<(), DriverError> {
+        self.advance(now);
+        self.enter_partition(self.msgs.partition_of(tx.0));
+        #[cfg(test)]
+        self.node.audit.borrow_mut().plan(self.plan_send_done(tx, status));
+        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
+        if !message.tx || message.phase != Phase::InLnd {
+            return Err(DriverError::WrongState);
+        }
+        let event_status = if status.is_ok() {
+            EventStatus::Ok
+        } else if status.is_timeout() {
+            EventStatus::TimedOut
+        } else {
+            EventStatus::Io
+        };
+        if let Some(peer_ni) = message.peer_ni.filter(|_| self.failover_enabled()) {
+            let took = message.lnd_at.map(|at| self.call.now.saturating_duration_since(at));
+            self.watch_lnd_done(peer_ni, message.ni, took.filter(|_| status.is_ok()));
+        }
+        self.finalize_tx(tx.0, status, event_status, false);
+        self.run_work();
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- events and timers
+
+    /// Sends held transmits on and resumes held receives where they stopped.
+    /// lustre: net_fault.c `delayed_msg_process()`.
+    fn release_held_faults(&mut self, released: Vec<Held>) {
+        for held in released {
+            let Some(message) = self.msgs.get_mut(held.key) else {
+                continue;
+            };
+            if held.tx {
+                if message.tx && message.phase == Phase::TxReady {
+                    message.fault_released = true;
+                    self.queue_transmit(held.key);
+                }
+            } else if !message.tx && message.phase == Phase::FaultHeld {
+                message.phase = Phase::Receiving;
+                self.resume_fault_held(held.key);
+            }
+        }
+    }
+    /// Counts in the partition the call runs on (which the call always holds).
+    #[inline]
+    pub(super) fn count(&mut self, count: impl FnOnce(&mut GlobalStats)) {
+        if let Some(counters) = self.stats.share_mut(self.call.cpt) {
+            count(counters);
+        }
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    /// Starts a call at `now`, on partition 0 until the call names its own
+    /// ([`enter_partition`](Self::enter_partition)).
+    #[cfg_attr(test, track_caller)]
+    pub(super) fn advance(&mut self, now: Time) {
+        #[cfg(test)]
+        {
+            self.close_audited_call();
+            self.node.audit.borrow_mut().open(std::panic::Location::caller());
+        }
+        self.call.now = (self.call.now).max(now);
+        self.call.cpt = 0;
+    }
+
+    /// The current call runs on partition `cpt` (where it counts): a message's home
+    /// partition, or the one a receive's previous hop hashes to.
+    pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
+        self.call.cpt = cpt.unwrap_or(0);
+        #[cfg(test)]
+        self.node.audit.borrow_mut().enter(self.call.cpt);
+    }
+
+    /// Ends the partition audit's current call: what it reached of the partitioned state
+    /// (its drain included, as the runtime drains under the same lock) is checked against the
+    /// partition it named.
+    #[cfg(test)]
+    fn close_audited_call(&mut self) {
+        let touched = self.mds.take_touched()
+            | self.mes.take_touched()
+            | self.msgs.take_touched()
+            | self.node.peers.touched().take()
+            | self.peer_nis.take_touched()
+            | self.node.nis.touched().take()
+            | self.ni_shares.take_touched()
+            | self.node.portals.take_touched()
+            | self.match_tables.take_touched()
+            | self.trackers.take_touched();
+        self.node.audit.borrow_mut().close(self.call.cpt, touched);
+    }
+
+    /// Starts a call that names no partition (the audit does not check it): what an API
+    /// call that takes no time does, so its work is not counted to the call before.
+    #[cfg(test)]
+    #[track_caller]
+    fn audit_node_call(&mut self) {
+        self.close_audited_call();
+        self.node.audit.borrow_mut().open(std::panic::Location::caller());
+    }
+
+    /// Starts an audited call that takes message `key` out of the outputs.
+    #[cfg(test)]
+    #[track_caller]
+    fn audit_drain(&mut self, key: Key) {
+        self.close_audited_call();
+        self.node.audit.borrow_mut().open(std::panic::Location::caller());
+        self.enter_partition(self.msgs.partition_of(key));
+        self.node.audit.borrow_mut().plan(self.plan_message(key));
+    }
+
+    /// See [`Engine::partition_audit`].
+    #[cfg(test)]
+    pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
+        self.close_audited_call();
+        self.node.audit.borrow_mut().take()
+    }
+
+    pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
+        if self.node.violation.get().is_none() {
+            let _ = self.node.violation.set(what());
+        }
+    }
+
+    pub(super) fn insert_md(
+        &mut self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+        me: Option<Key>,
+        owner: MdOwner,
+    ) -> Option<Key> {
+        let length = u32::try_from(spec.memory.len()).ok()?;
+        // lustre: lib-md.c `LNetMDAttach()` allocates in the ME's partition
+        // (`lnet_cpt_of_cookie(meh)`), `LNetMDBind()` in the caller's.
+        let cpt = match me {
+            Some(me) => self.mes.get(me)?.cpt,
+            None => spec.cpt.unwrap_or(0),
+        };
+        let md = Md {
+            handle: MdHandle(0),
+            memory: spec.memory,
+            length,
+            offset: 0,
+            max_size: spec.max_size,
+            threshold: spec.threshold,
+            options: spec.options,
+            user_ptr: spec.user_ptr,
+            events: spec.events,
+            handler: spec.handler,
+            refcount: 0,
+            me,
+            auto_unlink: unlink == UnlinkMode::Unlink,
+            zombie: false,
+            lent: false,
+            aborted: false,
+            tracker: None,
+            owner,
+        };
+        self.mds.insert(cpt, md)
+    }
+
+    pub(super) fn remove_me(&mut self, key: Key) {
+        if let Some(me) = self.mes.remove(key) {
+            if let Some(portal) = self.node.portals.get(me.portal as usize) {
+                portal.remove(&mut self.match_tables, key, &me);
+            }
+        }
+    }
+
+    /// Files `message` in partition `cpt`, its home ([`Messages`]).
+    pub(super) fn alloc_message(&mut self, cpt: u32, message: Message) -> Option<Key> {
+        let key = self.msgs.alloc(cpt, message, self.limits.messages)?;
+        self.count_messages(key);
+        Some(key)
+    }
+
+    /// Updates the messages-alive gauges of `key`'s partition (lustre: lib-msg.c
+    /// `lnet_msg_commit()`, `lnet_msg_decommit()`, per CPT).
+    fn count_messages(&mut self, key: Key) {
+        let Some(cpt) = self.msgs.partition_of(key) else {
+            return;
+        };
+        let alive = self.msgs.share(cpt).map_or(0, Messages::len) as u64;
+        if let Some(counters) = self.stats.share_mut(cpt) {
+            counters.msgs_alloc = alive;
+            counters.msgs_max = counters.msgs_max.max(alive);
+        }
+    }
+
+    /// [`free_message`](Self::free_message) when the message itself is no longer needed.
+    pub(super) fn discard_message(&mut self, key: Key) {
+        if !self.msgs.discard(key) {
+            self.record_violation(|| format!("message {key:?} finalized twice"));
+        }
+        self.count_messages(key);
+    }
+
+    pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
+        let message = self.msgs.free(key);
+        if message.is_none() {
+            self.record_violation(|| format!("message {key:?} finalized twice"));
+        }
+        self.count_messages(key);
+        message
+    }
+
+    /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
+    /// re-used MD keeps its start time and next hop. True when the tracker is new.
+    pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
+        let (now, deadline) =
+            (self.call.now, self.call.now + self.node.tunables.transaction_timeout);
+        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return false;
+        };
+        let fresh = md.tracker.is_none();
+        match md.tracker.as_mut() {
+            // The queue already holds this exact entry (it leaves the queue only when the
+            // tracker expires or is re-armed): a re-used MD sending again at the same instant
+            // must not add duplicates that compaction would count as live.
+            Some(tracker) if tracker.deadline == deadline => return false,
+            Some(tracker) => {
+                tracker.deadline = deadline;
+                self.trackers.mark_stale(md_key);
+            }
+            None => {
+                self.trackers.attached(md_key);
+                if let Some(counters) = self.stats.share_mut(cpt) {
+                    counters.rst_alloc = counters.rst_alloc.saturating_add(1);
+                }
+                md.tracker = Some(Tracker {
+                    deadline,
+                    next_hop: None,
+                    started: now,
+                    sent_at: None,
+                    sent_ni: None,
+                    awaiting: None,
+                    request: None,
+                });
+            }
+        }
+        self.trackers.push(deadline, md_key);
+        self.compact_trackers(md_key);
+        fresh
+    }
+
+    /// Moves a tracker's deadline (a recovery probe's shorter timeout).
+    pub(super) fn rearm_tracker(&mut self, md_key: Key, deadline: Time) {
+        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
+            return;
+        };
+        if tracker.deadline == deadline {
+            return;
+        }
+        tracker.deadline = deadline;
+        self.trackers.push(deadline, md_key);
+        self.compact_trackers(md_key);
+    }
+
+    fn compact_trackers(&mut self, md_key: Key) {
+        let mds = &self.mds;
+        self.trackers.maybe_compact(md_key, |deadline, key| {
+            mds.get(key)
+                .and_then(|md| md.tracker.as_ref())
+                .is_some_and(|tracker| tracker.deadline == deadline)
+        });
+    }
+
+    /// `lnet_detach_rsp_tracker`; the request it awaited is no longer awaited.
+    pub(super) fn detach_tracker(&mut self, md_key: Key) {
+        let Some(md) = self.mds.get_mut(md_key) else {
+            return;
+        };
+        self.trackers.mark_stale(md_key);
+        let Some(tracker) = md.tracker.take() else {
+            return;
+        };
+        self.trackers.detached(md_key, tracker.request);
+        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
+        if let Some(counters) = self.stats.share_mut(cpt) {
+            counters.rst_alloc = counters.rst_alloc.saturating_sub(1);
+        }
+        if let Some((peer_ni, via)) = tracker.awaiting {
+            self.watch_await_end(peer_ni, via, None);
+        }
+        self.compact_trackers(md_key);
+    }
+
+    /// Queues a user event (dropped and counted when the queue is full); returns it in place.
+    #[inline]
+    pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
+        let pushed = self.outputs.push_event(event, self.limits.events);
+        if pushed.is_none() {
+            if let Some(counters) = self.stats.share_mut(self.call.cpt) {
+                counters.events_dropped += 1;
+            }
+        }
+        pushed
+    }
+
+    /// Drains deferred work until none is left: message work first, then events of LNet's
+    /// own MDs, then the push target, then one discovery step (the kernel's discovery
+    /// thread). Every item finishes a bounded amount of work; a discovery step either waits
+    /// for an event, completes, or moves the peer's state forward (soft ping failures are
+    /// bounded), so this terminates.
+    pub(super) fn run_work(&mut self) {
+        loop {
+            if let Some(work) = self.call.work.pop_front() {
+                match work {
+                    Work::Lo(key) => self.lo_send(key),
+                    Work::Post(key) => self.resume_post(key),
+                    Work::Resend(key) => self.resend(key),
+                    Work::LoDeliver(key) => self.lo_deliver(key),
+                    Work::Release(key) => {
+                        self.on_node("a message discovery held", |flow| flow.release_held(key));
+                    }
+                    Work::RoutedRecv(key) => self.resume_routed_recv(key),
+                }
+                continue;
+            }
+            if let Some(event) = self.call.internal_events.pop_front() {
+                self.on_node("an event of LNet's own MD", |flow| flow.handle_internal_event(event));
+                continue;
+            }
+            let node = &self.node;
+            if !node.push_target.wants_post() && !node.discoveries.has_requests() {
+                break;
+            }
+            let more = self.on_node("the push target or discovery", |flow| {
+                if flow.service_push_target() {
+                    return true;
+                }
+                match flow.next_discovery_request() {
+                    Some(peer) => {
+                        flow.discovery_step(peer);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if more != Some(true) {
+                break;
+            }
+        }
+        self.prune_trackers();
+    }
+
+    /// Pops detached trackers off the front of the heaps this call made stale, so
+    /// `poll_timeout` names a live deadline.
+    fn prune_trackers(&mut self) {
+        for cpt in self.trackers.take_stale() {
+            while let Some((deadline, key)) = self.trackers.front_in(cpt) {
+                let live = self
+                    .mds
+                    .get(key)
+                    .and_then(|md| md.tracker.as_ref())
+                    .is_some_and(|tracker| tracker.deadline == deadline);
+                if live {
+                    break;
+                }
+                self.trackers.pop_front_in(cpt);
+            }
+        }
+    }
+}
+
+impl Flow<'_> {
     /// See [`Engine::add_ni`].
     pub(crate) fn add_ni(&mut self, now: Time, config: NiConfig) -> Result<NiId, ConfigError> {
         self.advance(now);
@@ -1357,350 +2066,6 @@ impl Flow<'_> {
         Ok(())
     }
 
-    /// See [`Engine::put`].
-    pub(crate) fn put(&mut self, now: Time, request: &PutRequest) -> Result<(), InitiateError> {
-        self.advance(now);
-        let md_key = self.initiator_md(request.md, request.source)?;
-        self.enter_partition(self.mds.partition_of(md_key));
-        #[cfg(test)]
-        self.node.audit.plan(self.plan_initiate(request.md, request.target));
-        let (length, track) = self.md_send_profile(md_key, request.ack, false);
-        let ack_wmd = if request.ack {
-            WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
-        } else {
-            WireHandle::NONE
-        };
-        let header = Header {
-            dest_nid: request.target.nid,
-            src_nid: Nid::ANY,
-            dest_pid: request.target.pid,
-            src_pid: self.pid,
-            payload_length: length,
-            body: Body::Put {
-                ack_wmd,
-                match_bits: request.match_bits,
-                hdr_data: request.hdr_data,
-                ptl_index: request.portal,
-                offset: request.remote_offset,
-            },
-        };
-        let template = EventTemplate {
-            initiator: ProcessId::new(Nid::ANY, self.pid),
-            target: request.target,
-            portal: request.portal,
-            match_bits: request.match_bits,
-            rlength: length,
-            mlength: length,
-            offset: 0,
-            hdr_data: request.hdr_data,
-            ..EventTemplate::EMPTY
-        };
-        let result = self.initiate(md_key, header, template, length, track, request.source, false);
-        self.run_work();
-        result
-    }
-
-    /// See [`Engine::get`].
-    pub(crate) fn get(&mut self, now: Time, request: &GetRequest) -> Result<(), InitiateError> {
-        self.advance(now);
-        let md_key = self.initiator_md(request.md, request.source)?;
-        self.enter_partition(self.mds.partition_of(md_key));
-        #[cfg(test)]
-        self.node.audit.plan(self.plan_initiate(request.md, request.target));
-        let (length, track) = self.md_send_profile(md_key, false, true);
-        let header = Header {
-            dest_nid: request.target.nid,
-            src_nid: Nid::ANY,
-            dest_pid: request.target.pid,
-            src_pid: self.pid,
-            payload_length: 0,
-            body: Body::Get {
-                return_wmd: WireHandle {
-                    interface_cookie: self.interface_cookie,
-                    object_cookie: request.md.0,
-                },
-                match_bits: request.match_bits,
-                ptl_index: request.portal,
-                src_offset: request.remote_offset,
-                sink_length: length,
-            },
-        };
-        let template = EventTemplate {
-            initiator: ProcessId::new(Nid::ANY, self.pid),
-            target: request.target,
-            portal: request.portal,
-            match_bits: request.match_bits,
-            rlength: length,
-            mlength: 0,
-            offset: request.remote_offset,
-            ..EventTemplate::EMPTY
-        };
-        let result = self.initiate(md_key, header, template, 0, track, request.source, false);
-        self.run_work();
-        result
-    }
-
-    /// See [`Engine::handle_header`].
-    pub(crate) fn handle_header(
-        &mut self,
-        now: Time,
-        ni: NiId,
-        from: Nid,
-        header: &Header,
-    ) -> RecvAction {
-        self.advance(now);
-        if self.partitions.count() > 1 {
-            self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
-            #[cfg(test)]
-            self.node.audit.plan(self.plan_header(ni, from, header));
-        }
-        let action = self.parse(ni, from, header, None);
-        self.run_work();
-        action
-    }
-
-    /// See [`Engine::rx_write`].
-    pub(crate) fn rx_write(
-        &mut self,
-        rx: RxId,
-        offset: u32,
-        bytes: &[u8],
-    ) -> Result<(), DriverError> {
-        self.not_lent(rx)?;
-        if let Some(message) = self.msgs.get_mut(rx.0).filter(|m| m.router_buffer.is_some()) {
-            if message.tx || message.phase != Phase::Receiving {
-                return Err(DriverError::WrongState);
-            }
-            if u64::from(offset) + bytes.len() as u64 > u64::from(message.length) {
-                return Err(DriverError::OutOfRange);
-            }
-            let buffer = message.router_buffer.as_mut().ok_or(DriverError::WrongState)?;
-            return match buffer.write_at(offset as usize, bytes) {
-                true => Ok(()),
-                false => Err(DriverError::OutOfRange),
-            };
-        }
-        let (md_key, start, length) = self.receiving(rx)?;
-        if u64::from(offset) + bytes.len() as u64 > u64::from(length) {
-            return Err(DriverError::OutOfRange);
-        }
-        let md = self.mds.get_mut(md_key).ok_or(DriverError::UnknownRx)?;
-        if md.memory.write_at(start as usize + offset as usize, bytes) {
-            Ok(())
-        } else {
-            Err(DriverError::OutOfRange)
-        }
-    }
-
-    /// See [`Engine::rx_lend`].
-    pub(crate) fn rx_lend(&mut self, rx: RxId) -> Result<Option<LentPayload>, DriverError> {
-        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
-        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
-            return Err(DriverError::WrongState);
-        }
-        if message.payload_lent {
-            return Err(DriverError::PayloadLent);
-        }
-        let length = message.length as usize;
-        if let Some(buffer) = &mut message.router_buffer {
-            message.payload_lent = true;
-            return Ok(Some(LentPayload { memory: std::mem::take(buffer), start: 0, length }));
-        }
-        let key = message.md.ok_or(DriverError::WrongState)?;
-        let start = message.md_offset as usize;
-        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
-        if md.refcount != 1 || !(md.exhausted() || md.zombie) || md.lent {
-            return Ok(None);
-        }
-        md.lent = true;
-        message.payload_lent = true;
-        Ok(Some(LentPayload { memory: std::mem::take(&mut md.memory), start, length }))
-    }
-
-    /// See [`Engine::rx_give_back`].
-    pub(crate) fn rx_give_back(&mut self, rx: RxId, lent: LentPayload) -> Result<(), DriverError> {
-        let message = self.msgs.get_mut(rx.0).ok_or(DriverError::UnknownRx)?;
-        if message.tx || !message.payload_lent {
-            return Err(DriverError::WrongState);
-        }
-        message.payload_lent = false;
-        if let Some(buffer) = &mut message.router_buffer {
-            *buffer = lent.memory;
-            return Ok(());
-        }
-        let key = message.md.ok_or(DriverError::WrongState)?;
-        let md = self.mds.get_mut(key).ok_or(DriverError::UnknownRx)?;
-        md.memory = lent.memory;
-        md.lent = false;
-        Ok(())
-    }
-
-    /// See [`Engine::handle_recv_done`].
-    pub(crate) fn handle_recv_done(
-        &mut self,
-        now: Time,
-        rx: RxId,
-        status: HealthStatus,
-    ) -> Result<(), DriverError> {
-        self.advance(now);
-        self.not_lent(rx)?;
-        self.enter_partition(self.msgs.partition_of(rx.0));
-        #[cfg(test)]
-        self.node.audit.plan(self.plan_recv_done(rx, status));
-        let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
-        if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
-            return Err(DriverError::WrongState);
-        }
-        let event_status = if status.is_ok() { EventStatus::Ok } else { EventStatus::Io };
-        self.finalize_rx(rx.0, status, event_status);
-        self.run_work();
-        Ok(())
-    }
-
-    /// See [`Engine::poll_resume`].
-    pub(crate) fn poll_resume(&mut self) -> Option<Resume> {
-        let resume = self.outputs.pop_resume();
-        // As a transmit: the receive's partition takes it (the audit).
-        #[cfg(test)]
-        if let Some(resume) = resume {
-            self.audit_drain(resume.rx.0);
-        }
-        resume
-    }
-
-    /// See [`Engine::poll_transmit`].
-    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
-        while let Some(key) = self.outputs.pop_transmit() {
-            // A partition drains its own outputs: taking a transmit is audited as a call on
-            // the message's partition, whichever call queued it.
-            #[cfg(test)]
-            self.audit_drain(key);
-            let Some(message) = self.msgs.get_mut(key) else {
-                continue;
-            };
-            if message.phase != Phase::TxReady {
-                continue;
-            }
-            // lustre: lib-move.c lnet_post_send_locked() asks the delay rules once credits
-            // are taken; a released message goes straight on (net_fault.c
-            // delayed_msg_process()).
-            let released = std::mem::take(&mut message.fault_released);
-            if !released && self.node.faults.has_delay_rules() {
-                let header = message.header;
-                if self.node.faults.delay(&header, key, true, self.call.now) {
-                    continue;
-                }
-            }
-            let Some(message) = self.msgs.get_mut(key) else {
-                continue;
-            };
-            message.phase = Phase::InLnd;
-            message.lnd_at = Some(self.call.now);
-            let next_hop = message
-                .peer_ni
-                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
-                .map_or(message.header.dest_nid, |p| p.nid);
-            let (ni, header) = (message.ni, message.header);
-            let transmit = Transmit {
-                tx: TxId(key),
-                ni,
-                next_hop,
-                cpt: self.cpt_of_nid(&next_hop, ni),
-                header,
-            };
-            let Some(message) = self.msgs.get(key) else {
-                continue;
-            };
-            let (peer_ni, ni) = (message.peer_ni, message.ni);
-            if self.failover_enabled() {
-                self.note_departure(key, ni, peer_ni);
-            }
-            // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
-            // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
-            // would, and the failure takes the path a real one of that kind takes.
-            if self.node.faults.has_drop_rules() {
-                if let Some(status) = self.node.faults.fail_on_send(&transmit.header, self.call.now)
-                {
-                    let _ = self.handle_send_done(self.call.now, transmit.tx, status);
-                    continue;
-                }
-            }
-            return Some(transmit);
-        }
-        None
-    }
-
-    /// Fast failover's bookkeeping when the driver takes a transmit: the LND progress clock of
-    /// its peer NI, and when and through which NI a tracked request left (the first departure
-    /// opens the copy window; the last NI is the one a lost link strands it on).
-    fn note_departure(&mut self, key: Key, ni: NiId, peer_ni: Option<PeerNiId>) {
-        let now = self.call.now;
-        if let Some(md) = self.tracked_md_of(key) {
-            if let Some(tracker) = self.mds.get_mut(md).and_then(|md| md.tracker.as_mut()) {
-                tracker.sent_at.get_or_insert(now);
-                tracker.sent_ni = Some(ni);
-            }
-        }
-        if let Some(peer_ni) = peer_ni {
-            self.watch_lnd_start(peer_ni, ni);
-        }
-    }
-
-    /// See [`Engine::tx_payload_pinned`].
-    pub(crate) fn tx_payload_pinned(
-        &mut self,
-        tx: TxId,
-    ) -> Result<Option<PinnedBytes>, DriverError> {
-        let message = self.msgs.get_mut(tx.0).ok_or(DriverError::UnknownTx)?;
-        if !message.tx || !matches!(message.phase, Phase::TxReady | Phase::InLnd) {
-            return Err(DriverError::WrongState);
-        }
-        let length = message.length as usize;
-        if length == 0 {
-            return Ok(None);
-        }
-        if let Some(orphan) = &mut message.orphan {
-            return Ok(orphan.pin(0, length));
-        }
-        if let Some(buffer) = &mut message.router_buffer {
-            return Ok(buffer.pin(0, length));
-        }
-        let offset = message.md_offset as usize;
-        let md = message.md.and_then(|key| self.mds.get_mut(key)).ok_or(DriverError::UnknownTx)?;
-        Ok(md.memory.pin(offset, length))
-    }
-
-    /// See [`Engine::handle_send_done`].
-    pub(crate) fn handle_send_done(
-        &mut self,
-        now: Time,
-        tx: TxId,
-        status: HealthStatus,
-    ) -> Result<(), DriverError> {
-        self.advance(now);
-        self.enter_partition(self.msgs.partition_of(tx.0));
-        #[cfg(test)]
-        self.node.audit.plan(self.plan_send_done(tx, status));
-        let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
-        if !message.tx || message.phase != Phase::InLnd {
-            return Err(DriverError::WrongState);
-        }
-        let event_status = if status.is_ok() {
-            EventStatus::Ok
-        } else if status.is_timeout() {
-            EventStatus::TimedOut
-        } else {
-            EventStatus::Io
-        };
-        if let Some(peer_ni) = message.peer_ni.filter(|_| self.failover_enabled()) {
-            let took = message.lnd_at.map(|at| self.call.now.saturating_duration_since(at));
-            self.watch_lnd_done(peer_ni, message.ni, took.filter(|_| status.is_ok()));
-        }
-        self.finalize_tx(tx.0, status, event_status, false);
-        self.run_work();
-        Ok(())
-    }
-
     /// See [`Engine::handle_connection`].
     pub(crate) fn handle_connection(
         &mut self,
@@ -1734,8 +2099,6 @@ impl Flow<'_> {
         }
         Ok(())
     }
-
-    // ---------------------------------------------------------------- events and timers
 
     /// See [`Engine::handle_timeout`].
     pub(crate) fn handle_timeout(&mut self, now: Time) {
@@ -1825,290 +2188,8 @@ impl Flow<'_> {
         self.release_held_faults(released);
     }
 
-    /// Sends held transmits on and resumes held receives where they stopped.
-    /// lustre: net_fault.c `delayed_msg_process()`.
-    fn release_held_faults(&mut self, released: Vec<Held>) {
-        for held in released {
-            let Some(message) = self.msgs.get_mut(held.key) else {
-                continue;
-            };
-            if held.tx {
-                if message.tx && message.phase == Phase::TxReady {
-                    message.fault_released = true;
-                    self.queue_transmit(held.key);
-                }
-            } else if !message.tx && message.phase == Phase::FaultHeld {
-                message.phase = Phase::Receiving;
-                self.resume_fault_held(held.key);
-            }
-        }
-    }
-    /// Counts in the partition the call runs on (which the call always holds).
-    #[inline]
-    pub(super) fn count(&mut self, count: impl FnOnce(&mut GlobalStats)) {
-        if let Some(counters) = self.stats.share_mut(self.call.cpt) {
-            count(counters);
-        }
-    }
-
-    // ---------------------------------------------------------------- helpers
-
-    /// Starts a call at `now`, on partition 0 until the call names its own
-    /// ([`enter_partition`](Self::enter_partition)).
-    #[cfg_attr(test, track_caller)]
-    pub(super) fn advance(&mut self, now: Time) {
-        #[cfg(test)]
-        {
-            self.close_audited_call();
-            self.node.audit.open(std::panic::Location::caller());
-        }
-        self.call.now = (self.call.now).max(now);
-        self.call.cpt = 0;
-    }
-
-    /// The current call runs on partition `cpt` (where it counts): a message's home
-    /// partition, or the one a receive's previous hop hashes to.
-    pub(super) fn enter_partition(&mut self, cpt: Option<u32>) {
-        self.call.cpt = cpt.unwrap_or(0);
-        #[cfg(test)]
-        self.node.audit.enter(self.call.cpt);
-    }
-
-    /// Ends the partition audit's current call: what it reached of the partitioned state
-    /// (its drain included, as the runtime drains under the same lock) is checked against the
-    /// partition it named.
-    #[cfg(test)]
-    fn close_audited_call(&mut self) {
-        let touched = self.mds.take_touched()
-            | self.mes.take_touched()
-            | self.msgs.take_touched()
-            | self.node.peers.touched().take()
-            | self.peer_nis.take_touched()
-            | self.node.nis.touched().take()
-            | self.ni_shares.take_touched()
-            | self.node.portals.take_touched()
-            | self.match_tables.take_touched()
-            | self.trackers.take_touched();
-        self.node.audit.close(self.call.cpt, touched);
-    }
-
-    /// Starts a call that names no partition (the audit does not check it): what an API
-    /// call that takes no time does, so its work is not counted to the call before.
-    #[cfg(test)]
-    #[track_caller]
-    fn audit_node_call(&mut self) {
-        self.close_audited_call();
-        self.node.audit.open(std::panic::Location::caller());
-    }
-
-    /// Starts an audited call that takes message `key` out of the outputs.
-    #[cfg(test)]
-    #[track_caller]
-    fn audit_drain(&mut self, key: Key) {
-        self.close_audited_call();
-        self.node.audit.open(std::panic::Location::caller());
-        self.enter_partition(self.msgs.partition_of(key));
-        self.node.audit.plan(self.plan_message(key));
-    }
-
-    /// See [`Engine::partition_audit`].
-    #[cfg(test)]
-    pub(crate) fn partition_audit(&mut self) -> crate::engine::audit::AuditReport {
-        self.close_audited_call();
-        self.node.audit.take()
-    }
-
-    pub(super) fn record_violation(&mut self, what: impl FnOnce() -> String) {
-        if self.node.violation.is_none() {
-            self.node.violation = Some(what());
-        }
-    }
-
-    pub(super) fn insert_md(
-        &mut self,
-        spec: MdSpec,
-        unlink: UnlinkMode,
-        me: Option<Key>,
-        owner: MdOwner,
-    ) -> Option<Key> {
-        let length = u32::try_from(spec.memory.len()).ok()?;
-        // lustre: lib-md.c `LNetMDAttach()` allocates in the ME's partition
-        // (`lnet_cpt_of_cookie(meh)`), `LNetMDBind()` in the caller's.
-        let cpt = match me {
-            Some(me) => self.mes.get(me)?.cpt,
-            None => spec.cpt.unwrap_or(0),
-        };
-        let md = Md {
-            handle: MdHandle(0),
-            memory: spec.memory,
-            length,
-            offset: 0,
-            max_size: spec.max_size,
-            threshold: spec.threshold,
-            options: spec.options,
-            user_ptr: spec.user_ptr,
-            events: spec.events,
-            handler: spec.handler,
-            refcount: 0,
-            me,
-            auto_unlink: unlink == UnlinkMode::Unlink,
-            zombie: false,
-            lent: false,
-            aborted: false,
-            tracker: None,
-            owner,
-        };
-        self.mds.insert(cpt, md)
-    }
-
-    pub(super) fn remove_me(&mut self, key: Key) {
-        if let Some(me) = self.mes.remove(key) {
-            if let Some(portal) = self.node.portals.get_mut(me.portal as usize) {
-                portal.remove(&mut self.match_tables, key, &me);
-            }
-        }
-    }
-
-    /// Files `message` in partition `cpt`, its home ([`Messages`]).
-    pub(super) fn alloc_message(&mut self, cpt: u32, message: Message) -> Option<Key> {
-        let key = self.msgs.alloc(cpt, message, self.limits.messages)?;
-        self.count_messages(key);
-        Some(key)
-    }
-
-    /// Updates the messages-alive gauges of `key`'s partition (lustre: lib-msg.c
-    /// `lnet_msg_commit()`, `lnet_msg_decommit()`, per CPT).
-    fn count_messages(&mut self, key: Key) {
-        let Some(cpt) = self.msgs.partition_of(key) else {
-            return;
-        };
-        let alive = self.msgs.share(cpt).map_or(0, Messages::len) as u64;
-        if let Some(counters) = self.stats.share_mut(cpt) {
-            counters.msgs_alloc = alive;
-            counters.msgs_max = counters.msgs_max.max(alive);
-        }
-    }
-
-    /// [`free_message`](Self::free_message) when the message itself is no longer needed.
-    pub(super) fn discard_message(&mut self, key: Key) {
-        if !self.msgs.discard(key) {
-            self.record_violation(|| format!("message {key:?} finalized twice"));
-        }
-        self.count_messages(key);
-    }
-
-    pub(super) fn free_message(&mut self, key: Key) -> Option<Message> {
-        let message = self.msgs.free(key);
-        if message.is_none() {
-            self.record_violation(|| format!("message {key:?} finalized twice"));
-        }
-        self.count_messages(key);
-        message
-    }
-
-    /// `lnet_attach_rsp_tracker`: (re)arm the MD's tracker at now + transaction_timeout; a
-    /// re-used MD keeps its start time and next hop. True when the tracker is new.
-    pub(super) fn attach_tracker(&mut self, md_key: Key) -> bool {
-        let (now, deadline) =
-            (self.call.now, self.call.now + self.node.tunables.transaction_timeout);
-        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
-        let Some(md) = self.mds.get_mut(md_key) else {
-            return false;
-        };
-        let fresh = md.tracker.is_none();
-        match md.tracker.as_mut() {
-            // The queue already holds this exact entry (it leaves the queue only when the
-            // tracker expires or is re-armed): a re-used MD sending again at the same instant
-            // must not add duplicates that compaction would count as live.
-            Some(tracker) if tracker.deadline == deadline => return false,
-            Some(tracker) => {
-                tracker.deadline = deadline;
-                self.trackers.mark_stale(md_key);
-            }
-            None => {
-                self.trackers.attached(md_key);
-                if let Some(counters) = self.stats.share_mut(cpt) {
-                    counters.rst_alloc = counters.rst_alloc.saturating_add(1);
-                }
-                md.tracker = Some(Tracker {
-                    deadline,
-                    next_hop: None,
-                    started: now,
-                    sent_at: None,
-                    sent_ni: None,
-                    awaiting: None,
-                    request: None,
-                });
-            }
-        }
-        self.trackers.push(deadline, md_key);
-        self.compact_trackers(md_key);
-        fresh
-    }
-
-    /// Moves a tracker's deadline (a recovery probe's shorter timeout).
-    pub(super) fn rearm_tracker(&mut self, md_key: Key, deadline: Time) {
-        let Some(tracker) = self.mds.get_mut(md_key).and_then(|md| md.tracker.as_mut()) else {
-            return;
-        };
-        if tracker.deadline == deadline {
-            return;
-        }
-        tracker.deadline = deadline;
-        self.trackers.push(deadline, md_key);
-        self.compact_trackers(md_key);
-    }
-
-    fn compact_trackers(&mut self, md_key: Key) {
-        let mds = &self.mds;
-        self.trackers.maybe_compact(md_key, |deadline, key| {
-            mds.get(key)
-                .and_then(|md| md.tracker.as_ref())
-                .is_some_and(|tracker| tracker.deadline == deadline)
-        });
-    }
-
-    /// `lnet_detach_rsp_tracker`; the request it awaited is no longer awaited.
-    pub(super) fn detach_tracker(&mut self, md_key: Key) {
-        let Some(md) = self.mds.get_mut(md_key) else {
-            return;
-        };
-        self.trackers.mark_stale(md_key);
-        let Some(tracker) = md.tracker.take() else {
-            return;
-        };
-        self.trackers.detached(md_key, tracker.request);
-        let cpt = self.mds.partition_of(md_key).unwrap_or(0);
-        if let Some(counters) = self.stats.share_mut(cpt) {
-            counters.rst_alloc = counters.rst_alloc.saturating_sub(1);
-        }
-        if let Some((peer_ni, via)) = tracker.awaiting {
-            self.watch_await_end(peer_ni, via, None);
-        }
-        self.compact_trackers(md_key);
-    }
-
-    /// Queues a user event (dropped and counted when the queue is full); returns it in place.
-    #[inline]
-    pub(super) fn push_event(&mut self, event: Event) -> Option<&mut Event> {
-        let pushed = self.outputs.push_event(event, self.limits.events);
-        if pushed.is_none() {
-            if let Some(counters) = self.stats.share_mut(self.call.cpt) {
-                counters.events_dropped += 1;
-            }
-        }
-        pushed
-    }
-
     /// The peer NI for `nid`, created (with its own peer) if new.
-    pub(super) fn peer_ni_or_create(
-        &mut self,
-        nid: Nid,
-        credits: u32,
-    ) -> Result<PeerNiId, PeerTableFull> {
-        if let Some(id) = self.node.peers.find(nid) {
-            return Ok(id);
-        }
+    fn create_peer_ni(&mut self, nid: Nid, credits: u32) -> Result<PeerNiId, PeerTableFull> {
         let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
         let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
         let id = self.node.peers.ni_or_create(
@@ -2137,57 +2218,6 @@ impl Flow<'_> {
         self.node
             .peers
             .reclaim_unused(&self.peer_nis, |id| peer_ni_referenced(msgs, mds, failover, id));
-    }
-
-    /// Drains deferred work until none is left: message work first, then events of LNet's
-    /// own MDs, then the push target, then one discovery step (the kernel's discovery
-    /// thread). Every item finishes a bounded amount of work; a discovery step either waits
-    /// for an event, completes, or moves the peer's state forward (soft ping failures are
-    /// bounded), so this terminates.
-    pub(super) fn run_work(&mut self) {
-        loop {
-            if let Some(work) = self.call.work.pop_front() {
-                match work {
-                    Work::Lo(key) => self.lo_send(key),
-                    Work::Post(key) => self.resume_post(key),
-                    Work::Resend(key) => self.resend(key),
-                    Work::LoDeliver(key) => self.lo_deliver(key),
-                    Work::Release(key) => self.release_held(key),
-                    Work::RoutedRecv(key) => self.resume_routed_recv(key),
-                }
-                continue;
-            }
-            if let Some(event) = self.call.internal_events.pop_front() {
-                self.handle_internal_event(event);
-                continue;
-            }
-            if self.service_push_target() {
-                continue;
-            }
-            match self.next_discovery_request() {
-                Some(peer) => self.discovery_step(peer),
-                None => break,
-            }
-        }
-        self.prune_trackers();
-    }
-
-    /// Pops detached trackers off the front of the heaps this call made stale, so
-    /// `poll_timeout` names a live deadline.
-    fn prune_trackers(&mut self) {
-        for cpt in self.trackers.take_stale() {
-            while let Some((deadline, key)) = self.trackers.front_in(cpt) {
-                let live = self
-                    .mds
-                    .get(key)
-                    .and_then(|md| md.tracker.as_ref())
-                    .is_some_and(|tracker| tracker.deadline == deadline);
-                if live {
-                    break;
-                }
-                self.trackers.pop_front_in(cpt);
-            }
-        }
     }
 }
 

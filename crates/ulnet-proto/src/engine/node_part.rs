@@ -32,7 +32,9 @@ pub(crate) struct NodePart {
     pub(crate) routes: Routes,
     pub(crate) policies: UdspRules,
     #[cfg(test)]
-    pub(crate) audit: crate::engine::audit::PartitionAudit,
-    /// The first internal inconsistency seen (a bug); reported by `check_invariants`.
-    pub(crate) violation: Option<String>,
+    /// Behind a cell: calls planned on partitions report to it through a shared view.
+    pub(crate) audit: std::cell::RefCell<crate::engine::audit::PartitionAudit>,
+    /// The first internal inconsistency seen (a bug); reported by `check_invariants`. Set
+    /// through a shared reference, so that a call planned on partitions can report one.
+    pub(crate) violation: std::sync::OnceLock<String>,
 }

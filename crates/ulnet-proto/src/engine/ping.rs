@@ -347,6 +347,10 @@ impl Discoveries {
         }
     }
 
+    pub(crate) fn has_requests(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
     pub(crate) fn pop_request(&mut self) -> Option<PeerId> {
         self.requests.pop_front()
     }

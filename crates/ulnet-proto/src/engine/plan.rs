@@ -22,7 +22,7 @@ use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerNiId};
 use crate::engine::portal::MatchInfo;
 use crate::engine::slab::Key;
-use crate::engine::view::{Access, View};
+use crate::engine::view::{Access, NodeAccess, View};
 use crate::wire::header::{Body, Header};
 use crate::wire::ping::LNET_RESERVED_PORTAL;
 
@@ -99,7 +99,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// See [`Engine::plan_header`].
     pub(crate) fn plan_header(&self, ni: NiId, from: Nid, header: &Header) -> CallScope {
         if self.partitions.count() == 1 {
@@ -110,6 +110,10 @@ impl<A: Access> View<'_, A> {
         };
         if self.ni_recovering(ni) {
             // A message complete with its header (a GET, an ACK) raises the NI's health.
+            return CallScope::Node;
+        }
+        if self.node.faults.has_rules() || self.counts_as_router_ping(header) {
+            // Fault rules count what they match; a router's ping keeps its net alive.
             return CallScope::Node;
         }
         let home = self.with_peer_ni(CallScope::one(self.cpt_of_nid(&from, ni)), hop);
@@ -260,6 +264,9 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::plan_initiate`].
     pub(crate) fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
+        if self.node.faults.has_rules() {
+            return CallScope::Node;
+        }
         let Some(cpt) = md.key().and_then(|key| self.mds.partition_of(key)) else {
             return CallScope::Node;
         };
@@ -275,6 +282,9 @@ impl<A: Access> View<'_, A> {
 
     /// See [`Engine::plan_message`].
     pub(crate) fn plan_message(&self, key: Key) -> CallScope {
+        if self.node.faults.has_rules() {
+            return CallScope::Node;
+        }
         let Some(message) = self.msgs.get(key) else {
             return CallScope::one(self.msgs.partition_of(key).unwrap_or(0));
         };

@@ -53,7 +53,7 @@
 //! (`lustre_lnet_add_udsp()`: what lnetctl checks before sending a rule).
 
 use crate::engine::node_part::NodePart;
-use crate::engine::view::{Access, Exclusive, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use std::fmt;
 
 use crate::addr::{DescriptorParseError, Net, Nid, NidDescriptor};
@@ -384,7 +384,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// See [`Engine::udsp_info`].
     pub(crate) fn udsp_info(&self, nid: Nid, remote: bool) -> Option<UdspConstructInfo> {
         if !remote {

@@ -16,6 +16,7 @@ use crate::engine::md::{Md, MdOptions, Mds};
 use crate::engine::me::{InsertPosition, Me, Mes, ProcessId};
 use crate::engine::shares::Shares;
 use crate::engine::slab::Key;
+use crate::engine::stamp::Stamp;
 use crate::engine::tunables::PortalRotor;
 use crate::engine::view::{Access, Exclusive};
 
@@ -156,8 +157,9 @@ pub(crate) struct Portal {
     /// Delayed PUTs on a lazy portal, FIFO (`ptl_msg_delayed`): one list for the portal, as
     /// any MD attached to any table may take them.
     delayed: VecDeque<Key>,
-    /// `ptl_rotor`: the round-robin counter of incoming messages.
-    rotor: u32,
+    /// `ptl_rotor`: the round-robin counter of incoming messages, a relaxed atomic as the
+    /// round-robin stamps are (`stamp.rs`): calls on any partition turn it.
+    rotor: Stamp,
     /// See [`Portals::take_touched`] (the engine's partition audit).
     #[cfg(test)]
     touched: std::cell::Cell<u64>,
@@ -177,7 +179,7 @@ impl Portal {
             lazy: false,
             tables: partitions.max(1),
             delayed: VecDeque::new(),
-            rotor: 0,
+            rotor: Stamp::default(),
             #[cfg(test)]
             touched: std::cell::Cell::new(0),
         }
@@ -314,7 +316,7 @@ impl Portal {
     /// is dropped, as the kernel drops it, even if another table had a buffer. With one
     /// partition that is the one table, as before partitions.
     pub(crate) fn match_md(
-        &mut self,
+        &self,
         tables: &mut Shares<'_, Exclusive, MatchTables>,
         mes: &Shares<'_, impl Access, Mes>,
         mds: &mut Shares<'_, Exclusive, Mds>,
@@ -429,7 +431,7 @@ impl Portal {
     /// `portal_rotor`, and a table with no usable buffer hands the message to one that has
     /// (`ptl_mt_maps`), which the kernel keeps as a map of enabled tables and ulnet computes.
     fn table_of_match(
-        &mut self,
+        &self,
         tables: &Shares<'_, impl Access, MatchTables>,
         match_type: MatchType,
         mes: &Shares<'_, impl Access, Mes>,
@@ -449,8 +451,9 @@ impl Portal {
         if local_first && self.armed(tables, current, mes, mds) {
             return current;
         }
-        let rotor = self.rotor;
-        self.rotor = self.rotor.wrapping_add(1);
+        // Truncated: the kernel's rotor is an int.
+        let rotor = self.rotor.get() as u32;
+        self.rotor.set(u64::from(rotor.wrapping_add(1)));
         #[cfg(test)]
         self.touched.set(u64::MAX);
         let cpt = if place.rotor == PortalRotor::RoutedHash && place.routed {
@@ -1104,9 +1107,9 @@ mod tests {
         );
         let (mut portal, keys) = spread(3, &[0, 1, 2], &mut mes, &mut mds);
         let mut hits = |place: MatchPlace| {
-            let before = portal.rotor;
+            let before = portal.rotor.get();
             let hit = tables_hit(&mut portal, &keys, &mes, &mut mds, &place, 4);
-            (hit, portal.rotor - before)
+            (hit, portal.rotor.get() - before)
         };
         use PortalRotor::{Off, On, RoutedHash, RoutedRoundRobin};
         assert_eq!(hits(place(2, false, 0, RoutedHash)), (vec![2, 2, 2, 2], 0));

@@ -20,12 +20,11 @@ use crate::engine::node::{RecvAction, Resume};
 use crate::engine::peer::PeerNiId;
 use crate::engine::portal::{MatchInfo, MatchPlace, MdMatch, PortalMatch, try_match_md};
 use crate::engine::slab::Key;
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use crate::time::Time;
 use crate::wire::header::{Body, Header, LNET_MTU, MsgType, WireHandle};
-use crate::wire::ping::LNET_RESERVED_PORTAL;
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// Where a received message stands when its portal picks a match table: what the kernel
     /// reads from the parsing thread and the message (lib-move.c `lnet_parse_put()`,
     /// `lnet_parse_get()`: `mi_cpt`; lib-ptl.c `lnet_mt_of_match()`). The kernel parses on
@@ -80,7 +79,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_parse`: checks, peer bookkeeping, then dispatch by type. `lo_tx` is the sending
     /// message when the loopback LND is the caller.
     pub(super) fn parse(
@@ -122,18 +121,18 @@ impl Flow<'_> {
         }
         // lustre: lib-move.c lnet_parse() asks the drop rules before a message exists:
         // the payload is skipped and the sender learns nothing (net_fault.c).
+        let now = self.call.now;
         if self.node.faults.has_drop_rules()
-            && self.node.faults.drop_on_receive(header, local_nid, self.call.now)
+            && self.on_node("a drop rule", |flow| {
+                flow.node.faults.drop_on_receive(header, local_nid, now)
+            }) == Some(true)
         {
             self.count_drop(ni, None, msg_type, payload);
             return RecvAction::Discard { length: payload };
         }
         // lustre: lnet_parse() counts an incoming LNet ping as proof a router's net is alive.
-        if lo_tx.is_none()
-            && matches!(header.body, Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. })
-            && self.ni_for_nid(header.src_nid).is_none()
-        {
-            self.router_ping_received(ni);
+        if lo_tx.is_none() && self.counts_as_router_ping(header) {
+            self.on_node("a router's ping", |flow| flow.router_ping_received(ni));
         }
         let peer_ni = if lo_tx.is_some() {
             None
@@ -191,7 +190,9 @@ impl Flow<'_> {
             return RecvAction::Discard { length: payload };
         };
         if lo_tx.is_none() && for_me && self.failover_enabled() {
-            match self.node.failover.deliveries().arrive(self.call.now, header, DEDUPE_WINDOW) {
+            let arrival =
+                self.node.failover.deliveries().arrive(self.call.now, header, DEDUPE_WINDOW);
+            match arrival {
                 Some(Verdict::Fresh(fingerprint)) => {
                     if let Some(message) = self.msgs.get_mut(key) {
                         message.delivery = Some(fingerprint);
@@ -205,9 +206,11 @@ impl Flow<'_> {
         // committed: it waits, its payload unread, until the rule lets it go (net_fault.c
         // delay_rule_match()). Loopback messages are not delayed (the loopback LND's send
         // would have to wait with them).
+        let now = self.call.now;
         if lo_tx.is_none()
             && self.node.faults.has_delay_rules()
-            && self.node.faults.delay(header, key, false, self.call.now)
+            && self.on_node("a delay rule", |flow| flow.node.faults.delay(header, key, false, now))
+                == Some(true)
         {
             if let Some(message) = self.msgs.get_mut(key) {
                 message.phase = Phase::FaultHeld;
@@ -277,7 +280,7 @@ impl Flow<'_> {
         let payload = message.header.payload_length;
         let info = put_info(message);
         let place = self.match_place(key);
-        let Some(table) = self.node.portals.get_mut(portal as usize) else {
+        let Some(table) = self.node.portals.get(portal as usize) else {
             self.drop_rx(key);
             return RecvAction::Discard { length: payload };
         };
@@ -292,16 +295,16 @@ impl Flow<'_> {
             }
             PortalMatch::Delay => {
                 let limit = self.limits.lazy_queue;
-                let Some(table) = self
-                    .node
-                    .portals
-                    .get_mut(portal as usize)
-                    .filter(|table| table.delayed().len() < limit)
-                else {
+                let delayed = self.on_node("a lazy portal's delayed list", |flow| {
+                    let table = flow.node.portals.get_mut(portal as usize);
+                    let table = table.filter(|table| table.delayed().len() < limit)?;
+                    table.delayed_mut().push_back(key);
+                    Some(())
+                });
+                if delayed.flatten().is_none() {
                     self.drop_rx(key);
                     return RecvAction::Discard { length: payload };
-                };
-                table.delayed_mut().push_back(key);
+                }
                 if let Some(message) = self.msgs.get_mut(key) {
                     message.phase = Phase::Delayed;
                 }
@@ -338,7 +341,7 @@ impl Flow<'_> {
             rlength: sink_length,
         };
         let place = self.match_place(key);
-        let matched = match self.node.portals.get_mut(portal as usize) {
+        let matched = match self.node.portals.get(portal as usize) {
             Some(table) => {
                 table.match_md(&mut self.match_tables, &self.mes, &mut self.mds, &info, &place)
             }
@@ -476,6 +479,76 @@ impl Flow<'_> {
         }
     }
 
+    /// A copy of a PUT already received (fast failover, dedupe.rs): the arrival is progress
+    /// from the peer, the PUT is not delivered again; if it was ACKed it is ACKed again (the
+    /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
+    /// one response).
+    fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
+        self.count(|counters| counters.duplicates_dropped += 1);
+        self.rx_health(key, HealthStatus::Ok);
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        let payload = message.header.payload_length;
+        match (message.header.body, delivery) {
+            (Body::Put { ack_wmd, .. }, Delivery::Acked(mlength)) if !ack_wmd.is_none() => {
+                message.length = mlength;
+                self.send_ack(key, ack_wmd);
+            }
+            _ => self.discard_message(key),
+        }
+        RecvAction::Discard { length: payload }
+    }
+
+    /// The duplicate log learns how a received PUT with ACK ended: ACKed with its matched
+    /// length, or not delivered (a copy may then try again).
+    pub(super) fn settle_delivery(&mut self, key: Key, delivered: bool, acked: bool) {
+        let Some(message) = self.msgs.get_mut(key) else {
+            return;
+        };
+        let Some(fingerprint) = message.delivery.take() else {
+            return;
+        };
+        if acked {
+            self.node.failover.deliveries().acked(fingerprint, message.length);
+        } else if !delivered {
+            self.node.failover.deliveries().forget(fingerprint);
+        }
+    }
+
+    /// `lnet_drop_message`: count and free an rx message that never got an MD.
+    pub(super) fn drop_rx(&mut self, key: Key) {
+        self.settle_delivery(key, false, false);
+        let Some(message) = self.free_message(key) else {
+            return;
+        };
+        self.count_drop(
+            message.ni,
+            message.peer_ni,
+            message.header.body.msg_type(),
+            message.header.payload_length,
+        );
+    }
+
+    pub(super) fn count_drop(
+        &mut self,
+        ni: NiId,
+        peer_ni: Option<PeerNiId>,
+        msg_type: MsgType,
+        bytes: u32,
+    ) {
+        self.count(|counters| counters.drop_count += 1);
+        self.count(|counters| counters.drop_length += u64::from(bytes));
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
+            local.stats.dropped(msg_type, bytes);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
+            peer.stats.dropped(msg_type, bytes);
+        }
+    }
+}
+
+impl Flow<'_> {
     /// `lnet_ptl_attach_md`: a new MD on `me` takes delayed PUTs of its portal, oldest first,
     /// until it is exhausted.
     pub(super) fn match_delayed(&mut self, me_key: Key, md_key: Key) {
@@ -552,74 +625,6 @@ impl Flow<'_> {
                 rx: RxId(key),
                 action: RecvAction::Discard { length: payload },
             }),
-        }
-    }
-
-    /// A copy of a PUT already received (fast failover, dedupe.rs): the arrival is progress
-    /// from the peer, the PUT is not delivered again; if it was ACKed it is ACKed again (the
-    /// first ACK may be what was lost; a second one is stale at the initiator, whose MD takes
-    /// one response).
-    fn duplicate(&mut self, key: Key, delivery: Delivery) -> RecvAction {
-        self.count(|counters| counters.duplicates_dropped += 1);
-        self.rx_health(key, HealthStatus::Ok);
-        let Some(message) = self.msgs.get_mut(key) else {
-            return RecvAction::Discard { length: 0 };
-        };
-        let payload = message.header.payload_length;
-        match (message.header.body, delivery) {
-            (Body::Put { ack_wmd, .. }, Delivery::Acked(mlength)) if !ack_wmd.is_none() => {
-                message.length = mlength;
-                self.send_ack(key, ack_wmd);
-            }
-            _ => self.discard_message(key),
-        }
-        RecvAction::Discard { length: payload }
-    }
-
-    /// The duplicate log learns how a received PUT with ACK ended: ACKed with its matched
-    /// length, or not delivered (a copy may then try again).
-    pub(super) fn settle_delivery(&mut self, key: Key, delivered: bool, acked: bool) {
-        let Some(message) = self.msgs.get_mut(key) else {
-            return;
-        };
-        let Some(fingerprint) = message.delivery.take() else {
-            return;
-        };
-        if acked {
-            self.node.failover.deliveries().acked(fingerprint, message.length);
-        } else if !delivered {
-            self.node.failover.deliveries().forget(fingerprint);
-        }
-    }
-
-    /// `lnet_drop_message`: count and free an rx message that never got an MD.
-    pub(super) fn drop_rx(&mut self, key: Key) {
-        self.settle_delivery(key, false, false);
-        let Some(message) = self.free_message(key) else {
-            return;
-        };
-        self.count_drop(
-            message.ni,
-            message.peer_ni,
-            message.header.body.msg_type(),
-            message.header.payload_length,
-        );
-    }
-
-    pub(super) fn count_drop(
-        &mut self,
-        ni: NiId,
-        peer_ni: Option<PeerNiId>,
-        msg_type: MsgType,
-        bytes: u32,
-    ) {
-        self.count(|counters| counters.drop_count += 1);
-        self.count(|counters| counters.drop_length += u64::from(bytes));
-        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
-            local.stats.dropped(msg_type, bytes);
-        }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
-            peer.stats.dropped(msg_type, bytes);
         }
     }
 }

@@ -8,7 +8,7 @@
 //! `lnet_push_target_resize`, `lnet_ping`, `lnet_ping_event_handler`), docs/protocol/wire.md §6,
 //! docs/protocol/semantics.md §1.6, §6.1.
 
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Flow, NodeAccess, View};
 use std::time::Duration;
 
 use crate::addr::Nid;
@@ -65,7 +65,7 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// What `lnet_ping_target_install_locked` writes: `0@lo` (implied entry 0), then every
     /// nid4 NI net by net in configuration order, then the large ones.
     fn build_ping_info(&self, sequence: u32) -> PingInfo {

@@ -15,7 +15,7 @@
 //! credit queue is per peer NI rather than per peer; with the router checker off, a gateway is
 //! queued for discovery on first use but the message does not wait for it.
 
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, Flow, NodeAccess, View};
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
@@ -33,7 +33,8 @@ use crate::engine::routes::{
 use crate::engine::slab::Key;
 use crate::engine::tunables::Tunables;
 use crate::time::Time;
-use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, PingInfo};
+use crate::wire::header::{Body, Header};
+use crate::wire::ping::{LNET_NI_STATUS_DOWN, LNET_NI_STATUS_UP, LNET_RESERVED_PORTAL, PingInfo};
 
 /// `LNET_PID_USERFLAG`: a userspace process, which routers deliver to whatever its peer's state.
 const LNET_PID_USERFLAG: u32 = 0x8000_0000;
@@ -129,7 +130,15 @@ impl Engine {
     }
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
+    /// Whether an arriving message is an LNet ping from elsewhere that, on a router, keeps
+    /// the receiving net alive ([`router_ping_received`](Flow::router_ping_received)).
+    pub(super) fn counts_as_router_ping(&self, header: &Header) -> bool {
+        self.node.routes.state.enabled()
+            && matches!(header.body, Body::Get { ptl_index: LNET_RESERVED_PORTAL, .. })
+            && self.ni_for_nid(header.src_nid).is_none()
+    }
+
     /// See [`Engine::routes`].
     pub(crate) fn routes(&self) -> Vec<RouteInfo> {
         (0..)
@@ -519,8 +528,356 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     // ------------------------------------------------------------ configuration
+
+    // ------------------------------------------------------------ route choice
+
+    /// `lnet_handle_find_routed_path`: the gateway (and the local NI, when not fixed) for a
+    /// message to `destination` on a remote net. `originating` is SRC_ANY from this node
+    /// (neither forwarding nor source-specified, no NI fixed): the destination's routed net
+    /// is chosen among the peer's, and its best NI becomes the final destination.
+    pub(super) fn find_routed_path(
+        &mut self,
+        destination: PeerNiId,
+        local: Option<NiId>,
+        hint: Option<PeerNiId>,
+        originating: bool,
+    ) -> Option<RoutedPath> {
+        // A response goes back through the router its request came through, while that is
+        // still a gateway.
+        if let Some(hint) = hint {
+            let gateway = Some(hint).filter(|id| {
+                let deleted = self.node.peers.ni(&self.peer_nis, *id).is_none_or(|ni| ni.deleted);
+                !deleted
+                    && self
+                        .node
+                        .peers
+                        .owner(*id)
+                        .is_some_and(|peer| self.peer_is_router(peer, None))
+            });
+            if let Some(gateway) = gateway {
+                let ni = local.or_else(|| {
+                    self.best_ni_on_net(self.node.peers.ni(&self.peer_nis, gateway)?.nid.net())
+                })?;
+                return Some(RoutedPath { ni, gateway, destination });
+            }
+        }
+        let mut destination = destination;
+        let remote_net = if originating && local.is_none() {
+            let (net, best) = self.best_routed_peer_net(destination)?;
+            destination = best;
+            net
+        } else {
+            self.node.peers.ni(&self.peer_nis, destination)?.nid.net()
+        };
+        let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
+        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
+        let ni = match local {
+            Some(ni) => ni,
+            None => {
+                let net = self.node.peers.ni(&self.peer_nis, gateway)?.nid.net();
+                self.best_ni_on_net(net)?
+            }
+        };
+        // The round robin among routes that tie.
+        let highest = self
+            .node
+            .routes
+            .to_net(remote_net)
+            .filter(|index| self.route_alive(*index))
+            .filter_map(|index| self.node.routes.get(index).map(|route| route.seq.get()))
+            .max()
+            .unwrap_or(0);
+        if let Some(route) = self.node.routes.get(route) {
+            route.seq.set(highest + 1);
+        }
+        Some(RoutedPath { ni, gateway, destination })
+    }
+
+    // ------------------------------------------------------------ forwarding
+
+    /// `lnet_post_routed_recv_locked`: a message to forward takes a router credit of the peer
+    /// NI it came from, then a buffer of its size class, then is received into the buffer.
+    /// Either may make it wait, its payload unread (back-pressure on the connection).
+    pub(super) fn post_routed_recv(&mut self, key: Key) -> RecvAction {
+        let Some(message) = self.msgs.get(key) else {
+            return RecvAction::Discard { length: 0 };
+        };
+        let length = message.header.payload_length;
+        let Some(class) = BufferClass::for_length(length) else {
+            self.drop_rx(key);
+            return RecvAction::Discard { length };
+        };
+        if message.router_credit == Credit::None {
+            let rx_peer = message.peer_ni;
+            let ni = message.ni;
+            let credits = self.router_credits_for(ni);
+            let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+            else {
+                self.drop_rx(key);
+                return RecvAction::Discard { length };
+            };
+            let pool = peer
+                .router_credits
+                .get_or_insert_with(|| crate::engine::credits::CreditPool::new(credits));
+            let granted = pool.acquire(key) == Acquire::Granted;
+            let Some(message) = self.msgs.get_mut(key) else {
+                return RecvAction::Discard { length };
+            };
+            if !granted {
+                message.router_credit = Credit::Waiting;
+                message.phase = Phase::RouterWait;
+                return RecvAction::Delay { rx: RxId(key) };
+            }
+            message.router_credit = Credit::Held;
+        }
+        let Some(message) = self.msgs.get(key) else {
+            return RecvAction::Discard { length };
+        };
+        if message.buffer_credit == Credit::None {
+            // lustre: lnet_msg2bufpool() picks the pools of `msg_rx_cpt`, the partition of
+            // the previous hop on the receiving NI (lnet_parse(): lnet_nid2cpt(from_nid, ni)).
+            let from = message
+                .peer_ni
+                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
+                .map_or(message.header.src_nid, |peer| peer.nid);
+            let cpt = self.cpt_of_nid(&from, message.ni);
+            let Some(pool) = self.router_pools.pool_mut(cpt, class) else {
+                self.drop_rx(key);
+                return RecvAction::Discard { length };
+            };
+            let granted = pool.acquire(key);
+            let Some(message) = self.msgs.get_mut(key) else {
+                return RecvAction::Discard { length };
+            };
+            message.rx_cpt = cpt;
+            if !granted {
+                message.buffer_credit = Credit::Waiting;
+                message.phase = Phase::RouterWait;
+                return RecvAction::Delay { rx: RxId(key) };
+            }
+            message.buffer_credit = Credit::Held;
+        }
+        let Some(cpt) = self.msgs.get(key).map(|m| m.rx_cpt) else {
+            return RecvAction::Discard { length };
+        };
+        let memory = match self.router_pools.pool_mut(cpt, class) {
+            Some(pool) if class != BufferClass::Tiny => pool.take_memory(),
+            _ => Vec::new(),
+        };
+        let Some(message) = self.msgs.get_mut(key) else {
+            return RecvAction::Discard { length };
+        };
+        message.router_buffer = Some(crate::engine::memory::Memory::new(memory));
+        message.length = length;
+        message.phase = Phase::Receiving;
+        RecvAction::Deliver { rx: RxId(key), length, discard: 0 }
+    }
+
+    /// A routed receive that waited now has its credit or buffer: try again, and tell the
+    /// driver when it may read the payload.
+    pub(super) fn resume_routed_recv(&mut self, key: Key) {
+        if !self.msgs.get(key).is_some_and(|m| m.phase == Phase::RouterWait) {
+            return;
+        }
+        match self.post_routed_recv(key) {
+            RecvAction::Delay { .. } => {}
+            action => self.queue_resume(Resume { rx: RxId(key), action }),
+        }
+    }
+
+    /// Buffers handed to waiters (a pool grew, or a buffer came back): they proceed.
+    fn buffers_granted(&mut self, waiters: Vec<Key>) {
+        for key in waiters {
+            if let Some(message) = self.msgs.get_mut(key) {
+                message.buffer_credit = Credit::Held;
+                self.call.work.push_back(Work::RoutedRecv(key));
+            }
+        }
+    }
+
+    /// A waiter on a pool that routing being switched off freed: dropped unread
+    /// (`lnet_drop_routed_msgs_locked`).
+    fn drop_blocked_route(&mut self, key: Key) {
+        let Some(message) = self.msgs.get_mut(key) else { return };
+        message.buffer_credit = Credit::None;
+        let length = message.header.payload_length;
+        self.return_router_credits(key);
+        self.queue_resume(Resume { rx: RxId(key), action: RecvAction::Discard { length } });
+        self.discard_message(key);
+    }
+
+    /// The payload of a routed message is in (or failed): it is sent on toward its
+    /// destination, the same message now a send (`lnet_complete_msg_locked` calling
+    /// `lnet_send` for a routed message not yet sent).
+    pub(super) fn forward_received(&mut self, key: Key, health: HealthStatus) {
+        self.rx_health(key, health);
+        if !health.is_ok() {
+            self.return_router_credits(key);
+            self.discard_message(key);
+            return;
+        }
+        let Some(message) = self.msgs.get(key) else { return };
+        let (ni, peer_ni, msg_type, payload) =
+            (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
+        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
+            local.stats.received(msg_type, payload);
+        }
+        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
+            peer.stats.received(msg_type, payload);
+        }
+        let Some(message) = self.msgs.get_mut(key) else { return };
+        message.rx_peer = peer_ni;
+        message.peer_ni = None;
+        message.tx = true;
+        message.phase = Phase::ResendQueued;
+        self.send(key, None);
+    }
+
+    /// `lnet_return_rx_credits_locked`: the router buffer goes back to its pool (or away, when
+    /// the pool shrank or routing stopped) and the router credit to the peer NI it came from;
+    /// the waiters they unblock proceed.
+    pub(super) fn return_router_credits(&mut self, key: Key) {
+        let Some(message) = self.msgs.get_mut(key) else { return };
+        // A copy only if a write still holds the buffer (a send completed before its write).
+        let buffer = message.router_buffer.take().and_then(|memory| memory.into_segments().next());
+        let buffer_credit = std::mem::replace(&mut message.buffer_credit, Credit::None);
+        let router_credit = std::mem::replace(&mut message.router_credit, Credit::None);
+        let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
+        let (length, cpt) = (message.header.payload_length, message.rx_cpt);
+        let forwarding = self.node.routes.state.forwards();
+        let pool = BufferClass::for_length(length)
+            .and_then(|class| self.router_pools.pool_mut(cpt, class));
+        if let Some(pool) = pool {
+            match buffer_credit {
+                Credit::Held => {
+                    if let Some(waiter) = pool.release(buffer, forwarding) {
+                        self.buffers_granted(vec![waiter]);
+                    }
+                }
+                Credit::Waiting => {
+                    pool.remove_waiter(key);
+                }
+                Credit::None => {}
+            }
+        }
+        let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+        else {
+            return;
+        };
+        let Some(pool) = peer.router_credits.as_mut() else { return };
+        let next = match router_credit {
+            Credit::Held => pool.release(),
+            Credit::Waiting => {
+                pool.remove(key);
+                None
+            }
+            Credit::None => None,
+        };
+        if let Some(waiter) = next {
+            if let Some(message) = self.msgs.get_mut(waiter) {
+                message.router_credit = Credit::Held;
+                self.call.work.push_back(Work::RoutedRecv(waiter));
+            }
+        }
+    }
+
+    /// A forwarded message's send is over: the route counters, then the receive side's
+    /// credits back (`lnet_msg_decommit_tx` then `_rx` for a routed message).
+    pub(super) fn complete_forward(&mut self, key: Key, status: EventStatus) {
+        self.return_credits(key);
+        if let Some(message) = self.msgs.get(key) {
+            if status.is_ok() {
+                let (ni, peer_ni, msg_type, length) =
+                    (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
+                self.count(|counters| counters.route_count += 1);
+                self.count(|counters| counters.route_length += u64::from(length));
+                if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
+                    local.stats.sent(msg_type, length);
+                }
+                if let Some(peer) =
+                    peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
+                {
+                    peer.stats.sent(msg_type, length);
+                }
+            }
+        }
+        self.return_router_credits(key);
+        self.discard_message(key);
+    }
+
+    /// The part of `lnet_parse` for a message that came through gateway `from` (its source is
+    /// on another net): a dead gateway is alive again, and with `lnet_drop_asym_route` a
+    /// message for us that came through a gateway we would not route back through is
+    /// dropped (true).
+    pub(super) fn check_asymmetric_route(
+        &mut self,
+        from: PeerNiId,
+        source: Nid,
+        for_me: bool,
+    ) -> bool {
+        let Some(gateway_nid) = self.node.peers.ni(&self.peer_nis, from).map(|ni| ni.nid) else {
+            return false;
+        };
+        if source.net() == gateway_nid.net() {
+            return false;
+        }
+        let Some(peer) = self.node.peers.owner(from) else { return false };
+        let alive = self.node.peers.peer(peer).is_some_and(|entry| entry.alive);
+        let drop_asym = self.node.tunables.router.drop_asym_route && for_me;
+        if !drop_asym && alive {
+            return false;
+        }
+        let discovery_off = self.gateway_discovery_disabled(peer);
+        let source_net = source.net();
+        let peers = &self.node.peers;
+        let found = self
+            .node
+            .routes
+            .iter()
+            .any(|route| route.net == source_net && peers.peer_id(route.gateway) == Some(peer));
+        if drop_asym && !found {
+            return true;
+        }
+        if !alive {
+            self.on_node("a gateway alive again", |flow| {
+                flow.gateway_alive_again(peer, source_net, discovery_off);
+            });
+        }
+        false
+    }
+}
+
+impl Flow<'_> {
+    /// [`View::check_asymmetric_route`]'s change: a dead gateway a message came through is
+    /// alive again, its routes from `source_net` too when discovery is off for it.
+    fn gateway_alive_again(&mut self, peer: PeerId, source_net: Net, discovery_off: bool) {
+        let peers = &self.node.peers;
+        for route in self.node.routes.iter_mut() {
+            if route.net == source_net
+                && peers.peer_id(route.gateway) == Some(peer)
+                && discovery_off
+            {
+                route.cached_alive = true;
+            }
+        }
+        let ids: Vec<PeerNiId> = self
+            .node
+            .peers
+            .peer(peer)
+            .and_then(|entry| entry.nets.iter().find(|net| net.net == source_net))
+            .map(|net| net.nis.clone())
+            .unwrap_or_default();
+        if let Some(entry) = self.node.peers.peer_mut(peer) {
+            entry.alive = true;
+        }
+        for id in ids {
+            if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
+                ni.status = LNET_NI_STATUS_UP;
+            }
+        }
+    }
 
     /// See [`Engine::route_add`].
     pub(crate) fn route_add(&mut self, now: Time, config: RouteConfig) -> Result<(), RouteError> {
@@ -849,339 +1206,6 @@ impl Flow<'_> {
             }
         }
         changed
-    }
-
-    // ------------------------------------------------------------ route choice
-
-    /// `lnet_handle_find_routed_path`: the gateway (and the local NI, when not fixed) for a
-    /// message to `destination` on a remote net. `originating` is SRC_ANY from this node
-    /// (neither forwarding nor source-specified, no NI fixed): the destination's routed net
-    /// is chosen among the peer's, and its best NI becomes the final destination.
-    pub(super) fn find_routed_path(
-        &mut self,
-        destination: PeerNiId,
-        local: Option<NiId>,
-        hint: Option<PeerNiId>,
-        originating: bool,
-    ) -> Option<RoutedPath> {
-        // A response goes back through the router its request came through, while that is
-        // still a gateway.
-        if let Some(hint) = hint {
-            let gateway = Some(hint).filter(|id| {
-                let deleted = self.node.peers.ni(&self.peer_nis, *id).is_none_or(|ni| ni.deleted);
-                !deleted
-                    && self
-                        .node
-                        .peers
-                        .owner(*id)
-                        .is_some_and(|peer| self.peer_is_router(peer, None))
-            });
-            if let Some(gateway) = gateway {
-                let ni = local.or_else(|| {
-                    self.best_ni_on_net(self.node.peers.ni(&self.peer_nis, gateway)?.nid.net())
-                })?;
-                return Some(RoutedPath { ni, gateway, destination });
-            }
-        }
-        let mut destination = destination;
-        let remote_net = if originating && local.is_none() {
-            let (net, best) = self.best_routed_peer_net(destination)?;
-            destination = best;
-            net
-        } else {
-            self.node.peers.ni(&self.peer_nis, destination)?.nid.net()
-        };
-        let source_net = local.and_then(|ni| self.ni_nid(ni)).map(|nid| nid.net());
-        let (route, gateway) = self.best_route(remote_net, source_net, destination)?;
-        let ni = match local {
-            Some(ni) => ni,
-            None => {
-                let net = self.node.peers.ni(&self.peer_nis, gateway)?.nid.net();
-                self.best_ni_on_net(net)?
-            }
-        };
-        // The round robin among routes that tie.
-        let highest = self
-            .node
-            .routes
-            .to_net(remote_net)
-            .filter(|index| self.route_alive(*index))
-            .filter_map(|index| self.node.routes.get(index).map(|route| route.seq.get()))
-            .max()
-            .unwrap_or(0);
-        if let Some(route) = self.node.routes.get(route) {
-            route.seq.set(highest + 1);
-        }
-        Some(RoutedPath { ni, gateway, destination })
-    }
-
-    // ------------------------------------------------------------ forwarding
-
-    /// `lnet_post_routed_recv_locked`: a message to forward takes a router credit of the peer
-    /// NI it came from, then a buffer of its size class, then is received into the buffer.
-    /// Either may make it wait, its payload unread (back-pressure on the connection).
-    pub(super) fn post_routed_recv(&mut self, key: Key) -> RecvAction {
-        let Some(message) = self.msgs.get(key) else {
-            return RecvAction::Discard { length: 0 };
-        };
-        let length = message.header.payload_length;
-        let Some(class) = BufferClass::for_length(length) else {
-            self.drop_rx(key);
-            return RecvAction::Discard { length };
-        };
-        if message.router_credit == Credit::None {
-            let rx_peer = message.peer_ni;
-            let ni = message.ni;
-            let credits = self.router_credits_for(ni);
-            let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
-            else {
-                self.drop_rx(key);
-                return RecvAction::Discard { length };
-            };
-            let pool = peer
-                .router_credits
-                .get_or_insert_with(|| crate::engine::credits::CreditPool::new(credits));
-            let granted = pool.acquire(key) == Acquire::Granted;
-            let Some(message) = self.msgs.get_mut(key) else {
-                return RecvAction::Discard { length };
-            };
-            if !granted {
-                message.router_credit = Credit::Waiting;
-                message.phase = Phase::RouterWait;
-                return RecvAction::Delay { rx: RxId(key) };
-            }
-            message.router_credit = Credit::Held;
-        }
-        let Some(message) = self.msgs.get(key) else {
-            return RecvAction::Discard { length };
-        };
-        if message.buffer_credit == Credit::None {
-            // lustre: lnet_msg2bufpool() picks the pools of `msg_rx_cpt`, the partition of
-            // the previous hop on the receiving NI (lnet_parse(): lnet_nid2cpt(from_nid, ni)).
-            let from = message
-                .peer_ni
-                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
-                .map_or(message.header.src_nid, |peer| peer.nid);
-            let cpt = self.cpt_of_nid(&from, message.ni);
-            let Some(pool) = self.router_pools.pool_mut(cpt, class) else {
-                self.drop_rx(key);
-                return RecvAction::Discard { length };
-            };
-            let granted = pool.acquire(key);
-            let Some(message) = self.msgs.get_mut(key) else {
-                return RecvAction::Discard { length };
-            };
-            message.rx_cpt = cpt;
-            if !granted {
-                message.buffer_credit = Credit::Waiting;
-                message.phase = Phase::RouterWait;
-                return RecvAction::Delay { rx: RxId(key) };
-            }
-            message.buffer_credit = Credit::Held;
-        }
-        let Some(cpt) = self.msgs.get(key).map(|m| m.rx_cpt) else {
-            return RecvAction::Discard { length };
-        };
-        let memory = match self.router_pools.pool_mut(cpt, class) {
-            Some(pool) if class != BufferClass::Tiny => pool.take_memory(),
-            _ => Vec::new(),
-        };
-        let Some(message) = self.msgs.get_mut(key) else {
-            return RecvAction::Discard { length };
-        };
-        message.router_buffer = Some(crate::engine::memory::Memory::new(memory));
-        message.length = length;
-        message.phase = Phase::Receiving;
-        RecvAction::Deliver { rx: RxId(key), length, discard: 0 }
-    }
-
-    /// A routed receive that waited now has its credit or buffer: try again, and tell the
-    /// driver when it may read the payload.
-    pub(super) fn resume_routed_recv(&mut self, key: Key) {
-        if !self.msgs.get(key).is_some_and(|m| m.phase == Phase::RouterWait) {
-            return;
-        }
-        match self.post_routed_recv(key) {
-            RecvAction::Delay { .. } => {}
-            action => self.queue_resume(Resume { rx: RxId(key), action }),
-        }
-    }
-
-    /// Buffers handed to waiters (a pool grew, or a buffer came back): they proceed.
-    fn buffers_granted(&mut self, waiters: Vec<Key>) {
-        for key in waiters {
-            if let Some(message) = self.msgs.get_mut(key) {
-                message.buffer_credit = Credit::Held;
-                self.call.work.push_back(Work::RoutedRecv(key));
-            }
-        }
-    }
-
-    /// A waiter on a pool that routing being switched off freed: dropped unread
-    /// (`lnet_drop_routed_msgs_locked`).
-    fn drop_blocked_route(&mut self, key: Key) {
-        let Some(message) = self.msgs.get_mut(key) else { return };
-        message.buffer_credit = Credit::None;
-        let length = message.header.payload_length;
-        self.return_router_credits(key);
-        self.queue_resume(Resume { rx: RxId(key), action: RecvAction::Discard { length } });
-        self.discard_message(key);
-    }
-
-    /// The payload of a routed message is in (or failed): it is sent on toward its
-    /// destination, the same message now a send (`lnet_complete_msg_locked` calling
-    /// `lnet_send` for a routed message not yet sent).
-    pub(super) fn forward_received(&mut self, key: Key, health: HealthStatus) {
-        self.rx_health(key, health);
-        if !health.is_ok() {
-            self.return_router_credits(key);
-            self.discard_message(key);
-            return;
-        }
-        let Some(message) = self.msgs.get(key) else { return };
-        let (ni, peer_ni, msg_type, payload) =
-            (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-        if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
-            local.stats.received(msg_type, payload);
-        }
-        if let Some(peer) = peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id)) {
-            peer.stats.received(msg_type, payload);
-        }
-        let Some(message) = self.msgs.get_mut(key) else { return };
-        message.rx_peer = peer_ni;
-        message.peer_ni = None;
-        message.tx = true;
-        message.phase = Phase::ResendQueued;
-        self.send(key, None);
-    }
-
-    /// `lnet_return_rx_credits_locked`: the router buffer goes back to its pool (or away, when
-    /// the pool shrank or routing stopped) and the router credit to the peer NI it came from;
-    /// the waiters they unblock proceed.
-    pub(super) fn return_router_credits(&mut self, key: Key) {
-        let Some(message) = self.msgs.get_mut(key) else { return };
-        // A copy only if a write still holds the buffer (a send completed before its write).
-        let buffer = message.router_buffer.take().and_then(|memory| memory.into_segments().next());
-        let buffer_credit = std::mem::replace(&mut message.buffer_credit, Credit::None);
-        let router_credit = std::mem::replace(&mut message.router_credit, Credit::None);
-        let rx_peer = message.rx_peer.or(message.peer_ni.filter(|_| !message.tx));
-        let (length, cpt) = (message.header.payload_length, message.rx_cpt);
-        let forwarding = self.node.routes.state.forwards();
-        let pool = BufferClass::for_length(length)
-            .and_then(|class| self.router_pools.pool_mut(cpt, class));
-        if let Some(pool) = pool {
-            match buffer_credit {
-                Credit::Held => {
-                    if let Some(waiter) = pool.release(buffer, forwarding) {
-                        self.buffers_granted(vec![waiter]);
-                    }
-                }
-                Credit::Waiting => {
-                    pool.remove_waiter(key);
-                }
-                Credit::None => {}
-            }
-        }
-        let Some(peer) = rx_peer.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
-        else {
-            return;
-        };
-        let Some(pool) = peer.router_credits.as_mut() else { return };
-        let next = match router_credit {
-            Credit::Held => pool.release(),
-            Credit::Waiting => {
-                pool.remove(key);
-                None
-            }
-            Credit::None => None,
-        };
-        if let Some(waiter) = next {
-            if let Some(message) = self.msgs.get_mut(waiter) {
-                message.router_credit = Credit::Held;
-                self.call.work.push_back(Work::RoutedRecv(waiter));
-            }
-        }
-    }
-
-    /// A forwarded message's send is over: the route counters, then the receive side's
-    /// credits back (`lnet_msg_decommit_tx` then `_rx` for a routed message).
-    pub(super) fn complete_forward(&mut self, key: Key, status: EventStatus) {
-        self.return_credits(key);
-        if let Some(message) = self.msgs.get(key) {
-            if status.is_ok() {
-                let (ni, peer_ni, msg_type, length) =
-                    (message.ni, message.peer_ni, message.header.body.msg_type(), message.length);
-                self.count(|counters| counters.route_count += 1);
-                self.count(|counters| counters.route_length += u64::from(length));
-                if let Some(local) = self.ni_shares.traffic_mut(ni, self.call.cpt) {
-                    local.stats.sent(msg_type, length);
-                }
-                if let Some(peer) =
-                    peer_ni.and_then(|id| self.node.peers.ni_mut(&mut self.peer_nis, id))
-                {
-                    peer.stats.sent(msg_type, length);
-                }
-            }
-        }
-        self.return_router_credits(key);
-        self.discard_message(key);
-    }
-
-    /// The part of `lnet_parse` for a message that came through gateway `from` (its source is
-    /// on another net): a dead gateway is alive again, and with `lnet_drop_asym_route` a
-    /// message for us that came through a gateway we would not route back through is
-    /// dropped (true).
-    pub(super) fn check_asymmetric_route(
-        &mut self,
-        from: PeerNiId,
-        source: Nid,
-        for_me: bool,
-    ) -> bool {
-        let Some(gateway_nid) = self.node.peers.ni(&self.peer_nis, from).map(|ni| ni.nid) else {
-            return false;
-        };
-        if source.net() == gateway_nid.net() {
-            return false;
-        }
-        let Some(peer) = self.node.peers.owner(from) else { return false };
-        let alive = self.node.peers.peer(peer).is_some_and(|entry| entry.alive);
-        let drop_asym = self.node.tunables.router.drop_asym_route && for_me;
-        if !drop_asym && alive {
-            return false;
-        }
-        let discovery_off = self.gateway_discovery_disabled(peer);
-        let source_net = source.net();
-        let mut found = false;
-        let peers = &self.node.peers;
-        for route in self.node.routes.iter_mut() {
-            if route.net == source_net && peers.peer_id(route.gateway) == Some(peer) {
-                found = true;
-                if !alive && discovery_off {
-                    route.cached_alive = true;
-                }
-            }
-        }
-        if drop_asym && !found {
-            return true;
-        }
-        if !alive {
-            let ids: Vec<PeerNiId> = self
-                .node
-                .peers
-                .peer(peer)
-                .and_then(|entry| entry.nets.iter().find(|net| net.net == source_net))
-                .map(|net| net.nis.clone())
-                .unwrap_or_default();
-            if let Some(entry) = self.node.peers.peer_mut(peer) {
-                entry.alive = true;
-            }
-            for id in ids {
-                if let Some(ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
-                    ni.status = LNET_NI_STATUS_UP;
-                }
-            }
-        }
-        false
     }
 }
 

@@ -28,7 +28,7 @@
 //! suspicions or failed sends (and with `blackhole_timeout = 0`) the orders are exactly
 //! Lustre's.
 
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, NodeAccess, View};
 use std::cmp::Reverse;
 
 use crate::addr::{Net, Nid};
@@ -97,7 +97,7 @@ struct Case {
     avoid: FailedPaths,
 }
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// `lnet_handle_send`'s round-robin bookkeeping: the peer's send sequence stamps the
     /// chosen peer net and peer NI, the global net sequence the chosen net and NI.
     pub(super) fn stamp_path(&self, ni: NiId, peer_ni: PeerNiId) {
@@ -300,7 +300,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_select_pathway` from the case split on (the loopback shortcut, the peer NI and
     /// the discovery gate are the caller's): the local NI and the peer NI to use for the
     /// message `key` addressed to the peer NI `destination`.

@@ -6,7 +6,7 @@
 //! `lnet_resend_pending_msgs`), lnet/lnet/lo.c (`lolnd_send`, `lolnd_recv`),
 //! docs/protocol/semantics.md §2.3, §2.4, §3, §4.4, §11.
 
-use crate::engine::view::{Access, Flow, View};
+use crate::engine::view::{Access, Exclusive, NodeAccess, View};
 use std::time::Duration;
 
 use crate::addr::Nid;
@@ -27,7 +27,7 @@ use crate::wire::header::Header;
 /// counts the 72-byte classic header).
 const HEADER_CHARGE: u32 = 72;
 
-impl<A: Access> View<'_, A> {
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// The MD whose response tracker a message serves: an initiator's PUT or GET, or a
     /// fast-failover copy of one.
     pub(super) fn tracked_md_of(&self, key: Key) -> Option<Key> {
@@ -124,7 +124,7 @@ impl<A: Access> View<'_, A> {
     }
 }
 
-impl Flow<'_> {
+impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// `lnet_send` / `lnet_select_pathway`: loopback shortcut, peer NI, discovery gate, path
     /// selection, commit, then post for credits. Failures before commit end the message with
     /// a SEND-side status and no resend.

@@ -49,15 +49,51 @@ impl Access for Exclusive {
     type Ref<'a, T: 'a> = &'a mut T;
 }
 
+/// How a view reaches the node part: to change it ([`NodeMut`]: a call planned on the whole
+/// node, or the engine's own single-threaded calls) or only to read it ([`NodeShared`]: a
+/// call planned on partitions, whose other calls may read the node part at the same time).
+pub(crate) trait NodeAccess: Sized {
+    type Ref<'a>: Deref<Target = NodePart>;
+
+    /// The view as one that may change the node part, when it is one.
+    fn whole<'v, 'a>(view: &'v mut View<'a, Exclusive, Self>) -> Option<&'v mut Flow<'a>>;
+}
+
+/// The node part, to change.
+#[derive(Debug)]
+pub(crate) enum NodeMut {}
+
+/// The node part, to read.
+#[derive(Debug)]
+pub(crate) enum NodeShared {}
+
+impl NodeAccess for NodeMut {
+    type Ref<'a> = &'a mut NodePart;
+
+    #[inline(always)]
+    fn whole<'v, 'a>(view: &'v mut View<'a, Exclusive, Self>) -> Option<&'v mut Flow<'a>> {
+        Some(view)
+    }
+}
+
+impl NodeAccess for NodeShared {
+    type Ref<'a> = &'a NodePart;
+
+    #[inline(always)]
+    fn whole<'v, 'a>(_: &'v mut View<'a, Exclusive, Self>) -> Option<&'v mut Flow<'a>> {
+        None
+    }
+}
+
 /// A view of an engine's parts (the fields of [`Engine`], which say what each holds); the
 /// parts kept per partition are reached through the shares of the partitions the view holds.
-pub(crate) struct View<'a, A: Access> {
+pub(crate) struct View<'a, A: Access, N: NodeAccess> {
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
     pub(super) limits: Limits,
     pub(super) partitions: Partitions,
     pub(super) call: A::Ref<'a, CallState>,
-    pub(super) node: A::Ref<'a, NodePart>,
+    pub(super) node: N::Ref<'a>,
     pub(super) ni_shares: Shares<'a, A, NiShares>,
     pub(super) match_tables: Shares<'a, A, MatchTables>,
     pub(super) mes: Shares<'a, A, Mes>,
@@ -71,10 +107,17 @@ pub(crate) struct View<'a, A: Access> {
 }
 
 /// A view that may change what it reaches: what every flow runs on.
-pub(crate) type Flow<'a> = View<'a, Exclusive>;
+pub(crate) type Flow<'a> = View<'a, Exclusive, NodeMut>;
+
+/// A view that changes the partitions it holds and only reads the node part: what a call
+/// planned on partitions runs on. The message path's flows run on either kind of view
+/// (`View<Exclusive, N>`) and reach what changes the node part through
+/// [`View::on_node`], which a call planned on partitions never needs.
+#[allow(dead_code)]
+pub(crate) type PartFlow<'a> = View<'a, Exclusive, NodeShared>;
 
 /// A view that only reads.
-pub(crate) type Look<'a> = View<'a, Shared>;
+pub(crate) type Look<'a> = View<'a, Shared, NodeShared>;
 
 /// The view of every part of `$engine`, each reached through `$($ref)+`, on partition 0's
 /// call state; the same construction for both kinds of view.
@@ -141,6 +184,31 @@ macro_rules! whole_view {
             peer_nis,
         }
     }};
+}
+
+impl<'a, N: NodeAccess> View<'a, Exclusive, N> {
+    /// Runs `change` on this view as one that may change the node part. A call planned on
+    /// partitions cannot: its plan missed `what`, a bug, recorded as a violation (`None`).
+    #[inline(always)]
+    pub(crate) fn on_node<R>(
+        &mut self,
+        what: &'static str,
+        change: impl FnOnce(&mut Flow<'a>) -> R,
+    ) -> Option<R> {
+        // A call the audit holds to a plan of partitions must not change the node part.
+        #[cfg(test)]
+        self.node.audit.borrow_mut().reach_node(what);
+        match N::whole(self) {
+            Some(flow) => Some(change(flow)),
+            None => {
+                let _ = self
+                    .node
+                    .violation
+                    .set(format!("a call planned on partitions reached the node part: {what}"));
+                None
+            }
+        }
+    }
 }
 
 impl Engine {

@@ -5,6 +5,8 @@
 //! docs/decisions/0008-fast-failover.md.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::engine::dedupe::DeliveryLog;
@@ -139,78 +141,90 @@ impl Watch {
     }
 }
 
-/// Fast failover's engine-wide state.
+/// Fast failover's engine-wide state. Calls on any partition arm and disarm paths and log
+/// deliveries, so each piece is a leaf lock or an atomic of its own, taken for one operation
+/// and never held while taking another (decision 0029).
 #[derive(Debug, Default)]
 pub(crate) struct Failover {
     /// Paths with work outstanding, by when they become suspect.
-    watch_queue: BTreeSet<(Time, PeerNiId, NiId)>,
+    watch_queue: Mutex<BTreeSet<(Time, PeerNiId, NiId)>>,
     /// Payload bytes held in private copies.
-    held_bytes: u64,
+    held_bytes: AtomicU64,
     /// Target side: PUTs with ACK and GETs received lately.
-    deliveries: DeliveryLog,
+    deliveries: Mutex<DeliveryLog>,
+}
+
+/// A leaf lock, taken: the engine never panics while holding one, so a poisoned one is
+/// taken as it is.
+fn leaf<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Failover {
     /// When the earliest watch entry is due.
     pub(crate) fn watch_deadline(&self) -> Option<Time> {
-        self.watch_queue.first().map(|(at, _, _)| *at)
+        leaf(&self.watch_queue).first().map(|(at, _, _)| *at)
     }
 
     /// Takes the earliest watch entry if it is due at `now`.
-    pub(crate) fn pop_due_watch(&mut self, now: Time) -> Option<(PeerNiId, NiId)> {
-        let &(at, id, ni) = self.watch_queue.first()?;
+    pub(crate) fn pop_due_watch(&self, now: Time) -> Option<(PeerNiId, NiId)> {
+        let mut queue = leaf(&self.watch_queue);
+        let &(at, id, ni) = queue.first()?;
         if at > now {
             return None;
         }
-        self.watch_queue.pop_first();
+        queue.pop_first();
         Some((id, ni))
     }
 
     /// Files the path `ni` -> `id` under `due`.
-    pub(crate) fn arm(&mut self, due: Time, id: PeerNiId, ni: NiId) {
-        self.watch_queue.insert((due, id, ni));
+    pub(crate) fn arm(&self, due: Time, id: PeerNiId, ni: NiId) {
+        leaf(&self.watch_queue).insert((due, id, ni));
     }
 
-    pub(crate) fn disarm(&mut self, at: Time, id: PeerNiId, ni: NiId) {
-        self.watch_queue.remove(&(at, id, ni));
+    pub(crate) fn disarm(&self, at: Time, id: PeerNiId, ni: NiId) {
+        leaf(&self.watch_queue).remove(&(at, id, ni));
     }
 
     pub(crate) fn is_armed(&self, at: Time, id: PeerNiId, ni: NiId) -> bool {
-        self.watch_queue.contains(&(at, id, ni))
+        leaf(&self.watch_queue).contains(&(at, id, ni))
     }
 
     /// Whether any path to `id` is in the watch queue.
     pub(crate) fn watches(&self, id: PeerNiId) -> bool {
-        self.watch_queue.iter().any(|entry| entry.1 == id)
+        leaf(&self.watch_queue).iter().any(|entry| entry.1 == id)
     }
 
     pub(crate) fn armed_count(&self) -> usize {
-        self.watch_queue.len()
+        leaf(&self.watch_queue).len()
     }
 
     /// Forgets every armed path (fast failover turned on or off).
-    pub(crate) fn clear_watch(&mut self) {
-        self.watch_queue.clear();
+    pub(crate) fn clear_watch(&self) {
+        leaf(&self.watch_queue).clear();
     }
 
     /// Whether `bytes` more fit in the private-copy budget.
     pub(crate) fn can_hold(&self, bytes: u64) -> bool {
-        self.held_bytes + bytes <= MAX_FAILOVER_BYTES
+        self.held_bytes() + bytes <= MAX_FAILOVER_BYTES
     }
 
-    pub(crate) fn hold(&mut self, bytes: u64) {
-        self.held_bytes += bytes;
+    pub(crate) fn hold(&self, bytes: u64) {
+        self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    pub(crate) fn release(&mut self, bytes: u64) {
-        self.held_bytes = self.held_bytes.saturating_sub(bytes);
+    pub(crate) fn release(&self, bytes: u64) {
+        let _ = self.held_bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+            Some(held.saturating_sub(bytes))
+        });
     }
 
     pub(crate) fn held_bytes(&self) -> u64 {
-        self.held_bytes
+        self.held_bytes.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn deliveries(&mut self) -> &mut DeliveryLog {
-        &mut self.deliveries
+    /// The delivery log, locked: hold it for one operation only.
+    pub(crate) fn deliveries(&self) -> MutexGuard<'_, DeliveryLog> {
+        leaf(&self.deliveries)
     }
 }
