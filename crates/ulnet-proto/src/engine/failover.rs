@@ -389,7 +389,8 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         let path = peer_ni.watch.path_mut(ni);
         if let Some(due) = path.due(timeout) {
             path.armed = Some(due);
-            self.node.failover.arm(due, id, ni);
+            let cpt = peer_ni.cpt;
+            self.peer_nis.arm(cpt, due, id, ni);
         } else {
             peer_ni.watch.prune();
         }
@@ -400,10 +401,11 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
             return;
         };
+        let cpt = peer_ni.cpt;
         let path = peer_ni.watch.path_mut(ni);
         if path.in_lnd == 0 && path.awaiting == 0 {
             if let Some(at) = path.armed.take() {
-                self.node.failover.disarm(at, id, ni);
+                self.peer_nis.disarm(cpt, at, id, ni);
             }
         }
         if let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) {
@@ -770,7 +772,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
 impl Flow<'_> {
     /// Checks the due paths; suspects the ones without progress.
     pub(super) fn run_watch(&mut self) {
-        while let Some((id, ni)) = self.node.failover.pop_due_watch(self.call.now) {
+        while let Some((id, ni)) = self.peer_nis.pop_due_watch(self.call.now) {
             let timeout = self.failover_timeout(id);
             let Some(peer_ni) = self.node.peers.ni_mut(&mut self.peer_nis, id) else {
                 continue;
@@ -818,7 +820,7 @@ impl Flow<'_> {
 
     /// Fast failover was turned on or off: its counters restart from what is in flight.
     pub(super) fn reset_failover_state(&mut self) {
-        self.node.failover.clear_watch();
+        self.peer_nis.clear_watch();
         for ni in crate::engine::peer::PeerTable::nis_mut(&mut self.peer_nis) {
             ni.watch.restart();
         }

@@ -330,15 +330,15 @@ fn check_failover(view: &Look<'_>) -> Result<(), String> {
         .nis(&view.peer_nis)
         .map(|(_, ni)| ni.watch.paths.iter().filter(|path| path.armed.is_some()).count())
         .sum();
-    if armed != view.node.failover.armed_count() {
+    if armed != view.peer_nis.armed_count() {
         return Err(format!(
             "{armed} paths armed but {} watch entries",
-            view.node.failover.armed_count()
+            view.peer_nis.armed_count()
         ));
     }
     for (id, peer_ni) in view.node.peers.nis(&view.peer_nis) {
         for path in &peer_ni.watch.paths {
-            if path.armed.is_some_and(|at| !view.node.failover.is_armed(at, id, path.ni)) {
+            if path.armed.is_some_and(|at| !view.peer_nis.is_armed(at, id, path.ni)) {
                 return Err(format!("path to {:?} armed without a watch entry", peer_ni.nid));
             }
             let (in_lnd, awaiting) = counts.remove(&(id.0, path.ni.0)).unwrap_or_default();

@@ -13,7 +13,8 @@
 //! * `portal.rs` `Portals`: the portals and their match tables.
 //! * `ping.rs` `Pings`, `Discoveries`, the ping and push targets: ping, push and discovery state.
 //! * `recovery.rs` `RecoveryQueues`: the monitor thread's recovery queues and next pass.
-//! * `watch.rs` `Failover`: fast failover's watch queue, held copy bytes, delivery log.
+//! * `watch.rs` `Failover`: fast failover's held copy bytes and delivery log (its watch
+//!   queue is kept per partition with the peer NIs, `PeerNis`).
 //! * `faults.rs` `Faults`: drop and delay rules (`lnetctl fault`), the messages delay rules
 //!   hold, and their random generator; consulted by `recv` on arrival and here when the
 //!   driver takes a transmit.
@@ -65,7 +66,7 @@ use crate::engine::ni::{LndKind, Ni, NiConfig, NiId, Nis};
 use crate::engine::node_part::NodePart;
 pub use crate::engine::outputs::{RecvAction, Resume, Transmit};
 use crate::engine::partition::Partition;
-use crate::engine::peer::{PeerNiId, PeerTable, PeerTableFull};
+use crate::engine::peer::{PeerNiId, PeerNis, PeerTable, PeerTableFull};
 use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
 use crate::engine::policies::UdspRules;
@@ -705,7 +706,9 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         let trackers = self.parts.iter().filter_map(|part| part.shares.trackers.front());
         let tracker = trackers.min().map(|(deadline, _)| deadline);
-        let watch = self.node.failover.watch_deadline().map(|at| at.max(self.now()));
+        let watch =
+            self.parts.iter().filter_map(|part| part.shares.peer_nis.watch_deadline()).min();
+        let watch = watch.map(|at| at.max(self.now()));
         let routes = &self.node.routes;
         [
             tracker,
@@ -2190,15 +2193,10 @@ impl Flow<'_> {
 
     /// The peer NI for `nid`, created (with its own peer) if new.
     fn create_peer_ni(&mut self, nid: Nid, credits: u32) -> Result<PeerNiId, PeerTableFull> {
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
-        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
-        let id = self.node.peers.ni_or_create(
-            &mut self.peer_nis,
-            nid,
-            credits,
-            self.limits.peer_nis,
-            referenced,
-        )?;
+        // Deleted slots are reclaimed first when the table is full.
+        self.make_peer_ni_room();
+        let limit = self.limits.peer_nis;
+        let id = self.node.peers.find_or_create(&mut self.peer_nis, nid, credits, limit)?;
         // A new peer with a new peer net (peer.c lnet_peer_attach_peer_ni()).
         self.apply_policies_on_attached(id, true);
         Ok(id)
@@ -2206,18 +2204,18 @@ impl Flow<'_> {
 
     /// Reclaims deleted peer NI slots if the table is full.
     pub(super) fn make_peer_ni_room(&mut self) {
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
-        let referenced = |id| peer_ni_referenced(msgs, mds, failover, id);
+        let (msgs, mds, peer_nis) = (&self.msgs, &self.mds, &self.peer_nis);
+        let referenced = |id| peer_ni_referenced(msgs, mds, peer_nis, id);
         self.node.peers.make_room(&self.peer_nis, self.limits.peer_nis, referenced);
     }
 
     /// Reclaims the slots of deleted peer NIs nothing refers to any more (an admin-path scan
     /// over messages and trackers).
     pub(super) fn reclaim_peer_nis(&mut self) {
-        let (msgs, mds, failover) = (&self.msgs, &self.mds, &self.node.failover);
+        let (msgs, mds, peer_nis) = (&self.msgs, &self.mds, &self.peer_nis);
         self.node
             .peers
-            .reclaim_unused(&self.peer_nis, |id| peer_ni_referenced(msgs, mds, failover, id));
+            .reclaim_unused(&self.peer_nis, |id| peer_ni_referenced(msgs, mds, peer_nis, id));
     }
 }
 
@@ -2302,7 +2300,7 @@ fn conflicting_tracking(options: MdOptions) -> bool {
 fn peer_ni_referenced(
     msgs: &Shares<'_, Exclusive, Messages>,
     mds: &Shares<'_, Exclusive, Mds>,
-    failover: &Failover,
+    peer_nis: &Shares<'_, Exclusive, PeerNis>,
     id: PeerNiId,
 ) -> bool {
     msgs.iter().any(|(_, m)| m.peer_ni == Some(id))
@@ -2311,5 +2309,5 @@ fn peer_ni_referenced(
                 .as_ref()
                 .is_some_and(|t| t.next_hop == Some(id) || t.awaiting.is_some_and(|a| a.0 == id))
         })
-        || failover.watches(id)
+        || peer_nis.watches(id)
 }

@@ -10,7 +10,7 @@
 //! `lnet_peer_detach_peer_ni_locked`), include/linux/lnet/lib-types.h (`struct lnet_peer`,
 //! `struct lnet_peer_net`, `struct lnet_peer_ni`, `LNET_PEER_*`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use foldhash::HashMap;
 use std::fmt;
@@ -23,6 +23,7 @@ use crate::engine::event::EventStatus;
 use crate::engine::health::Health;
 use crate::engine::latency::LatencySlot;
 use crate::engine::ni::MAX_SELECTION_PRIORITY;
+use crate::engine::ni::NiId;
 use crate::engine::policies::PreferredNids;
 use crate::engine::recovery::Recovery;
 use crate::engine::shares::{Keyed, Shares};
@@ -300,17 +301,81 @@ pub(crate) struct PeerTableFull;
 #[derive(Debug)]
 pub(crate) struct PeerNis {
     slab: PartSlab<PeerNi>,
+    /// Fast failover's watch of the paths to these peer NIs that have work outstanding, by
+    /// when each becomes suspect (`watch.rs`).
+    watch: BTreeSet<(Time, PeerNiId, NiId)>,
 }
 
 impl PeerNis {
     /// Partition `cpt`'s peer NIs.
     pub(crate) fn new(cpt: u32, partitions: KeyPartitions) -> Self {
-        Self { slab: PartSlab::new(cpt, partitions, u32::MAX) }
+        Self { slab: PartSlab::new(cpt, partitions, u32::MAX), watch: BTreeSet::new() }
+    }
+
+    /// The deadline of this partition's earliest watch entry.
+    pub(crate) fn watch_deadline(&self) -> Option<Time> {
+        self.watch.first().map(|(at, _, _)| *at)
     }
 
     /// Every peer NI here, to change (node-wide changes: configuration, a restart).
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut PeerNi> {
         self.slab.iter_mut()
+    }
+}
+
+/// Fast failover's watch queue: one per partition, beside the peer NIs it watches, so that
+/// arming a path takes no lock but the peer NI's partition's.
+impl Shares<'_, Exclusive, PeerNis> {
+    /// Files the path `ni` -> `id` (owned by partition `cpt`) under `due`.
+    pub(crate) fn arm(&mut self, cpt: u32, due: Time, id: PeerNiId, ni: NiId) {
+        if let Some(share) = self.share_mut(cpt) {
+            share.watch.insert((due, id, ni));
+        }
+    }
+
+    pub(crate) fn disarm(&mut self, cpt: u32, at: Time, id: PeerNiId, ni: NiId) {
+        if let Some(share) = self.share_mut(cpt) {
+            share.watch.remove(&(at, id, ni));
+        }
+    }
+
+    /// Takes the earliest watch entry of the partitions held if it is due at `now`.
+    pub(crate) fn pop_due_watch(&mut self, now: Time) -> Option<(PeerNiId, NiId)> {
+        let (_, cpt) = self.watch_front()?;
+        let share = self.share_mut(cpt)?;
+        let &(at, id, ni) = share.watch.first()?;
+        if at > now {
+            return None;
+        }
+        share.watch.pop_first();
+        Some((id, ni))
+    }
+
+    /// Forgets every armed path (fast failover turned on or off).
+    pub(crate) fn clear_watch(&mut self) {
+        self.iter_shares_mut().for_each(|(_, share)| share.watch.clear());
+    }
+}
+
+impl<A: Access> Shares<'_, A, PeerNis> {
+    /// The earliest watch entry's deadline among the partitions held, with its partition.
+    pub(crate) fn watch_front(&self) -> Option<(Time, u32)> {
+        let fronts =
+            self.iter_shares().filter_map(|(cpt, share)| Some((share.watch.first()?.0, cpt)));
+        fronts.min()
+    }
+
+    pub(crate) fn is_armed(&self, at: Time, id: PeerNiId, ni: NiId) -> bool {
+        self.iter_shares().any(|(_, share)| share.watch.contains(&(at, id, ni)))
+    }
+
+    /// Whether any path to `id` is in a watch queue.
+    pub(crate) fn watches(&self, id: PeerNiId) -> bool {
+        self.iter_shares().any(|(_, share)| share.watch.iter().any(|entry| entry.1 == id))
+    }
+
+    pub(crate) fn armed_count(&self) -> usize {
+        self.iter_shares().map(|(_, share)| share.watch.len()).sum()
     }
 }
 
@@ -671,23 +736,6 @@ impl PeerTable {
         }
         peer.nets.retain(|net| !net.nis.is_empty());
         peer.nets.is_empty().then_some(owner)
-    }
-
-    /// The peer NI for `nid`, created (with its own peer) if new; when the table is full,
-    /// deleted slots are reclaimed first (see [`Self::reclaim_unused`]).
-    pub(crate) fn ni_or_create(
-        &mut self,
-        nis: &mut Shares<'_, Exclusive, PeerNis>,
-        nid: Nid,
-        credits: u32,
-        limit: usize,
-        referenced: impl Fn(PeerNiId) -> bool,
-    ) -> Result<PeerNiId, PeerTableFull> {
-        if let Some(id) = self.find(nid) {
-            return Ok(id);
-        }
-        self.make_room(&*nis, limit, referenced);
-        self.find_or_create(nis, nid, credits, limit)
     }
 
     /// Deleted peer NIs are reclaimed lazily: here, when a new one would not fit (their

@@ -4,14 +4,12 @@
 //! operations that move messages are in `failover.rs`; the design is in
 //! docs/decisions/0008-fast-failover.md.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::engine::dedupe::DeliveryLog;
 use crate::engine::ni::NiId;
-use crate::engine::peer::PeerNiId;
 use crate::time::Time;
 
 /// Payload bytes fast failover may hold in private copies at once (originals the driver
@@ -141,13 +139,12 @@ impl Watch {
     }
 }
 
-/// Fast failover's engine-wide state. Calls on any partition arm and disarm paths and log
-/// deliveries, so each piece is a leaf lock or an atomic of its own, taken for one operation
-/// and never held while taking another (decision 0029).
+/// Fast failover's engine-wide state. Calls on any partition hold copies and log
+/// deliveries, so each piece is an atomic or a leaf lock of its own, taken for one operation
+/// and never held while taking another (decision 0029); the watch queue is kept per
+/// partition, beside the peer NIs it watches (`peer.rs`, `PeerNis`).
 #[derive(Debug, Default)]
 pub(crate) struct Failover {
-    /// Paths with work outstanding, by when they become suspect.
-    watch_queue: Mutex<BTreeSet<(Time, PeerNiId, NiId)>>,
     /// Payload bytes held in private copies.
     held_bytes: AtomicU64,
     /// Target side: PUTs with ACK and GETs received lately.
@@ -161,49 +158,6 @@ fn leaf<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Failover {
-    /// When the earliest watch entry is due.
-    pub(crate) fn watch_deadline(&self) -> Option<Time> {
-        leaf(&self.watch_queue).first().map(|(at, _, _)| *at)
-    }
-
-    /// Takes the earliest watch entry if it is due at `now`.
-    pub(crate) fn pop_due_watch(&self, now: Time) -> Option<(PeerNiId, NiId)> {
-        let mut queue = leaf(&self.watch_queue);
-        let &(at, id, ni) = queue.first()?;
-        if at > now {
-            return None;
-        }
-        queue.pop_first();
-        Some((id, ni))
-    }
-
-    /// Files the path `ni` -> `id` under `due`.
-    pub(crate) fn arm(&self, due: Time, id: PeerNiId, ni: NiId) {
-        leaf(&self.watch_queue).insert((due, id, ni));
-    }
-
-    pub(crate) fn disarm(&self, at: Time, id: PeerNiId, ni: NiId) {
-        leaf(&self.watch_queue).remove(&(at, id, ni));
-    }
-
-    pub(crate) fn is_armed(&self, at: Time, id: PeerNiId, ni: NiId) -> bool {
-        leaf(&self.watch_queue).contains(&(at, id, ni))
-    }
-
-    /// Whether any path to `id` is in the watch queue.
-    pub(crate) fn watches(&self, id: PeerNiId) -> bool {
-        leaf(&self.watch_queue).iter().any(|entry| entry.1 == id)
-    }
-
-    pub(crate) fn armed_count(&self) -> usize {
-        leaf(&self.watch_queue).len()
-    }
-
-    /// Forgets every armed path (fast failover turned on or off).
-    pub(crate) fn clear_watch(&self) {
-        leaf(&self.watch_queue).clear();
-    }
-
     /// Whether `bytes` more fit in the private-copy budget.
     pub(crate) fn can_hold(&self, bytes: u64) -> bool {
         self.held_bytes() + bytes <= MAX_FAILOVER_BYTES
