@@ -36,6 +36,10 @@ pub(crate) struct Crossing {
     pub(crate) node: Option<&'static str>,
 }
 
+/// A call whose plan settled from its own partition (first) differs from the whole
+/// engine's (second).
+pub(crate) type Unsettled = (&'static Location<'static>, CallScope, CallScope);
+
 /// What the audit found since it was last read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AuditReport {
@@ -43,6 +47,10 @@ pub(crate) struct AuditReport {
     pub(crate) crossings: Vec<Crossing>,
     /// Message-path calls planned on one partition, on several, and on the whole node.
     pub(crate) plans: [u64; 3],
+    /// Calls whose plan, settled from their own partition as a runtime locking partitions
+    /// apart settles it (`View::settle_plan`), differed from the plan of the whole engine:
+    /// where, the settled plan and the whole one.
+    pub(crate) unsettled: Vec<Unsettled>,
 }
 
 /// The current call and what the audit found so far.
@@ -97,12 +105,27 @@ impl PartitionAudit {
         self.planned = Some(1 << cpt.min(63));
     }
 
+    /// The call's plan as the whole engine makes it, and as a call holding its own partition
+    /// settles it: they must agree.
+    pub(crate) fn plan_settled(&mut self, scope: CallScope, settled: CallScope) {
+        if scope != settled {
+            if let Some(call) = self.call {
+                self.report.unsettled.push((call, settled, scope));
+            }
+        }
+        self.plan(scope);
+    }
+
     /// The call's plan: what it may reach.
     pub(crate) fn plan(&mut self, scope: CallScope) {
         self.planned = match scope {
             CallScope::Partitions(mask) => Some(mask),
             CallScope::Node => None,
         };
+    }
+
+    pub(crate) fn unsettled(&self) -> &[Unsettled] {
+        &self.report.unsettled
     }
 
     pub(crate) fn crossings(&self) -> &[Crossing] {
@@ -128,22 +151,34 @@ mod tests {
         audit.open(here);
         audit.enter(1);
         audit.close(1, 0b010);
-        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [1, 0, 0] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![], plans: [1, 0, 0], unsettled: vec![] }
+        );
         audit.open(here);
         audit.enter(1);
         audit.close(1, 0b011);
         let crossing = Crossing { call: here, cpt: 1, touched: 0b011, planned: 0b010, node: None };
-        assert_eq!(audit.take(), AuditReport { crossings: vec![crossing], plans: [1, 0, 0] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![crossing], plans: [1, 0, 0], unsettled: vec![] }
+        );
         audit.open(here);
         audit.enter(1);
         audit.plan(CallScope::Partitions(0b011));
         audit.close(1, 0b011);
-        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 1, 0] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![], plans: [0, 1, 0], unsettled: vec![] }
+        );
         audit.open(here);
         audit.enter(1);
         audit.plan(CallScope::Node);
         audit.close(1, 0b111);
-        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 0, 1] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![], plans: [0, 0, 1], unsettled: vec![] }
+        );
         // A call planned on partitions that changed the node part reached every partition.
         audit.open(here);
         audit.enter(1);
@@ -156,12 +191,18 @@ mod tests {
             planned: 0b010,
             node: Some("a peer"),
         };
-        assert_eq!(audit.take(), AuditReport { crossings: vec![crossing], plans: [1, 0, 0] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![crossing], plans: [1, 0, 0], unsettled: vec![] }
+        );
         audit.open(here);
         audit.enter(1);
         audit.plan(CallScope::Node);
         audit.reach_node("a peer");
         audit.close(1, 0b010);
-        assert_eq!(audit.take(), AuditReport { crossings: vec![], plans: [0, 0, 1] });
+        assert_eq!(
+            audit.take(),
+            AuditReport { crossings: vec![], plans: [0, 0, 1], unsettled: vec![] }
+        );
     }
 }

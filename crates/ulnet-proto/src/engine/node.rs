@@ -69,6 +69,8 @@ use crate::engine::partition::Partition;
 use crate::engine::peer::{PeerNiId, PeerNis, PeerTable, PeerTableFull};
 use crate::engine::per_partition::PerPartition;
 use crate::engine::ping::{Discoveries, PingTarget, Pings, PushTarget};
+#[cfg(test)]
+use crate::engine::plan::CallScope;
 use crate::engine::policies::UdspRules;
 use crate::engine::portal::{MatchTableStats, Portals};
 use crate::engine::recovery::RecoveryQueues;
@@ -405,6 +407,13 @@ impl Engine {
     #[cfg(test)]
     pub(crate) fn partition_crossings(&self) -> Vec<crate::engine::audit::Crossing> {
         self.node.audit.borrow().crossings().to_vec()
+    }
+
+    /// The plans the audit found settled otherwise from their call's partition (see
+    /// `View::settle_plan`).
+    #[cfg(test)]
+    pub(crate) fn partition_unsettled(&self) -> Vec<crate::engine::audit::Unsettled> {
+        self.node.audit.borrow().unsettled().to_vec()
     }
 
     pub fn interface_cookie(&self) -> u64 {
@@ -1115,7 +1124,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
         #[cfg(test)]
-        self.node.audit.borrow_mut().plan(self.plan_initiate(request.md, request.target));
+        self.audit_plan(|look| look.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, request.ack, false);
         let ack_wmd = if request.ack {
             WireHandle { interface_cookie: self.interface_cookie, object_cookie: request.md.0 }
@@ -1158,7 +1167,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         let md_key = self.initiator_md(request.md, request.source)?;
         self.enter_partition(self.mds.partition_of(md_key));
         #[cfg(test)]
-        self.node.audit.borrow_mut().plan(self.plan_initiate(request.md, request.target));
+        self.audit_plan(|look| look.plan_initiate(request.md, request.target));
         let (length, track) = self.md_send_profile(md_key, false, true);
         let header = Header {
             dest_nid: request.target.nid,
@@ -1218,7 +1227,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         if self.partitions.count() > 1 {
             self.enter_partition(Some(self.cpt_of_nid(&from, ni)));
             #[cfg(test)]
-            self.node.audit.borrow_mut().plan(self.plan_header(ni, from, header));
+            self.audit_plan(|look| look.plan_header(ni, from, header));
         }
         let action = self.parse(ni, from, header, None);
         self.run_work();
@@ -1312,7 +1321,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         self.not_lent(rx)?;
         self.enter_partition(self.msgs.partition_of(rx.0));
         #[cfg(test)]
-        self.node.audit.borrow_mut().plan(self.plan_recv_done(rx, status));
+        self.audit_plan(|look| look.plan_recv_done(rx, status));
         let message = self.msgs.get(rx.0).ok_or(DriverError::UnknownRx)?;
         if message.tx || message.phase != Phase::Receiving || message.lo_peer.is_some() {
             return Err(DriverError::WrongState);
@@ -1453,7 +1462,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         self.advance(now);
         self.enter_partition(self.msgs.partition_of(tx.0));
         #[cfg(test)]
-        self.node.audit.borrow_mut().plan(self.plan_send_done(tx, status));
+        self.audit_plan(|look| look.plan_send_done(tx, status));
         let message = self.msgs.get(tx.0).ok_or(DriverError::UnknownTx)?;
         if !message.tx || message.phase != Phase::InLnd {
             return Err(DriverError::WrongState);
@@ -1559,7 +1568,16 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         self.close_audited_call();
         self.node.audit.borrow_mut().open(std::panic::Location::caller());
         self.enter_partition(self.msgs.partition_of(key));
-        self.node.audit.borrow_mut().plan(self.plan_message(key));
+        self.audit_plan(|look| look.plan_message(key));
+    }
+
+    /// Gives the audit the current call's plan, made by `plan` on the whole engine and
+    /// settled from the call's partition (`View::settle_plan`).
+    #[cfg(test)]
+    fn audit_plan(&mut self, plan: impl Fn(&Look<'_>) -> CallScope) {
+        let whole = self.narrowed(u64::MAX).map_or(CallScope::Node, |look| plan(&look));
+        let settled = self.settle_plan(self.call.cpt, plan);
+        self.node.audit.borrow_mut().plan_settled(whole, settled);
     }
 
     /// See [`Engine::partition_audit`].

@@ -240,17 +240,19 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// `scope` and the partitions a send to peer NI `id` reaches: the one owning it, and
     /// the one whose tx credits each local NI of its net would charge (`lnet_cpt_of_nid()` on
     /// that NI: the owner unless the NI is bound to some partitions only).
+    /// Told from the node part alone (the peer NI's NID), so that a call not yet holding
+    /// the owner plans it.
     fn with_peer_ni(&self, scope: CallScope, id: PeerNiId) -> CallScope {
-        let Some(peer_ni) = self.node.peers.ni(&self.peer_nis, id) else {
+        let Some(nid) = self.node.peers.nid(id) else {
             return CallScope::Node;
         };
-        let net = peer_ni.nid.net();
+        let net = nid.net();
         self.node
             .nis
             .iter()
             .filter(|ni| ni.nid.net() == net && !ni.cpts.is_all())
-            .fold(scope.with(peer_ni.cpt), |scope, ni| {
-                scope.with(self.partitions.cpt_of_nid_for(&peer_ni.nid, &ni.cpts))
+            .fold(scope.with(self.node.peers.cpt_of(&nid)), |scope, ni| {
+                scope.with(self.partitions.cpt_of_nid_for(&nid, &ni.cpts))
             })
     }
 

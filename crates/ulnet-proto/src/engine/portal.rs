@@ -389,6 +389,10 @@ impl Portal {
             }
             current
         };
+        if tables.share(chosen).is_none() {
+            // Not held: named, so that the plan is made again with it.
+            return Some(chosen);
+        }
         let table = self.table(tables, chosen)?;
         (!delays || table.peek_match(mes, mds, info)).then_some(chosen)
     }

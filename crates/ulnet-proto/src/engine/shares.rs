@@ -56,6 +56,18 @@ impl<'a, A: Access, P: 'a> Shares<'a, A, P> {
         self.partitions.of(key)
     }
 
+    /// The shares of the partitions of `held` (one bit each) among those held, to read:
+    /// what a call holding only those partitions would see. `None` when it holds none of
+    /// them.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn narrow(&self, held: u64) -> Option<Shares<'_, Shared, P>> {
+        let mut shares = self.iter_shares().filter(|(cpt, _)| *cpt < 64 && held & 1 << cpt != 0);
+        let (cpt, first) = shares.next()?;
+        let mut narrowed = Shares::one(self.partitions, cpt, first);
+        shares.for_each(|(cpt, share)| narrowed.hold(cpt, share));
+        Some(narrowed)
+    }
+
     /// The shares held, with their partitions.
     pub(crate) fn iter_shares(&self) -> impl Iterator<Item = (u32, &P)> {
         let more = self.more.as_deref().into_iter().flatten();

@@ -21,6 +21,7 @@ use crate::engine::node_part::NodePart;
 use crate::engine::outputs::Outputs;
 use crate::engine::partition::{Partition, PartitionShares};
 use crate::engine::peer::PeerNis;
+use crate::engine::plan::CallScope;
 use crate::engine::portal::MatchTables;
 use crate::engine::routes::RouterPools;
 use crate::engine::shares::Shares;
@@ -184,6 +185,58 @@ macro_rules! whole_view {
             peer_nis,
         }
     }};
+}
+
+impl<A: Access, N: NodeAccess> View<'_, A, N> {
+    /// What a call holding only the partitions of `held` (one bit each) would see, to read;
+    /// `None` when the view holds none of them.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn narrowed(&self, held: u64) -> Option<Look<'_>> {
+        Some(View {
+            interface_cookie: self.interface_cookie,
+            pid: self.pid,
+            limits: self.limits,
+            partitions: self.partitions,
+            call: &*self.call,
+            node: &*self.node,
+            ni_shares: self.ni_shares.narrow(held)?,
+            match_tables: self.match_tables.narrow(held)?,
+            mes: self.mes.narrow(held)?,
+            mds: self.mds.narrow(held)?,
+            msgs: self.msgs.narrow(held)?,
+            trackers: self.trackers.narrow(held)?,
+            router_pools: self.router_pools.narrow(held)?,
+            outputs: self.outputs.narrow(held)?,
+            stats: self.stats.narrow(held)?,
+            peer_nis: self.peer_nis.narrow(held)?,
+        })
+    }
+
+    /// The plan a call entering on partition `home` settles on when it plans holding `home`
+    /// alone and, while the plan names partitions it does not hold, takes those too and
+    /// plans again (lib-move.c `lnet_send()`: `lnet_net_unlock(cpt); lnet_net_lock(cpt2);
+    /// goto again`). A plan reads only partitions it names, so once it names none it does
+    /// not hold, it is the plan the whole engine would make; the engine's tests hold every
+    /// audited call to that (`audit.rs`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn settle_plan(
+        &self,
+        home: u32,
+        plan: impl Fn(&Look<'_>) -> CallScope,
+    ) -> CallScope {
+        let Some(mut held) = 1u64.checked_shl(home) else {
+            return CallScope::Node;
+        };
+        loop {
+            let Some(look) = self.narrowed(held) else {
+                return CallScope::Node;
+            };
+            match plan(&look) {
+                CallScope::Partitions(mask) if mask & !held != 0 => held |= mask,
+                settled => return settled,
+            }
+        }
+    }
 }
 
 impl<'a, N: NodeAccess> View<'a, Exclusive, N> {

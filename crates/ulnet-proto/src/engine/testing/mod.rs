@@ -694,6 +694,12 @@ impl Harness {
             if let Some(crossing) = node.partition_crossings().first() {
                 panic!("node {index}: a call left its lock plan: {crossing:?}");
             }
+            // And its plan, settled from its own partition as a runtime settles it, is the
+            // whole engine's.
+            #[cfg(test)]
+            if let Some(unsettled) = node.partition_unsettled().first() {
+                panic!("node {index}: a plan settled otherwise: {unsettled:?}");
+            }
         }
     }
 
