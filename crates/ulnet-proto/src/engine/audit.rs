@@ -51,6 +51,8 @@ pub(crate) struct AuditReport {
     /// apart settles it (`View::settle_plan`), differed from the plan of the whole engine:
     /// where, the settled plan and the whole one.
     pub(crate) unsettled: Vec<Unsettled>,
+    /// Calls made through `&self` on the partitions their plan named (`partition_call.rs`).
+    pub(crate) made_on_partitions: u64,
 }
 
 /// The current call and what the audit found so far.
@@ -124,6 +126,11 @@ impl PartitionAudit {
         };
     }
 
+    /// A call was made on the partitions its plan named.
+    pub(crate) fn made_on_partitions(&mut self) {
+        self.report.made_on_partitions += 1;
+    }
+
     pub(crate) fn unsettled(&self) -> &[Unsettled] {
         &self.report.unsettled
     }
@@ -153,7 +160,12 @@ mod tests {
         audit.close(1, 0b010);
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![], plans: [1, 0, 0], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![],
+                plans: [1, 0, 0],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
         audit.open(here);
         audit.enter(1);
@@ -161,7 +173,12 @@ mod tests {
         let crossing = Crossing { call: here, cpt: 1, touched: 0b011, planned: 0b010, node: None };
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![crossing], plans: [1, 0, 0], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![crossing],
+                plans: [1, 0, 0],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
         audit.open(here);
         audit.enter(1);
@@ -169,7 +186,12 @@ mod tests {
         audit.close(1, 0b011);
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![], plans: [0, 1, 0], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![],
+                plans: [0, 1, 0],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
         audit.open(here);
         audit.enter(1);
@@ -177,7 +199,12 @@ mod tests {
         audit.close(1, 0b111);
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![], plans: [0, 0, 1], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![],
+                plans: [0, 0, 1],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
         // A call planned on partitions that changed the node part reached every partition.
         audit.open(here);
@@ -193,7 +220,12 @@ mod tests {
         };
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![crossing], plans: [1, 0, 0], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![crossing],
+                plans: [1, 0, 0],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
         audit.open(here);
         audit.enter(1);
@@ -202,7 +234,12 @@ mod tests {
         audit.close(1, 0b010);
         assert_eq!(
             audit.take(),
-            AuditReport { crossings: vec![], plans: [0, 0, 1], unsettled: vec![] }
+            AuditReport {
+                crossings: vec![],
+                plans: [0, 0, 1],
+                unsettled: vec![],
+                made_on_partitions: 0
+            }
         );
     }
 }

@@ -109,13 +109,10 @@ pub enum NiSetError {
 impl Engine {
     /// Every peer, in table order.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        let look = self.look();
-        let infos: Vec<PeerInfo> = self
-            .node
-            .peers
-            .peers()
-            .filter_map(|(id, _)| look.node.peers.info(&look.peer_nis, id))
-            .collect();
+        let infos: Vec<PeerInfo> = self.with_look(|look| {
+            let peers = look.node.peers.peers();
+            peers.filter_map(|(id, _)| look.node.peers.info(&look.peer_nis, id)).collect()
+        });
         infos.into_iter()
     }
     // ------------------------------------------------------------ configured peers
@@ -233,7 +230,7 @@ impl Engine {
 
     /// What the node knows of the peer owning `nid`.
     pub fn peer_info(&self, nid: Nid) -> Option<PeerInfo> {
-        self.look().peer_info(nid)
+        self.with_look(|look| look.peer_info(nid))
     }
 }
 

@@ -97,7 +97,7 @@ impl Engine {
     /// [`GlobalStats::discovery_nids_refused`](crate::engine::stats::GlobalStats). For the
     /// runtime to log (docs/decisions/0016-discovery-nid-ownership.md).
     pub fn last_refused_nid(&self) -> Option<RefusedNid> {
-        self.look().last_refused_nid()
+        self.with_look(|look| look.last_refused_nid())
     }
 }
 

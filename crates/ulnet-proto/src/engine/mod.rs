@@ -41,6 +41,7 @@ pub mod node;
 mod node_part;
 mod outputs;
 mod partition;
+mod partition_call;
 pub mod peer;
 mod per_partition;
 pub mod ping;

@@ -41,9 +41,12 @@
 //! runtime that keeps the parts behind separate locks can run the same code on the view its
 //! locks give it (decision 0029).
 
-use crate::engine::shares::{Keyed, Shares};
-use crate::engine::view::{Access, Exclusive, Flow, Look, NodeAccess, View};
+#[cfg(test)]
+use crate::engine::shares::Keyed;
+use crate::engine::shares::Shares;
+use crate::engine::view::{Access, Exclusive, Flow, Look, NodeAccess, View, lock, part_mut};
 use std::collections::VecDeque;
+use std::sync::Mutex;
 
 use crate::addr::Nid;
 use crate::engine::call::Work;
@@ -272,7 +275,9 @@ pub struct Engine {
     /// What every partition's calls read (`node_part.rs`).
     pub(super) node: NodePart,
     /// The state each partition's calls change, by partition.
-    pub(super) parts: PerPartition<Partition>,
+    /// Each partition's part behind its own lock: a runtime may run calls planned on
+    /// different partitions at once (`&self`); a call through `&mut self` takes none.
+    pub(super) parts: PerPartition<Mutex<Partition>>,
 }
 
 impl Engine {
@@ -308,7 +313,7 @@ impl Engine {
         limits.mds = limits.mds.min(most);
         limits.mes = limits.mes.min(most);
         let parts = PerPartition::from_fn(config.partitions.count(), |cpt| {
-            Partition::new(cpt, key_partitions, &nis)
+            Mutex::new(Partition::new(cpt, key_partitions, &nis))
         });
         let mut node = Self {
             // Copies made by fast failover set the top bit (failover.rs).
@@ -368,39 +373,50 @@ impl Engine {
 
     /// Every peer NI, in creation order (deleted ones left out).
     pub fn peer_nis(&self) -> impl Iterator<Item = PeerNiStats> + '_ {
-        self.node.peers.ids().filter_map(|(id, _)| self.look().peer_ni_stats_by_id(id))
+        let ids = self.node.peers.ids();
+        let stats: Vec<PeerNiStats> =
+            self.with_look(|look| ids.filter_map(|(id, _)| look.peer_ni_stats_by_id(id)).collect());
+        stats.into_iter()
     }
 
     /// The transmits handed to the driver ([`poll_transmit`](Self::poll_transmit)) and not
     /// completed yet, with their NI, in slab order: what a driver fails when it stops or
     /// retires an NI.
     pub fn transmits_in_lnd(&self) -> impl Iterator<Item = (TxId, NiId)> + '_ {
-        self.messages()
-            .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
-            .map(|(key, m)| (TxId(key), m.ni))
+        let found: Vec<(TxId, NiId)> = self.with_look(|look| {
+            let messages = look.msgs.iter();
+            messages
+                .filter(|(_, m)| m.tx && m.phase == Phase::InLnd)
+                .map(|(key, m)| (TxId(key), m.ni))
+                .collect()
+        });
+        found.into_iter()
     }
 
     /// The MDs of initiator messages (PUT/GET) whose SEND event is still to come.
     pub fn pending_sends(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        let md_of = |key| self.parts.iter().find_map(|part| part.shares.mds.slab().get(key));
-        self.messages()
-            .filter(|(_, m)| m.event == Some(EventKind::Send))
-            .filter_map(move |(_, m)| m.md.and_then(md_of).map(|md| md.handle))
+        let found: Vec<MdHandle> = self.with_look(|look| {
+            let md_of = |key| look.mds.get(key);
+            look.msgs
+                .iter()
+                .filter(|(_, m)| m.event == Some(EventKind::Send))
+                .filter_map(|(_, m)| m.md.and_then(md_of).map(|md| md.handle))
+                .collect()
+        });
+        found.into_iter()
     }
 
     /// The user's live MDs that have a [`handler`](MdSpec::handler) (not 0), in slab order:
     /// what a runtime unlinks at shutdown so that their UNLINK events hand the memory back.
     pub fn handled_mds(&self) -> impl Iterator<Item = MdHandle> + '_ {
-        self.parts
-            .iter()
-            .flat_map(|part| part.shares.mds.slab().iter())
-            .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
-            .map(|(_, md)| md.handle)
-    }
-
-    /// Every message alive, partition by partition.
-    fn messages(&self) -> impl Iterator<Item = (Key, &Message)> {
-        self.parts.iter().flat_map(|part| part.shares.msgs.slab().iter())
+        let found: Vec<MdHandle> = self.with_look(|look| {
+            look.mds
+                .iter()
+                .filter(|(_, md)| md.owner == MdOwner::User && !md.zombie && md.handler != 0)
+                .map(|(_, md)| md.handle)
+                .collect()
+        });
+        found.into_iter()
     }
 
     /// The crossings the audit recorded so far, without ending the current call.
@@ -426,7 +442,7 @@ impl Engine {
 
     /// The latest `now` seen.
     pub fn now(&self) -> Time {
-        self.parts.iter().map(|part| part.call.now).max().unwrap_or(Time::ZERO)
+        self.parts.iter().map(|part| lock(part).call.now).max().unwrap_or(Time::ZERO)
     }
 
     pub fn ni_nid(&self, ni: NiId) -> Option<Nid> {
@@ -462,7 +478,7 @@ impl Engine {
 
     /// The CPTs `ni` covers, as `net show` prints them (all of them when unbound).
     pub fn ni_cpts(&self, ni: NiId) -> Option<Vec<u32>> {
-        self.look().ni_cpts(ni)
+        self.with_look(|look| look.ni_cpts(ni))
     }
 
     /// `lnet_cpt_of_nid(nid, ni)`: the partition that serialises traffic between `ni` and the
@@ -470,11 +486,11 @@ impl Engine {
     /// message from `nid` on `ni`). An unknown NI hashes over all partitions, as the kernel
     /// does without one. lustre: api-ni.c `lnet_cpt_of_nid_locked()`.
     pub fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
-        self.look().cpt_of_nid(nid, ni)
+        self.with_look(|look| look.cpt_of_nid(nid, ni))
     }
 
     pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
-        self.look().ni_lnd_timeout(ni)
+        self.with_look(|look| look.ni_lnd_timeout(ni))
     }
 
     /// Removes a network NI (`lnetctl net del`): it is no longer selected, advertised or
@@ -543,23 +559,23 @@ impl Engine {
     /// The CPU partition a live MD was made on, as its cookie says (the kernel's
     /// `lnet_cpt_of_cookie()`).
     pub fn md_partition(&self, md: MdHandle) -> Result<u32, MdError> {
-        self.look().md_partition(md)
+        self.with_look(|look| look.md_partition(md))
     }
 
     /// The messages alive in each partition, in partition order: a send lives in its MD's
     /// partition, a receive in the one its previous hop's NID hashes to on its NI.
     pub fn messages_by_partition(&self) -> Vec<usize> {
-        self.look().messages_by_partition()
+        self.with_look(|look| look.messages_by_partition())
     }
 
     /// The MDs alive in each partition, LNet's own included, in partition order.
     pub fn mds_by_partition(&self) -> Vec<usize> {
-        self.look().mds_by_partition()
+        self.with_look(|look| look.mds_by_partition())
     }
 
     /// The memory of a live MD (e.g. to read PUT data after a PUT event).
-    pub fn md_memory(&self, md: MdHandle) -> Result<&Memory, MdError> {
-        self.look().md_memory(md)
+    pub fn md_memory(&mut self, md: MdHandle) -> Result<&Memory, MdError> {
+        self.flow().into_look().md_memory(md)
     }
 
     /// Mutable access to a live MD's memory (e.g. to refill a send buffer between PUTs).
@@ -570,7 +586,7 @@ impl Engine {
     /// The match tables of `portal`, by partition: their MEs and what matched there (one
     /// table with one partition). `None` for a portal out of range.
     pub fn portal_tables(&self, portal: u32) -> Option<Vec<MatchTableStats>> {
-        self.look().portal_tables(portal)
+        self.with_look(|look| look.portal_tables(portal))
     }
 
     /// `LNetSetLazyPortal`.
@@ -646,7 +662,7 @@ impl Engine {
     /// The next delayed receive that can proceed.
     pub fn poll_resume(&mut self) -> Option<Resume> {
         // Most polls find nothing: they need no view.
-        if !self.parts.iter().any(|part| part.shares.outputs.has_resumes()) {
+        if !self.parts.iter_mut().any(|part| part_mut(part).shares.outputs.has_resumes()) {
             return None;
         }
         self.flow().poll_resume()
@@ -656,15 +672,15 @@ impl Engine {
 
     /// The next message to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        if !self.parts.iter().any(|part| part.shares.outputs.has_transmits()) {
+        if !self.parts.iter_mut().any(|part| part_mut(part).shares.outputs.has_transmits()) {
             return None;
         }
         self.flow().poll_transmit()
     }
 
     /// The payload of a transmit, as slices of MD memory (for a vectored write).
-    pub fn tx_payload(&self, tx: TxId) -> Result<Slices<'_>, DriverError> {
-        self.look().tx_payload(tx)
+    pub fn tx_payload(&mut self, tx: TxId) -> Result<Slices<'_>, DriverError> {
+        self.flow().into_look().tx_payload(tx)
     }
 
     /// A transmit's payload as bytes the driver may hold while it writes them without the
@@ -713,10 +729,13 @@ impl Engine {
     /// When [`handle_timeout`](Self::handle_timeout) next has work (response tracker expiry,
     /// a ping's timeout, a recovery ping, a fast-failover check).
     pub fn poll_timeout(&self) -> Option<Time> {
-        let trackers = self.parts.iter().filter_map(|part| part.shares.trackers.front());
-        let tracker = trackers.min().map(|(deadline, _)| deadline);
-        let watch =
-            self.parts.iter().filter_map(|part| part.shares.peer_nis.watch_deadline()).min();
+        let (mut tracker, mut watch) = (None, None);
+        for part in self.parts.iter() {
+            let part = lock(part);
+            let front = part.shares.trackers.front().map(|(deadline, _)| deadline);
+            tracker = tracker.into_iter().chain(front).min();
+            watch = watch.into_iter().chain(part.shares.peer_nis.watch_deadline()).min();
+        }
         let watch = watch.map(|at| at.max(self.now()));
         let routes = &self.node.routes;
         [
@@ -788,55 +807,55 @@ impl Engine {
 
     /// Messages delay rules hold now.
     pub fn fault_held_count(&self) -> usize {
-        self.look().fault_held_count()
+        self.with_look(|look| look.fault_held_count())
     }
 
     // ---------------------------------------------------------------- statistics
 
     /// The node's counters (`stats show`): every partition's summed.
     pub fn stats(&self) -> GlobalStats {
-        self.look().stats()
+        self.with_look(|look| look.stats())
     }
 
     /// NIDs discovery refused to attach so far (`GlobalStats::discovery_nids_refused`),
     /// cheaper than [`stats`](Self::stats) for a driver that checks it after every call.
     pub fn discovery_nids_refused(&self) -> u64 {
-        self.look().discovery_nids_refused()
+        self.with_look(|look| look.discovery_nids_refused())
     }
 
     /// Each partition's counters, in partition order: a message counts in the partition of
     /// the call that handles it (a receive in its previous hop's, a send's completion in its
     /// MD's), messages and trackers alive in their own.
     pub fn stats_by_partition(&self) -> Vec<GlobalStats> {
-        self.look().stats_by_partition()
+        self.with_look(|look| look.stats_by_partition())
     }
 
     pub fn ni_stats(&self, ni: NiId) -> Option<NiStats> {
-        self.look().ni_stats(ni)
+        self.with_look(|look| look.ni_stats(ni))
     }
 
     pub fn peer_ni_stats(&self, nid: Nid) -> Option<PeerNiStats> {
-        self.look().peer_ni_stats(nid)
+        self.with_look(|look| look.peer_ni_stats(nid))
     }
 
     /// Messages alive now (sends, receives, delayed PUTs).
     pub fn message_count(&self) -> usize {
-        self.look().message_count()
+        self.with_look(|look| look.message_count())
     }
 
     /// Messages parked on lazy portals (and loopback sends held for them).
     pub fn delayed_message_count(&self) -> usize {
-        self.look().delayed_message_count()
+        self.with_look(|look| look.delayed_message_count())
     }
 
     /// The user's MDs (LNet's own are not counted).
     pub fn md_count(&self) -> usize {
-        self.look().md_count()
+        self.with_look(|look| look.md_count())
     }
 
     /// The user's MEs (LNet's own are not counted).
     pub fn me_count(&self) -> usize {
-        self.look().me_count()
+        self.with_look(|look| look.me_count())
     }
 
     /// Checks the node's internal invariants: credits conserved, MD reference counts equal to
@@ -846,27 +865,26 @@ impl Engine {
         if let Some(violation) = self.node.violation.get() {
             return Err(violation.clone());
         }
-        // The checker reads everything: what it reaches is not the call's (the audit).
-        #[cfg(test)]
-        let (saved_peers, saved_parts) = {
-            let cells = self.parts.iter().flat_map(|part| {
-                [
-                    part.shares.mds.slab().touched(),
-                    part.shares.mes.slab().touched(),
-                    part.shares.msgs.slab().touched(),
-                    part.shares.peer_nis.slab().touched(),
-                ]
-            });
-            let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
-            (self.node.peers.touched().get(), saved)
-        };
-        let checked = crate::engine::invariants::check(&self.look());
-        #[cfg(test)]
-        {
-            self.node.peers.touched().set(saved_peers);
-            saved_parts.into_iter().for_each(|(cell, touched)| cell.set(touched));
-        }
-        checked
+        self.with_look(|look| {
+            // The checker reads everything: what it reaches is not the call's (the audit).
+            #[cfg(test)]
+            let (saved_peers, saved_parts) = {
+                let cells = look.mds.iter_shares().map(|(_, share)| share.slab().touched());
+                let cells = cells.chain(look.mes.iter_shares().map(|(_, s)| s.slab().touched()));
+                let cells = cells.chain(look.msgs.iter_shares().map(|(_, s)| s.slab().touched()));
+                let cells =
+                    cells.chain(look.peer_nis.iter_shares().map(|(_, s)| s.slab().touched()));
+                let saved: Vec<_> = cells.map(|cell| (cell, cell.get())).collect();
+                (self.node.peers.touched().get(), saved)
+            };
+            let checked = crate::engine::invariants::check(look);
+            #[cfg(test)]
+            {
+                self.node.peers.touched().set(saved_peers);
+                saved_parts.into_iter().for_each(|(cell, touched)| cell.set(touched));
+            }
+            checked
+        })
     }
 
     /// What the partition audit found since it was last read: the message-path calls that
@@ -1538,7 +1556,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// (its drain included, as the runtime drains under the same lock) is checked against the
     /// partition it named.
     #[cfg(test)]
-    fn close_audited_call(&mut self) {
+    pub(super) fn close_audited_call(&mut self) {
         let touched = self.mds.take_touched()
             | self.mes.take_touched()
             | self.msgs.take_touched()

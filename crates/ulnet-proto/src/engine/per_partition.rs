@@ -26,6 +26,18 @@ impl<T> PerPartition<T> {
         (&mut self.first, self.rest.iter_mut())
     }
 
+    /// Partition `cpt`'s.
+    pub(crate) fn get(&self, cpt: u32) -> Option<&T> {
+        match cpt {
+            0 => Some(&self.first),
+            _ => self.rest.get(usize::try_from(cpt - 1).ok()?),
+        }
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        std::iter::once(&mut self.first).chain(&mut self.rest)
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         std::iter::once(&self.first).chain(&self.rest)
     }

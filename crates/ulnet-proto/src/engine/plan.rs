@@ -73,7 +73,7 @@ impl Engine {
     /// traffic (pings, pushes: discovery state) and a match that takes the rotor or may steal
     /// need the node.
     pub fn plan_header(&self, ni: NiId, from: Nid, header: &Header) -> CallScope {
-        self.look().plan_header(ni, from, header)
+        self.with_look(|look| look.plan_header(ni, from, header))
     }
 
     /// The plan of [`handle_send_done`](Engine::handle_send_done): the message, and the
@@ -82,20 +82,20 @@ impl Engine {
     /// A failure, or a success on an NI whose health is recovering, changes health, the
     /// recovery queues and perhaps the ping buffer: the whole node.
     pub fn plan_send_done(&self, tx: TxId, status: HealthStatus) -> CallScope {
-        self.look().plan_send_done(tx, status)
+        self.with_look(|look| look.plan_send_done(tx, status))
     }
 
     /// The plan of [`handle_recv_done`](Engine::handle_recv_done), as
     /// [`plan_send_done`](Self::plan_send_done)'s.
     pub fn plan_recv_done(&self, rx: RxId, status: HealthStatus) -> CallScope {
-        self.look().plan_recv_done(rx, status)
+        self.with_look(|look| look.plan_recv_done(rx, status))
     }
 
     /// The plan of [`put`](Engine::put) or [`get`](Engine::get) from `md` to `target`: the
     /// MD's partition, where the message lives; a target the node has not discovered needs
     /// the node (the peer is created, discovery runs).
     pub fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
-        self.look().plan_initiate(md, target)
+        self.with_look(|look| look.plan_initiate(md, target))
     }
 }
 

@@ -380,7 +380,7 @@ impl Engine {
     /// `udsp info` of the local NI (`remote` false) or peer NI owning `nid`; `None` when
     /// there is none. lustre: udsp.c `lnet_udsp_get_construct_info()`.
     pub fn udsp_info(&self, nid: Nid, remote: bool) -> Option<UdspConstructInfo> {
-        self.look().udsp_info(nid, remote)
+        self.with_look(|look| look.udsp_info(nid, remote))
     }
 }
 

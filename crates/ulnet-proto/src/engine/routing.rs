@@ -79,12 +79,12 @@ impl Engine {
 
     /// Every route, as `route show` lists them.
     pub fn routes(&self) -> Vec<RouteInfo> {
-        self.look().routes()
+        self.with_look(|look| look.routes())
     }
 
     /// The routing state (`routing show`'s `enable` is [`RoutingState::enabled`]).
     pub fn routing_state(&self) -> RoutingState {
-        self.look().routing_state()
+        self.with_look(|look| look.routing_state())
     }
 
     /// `lnetctl set routing 1|0` (`lnet_rtrpools_enable` / `_disable`): enabling sizes the
@@ -109,24 +109,24 @@ impl Engine {
 
     /// The requested buffer counts (0: default), as `buffers:` exports them.
     pub fn router_buffer_counts(&self) -> crate::engine::routes::BufferCounts {
-        self.look().router_buffer_counts()
+        self.with_look(|look| look.router_buffer_counts())
     }
 
     /// The pools `routing show` prints: tiny, small and large for each partition, in CPT
     /// order (`cpt[0]`, `cpt[1]`, ...).
     pub fn router_pools(&self) -> Vec<[BufferPoolStats; 3]> {
-        self.look().router_pools()
+        self.with_look(|look| look.router_pools())
     }
 
     /// Whether the peer owning `nid` is a gateway of some route, and if so whether it is
     /// alive (`lp_alive`).
     pub fn gateway_alive(&self, nid: Nid) -> Option<bool> {
-        self.look().gateway_alive(nid)
+        self.with_look(|look| look.gateway_alive(nid))
     }
 
     /// Bytes held by router buffers now free for reuse (memory accounting).
     pub fn router_spare_bytes(&self) -> usize {
-        self.look().router_spare_bytes()
+        self.with_look(|look| look.router_spare_bytes())
     }
 }
 

@@ -59,7 +59,6 @@ impl<'a, A: Access, P: 'a> Shares<'a, A, P> {
     /// The shares of the partitions of `held` (one bit each) among those held, to read:
     /// what a call holding only those partitions would see. `None` when it holds none of
     /// them.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn narrow(&self, held: u64) -> Option<Shares<'_, Shared, P>> {
         let mut shares = self.iter_shares().filter(|(cpt, _)| *cpt < 64 && held & 1 << cpt != 0);
         let (cpt, first) = shares.next()?;
@@ -157,6 +156,16 @@ impl<'a, P: Keyed + 'a> Shares<'a, Exclusive, P> {
             more.into_iter().find(|(held, _)| *held == cpt)?.1
         };
         share.slab_mut().get_mut(key)
+    }
+}
+
+impl<'a, P: 'a> Shares<'a, Exclusive, P> {
+    /// These shares, to read for as long as the view's borrow lasts.
+    pub(crate) fn into_shared(self) -> Shares<'a, Shared, P> {
+        let more = self.more.map(|more| {
+            Box::new(more.into_iter().map(|(cpt, share)| (cpt, &*share)).collect::<Vec<_>>())
+        });
+        Shares { partitions: self.partitions, first_cpt: self.first_cpt, first: self.first, more }
     }
 }
 

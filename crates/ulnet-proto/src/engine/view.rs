@@ -9,6 +9,7 @@
 //! from the guards it holds (decision 0029, step 5).
 
 use std::ops::Deref;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::engine::call::CallState;
 use crate::engine::cpt::Partitions;
@@ -114,7 +115,6 @@ pub(crate) type Flow<'a> = View<'a, Exclusive, NodeMut>;
 /// planned on partitions runs on. The message path's flows run on either kind of view
 /// (`View<Exclusive, N>`) and reach what changes the node part through
 /// [`View::on_node`], which a call planned on partitions never needs.
-#[allow(dead_code)]
 pub(crate) type PartFlow<'a> = View<'a, Exclusive, NodeShared>;
 
 /// A view that only reads.
@@ -123,9 +123,9 @@ pub(crate) type Look<'a> = View<'a, Shared, NodeShared>;
 /// The view of every part of `$engine`, each reached through `$($ref)+`, on partition 0's
 /// call state; the same construction for both kinds of view.
 macro_rules! whole_view {
-    ($engine:expr, $split:ident, $($ref:tt)+) => {{
+    ($engine:expr, $first:expr, $rest:expr, $($ref:tt)+) => {{
         let key_partitions = KeyPartitions::new($engine.partitions.count());
-        let (first, rest) = $engine.parts.$split();
+        let (first, rest) = ($first, $rest);
         let Partition { call, shares } = first;
         // Partition 0's shares go straight into the view (the only ones with one
         // partition); the others are added after.
@@ -190,7 +190,6 @@ macro_rules! whole_view {
 impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// What a call holding only the partitions of `held` (one bit each) would see, to read;
     /// `None` when the view holds none of them.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn narrowed(&self, held: u64) -> Option<Look<'_>> {
         Some(View {
             interface_cookie: self.interface_cookie,
@@ -217,8 +216,9 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
     /// plans again (lib-move.c `lnet_send()`: `lnet_net_unlock(cpt); lnet_net_lock(cpt2);
     /// goto again`). A plan reads only partitions it names, so once it names none it does
     /// not hold, it is the plan the whole engine would make; the engine's tests hold every
-    /// audited call to that (`audit.rs`).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// audited call to that (`audit.rs`). `Engine::on_partitions` settles the same way,
+    /// locking as it goes.
+    #[cfg(test)]
     pub(crate) fn settle_plan(
         &self,
         home: u32,
@@ -264,11 +264,48 @@ impl<'a, N: NodeAccess> View<'a, Exclusive, N> {
     }
 }
 
+impl<'a> Flow<'a> {
+    /// This view, to read for as long as its borrow lasts.
+    pub(crate) fn into_look(self) -> Look<'a> {
+        View {
+            interface_cookie: self.interface_cookie,
+            pid: self.pid,
+            limits: self.limits,
+            partitions: self.partitions,
+            call: self.call,
+            node: self.node,
+            ni_shares: self.ni_shares.into_shared(),
+            match_tables: self.match_tables.into_shared(),
+            mes: self.mes.into_shared(),
+            mds: self.mds.into_shared(),
+            msgs: self.msgs.into_shared(),
+            trackers: self.trackers.into_shared(),
+            router_pools: self.router_pools.into_shared(),
+            outputs: self.outputs.into_shared(),
+            stats: self.stats.into_shared(),
+            peer_nis: self.peer_nis.into_shared(),
+        }
+    }
+}
+
+/// A partition's part, locked: partitions are locked in partition order, after the node
+/// part, and the engine never panics holding one, so a poisoned lock is taken as it is.
+pub(super) fn lock(part: &Mutex<Partition>) -> MutexGuard<'_, Partition> {
+    part.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A partition's part, through the engine's exclusive borrow: no locking.
+#[inline(always)]
+pub(super) fn part_mut(part: &mut Mutex<Partition>) -> &mut Partition {
+    part.get_mut().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Engine {
     /// A view of every part, to change; calls run on partition 0's call state.
     #[inline(always)]
     pub(super) fn flow(&mut self) -> Flow<'_> {
-        whole_view!(self, split_first_mut, &mut)
+        let (first, rest) = self.parts.split_first_mut();
+        whole_view!(self, part_mut(first), rest.map(part_mut), &mut)
     }
 
     /// The driver's queues of every partition, without the rest of a view (what most polls
@@ -276,16 +313,29 @@ impl Engine {
     pub(super) fn outputs(&mut self) -> Shares<'_, Exclusive, Outputs> {
         let key_partitions = KeyPartitions::new(self.partitions.count());
         let (first, rest) = self.parts.split_first_mut();
-        let mut outputs = Shares::one(key_partitions, 0, &mut first.shares.outputs);
+        let mut outputs = Shares::one(key_partitions, 0, &mut part_mut(first).shares.outputs);
         for (cpt, part) in (1u32..).zip(rest) {
-            outputs.hold(cpt, &mut part.shares.outputs);
+            outputs.hold(cpt, &mut part_mut(part).shares.outputs);
         }
         outputs
     }
 
-    /// A view of every part, to read.
-    #[inline(always)]
-    pub(super) fn look(&self) -> Look<'_> {
-        whole_view!(self, split_first, &)
+    /// Runs `read` on a view of every part, to read, with every partition locked in turn
+    /// (a runtime's partition calls may be running on other threads).
+    pub(super) fn with_look<R>(&self, read: impl FnOnce(&Look<'_>) -> R) -> R {
+        let (first, rest) = self.parts.split_first();
+        let first = lock(first);
+        let rest: Vec<MutexGuard<'_, Partition>> = rest.map(lock).collect();
+        let look = whole_view!(self, &*first, rest.iter().map(|guard| &**guard), &);
+        read(&look)
     }
 }
+
+/// A runtime shares the engine between the threads of its partitions (`Engine::on_partitions`
+/// through `&self`). The audit's counters (tests only) are plain cells, so this holds outside
+/// tests.
+#[cfg(not(test))]
+const _: () = {
+    const fn shared_between_threads<T: Send + Sync>() {}
+    shared_between_threads::<Engine>();
+};

@@ -295,7 +295,7 @@ impl World {
             // A forward: never copied out of the router buffer, which holds nothing written.
             return self.forward_bytes.remove(&(node, transmit.tx));
         }
-        let sim = self.nodes.get(node as usize)?;
+        let sim = self.nodes.get_mut(node as usize)?;
         let mut slices = sim.engine.tx_payload(transmit.tx).ok()?.peekable();
         let first = slices.peek()?;
         if self.workloads.is_virtual(first.as_ptr()) {

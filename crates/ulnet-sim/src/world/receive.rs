@@ -214,9 +214,9 @@ impl World {
             if self.forward_bytes.len() >= FORWARD_BYTES_PRUNE
                 && self.forward_bytes.len().is_power_of_two()
             {
-                let nodes = &self.nodes;
+                let nodes = &mut self.nodes;
                 self.forward_bytes.retain(|(node, tx), _| {
-                    nodes.get(*node as usize).is_some_and(|sim| {
+                    nodes.get_mut(*node as usize).is_some_and(|sim| {
                         !matches!(sim.engine.tx_payload(*tx), Err(DriverError::UnknownTx))
                     })
                 });

@@ -482,7 +482,7 @@ impl MemLnd {
                 match resume.action {
                     RecvAction::Deliver { rx, length, .. } if live => {
                         let status =
-                            copy_payload(&sender_core, frame.tx, &mut receiver, rx, length);
+                            copy_payload(&mut sender_core, frame.tx, &mut receiver, rx, length);
                         receiver.complete_recv(now, rx, status);
                         sender_core.complete_send(now, frame.tx, HealthStatus::Ok);
                     }
@@ -644,7 +644,7 @@ impl Lnd for MemLnd {
 
 /// Copies a payload from the sender's MD into the receiver's: the one copy a wire makes.
 fn copy_payload(
-    sender: &Core,
+    sender: &mut Core,
     tx: TxId,
     receiver: &mut Core,
     rx: RxId,

@@ -753,7 +753,7 @@ fn unlink_while_busy_reports_on_the_last_event() {
     // The SEND has not completed: the MD is busy, so no UNLINK event yet.
     h.md_unlink(0, md).unwrap();
     assert!(h.take_events(0).is_empty());
-    assert_eq!(h.node(0).md_memory(md), Err(MdError::UnlinkedMd));
+    assert_eq!(h.node_mut(0).md_memory(md), Err(MdError::UnlinkedMd));
     assert_eq!(h.md_unlink(0, md), Err(MdError::UnlinkedMd));
     h.drive();
     let events = h.take_events(0);
@@ -804,7 +804,7 @@ fn loopback_delivers_without_the_network() {
     // lo.c finalizes the receive before the send; the ACK follows.
     assert_eq!(kinds(&events), [EventKind::Put, EventKind::Send, EventKind::Ack]);
     assert_eq!(events[0].initiator, ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE));
-    assert_eq!(h.node(0).md_memory(buffer).map(Memory::to_vec), Ok(b"self\0\0\0\0".to_vec()));
+    assert_eq!(h.node_mut(0).md_memory(buffer).map(Memory::to_vec), Ok(b"self\0\0\0\0".to_vec()));
     let get = h.bind(0, sink(8, 2, MdOptions::NONE));
     h.get(0, &get_from(get, ProcessId::new(Nid::LO_0, LNET_PID_LUSTRE))).unwrap();
     let events = h.take_events(0);
@@ -832,7 +832,7 @@ fn a_put_to_our_own_nid_goes_through_the_network_to_a_self_peer() {
     assert_eq!(done, [(EventKind::Send, EventStatus::Ok), (EventKind::Ack, EventStatus::Ok)]);
     let put = events.iter().find(|e| e.kind == EventKind::Put).expect("the PUT arrived");
     assert_eq!(put.initiator.nid, own.nid);
-    assert_eq!(h.node(0).md_memory(buffer).map(Memory::to_vec), Ok(b"self\0\0\0\0".to_vec()));
+    assert_eq!(h.node_mut(0).md_memory(buffer).map(Memory::to_vec), Ok(b"self\0\0\0\0".to_vec()));
     assert_eq!(h.node(0).ni_stats(NiId::LOOPBACK).unwrap().statistics.send_count, 0);
     let peer = h.node(0).peer_info(own.nid).expect("a self peer");
     assert!(peer.nis.iter().any(|ni| ni.nid == own.nid));

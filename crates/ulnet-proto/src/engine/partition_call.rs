@@ -1,0 +1,259 @@
+//! Calls made through `&self` on the partitions their plan names, the node part shared:
+//! what lets a runtime run message-path calls of different partitions at once (decision 0029,
+//! step 5). Each call locks its own partition, plans, and while the plan names partitions it
+//! does not hold, releases them and locks all it names in partition order, then plans again
+//! (lib-move.c `lnet_send()`: `lnet_net_unlock(cpt); lnet_net_lock(cpt2); goto again`). A
+//! plan that needs the whole node, and any call on a node of one partition (whose plans
+//! name partition 0 whatever the call changes), is not made: the caller makes it through
+//! `&mut self`, under its own exclusive lock.
+
+use std::sync::MutexGuard;
+
+use crate::addr::Nid;
+use crate::engine::call::CallState;
+use crate::engine::error::{DriverError, InitiateError};
+use crate::engine::health::HealthStatus;
+use crate::engine::msg::{RxId, TxId};
+use crate::engine::ni::NiId;
+use crate::engine::node::{Engine, GetRequest, PutRequest};
+use crate::engine::outputs::RecvAction;
+use crate::engine::partition::{Partition, PartitionShares};
+use crate::engine::plan::CallScope;
+use crate::engine::shares::Shares;
+use crate::engine::slab::{Key, KeyPartitions};
+use crate::engine::view::{Exclusive, Look, PartFlow, View, lock};
+use crate::time::Time;
+use crate::wire::header::Header;
+
+impl Engine {
+    /// [`handle_header`](Self::handle_header) on the partitions its plan names; `None`
+    /// (nothing done) when it needs the whole node.
+    pub fn try_handle_header(
+        &self,
+        now: Time,
+        ni: NiId,
+        from: Nid,
+        header: &Header,
+    ) -> Option<RecvAction> {
+        let home = self.cpt_of_nid(&from, ni);
+        self.on_partitions(
+            home,
+            |look| look.plan_header(ni, from, header),
+            |flow| flow.handle_header(now, ni, from, header),
+        )
+    }
+
+    /// [`handle_recv_done`](Self::handle_recv_done) on the partitions its plan names;
+    /// `None` (nothing done) when it needs the whole node.
+    pub fn try_handle_recv_done(
+        &self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Option<Result<(), DriverError>> {
+        self.on_partitions(
+            self.home_of(rx.0)?,
+            |look| look.plan_recv_done(rx, status),
+            |flow| flow.handle_recv_done(now, rx, status),
+        )
+    }
+
+    /// [`handle_send_done`](Self::handle_send_done) on the partitions its plan names;
+    /// `None` (nothing done) when it needs the whole node.
+    pub fn try_handle_send_done(
+        &self,
+        now: Time,
+        tx: TxId,
+        status: HealthStatus,
+    ) -> Option<Result<(), DriverError>> {
+        self.on_partitions(
+            self.home_of(tx.0)?,
+            |look| look.plan_send_done(tx, status),
+            |flow| flow.handle_send_done(now, tx, status),
+        )
+    }
+
+    /// [`put`](Self::put) on the partitions its plan names; `None` (nothing done) when it
+    /// needs the whole node.
+    pub fn try_put(&self, now: Time, request: &PutRequest) -> Option<Result<(), InitiateError>> {
+        self.on_partitions(
+            self.home_of(request.md.key()?)?,
+            |look| look.plan_initiate(request.md, request.target),
+            |flow| flow.put(now, request),
+        )
+    }
+
+    /// [`get`](Self::get) on the partitions its plan names; `None` (nothing done) when it
+    /// needs the whole node.
+    pub fn try_get(&self, now: Time, request: &GetRequest) -> Option<Result<(), InitiateError>> {
+        self.on_partitions(
+            self.home_of(request.md.key()?)?,
+            |look| look.plan_initiate(request.md, request.target),
+            |flow| flow.get(now, request),
+        )
+    }
+
+    /// The partition a key names, on a node of several.
+    fn home_of(&self, key: Key) -> Option<u32> {
+        KeyPartitions::new(self.partitions.count()).of(key)
+    }
+
+    /// Makes `call` on the partitions `plan` settles on from partition `home` (see the
+    /// module documentation): `None`, with nothing changed, when the plan needs the whole
+    /// node.
+    fn on_partitions<R>(
+        &self,
+        home: u32,
+        plan: impl Fn(&Look<'_>) -> CallScope,
+        call: impl FnOnce(&mut PartFlow<'_>) -> R,
+    ) -> Option<R> {
+        let count = self.partitions.count();
+        if count == 1 || home >= count || home >= u64::BITS {
+            return None;
+        }
+        // The audit ends the call before this one with everything held, as `&mut self` calls
+        // end theirs when the next one starts.
+        #[cfg(test)]
+        {
+            let all = if count >= u64::BITS { u64::MAX } else { (1 << count) - 1 };
+            let mut guards = self.lock_partitions(all);
+            if let Some(mut flow) = self.part_flow(0, &mut guards) {
+                flow.close_audited_call();
+            }
+        }
+        let mut held = 1u64 << home;
+        loop {
+            let mut guards = self.lock_partitions(held);
+            let mut flow = self.part_flow(home, &mut guards)?;
+            let scope = plan(&flow.narrowed(u64::MAX)?);
+            match scope {
+                CallScope::Node => return None,
+                CallScope::Partitions(mask) if mask & !held != 0 => held |= mask,
+                CallScope::Partitions(_) => {
+                    let result = call(&mut flow);
+                    // The call ends here, with every partition it reached still held.
+                    #[cfg(test)]
+                    {
+                        flow.close_audited_call();
+                        self.node.audit.borrow_mut().made_on_partitions();
+                    }
+                    return Some(result);
+                }
+            }
+        }
+    }
+
+    /// The partitions of `held` (one bit each), locked in partition order.
+    fn lock_partitions(&self, held: u64) -> Vec<(u32, MutexGuard<'_, Partition>)> {
+        (0..self.partitions.count().min(u64::BITS))
+            .filter(|cpt| held & 1 << cpt != 0)
+            .filter_map(|cpt| Some((cpt, lock(self.parts.get(cpt)?))))
+            .collect()
+    }
+
+    /// The view of a call entering on partition `home` that holds the partitions of
+    /// `guards` (`home` among them) and reads the node part.
+    fn part_flow<'g>(
+        &'g self,
+        home: u32,
+        guards: &'g mut [(u32, MutexGuard<'_, Partition>)],
+    ) -> Option<PartFlow<'g>> {
+        let partitions = KeyPartitions::new(self.partitions.count());
+        let mut call: Option<&'g mut CallState> = None;
+        let mut held = Held::default();
+        for (cpt, guard) in guards.iter_mut() {
+            let Partition { call: state, shares } = &mut **guard;
+            if *cpt == home {
+                call = Some(state);
+            }
+            held.add(partitions, *cpt, shares);
+        }
+        let Held {
+            ni_shares: Some(ni_shares),
+            match_tables: Some(match_tables),
+            mes: Some(mes),
+            mds: Some(mds),
+            msgs: Some(msgs),
+            trackers: Some(trackers),
+            router_pools: Some(router_pools),
+            outputs: Some(outputs),
+            stats: Some(stats),
+            peer_nis: Some(peer_nis),
+        } = held
+        else {
+            return None;
+        };
+        Some(View {
+            interface_cookie: self.interface_cookie,
+            pid: self.pid,
+            limits: self.limits,
+            partitions: self.partitions,
+            call: call?,
+            node: &self.node,
+            ni_shares,
+            match_tables,
+            mes,
+            mds,
+            msgs,
+            trackers,
+            router_pools,
+            outputs,
+            stats,
+            peer_nis,
+        })
+    }
+}
+
+/// The shares of the partitions a call holds, gathered one partition at a time.
+#[derive(Default)]
+struct Held<'g> {
+    ni_shares: Option<Shares<'g, Exclusive, crate::engine::ni::NiShares>>,
+    match_tables: Option<Shares<'g, Exclusive, crate::engine::portal::MatchTables>>,
+    mes: Option<Shares<'g, Exclusive, crate::engine::me::Mes>>,
+    mds: Option<Shares<'g, Exclusive, crate::engine::md::Mds>>,
+    msgs: Option<Shares<'g, Exclusive, crate::engine::msg::Messages>>,
+    trackers: Option<Shares<'g, Exclusive, crate::engine::tracker::Trackers>>,
+    router_pools: Option<Shares<'g, Exclusive, crate::engine::routes::RouterPools>>,
+    outputs: Option<Shares<'g, Exclusive, crate::engine::outputs::Outputs>>,
+    stats: Option<Shares<'g, Exclusive, crate::engine::stats::GlobalStats>>,
+    peer_nis: Option<Shares<'g, Exclusive, crate::engine::peer::PeerNis>>,
+}
+
+impl<'g> Held<'g> {
+    fn add(&mut self, partitions: KeyPartitions, cpt: u32, shares: &'g mut PartitionShares) {
+        let PartitionShares {
+            msgs,
+            mds,
+            mes,
+            trackers,
+            counters,
+            outputs,
+            nis,
+            portals,
+            router_pools,
+            peer_nis,
+        } = shares;
+        hold(&mut self.ni_shares, partitions, cpt, nis);
+        hold(&mut self.match_tables, partitions, cpt, portals);
+        hold(&mut self.mes, partitions, cpt, mes);
+        hold(&mut self.mds, partitions, cpt, mds);
+        hold(&mut self.msgs, partitions, cpt, msgs);
+        hold(&mut self.trackers, partitions, cpt, trackers);
+        hold(&mut self.router_pools, partitions, cpt, router_pools);
+        hold(&mut self.outputs, partitions, cpt, outputs);
+        hold(&mut self.stats, partitions, cpt, counters);
+        hold(&mut self.peer_nis, partitions, cpt, peer_nis);
+    }
+}
+
+fn hold<'g, P>(
+    shares: &mut Option<Shares<'g, Exclusive, P>>,
+    partitions: KeyPartitions,
+    cpt: u32,
+    share: &'g mut P,
+) {
+    match shares {
+        Some(shares) => shares.hold(cpt, share),
+        None => *shares = Some(Shares::one(partitions, cpt, share)),
+    }
+}
