@@ -22,6 +22,7 @@ use crate::engine::node_part::NodePart;
 use crate::engine::outputs::Outputs;
 use crate::engine::partition::{Partition, PartitionShares};
 use crate::engine::peer::PeerNis;
+#[cfg(test)]
 use crate::engine::plan::CallScope;
 use crate::engine::portal::MatchTables;
 use crate::engine::routes::RouterPools;
