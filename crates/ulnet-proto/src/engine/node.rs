@@ -37,9 +37,11 @@
 //! loop) or in the file of the flow it belongs to: `send`, `select`, `recv`, `finalize` (the
 //! message lifecycle), `reserved` (portal 0: targets and pings), `discovery`, `monitor`
 //! (recovery passes), `failover`, `config`, `routing` (route choice, forwarding, the router
-//! checker). `Engine` owns the parts; each public call builds the view and runs on it, so a
-//! runtime that keeps the parts behind separate locks can run the same code on the view its
-//! locks give it (decision 0029).
+//! checker). The message path's flows are `impl View<Exclusive, N>`: they run on a `Flow`
+//! or on a `PartFlow` that only reads the node part. `Engine` owns the parts, each
+//! partition's behind its own lock; a call through `&mut self` builds a view of all of them,
+//! and `partition_call.rs` makes message-path calls through `&self` on the partitions their
+//! plan names (decision 0029).
 
 #[cfg(test)]
 use crate::engine::shares::Keyed;
