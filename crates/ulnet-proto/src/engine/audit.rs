@@ -126,9 +126,12 @@ impl PartitionAudit {
         };
     }
 
-    /// A call was made on the partitions its plan named.
+    /// The current call, if it is on the message path, was made on the partitions its plan
+    /// named.
     pub(crate) fn made_on_partitions(&mut self) {
-        self.report.made_on_partitions += 1;
+        if self.call.is_some() && self.entered {
+            self.report.made_on_partitions += 1;
+        }
     }
 
     pub(crate) fn unsettled(&self) -> &[Unsettled] {

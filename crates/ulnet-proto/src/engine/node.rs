@@ -1366,70 +1366,83 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
     /// See [`Engine::poll_transmit`].
     pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
         while let Some(key) = self.outputs.pop_transmit() {
-            // A partition drains its own outputs: taking a transmit is audited as a call on
-            // the message's partition, whichever call queued it.
-            #[cfg(test)]
-            self.audit_drain(key);
-            let Some(message) = self.msgs.get_mut(key) else {
-                continue;
-            };
-            if message.phase != Phase::TxReady {
-                continue;
+            if let Some(transmit) = self.take_transmit(key) {
+                return Some(transmit);
             }
-            // lustre: lib-move.c lnet_post_send_locked() asks the delay rules once credits
-            // are taken; a released message goes straight on (net_fault.c
-            // delayed_msg_process()).
-            let released = std::mem::take(&mut message.fault_released);
-            if !released && self.node.faults.has_delay_rules() {
-                let header = message.header;
-                let now = self.call.now;
-                let delayed = self.on_node("a delay rule", |flow| {
-                    flow.node.faults.delay(&header, key, true, now)
-                });
-                if delayed == Some(true) {
-                    continue;
-                }
-            }
-            let Some(message) = self.msgs.get_mut(key) else {
-                continue;
-            };
-            message.phase = Phase::InLnd;
-            message.lnd_at = Some(self.call.now);
-            let next_hop = message
-                .peer_ni
-                .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
-                .map_or(message.header.dest_nid, |p| p.nid);
-            let (ni, header) = (message.ni, message.header);
-            let transmit = Transmit {
-                tx: TxId(key),
-                ni,
-                next_hop,
-                cpt: self.cpt_of_nid(&next_hop, ni),
-                header,
-            };
-            let Some(message) = self.msgs.get(key) else {
-                continue;
-            };
-            let (peer_ni, ni) = (message.peer_ni, message.ni);
-            if self.failover_enabled() {
-                self.note_departure(key, ni, peer_ni);
-            }
-            // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
-            // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
-            // would, and the failure takes the path a real one of that kind takes.
-            if self.node.faults.has_drop_rules() {
-                let now = self.call.now;
-                let failed = self.on_node("a drop rule", |flow| {
-                    flow.node.faults.fail_on_send(&transmit.header, now)
-                });
-                if let Some(status) = failed.flatten() {
-                    let _ = self.handle_send_done(self.call.now, transmit.tx, status);
-                    continue;
-                }
-            }
-            return Some(transmit);
         }
         None
+    }
+
+    /// Partition `cpt`'s next transmit, taken from its queue: `None` when the queue is
+    /// empty, `Some(None)` when the message it named was no longer to be sent.
+    pub(crate) fn poll_transmit_of(&mut self, cpt: u32) -> Option<Option<Transmit>> {
+        let key = self.outputs.pop_transmit_of(cpt)?;
+        Some(self.take_transmit(key))
+    }
+
+    /// Partition `cpt`'s next resume.
+    pub(crate) fn poll_resume_of(&mut self, cpt: u32) -> Option<Resume> {
+        let resume = self.outputs.pop_resume_of(cpt);
+        #[cfg(test)]
+        if let Some(resume) = resume {
+            self.audit_drain(resume.rx.0);
+        }
+        resume
+    }
+
+    /// The transmit of message `key`, taken out of the outputs: `None` when it is no longer
+    /// to be sent (failed meanwhile, or held by a delay rule, or failed by a drop rule).
+    fn take_transmit(&mut self, key: Key) -> Option<Transmit> {
+        // A partition drains its own outputs: taking a transmit is audited as a call on
+        // the message's partition, whichever call queued it.
+        #[cfg(test)]
+        self.audit_drain(key);
+        let message = self.msgs.get_mut(key)?;
+        if message.phase != Phase::TxReady {
+            return None;
+        }
+        // lustre: lib-move.c lnet_post_send_locked() asks the delay rules once credits
+        // are taken; a released message goes straight on (net_fault.c
+        // delayed_msg_process()).
+        let released = std::mem::take(&mut message.fault_released);
+        if !released && self.node.faults.has_delay_rules() {
+            let header = message.header;
+            let now = self.call.now;
+            let delayed = self
+                .on_node("a delay rule", |flow| flow.node.faults.delay(&header, key, true, now));
+            if delayed == Some(true) {
+                return None;
+            }
+        }
+        let message = self.msgs.get_mut(key)?;
+        message.phase = Phase::InLnd;
+        message.lnd_at = Some(self.call.now);
+        let next_hop = message
+            .peer_ni
+            .and_then(|id| self.node.peers.ni(&self.peer_nis, id))
+            .map_or(message.header.dest_nid, |p| p.nid);
+        let (ni, header) = (message.ni, message.header);
+        let transmit =
+            Transmit { tx: TxId(key), ni, next_hop, cpt: self.cpt_of_nid(&next_hop, ni), header };
+        let message = self.msgs.get(key)?;
+        let (peer_ni, ni) = (message.peer_ni, message.ni);
+        if self.failover_enabled() {
+            self.note_departure(key, ni, peer_ni);
+        }
+        // lustre: socklnd_cb.c ksocknal_process_transmit() asks lib-msg.c
+        // lnet_send_error_simulation() first: a health rule fails the transmit as the LND
+        // would, and the failure takes the path a real one of that kind takes.
+        if self.node.faults.has_drop_rules() {
+            let now = self.call.now;
+            let failed = self.on_node("a drop rule", |flow| {
+                flow.node.faults.fail_on_send(&transmit.header, now)
+            });
+            if let Some(status) = failed.flatten() {
+                let _ = self.handle_send_done(self.call.now, transmit.tx, status);
+                return None;
+            }
+        }
+        Some(transmit)
     }
 
     /// Fast failover's bookkeeping when the driver takes a transmit: the LND progress clock of

@@ -99,6 +99,30 @@ impl Outputs {
     pub(crate) fn has_resumes(&self) -> bool {
         !self.resumes.is_empty()
     }
+
+    /// The message of the next transmit here.
+    pub(crate) fn front_transmit(&self) -> Option<Key> {
+        self.transmits.front().copied()
+    }
+
+    /// The receive of the next resume here.
+    pub(crate) fn front_resume(&self) -> Option<Key> {
+        self.resumes.front().map(|resume| resume.rx.0)
+    }
+
+    /// Moves the events waiting here to the end of `into` (trading buffers when `into` is
+    /// empty); returns whether there were any.
+    pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
+        if self.events.is_empty() {
+            return false;
+        }
+        if into.is_empty() {
+            std::mem::swap(&mut self.events, into);
+        } else {
+            into.append(&mut self.events);
+        }
+        true
+    }
 }
 
 impl<'a, A: Access> Shares<'a, A, Outputs> {
@@ -137,6 +161,16 @@ impl<'a> Shares<'a, Exclusive, Outputs> {
         self.pop(|queues| queues.transmits.pop_front())
     }
 
+    /// The next transmit of partition `cpt`, when the call holds it.
+    pub(crate) fn pop_transmit_of(&mut self, cpt: u32) -> Option<Key> {
+        self.share_mut(cpt)?.transmits.pop_front()
+    }
+
+    /// The next resume of partition `cpt`, when the call holds it.
+    pub(crate) fn pop_resume_of(&mut self, cpt: u32) -> Option<Resume> {
+        self.share_mut(cpt)?.resumes.pop_front()
+    }
+
     /// Queues a resume in its receive's partition; false when the call does not hold it.
     #[must_use]
     pub(crate) fn push_resume(&mut self, resume: Resume) -> bool {
@@ -173,15 +207,7 @@ impl<'a> Shares<'a, Exclusive, Outputs> {
     pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
         let mut any = false;
         for (_, queues) in self.iter_shares_mut() {
-            if queues.events.is_empty() {
-                continue;
-            }
-            any = true;
-            if into.is_empty() {
-                std::mem::swap(&mut queues.events, into);
-            } else {
-                into.append(&mut queues.events);
-            }
+            any |= queues.take_events(into);
         }
         any
     }

@@ -7,16 +7,19 @@
 //! name partition 0 whatever the call changes), is not made: the caller makes it through
 //! `&mut self`, under its own exclusive lock.
 
+use std::collections::VecDeque;
 use std::sync::MutexGuard;
 
 use crate::addr::Nid;
 use crate::engine::call::CallState;
 use crate::engine::error::{DriverError, InitiateError};
+use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
+use crate::engine::memory::{LentPayload, PinnedBytes};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, GetRequest, PutRequest};
-use crate::engine::outputs::RecvAction;
+use crate::engine::outputs::{Outputs, RecvAction, Resume, Transmit};
 use crate::engine::partition::{Partition, PartitionShares};
 use crate::engine::plan::CallScope;
 use crate::engine::shares::Shares;
@@ -93,6 +96,108 @@ impl Engine {
         )
     }
 
+    /// Partition `cpt`'s next transmit, taken holding the partitions its message's plan
+    /// names: `Some(None)` when partition `cpt` has none waiting, `None` (nothing taken) when
+    /// the next needs the whole node.
+    pub fn try_poll_transmit(&self, cpt: u32) -> Option<Option<Transmit>> {
+        loop {
+            let taken = self.on_partitions(
+                cpt,
+                |look| match look.outputs.share(cpt).and_then(Outputs::front_transmit) {
+                    Some(key) => look.plan_message(key),
+                    None => CallScope::one(cpt),
+                },
+                |flow| flow.poll_transmit_of(cpt),
+            )?;
+            match taken {
+                // Its message was no longer to be sent: the next one.
+                Some(None) => continue,
+                taken => return Some(taken.flatten()),
+            }
+        }
+    }
+
+    /// Partition `cpt`'s next delayed receive that may proceed, as
+    /// [`try_poll_transmit`](Self::try_poll_transmit).
+    pub fn try_poll_resume(&self, cpt: u32) -> Option<Option<Resume>> {
+        self.on_partitions(
+            cpt,
+            |look| match look.outputs.share(cpt).and_then(Outputs::front_resume) {
+                Some(key) => look.plan_message(key),
+                None => CallScope::one(cpt),
+            },
+            |flow| flow.poll_resume_of(cpt),
+        )
+    }
+
+    /// Moves the events waiting in partition `cpt` (those of its MDs, in order) to the end of
+    /// `into`, holding that partition alone; returns whether there were any.
+    pub fn take_events_of(&self, cpt: u32, into: &mut VecDeque<Event>) -> bool {
+        self.parts.get(cpt).is_some_and(|part| lock(part).shares.outputs.take_events(into))
+    }
+
+    /// [`rx_write`](Self::rx_write) on the partitions the receive's plan names; `None`
+    /// (nothing written) when it needs the whole node.
+    pub fn try_rx_write(
+        &self,
+        rx: RxId,
+        offset: u32,
+        bytes: &[u8],
+    ) -> Option<Result<(), DriverError>> {
+        self.on_partitions(
+            self.home_of(rx.0)?,
+            |look| look.plan_message(rx.0),
+            |flow| flow.rx_write(rx, offset, bytes),
+        )
+    }
+
+    /// [`rx_lend`](Self::rx_lend) on the partitions the receive's plan names; `None`
+    /// (nothing lent) when it needs the whole node.
+    pub fn try_rx_lend(&self, rx: RxId) -> Option<Result<Option<LentPayload>, DriverError>> {
+        self.on_partitions(
+            self.home_of(rx.0)?,
+            |look| look.plan_message(rx.0),
+            |flow| flow.rx_lend(rx),
+        )
+    }
+
+    /// [`rx_give_back`](Self::rx_give_back) on the partitions the receive's plan names;
+    /// `Err` with the memory, untouched, when it needs the whole node.
+    pub fn try_rx_give_back(
+        &self,
+        rx: RxId,
+        lent: LentPayload,
+    ) -> Result<Result<(), DriverError>, LentPayload> {
+        let mut lent = Some(lent);
+        let home = self.home_of(rx.0);
+        let given = home.and_then(|home| {
+            self.on_partitions(
+                home,
+                |look| look.plan_message(rx.0),
+                |flow| lent.take().map(|lent| flow.rx_give_back(rx, lent)),
+            )
+        });
+        match (given.flatten(), lent) {
+            (Some(result), _) => Ok(result),
+            (None, Some(lent)) => Err(lent),
+            // Taken by a call that returned nothing: cannot happen (the call returns it).
+            (None, None) => Ok(Err(DriverError::WrongState)),
+        }
+    }
+
+    /// [`tx_payload_pinned`](Self::tx_payload_pinned) on the partitions the transmit's plan
+    /// names; `None` when it needs the whole node.
+    pub fn try_tx_payload_pinned(
+        &self,
+        tx: TxId,
+    ) -> Option<Result<Option<PinnedBytes>, DriverError>> {
+        self.on_partitions(
+            self.home_of(tx.0)?,
+            |look| look.plan_message(tx.0),
+            |flow| flow.tx_payload_pinned(tx),
+        )
+    }
+
     /// The partition a key names, on a node of several.
     fn home_of(&self, key: Key) -> Option<u32> {
         KeyPartitions::new(self.partitions.count()).of(key)
@@ -134,8 +239,8 @@ impl Engine {
                     // The call ends here, with every partition it reached still held.
                     #[cfg(test)]
                     {
-                        flow.close_audited_call();
                         self.node.audit.borrow_mut().made_on_partitions();
+                        flow.close_audited_call();
                     }
                     return Some(result);
                 }

@@ -529,19 +529,75 @@ fn an_rpc_with_its_mds_on_the_peers_partition_plans_one_partition_per_call() {
     // Client: the PUT and the GET, taking their two transmits, their send completions, the
     // ACK, the REPLY and its receive completion. Server: the PUT and its receive completion,
     // the GET, taking the ACK's and the REPLY's transmits, and their send completions.
-    // All but the two drains of each side are made through `&self` on their partitions
-    // (`partition_call.rs`), the node part shared, as a runtime locking partitions apart
-    // makes them.
+    // Every one is made through `&self` on its partitions (`partition_call.rs`), the node
+    // part shared, as a runtime locking partitions apart makes them.
     let [client, server] = rpc(&mut h, client_cpt, server_cpt);
-    assert_eq!((client, server), (([9, 0, 0], 7), ([7, 0, 0], 5)));
+    assert_eq!((client, server), (([9, 0, 0], 9), ([7, 0, 0], 7)));
     // The client's MDs on the other partition: every call of the client reaches both the MD's
     // partition and the one owning the server's peer NI (its credits, health, statistics).
     let [client, server] = rpc(&mut h, 1 - client_cpt, server_cpt);
-    assert_eq!((client, server), (([0, 9, 0], 7), ([7, 0, 0], 5)));
+    assert_eq!((client, server), (([0, 9, 0], 9), ([7, 0, 0], 7)));
     // The server's buffers on the other partition: its own table has none for the requests,
     // so their match would take the rotor (the whole node); what reaches the buffers after
     // (the PUT's completion, the REPLY's transmit and completion) plans both partitions.
     let [client, server] = rpc(&mut h, client_cpt, 1 - server_cpt);
-    assert_eq!((client, server), (([9, 0, 0], 7), ([2, 3, 2], 3)));
+    assert_eq!((client, server), (([9, 0, 0], 9), ([2, 3, 2], 5)));
     h.assert_quiescent();
+}
+
+/// A receive's whole life through `&self` on a node of two partitions, as a runtime's
+/// partition thread makes it: the header, the payload lent and given back, the rest written,
+/// and the completion, each on the partition of the peer it came from, the node part shared.
+#[test]
+fn a_receive_runs_on_its_peers_partition_through_shared_calls() {
+    use crate::engine::health::HealthStatus;
+    use crate::engine::outputs::RecvAction;
+    use crate::wire::header::{Body, Header, WireHandle};
+
+    let config =
+        HarnessConfig { partitions: Partitions::new(2).unwrap(), ..HarnessConfig::default() };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    let cpt = h.node(1).cpt_of_nid(&node_nid(0), NiId(1));
+    let local = InsertPosition::Local { cpt };
+    let me = h.me_attach(1, PORTAL, ProcessId::ANY, BITS, 0, UnlinkMode::Unlink, local).unwrap();
+    let buffer = MdSpec::new(Memory::new(vec![0; 8]))
+        .threshold(Threshold::Count(1))
+        .options(MdOptions::OP_PUT);
+    let md = h.md_attach(1, me, buffer, UnlinkMode::Retain).unwrap();
+    let header = Header {
+        dest_nid: node_nid(1),
+        src_nid: node_nid(0),
+        dest_pid: LNET_PID_LUSTRE,
+        src_pid: LNET_PID_LUSTRE,
+        payload_length: 8,
+        body: Body::Put {
+            ack_wmd: WireHandle::NONE,
+            match_bits: BITS,
+            hdr_data: 0,
+            ptl_index: PORTAL,
+            offset: 0,
+        },
+    };
+    let node = h.node_mut(1);
+    node.partition_audit();
+    let now = node.now();
+    let action = node.try_handle_header(now, NiId(1), node_nid(0), &header);
+    let Some(RecvAction::Deliver { rx, length: 8, .. }) = action else {
+        panic!("expected a delivery made on the partition: {action:?}");
+    };
+    let lent = node.try_rx_lend(rx).expect("on the partition").unwrap();
+    let mut lent = lent.expect("a used-up MD is lent");
+    assert!(lent.write_at(0, b"abcd"));
+    let given = node.try_rx_give_back(rx, lent);
+    assert!(matches!(given, Ok(Ok(()))), "given back on the partition");
+    node.try_rx_write(rx, 4, b"efgh").expect("on the partition").unwrap();
+    node.try_handle_recv_done(now, rx, HealthStatus::Ok).expect("on the partition").unwrap();
+    assert_eq!(node.md_memory(md).unwrap().to_vec(), b"abcdefgh");
+    let report = node.partition_audit();
+    assert!(report.crossings.is_empty(), "{:?}", report.crossings);
+    // The header and the completion are the calls the audit holds to a plan; every call
+    // above returned `Some`: it was made on the partition.
+    assert_eq!(report.made_on_partitions, 2);
+    node.check_invariants().unwrap();
 }

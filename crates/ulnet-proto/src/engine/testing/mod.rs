@@ -764,11 +764,11 @@ impl Harness {
         loop {
             let mut progressed = false;
             for index in 0..self.nodes.len() {
-                while let Some(transmit) = self.nodes[index].poll_transmit() {
+                while let Some(transmit) = self.next_transmit(index) {
                     progressed = true;
                     self.transmit(index, transmit);
                 }
-                while let Some(resume) = self.nodes[index].poll_resume() {
+                while let Some(resume) = self.next_resume(index) {
                     progressed = true;
                     self.resume(index, resume);
                 }
@@ -790,6 +790,34 @@ impl Harness {
         if self.config.check_invariants {
             self.check();
         }
+    }
+
+    /// Node `index`'s next transmit, taken as a runtime's partitions take theirs (on the
+    /// partitions its message's plan names, through `&self`) in the order the node's own
+    /// poll gives (partition 0's first), and through `&mut self` when the plan needs the node.
+    fn next_transmit(&mut self, index: usize) -> Option<Transmit> {
+        let engine = &mut self.nodes[index];
+        for cpt in 0..engine.partitions().count() {
+            match engine.try_poll_transmit(cpt) {
+                Some(Some(transmit)) => return Some(transmit),
+                Some(None) => {}
+                None => return engine.poll_transmit(),
+            }
+        }
+        None
+    }
+
+    /// Node `index`'s next resume, as [`next_transmit`](Self::next_transmit).
+    fn next_resume(&mut self, index: usize) -> Option<Resume> {
+        let engine = &mut self.nodes[index];
+        for cpt in 0..engine.partitions().count() {
+            match engine.try_poll_resume(cpt) {
+                Some(Some(resume)) => return Some(resume),
+                Some(None) => {}
+                None => return engine.poll_resume(),
+            }
+        }
+        None
     }
 
     fn transmit(&mut self, from: usize, transmit: Transmit) {
