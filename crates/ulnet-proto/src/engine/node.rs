@@ -1235,6 +1235,43 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         made.unwrap_or(Err(PeerTableFull))
     }
 
+    /// See [`Engine::md_bind`].
+    pub(crate) fn md_bind(
+        &mut self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdBindError>> {
+        #[cfg(test)]
+        self.audit_node_call();
+        let error = if spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
+            Some(MdBindError::OperationFlags)
+        } else if spec.memory.len() > LNET_MTU as usize {
+            Some(MdBindError::TooLong(spec.memory.len()))
+        } else if spec.options.contains(MdOptions::MAX_SIZE)
+            && spec.max_size as usize > spec.memory.len()
+        {
+            Some(MdBindError::MaxSizeOutOfRange {
+                max_size: spec.max_size,
+                length: spec.memory.len(),
+            })
+        } else if conflicting_tracking(spec.options) {
+            Some(MdBindError::ConflictingTracking)
+        } else if let Some(cpt) = spec.cpt.filter(|cpt| *cpt >= self.partitions.count()) {
+            Some(MdBindError::BadCpt { cpt, count: self.partitions.count() })
+        } else if !self.md_room(spec.cpt.unwrap_or(0)) {
+            Some(MdBindError::TooManyMds)
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            return Err(Rejected { error, memory: spec.memory });
+        }
+        match self.insert_md(spec, unlink, None, MdOwner::User) {
+            Some(key) => Ok(MdHandle::from_key(key)),
+            None => Err(Rejected { error: MdBindError::TooManyMds, memory: Memory::empty() }),
+        }
+    }
+
     /// See [`Engine::handle_header`].
     pub(crate) fn handle_header(
         &mut self,
@@ -2050,43 +2087,6 @@ impl Flow<'_> {
         self.match_delayed(me_key, md_key);
         self.run_work();
         Ok(MdHandle::from_key(md_key))
-    }
-
-    /// See [`Engine::md_bind`].
-    pub(crate) fn md_bind(
-        &mut self,
-        spec: MdSpec,
-        unlink: UnlinkMode,
-    ) -> Result<MdHandle, Rejected<MdBindError>> {
-        #[cfg(test)]
-        self.audit_node_call();
-        let error = if spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
-            Some(MdBindError::OperationFlags)
-        } else if spec.memory.len() > LNET_MTU as usize {
-            Some(MdBindError::TooLong(spec.memory.len()))
-        } else if spec.options.contains(MdOptions::MAX_SIZE)
-            && spec.max_size as usize > spec.memory.len()
-        {
-            Some(MdBindError::MaxSizeOutOfRange {
-                max_size: spec.max_size,
-                length: spec.memory.len(),
-            })
-        } else if conflicting_tracking(spec.options) {
-            Some(MdBindError::ConflictingTracking)
-        } else if let Some(cpt) = spec.cpt.filter(|cpt| *cpt >= self.partitions.count()) {
-            Some(MdBindError::BadCpt { cpt, count: self.partitions.count() })
-        } else if !self.md_room(spec.cpt.unwrap_or(0)) {
-            Some(MdBindError::TooManyMds)
-        } else {
-            None
-        };
-        if let Some(error) = error {
-            return Err(Rejected { error, memory: spec.memory });
-        }
-        match self.insert_md(spec, unlink, None, MdOwner::User) {
-            Some(key) => Ok(MdHandle::from_key(key)),
-            None => Err(Rejected { error: MdBindError::TooManyMds, memory: Memory::empty() }),
-        }
     }
 
     /// See [`Engine::md_unlink`].

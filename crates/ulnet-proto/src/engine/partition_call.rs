@@ -13,9 +13,11 @@ use std::sync::MutexGuard;
 use crate::addr::Nid;
 use crate::engine::call::CallState;
 use crate::engine::error::{DriverError, InitiateError};
+use crate::engine::error::{MdBindError, Rejected};
 use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
-use crate::engine::memory::{LentPayload, PinnedBytes};
+use crate::engine::md::{MdHandle, MdSpec, UnlinkMode};
+use crate::engine::memory::{LentPayload, Memory, PinnedBytes, Slices};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, GetRequest, PutRequest};
@@ -195,6 +197,46 @@ impl Engine {
             self.home_of(tx.0)?,
             |look| look.plan_message(tx.0),
             |flow| flow.tx_payload_pinned(tx),
+        )
+    }
+
+    /// [`md_bind`](Self::md_bind) on the partition `spec` names (partition 0 if none),
+    /// holding it alone; `Err` with the spec, untouched, on a node of one partition.
+    pub fn try_md_bind(
+        &self,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<Result<MdHandle, Rejected<MdBindError>>, MdSpec> {
+        let home = spec.cpt.unwrap_or(0);
+        let mut spec = Some(spec);
+        let bound = self.on_partitions(
+            home,
+            |_| CallScope::one(home),
+            |flow| spec.take().map(|spec| flow.md_bind(spec, unlink)),
+        );
+        match (bound.flatten(), spec) {
+            (Some(result), _) => Ok(result),
+            (None, Some(spec)) => Err(spec),
+            // Taken by a call that returned nothing: cannot happen (the call returns it).
+            (None, None) => Err(MdSpec::new(Memory::empty())),
+        }
+    }
+
+    /// Reads a transmit's payload (`tx_payload`) with `read`, holding the partitions the
+    /// message's plan names: what a driver copies a small payload out with. `None` when it
+    /// needs the whole node.
+    pub fn with_tx_payload<R>(
+        &self,
+        tx: TxId,
+        read: impl FnOnce(Slices<'_>) -> R,
+    ) -> Option<Result<R, DriverError>> {
+        self.on_partitions(
+            self.home_of(tx.0)?,
+            |look| look.plan_message(tx.0),
+            |flow| match flow.narrowed(u64::MAX) {
+                Some(look) => look.tx_payload(tx).map(read),
+                None => Err(DriverError::UnknownTx),
+            },
         )
     }
 

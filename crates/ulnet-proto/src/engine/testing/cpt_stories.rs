@@ -599,5 +599,11 @@ fn a_receive_runs_on_its_peers_partition_through_shared_calls() {
     // The header and the completion are the calls the audit holds to a plan; every call
     // above returned `Some`: it was made on the partition.
     assert_eq!(report.made_on_partitions, 2);
+    // An MD bound on the other partition, through `&self`, lives there.
+    let other = 1 - cpt;
+    let spec = MdSpec::new(Memory::new(vec![1; 4])).on_partition(other);
+    let bound = node.try_md_bind(spec, UnlinkMode::Unlink);
+    let Ok(Ok(md)) = bound else { panic!("not bound on its partition") };
+    assert_eq!(node.md_partition(md), Ok(other));
     node.check_invariants().unwrap();
 }

@@ -40,6 +40,7 @@ use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdSpec, UnlinkMode};
 use crate::engine::me::{InsertPosition, LNET_PID_LUSTRE, MeHandle, ProcessId};
+use crate::engine::memory::Slices;
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::{LndKind, NiConfig, NiId};
 use crate::engine::node::{
@@ -461,7 +462,11 @@ impl Harness {
         unlink: UnlinkMode,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
         let (threshold, events) = (spec.threshold, spec.events);
-        let handle = self.nodes[node].md_bind(spec, unlink)?;
+        let engine = &mut self.nodes[node];
+        let handle = match engine.try_md_bind(spec, unlink) {
+            Ok(bound) => bound,
+            Err(spec) => engine.md_bind(spec, unlink),
+        }?;
         self.checker.track(node, handle, threshold, events);
         Ok(handle)
     }
@@ -821,10 +826,16 @@ impl Harness {
     }
 
     fn transmit(&mut self, from: usize, transmit: Transmit) {
-        let payload: Vec<u8> = match self.nodes[from].tx_payload(transmit.tx) {
-            Ok(slices) => slices.flat_map(|slice| slice.iter().copied()).collect(),
-            Err(error) => panic!("node {from} has no payload for its own transmit: {error}"),
+        let copy = |slices: Slices<'_>| -> Vec<u8> {
+            slices.flat_map(|slice| slice.iter().copied()).collect()
         };
+        let engine = &mut self.nodes[from];
+        let payload = match engine.with_tx_payload(transmit.tx, copy) {
+            Some(copied) => copied,
+            None => engine.tx_payload(transmit.tx).map(copy),
+        };
+        let payload = payload
+            .unwrap_or_else(|e| panic!("node {from} has no payload for its own transmit: {e}"));
         assert_eq!(
             payload.len(),
             transmit.header.payload_length as usize,
