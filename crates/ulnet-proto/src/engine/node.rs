@@ -1272,6 +1272,160 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         }
     }
 
+    /// See [`Engine::me_attach`].
+    pub(crate) fn me_attach(
+        &mut self,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Result<MeHandle, MeAttachError> {
+        #[cfg(test)]
+        self.audit_node_call();
+        let Some(table) = self.node.portals.get(portal as usize) else {
+            return Err(MeAttachError::BadPortal(portal));
+        };
+        let untyped = table.match_type.is_none();
+        let home = table.table_of_attach(&me_of(portal, match_id), position, &self.partitions);
+        self.enter_partition(Some(home));
+        #[cfg(test)]
+        self.audit_plan(|look| look.plan_me_attach(portal, match_id, position));
+        if let InsertPosition::Local { cpt } = position {
+            let count = self.partitions.count();
+            if cpt >= count {
+                return Err(MeAttachError::BadCpt { cpt, count });
+            }
+        }
+        let mut me = Me {
+            portal,
+            match_id,
+            match_bits,
+            ignore_bits,
+            unlink,
+            md: None,
+            internal: false,
+            cpt: 0,
+        };
+        if untyped {
+            // The portal's first ME fixes its match type: the node's.
+            self.on_node("a portal's match type", |flow| {
+                if let Some(table) = flow.node.portals.get_mut(portal as usize) {
+                    table.accepts(&me);
+                }
+            });
+        }
+        let Some(table) = self.node.portals.get(portal as usize) else {
+            return Err(MeAttachError::BadPortal(portal));
+        };
+        if !table.matches_type(&me) {
+            return Err(MeAttachError::MatchTypeMismatch(portal));
+        }
+        me.cpt = table.table_of_attach(&me, position, &self.partitions);
+        if self.mes.share(me.cpt).is_none_or(|mes| mes.user_count() >= self.limits.mes) {
+            return Err(MeAttachError::TooManyEntries);
+        }
+        let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
+        table.insert(&mut self.match_tables, key, &me, position);
+        Ok(MeHandle::from_key(key))
+    }
+
+    /// See [`Engine::me_unlink`].
+    pub(crate) fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
+        #[cfg(test)]
+        self.audit_node_call();
+        let key = self.me_key(me).map_err(|state| match state {
+            KeyState::Removed => MeUnlinkError::UnlinkedMe,
+            _ => MeUnlinkError::UnknownMe,
+        })?;
+        self.enter_partition(self.mes.partition_of(key));
+        #[cfg(test)]
+        self.audit_plan(|look| look.plan_me(key));
+        if self.mes.get(key).is_some_and(|me| me.md.is_some()) {
+            return Err(MeUnlinkError::MdAttached);
+        }
+        self.remove_me(key);
+        Ok(())
+    }
+
+    /// See [`Engine::md_attach`].
+    pub(crate) fn md_attach(
+        &mut self,
+        now: Time,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<MdHandle, Rejected<MdAttachError>> {
+        self.advance(now);
+        if let Some(key) = me.key() {
+            self.enter_partition(self.mes.partition_of(key));
+            #[cfg(test)]
+            self.audit_plan(|look| look.plan_me(key));
+        }
+        let me_key = match self.me_key(me) {
+            Ok(key) => key,
+            Err(KeyState::Removed) => {
+                return Err(Rejected { error: MdAttachError::UnlinkedMe, memory: spec.memory });
+            }
+            Err(_) => {
+                return Err(Rejected { error: MdAttachError::UnknownMe, memory: spec.memory });
+            }
+        };
+        if self.mes.get(me_key).is_some_and(|me| me.md.is_some()) {
+            return Err(Rejected { error: MdAttachError::MeBusy, memory: spec.memory });
+        }
+        let error = if !spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
+            Some(MdAttachError::NoOperation)
+        } else if spec.memory.len() > MAX_MD_LENGTH {
+            Some(MdAttachError::TooLong(spec.memory.len()))
+        } else if spec.options.contains(MdOptions::MAX_SIZE)
+            && spec.max_size as usize > spec.memory.len()
+        {
+            Some(MdAttachError::MaxSizeOutOfRange {
+                max_size: spec.max_size,
+                length: spec.memory.len(),
+            })
+        } else if conflicting_tracking(spec.options) {
+            Some(MdAttachError::ConflictingTracking)
+        } else if !self.md_room(self.mes.partition_of(me_key).unwrap_or(0)) {
+            Some(MdAttachError::TooManyMds)
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            self.remove_me(me_key);
+            return Err(Rejected { error, memory: spec.memory });
+        }
+        let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), MdOwner::User) else {
+            // insert_md only fails when the slab is full, which the limit check excludes;
+            // the memory is lost in that impossible case.
+            self.remove_me(me_key);
+            return Err(Rejected { error: MdAttachError::TooManyMds, memory: Memory::empty() });
+        };
+        if let Some(me) = self.mes.get_mut(me_key) {
+            me.md = Some(md_key);
+        }
+        let portal = self.mes.get(me_key).and_then(|me| self.node.portals.get(me.portal as usize));
+        if portal.is_some_and(|portal| !portal.delayed().is_empty()) {
+            self.on_node("a lazy portal's delayed list", |flow| flow.match_delayed(me_key, md_key));
+        }
+        self.run_work();
+        Ok(MdHandle::from_key(md_key))
+    }
+
+    /// See [`Engine::md_unlink`].
+    pub(crate) fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
+        self.advance(now);
+        let key = self.live_md(md)?;
+        self.enter_partition(self.mds.partition_of(key));
+        #[cfg(test)]
+        self.audit_plan(|look| look.plan_unlink(md));
+        self.abort_md(key);
+        self.run_work();
+        Ok(())
+    }
+
     /// See [`Engine::handle_header`].
     pub(crate) fn handle_header(
         &mut self,
@@ -1974,130 +2128,6 @@ impl Flow<'_> {
         Ok(())
     }
 
-    /// See [`Engine::me_attach`].
-    pub(crate) fn me_attach(
-        &mut self,
-        portal: u32,
-        match_id: ProcessId,
-        match_bits: u64,
-        ignore_bits: u64,
-        unlink: UnlinkMode,
-        position: InsertPosition,
-    ) -> Result<MeHandle, MeAttachError> {
-        #[cfg(test)]
-        self.audit_node_call();
-        let Some(table) = self.node.portals.get_mut(portal as usize) else {
-            return Err(MeAttachError::BadPortal(portal));
-        };
-        if let InsertPosition::Local { cpt } = position {
-            let count = self.partitions.count();
-            if cpt >= count {
-                return Err(MeAttachError::BadCpt { cpt, count });
-            }
-        }
-        let mut me = Me {
-            portal,
-            match_id,
-            match_bits,
-            ignore_bits,
-            unlink,
-            md: None,
-            internal: false,
-            cpt: 0,
-        };
-        if !table.accepts(&me) {
-            return Err(MeAttachError::MatchTypeMismatch(portal));
-        }
-        me.cpt = table.table_of_attach(&me, position, &self.partitions);
-        if self.mes.share(me.cpt).is_none_or(|mes| mes.user_count() >= self.limits.mes) {
-            return Err(MeAttachError::TooManyEntries);
-        }
-        let key = self.mes.insert(me.clone()).ok_or(MeAttachError::TooManyEntries)?;
-        table.insert(&mut self.match_tables, key, &me, position);
-        Ok(MeHandle::from_key(key))
-    }
-
-    /// See [`Engine::me_unlink`].
-    pub(crate) fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
-        #[cfg(test)]
-        self.audit_node_call();
-        let key = self.me_key(me).map_err(|state| match state {
-            KeyState::Removed => MeUnlinkError::UnlinkedMe,
-            _ => MeUnlinkError::UnknownMe,
-        })?;
-        if self.mes.get(key).is_some_and(|me| me.md.is_some()) {
-            return Err(MeUnlinkError::MdAttached);
-        }
-        self.remove_me(key);
-        Ok(())
-    }
-
-    /// See [`Engine::md_attach`].
-    pub(crate) fn md_attach(
-        &mut self,
-        now: Time,
-        me: MeHandle,
-        spec: MdSpec,
-        unlink: UnlinkMode,
-    ) -> Result<MdHandle, Rejected<MdAttachError>> {
-        self.advance(now);
-        let me_key = match self.me_key(me) {
-            Ok(key) => key,
-            Err(KeyState::Removed) => {
-                return Err(Rejected { error: MdAttachError::UnlinkedMe, memory: spec.memory });
-            }
-            Err(_) => {
-                return Err(Rejected { error: MdAttachError::UnknownMe, memory: spec.memory });
-            }
-        };
-        if self.mes.get(me_key).is_some_and(|me| me.md.is_some()) {
-            return Err(Rejected { error: MdAttachError::MeBusy, memory: spec.memory });
-        }
-        let error = if !spec.options.intersects(MdOptions::OP_PUT | MdOptions::OP_GET) {
-            Some(MdAttachError::NoOperation)
-        } else if spec.memory.len() > MAX_MD_LENGTH {
-            Some(MdAttachError::TooLong(spec.memory.len()))
-        } else if spec.options.contains(MdOptions::MAX_SIZE)
-            && spec.max_size as usize > spec.memory.len()
-        {
-            Some(MdAttachError::MaxSizeOutOfRange {
-                max_size: spec.max_size,
-                length: spec.memory.len(),
-            })
-        } else if conflicting_tracking(spec.options) {
-            Some(MdAttachError::ConflictingTracking)
-        } else if !self.md_room(self.mes.partition_of(me_key).unwrap_or(0)) {
-            Some(MdAttachError::TooManyMds)
-        } else {
-            None
-        };
-        if let Some(error) = error {
-            self.remove_me(me_key);
-            return Err(Rejected { error, memory: spec.memory });
-        }
-        let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), MdOwner::User) else {
-            // insert_md only fails when the slab is full, which the limit check excludes;
-            // the memory is lost in that impossible case.
-            self.remove_me(me_key);
-            return Err(Rejected { error: MdAttachError::TooManyMds, memory: Memory::empty() });
-        };
-        if let Some(me) = self.mes.get_mut(me_key) {
-            me.md = Some(md_key);
-        }
-        self.match_delayed(me_key, md_key);
-        self.run_work();
-        Ok(MdHandle::from_key(md_key))
-    }
-
-    /// See [`Engine::md_unlink`].
-    pub(crate) fn md_unlink(&mut self, now: Time, md: MdHandle) -> Result<(), MdError> {
-        self.advance(now);
-        let key = self.live_md(md)?;
-        self.abort_md(key);
-        self.run_work();
-        Ok(())
-    }
-
     /// See [`Engine::set_lazy_portal`].
     pub(crate) fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
         let table =
@@ -2345,6 +2375,20 @@ static EMPTY: Memory = Memory::EMPTY;
 
 fn conflicting_tracking(options: MdOptions) -> bool {
     options.contains(MdOptions::TRACK_RESPONSE) && options.contains(MdOptions::NO_TRACK_RESPONSE)
+}
+
+/// An ME for the match type `portal` would take it as (what `table_of_attach` reads).
+pub(crate) fn me_of(portal: u32, match_id: ProcessId) -> Me {
+    Me {
+        portal,
+        match_id,
+        match_bits: 0,
+        ignore_bits: 0,
+        unlink: UnlinkMode::Retain,
+        md: None,
+        internal: false,
+        cpt: 0,
+    }
 }
 
 /// Whether a message, a tracker or a fast failover watch still names peer NI `id`.

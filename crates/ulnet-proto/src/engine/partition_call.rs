@@ -13,10 +13,13 @@ use std::sync::MutexGuard;
 use crate::addr::Nid;
 use crate::engine::call::CallState;
 use crate::engine::error::{DriverError, InitiateError};
-use crate::engine::error::{MdBindError, Rejected};
+use crate::engine::error::{
+    MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError, Rejected,
+};
 use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdSpec, UnlinkMode};
+use crate::engine::me::{InsertPosition, MeHandle, ProcessId};
 use crate::engine::memory::{LentPayload, Memory, PinnedBytes, Slices};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
@@ -220,6 +223,73 @@ impl Engine {
             // Taken by a call that returned nothing: cannot happen (the call returns it).
             (None, None) => Err(MdSpec::new(Memory::empty())),
         }
+    }
+
+    /// [`me_attach`](Self::me_attach) on the partition whose match table takes the ME;
+    /// `None` (nothing attached) when it needs the whole node.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_me_attach(
+        &self,
+        portal: u32,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: UnlinkMode,
+        position: InsertPosition,
+    ) -> Option<Result<MeHandle, MeAttachError>> {
+        let home = self.with_look(|look| {
+            let table = look.node.portals.get(portal as usize)?;
+            let me = crate::engine::node::me_of(portal, match_id);
+            Some(table.table_of_attach(&me, position, &self.partitions))
+        })?;
+        self.on_partitions(
+            home,
+            |look| look.plan_me_attach(portal, match_id, position),
+            |flow| flow.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position),
+        )
+    }
+
+    /// [`me_unlink`](Self::me_unlink) on the ME's partition; `None` (nothing unlinked) when
+    /// it needs the whole node.
+    pub fn try_me_unlink(&self, me: MeHandle) -> Option<Result<(), MeUnlinkError>> {
+        let key = me.key()?;
+        self.on_partitions(self.home_of(key)?, |look| look.plan_me(key), |flow| flow.me_unlink(me))
+    }
+
+    /// [`md_attach`](Self::md_attach) on the ME's partition; `Err` with the spec,
+    /// untouched, when it needs the whole node.
+    pub fn try_md_attach(
+        &self,
+        now: Time,
+        me: MeHandle,
+        spec: MdSpec,
+        unlink: UnlinkMode,
+    ) -> Result<Result<MdHandle, Rejected<MdAttachError>>, MdSpec> {
+        let mut spec = Some(spec);
+        let home = me.key().and_then(|key| Some((key, self.home_of(key)?)));
+        let attached = home.and_then(|(key, home)| {
+            self.on_partitions(
+                home,
+                |look| look.plan_me(key),
+                |flow| spec.take().map(|spec| flow.md_attach(now, me, spec, unlink)),
+            )
+        });
+        match (attached.flatten(), spec) {
+            (Some(result), _) => Ok(result),
+            (None, Some(spec)) => Err(spec),
+            // Taken by a call that returned nothing: cannot happen (the call returns it).
+            (None, None) => Err(MdSpec::new(Memory::empty())),
+        }
+    }
+
+    /// [`md_unlink`](Self::md_unlink) on the MD's partition (and the one of the peer NI its
+    /// tracker awaits); `None` (nothing unlinked) when it needs the whole node.
+    pub fn try_md_unlink(&self, now: Time, md: MdHandle) -> Option<Result<(), MdError>> {
+        self.on_partitions(
+            self.home_of(md.key()?)?,
+            |look| look.plan_unlink(md),
+            |flow| flow.md_unlink(now, md),
+        )
     }
 
     /// Reads a transmit's payload (`tx_payload`) with `read`, holding the partitions the

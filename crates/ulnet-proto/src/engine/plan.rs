@@ -15,7 +15,7 @@
 use crate::addr::Nid;
 use crate::engine::health::{HealthStatus, MAX_HEALTH};
 use crate::engine::md::{MdHandle, MdOptions, MdOwner};
-use crate::engine::me::ProcessId;
+use crate::engine::me::{InsertPosition, MeHandle, ProcessId};
 use crate::engine::msg::{Credit, RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::Engine;
@@ -96,6 +96,33 @@ impl Engine {
     /// the node (the peer is created, discovery runs).
     pub fn plan_initiate(&self, md: MdHandle, target: ProcessId) -> CallScope {
         self.with_look(|look| look.plan_initiate(md, target))
+    }
+
+    /// The plan of [`me_attach`](Engine::me_attach): the partition whose match table takes
+    /// the ME; the node for a portal's first ME (it fixes the match type).
+    pub fn plan_me_attach(
+        &self,
+        portal: u32,
+        match_id: ProcessId,
+        position: InsertPosition,
+    ) -> CallScope {
+        self.with_look(|look| look.plan_me_attach(portal, match_id, position))
+    }
+
+    /// The plan of [`md_attach`](Engine::md_attach) on `me` and of
+    /// [`me_unlink`](Engine::me_unlink): the ME's partition; the node while its portal holds
+    /// delayed PUTs (the MD may take them).
+    pub fn plan_me(&self, me: MeHandle) -> CallScope {
+        match me.key() {
+            Some(key) => self.with_look(|look| look.plan_me(key)),
+            None => CallScope::Node,
+        }
+    }
+
+    /// The plan of [`md_unlink`](Engine::md_unlink): the MD's partition and the peer NI its
+    /// tracker awaits; the node for LNet's own MDs.
+    pub fn plan_unlink(&self, md: MdHandle) -> CallScope {
+        self.with_look(|look| look.plan_unlink(md))
     }
 }
 
@@ -308,6 +335,51 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
             scope = self.with_awaited(scope, md);
         }
         scope
+    }
+
+    /// See [`Engine::plan_me_attach`].
+    pub(crate) fn plan_me_attach(
+        &self,
+        portal: u32,
+        match_id: ProcessId,
+        position: InsertPosition,
+    ) -> CallScope {
+        let Some(table) = self.node.portals.get(portal as usize) else {
+            return CallScope::Node;
+        };
+        if table.match_type.is_none() {
+            // The first ME fixes the portal's match type.
+            return CallScope::Node;
+        }
+        let me = crate::engine::node::me_of(portal, match_id);
+        CallScope::one(table.table_of_attach(&me, position, &self.partitions))
+    }
+
+    /// See [`Engine::plan_me`].
+    pub(crate) fn plan_me(&self, me: Key) -> CallScope {
+        let Some(cpt) = self.mes.partition_of(me) else {
+            return CallScope::Node;
+        };
+        let portal = self.mes.get(me).and_then(|me| self.node.portals.get(me.portal as usize));
+        if portal.is_some_and(|portal| !portal.delayed().is_empty()) {
+            // Delayed PUTs may match the MD attached: the portal's list is the node's.
+            return CallScope::Node;
+        }
+        CallScope::one(cpt)
+    }
+
+    /// See [`Engine::plan_unlink`].
+    pub(crate) fn plan_unlink(&self, md: MdHandle) -> CallScope {
+        let Some(key) = md.key() else {
+            return CallScope::Node;
+        };
+        let Some(cpt) = self.mds.partition_of(key) else {
+            return CallScope::Node;
+        };
+        if self.mds.get(key).is_some_and(|md| md.owner != MdOwner::User) {
+            return CallScope::Node;
+        }
+        self.with_awaited(CallScope::one(cpt), key)
     }
 
     /// `scope` and the peer NI whose response `md`'s tracker awaits (fast failover's watch of

@@ -222,6 +222,12 @@ impl Portal {
     }
 
     /// Checks (and on first use fixes) the match type for a new ME; false is Lustre's -EPERM.
+    /// Whether `me` is of this portal's match type (none yet: any).
+    pub(crate) fn matches_type(&self, me: &Me) -> bool {
+        let wanted = if me.is_unique() { MatchType::Unique } else { MatchType::Wildcard };
+        self.match_type.is_none_or(|match_type| match_type == wanted)
+    }
+
     pub(crate) fn accepts(&mut self, me: &Me) -> bool {
         let wanted = if me.is_unique() { MatchType::Unique } else { MatchType::Wildcard };
         *self.match_type.get_or_insert(wanted) == wanted

@@ -529,19 +529,21 @@ fn an_rpc_with_its_mds_on_the_peers_partition_plans_one_partition_per_call() {
     // Client: the PUT and the GET, taking their two transmits, their send completions, the
     // ACK, the REPLY and its receive completion. Server: the PUT and its receive completion,
     // the GET, taking the ACK's and the REPLY's transmits, and their send completions.
-    // Every one is made through `&self` on its partitions (`partition_call.rs`), the node
-    // part shared, as a runtime locking partitions apart makes them.
+    // The server also attaches its two buffers (an ME and an MD each); the portal's first
+    // ME fixes its match type, which is the node's. Every other call is made through
+    // `&self` on its partition (`partition_call.rs`), the node part shared, as a runtime
+    // locking partitions apart makes them.
     let [client, server] = rpc(&mut h, client_cpt, server_cpt);
-    assert_eq!((client, server), (([9, 0, 0], 9), ([7, 0, 0], 7)));
+    assert_eq!((client, server), (([9, 0, 0], 9), ([10, 0, 1], 10)));
     // The client's MDs on the other partition: every call of the client reaches both the MD's
     // partition and the one owning the server's peer NI (its credits, health, statistics).
     let [client, server] = rpc(&mut h, 1 - client_cpt, server_cpt);
-    assert_eq!((client, server), (([0, 9, 0], 9), ([7, 0, 0], 7)));
+    assert_eq!((client, server), (([0, 9, 0], 9), ([11, 0, 0], 11)));
     // The server's buffers on the other partition: its own table has none for the requests,
     // so their match would take the rotor (the whole node); what reaches the buffers after
     // (the PUT's completion, the REPLY's transmit and completion) plans both partitions.
     let [client, server] = rpc(&mut h, client_cpt, 1 - server_cpt);
-    assert_eq!((client, server), (([9, 0, 0], 9), ([2, 3, 2], 5)));
+    assert_eq!((client, server), (([9, 0, 0], 9), ([6, 3, 2], 9)));
     h.assert_quiescent();
 }
 

@@ -437,7 +437,12 @@ impl Harness {
         unlink: UnlinkMode,
         position: InsertPosition,
     ) -> Result<MeHandle, MeAttachError> {
-        self.nodes[node].me_attach(portal, match_id, match_bits, ignore_bits, unlink, position)
+        let engine = &mut self.nodes[node];
+        let attach = (portal, match_id, match_bits, ignore_bits, unlink, position);
+        match engine.try_me_attach(attach.0, attach.1, attach.2, attach.3, attach.4, attach.5) {
+            Some(attached) => attached,
+            None => engine.me_attach(portal, match_id, match_bits, ignore_bits, unlink, position),
+        }
     }
 
     pub fn md_attach(
@@ -449,7 +454,11 @@ impl Harness {
     ) -> Result<MdHandle, Rejected<MdAttachError>> {
         let (threshold, events) = (spec.threshold, spec.events);
         let now = self.now;
-        let handle = self.nodes[node].md_attach(now, me, spec, unlink)?;
+        let engine = &mut self.nodes[node];
+        let handle = match engine.try_md_attach(now, me, spec, unlink) {
+            Ok(attached) => attached,
+            Err(spec) => engine.md_attach(now, me, spec, unlink),
+        }?;
         self.checker.track(node, handle, threshold, events);
         self.flush();
         Ok(handle)
@@ -556,7 +565,8 @@ impl Harness {
 
     pub fn md_unlink(&mut self, node: usize, md: MdHandle) -> Result<(), MdError> {
         let now = self.now;
-        self.nodes[node].md_unlink(now, md)?;
+        let engine = &mut self.nodes[node];
+        engine.try_md_unlink(now, md).unwrap_or_else(|| engine.md_unlink(now, md))?;
         self.flush();
         Ok(())
     }
