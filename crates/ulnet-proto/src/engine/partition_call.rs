@@ -20,7 +20,7 @@ use crate::engine::event::Event;
 use crate::engine::health::HealthStatus;
 use crate::engine::md::{MdHandle, MdSpec, UnlinkMode};
 use crate::engine::me::{InsertPosition, MeHandle, ProcessId};
-use crate::engine::memory::{LentPayload, Memory, PinnedBytes, Slices};
+use crate::engine::memory::{LentPayload, PinnedBytes, Slices};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, GetRequest, PutRequest};
@@ -173,21 +173,12 @@ impl Engine {
         rx: RxId,
         lent: LentPayload,
     ) -> Result<Result<(), DriverError>, LentPayload> {
-        let mut lent = Some(lent);
-        let home = self.home_of(rx.0);
-        let given = home.and_then(|home| {
-            self.on_partitions(
-                home,
-                |look| look.plan_message(rx.0),
-                |flow| lent.take().map(|lent| flow.rx_give_back(rx, lent)),
-            )
-        });
-        match (given.flatten(), lent) {
-            (Some(result), _) => Ok(result),
-            (None, Some(lent)) => Err(lent),
-            // Taken by a call that returned nothing: cannot happen (the call returns it).
-            (None, None) => Ok(Err(DriverError::WrongState)),
-        }
+        self.on_partitions_with(
+            self.home_of(rx.0),
+            |look| look.plan_message(rx.0),
+            lent,
+            |flow, lent| flow.rx_give_back(rx, lent),
+        )
     }
 
     /// [`tx_payload_pinned`](Self::tx_payload_pinned) on the partitions the transmit's plan
@@ -211,18 +202,12 @@ impl Engine {
         unlink: UnlinkMode,
     ) -> Result<Result<MdHandle, Rejected<MdBindError>>, MdSpec> {
         let home = spec.cpt.unwrap_or(0);
-        let mut spec = Some(spec);
-        let bound = self.on_partitions(
-            home,
+        self.on_partitions_with(
+            Some(home),
             |_| CallScope::one(home),
-            |flow| spec.take().map(|spec| flow.md_bind(spec, unlink)),
-        );
-        match (bound.flatten(), spec) {
-            (Some(result), _) => Ok(result),
-            (None, Some(spec)) => Err(spec),
-            // Taken by a call that returned nothing: cannot happen (the call returns it).
-            (None, None) => Err(MdSpec::new(Memory::empty())),
-        }
+            spec,
+            |flow, spec| flow.md_bind(spec, unlink),
+        )
     }
 
     /// [`me_attach`](Self::me_attach) on the partition whose match table takes the ME;
@@ -265,21 +250,13 @@ impl Engine {
         spec: MdSpec,
         unlink: UnlinkMode,
     ) -> Result<Result<MdHandle, Rejected<MdAttachError>>, MdSpec> {
-        let mut spec = Some(spec);
-        let home = me.key().and_then(|key| Some((key, self.home_of(key)?)));
-        let attached = home.and_then(|(key, home)| {
-            self.on_partitions(
-                home,
-                |look| look.plan_me(key),
-                |flow| spec.take().map(|spec| flow.md_attach(now, me, spec, unlink)),
-            )
-        });
-        match (attached.flatten(), spec) {
-            (Some(result), _) => Ok(result),
-            (None, Some(spec)) => Err(spec),
-            // Taken by a call that returned nothing: cannot happen (the call returns it).
-            (None, None) => Err(MdSpec::new(Memory::empty())),
-        }
+        let key = me.key();
+        self.on_partitions_with(
+            key.and_then(|key| self.home_of(key)),
+            |look| key.map_or(CallScope::Node, |key| look.plan_me(key)),
+            spec,
+            |flow, spec| flow.md_attach(now, me, spec, unlink),
+        )
     }
 
     /// [`md_unlink`](Self::md_unlink) on the MD's partition (and the one of the peer NI its
@@ -324,6 +301,42 @@ impl Engine {
         plan: impl Fn(&Look<'_>) -> CallScope,
         call: impl FnOnce(&mut PartFlow<'_>) -> R,
     ) -> Option<R> {
+        self.on_partitions_with(Some(home), plan, (), |flow, ()| call(flow)).ok()
+    }
+
+    /// [`on_partitions`](Self::on_partitions) for a call that takes `value` (memory the
+    /// caller owns): `Err(value)`, untouched, when the call is not made.
+    fn on_partitions_with<T, R>(
+        &self,
+        home: Option<u32>,
+        plan: impl Fn(&Look<'_>) -> CallScope,
+        value: T,
+        call: impl FnOnce(&mut PartFlow<'_>, T) -> R,
+    ) -> Result<R, T> {
+        let Some((home, mut guards)) = home.and_then(|home| self.lock_planned(home, plan)) else {
+            return Err(value);
+        };
+        let Some(mut flow) = self.part_flow(home, &mut guards) else {
+            return Err(value);
+        };
+        let result = call(&mut flow, value);
+        // The call ends here, with every partition it reached still held.
+        #[cfg(test)]
+        {
+            self.node.audit.borrow_mut().made_on_partitions();
+            flow.close_audited_call();
+        }
+        Ok(result)
+    }
+
+    /// Locks partition `home`, plans, and while the plan names partitions not held, locks
+    /// those too (releasing all and taking them again in order) and plans again; the locks
+    /// the plan settled on, or `None` when it needs the whole node.
+    fn lock_planned(
+        &self,
+        home: u32,
+        plan: impl Fn(&Look<'_>) -> CallScope,
+    ) -> Option<(u32, Guards<'_>)> {
         let count = self.partitions.count();
         if count == 1 || home >= count || home >= u64::BITS {
             return None;
@@ -341,27 +354,17 @@ impl Engine {
         let mut held = 1u64 << home;
         loop {
             let mut guards = self.lock_partitions(held);
-            let mut flow = self.part_flow(home, &mut guards)?;
-            let scope = plan(&flow.narrowed(u64::MAX)?);
+            let scope = plan(&self.part_flow(home, &mut guards)?.narrowed(u64::MAX)?);
             match scope {
                 CallScope::Node => return None,
                 CallScope::Partitions(mask) if mask & !held != 0 => held |= mask,
-                CallScope::Partitions(_) => {
-                    let result = call(&mut flow);
-                    // The call ends here, with every partition it reached still held.
-                    #[cfg(test)]
-                    {
-                        self.node.audit.borrow_mut().made_on_partitions();
-                        flow.close_audited_call();
-                    }
-                    return Some(result);
-                }
+                CallScope::Partitions(_) => return Some((home, guards)),
             }
         }
     }
 
     /// The partitions of `held` (one bit each), locked in partition order.
-    fn lock_partitions(&self, held: u64) -> Vec<(u32, MutexGuard<'_, Partition>)> {
+    fn lock_partitions(&self, held: u64) -> Guards<'_> {
         (0..self.partitions.count().min(u64::BITS))
             .filter(|cpt| held & 1 << cpt != 0)
             .filter_map(|cpt| Some((cpt, lock(self.parts.get(cpt)?))))
@@ -370,11 +373,7 @@ impl Engine {
 
     /// The view of a call entering on partition `home` that holds the partitions of
     /// `guards` (`home` among them) and reads the node part.
-    fn part_flow<'g>(
-        &'g self,
-        home: u32,
-        guards: &'g mut [(u32, MutexGuard<'_, Partition>)],
-    ) -> Option<PartFlow<'g>> {
+    fn part_flow<'g>(&'g self, home: u32, guards: &'g mut Guards<'_>) -> Option<PartFlow<'g>> {
         let partitions = KeyPartitions::new(self.partitions.count());
         let mut call: Option<&'g mut CallState> = None;
         let mut held = Held::default();
@@ -420,6 +419,9 @@ impl Engine {
         })
     }
 }
+
+/// The partitions a call holds, locked, each with its number, in partition order.
+type Guards<'e> = Vec<(u32, MutexGuard<'e, Partition>)>;
 
 /// The shares of the partitions a call holds, gathered one partition at a time.
 #[derive(Default)]
