@@ -110,6 +110,16 @@ impl Outputs {
         self.resumes.front().map(|resume| resume.rx.0)
     }
 
+    /// The next finished ping or discovery here.
+    pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
+        self.completions.pop_front()
+    }
+
+    /// The next path reset here.
+    pub(crate) fn pop_path_reset(&mut self) -> Option<PathReset> {
+        self.path_resets.pop_front()
+    }
+
     /// Moves the events waiting here to the end of `into` (trading buffers when `into` is
     /// empty); returns whether there were any.
     pub(crate) fn take_events(&mut self, into: &mut VecDeque<Event>) -> bool {
@@ -220,7 +230,7 @@ impl<'a> Shares<'a, Exclusive, Outputs> {
     }
 
     pub(crate) fn pop_completion(&mut self) -> Option<PingCompletion> {
-        self.pop(|queues| queues.completions.pop_front())
+        self.pop(Outputs::pop_completion)
     }
 
     /// Queues a reset in partition `cpt` once; beyond [`MAX_PATH_RESETS`] there it is dropped
@@ -236,6 +246,6 @@ impl<'a> Shares<'a, Exclusive, Outputs> {
     }
 
     pub(crate) fn pop_path_reset(&mut self) -> Option<PathReset> {
-        self.pop(|queues| queues.path_resets.pop_front())
+        self.pop(Outputs::pop_path_reset)
     }
 }

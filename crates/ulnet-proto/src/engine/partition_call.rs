@@ -24,8 +24,9 @@ use crate::engine::memory::{LentPayload, PinnedBytes, Slices};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, GetRequest, PutRequest};
-use crate::engine::outputs::{Outputs, RecvAction, Resume, Transmit};
+use crate::engine::outputs::{Outputs, PathReset, RecvAction, Resume, Transmit};
 use crate::engine::partition::{Partition, PartitionShares};
+use crate::engine::ping::PingCompletion;
 use crate::engine::plan::CallScope;
 use crate::engine::shares::Shares;
 use crate::engine::slab::{Key, KeyPartitions};
@@ -139,6 +140,16 @@ impl Engine {
     /// `into`, holding that partition alone; returns whether there were any.
     pub fn take_events_of(&self, cpt: u32, into: &mut VecDeque<Event>) -> bool {
         self.parts.get(cpt).is_some_and(|part| lock(part).shares.outputs.take_events(into))
+    }
+
+    /// Partition `cpt`'s next finished ping or discovery, holding that partition alone.
+    pub fn poll_completion_of(&self, cpt: u32) -> Option<PingCompletion> {
+        lock(self.parts.get(cpt)?).shares.outputs.pop_completion()
+    }
+
+    /// Partition `cpt`'s next path reset, holding that partition alone.
+    pub fn poll_path_reset_of(&self, cpt: u32) -> Option<PathReset> {
+        lock(self.parts.get(cpt)?).shares.outputs.pop_path_reset()
     }
 
     /// [`rx_write`](Self::rx_write) on the partitions the receive's plan names; `None`

@@ -791,7 +791,7 @@ impl Harness {
                     progressed = true;
                     self.record(index, event);
                 }
-                while let Some(completion) = self.nodes[index].poll_completion() {
+                while let Some(completion) = self.next_completion(index) {
                     progressed = true;
                     if self.config.keep_events {
                         self.completions[index].push(completion);
@@ -820,6 +820,13 @@ impl Harness {
             }
         }
         None
+    }
+
+    /// Node `index`'s next finished ping or discovery, partition by partition as the node's
+    /// own poll gives them, each taken holding its partition alone.
+    fn next_completion(&self, index: usize) -> Option<PingCompletion> {
+        let engine = &self.nodes[index];
+        (0..engine.partitions().count()).find_map(|cpt| engine.poll_completion_of(cpt))
     }
 
     /// Node `index`'s next resume, as [`next_transmit`](Self::next_transmit).
