@@ -316,7 +316,8 @@ impl Engine {
     }
 
     /// [`on_partitions`](Self::on_partitions) for a call that takes `value` (memory the
-    /// caller owns): `Err(value)`, untouched, when the call is not made.
+    /// caller owns): `Err(value)`, untouched, when the call is not made. The call runs on the
+    /// view its settled plan was made on.
     fn on_partitions_with<T, R>(
         &self,
         home: Option<u32>,
@@ -324,34 +325,10 @@ impl Engine {
         value: T,
         call: impl FnOnce(&mut PartFlow<'_>, T) -> R,
     ) -> Result<R, T> {
-        let Some((home, mut guards)) = home.and_then(|home| self.lock_planned(home, plan)) else {
-            return Err(value);
-        };
-        let Some(mut flow) = self.part_flow(home, &mut guards) else {
-            return Err(value);
-        };
-        let result = call(&mut flow, value);
-        // The call ends here, with every partition it reached still held.
-        #[cfg(test)]
-        {
-            self.node.audit.borrow_mut().made_on_partitions();
-            flow.close_audited_call();
-        }
-        Ok(result)
-    }
-
-    /// Locks partition `home`, plans, and while the plan names partitions not held, locks
-    /// those too (releasing all and taking them again in order) and plans again; the locks
-    /// the plan settled on, or `None` when it needs the whole node.
-    fn lock_planned(
-        &self,
-        home: u32,
-        plan: impl Fn(&Look<'_>) -> CallScope,
-    ) -> Option<(u32, Guards<'_>)> {
         let count = self.partitions.count();
-        if count == 1 || home >= count || home >= u64::BITS {
-            return None;
-        }
+        let Some(home) = home.filter(|home| count > 1 && *home < count.min(u64::BITS)) else {
+            return Err(value);
+        };
         // The audit ends the call before this one with everything held, as `&mut self` calls
         // end theirs when the next one starts.
         #[cfg(test)]
@@ -365,11 +342,25 @@ impl Engine {
         let mut held = 1u64 << home;
         loop {
             let mut guards = self.lock_partitions(held);
-            let scope = plan(&self.part_flow(home, &mut guards)?.narrowed(u64::MAX)?);
-            match scope {
-                CallScope::Node => return None,
+            let Some(mut flow) = self.part_flow(home, &mut guards) else {
+                return Err(value);
+            };
+            let Some(look) = flow.narrowed(u64::MAX) else {
+                return Err(value);
+            };
+            match plan(&look) {
+                CallScope::Node => return Err(value),
                 CallScope::Partitions(mask) if mask & !held != 0 => held |= mask,
-                CallScope::Partitions(_) => return Some((home, guards)),
+                CallScope::Partitions(_) => {
+                    let result = call(&mut flow, value);
+                    // The call ends here, with every partition it reached still held.
+                    #[cfg(test)]
+                    {
+                        self.node.audit.borrow_mut().made_on_partitions();
+                        flow.close_audited_call();
+                    }
+                    return Ok(result);
+                }
             }
         }
     }

@@ -520,11 +520,6 @@ impl<'a, A: Access> Shares<'a, A, GlobalStats> {
         }
         sum
     }
-
-    /// One counter summed over the partitions held, without summing the rest.
-    pub(crate) fn sum_of(&self, counter: impl Fn(&GlobalStats) -> u64) -> u64 {
-        self.iter_shares().fold(0, |sum, (_, counters)| sum.wrapping_add(counter(counters)))
-    }
 }
 
 impl<'a> Shares<'a, Exclusive, GlobalStats> {
@@ -696,7 +691,6 @@ mod tests {
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (7, 7, 1));
         let sends: Vec<_> = counters.iter_shares().map(|(_, c)| c.send_count).collect();
         assert_eq!(sends, [2, 0, 5]);
-        assert_eq!(counters.sum_of(|c| c.send_count), 7);
         counters.reset();
         let sum = counters.sum();
         assert_eq!((sum.send_count, sum.msgs_max, sum.drop_count), (0, 7, 0));

@@ -900,6 +900,7 @@ fn ping_reply_listing_our_own_nid_does_not_attach_it() {
     assert_eq!((known.primary_nid, nids_of(&known)), (remote, vec![remote]));
     assert!(node.peer_info(local2).is_none());
     assert_eq!(node.stats().discovery_nids_refused, 1);
+    assert_eq!(node.discovery_nids_refused(), 1, "the driver's cheap read agrees");
     let refused = RefusedNid { peer: remote, nid: local2, reason: RefusedReason::Local };
     assert_eq!(node.last_refused_nid(), Some(refused));
     // The rest of the reply counts: the peer is multi-rail, pushed, and the PUT goes to it.
