@@ -51,6 +51,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockE
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ulnet::proto::engine::cpt::Partitions;
 use ulnet::proto::engine::slab::{Key, Slab};
 use ulnet::proto::wire::selftest::{
     ByteOrder, SRPC_MSG_LEN, SrpcBody, SrpcCounters, SrpcMsg, SrpcParseError, SrpcService,
@@ -838,6 +839,8 @@ struct ServerRpc {
 /// The RPC machinery of one endpoint (lnet_selftest's `srpc_data` and its services).
 pub(crate) struct RpcCore {
     node: Node,
+    /// The node's CPU partitions: a client RPC's MDs are made on its server's.
+    partitions: Partitions,
     events: EventQueue,
     /// What each MD's events are about, by the MD's token (its `user_ptr`).
     slots: Slab<Slot>,
@@ -882,6 +885,7 @@ impl fmt::Debug for RpcCore {
 impl RpcCore {
     fn new(node: Node, events: EventQueue) -> Self {
         Self {
+            partitions: node.partitions(),
             node,
             events,
             slots: Slab::new(),
@@ -1009,9 +1013,14 @@ impl RpcCore {
                 slot.copy_from_slice(&bytes);
             }
         }
+        // Every MD of the RPC on the partition its server's NID hashes to, where its replies
+        // arrive: the kernel runs a client RPC on that CPT (`srpc_create_client_rpc()`,
+        // `lnet_cpt_of_nid(peer)`), so its calls lock that partition alone.
+        let cpt = self.partitions.cpt_of_nid(&dest.nid, None);
         let request_spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
-            .user_ptr(request_token);
+            .user_ptr(request_token)
+            .on_partition(cpt);
         let has_bulk = bulk_post.is_some();
         let bulk = bulk_post.map(|(token, match_bits, spec)| Passive { match_bits, spec, token });
         let start = ClientStart {
@@ -1021,6 +1030,7 @@ impl RpcCore {
             request_token,
             dest,
             service,
+            cpt,
         };
         // Made at the end of the fold, with the state released (`held`); the RPC counts as
         // live until then.

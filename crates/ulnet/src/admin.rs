@@ -38,8 +38,9 @@ api_calls! {
         multi_rail: bool,
         lock_primary: bool,
     ) -> Result<(), AdminError<PeerAddError>> {
-        let engine = &mut self.core.engine;
-        engine.peer_add(self.now, primary, nids, multi_rail, lock_primary).map_err(refused)
+        let now = self.exclusive_now();
+        let engine = &mut self.core().engine;
+        engine.peer_add(now, primary, nids, multi_rail, lock_primary).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -51,7 +52,8 @@ api_calls! {
         nids: &[Nid],
         force: bool,
     ) -> Result<(), AdminError<PeerDelError>> {
-        self.core.engine.peer_del(self.now, primary, nids, force).map_err(refused)
+        let now = self.exclusive_now();
+        self.core().engine.peer_del(now, primary, nids, force).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -62,13 +64,14 @@ api_calls! {
         nid: Option<Nid>,
         value: u32,
     ) -> Result<(), AdminError<PeerSetError>> {
-        self.core.engine.set_peer_ni_health(self.now, nid, value).map_err(refused)
+        let now = self.exclusive_now();
+        self.core().engine.set_peer_ni_health(now, nid, value).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl peer set --state N --nid P` (debug only): the raw peer state bits.
     fn set_peer_state(&mut self, nid: Nid, state: u32) -> Result<(), AdminError<PeerSetError>> {
-        self.core.engine.set_peer_state(nid, PeerState(state)).map_err(refused)
+        self.core().engine.set_peer_state(nid, PeerState(state)).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -78,7 +81,7 @@ api_calls! {
         nid: Nid,
         priority: u32,
     ) -> Result<(), AdminError<PeerSetError>> {
-        self.core.engine.set_peer_ni_priority(nid, priority).map_err(refused)
+        self.core().engine.set_peer_ni_priority(nid, priority).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -90,18 +93,19 @@ api_calls! {
         nid: Option<Nid>,
         value: u32,
     ) -> Result<(), AdminError<NiSetError>> {
-        let engine = &mut self.core.engine;
+        let now = self.exclusive_now();
+        let engine = &mut self.core().engine;
         let ni = match nid {
             Some(nid) => Some(engine.ni_for_nid(nid).ok_or(refused(NiSetError::UnknownNi))?),
             None => None,
         };
-        engine.set_ni_health(self.now, ni, value).map_err(refused)
+        engine.set_ni_health(now, ni, value).map_err(refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
     /// UDSP material: a local NI's selection priority (lower is preferred).
     fn set_ni_priority(&mut self, nid: Nid, priority: u32) -> Result<(), AdminError<NiSetError>> {
-        let engine = &mut self.core.engine;
+        let engine = &mut self.core().engine;
         let ni = engine.ni_for_nid(nid).ok_or(refused(NiSetError::UnknownNi))?;
         engine.set_ni_priority(ni, priority).map_err(refused)
     }
@@ -109,7 +113,7 @@ api_calls! {
 
     /// `lnetctl stats reset`: global counters and latency statistics back to zero.
     fn reset_stats(&mut self) -> Result<(), ShutDown> {
-        self.core.engine.reset_stats();
+        self.core().engine.reset_stats();
         Ok(())
     }
     shut_down => Err(ShutDown);

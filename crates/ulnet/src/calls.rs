@@ -6,6 +6,12 @@
 //! answers an event with several calls (post a buffer, bind an MD, send from it) pays that for
 //! each. In a batch the calls share one lock and one drain at the end, which is also when
 //! their messages leave. The calls themselves are the node's, with the same errors.
+//!
+//! On a node of several partitions the core is taken shared first, and the message path's
+//! calls (binding, attaching and unlinking MDs and MEs, `put`, `get`) are made on the
+//! partitions their plans name, beside the other partitions' threads; the first call that
+//! needs the whole node (any other call, or one the engine declines) takes the core
+//! exclusively for the rest of the batch (decision 0029).
 
 use ulnet_proto::addr::ProcessId;
 use ulnet_proto::engine::{
@@ -14,7 +20,8 @@ use ulnet_proto::engine::{
 };
 use ulnet_proto::time::Time;
 
-use crate::driver::Core;
+use crate::clock;
+use crate::driver::{Core, CoreGuard, CoreRead, Owed, Wakes};
 use crate::error::{
     InitiateError, MdAttachError, MdBindError, MdError, MeAttachError, MeUnlinkError, PortalError,
     PostError, SetTunablesError, ShutDown,
@@ -25,8 +32,74 @@ use crate::node::Node;
 /// The calls of one [`Node::batch`], made with the core locked.
 pub struct Calls<'a> {
     pub(crate) node: &'a Node,
-    pub(crate) core: &'a mut Core,
+    held: Held<'a>,
     pub(crate) now: Time,
+}
+
+/// How a batch holds the core.
+enum Held<'a> {
+    Shared(CoreRead<'a>),
+    Exclusive(CoreGuard<'a>),
+    /// Between the two, for the instant the lock changes hands.
+    Released,
+}
+
+impl<'a> Calls<'a> {
+    /// The core, held exclusively: taken so now if the batch held it shared (a call that
+    /// needs the whole node), for the rest of the batch.
+    pub(crate) fn core(&mut self) -> &mut Core {
+        if !matches!(self.held, Held::Exclusive(_)) {
+            // The shared hold goes first: taking the lock exclusively while holding it shared
+            // would wait for ourselves.
+            self.held = Held::Released;
+            let shared = self.node.shared();
+            shared.counters.core_shared_declined.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.held = Held::Exclusive(shared.lock());
+            // Under the lock, so that `now` never goes backwards for the core.
+            self.now = clock::now().max(self.now);
+        }
+        match &mut self.held {
+            Held::Exclusive(core) => core,
+            // Unreachable: set just above.
+            Held::Shared(_) | Held::Released => unreachable_core(),
+        }
+    }
+
+    /// `now` with the core held exclusively ([`core`](Self::core)).
+    pub(crate) fn exclusive_now(&mut self) -> Time {
+        self.core();
+        self.now
+    }
+
+    /// The core as held (shared or exclusive), for what reads it or changes only its leaf
+    /// locks.
+    pub(crate) fn held_core(&self) -> &Core {
+        match &self.held {
+            Held::Shared(core) => core,
+            Held::Exclusive(core) => core,
+            Held::Released => unreachable_core(),
+        }
+    }
+
+    /// The core, if held shared: a message-path call tries the engine's call on partitions
+    /// on it first.
+    fn shared_core(&self) -> Option<&Core> {
+        match &self.held {
+            Held::Shared(core) => Some(core),
+            Held::Exclusive(_) | Held::Released => None,
+        }
+    }
+
+    pub(crate) fn closed(&self) -> bool {
+        self.held_core().closed
+    }
+}
+
+/// A batch's core is held from its start to its end; `Released` lasts only while
+/// [`Calls::core`] changes the lock's hands.
+#[allow(clippy::panic)]
+fn unreachable_core() -> ! {
+    panic!("a batch's core is held from its start to its end")
 }
 
 /// Declares API calls once. Each entry is a [`Calls`] method (its documentation, signature and
@@ -58,11 +131,11 @@ macro_rules! api_calls {
             $(
                 $(#[$doc])*
                 pub fn $name(&self $(, $arg: $type)*) -> $ret {
-                    self.locked(|core, now| {
-                        if core.closed {
+                    self.with_calls(|calls| {
+                        if calls.closed() {
                             return $shut_down;
                         }
-                        $crate::calls::Calls { node: self, core, now }.$name($($arg),*)
+                        calls.$name($($arg),*)
                     })
                 }
             )*
@@ -91,12 +164,39 @@ impl Node {
     /// assert_ne!(one, two);
     /// ```
     pub fn batch<R>(&self, calls: impl FnOnce(&mut Calls<'_>) -> R) -> Result<R, ShutDown> {
-        self.locked(|core, now| {
-            if core.closed {
-                return Err(ShutDown);
+        self.with_calls(|batch| if batch.closed() { Err(ShutDown) } else { Ok(calls(batch)) })
+    }
+
+    /// Runs `calls` with the core held (shared first on a node of several partitions), then
+    /// carries out what they produced.
+    pub(crate) fn with_calls<R>(&self, calls: impl FnOnce(&mut Calls<'_>) -> R) -> R {
+        let shared = self.shared();
+        let mut wakes = Wakes::default();
+        let held = if shared.partitioned {
+            Held::Shared(shared.read())
+        } else {
+            Held::Exclusive(shared.lock())
+        };
+        // Read the clock under the lock so `now` never goes backwards for the core.
+        let mut batch = Calls { node: self, held, now: clock::now() };
+        let result = calls(&mut batch);
+        let Calls { held, mut now, .. } = batch;
+        match held {
+            Held::Shared(core) => crate::driver::drain_shared(
+                shared,
+                core,
+                &mut now,
+                &mut wakes,
+                Owed::default(),
+                true,
+            ),
+            Held::Exclusive(core) => {
+                drop(crate::driver::drain_call(shared, core, &mut now, &mut wakes))
             }
-            Ok(calls(&mut Calls { node: self, core, now }))
-        })
+            Held::Released => {}
+        }
+        wakes.finish();
+        result
     }
 }
 
@@ -112,7 +212,14 @@ api_calls! {
         unlink: UnlinkMode,
         position: InsertPosition,
     ) -> Result<MeHandle, MeAttachError> {
-        Ok(self.core.engine.me_attach(
+        if let Some(core) = self.shared_core() {
+            let made =
+                core.engine.try_me_attach(portal, match_id, match_bits, ignore_bits, unlink, position);
+            if let Some(made) = made {
+                return Ok(made?);
+            }
+        }
+        Ok(self.core().engine.me_attach(
             portal,
             match_id,
             match_bits,
@@ -125,7 +232,10 @@ api_calls! {
 
     /// Removes an ME that has no MD.
     fn me_unlink(&mut self, me: MeHandle) -> Result<(), MeUnlinkError> {
-        self.core.engine.me_unlink(me).map_err(MeUnlinkError::Core)
+        if let Some(done) = self.shared_core().and_then(|core| core.engine.try_me_unlink(me)) {
+            return done.map_err(MeUnlinkError::Core);
+        }
+        self.core().engine.me_unlink(me).map_err(MeUnlinkError::Core)
     }
     shut_down => Err(MeUnlinkError::ShutDown);
 
@@ -145,12 +255,21 @@ api_calls! {
                 return Err(Rejected { error: MdAttachError::ForeignEventQueue, memory });
             }
         };
-        let handle =
-            self.core.engine.md_attach(self.now, me, spec, unlink).map_err(|rejected| {
-                Rejected { error: rejected.error.into(), memory: rejected.memory }
-            })?;
+        let now = self.now;
+        let made = match self.shared_core() {
+            Some(core) => core.engine.try_md_attach(now, me, spec, unlink),
+            None => Err(spec),
+        };
+        let made = match made {
+            Ok(made) => made,
+            Err(spec) => self.core().engine.md_attach(now, me, spec, unlink),
+        };
+        let handle = made.map_err(|rejected| Rejected {
+            error: rejected.error.into(),
+            memory: rejected.memory,
+        })?;
         if let Some(queue) = queue {
-            self.core.register_queue(queue);
+            self.held_core().register_queue(queue);
         }
         Ok(handle)
     }
@@ -168,7 +287,7 @@ api_calls! {
         events: Option<&EventQueue>,
     ) -> Result<MdHandle, Rejected<MdBindError>> {
         let spec = match spec.cpt {
-            None if self.core.engine.partitions().count() > 1 => {
+            None if self.held_core().engine.partitions().count() > 1 => {
                 spec.on_partition(self.node.current_partition())
             }
             _ => spec,
@@ -177,12 +296,20 @@ api_calls! {
             Ok(routed) => routed,
             Err(memory) => return Err(Rejected { error: MdBindError::ForeignEventQueue, memory }),
         };
-        let handle = self.core.engine.md_bind(spec, unlink).map_err(|rejected| Rejected {
+        let made = match self.shared_core() {
+            Some(core) => core.engine.try_md_bind(spec, unlink),
+            None => Err(spec),
+        };
+        let made = match made {
+            Ok(made) => made,
+            Err(spec) => self.core().engine.md_bind(spec, unlink),
+        };
+        let handle = made.map_err(|rejected| Rejected {
             error: rejected.error.into(),
             memory: rejected.memory,
         })?;
         if let Some(queue) = queue {
-            self.core.register_queue(queue);
+            self.held_core().register_queue(queue);
         }
         Ok(handle)
     }
@@ -192,20 +319,32 @@ api_calls! {
     /// one goes when its last message finishes, and that message's event carries `unlinked`
     /// and the memory. The handle stops resolving immediately.
     fn md_unlink(&mut self, md: MdHandle) -> Result<(), MdError> {
-        self.core.engine.md_unlink(self.now, md).map_err(MdError::Core)
+        let now = self.now;
+        if let Some(done) = self.shared_core().and_then(|core| core.engine.try_md_unlink(now, md)) {
+            return done.map_err(MdError::Core);
+        }
+        self.core().engine.md_unlink(now, md).map_err(MdError::Core)
     }
     shut_down => Err(MdError::ShutDown);
 
     /// `LNetPut`: sends the whole bound MD. Fails only for a bad MD or a full message table;
     /// every later failure arrives in the SEND event.
     fn put(&mut self, request: &PutRequest) -> Result<(), InitiateError> {
-        self.core.engine.put(self.now, request).map_err(InitiateError::Core)
+        let now = self.now;
+        if let Some(done) = self.shared_core().and_then(|core| core.engine.try_put(now, request)) {
+            return done.map_err(InitiateError::Core);
+        }
+        self.core().engine.put(now, request).map_err(InitiateError::Core)
     }
     shut_down => Err(InitiateError::ShutDown);
 
     /// `LNetGet`: asks for the bound MD's length; the REPLY data lands at offset 0.
     fn get(&mut self, request: &GetRequest) -> Result<(), InitiateError> {
-        self.core.engine.get(self.now, request).map_err(InitiateError::Core)
+        let now = self.now;
+        if let Some(done) = self.shared_core().and_then(|core| core.engine.try_get(now, request)) {
+            return done.map_err(InitiateError::Core);
+        }
+        self.core().engine.get(now, request).map_err(InitiateError::Core)
     }
     shut_down => Err(InitiateError::ShutDown);
 
@@ -265,13 +404,14 @@ api_calls! {
     /// `LNetSetLazyPortal`: PUTs that match nothing on `portal` wait (bounded) for an MD
     /// instead of being dropped, and their sender's connection stops being read meanwhile.
     fn set_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
-        self.core.engine.set_lazy_portal(portal).map_err(PortalError::Core)
+        self.core().engine.set_lazy_portal(portal).map_err(PortalError::Core)
     }
     shut_down => Err(PortalError::ShutDown);
 
     /// `LNetClearLazyPortal`: the portal stops delaying, and every delayed PUT is dropped.
     fn clear_lazy_portal(&mut self, portal: u32) -> Result<(), PortalError> {
-        self.core.engine.clear_lazy_portal(self.now, portal).map_err(PortalError::Core)
+        let now = self.exclusive_now();
+        self.core().engine.clear_lazy_portal(now, portal).map_err(PortalError::Core)
     }
     shut_down => Err(PortalError::ShutDown);
 
@@ -279,7 +419,8 @@ api_calls! {
     /// at build time, applied from the next send on; deadlines already armed keep theirs.
     /// Turning discovery on or off installs a new ping buffer and pushes it to peers.
     fn set_tunables(&mut self, tunables: Tunables) -> Result<(), SetTunablesError> {
-        self.core.engine.set_tunables(self.now, tunables).map_err(SetTunablesError::Invalid)
+        let now = self.exclusive_now();
+        self.core().engine.set_tunables(now, tunables).map_err(SetTunablesError::Invalid)
     }
     shut_down => Err(SetTunablesError::ShutDown);
 }

@@ -16,40 +16,45 @@ use crate::node::Node;
 api_calls! {
     /// `lnetctl fault drop add`: a drop rule, first in the list.
     fn fault_drop_add(&mut self, rule: DropRule) -> Result<(), AdminError<FaultRuleError>> {
-        self.core.engine.fault_drop_add(self.now, rule).map_err(AdminError::Refused)
+        let now = self.exclusive_now();
+        self.core().engine.fault_drop_add(now, rule).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl fault drop del`: removes the drop rules with this source and destination
     /// (`Nid::ANY` for any); returns how many went.
     fn fault_drop_del(&mut self, source: Nid, destination: Nid) -> Result<usize, ShutDown> {
-        Ok(self.core.engine.fault_drop_del(source, destination))
+        Ok(self.core().engine.fault_drop_del(source, destination))
     }
     shut_down => Err(ShutDown);
 
     /// `lnetctl fault drop reset`: zeroes every drop rule's counters.
     fn fault_drop_reset(&mut self) -> Result<(), ShutDown> {
-        self.core.engine.fault_drop_reset(self.now);
+        let now = self.exclusive_now();
+        self.core().engine.fault_drop_reset(now);
         Ok(())
     }
     shut_down => Err(ShutDown);
 
     /// `lnetctl fault delay add`: a delay rule, first in the list.
     fn fault_delay_add(&mut self, rule: DelayRule) -> Result<(), AdminError<FaultRuleError>> {
-        self.core.engine.fault_delay_add(self.now, rule).map_err(AdminError::Refused)
+        let now = self.exclusive_now();
+        self.core().engine.fault_delay_add(now, rule).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl fault delay del`: removes delay rules as
     /// [`fault_drop_del`](Self::fault_drop_del) does; what they held goes on at once.
     fn fault_delay_del(&mut self, source: Nid, destination: Nid) -> Result<usize, ShutDown> {
-        Ok(self.core.engine.fault_delay_del(self.now, source, destination))
+        let now = self.exclusive_now();
+        Ok(self.core().engine.fault_delay_del(now, source, destination))
     }
     shut_down => Err(ShutDown);
 
     /// `lnetctl fault delay reset`: zeroes every delay rule's counters.
     fn fault_delay_reset(&mut self) -> Result<(), ShutDown> {
-        self.core.engine.fault_delay_reset(self.now);
+        let now = self.exclusive_now();
+        self.core().engine.fault_delay_reset(now);
         Ok(())
     }
     shut_down => Err(ShutDown);

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -184,6 +184,12 @@ pub struct RuntimeStats {
     /// its work that one lock serialises, whatever the number of partitions (decision 0029).
     pub core_lock_held_ns: u64,
     pub core_lock_holds: u64,
+    /// Times the core was taken shared, by a node of several partitions whose message path
+    /// calls the engine on the partitions a call's plan names (decision 0029), and of those,
+    /// times something the engine declined there (a call that needs the whole node) made the
+    /// thread take the core exclusively.
+    pub core_shared_holds: u64,
+    pub core_shared_declined: u64,
 }
 
 impl Node {
@@ -387,6 +393,8 @@ impl Node {
                     core_lock_waits: counters.core_lock_waits.load(Ordering::Relaxed),
                     core_lock_held_ns: counters.core_lock_held_ns.load(Ordering::Relaxed),
                     core_lock_holds: counters.core_lock_holds.load(Ordering::Relaxed),
+                    core_shared_holds: counters.core_shared_holds.load(Ordering::Relaxed),
+                    core_shared_declined: counters.core_shared_declined.load(Ordering::Relaxed),
                 },
                 connections_by_partition: self.connections_by_partition(),
             }
@@ -698,7 +706,8 @@ impl NodeBuilder {
 
         let shared = Arc::new(Shared {
             id: driver::next_node_id(),
-            core: Mutex::new(Core::new(engine, lnds.into())),
+            partitioned: self.partitions.count() > 1,
+            core: RwLock::new(Core::new(engine, lnds.into())),
             doorbell: Doorbell::default(),
             closing: Default::default(),
             runtimes: OnceLock::new(),

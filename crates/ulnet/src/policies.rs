@@ -22,14 +22,14 @@ api_calls! {
         rule: UdspRule,
         index: Option<usize>,
     ) -> Result<usize, AdminError<UdspAddError>> {
-        self.core.engine.udsp_add(rule, index).map_err(AdminError::Refused)
+        self.core().engine.udsp_add(rule, index).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
     /// `lnetctl udsp del --idx N` (`Some`) or `--all` (`None`): what the rules matched is
     /// reverted.
     fn udsp_del(&mut self, index: Option<usize>) -> Result<(), AdminError<UdspNotFound>> {
-        self.core.engine.udsp_del(index).map_err(AdminError::Refused)
+        self.core().engine.udsp_del(index).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 }

@@ -24,7 +24,8 @@ api_calls! {
     /// `lnetctl route add`: a route to `config.net` through `config.gateway` (a NID on a local
     /// net). The gateway becomes a peer and is checked by the router checker at once.
     fn route_add(&mut self, config: RouteConfig) -> Result<(), AdminError<RouteError>> {
-        self.core.engine.route_add(self.now, config).map_err(AdminError::Refused)
+        let now = self.exclusive_now();
+        self.core().engine.route_add(now, config).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -36,7 +37,8 @@ api_calls! {
         net: Option<Net>,
         gateway: Option<Nid>,
     ) -> Result<usize, AdminError<RouteError>> {
-        self.core.engine.route_del(self.now, net, gateway).map_err(AdminError::Refused)
+        let now = self.exclusive_now();
+        self.core().engine.route_del(now, net, gateway).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -49,7 +51,8 @@ api_calls! {
         enable: bool,
         immediate: bool,
     ) -> Result<(), AdminError<RoutingError>> {
-        self.core.engine.set_routing(self.now, enable, immediate).map_err(AdminError::Refused)
+        let now = self.exclusive_now();
+        self.core().engine.set_routing(now, enable, immediate).map_err(AdminError::Refused)
     }
     shut_down => Err(AdminError::ShutDown);
 
@@ -57,7 +60,8 @@ api_calls! {
     /// of one class (0: the default); a live pool grows at once and shrinks as buffers come
     /// back.
     fn set_router_buffers(&mut self, class: BufferClass, count: u32) -> Result<(), ShutDown> {
-        self.core.engine.set_router_buffers(self.now, class, count);
+        let now = self.exclusive_now();
+        self.core().engine.set_router_buffers(now, class, count);
         Ok(())
     }
     shut_down => Err(ShutDown);

@@ -90,7 +90,7 @@ pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
 pub use node::{
     Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
 };
-pub use outputs::{MAX_PATH_RESETS, PathReset};
+pub use outputs::{MAX_PATH_RESETS, PathReset, Pending};
 pub use peer::{PeerInfo, PeerNiInfo, PeerState};
 pub use ping::{
     MAX_PINGS, PingCompletion, PingFailure, PingId, PingReply, PingResult, RefusedNid,

@@ -81,6 +81,26 @@ pub const MAX_PATH_RESETS: usize = 1024;
 /// in order), a completion or a path reset in the partition of the call that made it. A
 /// runtime that locks partitions apart drains each share under its own lock; the `pop` calls
 /// of a view go through the partitions it holds in order.
+/// What waits in one partition's outputs ([`Engine::pending_outputs`]), for a runtime that
+/// drains partitions apart: transmits and events are taken on the partition, the rest
+/// (resumes, finished pings, path resets: all made by calls planned on the whole node) by a
+/// drain holding the whole engine.
+///
+/// [`Engine::pending_outputs`]: crate::engine::Engine::pending_outputs
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    pub transmits: bool,
+    pub events: bool,
+    /// Resumes, finished pings or discoveries, path resets.
+    pub node_work: bool,
+}
+
+impl Pending {
+    pub fn any(self) -> bool {
+        self.transmits || self.events || self.node_work
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Outputs {
     /// Messages ready for [`Transmit`], in order.
@@ -98,6 +118,17 @@ impl Outputs {
 
     pub(crate) fn has_resumes(&self) -> bool {
         !self.resumes.is_empty()
+    }
+
+    /// What waits here, by kind.
+    pub(crate) fn pending(&self) -> Pending {
+        Pending {
+            transmits: !self.transmits.is_empty(),
+            events: !self.events.is_empty(),
+            node_work: !self.resumes.is_empty()
+                || !self.completions.is_empty()
+                || !self.path_resets.is_empty(),
+        }
     }
 
     /// The message of the next transmit here.

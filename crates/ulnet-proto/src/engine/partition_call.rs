@@ -24,7 +24,7 @@ use crate::engine::memory::{LentPayload, PinnedBytes, Slices};
 use crate::engine::msg::{RxId, TxId};
 use crate::engine::ni::NiId;
 use crate::engine::node::{Engine, GetRequest, PutRequest};
-use crate::engine::outputs::{Outputs, PathReset, RecvAction, Resume, Transmit};
+use crate::engine::outputs::{Outputs, PathReset, Pending, RecvAction, Resume, Transmit};
 use crate::engine::partition::{Partition, PartitionShares};
 use crate::engine::ping::PingCompletion;
 use crate::engine::plan::CallScope;
@@ -140,6 +140,12 @@ impl Engine {
     /// `into`, holding that partition alone; returns whether there were any.
     pub fn take_events_of(&self, cpt: u32, into: &mut VecDeque<Event>) -> bool {
         self.parts.get(cpt).is_some_and(|part| lock(part).shares.outputs.take_events(into))
+    }
+
+    /// What waits in partition `cpt`'s outputs, holding that partition alone: what a
+    /// runtime checks before draining it.
+    pub fn pending_outputs(&self, cpt: u32) -> Pending {
+        self.parts.get(cpt).map(|part| lock(part).shares.outputs.pending()).unwrap_or_default()
     }
 
     /// Partition `cpt`'s next finished ping or discovery, holding that partition alone.

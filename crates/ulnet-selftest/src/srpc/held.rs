@@ -22,8 +22,8 @@
 
 use ulnet::proto::wire::selftest::{SRPC_RDMA_PORTAL, SrpcService};
 use ulnet::{
-    Calls, EventQueue, GetRequest, MdBindError, MdHandle, MdSpec, Memory, Nid, Node, ProcessId,
-    PutRequest, Rejected, UnlinkMode,
+    Calls, EventQueue, GetRequest, InsertPosition, MdBindError, MdHandle, MdSpec, Memory, Nid,
+    Node, ProcessId, PutRequest, Rejected, UnlinkMode,
 };
 
 use super::{ClientOutcome, ClientRpcId, Key, RpcCore, RpcError, buffer_position};
@@ -60,6 +60,8 @@ pub(super) struct ClientStart {
     /// The request's PUT, less its MD.
     pub(super) dest: ProcessId,
     pub(super) service: SrpcService,
+    /// The partition its MDs are made on (its server's).
+    pub(super) cpt: u32,
 }
 
 /// A passive MD a client RPC posts on the RDMA portal for its server.
@@ -81,13 +83,15 @@ impl ClientStart {
     /// (the kernel filters on the peer here). A step that fails unlinks what the earlier ones
     /// made; their UNLINK events come back with no RPC to report to.
     fn make(self, calls: &mut Calls<'_>, events: &EventQueue) -> Result<ClientMds, StartFailure> {
-        let Self { reply, bulk, request, dest, service, .. } = self;
+        let Self { reply, bulk, request, dest, service, cpt, .. } = self;
+        // In the match table of the partition the replies arrive on.
+        let local = InsertPosition::Local { cpt };
         let reply = calls
-            .post(SRPC_RDMA_PORTAL, reply.match_bits, reply.spec, events)
+            .post_at(SRPC_RDMA_PORTAL, reply.match_bits, local, reply.spec, events)
             .map_err(|_| StartFailure::Reply)?;
         let mut bulk_md = None;
         if let Some(bulk) = bulk {
-            match calls.post(SRPC_RDMA_PORTAL, bulk.match_bits, bulk.spec, events) {
+            match calls.post_at(SRPC_RDMA_PORTAL, bulk.match_bits, local, bulk.spec, events) {
                 Ok(md) => bulk_md = Some(md),
                 Err(_) => {
                     let _ = calls.md_unlink(reply);

@@ -158,6 +158,15 @@ fn brw_check_full_over_two_partitions_loses_nothing() {
     // Both of the client's partitions carried traffic.
     let by_partition = client.connections_by_partition();
     assert!(by_partition.iter().all(|&count| count > 0), "{by_partition:?}");
+    // The test services' traffic runs with each node's core shared: every RPC's MDs are on
+    // the partition of its peer, so its calls lock that partition alone. What takes the core
+    // exclusively is the framework's (the console's lazy portal) and LNet's own (discovery).
+    for node in std::iter::once(&client).chain(&servers) {
+        let runtime = node.stats().runtime;
+        let (shared, declined) = (runtime.core_shared_holds, runtime.core_shared_declined);
+        assert!(shared > u64::from(expected) / 2, "{shared} {declined}");
+        assert!(declined * 10 < shared, "{shared} {declined}");
+    }
     assert_eq!(console.end_session(KEY).unwrap().lst_rc(), 0);
 }
 

@@ -4,18 +4,25 @@
 
 use foldhash::HashMap;
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError, Weak,
+};
 use std::time::{Duration, Instant};
 
-use ulnet_proto::engine::{DriverError, Event, HealthStatus, NiId, PingCompletion, RxId, TxId};
+use ulnet_proto::addr::Nid;
+use ulnet_proto::engine::{
+    DriverError, HealthStatus, LentPayload, NiId, PingCompletion, RecvAction, RxId, TxId,
+};
 use ulnet_proto::time::Time;
+use ulnet_proto::wire::header::Header;
 
 use super::doorbell::Doorbell;
+use super::event_route::{EventRouter, QueueRegistry};
 use super::hold::OutputHold;
 use crate::event_queue::EqShared;
 use crate::lnd::Lnd;
@@ -24,7 +31,13 @@ use crate::lnd::Lnd;
 pub(crate) struct Shared {
     /// Unique in the process; orders core locks.
     pub(crate) id: u64,
-    pub(crate) core: Mutex<Core>,
+    /// The core: taken exclusively ([`Shared::lock`]) for any engine call, or shared
+    /// ([`Shared::read`]) by the partitions' threads for the engine's calls made on the
+    /// partitions their plans name (decision 0029).
+    pub(crate) core: RwLock<Core>,
+    /// The node has more than one CPU partition: its message path takes the core shared
+    /// first. With one, every engine call declines on partitions, so none is tried.
+    pub(crate) partitioned: bool,
     pub(crate) doorbell: Doorbell,
     /// Set by `Node::shutdown`: the I/O thread leaves its loop and runs
     /// [`finish`](super::shutdown::finish).
@@ -80,6 +93,11 @@ pub(crate) struct Counters {
     /// bounds what more partitions can gain while the lock is one (decision 0029).
     pub(crate) core_lock_held_ns: AtomicU64,
     pub(crate) core_lock_holds: AtomicU64,
+    /// Times the core was taken shared (the message path of a node of several partitions),
+    /// and of those, times the engine declined a call on partitions and the thread took the
+    /// core exclusively to make it.
+    pub(crate) core_shared_holds: AtomicU64,
+    pub(crate) core_shared_declined: AtomicU64,
 }
 
 /// One acquisition of the core lock in this many, on each thread, is timed.
@@ -90,15 +108,16 @@ thread_local! {
     static UNTIMED_HOLDS: Cell<u32> = const { Cell::new(0) };
 }
 
-/// The core, locked: a `MutexGuard` that times the hold when it is one of the sampled ones.
+/// The core, locked exclusively: a write guard that times the hold when it is one of the
+/// sampled ones.
 pub(crate) struct CoreGuard<'a> {
-    guard: MutexGuard<'a, Core>,
+    guard: RwLockWriteGuard<'a, Core>,
     /// When the lock was taken, on a sampled acquisition, and the counters to add it to.
     timed: Option<(Instant, &'a Counters)>,
 }
 
 impl<'a> CoreGuard<'a> {
-    fn new(guard: MutexGuard<'a, Core>, counters: &'a Counters) -> Self {
+    fn new(guard: RwLockWriteGuard<'a, Core>, counters: &'a Counters) -> Self {
         let untimed = UNTIMED_HOLDS.get() + 1;
         let timed = if untimed >= HOLD_SAMPLE {
             UNTIMED_HOLDS.set(0);
@@ -136,7 +155,116 @@ impl Drop for CoreGuard<'_> {
     }
 }
 
-/// The core plus the runtime's bookkeeping about it, all behind one mutex.
+/// The core, taken shared: only `&self` engine calls.
+pub(crate) type CoreRead<'a> = RwLockReadGuard<'a, Core>;
+
+/// The core as a call holds it: exclusively (any engine call), or shared with the other
+/// partitions' threads, where only the engine's calls on partitions may be made, and each
+/// may decline ([`NeedsExclusive`]) having changed nothing.
+pub(crate) enum CoreRef<'a> {
+    Exclusive(&'a mut Core),
+    Shared(&'a Core),
+}
+
+/// The engine declined a call with the core shared (its plan needs the whole node): the
+/// caller takes the core exclusively and makes it again. Nothing was changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NeedsExclusive;
+
+impl CoreRef<'_> {
+    pub(crate) fn reborrow(&mut self) -> CoreRef<'_> {
+        match self {
+            Self::Exclusive(core) => CoreRef::Exclusive(core),
+            Self::Shared(core) => CoreRef::Shared(core),
+        }
+    }
+
+    pub(crate) fn core(&self) -> &Core {
+        match self {
+            Self::Exclusive(core) => core,
+            Self::Shared(core) => core,
+        }
+    }
+
+    /// The core, if held exclusively.
+    pub(crate) fn exclusive(&mut self) -> Option<&mut Core> {
+        match self {
+            Self::Exclusive(core) => Some(core),
+            Self::Shared(_) => None,
+        }
+    }
+
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Self::Shared(_))
+    }
+
+    pub(crate) fn handle_header(
+        &mut self,
+        now: Time,
+        ni: NiId,
+        from: Nid,
+        header: &Header,
+    ) -> Result<RecvAction, NeedsExclusive> {
+        match self {
+            Self::Exclusive(core) => Ok(core.engine.handle_header(now, ni, from, header)),
+            Self::Shared(core) => {
+                core.engine.try_handle_header(now, ni, from, header).ok_or(NeedsExclusive)
+            }
+        }
+    }
+
+    pub(crate) fn complete_recv(
+        &mut self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Result<(), NeedsExclusive> {
+        match self {
+            Self::Exclusive(core) => {
+                core.complete_recv(now, rx, status);
+                Ok(())
+            }
+            Self::Shared(core) => core.try_complete_recv(now, rx, status),
+        }
+    }
+
+    pub(crate) fn rx_write(
+        &mut self,
+        rx: RxId,
+        offset: u32,
+        bytes: &[u8],
+    ) -> Result<Result<(), DriverError>, NeedsExclusive> {
+        match self {
+            Self::Exclusive(core) => Ok(core.engine.rx_write(rx, offset, bytes)),
+            Self::Shared(core) => core.engine.try_rx_write(rx, offset, bytes).ok_or(NeedsExclusive),
+        }
+    }
+
+    pub(crate) fn rx_lend(
+        &mut self,
+        rx: RxId,
+    ) -> Result<Result<Option<LentPayload>, DriverError>, NeedsExclusive> {
+        match self {
+            Self::Exclusive(core) => Ok(core.engine.rx_lend(rx)),
+            Self::Shared(core) => core.engine.try_rx_lend(rx).ok_or(NeedsExclusive),
+        }
+    }
+
+    /// Gives lent memory back; `Err` with the memory, untouched, when declined.
+    pub(crate) fn rx_give_back(
+        &mut self,
+        rx: RxId,
+        lent: LentPayload,
+    ) -> Result<Result<(), DriverError>, LentPayload> {
+        match self {
+            Self::Exclusive(core) => Ok(core.engine.rx_give_back(rx, lent)),
+            Self::Shared(core) => core.engine.try_rx_give_back(rx, lent),
+        }
+    }
+}
+
+/// The core plus the runtime's bookkeeping about it, behind one read-write lock: what the
+/// message path changes with it shared sits behind leaf locks of its own.
 pub(crate) struct Core {
     pub(crate) engine: ulnet_proto::engine::Engine,
     /// The LND of each NI, indexed by `NiId`; `None` for loopback (inside the core) and for
@@ -144,28 +272,20 @@ pub(crate) struct Core {
     /// this lock, so the core never produces a transmit for an NI the runtime does not know;
     /// readers that must not hold the lock clone the `Arc`.
     pub(crate) lnds: Lnds,
-    /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload.
-    pub(crate) delayed: HashMap<RxId, NiId>,
-    /// Every event queue an MD of the node named, by id, weak (the application owns its
-    /// queues): an MD names its queue by id as its handler (`MdSpec::handler`), so ending an
-    /// MD or routing its events costs no table update; dead ones are swept when it has
-    /// doubled since the last sweep.
-    pub(super) queue_registry: HashMap<u64, Weak<EqShared>>,
-    pub(super) queue_registry_sweep_at: usize,
-    /// The core timer deadline the I/O thread last armed; an API call that moves the core's
-    /// deadline earlier rings the doorbell.
-    pub(crate) armed: Time,
+    /// Receives an LND delayed (`RecvAction::Delay`), with the NI whose LND holds the payload
+    /// (a leaf lock).
+    pub(crate) delayed: Mutex<HashMap<RxId, NiId>>,
+    /// Every event queue an MD of the node named (a leaf lock).
+    pub(super) queue_registry: Mutex<QueueRegistry>,
+    /// What routes each partition's events to their queues, one per partition (a leaf lock:
+    /// one partition's events are routed in order by whoever holds it).
+    pub(super) event_routers: Box<[Mutex<EventRouter>]>,
+    /// The core timer deadline the I/O thread last armed, in nanoseconds; a call that moves
+    /// the core's deadline earlier rings the doorbell.
+    pub(crate) armed: AtomicU64,
     /// Callers blocked in `Node::ping` / `Node::discover`, by what they wait for. Dropping a
     /// sender (at shutdown) wakes its caller with an error.
     pub(crate) completions: HashMap<CompletionKey, SyncSender<PingCompletion>>,
-    /// Buffers [`route_events`](super::event_route::route_events) keeps for their allocations.
-    pub(super) event_scratch: VecDeque<Event>,
-    pub(super) event_targets: Vec<Option<usize>>,
-    /// The queues events went to lately, kept across calls so that routing a batch costs no
-    /// `Weak::upgrade` and drop (atomic read-modify-writes) per queue; one nobody else holds
-    /// any more is let go at the next batch.
-    pub(super) event_queues: Vec<Arc<EqShared>>,
-    pub(super) event_run: VecDeque<Event>,
     /// NIs being drained before their removal (`crate::ni_live`): marked fatal on purpose,
     /// so the link watcher must not clear the flag when their interface looks fine.
     pub(crate) draining: Vec<NiId>,
@@ -180,18 +300,15 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(engine: ulnet_proto::engine::Engine, lnds: Lnds) -> Self {
+        let partitions = engine.partitions().count().max(1);
         Self {
             engine,
             lnds,
-            delayed: HashMap::default(),
-            queue_registry: HashMap::default(),
-            queue_registry_sweep_at: MIN_QUEUE_REGISTRY_SWEEP,
+            delayed: Mutex::default(),
+            queue_registry: Mutex::default(),
+            event_routers: (0..partitions).map(|_| Mutex::default()).collect(),
             completions: HashMap::default(),
-            armed: Time::MAX,
-            event_scratch: VecDeque::new(),
-            event_targets: Vec::new(),
-            event_queues: Vec::new(),
-            event_run: VecDeque::new(),
+            armed: AtomicU64::new(Time::MAX.as_nanos()),
             draining: Vec::new(),
             closed: false,
             finished: false,
@@ -201,16 +318,17 @@ impl Core {
 
     /// Registers `queue` (of this node), which an MD just made names by id, unless it is
     /// known already.
-    pub(crate) fn register_queue(&mut self, queue: &Arc<EqShared>) {
-        if self.queue_registry.contains_key(&queue.id) {
-            return;
-        }
-        if self.queue_registry.len() >= self.queue_registry_sweep_at {
-            self.queue_registry.retain(|_, queue| queue.strong_count() > 0);
-            self.queue_registry_sweep_at =
-                (self.queue_registry.len() * 2).max(MIN_QUEUE_REGISTRY_SWEEP);
-        }
-        self.queue_registry.insert(queue.id, Arc::downgrade(queue));
+    pub(crate) fn register_queue(&self, queue: &Arc<EqShared>) {
+        leaf(&self.queue_registry).register(queue);
+    }
+
+    /// The core timer deadline the I/O thread last armed.
+    pub(crate) fn armed(&self) -> Time {
+        Time::from_nanos(self.armed.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_armed(&self, deadline: Time) {
+        self.armed.store(deadline.as_nanos(), Ordering::Relaxed);
     }
 
     /// The LND of NI `ni`, if it has one.
@@ -234,6 +352,40 @@ impl Core {
             tracing::error!(%error, "core refused a receive completion");
         }
     }
+
+    /// [`complete_send`](Self::complete_send) with the core shared.
+    pub(crate) fn try_complete_send(
+        &self,
+        now: Time,
+        tx: TxId,
+        status: HealthStatus,
+    ) -> Result<(), NeedsExclusive> {
+        match self.engine.try_handle_send_done(now, tx, status).ok_or(NeedsExclusive)? {
+            Ok(()) | Err(DriverError::UnknownTx | DriverError::WrongState) => {}
+            Err(error) => tracing::error!(%error, "core refused a send completion"),
+        }
+        Ok(())
+    }
+
+    /// [`complete_recv`](Self::complete_recv) with the core shared.
+    pub(crate) fn try_complete_recv(
+        &self,
+        now: Time,
+        rx: RxId,
+        status: HealthStatus,
+    ) -> Result<(), NeedsExclusive> {
+        if let Err(error) =
+            self.engine.try_handle_recv_done(now, rx, status).ok_or(NeedsExclusive)?
+        {
+            tracing::error!(%error, "core refused a receive completion");
+        }
+        Ok(())
+    }
+}
+
+/// Takes a leaf lock (lock order rule 2), recovering from poisoning as the core lock does.
+pub(crate) fn leaf<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
+    lock.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {
@@ -242,15 +394,28 @@ impl Shared {
         // runtime bug ever poisoned the lock.
         // `try_lock` first: the same one atomic operation when the lock is free, and a count
         // of the times it was not (how much the partitions' threads contend for the core).
-        let guard = match self.core.try_lock() {
+        let guard = match self.core.try_write() {
             Ok(core) => core,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => {
                 self.counters.core_lock_waits.fetch_add(1, Ordering::Relaxed);
-                self.core.lock().unwrap_or_else(PoisonError::into_inner)
+                self.core.write().unwrap_or_else(PoisonError::into_inner)
             }
         };
         CoreGuard::new(guard, &self.counters)
+    }
+
+    /// Takes the core shared (the message path of a node of several partitions).
+    pub(crate) fn read(&self) -> CoreRead<'_> {
+        self.counters.core_shared_holds.fetch_add(1, Ordering::Relaxed);
+        match self.core.try_read() {
+            Ok(core) => core,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.counters.core_lock_waits.fetch_add(1, Ordering::Relaxed);
+                self.core.read().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
     }
 
     /// The I/O runtime of partition `cpt` (partition 0's for a CPT the node does not have),
@@ -277,9 +442,6 @@ pub(crate) fn next_node_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
-
-/// The smallest size of [`Core::queue_registry`] that is swept for dead queues.
-pub(super) const MIN_QUEUE_REGISTRY_SWEEP: usize = 16;
 
 /// Locks two different nodes' cores in id order (lock order rule 1) and returns them as
 /// (first, second) in the order asked.
@@ -341,7 +503,8 @@ mod tests {
         }
         node.md_bind(MdSpec::new(Memory::new(vec![0])), UnlinkMode::Retain, Some(&kept)).unwrap();
         let core = node.shared().lock();
-        assert!(core.queue_registry.len() <= 2 * MIN_QUEUE_REGISTRY_SWEEP);
-        assert!(core.queue_registry.contains_key(&kept.shared.id));
+        let registry = leaf(&core.queue_registry);
+        assert!(registry.len() <= 2 * super::super::event_route::MIN_QUEUE_REGISTRY_SWEEP);
+        assert!(registry.contains(kept.shared.id));
     }
 }

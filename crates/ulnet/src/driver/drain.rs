@@ -3,15 +3,22 @@
 //! produces nothing more, then having the LNDs write, or hold back, the output
 //! ([`super::hold`] decides which). Runs with the core locked, on whichever thread made the
 //! core call.
+//!
+//! With the core shared ([`drain_shared`], a node of several partitions), a drain takes
+//! each partition's transmits and events through the engine's calls on partitions; what needs
+//! the whole node (a transmit whose plan does, a resume, a finished ping, a path reset, a
+//! send completion after a failure) sends it to the exclusive drain, which carries out the
+//! rest.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ulnet_proto::engine::{HealthStatus, NiId, PingCompletion, RecvAction};
+use ulnet_proto::engine::{HealthStatus, NiId, PingCompletion, RecvAction, Transmit, TxId};
 use ulnet_proto::time::Time;
 
-use super::core::{CompletionKey, Core, CoreGuard, Lnds, Shared};
-use super::event_route::route_events;
+use super::core::{CompletionKey, Core, CoreGuard, CoreRead, Lnds, Shared, leaf};
+use super::event_route::{route_events, route_events_of};
+use super::partitions;
 use super::wake::Wakes;
 use crate::clock;
 use crate::lnd::tcp::complete_sends;
@@ -106,17 +113,195 @@ fn drain_and_flush(
             return Drained::Paused;
         }
         // Writing completes sends, which may free credits for more transmits: carry out again.
-        if !flush(shared, core, &lnds, now, wakes, api_call) {
+        if !flush(shared, &lnds, now, wakes, api_call) {
             break;
         }
     }
     log_refused_nids(core);
-    // The I/O thread sleeps until `armed`; a core deadline earlier than that needs it awake.
-    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed) {
-        core.armed = Time::ZERO;
+    ring_if_earlier(shared, core, wakes);
+    Drained::Done
+}
+
+/// The I/O thread sleeps until the deadline it armed; a core deadline earlier than that
+/// needs it awake.
+fn ring_if_earlier(shared: &Arc<Shared>, core: &Core, wakes: &mut Wakes) {
+    if core.engine.poll_timeout().is_some_and(|deadline| deadline < core.armed()) {
+        core.set_armed(Time::ZERO);
         wakes.ring(shared);
     }
-    Drained::Done
+}
+
+/// Hands partition `cpt`'s transmits to their LNDs until it has none (`Done`), or output is
+/// due at once (`Paused`), or the next needs the whole node (`Exclusive`).
+fn transmits_shared(
+    shared: &Arc<Shared>,
+    core: &Core,
+    lnds: &Lnds,
+    cpt: u32,
+    now: Time,
+    wakes: &mut Wakes,
+    owed: &mut Owed,
+) -> SharedDrain {
+    loop {
+        let transmit = match core.engine.try_poll_transmit(cpt) {
+            None => return SharedDrain::Exclusive,
+            Some(None) => return SharedDrain::Done,
+            Some(Some(transmit)) => transmit,
+        };
+        let lnd = lnd_of(lnds, transmit.ni).filter(|_| !core.closed);
+        let refused = match lnd {
+            Some(lnd) => lnd.transmit_shared(shared, core, now, transmit, wakes),
+            None => Some(transmit),
+        };
+        owed.transmits.extend(refused);
+        if wakes.early_due() {
+            return SharedDrain::Paused;
+        }
+    }
+}
+
+/// Fails a transmit nobody can carry (the node is closing, or, a bug, its NI has no LND). Not
+/// a resendable status, so this cannot loop.
+fn fail_locally(shared: &Arc<Shared>, core: &mut Core, now: Time, tx: TxId) {
+    shared.counters.transmits_failed_locally.fetch_add(1, Ordering::Relaxed);
+    if let Err(error) = core.engine.handle_send_done(now, tx, HealthStatus::LocalError) {
+        tracing::error!(%error, "core refused a local send failure");
+    }
+}
+
+// -------------------------------------------------------------------- with the core shared
+
+/// What a drain with the core shared left for the exclusive one: transmits an LND could
+/// not take on partitions and send completions the engine declined, in the order met.
+#[derive(Default)]
+pub(crate) struct Owed {
+    transmits: Vec<Transmit>,
+    sends: Vec<(TxId, HealthStatus)>,
+}
+
+impl Owed {
+    pub(crate) fn send(&mut self, tx: TxId, status: HealthStatus) {
+        self.sends.push((tx, status));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.transmits.is_empty() && self.sends.is_empty()
+    }
+}
+
+/// [`drain_releasing`] (or, `api_call`, [`drain_call`]) with the core shared (`core`, taken
+/// by the caller for calls made on partitions): carries out the partitions' transmits and events, writing a burst's first
+/// half early as the exclusive drain does, then the output. What needs the whole node, and
+/// what `owed` holds, is carried out with the core taken exclusively, by the exclusive drain.
+/// Returns with the core released.
+pub(crate) fn drain_shared(
+    shared: &Arc<Shared>,
+    core: CoreRead<'_>,
+    now: &mut Time,
+    wakes: &mut Wakes,
+    mut owed: Owed,
+    api_call: bool,
+) {
+    let may_unlock = wakes.set_may_unlock(true);
+    let mut core = core;
+    let lnds = Arc::clone(&core.lnds);
+    let exclusive = loop {
+        match carry_out_shared(shared, &core, &lnds, *now, wakes, &mut owed) {
+            SharedDrain::Done => {
+                // Writing completes sends, which may free credits: carry out again.
+                if !flush(shared, &lnds, *now, wakes, api_call) {
+                    ring_if_earlier(shared, &core, wakes);
+                    break false;
+                }
+            }
+            SharedDrain::Paused => {
+                drop(core);
+                let own = match wakes.run_early() {
+                    Some((node, sends)) if !Arc::ptr_eq(&node, shared) => {
+                        complete_sends(&node, sends, wakes);
+                        None
+                    }
+                    finished => finished.map(|(_, sends)| sends),
+                };
+                core = shared.read();
+                *now = clock::now().max(*now);
+                for &(tx, status) in own.iter().flatten() {
+                    if core.try_complete_send(*now, tx, status).is_err() {
+                        owed.send(tx, status);
+                    }
+                }
+            }
+            SharedDrain::Exclusive => break true,
+        }
+    };
+    wakes.set_may_unlock(may_unlock);
+    drop(core);
+    if exclusive || !owed.is_empty() {
+        shared.counters.core_shared_declined.fetch_add(1, Ordering::Relaxed);
+        let mut core = shared.lock();
+        *now = clock::now().max(*now);
+        settle(shared, &mut core, *now, owed, wakes);
+        drop(release_for_early_output(shared, core, now, wakes, api_call));
+    }
+}
+
+/// Carries out, with the core exclusive, what a drain with it shared left.
+fn settle(shared: &Arc<Shared>, core: &mut Core, now: Time, owed: Owed, wakes: &mut Wakes) {
+    let lnds = Arc::clone(&core.lnds);
+    for transmit in owed.transmits {
+        match lnd_of(&lnds, transmit.ni).filter(|_| !core.closed) {
+            Some(lnd) => lnd.transmit(shared, core, now, transmit, wakes),
+            None => fail_locally(shared, core, now, transmit.tx),
+        }
+    }
+    for (tx, status) in owed.sends {
+        core.complete_send(now, tx, status);
+    }
+}
+
+/// How a drain with the core shared ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SharedDrain {
+    Done,
+    /// As [`Drained::Paused`].
+    Paused,
+    /// Something needs the whole node.
+    Exclusive,
+}
+
+/// Carries out the partitions' transmits and events (this thread's partition first) until
+/// they produce nothing more.
+fn carry_out_shared(
+    shared: &Arc<Shared>,
+    core: &Core,
+    lnds: &Lnds,
+    now: Time,
+    wakes: &mut Wakes,
+    owed: &mut Owed,
+) -> SharedDrain {
+    let count = core.engine.partitions().count().max(1);
+    let first = partitions::current().unwrap_or(0) % count;
+    loop {
+        let mut progressed = false;
+        for cpt in (first..count).chain(0..first) {
+            let pending = core.engine.pending_outputs(cpt);
+            if pending.node_work {
+                return SharedDrain::Exclusive;
+            }
+            if pending.transmits {
+                match transmits_shared(shared, core, lnds, cpt, now, wakes, owed) {
+                    SharedDrain::Done => progressed = true,
+                    ended => return ended,
+                }
+            }
+            if pending.events {
+                progressed |= route_events_of(shared, core, cpt, wakes);
+            }
+        }
+        if !progressed {
+            return SharedDrain::Done;
+        }
+    }
 }
 
 /// Logs the NIDs discovery refused to attach to the peer that listed them (one of ours, or a
@@ -141,18 +326,11 @@ fn log_refused_nids(core: &mut Core) {
 }
 
 /// Has every LND write (or hold back) its queued output. Returns whether anything was written.
-fn flush(
-    shared: &Arc<Shared>,
-    core: &mut Core,
-    lnds: &Lnds,
-    now: Time,
-    wakes: &mut Wakes,
-    api_call: bool,
-) -> bool {
+fn flush(shared: &Arc<Shared>, lnds: &Lnds, now: Time, wakes: &mut Wakes, api_call: bool) -> bool {
     let hold = api_call && shared.output_hold.streaming(now);
     let mut written = false;
     for lnd in lnds.iter().flatten() {
-        match lnd.flush(shared, core, now, wakes, hold, api_call) {
+        match lnd.flush(shared, now, wakes, hold, api_call) {
             Output::Written => written = true,
             Output::Held => {
                 if shared.output_hold.hold(now) {
@@ -198,22 +376,13 @@ fn carry_out(
                         return Drained::Paused;
                     }
                 }
-                None => {
-                    // Closing (or, a bug, an NI without an LND): the transmit fails here. Not a
-                    // resendable status, so this cannot loop.
-                    shared.counters.transmits_failed_locally.fetch_add(1, Ordering::Relaxed);
-                    if let Err(error) =
-                        core.engine.handle_send_done(now, transmit.tx, HealthStatus::LocalError)
-                    {
-                        tracing::error!(%error, "core refused a local send failure");
-                    }
-                }
+                None => fail_locally(shared, core, now, transmit.tx),
             }
             next = core.engine.poll_transmit();
         }
         while let Some(resume) = core.engine.poll_resume() {
             progressed = true;
-            let holder = core.delayed.remove(&resume.rx);
+            let holder = leaf(&core.delayed).remove(&resume.rx);
             let lnd = if core.closed { None } else { holder.and_then(|ni| lnd_of(lnds, ni)) };
             match lnd {
                 Some(lnd) => lnd.resume(shared, core, now, resume, wakes),

@@ -36,8 +36,9 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
                 // Resends after a failure come in bursts too.
                 core = drain_releasing(shared, core, &mut now, &mut wakes);
             }
-            core.armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
-            (core.armed, Arc::clone(&core.lnds))
+            let armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
+            core.set_armed(armed);
+            (armed, Arc::clone(&core.lnds))
         };
         wakes.finish();
         for lnd in lnds.iter().flatten() {

@@ -50,9 +50,14 @@ pub(crate) mod partitions;
 pub(crate) mod shutdown;
 pub(crate) mod wake;
 
-pub(crate) use self::core::{CompletionKey, Core, Counters, Lnds, Shared, lock_pair, next_node_id};
+pub(crate) use self::core::{
+    CompletionKey, Core, CoreGuard, CoreRead, CoreRef, Counters, Lnds, NeedsExclusive, Shared,
+    leaf, lock_pair, next_node_id,
+};
 pub(crate) use doorbell::Doorbell;
-pub(crate) use drain::{HandlerStream, before_wait, drain, drain_call, drain_releasing};
+pub(crate) use drain::{
+    HandlerStream, Owed, before_wait, drain, drain_call, drain_releasing, drain_shared,
+};
 pub(crate) use hold::OutputHold;
 pub(crate) use io_loop::run;
 pub(crate) use shutdown::finish;

@@ -37,7 +37,7 @@ use ulnet_proto::time::Time;
 use ulnet_proto::wire::header::Header;
 
 use crate::clock;
-use crate::driver::{Core, Shared, Wakes, drain, lock_pair};
+use crate::driver::{Core, Shared, Wakes, drain, leaf, lock_pair};
 use crate::error::BuildError;
 use crate::lnd::Lnd;
 
@@ -408,7 +408,7 @@ impl MemLnd {
                 Delivered::Done
             }
             RecvAction::Delay { rx } => {
-                receiver.delayed.insert(rx, self.ni);
+                leaf(&receiver.delayed).insert(rx, self.ni);
                 Delivered::Parked(rx)
             }
             RecvAction::ProtocolError(error) => {
@@ -440,7 +440,7 @@ impl MemLnd {
                 Delivered::Done
             }
             RecvAction::Delay { rx } => {
-                core.delayed.insert(rx, self.ni);
+                leaf(&core.delayed).insert(rx, self.ni);
                 Delivered::Parked(rx)
             }
             RecvAction::ProtocolError(error) => {

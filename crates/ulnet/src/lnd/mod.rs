@@ -78,15 +78,28 @@ pub(crate) trait Lnd: Send + Sync + fmt::Debug {
         wakes: &mut Wakes,
     );
 
+    /// [`transmit`](Self::transmit) with the core shared (a node of several partitions, its
+    /// engine called on partitions only): a transmit given back (`Some`) was not taken; the
+    /// drain hands it over with the core exclusive.
+    fn transmit_shared(
+        &self,
+        _node: &Arc<Shared>,
+        _core: &Core,
+        _now: Time,
+        transmit: Transmit,
+        _wakes: &mut Wakes,
+    ) -> Option<Transmit> {
+        Some(transmit)
+    }
+
     /// Write the output queued by transmits since the last flush, or, if `hold`, keep it for a
     /// later flush (an API caller is streaming; see "Batching" in [`crate::driver::hold`]).
     /// `api_call`: the drain is an API call's. Called at the end of every drain, with the core
-    /// locked; must not block. An LND that writes later (the TCP LND frames transmits once the
+    /// held (exclusive or shared); must not block. An LND that writes later (the TCP LND frames transmits once the
     /// lock is released) tells the [`OutputHold`](crate::driver::OutputHold) itself.
     fn flush(
         &self,
         _node: &Arc<Shared>,
-        _core: &mut Core,
         _now: Time,
         _wakes: &mut Wakes,
         _hold: bool,

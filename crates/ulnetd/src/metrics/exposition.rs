@@ -221,6 +221,8 @@ fn node_metrics(out: &mut DescriptorEncoder<'_>, stats: &NodeStats) -> fmt::Resu
         ("socket_read_unlocked", runtime.socket_reads_unlocked),
         ("core_lock_wait", runtime.core_lock_waits),
         ("core_lock_hold", runtime.core_lock_holds),
+        ("core_shared_hold", runtime.core_shared_holds),
+        ("core_shared_declined", runtime.core_shared_declined),
         ("event_unrouted", runtime.events_unrouted),
         ("transmit_failed_locally", runtime.transmits_failed_locally),
     ];

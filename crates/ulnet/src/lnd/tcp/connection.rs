@@ -26,14 +26,15 @@ use std::sync::{Arc, Weak};
 
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use ulnet_proto::time::Time;
 
 use super::context::{ConnKey, Cx, Interest, NewConn, Turn};
-use super::deferred::{complete_sends, spare_sends};
+use super::deferred::{complete_sends, recycle_sends, spare_sends};
 use super::ni::Inner;
 use super::outbox::{Lock, Outbox};
 use super::reader::{Input, LentSlot};
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain_releasing, partitions};
+use crate::driver::{Owed, Shared, Wakes, drain_releasing, drain_shared, partitions};
 
 /// Starts the task of a connection the peer table just added, on the I/O thread of the
 /// partition its peer hashes to (where the dialer or the acceptor registered its socket).
@@ -124,6 +125,39 @@ impl Drop for ConnTaskCount {
     }
 }
 
+/// A turn's receive half with the core shared, on a node of several partitions: `Exclusive`
+/// when the engine declined a call (the turn goes on with the core exclusive); `None` when
+/// the node is closing.
+fn shared_turn(
+    inner: &Arc<Inner>,
+    node: &Arc<Shared>,
+    key: ConnKey,
+    input: &mut Input,
+    now: &mut Time,
+    wakes: &mut Wakes,
+) -> Option<Turn> {
+    let core = node.read();
+    if core.closed {
+        return None;
+    }
+    let (turn, done) = {
+        let mut cx = Cx::shared(inner, node, &core, *now, wakes);
+        cx.done = spare_sends();
+        let turn = cx.with_table(&key.peer.nid, |table, cx| table.receive(cx, key, input));
+        (turn, std::mem::take(&mut cx.done))
+    };
+    // Sends the turn finished (ZC-ACKs that came in), then what the turn produced.
+    let mut owed = Owed::default();
+    for &(tx, status) in &done {
+        if core.try_complete_send(*now, tx, status).is_err() {
+            owed.send(tx, status);
+        }
+    }
+    recycle_sends(done);
+    drain_shared(node, core, now, wakes, owed, false);
+    Some(turn)
+}
+
 /// One turn (see the module documentation). Returns what to wait for and whether the reader
 /// stopped on its budget with input possibly left; `None` when the connection is gone.
 fn take_turn(
@@ -134,7 +168,17 @@ fn take_turn(
 ) -> Option<(Interest, bool)> {
     let mut now = clock::now();
     let mut wakes = Wakes::default();
-    let turn = {
+    let shared_turn = if node.partitioned {
+        shared_turn(inner, node, key, input, &mut now, &mut wakes)?
+    } else {
+        Turn::Exclusive
+    };
+    let turn = if shared_turn != Turn::Exclusive {
+        shared_turn
+    } else {
+        if node.partitioned {
+            node.counters.core_shared_declined.fetch_add(1, Ordering::Relaxed);
+        }
         let mut core = node.lock();
         if core.closed {
             return None;
@@ -150,7 +194,7 @@ fn take_turn(
     // ride on them rather than on NOOPs of their own.
     wakes.run_deferred();
     let interest = match turn {
-        Turn::Closed => None,
+        Turn::Closed | Turn::Exclusive => None,
         Turn::Open { more } => {
             let mut cx = Cx::released(inner, node, clock::now(), &mut wakes);
             cx.done = spare_sends();

@@ -33,8 +33,11 @@ pub const MAX_IOVECS: usize = 1024;
 pub(super) struct Cx<'a> {
     pub(super) inner: &'a Arc<Inner>,
     pub(super) node: &'a Arc<Shared>,
-    /// `None` while the core lock is released: sends completed meanwhile wait in `done`.
+    /// `None` while the core lock is released or shared: sends completed meanwhile wait in
+    /// `done`.
     pub(super) core: Option<&'a mut Core>,
+    /// The core, held shared (a receive turn on a node of several partitions).
+    pub(super) shared: Option<&'a Core>,
     pub(super) now: Time,
     pub(super) wakes: &'a mut Wakes,
     /// Sends completed with the core lock released, to complete once it is taken again.
@@ -50,7 +53,7 @@ impl<'a> Cx<'a> {
         now: Time,
         wakes: &'a mut Wakes,
     ) -> Self {
-        Self { inner, node, core: Some(core), now, wakes, done: Vec::new() }
+        Self { inner, node, core: Some(core), shared: None, now, wakes, done: Vec::new() }
     }
 
     /// A call made with the core lock released.
@@ -60,7 +63,19 @@ impl<'a> Cx<'a> {
         now: Time,
         wakes: &'a mut Wakes,
     ) -> Self {
-        Self { inner, node, core: None, now, wakes, done: Vec::new() }
+        Self { inner, node, core: None, shared: None, now, wakes, done: Vec::new() }
+    }
+
+    /// A receive turn made with the core shared: sends completed wait in `done`, as with it
+    /// released.
+    pub(super) fn shared(
+        inner: &'a Arc<Inner>,
+        node: &'a Arc<Shared>,
+        core: &'a Core,
+        now: Time,
+        wakes: &'a mut Wakes,
+    ) -> Self {
+        Self { inner, node, core: None, shared: Some(core), now, wakes, done: Vec::new() }
     }
 
     /// Completes what `done` holds, if the core is locked.
@@ -103,6 +118,8 @@ pub(super) struct Interest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Turn {
     Closed,
+    /// Made with the core shared, the turn needs it exclusive to go on.
+    Exclusive,
     /// Still open; `more`: the turn's budget ran out with input possibly waiting.
     Open {
         more: bool,

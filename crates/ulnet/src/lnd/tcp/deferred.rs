@@ -36,7 +36,7 @@ use super::ni::Inner;
 use super::payload::Payload;
 use super::table::EARLY_WRITE_MIN;
 use crate::clock;
-use crate::driver::{Shared, Wakes, drain_releasing};
+use crate::driver::{Owed, Shared, Wakes, drain_releasing, drain_shared};
 use crate::lnd::Output;
 
 /// Spare lists kept per thread, so that setting transmits aside allocates nothing per turn.
@@ -248,19 +248,37 @@ impl Deferred {
     }
 }
 
-/// Completes `sends`, finished with the core lock released, with it taken again, and carries
-/// out what that produces.
+/// Completes `sends`, finished with the core lock released, with it taken again (shared
+/// first on a node of several partitions), and carries out what that produces.
 pub(crate) fn complete_sends(node: &Arc<Shared>, mut sends: Sends, wakes: &mut Wakes) {
     if sends.is_empty() {
-        let _ = SPARE_SENDS.try_with(|spare| spare.replace(sends));
+        recycle_sends(sends);
         return;
     }
-    let mut core = node.lock();
-    let mut now = clock::now();
-    for (tx, status) in sends.drain(..) {
-        core.complete_send(now, tx, status);
+    if node.partitioned {
+        let core = node.read();
+        let mut now = clock::now();
+        let mut owed = Owed::default();
+        for (tx, status) in sends.drain(..) {
+            if core.try_complete_send(now, tx, status).is_err() {
+                owed.send(tx, status);
+            }
+        }
+        drain_shared(node, core, &mut now, wakes, owed, false);
+    } else {
+        let mut core = node.lock();
+        let mut now = clock::now();
+        for (tx, status) in sends.drain(..) {
+            core.complete_send(now, tx, status);
+        }
+        drop(drain_releasing(node, core, &mut now, wakes));
     }
-    drop(drain_releasing(node, core, &mut now, wakes));
+    recycle_sends(sends);
+}
+
+/// Keeps `sends`' allocation (emptied) as this thread's spare.
+pub(crate) fn recycle_sends(mut sends: Sends) {
+    sends.clear();
     let _ = SPARE_SENDS.try_with(|spare| spare.replace(sends));
 }
 

@@ -393,10 +393,28 @@ impl Lnd for TcpLnd {
         }
     }
 
+    fn transmit_shared(
+        &self,
+        _node: &Arc<Shared>,
+        core: &Core,
+        _now: Time,
+        transmit: Transmit,
+        wakes: &mut Wakes,
+    ) -> Option<Transmit> {
+        // A payload that cannot be read on partitions (or at all) is taken with the core
+        // exclusive, where `transmit` fails it if it must.
+        match payload::Payload::capture_shared(core, transmit.tx, transmit.header.payload_length) {
+            Some(Ok(payload)) => {
+                wakes.tcp.transmit(&self.inner, transmit, payload);
+                None
+            }
+            Some(Err(_)) | None => Some(transmit),
+        }
+    }
+
     fn flush(
         &self,
         _node: &Arc<Shared>,
-        _core: &mut Core,
         _now: Time,
         wakes: &mut Wakes,
         hold: bool,

@@ -280,6 +280,10 @@ impl Outbox {
     }
 
     /// The error a write met, once: the task closes the connection.
+    pub(super) fn has_failed(&self) -> bool {
+        self.lock().failed.is_some()
+    }
+
     pub(super) fn take_failure(&self) -> Option<io::ErrorKind> {
         self.lock().failed.take()
     }

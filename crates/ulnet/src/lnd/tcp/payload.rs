@@ -57,6 +57,32 @@ impl Payload {
         Ok(Self::Copied(copy))
     }
 
+    /// [`capture`](Self::capture) with the core shared: `None` when the engine needs the
+    /// whole node to read it.
+    pub(super) fn capture_shared(
+        core: &Core,
+        tx: TxId,
+        length: u32,
+    ) -> Option<Result<Self, DriverError>> {
+        if length == 0 {
+            return Some(Ok(Self::None));
+        }
+        if length > COPY_MAX_PAYLOAD {
+            match core.engine.try_tx_payload_pinned(tx)? {
+                Ok(Some(pinned)) => return Some(Ok(Self::Pinned(pinned))),
+                Ok(None) => {}
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        let mut copy = Copied::with_capacity(length as usize);
+        let read = core.engine.with_tx_payload(tx, |slices| {
+            for slice in slices {
+                copy.0.extend_from_slice(slice);
+            }
+        })?;
+        Some(read.map(|()| Self::Copied(copy)))
+    }
+
     /// The payload past its first `skip` bytes: bytes to copy, or bytes pinned.
     pub(super) fn rest(&self, skip: usize) -> (&[u8], Option<PinnedBytes>) {
         match self {

@@ -20,6 +20,12 @@
 //! the memory back before completing the receive. Only reads into MD memory the core cannot
 //! lend (an MD still open to other messages), and reads after a full buffer, run with the lock
 //! held.
+//!
+//! On a node of several partitions a turn runs with the core shared ([`CoreRef::Shared`]),
+//! beside the other partitions' turns. A call the engine declines there changed nothing: the
+//! reader keeps where it was (a header not yet handled, a receive not yet completed, a close
+//! not yet made) and the turn ends with [`ReadOutcome::Exclusive`], for the task to take the
+//! core exclusively and go on from there.
 
 use foldhash::HashMap;
 use std::io::{self, IoSliceMut};
@@ -31,9 +37,10 @@ use ulnet_proto::engine::{HealthStatus, LentPayload, NiId, RecvAction, RxId};
 use ulnet_proto::socklnd::conn::{Conn, RecvEvent};
 use ulnet_proto::socklnd::zc::ZcRequests;
 use ulnet_proto::time::Time;
+use ulnet_proto::wire::header::Header;
 
 use super::context::{CloseCause, ConnKey, MAX_IOVECS};
-use crate::driver::{Core, Counters};
+use crate::driver::{Core, CoreRef, Counters, NeedsExclusive, leaf};
 
 /// Bytes of input a connection buffers: headers, and the payload of small messages.
 pub const READ_BUFFER_LEN: usize = 64 << 10;
@@ -47,9 +54,15 @@ const MESSAGES_PER_TURN: u32 = 256;
 /// Most bytes read in one turn, for the same reason.
 const BYTES_PER_TURN: usize = 4 << 20;
 
-/// A connection's receive state (in the peer table, under the core lock).
+/// A connection's receive state (in the peer table, under its lock).
 pub(super) struct Reader {
     state: RxState,
+    /// A header the framing recognised whose call the engine declined with the core shared:
+    /// handled first on the next turn.
+    header: Option<Box<Header>>,
+    /// Why the connection must close, found with the core shared (closing fails what it held
+    /// back to the core, which takes the core exclusively): reported first on the next turn.
+    closing: Option<CloseCause>,
 }
 
 /// A connection's read buffer, owned by its task: headers, and the payload of small messages.
@@ -235,7 +248,7 @@ impl LentSlot {
 
     /// Asks the core to lend `rx`'s destination (a payload of `length` bytes, read from its
     /// start), if it is large enough to be read straight from the socket.
-    fn lend(&self, core: &mut Core, rx: RxId, length: u32) {
+    fn lend(&self, mut core: CoreRef<'_>, rx: RxId, length: u32) {
         if length < DIRECT_READ_MIN {
             return;
         }
@@ -244,17 +257,29 @@ impl LentSlot {
             tracing::error!(held = ?lent.rx, ?rx, "a lent payload was never given back");
             return;
         }
-        if let Ok(Some(payload)) = core.engine.rx_lend(rx) {
+        // Declined with the core shared: the payload is read with the core held instead.
+        if let Ok(Ok(Some(payload))) = core.rx_lend(rx) {
             *slot = Some(Lent { rx, payload, filled: 0 });
         }
     }
 
-    /// Gives `rx`'s destination back to the core, if it was lent.
-    fn give_back(&self, core: &mut Core, rx: RxId) {
-        let lent = self.lock().take_if(|lent| lent.rx == rx);
-        if let Some(lent) = lent {
-            if let Err(error) = core.engine.rx_give_back(rx, lent.payload) {
+    /// Gives `rx`'s destination back to the core, if it was lent; declined with the core
+    /// shared, it stays lent.
+    fn give_back(&self, mut core: CoreRef<'_>, rx: RxId) -> Result<(), NeedsExclusive> {
+        let mut slot = self.lock();
+        let Some(lent) = slot.take_if(|lent| lent.rx == rx) else {
+            return Ok(());
+        };
+        let Lent { payload, filled, .. } = lent;
+        match core.rx_give_back(rx, payload) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
                 tracing::error!(%error, ?rx, "core refused a lent payload back");
+                Ok(())
+            }
+            Err(payload) => {
+                *slot = Some(Lent { rx, payload, filled });
+                Err(NeedsExclusive)
             }
         }
     }
@@ -294,6 +319,8 @@ pub(super) enum ReadOutcome {
     Blocked,
     /// Waiting for the core to resume a delayed message.
     Parked,
+    /// The engine declined a call with the core shared: go on with it exclusive.
+    Exclusive,
     /// The turn's budget is spent; more input may be waiting.
     Budget,
     /// Close the connection.
@@ -302,7 +329,7 @@ pub(super) enum ReadOutcome {
 
 /// What a receive turn works with, besides the reader.
 pub(super) struct ReadCx<'a> {
-    pub(super) core: &'a mut Core,
+    pub(super) core: CoreRef<'a>,
     pub(super) now: Time,
     pub(super) ni: NiId,
     pub(super) conn: &'a mut Conn,
@@ -321,7 +348,7 @@ impl Reader {
     /// A reader for a connection just out of its handshake (which never reads past the hello,
     /// so the stream starts at the first frame).
     pub(super) fn new() -> Self {
-        Self { state: RxState::Frames }
+        Self { state: RxState::Frames, header: None, closing: None }
     }
 
     /// Whether the task should wait for the socket to become readable.
@@ -343,6 +370,9 @@ impl Reader {
     /// Reads and handles input until the socket has no more, the reader parks, the budget is
     /// spent, or the connection must close.
     pub(super) fn receive(&mut self, cx: &mut ReadCx<'_>) -> ReadOutcome {
+        if let Some(cause) = self.closing.take() {
+            return self.close(cx, cause);
+        }
         let mut messages = 0u32;
         let mut bytes = 0usize;
         loop {
@@ -350,6 +380,7 @@ impl Reader {
                 return ReadOutcome::Budget;
             }
             let step = match self.state {
+                _ if self.header.is_some() => self.pending_header(cx),
                 RxState::Parked { .. } => return ReadOutcome::Parked,
                 RxState::Frames => self.frames(cx, &mut messages),
                 RxState::Deliver { rx, offset, length, discard } => {
@@ -361,8 +392,19 @@ impl Reader {
                 Ok(Step::Progress(read)) => bytes += read,
                 Ok(Step::Blocked) => return ReadOutcome::Blocked,
                 Ok(Step::Parked) => return ReadOutcome::Parked,
-                Err(cause) => return ReadOutcome::Close(cause),
+                Ok(Step::Exclusive) => return ReadOutcome::Exclusive,
+                Err(cause) => return self.close(cx, cause),
             }
+        }
+    }
+
+    /// The connection must close: at once with the core exclusive, else on the next turn.
+    fn close(&mut self, cx: &ReadCx<'_>, cause: CloseCause) -> ReadOutcome {
+        if cx.core.is_shared() {
+            self.closing = Some(cause);
+            ReadOutcome::Exclusive
+        } else {
+            ReadOutcome::Close(cause)
         }
     }
 
@@ -395,7 +437,7 @@ impl Reader {
             self.state = RxState::Frames;
         }
         if let RxState::Deliver { rx, length, .. } = self.state {
-            lent.lend(core, rx, length);
+            lent.lend(CoreRef::Exclusive(core), rx, length);
         }
         if self.state == (RxState::Discard { remaining: 0 }) {
             self.state = RxState::Frames;
@@ -414,7 +456,8 @@ impl Reader {
     ) {
         match self.state {
             RxState::Deliver { rx, .. } => {
-                lent.give_back(core, rx);
+                // Exclusive: never declined.
+                let _ = lent.give_back(CoreRef::Exclusive(core), rx);
                 core.complete_recv(now, rx, status);
             }
             RxState::Parked { rx } => {
@@ -423,9 +466,19 @@ impl Reader {
             RxState::Frames | RxState::Discard { .. } => {}
         }
         self.state = RxState::Frames;
+        self.header = None;
+        self.closing = None;
     }
 
     // ------------------------------------------------------------------------------- steps
+
+    /// A header whose call was declined with the core shared, handled again.
+    fn pending_header(&mut self, cx: &mut ReadCx<'_>) -> Result<Step, CloseCause> {
+        match self.header.take() {
+            Some(header) => self.header(cx, header),
+            None => Ok(Step::Progress(0)),
+        }
+    }
 
     /// Headers: feed buffered input to the framing; act on what it recognises.
     fn frames(&mut self, cx: &mut ReadCx<'_>, messages: &mut u32) -> Result<Step, CloseCause> {
@@ -442,35 +495,49 @@ impl Reader {
             RecvEvent::NeedMore | RecvEvent::Noop(_) => Ok(Step::Progress(0)),
             RecvEvent::Message(header) => {
                 *messages += 1;
-                let peer = cx.conn.peer().nid;
-                match cx.core.engine.handle_header(cx.now, cx.ni, peer, &header) {
-                    RecvAction::Deliver { rx, length, discard } => {
-                        if length == 0 && discard == 0 {
-                            cx.core.complete_recv(cx.now, rx, HealthStatus::Ok);
-                        } else {
-                            cx.lent.lend(cx.core, rx, length);
-                            self.state = RxState::Deliver { rx, offset: 0, length, discard };
-                        }
-                        Ok(Step::Progress(0))
-                    }
-                    RecvAction::Discard { length } => {
-                        if length > 0 {
-                            self.state = RxState::Discard { remaining: length };
-                        }
-                        Ok(Step::Progress(0))
-                    }
-                    RecvAction::Delay { rx } => {
-                        cx.core.delayed.insert(rx, cx.ni);
-                        cx.parked.insert(rx, cx.key);
-                        self.state = RxState::Parked { rx };
-                        Ok(Step::Parked)
-                    }
-                    RecvAction::ProtocolError(error) => Err(CloseCause::Refused(error)),
-                }
+                self.header(cx, Box::new(header))
             }
             // `handle_input` reports payload only when fed some, and payload is never fed to
             // it (the Deliver and Discard states take it).
             RecvEvent::Payload { .. } => Err(CloseCause::Internal("payload fed to the framing")),
+        }
+    }
+
+    /// A header the framing recognised, to the core. Declined with the core shared, it is
+    /// kept for the turn that holds the core exclusive.
+    fn header(&mut self, cx: &mut ReadCx<'_>, header: Box<Header>) -> Result<Step, CloseCause> {
+        let peer = cx.conn.peer().nid;
+        let Ok(action) = cx.core.handle_header(cx.now, cx.ni, peer, &header) else {
+            self.header = Some(header);
+            return Ok(Step::Exclusive);
+        };
+        match action {
+            RecvAction::Deliver { rx, length, discard } => {
+                self.state = RxState::Deliver { rx, offset: 0, length, discard };
+                if length == 0 && discard == 0 {
+                    if cx.core.complete_recv(cx.now, rx, HealthStatus::Ok).is_err() {
+                        // Completed by the exclusive turn (`deliver`, all of it in).
+                        return Ok(Step::Exclusive);
+                    }
+                    self.state = RxState::Frames;
+                } else {
+                    cx.lent.lend(cx.core.reborrow(), rx, length);
+                }
+                Ok(Step::Progress(0))
+            }
+            RecvAction::Discard { length } => {
+                if length > 0 {
+                    self.state = RxState::Discard { remaining: length };
+                }
+                Ok(Step::Progress(0))
+            }
+            RecvAction::Delay { rx } => {
+                leaf(&cx.core.core().delayed).insert(rx, cx.ni);
+                cx.parked.insert(rx, cx.key);
+                self.state = RxState::Parked { rx };
+                Ok(Step::Parked)
+            }
+            RecvAction::ProtocolError(error) => Err(CloseCause::Refused(error)),
         }
     }
 
@@ -492,8 +559,8 @@ impl Reader {
             {
                 return step;
             }
-        } else if lendable {
-            cx.lent.give_back(cx.core, rx);
+        } else if lendable && cx.lent.give_back(cx.core.reborrow(), rx).is_err() {
+            return Ok(Step::Exclusive);
         }
         if offset >= length {
             if discard > 0 {
@@ -505,7 +572,9 @@ impl Reader {
                 }
                 return Ok(read.step);
             }
-            cx.core.complete_recv(cx.now, rx, HealthStatus::Ok);
+            if cx.core.complete_recv(cx.now, rx, HealthStatus::Ok).is_err() {
+                return Ok(Step::Exclusive);
+            }
             self.state = RxState::Frames;
             return Ok(Step::Progress(0));
         }
@@ -516,8 +585,10 @@ impl Reader {
             // Already buffered: copy (the one copy small payloads make).
             let count = (input.end - input.start).min(want as usize);
             let bytes = input.buffer.get(input.start..input.start + count).unwrap_or(&[]);
-            if cx.core.engine.rx_write(rx, offset, bytes).is_err() {
-                return Err(CloseCause::Internal("the receive's MD went away"));
+            match cx.core.rx_write(rx, offset, bytes) {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(CloseCause::Internal("the receive's MD went away")),
+                Err(NeedsExclusive) => return Ok(Step::Exclusive),
             }
             input.consume(count);
             count
@@ -526,8 +597,12 @@ impl Reader {
         } else if let Some(kind) = input.ended {
             return Err(ended(cx.conn, kind));
         } else {
+            // MD memory the core could not lend is read into with the core exclusive.
+            let Some(core) = cx.core.exclusive() else {
+                return Ok(Step::Exclusive);
+            };
             cx.reads.fetch_add(1, Ordering::Relaxed);
-            match read_into_md(cx.core, rx, offset, want, cx.stream) {
+            match read_into_md(core, rx, offset, want, cx.stream) {
                 Ok(0) => return Err(eof_inside_message(cx.conn)),
                 Ok(read) => read,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
@@ -616,6 +691,8 @@ enum Step {
     Progress(usize),
     Blocked,
     Parked,
+    /// The engine declined a call with the core shared.
+    Exclusive,
 }
 
 struct Skip {

@@ -41,6 +41,7 @@ use super::payload::{Payload, Sending};
 use super::reader::{Input, LentSlot, ReadCx, ReadOutcome, Reader};
 use super::socket;
 use super::writer::{FlushCx, Writer};
+use crate::driver::CoreRef;
 use crate::lnd::Output;
 use crate::log_limit::warn_limited;
 
@@ -394,17 +395,26 @@ impl PeerTable {
             return Turn::Closed;
         };
         let id = io.id;
-        if let Some(kind) = io.outbox.take_failure() {
-            // Writing the outbox failed, without the lock: close now.
-            self.close_conn(cx, key.peer, id, CloseCause::from_io(kind));
-            return Turn::Closed;
+        if cx.core.is_some() {
+            if let Some(kind) = io.outbox.take_failure() {
+                // Writing the outbox failed, without the lock: close now.
+                self.close_conn(cx, key.peer, id, CloseCause::from_io(kind));
+                return Turn::Closed;
+            }
+        } else if io.outbox.has_failed() {
+            // Closing fails what the connection holds back to the core: exclusive.
+            return Turn::Exclusive;
         }
         let Some((conn, zc)) = peer.conns.conn_and_zc(id) else {
             return Turn::Closed;
         };
-        let Some(core) = cx.core.as_deref_mut() else {
-            tracing::error!("a receive turn without the core lock");
-            return Turn::Open { more: false };
+        let core = match (cx.core.as_deref_mut(), cx.shared) {
+            (Some(core), _) => CoreRef::Exclusive(core),
+            (None, Some(core)) => CoreRef::Shared(core),
+            (None, None) => {
+                tracing::error!("a receive turn without the core lock");
+                return Turn::Open { more: false };
+            }
         };
         let mut read = ReadCx {
             core,
@@ -428,6 +438,7 @@ impl PeerTable {
         }
         match outcome {
             ReadOutcome::Blocked | ReadOutcome::Parked => Turn::Open { more: false },
+            ReadOutcome::Exclusive => Turn::Exclusive,
             ReadOutcome::Budget => Turn::Open { more: true },
             ReadOutcome::Close(cause) => {
                 self.close_conn(cx, key.peer, id, cause);
