@@ -443,7 +443,7 @@ impl Node {
     }
 
     pub fn is_shut_down(&self) -> bool {
-        self.inner.shared.lock().closed
+        self.inner.shared.read().closed
     }
 
     // ------------------------------------------------------------------------- internals

@@ -488,7 +488,11 @@ impl Engine {
     /// message from `nid` on `ni`). An unknown NI hashes over all partitions, as the kernel
     /// does without one. lustre: api-ni.c `lnet_cpt_of_nid_locked()`.
     pub fn cpt_of_nid(&self, nid: &Nid, ni: NiId) -> u32 {
-        self.with_look(|look| look.cpt_of_nid(nid, ni))
+        // The node part alone: every receive on partitions asks, and locks no partition.
+        match self.node.nis.get(ni) {
+            Some(n) => self.partitions.cpt_of_nid_for(nid, &n.cpts),
+            None => self.partitions.cpt_of_nid(nid, None),
+        }
     }
 
     pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {

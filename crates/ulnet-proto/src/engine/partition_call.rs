@@ -239,11 +239,10 @@ impl Engine {
         unlink: UnlinkMode,
         position: InsertPosition,
     ) -> Option<Result<MeHandle, MeAttachError>> {
-        let home = self.with_look(|look| {
-            let table = look.node.portals.get(portal as usize)?;
-            let me = crate::engine::node::me_of(portal, match_id);
-            Some(table.table_of_attach(&me, position, &self.partitions))
-        })?;
+        // The node part alone (the portal's match type): no partition is locked for it.
+        let table = self.node.portals.get(portal as usize)?;
+        let me = crate::engine::node::me_of(portal, match_id);
+        let home = table.table_of_attach(&me, position, &self.partitions);
         self.on_partitions(
             home,
             |look| look.plan_me_attach(portal, match_id, position),
@@ -410,7 +409,7 @@ impl Engine {
         Some(View {
             interface_cookie: self.interface_cookie,
             pid: self.pid,
-            limits: self.limits,
+            limits: &self.limits,
             partitions: self.partitions,
             call: call?,
             node: &self.node,
@@ -429,7 +428,7 @@ impl Engine {
 }
 
 /// The partitions a call holds, locked, each with its number, in partition order.
-type Guards<'e> = Vec<(u32, MutexGuard<'e, Partition>)>;
+type Guards<'e> = smallvec::SmallVec<[(u32, MutexGuard<'e, Partition>); 2]>;
 
 /// The shares of the partitions a call holds, gathered one partition at a time.
 #[derive(Default)]

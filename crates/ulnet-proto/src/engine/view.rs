@@ -93,7 +93,7 @@ impl NodeAccess for NodeShared {
 pub(crate) struct View<'a, A: Access, N: NodeAccess> {
     pub(super) interface_cookie: u64,
     pub(super) pid: u32,
-    pub(super) limits: Limits,
+    pub(super) limits: &'a Limits,
     pub(super) partitions: Partitions,
     pub(super) call: A::Ref<'a, CallState>,
     pub(super) node: N::Ref<'a>,
@@ -170,7 +170,7 @@ macro_rules! whole_view {
         View {
             interface_cookie: $engine.interface_cookie,
             pid: $engine.pid,
-            limits: $engine.limits,
+            limits: &$engine.limits,
             partitions: $engine.partitions,
             call,
             node: $($ref)+ $engine.node,

@@ -405,9 +405,12 @@ impl Shared {
         CoreGuard::new(guard, &self.counters)
     }
 
-    /// Takes the core shared (the message path of a node of several partitions).
+    /// Takes the core shared (the message path of a node of several partitions, counted; a
+    /// read of what only changes exclusively).
     pub(crate) fn read(&self) -> CoreRead<'_> {
-        self.counters.core_shared_holds.fetch_add(1, Ordering::Relaxed);
+        if self.partitioned {
+            self.counters.core_shared_holds.fetch_add(1, Ordering::Relaxed);
+        }
         match self.core.try_read() {
             Ok(core) => core,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -427,7 +430,7 @@ impl Shared {
 
     /// The LNDs now (a snapshot, for callers that must not hold the core lock).
     pub(crate) fn lnds(&self) -> Lnds {
-        Arc::clone(&self.lock().lnds)
+        Arc::clone(&self.read().lnds)
     }
 }
 

@@ -450,11 +450,18 @@ impl Drop for HandlerStream {
     }
 }
 
-/// Writes whatever the LNDs hold back.
+/// Writes whatever the LNDs hold back (with the core shared on a node of several
+/// partitions: an event handler's every batch ends here).
 pub(super) fn write_held(shared: &Arc<Shared>) {
     let mut wakes = Wakes::default();
-    let core = shared.lock();
-    let mut now = clock::now();
-    drop(drain_releasing(shared, core, &mut now, &mut wakes));
+    if shared.partitioned {
+        let core = shared.read();
+        let mut now = clock::now();
+        drain_shared(shared, core, &mut now, &mut wakes, Owed::default(), false);
+    } else {
+        let core = shared.lock();
+        let mut now = clock::now();
+        drop(drain_releasing(shared, core, &mut now, &mut wakes));
+    }
     wakes.finish();
 }

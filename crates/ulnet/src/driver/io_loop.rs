@@ -6,11 +6,28 @@ use std::sync::atomic::Ordering;
 
 use ulnet_proto::time::Time;
 
-use super::core::Shared;
+use super::core::{Lnds, Shared};
 use super::drain::{drain_releasing, write_held};
 use super::hold::HeldCheck;
 use super::wake::Wakes;
 use crate::clock;
+
+/// The core's next deadline and the LNDs, when no timer is due at `now`: read with the core
+/// shared on a node of several partitions, so a wake-up with nothing due stops no partition.
+/// `None` when a timer is due, or the node has one partition: the loop takes the core
+/// exclusively.
+fn idle_timer(shared: &Arc<Shared>, now: Time) -> Option<(Time, Lnds)> {
+    if !shared.partitioned {
+        return None;
+    }
+    let core = shared.read();
+    let armed = core.engine.poll_timeout().unwrap_or(Time::MAX);
+    if armed <= now {
+        return None;
+    }
+    core.set_armed(armed);
+    Some((armed, Arc::clone(&core.lnds)))
+}
 
 /// The I/O thread's loop: core timer, LND polling, then sleep until the next deadline or a
 /// doorbell. Returns when the node is closing.
@@ -29,7 +46,9 @@ pub(crate) async fn run(shared: &Arc<Shared>) {
             }
         };
         let mut wakes = Wakes::default();
-        let (mut next, lnds) = {
+        let (mut next, lnds) = if let Some(seen) = idle_timer(shared, now) {
+            seen
+        } else {
             let mut core = shared.lock();
             if core.engine.poll_timeout().is_some_and(|deadline| deadline <= now) {
                 core.engine.handle_timeout(now);

@@ -16,12 +16,17 @@
 //!
 //! # Who runs what
 //!
-//! * The core ([`ulnet_proto::engine::Engine`]) sits in [`Core`] behind one mutex. An API call
-//!   (put, get, attach, unlink) locks it on the caller's thread, makes the call with `now`, and
-//!   then, still holding the lock, carries out everything the core produced
+//! * The core ([`ulnet_proto::engine::Engine`]) sits in [`Core`] behind one read-write lock.
+//!   An API call (put, get, attach, unlink) takes it on the caller's thread, makes the call
+//!   with `now`, and then, still holding it, carries out everything the core produced
 //!   ([`drain`](fn@drain)): events go to their [`EventQueue`](crate::EventQueue)s, transmits to
 //!   the LND of their NI, delayed receives that may proceed to the LND that holds them.
 //!   Loopback completes inside the core, so a `0@lo` operation never leaves the caller's thread.
+//! * On a node of one partition every engine call holds the core exclusively. On a node of
+//!   several, the message path (a connection's turn, send completions, the API's message
+//!   calls, the drains after them) holds it shared and makes the engine's calls on the
+//!   partitions their plans name ([`CoreRef`], [`drain_shared`]); a call the engine declines
+//!   there changed nothing, and is made again with the core held exclusively (decision 0029).
 //! * Wake-ups (of the I/O threads, of event consumers) are collected in [`Wakes`] and issued
 //!   after the lock is released, so nobody is woken only to block on the lock we hold.
 //! * Each CPU partition has an I/O thread running a tokio current-thread runtime of its own,
@@ -31,14 +36,18 @@
 //!   [`handle_timeout`](ulnet_proto::engine::Engine::handle_timeout)) and polls the LNDs that
 //!   want polling (the in-process fabric delivers frames there); LNDs with tasks of their own
 //!   (TCP) start them from [`Lnd::start`](crate::lnd::Lnd::start), each connection on the
-//!   runtime of the partition its peer's NID hashes to. The threads share the core lock.
+//!   runtime of the partition its peer's NID hashes to.
 //!
 //! # Locks, in the only order they are taken
 //!
-//! 1. Core mutexes. When two nodes are involved (the in-process fabric copying a payload from the
-//!    sender's MD into the receiver's), they are locked in order of node id ([`lock_pair`]).
-//! 2. Leaf locks, taken briefly while a core may be held and never held while taking a core:
-//!    an LND's inbox, the fabric's link model, an event queue, the list of event queues.
+//! 1. Core locks, exclusive or shared, never both by one thread. When two nodes are involved
+//!    (the in-process fabric copying a payload from the sender's MD into the receiver's), they
+//!    are locked exclusively in order of node id ([`lock_pair`]).
+//! 2. Inside the engine, its partitions' locks, in partition order (taken and released within
+//!    each engine call).
+//! 3. Leaf locks, taken briefly while a core may be held and never held while taking a core:
+//!    a partition's event router, the registry of event queues, the delayed receives, an
+//!    LND's inbox, the fabric's link model, an event queue, the list of event queues.
 
 pub(crate) mod core;
 pub(crate) mod doorbell;

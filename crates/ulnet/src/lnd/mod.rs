@@ -26,10 +26,14 @@
 //! * Receive: with the core locked, call `core.engine.handle_header(now, ni, peer_nid, &header)`.
 //!   `Deliver`: read the payload into `core.engine.rx_segments_mut(rx)`, or into what
 //!   `core.engine.rx_lend(rx)` lends (without the lock; given back with `rx_give_back` under
-//!   it), then [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record
-//!   `core.delayed.insert(rx, ni)` and stop reading that connection; the answer comes back through
+//!   it), then [`Core::complete_recv`]. `Discard`: skip the bytes. `Delay`: record the
+//!   receive in `core.delayed` and stop reading that connection; the answer comes back through
 //!   [`Lnd::resume`]. `ProtocolError`: close the connection. Then call
 //!   [`drain`](fn@crate::driver::drain) before unlocking, and [`Wakes::finish`] after.
+//! * With the core shared (a node of several partitions): the same calls through
+//!   [`CoreRef`](crate::driver::CoreRef) (the engine's `try_*`), each of which may decline
+//!   having changed nothing; the LND then keeps its place and makes the call again with the
+//!   core exclusive. [`Lnd::transmit_shared`] takes a transmit that way, or gives it back.
 //! * Shutdown ([`crate::driver::finish`]): the core is marked closed first (API calls fail, and
 //!   no new transmit or resume reaches an LND), then [`Lnd::shutdown`] runs with no lock held:
 //!   stop accepting input, fail with [`Core::complete_recv`] every receive the core told the LND

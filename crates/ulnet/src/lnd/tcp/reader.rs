@@ -59,7 +59,7 @@ pub(super) struct Reader {
     state: RxState,
     /// A header the framing recognised whose call the engine declined with the core shared:
     /// handled first on the next turn.
-    header: Option<Box<Header>>,
+    header: Option<Header>,
     /// Why the connection must close, found with the core shared (closing fails what it held
     /// back to the core, which takes the core exclusively): reported first on the next turn.
     closing: Option<CloseCause>,
@@ -495,7 +495,7 @@ impl Reader {
             RecvEvent::NeedMore | RecvEvent::Noop(_) => Ok(Step::Progress(0)),
             RecvEvent::Message(header) => {
                 *messages += 1;
-                self.header(cx, Box::new(header))
+                self.header(cx, header)
             }
             // `handle_input` reports payload only when fed some, and payload is never fed to
             // it (the Deliver and Discard states take it).
@@ -505,7 +505,7 @@ impl Reader {
 
     /// A header the framing recognised, to the core. Declined with the core shared, it is
     /// kept for the turn that holds the core exclusive.
-    fn header(&mut self, cx: &mut ReadCx<'_>, header: Box<Header>) -> Result<Step, CloseCause> {
+    fn header(&mut self, cx: &mut ReadCx<'_>, header: Header) -> Result<Step, CloseCause> {
         let peer = cx.conn.peer().nid;
         let Ok(action) = cx.core.handle_header(cx.now, cx.ni, peer, &header) else {
             self.header = Some(header);
