@@ -30,7 +30,7 @@ use crate::engine::ping::PingCompletion;
 use crate::engine::plan::CallScope;
 use crate::engine::shares::Shares;
 use crate::engine::slab::{Key, KeyPartitions};
-use crate::engine::view::{Exclusive, Look, PartFlow, View, lock};
+use crate::engine::view::{Exclusive, PartFlow, View, lock};
 use crate::time::Time;
 use crate::wire::header::Header;
 
@@ -314,7 +314,7 @@ impl Engine {
     fn on_partitions<R>(
         &self,
         home: u32,
-        plan: impl Fn(&Look<'_>) -> CallScope,
+        plan: impl Fn(&PartFlow<'_>) -> CallScope,
         call: impl FnOnce(&mut PartFlow<'_>) -> R,
     ) -> Option<R> {
         self.on_partitions_with(Some(home), plan, (), |flow, ()| call(flow)).ok()
@@ -326,7 +326,7 @@ impl Engine {
     fn on_partitions_with<T, R>(
         &self,
         home: Option<u32>,
-        plan: impl Fn(&Look<'_>) -> CallScope,
+        plan: impl Fn(&PartFlow<'_>) -> CallScope,
         value: T,
         call: impl FnOnce(&mut PartFlow<'_>, T) -> R,
     ) -> Result<R, T> {
@@ -350,10 +350,8 @@ impl Engine {
             let Some(mut flow) = self.part_flow(home, &mut guards) else {
                 return Err(value);
             };
-            let Some(look) = flow.narrowed(u64::MAX) else {
-                return Err(value);
-            };
-            match plan(&look) {
+            // Planned on the view the call runs on: plans only read.
+            match plan(&flow) {
                 CallScope::Node => return Err(value),
                 CallScope::Partitions(mask) if mask & !held != 0 => held |= mask,
                 CallScope::Partitions(_) => {
