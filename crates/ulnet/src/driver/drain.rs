@@ -21,7 +21,7 @@ use super::event_route::{route_events, route_events_of};
 use super::partitions;
 use super::wake::Wakes;
 use crate::clock;
-use crate::lnd::tcp::complete_sends;
+use crate::lnd::tcp::{Sends, complete_sends};
 use crate::lnd::{Lnd, Output};
 
 /// Carries out everything the core produced, until it produces nothing more, and writes all
@@ -68,14 +68,7 @@ fn release_for_early_output<'a>(
         // The core is consistent between two outputs: whoever takes the lock meanwhile may
         // carry out the rest.
         drop(core);
-        let own = match wakes.run_early() {
-            Some((node, sends)) if !Arc::ptr_eq(&node, shared) => {
-                // Another node's (never with one node per LND): under its own lock.
-                complete_sends(&node, sends, wakes);
-                None
-            }
-            finished => finished.map(|(_, sends)| sends),
-        };
+        let own = write_early(shared, wakes);
         core = shared.lock();
         // Under the lock, so that `now` never goes backwards for the core.
         *now = clock::now().max(*now);
@@ -86,6 +79,20 @@ fn release_for_early_output<'a>(
     }
     wakes.set_may_unlock(may_unlock);
     core
+}
+
+/// With the core lock released part way through a drain: writes the burst's first half set
+/// aside (decision 0011) and returns the sends of `shared` it finished, for the drain to
+/// complete once it holds the lock again. Another node's (never with one node per LND) are
+/// completed here, under its own lock.
+fn write_early(shared: &Arc<Shared>, wakes: &mut Wakes) -> Option<Sends> {
+    match wakes.run_early() {
+        Some((node, sends)) if !Arc::ptr_eq(&node, shared) => {
+            complete_sends(&node, sends, wakes);
+            None
+        }
+        finished => finished.map(|(_, sends)| sends),
+    }
 }
 
 /// How a drain ended.
@@ -216,13 +223,7 @@ pub(crate) fn drain_shared(
             }
             SharedDrain::Paused => {
                 drop(core);
-                let own = match wakes.run_early() {
-                    Some((node, sends)) if !Arc::ptr_eq(&node, shared) => {
-                        complete_sends(&node, sends, wakes);
-                        None
-                    }
-                    finished => finished.map(|(_, sends)| sends),
-                };
+                let own = write_early(shared, wakes);
                 core = shared.read();
                 *now = clock::now().max(*now);
                 for &(tx, status) in own.iter().flatten() {

@@ -123,7 +123,7 @@ use crate::lnd::{Lnd, Output};
 
 pub use admission::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 use context::Cx;
-pub(crate) use deferred::{Deferred, Finished, complete_sends};
+pub(crate) use deferred::{Deferred, Finished, Sends, complete_sends};
 pub(crate) use listener::Listeners;
 use listener::Membership;
 pub(crate) use ni::Placement;
