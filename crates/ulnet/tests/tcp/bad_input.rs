@@ -40,8 +40,19 @@ struct Scene {
 
 impl Scene {
     fn new() -> Scene {
+        Scene::with_partitions(1)
+    }
+
+    /// A scene whose victim has `partitions` CPU partitions: with more than one, its
+    /// connections' turns run with the core shared (decision 0029).
+    fn with_partitions(partitions: u32) -> Scene {
         let port = free_port();
-        let victim = tcp_node_with(VICTIM, victim_tunables(port));
+        let partitions = ulnet::proto::engine::cpt::Partitions::new(partitions).expect("count");
+        let victim = Node::builder()
+            .tcp_ni(tcp_nid(VICTIM), victim_tunables(port))
+            .partitions(partitions)
+            .build()
+            .expect("TCP node");
         let good = tcp_node(GOOD, port);
         // Connections up before the attack starts.
         put_and_check(&good, &victim, u64::MAX, b"hello");
@@ -224,7 +235,12 @@ fn truncated_hello_then_silence_times_out() {
 /// Runs `attack` on an established connection from the bad peer and checks the node closes it
 /// as a protocol error.
 fn closes_as_protocol_error(attack: impl FnOnce(&Scene, &mut Link)) {
-    let scene = Scene::new();
+    closes_as_protocol_error_on(Scene::new(), attack);
+}
+
+/// [`closes_as_protocol_error`] on `scene`; returns its victim.
+fn closes_as_protocol_error_on(scene: Scene, attack: impl FnOnce(&Scene, &mut Link)) -> Node {
+    let victim = scene.victim.clone();
     let mut link = scene.established();
     attack(&scene, &mut link);
     link.expect_closed("the bad connection");
@@ -233,11 +249,34 @@ fn closes_as_protocol_error(attack: impl FnOnce(&Scene, &mut Link)) {
     });
     let stats = scene.finish();
     assert_eq!(stats.protocol_errors, 1, "{stats:?}");
+    victim
 }
 
 #[test]
 fn garbage_after_the_hello() {
     closes_as_protocol_error(|_, link| link.send(&[0x42; 24]));
+}
+
+/// On a victim of two partitions, whose turns run with the core shared: a framing error found
+/// there is kept until the turn that holds the core exclusively closes the connection (closing
+/// fails what it held back to the core), and the good peer, on the same node, never notices.
+#[test]
+fn garbage_after_the_hello_on_two_partitions() {
+    let victim =
+        closes_as_protocol_error_on(Scene::with_partitions(2), |_, link| link.send(&[0x42; 24]));
+    let runtime = victim.stats().runtime;
+    assert!(runtime.core_shared_holds > 0 && runtime.core_shared_declined > 0, "{runtime:?}");
+}
+
+/// A header the core refuses, on a victim of two partitions: the same.
+#[test]
+fn wrong_dest_nid_on_two_partitions() {
+    let victim = closes_as_protocol_error_on(Scene::with_partitions(2), |scene, link| {
+        let mut bytes = scene.put(ADDRESSES[5], 4);
+        bytes.extend_from_slice(b"data");
+        link.send(&bytes);
+    });
+    assert!(victim.stats().runtime.core_shared_holds > 0);
 }
 
 #[test]
