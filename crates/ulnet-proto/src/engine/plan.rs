@@ -144,6 +144,10 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
             return CallScope::Node;
         }
         let home = self.with_peer_ni(CallScope::one(self.cpt_of_nid(&from, ni)), hop);
+        if self.peer_ni_recovers(hop) {
+            // A message complete with its header queues the peer NI for recovery.
+            return CallScope::Node;
+        }
         let for_me = self.ni_for_nid(header.dest_nid).is_some();
         if !for_me {
             return home;
@@ -209,6 +213,10 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
         if !status.is_ok() || self.ni_recovering(message.ni) {
             return CallScope::Node;
         }
+        if !message.tx && message.peer_ni.is_some_and(|id| self.peer_ni_recovers(id)) {
+            // A good receive queues its peer NI for recovery.
+            return CallScope::Node;
+        }
         let ni_waiter = (message.ni_credit == Credit::Held)
             .then(|| self.ni_shares.share(message.tx_cpt)?.pool(message.ni)?.next_waiter())
             .flatten();
@@ -262,6 +270,16 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
             .nis
             .get(ni)
             .is_some_and(|ni| ni.health.value() < MAX_HEALTH || ni.recovery.ping_count != 0)
+    }
+
+    /// Whether a good message from peer NI `id` would queue it on the node's recovery queue
+    /// (monitor.rs `queue_peer_recovery()`): below full health or with a suspect path, and not
+    /// queued yet. Read from its owner's share, which the plan names, so a plan made again
+    /// holding it sees it.
+    fn peer_ni_recovers(&self, id: PeerNiId) -> bool {
+        self.node.peers.ni(&self.peer_nis, id).is_some_and(|lpni| {
+            (lpni.health.value() < MAX_HEALTH || lpni.watch.any_suspect()) && !lpni.recovery.queued
+        })
     }
 
     /// `scope` and the partitions a send to peer NI `id` reaches: the one owning it, and
