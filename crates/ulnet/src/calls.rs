@@ -103,8 +103,9 @@ fn unreachable_core() -> ! {
 }
 
 /// Declares API calls once. Each entry is a [`Calls`] method (its documentation, signature and
-/// body, which works on `self.core` at `self.now`) followed by `shut_down => value;`, what the
-/// call returns on a node that has shut down. From it come:
+/// body, which works on `self.core()` at `self.now`, or tries the engine's call on partitions
+/// first) followed by `shut_down => value;`, what the call returns on a node that has shut
+/// down. From it come:
 ///
 /// * the [`Calls`] method, as written;
 /// * the [`Node`] method of the same name, documentation and arguments: it locks the core,
