@@ -177,6 +177,13 @@ pub fn parse_cpts(text: &str) -> Result<ExprList, ExprError> {
     ExprList::parse(text, 0, MAX_CPT)
 }
 
+/// Parses `net add --cpt` as lnetctl does, bounded by `u32::MAX` only (lnetctl.c
+/// `jt_add_ni()`): a CPT past the node's count is then refused by the node with -ERANGE
+/// ("invalid CPT value"), not dropped as unparseable. The list stays ranges, never expanded.
+pub fn parse_cpt_option(text: &str) -> Result<ExprList, ExprError> {
+    ExprList::parse(text, 0, u32::MAX)
+}
+
 // ---------------------------------------------------------------------------------------------
 // networks=
 

@@ -30,10 +30,12 @@
 //!
 //! # Threading model
 //!
-//! * A [`Node`] owns the core behind one mutex and one I/O thread per CPU partition, each
-//!   running a tokio current-thread runtime, pinned to its partition's CPUs when given them
+//! * A [`Node`] owns the core behind one read-write lock and one I/O thread per CPU partition,
+//!   each running a tokio current-thread runtime, pinned to its partition's CPUs when given them
 //!   ([`NodeBuilder::partition_cpus`], [`NodeBuilder::io_cpu`]). A TCP connection runs on the
-//!   thread of the partition its peer's NID hashes to; the threads share the core mutex.
+//!   thread of the partition its peer's NID hashes to. With several partitions the message path
+//!   takes the lock shared and locks only the partitions a call needs; a call that needs the
+//!   whole node takes it exclusively (decision 0029).
 //! * API calls run on the caller's thread: lock, call the core with `now` from a monotonic
 //!   clock, carry out its outputs (events to their [`EventQueue`], transmits to the NI's LND),
 //!   unlock. Loopback (`0@lo`) completes entirely inside the call.

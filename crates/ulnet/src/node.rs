@@ -176,8 +176,8 @@ pub struct RuntimeStats {
     /// share of reads that no longer hold up other threads (decision 0029).
     pub socket_reads_unlocked: u64,
     /// Times a thread (an API caller, an I/O thread) found the node's core lock held and had
-    /// to wait for it: how much the partitions' I/O threads and the callers contend for the
-    /// one lock on the message path (decision 0029).
+    /// to wait for it exclusively: how much the partitions' I/O threads and the callers contend
+    /// for the node-wide lock (decision 0029).
     pub core_lock_waits: u64,
     /// Nanoseconds the node's core lock was held, and the times it was taken, estimated from
     /// one acquisition in 16 on each thread: against the CPU the node spends, the share of

@@ -363,7 +363,7 @@ pub fn cpt_list(cpts: Option<&[u32]>) -> CptList {
 
 /// Parses a `--cpt` expression from a `net add` request.
 pub fn parse_cpt_text(text: &str) -> Result<ExprList, NetError> {
-    ulnet_config::grammar::parse_cpts(text).map_err(|_| NetError::BadCpt(text.to_string()))
+    ulnet_config::grammar::parse_cpt_option(text).map_err(|_| NetError::BadCpt(text.to_string()))
 }
 
 #[cfg(test)]

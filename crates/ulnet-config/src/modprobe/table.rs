@@ -342,7 +342,7 @@ pub(super) const PARAMS: &[Param] = &[
         "nscheds",
         Int,
         "0",
-        Only(&["0"], "ulnet's TCP LND runs on the node's one I/O thread, not scheduler threads"),
+        Only(&["0"], "ulnet's TCP LND runs on the partitions' I/O threads, not scheduler threads"),
     ),
     row(
         Ksocklnd,

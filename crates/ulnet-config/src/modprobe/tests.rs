@@ -198,7 +198,7 @@ fn the_kernels_refusals_and_their_texts() {
         ("options ksocklnd min_reconnectms=1s", "`1s' invalid for parameter `min_reconnectms'"),
         (
             "options ksocklnd nscheds=4",
-            "ulnet's TCP LND runs on the node's one I/O thread, not scheduler threads (only \"0\" is accepted)",
+            "ulnet's TCP LND runs on the partitions' I/O threads, not scheduler threads (only \"0\" is accepted)",
         ),
         (
             "options ksocklnd enable_csum=1",

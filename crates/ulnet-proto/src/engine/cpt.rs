@@ -57,13 +57,21 @@ fn hash_64(value: u64, bits: u32) -> u32 {
 /// - Larger addresses (IPv6): `hash_32` chained over the four address words, folded with the
 ///   net, reduced the same way kfilnd's is.
 ///
-/// `number` is clamped to 1..=[`MAX_CPTS`] (the kernel asserts it).
+/// `number` is the node's partition count, the hash taken over all of them; `number` is clamped
+/// to 1..=[`MAX_CPTS`] (the kernel asserts it). [`Partitions`] hashes over an NI's subset with
+/// the node's bits, as the kernel does.
 pub fn nid_cpt_hash(nid: &Nid, number: u32) -> u32 {
+    hash_within(nid, number, cpt_bits(number.clamp(1, MAX_CPTS)))
+}
+
+/// The hash over `number` partitions of a node whose partitions take `bits` bits: the kernel
+/// takes `hash_long()` / `hash_32()` to `LNET_CPT_BITS` (the node's `ln_cpt_bits`) even when an
+/// NI is bound to fewer partitions, and only then reduces to `number`.
+fn hash_within(nid: &Nid, number: u32, bits: u32) -> u32 {
     let number = number.clamp(1, MAX_CPTS);
     if number == 1 {
         return 0;
     }
-    let bits = cpt_bits(number);
     if nid.is_nid4() {
         let key = nid.to_nid4_lossy();
         if nid.lnd() == LndType::KFI {
@@ -167,6 +175,11 @@ impl Default for Partitions {
 }
 
 impl Partitions {
+    /// The node's `ln_cpt_bits`, which every hash is taken to.
+    fn bits(&self) -> u32 {
+        cpt_bits(self.count)
+    }
+
     pub fn new(count: u32) -> Result<Self, CptError> {
         if count == 0 || count > MAX_CPTS {
             return Err(CptError::BadCount(count));
@@ -228,7 +241,7 @@ impl Partitions {
         if slice.is_empty() {
             return nid_cpt_hash(nid, self.count);
         }
-        let index = nid_cpt_hash(nid, slice.len() as u32) as usize % slice.len();
+        let index = hash_within(nid, slice.len() as u32, self.bits()) as usize % slice.len();
         slice.get(index).map_or(0, |&cpt| u32::from(cpt))
     }
 
@@ -241,7 +254,7 @@ impl Partitions {
         }
         match ni_cpts {
             Some(list) if !list.is_empty() => {
-                let index = nid_cpt_hash(nid, list.len() as u32) as usize % list.len();
+                let index = hash_within(nid, list.len() as u32, self.bits()) as usize % list.len();
                 list.get(index).copied().unwrap_or(0)
             }
             _ => nid_cpt_hash(nid, self.count),
@@ -346,6 +359,24 @@ mod tests {
         for (number, cpt) in [(2, 1), (3, 2), (4, 2), (5, 3), (8, 5), (16, 11)] {
             assert_eq!(nid_cpt_hash(&v6, number), cpt, "over {number}");
         }
+    }
+
+    /// An NI bound to a subset hashes to the node's bits, then reduces to the subset's size
+    /// (lnet_nid_cpt_hash() takes `LNET_CPT_BITS`). ::1@tcp on a node of 8 partitions (3 bits)
+    /// with an NI bound to [4,5,6]: val = top 3 bits of 0xBD8E_0000 = 5 (see above), out of
+    /// range for 3, so (0x4700_0000 + 5 + 2) mod 3 = 1_191_182_343 mod 3 = 0 (digit sum 33):
+    /// CPT 4. Hashing to the subset's own 2 bits would give 2, CPT 6.
+    #[test]
+    fn a_subset_hashes_with_the_nodes_bits() {
+        let v6 = Nid::ipv6(Net::new(LndType::SOCK, 0), Ipv6Addr::LOCALHOST);
+        let parts = Partitions::new(8).unwrap();
+        assert_eq!(parts.cpt_of_nid(&v6, Some(&[4, 5, 6])), 4);
+        let list = CptList::new(&[4, 5, 6]).unwrap();
+        assert_eq!(parts.cpt_of_nid_for(&v6, &list), 4);
+        // kfilnd's hash_long() likewise: 5@kfi over [1,2,3] of 8 (3 bits) is 1 (see above), in
+        // range, so index 1: CPT 2.
+        let kfi = Nid::new4(Net::new(LndType::KFI, 0), 5);
+        assert_eq!(parts.cpt_of_nid(&kfi, Some(&[1, 2, 3])), 2);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `yaml_lnet_config_ni()`; liblnetconfig.c `lustre_lnet_parse_interfaces()`,
 //! `lustre_lnet_add_intf_descr()`.
 
-use ulnet_config::grammar::parse_cpts;
+use ulnet_config::grammar::{parse_cpt_option, parse_cpts};
 use ulnet_config::render::{self, ErrorOp, ShowMode};
 use ulnet_control::message::{
     LndTunablesSpec, LocalNiSpec, NetAdd, NetDel, NetSet, TunablesSpec, errno,
@@ -94,8 +94,9 @@ pub(crate) fn add(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             'n' => request.net = Some(arg),
             'p' => request.ip2net = Some(arg),
             // An unparseable CPT list is dropped silently (lnetctl keeps cfs_expr_list_parse's
-            // failure code and never looks at it).
-            's' => request.cpts = parse_cpts(&arg).is_ok().then_some(arg),
+            // failure code and sends no list); one that parses goes to the node, which refuses
+            // a CPT it does not have.
+            's' => request.cpts = parse_cpt_option(&arg).is_ok().then_some(arg),
             'T' => {
                 if arg.is_empty() || arg.len() >= MAX_STR_LEN {
                     report::cyaml(ctx, "ni", "add", -1, "Invalid traffic-class argument");

@@ -161,8 +161,8 @@ fn connections(node: &Node, net: Option<Net>) -> Vec<ConnEntry> {
                 ConnType::BULK_OUT => ConnKind::BulkOut,
                 _ => ConnKind::Any,
             },
-            // One I/O thread serves every connection of the node.
-            scheduler: 0,
+            // The partition whose I/O thread runs it, as socklnd prints its scheduler's CPT.
+            scheduler: conn.partition,
             local_ip: conn.local.ip(),
             remote_ip: conn.remote.ip(),
             remote_port: conn.remote.port(),

@@ -384,6 +384,11 @@ fn partitions_bind_nis_and_round_trip_through_export() {
     let bad = ulnetctl(a.socket(), &["net", "add", "--nid", "127.0.0.14@tcp", "--cpt", "[2]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.transcript().contains("invalid CPT value"), "{}", bad.transcript());
+    // Past the 255 a CPT list's grammar allows elsewhere: still the node's refusal, not an
+    // unbound NI.
+    let far = ulnetctl(a.socket(), &["net", "add", "--nid", "127.0.0.14@tcp", "--cpt", "[300]"]);
+    assert_ne!(far.code, 0);
+    assert!(far.transcript().contains("invalid CPT value"), "{}", far.transcript());
     let show = ulnetctl(a.socket(), &["net", "show", "-v"]).stdout;
     // lo and the unbound NI cover both partitions; the bound one only CPT 1.
     assert_eq!(show.matches("CPT: \"[0,1]\"").count(), 2, "{show}");

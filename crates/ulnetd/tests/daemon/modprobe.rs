@@ -363,11 +363,17 @@ fn setup_sysctl_applies_and_restores_the_shipped_file() {
 
 /// `accept_port_bulk` (lnet 2.16.58): a second acceptor on the bulk port, and the bulk
 /// connections (BULK_IN, BULK_OUT) dialled there while CONTROL goes to `accept_port`; what
-/// lctl's `conn_list` shows on the dialling side.
+/// lctl's `conn_list` shows on the dialling side. On nodes of two partitions each side's
+/// connections run on the thread of the partition its peer's NID hashes to, which `conn_list`
+/// prints as socklnd prints its scheduler's CPT: 127.64.9.2@tcp sums to 204 (partition 0 on A),
+/// 127.64.9.1@tcp to 203 (partition 1 on B).
 #[test]
 fn bulk_connections_use_accept_port_bulk() {
     let (port, bulk) = (free_port(), free_port());
-    let modules = format!("options lnet accept_port={port} accept_port_bulk={bulk}\n");
+    let modules = format!(
+        "options lnet accept_port={port} accept_port_bulk={bulk}\n\
+         options libcfs cpu_npartitions=2\n"
+    );
     let node = |nid: &str| {
         let config = format!(
             "global:\n    accept: all\nnet:\n    - net type: tcp\n      local NI(s):\n        \
@@ -391,6 +397,14 @@ fn bulk_connections_use_accept_port_bulk() {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{wanted:?} not all in:\n{conns}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    loop {
+        let accepted = ok(&b, &["conn_list"]);
+        if accepted.matches("[1]127.64.9.2->127.64.9.1:").count() == 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not 3 on partition 1:\n{accepted}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     for mut daemon in [a, b] {

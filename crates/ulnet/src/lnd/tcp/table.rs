@@ -130,11 +130,12 @@ impl Tables {
     /// `ksocknal_get_conn_by_idx()`, `ksocknal_ctl()` (`IOC_LIBCFS_GET_CONN`).
     pub(crate) fn connections(&self) -> Vec<TcpConnection> {
         let mut list = Vec::new();
-        for table in self.all() {
+        for (partition, table) in (0u32..).zip(self.all()) {
             for peer in table.peers.values() {
                 for io in &peer.io {
                     if let Some(conn) = peer.conns.conn(io.id) {
-                        if let Some(shown) = TcpConnection::of(peer.conns.peer(), conn, &io.stream)
+                        let peer_id = peer.conns.peer();
+                        if let Some(shown) = TcpConnection::of(peer_id, conn, &io.stream, partition)
                         {
                             list.push(shown);
                         }
@@ -180,6 +181,8 @@ pub struct TcpConnection {
     pub recv_buffer: u32,
     /// Nagle's algorithm on (`TCP_NODELAY` off).
     pub nagle: bool,
+    /// The CPU partition whose I/O thread runs it (the kernel's scheduler `kss_cpt`).
+    pub partition: u32,
 }
 
 impl TcpConnection {
@@ -188,6 +191,7 @@ impl TcpConnection {
         peer: ProcessId,
         conn: &ulnet_proto::socklnd::conn::Conn,
         stream: &TcpStream,
+        partition: u32,
     ) -> Option<Self> {
         let sock = socket2::SockRef::from(stream);
         let size = |value: std::io::Result<usize>| {
@@ -201,6 +205,7 @@ impl TcpConnection {
             send_buffer: size(sock.send_buffer_size()),
             recv_buffer: size(sock.recv_buffer_size()),
             nagle: !stream.nodelay().unwrap_or(true),
+            partition,
         })
     }
 }
