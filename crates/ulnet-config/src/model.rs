@@ -61,6 +61,9 @@ pub struct LocalNiConfig {
     /// A `nid:` key. lnetctl ignores it; `ulnetd` brings the NI up on exactly this address.
     pub nid: Option<Nid>,
     pub interfaces: Vec<InterfaceConfig>,
+    /// The `CPT:` of an NI named by `nid:` alone: that NI's binding, as the kernel reads a
+    /// local NI's CPT list with that NI (lustre: api-ni.c `lnet_genl_parse_local_ni()`).
+    pub cpts: Option<ExprList>,
 }
 
 /// An interface name with its optional `[cpt-expr]` suffix.
@@ -653,13 +656,13 @@ pub fn resolve_ip2nets(
             let new: Vec<InterfaceConfig> =
                 interfaces.into_iter().filter(|wanted| !known(wanted)).collect();
             if !new.is_empty() {
-                net.nis.push(LocalNiConfig { nid: None, interfaces: new });
+                net.nis.push(LocalNiConfig { nid: None, interfaces: new, cpts: None });
             }
             continue;
         }
         nets.push(NetConfig {
             net: rule.net,
-            nis: vec![LocalNiConfig { nid: None, interfaces }],
+            nis: vec![LocalNiConfig { nid: None, interfaces, cpts: None }],
             tunables: rule.tunables,
             lnd_tunables: rule.lnd_tunables.clone(),
             cpts: rule.cpts.clone(),

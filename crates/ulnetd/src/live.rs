@@ -1099,11 +1099,11 @@ fn net_config_of(add: &NetAdd) -> Result<NetConfig, NetError> {
             LocalNiSpec::Interface { name, cpts } => {
                 let cpts = cpts.as_deref().map(parse_cpt_text).transpose()?;
                 let interface = model::InterfaceConfig { name: name.clone(), cpts };
-                nis.push(LocalNiConfig { nid: None, interfaces: vec![interface] });
+                nis.push(LocalNiConfig { nid: None, interfaces: vec![interface], cpts: None });
             }
             LocalNiSpec::Nid { nid } => {
                 let parsed = nid.parse().map_err(|_| NetError::BadNid(nid.clone()))?;
-                nis.push(LocalNiConfig { nid: Some(parsed), interfaces: Vec::new() });
+                nis.push(LocalNiConfig { nid: Some(parsed), interfaces: Vec::new(), cpts: None });
             }
         }
     }

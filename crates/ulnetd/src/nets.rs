@@ -221,12 +221,12 @@ pub fn net_configs(
                 None => default_interface(spec.net, host)?,
             };
             let interface = model::InterfaceConfig { name, cpts: ni.cpts };
-            nis.push(LocalNiConfig { nid: None, interfaces: vec![interface] });
+            nis.push(LocalNiConfig { nid: None, interfaces: vec![interface], cpts: None });
         }
         if nis.is_empty() {
             let name = default_interface(spec.net, host)?;
             let interface = model::InterfaceConfig { name, cpts: None };
-            nis.push(LocalNiConfig { nid: None, interfaces: vec![interface] });
+            nis.push(LocalNiConfig { nid: None, interfaces: vec![interface], cpts: None });
         }
         nets.push(NetConfig {
             net: spec.net,
@@ -311,7 +311,13 @@ fn resolve_local_ni(
         }
         let address = nid.ip().ok_or(NetError::NidWithoutAddress(nid))?;
         let (interface, cpts) = match local.interfaces.as_slice() {
-            [] => (interface_of(host, address), net_cpts.map(<[u32]>::to_vec)),
+            [] => {
+                let cpts = match &local.cpts {
+                    Some(list) => Some(cpt_values(list)?),
+                    None => net_cpts.map(<[u32]>::to_vec),
+                };
+                (interface_of(host, address), cpts)
+            }
             [named] => (Some(named.name.clone()), interface_cpts(named)?),
             more => return Err(NetError::NidWithInterfaces { nid, count: more.len() }),
         };
@@ -391,13 +397,14 @@ mod tests {
     }
 
     fn by_nid(text: &str) -> LocalNiConfig {
-        LocalNiConfig { nid: Some(text.parse().unwrap()), interfaces: vec![] }
+        LocalNiConfig { nid: Some(text.parse().unwrap()), interfaces: vec![], cpts: None }
     }
 
     fn by_interface(name: &str) -> LocalNiConfig {
         LocalNiConfig {
             nid: None,
             interfaces: vec![InterfaceConfig { name: name.into(), cpts: None }],
+            cpts: None,
         }
     }
 
@@ -416,6 +423,18 @@ mod tests {
         assert_eq!(spec.socklnd, SocklndTunables { conns_per_peer: 0, tos: -1 });
         assert_eq!(spec.socklnd.shown_conns_per_peer(None), 1);
         assert_eq!(spec.socklnd.shown_conns_per_peer(Some(25_000)), 3, "auto follows the speed");
+    }
+
+    /// A NID-named NI's own CPT list binds it; another NI of the net keeps the net's.
+    #[test]
+    fn a_nid_named_nis_cpts_bind_that_ni() {
+        let mut bound = by_nid("127.0.0.2@tcp");
+        bound.cpts = ulnet_config::grammar::parse_cpts("[1]").ok();
+        let mut net = tcp_net(vec![bound, by_nid("127.0.0.3@tcp")]);
+        net.cpts = ulnet_config::grammar::parse_cpts("[0]").ok();
+        let spec = resolve_net(&net, &host()).unwrap();
+        let cpts: Vec<_> = spec.nis.iter().map(|ni| ni.cpts.clone()).collect();
+        assert_eq!(cpts, [Some(vec![1]), Some(vec![0])]);
     }
 
     #[test]

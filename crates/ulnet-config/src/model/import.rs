@@ -449,6 +449,7 @@ impl Walker {
         ni: &yaml_serde::Mapping,
     ) -> Result<LocalNiConfig, ImportError> {
         let mut local = LocalNiConfig::default();
+        let mut ni_cpts = None;
         for (key, value) in ni {
             let key = scalar_text(key).unwrap_or_default();
             match key.as_str() {
@@ -463,16 +464,21 @@ impl Walker {
                 "interfaces" => local.interfaces.extend(interfaces(value)?),
                 "ip-range" => return Err(ImportError::IpRangeInNet),
                 // The kernel reads an NI's CPT list with that NI (lustre: api-ni.c
-                // lnet_genl_parse_local_ni()): it binds the NI's interfaces that have none
-                // of their own. An NI named by NID alone has no interface to carry it and
-                // keeps the net-level meaning.
-                "CPT" if !local.interfaces.is_empty() => {
-                    let cpts = cpt(value)?;
-                    for interface in &mut local.interfaces {
-                        interface.cpts.get_or_insert_with(|| cpts.clone());
-                    }
-                }
+                // lnet_genl_parse_local_ni()): it binds that NI, whichever key comes first.
+                "CPT" => ni_cpts = Some((cpt(value)?, value)),
                 _ => self.net_setting(state, &key, value, "local NI(s)")?,
+            }
+        }
+        if let Some((cpts, value)) = ni_cpts {
+            if local.interfaces.is_empty() && local.nid.is_none() {
+                // An item of CPT alone names no NI: the net's list.
+                self.net_setting(state, "CPT", value, "local NI(s)")?;
+            } else if local.interfaces.is_empty() {
+                local.cpts = Some(cpts);
+            } else {
+                for interface in &mut local.interfaces {
+                    interface.cpts.get_or_insert_with(|| cpts.clone());
+                }
             }
         }
         Ok(local)
@@ -489,7 +495,7 @@ impl Walker {
         match key {
             "interfaces" => {
                 let interfaces = interfaces(value)?;
-                state.nis.push(LocalNiConfig { nid: None, interfaces });
+                state.nis.push(LocalNiConfig { nid: None, interfaces, cpts: None });
             }
             "tunables" => self.tunables(&mut state.tunables, value)?,
             "lnd tunables" => self.lnd_tunables(state.net.lnd, &mut state.lnd_tunables, value)?,

@@ -81,6 +81,26 @@ fn backup_from_cli_md_round_trips() {
     assert_eq!(backup(config, &settings, 2), BACKUP);
 }
 
+/// Two NIs named by NID alone, each with its own `CPT:` (before or after the NID): each binds
+/// its own NI, as the kernel reads a local NI's CPT with that NI; the net keeps none.
+#[test]
+fn cpt_of_an_ni_named_by_nid_binds_that_ni() {
+    let text = "\
+net:
+-     net type: tcp
+      local NI(s):
+      -     nid: 10.0.0.1@tcp
+            CPT: \"[0]\"
+      -     CPT: \"[1]\"
+            nid: 10.0.0.2@tcp
+";
+    let imported = add(text);
+    let net = &imported.config.nets[0];
+    assert_eq!(net.cpts, None);
+    assert_eq!(net.nis[0].cpts, parse_cpts("[0]").ok());
+    assert_eq!(net.nis[1].cpts, parse_cpts("[1]").ok());
+}
+
 #[test]
 fn round_trip_with_routing_peers_and_udsp() {
     let text = "\
@@ -765,7 +785,7 @@ proptest! {
         for (n, (interfaces, credits, tos, conns)) in &nets {
             config.nets.push(NetConfig {
                 net: Net::new(LndType::SOCK, *n),
-                nis: interfaces.iter().map(|name| LocalNiConfig { nid: None, interfaces: vec![iface(name)] }).collect(),
+                nis: interfaces.iter().map(|name| LocalNiConfig { nid: None, interfaces: vec![iface(name)], cpts: None }).collect(),
                 tunables: Tunables { peer_credits: Some(*credits), ..Tunables::default() },
                 lnd_tunables: LndTunables { tos: Some(*tos), conns_per_peer: Some(*conns), ..LndTunables::default() },
                 cpts: None,
