@@ -1,7 +1,8 @@
 //! UDSP rules on real `ulnetd` processes over loopback TCP: a rule from the configuration
 //! file and rules added with `ulnetctl udsp add` show in the priorities `net show -v` and
 //! `peer show -v` print (read as sanity-lnet.sh's `check_udsp_prio()` reads them), steer
-//! which NI traffic leaves from, are shown and deleted by `import --show|--del`, deleted,
+//! which NI traffic leaves from and which of a multi-rail peer's NIs it goes to, are shown and
+//! deleted by `import --show|--del`, deleted,
 //! and exported then imported into a fresh daemon and loaded as its configuration.
 //!
 //! Addresses 127.71.<block>.x, a port the OS just handed out.
@@ -61,13 +62,18 @@ fn priorities(shown: &str) -> Vec<(String, i64, i64)> {
 
 /// The `send_count` of each local NI, from `net show -v`.
 fn send_counts(daemon: &Process) -> Vec<(String, u64)> {
+    counts(daemon, "send_count: ")
+}
+
+/// One statistic (`key`, as `net show -v` prints it) of each local NI.
+fn counts(daemon: &Process, key: &str) -> Vec<(String, u64)> {
     let shown = ok(daemon, &["net", "show", "-v"]);
     let mut counts = Vec::new();
     let mut current = None;
     for line in shown.lines() {
         if let Some(nid) = line.trim_start().strip_prefix("-     nid: ") {
             current = Some(nid.to_string());
-        } else if let Some(count) = line.trim_start().strip_prefix("send_count: ") {
+        } else if let Some(count) = line.trim_start().strip_prefix(key) {
             if let Some(nid) = current.take() {
                 counts.push((nid, count.parse().unwrap()));
             }
@@ -162,4 +168,42 @@ fn rules_show_in_net_and_peer_show_and_choose_the_source_ni() {
     assert_eq!(third.signal_and_wait(SIGTERM), 0);
     let mut b = b;
     assert_eq!(b.signal_and_wait(SIGTERM), 0);
+}
+
+/// A destination rule on a multi-rail peer (sanity-lnet.sh test 403's shape): after
+/// `udsp add --dst <second NI> --priority 0` the peer NI's nid priority is 0 and every ping
+/// addressed to the peer's primary NID arrives on the preferred NI; deleting the rule puts the
+/// priorities back.
+#[test]
+fn a_destination_rule_chooses_the_peer_ni() {
+    let port = free_port();
+    let (a1, b1, b2) = (nid(2, 1), nid(2, 10), nid(2, 11));
+    let a = spawn(&[&a1], port, "");
+    let b = spawn(&[&b1, &b2], port, "");
+    ok(&a, &["discover", &b1]);
+    let remote = priorities(&ok(&a, &["peer", "show", "-v", "5"]));
+    assert_eq!(remote, [(b1.clone(), -1, -1), (b2.clone(), -1, -1)], "{remote:?}");
+
+    ok(&a, &["udsp", "add", "--dst", &b2, "--priority", "0"]);
+    let remote = priorities(&ok(&a, &["peer", "show", "-v", "5"]));
+    assert_eq!(remote, [(b1.clone(), -1, -1), (b2.clone(), -1, 0)], "{remote:?}");
+
+    let before = counts(&b, "recv_count: ");
+    for _ in 0..6 {
+        ok(&a, &["ping", &b1]);
+    }
+    let after = counts(&b, "recv_count: ");
+    let grew = |nid: &str| {
+        let count = |counts: &[(String, u64)]| counts.iter().find(|(n, _)| n == nid).unwrap().1;
+        count(&after) - count(&before)
+    };
+    assert_eq!(grew(&b1), 0, "{before:?} {after:?}");
+    assert!(grew(&b2) >= 6, "{before:?} {after:?}");
+
+    ok(&a, &["udsp", "del", "--all"]);
+    let remote = priorities(&ok(&a, &["peer", "show", "-v", "5"]));
+    assert_eq!(remote, [(b1, -1, -1), (b2, -1, -1)], "{remote:?}");
+    for mut daemon in [a, b] {
+        assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+    }
 }
