@@ -262,6 +262,95 @@ impl Partitions {
     }
 }
 
+/// A local net's CPT set (`net_cpts`, `net_ncpts`), which maps a NID to a partition when no NI
+/// is given (`lnet_nid2cpt(nid, NULL)`: a unique portal's match table, a message's initiator).
+/// Kept as the kernel keeps it, transitions and all (lustre: config.c
+/// `lnet_net_append_cpts()`, `lnet_net_remove_cpts()`):
+///
+/// - the first bound NI's list becomes the net's; an NI on all partitions makes the net
+///   unrestricted for good, until an NI's removal rebuilds it;
+/// - a later bound NI appends only the values the net already has (`in_array()` answers
+///   "absent", so the kernel's `!in_array()` keeps what is present): duplicates, which weigh
+///   the hash, and never a new partition;
+/// - removing an NI rebuilds the set from the NIs left, except that a net left unrestricted
+///   keeps its count, so it stays unrestricted (the rebuild's appends stop at a full count).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetCpts {
+    /// `net_cpts`: `None` is unrestricted (or not yet set).
+    cpts: Option<Vec<u32>>,
+    /// `net_ncpts`: 0 for a new net.
+    count: u32,
+}
+
+impl NetCpts {
+    /// The partitions the net is restricted to, if it is.
+    pub fn restricted(&self) -> Option<&[u32]> {
+        self.cpts.as_deref()
+    }
+
+    /// `lnet_net_append_cpts()` for an NI bound to `ni` (`None`: all `node_count` partitions).
+    pub fn append(&mut self, ni: Option<&[u32]>, node_count: u32) {
+        if self.count == node_count {
+            return;
+        }
+        let Some(ni) = ni else {
+            self.cpts = None;
+            self.count = node_count;
+            return;
+        };
+        match &mut self.cpts {
+            None => {
+                self.cpts = Some(ni.to_vec());
+                self.count = ni.len() as u32;
+            }
+            Some(cpts) => {
+                let present: Vec<u32> =
+                    ni.iter().filter(|cpt| cpts.contains(cpt)).copied().collect();
+                // Bounded as the kernel's array of LNET_CPT_NUMBER is not: a list never
+                // exceeds the most partitions a node may have.
+                let room = (MAX_CPTS as usize).saturating_sub(cpts.len());
+                cpts.extend(present.into_iter().take(room));
+                self.count = cpts.len() as u32;
+            }
+        }
+    }
+
+    /// `lnet_net_remove_cpts()` after an NI bound to `removed` left, `remaining` being the
+    /// net's NIs still up, in the order they came up.
+    pub fn remove<'a>(
+        &mut self,
+        removed: Option<&[u32]>,
+        remaining: impl Iterator<Item = Option<&'a [u32]>> + Clone,
+        node_count: u32,
+    ) {
+        let removed_count = removed.map_or(node_count, |list| list.len() as u32);
+        if removed_count == 0 {
+            return;
+        }
+        if removed_count == node_count && remaining.clone().any(|ni| ni.is_none()) {
+            return;
+        }
+        // Freed, its count kept (the kernel does not reset `net_ncpts` here).
+        self.cpts = None;
+        for ni in remaining {
+            self.append(ni, node_count);
+        }
+    }
+}
+
+/// `lnet_nid2cpt(nid, NULL)`: the partition of `nid` on a node of `partitions` whose NID's
+/// net, if local, has the set `net`.
+pub fn cpt_of_nid_on_net(partitions: &Partitions, nid: &Nid, net: Option<&NetCpts>) -> u32 {
+    match net.and_then(NetCpts::restricted) {
+        Some(list) if partitions.count() > 1 && !list.is_empty() => {
+            let index =
+                hash_within(nid, list.len() as u32, partitions.bits()) as usize % list.len();
+            list.get(index).copied().unwrap_or(0)
+        }
+        _ => partitions.cpt_of_nid(nid, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +466,62 @@ mod tests {
         // range, so index 1: CPT 2.
         let kfi = Nid::new4(Net::new(LndType::KFI, 0), 5);
         assert_eq!(parts.cpt_of_nid(&kfi, Some(&[1, 2, 3])), 2);
+    }
+
+    /// `lnet_net_append_cpts()` on a node of 4: the first bound NI's list, then only values
+    /// already present (the kernel's inverted `in_array()`), then an NI on all partitions
+    /// lifts the restriction for good.
+    #[test]
+    fn a_nets_cpts_grow_as_the_kernels_do() {
+        let mut net = NetCpts::default();
+        assert_eq!(net.restricted(), None);
+        net.append(Some(&[2, 3]), 4);
+        assert_eq!(net.restricted(), Some(&[2, 3][..]));
+        net.append(Some(&[3, 1]), 4);
+        assert_eq!(net.restricted(), Some(&[2, 3, 3][..]), "3 again, never 1");
+        net.append(None, 4);
+        assert_eq!(net.restricted(), None);
+        net.append(Some(&[0]), 4);
+        assert_eq!(net.restricted(), None, "unrestricted stays so");
+    }
+
+    /// `lnet_net_remove_cpts()`: a net made unrestricted by its only all-partition NI keeps
+    /// its count when that NI goes, so the rebuild changes nothing; a restricted net is
+    /// rebuilt from the NIs left; an all-partition NI leaving while another remains changes
+    /// nothing.
+    #[test]
+    fn a_nets_cpts_after_a_removal_are_the_kernels() {
+        let mut net = NetCpts::default();
+        net.append(None, 4);
+        net.append(Some(&[0]), 4);
+        net.remove(None, [Some(&[0][..])].into_iter(), 4);
+        assert_eq!(net.restricted(), None);
+
+        let mut net = NetCpts::default();
+        net.append(Some(&[1]), 4);
+        net.append(Some(&[1, 2]), 4);
+        assert_eq!(net.restricted(), Some(&[1, 1][..]));
+        net.remove(Some(&[1]), [Some(&[1, 2][..])].into_iter(), 4);
+        assert_eq!(net.restricted(), Some(&[1, 2][..]));
+
+        let mut net = NetCpts::default();
+        net.append(Some(&[3]), 4);
+        net.append(None, 4);
+        net.remove(None, [Some(&[3][..]), None].into_iter(), 4);
+        assert_eq!(net.restricted(), None);
+    }
+
+    /// With no NI given a NID maps through its net's set when restricted: 192.168.1.10@tcp
+    /// sums to 373, index 373 mod 2 = 1 of [2,3], CPT 3; unrestricted, 373 mod 4 = 1.
+    #[test]
+    fn no_ni_maps_through_the_nets_cpts() {
+        let parts = Partitions::new(4).unwrap();
+        let peer = nid("192.168.1.10@tcp");
+        let mut net = NetCpts::default();
+        assert_eq!(cpt_of_nid_on_net(&parts, &peer, Some(&net)), 1);
+        net.append(Some(&[2, 3]), 4);
+        assert_eq!(cpt_of_nid_on_net(&parts, &peer, Some(&net)), 3);
+        assert_eq!(cpt_of_nid_on_net(&parts, &peer, None), 1);
     }
 
     #[test]

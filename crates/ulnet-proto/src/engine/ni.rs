@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::addr::{Net, Nid};
-use crate::engine::cpt::{CptList, Partitions};
+use crate::engine::cpt::{CptList, NetCpts, Partitions};
 use crate::engine::credits::CreditPool;
 use crate::engine::health::Health;
 use crate::engine::latency::{LatencySlot, LatencyStats};
@@ -275,6 +275,8 @@ pub(crate) struct LocalNet {
     /// `net_last_alive`: when a router last received an LNet ping on this net (or the net
     /// came up); a router's NIs on a net nobody pings go DOWN (routing.rs).
     pub(crate) last_alive: Time,
+    /// `net_cpts`: the partitions a NID of this net maps to when no NI is given.
+    pub(crate) cpts: NetCpts,
 }
 
 impl LocalNet {
@@ -284,6 +286,7 @@ impl LocalNet {
             seq: Stamp::default(),
             priority: MAX_SELECTION_PRIORITY,
             last_alive: Time::ZERO,
+            cpts: NetCpts::default(),
         }
     }
 }
@@ -351,17 +354,56 @@ impl Nis {
     /// Appends a network NI, and its net if new; `None` when ids are exhausted. A net whose
     /// NIs were all removed comes back with the default priority, as the kernel's net is
     /// freed with its last NI and allocated afresh (`lnet_net_alloc()`).
-    pub(crate) fn push(&mut self, ni: Ni) -> Option<NiId> {
+    /// Adds `ni` on a node of `partitions` partitions; its net's CPT set takes its binding.
+    pub(crate) fn push(&mut self, ni: Ni, partitions: u32) -> Option<NiId> {
         let id = NiId(u16::try_from(self.nis.len()).ok()?);
         let net = ni.nid.net();
         let revived = !self.nis.iter().any(|other| !other.removed && other.nid.net() == net);
+        let bound = (!ni.cpts.is_all()).then(|| ni.cpts.values());
         self.nis.push(ni);
-        match self.nets.iter_mut().find(|local| local.net == net) {
-            Some(local) if revived => local.priority = MAX_SELECTION_PRIORITY,
-            Some(_) => {}
-            None => self.nets.push(LocalNet::new(net)),
+        let local = match self.nets.iter().position(|local| local.net == net) {
+            Some(index) => self.nets.get_mut(index),
+            None => {
+                self.nets.push(LocalNet::new(net));
+                self.nets.last_mut()
+            }
+        };
+        if let Some(local) = local {
+            if revived {
+                // The kernel frees a net with its last NI and makes a new one.
+                local.priority = MAX_SELECTION_PRIORITY;
+                local.cpts = NetCpts::default();
+            }
+            local.cpts.append(bound.as_deref(), partitions);
         }
         Some(id)
+    }
+
+    /// Marks NI `id` removed and rebuilds its net's CPT set from the NIs left
+    /// (`lnet_ni_free()`'s `lnet_net_remove_cpts()`).
+    pub(crate) fn remove(&mut self, id: NiId, partitions: u32) {
+        let Some(ni) = self.nis.get_mut(usize::from(id.0)) else { return };
+        ni.removed = true;
+        let net = ni.nid.net();
+        let removed = (!ni.cpts.is_all()).then(|| ni.cpts.values());
+        let remaining: Vec<Option<Vec<u32>>> = self
+            .nis
+            .iter()
+            .filter(|other| !other.removed && other.nid.net() == net)
+            .map(|other| (!other.cpts.is_all()).then(|| other.cpts.values()))
+            .collect();
+        if let Some(local) = self.nets.iter_mut().find(|local| local.net == net) {
+            let remaining = remaining.iter().map(Option::as_deref);
+            local.cpts.remove(removed.as_deref(), remaining, partitions);
+        }
+    }
+
+    /// `lnet_nid2cpt(nid, NULL)`: `nid`'s partition with no NI given, through the CPT set of
+    /// its net when that net is local and restricted (lustre: api-ni.c
+    /// `lnet_cpt_of_nid_locked()`).
+    pub(crate) fn cpt_of_nid_any(&self, partitions: &Partitions, nid: &Nid) -> u32 {
+        let net = self.net(nid.net()).map(|local| &local.cpts);
+        crate::engine::cpt::cpt_of_nid_on_net(partitions, nid, net)
     }
 
     /// The local net `net`, if an NI was ever configured on it.

@@ -304,7 +304,8 @@ impl Engine {
                 .partitions
                 .bind(ni.cpts)
                 .map_err(|error| ConfigError::Cpt { nid: ni.nid, error })?;
-            nis.push(Ni::from_config(&NiConfig { cpts, ..*ni }, config.partitions))
+            let count = config.partitions.count();
+            nis.push(Ni::from_config(&NiConfig { cpts, ..*ni }, config.partitions), count)
                 .ok_or(ConfigError::TooManyNis)?;
         }
         let mut limits = config.limits;
@@ -1290,7 +1291,9 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             return Err(MeAttachError::BadPortal(portal));
         };
         let untyped = table.match_type.is_none();
-        let home = table.table_of_attach(&me_of(portal, match_id), position, &self.partitions);
+        let home = table.table_of_attach(&me_of(portal, match_id), position, |nid| {
+            self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+        });
         self.enter_partition(Some(home));
         #[cfg(test)]
         self.audit_plan(|look| look.plan_me_attach(portal, match_id, position));
@@ -1324,7 +1327,9 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         if !table.matches_type(&me) {
             return Err(MeAttachError::MatchTypeMismatch(portal));
         }
-        me.cpt = table.table_of_attach(&me, position, &self.partitions);
+        me.cpt = table.table_of_attach(&me, position, |nid| {
+            self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+        });
         if self.mes.share(me.cpt).is_none_or(|mes| mes.user_count() >= self.limits.mes) {
             return Err(MeAttachError::TooManyEntries);
         }
@@ -2085,7 +2090,8 @@ impl Flow<'_> {
         }
         let ni = Ni::from_config(&config, self.partitions);
         self.ni_shares.push_ni(ni.credits.as_ref());
-        let id = self.node.nis.push(ni).ok_or(ConfigError::TooManyNis)?;
+        let count = self.partitions.count();
+        let id = self.node.nis.push(ni, count).ok_or(ConfigError::TooManyNis)?;
         self.node.nis.touch_net(config.nid.net(), self.call.now);
         self.apply_policies_on_new_ni(config.nid.net());
         self.refresh_router_deadline();
@@ -2117,11 +2123,12 @@ impl Flow<'_> {
         if ni == NiId::LOOPBACK {
             return Err(NiRemoveError::Loopback);
         }
-        let entry = self.node.nis.get_mut(ni).ok_or(NiRemoveError::UnknownNi)?;
+        let entry = self.node.nis.get(ni).ok_or(NiRemoveError::UnknownNi)?;
         if entry.removed {
             return Err(NiRemoveError::AlreadyRemoved);
         }
-        entry.removed = true;
+        let count = self.partitions.count();
+        self.node.nis.remove(ni, count);
         self.cancel_recovery(crate::engine::recovery::RecoveryTarget::Local(ni));
         // Messages waiting for its credits go elsewhere (or fail selection).
         self.requeue_waiting_on(ni, true);

@@ -242,7 +242,9 @@ impl Engine {
         // The node part alone (the portal's match type): no partition is locked for it.
         let table = self.node.portals.get(portal as usize)?;
         let me = crate::engine::node::me_of(portal, match_id);
-        let home = table.table_of_attach(&me, position, &self.partitions);
+        let home = table.table_of_attach(&me, position, |nid| {
+            self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+        });
         self.on_partitions(
             home,
             |look| look.plan_me_attach(portal, match_id, position),

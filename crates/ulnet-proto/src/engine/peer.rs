@@ -252,7 +252,8 @@ impl PeerNet {
 pub(crate) struct PeerNi {
     pub(crate) nid: Nid,
     /// The partition that owns it: the kernel keeps a peer NI in the peer table of
-    /// `lnet_cpt_of_nid_locked(nid, NULL)` (peer.c `lnet_peer_ni_alloc()`).
+    /// `lnet_nid_cpt_hash(nid, LNET_CPT_NUMBER)`, whatever its net (peer.c
+    /// `lnet_peer_ni_alloc()`).
     pub(crate) cpt: u32,
     /// Peer tx credits (`lpni_txcredits`, `lpni_mintxcredits`, `lpni_txq`).
     pub(crate) credits: CreditPool,

@@ -370,7 +370,9 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
             return CallScope::Node;
         }
         let me = crate::engine::node::me_of(portal, match_id);
-        CallScope::one(table.table_of_attach(&me, position, &self.partitions))
+        CallScope::one(table.table_of_attach(&me, position, |nid| {
+            self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+        }))
     }
 
     /// See [`Engine::plan_me`].

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use foldhash::HashMap;
 use std::collections::hash_map::Entry;
 
-use crate::engine::cpt::Partitions;
+use crate::addr::Nid;
 use crate::engine::md::{Md, MdOptions, Mds};
 use crate::engine::me::{InsertPosition, Me, Mes, ProcessId};
 use crate::engine::shares::Shares;
@@ -242,14 +242,14 @@ impl Portal {
         &self,
         me: &Me,
         position: InsertPosition,
-        partitions: &Partitions,
+        cpt_of_nid: impl FnOnce(&Nid) -> u32,
     ) -> u32 {
         let count = self.tables;
         if count == 1 {
             return 0;
         }
         if self.match_type == Some(MatchType::Unique) {
-            return partitions.cpt_of_nid(&me.match_id.nid, None) % count;
+            return cpt_of_nid(&me.match_id.nid) % count;
         }
         match position {
             InsertPosition::Local { cpt } => cpt % count,
@@ -1009,7 +1009,7 @@ mod tests {
             let me = Me { cpt, ..wildcard_me(0, u64::MAX) };
             assert!(portal.accepts(&me));
             assert_eq!(
-                portal.table_of_attach(&me, InsertPosition::Local { cpt }, &parts(partitions)),
+                portal.table_of_attach(&me, InsertPosition::Local { cpt }, hash(partitions)),
                 cpt
             );
             let spec = md(1 << 20, MdOptions::OP_PUT | MdOptions::OP_GET);
@@ -1021,8 +1021,13 @@ mod tests {
         (portal, keys)
     }
 
-    fn parts(count: u32) -> Partitions {
-        Partitions::new(count).unwrap()
+    fn parts(count: u32) -> crate::engine::cpt::Partitions {
+        crate::engine::cpt::Partitions::new(count).unwrap()
+    }
+
+    /// The NID hash over all of `count` partitions (no net restricted).
+    fn hash(count: u32) -> impl Fn(&Nid) -> u32 {
+        move |nid| parts(count).cpt_of_nid(nid, None)
     }
 
     /// The table each of `count` PUTs from `place` matched in.
@@ -1055,9 +1060,9 @@ mod tests {
     fn attach_table_choice() {
         let wildcard = TestPortal::new(5, 3);
         let me = wildcard_me(1, 0);
-        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::After, &parts(3)), 2);
-        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Before, &parts(3)), 2);
-        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Local { cpt: 1 }, &parts(3)), 1);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::After, hash(3)), 2);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Before, hash(3)), 2);
+        assert_eq!(wildcard.table_of_attach(&me, InsertPosition::Local { cpt: 1 }, hash(3)), 1);
         let mut unique = TestPortal::new(5, 2);
         let me = Me {
             match_id: ProcessId::new(Nid::new4(Net::TCP, 0x0a00_0001), 7),
@@ -1065,11 +1070,11 @@ mod tests {
         };
         assert!(unique.accepts(&me));
         for position in [InsertPosition::After, InsertPosition::Local { cpt: 0 }] {
-            assert_eq!(unique.table_of_attach(&me, position, &parts(2)), 1);
+            assert_eq!(unique.table_of_attach(&me, position, hash(2)), 1);
         }
         // One partition: always the one table.
         let single = TestPortal::new(5, 1);
-        assert_eq!(single.table_of_attach(&me, InsertPosition::Local { cpt: 0 }, &parts(1)), 0);
+        assert_eq!(single.table_of_attach(&me, InsertPosition::Local { cpt: 0 }, hash(1)), 0);
     }
 
     /// A plan names the table a message settles in only where matching needs nothing

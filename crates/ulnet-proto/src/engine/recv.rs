@@ -51,7 +51,7 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
             current: self.cpt_of_nid(&sender, ni),
             routed: header.src_nid.net() != header.dest_nid.net(),
             initiator_on_ni: self.cpt_of_nid(&initiator, ni),
-            initiator: self.partitions.cpt_of_nid(&initiator, None),
+            initiator: self.node.nis.cpt_of_nid_any(&self.partitions, &initiator),
             rotor: self.node.tunables.portal_rotor,
         }
     }

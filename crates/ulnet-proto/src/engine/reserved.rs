@@ -266,7 +266,9 @@ impl Flow<'_> {
         }
         // lustre: api-ni.c lnet_ping_target_setup() attaches with LNET_INS_AFTER: portal
         // 0's fixed table.
-        me.cpt = table.table_of_attach(&me, InsertPosition::After, &self.partitions);
+        me.cpt = table.table_of_attach(&me, InsertPosition::After, |nid| {
+            self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+        });
         let me_key = self.mes.insert(me.clone())?;
         table.insert(&mut self.match_tables, me_key, &me, InsertPosition::After);
         let Some(md_key) = self.insert_md(spec, unlink, Some(me_key), owner) else {
