@@ -169,6 +169,40 @@ fn a_unique_portal_hashes_the_initiator() {
     assert_eq!(tables(&h), [(0, 1, 0), (0, 1, 0)]);
 }
 
+/// On a net bound to a subset a unique portal's ME and a PUT's initiator both map through the
+/// net's CPT set (`lnet_nid2cpt(nid, NULL)`): 4 partitions, every NI on [2,3], node 0 (byte
+/// sum 13) at index 13 mod 2 = 1, CPT 3, node 1 (14) at CPT 2, where a hash over all four
+/// would give 1 and 2.
+#[test]
+fn a_unique_portal_on_a_bound_net_hashes_over_the_nets_cpts() {
+    let config = HarnessConfig {
+        nodes: 4,
+        partitions: Partitions::new(4).unwrap(),
+        ni_cpts: crate::engine::cpt::CptList::new(&[2, 3]).unwrap(),
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    h.discover_all();
+    for (from, tag) in [(1, 10), (0, 20)] {
+        let id = ProcessId::new(node_nid(from), LNET_PID_LUSTRE);
+        let me =
+            h.me_attach(SERVER, PORTAL, id, BITS, 0, UnlinkMode::Unlink, InsertPosition::After);
+        let spec = MdSpec::new(Memory::new(vec![0; 8]))
+            .threshold(Threshold::Count(1))
+            .options(MdOptions::OP_PUT)
+            .user_ptr(tag);
+        h.md_attach(SERVER, me.unwrap(), spec, UnlinkMode::Unlink).unwrap();
+    }
+    assert_eq!(tables(&h), [(0, 0, 0), (0, 0, 0), (1, 0, 0), (1, 0, 0)]);
+    send(&mut h, 0, BITS);
+    h.drive();
+    send(&mut h, 1, BITS);
+    h.drive();
+    h.assert_quiescent();
+    assert_eq!(put_tags(&mut h), [20, 10]);
+    assert_eq!(tables(&h), [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 1, 0)]);
+}
+
 /// One partition: one table, `Local { cpt: 0 }` is `After`, as before partitions; a partition
 /// the node does not have is refused.
 #[test]
