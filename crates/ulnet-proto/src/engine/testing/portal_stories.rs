@@ -144,11 +144,9 @@ fn before_and_after_share_the_fixed_table() {
     assert_eq!(tables(&h), [(0, 0, 0), (0, 2, 0)]);
 }
 
-/// A unique portal's ME lives in the table of its NID's hash over all partitions, and a PUT
-/// looks in its initiator's.
-#[test]
-fn a_unique_portal_hashes_the_initiator() {
-    let mut h = harness(2);
+/// On the server's unique portal, a one-shot buffer for node 1 (tag 10), then one for node 0
+/// (tag 20).
+fn attach_unique_from_nodes_1_and_0(h: &mut Harness) {
     for (from, tag) in [(1, 10), (0, 20)] {
         let id = ProcessId::new(node_nid(from), LNET_PID_LUSTRE);
         let me =
@@ -159,6 +157,14 @@ fn a_unique_portal_hashes_the_initiator() {
             .user_ptr(tag);
         h.md_attach(SERVER, me.unwrap(), spec, UnlinkMode::Unlink).unwrap();
     }
+}
+
+/// A unique portal's ME lives in the table of its NID's hash over all partitions, and a PUT
+/// looks in its initiator's.
+#[test]
+fn a_unique_portal_hashes_the_initiator() {
+    let mut h = harness(2);
+    attach_unique_from_nodes_1_and_0(&mut h);
     assert_eq!(tables(&h), [(1, 0, 0), (1, 0, 0)]);
     send(&mut h, 0, BITS);
     h.drive();
@@ -183,16 +189,7 @@ fn a_unique_portal_on_a_bound_net_hashes_over_the_nets_cpts() {
     };
     let mut h = Harness::new(config);
     h.discover_all();
-    for (from, tag) in [(1, 10), (0, 20)] {
-        let id = ProcessId::new(node_nid(from), LNET_PID_LUSTRE);
-        let me =
-            h.me_attach(SERVER, PORTAL, id, BITS, 0, UnlinkMode::Unlink, InsertPosition::After);
-        let spec = MdSpec::new(Memory::new(vec![0; 8]))
-            .threshold(Threshold::Count(1))
-            .options(MdOptions::OP_PUT)
-            .user_ptr(tag);
-        h.md_attach(SERVER, me.unwrap(), spec, UnlinkMode::Unlink).unwrap();
-    }
+    attach_unique_from_nodes_1_and_0(&mut h);
     assert_eq!(tables(&h), [(0, 0, 0), (0, 0, 0), (1, 0, 0), (1, 0, 0)]);
     send(&mut h, 0, BITS);
     h.drive();
