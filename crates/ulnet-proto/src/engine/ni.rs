@@ -402,6 +402,10 @@ impl Nis {
     /// its net when that net is local and restricted (lustre: api-ni.c
     /// `lnet_cpt_of_nid_locked()`).
     pub(crate) fn cpt_of_nid_any(&self, partitions: &Partitions, nid: &Nid) -> u32 {
+        // Every received message asks: one partition looks nothing up.
+        if partitions.count() == 1 {
+            return 0;
+        }
         let net = self.net(nid.net()).map(|local| &local.cpts);
         crate::engine::cpt::cpt_of_nid_on_net(partitions, nid, net)
     }
