@@ -195,6 +195,10 @@ pub struct CptTable {
     parts: Vec<BTreeSet<u32>>,
     /// `ctb_cpu2cpt`: the partition a CPU was last added to.
     cpu2cpt: BTreeMap<u32, usize>,
+    /// Each partition's NUMA nodes (`cpt_nodemask`): those of the CPUs placed in it.
+    nodes: Vec<BTreeSet<u32>>,
+    /// `ctb_node2cpt`: the partition a node was first added to, for the nodes in the table.
+    node2cpt: BTreeMap<u32, usize>,
     /// The kernel's `CWARN` when the count is far above the estimate.
     warning: Option<String>,
 }
@@ -207,7 +211,13 @@ impl CptTable {
                 "Failed to allocate CPU partition table".to_string(),
             ));
         }
-        Ok(Self { parts: vec![BTreeSet::new(); ncpt], cpu2cpt: BTreeMap::new(), warning: None })
+        Ok(Self {
+            parts: vec![BTreeSet::new(); ncpt],
+            cpu2cpt: BTreeMap::new(),
+            nodes: vec![BTreeSet::new(); ncpt],
+            node2cpt: BTreeMap::new(),
+            warning: None,
+        })
     }
 
     /// `cfs_cpt_number()`.
@@ -227,6 +237,57 @@ impl CptTable {
     /// `cfs_cpt_of_cpu()`.
     pub fn cpt_of_cpu(&self, cpu: u32) -> Option<usize> {
         self.cpu2cpt.get(&cpu).copied()
+    }
+
+    /// `cfs_cpt_of_node()`: the partition a device on `node` belongs to; `None` (the
+    /// kernel's `CFS_CPT_ANY`) for a node with no CPU in the table.
+    pub fn cpt_of_node(&self, node: u32) -> Option<usize> {
+        self.node2cpt.get(&node).copied()
+    }
+
+    /// One partition's NUMA nodes (`cfs_cpt_nodemask()`).
+    pub fn nodes(&self, cpt: usize) -> Option<&BTreeSet<u32>> {
+        self.nodes.get(cpt)
+    }
+
+    /// The partitions an NI configured without CPTs is bound to when its device is on
+    /// partition `dev_cpt`: every partition sharing a NUMA node with it. `None` binds it to
+    /// all of them, as when the device's partition is unknown or its nodes span the table
+    /// (a one-node machine). lustre: config.c `lnet_ni_set_default_cpts()`.
+    pub fn device_local_cpts(&self, dev_cpt: Option<usize>) -> Option<Vec<u32>> {
+        let device_nodes = self.nodes.get(dev_cpt?)?;
+        let local: Vec<u32> = (0..self.parts.len())
+            .filter(|&cpt| self.nodes.get(cpt).is_some_and(|n| !n.is_disjoint(device_nodes)))
+            .filter_map(|cpt| u32::try_from(cpt).ok())
+            .collect();
+        (!local.is_empty() && local.len() < self.parts.len()).then_some(local)
+    }
+
+    /// `cfs_cpt_add_node()`: a node's first partition is the one devices on it map to.
+    fn add_node(&mut self, cpt: usize, node: u32) {
+        if let Some(nodes) = self.nodes.get_mut(cpt) {
+            self.node2cpt.entry(node).or_insert(cpt);
+            nodes.insert(node);
+        }
+    }
+
+    /// `cfs_cpt_del_node()`: after `cpt` lost a CPU of `node`, the node leaves the partition
+    /// when none of its CPUs is left there (its devices then map to the last partition still
+    /// holding it), and leaves the table when none is left anywhere.
+    fn del_node(&mut self, topo: &Topology, cpt: usize, node: u32) {
+        let on_node = |cpu: &u32| topo.cpus.get(cpu).is_some_and(|c| c.node == node);
+        let Some(part) = self.parts.get(cpt) else { return };
+        if !part.iter().any(on_node) && self.nodes.get(cpt).is_some_and(|n| n.contains(&node)) {
+            if let Some(nodes) = self.nodes.get_mut(cpt) {
+                nodes.remove(&node);
+            }
+            if let Some(last) = self.nodes.iter().rposition(|nodes| nodes.contains(&node)) {
+                self.node2cpt.insert(node, last);
+            }
+        }
+        if !self.cpu2cpt.keys().any(on_node) {
+            self.node2cpt.remove(&node);
+        }
     }
 
     /// `cfs_cpt_add_cpu()`: no check, the mapping follows the last partition.
@@ -256,6 +317,9 @@ impl CptTable {
             return false;
         }
         self.add_cpu(cpt, cpu);
+        if let Some(c) = topo.cpus.get(&cpu) {
+            self.add_node(cpt, c.node);
+        }
         true
     }
 
@@ -268,13 +332,18 @@ impl CptTable {
         for cpu in topo.cpus_of_node(node) {
             self.add_cpu(cpt, cpu);
         }
+        self.add_node(cpt, node);
         true
     }
 
-    /// `cfs_cpt_unset_cpu(CFS_CPT_ANY, cpu)`: removes it wherever it is, if anywhere.
-    fn unset_cpu(&mut self, cpu: u32) {
+    /// `cfs_cpt_unset_cpu(CFS_CPT_ANY, cpu)`: removes it wherever it is, if anywhere, and
+    /// its node from that partition when it was the node's last CPU there.
+    fn unset_cpu(&mut self, topo: &Topology, cpu: u32) {
         if let Some(cpt) = self.cpt_of_cpu(cpu) {
             self.del_cpu(cpt, cpu);
+            if let Some(c) = topo.cpus.get(&cpu) {
+                self.del_node(topo, cpt, c.node);
+            }
         }
     }
 
@@ -285,8 +354,11 @@ impl CptTable {
             let cpus = topo.cpus_of_node(node);
             let Some(&offset) = cpus.first() else { continue };
             for cpu in cpus {
+                // `cfs_cpt_del_cpu()` alone: the node stays in the partition's nodes.
                 if lo + offset <= cpu && cpu <= hi + offset {
-                    self.unset_cpu(cpu);
+                    if let Some(cpt) = self.cpt_of_cpu(cpu) {
+                        self.del_cpu(cpt, cpu);
+                    }
                 }
             }
         }
@@ -626,7 +698,7 @@ pub fn create_pattern(
             }
             for i in (range.lo..=range.hi).step_by(range.stride as usize) {
                 if exclude {
-                    table.unset_cpu(i);
+                    table.unset_cpu(topo, i);
                     continue;
                 }
                 let placed = if node != 0 {

@@ -78,7 +78,7 @@ mod lnd;
 mod log_limit;
 mod ni_live;
 mod node;
-mod numa;
+pub mod numa;
 mod policies;
 mod routing;
 mod transfer;

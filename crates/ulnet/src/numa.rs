@@ -41,16 +41,46 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, cpu: Option<usize>
 /// The distance from `cpu`'s NUMA node (the current CPU's when `None`) to `interface`'s
 /// device, read under `sysfs` (normally `/sys`); `None` when any of it is unknown.
 pub(crate) fn interface_distance(sysfs: &Path, interface: &str, cpu: Option<usize>) -> Option<u32> {
-    // A name with a slash or a dot path would leave /sys/class/net.
-    if interface.is_empty() || interface.contains('/') || interface.starts_with('.') {
-        return None;
-    }
-    let device_node = read(&sysfs.join("class/net").join(interface).join("device/numa_node"))?;
-    let device_node = usize::try_from(device_node.trim().parse::<i64>().ok()?).ok()?;
+    let device_node = usize::try_from(device_node(sysfs, interface)?).ok()?;
     let cpu = cpu.or_else(current_cpu)?;
     let local = cpu_node(sysfs, cpu)?;
     let row = read(&sysfs.join(format!("devices/system/node/node{local}/distance")))?;
     row.split_whitespace().nth(device_node)?.parse().ok()
+}
+
+/// The NUMA node of network interface `interface`'s device (`dev_to_node()`), read under
+/// `sysfs` (normally `/sys`): a VLAN's is its real device's, as `lnet_inet_enumerate()` takes
+/// it. `None` for a device without one (loopback, veth, bridges, -1 without NUMA).
+pub fn device_node(sysfs: &Path, interface: &str) -> Option<u32> {
+    let class = sysfs.join("class/net");
+    let device = class.join(directory_entry(interface)?);
+    let device = if is_vlan(&device) { class.join(vlan_real_device(&device)?) } else { device };
+    let node = read(&device.join("device/numa_node"))?;
+    node.trim().parse::<u32>().ok().filter(|&node| node < MAX_NODES)
+}
+
+/// Node ids past this are not believed (the kernel's `MAX_NUMNODES` is at most 1024).
+const MAX_NODES: u32 = 1024;
+
+/// `name` when it can only name an entry of a directory: a slash or a dot path would leave
+/// /sys/class/net.
+fn directory_entry(name: &str) -> Option<&str> {
+    (!name.is_empty() && !name.contains('/') && !name.starts_with('.')).then_some(name)
+}
+
+/// A VLAN device says so in its `uevent` (`DEVTYPE=vlan`).
+fn is_vlan(device: &Path) -> bool {
+    read(&device.join("uevent"))
+        .is_some_and(|text| text.lines().any(|line| line.trim() == "DEVTYPE=vlan"))
+}
+
+/// The device a VLAN sits on (`vlan_dev_real_dev()`): its directory's `lower_<name>` link.
+fn vlan_real_device(device: &Path) -> Option<String> {
+    let entries = std::fs::read_dir(device).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .find_map(|name| name.strip_prefix("lower_").and_then(directory_entry).map(str::to_string))
 }
 
 /// The NUMA node of `cpu`: the `nodeN` entry in its sysfs directory.
@@ -95,7 +125,23 @@ mod tests {
         write("class/net/eth1/device/numa_node", "1\n");
         write("class/net/eth9/device/numa_node", "-1\n");
         std::fs::create_dir_all(root.join("class/net/veth0")).unwrap();
+        write("class/net/eth1.100/uevent", "DEVTYPE=vlan\nINTERFACE=eth1.100\n");
+        write("class/net/eth1.100/lower_eth1/uevent", "INTERFACE=eth1\n");
+        write("device/numa_node", "0\n");
         root
+    }
+
+    #[test]
+    fn a_vlan_is_on_its_real_devices_node() {
+        let sysfs = fake_sysfs("vlan");
+        assert_eq!(device_node(&sysfs, "eth1"), Some(1));
+        assert_eq!(device_node(&sysfs, "eth1.100"), Some(1));
+        assert_eq!(interface_distance(&sysfs, "eth1.100", Some(0)), Some(21));
+        // No device, -1, no such interface, and a name reaching for sysfs's root.
+        for name in ["veth0", "eth9", "eth7", "..", "../.."] {
+            assert_eq!(device_node(&sysfs, name), None, "{name}");
+        }
+        std::fs::remove_dir_all(sysfs).unwrap();
     }
 
     #[test]

@@ -56,8 +56,9 @@ use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use ulnet_config::modprobe::{ModuleParameters, SocklndModule};
 use yaml_serde::Value;
 
+use crate::device_numa::DeviceNuma;
 use crate::live::BootRouting;
-use crate::modprobe::{ModprobeFile, Modules};
+use crate::modprobe::{ModprobeFile, Modules, PartitionLayout};
 use crate::nets::{NetError, NetSpec, bind_cpts, resolve_ip2net, resolve_net, with_lnd_defaults};
 use ulnet_proto::engine::cpt::Partitions;
 
@@ -151,6 +152,8 @@ pub struct DaemonConfig {
     /// Each partition's CPUs, by CPT, where its I/O thread is pinned (empty: unpinned; the
     /// command line's `--no-cpu-bind` empties it).
     pub partition_cpus: Vec<Vec<usize>>,
+    /// The partitions' NUMA nodes, which bind an NI given no CPTs near its device.
+    pub device_numa: DeviceNuma,
     /// lnet's `enable_sysctl_setup` is 1: `setup-sysctl` applies the sysctl file.
     pub enable_sysctl_setup: bool,
 }
@@ -307,14 +310,14 @@ impl DaemonConfig {
         let (text, DaemonKeys { mut tcp, selftest }) = take_daemon_keys(text, base)?;
         let imported = model::import(&text, ImportMode::Add)?;
         let mut unsupported = modules.refusals();
-        let (partitions, cpu_table, partition_cpus) =
-            match modules.partitions(crate::cpu_topology::read(std::path::Path::new("/"))) {
-                Ok(table) => table,
-                Err(refusal) => {
-                    unsupported.push(refusal);
-                    (Partitions::default(), String::new(), Vec::new())
-                }
-            };
+        let layout = match modules.partitions(crate::cpu_topology::read(std::path::Path::new("/")))
+        {
+            Ok(layout) => layout,
+            Err(refusal) => {
+                unsupported.push(refusal);
+                PartitionLayout::default()
+            }
+        };
         unsupported.extend(unsupported_sections(&imported));
         unsupported.extend(unsupported_keys(&imported, true));
         let warnings = imported.warnings;
@@ -329,7 +332,7 @@ impl DaemonConfig {
             tcp.socklnd.lnd.sock_timeout = std::time::Duration::from_secs(seconds);
         }
         let nets = resolve_nets(&module_nets, &config, host, &tcp.socklnd).and_then(|mut nets| {
-            bind_cpts(&mut nets, partitions)?;
+            bind_cpts(&mut nets, layout.partitions, &layout.numa)?;
             Ok(nets)
         });
         if !unsupported.is_empty() {
@@ -364,9 +367,10 @@ impl DaemonConfig {
             udsp,
             warnings,
             notes,
-            partitions,
-            cpu_table,
-            partition_cpus,
+            partitions: layout.partitions,
+            cpu_table: layout.text,
+            partition_cpus: layout.cpus,
+            device_numa: layout.numa,
             enable_sysctl_setup: modules.params.enable_sysctl_setup,
         })
     }

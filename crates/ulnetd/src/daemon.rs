@@ -69,7 +69,10 @@ impl Daemon {
             config.settings,
             config.selftest,
         ) {
-            Ok(live) => Arc::new(live.with_sysctl_setup(config.enable_sysctl_setup)),
+            Ok(live) => Arc::new(
+                live.with_sysctl_setup(config.enable_sysctl_setup)
+                    .with_device_numa(config.device_numa.clone()),
+            ),
             Err(error) => {
                 drop(listener);
                 remove_socket(socket);

@@ -177,7 +177,7 @@ fn node_config(nid: &str) -> DaemonConfig {
     DaemonConfig {
         nets: vec![NetSpec {
             net: nid.net(),
-            nis: vec![NiSpec { nid, interface, cpts: None }],
+            nis: vec![NiSpec { nid, interface, cpts: None, dev_cpt: None }],
             tunables: ulnet::NetTunables::SOCKLND,
             socklnd: SocklndTunables::default(),
         }],
@@ -192,6 +192,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         partitions: ulnet_proto::engine::cpt::Partitions::default(),
         cpu_table: String::new(),
         partition_cpus: Vec::new(),
+        device_numa: crate::device_numa::DeviceNuma::default(),
         enable_sysctl_setup: false,
     }
 }

@@ -40,8 +40,9 @@
 //! * Linked or invoked as `ulnetctl`, the binary is `ulnetctl` (one binary can serve both,
 //!   and tests run the CLI from it).
 //!
-//! Modules: [`config`] (the file), [`modprobe`] (module parameters), [`nets`] (NIs resolved
-//! to exact NIDs), [`live`] (the node and every control request), [`daemon`] (socket,
+//! Modules: [`config`] (the file), [`modprobe`] (module parameters), [`cpu_topology`] and
+//! [`device_numa`] (partitions and where devices sit), [`nets`] (NIs resolved to exact NIDs
+//! and bound to partitions), [`live`] (the node and every control request), [`daemon`] (socket,
 //! server, shutdown order), [`reload`], [`metrics`], [`notify`], [`logging`], [`demo`]. The
 //! package also builds `ulnet-legacy2yaml` (`src/bin/`), Lustre's `lnet_legacy2yaml` over
 //! `ulnet_config::legacy2yaml`.
@@ -50,6 +51,7 @@ pub mod config;
 pub mod cpu_topology;
 pub mod daemon;
 pub mod demo;
+pub mod device_numa;
 pub mod interfaces;
 pub mod live;
 pub mod logging;

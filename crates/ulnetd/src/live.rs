@@ -53,6 +53,7 @@ use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
 
 use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
+use crate::device_numa::DeviceNuma;
 use crate::interfaces::host_interfaces;
 use crate::nets::{
     NetError, NetSpec, SocklndTunables, bind_cpts, cpt_list, parse_cpt_text, resolve_net,
@@ -93,6 +94,8 @@ pub struct LiveNode {
     partitions: Partitions,
     /// Each partition's CPUs, where its I/O thread is pinned (empty: unpinned).
     partition_cpus: Vec<Vec<usize>>,
+    /// The partitions' NUMA nodes, which bind an NI added without CPTs near its device.
+    device_numa: DeviceNuma,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
     /// brings up its `networks=` module parameter (a reload replaces them).
     boot_nets: Mutex<Vec<NetSpec>>,
@@ -138,6 +141,7 @@ impl LiveNode {
             lnd,
             partitions,
             partition_cpus,
+            device_numa: DeviceNuma::default(),
             boot_nets: Mutex::new(nets.clone()),
             selftest,
             enable_sysctl_setup: false,
@@ -156,6 +160,12 @@ impl LiveNode {
     /// Sets what `enable_sysctl_setup` said (module parameters are read once, at start).
     pub fn with_sysctl_setup(mut self, enabled: bool) -> Self {
         self.enable_sysctl_setup = enabled;
+        self
+    }
+
+    /// Where NIs added later without CPTs are bound (the configuration's were bound by it).
+    pub fn with_device_numa(mut self, numa: DeviceNuma) -> Self {
+        self.device_numa = numa;
         self
     }
 
@@ -375,7 +385,8 @@ impl LiveNode {
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
-        bind_cpts(&mut specs, self.partitions).map_err(|error| error.to_control())?;
+        bind_cpts(&mut specs, self.partitions, &self.device_numa)
+            .map_err(|error| error.to_control())?;
         let mut nets = state.nets.clone();
         for spec in specs {
             merge_net(&mut nets, spec).map_err(|error| error.to_control())?;
@@ -587,7 +598,8 @@ impl LiveNode {
                 let item = with_lnd_defaults(item, &socklnd);
                 let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
                 let mut specs = [spec];
-                bind_cpts(&mut specs, self.partitions).map_err(|error| import_error(&error))?;
+                bind_cpts(&mut specs, self.partitions, &self.device_numa)
+                    .map_err(|error| import_error(&error))?;
                 let [spec] = specs;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
             }

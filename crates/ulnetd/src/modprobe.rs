@@ -29,6 +29,7 @@ use ulnet_config::modprobe::{self, MAX_MODPROBE_LEN, ModuleParameters, Problem, 
 use ulnet_proto::engine::cpt::Partitions;
 
 use crate::cpu_topology::TopologyReadError;
+use crate::device_numa::DeviceNuma;
 
 use crate::config::{ConfigError, Unsupported, block_refusal, refused_routes};
 use crate::live::BootRouting;
@@ -64,6 +65,18 @@ impl ModprobeFile {
     }
 }
 
+/// The CPU partitions a daemon runs with (libcfs's table).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionLayout {
+    pub partitions: Partitions,
+    /// The table as `lctl get_param cpu_partition_table` prints it, for the log.
+    pub text: String,
+    /// Each partition's CPUs, by CPT.
+    pub cpus: Vec<Vec<usize>>,
+    /// The partitions' NUMA nodes, which bind NIs given no CPTs near their devices.
+    pub numa: DeviceNuma,
+}
+
 /// The module parameters of a daemon's files, and the problems found in them.
 #[derive(Debug)]
 pub(crate) struct Modules {
@@ -80,13 +93,13 @@ impl Modules {
     }
 
     /// The CPU partitions libcfs's `cpu_pattern` and `cpu_npartitions` (defaults "N" and 0)
-    /// give over `topology`, and the table as `cpu_partition_table` prints it. A pattern the
-    /// kernel would refuse is a refusal naming the parameter, with the kernel's message. A
-    /// host whose topology cannot be read gets one partition unless a parameter was given.
+    /// give over `topology`. A pattern the kernel would refuse is a refusal naming the
+    /// parameter, with the kernel's message. A host whose topology cannot be read gets one
+    /// partition unless a parameter was given.
     pub fn partitions(
         &self,
         topology: Result<Topology, TopologyReadError>,
-    ) -> Result<(Partitions, String, Vec<Vec<usize>>), Unsupported> {
+    ) -> Result<PartitionLayout, Unsupported> {
         let pattern = self.params.cpu_pattern.as_ref();
         let npartitions = self.params.cpu_npartitions.as_ref();
         let what = || {
@@ -99,7 +112,7 @@ impl Modules {
             Ok(topology) => topology,
             Err(error) if pattern.is_none() && npartitions.is_none() => {
                 tracing::warn!(%error, "CPU topology unreadable: one CPU partition");
-                return Ok((Partitions::default(), String::new(), Vec::new()));
+                return Ok(PartitionLayout::default());
             }
             Err(error) => return Err(Unsupported { what: what(), why: error.to_string() }),
         };
@@ -119,7 +132,12 @@ impl Modules {
                 cpus.filter_map(|&cpu| usize::try_from(cpu).ok()).collect()
             })
             .collect();
-        Ok((partitions, table.render(), cpus))
+        Ok(PartitionLayout {
+            partitions,
+            text: table.render(),
+            cpus,
+            numa: DeviceNuma::new(Some(table)),
+        })
     }
 
     /// What ulnetd cannot honour: each problem, and each routing parameter whose block it

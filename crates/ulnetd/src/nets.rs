@@ -19,6 +19,7 @@ use ulnet_control::message::errno;
 use ulnet_proto::addr::{LndType, Net, Nid};
 use ulnet_proto::engine::cpt::{CptError, CptList, MAX_CPTS, Partitions};
 
+use crate::device_numa::DeviceNuma;
 use crate::interfaces::{interface_address, interface_of};
 
 /// One configured net as the node runs it.
@@ -37,8 +38,11 @@ pub struct NiSpec {
     pub nid: Nid,
     /// The host interface owning the address, when there is one (shown by `net show`).
     pub interface: Option<String>,
-    /// The CPTs the NI is bound to; `None` for all of them.
+    /// The CPTs the NI is bound to; `None` for all of them (before [`bind_cpts`]: none
+    /// configured).
     pub cpts: Option<Vec<u32>>,
+    /// The partition of its device's NUMA node (`ni_dev_cpt`); `None` when unknown.
+    pub dev_cpt: Option<u32>,
 }
 
 /// socklnd's per-net tunables (`lnd tunables:`), plus the module parameter `net show`
@@ -321,7 +325,7 @@ fn resolve_local_ni(
             [named] => (Some(named.name.clone()), interface_cpts(named)?),
             more => return Err(NetError::NidWithInterfaces { nid, count: more.len() }),
         };
-        nis.push(NiSpec { nid, interface, cpts });
+        nis.push(NiSpec { nid, interface, cpts, dev_cpt: None });
         return Ok(());
     }
     for named in &local.interfaces {
@@ -334,7 +338,8 @@ fn resolve_local_ni(
             IpAddr::V4(ip) => Nid::ipv4(net, ip),
             IpAddr::V6(ip) => Nid::ipv6(net, ip),
         };
-        nis.push(NiSpec { nid, interface: Some(named.name.clone()), cpts: interface_cpts(named)? });
+        let cpts = interface_cpts(named)?;
+        nis.push(NiSpec { nid, interface: Some(named.name.clone()), cpts, dev_cpt: None });
     }
     Ok(())
 }
@@ -351,9 +356,19 @@ fn cpt_values(list: &ExprList) -> Result<Vec<u32>, NetError> {
 
 /// Checks every NI's CPTs against the node's `partitions` and stores them as the kernel does
 /// (`None` when they name as many CPTs as the node has). A CPT at or past the count is
-/// refused with -ERANGE ("invalid CPT value"). lustre: config.c `lnet_ni_alloc()`.
-pub fn bind_cpts(nets: &mut [NetSpec], partitions: Partitions) -> Result<(), NetError> {
+/// refused with -ERANGE ("invalid CPT value"). An NI configured without CPTs is bound to the
+/// partitions local to its device's NUMA node, all of them when that is unknown or covers
+/// them all. lustre: config.c `lnet_ni_alloc()`, `lnet_ni_set_default_cpts()`.
+pub fn bind_cpts(
+    nets: &mut [NetSpec],
+    partitions: Partitions,
+    numa: &DeviceNuma,
+) -> Result<(), NetError> {
     for ni in nets.iter_mut().flat_map(|net| net.nis.iter_mut()) {
+        ni.dev_cpt = ni.interface.as_deref().and_then(|interface| numa.dev_cpt(interface));
+        if ni.cpts.is_none() {
+            ni.cpts = numa.default_cpts(ni.dev_cpt);
+        }
         ni.cpts = partitions.check_ni_cpts(ni.cpts.as_deref()).map_err(|error| match error {
             CptError::OutOfRange { cpt, count } => NetError::CptOutOfRange { cpt, count },
             other => NetError::BadCpt(other.to_string()),
@@ -416,7 +431,8 @@ mod tests {
             vec![NiSpec {
                 nid: "127.0.0.2@tcp".parse().unwrap(),
                 interface: Some("lo".into()),
-                cpts: None
+                cpts: None,
+                dev_cpt: None
             }]
         );
         assert_eq!(spec.tunables, NetTunables::SOCKLND);
@@ -507,14 +523,14 @@ mod tests {
         let mut specs = vec![resolve_net(&cpts, &h).unwrap()];
         assert_eq!(specs[0].nis[0].cpts, Some(vec![0, 1]));
         assert_eq!(
-            bind_cpts(&mut specs.clone(), Partitions::default()),
+            bind_cpts(&mut specs.clone(), Partitions::default(), &DeviceNuma::default()),
             Err(NetError::CptOutOfRange { cpt: 1, count: 1 })
         );
         // Naming every CPT is stored as unbound; a subset is kept as written.
-        bind_cpts(&mut specs, Partitions::new(2).unwrap()).unwrap();
+        bind_cpts(&mut specs, Partitions::new(2).unwrap(), &DeviceNuma::default()).unwrap();
         assert_eq!(specs[0].nis[0].cpts, None);
         let mut specs = vec![resolve_net(&cpts, &h).unwrap()];
-        bind_cpts(&mut specs, Partitions::new(3).unwrap()).unwrap();
+        bind_cpts(&mut specs, Partitions::new(3).unwrap(), &DeviceNuma::default()).unwrap();
         assert_eq!(specs[0].nis[0].cpts, Some(vec![0, 1]));
         assert_eq!(cpt_list(Some(&[0, 1])).values(), [0, 1]);
         assert!(cpt_list(None).is_all());

@@ -38,7 +38,7 @@ pub fn net_entries(
     let mut entries = vec![NetEntry {
         net: Net::LO,
         nis: vec![local_ni(
-            &NiSpec { nid: Nid::LO_0, interface: None, cpts: None },
+            &NiSpec { nid: Nid::LO_0, interface: None, cpts: None, dev_cpt: None },
             lo,
             None,
             NetTunables::default(),
@@ -125,7 +125,6 @@ fn local_ni(
     let statistics = live.map(|ni| ni.statistics).unwrap_or_default();
     let latency = live.map(|ni| ni.latency).unwrap_or_default();
     let health = live.map(|ni| ni.health).unwrap_or_default();
-    let lo = spec.nid == Nid::LO_0;
     LocalNiEntry {
         nid: spec.nid,
         up: live.is_some_and(|ni| ni.up),
@@ -138,8 +137,8 @@ fn local_ni(
         health: LocalNiHealth::from(&health),
         tunables,
         lnd_tunables,
-        // The loopback NI sits on CPT 0; network NIs have no device CPT (no NUMA device).
-        dev_cpt: if lo { 0 } else { -1 },
+        // -1 is CFS_CPT_ANY: no device (the loopback NI) or no NUMA node known for it.
+        dev_cpt: spec.dev_cpt.and_then(|cpt| i32::try_from(cpt).ok()).unwrap_or(-1),
         cpts: spec.cpts.clone().unwrap_or_else(|| (0..cpt_count).collect()),
     }
 }

@@ -225,3 +225,66 @@ fn topology_is_checked() {
     assert_eq!(Topology::new([], [0], 1, 1), Err(TopologyError::NoCpu));
     assert_eq!(build(&"0[0]".repeat(2000), 0, &machine(1, 2, false)).unwrap_err().rc, -22);
 }
+
+/// Each partition's nodes, and the CPTs an NI with no CPTs binds to when its device sits on
+/// `node` (lnet_ni_set_default_cpts() over ctb_node2cpt and the partitions' nodemasks).
+fn local_cpts(t: &CptTable, node: u32) -> Option<Vec<u32>> {
+    t.device_local_cpts(t.cpt_of_node(node))
+}
+
+#[test]
+fn a_device_binds_to_the_partitions_of_its_node() {
+    // "N" on four nodes: one partition a node, a device on node 2 binds to CPT 2 alone.
+    let t = build("N", 0, &machine(4, 4, false)).unwrap();
+    assert_eq!(t.cpt_of_node(2), Some(2));
+    assert_eq!(local_cpts(&t, 2), Some(vec![2]));
+    // Two partitions a node (the generic layout fills node by node): both of node 1's.
+    let t = build("", 4, &machine(2, 4, false)).unwrap();
+    assert_eq!(t.render(), "0\t: 0 1\n1\t: 2 3\n2\t: 4 5\n3\t: 6 7\n");
+    assert_eq!(t.cpt_of_node(1), Some(2));
+    assert_eq!(local_cpts(&t, 1), Some(vec![2, 3]));
+    // A partition spanning two nodes: 3 partitions over 2 nodes of 4 (0 1 2 | 3 4 5 | 6 7).
+    // Node 0's devices are on CPT 0 and bind to CPTs 0 and 1 (which shares node 0). Node 1's
+    // devices are on CPT 1, its first partition, and the kernel matches CPT 1's nodes (0 and
+    // 1), which every partition shares: they stay on all.
+    let t = build("", 3, &machine(2, 4, false)).unwrap();
+    assert_eq!(t.nodes(1).map(|n| n.iter().copied().collect::<Vec<_>>()), Some(vec![0, 1]));
+    assert_eq!((t.cpt_of_node(0), local_cpts(&t, 0)), (Some(0), Some(vec![0, 1])));
+    assert_eq!((t.cpt_of_node(1), local_cpts(&t, 1)), (Some(1), None));
+}
+
+#[test]
+fn a_device_whose_node_covers_every_partition_binds_to_all() {
+    // One node: every partition is local, so the NI stays on all of them.
+    let t = build("", 4, &machine(1, 16, true)).unwrap();
+    assert_eq!((t.cpt_of_node(0), local_cpts(&t, 0)), (Some(0), None));
+    // "N 0[0,1] 1[2-3]": both partitions span two nodes each, disjoint from the other's.
+    let t = build("N 0[0,1] 1[2-3]", 2, &machine(4, 4, false)).unwrap();
+    assert_eq!((t.cpt_of_node(1), local_cpts(&t, 1)), (Some(0), Some(vec![0])));
+    assert_eq!((t.cpt_of_node(3), local_cpts(&t, 3)), (Some(1), Some(vec![1])));
+    // A device with no node (veth, bridges, a VM's NIC: -1), or on a node with no CPU in
+    // the table: CFS_CPT_ANY, all partitions.
+    assert_eq!(t.device_local_cpts(None), None);
+    assert_eq!(t.cpt_of_node(7), None);
+}
+
+#[test]
+fn excluded_cpus_take_their_node_along_only_when_plain() {
+    // "X[4-7]": node 1's CPUs all leave CPT 1 by cfs_cpt_unset_cpu(), and the node leaves
+    // the table with them; CPT 1 keeps node 0's CPU 3.
+    let topo = machine(2, 4, false);
+    let t = build("X[4-7]", 2, &topo);
+    assert_eq!(
+        t.as_ref().map(CptTable::render).map_err(|e| e.rc),
+        Err(-19),
+        "CPT 1 of the 2-way layout is node 1's CPUs alone, so it is left empty"
+    );
+    let t = build("X[3,7]", 2, &topo).unwrap();
+    assert_eq!(t.render(), "0\t: 0 1 2\n1\t: 4 5 6\n");
+    assert_eq!((t.cpt_of_node(1), local_cpts(&t, 1)), (Some(1), Some(vec![1])));
+    // "N C[0-3]" would empty every partition; "N C[0]" uses cfs_cpt_del_cpu() alone, so each
+    // node stays in its partition's nodes and still maps there.
+    let t = build("N C[0]", 0, &topo).unwrap();
+    assert_eq!(t.render(), "0\t: 1 2 3\n1\t: 5 6 7\n");
+    assert_eq!((t.cpt_of_node(0), local_cpts(&t, 0)), (Some(0), Some(vec![0])));
+}

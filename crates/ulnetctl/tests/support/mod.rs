@@ -85,7 +85,7 @@ fn local_ni(nid: Nid, interface: Option<&str>, settings: &GlobalSettings) -> Loc
             timeout: settings.lnd_timeout() as u32,
             tos: -1,
         }),
-        dev_cpt: if lo { 0 } else { -1 },
+        dev_cpt: -1,
         cpts: vec![0, 1],
     }
 }

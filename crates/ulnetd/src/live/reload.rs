@@ -247,7 +247,12 @@ mod tests {
             net,
             nis: nids
                 .iter()
-                .map(|nid| NiSpec { nid: nid.parse().unwrap(), interface: None, cpts: None })
+                .map(|nid| NiSpec {
+                    nid: nid.parse().unwrap(),
+                    interface: None,
+                    cpts: None,
+                    dev_cpt: None,
+                })
                 .collect(),
             tunables: NetTunables::default(),
             socklnd: SocklndTunables::default(),
