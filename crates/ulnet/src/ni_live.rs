@@ -159,7 +159,7 @@ impl Node {
                 let _entered = runtime.enter();
                 lnd.start(shared);
             }
-            crate::numa::apply(&mut core.engine, self.inner().io_cpu);
+            crate::numa::apply(&mut core.engine, &self.inner().placement);
             driver::drain(shared, &mut core, now, &mut wakes);
             lnd
         };

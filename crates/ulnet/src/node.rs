@@ -123,6 +123,8 @@ pub struct NodeBuilder {
     io_cpu: Option<usize>,
     /// Each partition's CPUs, by CPT, for pinning its I/O thread; empty: unpinned.
     partition_cpus: Vec<Vec<usize>>,
+    /// Each partition's NUMA nodes, by CPT, for NUMA distances; empty: not known.
+    partition_nodes: Vec<Vec<u32>>,
     spin: Duration,
     privileged_ports: bool,
 }
@@ -527,6 +529,7 @@ impl NodeBuilder {
             nis: Vec::new(),
             io_cpu: None,
             partition_cpus: Vec::new(),
+            partition_nodes: Vec::new(),
             spin: DEFAULT_SPIN,
             privileged_ports: true,
         }
@@ -570,6 +573,16 @@ impl NodeBuilder {
     /// [`io_cpu`](Self::io_cpu) overrides partition 0's.
     pub fn partition_cpus(mut self, cpus: Vec<Vec<usize>>) -> Self {
         self.partition_cpus = cpus;
+        self
+    }
+
+    /// Each partition's NUMA nodes, by CPT (libcfs's `cfs_cpt_nodemask()`): a TCP NI's
+    /// distance to its device is then measured from every partition, and a message's NI chosen
+    /// by the distance from its home partition, as the kernel's `lnet_get_best_ni()` does.
+    /// Without this (the default), or with a list that is not one per partition, the node's
+    /// memory is taken to be where the I/O thread runs.
+    pub fn partition_nodes(mut self, nodes: Vec<Vec<u32>>) -> Self {
+        self.partition_nodes = nodes;
         self
     }
 
@@ -658,7 +671,11 @@ impl NodeBuilder {
             partitions: self.partitions,
         };
         let mut engine = ulnet_proto::engine::Engine::new(config)?;
-        crate::numa::apply(&mut engine, self.io_cpu);
+        let placement = crate::numa::Placement {
+            cpu: self.io_cpu,
+            partition_nodes: self.partition_nodes.clone(),
+        };
+        crate::numa::apply(&mut engine, &placement);
 
         let mut lnds: Vec<Option<Arc<dyn Lnd>>> = vec![None];
         let mut mems: Vec<Arc<MemLnd>> = Vec::new();
@@ -758,7 +775,7 @@ impl NodeBuilder {
                 interface_cookie,
                 tcps: Mutex::new(tcps),
                 tcp_listeners,
-                io_cpu: self.io_cpu,
+                placement,
                 privileged_ports: self.privileged_ports,
                 partition_cpus: self.partition_cpus,
             }),
@@ -779,9 +796,9 @@ pub(crate) struct Inner {
     pub(crate) tcps: Mutex<Vec<Arc<TcpLnd>>>,
     /// The TCP NIs' listening sockets, one per address and port, shared by the NIs on it.
     pub(crate) tcp_listeners: Listeners,
-    /// What NIs added live need: the I/O thread's CPU (NUMA distance) and the source-port
-    /// policy.
-    pub(crate) io_cpu: Option<usize>,
+    /// What NIs added live need: where the node's memory is (NUMA distances) and the
+    /// source-port policy.
+    pub(crate) placement: crate::numa::Placement,
     pub(crate) privileged_ports: bool,
     /// Each partition's CPUs, as the builder was given them (empty: not known).
     partition_cpus: Vec<Vec<usize>>,

@@ -6,9 +6,18 @@
 //! (lustre: lnet/lnet/lib-move.c `lnet_get_best_ni()`, lib-cpt.c `cfs_cpt_distance()`). In
 //! userspace the same facts are in sysfs: `/sys/class/net/<if>/device/numa_node` (absent for
 //! virtual devices, -1 on a machine without NUMA) and the node distance table
-//! `/sys/devices/system/node/node<N>/distance`. The node a message runs on here is the I/O
-//! thread's: the node of its CPU when pinned, else of the CPU building the node. Whatever is
-//! missing gives no distance, and the NI keeps the core's default (0: no preference).
+//! `/sys/devices/system/node/node<N>/distance`.
+//!
+//! When the node was given its partitions' NUMA nodes ([`NodeBuilder::partition_nodes`]),
+//! each NI gets the kernel's distance from every partition: the device's partition is the
+//! first one holding its node (`ni_dev_cpt`), and the distance between two partitions is the
+//! largest between their nodes (`cfs_cpt_distance()`), the whole table's largest when the
+//! device's node is unknown. The core compares a message's from its home partition.
+//! Otherwise the node's memory is taken to be the I/O thread's node: that of its CPU when
+//! pinned, else of the CPU building the node. Whatever is missing gives no distance, and the
+//! NI keeps the core's default (0: no preference).
+//!
+//! [`NodeBuilder::partition_nodes`]: crate::NodeBuilder::partition_nodes
 
 use std::path::Path;
 
@@ -19,9 +28,22 @@ use crate::link_watch;
 /// Bound on a sysfs attribute we read (a distance row for 1024 nodes fits easily).
 const MAX_ATTRIBUTE_LEN: u64 = 8 * 1024;
 
+/// Where the node's memory is, for measuring distances to its NIs' devices.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Placement {
+    /// The I/O thread's pinned CPU, standing for the node's memory when the partitions'
+    /// nodes are not known.
+    pub(crate) cpu: Option<usize>,
+    /// Each partition's NUMA nodes, by CPT; empty when not known.
+    pub(crate) partition_nodes: Vec<Vec<u32>>,
+}
+
 /// Gives every TCP NI of `engine` the NUMA distance of its interface's device, seen from
-/// `cpu` (the I/O thread's pinned CPU, if any).
-pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, cpu: Option<usize>) {
+/// each partition when `placement` knows their nodes, else from its CPU.
+pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placement) {
+    let sysfs = Path::new("/sys");
+    let by_partition = !placement.partition_nodes.is_empty()
+        && placement.partition_nodes.len() == engine.partitions().count() as usize;
     let Ok(host) = link_watch::host_addresses() else { return };
     let nis: Vec<_> =
         engine.ni_ids().filter_map(|ni| engine.ni_stats(ni).map(|s| (ni, s))).collect();
@@ -31,8 +53,17 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, cpu: Option<usize>
         }
         let Some(ip) = stats.nid.ip() else { continue };
         let Some(address) = host.iter().find(|address| address.ip == ip) else { continue };
-        if let Some(distance) = interface_distance(Path::new("/sys"), &address.interface, cpu) {
-            // The NI was just listed by the core, so this cannot fail.
+        // The NI was just listed by the core and the list is one per partition, so neither
+        // setter can fail.
+        if by_partition {
+            let nodes = &placement.partition_nodes;
+            let dev_cpt =
+                stats.dev_cpt.or_else(|| device_partition(sysfs, &address.interface, nodes));
+            if let Some(distances) = partition_distances(sysfs, dev_cpt, nodes) {
+                let _ = engine.set_ni_numa_distances(ni, &distances);
+            }
+        } else if let Some(distance) = interface_distance(sysfs, &address.interface, placement.cpu)
+        {
             let _ = engine.set_ni_numa_distance(ni, distance);
         }
     }
@@ -46,6 +77,50 @@ pub(crate) fn interface_distance(sysfs: &Path, interface: &str, cpu: Option<usiz
     let local = cpu_node(sysfs, cpu)?;
     let row = read(&sysfs.join(format!("devices/system/node/node{local}/distance")))?;
     row.split_whitespace().nth(device_node)?.parse().ok()
+}
+
+/// The partition of `interface`'s device when the NI was given none: the first holding its
+/// node.
+fn device_partition(sysfs: &Path, interface: &str, partition_nodes: &[Vec<u32>]) -> Option<u32> {
+    let node = device_node(sysfs, interface)?;
+    let cpt = partition_nodes.iter().position(|nodes| nodes.contains(&node))?;
+    u32::try_from(cpt).ok()
+}
+
+/// `cfs_cpt_distance(cpt, dev_cpt)` for every partition `cpt` of `partition_nodes`: the
+/// largest node distance between the partition's nodes and `dev_cpt`'s, or, when that is
+/// unknown, the largest in the whole table (`ctb_distance`). `None` without a node distance
+/// table.
+pub(crate) fn partition_distances(
+    sysfs: &Path,
+    dev_cpt: Option<u32>,
+    partition_nodes: &[Vec<u32>],
+) -> Option<Vec<u32>> {
+    let mut all: Vec<u32> = partition_nodes.iter().flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    let rows = all
+        .iter()
+        .map(|&node| {
+            let path = sysfs.join(format!("devices/system/node/node{node}/distance"));
+            let row: Option<Vec<u32>> =
+                read(&path)?.split_whitespace().map(|value| value.parse().ok()).collect();
+            Some((node, row?))
+        })
+        .collect::<Option<std::collections::BTreeMap<u32, Vec<u32>>>>()?;
+    let largest = |from: &[u32], to: &[u32]| -> Option<u32> {
+        let pairs = from.iter().flat_map(|a| to.iter().map(move |b| (a, b)));
+        pairs.map(|(a, b)| rows.get(a)?.get(*b as usize).copied()).max().flatten()
+    };
+    match dev_cpt.and_then(|cpt| partition_nodes.get(cpt as usize)) {
+        Some(device_nodes) => {
+            partition_nodes.iter().map(|from| largest(from, device_nodes)).collect()
+        }
+        None => {
+            let whole = largest(&all, &all)?;
+            Some(vec![whole; partition_nodes.len()])
+        }
+    }
 }
 
 /// The NUMA node of network interface `interface`'s device (`dev_to_node()`), read under
@@ -129,6 +204,32 @@ mod tests {
         write("class/net/eth1.100/lower_eth1/uevent", "INTERFACE=eth1\n");
         write("device/numa_node", "0\n");
         root
+    }
+
+    /// The kernel's `cfs_cpt_distance(cpt, ni_dev_cpt)` from every partition.
+    #[test]
+    fn distances_from_each_partition_are_the_kernels() {
+        let sysfs = fake_sysfs("partitions");
+        let distances = |interface: &str, nodes: &[Vec<u32>]| {
+            partition_distances(&sysfs, device_partition(&sysfs, interface, nodes), nodes)
+        };
+        let one_each = [vec![0], vec![1]];
+        assert_eq!(distances("eth1", &one_each), Some(vec![21, 10]));
+        // A device with no node: the table's largest, from everywhere.
+        assert_eq!(distances("eth9", &one_each), Some(vec![21, 21]));
+        assert_eq!(distances("veth0", &one_each), Some(vec![21, 21]));
+        // The device's partition spans both nodes: the largest pair counts.
+        let spanning = [vec![0], vec![0, 1]];
+        assert_eq!(distances("eth1", &spanning), Some(vec![21, 21]));
+        // The partition the configuration gave wins over the first holding the node.
+        assert_eq!(partition_distances(&sysfs, Some(0), &spanning), Some(vec![10, 21]));
+        // A device on a node no partition holds is unknown: the table's largest is node 0's
+        // distance to itself.
+        let node0 = [vec![0], vec![0]];
+        assert_eq!(distances("eth1", &node0), Some(vec![10, 10]));
+        // No distance row for a partition's node: nothing is known.
+        assert_eq!(distances("eth1", &[vec![0], vec![3]]), None);
+        std::fs::remove_dir_all(sysfs).unwrap();
     }
 
     #[test]

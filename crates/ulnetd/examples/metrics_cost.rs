@@ -33,6 +33,7 @@ fn main() {
         }],
         priority: 0,
         numa_distance: 0,
+        dev_cpt: None,
         latency,
     };
     let peer_nis = (0..peers)

@@ -56,11 +56,9 @@ use ulnet_config::model::{self, GlobalSettings, HostInterface, ImportMode};
 use ulnet_config::modprobe::{ModuleParameters, SocklndModule};
 use yaml_serde::Value;
 
-use crate::device_numa::DeviceNuma;
 use crate::live::BootRouting;
 use crate::modprobe::{ModprobeFile, Modules, PartitionLayout};
 use crate::nets::{NetError, NetSpec, bind_cpts, resolve_ip2net, resolve_net, with_lnd_defaults};
-use ulnet_proto::engine::cpt::Partitions;
 
 /// `accept_port`'s default: the LNet port. lustre: acceptor.c `accept_port`.
 pub const DEFAULT_ACCEPT_PORT: u16 = ulnet::proto::socklnd::tunables::DEFAULT_ACCEPT_PORT;
@@ -145,15 +143,9 @@ pub struct DaemonConfig {
     /// Lines of the modprobe.d files that are not LNet's (other modules, module loading),
     /// for the log.
     pub notes: Vec<String>,
-    /// The CPU partitions (libcfs's `cpu_pattern`/`cpu_npartitions` over the host's CPUs).
-    pub partitions: Partitions,
-    /// Their table as `lctl get_param cpu_partition_table` prints it, for the log.
-    pub cpu_table: String,
-    /// Each partition's CPUs, by CPT, where its I/O thread is pinned (empty: unpinned; the
-    /// command line's `--no-cpu-bind` empties it).
-    pub partition_cpus: Vec<Vec<usize>>,
-    /// The partitions' NUMA nodes, which bind an NI given no CPTs near its device.
-    pub device_numa: DeviceNuma,
+    /// The CPU partitions (libcfs's `cpu_pattern`/`cpu_npartitions` over the host's CPUs);
+    /// the command line's `--no-cpu-bind` empties their CPUs, leaving the threads unpinned.
+    pub layout: PartitionLayout,
     /// lnet's `enable_sysctl_setup` is 1: `setup-sysctl` applies the sysctl file.
     pub enable_sysctl_setup: bool,
 }
@@ -367,10 +359,7 @@ impl DaemonConfig {
             udsp,
             warnings,
             notes,
-            partitions: layout.partitions,
-            cpu_table: layout.text,
-            partition_cpus: layout.cpus,
-            device_numa: layout.numa,
+            layout,
             enable_sysctl_setup: modules.params.enable_sysctl_setup,
         })
     }

@@ -54,25 +54,21 @@ impl Daemon {
             Some(fabric) => LndChoice::Mem(fabric),
             None => LndChoice::Tcp(config.tcp),
         };
-        if !config.cpu_table.is_empty() {
+        if !config.layout.text.is_empty() {
             tracing::info!(
-                partitions = config.partitions.count(),
-                table = %config.cpu_table.trim_end().replace('\n', "; "),
+                partitions = config.layout.partitions.count(),
+                table = %config.layout.text.trim_end().replace('\n', "; "),
                 "CPU partitions"
             );
         }
         let live = match LiveNode::start(
             lnd,
-            config.partitions,
-            config.partition_cpus.clone(),
+            config.layout.clone(),
             config.nets.clone(),
             config.settings,
             config.selftest,
         ) {
-            Ok(live) => Arc::new(
-                live.with_sysctl_setup(config.enable_sysctl_setup)
-                    .with_device_numa(config.device_numa.clone()),
-            ),
+            Ok(live) => Arc::new(live.with_sysctl_setup(config.enable_sysctl_setup)),
             Err(error) => {
                 drop(listener);
                 remove_socket(socket);

@@ -189,10 +189,7 @@ fn node_config(nid: &str) -> DaemonConfig {
         udsp: Vec::new(),
         warnings: Vec::new(),
         notes: Vec::new(),
-        partitions: ulnet_proto::engine::cpt::Partitions::default(),
-        cpu_table: String::new(),
-        partition_cpus: Vec::new(),
-        device_numa: crate::device_numa::DeviceNuma::default(),
+        layout: crate::modprobe::PartitionLayout::default(),
         enable_sysctl_setup: false,
     }
 }

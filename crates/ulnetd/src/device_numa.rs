@@ -39,6 +39,13 @@ impl DeviceNuma {
         table.cpt_of_node(node).and_then(|cpt| u32::try_from(cpt).ok())
     }
 
+    /// Each partition's NUMA nodes, by CPT (empty when the table is unknown).
+    pub fn partition_nodes(&self) -> Vec<Vec<u32>> {
+        let Some(table) = &self.table else { return Vec::new() };
+        let nodes = (0..table.count()).map(|cpt| table.nodes(cpt).into_iter().flatten());
+        nodes.map(|nodes| nodes.copied().collect()).collect()
+    }
+
     /// The partitions an NI configured without CPTs is bound to when its device is on
     /// `dev_cpt`; `None` for all of them.
     pub fn default_cpts(&self, dev_cpt: Option<u32>) -> Option<Vec<u32>> {

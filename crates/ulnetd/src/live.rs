@@ -53,14 +53,13 @@ use ulnet_control::{ControlError, Request, Response};
 use ulnet_proto::addr::{Net, Nid};
 
 use crate::config::{TcpSettings, ip2net_specs, merge_net, unsupported_keys, unsupported_sections};
-use crate::device_numa::DeviceNuma;
 use crate::interfaces::host_interfaces;
+use crate::modprobe::PartitionLayout;
 use crate::nets::{
     NetError, NetSpec, SocklndTunables, bind_cpts, cpt_list, parse_cpt_text, resolve_net,
     with_lnd_defaults,
 };
 use crate::view;
-use ulnet_proto::engine::cpt::Partitions;
 
 mod admin;
 mod faults;
@@ -90,12 +89,10 @@ pub enum LndChoice {
 #[derive(Debug)]
 pub struct LiveNode {
     lnd: LndChoice,
-    /// The CPU partitions, fixed at start as the kernel's are at module load.
-    partitions: Partitions,
-    /// Each partition's CPUs, where its I/O thread is pinned (empty: unpinned).
-    partition_cpus: Vec<Vec<usize>>,
-    /// The partitions' NUMA nodes, which bind an NI added without CPTs near its device.
-    device_numa: DeviceNuma,
+    /// The CPU partitions, fixed at start as the kernel's are at module load: their CPUs,
+    /// where their I/O threads are pinned, and their NUMA nodes, which bind an NI added
+    /// without CPTs near its device.
+    layout: PartitionLayout,
     /// The nets `lnet configure --all` brings up: the configuration file's, as the kernel
     /// brings up its `networks=` module parameter (a reload replaces them).
     boot_nets: Mutex<Vec<NetSpec>>,
@@ -129,19 +126,16 @@ impl LiveNode {
     /// Builds the node with `nets` and `settings`, hosting the selftest service if `selftest`.
     pub fn start(
         lnd: LndChoice,
-        partitions: Partitions,
-        partition_cpus: Vec<Vec<usize>>,
+        layout: PartitionLayout,
         nets: Vec<NetSpec>,
         settings: GlobalSettings,
         selftest: bool,
     ) -> Result<Self, BuildError> {
-        let node = build_node(&lnd, (partitions, &partition_cpus), &nets, &settings)?;
+        let node = build_node(&lnd, &layout, &nets, &settings)?;
         tracing::info!(nids = %nid_list(&node.nids()), "node up");
         Ok(Self {
             lnd,
-            partitions,
-            partition_cpus,
-            device_numa: DeviceNuma::default(),
+            layout,
             boot_nets: Mutex::new(nets.clone()),
             selftest,
             enable_sysctl_setup: false,
@@ -163,12 +157,6 @@ impl LiveNode {
         self
     }
 
-    /// Where NIs added later without CPTs are bound (the configuration's were bound by it).
-    pub fn with_device_numa(mut self, numa: DeviceNuma) -> Self {
-        self.device_numa = numa;
-        self
-    }
-
     /// `cpt-of-nid`: the kernel's hash of each NID over all the node's partitions (no NI
     /// involved). lustre: api-ni.c `lnet_cpt_of_nid_show_start()`,
     /// `lnet_cpt_of_nid_show_dump()`.
@@ -182,7 +170,7 @@ impl LiveNode {
         if nids.len() > ulnet_control::message::MAX_CPT_OF_NID {
             return Err(ControlError::refused(errno::EINVAL, "too many NIDs"));
         }
-        let count = self.partitions.count();
+        let count = self.layout.partitions.count();
         let answers = nids
             .iter()
             .map(|text| {
@@ -385,7 +373,7 @@ impl LiveNode {
                 vec![resolve_net(&config, &host).map_err(|error| error.to_control())?]
             }
         };
-        bind_cpts(&mut specs, self.partitions, &self.device_numa)
+        bind_cpts(&mut specs, self.layout.partitions, &self.layout.numa)
             .map_err(|error| error.to_control())?;
         let mut nets = state.nets.clone();
         for spec in specs {
@@ -598,7 +586,7 @@ impl LiveNode {
                 let item = with_lnd_defaults(item, &socklnd);
                 let spec = resolve_net(&item, &host).map_err(|error| import_error(&error))?;
                 let mut specs = [spec];
-                bind_cpts(&mut specs, self.partitions, &self.device_numa)
+                bind_cpts(&mut specs, self.layout.partitions, &self.layout.numa)
                     .map_err(|error| import_error(&error))?;
                 let [spec] = specs;
                 merge_net(&mut nets, spec).map_err(|error| import_error(&error))?;
@@ -799,8 +787,7 @@ impl LiveNode {
             // After routes and peers, so router rules find their gateways.
             policies::restore_rules(node, &rules);
         };
-        match build_node(&self.lnd, (self.partitions, &self.partition_cpus), &nets, &state.settings)
-        {
+        match build_node(&self.lnd, &self.layout, &nets, &state.settings) {
             Ok(node) => {
                 tracing::info!(nids = %nid_list(&node.nids()), "node rebuilt");
                 restore(&node);
@@ -811,12 +798,7 @@ impl LiveNode {
             }
             Err(error) => {
                 tracing::warn!(%error, "the new configuration failed to start");
-                match build_node(
-                    &self.lnd,
-                    (self.partitions, &self.partition_cpus),
-                    &state.nets,
-                    &state.settings,
-                ) {
+                match build_node(&self.lnd, &self.layout, &state.nets, &state.settings) {
                     Ok(node) => {
                         restore(&node);
                         state.selftest = host_selftest(&node, self.selftest);
@@ -981,18 +963,19 @@ fn discover_errno(error: &DiscoverError) -> i32 {
 /// -ENOMEM (not in the protocol's errno list).
 const ENOMEM: i32 = 12;
 
-/// Builds a node running `nets` with `settings`, on `partitions` (their I/O threads pinned
-/// to `cpus`, by CPT; none given: unpinned).
+/// Builds a node running `nets` with `settings`, on the partitions of `layout` (their I/O
+/// threads pinned to their CPUs, when it has them).
 pub fn build_node(
     lnd: &LndChoice,
-    (partitions, cpus): (Partitions, &[Vec<usize>]),
+    layout: &PartitionLayout,
     nets: &[NetSpec],
     settings: &GlobalSettings,
 ) -> Result<Node, BuildError> {
     let mut builder = Node::builder()
         .tunables(engine_tunables(settings))
-        .partitions(partitions)
-        .partition_cpus(cpus.to_vec());
+        .partitions(layout.partitions)
+        .partition_cpus(layout.cpus.clone())
+        .partition_nodes(layout.numa.partition_nodes());
     for net in nets {
         for ni in &net.nis {
             let config = NiConfig {
@@ -1001,6 +984,7 @@ pub fn build_node(
                 tunables: net.tunables,
                 lnd_timeout: None,
                 cpts: cpt_list(ni.cpts.as_deref()),
+                dev_cpt: ni.dev_cpt,
             };
             builder = match lnd {
                 LndChoice::Tcp(tcp) => tcp_ni(builder, config, net.socklnd, *tcp),

@@ -110,7 +110,7 @@ fn run(cli: &Cli, started: Instant) -> u8 {
         config.selftest = false;
     }
     if cli.no_cpu_bind {
-        config.partition_cpus.clear();
+        config.layout.cpus.clear();
     }
     tracing::info!(
         accept_port = config.tcp.accept_port,

@@ -11,7 +11,7 @@ use crate::addr::Nid;
 use crate::engine::call::Work;
 use crate::engine::health::{Health, MAX_HEALTH};
 use crate::engine::msg::Phase;
-use crate::engine::ni::NiId;
+use crate::engine::ni::{NiId, NumaDistances};
 use crate::engine::node::Engine;
 use crate::engine::peer::{PeerId, PeerInfo, PeerNiId, PeerState};
 use crate::engine::recovery::RecoveryTarget;
@@ -104,6 +104,8 @@ pub enum NiSetError {
     Loopback,
     #[error("health {0} out of range 0..=1000")]
     HealthOutOfRange(u32),
+    #[error("{given} NUMA distances for {partitions} partitions")]
+    DistanceCount { given: usize, partitions: u32 },
 }
 
 impl Engine {
@@ -193,9 +195,22 @@ impl Engine {
 
     /// The NUMA distance from the node's memory to the NI's device, as the driver reads it
     /// (sysfs `device/numa_node` and the node distance table); compared after health and
-    /// priority, distances below `numa_range` counting as equal.
+    /// priority, distances below `numa_range` counting as equal. One distance for every
+    /// partition; [`set_ni_numa_distances`](Self::set_ni_numa_distances) gives one each.
     pub fn set_ni_numa_distance(&mut self, ni: NiId, distance: u32) -> Result<(), NiSetError> {
-        self.flow().set_ni_numa_distance(ni, distance)
+        self.flow().set_ni_numa_distances(ni, &[distance])
+    }
+
+    /// The NUMA distance from each partition's memory to the NI's device, by CPT (the
+    /// kernel's `cfs_cpt_distance(cpt, ni_dev_cpt)`): a message is compared with its home
+    /// partition's, where its MD was bound (the kernel takes the CPT of the MD's first page).
+    /// A list that is not one value per partition is refused.
+    pub fn set_ni_numa_distances(&mut self, ni: NiId, distances: &[u32]) -> Result<(), NiSetError> {
+        let count = self.partitions().count();
+        if distances.len() != count as usize {
+            return Err(NiSetError::DistanceCount { given: distances.len(), partitions: count });
+        }
+        self.flow().set_ni_numa_distances(ni, distances)
     }
 
     /// Sets a local NI's selection priority (lower is preferred) directly. UDSP rules
@@ -452,13 +467,13 @@ impl Flow<'_> {
         Ok(())
     }
 
-    /// See [`Engine::set_ni_numa_distance`].
-    pub(crate) fn set_ni_numa_distance(
+    /// See [`Engine::set_ni_numa_distances`].
+    pub(crate) fn set_ni_numa_distances(
         &mut self,
         ni: NiId,
-        distance: u32,
+        distances: &[u32],
     ) -> Result<(), NiSetError> {
-        self.settable_ni(ni)?.numa_distance = distance;
+        self.settable_ni(ni)?.numa_distance = NumaDistances::new(distances);
         Ok(())
     }
 

@@ -55,11 +55,41 @@ pub struct NiConfig {
     pub lnd_timeout: Option<Duration>,
     /// The CPTs the NI is bound to (`net add --cpt`, `CPT:`); [`CptList::ALL`] when unbound.
     pub cpts: CptList,
+    /// The partition of its device's NUMA node (`ni_dev_cpt`); `None` when unknown.
+    pub dev_cpt: Option<u32>,
 }
 
 impl NiConfig {
     pub fn new(nid: Nid, lnd: LndKind) -> Self {
-        Self { nid, lnd, tunables: NetTunables::default(), lnd_timeout: None, cpts: CptList::ALL }
+        Self {
+            nid,
+            lnd,
+            tunables: NetTunables::default(),
+            lnd_timeout: None,
+            cpts: CptList::ALL,
+            dev_cpt: None,
+        }
+    }
+}
+
+/// The NUMA distance from each partition's memory to an NI's device, as the driver measured
+/// it: one value for every partition, or one per partition. lustre: lib-move.c
+/// `lnet_get_best_ni()` compares `cfs_cpt_distance(md_cpt, ni_dev_cpt)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NumaDistances(Box<[u32]>);
+
+impl NumaDistances {
+    /// `distances[cpt]` from each partition `cpt`, or one value for all.
+    pub(crate) fn new(distances: &[u32]) -> Self {
+        Self(distances.into())
+    }
+
+    /// The distance from partition `cpt`'s memory; 0 when unknown.
+    pub(crate) fn seen_from(&self, cpt: u32) -> u32 {
+        match &*self.0 {
+            [all] => *all,
+            each => each.get(cpt as usize).copied().unwrap_or(0),
+        }
     }
 }
 
@@ -71,6 +101,8 @@ pub(crate) struct Ni {
     pub(crate) lnd_timeout: Option<Duration>,
     /// The CPTs it is bound to, checked against the node's partitions (`ni_cpts`).
     pub(crate) cpts: CptList,
+    /// `ni_dev_cpt`: its device's partition, `None` when unknown.
+    pub(crate) dev_cpt: Option<u32>,
     /// NI tx credits: the NI-wide count and the CPTs with a queue (`ni_tx_queues`, each in
     /// its partition's part, [`NiShares`]); `None` for loopback.
     pub(crate) credits: Option<TxQueues>,
@@ -82,9 +114,9 @@ pub(crate) struct Ni {
     pub(crate) removed: bool,
     /// `ni_sel_priority` (UDSP; lower is preferred).
     pub(crate) priority: u32,
-    /// The NUMA distance from the node's memory to the NI's device (`cfs_cpt_distance` of
-    /// the MD's CPT and `ni_dev_cpt`), supplied by the driver; 0 when unknown.
-    pub(crate) numa_distance: u32,
+    /// The NUMA distance from each partition's memory to the NI's device (`cfs_cpt_distance`
+    /// of the MD's CPT and `ni_dev_cpt`), supplied by the driver; 0 when unknown.
+    pub(crate) numa_distance: NumaDistances,
     /// `ni_seq`: the round-robin stamp of the last commit through this NI.
     pub(crate) seq: Stamp,
     /// `*ni_status`: the health-driven status word the ping buffer shows (DOWN at health 0,
@@ -214,13 +246,14 @@ impl Ni {
             tunables: NetTunables::LO,
             lnd_timeout: None,
             cpts: CptList::ALL,
+            dev_cpt: None,
             credits: None,
             health: Health::FULL,
             health_stats: NiHealthStats::default(),
             fatal_error: false,
             removed: false,
             priority: MAX_SELECTION_PRIORITY,
-            numa_distance: 0,
+            numa_distance: NumaDistances::default(),
             seq: Stamp::default(),
             status: LNET_NI_STATUS_UP,
             recovery: Recovery::default(),
@@ -235,6 +268,7 @@ impl Ni {
             tunables: config.tunables,
             lnd_timeout: config.lnd_timeout,
             cpts: config.cpts,
+            dev_cpt: config.dev_cpt,
             credits: Some(TxQueues::new(
                 config.tunables.credits,
                 config.tunables.peer_credits,
@@ -246,7 +280,7 @@ impl Ni {
             fatal_error: false,
             removed: false,
             priority: MAX_SELECTION_PRIORITY,
-            numa_distance: 0,
+            numa_distance: NumaDistances::default(),
             seq: Stamp::default(),
             status: LNET_NI_STATUS_UP,
             recovery: Recovery::default(),

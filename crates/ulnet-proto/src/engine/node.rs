@@ -1003,7 +1003,8 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
                 .map(|queues| queues.totals(self.ni_shares.pools(id).map(|(_, pool)| pool))),
             tx_queues: crate::engine::tx_queues::per_cpt(self.ni_shares.pools(id)),
             priority: ni.priority,
-            numa_distance: ni.numa_distance,
+            numa_distance: ni.numa_distance.seen_from(0),
+            dev_cpt: ni.dev_cpt,
             latency: self.ni_shares.latency(id),
         })
     }

@@ -543,6 +543,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         local: Option<NiId>,
         hint: Option<PeerNiId>,
         originating: bool,
+        md_cpt: u32,
     ) -> Option<RoutedPath> {
         // A response goes back through the router its request came through, while that is
         // still a gateway.
@@ -558,7 +559,8 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             });
             if let Some(gateway) = gateway {
                 let ni = local.or_else(|| {
-                    self.best_ni_on_net(self.node.peers.ni(&self.peer_nis, gateway)?.nid.net())
+                    let net = self.node.peers.ni(&self.peer_nis, gateway)?.nid.net();
+                    self.best_ni_on_net(net, md_cpt)
                 })?;
                 return Some(RoutedPath { ni, gateway, destination });
             }
@@ -577,7 +579,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             Some(ni) => ni,
             None => {
                 let net = self.node.peers.ni(&self.peer_nis, gateway)?.nid.net();
-                self.best_ni_on_net(net)?
+                self.best_ni_on_net(net, md_cpt)?
             }
         };
         // The round robin among routes that tie.

@@ -95,6 +95,9 @@ struct Case {
     hint: Option<PeerNiId>,
     /// Paths this message's sends failed on, avoided while others exist (fast failover).
     avoid: FailedPaths,
+    /// `md_cpt`: the message's home partition, where its MD was bound (a forwarded message's
+    /// is its receive partition), whose NUMA distance to each NI counts.
+    md_cpt: u32,
 }
 
 impl<A: Access, N: NodeAccess> View<'_, A, N> {
@@ -178,14 +181,21 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
         found.then_some(health)
     }
 
-    /// `lnet_get_best_ni`: the best usable NI on `net`.
-    pub(super) fn best_ni_on_net(&self, net: Net) -> Option<NiId> {
-        self.best_ni(net, None, &FailedPaths::default())
+    /// `lnet_get_best_ni`: the best usable NI on `net` for a message whose memory is on
+    /// partition `md_cpt`.
+    pub(super) fn best_ni_on_net(&self, net: Net, md_cpt: u32) -> Option<NiId> {
+        self.best_ni(net, None, &FailedPaths::default(), md_cpt)
     }
 
     /// `lnet_get_best_ni`, and for a multi-rail `peer`, NIs whose every path to the peer's
     /// NIs on `net` is suspect come last but for fatal ones (see the module documentation).
-    fn best_ni(&self, net: Net, peer: Option<PeerId>, avoid: &FailedPaths) -> Option<NiId> {
+    fn best_ni(
+        &self,
+        net: Net,
+        peer: Option<PeerId>,
+        avoid: &FailedPaths,
+        md_cpt: u32,
+    ) -> Option<NiId> {
         let range = self.node.tunables.numa_range;
         let trouble = peer.is_some_and(|peer| self.peer_in_trouble(peer));
         let peer_nis: &[PeerNiId] = peer
@@ -233,7 +243,7 @@ impl<A: Access, N: NodeAccess> View<'_, A, N> {
                 unproven,
                 Reverse(ni.health.value()),
                 ni.priority,
-                ni.numa_distance.max(range),
+                ni.numa_distance.seen_from(md_cpt).max(range),
                 Reverse(credits),
                 ni.seq.get(),
             );
@@ -345,6 +355,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             } else {
                 FailedPaths::default()
             },
+            md_cpt: self.msgs.partition_of(key).unwrap_or(0),
         };
         match (case.source, case.local, case.multi_rail) {
             // lnet_handle_spec_local_{nmr,mr}_dst: exactly the source, exactly the
@@ -373,7 +384,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             (Some(source), false, multi_rail) => {
                 let ni = self.ni_for_nid(source).ok_or(SelectError::NoSource)?;
                 let path = self
-                    .find_routed_path(destination, Some(ni), case.hint, false)
+                    .find_routed_path(destination, Some(ni), case.hint, false, case.md_cpt)
                     .ok_or(SelectError::HostUnreachable)?;
                 if !multi_rail {
                     self.set_non_mr_preferred(path.destination, ni, case.response);
@@ -385,7 +396,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
                 let preferred = self.existing_preferred(destination);
                 let originating = !case.routing;
                 let path = self
-                    .find_routed_path(destination, preferred, case.hint, originating)
+                    .find_routed_path(destination, preferred, case.hint, originating, case.md_cpt)
                     .ok_or(SelectError::HostUnreachable)?;
                 self.set_non_mr_preferred(path.destination, path.ni, case.response);
                 Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
@@ -411,12 +422,13 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
             .ok_or(SelectError::HostUnreachable)?;
         // lustre: a router forwarding to its final hop may use any NI on that net.
         if case.routing {
-            let ni = self.best_ni_on_net(net).ok_or(SelectError::HostUnreachable)?;
+            let ni = self.best_ni_on_net(net, case.md_cpt).ok_or(SelectError::HostUnreachable)?;
             return Ok(Path::from((ni, destination)));
         }
         let preferred = if case.reserved { None } else { self.existing_preferred(destination) };
-        let ni =
-            preferred.or_else(|| self.best_ni_on_net(net)).ok_or(SelectError::HostUnreachable)?;
+        let ni = preferred
+            .or_else(|| self.best_ni_on_net(net, case.md_cpt))
+            .ok_or(SelectError::HostUnreachable)?;
         self.set_non_mr_preferred(destination, ni, case.response);
         Ok(Path::from((ni, destination)))
     }
@@ -434,7 +446,7 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
         if case.response {
             if !case.local {
                 let path = self
-                    .find_routed_path(destination, None, case.hint, false)
+                    .find_routed_path(destination, None, case.hint, false, case.md_cpt)
                     .ok_or(SelectError::HostUnreachable)?;
                 return Ok(Path {
                     ni: path.ni,
@@ -443,19 +455,20 @@ impl<N: NodeAccess> View<'_, Exclusive, N> {
                 });
             }
             let net = self.node.peers.ni(&self.peer_nis, destination).map(|p| p.nid.net());
-            let ni = net.and_then(|net| self.best_ni_on_net(net));
+            let ni = net.and_then(|net| self.best_ni_on_net(net, case.md_cpt));
             return ni.map(|ni| Path::from((ni, destination))).ok_or(SelectError::HostUnreachable);
         }
         if let Some(net) = self.best_local_net(peer) {
-            let ni =
-                self.best_ni(net, Some(peer), &case.avoid).ok_or(SelectError::HostUnreachable)?;
+            let ni = self
+                .best_ni(net, Some(peer), &case.avoid, case.md_cpt)
+                .ok_or(SelectError::HostUnreachable)?;
             let peer_ni = self
                 .best_peer_ni(ni, peer, net, &case.avoid)
                 .ok_or(SelectError::HostUnreachable)?;
             return Ok(Path::from((ni, peer_ni)));
         }
         let path = self
-            .find_routed_path(destination, None, case.hint, !case.routing)
+            .find_routed_path(destination, None, case.hint, !case.routing, case.md_cpt)
             .ok_or(SelectError::HostUnreachable)?;
         Ok(Path { ni: path.ni, peer_ni: path.gateway, routed_to: Some(path.destination) })
     }

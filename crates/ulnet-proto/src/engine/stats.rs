@@ -564,8 +564,10 @@ pub struct NiStats {
     pub tx_queues: Vec<crate::engine::tx_queues::CptCredits>,
     /// `ni_sel_priority` (UDSP `net priority`/`nid priority` material).
     pub priority: u32,
-    /// The NUMA distance the driver reported for the NI's device (`dev cpt` material).
+    /// The NUMA distance the driver reported from partition 0's memory to the NI's device.
     pub numa_distance: u32,
+    /// `ni_dev_cpt`: the partition of its device's NUMA node, `None` when unknown.
+    pub dev_cpt: Option<u32>,
     /// PUT egress, GET and PUT-ACK round trips through this NI.
     pub latency: LatencyStats,
 }

@@ -31,14 +31,14 @@ impl LiveNode {
         };
         let mut added = Vec::new();
         for (nid, net) in &change.added {
+            let spec = net.nis.iter().find(|ni| ni.nid == *nid);
             let config = NiConfig {
                 nid: *nid,
                 lnd: LndKind::Tcp,
                 tunables: net.tunables,
                 lnd_timeout: None,
-                cpts: crate::nets::cpt_list(
-                    net.nis.iter().find(|ni| ni.nid == *nid).and_then(|ni| ni.cpts.as_deref()),
-                ),
+                cpts: crate::nets::cpt_list(spec.and_then(|ni| ni.cpts.as_deref())),
+                dev_cpt: spec.and_then(|ni| ni.dev_cpt),
             };
             match node.add_tcp_ni(config, tcp_tunables(net.socklnd, *tcp)) {
                 Ok(nid) => added.push(nid),

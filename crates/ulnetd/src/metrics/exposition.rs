@@ -660,6 +660,7 @@ mod tests {
             },
             priority: 0,
             numa_distance: 0,
+            dev_cpt: None,
             latency,
         }
     }

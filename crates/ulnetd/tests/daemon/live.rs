@@ -377,7 +377,7 @@ fn ulnetctl_is_served_while_200_idle_clients_hold_the_control_socket() {
 fn partitions_bind_nis_and_round_trip_through_export() {
     let rig = Rig::new("cpt");
     let mut two = config("127.0.0.2@tcp");
-    two.partitions = ulnet_proto::engine::cpt::Partitions::new(2).unwrap();
+    two.layout.partitions = ulnet_proto::engine::cpt::Partitions::new(2).unwrap();
     let a = Daemon::start(&two, &rig.dir.path("a.sock"), Some(rig.fabric.clone())).unwrap();
     let add = ulnetctl(a.socket(), &["net", "add", "--nid", "127.0.0.13@tcp", "--cpt", "[1]"]);
     assert_eq!(add.code, 0, "{}", add.transcript());
@@ -397,7 +397,7 @@ fn partitions_bind_nis_and_round_trip_through_export() {
     assert!(export.contains("CPT: \"[1]\""), "{export}");
 
     let mut two_b = config("127.0.0.3@tcp");
-    two_b.partitions = two.partitions;
+    two_b.layout.partitions = two.layout.partitions;
     let b = Daemon::start(&two_b, &rig.dir.path("b.sock"), Some(rig.fabric.clone())).unwrap();
     let del = ulnetctl(b.socket(), &["net", "del", "--net", "tcp"]);
     assert_eq!(del.code, 0, "{}", del.transcript());

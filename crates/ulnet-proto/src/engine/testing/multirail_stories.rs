@@ -432,6 +432,71 @@ fn local_nis_are_ordered_as_lustre_orders_them() {
     );
 }
 
+/// NUMA distance is compared from the message's partition, as the kernel compares
+/// `cfs_cpt_distance(md_cpt, ni_dev_cpt)`: two partitions, each near one of two NIs; a PUT
+/// from an MD bound on partition 0 leaves by the NI near partition 0, one from partition 1 by
+/// the other, and with one distance for every partition the two NIs alternate again.
+#[test]
+fn each_partition_sends_from_the_ni_nearest_it() {
+    let a = vec![tcp_nid(0x0a00_0001), tcp_nid(0x0a00_0101)];
+    let b = vec![tcp_nid(0x0a00_0002), tcp_nid(0x0a00_0102)];
+    let config = HarnessConfig {
+        node_nids: vec![a.clone(), b],
+        partitions: crate::engine::cpt::Partitions::new(2).unwrap(),
+        ..HarnessConfig::default()
+    };
+    let mut h = Harness::new(config);
+    let mut log = EventLog::default();
+    h.discover_all();
+    let (n0, n1) = (h.node(0).ni_for_nid(a[0]).unwrap(), h.node(0).ni_for_nid(a[1]).unwrap());
+    h.with_node(0, |node, _| {
+        assert_eq!(
+            node.set_ni_numa_distances(n0, &[10]),
+            Err(NiSetError::DistanceCount { given: 1, partitions: 2 })
+        );
+        node.set_ni_numa_distances(n0, &[10, 21]).unwrap();
+        node.set_ni_numa_distances(n1, &[21, 10]).unwrap();
+    });
+    let target = h.process(1);
+    let mut sources_from = |h: &mut Harness, cpt: u32| -> Vec<(Nid, usize)> {
+        h.take_transmitted(0);
+        let first = NEXT_BITS.fetch_add(4, Ordering::Relaxed);
+        let mut batch = Batch { from: 0, to: 1, mds: BTreeMap::new(), get: false };
+        for bits in first..first + 4 {
+            let served = MdSpec::new(Memory::new(vec![0; 8]))
+                .threshold(Threshold::Count(1))
+                .options(MdOptions::OP_PUT);
+            h.post(1, PORTAL, bits, served);
+            let source = MdSpec::new(Memory::new(vec![1; 8])).threshold(Threshold::Count(2));
+            let md = h.bind(0, source.on_partition(cpt));
+            let request = PutRequest {
+                md,
+                ack: true,
+                target,
+                portal: PORTAL,
+                match_bits: bits,
+                remote_offset: 0,
+                hdr_data: 0,
+                source: None,
+            };
+            h.put(0, &request).unwrap();
+            batch.mds.insert(bits, md);
+        }
+        h.drive();
+        assert_complete(h, &mut log, &batch);
+        tally(&h.take_transmitted(0), false)
+    };
+    assert_eq!(sources_from(&mut h, 0), [(a[0], 4)]);
+    assert_eq!(sources_from(&mut h, 1), [(a[1], 4)]);
+    // The stats show partition 0's distance.
+    assert_eq!(h.node(0).ni_stats(n1).map(|stats| stats.numa_distance), Some(21));
+    h.with_node(0, |node, _| node.set_ni_numa_distance(n1, 10)).unwrap();
+    h.with_node(0, |node, _| node.set_ni_numa_distance(n0, 10)).unwrap();
+    let spread = sources_from(&mut h, 1);
+    assert_eq!((spread.len(), spread.iter().map(|(_, count)| count).sum::<usize>()), (2, 4));
+    h.check();
+}
+
 /// Peer NIs: health first, then priority, then credits and round robin.
 #[test]
 fn peer_nis_are_ordered_by_health_then_priority() {
