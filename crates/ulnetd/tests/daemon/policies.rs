@@ -1,7 +1,8 @@
 //! UDSP rules on real `ulnetd` processes over loopback TCP: a rule from the configuration
 //! file and rules added with `ulnetctl udsp add` show in the priorities `net show -v` and
 //! `peer show -v` print (read as sanity-lnet.sh's `check_udsp_prio()` reads them), steer
-//! which NI traffic leaves from and which of a multi-rail peer's NIs it goes to, are shown and
+//! which NI traffic leaves from, which of a multi-rail peer's NIs it goes to and which router
+//! carries it to a remote net, are shown and
 //! deleted by `import --show|--del`, deleted,
 //! and exported then imported into a fresh daemon and loaded as its configuration.
 //!
@@ -204,6 +205,83 @@ fn a_destination_rule_chooses_the_peer_ni() {
     let remote = priorities(&ok(&a, &["peer", "show", "-v", "5"]));
     assert_eq!(remote, [(b1, -1, -1), (b2, -1, -1)], "{remote:?}");
     for mut daemon in [a, b] {
+        assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
+    }
+}
+
+/// `stats show`'s `route_count`: the messages a router forwarded.
+fn forwarded(daemon: &Process) -> u64 {
+    let shown = ok(daemon, &["stats", "show"]);
+    let count = shown.lines().find_map(|line| line.trim().strip_prefix("route_count: "));
+    count.and_then(|count| count.parse().ok()).unwrap_or_else(|| panic!("{shown}"))
+}
+
+/// A router rule on real daemons (sanity-lnet.sh test 404's shape): a client reaches tcp1
+/// through two routers of equal routes, and its pings to the server go through both; after
+/// `udsp add --dst tcp1 --rte <the second router>` every one goes through that router, the
+/// first forwards none. The server's route back goes through the second router only, so the
+/// first forwards nothing but the client's requests.
+#[test]
+fn a_router_rule_chooses_the_gateway() {
+    let port = free_port();
+    let tcp1 = |host: u8| format!("127.72.3.{host}@tcp1");
+    let net = |kind: &str, nid: &str| {
+        format!("    - net type: {kind}\n      local NI(s):\n        - nid: {nid}\n")
+    };
+    let global = format!("global:\n    accept_port: {port}\n    accept: all\n");
+    let start = |config: String| {
+        let daemon = Process::spawn(Some(&config), &[]);
+        assert!(daemon.ready.is_some(), "{config}\n{}", daemon.log());
+        daemon
+    };
+    let router = |host: u8| {
+        let nets = net("tcp", &nid(3, host)) + &net("tcp1", &tcp1(host));
+        start(format!("{global}net:\n{nets}routing:\n    enable: 1\n"))
+    };
+    let (r1, r2) = (router(3), router(5));
+    let routes = |gateways: &[String]| -> String {
+        let items =
+            gateways.iter().map(|gateway| format!("    - net: tcp1\n      gateway: {gateway}\n"));
+        items.collect()
+    };
+    let client = start(format!(
+        "{global}net:\n{}route:\n{}",
+        net("tcp", &nid(3, 2)),
+        routes(&[nid(3, 3), nid(3, 5)])
+    ));
+    let server = start(format!(
+        "{global}net:\n{}route:\n    - net: tcp\n      gateway: {}\n",
+        net("tcp1", &tcp1(4)),
+        tcp1(5)
+    ));
+    let deadline = std::time::Instant::now() + crate::HANG_GUARD;
+    while ok(&client, &["route", "show", "-v"]).matches("state: up").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the routes never came up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    while !ok(&server, &["route", "show", "-v"]).contains("state: up") {
+        assert!(std::time::Instant::now() < deadline, "the route back never came up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pings = |count: usize| -> (u64, u64) {
+        let before = (forwarded(&r1), forwarded(&r2));
+        for _ in 0..count {
+            ok(&client, &["ping", &tcp1(4)]);
+        }
+        (forwarded(&r1) - before.0, forwarded(&r2) - before.1)
+    };
+    // The first ping discovers the server; then the routes take turns.
+    pings(1);
+    let (through_r1, through_r2) = pings(6);
+    assert!(through_r1 >= 1 && through_r2 >= 1, "no rule: {through_r1} and {through_r2}");
+
+    ok(&client, &["udsp", "add", "--dst", "tcp1", "--rte", &nid(3, 5)]);
+    let shown = ok(&client, &["udsp", "show"]);
+    assert!(shown.contains("rte:") && shown.contains(&nid(3, 5)), "{shown}");
+    let (through_r1, through_r2) = pings(6);
+    assert_eq!(through_r1, 0, "the rule left requests on the first router");
+    assert!(through_r2 >= 12, "6 requests and 6 replies through the second: {through_r2}");
+    for mut daemon in [client, server, r1, r2] {
         assert_eq!(daemon.signal_and_wait(SIGTERM), 0, "{}", daemon.log());
     }
 }
