@@ -1013,10 +1013,15 @@ impl RpcCore {
                 slot.copy_from_slice(&bytes);
             }
         }
-        // Every MD of the RPC on the partition its server's NID hashes to, where its replies
-        // arrive: the kernel runs a client RPC on that CPT (`srpc_create_client_rpc()`,
-        // `lnet_cpt_of_nid(peer)`), so its calls lock that partition alone.
-        let cpt = self.partitions.cpt_of_nid(&dest.nid, None);
+        // Every MD of the RPC on the partition its server's NID maps to, where its replies
+        // arrive: the kernel runs a client RPC on that CPT (selftest.h `srpc_init_client_rpc()`,
+        // `lnet_nid2cpt(peer, NULL)`, through the net's CPTs when its NIs are bound to some),
+        // so its calls lock that partition alone. Asked per RPC, as the kernel asks: a net's
+        // CPTs change as NIs come and go.
+        let cpt = match self.partitions.count() {
+            1 => 0,
+            _ => self.node.cpt_of_nid(&dest.nid),
+        };
         let request_spec = MdSpec::new(Memory::new(payload))
             .threshold(Threshold::Count(1))
             .user_ptr(request_token)

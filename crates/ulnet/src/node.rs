@@ -297,6 +297,13 @@ impl Node {
         self.locked(|core, _| core.engine.partitions())
     }
 
+    /// The partition `nid` maps to with no NI given (the kernel's `lnet_nid2cpt(nid, NULL)`):
+    /// through its net's partitions when the net is local and bound to some only, else over
+    /// all of them. Takes the core's lock shared.
+    pub fn cpt_of_nid(&self, nid: &Nid) -> u32 {
+        self.inner.shared.read().engine.cpt_of_nid_without_ni(nid)
+    }
+
     /// The calling thread's CPU partition on this node, what the kernel's `lnet_cpt_current()`
     /// answers, for [`InsertPosition::Local`](crate::InsertPosition::Local): an I/O thread's
     /// own partition; off the I/O threads, the partition whose CPUs include the one the thread

@@ -496,6 +496,14 @@ impl Engine {
         }
     }
 
+    /// `lnet_nid2cpt(nid, NULL)`: `nid`'s partition with no NI given, through the CPT set of
+    /// its net when that net is local and bound to some partitions only, else over all of them
+    /// (what lnet_selftest places a test's RPCs by). lustre: api-ni.c
+    /// `lnet_cpt_of_nid_locked()`.
+    pub fn cpt_of_nid_without_ni(&self, nid: &Nid) -> u32 {
+        self.node.nis.cpt_of_nid_any(&self.partitions, nid)
+    }
+
     pub fn ni_lnd_timeout(&self, ni: NiId) -> Option<std::time::Duration> {
         self.with_look(|look| look.ni_lnd_timeout(ni))
     }

@@ -335,3 +335,31 @@ fn a_partitioned_node_matches_puts_on_their_partitions_buffers() {
     let matched: Vec<_> = tables.iter().map(|table| (table.matched, table.stolen)).collect();
     assert_eq!(matched, [(1, 0), (1, 0)]);
 }
+
+/// `Node::cpt_of_nid` is the kernel's `lnet_nid2cpt(nid, NULL)`, which lnet_selftest places a
+/// client RPC by: a NID on a local net bound to partitions 2 and 3 of 4 hashes over those two
+/// (10.0.0.1: byte sum 13, partition 2 + 13 mod 2 = 3; 10.0.0.2: 14, 2), where the hash over
+/// all four gives 1 and 2; a NID of a net the node has no NI on hashes over all four.
+#[test]
+fn a_nid_maps_through_its_nets_partitions() {
+    use ulnet::proto::engine::cpt::{CptList, Partitions};
+
+    let fabric = MemFabric::new(LinkConfig::IDEAL);
+    let config = NiConfig {
+        cpts: CptList::new(&[2, 3]).unwrap(),
+        ..NiConfig::new(fabric_nid(3), LndKind::Fabric)
+    };
+    let node = Node::builder()
+        .partitions(Partitions::new(4).unwrap())
+        .mem_ni_config(config, &fabric)
+        .build()
+        .unwrap();
+    let all = Partitions::new(4).unwrap();
+    assert_eq!(
+        (all.cpt_of_nid(&fabric_nid(0), None), all.cpt_of_nid(&fabric_nid(1), None)),
+        (1, 2)
+    );
+    assert_eq!((node.cpt_of_nid(&fabric_nid(0)), node.cpt_of_nid(&fabric_nid(1))), (3, 2));
+    let elsewhere: Nid = "10.0.0.1@tcp9".parse().unwrap();
+    assert_eq!(node.cpt_of_nid(&elsewhere), all.cpt_of_nid(&elsewhere, None));
+}
