@@ -90,14 +90,33 @@ pub(super) fn start(
     size: usize,
     get: bool,
 ) -> Batch {
+    start_on(h, (from, None), to, count, size, get)
+}
+
+/// [`start`] with the initiator's MDs bound on partition `cpt` of `from` (where the calling
+/// thread's is taken when `None`).
+pub(super) fn start_on(
+    h: &mut Harness,
+    (from, cpt): (usize, Option<u32>),
+    to: usize,
+    count: u64,
+    size: usize,
+    get: bool,
+) -> Batch {
+    let on = |spec: MdSpec| match cpt {
+        Some(cpt) => spec.on_partition(cpt),
+        None => spec,
+    };
     let first = NEXT_BITS.fetch_add(count, Ordering::Relaxed);
     let mut batch = Batch { from, to, mds: BTreeMap::new(), get };
     let target = h.process(to);
     for bits in first..first + count {
         if get {
             assert!(size <= GET_SOURCE);
-            let md = h
-                .bind(from, MdSpec::new(Memory::new(vec![0; size])).threshold(Threshold::Count(2)));
+            let md = h.bind(
+                from,
+                on(MdSpec::new(Memory::new(vec![0; size])).threshold(Threshold::Count(2))),
+            );
             let request = GetRequest {
                 md,
                 target,
@@ -115,7 +134,7 @@ pub(super) fn start(
             h.post(to, PORTAL, bits, served);
             let md = h.bind(
                 from,
-                MdSpec::new(Memory::new(vec![bits as u8; size])).threshold(Threshold::Count(2)),
+                on(MdSpec::new(Memory::new(vec![bits as u8; size])).threshold(Threshold::Count(2))),
             );
             let request = PutRequest {
                 md,
@@ -457,31 +476,9 @@ fn each_partition_sends_from_the_ni_nearest_it() {
         node.set_ni_numa_distances(n0, &[10, 21]).unwrap();
         node.set_ni_numa_distances(n1, &[21, 10]).unwrap();
     });
-    let target = h.process(1);
     let mut sources_from = |h: &mut Harness, cpt: u32| -> Vec<(Nid, usize)> {
         h.take_transmitted(0);
-        let first = NEXT_BITS.fetch_add(4, Ordering::Relaxed);
-        let mut batch = Batch { from: 0, to: 1, mds: BTreeMap::new(), get: false };
-        for bits in first..first + 4 {
-            let served = MdSpec::new(Memory::new(vec![0; 8]))
-                .threshold(Threshold::Count(1))
-                .options(MdOptions::OP_PUT);
-            h.post(1, PORTAL, bits, served);
-            let source = MdSpec::new(Memory::new(vec![1; 8])).threshold(Threshold::Count(2));
-            let md = h.bind(0, source.on_partition(cpt));
-            let request = PutRequest {
-                md,
-                ack: true,
-                target,
-                portal: PORTAL,
-                match_bits: bits,
-                remote_offset: 0,
-                hdr_data: 0,
-                source: None,
-            };
-            h.put(0, &request).unwrap();
-            batch.mds.insert(bits, md);
-        }
+        let batch = start_on(h, (0, Some(cpt)), 1, 4, 8, false);
         h.drive();
         assert_complete(h, &mut log, &batch);
         tally(&h.take_transmitted(0), false)
