@@ -51,18 +51,24 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placem
         if stats.lnd != LndKind::Tcp {
             continue;
         }
-        let Some(ip) = stats.nid.ip() else { continue };
-        let Some(address) = host.iter().find(|address| address.ip == ip) else { continue };
+        let interface = stats.nid.ip().and_then(|ip| {
+            let address = host.iter().find(|address| address.ip == ip)?;
+            Some(address.interface.as_str())
+        });
         // The NI was just listed by the core and the list is one per partition, so neither
         // setter can fail.
         if by_partition {
+            // An NI whose device is unknown is as far as the table is wide, as the kernel's
+            // `CFS_CPT_ANY` device is, not nearer than a known one.
             let nodes = &placement.partition_nodes;
-            let dev_cpt =
-                stats.dev_cpt.or_else(|| device_partition(sysfs, &address.interface, nodes));
+            let dev_cpt = stats
+                .dev_cpt
+                .or_else(|| interface.and_then(|name| device_partition(sysfs, name, nodes)));
             if let Some(distances) = partition_distances(sysfs, dev_cpt, nodes) {
                 let _ = engine.set_ni_numa_distances(ni, &distances);
             }
-        } else if let Some(distance) = interface_distance(sysfs, &address.interface, placement.cpu)
+        } else if let Some(distance) =
+            interface.and_then(|name| interface_distance(sysfs, name, placement.cpu))
         {
             let _ = engine.set_ni_numa_distance(ni, distance);
         }
