@@ -7,7 +7,7 @@
 # ulnetctl must be added here.
 
 declare -gA _ulnetctl_words=(
-    ["ulnetctl"]="--socket --list-commands --version help lnet route net routing set import export stats debug global peer ping discover service-id udsp fault setup-mrrouting setup-sysctl cpt-of-nid list_nids which_nid conn_list"
+    ["ulnetctl"]="--socket --list-commands --version help lnet route net routing set import export stats debug global peer ping discover service-id udsp fault setup-mrrouting setup-sysctl cpt-of-nid list_nids which_nid conn_list get_param"
     ["ulnetctl lnet"]="configure unconfigure"
     ["ulnetctl lnet configure"]="--all --large"
     ["ulnetctl lnet unconfigure"]=""
@@ -80,6 +80,7 @@ declare -gA _ulnetctl_words=(
     ["ulnetctl list_nids"]="all"
     ["ulnetctl which_nid"]=""
     ["ulnetctl conn_list"]="--net"
+    ["ulnetctl get_param"]="--no-name --only-name cpu_partition_table cpu_partition_distance"
 )
 
 # Options whose value is a file or a directory path.

@@ -91,10 +91,22 @@ pub enum Request {
     /// `setup-sysctl`: whether the node's `enable_sysctl_setup` module parameter asks for the
     /// host's sysctls to be tuned (the CLI does the writing, as lnetctl's script does).
     SysctlSetup,
+    /// `get_param cpu_partition_table|cpu_partition_distance`: libcfs's partition table.
+    CpuPartitions,
 }
 
 /// Most NIDs one `cpt-of-nid` carries (a command line's worth).
 pub const MAX_CPT_OF_NID: usize = 4096;
+
+/// libcfs's CPU partition table, as lctl's `cpu_partition_table` and `cpu_partition_distance`
+/// print it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPartitions {
+    /// Each partition's CPUs, ascending, by CPT.
+    pub cpus: Vec<Vec<u32>>,
+    /// `distances[i][j]`: the NUMA distance from partition `i` to partition `j`.
+    pub distances: Vec<Vec<u32>>,
+}
 
 /// One NID's partition, as `cpt-of-nid` prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -525,6 +537,7 @@ impl Request {
             Self::ConnList { .. } => "conn_list",
             Self::DebugPeer { .. } => "debug peer",
             Self::SysctlSetup => "setup-sysctl",
+            Self::CpuPartitions => "get_param",
         }
     }
 }
@@ -554,6 +567,7 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(180);
 /// | `PeerDist` | `PeerDist` (reachable NIDs, in request order) |
 /// | `ConnList` | `Conns` (empty: none) |
 /// | `SysctlSetup` | `SysctlSetup` |
+/// | `CpuPartitions` | `CpuPartitions` |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Response {
@@ -585,6 +599,8 @@ pub enum Response {
     SysctlSetup {
         enabled: bool,
     },
+    /// `get_param cpu_partition_*`: the partition table.
+    CpuPartitions(CpuPartitions),
 }
 
 /// The outcome of an `import`.

@@ -64,9 +64,7 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placem
             let dev_cpt = stats
                 .dev_cpt
                 .or_else(|| interface.and_then(|name| device_partition(sysfs, name, nodes)));
-            if let Some(distances) = partition_distances(sysfs, dev_cpt, nodes) {
-                let _ = engine.set_ni_numa_distances(ni, &distances);
-            }
+            let _ = engine.set_ni_numa_distances(ni, &partition_distances(sysfs, dev_cpt, nodes));
         } else if let Some(distance) =
             interface.and_then(|name| interface_distance(sysfs, name, placement.cpu))
         {
@@ -94,38 +92,78 @@ fn device_partition(sysfs: &Path, interface: &str, partition_nodes: &[Vec<u32>])
 }
 
 /// `cfs_cpt_distance(cpt, dev_cpt)` for every partition `cpt` of `partition_nodes`: the
-/// largest node distance between the partition's nodes and `dev_cpt`'s, or, when that is
-/// unknown, the largest in the whole table (`ctb_distance`). `None` without a node distance
-/// table.
+/// distance from each partition to `dev_cpt`, or, when that is unknown, the table's largest
+/// (`ctb_distance`) from all of them.
 pub(crate) fn partition_distances(
     sysfs: &Path,
     dev_cpt: Option<u32>,
     partition_nodes: &[Vec<u32>],
-) -> Option<Vec<u32>> {
-    let mut all: Vec<u32> = partition_nodes.iter().flatten().copied().collect();
-    all.sort_unstable();
-    all.dedup();
-    let rows = all
-        .iter()
-        .map(|&node| {
-            let path = sysfs.join(format!("devices/system/node/node{node}/distance"));
-            let row: Option<Vec<u32>> =
-                read(&path)?.split_whitespace().map(|value| value.parse().ok()).collect();
-            Some((node, row?))
-        })
-        .collect::<Option<std::collections::BTreeMap<u32, Vec<u32>>>>()?;
-    let largest = |from: &[u32], to: &[u32]| -> Option<u32> {
-        let pairs = from.iter().flat_map(|a| to.iter().map(move |b| (a, b)));
-        pairs.map(|(a, b)| rows.get(a)?.get(*b as usize).copied()).max().flatten()
-    };
-    match dev_cpt.and_then(|cpt| partition_nodes.get(cpt as usize)) {
-        Some(device_nodes) => {
-            partition_nodes.iter().map(|from| largest(from, device_nodes)).collect()
-        }
-        None => {
-            let whole = largest(&all, &all)?;
-            Some(vec![whole; partition_nodes.len()])
-        }
+) -> Vec<u32> {
+    let table = CptDistances::read(sysfs, partition_nodes);
+    let count = partition_nodes.len() as u32;
+    match dev_cpt.filter(|&cpt| cpt < count) {
+        Some(device) => (0..count).map(|cpt| table.between(cpt, device)).collect(),
+        None => vec![table.widest(); partition_nodes.len()],
+    }
+}
+
+/// The distances between CPU partitions (libcfs's `cpt_distance` and `ctb_distance`): between
+/// two partitions, the largest node distance between their nodes; the table's, the largest
+/// between any two of its nodes. Node distances come from sysfs
+/// (`/sys/devices/system/node/node<N>/distance`); a node without a row counts as the kernel
+/// without NUMA counts every node: 10 to itself, 20 to another (`LOCAL_DISTANCE`,
+/// `REMOTE_DISTANCE`). lustre: lib-cpt.c `cfs_cpt_distance_calculate()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CptDistances {
+    /// `between[i][j]`: from partition `i` to partition `j`.
+    between: Vec<Vec<u32>>,
+    widest: u32,
+}
+
+impl CptDistances {
+    /// The distances for partitions on `partition_nodes` (each partition's nodes, by CPT).
+    pub fn read(sysfs: &Path, partition_nodes: &[Vec<u32>]) -> Self {
+        let mut all: Vec<u32> = partition_nodes.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        let rows: std::collections::BTreeMap<u32, Vec<u32>> = all
+            .iter()
+            .filter_map(|&node| {
+                let path = sysfs.join(format!("devices/system/node/node{node}/distance"));
+                let row: Option<Vec<u32>> =
+                    read(&path)?.split_whitespace().map(|value| value.parse().ok()).collect();
+                Some((node, row?))
+            })
+            .collect();
+        let distance = |a: u32, b: u32| {
+            let generic = if a == b { 10 } else { 20 };
+            rows.get(&a).and_then(|row| row.get(b as usize).copied()).unwrap_or(generic)
+        };
+        let largest = |from: &[u32], to: &[u32]| -> u32 {
+            let pairs = from.iter().flat_map(|&a| to.iter().map(move |&b| (a, b)));
+            pairs.map(|(a, b)| distance(a, b)).max().unwrap_or(0)
+        };
+        let between = partition_nodes
+            .iter()
+            .map(|from| partition_nodes.iter().map(|to| largest(from, to)).collect())
+            .collect();
+        Self { between, widest: largest(&all, &all) }
+    }
+
+    /// `cfs_cpt_distance(from, to)` for two partitions of the table (0 past it).
+    pub fn between(&self, from: u32, to: u32) -> u32 {
+        let row = self.between.get(from as usize);
+        row.and_then(|row| row.get(to as usize)).copied().unwrap_or(0)
+    }
+
+    /// `cfs_cpt_distance()` with either partition `CFS_CPT_ANY`: the table's largest.
+    pub fn widest(&self) -> u32 {
+        self.widest
+    }
+
+    /// How many partitions.
+    pub fn count(&self) -> usize {
+        self.between.len()
     }
 }
 
@@ -220,21 +258,23 @@ mod tests {
             partition_distances(&sysfs, device_partition(&sysfs, interface, nodes), nodes)
         };
         let one_each = [vec![0], vec![1]];
-        assert_eq!(distances("eth1", &one_each), Some(vec![21, 10]));
+        assert_eq!(distances("eth1", &one_each), [21, 10]);
         // A device with no node: the table's largest, from everywhere.
-        assert_eq!(distances("eth9", &one_each), Some(vec![21, 21]));
-        assert_eq!(distances("veth0", &one_each), Some(vec![21, 21]));
+        assert_eq!(distances("eth9", &one_each), [21, 21]);
+        assert_eq!(distances("veth0", &one_each), [21, 21]);
         // The device's partition spans both nodes: the largest pair counts.
         let spanning = [vec![0], vec![0, 1]];
-        assert_eq!(distances("eth1", &spanning), Some(vec![21, 21]));
+        assert_eq!(distances("eth1", &spanning), [21, 21]);
         // The partition the configuration gave wins over the first holding the node.
-        assert_eq!(partition_distances(&sysfs, Some(0), &spanning), Some(vec![10, 21]));
+        assert_eq!(partition_distances(&sysfs, Some(0), &spanning), [10, 21]);
         // A device on a node no partition holds is unknown: the table's largest is node 0's
         // distance to itself.
         let node0 = [vec![0], vec![0]];
-        assert_eq!(distances("eth1", &node0), Some(vec![10, 10]));
-        // No distance row for a partition's node: nothing is known.
-        assert_eq!(distances("eth1", &[vec![0], vec![3]]), None);
+        assert_eq!(distances("eth1", &node0), [10, 10]);
+        // Node 3 has no distance row: the kernel's generic 10 to itself, 20 to another.
+        let table = CptDistances::read(&sysfs, &[vec![0], vec![3]]);
+        assert_eq!((table.between(0, 1), table.between(1, 1), table.widest()), (20, 10, 20));
+        assert_eq!((table.between(0, 0), table.between(5, 0), table.count()), (10, 0, 2));
         std::fs::remove_dir_all(sysfs).unwrap();
     }
 

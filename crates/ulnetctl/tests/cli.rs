@@ -71,8 +71,8 @@ fn cpt_of_nid() {
     check(&d, "cpt_of_nid_none", &["cpt-of-nid"]);
 }
 
-/// lctl's `list_nids`, `which_nid` and `conn_list`: the fake node has `0@lo` and
-/// 192.168.1.2@tcp, no routes, and two connections to 192.168.1.3@tcp.
+/// lctl's `list_nids`, `which_nid`, `conn_list` and `get_param`: the fake node has `0@lo` and
+/// 192.168.1.2@tcp, no routes, two connections to 192.168.1.3@tcp and two partitions.
 #[test]
 fn lctl_queries() {
     let d = configured();
@@ -90,7 +90,15 @@ fn lctl_queries() {
     check(&d, "conn_list_other_net", &["conn_list", "--net", "tcp1"]);
     check(&d, "conn_list_incompatible", &["conn_list", "--net", "ptlf"]);
     check(&d, "conn_list_bad_net", &["conn_list", "--net", "nonsense"]);
+    // The fake node's partitions: CPUs 0 1 4 5 and 2 3 6 7, 21 apart.
+    check(&d, "get_param_table", &["get_param", "cpu_partition_table"]);
+    check(&d, "get_param_both_no_name", &["get_param", "-n", "cpu_partition_*"]);
+    check(&d, "get_param_only_name", &["get_param", "-N", "cpu*"]);
+    check(&d, "get_param_missing", &["get_param", "peers", "cpu_partition_distance"]);
+    check(&d, "get_param_unsupported", &["get_param", "--yaml", "cpu_partition_table"]);
+    check(&d, "get_param_usage", &["get_param"]);
     let down = Daemon::start(State::unconfigured());
+    check(&down, "get_param_down", &["get_param", "cpu_partition_table"]);
     check(&down, "list_nids_down", &["list_nids"]);
     check(&down, "which_nid_down", &["which_nid", "192.168.1.9@tcp"]);
     check(&down, "conn_list_down", &["conn_list"]);

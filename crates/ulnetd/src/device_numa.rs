@@ -9,7 +9,9 @@
 
 use std::path::PathBuf;
 
+use ulnet::numa::CptDistances;
 use ulnet_config::cpu_partitions::CptTable;
+use ulnet_control::message::CpuPartitions;
 
 /// The partition table's NUMA placement and where to read devices' nodes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,6 +41,20 @@ impl DeviceNuma {
         table.cpt_of_node(node).and_then(|cpt| u32::try_from(cpt).ok())
     }
 
+    /// The partition table as lctl's `cpu_partition_table` and `cpu_partition_distance` show
+    /// it. Without a table (the topology was not read), one partition on node 0 whose CPUs
+    /// are not known.
+    pub fn cpu_partitions(&self) -> CpuPartitions {
+        let Some(table) = &self.table else {
+            let distances = CptDistances::read(&self.sysfs, &[vec![0]]);
+            return CpuPartitions { cpus: vec![Vec::new()], distances: matrix(&distances) };
+        };
+        let cpus = (0..table.count()).map(|cpt| table.cpus(cpt).into_iter().flatten());
+        let cpus = cpus.map(|cpus| cpus.copied().collect()).collect();
+        let distances = CptDistances::read(&self.sysfs, &self.partition_nodes());
+        CpuPartitions { cpus, distances: matrix(&distances) }
+    }
+
     /// Each partition's NUMA nodes, by CPT (empty when the table is unknown).
     pub fn partition_nodes(&self) -> Vec<Vec<u32>> {
         let Some(table) = &self.table else { return Vec::new() };
@@ -52,6 +68,12 @@ impl DeviceNuma {
         let dev_cpt = usize::try_from(dev_cpt?).ok();
         self.table.as_ref()?.device_local_cpts(dev_cpt)
     }
+}
+
+/// `distances` as rows, by CPT.
+fn matrix(distances: &CptDistances) -> Vec<Vec<u32>> {
+    let count = distances.count() as u32;
+    (0..count).map(|from| (0..count).map(|to| distances.between(from, to)).collect()).collect()
 }
 
 #[cfg(test)]

@@ -263,6 +263,7 @@ impl LiveNode {
             Request::ConnList { net } => self.conn_list(net.as_deref()),
             Request::DebugPeer { nid } => self.debug_peer(&nid),
             Request::SysctlSetup => Ok(self.sysctl_setup()),
+            Request::CpuPartitions => Ok(self.cpu_partitions()),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");

@@ -203,6 +203,249 @@ fn conn_line(conn: &ConnEntry) -> Option<String> {
     ))
 }
 
+/// The parameters `get_param` reads: libcfs's partition table, in the order `glob()` lists
+/// them. lustre: lnet_debugfs.c (`cpu_partition_table`, `cpu_partition_distance`).
+const PARAMS: [&str; 2] = ["cpu_partition_distance", "cpu_partition_table"];
+
+/// lctl's `get_param` options ulnetctl does not carry (it reads no parameter tree).
+const GET_PARAM_UNSUPPORTED: &str = "bcFHlLmMoprRtwyD";
+
+/// `get_param [-n] [-N] PARAM...`: libcfs's CPU partition table (`0\t: 0 1 2 3`, a line per
+/// partition) and the NUMA distances between partitions (`0\t: 0:10 1:21`), each PARAM a
+/// shell pattern; any other parameter is not found, as lctl reports it. lustre:
+/// lustre_param.c `jt_lcfg_getparam()`, `print_param_internal()`; lib-cpt.c
+/// `cfs_cpt_table_print()`, `cfs_cpt_distance_print()`.
+pub(crate) fn get_param(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
+    static LONGS: &[LongOpt] = &[
+        LongOpt::new("no-name", HasArg::No, 'n'),
+        LongOpt::new("only-name", HasArg::No, 'N'),
+        LongOpt::new("name-only", HasArg::No, 'N'),
+        LongOpt::new("dshbak", HasArg::No, 'b'),
+        LongOpt::new("color", HasArg::Optional, 'c'),
+        LongOpt::new("dir-only", HasArg::No, 'D'),
+        LongOpt::new("directory-only", HasArg::No, 'D'),
+        LongOpt::new("classify", HasArg::No, 'F'),
+        LongOpt::new("header", HasArg::No, 'H'),
+        LongOpt::new("links", HasArg::No, 'l'),
+        LongOpt::new("no-links", HasArg::No, 'L'),
+        LongOpt::new("merge", HasArg::No, 'm'),
+        LongOpt::new("no-merge", HasArg::No, 'M'),
+        LongOpt::new("module", HasArg::No, 'o'),
+        LongOpt::new("path", HasArg::No, 'p'),
+        LongOpt::new("readable", HasArg::No, 'r'),
+        LongOpt::new("recursive", HasArg::No, 'R'),
+        LongOpt::new("tunable", HasArg::No, 't'),
+        LongOpt::new("writable", HasArg::No, 'w'),
+        LongOpt::new("yaml", HasArg::No, 'y'),
+    ];
+    const CMD_HELP: i32 = 4;
+    const ENOENT: i32 = 2;
+    let (mut show_name, mut only_name) = (true, false);
+    let mut getopt = Getopt::new(argv, "bc:FHlLmMnNoprRtwy", LONGS);
+    while let Some(opt) = getopt.next() {
+        match opt {
+            Opt::Found { val: 'n', .. } => show_name = false,
+            Opt::Found { val: 'N', .. } => only_name = true,
+            Opt::Found { val, .. } if GET_PARAM_UNSUPPORTED.contains(val) => {
+                ctx.err(&format!(
+                    "get_param: option '-{val}' is not supported: ulnetctl reads \
+                     {} only\n",
+                    PARAMS.join(" and ")
+                ));
+                return 1;
+            }
+            Opt::Found { .. } | Opt::Error { .. } => {
+                if let Opt::Error { message: Some(message), .. } = &opt {
+                    ctx.err(message);
+                }
+                ctx.out(&format!("{}\n", GET_PARAM_HELP));
+                return CMD_HELP;
+            }
+        }
+    }
+    let patterns = getopt.operands().to_vec();
+    if patterns.is_empty() {
+        ctx.out(&format!("{}\n", GET_PARAM_HELP));
+        return CMD_HELP;
+    }
+    let table = match ctx.call(&Request::CpuPartitions) {
+        Ok(response) if ctx.json => {
+            ctx.print_json(&response);
+            return 0;
+        }
+        Ok(Response::CpuPartitions(table)) => table,
+        Ok(_) => return report::unexpected(ctx, "not a partition table"),
+        Err(Failure::Reported(rc)) => return rc,
+        Err(Failure::Daemon(error)) => {
+            ctx.err(&format!("error: get_param: {}\n", strerror(-error.errno())));
+            return -error.errno();
+        }
+    };
+    let mut rc = 0;
+    let mut text = String::new();
+    for pattern in &patterns {
+        let names: Vec<&str> =
+            PARAMS.into_iter().filter(|name| glob_match(pattern, name)).collect();
+        if names.is_empty() {
+            ctx.err(&format!(
+                "error: get_param: param_path '{pattern}': No such file or directory\n"
+            ));
+            if rc == 0 {
+                rc = ENOENT;
+            }
+        }
+        for name in names {
+            let value = match name {
+                "cpu_partition_table" => partition_table(&table.cpus),
+                _ => partition_distances(&table.distances),
+            };
+            text.push_str(&param_line(name, value.trim_end_matches('\n'), show_name, only_name));
+        }
+    }
+    ctx.out(&text);
+    rc
+}
+
+const GET_PARAM_HELP: &str = "get the Lustre or LNET parameter\n\
+     get value of Lustre or LNet parameter(s) from specified path,\n\
+     which can contain shell-style filename patterns.\n\
+     usage: get_param [--no-name] [--only-name] PARAM1 [PARAM2 ...]\n\
+     \t-n, --no-name: print the values alone\n\
+     \t-N, --only-name: print the names alone";
+
+/// `cfs_cpt_table_print()`: `<cpt>\t: <cpu> <cpu>...`, a line per partition.
+fn partition_table(cpus: &[Vec<u32>]) -> String {
+    let mut text = String::new();
+    for (cpt, cpus) in cpus.iter().enumerate() {
+        text.push_str(&format!("{cpt}\t:"));
+        for cpu in cpus {
+            text.push_str(&format!(" {cpu}"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// `cfs_cpt_distance_print()`: `<cpt>\t: <cpt>:<distance>...`, a line per partition.
+fn partition_distances(distances: &[Vec<u32>]) -> String {
+    let mut text = String::new();
+    for (from, row) in distances.iter().enumerate() {
+        text.push_str(&format!("{from}\t:"));
+        for (to, distance) in row.iter().enumerate() {
+            text.push_str(&format!(" {to}:{distance}"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// One parameter as lctl prints it (`print_param_internal()`, no YAML, header or colour):
+/// `name=value`, the value on the next line when it has several; the value alone with
+/// `-n`; the name alone with `-N`.
+fn param_line(name: &str, value: &str, show_name: bool, only_name: bool) -> String {
+    if !show_name && value.is_empty() {
+        return String::new();
+    }
+    let mut line = String::new();
+    if show_name {
+        line.push_str(name);
+        if !only_name {
+            line.push('=');
+            if value.contains('\n') {
+                line.push('\n');
+            }
+        }
+    }
+    if !only_name {
+        line.push_str(value);
+    }
+    line.push('\n');
+    line
+}
+
+/// Whether `name` matches the shell pattern `pattern` (`*`, `?`, `[...]` with ranges and
+/// `!`/`^`), as `glob()` matches a parameter's file name.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let (pattern, name): (Vec<char>, Vec<char>) =
+        (pattern.chars().collect(), name.chars().collect());
+    // The last `*` seen and where the name stood then: on a mismatch, that star takes one more
+    // character (linear in practice, quadratic at worst, and both are short).
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        let here = name.get(n).copied().unwrap_or_default();
+        match pattern.get(p) {
+            Some('*') => {
+                star = Some((p, n));
+                p += 1;
+                continue;
+            }
+            Some('?') => {
+                p += 1;
+                n += 1;
+                continue;
+            }
+            Some('[') => {
+                if let Some((matched, next)) = class_match(&pattern, p, here) {
+                    if matched {
+                        p = next;
+                        n += 1;
+                        continue;
+                    }
+                } else if here == '[' {
+                    p += 1;
+                    n += 1;
+                    continue;
+                }
+            }
+            Some(&c) if c == here => {
+                p += 1;
+                n += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match star {
+            Some((at, from)) => {
+                p = at + 1;
+                n = from + 1;
+                star = Some((at, from + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern.get(p..).is_some_and(|rest| rest.iter().all(|&c| c == '*'))
+}
+
+/// A bracket expression at `pattern[open]`: whether `c` is in it, and the index past its `]`;
+/// `None` when it never closes (the `[` is then literal).
+fn class_match(pattern: &[char], open: usize, c: char) -> Option<(bool, usize)> {
+    let mut i = open + 1;
+    let negated = matches!(pattern.get(i), Some('!' | '^'));
+    if negated {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    loop {
+        let &item = pattern.get(i)?;
+        if item == ']' && !first {
+            return Some((matched != negated, i + 1));
+        }
+        first = false;
+        match (pattern.get(i + 1), pattern.get(i + 2)) {
+            (Some('-'), Some(&hi)) if hi != ']' => {
+                matched |= item <= c && c <= hi;
+                i += 3;
+            }
+            _ => {
+                matched |= item == c;
+                i += 1;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,5 +488,49 @@ mod tests {
             nagle: false,
         };
         assert_eq!(conn_line(&conn), None);
+    }
+
+    #[test]
+    fn patterns_match_as_glob_does() {
+        for (pattern, name, matched) in [
+            ("cpu_partition_table", "cpu_partition_table", true),
+            ("cpu_partition_*", "cpu_partition_distance", true),
+            ("*", "cpu_partition_table", true),
+            ("cpu*table", "cpu_partition_table", true),
+            ("cpu*table", "cpu_partition_tables", false),
+            ("cpu_partition_?able", "cpu_partition_table", true),
+            ("cpu_partition_[dt]*", "cpu_partition_distance", true),
+            ("cpu_partition_[!t]*", "cpu_partition_table", false),
+            ("cpu_partition_[a-e]istance", "cpu_partition_distance", true),
+            ("cpu_partition_[", "cpu_partition_[", true),
+            ("peers", "cpu_partition_table", false),
+            ("", "cpu_partition_table", false),
+            ("**", "", true),
+        ] {
+            assert_eq!(glob_match(pattern, name), matched, "{pattern} {name}");
+        }
+    }
+
+    /// lctl's shapes: one line inline, several on the next line, `-n` the value alone, `-N`
+    /// the name alone.
+    #[test]
+    fn parameters_print_as_lctl_prints_them() {
+        let table = partition_table(&[vec![0, 1], vec![2, 3]]);
+        assert_eq!(table, "0\t: 0 1\n1\t: 2 3\n");
+        let value = table.trim_end_matches('\n');
+        assert_eq!(
+            param_line("cpu_partition_table", value, true, false),
+            "cpu_partition_table=\n0\t: 0 1\n1\t: 2 3\n"
+        );
+        assert_eq!(
+            param_line("cpu_partition_table", "0\t: 0", true, false),
+            "cpu_partition_table=0\t: 0\n"
+        );
+        assert_eq!(param_line("cpu_partition_table", value, false, false), "0\t: 0 1\n1\t: 2 3\n");
+        assert_eq!(param_line("cpu_partition_table", value, true, true), "cpu_partition_table\n");
+        assert_eq!(
+            partition_distances(&[vec![10, 21], vec![21, 10]]),
+            "0\t: 0:10 1:21\n1\t: 0:21 1:10\n"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! lnetctl's command tables with their help texts, and the handlers behind them, with lctl's
-//! LNet queries (`list_nids`, `which_nid`, `conn_list`) added at the end of the top level.
+//! LNet queries (`list_nids`, `which_nid`, `conn_list`, `get_param`) added at the end of the
+//! top level.
 //!
 //! lustre: lnet/utils/lnetctl.c `cmd_list`, `lnet_cmds`, `route_cmds`, `net_cmds`,
 //! `routing_cmds`, `stats_cmds`, `debug_cmds`, `global_cmds`, `set_cmds`, `peer_cmds`,
@@ -93,6 +94,14 @@ pub(crate) static CMD_LIST: &[Command] = &[
         name: "conn_list",
         action: Run(lctl::conn_list),
         help: "print all the remote LNet connections\nusage: conn_list [--net NET]",
+    },
+    Command {
+        name: "get_param",
+        action: Run(lctl::get_param),
+        help: "get the CPU partition table or distances\n\
+               usage: get_param [--no-name] [--only-name] PARAM1 [PARAM2 ...]\n\
+               \t-n, --no-name: print the values alone\n\
+               \t-N, --only-name: print the names alone",
     },
 ];
 

@@ -105,6 +105,12 @@ impl LiveNode {
     pub(super) fn sysctl_setup(&self) -> Response {
         Response::SysctlSetup { enabled: self.enable_sysctl_setup }
     }
+
+    /// `get_param cpu_partition_*`: the partitions, fixed at start (answered while LNet is
+    /// down too: libcfs's table outlives LNet's configuration).
+    pub(super) fn cpu_partitions(&self) -> Response {
+        Response::CpuPartitions(self.layout.numa.cpu_partitions())
+    }
 }
 
 /// `LNetDist()` with `local_nid_dist_zero` on (ulnet's only value): 0 for a local NID, 1 for

@@ -236,8 +236,9 @@ fn a_reload_reads_the_module_parameters_again_and_keeps_socklnds() {
     assert_eq!(daemon.signal_and_wait(SIGTERM), 0);
 }
 
-/// libcfs's parameters shape the node's partitions: a pattern with two partitions binds the
-/// module net's NI to both, and `net add --cpt [1]` binds a new one to the second.
+/// libcfs's parameters shape the node's partitions: `get_param` shows the table as lctl
+/// does, a pattern with two partitions binds the module net's NI to both (`lo` has no NUMA
+/// node), and `net add --cpt [1]` binds a new one to the second.
 #[test]
 fn cpu_pattern_gives_the_node_its_partitions() {
     let port = free_port();
@@ -247,6 +248,19 @@ fn cpu_pattern_gives_the_node_its_partitions() {
     );
     let (mut daemon, _dir) = spawn(&modules, None);
     assert!(daemon.ready.is_some(), "{}", daemon.log());
+    let table = ok(&daemon, &["get_param", "cpu_partition_table"]);
+    assert_eq!(table, "cpu_partition_table=\n0\t: 0\n1\t: 1\n");
+    // Each partition is 10 from itself (LOCAL_DISTANCE, from sysfs or without NUMA).
+    let distances = ok(&daemon, &["get_param", "-n", "cpu_partition_distance"]);
+    let lines: Vec<&str> = distances.lines().collect();
+    assert!(
+        matches!(&lines[..], [first, second]
+            if first.starts_with("0\t: 0:10 1:") && second.starts_with("1\t: 0:")
+                && second.ends_with(" 1:10")),
+        "{distances}"
+    );
+    let shown = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
+    assert!(shown.contains("dev cpt: -1"), "{shown}");
     let net = ok(&daemon, &["net", "show", "-v", "--net", "tcp"]);
     assert!(net.contains("CPT: \"[0,1]\""), "{net}");
     ok(&daemon, &["net", "add", "--net", "tcp1", "--if", "lo", "--cpt", "[1]"]);
