@@ -74,13 +74,48 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placem
 }
 
 /// The distance from `cpu`'s NUMA node (the current CPU's when `None`) to `interface`'s
-/// device, read under `sysfs` (normally `/sys`); `None` when any of it is unknown.
+/// device, read under `sysfs` (normally `/sys`): a device with no node is as far as the
+/// farthest node from here, never nearer than a known one. `None` when the local node or its
+/// distances are unknown.
 pub(crate) fn interface_distance(sysfs: &Path, interface: &str, cpu: Option<usize>) -> Option<u32> {
-    let device_node = usize::try_from(device_node(sysfs, interface)?).ok()?;
     let cpu = cpu.or_else(current_cpu)?;
     let local = cpu_node(sysfs, cpu)?;
-    let row = read(&sysfs.join(format!("devices/system/node/node{local}/distance")))?;
-    row.split_whitespace().nth(device_node)?.parse().ok()
+    let row = distance_row(sysfs, u32::try_from(local).ok()?)?;
+    match device_node(sysfs, interface) {
+        Some(device) => row.get(&device).copied(),
+        None => row.values().copied().max(),
+    }
+}
+
+/// Node `node`'s row of the distance table, by node id. The kernel writes one entry per
+/// online node in id order (`node_read_distance()`), so entry `i` is the `i`-th online node,
+/// which is node `i` only when the ids have no gaps.
+fn distance_row(sysfs: &Path, node: u32) -> Option<std::collections::BTreeMap<u32, u32>> {
+    let text = read(&sysfs.join(format!("devices/system/node/node{node}/distance")))?;
+    let values: Vec<u32> =
+        text.split_whitespace().map(|v| v.parse().ok()).collect::<Option<_>>()?;
+    let online = read(&sysfs.join("devices/system/node/online")).and_then(|list| node_list(&list));
+    let ids = online.unwrap_or_else(|| (0..values.len() as u32).collect());
+    Some(ids.into_iter().zip(values).collect())
+}
+
+/// A sysfs node list (`0-1,8`), at most [`MAX_NODES`] ids.
+fn node_list(text: &str) -> Option<Vec<u32>> {
+    let mut ids = Vec::new();
+    for part in text.trim().split(',').filter(|part| !part.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
+            None => {
+                let id = part.trim().parse::<u32>().ok()?;
+                (id, id)
+            }
+        };
+        if lo > hi || hi >= MAX_NODES {
+            return None;
+        }
+        ids.extend(lo..=hi);
+    }
+    Some(ids)
 }
 
 /// The partition of `interface`'s device when the NI was given none: the first holding its
@@ -126,18 +161,11 @@ impl CptDistances {
         let mut all: Vec<u32> = partition_nodes.iter().flatten().copied().collect();
         all.sort_unstable();
         all.dedup();
-        let rows: std::collections::BTreeMap<u32, Vec<u32>> = all
-            .iter()
-            .filter_map(|&node| {
-                let path = sysfs.join(format!("devices/system/node/node{node}/distance"));
-                let row: Option<Vec<u32>> =
-                    read(&path)?.split_whitespace().map(|value| value.parse().ok()).collect();
-                Some((node, row?))
-            })
-            .collect();
+        let rows: std::collections::BTreeMap<u32, _> =
+            all.iter().filter_map(|&node| Some((node, distance_row(sysfs, node)?))).collect();
         let distance = |a: u32, b: u32| {
             let generic = if a == b { 10 } else { 20 };
-            rows.get(&a).and_then(|row| row.get(b as usize).copied()).unwrap_or(generic)
+            rows.get(&a).and_then(|row| row.get(&b).copied()).unwrap_or(generic)
         };
         let largest = |from: &[u32], to: &[u32]| -> u32 {
             let pairs = from.iter().flat_map(|&a| to.iter().map(move |&b| (a, b)));
@@ -172,7 +200,9 @@ impl CptDistances {
 /// it. `None` for a device without one (loopback, veth, bridges, -1 without NUMA).
 pub fn device_node(sysfs: &Path, interface: &str) -> Option<u32> {
     let class = sysfs.join("class/net");
-    let device = class.join(directory_entry(interface)?);
+    // An IPv4 alias (`eth0:1`, getifaddrs's name for a labelled address) is its device's.
+    let device_name = interface.split(':').next().unwrap_or(interface);
+    let device = class.join(directory_entry(device_name)?);
     let device = if is_vlan(&device) { class.join(vlan_real_device(&device)?) } else { device };
     let node = read(&device.join("device/numa_node"))?;
     node.trim().parse::<u32>().ok().filter(|&node| node < MAX_NODES)
@@ -285,6 +315,7 @@ mod tests {
         assert_eq!(device_node(&sysfs, "eth1.100"), Some(1));
         assert_eq!(interface_distance(&sysfs, "eth1.100", Some(0)), Some(21));
         // No device, -1, no such interface, and a name reaching for sysfs's root.
+        assert_eq!(device_node(&sysfs, "eth1:1"), Some(1), "an alias is its device's");
         for name in ["veth0", "eth9", "eth7", "..", "../.."] {
             assert_eq!(device_node(&sysfs, name), None, "{name}");
         }
@@ -302,13 +333,34 @@ mod tests {
     #[test]
     fn unknown_parts_give_no_distance() {
         let sysfs = fake_sysfs("unknown");
-        // No device (virtual interface), no NUMA (-1), no such interface or CPU.
-        assert_eq!(interface_distance(&sysfs, "veth0", Some(0)), None);
-        assert_eq!(interface_distance(&sysfs, "eth9", Some(0)), None);
-        assert_eq!(interface_distance(&sysfs, "eth7", Some(0)), None);
+        // No device (virtual interface), no NUMA (-1), no such interface: as far as the
+        // farthest node, never nearer than a known device.
+        for name in ["veth0", "eth9", "eth7", "../eth1", ""] {
+            assert_eq!(interface_distance(&sysfs, name, Some(0)), Some(21), "{name}");
+        }
+        // No such CPU: nothing is known.
         assert_eq!(interface_distance(&sysfs, "eth1", Some(5)), None);
-        assert_eq!(interface_distance(&sysfs, "../eth1", Some(0)), None);
-        assert_eq!(interface_distance(&sysfs, "", Some(0)), None);
+        std::fs::remove_dir_all(sysfs).unwrap();
+    }
+
+    /// Distance rows list the online nodes in order, whatever their ids: with nodes 0 and 8
+    /// online, node 0's row "10 21" gives 21 to node 8.
+    #[test]
+    fn distance_rows_follow_the_online_nodes() {
+        let sysfs = fake_sysfs("gaps");
+        let write = |path: &str, text: &str| {
+            let path = sysfs.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("devices/system/node/online", "0,8\n");
+        write("devices/system/node/node8/distance", "21 10\n");
+        write("class/net/eth8/device/numa_node", "8\n");
+        assert_eq!(interface_distance(&sysfs, "eth8", Some(0)), Some(21));
+        let table = CptDistances::read(&sysfs, &[vec![0], vec![8]]);
+        assert_eq!((table.between(0, 1), table.between(1, 1)), (21, 10));
+        assert_eq!(node_list("0-2,8"), Some(vec![0, 1, 2, 8]));
+        assert_eq!(node_list("9-2"), None);
         std::fs::remove_dir_all(sysfs).unwrap();
     }
 }

@@ -404,7 +404,15 @@ fn resolve_nets(
             .map_err(|error| ConfigError::Ip2nets(error.to_string()))?;
         items.extend(resolved);
     }
-    for item in module_nets.iter().chain(&items) {
+    for item in module_nets {
+        let mut spec = resolve_net(&with_lnd_defaults(item, socklnd), host)?;
+        // `networks=`'s CPTs join the net as the string is parsed (config.c `lnet_ni_alloc()`).
+        for ni in &mut spec.nis {
+            ni.cpts_join = ulnet_proto::engine::CptsJoin::Parsed;
+        }
+        merge_net(&mut nets, spec)?;
+    }
+    for item in &items {
         merge_net(&mut nets, resolve_net(&with_lnd_defaults(item, socklnd), host)?)?;
     }
     Ok(nets)
@@ -830,6 +838,18 @@ mod tests {
         assert_eq!(config.tcp.socklnd.lnd.sock_timeout, std::time::Duration::from_secs(100));
         assert_eq!(config.tcp.socklnd.lnd.keepalive, None);
         assert_eq!(config.settings.transaction_timeout, 200);
+        // An NI given no CPTs is bound when it starts; one given CPTs in `networks=` joins
+        // its net's set as the string is parsed; one from the file, as a dynamic add does.
+        assert_eq!(config.nets[0].nis[0].cpts_join, ulnet_proto::engine::CptsJoin::Default);
+        let both = with_modules(
+            Some("net:\n    - net type: tcp1\n      local NI(s):\n        - nid: 10.1.0.2@tcp1\n          CPT: \"[0]\"\n"),
+            "options lnet networks=tcp(eth0)[0]\n",
+        )
+        .unwrap();
+        let joins: Vec<_> =
+            both.nets.iter().flat_map(|net| &net.nis).map(|ni| ni.cpts_join).collect();
+        use ulnet_proto::engine::CptsJoin::{Explicit, Parsed};
+        assert_eq!(joins, [Parsed, Explicit]);
         // Without a net named, the kernel's networks=tcp: the first UP non-loopback one.
         let config = with_modules(None, "options lnet lnet_retry_count=1\n").unwrap();
         assert_eq!(config.nets[0].nis[0].nid, nid("10.1.0.2@tcp"));

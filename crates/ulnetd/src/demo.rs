@@ -177,7 +177,13 @@ fn node_config(nid: &str) -> DaemonConfig {
     DaemonConfig {
         nets: vec![NetSpec {
             net: nid.net(),
-            nis: vec![NiSpec { nid, interface, cpts: None, dev_cpt: None }],
+            nis: vec![NiSpec {
+                nid,
+                interface,
+                cpts: None,
+                dev_cpt: None,
+                cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
+            }],
             tunables: ulnet::NetTunables::SOCKLND,
             socklnd: SocklndTunables::default(),
         }],

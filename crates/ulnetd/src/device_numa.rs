@@ -119,6 +119,7 @@ mod tests {
             interface: Some(interface.into()),
             cpts,
             dev_cpt: None,
+            cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
         };
         let mut nets = [NetSpec {
             net: Net::TCP,

@@ -263,7 +263,7 @@ impl LiveNode {
             Request::ConnList { net } => self.conn_list(net.as_deref()),
             Request::DebugPeer { nid } => self.debug_peer(&nid),
             Request::SysctlSetup => Ok(self.sysctl_setup()),
-            Request::CpuPartitions => Ok(self.cpu_partitions()),
+            Request::CpuPartitions => self.cpu_partitions(),
         };
         if let Err(error) = &result {
             tracing::debug!(%error, errno = error.errno(), "control request refused");
@@ -986,6 +986,7 @@ pub fn build_node(
                 lnd_timeout: None,
                 cpts: cpt_list(ni.cpts.as_deref()),
                 dev_cpt: ni.dev_cpt,
+                cpts_join: ni.cpts_join,
             };
             builder = match lnd {
                 LndChoice::Tcp(tcp) => tcp_ni(builder, config, net.socklnd, *tcp),

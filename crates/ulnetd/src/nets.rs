@@ -17,6 +17,7 @@ use ulnet_config::modprobe::SocklndModule;
 use ulnet_control::ControlError;
 use ulnet_control::message::errno;
 use ulnet_proto::addr::{LndType, Net, Nid};
+use ulnet_proto::engine::CptsJoin;
 use ulnet_proto::engine::cpt::{CptError, CptList, MAX_CPTS, Partitions};
 
 use crate::device_numa::DeviceNuma;
@@ -43,6 +44,9 @@ pub struct NiSpec {
     pub cpts: Option<Vec<u32>>,
     /// The partition of its device's NUMA node (`ni_dev_cpt`); `None` when unknown.
     pub dev_cpt: Option<u32>,
+    /// How its CPTs join its net's set: given to a dynamic add (the configuration file,
+    /// `net add`), by `networks=`, or bound near its device ([`bind_cpts`]).
+    pub cpts_join: CptsJoin,
 }
 
 /// socklnd's per-net tunables (`lnd tunables:`), plus the module parameter `net show`
@@ -325,7 +329,7 @@ fn resolve_local_ni(
             [named] => (Some(named.name.clone()), interface_cpts(named)?),
             more => return Err(NetError::NidWithInterfaces { nid, count: more.len() }),
         };
-        nis.push(NiSpec { nid, interface, cpts, dev_cpt: None });
+        nis.push(NiSpec { nid, interface, cpts, dev_cpt: None, cpts_join: CptsJoin::Explicit });
         return Ok(());
     }
     for named in &local.interfaces {
@@ -339,7 +343,13 @@ fn resolve_local_ni(
             IpAddr::V6(ip) => Nid::ipv6(net, ip),
         };
         let cpts = interface_cpts(named)?;
-        nis.push(NiSpec { nid, interface: Some(named.name.clone()), cpts, dev_cpt: None });
+        nis.push(NiSpec {
+            nid,
+            interface: Some(named.name.clone()),
+            cpts,
+            dev_cpt: None,
+            cpts_join: CptsJoin::Explicit,
+        });
     }
     Ok(())
 }
@@ -368,6 +378,7 @@ pub fn bind_cpts(
         ni.dev_cpt = ni.interface.as_deref().and_then(|interface| numa.dev_cpt(interface));
         if ni.cpts.is_none() {
             ni.cpts = numa.default_cpts(ni.dev_cpt);
+            ni.cpts_join = CptsJoin::Default;
         }
         ni.cpts = partitions.check_ni_cpts(ni.cpts.as_deref()).map_err(|error| match error {
             CptError::OutOfRange { cpt, count } => NetError::CptOutOfRange { cpt, count },
@@ -432,7 +443,8 @@ mod tests {
                 nid: "127.0.0.2@tcp".parse().unwrap(),
                 interface: Some("lo".into()),
                 cpts: None,
-                dev_cpt: None
+                dev_cpt: None,
+                cpts_join: CptsJoin::Explicit
             }]
         );
         assert_eq!(spec.tunables, NetTunables::SOCKLND);

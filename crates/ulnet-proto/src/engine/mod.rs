@@ -86,7 +86,7 @@ pub use md::{MdHandle, MdOptions, MdSpec, Threshold, UnlinkMode};
 pub use me::{InsertPosition, LNET_PID_ANY, LNET_PID_LUSTRE, MeHandle, ProcessId};
 pub use memory::{IntoSegments, LentPayload, MAX_SEGMENTS, Memory, PinnedBytes, Slices, SlicesMut};
 pub use msg::{RxId, TxId};
-pub use ni::{LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
+pub use ni::{CptsJoin, LndKind, MAX_SELECTION_PRIORITY, NiConfig, NiId};
 pub use node::{
     Engine, EngineConfig, GetRequest, Limits, PutRequest, RecvAction, Resume, Transmit,
 };

@@ -57,6 +57,24 @@ pub struct NiConfig {
     pub cpts: CptList,
     /// The partition of its device's NUMA node (`ni_dev_cpt`); `None` when unknown.
     pub dev_cpt: Option<u32>,
+    /// How its CPTs join its net's CPT set.
+    pub cpts_join: CptsJoin,
+}
+
+/// How an NI's CPTs join its net's CPT set (`net_cpts`, what `lnet_nid2cpt(nid, NULL)` hashes
+/// over), which depends on how the NI came to have them. lustre: config.c `lnet_ni_alloc()`,
+/// `lnet_ni_set_default_cpts()`; api-ni.c `lnet_dyn_add_ni()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CptsJoin {
+    /// Given in the `networks=` module parameter: joins as the string is parsed.
+    #[default]
+    Parsed,
+    /// Given to a dynamic add (`net add --cpt`, `CPT:` in an import): joins only a net the NI
+    /// creates. The kernel allocates the NI on a net of its own, which it frees when the net
+    /// already exists, and the existing net's set never sees the NI's CPTs.
+    Explicit,
+    /// Given none, and bound when the NI starts (near its device, or to all): always joins.
+    Default,
 }
 
 impl NiConfig {
@@ -68,6 +86,7 @@ impl NiConfig {
             lnd_timeout: None,
             cpts: CptList::ALL,
             dev_cpt: None,
+            cpts_join: CptsJoin::Parsed,
         }
     }
 }
@@ -103,6 +122,8 @@ pub(crate) struct Ni {
     pub(crate) cpts: CptList,
     /// `ni_dev_cpt`: its device's partition, `None` when unknown.
     pub(crate) dev_cpt: Option<u32>,
+    /// How its CPTs joined its net's set.
+    pub(crate) cpts_join: CptsJoin,
     /// NI tx credits: the NI-wide count and the CPTs with a queue (`ni_tx_queues`, each in
     /// its partition's part, [`NiShares`]); `None` for loopback.
     pub(crate) credits: Option<TxQueues>,
@@ -247,6 +268,7 @@ impl Ni {
             lnd_timeout: None,
             cpts: CptList::ALL,
             dev_cpt: None,
+            cpts_join: CptsJoin::Default,
             credits: None,
             health: Health::FULL,
             health_stats: NiHealthStats::default(),
@@ -268,6 +290,7 @@ impl Ni {
             tunables: config.tunables,
             lnd_timeout: config.lnd_timeout,
             cpts: config.cpts,
+            cpts_join: config.cpts_join,
             dev_cpt: config.dev_cpt,
             credits: Some(TxQueues::new(
                 config.tunables.credits,
@@ -388,11 +411,13 @@ impl Nis {
     /// Appends a network NI, and its net if new; `None` when ids are exhausted. A net whose
     /// NIs were all removed comes back with the default priority, as the kernel's net is
     /// freed with its last NI and allocated afresh (`lnet_net_alloc()`).
-    /// Adds `ni` on a node of `partitions` partitions; its net's CPT set takes its binding.
+    /// Adds `ni` on a node of `partitions` partitions; its net's CPT set takes its binding
+    /// as [`CptsJoin`] says.
     pub(crate) fn push(&mut self, ni: Ni, partitions: u32) -> Option<NiId> {
         let id = NiId(u16::try_from(self.nis.len()).ok()?);
         let net = ni.nid.net();
         let revived = !self.nis.iter().any(|other| !other.removed && other.nid.net() == net);
+        let joins = revived || ni.cpts_join != CptsJoin::Explicit;
         let bound = (!ni.cpts.is_all()).then(|| ni.cpts.values());
         self.nis.push(ni);
         let local = match self.nets.iter().position(|local| local.net == net) {
@@ -408,7 +433,9 @@ impl Nis {
                 local.priority = MAX_SELECTION_PRIORITY;
                 local.cpts = NetCpts::default();
             }
-            local.cpts.append(bound.as_deref(), partitions);
+            if joins {
+                local.cpts.append(bound.as_deref(), partitions);
+            }
         }
         Some(id)
     }

@@ -268,24 +268,27 @@ pub(crate) fn get_param(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
         ctx.out(&format!("{}\n", GET_PARAM_HELP));
         return CMD_HELP;
     }
+    // With LNet down the kernel has no such files: every pattern is not found.
     let table = match ctx.call(&Request::CpuPartitions) {
         Ok(response) if ctx.json => {
             ctx.print_json(&response);
             return 0;
         }
-        Ok(Response::CpuPartitions(table)) => table,
+        Ok(Response::CpuPartitions(table)) => Some(table),
         Ok(_) => return report::unexpected(ctx, "not a partition table"),
         Err(Failure::Reported(rc)) => return rc,
+        Err(Failure::Daemon(ControlError::NotConfigured)) => None,
         Err(Failure::Daemon(error)) => {
             ctx.err(&format!("error: get_param: {}\n", strerror(-error.errno())));
             return -error.errno();
         }
     };
     let mut rc = 0;
-    let mut text = String::new();
     for pattern in &patterns {
-        let names: Vec<&str> =
-            PARAMS.into_iter().filter(|name| glob_match(pattern, name)).collect();
+        let names: Vec<&str> = match &table {
+            Some(_) => PARAMS.into_iter().filter(|name| glob_match(pattern, name)).collect(),
+            None => Vec::new(),
+        };
         if names.is_empty() {
             ctx.err(&format!(
                 "error: get_param: param_path '{pattern}': No such file or directory\n"
@@ -294,15 +297,17 @@ pub(crate) fn get_param(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
                 rc = ENOENT;
             }
         }
-        for name in names {
+        // Each pattern's values before the next pattern's errors, as lctl prints them.
+        let mut text = String::new();
+        for (name, table) in names.into_iter().zip(std::iter::repeat(&table).flatten()) {
             let value = match name {
                 "cpu_partition_table" => partition_table(&table.cpus),
                 _ => partition_distances(&table.distances),
             };
             text.push_str(&param_line(name, value.trim_end_matches('\n'), show_name, only_name));
         }
+        ctx.out(&text);
     }
-    ctx.out(&text);
     rc
 }
 

@@ -239,12 +239,11 @@ impl State {
             }
             Request::GlobalShow => Ok(Response::Global(self.global.show().into())),
             Request::Set { param, value } => self.set(param, value),
-            // libcfs's table is there with LNet down.
+            _ if !self.configured => Err(ControlError::NotConfigured),
             Request::CpuPartitions => Ok(Response::CpuPartitions(CpuPartitions {
                 cpus: vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]],
                 distances: vec![vec![10, 21], vec![21, 10]],
             })),
-            _ if !self.configured => Err(ControlError::NotConfigured),
             Request::NetAdd(add) => self.net_add(&add),
             Request::NetDel(del) => self.net_del(&del),
             Request::NetShow { net, .. } => self.net_show(net.as_deref()),

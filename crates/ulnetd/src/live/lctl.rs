@@ -106,10 +106,12 @@ impl LiveNode {
         Response::SysctlSetup { enabled: self.enable_sysctl_setup }
     }
 
-    /// `get_param cpu_partition_*`: the partitions, fixed at start (answered while LNet is
-    /// down too: libcfs's table outlives LNet's configuration).
-    pub(super) fn cpu_partitions(&self) -> Response {
-        Response::CpuPartitions(self.layout.numa.cpu_partitions())
+    /// `get_param cpu_partition_*`: the partitions, fixed at start. Refused while LNet is
+    /// down: the kernel makes the two files when LNet comes up and removes them when it goes
+    /// (lnet_debugfs.c, since LU-9859), so lctl finds no such parameter then.
+    pub(super) fn cpu_partitions(&self) -> Result<Response, ControlError> {
+        drop(self.lock_running()?);
+        Ok(Response::CpuPartitions(self.layout.numa.cpu_partitions()))
     }
 }
 

@@ -39,6 +39,7 @@ impl LiveNode {
                 lnd_timeout: None,
                 cpts: crate::nets::cpt_list(spec.and_then(|ni| ni.cpts.as_deref())),
                 dev_cpt: spec.and_then(|ni| ni.dev_cpt),
+                cpts_join: spec.map_or(ulnet_proto::engine::CptsJoin::Default, |ni| ni.cpts_join),
             };
             match node.add_tcp_ni(config, tcp_tunables(net.socklnd, *tcp)) {
                 Ok(nid) => added.push(nid),
@@ -137,6 +138,7 @@ mod tests {
                     interface: None,
                     cpts: None,
                     dev_cpt: None,
+                    cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
                 })
                 .collect(),
             tunables: NetTunables { credits, ..NetTunables::default() },

@@ -252,6 +252,7 @@ mod tests {
                     interface: None,
                     cpts: None,
                     dev_cpt: None,
+                    cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
                 })
                 .collect(),
             tunables: NetTunables::default(),

@@ -609,3 +609,40 @@ fn a_receive_runs_on_its_peers_partition_through_shared_calls() {
     assert_eq!(node.md_partition(md), Ok(other));
     node.check_invariants().unwrap();
 }
+
+/// How an NI's CPTs join its net's set, which `lnet_nid2cpt(nid, NULL)` hashes over
+/// (192.168.1.10@tcp sums to 373: over [2,3] CPT 3, over all four 1). An NI given CPTs by a
+/// dynamic add joins only a net it creates: the kernel allocates it on a net of its own and
+/// frees that when the net exists (`lnet_dyn_add_ni()`). An NI given none, bound when it
+/// starts, always joins (`lnet_ni_set_default_cpts()`), as one from `networks=` does.
+#[test]
+fn an_explicit_ni_added_to_a_net_leaves_its_set_alone() {
+    use crate::engine::CptsJoin;
+    use crate::engine::node::{Engine, EngineConfig};
+
+    let ni = |nid: &str, cpts: CptList, join: CptsJoin| NiConfig {
+        cpts,
+        cpts_join: join,
+        ..NiConfig::new(nid.parse().unwrap(), LndKind::Tcp)
+    };
+    let near = CptList::new(&[2, 3]).unwrap();
+    let config = EngineConfig {
+        partitions: Partitions::new(4).unwrap(),
+        ..EngineConfig::new(7, LNET_PID_LUSTRE, vec![ni("10.0.0.1@tcp", near, CptsJoin::Default)])
+    };
+    let mut engine = Engine::new(config).unwrap();
+    let peer: Nid = "192.168.1.10@tcp".parse().unwrap();
+    assert_eq!(engine.cpt_of_nid_without_ni(&peer), 3);
+    let now = Time::ZERO;
+    engine.add_ni(now, ni("10.0.0.2@tcp", CptList::ALL, CptsJoin::Explicit)).unwrap();
+    assert_eq!(engine.cpt_of_nid_without_ni(&peer), 3, "the explicit NI left the set alone");
+    engine.add_ni(now, ni("10.0.0.3@tcp", CptList::ALL, CptsJoin::Parsed)).unwrap();
+    assert_eq!(engine.cpt_of_nid_without_ni(&peer), 1, "a parsed NI on all lifts it");
+    // An explicit NI creating its net sets that net's set.
+    engine.add_ni(now, ni("10.0.0.1@tcp1", near, CptsJoin::Explicit)).unwrap();
+    let other: Nid = "192.168.1.12@tcp1".parse().unwrap();
+    let over_all = Partitions::new(4).unwrap().cpt_of_nid(&other, None);
+    let over_near = Partitions::new(4).unwrap().cpt_of_nid(&other, Some(&[2, 3]));
+    assert_ne!(over_all, over_near, "the test needs the two hashes apart");
+    assert_eq!(engine.cpt_of_nid_without_ni(&other), over_near);
+}
