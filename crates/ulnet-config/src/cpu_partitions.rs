@@ -737,23 +737,5 @@ pub fn create_pattern(
 /// Parses the kernel's cpulist format (`/sys/devices/system/cpu/online`, a node's `cpulist`):
 /// `0-3,8,10-11`, empty for none. Bounded by [`MAX_CPUS`].
 pub fn parse_cpulist(text: &str) -> Option<BTreeSet<u32>> {
-    let mut set = BTreeSet::new();
-    let text = text.trim();
-    if text.is_empty() {
-        return Some(set);
-    }
-    for part in text.split(',') {
-        let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
-            None => {
-                let v = part.trim().parse::<u32>().ok()?;
-                (v, v)
-            }
-        };
-        if lo > hi || hi >= MAX_CPUS {
-            return None;
-        }
-        set.extend(lo..=hi);
-    }
-    Some(set)
+    ulnet_proto::engine::cpt::parse_id_list(text, MAX_CPUS)
 }

@@ -101,21 +101,8 @@ fn distance_row(sysfs: &Path, node: u32) -> Option<std::collections::BTreeMap<u3
 
 /// A sysfs node list (`0-1,8`), at most [`MAX_NODES`] ids.
 fn node_list(text: &str) -> Option<Vec<u32>> {
-    let mut ids = Vec::new();
-    for part in text.trim().split(',').filter(|part| !part.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
-            None => {
-                let id = part.trim().parse::<u32>().ok()?;
-                (id, id)
-            }
-        };
-        if lo > hi || hi >= MAX_NODES {
-            return None;
-        }
-        ids.extend(lo..=hi);
-    }
-    Some(ids)
+    let ids = ulnet_proto::engine::cpt::parse_id_list(text, MAX_NODES)?;
+    Some(ids.into_iter().collect())
 }
 
 /// The partition of `interface`'s device when the NI was given none: the first holding its

@@ -177,13 +177,7 @@ fn node_config(nid: &str) -> DaemonConfig {
     DaemonConfig {
         nets: vec![NetSpec {
             net: nid.net(),
-            nis: vec![NiSpec {
-                nid,
-                interface,
-                cpts: None,
-                dev_cpt: None,
-                cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
-            }],
+            nis: vec![NiSpec::new(nid, interface)],
             tunables: ulnet::NetTunables::SOCKLND,
             socklnd: SocklndTunables::default(),
         }],

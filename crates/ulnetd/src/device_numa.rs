@@ -115,11 +115,8 @@ mod tests {
         assert_eq!(DeviceNuma::new(None).default_cpts(Some(2)), None);
 
         let ni = |interface: &str, cpts: Option<Vec<u32>>| NiSpec {
-            nid: "10.0.0.1@tcp".parse().unwrap(),
-            interface: Some(interface.into()),
             cpts,
-            dev_cpt: None,
-            cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
+            ..NiSpec::new("10.0.0.1@tcp".parse().unwrap(), Some(interface.into()))
         };
         let mut nets = [NetSpec {
             net: Net::TCP,

@@ -49,6 +49,13 @@ pub struct NiSpec {
     pub cpts_join: CptsJoin,
 }
 
+impl NiSpec {
+    /// An NI on exactly `nid`, shown on `interface`, given no CPTs and not yet bound.
+    pub fn new(nid: Nid, interface: Option<String>) -> Self {
+        Self { nid, interface, cpts: None, dev_cpt: None, cpts_join: CptsJoin::Explicit }
+    }
+}
+
 /// socklnd's per-net tunables (`lnd tunables:`), plus the module parameter `net show`
 /// reports as `timeout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,7 +336,7 @@ fn resolve_local_ni(
             [named] => (Some(named.name.clone()), interface_cpts(named)?),
             more => return Err(NetError::NidWithInterfaces { nid, count: more.len() }),
         };
-        nis.push(NiSpec { nid, interface, cpts, dev_cpt: None, cpts_join: CptsJoin::Explicit });
+        nis.push(NiSpec { cpts, ..NiSpec::new(nid, interface) });
         return Ok(());
     }
     for named in &local.interfaces {
@@ -343,13 +350,7 @@ fn resolve_local_ni(
             IpAddr::V6(ip) => Nid::ipv6(net, ip),
         };
         let cpts = interface_cpts(named)?;
-        nis.push(NiSpec {
-            nid,
-            interface: Some(named.name.clone()),
-            cpts,
-            dev_cpt: None,
-            cpts_join: CptsJoin::Explicit,
-        });
+        nis.push(NiSpec { cpts, ..NiSpec::new(nid, Some(named.name.clone())) });
     }
     Ok(())
 }
@@ -439,13 +440,7 @@ mod tests {
         let spec = resolve_net(&tcp_net(vec![by_nid("127.0.0.2@tcp")]), &host()).unwrap();
         assert_eq!(
             spec.nis,
-            vec![NiSpec {
-                nid: "127.0.0.2@tcp".parse().unwrap(),
-                interface: Some("lo".into()),
-                cpts: None,
-                dev_cpt: None,
-                cpts_join: CptsJoin::Explicit
-            }]
+            vec![NiSpec::new("127.0.0.2@tcp".parse().unwrap(), Some("lo".into()))]
         );
         assert_eq!(spec.tunables, NetTunables::SOCKLND);
         assert_eq!(spec.socklnd, SocklndTunables { conns_per_peer: 0, tos: -1 });

@@ -38,13 +38,7 @@ pub fn net_entries(
     let mut entries = vec![NetEntry {
         net: Net::LO,
         nis: vec![local_ni(
-            &NiSpec {
-                nid: Nid::LO_0,
-                interface: None,
-                cpts: None,
-                dev_cpt: None,
-                cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
-            },
+            &NiSpec::new(Nid::LO_0, None),
             lo,
             None,
             NetTunables::default(),

@@ -338,6 +338,30 @@ impl NetCpts {
     }
 }
 
+/// Parses the kernel's list format for CPU and node ids (sysfs `online`, a node's `cpulist`):
+/// `0-3,8,10-11`, empty for none; `None` for anything else or an id at or past `limit`.
+pub fn parse_id_list(text: &str, limit: u32) -> Option<std::collections::BTreeSet<u32>> {
+    let mut set = std::collections::BTreeSet::new();
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(set);
+    }
+    for part in text.split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
+            None => {
+                let id = part.trim().parse::<u32>().ok()?;
+                (id, id)
+            }
+        };
+        if lo > hi || hi >= limit {
+            return None;
+        }
+        set.extend(lo..=hi);
+    }
+    Some(set)
+}
+
 /// `lnet_nid2cpt(nid, NULL)`: the partition of `nid` on a node of `partitions` whose NID's
 /// net, if local, has the set `net`.
 pub fn cpt_of_nid_on_net(partitions: &Partitions, nid: &Nid, net: Option<&NetCpts>) -> u32 {

@@ -245,16 +245,7 @@ mod tests {
         let net: Net = name.parse().unwrap();
         NetSpec {
             net,
-            nis: nids
-                .iter()
-                .map(|nid| NiSpec {
-                    nid: nid.parse().unwrap(),
-                    interface: None,
-                    cpts: None,
-                    dev_cpt: None,
-                    cpts_join: ulnet_proto::engine::CptsJoin::Explicit,
-                })
-                .collect(),
+            nis: nids.iter().map(|nid| NiSpec::new(nid.parse().unwrap(), None)).collect(),
             tunables: NetTunables::default(),
             socklnd: SocklndTunables::default(),
         }
