@@ -14,8 +14,9 @@
 //! largest between their nodes (`cfs_cpt_distance()`), the whole table's largest when the
 //! device's node is unknown. The core compares a message's from its home partition.
 //! Otherwise the node's memory is taken to be the I/O thread's node: that of its CPU when
-//! pinned, else of the CPU building the node. Whatever is missing gives no distance, and the
-//! NI keeps the core's default (0: no preference).
+//! pinned, else of the CPU building the node; a device with no node is as far as the farthest
+//! node from there. When the local node or its distances are unknown, the NI keeps the core's
+//! default (0: no preference).
 //!
 //! [`NodeBuilder::partition_nodes`]: crate::NodeBuilder::partition_nodes
 
@@ -42,8 +43,9 @@ pub(crate) struct Placement {
 /// each partition when `placement` knows their nodes, else from its CPU.
 pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placement) {
     let sysfs = Path::new("/sys");
-    let by_partition = !placement.partition_nodes.is_empty()
-        && placement.partition_nodes.len() == engine.partitions().count() as usize;
+    let nodes = &placement.partition_nodes;
+    let by_partition = (!nodes.is_empty() && nodes.len() == engine.partitions().count() as usize)
+        .then(|| CptDistances::read(sysfs, nodes));
     let Ok(host) = link_watch::host_addresses() else { return };
     let nis: Vec<_> =
         engine.ni_ids().filter_map(|ni| engine.ni_stats(ni).map(|s| (ni, s))).collect();
@@ -57,14 +59,13 @@ pub(crate) fn apply(engine: &mut ulnet_proto::engine::Engine, placement: &Placem
         });
         // The NI was just listed by the core and the list is one per partition, so neither
         // setter can fail.
-        if by_partition {
+        if let Some(table) = &by_partition {
             // An NI whose device is unknown is as far as the table is wide, as the kernel's
             // `CFS_CPT_ANY` device is, not nearer than a known one.
-            let nodes = &placement.partition_nodes;
             let dev_cpt = stats
                 .dev_cpt
                 .or_else(|| interface.and_then(|name| device_partition(sysfs, name, nodes)));
-            let _ = engine.set_ni_numa_distances(ni, &partition_distances(sysfs, dev_cpt, nodes));
+            let _ = engine.set_ni_numa_distances(ni, &table.to_partition(dev_cpt));
         } else if let Some(distance) =
             interface.and_then(|name| interface_distance(sysfs, name, placement.cpu))
         {
@@ -113,22 +114,6 @@ fn device_partition(sysfs: &Path, interface: &str, partition_nodes: &[Vec<u32>])
     u32::try_from(cpt).ok()
 }
 
-/// `cfs_cpt_distance(cpt, dev_cpt)` for every partition `cpt` of `partition_nodes`: the
-/// distance from each partition to `dev_cpt`, or, when that is unknown, the table's largest
-/// (`ctb_distance`) from all of them.
-pub(crate) fn partition_distances(
-    sysfs: &Path,
-    dev_cpt: Option<u32>,
-    partition_nodes: &[Vec<u32>],
-) -> Vec<u32> {
-    let table = CptDistances::read(sysfs, partition_nodes);
-    let count = partition_nodes.len() as u32;
-    match dev_cpt.filter(|&cpt| cpt < count) {
-        Some(device) => (0..count).map(|cpt| table.between(cpt, device)).collect(),
-        None => vec![table.widest(); partition_nodes.len()],
-    }
-}
-
 /// The distances between CPU partitions (libcfs's `cpt_distance` and `ctb_distance`): between
 /// two partitions, the largest node distance between their nodes; the table's, the largest
 /// between any two of its nodes. Node distances come from sysfs
@@ -169,6 +154,16 @@ impl CptDistances {
     pub fn between(&self, from: u32, to: u32) -> u32 {
         let row = self.between.get(from as usize);
         row.and_then(|row| row.get(to as usize)).copied().unwrap_or(0)
+    }
+
+    /// `cfs_cpt_distance(cpt, dev_cpt)` from every partition `cpt`, by CPT: to `dev_cpt`, or,
+    /// when that is unknown (`CFS_CPT_ANY`), the table's largest from all of them.
+    pub fn to_partition(&self, dev_cpt: Option<u32>) -> Vec<u32> {
+        let count = self.count() as u32;
+        match dev_cpt.filter(|&cpt| cpt < count) {
+            Some(device) => (0..count).map(|cpt| self.between(cpt, device)).collect(),
+            None => vec![self.widest; self.count()],
+        }
     }
 
     /// `cfs_cpt_distance()` with either partition `CFS_CPT_ANY`: the table's largest.
@@ -272,7 +267,8 @@ mod tests {
     fn distances_from_each_partition_are_the_kernels() {
         let sysfs = fake_sysfs("partitions");
         let distances = |interface: &str, nodes: &[Vec<u32>]| {
-            partition_distances(&sysfs, device_partition(&sysfs, interface, nodes), nodes)
+            let table = CptDistances::read(&sysfs, nodes);
+            table.to_partition(device_partition(&sysfs, interface, nodes))
         };
         let one_each = [vec![0], vec![1]];
         assert_eq!(distances("eth1", &one_each), [21, 10]);
@@ -283,7 +279,7 @@ mod tests {
         let spanning = [vec![0], vec![0, 1]];
         assert_eq!(distances("eth1", &spanning), [21, 21]);
         // The partition the configuration gave wins over the first holding the node.
-        assert_eq!(partition_distances(&sysfs, Some(0), &spanning), [10, 21]);
+        assert_eq!(CptDistances::read(&sysfs, &spanning).to_partition(Some(0)), [10, 21]);
         // A device on a node no partition holds is unknown: the table's largest is node 0's
         // distance to itself.
         let node0 = [vec![0], vec![0]];

@@ -285,10 +285,10 @@ pub(crate) fn get_param(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
     };
     let mut rc = 0;
     for pattern in &patterns {
-        let names: Vec<&str> = match &table {
-            Some(_) => PARAMS.into_iter().filter(|name| glob_match(pattern, name)).collect(),
-            None => Vec::new(),
-        };
+        let names: Vec<&str> = PARAMS
+            .into_iter()
+            .filter(|name| table.is_some() && glob_match(pattern, name))
+            .collect();
         if names.is_empty() {
             ctx.err(&format!(
                 "error: get_param: param_path '{pattern}': No such file or directory\n"
@@ -298,8 +298,9 @@ pub(crate) fn get_param(ctx: &mut Ctx<'_, '_>, argv: Vec<String>) -> i32 {
             }
         }
         // Each pattern's values before the next pattern's errors, as lctl prints them.
+        let Some(table) = &table else { continue };
         let mut text = String::new();
-        for (name, table) in names.into_iter().zip(std::iter::repeat(&table).flatten()) {
+        for name in names {
             let value = match name {
                 "cpu_partition_table" => partition_table(&table.cpus),
                 _ => partition_distances(&table.distances),

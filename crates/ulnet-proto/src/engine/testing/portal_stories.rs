@@ -58,6 +58,17 @@ fn send_to(h: &mut Harness, from: usize, to: Nid, bits: u64) {
     h.put(from, &plain_put(md, target, PORTAL, bits)).unwrap();
 }
 
+/// A PUT from each of `senders` in turn, each driven to the end, then nothing left in flight;
+/// the server's PUT events' tags, in order.
+fn send_in_turn(h: &mut Harness, senders: &[usize]) -> Vec<u64> {
+    for &from in senders {
+        send(h, from, BITS);
+        h.drive();
+    }
+    h.assert_quiescent();
+    put_tags(h)
+}
+
 /// The server's PUT events' tags, in order.
 fn put_tags(h: &mut Harness) -> Vec<u64> {
     let events = h.take_events(SERVER);
@@ -135,12 +146,7 @@ fn before_and_after_share_the_fixed_table() {
     post_at(&mut h, InsertPosition::After, BITS, 7);
     post_at(&mut h, InsertPosition::Before, BITS, 8);
     assert_eq!(tables(&h), [(0, 0, 0), (2, 0, 0)]);
-    send(&mut h, 1, BITS);
-    h.drive();
-    send(&mut h, 0, BITS);
-    h.drive();
-    h.assert_quiescent();
-    assert_eq!(put_tags(&mut h), [8, 7]);
+    assert_eq!(send_in_turn(&mut h, &[1, 0]), [8, 7]);
     assert_eq!(tables(&h), [(0, 0, 0), (0, 2, 0)]);
 }
 
@@ -166,12 +172,7 @@ fn a_unique_portal_hashes_the_initiator() {
     let mut h = harness(2);
     attach_unique_from_nodes_1_and_0(&mut h);
     assert_eq!(tables(&h), [(1, 0, 0), (1, 0, 0)]);
-    send(&mut h, 0, BITS);
-    h.drive();
-    send(&mut h, 1, BITS);
-    h.drive();
-    h.assert_quiescent();
-    assert_eq!(put_tags(&mut h), [20, 10]);
+    assert_eq!(send_in_turn(&mut h, &[0, 1]), [20, 10]);
     assert_eq!(tables(&h), [(0, 1, 0), (0, 1, 0)]);
 }
 
@@ -191,12 +192,7 @@ fn a_unique_portal_on_a_bound_net_hashes_over_the_nets_cpts() {
     h.discover_all();
     attach_unique_from_nodes_1_and_0(&mut h);
     assert_eq!(tables(&h), [(0, 0, 0), (0, 0, 0), (1, 0, 0), (1, 0, 0)]);
-    send(&mut h, 0, BITS);
-    h.drive();
-    send(&mut h, 1, BITS);
-    h.drive();
-    h.assert_quiescent();
-    assert_eq!(put_tags(&mut h), [20, 10]);
+    assert_eq!(send_in_turn(&mut h, &[0, 1]), [20, 10]);
     assert_eq!(tables(&h), [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 1, 0)]);
 }
 
